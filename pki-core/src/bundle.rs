@@ -1,0 +1,139 @@
+//! CA bundles: the set of certificates a client trusts.
+
+use crate::cert::Certificate;
+use crate::error::{Error, Result};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+/// An ordered set of CA certificates.
+///
+/// Certificates are deduplicated by DER. Order is deterministic: the order of
+/// first insertion, which is what rotation engines rely on to put the current
+/// CA first. The [`Bundle::fingerprint`] of the set does not depend on order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bundle {
+    certs: Vec<Certificate>,
+}
+
+impl Bundle {
+    /// An empty bundle.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A bundle of `certs`, deduplicated, in the order given.
+    pub fn from_certs(certs: impl IntoIterator<Item = Certificate>) -> Self {
+        let mut b = Bundle::new();
+        for c in certs {
+            b.push(c);
+        }
+        b
+    }
+
+    /// Parses a PEM bundle. Every block must be a `CERTIFICATE`; an error
+    /// names the block. An input without any certificate is an error.
+    pub fn from_pem(input: &[u8]) -> Result<Self> {
+        let certs = Certificate::all_from_pem(input)?;
+        if certs.is_empty() {
+            return Err(Error::NoPemBlock { what: "CA bundle" });
+        }
+        Ok(Self::from_certs(certs))
+    }
+
+    /// PEM of every certificate, in order.
+    pub fn to_pem(&self) -> String {
+        self.certs.iter().map(Certificate::to_pem).collect()
+    }
+
+    /// Adds `cert` unless the same DER is already present. Returns whether it was added.
+    pub fn push(&mut self, cert: Certificate) -> bool {
+        if self.contains(&cert) {
+            return false;
+        }
+        self.certs.push(cert);
+        true
+    }
+
+    /// Adds every certificate of `other` that is not yet present.
+    pub fn merge(&mut self, other: &Bundle) {
+        for c in &other.certs {
+            self.push(c.clone());
+        }
+    }
+
+    /// Whether a certificate with the same DER is present.
+    pub fn contains(&self, cert: &Certificate) -> bool {
+        self.certs.iter().any(|c| c.der() == cert.der())
+    }
+
+    /// The certificates, in order.
+    pub fn certs(&self) -> &[Certificate] {
+        &self.certs
+    }
+
+    /// Number of certificates.
+    pub fn len(&self) -> usize {
+        self.certs.len()
+    }
+
+    /// Whether the bundle is empty.
+    pub fn is_empty(&self) -> bool {
+        self.certs.is_empty()
+    }
+
+    /// Removes certificates whose NotAfter is before `now`; returns them.
+    pub fn prune_expired(&mut self, now: OffsetDateTime) -> Vec<Certificate> {
+        let (keep, gone) = std::mem::take(&mut self.certs)
+            .into_iter()
+            .partition(|c| c.not_after() >= now);
+        self.certs = keep;
+        gone
+    }
+
+    /// SHA-256 over the sorted SHA-256 fingerprints of the members: the same
+    /// set gives the same value in any order.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut prints: Vec<[u8; 32]> = self.certs.iter().map(|c| c.fingerprint_sha256()).collect();
+        prints.sort_unstable();
+        let mut h = Sha256::new();
+        for p in &prints {
+            h.update(p);
+        }
+        h.finalize().into()
+    }
+
+    /// The self-signed roots of the bundle, in order.
+    pub fn roots(&self) -> impl Iterator<Item = &Certificate> {
+        self.certs.iter().filter(|c| c.looks_self_signed())
+    }
+
+    /// Root pin: SHA-256 of the DER of the bundle's first self-signed root,
+    /// in lowercase hex. Never a hash of PEM text, whose line endings and
+    /// comments vary between copies of the same certificate.
+    pub fn root_pin(&self) -> Result<String> {
+        self.roots()
+            .next()
+            .map(|c| hex::encode(c.fingerprint_sha256()))
+            .ok_or(Error::NoRoot)
+    }
+
+    /// SPKI pins (SHA-256 of each member's SubjectPublicKeyInfo, hex), deduplicated, in order.
+    pub fn spki_pins(&self) -> Vec<String> {
+        let mut pins: Vec<String> = Vec::new();
+        for c in &self.certs {
+            let p = hex::encode(c.spki_sha256());
+            if !pins.contains(&p) {
+                pins.push(p);
+            }
+        }
+        pins
+    }
+}
+
+impl<'a> IntoIterator for &'a Bundle {
+    type Item = &'a Certificate;
+    type IntoIter = std::slice::Iter<'a, Certificate>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.certs.iter()
+    }
+}

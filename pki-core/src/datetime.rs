@@ -1,0 +1,52 @@
+//! Conversions between `time::OffsetDateTime` and X.509 `Time`.
+//!
+//! X.509 encodes instants with second precision from 1950 to 9999; RFC 5280
+//! §4.1.2.5 asks for UTCTime through 2049 and GeneralizedTime from 2050.
+
+use crate::error::{Error, Result};
+use der::DateTime;
+use der::asn1::{GeneralizedTime, UtcTime};
+use time::OffsetDateTime;
+use x509_cert::time::Time;
+
+/// Converts an instant to an X.509 `Time`, truncated to whole seconds.
+pub fn to_x509(t: OffsetDateTime) -> Result<Time> {
+    let secs = t.unix_timestamp();
+    let secs = u64::try_from(secs).map_err(|_| Error::Time {
+        reason: format!("{t} is before 1970 and cannot be encoded"),
+    })?;
+    let dt = DateTime::from_unix_duration(std::time::Duration::from_secs(secs)).map_err(|e| {
+        Error::Time {
+            reason: format!("{t} cannot be encoded: {e}"),
+        }
+    })?;
+    if dt.year() < 2050 {
+        let utc = UtcTime::from_date_time(dt).map_err(|e| Error::Time {
+            reason: format!("{t}: {e}"),
+        })?;
+        Ok(Time::UtcTime(utc))
+    } else {
+        let g = GeneralizedTime::from_date_time(dt);
+        Ok(Time::GeneralTime(g))
+    }
+}
+
+/// Converts an X.509 `Time` to an instant.
+pub fn from_x509(t: &Time) -> OffsetDateTime {
+    let secs = t.to_unix_duration().as_secs();
+    // X.509 times end at 9999-12-31, well within i64 and OffsetDateTime's range.
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    OffsetDateTime::from_unix_timestamp(secs).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// Truncates an instant to whole seconds, the precision certificates carry.
+pub fn truncate(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(0).unwrap_or(t)
+}
+
+/// Formats an instant as RFC 3339 (UTC, whole seconds).
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    let t = truncate(t.to_offset(time::UtcOffset::UTC));
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.to_string())
+}

@@ -1,0 +1,123 @@
+//! The one error type of pki-core.
+
+use std::fmt;
+
+/// Everything that can go wrong in pki-core. Each variant carries enough
+/// context to tell the user what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A PEM block could not be read.
+    #[error("PEM block {block}: {reason}")]
+    Pem {
+        /// 1-based index of the block in its input.
+        block: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A PEM block has a label other than the one expected here.
+    #[error("PEM block {block}: expected {expected}, found \"{found}\"")]
+    UnexpectedPemLabel {
+        /// 1-based index of the block in its input.
+        block: usize,
+        /// The label found (the text after `BEGIN `).
+        found: String,
+        /// What the caller expected.
+        expected: &'static str,
+    },
+    /// Input that should hold PEM blocks holds none.
+    #[error("no PEM block found in {what}")]
+    NoPemBlock {
+        /// What was being read.
+        what: &'static str,
+    },
+    /// A certificate's DER could not be decoded.
+    #[error("certificate: {reason}")]
+    CertificateDecode {
+        /// The decoder's message.
+        reason: String,
+    },
+    /// An extension of a certificate is malformed.
+    #[error("certificate extension {extension}: {reason}")]
+    MalformedExtension {
+        /// Name of the extension.
+        extension: &'static str,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A private key could not be decoded.
+    #[error("private key: {reason}")]
+    KeyDecode {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The key type is not one pki supports.
+    #[error("unsupported key: {reason}")]
+    UnsupportedKey {
+        /// Which key it is.
+        reason: String,
+    },
+    /// An RSA key shorter than 2048 bits was offered.
+    #[error("RSA key of {bits} bits refused: at least 2048 bits are required")]
+    RsaKeyTooSmall {
+        /// Its modulus size.
+        bits: usize,
+    },
+    /// A private key does not belong to the certificate it was paired with.
+    #[error("private key does not match certificate {certificate}")]
+    KeyMismatch {
+        /// The certificate's human id.
+        certificate: String,
+    },
+    /// Key generation, encoding or signing failed.
+    #[error("cryptographic operation failed: {reason}")]
+    Crypto {
+        /// The underlying message.
+        reason: String,
+    },
+    /// A certificate could not be built from its parameters.
+    #[error("cannot issue certificate: {reason}")]
+    Issuance {
+        /// What is wrong with the parameters.
+        reason: String,
+    },
+    /// A time value is outside what X.509 can encode, or inconsistent.
+    #[error("time: {reason}")]
+    Time {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A rotation policy breaks the validity math.
+    #[error("invalid rotation policy: {reason}")]
+    InvalidPolicy {
+        /// The rule it breaks, with the timeline that shows why.
+        reason: String,
+    },
+    /// A certificate that must be a CA is not one.
+    #[error("certificate {certificate} is not a CA: {reason}")]
+    NotACa {
+        /// The certificate's human id.
+        certificate: String,
+        /// Why it does not qualify.
+        reason: String,
+    },
+    /// A bundle holds no self-signed root to pin.
+    #[error("bundle has no self-signed root certificate to pin")]
+    NoRoot,
+}
+
+impl Error {
+    pub(crate) fn crypto(e: impl fmt::Display) -> Self {
+        Error::Crypto {
+            reason: e.to_string(),
+        }
+    }
+    pub(crate) fn issuance(e: impl fmt::Display) -> Self {
+        Error::Issuance {
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

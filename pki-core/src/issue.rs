@@ -1,0 +1,509 @@
+//! Issuance: plain-data parameters finished by one verb.
+//!
+//! The profile decides the extensions (policy); x509-cert's builder only
+//! encodes and signs (mechanism). Every certificate gets:
+//!
+//! - a SubjectKeyIdentifier, RFC 5280 §4.2.1.2 method 1 (SHA-1 of the key bits);
+//! - unless self-signed, an AuthorityKeyIdentifier whose bytes are *copied*
+//!   from the issuer's SKI, never recomputed: another tool may have used
+//!   another method, and lineage checks compare AKI with SKI byte for byte;
+//! - a random, positive, 16-byte serial;
+//! - a NotBefore backdated by [`CertificateParams::backdate`] for clock skew;
+//! - for leaves, a NotAfter capped at the issuer's NotAfter.
+
+use crate::cert::{Certificate, EKU_CLIENT_AUTH, EKU_SERVER_AUTH};
+use crate::error::{Error, Result};
+use crate::key::PrivateKey;
+use der::asn1::{Ia5String, OctetString};
+use der::referenced::OwnedToRef;
+use rand_core::CryptoRng;
+use spki::SubjectPublicKeyInfoOwned;
+use std::net::IpAddr;
+use time::{Duration, OffsetDateTime};
+use x509_cert::builder::CertificateBuilder;
+use x509_cert::certificate::TbsCertificate;
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::ext::pkix::{
+    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages,
+    SubjectAltName, SubjectKeyIdentifier,
+};
+use x509_cert::ext::{Extension, ToExtension};
+use x509_cert::name::Name;
+use x509_cert::serial_number::SerialNumber;
+use x509_cert::time::Validity;
+
+/// What a certificate is for. Decides its extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Self-signed root CA: basicConstraints critical cA:TRUE, keyUsage
+    /// critical keyCertSign, cRLSign, digitalSignature.
+    RootCa,
+    /// Subordinate CA, with an optional pathLenConstraint.
+    IntermediateCa {
+        /// pathLenConstraint.
+        path_len: Option<u8>,
+    },
+    /// TLS server: EKU serverAuth.
+    Server,
+    /// TLS client: EKU clientAuth.
+    Client,
+    /// Both serverAuth and clientAuth.
+    ServerClient,
+}
+
+impl Profile {
+    /// Whether the profile makes a CA certificate.
+    pub fn is_ca(self) -> bool {
+        matches!(self, Profile::RootCa | Profile::IntermediateCa { .. })
+    }
+}
+
+/// Default backdating of NotBefore: tolerates five minutes of clock skew
+/// between the issuer and the machines that verify.
+pub const DEFAULT_BACKDATE: Duration = Duration::minutes(5);
+
+/// Everything that decides a certificate's content, as plain data.
+///
+/// Finish with [`CertificateParams::self_signed`] or
+/// [`CertificateParams::signed_by`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateParams {
+    /// What the certificate is for.
+    pub profile: Profile,
+    /// Subject distinguished name.
+    pub subject: Name,
+    /// DNS subjectAltNames (leaves).
+    pub dns_names: Vec<String>,
+    /// IP subjectAltNames (leaves).
+    pub ip_addresses: Vec<IpAddr>,
+    /// Issuance time: NotAfter is `issued_at + lifetime`.
+    pub issued_at: OffsetDateTime,
+    /// Requested lifetime. Leaves are cut at the issuer's NotAfter.
+    pub lifetime: Duration,
+    /// NotBefore is `issued_at - backdate`.
+    pub backdate: Duration,
+}
+
+impl CertificateParams {
+    /// Parameters for `profile` with subject `CN=<common_name>`.
+    pub fn new(
+        profile: Profile,
+        common_name: &str,
+        issued_at: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<Self> {
+        Ok(CertificateParams {
+            profile,
+            subject: common_name_to_name(common_name)?,
+            dns_names: Vec::new(),
+            ip_addresses: Vec::new(),
+            issued_at,
+            lifetime,
+            backdate: DEFAULT_BACKDATE,
+        })
+    }
+
+    /// Issues a self-signed certificate for `key` (normally a root CA).
+    pub fn self_signed<R: CryptoRng + ?Sized>(
+        &self,
+        key: &PrivateKey,
+        rng: &mut R,
+    ) -> Result<Certificate> {
+        let (not_before, not_after) = self.window(None)?;
+        let spki = key.public_key()?;
+        let ski = key_identifier(&spki)?;
+        let extensions = self.extensions(&ski, None, key.algorithm().is_rsa())?;
+        build(
+            self.subject.clone(),
+            self.subject.clone(),
+            extensions,
+            not_before,
+            not_after,
+            spki,
+            key,
+            rng,
+        )
+    }
+
+    /// Issues a certificate for `public_key`, signed by `issuer`.
+    pub fn signed_by<R: CryptoRng + ?Sized>(
+        &self,
+        public_key: &SubjectPublicKeyInfoOwned,
+        issuer: &CertificateAuthority,
+        rng: &mut R,
+    ) -> Result<Certificate> {
+        let (not_before, not_after) = self.window(Some(&issuer.cert))?;
+        let ski = key_identifier(public_key)?;
+        let is_rsa = public_key.algorithm.oid == RSA_ENCRYPTION;
+        let extensions = self.extensions(&ski, issuer.cert.ski(), is_rsa)?;
+        build(
+            issuer.cert.subject().clone(),
+            self.subject.clone(),
+            extensions,
+            not_before,
+            not_after,
+            public_key.clone(),
+            &issuer.key,
+            rng,
+        )
+    }
+
+    fn window(&self, issuer: Option<&Certificate>) -> Result<(OffsetDateTime, OffsetDateTime)> {
+        if self.lifetime <= Duration::ZERO {
+            return Err(Error::issuance(format!(
+                "lifetime must be positive, got {}",
+                self.lifetime
+            )));
+        }
+        if self.backdate < Duration::ZERO {
+            return Err(Error::issuance("backdate must not be negative"));
+        }
+        let not_before = crate::datetime::truncate(self.issued_at - self.backdate);
+        let mut not_after = crate::datetime::truncate(self.issued_at + self.lifetime);
+        if let Some(issuer) = issuer {
+            if !issuer.is_valid_at(self.issued_at) {
+                return Err(Error::issuance(format!(
+                    "issuer {} is not valid at {} (valid {} to {})",
+                    issuer.id(),
+                    crate::datetime::rfc3339(self.issued_at),
+                    crate::datetime::rfc3339(issuer.not_before()),
+                    crate::datetime::rfc3339(issuer.not_after())
+                )));
+            }
+            if !self.profile.is_ca() || matches!(self.profile, Profile::IntermediateCa { .. }) {
+                not_after = not_after.min(issuer.not_after());
+            }
+        }
+        Ok((not_before, not_after))
+    }
+
+    fn extensions(
+        &self,
+        ski: &SubjectKeyIdentifier,
+        issuer_ski: Option<&[u8]>,
+        is_rsa: bool,
+    ) -> Result<Vec<Extension>> {
+        let mut exts = Vec::new();
+        let subject = &self.subject;
+        let mut push = |ext: Result<Extension, der::Error>| -> Result<()> {
+            exts.push(ext.map_err(Error::crypto)?);
+            Ok(())
+        };
+        match self.profile {
+            Profile::RootCa | Profile::IntermediateCa { .. } => {
+                let path_len = match self.profile {
+                    Profile::IntermediateCa { path_len } => path_len,
+                    _ => None,
+                };
+                push(
+                    BasicConstraints {
+                        ca: true,
+                        path_len_constraint: path_len,
+                    }
+                    .to_extension_for(subject),
+                )?;
+                push(
+                    KeyUsage(
+                        KeyUsages::KeyCertSign | KeyUsages::CRLSign | KeyUsages::DigitalSignature,
+                    )
+                    .to_extension_for(subject),
+                )?;
+            }
+            Profile::Server | Profile::Client | Profile::ServerClient => {
+                if self.profile != Profile::Client
+                    && self.dns_names.is_empty()
+                    && self.ip_addresses.is_empty()
+                {
+                    return Err(Error::issuance(
+                        "a server certificate needs at least one DNS name or IP address",
+                    ));
+                }
+                push(
+                    BasicConstraints {
+                        ca: false,
+                        path_len_constraint: None,
+                    }
+                    .to_extension_for(subject),
+                )?;
+                let usage = if is_rsa {
+                    KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment
+                } else {
+                    KeyUsages::DigitalSignature.into()
+                };
+                push(KeyUsage(usage).to_extension_for(subject))?;
+                let purposes = match self.profile {
+                    Profile::Server => vec![EKU_SERVER_AUTH],
+                    Profile::Client => vec![EKU_CLIENT_AUTH],
+                    _ => vec![EKU_SERVER_AUTH, EKU_CLIENT_AUTH],
+                };
+                push(ExtendedKeyUsage(purposes).to_extension_for(subject))?;
+                let mut names = Vec::new();
+                for dns in &self.dns_names {
+                    names.push(GeneralName::DnsName(dns_name(dns)?));
+                }
+                for ip in &self.ip_addresses {
+                    names.push(GeneralName::from(*ip));
+                }
+                if !names.is_empty() {
+                    push(SubjectAltName(names).to_extension_for(subject))?;
+                }
+            }
+        }
+        push(ski.to_extension_for(subject))?;
+        if let Some(issuer_ski) = issuer_ski {
+            push(authority_key_id(issuer_ski)?.to_extension_for(subject))?;
+        }
+        Ok(exts)
+    }
+}
+
+const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+
+/// A CA certificate with its private key: what signs.
+pub struct CertificateAuthority {
+    /// The CA certificate.
+    pub cert: Certificate,
+    /// Its private key.
+    pub key: PrivateKey,
+}
+
+impl std::fmt::Debug for CertificateAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateAuthority")
+            .field("cert", &self.cert)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CertificateAuthority {
+    /// Pairs a CA certificate with its key, refusing a key that does not
+    /// belong to the certificate or a certificate that is not a CA.
+    pub fn new(cert: Certificate, key: PrivateKey) -> Result<Self> {
+        if !key.matches(cert.public_key()) {
+            return Err(Error::KeyMismatch {
+                certificate: cert.id(),
+            });
+        }
+        if !cert.is_ca() {
+            return Err(Error::NotACa {
+                certificate: cert.id(),
+                reason: "basicConstraints cA is not TRUE".into(),
+            });
+        }
+        Ok(CertificateAuthority { cert, key })
+    }
+
+    /// Generates a key and a self-signed root CA in one step.
+    pub fn generate_root<R: CryptoRng + ?Sized>(
+        common_name: &str,
+        algorithm: crate::key::KeyAlgorithm,
+        issued_at: OffsetDateTime,
+        lifetime: Duration,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let key = PrivateKey::generate(algorithm, rng)?;
+        let params = CertificateParams::new(Profile::RootCa, common_name, issued_at, lifetime)?;
+        let cert = params.self_signed(&key, rng)?;
+        Ok(CertificateAuthority { cert, key })
+    }
+
+    /// Issues `params` for `public_key`.
+    pub fn issue<R: CryptoRng + ?Sized>(
+        &self,
+        params: &CertificateParams,
+        public_key: &SubjectPublicKeyInfoOwned,
+        rng: &mut R,
+    ) -> Result<Certificate> {
+        params.signed_by(public_key, self, rng)
+    }
+}
+
+/// Cross-signs `target` with `signer`: the result has the target's exact
+/// Subject, SubjectPublicKeyInfo and SubjectKeyIdentifier (and all its other
+/// extensions except the AuthorityKeyIdentifier), the signer's subject as
+/// issuer, AKI = the signer's SKI, a fresh serial, NotBefore = the target's
+/// NotBefore and NotAfter = `not_after`.
+pub fn cross_sign<R: CryptoRng + ?Sized>(
+    target: &Certificate,
+    signer: &CertificateAuthority,
+    not_after: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Certificate> {
+    let tbs = target.x509().tbs_certificate();
+    let not_before = target.not_before();
+    if not_after <= not_before {
+        return Err(Error::issuance(format!(
+            "cross-signed NotAfter {} is not after NotBefore {}",
+            crate::datetime::rfc3339(not_after),
+            crate::datetime::rfc3339(not_before)
+        )));
+    }
+    let aki_oid = <AuthorityKeyIdentifier as der::oid::AssociatedOid>::OID;
+    let mut extensions: Vec<Extension> = tbs
+        .extensions()
+        .map(|e| e.iter().filter(|x| x.extn_id != aki_oid).cloned().collect())
+        .unwrap_or_default();
+    if let Some(signer_ski) = signer.cert.ski() {
+        extensions.push(
+            authority_key_id(signer_ski)?
+                .to_extension_for(tbs.subject())
+                .map_err(Error::crypto)?,
+        );
+    }
+    build(
+        signer.cert.subject().clone(),
+        tbs.subject().clone(),
+        extensions,
+        not_before,
+        not_after,
+        tbs.subject_public_key_info().clone(),
+        &signer.key,
+        rng,
+    )
+}
+
+/// Builds `CN=<common_name>`.
+pub fn common_name_to_name(common_name: &str) -> Result<Name> {
+    if common_name.is_empty() {
+        return Err(Error::issuance("common name must not be empty"));
+    }
+    if common_name.len() > 64 {
+        return Err(Error::issuance(format!(
+            "common name \"{common_name}\" is longer than 64 characters (RFC 5280 ub-common-name)"
+        )));
+    }
+    // RFC 4514 string form: escape the characters it reserves.
+    let mut escaped = String::with_capacity(common_name.len());
+    for (i, c) in common_name.chars().enumerate() {
+        let reserved = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=')
+            || (i == 0 && (c == ' ' || c == '#'));
+        if reserved {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    if escaped.ends_with(' ') {
+        escaped.insert(escaped.len() - 1, '\\');
+    }
+    format!("CN={escaped}")
+        .parse::<Name>()
+        .map_err(|e| Error::issuance(format!("common name \"{common_name}\": {e}")))
+}
+
+fn dns_name(name: &str) -> Result<Ia5String> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').enumerate().all(|(i, label)| {
+            let wildcard = i == 0 && label == "*";
+            wildcard
+                || (!label.is_empty()
+                    && label.len() <= 63
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        });
+    if !valid {
+        return Err(Error::issuance(format!(
+            "\"{name}\" is not a valid DNS name"
+        )));
+    }
+    Ia5String::new(&name.to_ascii_lowercase()).map_err(Error::issuance)
+}
+
+/// RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
+fn key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Result<SubjectKeyIdentifier> {
+    SubjectKeyIdentifier::try_from(spki.owned_to_ref()).map_err(Error::crypto)
+}
+
+fn authority_key_id(issuer_ski: &[u8]) -> Result<AuthorityKeyIdentifier> {
+    Ok(AuthorityKeyIdentifier {
+        key_identifier: Some(OctetString::new(issuer_ski).map_err(Error::crypto)?),
+        authority_cert_issuer: None,
+        authority_cert_serial_number: None,
+    })
+}
+
+/// 16 random bytes with the top bit cleared (positive) and the next bit set,
+/// so the DER INTEGER is always exactly 16 bytes long.
+fn random_serial<R: CryptoRng + ?Sized>(rng: &mut R) -> Result<SerialNumber> {
+    let mut bytes = [0u8; 16];
+    rng.fill_bytes(&mut bytes);
+    bytes[0] = (bytes[0] & 0x7f) | 0x40;
+    SerialNumber::new(&bytes).map_err(Error::crypto)
+}
+
+/// A builder profile that returns extensions decided beforehand: the policy
+/// lives in [`CertificateParams`] and [`cross_sign`], not here.
+struct FixedProfile {
+    issuer: Name,
+    subject: Name,
+    extensions: Vec<Extension>,
+}
+
+impl x509_cert::builder::Profile for FixedProfile {
+    fn get_issuer(&self, _subject: &Name) -> Name {
+        self.issuer.clone()
+    }
+    fn get_subject(&self) -> Name {
+        self.subject.clone()
+    }
+    fn build_extensions(
+        &self,
+        _spk: spki::SubjectPublicKeyInfoRef<'_>,
+        _issuer_spk: spki::SubjectPublicKeyInfoRef<'_>,
+        _tbs: &TbsCertificate,
+    ) -> x509_cert::builder::Result<Vec<Extension>> {
+        Ok(self.extensions.clone())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build<R: CryptoRng + ?Sized>(
+    issuer: Name,
+    subject: Name,
+    extensions: Vec<Extension>,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    spki: SubjectPublicKeyInfoOwned,
+    signing_key: &PrivateKey,
+    rng: &mut R,
+) -> Result<Certificate> {
+    if not_after <= not_before {
+        return Err(Error::issuance(format!(
+            "NotAfter {} is not after NotBefore {}",
+            crate::datetime::rfc3339(not_after),
+            crate::datetime::rfc3339(not_before)
+        )));
+    }
+    let validity = Validity::new(
+        crate::datetime::to_x509(not_before)?,
+        crate::datetime::to_x509(not_after)?,
+    );
+    let profile = FixedProfile {
+        issuer,
+        subject,
+        extensions,
+    };
+    let builder = CertificateBuilder::new(profile, random_serial(rng)?, validity, spki)
+        .map_err(Error::issuance)?;
+    let cert = signing_key.sign(builder)?;
+    Certificate::from_x509(cert)
+}
+
+/// Encodes an extension with the criticality RFC 5280 gives it.
+trait EncodeExtension {
+    fn to_extension_for(&self, subject: &Name) -> Result<Extension, der::Error>;
+}
+
+impl<T> EncodeExtension for T
+where
+    for<'a> &'a T: ToExtension<Error = der::Error>,
+{
+    fn to_extension_for(&self, subject: &Name) -> Result<Extension, der::Error> {
+        self.to_extension(subject, &[])
+    }
+}

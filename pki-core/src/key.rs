@@ -1,0 +1,358 @@
+//! Private keys: ECDSA P-256 (the default) and RSA 2048/3072/4096.
+//!
+//! Keys are generated from an injected RNG, written as PKCS#8, and read from
+//! PKCS#8, SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`). The private
+//! material lives in types that zeroize on drop, and every encoding we hand
+//! out is wrapped in [`Zeroizing`].
+
+use crate::error::{Error, Result};
+use crate::pem;
+use der::Decode;
+use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey, EncodePublicKey};
+use rand_core::CryptoRng;
+use rsa::pkcs1::DecodeRsaPrivateKey;
+use rsa::traits::PublicKeyParts;
+use sha2::Sha256;
+use spki::SubjectPublicKeyInfoOwned;
+use std::fmt;
+use std::str::FromStr;
+use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
+use zeroize::Zeroizing;
+
+/// The key types pki issues and accepts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyAlgorithm {
+    /// ECDSA over NIST P-256, signing with SHA-256. The default: small and fast.
+    #[default]
+    #[serde(rename = "p256")]
+    EcdsaP256,
+    /// RSA with a 2048-bit modulus, PKCS#1 v1.5 signatures with SHA-256.
+    Rsa2048,
+    /// RSA with a 3072-bit modulus.
+    Rsa3072,
+    /// RSA with a 4096-bit modulus.
+    Rsa4096,
+}
+
+impl KeyAlgorithm {
+    /// The name used on the command line and in state files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyAlgorithm::EcdsaP256 => "p256",
+            KeyAlgorithm::Rsa2048 => "rsa2048",
+            KeyAlgorithm::Rsa3072 => "rsa3072",
+            KeyAlgorithm::Rsa4096 => "rsa4096",
+        }
+    }
+
+    /// Whether this is an RSA algorithm (leaf key usage then includes keyEncipherment).
+    pub fn is_rsa(self) -> bool {
+        !matches!(self, KeyAlgorithm::EcdsaP256)
+    }
+}
+
+impl fmt::Display for KeyAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for KeyAlgorithm {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "p256" | "ecdsa-p256" => Ok(KeyAlgorithm::EcdsaP256),
+            "rsa2048" => Ok(KeyAlgorithm::Rsa2048),
+            "rsa3072" => Ok(KeyAlgorithm::Rsa3072),
+            "rsa4096" => Ok(KeyAlgorithm::Rsa4096),
+            other => Err(Error::UnsupportedKey {
+                reason: format!(
+                    "unknown key type \"{other}\" (expected p256, rsa2048, rsa3072 or rsa4096)"
+                ),
+            }),
+        }
+    }
+}
+
+enum KeyInner {
+    P256(p256::ecdsa::SigningKey),
+    Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
+}
+
+/// A private key. The secret zeroizes when the value is dropped.
+pub struct PrivateKey {
+    inner: KeyInner,
+}
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PrivateKey({})", self.algorithm())
+    }
+}
+
+/// OIDs used to recognise PKCS#8 key algorithms.
+const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+const EC_PUBLIC_KEY: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+const SECP256R1: der::asn1::ObjectIdentifier =
+    der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+
+impl PrivateKey {
+    /// Generates a new key of the given type from `rng`.
+    ///
+    /// Same RNG stream, same key: generation is deterministic in its input.
+    pub fn generate<R: CryptoRng + ?Sized>(algorithm: KeyAlgorithm, rng: &mut R) -> Result<Self> {
+        let inner = match algorithm {
+            KeyAlgorithm::EcdsaP256 => {
+                use p256::elliptic_curve::Generate;
+                KeyInner::P256(p256::ecdsa::SigningKey::generate_from_rng(rng))
+            }
+            KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => {
+                let bits = match algorithm {
+                    KeyAlgorithm::Rsa2048 => 2048,
+                    KeyAlgorithm::Rsa3072 => 3072,
+                    _ => 4096,
+                };
+                let key = rsa::RsaPrivateKey::new(rng, bits).map_err(Error::crypto)?;
+                KeyInner::Rsa(Box::new(rsa::pkcs1v15::SigningKey::new(key)))
+            }
+        };
+        Ok(PrivateKey { inner })
+    }
+
+    /// The key's algorithm.
+    pub fn algorithm(&self) -> KeyAlgorithm {
+        match &self.inner {
+            KeyInner::P256(_) => KeyAlgorithm::EcdsaP256,
+            KeyInner::Rsa(k) => match k.as_ref().as_ref().size() * 8 {
+                0..=2048 => KeyAlgorithm::Rsa2048,
+                2049..=3072 => KeyAlgorithm::Rsa3072,
+                _ => KeyAlgorithm::Rsa4096,
+            },
+        }
+    }
+
+    /// The public half as a SubjectPublicKeyInfo.
+    pub fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
+        let der = match &self.inner {
+            KeyInner::P256(k) => k.verifying_key().to_public_key_der(),
+            KeyInner::Rsa(k) => k.as_ref().as_ref().to_public_key().to_public_key_der(),
+        }
+        .map_err(Error::crypto)?;
+        SubjectPublicKeyInfoOwned::from_der(der.as_bytes()).map_err(Error::crypto)
+    }
+
+    /// The public key's SubjectPublicKeyInfo DER.
+    pub fn public_key_der(&self) -> Result<Vec<u8>> {
+        der::Encode::to_der(&self.public_key()?).map_err(Error::crypto)
+    }
+
+    /// PKCS#8 DER of the private key.
+    pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
+        let doc = match &self.inner {
+            KeyInner::P256(k) => k.to_pkcs8_der(),
+            KeyInner::Rsa(k) => k.as_ref().as_ref().to_pkcs8_der(),
+        }
+        .map_err(Error::crypto)?;
+        Ok(Zeroizing::new(doc.as_bytes().to_vec()))
+    }
+
+    /// PKCS#8 PEM (`PRIVATE KEY`) of the private key.
+    pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>> {
+        let der = self.to_pkcs8_der()?;
+        Ok(Zeroizing::new(pem::encode("PRIVATE KEY", &der)))
+    }
+
+    /// Reads a key from PEM: `PRIVATE KEY` (PKCS#8), `EC PRIVATE KEY` (SEC1)
+    /// or `RSA PRIVATE KEY` (PKCS#1). The input must hold exactly one key block;
+    /// other blocks (such as a certificate in the same file) are ignored.
+    pub fn from_pem(input: &[u8]) -> Result<Self> {
+        let blocks = pem::read_blocks(input)?;
+        let mut keys = blocks.iter().filter(|b| b.label.ends_with("PRIVATE KEY"));
+        let Some(block) = keys.next() else {
+            return Err(Error::NoPemBlock {
+                what: "private key input (expected PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY)",
+            });
+        };
+        if keys.next().is_some() {
+            return Err(Error::KeyDecode {
+                reason: "input holds more than one private key".into(),
+            });
+        }
+        match block.label.as_str() {
+            "PRIVATE KEY" => Self::from_pkcs8_der(&block.der),
+            "EC PRIVATE KEY" => Self::from_sec1_der(&block.der),
+            "RSA PRIVATE KEY" => Self::from_pkcs1_der(&block.der),
+            other => Err(Error::UnsupportedKey {
+                reason: format!("PEM label \"{other}\" (encrypted keys are not supported)"),
+            }),
+        }
+    }
+
+    /// Reads a PKCS#8 DER private key (P-256 or RSA ≥ 2048 bits).
+    pub fn from_pkcs8_der(der: &[u8]) -> Result<Self> {
+        let info = pkcs8::PrivateKeyInfoRef::from_der(der).map_err(|e| Error::KeyDecode {
+            reason: format!("not a PKCS#8 PrivateKeyInfo: {e}"),
+        })?;
+        let oid = info.algorithm.oid;
+        if oid == RSA_ENCRYPTION {
+            let key = rsa::RsaPrivateKey::from_pkcs8_der(der).map_err(|e| Error::KeyDecode {
+                reason: format!("PKCS#8 RSA key: {e}"),
+            })?;
+            Self::from_rsa(key)
+        } else if oid == EC_PUBLIC_KEY {
+            let curve = info
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.decode_as::<der::asn1::ObjectIdentifier>().ok());
+            if curve != Some(SECP256R1) {
+                return Err(Error::UnsupportedKey {
+                    reason: format!(
+                        "EC key on curve {} (only P-256 is supported)",
+                        curve
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "<none>".into())
+                    ),
+                });
+            }
+            let key =
+                p256::ecdsa::SigningKey::from_pkcs8_der(der).map_err(|e| Error::KeyDecode {
+                    reason: format!("PKCS#8 P-256 key: {e}"),
+                })?;
+            Ok(PrivateKey {
+                inner: KeyInner::P256(key),
+            })
+        } else {
+            Err(Error::UnsupportedKey {
+                reason: format!("PKCS#8 key algorithm {oid} (supported: P-256, RSA)"),
+            })
+        }
+    }
+
+    /// Reads a SEC1 DER EC private key (P-256 only).
+    pub fn from_sec1_der(der: &[u8]) -> Result<Self> {
+        let secret = p256::SecretKey::from_sec1_der(der).map_err(|e| Error::KeyDecode {
+            reason: format!("SEC1 EC key (P-256 expected): {e}"),
+        })?;
+        Ok(PrivateKey {
+            inner: KeyInner::P256(p256::ecdsa::SigningKey::from(secret)),
+        })
+    }
+
+    /// Reads a PKCS#1 DER RSA private key (at least 2048 bits).
+    pub fn from_pkcs1_der(der: &[u8]) -> Result<Self> {
+        let key = rsa::RsaPrivateKey::from_pkcs1_der(der).map_err(|e| Error::KeyDecode {
+            reason: format!("PKCS#1 RSA key: {e}"),
+        })?;
+        Self::from_rsa(key)
+    }
+
+    fn from_rsa(key: rsa::RsaPrivateKey) -> Result<Self> {
+        let bits = key.size() * 8;
+        if bits < 2048 {
+            return Err(Error::RsaKeyTooSmall { bits });
+        }
+        if bits > 8192 {
+            return Err(Error::UnsupportedKey {
+                reason: format!("RSA key of {bits} bits (at most 8192 are accepted)"),
+            });
+        }
+        key.validate().map_err(|e| Error::KeyDecode {
+            reason: format!("RSA key is inconsistent: {e}"),
+        })?;
+        Ok(PrivateKey {
+            inner: KeyInner::Rsa(Box::new(rsa::pkcs1v15::SigningKey::new(key))),
+        })
+    }
+
+    /// Whether this key is the private half of `spki`.
+    pub fn matches(&self, spki: &SubjectPublicKeyInfoOwned) -> bool {
+        self.public_key().map(|own| &own == spki).unwrap_or(false)
+    }
+
+    /// Signs the certificate a builder describes.
+    pub(crate) fn sign<P: BuilderProfile>(
+        &self,
+        builder: CertificateBuilder<P>,
+    ) -> Result<x509_cert::Certificate> {
+        match &self.inner {
+            KeyInner::P256(k) => builder.build::<_, p256::ecdsa::DerSignature>(k),
+            KeyInner::Rsa(k) => builder.build::<_, rsa::pkcs1v15::Signature>(k.as_ref()),
+        }
+        .map_err(Error::crypto)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn rng() -> ChaCha20Rng {
+        ChaCha20Rng::seed_from_u64(7)
+    }
+
+    #[test]
+    fn p256_roundtrips_through_pkcs8() {
+        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        let pem = k.to_pkcs8_pem().unwrap();
+        let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();
+        assert_eq!(back.public_key().unwrap(), k.public_key().unwrap());
+        assert_eq!(back.algorithm(), KeyAlgorithm::EcdsaP256);
+    }
+
+    #[test]
+    fn same_seed_same_key() {
+        let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        let b = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        assert_eq!(a.public_key_der().unwrap(), b.public_key_der().unwrap());
+    }
+
+    #[test]
+    fn sec1_is_accepted() {
+        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        let KeyInner::P256(sk) = &k.inner else {
+            unreachable!()
+        };
+        let secret = p256::SecretKey::from(sk);
+        let sec1 = secret.to_sec1_der().unwrap();
+        let pem = pem::encode("EC PRIVATE KEY", &sec1);
+        let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();
+        assert!(back.matches(&k.public_key().unwrap()));
+    }
+
+    #[test]
+    fn rsa_pkcs1_is_accepted_and_small_rsa_refused() {
+        use rsa::pkcs1::EncodeRsaPrivateKey;
+        let big = rsa::RsaPrivateKey::new(&mut rng(), 2048).unwrap();
+        let pem = pem::encode("RSA PRIVATE KEY", big.to_pkcs1_der().unwrap().as_bytes());
+        let k = PrivateKey::from_pem(pem.as_bytes()).unwrap();
+        assert_eq!(k.algorithm(), KeyAlgorithm::Rsa2048);
+
+        // Made once with `openssl genrsa -traditional 1024`.
+        let small = include_bytes!("../tests/data/rsa1024-pkcs1.pem");
+        assert_eq!(
+            PrivateKey::from_pem(small).unwrap_err(),
+            Error::RsaKeyTooSmall { bits: 1024 }
+        );
+    }
+
+    #[test]
+    fn garbage_is_a_clear_error() {
+        let pem = pem::encode("PRIVATE KEY", &[1, 2, 3]);
+        assert!(matches!(
+            PrivateKey::from_pem(pem.as_bytes()),
+            Err(Error::KeyDecode { .. })
+        ));
+        assert!(matches!(
+            PrivateKey::from_pem(b"no pem here"),
+            Err(Error::NoPemBlock { .. })
+        ));
+    }
+}

@@ -1,0 +1,54 @@
+//! pki-core: the pure model of X.509 CA rotation.
+//!
+//! Keys, certificates, issuance profiles, cross-signing, bundles, lineage
+//! (AKI/SKI) and the validity math. No clock, no files, no globals: time and
+//! randomness are arguments, so the same inputs give the same outputs.
+//!
+//! ```
+//! use pki_core::{Bundle, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+//! use rand_chacha::ChaCha20Rng;
+//! use rand_core::SeedableRng;
+//! use time::{Duration, macros::datetime};
+//!
+//! let mut rng = ChaCha20Rng::seed_from_u64(1);
+//! let now = datetime!(2026-01-01 00:00 UTC);
+//! let ca = CertificateAuthority::generate_root("service-ca", KeyAlgorithm::EcdsaP256, now, Duration::days(790), &mut rng)?;
+//!
+//! let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng)?;
+//! let mut params = CertificateParams::new(Profile::Server, "web", now, Duration::days(365))?;
+//! params.dns_names.push("web.ns.svc".into());
+//! let leaf = ca.issue(&params, &key.public_key()?, &mut rng)?;
+//!
+//! assert!(pki_core::issued_by(&leaf, &ca.cert).issued_by);
+//! let bundle = Bundle::from_certs([ca.cert.clone()]);
+//! assert_eq!(bundle.root_pin()?, hex::encode(ca.cert.fingerprint_sha256()));
+//! # Ok::<(), pki_core::Error>(())
+//! ```
+
+mod bundle;
+mod cert;
+pub mod datetime;
+mod error;
+mod issue;
+mod key;
+mod lineage;
+pub mod pem;
+pub mod policy;
+
+pub use bundle::Bundle;
+pub use cert::{
+    BasicConstraintsInfo, Certificate, EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, KeyUsages,
+    ObjectIdentifier,
+};
+pub use error::{Error, Result};
+pub use issue::{
+    CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, common_name_to_name,
+    cross_sign,
+};
+pub use key::{KeyAlgorithm, PrivateKey};
+pub use lineage::{Lineage, LineageRule, issued_by};
+pub use policy::RotationPolicy;
+
+/// Re-exported so callers can build names and read extensions without
+/// depending on x509-cert themselves.
+pub use x509_cert;

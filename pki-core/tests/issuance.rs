@@ -1,0 +1,250 @@
+//! Issuance profiles and cross-signing produce the fields RFC 5280 and the
+//! rotation scheme need.
+
+use pki_core::{
+    Bundle, Certificate, CertificateAuthority, CertificateParams, EKU_CLIENT_AUTH, EKU_SERVER_AUTH,
+    Error, KeyAlgorithm, KeyUsages, LineageRule, PrivateKey, Profile, cross_sign, issued_by,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+// 2026-01-01: an arbitrary fixed issuance time.
+const NOW: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn root(seed: u64) -> CertificateAuthority {
+    CertificateAuthority::generate_root(
+        "service-ca",
+        KeyAlgorithm::EcdsaP256,
+        NOW,
+        Duration::days(790),
+        &mut rng(seed),
+    )
+    .unwrap()
+}
+
+fn server(ca: &CertificateAuthority, lifetime: Duration) -> (Certificate, PrivateKey) {
+    let mut r = rng(99);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "web", NOW, lifetime).unwrap();
+    p.dns_names = vec!["web.ns.svc".into(), "Web.NS.svc.cluster.local".into()];
+    p.ip_addresses = vec!["10.0.0.1".parse().unwrap()];
+    (
+        ca.issue(&p, &key.public_key().unwrap(), &mut r).unwrap(),
+        key,
+    )
+}
+
+#[test]
+fn root_ca_has_critical_ca_constraints_and_cert_sign_usage() {
+    let ca = root(1);
+    let c = &ca.cert;
+    let bc = c.basic_constraints().unwrap();
+    assert!(bc.ca && bc.critical);
+    let ku = c.key_usage().unwrap();
+    assert!(ku.key_cert_sign() && ku.crl_sign() && ku.digital_signature());
+    assert!(c.ski().is_some());
+    assert!(c.aki().is_none(), "self-signed roots carry no AKI");
+    assert!(c.looks_self_signed());
+    assert_eq!(c.not_before(), NOW - Duration::minutes(5));
+    assert_eq!(c.not_after(), NOW + Duration::days(790));
+}
+
+#[test]
+fn serial_is_sixteen_bytes_and_positive() {
+    for seed in 0..32 {
+        let c = root(seed).cert;
+        assert_eq!(c.serial().len(), 16);
+        assert_eq!(c.serial()[0] & 0x80, 0);
+    }
+}
+
+#[test]
+fn server_leaf_has_san_eku_and_aki_copied_from_issuer_ski() {
+    let ca = root(1);
+    let (leaf, key) = server(&ca, Duration::days(365));
+    assert_eq!(leaf.aki(), ca.cert.ski());
+    assert_ne!(leaf.ski(), ca.cert.ski());
+    assert!(!leaf.is_ca());
+    assert_eq!(leaf.extended_key_usage().unwrap(), &[EKU_SERVER_AUTH]);
+    assert!(
+        leaf.key_usage()
+            .unwrap()
+            .0
+            .contains(KeyUsages::DigitalSignature)
+    );
+    assert!(
+        !leaf
+            .key_usage()
+            .unwrap()
+            .0
+            .contains(KeyUsages::KeyEncipherment)
+    );
+    assert_eq!(leaf.dns_names(), ["web.ns.svc", "web.ns.svc.cluster.local"]);
+    assert_eq!(
+        leaf.ip_addresses(),
+        ["10.0.0.1".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(key.matches(leaf.public_key()));
+    let lineage = issued_by(&leaf, &ca.cert);
+    assert!(lineage.issued_by);
+    assert_eq!(lineage.rule, LineageRule::KeyIdentifierMatch);
+}
+
+#[test]
+fn rsa_leaf_also_allows_key_encipherment() {
+    let ca = root(1);
+    let mut r = rng(5);
+    let key = PrivateKey::generate(KeyAlgorithm::Rsa2048, &mut r).unwrap();
+    let mut p =
+        CertificateParams::new(Profile::ServerClient, "web", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["web".into()];
+    let leaf = ca.issue(&p, &key.public_key().unwrap(), &mut r).unwrap();
+    assert!(
+        leaf.key_usage()
+            .unwrap()
+            .0
+            .contains(KeyUsages::KeyEncipherment)
+    );
+    assert_eq!(
+        leaf.extended_key_usage().unwrap(),
+        &[EKU_SERVER_AUTH, EKU_CLIENT_AUTH]
+    );
+}
+
+#[test]
+fn leaf_not_after_is_capped_at_issuer_not_after() {
+    let ca = root(1);
+    let (leaf, _) = server(&ca, Duration::days(5000));
+    assert_eq!(leaf.not_after(), ca.cert.not_after());
+}
+
+#[test]
+fn leaf_from_another_ca_with_the_same_subject_is_not_issued_by_it() {
+    let old = root(1);
+    let new = root(2);
+    assert_eq!(old.cert.subject(), new.cert.subject());
+    let (leaf, _) = server(&old, Duration::days(30));
+    let lineage = issued_by(&leaf, &new.cert);
+    assert!(!lineage.issued_by);
+    assert_eq!(lineage.rule, LineageRule::KeyIdentifierMismatch);
+}
+
+#[test]
+fn cross_signed_cert_keeps_subject_spki_and_ski_and_takes_signer_ski_as_aki() {
+    let old = root(1);
+    let new = root(2);
+    let not_after = NOW + Duration::days(900);
+    let bridge = cross_sign(&old.cert, &new, not_after, &mut rng(3)).unwrap();
+    assert_eq!(bridge.subject(), old.cert.subject());
+    assert_eq!(bridge.public_key(), old.cert.public_key());
+    assert_eq!(bridge.ski(), old.cert.ski());
+    assert_eq!(bridge.aki(), new.cert.ski());
+    assert_eq!(bridge.issuer(), new.cert.subject());
+    assert_ne!(bridge.serial(), old.cert.serial());
+    assert_eq!(bridge.not_after(), not_after);
+    assert!(bridge.is_ca());
+}
+
+#[test]
+fn mismatched_key_is_refused_as_ca() {
+    let a = root(1);
+    let b = root(2);
+    let err = CertificateAuthority::new(a.cert.clone(), b.key).unwrap_err();
+    assert!(matches!(err, Error::KeyMismatch { .. }));
+}
+
+#[test]
+fn issuing_outside_the_issuer_validity_is_refused() {
+    let ca = root(1);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(4)).unwrap();
+    let mut p = CertificateParams::new(
+        Profile::Server,
+        "web",
+        NOW - Duration::days(1),
+        Duration::days(1),
+    )
+    .unwrap();
+    p.dns_names = vec!["web".into()];
+    assert!(matches!(
+        ca.issue(&p, &key.public_key().unwrap(), &mut rng(4)),
+        Err(Error::Issuance { .. })
+    ));
+}
+
+#[test]
+fn server_without_names_and_bad_dns_names_are_refused() {
+    let ca = root(1);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(4)).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "web", NOW, Duration::days(1)).unwrap();
+    assert!(
+        ca.issue(&p, &key.public_key().unwrap(), &mut rng(4))
+            .is_err()
+    );
+    p.dns_names = vec!["bad name".into()];
+    assert!(
+        ca.issue(&p, &key.public_key().unwrap(), &mut rng(4))
+            .is_err()
+    );
+}
+
+#[test]
+fn pem_roundtrip_keeps_exact_der_and_id_format() {
+    let ca = root(1);
+    let back = Certificate::from_pem(ca.cert.to_pem().as_bytes()).unwrap();
+    assert_eq!(back, ca.cert);
+    let id = back.id();
+    let (ski, serial) = id.split_once('-').unwrap();
+    assert_eq!(ski, &hex::encode(back.ski().unwrap())[..16]);
+    assert_eq!(serial, back.serial_hex());
+}
+
+#[test]
+fn bundle_dedups_prunes_and_fingerprints_independent_of_order() {
+    let a = root(1).cert;
+    let b = root(2).cert;
+    let mut ab = Bundle::from_certs([a.clone(), b.clone(), a.clone()]);
+    assert_eq!(ab.len(), 2);
+    let ba = Bundle::from_certs([b.clone(), a.clone()]);
+    assert_eq!(ab.fingerprint(), ba.fingerprint());
+    assert_ne!(
+        ab.fingerprint(),
+        Bundle::from_certs([a.clone()]).fingerprint()
+    );
+    let parsed = Bundle::from_pem(ab.to_pem().as_bytes()).unwrap();
+    assert_eq!(parsed, ab);
+    let gone = ab.prune_expired(NOW + Duration::days(791));
+    assert_eq!(gone.len(), 2);
+    assert!(ab.is_empty());
+}
+
+#[test]
+fn root_pin_hashes_der_not_pem_text() {
+    let a = root(1).cert;
+    let crlf = a.to_pem().replace('\n', "\r\n");
+    let with_comment = format!("# my root\n{crlf}");
+    let b1 = Bundle::from_pem(a.to_pem().as_bytes()).unwrap();
+    let b2 = Bundle::from_pem(with_comment.as_bytes()).unwrap();
+    assert_eq!(b1.root_pin().unwrap(), b2.root_pin().unwrap());
+    use sha2::Digest;
+    assert_eq!(
+        b1.root_pin().unwrap(),
+        hex::encode(sha2::Sha256::digest(a.der()))
+    );
+}
+
+#[test]
+fn non_certificate_block_in_bundle_is_an_error_naming_the_block() {
+    let a = root(1);
+    let key = a.key.to_pkcs8_pem().unwrap();
+    let input = format!("{}{}", a.cert.to_pem(), key.as_str());
+    let err = Bundle::from_pem(input.as_bytes()).unwrap_err();
+    assert!(
+        matches!(err, Error::UnexpectedPemLabel { block: 2, .. }),
+        "{err}"
+    );
+}

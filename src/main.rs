@@ -1,0 +1,2 @@
+//! The `pki` command-line tool.
+fn main() {}
