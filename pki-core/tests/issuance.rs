@@ -1,6 +1,7 @@
 //! Issuance profiles and cross-signing produce the fields RFC 5280 and the
 //! rotation scheme need.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, CertificateParams, EKU_CLIENT_AUTH, EKU_SERVER_AUTH,
     Error, KeyAlgorithm, KeyUsages, LineageRule, PrivateKey, Profile, cross_sign, issued_by,
