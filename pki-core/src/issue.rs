@@ -262,6 +262,7 @@ const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
     der::asn1::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
 
 /// A CA certificate with its private key: what signs.
+#[derive(Clone)]
 pub struct CertificateAuthority {
     /// The CA certificate.
     pub cert: Certificate,

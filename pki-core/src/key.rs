@@ -77,12 +77,14 @@ impl FromStr for KeyAlgorithm {
     }
 }
 
+#[derive(Clone)]
 enum KeyInner {
     P256(p256::ecdsa::SigningKey),
     Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
 }
 
-/// A private key. The secret zeroizes when the value is dropped.
+/// A private key. The secret zeroizes when the value (and every clone) is dropped.
+#[derive(Clone)]
 pub struct PrivateKey {
     inner: KeyInner,
 }

@@ -1,1 +1,13 @@
-//! Rotation engines.
+//! pki-rotate: CA rotation engines as pure decisions over state.
+mod error;
+pub mod leaf;
+pub mod signer;
+pub mod state;
+pub mod store;
+
+pub use error::{Result, RotateError};
+pub use leaf::{LeafDecision, LeafKind, LeafReason, LeafRequest};
+pub use signer::{
+    Event, ForcedRotation, Plan, RotationReason, SignerPolicy, SignerState, apply, plan, reconcile,
+};
+pub use store::{FsStore, MemoryStore, Store};

@@ -1,0 +1,228 @@
+//! Leaf reconciliation: when a serving or client certificate must be re-issued.
+
+use crate::error::{Result, RotateError};
+use crate::signer::{IssuedLeaf, Leaf};
+use pki_core::{Certificate, CertificateAuthority, CertificateParams, PrivateKey, Profile};
+use rand_core::CryptoRng;
+use std::net::IpAddr;
+use time::{Duration, OffsetDateTime};
+
+/// What kind of leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeafKind {
+    /// TLS server (serverAuth).
+    Server,
+    /// TLS client (clientAuth).
+    Client,
+    /// Both.
+    ServerClient,
+}
+
+impl LeafKind {
+    fn profile(self) -> Profile {
+        match self {
+            LeafKind::Server => Profile::Server,
+            LeafKind::Client => Profile::Client,
+            LeafKind::ServerClient => Profile::ServerClient,
+        }
+    }
+}
+
+/// What a leaf should look like.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeafRequest {
+    /// Server, client or both.
+    pub kind: LeafKind,
+    /// DNS names (the first one is also the CN).
+    pub dns_names: Vec<String>,
+    /// IP addresses.
+    #[serde(default)]
+    pub ip_addresses: Vec<IpAddr>,
+    /// Requested lifetime (cut at the CA's NotAfter).
+    #[serde(with = "duration_str")]
+    pub lifetime: Duration,
+}
+
+impl LeafRequest {
+    /// A server request for `dns_names` with the default lifetime.
+    pub fn server(dns_names: Vec<String>) -> Self {
+        LeafRequest {
+            kind: LeafKind::Server,
+            dns_names,
+            ip_addresses: Vec::new(),
+            lifetime: crate::signer::DEFAULT_LEAF_LIFETIME,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.dns_names.is_empty() && self.ip_addresses.is_empty() {
+            return Err(pki_core::Error::Issuance {
+                reason: "a certificate needs at least one DNS name or IP address".into(),
+            }
+            .into());
+        }
+        if self.lifetime <= Duration::ZERO {
+            return Err(pki_core::Error::Issuance {
+                reason: "lifetime must be positive".into(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn common_name(&self) -> String {
+        match (self.dns_names.first(), self.ip_addresses.first()) {
+            (Some(d), _) => d.clone(),
+            (None, Some(ip)) => ip.to_string(),
+            (None, None) => "leaf".into(),
+        }
+    }
+}
+
+/// Why a leaf is (re-)issued.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LeafReason {
+    /// Nothing was issued for this name yet.
+    NotYetIssued,
+    /// The CA is rotated in this same step.
+    IssuerRotated,
+    /// Its AKI differs from the current CA's SKI (issued by another CA).
+    WrongIssuer {
+        /// How lineage was decided.
+        lineage: String,
+    },
+    /// Less than the refresh fraction of its lifetime remains.
+    NearExpiry {
+        /// Its NotAfter (RFC 3339).
+        not_after: String,
+    },
+    /// The requested names or kind changed since it was issued.
+    RequestChanged,
+}
+
+impl std::fmt::Display for LeafReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeafReason::NotYetIssued => f.write_str("not issued yet"),
+            LeafReason::IssuerRotated => f.write_str("the CA was rotated"),
+            LeafReason::WrongIssuer { lineage } => {
+                write!(f, "not issued by the current CA: {lineage}")
+            }
+            LeafReason::NearExpiry { not_after } => write!(f, "expires soon ({not_after})"),
+            LeafReason::RequestChanged => f.write_str("requested names changed"),
+        }
+    }
+}
+
+/// A decision to (re-)issue one leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafDecision {
+    /// The leaf's name.
+    pub name: String,
+    /// Why.
+    pub reason: LeafReason,
+}
+
+/// When a leaf becomes due for refresh: NotAfter − fraction × lifetime.
+pub fn refresh_at(cert: &Certificate, fraction: f64) -> OffsetDateTime {
+    let lifetime = cert.not_after() - cert.not_before();
+    cert.not_after() - lifetime * fraction
+}
+
+/// Decides whether `leaf` must be (re-)issued against `ca` at `now`.
+pub fn decide_leaf(
+    name: &str,
+    leaf: &Leaf,
+    ca: &Certificate,
+    now: OffsetDateTime,
+    fraction: f64,
+) -> Option<LeafDecision> {
+    let reason = match &leaf.issued {
+        None => LeafReason::NotYetIssued,
+        Some(issued) => {
+            let lineage = pki_core::issued_by(&issued.cert, ca);
+            if !lineage.issued_by {
+                LeafReason::WrongIssuer {
+                    lineage: lineage.to_string(),
+                }
+            } else if !matches_request(&issued.cert, &leaf.request) {
+                LeafReason::RequestChanged
+            } else if now >= refresh_at(&issued.cert, fraction) {
+                LeafReason::NearExpiry {
+                    not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
+                }
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(LeafDecision {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+fn matches_request(cert: &Certificate, request: &LeafRequest) -> bool {
+    let mut want: Vec<String> = request
+        .dns_names
+        .iter()
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    let mut have = cert.dns_names();
+    want.sort();
+    have.sort();
+    let mut want_ip = request.ip_addresses.clone();
+    let mut have_ip = cert.ip_addresses();
+    want_ip.sort();
+    have_ip.sort();
+    let eku = cert.extended_key_usage().unwrap_or(&[]);
+    let server = eku.contains(&pki_core::EKU_SERVER_AUTH);
+    let client = eku.contains(&pki_core::EKU_CLIENT_AUTH);
+    let kind_ok = match request.kind {
+        LeafKind::Server => server && !client,
+        LeafKind::Client => client && !server,
+        LeafKind::ServerClient => server && client,
+    };
+    want == have && want_ip == have_ip && kind_ok
+}
+
+/// Issues a fresh key and certificate for `request` from `ca`.
+pub fn issue_leaf<R: CryptoRng + ?Sized>(
+    ca: &CertificateAuthority,
+    request: &LeafRequest,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<IssuedLeaf> {
+    request.validate()?;
+    let algorithm = ca.key.algorithm();
+    let key = PrivateKey::generate(algorithm, rng)?;
+    let mut params = CertificateParams::new(
+        request.kind.profile(),
+        &request.common_name(),
+        now,
+        request.lifetime,
+    )?;
+    params.dns_names = request.dns_names.clone();
+    params.ip_addresses = request.ip_addresses.clone();
+    let cert = ca.issue(&params, &key.public_key()?, rng)?;
+    if cert.not_after() <= now {
+        return Err(RotateError::Expired {
+            what: format!("certificate for {}", request.common_name()),
+            at: pki_core::datetime::rfc3339(cert.not_after()),
+        });
+    }
+    Ok(IssuedLeaf { cert, key })
+}
+
+mod duration_str {
+    use time::Duration;
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&pki_core::policy::human(*d))
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s: String = serde::Deserialize::deserialize(d)?;
+        pki_core::policy::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,10 @@
+//! pki: rotate X.509 certificate authorities without breaking trust.
+//!
+//! This crate is the command-line tool and a facade over the library
+//! crates: [`pki_core`] (the certificate model) and [`pki_rotate`] (the
+//! rotation engines and stores).
+
+pub use pki_core as core;
+pub use pki_rotate as rotate;
+
+pub mod tls;

@@ -1,0 +1,1 @@
+//! Real TLS handshakes over loopback, used to prove trust.
