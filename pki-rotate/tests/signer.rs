@@ -1,0 +1,368 @@
+//! The signer engine against the service-CA seed's rotation cases.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use pki_core::{KeyAlgorithm, issued_by};
+use pki_rotate::{
+    Event, ForcedRotation, LeafReason, LeafRequest, RotateError, RotationReason, SignerPolicy,
+    SignerState, apply, plan, reconcile,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+// 2026-01-01: the day the signer is created in every case.
+const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn signer() -> SignerState {
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .unwrap();
+    let (s, _, _) = reconcile(&s, &s.policy.clone(), T0, None, &mut rng(2)).unwrap();
+    s
+}
+
+fn rotation_point(s: &SignerState) -> OffsetDateTime {
+    s.rotation_due_at(&s.policy)
+}
+
+struct Case {
+    name: &'static str,
+    /// Days after T0.
+    at_days: i64,
+    forced: Option<&'static str>,
+    /// The reason already recorded before the run.
+    recorded: Option<&'static str>,
+    expect_rotation: Option<&'static str>,
+}
+
+#[test]
+fn seed_rotation_cases() {
+    // The rotation point of the default policy is T0 + 790d - 395d = T0 + 395d
+    // (the CA's NotBefore is backdated by 5 minutes, which does not matter at day scale).
+    let cases = [
+        Case {
+            name: "not required",
+            at_days: 100,
+            forced: None,
+            recorded: None,
+            expect_rotation: None,
+        },
+        Case {
+            name: "time-based",
+            at_days: 396,
+            forced: None,
+            recorded: None,
+            expect_rotation: Some("expiring"),
+        },
+        Case {
+            name: "forced",
+            at_days: 10,
+            forced: Some("key ceremony 2027"),
+            recorded: None,
+            expect_rotation: Some("forced"),
+        },
+        Case {
+            name: "forced while half expired",
+            at_days: 400,
+            forced: Some("compromise"),
+            recorded: None,
+            expect_rotation: Some("forced"),
+        },
+        Case {
+            name: "forced not required: reason already recorded",
+            at_days: 10,
+            forced: Some("key ceremony 2027"),
+            recorded: Some("key ceremony 2027"),
+            expect_rotation: None,
+        },
+        Case {
+            name: "forced and due: one rotation",
+            at_days: 500,
+            forced: Some("audit"),
+            recorded: Some("older"),
+            expect_rotation: Some("forced"),
+        },
+        Case {
+            name: "recorded reason does not block a due rotation",
+            at_days: 500,
+            forced: Some("audit"),
+            recorded: Some("audit"),
+            expect_rotation: Some("expiring"),
+        },
+    ];
+    for case in cases {
+        let mut s = signer();
+        s.forced_rotation_reason = case.recorded.map(String::from);
+        let now = T0 + Duration::days(case.at_days);
+        let forced = case.forced.map(ForcedRotation::new);
+        let p = plan(&s, &s.policy, now, forced.as_ref()).unwrap();
+        let kind = p.rotation.as_ref().map(|r| match r.reason {
+            RotationReason::Expiring { .. } => "expiring",
+            RotationReason::Forced { .. } => "forced",
+        });
+        assert_eq!(kind, case.expect_rotation, "case: {}", case.name);
+        let (next, events) = apply(p, &mut rng(3)).unwrap();
+        let rotations = events
+            .iter()
+            .filter(|e| matches!(e, Event::Rotated { .. }))
+            .count();
+        assert_eq!(
+            rotations,
+            usize::from(case.expect_rotation.is_some()),
+            "case: {}",
+            case.name
+        );
+        if let Some(reason) = case.forced {
+            if case.expect_rotation == Some("forced") {
+                assert_eq!(
+                    next.forced_rotation_reason.as_deref(),
+                    Some(reason),
+                    "case: {}",
+                    case.name
+                );
+            }
+        }
+        if case.expect_rotation.is_some() {
+            assert_ne!(
+                next.ca.cert.public_key(),
+                s.ca.cert.public_key(),
+                "case: {}",
+                case.name
+            );
+            assert_eq!(next.history.len(), 1);
+            // The same forced reason again does nothing.
+            if let Some(f) = &forced {
+                let again = plan(&next, &next.policy, now + Duration::minutes(1), Some(f)).unwrap();
+                if case.expect_rotation == Some("forced") {
+                    assert!(again.rotation.is_none(), "case: {} ran twice", case.name);
+                }
+            }
+        } else {
+            assert_eq!(next.ca.cert, s.ca.cert, "case: {}", case.name);
+        }
+    }
+}
+
+#[test]
+fn rotation_reuses_subject_and_builds_both_bridges() {
+    let s = signer();
+    let now = rotation_point(&s) + Duration::days(1);
+    let (next, events, _) = reconcile(&s, &s.policy, now, None, &mut rng(4)).unwrap();
+    let old = &s.ca.cert;
+    let new = &next.ca.cert;
+    assert_eq!(new.subject(), old.subject());
+    assert_ne!(new.ski(), old.ski());
+    // Bundle = [new CA, bridge A].
+    let bundle = next.bundle.certs();
+    assert_eq!(bundle.len(), 2);
+    assert_eq!(&bundle[0], new);
+    let bridge_a = &bundle[1];
+    assert_eq!(bridge_a.public_key(), old.public_key());
+    assert_eq!(bridge_a.ski(), old.ski());
+    assert_eq!(bridge_a.aki(), new.ski());
+    assert!(bridge_a.not_after() >= now + s.policy.rotation.min_trust - Duration::SECOND);
+    assert!(bridge_a.not_after() >= old.not_after());
+    // Bridge B: new key, signed by the old.
+    let bridge_b = next.bridge.as_ref().unwrap();
+    assert_eq!(bridge_b.public_key(), new.public_key());
+    assert_eq!(bridge_b.aki(), old.ski());
+    // The leaf was re-issued by the new CA and its chain carries bridge B.
+    let leaf = &next.leaves["web"].issued.as_ref().unwrap().cert;
+    assert!(issued_by(leaf, new).issued_by);
+    assert_eq!(
+        next.serving_chain(leaf),
+        vec![leaf.clone(), bridge_b.clone()]
+    );
+    match &events[..] {
+        [
+            Event::Rotated {
+                previous_trusted_until,
+                ..
+            },
+            Event::LeafReissued { reason, .. },
+        ] => {
+            assert_eq!(*previous_trusted_until, Some(bridge_a.not_after()));
+            assert_eq!(*reason, LeafReason::IssuerRotated);
+        }
+        other => panic!("unexpected events {other:?}"),
+    }
+}
+
+#[test]
+fn emergency_rotation_shortens_the_grace_period() {
+    let s = signer();
+    let now = T0 + Duration::days(30);
+    let forced = ForcedRotation {
+        reason: "leak".into(),
+        grace: Some(Duration::days(2)),
+        no_bridges: false,
+    };
+    let (next, _, _) = reconcile(&s, &s.policy, now, Some(&forced), &mut rng(5)).unwrap();
+    assert_eq!(next.bundle.certs()[1].not_after(), now + Duration::days(2));
+    assert_eq!(
+        next.previous.unwrap().trusted_until,
+        Some(now + Duration::days(2))
+    );
+}
+
+#[test]
+fn compromise_rotation_issues_no_bridges() {
+    let s = signer();
+    let forced = ForcedRotation {
+        reason: "key stolen".into(),
+        grace: None,
+        no_bridges: true,
+    };
+    let (next, events, _) = reconcile(
+        &s,
+        &s.policy,
+        T0 + Duration::days(3),
+        Some(&forced),
+        &mut rng(6),
+    )
+    .unwrap();
+    assert_eq!(next.bundle.len(), 1);
+    assert!(next.bridge.is_none());
+    assert!(matches!(
+        &events[0],
+        Event::Rotated {
+            previous_trusted_until: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn keep_previous_root_adds_the_old_self_signed_ca() {
+    let mut s = signer();
+    s.policy.keep_previous_root = true;
+    let now = rotation_point(&s) + Duration::hours(1);
+    let (next, _, _) = reconcile(&s, &s.policy.clone(), now, None, &mut rng(7)).unwrap();
+    assert_eq!(next.bundle.len(), 3);
+    assert!(next.bundle.contains(&s.ca.cert));
+    // Once the old root expires it is pruned; the current CA stays.
+    let later = s.ca.cert.not_after() + Duration::minutes(1);
+    let (pruned, events, _) = reconcile(&next, &next.policy, later, None, &mut rng(8)).unwrap();
+    assert!(!pruned.bundle.contains(&s.ca.cert));
+    assert!(pruned.bundle.contains(&next.ca.cert));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::BundlePruned { .. }))
+    );
+}
+
+#[test]
+fn clock_before_the_ca_is_refused() {
+    let s = signer();
+    let err = plan(&s, &s.policy, T0 - Duration::days(1), None).unwrap_err();
+    assert!(matches!(err, RotateError::ClockBeforeCa { .. }), "{err}");
+}
+
+#[test]
+fn empty_forced_reason_is_refused() {
+    let s = signer();
+    let err = plan(&s, &s.policy, T0, Some(&ForcedRotation::new("  "))).unwrap_err();
+    assert!(matches!(err, RotateError::EmptyForcedReason));
+}
+
+#[test]
+fn leaf_reissued_near_expiry_and_when_names_change_with_reasons() {
+    let s = signer();
+    let leaf = s.leaves["web"].issued.as_ref().unwrap().cert.clone();
+    // 365-day leaf, 20% refresh: due at 292 days.
+    let quiet = plan(&s, &s.policy, T0 + Duration::days(200), None).unwrap();
+    assert!(quiet.leaves.is_empty());
+    let due = plan(&s, &s.policy, leaf.not_after() - Duration::days(10), None).unwrap();
+    assert!(matches!(
+        due.leaves[0].reason,
+        LeafReason::NearExpiry { .. }
+    ));
+
+    let mut changed = s.clone();
+    changed
+        .request_leaf(
+            "web",
+            LeafRequest::server(vec!["web.ns.svc".into(), "web.ns.svc.cluster.local".into()]),
+        )
+        .unwrap();
+    let p = plan(&changed, &changed.policy, T0 + Duration::days(1), None).unwrap();
+    assert_eq!(p.leaves.len(), 1);
+    assert_eq!(p.leaves[0].reason, LeafReason::RequestChanged);
+}
+
+#[test]
+fn leaf_from_another_ca_is_reissued_with_lineage_reason() {
+    let s = signer();
+    let other = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(50)).unwrap();
+    let mut mixed = s.clone();
+    mixed.ca = other.ca.clone();
+    mixed.bundle = other.bundle.clone();
+    let p = plan(&mixed, &mixed.policy, T0 + Duration::days(1), None).unwrap();
+    match &p.leaves[0].reason {
+        LeafReason::WrongIssuer { lineage } => assert!(lineage.contains("differs"), "{lineage}"),
+        r => panic!("unexpected reason {r:?}"),
+    }
+}
+
+#[test]
+fn next_check_is_the_rotation_point_or_an_earlier_leaf_refresh() {
+    let s = signer();
+    let p = plan(&s, &s.policy, T0 + Duration::days(1), None).unwrap();
+    let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
+    let refresh = pki_rotate::leaf::refresh_at(leaf, 0.2);
+    assert_eq!(p.next_check, refresh.min(rotation_point(&s)));
+}
+
+#[test]
+fn same_inputs_same_outputs() {
+    let s = signer();
+    let now = rotation_point(&s) + Duration::days(1);
+    let (a, ea, _) = reconcile(&s, &s.policy, now, None, &mut rng(9)).unwrap();
+    let (b, eb, _) = reconcile(&s, &s.policy, now, None, &mut rng(9)).unwrap();
+    assert_eq!(ea, eb);
+    assert_eq!(*a.to_json(1).unwrap(), *b.to_json(1).unwrap());
+}
+
+#[test]
+fn json_state_roundtrips_and_unknown_version_is_refused() {
+    let s = signer();
+    let json = s.to_json(7).unwrap();
+    let (back, generation) = SignerState::from_json(&json).unwrap();
+    assert_eq!(generation, 7);
+    assert_eq!(*back.to_json(7).unwrap(), *json);
+
+    let text =
+        String::from_utf8(json.to_vec())
+            .unwrap()
+            .replacen("\"version\": 1", "\"version\": 2", 1);
+    let err = SignerState::from_json(text.as_bytes()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RotateError::UnsupportedStateVersion {
+                found: 2,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn rsa_signer_rotates() {
+    let policy = SignerPolicy {
+        key_algorithm: KeyAlgorithm::Rsa2048,
+        ..SignerPolicy::default()
+    };
+    let s = SignerState::new("rsa-ca", policy, T0, &mut rng(10)).unwrap();
+    let now = rotation_point(&s) + Duration::days(1);
+    let (next, _, _) = reconcile(&s, &policy, now, None, &mut rng(11)).unwrap();
+    assert_eq!(next.ca.key.algorithm(), KeyAlgorithm::Rsa2048);
+    assert_eq!(next.bundle.len(), 2);
+}
