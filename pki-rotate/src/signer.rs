@@ -203,10 +203,10 @@ impl SignerState {
     /// bridge B when the leaf comes from the current CA and a bridge exists.
     pub fn serving_chain(&self, leaf: &Certificate) -> Vec<Certificate> {
         let mut chain = vec![leaf.clone()];
-        if let Some(bridge) = &self.bridge {
-            if pki_core::issued_by(leaf, &self.ca.cert).issued_by {
-                chain.push(bridge.clone());
-            }
+        if let Some(bridge) = &self.bridge
+            && pki_core::issued_by(leaf, &self.ca.cert).issued_by
+        {
+            chain.push(bridge.clone());
         }
         chain
     }
@@ -436,10 +436,10 @@ pub fn plan<'a>(
         if f.reason.trim().is_empty() {
             return Err(RotateError::EmptyForcedReason);
         }
-        if let Some(g) = f.grace {
-            if g <= Duration::ZERO {
-                return Err(RotateError::InvalidGrace(pki_core::policy::human(g)));
-            }
+        if let Some(g) = f.grace
+            && g <= Duration::ZERO
+        {
+            return Err(RotateError::InvalidGrace(pki_core::policy::human(g)));
         }
         if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) {
             record_forced_reason = Some(f.reason.clone());
@@ -469,10 +469,10 @@ pub fn plan<'a>(
         });
     }
     // Bridges from an expired CA would themselves be expired or vouch for a dead key.
-    if let Some(r) = rotation.as_mut() {
-        if now > ca.not_after() {
-            r.bridge_until = None;
-        }
+    if let Some(r) = rotation.as_mut()
+        && now > ca.not_after()
+    {
+        r.bridge_until = None;
     }
 
     let mut leaves = Vec::new();
@@ -629,10 +629,10 @@ pub fn apply<R: CryptoRng + ?Sized>(
             removed: plan.prune.iter().map(Certificate::id).collect(),
         });
     }
-    if plan.drop_bridge {
-        if let Some(b) = next.bridge.take() {
-            events.push(Event::BridgeRetired { id: b.id() });
-        }
+    if plan.drop_bridge
+        && let Some(b) = next.bridge.take()
+    {
+        events.push(Event::BridgeRetired { id: b.id() });
     }
 
     for decision in &plan.leaves {

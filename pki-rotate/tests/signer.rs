@@ -117,15 +117,15 @@ fn seed_rotation_cases() {
             "case: {}",
             case.name
         );
-        if let Some(reason) = case.forced {
-            if case.expect_rotation == Some("forced") {
-                assert_eq!(
-                    next.forced_rotation_reason.as_deref(),
-                    Some(reason),
-                    "case: {}",
-                    case.name
-                );
-            }
+        if let Some(reason) = case.forced
+            && case.expect_rotation == Some("forced")
+        {
+            assert_eq!(
+                next.forced_rotation_reason.as_deref(),
+                Some(reason),
+                "case: {}",
+                case.name
+            );
         }
         if case.expect_rotation.is_some() {
             assert_ne!(

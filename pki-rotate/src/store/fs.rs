@@ -172,11 +172,11 @@ impl FsStore {
         let mut dirs = vec![tmp.to_path_buf(), tmp.join("certs")];
         for (relative, file) in files {
             let path = tmp.join(relative);
-            if let Some(parent) = path.parent() {
-                if !parent.exists() {
-                    fs::create_dir_all(parent).map_err(io(parent))?;
-                    dirs.push(parent.to_path_buf());
-                }
+            if let Some(parent) = path.parent()
+                && !parent.exists()
+            {
+                fs::create_dir_all(parent).map_err(io(parent))?;
+                dirs.push(parent.to_path_buf());
             }
             self.step(&format!("write {relative}"))?;
             write_file(&path, file)?;
