@@ -34,6 +34,7 @@ mod key;
 mod lineage;
 pub mod pem;
 pub mod policy;
+pub mod verify;
 
 pub use bundle::Bundle;
 pub use cert::{
@@ -48,6 +49,10 @@ pub use issue::{
 pub use key::{KeyAlgorithm, PrivateKey};
 pub use lineage::{Lineage, LineageRule, issued_by};
 pub use policy::RotationPolicy;
+pub use verify::{
+    Budget, ExpectedName, Purpose, SignatureCache, VerifiedPath, VerifyError, VerifyOptions,
+    verify_chain, verify_chain_cached, verify_signature,
+};
 
 /// Re-exported so callers can build names and read extensions without
 /// depending on x509-cert themselves.

@@ -1,0 +1,400 @@
+//! Certification path validation (RFC 5280 §6), for TLS server and client
+//! certificates.
+//!
+//! [`verify_chain`] builds every candidate path from a leaf through
+//! untrusted intermediates to a trust anchor and returns the first one on
+//! which every check passes. Cross-signed CAs share subjects, so at each
+//! step every certificate whose subject equals the issuer name is a
+//! candidate: trust anchors first, then intermediates, each group ordered
+//! so that a certificate whose SubjectKeyIdentifier equals the child's
+//! AuthorityKeyIdentifier comes first. Key identifiers only order; they
+//! never rule a candidate out (another tool may compute them differently).
+//! The search is depth-first with backtracking; a (subject, key) pair
+//! appears at most once on a path, and a [`Budget`] bounds the work.
+//!
+//! Every certificate of the bundle is a trust anchor, self-signed or not:
+//! a cross-signed "bridge" in the bundle ends a path as well as a root
+//! does. A path ends when a certificate's issuer name equals an anchor's
+//! subject and its signature verifies with the anchor's key. The anchor
+//! certificate itself is checked too (validity window, CA constraints,
+//! extensions), so an expired bridge stops being trusted; a version 1
+//! anchor is taken as a CA as it is.
+//!
+//! Time is an argument, never read from a clock.
+//!
+//! ```
+//! use pki_core::verify::{ExpectedName, Purpose, VerifyOptions, verify_chain};
+//! use pki_core::{Bundle, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+//! use rand_chacha::ChaCha20Rng;
+//! use rand_core::SeedableRng;
+//! use time::{Duration, macros::datetime};
+//!
+//! let mut rng = ChaCha20Rng::seed_from_u64(1);
+//! let now = datetime!(2026-01-01 00:00 UTC);
+//! let ca = CertificateAuthority::generate_root("service-ca", KeyAlgorithm::EcdsaP256, now, Duration::days(790), &mut rng)?;
+//! let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng)?;
+//! let mut params = CertificateParams::new(Profile::Server, "web", now, Duration::days(365))?;
+//! params.dns_names.push("web.ns.svc".into());
+//! let leaf = ca.issue(&params, &key.public_key()?, &mut rng)?;
+//!
+//! let mut opts = VerifyOptions::new(now + Duration::days(1), Purpose::ServerAuth);
+//! opts.name = Some(ExpectedName::Dns("web.ns.svc".into()));
+//! let path = verify_chain(&leaf, &[], &Bundle::from_certs([ca.cert.clone()]), &opts)?;
+//! assert_eq!(path.certs, [leaf, ca.cert]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod budget;
+mod cache;
+mod error;
+mod names;
+mod profile;
+mod signature;
+
+pub use budget::{Budget, BudgetKind};
+pub use cache::SignatureCache;
+pub use error::VerifyError;
+pub use signature::verify_signature;
+
+use crate::bundle::Bundle;
+use crate::cert::{Certificate, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, ObjectIdentifier};
+use profile::Role;
+use std::fmt;
+use std::net::IpAddr;
+use time::OffsetDateTime;
+
+/// Maximum number of intermediates between the leaf and the anchor.
+/// rustls-webpki allows 6 sub-CAs; rotation may add a bridge or two on top
+/// of a real hierarchy, so we allow 8.
+pub const MAX_INTERMEDIATES: usize = 8;
+
+/// What the leaf will be used for (its extended key usage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// TLS server authentication (id-kp-serverAuth).
+    ServerAuth,
+    /// TLS client authentication (id-kp-clientAuth).
+    ClientAuth,
+}
+
+impl Purpose {
+    /// The extendedKeyUsage OID of the purpose.
+    pub fn oid(self) -> ObjectIdentifier {
+        match self {
+            Purpose::ServerAuth => EKU_SERVER_AUTH,
+            Purpose::ClientAuth => EKU_CLIENT_AUTH,
+        }
+    }
+}
+
+impl fmt::Display for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Purpose::ServerAuth => "serverAuth",
+            Purpose::ClientAuth => "clientAuth",
+        })
+    }
+}
+
+/// The name the leaf must be valid for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ExpectedName {
+    /// A DNS host name, matched against dNSName subjectAltNames. An IP
+    /// address literal given here is matched as [`ExpectedName::Ip`].
+    Dns(String),
+    /// An IP address, matched against iPAddress subjectAltNames.
+    Ip(IpAddr),
+}
+
+impl fmt::Display for ExpectedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExpectedName::Dns(name) => write!(f, "DNS:{name}"),
+            ExpectedName::Ip(ip) => write!(f, "IP:{ip}"),
+        }
+    }
+}
+
+/// Everything a verification depends on besides the certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyOptions {
+    /// The instant at which every certificate of the path must be valid.
+    /// Truncated to whole seconds, the precision of certificates.
+    pub time: OffsetDateTime,
+    /// What the leaf is for.
+    pub purpose: Purpose,
+    /// The name the leaf must carry, if any.
+    pub name: Option<ExpectedName>,
+    /// Work limits of path building.
+    pub budget: Budget,
+}
+
+impl VerifyOptions {
+    /// Options for `purpose` at `time`, without a name check and with the
+    /// default [`Budget`].
+    pub fn new(time: OffsetDateTime, purpose: Purpose) -> Self {
+        VerifyOptions {
+            time,
+            purpose,
+            name: None,
+            budget: Budget::default(),
+        }
+    }
+}
+
+/// A path that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedPath {
+    /// The certificates, leaf first, trust anchor last.
+    pub certs: Vec<Certificate>,
+}
+
+impl VerifiedPath {
+    /// The leaf.
+    pub fn leaf(&self) -> Option<&Certificate> {
+        self.certs.first()
+    }
+
+    /// The trust anchor that ended the path.
+    pub fn anchor(&self) -> Option<&Certificate> {
+        self.certs.last()
+    }
+}
+
+/// Verifies `leaf` for `opts.purpose` (and `opts.name`) at `opts.time`,
+/// through any of `intermediates`, up to any certificate of `anchors`.
+pub fn verify_chain(
+    leaf: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &Bundle,
+    opts: &VerifyOptions,
+) -> Result<VerifiedPath, VerifyError> {
+    verify(leaf, intermediates, anchors, opts, None)
+}
+
+/// [`verify_chain`], remembering signature outcomes in `cache`. The result
+/// is the same as without the cache (a cache hit counts against
+/// [`Budget::signatures`] like a check).
+pub fn verify_chain_cached(
+    leaf: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &Bundle,
+    opts: &VerifyOptions,
+    cache: &SignatureCache,
+) -> Result<VerifiedPath, VerifyError> {
+    verify(leaf, intermediates, anchors, opts, Some(cache))
+}
+
+fn verify(
+    leaf: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &Bundle,
+    opts: &VerifyOptions,
+    cache: Option<&SignatureCache>,
+) -> Result<VerifiedPath, VerifyError> {
+    let time = crate::datetime::truncate(opts.time);
+    // What concerns the leaf alone cannot be fixed by another path.
+    profile::check_cert(leaf, Role::Leaf, opts.purpose)?;
+    profile::check_validity(leaf, time)?;
+    if let Some(name) = &opts.name {
+        names::check_expected_name(leaf, name)?;
+    }
+
+    let anchors: Vec<&Certificate> = anchors.certs().iter().collect();
+    let mut pool: Vec<&Certificate> = Vec::with_capacity(intermediates.len());
+    for c in intermediates {
+        if c != leaf && !anchors.contains(&c) && !pool.contains(&c) {
+            pool.push(c);
+        }
+    }
+    let mut builder = Builder {
+        anchors,
+        intermediates: pool,
+        opts,
+        time,
+        cache,
+        remaining: budget::Remaining::new(opts.budget),
+        best: None,
+    };
+    let mut path = vec![leaf];
+    if builder.extend(&mut path)? {
+        return Ok(VerifiedPath {
+            certs: path.into_iter().cloned().collect(),
+        });
+    }
+    Err(builder.best.unwrap_or_else(|| unknown_issuer(leaf)))
+}
+
+fn unknown_issuer(cert: &Certificate) -> VerifyError {
+    VerifyError::UnknownIssuer {
+        cert: cert.id(),
+        issuer: cert.issuer().to_string(),
+    }
+}
+
+fn same_key_and_subject(a: &Certificate, b: &Certificate) -> bool {
+    a.subject() == b.subject() && a.public_key() == b.public_key()
+}
+
+struct Builder<'a> {
+    anchors: Vec<&'a Certificate>,
+    intermediates: Vec<&'a Certificate>,
+    opts: &'a VerifyOptions,
+    time: OffsetDateTime,
+    cache: Option<&'a SignatureCache>,
+    remaining: budget::Remaining,
+    /// The most specific error met so far (first of the highest rank).
+    best: Option<VerifyError>,
+}
+
+impl<'a> Builder<'a> {
+    fn record(&mut self, e: VerifyError) {
+        if self.best.as_ref().is_none_or(|b| e.rank() > b.rank()) {
+            self.best = Some(e);
+        }
+    }
+
+    /// Candidate issuers of `child`: anchors, then intermediates, those whose
+    /// SKI equals the child's AKI first in each group; without the ones
+    /// whose (subject, key) is already on the path.
+    fn candidates(
+        &self,
+        child: &Certificate,
+        path: &[&Certificate],
+    ) -> Vec<(&'a Certificate, Role)> {
+        let by_name = |pool: &[&'a Certificate], role| {
+            let mut found: Vec<(&'a Certificate, Role)> = pool
+                .iter()
+                .filter(|c| c.subject() == child.issuer())
+                .filter(|c| !path.iter().any(|p| same_key_and_subject(p, c)))
+                .map(|c| (*c, role))
+                .collect();
+            found.sort_by_key(|(c, _)| !(child.aki().is_some() && child.aki() == c.ski()));
+            found
+        };
+        let mut all = by_name(&self.anchors, Role::Anchor);
+        all.extend(by_name(&self.intermediates, Role::Intermediate));
+        all
+    }
+
+    /// Extends `path` (leaf first) up to an anchor. `Ok(false)`: no path
+    /// through here (the reason is in `best`); `Err`: fatal.
+    fn extend(&mut self, path: &mut Vec<&'a Certificate>) -> Result<bool, VerifyError> {
+        let Some(&child) = path.last() else {
+            return Ok(false);
+        };
+        let candidates = self.candidates(child, path);
+        if candidates.is_empty() {
+            self.record(unknown_issuer(child));
+            return Ok(false);
+        }
+        for (candidate, role) in candidates {
+            self.remaining.spend_build_step()?;
+            if role == Role::Intermediate && path.len() > MAX_INTERMEDIATES {
+                self.record(VerifyError::PathTooLong {
+                    cert: child.id(),
+                    max: MAX_INTERMEDIATES,
+                });
+                continue;
+            }
+            if let Err(e) = self.check_signature(child, candidate) {
+                if matches!(e, VerifyError::BudgetExceeded { .. }) {
+                    return Err(e);
+                }
+                self.record(e);
+                continue;
+            }
+            if let Err(e) = self.check_issuer(path, candidate, role) {
+                if matches!(e, VerifyError::BudgetExceeded { .. }) {
+                    return Err(e);
+                }
+                self.record(e);
+                continue;
+            }
+            path.push(candidate);
+            if role == Role::Anchor || self.extend(path)? {
+                return Ok(true);
+            }
+            path.pop();
+        }
+        Ok(false)
+    }
+
+    fn check_signature(
+        &mut self,
+        child: &Certificate,
+        issuer: &Certificate,
+    ) -> Result<(), VerifyError> {
+        self.remaining.spend_signature()?;
+        let signed =
+            signature::signed_parts(child).map_err(|f| f.into_error(child, issuer.id()))?;
+        let Some(cache) = self.cache else {
+            return signature::check(issuer.public_key(), &signed)
+                .map_err(|f| f.into_error(child, issuer.id()));
+        };
+        let key = SignatureCache::key(&issuer.public_key_der(), signed.tbs, signed.signature);
+        if let Some(valid) = cache.get(&key) {
+            return if valid {
+                Ok(())
+            } else {
+                Err(VerifyError::BadSignature {
+                    cert: child.id(),
+                    issuer: issuer.id(),
+                })
+            };
+        }
+        let outcome = signature::check(issuer.public_key(), &signed);
+        match &outcome {
+            Ok(()) => cache.insert(key, true),
+            Err(f) if f.is_cacheable() => cache.insert(key, false),
+            Err(_) => {}
+        }
+        outcome.map_err(|f| f.into_error(child, issuer.id()))
+    }
+
+    /// Checks `issuer` as the issuer of the last certificate of `path`.
+    fn check_issuer(
+        &mut self,
+        path: &[&Certificate],
+        issuer: &Certificate,
+        role: Role,
+    ) -> Result<(), VerifyError> {
+        profile::check_cert(issuer, role, self.opts.purpose)?;
+        profile::check_validity(issuer, self.time)?;
+        if role == Role::Anchor && profile::is_legacy_anchor(issuer) {
+            return Ok(());
+        }
+        if role == Role::Anchor && profile::anchor_aki_is_unusual(issuer) {
+            self.remaining.spend_signature()?;
+            if verify_signature(issuer.public_key(), issuer).is_ok() {
+                return Err(VerifyError::malformed(
+                    issuer,
+                    "self-signed trust anchor whose authorityKeyIdentifier is not just its \
+                     subjectKeyIdentifier (CA/B Forum BR 7.1.2.1.3)",
+                ));
+            }
+        }
+        if let Some(path_len) = issuer.basic_constraints().and_then(|b| b.path_len) {
+            // Intermediates below the issuer, the leaf excluded; self-issued
+            // ones do not count (RFC 5280 §6.1.4(l)).
+            let below = path.iter().skip(1).filter(|c| !c.is_self_issued()).count();
+            if below > usize::from(path_len) {
+                return Err(VerifyError::PathLenExceeded {
+                    cert: issuer.id(),
+                    path_len,
+                    below,
+                });
+            }
+        }
+        if let Some(nc) = profile::name_constraints(issuer)? {
+            for (i, cert) in path.iter().enumerate() {
+                // Self-issued intermediates are exempt (RFC 5280 §6.1.3(b)).
+                if i > 0 && cert.is_self_issued() {
+                    continue;
+                }
+                names::check_name_constraints(issuer, &nc, cert)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,348 @@
+//! Signature checks over the exact signed bytes.
+//!
+//! The signed message is the TBSCertificate exactly as it appears in the
+//! certificate's original DER: re-encoding a decoded structure may change
+//! bytes (a non-canonical length, a time format) and then a valid
+//! signature would fail, or worse, the verifier would check something
+//! other than what was signed.
+
+use super::error::VerifyError;
+use crate::cert::{Certificate, ObjectIdentifier};
+use der::asn1::BitString;
+use der::{Encode, Tagged};
+use sha2::{Digest, Sha256, Sha384, Sha512};
+use signature::Verifier;
+use signature::hazmat::PrehashVerifier;
+use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
+
+const ECDSA_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+const ECDSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
+const RSA_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.11");
+const RSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.12");
+const RSA_SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.13");
+const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+const SECP256R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+const RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+
+/// Smallest and largest RSA moduli accepted, in bits. 2048 is the floor of
+/// NIST SP 800-131A and the CA/Browser Forum (§6.1.5); 8192 is the ceiling
+/// of the `rsa` crate and bounds the cost of one check.
+const RSA_MIN_BITS: usize = 2048;
+const RSA_MAX_BITS: usize = 8192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Ecdsa(Hash),
+    RsaPkcs1(Hash),
+}
+
+/// Why a signature check failed, before the caller adds which certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SigFailure {
+    /// TBSCertificate.signature differs from Certificate.signatureAlgorithm.
+    AlgorithmMismatch {
+        inner: ObjectIdentifier,
+        outer: ObjectIdentifier,
+    },
+    /// The algorithm (or its parameters) is not supported.
+    UnsupportedAlgorithm(ObjectIdentifier),
+    /// The issuer key is not one we accept.
+    UnsupportedKey(String),
+    /// The certificate's structure does not allow a check.
+    Malformed(&'static str),
+    /// The signature does not verify (or the key type does not fit the algorithm).
+    Invalid,
+}
+
+impl SigFailure {
+    /// Whether the outcome depends only on the (key, message, signature)
+    /// triple, so that a cache may remember it.
+    pub(crate) fn is_cacheable(&self) -> bool {
+        matches!(self, SigFailure::Invalid)
+    }
+
+    pub(crate) fn into_error(self, cert: &Certificate, issuer: String) -> VerifyError {
+        match self {
+            SigFailure::AlgorithmMismatch { inner, outer } => {
+                VerifyError::SignatureAlgorithmMismatch {
+                    cert: cert.id(),
+                    inner,
+                    outer,
+                }
+            }
+            SigFailure::UnsupportedAlgorithm(oid) => VerifyError::UnsupportedSignatureAlgorithm {
+                cert: cert.id(),
+                oid,
+            },
+            SigFailure::UnsupportedKey(reason) => {
+                VerifyError::UnsupportedPublicKey { issuer, reason }
+            }
+            SigFailure::Malformed(reason) => VerifyError::malformed(cert, reason),
+            SigFailure::Invalid => VerifyError::BadSignature {
+                cert: cert.id(),
+                issuer,
+            },
+        }
+    }
+}
+
+/// The pieces a signature check needs, borrowed from a certificate.
+pub(crate) struct Signed<'a> {
+    pub(crate) tbs: &'a [u8],
+    pub(crate) signature: &'a [u8],
+    scheme: Scheme,
+}
+
+/// Checks that `cert`'s signature verifies with `issuer_spki`.
+///
+/// Works for any pair, including a self-signed certificate and its own key
+/// (`verify_signature(cert.public_key(), &cert)`). The issuer in errors is
+/// named `spki:<first 16 hex of the key's SHA-256>`.
+pub fn verify_signature(
+    issuer_spki: &SubjectPublicKeyInfoOwned,
+    cert: &Certificate,
+) -> Result<(), VerifyError> {
+    let issuer = spki_label(issuer_spki);
+    let signed = signed_parts(cert).map_err(|f| f.into_error(cert, issuer.clone()))?;
+    check(issuer_spki, &signed).map_err(|f| f.into_error(cert, issuer))
+}
+
+pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
+    let der = spki.to_der().unwrap_or_default();
+    let h = hex::encode(Sha256::digest(der));
+    format!("spki:{}", &h[..16])
+}
+
+/// Extracts the signed bytes, the signature and the scheme of `cert`.
+pub(crate) fn signed_parts(cert: &Certificate) -> Result<Signed<'_>, SigFailure> {
+    let x = cert.x509();
+    let outer = x.signature_algorithm();
+    let inner = x.tbs_certificate().signature();
+    if outer != inner {
+        return Err(SigFailure::AlgorithmMismatch {
+            inner: inner.oid,
+            outer: outer.oid,
+        });
+    }
+    let scheme = scheme(outer)?;
+    let tbs = tbs_bytes(cert.der()).ok_or(SigFailure::Malformed(
+        "cannot locate TBSCertificate in the DER",
+    ))?;
+    let signature = bit_string_bytes(x.signature()).ok_or(SigFailure::Malformed(
+        "signature BIT STRING has unused bits",
+    ))?;
+    Ok(Signed {
+        tbs,
+        signature,
+        scheme,
+    })
+}
+
+fn bit_string_bytes(b: &BitString) -> Option<&[u8]> {
+    b.as_bytes()
+}
+
+fn scheme(alg: &AlgorithmIdentifierOwned) -> Result<Scheme, SigFailure> {
+    let unsupported = || SigFailure::UnsupportedAlgorithm(alg.oid);
+    let null_or_absent = match &alg.parameters {
+        None => true,
+        Some(p) => p.tag() == der::Tag::Null && p.value().is_empty(),
+    };
+    let scheme = match alg.oid {
+        // RFC 5758 §3.2: the parameters MUST be absent.
+        ECDSA_SHA256 if alg.parameters.is_none() => Scheme::Ecdsa(Hash::Sha256),
+        ECDSA_SHA384 if alg.parameters.is_none() => Scheme::Ecdsa(Hash::Sha384),
+        // RFC 4055 §5: NULL; some encoders omit it, which is harmless.
+        RSA_SHA256 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha256),
+        RSA_SHA384 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha384),
+        RSA_SHA512 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha512),
+        _ => return Err(unsupported()),
+    };
+    Ok(scheme)
+}
+
+/// Verifies `signed` with `spki`.
+pub(crate) fn check(
+    spki: &SubjectPublicKeyInfoOwned,
+    signed: &Signed<'_>,
+) -> Result<(), SigFailure> {
+    match signed.scheme {
+        Scheme::Ecdsa(hash) => {
+            let key = p256_key(spki)?;
+            let sig = p256::ecdsa::DerSignature::try_from(signed.signature)
+                .map_err(|_| SigFailure::Invalid)?;
+            let ok = match hash {
+                Hash::Sha256 => key.verify(signed.tbs, &sig),
+                Hash::Sha384 => key.verify_prehash(&Sha384::digest(signed.tbs), &sig),
+                // Not produced by `scheme`.
+                Hash::Sha512 => key.verify_prehash(&Sha512::digest(signed.tbs), &sig),
+            };
+            ok.map_err(|_| SigFailure::Invalid)
+        }
+        Scheme::RsaPkcs1(hash) => {
+            let key = rsa_key(spki)?;
+            let sig = rsa::pkcs1v15::Signature::try_from(signed.signature)
+                .map_err(|_| SigFailure::Invalid)?;
+            let ok = match hash {
+                Hash::Sha256 => {
+                    rsa::pkcs1v15::VerifyingKey::<Sha256>::new(key).verify(signed.tbs, &sig)
+                }
+                Hash::Sha384 => {
+                    rsa::pkcs1v15::VerifyingKey::<Sha384>::new(key).verify(signed.tbs, &sig)
+                }
+                Hash::Sha512 => {
+                    rsa::pkcs1v15::VerifyingKey::<Sha512>::new(key).verify(signed.tbs, &sig)
+                }
+            };
+            ok.map_err(|_| SigFailure::Invalid)
+        }
+    }
+}
+
+fn p256_key(spki: &SubjectPublicKeyInfoOwned) -> Result<p256::ecdsa::VerifyingKey, SigFailure> {
+    if spki.algorithm.oid != EC_PUBLIC_KEY {
+        // An ECDSA signature cannot come from a key of another type.
+        return Err(SigFailure::Invalid);
+    }
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
+    match curve {
+        Some(SECP256R1) => {}
+        Some(other) => {
+            return Err(SigFailure::UnsupportedKey(format!(
+                "EC key on curve {other} (only P-256 is accepted)"
+            )));
+        }
+        None => {
+            return Err(SigFailure::UnsupportedKey(
+                "EC key without a named curve (explicit or missing parameters)".into(),
+            ));
+        }
+    }
+    let bytes = spki.subject_public_key.as_bytes().ok_or_else(|| {
+        SigFailure::UnsupportedKey("EC public key BIT STRING has unused bits".into())
+    })?;
+    p256::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
+        .map_err(|_| SigFailure::UnsupportedKey("EC public key is not a valid P-256 point".into()))
+}
+
+fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
+    use rsa::pkcs1::DecodeRsaPublicKey;
+    use rsa::traits::PublicKeyParts;
+    if spki.algorithm.oid != RSA_ENCRYPTION {
+        return Err(SigFailure::Invalid);
+    }
+    let bytes = spki.subject_public_key.as_bytes().ok_or_else(|| {
+        SigFailure::UnsupportedKey("RSA public key BIT STRING has unused bits".into())
+    })?;
+    let key = rsa::RsaPublicKey::from_pkcs1_der(bytes)
+        .map_err(|e| SigFailure::UnsupportedKey(format!("RSA public key: {e}")))?;
+    let n = key.n_bytes();
+    let bits = modulus_bits(&n);
+    if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
+        return Err(SigFailure::UnsupportedKey(format!(
+            "RSA key of {bits} bits (accepted: {RSA_MIN_BITS} to {RSA_MAX_BITS})"
+        )));
+    }
+    if !bits.is_multiple_of(8) {
+        return Err(SigFailure::UnsupportedKey(format!(
+            "RSA key of {bits} bits, not a whole number of bytes (CA/B Forum §6.1.5)"
+        )));
+    }
+    Ok(key)
+}
+
+fn modulus_bits(n: &[u8]) -> usize {
+    let mut bytes = n.iter().skip_while(|b| **b == 0);
+    match bytes.next() {
+        None => 0,
+        Some(first) => 8 * bytes.count() + (8 - first.leading_zeros() as usize),
+    }
+}
+
+/// One DER header: (tag byte, header length, total length of the TLV).
+fn tlv(input: &[u8]) -> Option<(u8, usize, usize)> {
+    let tag = *input.first()?;
+    if tag & 0x1f == 0x1f {
+        return None; // multi-byte tags never occur at the places we read
+    }
+    let first = *input.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None; // indefinite length, or larger than any certificate
+        }
+        let mut len = 0usize;
+        for i in 0..n {
+            len = (len << 8) | usize::from(*input.get(2 + i)?);
+        }
+        (len, 2 + n)
+    };
+    let total = header.checked_add(len)?;
+    (total <= input.len()).then_some((tag, header, total))
+}
+
+/// The TBSCertificate TLV exactly as it appears in `der`:
+/// `Certificate ::= SEQUENCE { tbsCertificate TBSCertificate, ... }`.
+pub(crate) fn tbs_bytes(der: &[u8]) -> Option<&[u8]> {
+    let (tag, header, _) = tlv(der)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let content = der.get(header..)?;
+    let (tag, _, total) = tlv(content)?;
+    (tag == 0x30).then(|| content.get(..total)).flatten()
+}
+
+/// The content octets of the serialNumber INTEGER, as encoded.
+pub(crate) fn serial_content(der: &[u8]) -> Option<&[u8]> {
+    let tbs = tbs_bytes(der)?;
+    let (_, header, _) = tlv(tbs)?;
+    let mut rest = tbs.get(header..)?;
+    let (tag, h, total) = tlv(rest)?;
+    if tag == 0xa0 {
+        rest = rest.get(total..)?;
+    } else if tag == 0x02 {
+        return rest.get(h..total);
+    } else {
+        return None;
+    }
+    let (tag, h, total) = tlv(rest)?;
+    (tag == 0x02).then(|| rest.get(h..total)).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modulus_bits_counts_from_the_first_set_bit() {
+        assert_eq!(modulus_bits(&[0x00, 0x80, 0x00]), 16);
+        assert_eq!(modulus_bits(&[0x01, 0x00]), 9);
+        assert_eq!(modulus_bits(&[]), 0);
+    }
+
+    #[test]
+    fn tlv_rejects_truncated_and_indefinite_lengths() {
+        assert_eq!(tlv(&[0x30, 0x03, 1, 2]), None);
+        assert_eq!(tlv(&[0x30, 0x80, 0, 0]), None);
+        assert_eq!(tlv(&[0x30, 0x81, 0x01, 7]), Some((0x30, 3, 4)));
+        assert_eq!(
+            tbs_bytes(&[0x30, 0x02, 0x30, 0x00]),
+            Some(&[0x30, 0x00][..])
+        );
+        assert_eq!(tbs_bytes(&[0x31, 0x02, 0x30, 0x00]), None);
+    }
+}
