@@ -3,6 +3,7 @@ mod error;
 pub mod leaf;
 pub mod signer;
 pub mod state;
+pub mod status;
 pub mod store;
 
 pub use error::{Result, RotateError};
