@@ -1,0 +1,1062 @@
+//! Path validation: chains built by pki-core's own issuance verify, and
+//! each kind of defect gives its own error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use pki_core::verify::{BudgetKind, MAX_INTERMEDIATES};
+use pki_core::{
+    Budget, Bundle, Certificate, CertificateAuthority, CertificateParams, ExpectedName,
+    KeyAlgorithm, ObjectIdentifier, PrivateKey, Profile, Purpose, SignatureCache, VerifyError,
+    VerifyOptions, cross_sign, verify_chain, verify_chain_cached, verify_signature,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+// 2026-01-01: an arbitrary fixed issuance time; verification times are
+// written relative to it.
+const NOW: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn root_at(cn: &str, at: OffsetDateTime, seed: u64) -> CertificateAuthority {
+    CertificateAuthority::generate_root(
+        cn,
+        KeyAlgorithm::EcdsaP256,
+        at,
+        Duration::days(790),
+        &mut rng(seed),
+    )
+    .unwrap()
+}
+
+fn new_root(cn: &str, seed: u64) -> CertificateAuthority {
+    root_at(cn, NOW, seed)
+}
+
+fn intermediate(
+    parent: &CertificateAuthority,
+    cn: &str,
+    path_len: Option<u8>,
+    seed: u64,
+) -> CertificateAuthority {
+    let mut r = rng(seed);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let params = CertificateParams::new(
+        Profile::IntermediateCa { path_len },
+        cn,
+        NOW,
+        Duration::days(400),
+    )
+    .unwrap();
+    let cert = parent
+        .issue(&params, &key.public_key().unwrap(), &mut r)
+        .unwrap();
+    CertificateAuthority::new(cert, key).unwrap()
+}
+
+fn leaf_with(
+    ca: &CertificateAuthority,
+    profile: Profile,
+    dns: &[&str],
+    ips: &[&str],
+    issued_at: OffsetDateTime,
+    seed: u64,
+) -> Certificate {
+    let mut r = rng(seed);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let mut p = CertificateParams::new(profile, "web", issued_at, Duration::days(365)).unwrap();
+    p.dns_names = dns.iter().map(|s| s.to_string()).collect();
+    p.ip_addresses = ips.iter().map(|s| s.parse().unwrap()).collect();
+    ca.issue(&p, &key.public_key().unwrap(), &mut r).unwrap()
+}
+
+fn server_leaf(ca: &CertificateAuthority, seed: u64) -> Certificate {
+    leaf_with(
+        ca,
+        Profile::Server,
+        &["web.ns.svc"],
+        &["10.0.0.1"],
+        NOW,
+        seed,
+    )
+}
+
+fn opts_at(time: OffsetDateTime) -> VerifyOptions {
+    VerifyOptions::new(time, Purpose::ServerAuth)
+}
+
+fn opts() -> VerifyOptions {
+    opts_at(NOW + Duration::days(1))
+}
+
+fn named(name: ExpectedName) -> VerifyOptions {
+    let mut o = opts();
+    o.name = Some(name);
+    o
+}
+
+fn dns(name: &str) -> ExpectedName {
+    ExpectedName::Dns(name.to_owned())
+}
+
+fn bundle(certs: &[&Certificate]) -> Bundle {
+    Bundle::from_certs(certs.iter().map(|c| (*c).clone()))
+}
+
+#[test]
+fn leaf_intermediate_root_chain_verifies_and_returns_the_path_leaf_first() {
+    let root = new_root("root", 1);
+    let inter = intermediate(&root, "issuing", Some(0), 2);
+    let leaf = server_leaf(&inter, 3);
+    let path = verify_chain(
+        &leaf,
+        std::slice::from_ref(&inter.cert),
+        &bundle(&[&root.cert]),
+        &named(dns("web.ns.svc")),
+    )
+    .unwrap();
+    assert_eq!(path.certs, [leaf.clone(), inter.cert, root.cert.clone()]);
+    assert_eq!(path.leaf(), Some(&leaf));
+    assert_eq!(path.anchor(), Some(&root.cert));
+}
+
+#[test]
+fn leaf_without_its_issuer_is_an_unknown_issuer() {
+    let root = new_root("root", 1);
+    let inter = intermediate(&root, "issuing", None, 2);
+    let leaf = server_leaf(&inter, 3);
+    let err = verify_chain(&leaf, &[], &bundle(&[&root.cert]), &opts()).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::UnknownIssuer {
+            cert: leaf.id(),
+            issuer: "CN=issuing".into()
+        }
+    );
+}
+
+/// The service-CA rotation: the new CA has the old CA's subject and a new
+/// key. Bridge A (old CA signed by the new key) joins the bundle; bridge B
+/// (new CA signed by the old key) follows new leaves in serving chains.
+struct Rotation {
+    old: CertificateAuthority,
+    new: CertificateAuthority,
+    bridge_a: Certificate,
+    bridge_b: Certificate,
+    old_leaf: Certificate,
+    new_leaf: Certificate,
+    rotated_at: OffsetDateTime,
+}
+
+fn rotation() -> Rotation {
+    let old = new_root("service-ca", 1);
+    let rotated_at = NOW + Duration::days(395);
+    let new = root_at("service-ca", rotated_at, 2);
+    let bridge_a = cross_sign(&old.cert, &new, old.cert.not_after(), &mut rng(3)).unwrap();
+    let bridge_b = cross_sign(&new.cert, &old, old.cert.not_after(), &mut rng(4)).unwrap();
+    let old_leaf = leaf_with(
+        &old,
+        Profile::Server,
+        &["web.ns.svc"],
+        &[],
+        NOW + Duration::days(300),
+        5,
+    );
+    let new_leaf = leaf_with(
+        &new,
+        Profile::Server,
+        &["web.ns.svc"],
+        &[],
+        rotated_at + Duration::hours(1),
+        6,
+    );
+    Rotation {
+        old,
+        new,
+        bridge_a,
+        bridge_b,
+        old_leaf,
+        new_leaf,
+        rotated_at,
+    }
+}
+
+#[test]
+fn rotation_all_four_serving_chain_and_bundle_combinations_verify() {
+    let r = rotation();
+    let old_bundle = bundle(&[&r.old.cert]);
+    let new_bundle = bundle(&[&r.new.cert, &r.bridge_a]);
+    let mut o = opts_at(r.rotated_at + Duration::hours(2));
+    o.name = Some(dns("web.ns.svc"));
+    let old_chain: Vec<Certificate> = vec![];
+    let new_chain = vec![r.bridge_b.clone()];
+
+    let cells = [
+        (
+            &r.old_leaf,
+            &old_chain,
+            &old_bundle,
+            vec![&r.old_leaf, &r.old.cert],
+        ),
+        (
+            &r.old_leaf,
+            &old_chain,
+            &new_bundle,
+            vec![&r.old_leaf, &r.bridge_a],
+        ),
+        (
+            &r.new_leaf,
+            &new_chain,
+            &old_bundle,
+            vec![&r.new_leaf, &r.bridge_b, &r.old.cert],
+        ),
+        (
+            &r.new_leaf,
+            &new_chain,
+            &new_bundle,
+            vec![&r.new_leaf, &r.new.cert],
+        ),
+    ];
+    for (i, (leaf, chain, anchors, expected)) in cells.into_iter().enumerate() {
+        let path = verify_chain(leaf, chain, anchors, &o)
+            .unwrap_or_else(|e| panic!("cell {i} does not verify: {e}"));
+        let expected: Vec<Certificate> = expected.into_iter().cloned().collect();
+        assert_eq!(path.certs, expected, "cell {i}");
+    }
+}
+
+#[test]
+fn old_serving_chain_with_bridge_b_still_verifies_against_both_bundles() {
+    // A server that already appends bridge B to an old leaf's chain must not
+    // break: bridge B is simply not used.
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let chain = vec![r.bridge_b.clone()];
+    for anchors in [bundle(&[&r.old.cert]), bundle(&[&r.new.cert, &r.bridge_a])] {
+        verify_chain(&r.old_leaf, &chain, &anchors, &o).unwrap();
+    }
+}
+
+#[test]
+fn new_leaf_without_bridge_b_does_not_verify_against_the_old_bundle() {
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let err = verify_chain(&r.new_leaf, &[], &bundle(&[&r.old.cert]), &o).unwrap_err();
+    // The old CA has the right name but the wrong key.
+    assert_eq!(
+        err,
+        VerifyError::BadSignature {
+            cert: r.new_leaf.id(),
+            issuer: r.old.cert.id()
+        }
+    );
+}
+
+#[test]
+fn expired_bridge_in_the_bundle_stops_trusting_old_leaves() {
+    let r = rotation();
+    let short_bridge = cross_sign(
+        &r.old.cert,
+        &r.new,
+        r.rotated_at + Duration::days(10),
+        &mut rng(7),
+    )
+    .unwrap();
+    let anchors = bundle(&[&r.new.cert, &short_bridge]);
+    verify_chain(
+        &r.old_leaf,
+        &[],
+        &anchors,
+        &opts_at(r.rotated_at + Duration::days(9)),
+    )
+    .unwrap();
+    let at = r.rotated_at + Duration::days(20);
+    let err = verify_chain(&r.old_leaf, &[], &anchors, &opts_at(at)).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::Expired {
+            cert: short_bridge.id(),
+            not_after: short_bridge.not_after(),
+            time: at
+        }
+    );
+}
+
+#[test]
+fn expired_leaf_is_reported_with_its_not_after_and_the_time() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let at = leaf.not_after() + Duration::seconds(1);
+    let err = verify_chain(&leaf, &[], &bundle(&[&root.cert]), &opts_at(at)).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::Expired {
+            cert: leaf.id(),
+            not_after: leaf.not_after(),
+            time: at
+        }
+    );
+    assert!(err.to_string().contains("expired at"), "{err}");
+    // NotAfter itself is still valid (inclusive), and so is any fraction
+    // of that second.
+    let last = leaf.not_after() + Duration::milliseconds(999);
+    verify_chain(&leaf, &[], &bundle(&[&root.cert]), &opts_at(last)).unwrap();
+}
+
+#[test]
+fn leaf_before_its_not_before_is_not_yet_valid() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let at = leaf.not_before() - Duration::seconds(1);
+    let err = verify_chain(&leaf, &[], &bundle(&[&root.cert]), &opts_at(at)).unwrap_err();
+    assert!(matches!(err, VerifyError::NotYetValid { ref cert, .. } if *cert == leaf.id()));
+}
+
+#[test]
+fn expired_intermediate_is_reported_rather_than_the_failed_other_candidates() {
+    // Leaves are capped at their issuer's NotAfter, cross-signed certs are
+    // not: a bridge B that ends early is an intermediate that expires
+    // before the leaf it carries.
+    let r = rotation();
+    let short_b = cross_sign(
+        &r.new.cert,
+        &r.old,
+        r.rotated_at + Duration::days(10),
+        &mut rng(8),
+    )
+    .unwrap();
+    let at = r.rotated_at + Duration::days(20);
+    let err = verify_chain(
+        &r.new_leaf,
+        std::slice::from_ref(&short_b),
+        &bundle(&[&r.old.cert]),
+        &opts_at(at),
+    )
+    .unwrap_err();
+    // The old CA (right name, wrong key) was tried first; the expiry found
+    // on the real path says more.
+    assert_eq!(
+        err,
+        VerifyError::Expired {
+            cert: short_b.id(),
+            not_after: short_b.not_after(),
+            time: at
+        }
+    );
+}
+
+#[test]
+fn wrong_dns_name_lists_the_names_the_leaf_has() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let err = verify_chain(
+        &leaf,
+        &[],
+        &bundle(&[&root.cert]),
+        &named(dns("other.ns.svc")),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::NameMismatch {
+            expected: "DNS:other.ns.svc".into(),
+            presented: vec!["web.ns.svc".into(), "10.0.0.1".into()]
+        }
+    );
+}
+
+#[test]
+fn dns_names_match_case_insensitively_and_ignore_a_trailing_dot() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    for name in ["WEB.ns.SVC", "web.ns.svc."] {
+        verify_chain(&leaf, &[], &bundle(&[&root.cert]), &named(dns(name))).unwrap();
+    }
+}
+
+#[test]
+fn wildcard_matches_exactly_one_left_most_label_and_never_an_ip() {
+    let root = new_root("root", 1);
+    let leaf = leaf_with(&root, Profile::Server, &["*.apps.example.com"], &[], NOW, 3);
+    let anchors = bundle(&[&root.cert]);
+    verify_chain(
+        &leaf,
+        &[],
+        &anchors,
+        &named(dns("console.apps.example.com")),
+    )
+    .unwrap();
+    for name in [
+        "apps.example.com",
+        "a.b.apps.example.com",
+        "console.apps.example.org",
+    ] {
+        let err = verify_chain(&leaf, &[], &anchors, &named(dns(name))).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameMismatch { .. }),
+            "{name}: {err}"
+        );
+    }
+    let ip_leaf = leaf_with(&root, Profile::Server, &["*.0.0.1"], &[], NOW, 4);
+    let err = verify_chain(&ip_leaf, &[], &anchors, &named(dns("10.0.0.1"))).unwrap_err();
+    assert!(matches!(err, VerifyError::NameMismatch { .. }), "{err}");
+}
+
+#[test]
+fn wildcard_reference_name_is_refused() {
+    let root = new_root("root", 1);
+    let leaf = leaf_with(&root, Profile::Server, &["*.example.com"], &[], NOW, 3);
+    let err = verify_chain(
+        &leaf,
+        &[],
+        &bundle(&[&root.cert]),
+        &named(dns("*.example.com")),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, VerifyError::InvalidReferenceName { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn ip_addresses_match_exact_octets_only() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let anchors = bundle(&[&root.cert]);
+    verify_chain(
+        &leaf,
+        &[],
+        &anchors,
+        &named(ExpectedName::Ip("10.0.0.1".parse().unwrap())),
+    )
+    .unwrap();
+    // An address given as a DNS reference is matched as an address.
+    verify_chain(&leaf, &[], &anchors, &named(dns("10.0.0.1"))).unwrap();
+    let err = verify_chain(
+        &leaf,
+        &[],
+        &anchors,
+        &named(ExpectedName::Ip("10.0.0.2".parse().unwrap())),
+    )
+    .unwrap_err();
+    assert!(matches!(err, VerifyError::NameMismatch { .. }));
+    let err = verify_chain(
+        &leaf,
+        &[],
+        &anchors,
+        &named(ExpectedName::Ip("::ffff:10.0.0.1".parse().unwrap())),
+    )
+    .unwrap_err();
+    assert!(matches!(err, VerifyError::NameMismatch { .. }));
+}
+
+#[test]
+fn client_certificate_is_refused_for_server_auth_and_accepted_for_client_auth() {
+    let root = new_root("root", 1);
+    let leaf = leaf_with(&root, Profile::Client, &[], &[], NOW, 3);
+    let anchors = bundle(&[&root.cert]);
+    let err = verify_chain(&leaf, &[], &anchors, &opts()).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::EkuNotAllowed {
+            cert: leaf.id(),
+            purpose: Purpose::ServerAuth
+        }
+    );
+    let mut client = opts();
+    client.purpose = Purpose::ClientAuth;
+    verify_chain(&leaf, &[], &anchors, &client).unwrap();
+
+    let both = leaf_with(&root, Profile::ServerClient, &["web"], &[], NOW, 4);
+    verify_chain(&both, &[], &anchors, &opts()).unwrap();
+    verify_chain(&both, &[], &anchors, &client).unwrap();
+}
+
+#[test]
+fn path_len_zero_intermediate_cannot_have_a_ca_below_it() {
+    let root = new_root("root", 1);
+    let top = intermediate(&root, "top", Some(0), 2);
+    let below = intermediate(&top, "below", None, 3);
+    let leaf = server_leaf(&below, 4);
+    let anchors = bundle(&[&root.cert]);
+    let chain = vec![below.cert.clone(), top.cert.clone()];
+    let err = verify_chain(&leaf, &chain, &anchors, &opts()).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::PathLenExceeded {
+            cert: top.cert.id(),
+            path_len: 0,
+            below: 1
+        }
+    );
+
+    let top1 = intermediate(&root, "top", Some(1), 5);
+    let below1 = intermediate(&top1, "below", None, 6);
+    let leaf1 = server_leaf(&below1, 7);
+    let chain1 = vec![below1.cert.clone(), top1.cert.clone()];
+    verify_chain(&leaf1, &chain1, &anchors, &opts()).unwrap();
+}
+
+#[test]
+fn end_entity_certificate_used_as_issuer_is_not_a_ca() {
+    let root = new_root("root", 1);
+    let mut r = rng(2);
+    let server_key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["server".into()];
+    let server = root
+        .issue(&p, &server_key.public_key().unwrap(), &mut r)
+        .unwrap();
+    // CertificateAuthority::new refuses a non-CA; its fields are public.
+    let not_a_ca = CertificateAuthority {
+        cert: server.clone(),
+        key: server_key,
+    };
+    let leaf = server_leaf(&not_a_ca, 3);
+    let err = verify_chain(
+        &leaf,
+        std::slice::from_ref(&server),
+        &bundle(&[&root.cert]),
+        &opts(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::NotACa {
+            cert: server.id(),
+            reason: "basicConstraints cA is FALSE"
+        }
+    );
+    // A leaf is never its own anchor.
+    let err = verify_chain(&server, &[], &bundle(&[&server]), &opts()).unwrap_err();
+    assert!(matches!(err, VerifyError::UnknownIssuer { .. }), "{err}");
+}
+
+#[test]
+fn cross_signing_loop_terminates_with_unknown_issuer() {
+    let x = new_root("ca-x", 1);
+    let y = new_root("ca-y", 2);
+    let x_by_y = cross_sign(&x.cert, &y, x.cert.not_after(), &mut rng(3)).unwrap();
+    let y_by_x = cross_sign(&y.cert, &x, y.cert.not_after(), &mut rng(4)).unwrap();
+    let leaf = server_leaf(&x, 5);
+    let unrelated = new_root("unrelated", 6);
+    let err = verify_chain(
+        &leaf,
+        &[x_by_y.clone(), y_by_x.clone()],
+        &bundle(&[&unrelated.cert]),
+        &opts(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, VerifyError::UnknownIssuer { ref cert, .. } if *cert == y_by_x.id()),
+        "{err}"
+    );
+}
+
+#[test]
+fn dense_web_of_same_name_cross_signs_exhausts_the_budget_instead_of_hanging() {
+    let cas: Vec<CertificateAuthority> = (0..8).map(|i| new_root("mesh", 10 + i)).collect();
+    let mut pool = Vec::new();
+    for (i, target) in cas.iter().enumerate() {
+        for (j, signer) in cas.iter().enumerate() {
+            if i != j {
+                let seed = 100 + (i * 8 + j) as u64;
+                pool.push(
+                    cross_sign(
+                        &target.cert,
+                        signer,
+                        target.cert.not_after(),
+                        &mut rng(seed),
+                    )
+                    .unwrap(),
+                );
+            }
+        }
+    }
+    let leaf = server_leaf(&cas[0], 3);
+    let unrelated = new_root("unrelated", 4);
+    let err = verify_chain(&leaf, &pool, &bundle(&[&unrelated.cert]), &opts()).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::BudgetExceeded {
+            what: BudgetKind::Signatures
+        }
+    );
+}
+
+#[test]
+fn budget_exhaustion_is_a_distinct_fatal_error() {
+    let r = rotation();
+    let anchors = bundle(&[&r.old.cert]);
+    let chain = vec![r.bridge_b.clone()];
+    let mut o = opts_at(r.rotated_at + Duration::hours(2));
+    verify_chain(&r.new_leaf, &chain, &anchors, &o).unwrap();
+
+    // The old CA is tried first (an anchor) and fails; bridge B would need
+    // a second signature check.
+    o.budget = Budget {
+        signatures: 1,
+        ..Budget::default()
+    };
+    assert_eq!(
+        verify_chain(&r.new_leaf, &chain, &anchors, &o).unwrap_err(),
+        VerifyError::BudgetExceeded {
+            what: BudgetKind::Signatures
+        }
+    );
+    o.budget = Budget {
+        build_steps: 1,
+        ..Budget::default()
+    };
+    let err = verify_chain(&r.new_leaf, &chain, &anchors, &o).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::BudgetExceeded {
+            what: BudgetKind::BuildSteps
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "path building exceeded its budget of path-building steps"
+    );
+}
+
+#[test]
+fn path_longer_than_the_maximum_is_refused() {
+    let root = new_root("root", 1);
+    let mut cas = vec![intermediate(&root, "ca-0", None, 100)];
+    for i in 1..=MAX_INTERMEDIATES {
+        let next = intermediate(
+            cas.last().unwrap(),
+            &format!("ca-{i}"),
+            None,
+            100 + i as u64,
+        );
+        cas.push(next);
+    }
+    let leaf = server_leaf(cas.last().unwrap(), 3);
+    let chain: Vec<Certificate> = cas.iter().rev().map(|c| c.cert.clone()).collect();
+    let anchors = bundle(&[&root.cert]);
+    let err = verify_chain(&leaf, &chain, &anchors, &opts()).unwrap_err();
+    assert!(matches!(err, VerifyError::PathTooLong { .. }), "{err}");
+    verify_chain(
+        &leaf,
+        &chain[..chain.len() - 1],
+        &bundle(&[&cas[0].cert]),
+        &opts(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn signature_cache_hits_on_the_second_leaf_through_the_same_intermediate() {
+    let root = new_root("root", 1);
+    let inter = intermediate(&root, "issuing", None, 2);
+    let first = server_leaf(&inter, 3);
+    let second = server_leaf(&inter, 4);
+    let chain = vec![inter.cert.clone()];
+    let anchors = bundle(&[&root.cert]);
+    let cache = SignatureCache::new();
+
+    let a = verify_chain_cached(&first, &chain, &anchors, &opts(), &cache).unwrap();
+    assert_eq!((cache.hits(), cache.misses(), cache.len()), (0, 2, 2));
+    let b = verify_chain_cached(&second, &chain, &anchors, &opts(), &cache).unwrap();
+    assert_eq!((cache.hits(), cache.misses(), cache.len()), (1, 3, 3));
+    assert_eq!(b, verify_chain(&second, &chain, &anchors, &opts()).unwrap());
+    assert_eq!(a.certs[1..], b.certs[1..]);
+
+    // A failed check is remembered too, and still reported as such.
+    let stranger = new_root("issuing", 5);
+    let anchors = bundle(&[&stranger.cert]);
+    let err = verify_chain_cached(&first, &[], &anchors, &opts(), &cache);
+    let again = verify_chain_cached(&first, &[], &anchors, &opts(), &cache);
+    assert_eq!((cache.hits(), cache.misses(), cache.len()), (2, 4, 4));
+    assert_eq!(err, again);
+    assert_eq!(err, verify_chain(&first, &[], &anchors, &opts()));
+    assert!(
+        matches!(again, Err(VerifyError::BadSignature { .. })),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn signature_cache_is_shared_between_threads() {
+    let root = new_root("root", 1);
+    let inter = intermediate(&root, "issuing", None, 2);
+    let leaves: Vec<Certificate> = (0..4).map(|i| server_leaf(&inter, 10 + i)).collect();
+    let chain = vec![inter.cert.clone()];
+    let anchors = bundle(&[&root.cert]);
+    let cache = SignatureCache::new();
+    std::thread::scope(|s| {
+        for leaf in &leaves {
+            s.spawn(|| verify_chain_cached(leaf, &chain, &anchors, &opts(), &cache).unwrap());
+        }
+    });
+    assert_eq!(cache.hits() + cache.misses(), 8);
+    assert_eq!(cache.len(), 5);
+}
+
+/// Replaces every occurrence of `from` by `to` (same length) in `der`.
+fn patch(der: &[u8], from: &[u8], to: &[u8], occurrences: usize) -> Vec<u8> {
+    let mut out = der.to_vec();
+    let mut done = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() && done < occurrences {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            done += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert_eq!(done, occurrences);
+    out
+}
+
+const ECDSA_SHA256_OID: [u8; 10] = [0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
+const ECDSA_SHA512_OID: [u8; 10] = [0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04];
+
+#[test]
+fn unsupported_signature_algorithm_is_an_explicit_error() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let tampered =
+        Certificate::from_der(&patch(leaf.der(), &ECDSA_SHA256_OID, &ECDSA_SHA512_OID, 2)).unwrap();
+    let expected = VerifyError::UnsupportedSignatureAlgorithm {
+        cert: tampered.id(),
+        oid: ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.4"),
+    };
+    assert_eq!(
+        verify_signature(root.cert.public_key(), &tampered).unwrap_err(),
+        expected
+    );
+    assert_eq!(
+        verify_chain(&tampered, &[], &bundle(&[&root.cert]), &opts()).unwrap_err(),
+        expected
+    );
+}
+
+#[test]
+fn signature_algorithm_inside_tbs_must_equal_the_outer_one() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    // Only the first occurrence (inside the TBS) changes.
+    let tampered =
+        Certificate::from_der(&patch(leaf.der(), &ECDSA_SHA256_OID, &ECDSA_SHA512_OID, 1)).unwrap();
+    let err = verify_signature(root.cert.public_key(), &tampered).unwrap_err();
+    assert!(
+        matches!(err, VerifyError::SignatureAlgorithmMismatch { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn tampered_signature_is_a_bad_signature() {
+    let root = new_root("root", 1);
+    let leaf = server_leaf(&root, 3);
+    let mut der = leaf.der().to_vec();
+    let last = der.len() - 1;
+    der[last] ^= 0x01;
+    let tampered = Certificate::from_der(&der).unwrap();
+    let err = verify_chain(&tampered, &[], &bundle(&[&root.cert]), &opts()).unwrap_err();
+    assert_eq!(
+        err,
+        VerifyError::BadSignature {
+            cert: tampered.id(),
+            issuer: root.cert.id()
+        }
+    );
+}
+
+#[test]
+fn verify_signature_checks_self_signed_roots_and_rejects_other_keys() {
+    let a = new_root("root", 1);
+    let b = new_root("root", 2);
+    verify_signature(a.cert.public_key(), &a.cert).unwrap();
+    let err = verify_signature(b.cert.public_key(), &a.cert).unwrap_err();
+    assert!(
+        matches!(err, VerifyError::BadSignature { ref issuer, .. } if issuer.starts_with("spki:")),
+        "{err}"
+    );
+}
+
+#[test]
+fn rsa_root_and_rsa_leaf_verify() {
+    let mut r = rng(1);
+    let root = CertificateAuthority::generate_root(
+        "rsa-root",
+        KeyAlgorithm::Rsa2048,
+        NOW,
+        Duration::days(790),
+        &mut r,
+    )
+    .unwrap();
+    let key = PrivateKey::generate(KeyAlgorithm::Rsa2048, &mut r).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "web", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["web".into()];
+    let leaf = root.issue(&p, &key.public_key().unwrap(), &mut r).unwrap();
+    let ec_leaf = server_leaf(&root, 3);
+    let anchors = bundle(&[&root.cert]);
+    verify_chain(&leaf, &[], &anchors, &named(dns("web"))).unwrap();
+    verify_chain(&ec_leaf, &[], &anchors, &opts()).unwrap();
+}
+
+#[test]
+fn anchors_are_tried_before_intermediates_and_a_bundled_intermediate_is_an_anchor() {
+    let root = new_root("root", 1);
+    let inter = intermediate(&root, "issuing", None, 2);
+    let leaf = server_leaf(&inter, 3);
+    // The intermediate in the bundle ends the path; the root among the
+    // untrusted certificates is ignored.
+    let path = verify_chain(
+        &leaf,
+        std::slice::from_ref(&root.cert),
+        &bundle(&[&inter.cert]),
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(path.certs, [leaf, inter.cert]);
+}
+
+mod name_constraints {
+    //! pki-core does not issue nameConstraints, so these CAs are built with
+    //! x509-cert's builder directly.
+
+    use super::*;
+    use der::Encode;
+    use der::asn1::{Ia5String, OctetString};
+    use der::referenced::OwnedToRef;
+    use p256::pkcs8::DecodePrivateKey;
+    use x509_cert::builder::{Builder, CertificateBuilder};
+    use x509_cert::certificate::TbsCertificate;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{
+        AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, NameConstraints,
+        SubjectKeyIdentifier,
+    };
+    use x509_cert::ext::{Extension, ToExtension};
+    use x509_cert::name::Name;
+    use x509_cert::serial_number::SerialNumber;
+    use x509_cert::time::Validity;
+
+    struct Fixed {
+        issuer: Name,
+        subject: Name,
+        extensions: Vec<Extension>,
+    }
+
+    impl x509_cert::builder::Profile for Fixed {
+        fn get_issuer(&self, _subject: &Name) -> Name {
+            self.issuer.clone()
+        }
+        fn get_subject(&self) -> Name {
+            self.subject.clone()
+        }
+        fn build_extensions(
+            &self,
+            _spk: spki::SubjectPublicKeyInfoRef<'_>,
+            _issuer_spk: spki::SubjectPublicKeyInfoRef<'_>,
+            _tbs: &TbsCertificate,
+        ) -> x509_cert::builder::Result<Vec<Extension>> {
+            Ok(self.extensions.clone())
+        }
+    }
+
+    fn subtree(base: GeneralName) -> GeneralSubtree {
+        GeneralSubtree {
+            base,
+            minimum: 0,
+            maximum: None,
+        }
+    }
+
+    fn dns_tree(name: &str) -> GeneralSubtree {
+        subtree(GeneralName::DnsName(Ia5String::new(name).unwrap()))
+    }
+
+    fn ip_tree(net_and_mask: &[u8]) -> GeneralSubtree {
+        subtree(GeneralName::IpAddress(
+            OctetString::new(net_and_mask).unwrap(),
+        ))
+    }
+
+    /// An intermediate under `root` with `nc`.
+    fn constrained(
+        root: &CertificateAuthority,
+        nc: NameConstraints,
+        seed: u64,
+    ) -> CertificateAuthority {
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
+        let spki = key.public_key().unwrap();
+        let subject = pki_core::common_name_to_name("constrained").unwrap();
+        let ski = SubjectKeyIdentifier::try_from(spki.owned_to_ref()).unwrap();
+        let aki = AuthorityKeyIdentifier {
+            key_identifier: Some(OctetString::new(root.cert.ski().unwrap()).unwrap()),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: None,
+        };
+        let extensions = vec![
+            (&BasicConstraints {
+                ca: true,
+                path_len_constraint: None,
+            })
+                .to_extension(&subject, &[])
+                .unwrap(),
+            (&KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign))
+                .to_extension(&subject, &[])
+                .unwrap(),
+            (&ski).to_extension(&subject, &[]).unwrap(),
+            (&aki).to_extension(&subject, &[]).unwrap(),
+            (&nc).to_extension(&subject, &[]).unwrap(),
+        ];
+        let validity = Validity::new(
+            pki_core::datetime::to_x509(NOW - Duration::hours(1)).unwrap(),
+            pki_core::datetime::to_x509(NOW + Duration::days(300)).unwrap(),
+        );
+        let profile = Fixed {
+            issuer: root.cert.subject().clone(),
+            subject,
+            extensions,
+        };
+        let builder = CertificateBuilder::new(
+            profile,
+            SerialNumber::new(&[0x42, 1]).unwrap(),
+            validity,
+            spki,
+        )
+        .unwrap();
+        let signer =
+            p256::ecdsa::SigningKey::from_pkcs8_der(&root.key.to_pkcs8_der().unwrap()).unwrap();
+        let x509 = builder
+            .build::<_, p256::ecdsa::DerSignature>(&signer)
+            .unwrap();
+        let cert = Certificate::from_der(&x509.to_der().unwrap()).unwrap();
+        CertificateAuthority::new(cert, key).unwrap()
+    }
+
+    fn check(
+        ca: &CertificateAuthority,
+        root: &CertificateAuthority,
+        dns: &[&str],
+        ips: &[&str],
+    ) -> Result<(), VerifyError> {
+        let leaf = leaf_with(ca, Profile::Server, dns, ips, NOW, 50);
+        verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .map(|_| ())
+    }
+
+    #[test]
+    fn permitted_dns_subtree_admits_names_below_it_only() {
+        let root = new_root("root", 1);
+        let ca = constrained(
+            &root,
+            NameConstraints {
+                permitted_subtrees: Some(vec![dns_tree("allowed.example")]),
+                excluded_subtrees: None,
+            },
+            2,
+        );
+        check(&ca, &root, &["allowed.example", "a.allowed.example"], &[]).unwrap();
+        check(&ca, &root, &["*.allowed.example"], &[]).unwrap();
+        let err = check(&ca, &root, &["a.allowed.example", "evil.example"], &[]).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameConstraintViolation { ref name, reason: "outside every permitted subtree", .. } if name == "DNS:evil.example"),
+            "{err}"
+        );
+        let err = check(&ca, &root, &["notallowed.example"], &[]).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameConstraintViolation { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn excluded_subtrees_refuse_names_and_wildcards_that_cover_them() {
+        let root = new_root("root", 1);
+        let ca = constrained(
+            &root,
+            NameConstraints {
+                permitted_subtrees: None,
+                excluded_subtrees: Some(vec![
+                    dns_tree("secret.example"),
+                    ip_tree(&[10, 0, 0, 0, 255, 0, 0, 0]),
+                ]),
+            },
+            2,
+        );
+        check(&ca, &root, &["public.example"], &["192.168.1.1"]).unwrap();
+        for (dns, ips) in [
+            (&["db.secret.example"][..], &[][..]),
+            (&["*.secret.example"][..], &[][..]),
+            (&["public.example"][..], &["10.1.2.3"][..]),
+        ] {
+            let err = check(&ca, &root, dns, ips).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    VerifyError::NameConstraintViolation {
+                        reason: "within an excluded subtree",
+                        ..
+                    }
+                ),
+                "{dns:?} {ips:?}: {err}"
+            );
+        }
+        // `*.example` may stand for `secret.example`.
+        let err = check(&ca, &root, &["*.example.org", "*.example"], &[]).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameConstraintViolation { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn permitted_ip_subtree_applies_the_mask() {
+        let root = new_root("root", 1);
+        let ca = constrained(
+            &root,
+            NameConstraints {
+                permitted_subtrees: Some(vec![ip_tree(&[10, 0, 0, 0, 255, 255, 0, 0])]),
+                excluded_subtrees: None,
+            },
+            2,
+        );
+        // DNS names are not constrained by IP subtrees.
+        check(&ca, &root, &["web"], &["10.0.200.1"]).unwrap();
+        let err = check(&ca, &root, &["web"], &["10.1.0.1"]).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameConstraintViolation { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn permitted_directory_name_constrains_the_leaf_subject() {
+        let root = new_root("root", 1);
+        let ca = constrained(
+            &root,
+            NameConstraints {
+                permitted_subtrees: Some(vec![subtree(GeneralName::DirectoryName(
+                    "CN=internal".parse().unwrap(),
+                ))]),
+                excluded_subtrees: None,
+            },
+            2,
+        );
+        let err = check(&ca, &root, &["web"], &[]).unwrap_err();
+        assert!(
+            matches!(err, VerifyError::NameConstraintViolation { ref name, .. } if name.starts_with("DirName:")),
+            "{err}"
+        );
+    }
+}
