@@ -20,7 +20,32 @@
 //! extensions), so an expired bridge stops being trusted; a version 1
 //! anchor is taken as a CA as it is.
 //!
-//! Time is an argument, never read from a clock.
+//! Checks, on every certificate of the path unless said otherwise:
+//!
+//! - signature: ECDSA P-256 with SHA-256/384, RSA PKCS#1 v1.5 (2048 to
+//!   8192 bits) with SHA-256/384/512, over the TBSCertificate bytes exactly
+//!   as encoded; the inner and outer algorithms must be equal;
+//! - validity at the given time (truncated to seconds, both ends inclusive),
+//!   the anchor included;
+//! - issuers: v3 (a trust anchor may be v1), basicConstraints critical with
+//!   cA, keyCertSign when keyUsage is present, pathLenConstraint (self-issued
+//!   intermediates do not count), nameConstraints (DNS, IP with mask,
+//!   directoryName; other name types fail closed) on every certificate
+//!   below except self-issued intermediates;
+//! - extendedKeyUsage, when present, must allow the purpose on the leaf and
+//!   on every CA above it (anyExtendedKeyUsage counts);
+//! - the leaf's keyUsage, when present, must allow digitalSignature (or
+//!   keyEncipherment for an RSA server key), unless the leaf is a CA;
+//! - the RFC 5280 profile: unknown critical extensions, duplicate
+//!   extensions, positive serials of at most 20 octets (not required of
+//!   anchors), authorityKeyIdentifier on certificates that are not
+//!   self-issued (not required of anchors), subjectKeyIdentifier on CAs,
+//!   consistent basicConstraints and keyUsage, non-empty issuer names;
+//! - the expected name against the leaf's subjectAltName (see
+//!   [`ExpectedName`]); the commonName is never used.
+//!
+//! `docs/conformance.md` in the repository scores these rules on the
+//! x509-limbo suite. Time is an argument, never read from a clock.
 //!
 //! ```
 //! use pki_core::verify::{ExpectedName, Purpose, VerifyOptions, verify_chain};

@@ -97,6 +97,13 @@ pub(crate) fn check_cert(
     purpose: Purpose,
 ) -> Result<(), VerifyError> {
     let tbs = cert.x509().tbs_certificate();
+    if tbs.signature() != cert.x509().signature_algorithm() {
+        return Err(VerifyError::SignatureAlgorithmMismatch {
+            cert: cert.id(),
+            inner: tbs.signature().oid,
+            outer: cert.x509().signature_algorithm().oid,
+        });
+    }
     let version = tbs.version();
     if version != Version::V3 {
         match role {
