@@ -1060,3 +1060,55 @@ mod name_constraints {
         );
     }
 }
+
+mod malformed_input {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// A root, an intermediate and a leaf, made once.
+    fn chain() -> &'static (Certificate, Certificate, Certificate) {
+        static CHAIN: OnceLock<(Certificate, Certificate, Certificate)> = OnceLock::new();
+        CHAIN.get_or_init(|| {
+            let root = new_root("root", 1);
+            let inter = intermediate(&root, "issuing", Some(0), 2);
+            let leaf = server_leaf(&inter, 3);
+            (root.cert, inter.cert, leaf)
+        })
+    }
+
+    fn mutate(der: &[u8], edits: &[(usize, u8)]) -> Vec<u8> {
+        let mut out = der.to_vec();
+        for (at, byte) in edits {
+            let i = at % out.len();
+            out[i] = *byte;
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Invariant 4 of the design: corrupt certificates give errors, never panics,
+        /// wherever they sit on the path.
+        #[test]
+        fn corrupted_certificates_never_panic_the_verifier(
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            position in 0usize..3,
+        ) {
+            let (root, inter, leaf) = chain();
+            let mut certs = [root.clone(), inter.clone(), leaf.clone()];
+            let Ok(bad) = Certificate::from_der(&mutate(certs[position].der(), &edits)) else {
+                return Ok(());
+            };
+            certs[position] = bad;
+            let [root, inter, leaf] = certs;
+            let mut o = opts();
+            o.name = Some(dns("web.ns.svc"));
+            let result = verify_chain(&leaf, &[inter], &Bundle::from_certs([root]), &o);
+            if let Err(e) = result {
+                prop_assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
