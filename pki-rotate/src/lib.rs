@@ -1,6 +1,7 @@
 //! pki-rotate: CA rotation engines as pure decisions over state.
 mod error;
 pub mod leaf;
+pub mod preflight;
 pub mod signer;
 pub mod state;
 pub mod status;

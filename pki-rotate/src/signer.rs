@@ -91,6 +91,14 @@ pub struct PreviousCa {
     /// Until when it stays trusted through bridge A (None: no bridges were issued).
     #[serde(with = "time::serde::rfc3339::option")]
     pub trusted_until: Option<OffsetDateTime>,
+    /// Its self-signed certificate (PEM): the bundle of clients that have
+    /// not refreshed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+    /// A probe leaf it issued at the rotation (PEM): stands for the serving
+    /// certificates of servers that have not refreshed, in trust checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
 }
 
 /// One rotation, as recorded in the history.
@@ -560,6 +568,18 @@ pub fn apply<R: CryptoRng + ?Sized>(
 
     if let Some(decision) = &plan.rotation {
         let old = plan.state.ca.clone();
+        // A serving certificate of the old CA, to prove below that servers
+        // which have not refreshed stay trusted.
+        let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
+            Some(crate::leaf::issue_leaf(
+                &old,
+                &probe_request(&plan.policy),
+                now,
+                rng,
+            )?)
+        } else {
+            None
+        };
         let cn = old
             .cert
             .common_name()
@@ -604,14 +624,28 @@ pub fn apply<R: CryptoRng + ?Sized>(
             to: new.cert.id(),
             previous_trusted_until: trusted_until,
         });
+        let new_probe = crate::leaf::issue_leaf(&new, &probe_request(&plan.policy), now, rng)?;
         next.previous = Some(PreviousCa {
             id: old.cert.id(),
             not_after: old.cert.not_after(),
             trusted_until,
+            certificate: Some(old.cert.to_pem()),
+            probe: old_probe.as_ref().map(|p| p.cert.to_pem()),
         });
         next.ca = new;
         next.bridge = bridge_b;
         next.bundle = bundle;
+        preflight_rotation(
+            plan.state,
+            &next,
+            old_probe
+                .as_ref()
+                .map(|p| &p.cert)
+                .filter(|_| trusted_until.is_some()),
+            &new_probe.cert,
+            now,
+            trusted_until,
+        )?;
     }
     if let Some(reason) = &plan.record_forced_reason {
         next.forced_rotation_reason = Some(reason.clone());
@@ -648,6 +682,49 @@ pub fn apply<R: CryptoRng + ?Sized>(
         leaf.issued = Some(issued);
     }
     Ok((next, events))
+}
+
+fn probe_request(policy: &SignerPolicy) -> LeafRequest {
+    let mut request = LeafRequest::server(vec![crate::preflight::PROBE_NAME.to_string()]);
+    request.lifetime = policy.rotation.lifetime;
+    request
+}
+
+/// Refuses a rotation unless every serving chain (old or new) verifies
+/// against every bundle (old or new), at the rotation and at the end of the
+/// grace period. Without bridges (compromise) only new x new is required.
+fn preflight_rotation(
+    before: &SignerState,
+    after: &SignerState,
+    old_probe: Option<&Certificate>,
+    new_probe: &Certificate,
+    now: OffsetDateTime,
+    trusted_until: Option<OffsetDateTime>,
+) -> Result<()> {
+    let old_chain = old_probe.map(|p| before.serving_chain(p));
+    let new_chain = after.serving_chain(new_probe);
+    let mut times = vec![now];
+    if let (Some(until), Some(probe)) = (trusted_until, old_probe) {
+        let end = until.min(probe.not_after()) - Duration::MINUTE;
+        if end > now {
+            times.push(end);
+        }
+    }
+    let inputs = crate::preflight::MatrixInputs {
+        old_chain: old_chain.as_deref(),
+        new_chain: Some(&new_chain),
+        old_bundle: old_chain.as_ref().map(|_| &before.bundle),
+        new_bundle: &after.bundle,
+    };
+    for cell in crate::preflight::matrix(&inputs, &times) {
+        if let Err(reason) = &cell.result {
+            return Err(RotateError::TrustCheckFailed {
+                cell: cell.label(),
+                reason: reason.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Plans and applies in one call: the usual controller step.

@@ -113,6 +113,10 @@ pub struct SignerStatus {
     pub next_check: OffsetDateTime,
     /// Number of rotations so far.
     pub rotations: usize,
+    /// The trust matrix now: the previous CA's probe chain and the first
+    /// current leaf's serving chain against the previous CA and the current
+    /// bundle (cells whose inputs do not exist are left out).
+    pub trust: Vec<crate::preflight::TrustCell>,
 }
 
 impl SignerStatus {
@@ -159,6 +163,7 @@ impl SignerStatus {
                 }
             })
             .collect();
+        let trust = trust_now(state, now);
         Ok(SignerStatus {
             now,
             ca: CertSummary::of(&state.ca.cert, now),
@@ -180,8 +185,38 @@ impl SignerStatus {
             pending,
             next_check: p.next_check,
             rotations: state.history.len(),
+            trust,
         })
     }
+}
+
+fn trust_now(state: &SignerState, now: OffsetDateTime) -> Vec<crate::preflight::TrustCell> {
+    let previous = state.previous.as_ref();
+    let parse = |pem: Option<&String>| pem.and_then(|p| Certificate::from_pem(p.as_bytes()).ok());
+    let old_chain = parse(previous.and_then(|p| p.probe.as_ref())).map(|c| vec![c]);
+    let old_bundle = parse(previous.and_then(|p| p.certificate.as_ref()))
+        .map(|c| pki_core::Bundle::from_certs([c]));
+    let new_chain = state
+        .leaves
+        .values()
+        .filter_map(|l| l.issued.as_ref())
+        .find(|i| {
+            pki_core::issued_by(&i.cert, &state.ca.cert).issued_by
+                && i.cert
+                    .extended_key_usage()
+                    .unwrap_or(&[])
+                    .contains(&pki_core::EKU_SERVER_AUTH)
+        })
+        .map(|i| state.serving_chain(&i.cert));
+    crate::preflight::matrix(
+        &crate::preflight::MatrixInputs {
+            old_chain: old_chain.as_deref(),
+            new_chain: new_chain.as_deref(),
+            old_bundle: old_bundle.as_ref(),
+            new_bundle: &state.bundle,
+        },
+        &[now],
+    )
 }
 
 fn role(state: &SignerState, c: &Certificate) -> BundleRole {

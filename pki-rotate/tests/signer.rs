@@ -366,3 +366,48 @@ fn rsa_signer_rotates() {
     assert_eq!(next.ca.key.algorithm(), KeyAlgorithm::Rsa2048);
     assert_eq!(next.bundle.len(), 2);
 }
+
+#[test]
+fn preflight_refuses_a_plan_whose_bridge_would_already_be_expired() {
+    let s = signer();
+    let now = rotation_point(&s) + Duration::days(1);
+    let mut p = plan(&s, &s.policy, now, None).unwrap();
+    // Break the plan: bridge A ends before the rotation even happens.
+    p.rotation.as_mut().unwrap().bridge_until = Some(now - Duration::days(1));
+    let err = apply(p, &mut rng(12)).unwrap_err();
+    match &err {
+        RotateError::TrustCheckFailed { cell, reason } => {
+            assert!(cell.starts_with("old serving chain x new bundle"), "{cell}");
+            assert!(reason.contains("expired"), "{reason}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[test]
+fn status_reports_a_green_trust_matrix_after_rotation() {
+    let s = signer();
+    let now = rotation_point(&s) + Duration::days(1);
+    let (next, _, _) = reconcile(&s, &s.policy, now, None, &mut rng(14)).unwrap();
+    let status = pki_rotate::status::SignerStatus::of(&next, now + Duration::hours(1)).unwrap();
+    assert_eq!(status.trust.len(), 4, "{:?}", status.trust);
+    assert!(
+        status.trust.iter().all(|c| c.verified()),
+        "{:?}",
+        status.trust
+    );
+    // Once the previous CA has expired, only the new chain is expected to verify.
+    let later = s.ca.cert.not_after() + Duration::days(1);
+    let (next, _, _) = reconcile(&next, &next.policy, later, None, &mut rng(15)).unwrap();
+    let status = pki_rotate::status::SignerStatus::of(&next, later).unwrap();
+    let new_new = status
+        .trust
+        .iter()
+        .find(|c| {
+            c.chain == pki_rotate::preflight::Side::New
+                && c.bundle == pki_rotate::preflight::Side::New
+        })
+        .unwrap();
+    assert!(new_new.verified());
+    assert!(status.trust.iter().any(|c| !c.verified()));
+}
