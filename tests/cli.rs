@@ -1,0 +1,336 @@
+//! The `pki` binary end to end: the CLI contract of DESIGN.md, exit codes,
+//! and bad input that must fail with one line and change nothing on disk.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+// 2026-01-01: the simulated creation time of every store here.
+const T0: &str = "2026-01-01T00:00:00Z";
+// T0 + 396 days: just past the rotation point of the default policy (D - M = 395d).
+const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
+
+fn pki(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = pki(args);
+    assert!(o.status.success(), "pki {args:?} failed: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// Exit 1, exactly one line on stderr, no panic text.
+fn refused(args: &[&str]) -> String {
+    let o = pki(args);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "pki {args:?}: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(err.starts_with("pki: "), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    err
+}
+
+/// Every file under `dir` (following links), for before/after comparisons.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                out.insert(
+                    rel,
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .display()
+                        .to_string()
+                        .into_bytes(),
+                );
+            } else if meta.is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn store() -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki").display().to_string();
+    ok(&["init", &dir, "--cn", "service-ca", "--now", T0]);
+    ok(&[
+        "issue",
+        &dir,
+        "web",
+        "--dns",
+        "web.ns.svc",
+        "--dns",
+        "web.ns.svc.cluster.local",
+        "--now",
+        T0,
+    ]);
+    (tmp, dir)
+}
+
+#[test]
+fn init_issue_rotate_status_pin_follow_the_cli_contract() {
+    let (_tmp, dir) = store();
+    let d = Path::new(&dir);
+    for f in [
+        "signer/tls.crt",
+        "signer/tls.key",
+        "ca-bundle.crt",
+        "certs/web/tls.crt",
+        "certs/web/tls.key",
+    ] {
+        assert!(d.join(f).is_file(), "{f} missing");
+    }
+    assert!(!d.join("signer/intermediate-ca.crt").exists());
+
+    let status = ok(&["status", &dir, "--now", "2026-02-01T00:00:00Z"]);
+    assert!(
+        status.contains("web") && status.contains("next action: none now"),
+        "{status}"
+    );
+
+    let out = ok(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
+    assert!(out.contains("rotated CA"), "{out}");
+    assert!(out.contains("issued web"), "{out}");
+    assert!(d.join("signer/intermediate-ca.crt").is_file());
+    let chain = std::fs::read(d.join("certs/web/tls.crt")).unwrap();
+    assert_eq!(
+        pki_core::Certificate::all_from_pem(&chain).unwrap().len(),
+        2,
+        "leaf + bridge B"
+    );
+    let bundle =
+        pki_core::Bundle::from_pem(&std::fs::read(d.join("ca-bundle.crt")).unwrap()).unwrap();
+    assert_eq!(bundle.len(), 2, "new CA + bridge A");
+
+    let again = ok(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
+    assert!(again.contains("nothing to do"), "{again}");
+
+    let forced = ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "key ceremony 2027",
+        "--now",
+        "2027-02-02T00:00:00Z",
+    ]);
+    assert!(forced.contains("forced: key ceremony 2027"), "{forced}");
+    let same = ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "key ceremony 2027",
+        "--now",
+        "2027-02-02T00:10:00Z",
+    ]);
+    assert!(same.contains("nothing to do"), "{same}");
+
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        &dir,
+        "--json",
+        "--now",
+        "2027-02-03T00:00:00Z",
+    ]))
+    .unwrap();
+    assert_eq!(json["rotations"], 2);
+    assert_eq!(json["forced_rotation_reason"], "key ceremony 2027");
+    assert_eq!(json["leaves"][0]["name"], "web");
+
+    let pin = ok(&["pin", &format!("{dir}/ca-bundle.crt")]);
+    let ca =
+        pki_core::Certificate::from_pem(&std::fs::read(d.join("signer/tls.crt")).unwrap()).unwrap();
+    assert_eq!(
+        pin.trim(),
+        format!("sha256:{}", hex(&ca.fingerprint_sha256()))
+    );
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        vec!["frobnicate"],
+        vec!["init"],
+        vec!["issue", "/tmp/x", "web"],
+        vec!["init", "/tmp/x", "--lifetime", "ten days"],
+        vec!["init", "/tmp/x", "--key", "dsa"],
+        vec!["status", "/tmp/x", "--now", "yesterday"],
+    ] {
+        let o = pki(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn invalid_policy_is_refused_with_the_timeline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki").display().to_string();
+    let err = refused(&[
+        "init",
+        &dir,
+        "--lifetime",
+        "300d",
+        "--min-trust",
+        "200d",
+        "--now",
+        T0,
+    ]);
+    assert!(err.contains("R = D - M = 100d"), "{err}");
+    assert!(!Path::new(&dir).join("signer").exists());
+    refused(&["init", &dir, "--lifetime", "10d", "--min-trust", "10d"]);
+}
+
+#[test]
+fn now_before_the_ca_is_refused_and_changes_nothing() {
+    let (tmp, dir) = store();
+    let before = tree(tmp.path());
+    let err = refused(&["rotate", &dir, "--now", "2025-06-01T00:00:00Z"]);
+    assert!(err.contains("before the current CA's NotBefore"), "{err}");
+    assert_eq!(tree(tmp.path()), before);
+}
+
+#[test]
+fn corrupt_or_missing_store_files_fail_with_one_line_and_change_nothing() {
+    let garbage = b"-----BEGIN CERTIFICATE-----\nAAAA!!\n-----END CERTIFICATE-----\n";
+    for (file, contents) in [
+        ("signer/tls.crt", &garbage[..]),
+        (
+            "signer/tls.key",
+            &b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"[..],
+        ),
+        ("ca-bundle.crt", &b"not pem at all"[..]),
+        ("certs/web/tls.crt", &garbage[..]),
+        ("certs/web/tls.key", &b""[..]),
+        ("pki-state.json", &b"{\"version\": 1"[..]),
+    ] {
+        let (tmp, dir) = store();
+        let path = std::fs::canonicalize(Path::new(&dir).join(file)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        let before = tree(tmp.path());
+        for args in [
+            vec!["rotate", dir.as_str(), "--now", AFTER_ROTATION_POINT],
+            vec!["status", dir.as_str(), "--now", AFTER_ROTATION_POINT],
+            vec![
+                "issue",
+                dir.as_str(),
+                "api",
+                "--dns",
+                "api.ns.svc",
+                "--now",
+                T0,
+            ],
+        ] {
+            let err = refused(&args);
+            let short = file.rsplit('/').next().unwrap();
+            assert!(err.contains(short), "{file}: {err}");
+        }
+        assert_eq!(tree(tmp.path()), before, "{file}: store changed");
+    }
+    // A missing file.
+    let (tmp, dir) = store();
+    std::fs::remove_file(std::fs::canonicalize(Path::new(&dir).join("signer/tls.key")).unwrap())
+        .unwrap();
+    let before = tree(tmp.path());
+    let err = refused(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
+    assert!(
+        err.contains("signer/tls.key") && err.contains("missing"),
+        "{err}"
+    );
+    assert_eq!(tree(tmp.path()), before);
+}
+
+#[test]
+fn key_that_does_not_match_the_ca_is_refused() {
+    let (tmp, dir) = store();
+    let (_other_tmp, other) = store();
+    let key = std::fs::read(Path::new(&other).join("signer/tls.key")).unwrap();
+    let path = std::fs::canonicalize(Path::new(&dir).join("signer/tls.key")).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, key).unwrap();
+    let before = tree(tmp.path());
+    let err = refused(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
+    assert!(err.contains("does not match"), "{err}");
+    assert_eq!(tree(tmp.path()), before);
+}
+
+#[test]
+fn unknown_state_version_is_refused() {
+    let (tmp, dir) = store();
+    let path = std::fs::canonicalize(Path::new(&dir).join("pki-state.json")).unwrap();
+    let text =
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replacen("\"version\": 1", "\"version\": 42", 1);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let before = tree(tmp.path());
+    let err = refused(&["status", &dir]);
+    assert!(err.contains("version 42 is not supported"), "{err}");
+    assert_eq!(tree(tmp.path()), before);
+}
+
+#[test]
+fn missing_store_and_bad_pin_input_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nothing").display().to_string();
+    assert!(refused(&["status", &dir]).contains("pki init"));
+    let file = tmp.path().join("bundle.pem");
+    std::fs::write(
+        &file,
+        "-----BEGIN PRIVATE KEY-----\nAAEC\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let err = refused(&["pin", &file.display().to_string()]);
+    assert!(err.contains("block 1"), "{err}");
+}
+
+#[test]
+fn double_init_is_refused() {
+    let (_tmp, dir) = store();
+    assert!(refused(&["init", &dir]).contains("already exists"));
+}
+
+#[test]
+fn demo_runs_the_whole_lifecycle() {
+    let o = pki(&["demo"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("done: trust held"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+}
