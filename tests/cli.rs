@@ -334,3 +334,41 @@ fn demo_runs_the_whole_lifecycle() {
     assert!(out.contains("done: trust held"), "{out}");
     assert!(!out.contains("FAIL"), "{out}");
 }
+
+#[test]
+fn extreme_times_and_durations_are_refused_without_panicking() {
+    let (tmp, dir) = store();
+    let before = tree(tmp.path());
+    for args in [
+        vec!["rotate", dir.as_str(), "--now", "9999-12-31T23:59:59Z"],
+        vec!["status", dir.as_str(), "--now", "9999-12-31T23:59:59Z"],
+        vec![
+            "issue",
+            dir.as_str(),
+            "api",
+            "--dns",
+            "a.b",
+            "--lifetime",
+            "36500d",
+            "--now",
+            "9990-01-01T00:00:00Z",
+        ],
+        vec!["rotate", dir.as_str(), "--now", "1970-01-01T00:00:00Z"],
+    ] {
+        refused(&args);
+    }
+    assert_eq!(tree(tmp.path()), before);
+    let fresh = tmp.path().join("fresh").display().to_string();
+    refused(&["init", &fresh, "--now", "9999-12-01T00:00:00Z"]);
+    refused(&["init", &fresh, "--now", "1969-12-31T23:59:00Z"]);
+    refused(&[
+        "init",
+        &fresh,
+        "--lifetime",
+        "36600d",
+        "--min-trust",
+        "1d",
+        "--now",
+        "9950-01-01T00:00:00Z",
+    ]);
+}

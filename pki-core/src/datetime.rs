@@ -50,3 +50,18 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| t.to_string())
 }
+
+/// `t + d`, or an error when the result leaves the range certificates can
+/// encode (years 1970 to 9999 here). Inputs come from users (`--now`,
+/// lifetimes), so this must not panic like `OffsetDateTime + Duration`.
+pub fn add(t: OffsetDateTime, d: time::Duration) -> Result<OffsetDateTime> {
+    t.checked_add(d)
+        .filter(|r| (1970..=9999).contains(&r.year()))
+        .ok_or_else(|| Error::Time {
+            reason: format!(
+                "{} plus {} is outside the years 1970 to 9999 that certificates can encode",
+                rfc3339(t),
+                crate::policy::human(d)
+            ),
+        })
+}

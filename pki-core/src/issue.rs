@@ -159,8 +159,10 @@ impl CertificateParams {
         if self.backdate < Duration::ZERO {
             return Err(Error::issuance("backdate must not be negative"));
         }
-        let not_before = crate::datetime::truncate(self.issued_at - self.backdate);
-        let mut not_after = crate::datetime::truncate(self.issued_at + self.lifetime);
+        let not_before =
+            crate::datetime::truncate(crate::datetime::add(self.issued_at, -self.backdate)?);
+        let mut not_after =
+            crate::datetime::truncate(crate::datetime::add(self.issued_at, self.lifetime)?);
         if let Some(issuer) = issuer {
             if !issuer.is_valid_at(self.issued_at) {
                 return Err(Error::issuance(format!(

@@ -435,6 +435,12 @@ pub fn plan<'a>(
     if now < ca.not_before() {
         return Err(RotateError::clock(now, ca.not_before()));
     }
+    // Everything below adds at most D (or the forced grace) to `now`; refuse
+    // a time where that leaves the encodable range instead of overflowing.
+    pki_core::datetime::add(now, policy.rotation.lifetime)?;
+    if let Some(g) = forced.and_then(|f| f.grace) {
+        pki_core::datetime::add(now, g)?;
+    }
     let min_trust = policy.rotation.min_trust;
     let remaining = ca.not_after() - now;
 
