@@ -7,6 +7,7 @@
 pub use pki_core as core;
 pub use pki_rotate as rotate;
 
+pub mod openssl;
 pub mod tls;
 
 /// The README's library example, compiled and run as a doctest.
