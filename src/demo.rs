@@ -167,9 +167,10 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         "6. {}: pki rotate DIR --force \"key ceremony\"   (once per reason)",
         pki_core::datetime::rfc3339(t_forced)
     ));
-    crate::rotate::run(&dir, Some("key ceremony"), t_forced)?;
+    let ceremony = pki_rotate::ForcedRotation::new("key ceremony");
+    crate::rotate::run(&dir, Some(&ceremony), t_forced)?;
     println!("   running it again with the same reason:");
-    crate::rotate::run(&dir, Some("key ceremony"), t_forced + Duration::minutes(5))?;
+    crate::rotate::run(&dir, Some(&ceremony), t_forced + Duration::minutes(5))?;
     let forced = load(&dir)?;
     let newest = snapshot(&forced, "web")?;
     if !matrix(

@@ -82,6 +82,13 @@ enum Command {
         /// Force a rotation, once per distinct reason.
         #[arg(long, value_name = "REASON")]
         force: Option<String>,
+        /// Emergency: trust the previous CA only this long (instead of
+        /// max(its expiry, now + M)).
+        #[arg(long, requires = "force", value_parser = parse_duration, conflicts_with = "compromised")]
+        grace: Option<Duration>,
+        /// The previous CA's key is compromised: issue no bridges, distrust it at once.
+        #[arg(long, requires = "force")]
+        compromised: bool,
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
@@ -180,7 +187,20 @@ fn run(cli: Cli) -> common::CliResult {
             lifetime,
             now,
         }),
-        Command::Rotate { dir, force, now } => rotate::run(&dir, force.as_deref(), now),
+        Command::Rotate {
+            dir,
+            force,
+            grace,
+            compromised,
+            now,
+        } => {
+            let forced = force.map(|reason| pki_rotate::ForcedRotation {
+                reason,
+                grace,
+                no_bridges: compromised,
+            });
+            rotate::run(&dir, forced.as_ref(), now)
+        }
         Command::Status { dir, json, now } => status::run(&dir, json, now),
         Command::Verify {
             bundle,

@@ -5,9 +5,8 @@ use pki_rotate::ForcedRotation;
 use std::path::Path;
 use time::OffsetDateTime;
 
-pub fn run(dir: &Path, force: Option<&str>, now: OffsetDateTime) -> CliResult {
-    let forced = force.map(ForcedRotation::new);
-    let (state, events) = reconcile_store(dir, now, forced.as_ref(), |_| Ok(()))?;
+pub fn run(dir: &Path, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
+    let (state, events) = reconcile_store(dir, now, forced, |_| Ok(()))?;
     if events.is_empty() {
         println!("nothing to do");
     }

@@ -372,3 +372,46 @@ fn extreme_times_and_durations_are_refused_without_panicking() {
         "9950-01-01T00:00:00Z",
     ]);
 }
+
+#[test]
+fn emergency_grace_and_compromise_modes_shape_the_bundle() {
+    let (_tmp, dir) = store();
+    let d = Path::new(&dir);
+    ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "leak",
+        "--grace",
+        "2d",
+        "--now",
+        "2026-03-01T00:00:00Z",
+    ]);
+    let bundle =
+        pki_core::Bundle::from_pem(&std::fs::read(d.join("ca-bundle.crt")).unwrap()).unwrap();
+    assert_eq!(bundle.len(), 2);
+    assert_eq!(
+        pki_core::datetime::rfc3339(bundle.certs()[1].not_after()),
+        "2026-03-03T00:00:00Z"
+    );
+
+    ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "stolen key",
+        "--compromised",
+        "--now",
+        "2026-03-02T00:00:00Z",
+    ]);
+    let bundle =
+        pki_core::Bundle::from_pem(&std::fs::read(d.join("ca-bundle.crt")).unwrap()).unwrap();
+    assert_eq!(bundle.len(), 1, "no bridge A after a compromise");
+    assert!(
+        !d.join("signer/intermediate-ca.crt").exists(),
+        "no bridge B after a compromise"
+    );
+
+    let o = pki(&["rotate", &dir, "--grace", "2d"]);
+    assert_eq!(o.status.code(), Some(2), "--grace needs --force");
+}
