@@ -324,8 +324,9 @@ pub struct Plan<'a> {
     pub prune: Vec<Certificate>,
     /// Bridge B expired and is dropped from serving chains.
     pub drop_bridge: bool,
-    /// When the next decision could differ without any input changing: the
-    /// time a controller should wake up next.
+    /// When the next decision about the *current* state could differ
+    /// without any input changing. For a plan that changes something, the
+    /// wake-up time after applying it is the one [`reconcile`] returns.
     pub next_check: OffsetDateTime,
 }
 
@@ -742,7 +743,9 @@ pub fn reconcile<R: CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Result<(SignerState, Vec<Event>, OffsetDateTime)> {
     let p = plan(state, policy, now, forced)?;
-    let next_check = p.next_check;
     let (s, e) = apply(p, rng)?;
+    // The wake-up time must come from the state just produced: a leaf issued
+    // now has its own refresh time.
+    let next_check = next_check(&s, policy, now);
     Ok((s, e, next_check))
 }

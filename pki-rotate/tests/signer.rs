@@ -411,3 +411,14 @@ fn status_reports_a_green_trust_matrix_after_rotation() {
     assert!(new_new.verified());
     assert!(status.trust.iter().any(|c| !c.verified()));
 }
+
+#[test]
+fn reconcile_wakes_up_for_the_leaf_it_just_issued() {
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .unwrap();
+    let (s, _, wake) = reconcile(&s, &s.policy.clone(), T0, None, &mut rng(2)).unwrap();
+    let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+    assert!(wake < rotation_point(&s));
+}
