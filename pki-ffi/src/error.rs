@@ -1,0 +1,528 @@
+//! Result codes, the thread-local last error, and the panic boundary.
+
+use pki_core::VerifyError;
+use pki_rotate::RotateError;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The result of every fallible `pki_` function.
+///
+/// `PKI_RESULT_OK` is 0; the others come in blocks of 100 per domain
+/// (general, parsing, issuance and policy, rotation, state, verification).
+/// A number, once given, is never reused or changed. The detail of a failure
+/// is in `pki_last_error` on the same thread.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum pki_result {
+    /// Success.
+    PKI_RESULT_OK = 0,
+
+    /// A pointer argument that must not be NULL was NULL.
+    PKI_RESULT_NULL_PARAMETER = 1,
+    /// A panic was caught at the ABI boundary (a bug in pki); nothing changed.
+    PKI_RESULT_PANIC = 2,
+    /// An argument is out of range or malformed (bad enum value, text that is
+    /// not UTF-8, an IP address that does not parse, a length too large…).
+    PKI_RESULT_INVALID_ARGUMENT = 3,
+    /// A builder was used after `pki_leaf_builder_build` consumed it.
+    PKI_RESULT_BUILDER_CONSUMED = 4,
+    /// A looked-up entry does not exist.
+    PKI_RESULT_NOT_FOUND = 5,
+    /// An error that none of the other codes describes; see the message.
+    PKI_RESULT_UNEXPECTED = 99,
+
+    /// A PEM block could not be read (truncated, bad base64, headers…).
+    PKI_RESULT_PEM = 100,
+    /// A PEM block has an unexpected label.
+    PKI_RESULT_UNEXPECTED_PEM_LABEL = 101,
+    /// The input holds no PEM block of the expected kind.
+    PKI_RESULT_NO_PEM_BLOCK = 102,
+    /// A certificate's DER could not be decoded.
+    PKI_RESULT_CERTIFICATE_DECODE = 103,
+    /// An extension of a certificate is malformed.
+    PKI_RESULT_MALFORMED_EXTENSION = 104,
+    /// A private key could not be decoded.
+    PKI_RESULT_KEY_DECODE = 105,
+    /// The key type is not supported.
+    PKI_RESULT_UNSUPPORTED_KEY = 106,
+    /// An RSA key shorter than 2048 bits was refused.
+    PKI_RESULT_RSA_KEY_TOO_SMALL = 107,
+    /// A private key does not belong to its certificate.
+    PKI_RESULT_KEY_MISMATCH = 108,
+
+    /// Key generation, encoding or signing failed.
+    PKI_RESULT_CRYPTO = 200,
+    /// A certificate could not be issued from its parameters.
+    PKI_RESULT_ISSUANCE = 201,
+    /// A time is out of range or inconsistent.
+    PKI_RESULT_TIME = 202,
+    /// The rotation policy breaks the validity math.
+    PKI_RESULT_INVALID_POLICY = 203,
+    /// A certificate that must be a CA is not one.
+    PKI_RESULT_NOT_A_CA = 204,
+    /// A bundle has no self-signed root to pin.
+    PKI_RESULT_NO_ROOT = 205,
+
+    /// The time given is before the current CA's NotBefore.
+    PKI_RESULT_CLOCK_BEFORE_CA = 300,
+    /// A forced rotation was asked for with an empty reason.
+    PKI_RESULT_EMPTY_FORCED_REASON = 301,
+    /// A forced rotation's grace period is not positive.
+    PKI_RESULT_INVALID_GRACE = 302,
+    /// A leaf name is not usable.
+    PKI_RESULT_INVALID_LEAF_NAME = 303,
+    /// A leaf refresh fraction outside (0, 1).
+    PKI_RESULT_INVALID_REFRESH_FRACTION = 304,
+    /// The pre-flight trust matrix refused the rotation.
+    PKI_RESULT_TRUST_CHECK_FAILED = 305,
+    /// A certificate or key is already expired.
+    PKI_RESULT_EXPIRED = 306,
+
+    /// The state bytes have a format version this build does not read.
+    PKI_RESULT_UNSUPPORTED_STATE_VERSION = 400,
+    /// The state bytes or a named blob are malformed or missing.
+    PKI_RESULT_CORRUPT_STATE = 401,
+    /// A store reported a concurrent change or an I/O failure.
+    PKI_RESULT_STORE = 402,
+
+    /// A certificate of the path is expired at the verification time.
+    PKI_RESULT_VERIFY_EXPIRED = 500,
+    /// A certificate of the path is not yet valid at the verification time.
+    PKI_RESULT_VERIFY_NOT_YET_VALID = 501,
+    /// No trusted issuer was found.
+    PKI_RESULT_VERIFY_UNKNOWN_ISSUER = 502,
+    /// A signature does not verify.
+    PKI_RESULT_VERIFY_BAD_SIGNATURE = 503,
+    /// A signature algorithm is not supported.
+    PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM = 504,
+    /// Inner and outer signature algorithms differ.
+    PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH = 505,
+    /// An issuer's public key is refused.
+    PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY = 506,
+    /// An issuer is not a CA.
+    PKI_RESULT_VERIFY_NOT_A_CA = 507,
+    /// A pathLenConstraint is exceeded.
+    PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED = 508,
+    /// An issuer's keyUsage lacks keyCertSign.
+    PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN = 509,
+    /// The leaf's keyUsage does not allow the purpose.
+    PKI_RESULT_VERIFY_LEAF_KEY_USAGE = 510,
+    /// An extendedKeyUsage does not allow the purpose.
+    PKI_RESULT_VERIFY_EKU_NOT_ALLOWED = 511,
+    /// An unknown critical extension.
+    PKI_RESULT_VERIFY_UNKNOWN_CRITICAL_EXTENSION = 512,
+    /// A name violates a CA's name constraints.
+    PKI_RESULT_VERIFY_NAME_CONSTRAINT_VIOLATION = 513,
+    /// The leaf is not valid for the expected name.
+    PKI_RESULT_VERIFY_NAME_MISMATCH = 514,
+    /// The expected name is not a valid reference name.
+    PKI_RESULT_VERIFY_INVALID_REFERENCE_NAME = 515,
+    /// A certificate breaks the RFC 5280 profile.
+    PKI_RESULT_VERIFY_MALFORMED_CERTIFICATE = 516,
+    /// The path needs too many intermediates.
+    PKI_RESULT_VERIFY_PATH_TOO_LONG = 517,
+    /// Path building ran out of its work budget.
+    PKI_RESULT_VERIFY_BUDGET_EXCEEDED = 518,
+    /// An issuing CA is not X.509 v3.
+    PKI_RESULT_VERIFY_CA_NOT_V3 = 519,
+    /// The leaf is not X.509 v3.
+    PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 = 520,
+    /// The chain did not verify for another reason; see the message.
+    PKI_RESULT_VERIFY_OTHER = 599,
+}
+
+use pki_result::*;
+
+/// Every code with its name, for `pki_result_name` and the tests.
+pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
+    (PKI_RESULT_OK, "PKI_RESULT_OK\0"),
+    (PKI_RESULT_NULL_PARAMETER, "PKI_RESULT_NULL_PARAMETER\0"),
+    (PKI_RESULT_PANIC, "PKI_RESULT_PANIC\0"),
+    (PKI_RESULT_INVALID_ARGUMENT, "PKI_RESULT_INVALID_ARGUMENT\0"),
+    (PKI_RESULT_BUILDER_CONSUMED, "PKI_RESULT_BUILDER_CONSUMED\0"),
+    (PKI_RESULT_NOT_FOUND, "PKI_RESULT_NOT_FOUND\0"),
+    (PKI_RESULT_UNEXPECTED, "PKI_RESULT_UNEXPECTED\0"),
+    (PKI_RESULT_PEM, "PKI_RESULT_PEM\0"),
+    (
+        PKI_RESULT_UNEXPECTED_PEM_LABEL,
+        "PKI_RESULT_UNEXPECTED_PEM_LABEL\0",
+    ),
+    (PKI_RESULT_NO_PEM_BLOCK, "PKI_RESULT_NO_PEM_BLOCK\0"),
+    (
+        PKI_RESULT_CERTIFICATE_DECODE,
+        "PKI_RESULT_CERTIFICATE_DECODE\0",
+    ),
+    (
+        PKI_RESULT_MALFORMED_EXTENSION,
+        "PKI_RESULT_MALFORMED_EXTENSION\0",
+    ),
+    (PKI_RESULT_KEY_DECODE, "PKI_RESULT_KEY_DECODE\0"),
+    (PKI_RESULT_UNSUPPORTED_KEY, "PKI_RESULT_UNSUPPORTED_KEY\0"),
+    (
+        PKI_RESULT_RSA_KEY_TOO_SMALL,
+        "PKI_RESULT_RSA_KEY_TOO_SMALL\0",
+    ),
+    (PKI_RESULT_KEY_MISMATCH, "PKI_RESULT_KEY_MISMATCH\0"),
+    (PKI_RESULT_CRYPTO, "PKI_RESULT_CRYPTO\0"),
+    (PKI_RESULT_ISSUANCE, "PKI_RESULT_ISSUANCE\0"),
+    (PKI_RESULT_TIME, "PKI_RESULT_TIME\0"),
+    (PKI_RESULT_INVALID_POLICY, "PKI_RESULT_INVALID_POLICY\0"),
+    (PKI_RESULT_NOT_A_CA, "PKI_RESULT_NOT_A_CA\0"),
+    (PKI_RESULT_NO_ROOT, "PKI_RESULT_NO_ROOT\0"),
+    (PKI_RESULT_CLOCK_BEFORE_CA, "PKI_RESULT_CLOCK_BEFORE_CA\0"),
+    (
+        PKI_RESULT_EMPTY_FORCED_REASON,
+        "PKI_RESULT_EMPTY_FORCED_REASON\0",
+    ),
+    (PKI_RESULT_INVALID_GRACE, "PKI_RESULT_INVALID_GRACE\0"),
+    (
+        PKI_RESULT_INVALID_LEAF_NAME,
+        "PKI_RESULT_INVALID_LEAF_NAME\0",
+    ),
+    (
+        PKI_RESULT_INVALID_REFRESH_FRACTION,
+        "PKI_RESULT_INVALID_REFRESH_FRACTION\0",
+    ),
+    (
+        PKI_RESULT_TRUST_CHECK_FAILED,
+        "PKI_RESULT_TRUST_CHECK_FAILED\0",
+    ),
+    (PKI_RESULT_EXPIRED, "PKI_RESULT_EXPIRED\0"),
+    (
+        PKI_RESULT_UNSUPPORTED_STATE_VERSION,
+        "PKI_RESULT_UNSUPPORTED_STATE_VERSION\0",
+    ),
+    (PKI_RESULT_CORRUPT_STATE, "PKI_RESULT_CORRUPT_STATE\0"),
+    (PKI_RESULT_STORE, "PKI_RESULT_STORE\0"),
+    (PKI_RESULT_VERIFY_EXPIRED, "PKI_RESULT_VERIFY_EXPIRED\0"),
+    (
+        PKI_RESULT_VERIFY_NOT_YET_VALID,
+        "PKI_RESULT_VERIFY_NOT_YET_VALID\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_UNKNOWN_ISSUER,
+        "PKI_RESULT_VERIFY_UNKNOWN_ISSUER\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_BAD_SIGNATURE,
+        "PKI_RESULT_VERIFY_BAD_SIGNATURE\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM,
+        "PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH,
+        "PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY,
+        "PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY\0",
+    ),
+    (PKI_RESULT_VERIFY_NOT_A_CA, "PKI_RESULT_VERIFY_NOT_A_CA\0"),
+    (
+        PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED,
+        "PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN,
+        "PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_LEAF_KEY_USAGE,
+        "PKI_RESULT_VERIFY_LEAF_KEY_USAGE\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_EKU_NOT_ALLOWED,
+        "PKI_RESULT_VERIFY_EKU_NOT_ALLOWED\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_UNKNOWN_CRITICAL_EXTENSION,
+        "PKI_RESULT_VERIFY_UNKNOWN_CRITICAL_EXTENSION\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_NAME_CONSTRAINT_VIOLATION,
+        "PKI_RESULT_VERIFY_NAME_CONSTRAINT_VIOLATION\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_NAME_MISMATCH,
+        "PKI_RESULT_VERIFY_NAME_MISMATCH\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_INVALID_REFERENCE_NAME,
+        "PKI_RESULT_VERIFY_INVALID_REFERENCE_NAME\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_MALFORMED_CERTIFICATE,
+        "PKI_RESULT_VERIFY_MALFORMED_CERTIFICATE\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_PATH_TOO_LONG,
+        "PKI_RESULT_VERIFY_PATH_TOO_LONG\0",
+    ),
+    (
+        PKI_RESULT_VERIFY_BUDGET_EXCEEDED,
+        "PKI_RESULT_VERIFY_BUDGET_EXCEEDED\0",
+    ),
+    (PKI_RESULT_VERIFY_CA_NOT_V3, "PKI_RESULT_VERIFY_CA_NOT_V3\0"),
+    (
+        PKI_RESULT_VERIFY_END_ENTITY_NOT_V3,
+        "PKI_RESULT_VERIFY_END_ENTITY_NOT_V3\0",
+    ),
+    (PKI_RESULT_VERIFY_OTHER, "PKI_RESULT_VERIFY_OTHER\0"),
+];
+
+/// A failed call: the code returned and the message left in the last error.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: pki_result,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: pki_result, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A NULL pointer where one is required; `what` names the parameter.
+    pub(crate) fn null(what: &str) -> Self {
+        Failure::new(
+            PKI_RESULT_NULL_PARAMETER,
+            format!("parameter `{what}` is NULL"),
+        )
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Failure::new(PKI_RESULT_INVALID_ARGUMENT, message)
+    }
+}
+
+impl From<pki_core::Error> for Failure {
+    fn from(e: pki_core::Error) -> Self {
+        use pki_core::Error as E;
+        let code = match &e {
+            E::Pem { .. } => PKI_RESULT_PEM,
+            E::UnexpectedPemLabel { .. } => PKI_RESULT_UNEXPECTED_PEM_LABEL,
+            E::NoPemBlock { .. } => PKI_RESULT_NO_PEM_BLOCK,
+            E::CertificateDecode { .. } => PKI_RESULT_CERTIFICATE_DECODE,
+            E::MalformedExtension { .. } => PKI_RESULT_MALFORMED_EXTENSION,
+            E::KeyDecode { .. } => PKI_RESULT_KEY_DECODE,
+            E::UnsupportedKey { .. } => PKI_RESULT_UNSUPPORTED_KEY,
+            E::RsaKeyTooSmall { .. } => PKI_RESULT_RSA_KEY_TOO_SMALL,
+            E::KeyMismatch { .. } => PKI_RESULT_KEY_MISMATCH,
+            E::Crypto { .. } => PKI_RESULT_CRYPTO,
+            E::Issuance { .. } => PKI_RESULT_ISSUANCE,
+            E::Time { .. } => PKI_RESULT_TIME,
+            E::InvalidPolicy { .. } => PKI_RESULT_INVALID_POLICY,
+            E::NotACa { .. } => PKI_RESULT_NOT_A_CA,
+            E::NoRoot => PKI_RESULT_NO_ROOT,
+            _ => PKI_RESULT_UNEXPECTED,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+impl From<RotateError> for Failure {
+    fn from(e: RotateError) -> Self {
+        use RotateError as E;
+        let code = match &e {
+            E::Core(inner) => return Failure::from(inner.clone()),
+            E::ClockBeforeCa { .. } => PKI_RESULT_CLOCK_BEFORE_CA,
+            E::EmptyForcedReason => PKI_RESULT_EMPTY_FORCED_REASON,
+            E::InvalidGrace(_) => PKI_RESULT_INVALID_GRACE,
+            E::InvalidLeafName(_) => PKI_RESULT_INVALID_LEAF_NAME,
+            E::InvalidRefreshFraction(_) => PKI_RESULT_INVALID_REFRESH_FRACTION,
+            E::UnsupportedStateVersion { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
+            E::CorruptState { .. } => PKI_RESULT_CORRUPT_STATE,
+            E::Conflict { .. } | E::NotInitialized(_) | E::AlreadyInitialized(_) | E::Io { .. } => {
+                PKI_RESULT_STORE
+            }
+            E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
+            E::Expired { .. } => PKI_RESULT_EXPIRED,
+            _ => PKI_RESULT_UNEXPECTED,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+impl From<VerifyError> for Failure {
+    fn from(e: VerifyError) -> Self {
+        use VerifyError as E;
+        let code = match &e {
+            E::Expired { .. } => PKI_RESULT_VERIFY_EXPIRED,
+            E::NotYetValid { .. } => PKI_RESULT_VERIFY_NOT_YET_VALID,
+            E::UnknownIssuer { .. } => PKI_RESULT_VERIFY_UNKNOWN_ISSUER,
+            E::BadSignature { .. } => PKI_RESULT_VERIFY_BAD_SIGNATURE,
+            E::UnsupportedSignatureAlgorithm { .. } => {
+                PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM
+            }
+            E::SignatureAlgorithmMismatch { .. } => PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH,
+            E::UnsupportedPublicKey { .. } => PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY,
+            E::NotACa { .. } => PKI_RESULT_VERIFY_NOT_A_CA,
+            E::PathLenExceeded { .. } => PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED,
+            E::MissingKeyCertSign { .. } => PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN,
+            E::LeafKeyUsage { .. } => PKI_RESULT_VERIFY_LEAF_KEY_USAGE,
+            E::EkuNotAllowed { .. } => PKI_RESULT_VERIFY_EKU_NOT_ALLOWED,
+            E::UnknownCriticalExtension { .. } => PKI_RESULT_VERIFY_UNKNOWN_CRITICAL_EXTENSION,
+            E::NameConstraintViolation { .. } => PKI_RESULT_VERIFY_NAME_CONSTRAINT_VIOLATION,
+            E::NameMismatch { .. } => PKI_RESULT_VERIFY_NAME_MISMATCH,
+            E::InvalidReferenceName { .. } => PKI_RESULT_VERIFY_INVALID_REFERENCE_NAME,
+            E::MalformedCertificate { .. } => PKI_RESULT_VERIFY_MALFORMED_CERTIFICATE,
+            E::PathTooLong { .. } => PKI_RESULT_VERIFY_PATH_TOO_LONG,
+            E::BudgetExceeded { .. } => PKI_RESULT_VERIFY_BUDGET_EXCEEDED,
+            E::CaNotV3 { .. } => PKI_RESULT_VERIFY_CA_NOT_V3,
+            E::EndEntityNotV3 { .. } => PKI_RESULT_VERIFY_END_ENTITY_NOT_V3,
+            _ => PKI_RESULT_VERIFY_OTHER,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_last_error(message: String) {
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = message);
+}
+
+fn clear_last_error() {
+    LAST_ERROR.with(|slot| slot.borrow_mut().clear());
+}
+
+pub(crate) fn with_last_error<T>(f: impl FnOnce(&str) -> T) -> T {
+    LAST_ERROR.with(|slot| f(&slot.borrow()))
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let detail = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".to_string());
+    format!("internal error: a panic was caught at the C ABI boundary: {detail}")
+}
+
+/// Runs the body of a fallible ABI function: clears the last error, catches
+/// panics, and turns a failure into its code and last-error message.
+pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> pki_result {
+    clear_last_error();
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => PKI_RESULT_OK,
+        Ok(Err(failure)) => {
+            set_last_error(failure.message);
+            failure.code
+        }
+        Err(payload) => {
+            set_last_error(panic_message(payload.as_ref()));
+            PKI_RESULT_PANIC
+        }
+    }
+}
+
+/// Runs the body of an infallible ABI function (getters, free): catches
+/// panics and returns `fallback` if one happens. Leaves the last error alone.
+pub(crate) fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a
+/// number that is not a code. Never NULL.
+///
+/// The returned string is static: do not free it.
+#[unsafe(no_mangle)]
+pub extern "C" fn pki_result_name(result: u32) -> *const std::ffi::c_char {
+    boundary_value(c"PKI_RESULT_UNKNOWN".as_ptr(), || {
+        ALL_RESULTS
+            .iter()
+            .find(|(code, _)| *code as u32 == result)
+            .map(|(_, name)| name.as_ptr().cast())
+            .unwrap_or(c"PKI_RESULT_UNKNOWN".as_ptr())
+    })
+}
+
+/// Length in bytes of this thread's last error message, without a
+/// terminating NUL. 0 when the last `pki_` call on this thread succeeded.
+#[unsafe(no_mangle)]
+pub extern "C" fn pki_last_error_length() -> usize {
+    boundary_value(0, || with_last_error(str::len))
+}
+
+/// Copies this thread's last error message into `buf` as a NUL-terminated
+/// UTF-8 string, truncated (at a character boundary) to `len - 1` bytes.
+///
+/// Every fallible `pki_` function clears the message when it starts and
+/// sets it when it fails, so read it on the same thread right after the
+/// failing call. This function does not change the message.
+///
+/// Ownership: `buf` is borrowed for the call; the caller owns it.
+///
+/// Writes the number of bytes copied, without the NUL, to `*out_written`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` (`buf` or
+/// `out_written` NULL) or `PKI_RESULT_INVALID_ARGUMENT` (`len` is 0).
+///
+/// # Safety
+///
+/// `buf` must be NULL or valid for writes of `len` bytes; `out_written` must
+/// be NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_last_error(
+    buf: *mut std::ffi::c_char,
+    len: usize,
+    out_written: *mut usize,
+) -> pki_result {
+    let copy = || -> pki_result {
+        if buf.is_null() || out_written.is_null() {
+            return PKI_RESULT_NULL_PARAMETER;
+        }
+        if len == 0 || len > isize::MAX as usize {
+            return PKI_RESULT_INVALID_ARGUMENT;
+        }
+        with_last_error(|message| {
+            let mut n = message.len().min(len - 1);
+            while !message.is_char_boundary(n) {
+                n -= 1;
+            }
+            // SAFETY: `buf` is valid for `len` bytes (caller contract) and
+            // `n < len`, so `n` bytes plus the NUL fit. The message is Rust
+            // memory and cannot overlap the caller's buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(message.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+            // SAFETY: checked non-NULL above; valid for a write (caller contract).
+            unsafe { *out_written = n };
+        });
+        PKI_RESULT_OK
+    };
+    boundary_value(PKI_RESULT_PANIC, copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_unique_number_and_matching_name() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (code, name) in ALL_RESULTS {
+            assert!(seen.insert(*code as u32), "{name} reuses a number");
+            assert!(name.ends_with('\0'));
+            assert_eq!(format!("{code:?}\0"), *name);
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_a_code_and_a_message() {
+        #[allow(clippy::panic)]
+        let code = boundary(|| panic!("boom"));
+        assert_eq!(code, PKI_RESULT_PANIC);
+        with_last_error(|m| assert!(m.contains("boom"), "{m}"));
+        assert_eq!(boundary(|| Ok(())), PKI_RESULT_OK);
+        assert_eq!(pki_last_error_length(), 0);
+    }
+}

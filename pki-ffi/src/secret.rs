@@ -1,0 +1,368 @@
+//! The signer as named blobs shaped like a Kubernetes Secret's `data`.
+//!
+//! | key | contents |
+//! |---|---|
+//! | `tls.crt` | the current CA certificate (PEM) |
+//! | `tls.key` | the current CA private key (PKCS#8 PEM) |
+//! | `ca-bundle.crt` | the bundle clients trust (PEM) |
+//! | `intermediate-ca.crt` | bridge B (PEM), only after a rotation while it is valid |
+//! | `forced-rotation-reason` | reason of the last forced rotation, absent if none |
+//! | `pki-state.json` | the versioned document without material (policy, history…) |
+//! | `certs.NAME.tls.crt`, `certs.NAME.tls.key` | leaves kept in the signer state, if any |
+//!
+//! These are the file form of pki-rotate's state (`signer/tls.crt` becomes
+//! `tls.crt`, and so on), renamed to valid Secret keys.
+
+use crate::abi::{
+    bytes_in, free_handle, getter, handle, handle_mut, into_handle, out_ptr, str_in, write_out,
+};
+use crate::buffer::{CText, pki_bytes};
+use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::signer::pki_signer;
+use pki_rotate::SignerState;
+use pki_rotate::state::{CA_BUNDLE, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_KEY, STATE_FILE, StateFile};
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use zeroize::Zeroizing;
+
+/// Key of the forced-rotation reason.
+pub(crate) const FORCED_ROTATION_REASON_KEY: &str = "forced-rotation-reason";
+
+/// (file path in pki-rotate's file form, Secret key)
+const RENAMES: &[(&str, &str)] = &[
+    (SIGNER_CERT, "tls.crt"),
+    (SIGNER_KEY, "tls.key"),
+    (SIGNER_BRIDGE, "intermediate-ca.crt"),
+    (CA_BUNDLE, "ca-bundle.crt"),
+    (STATE_FILE, "pki-state.json"),
+];
+
+fn file_to_key(path: &str) -> String {
+    if let Some((_, key)) = RENAMES.iter().find(|(p, _)| *p == path) {
+        return (*key).to_string();
+    }
+    // certs/NAME/tls.crt -> certs.NAME.tls.crt (leaf names have no '/').
+    path.replace('/', ".")
+}
+
+fn key_to_file(key: &str) -> Option<String> {
+    if let Some((path, _)) = RENAMES.iter().find(|(_, k)| *k == key) {
+        return Some((*path).to_string());
+    }
+    let rest = key.strip_prefix("certs.")?;
+    for file in ["tls.crt", "tls.key"] {
+        if let Some(name) = rest.strip_suffix(&format!(".{file}"))
+            && !name.is_empty()
+        {
+            return Some(format!("certs/{name}/{file}"));
+        }
+    }
+    None
+}
+
+/// A valid key of a Kubernetes Secret's data: 1-253 of `[-._a-zA-Z0-9]`.
+fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Named blobs, like a Kubernetes Secret's `data`: keys are Secret data keys,
+/// values arbitrary bytes. Entries are kept sorted by key. Values may hold
+/// private keys and are zeroed when the secret is freed.
+///
+/// Not synchronised: do not change it from one thread while another uses it.
+/// Free with `pki_secret_free`.
+pub struct pki_secret {
+    entries: BTreeMap<String, (CText, CText)>,
+}
+
+impl pki_secret {
+    fn insert(&mut self, key: String, value: &[u8]) {
+        let entry = (CText::new(&key), CText::from_bytes(value));
+        self.entries.insert(key, entry);
+    }
+}
+
+/// Creates an empty secret.
+///
+/// On success the caller owns `*out_secret` and frees it with `pki_secret_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `out_secret` must be NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_new(out_secret: *mut *mut pki_secret) -> pki_result {
+    boundary(|| {
+        out_ptr(out_secret, "out_secret")?;
+        let secret = into_handle(pki_secret {
+            entries: BTreeMap::new(),
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_secret, secret) };
+        Ok(())
+    })
+}
+
+/// Sets entry `key` to a copy of `value`, replacing any previous value.
+///
+/// `key` is `key_len` bytes of `[-._a-zA-Z0-9]` (1 to 253, as Kubernetes
+/// requires). `value` may be empty (`value_len` 0, `value` still not NULL).
+/// Both are borrowed for the call; `secret` is changed in place.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (bad key) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret` not used by another thread
+/// during the call; `key` NULL or valid for `key_len` bytes; `value` NULL or
+/// valid for `value_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_set(
+    secret: *mut pki_secret,
+    key: *const c_char,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle used by this thread only (contract).
+        let secret = unsafe { handle_mut(secret, "secret") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let key = unsafe { str_in(key, key_len, "key") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let value = unsafe { bytes_in(value, value_len, "value") }?;
+        if !valid_key(key) {
+            return Err(Failure::invalid(format!(
+                "\"{key}\" is not a Secret data key (1-253 of a-z, A-Z, 0-9, '-', '_', '.')"
+            )));
+        }
+        secret.insert(key.to_string(), value);
+        Ok(())
+    })
+}
+
+/// Number of entries. NULL gives 0.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_len(secret: *const pki_secret) -> usize {
+    // SAFETY: NULL or a live handle (contract).
+    unsafe { getter(secret, 0, |s| s.entries.len()) }
+}
+
+/// Reads entry `index` (from 0, in key order): its key and value.
+///
+/// Borrowed: both views are valid until the secret is freed or changed.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_NOT_FOUND` (index out of range) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret`; `out_key` and `out_value`
+/// NULL or valid for one write each.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_entry(
+    secret: *const pki_secret,
+    index: usize,
+    out_key: *mut pki_bytes,
+    out_value: *mut pki_bytes,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let secret = unsafe { handle(secret, "secret") }?;
+        out_ptr(out_key, "out_key")?;
+        out_ptr(out_value, "out_value")?;
+        let (key, value) = secret.entries.values().nth(index).ok_or_else(|| {
+            Failure::new(
+                pki_result::PKI_RESULT_NOT_FOUND,
+                format!("entry {index} of {}", secret.entries.len()),
+            )
+        })?;
+        // SAFETY: both checked non-NULL; valid for a write (contract).
+        unsafe {
+            write_out(out_key, key.view());
+            write_out(out_value, value.view());
+        }
+        Ok(())
+    })
+}
+
+/// Looks up the value of entry `key`.
+///
+/// Borrowed: the view is valid until the secret is freed or changed.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (key not UTF-8), `PKI_RESULT_NOT_FOUND`
+/// or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret`; `key` NULL or valid for
+/// `key_len` bytes; `out_value` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_get(
+    secret: *const pki_secret,
+    key: *const c_char,
+    key_len: usize,
+    out_value: *mut pki_bytes,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let secret = unsafe { handle(secret, "secret") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let key = unsafe { str_in(key, key_len, "key") }?;
+        out_ptr(out_value, "out_value")?;
+        let (_, value) = secret.entries.get(key).ok_or_else(|| {
+            Failure::new(
+                pki_result::PKI_RESULT_NOT_FOUND,
+                format!("no entry \"{key}\""),
+            )
+        })?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_value, value.view()) };
+        Ok(())
+    })
+}
+
+/// Frees a secret and zeroes its values. NULL is accepted (nothing happens).
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret` not freed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_secret_free(secret: *mut pki_secret) {
+    // SAFETY: NULL or a live handle freed once (contract).
+    boundary_value((), || unsafe { free_handle(secret) })
+}
+
+/// Saves a signer as Secret-shaped named blobs (see the table in the
+/// README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
+/// (after a rotation), `forced-rotation-reason` (after a forced rotation)
+/// and `pki-state.json`. A Go controller copies them to `Secret.Data` as
+/// they are.
+///
+/// `signer` is borrowed. On success the caller owns `*out_secret` and frees
+/// it with `pki_secret_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_CRYPTO`,
+/// `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `signer` must be NULL or a live `pki_signer`; `out_secret` NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_signer_to_secret(
+    signer: *const pki_signer,
+    out_secret: *mut *mut pki_secret,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let signer = unsafe { handle(signer, "signer") }?;
+        out_ptr(out_secret, "out_secret")?;
+        let files = signer.state.to_files(signer.generation)?;
+        let mut secret = pki_secret {
+            entries: BTreeMap::new(),
+        };
+        for (path, file) in &files {
+            secret.insert(file_to_key(path), &file.contents);
+        }
+        if let Some(reason) = &signer.state.forced_rotation_reason {
+            secret.insert(FORCED_ROTATION_REASON_KEY.to_string(), reason.as_bytes());
+        }
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_secret, into_handle(secret)) };
+        Ok(())
+    })
+}
+
+/// Loads a signer from Secret-shaped named blobs written by
+/// `pki_signer_to_secret` (possibly after a round trip through a
+/// Kubernetes Secret). Keys it does not know are ignored. When
+/// `forced-rotation-reason` is present it is the recorded reason (empty =
+/// none), overriding the copy in `pki-state.json`.
+///
+/// `secret` is borrowed. On success the caller owns `*out_signer` and frees
+/// it with `pki_signer_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_CORRUPT_STATE` (a missing or malformed entry, named in the
+/// message), `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+/// `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret`; `out_signer` NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_signer_from_secret(
+    secret: *const pki_secret,
+    out_signer: *mut *mut pki_signer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let secret = unsafe { handle(secret, "secret") }?;
+        out_ptr(out_signer, "out_signer")?;
+        let mut files = BTreeMap::new();
+        for (key, (_, value)) in &secret.entries {
+            if let Some(path) = key_to_file(key) {
+                let secret_file = path.ends_with(".key");
+                files.insert(
+                    path,
+                    StateFile {
+                        contents: Zeroizing::new(value.as_bytes().to_vec()),
+                        secret: secret_file,
+                    },
+                );
+            }
+        }
+        let (mut state, generation) = SignerState::from_files(&files)?;
+        if let Some((_, reason)) = secret.entries.get(FORCED_ROTATION_REASON_KEY) {
+            let reason = std::str::from_utf8(reason.as_bytes()).map_err(|_| {
+                Failure::new(
+                    pki_result::PKI_RESULT_CORRUPT_STATE,
+                    format!("{FORCED_ROTATION_REASON_KEY}: not UTF-8"),
+                )
+            })?;
+            state.forced_rotation_reason = (!reason.is_empty()).then(|| reason.to_string());
+        }
+        let signer = into_handle(pki_signer { state, generation });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_signer, signer) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_paths_and_secret_keys_map_both_ways() {
+        for path in [
+            SIGNER_CERT,
+            SIGNER_KEY,
+            SIGNER_BRIDGE,
+            CA_BUNDLE,
+            STATE_FILE,
+            "certs/web.ns/tls.crt",
+            "certs/a/tls.key",
+        ] {
+            let key = file_to_key(path);
+            assert!(valid_key(&key), "{key}");
+            assert_eq!(key_to_file(&key).as_deref(), Some(path));
+        }
+        assert_eq!(key_to_file("certs..tls.crt"), None);
+        assert_eq!(key_to_file("something-else"), None);
+        assert_eq!(key_to_file(FORCED_ROTATION_REASON_KEY), None);
+    }
+}
