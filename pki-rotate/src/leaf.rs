@@ -127,8 +127,12 @@ pub struct LeafDecision {
 
 /// When a leaf becomes due for refresh: NotAfter − fraction × lifetime.
 pub fn refresh_at(cert: &Certificate, fraction: f64) -> OffsetDateTime {
-    let lifetime = cert.not_after() - cert.not_before();
-    cert.not_after() - lifetime * fraction
+    // A certificate read from a store may be malformed (NotBefore after
+    // NotAfter); it is then due at once rather than at an overflowing time.
+    let lifetime = (cert.not_after() - cert.not_before()).max(Duration::ZERO);
+    cert.not_after()
+        .checked_sub(lifetime * fraction)
+        .unwrap_or(cert.not_before())
 }
 
 /// Decides whether `leaf` must be (re-)issued against `ca` at `now`.

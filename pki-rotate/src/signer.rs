@@ -555,10 +555,15 @@ fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -
         }
     }
     for c in state.bundle.certs() {
-        consider(c.not_after() + Duration::SECOND);
+        // Certificates may end at 9999-12-31T23:59:59, the last encodable second.
+        if let Some(t) = c.not_after().checked_add(Duration::SECOND) {
+            consider(t);
+        }
     }
     if let Some(b) = &state.bridge {
-        consider(b.not_after() + Duration::SECOND);
+        if let Some(t) = b.not_after().checked_add(Duration::SECOND) {
+            consider(t);
+        }
     }
     t.max(now)
 }

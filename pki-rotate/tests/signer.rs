@@ -422,3 +422,17 @@ fn reconcile_wakes_up_for_the_leaf_it_just_issued() {
     assert_eq!(wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
     assert!(wake < rotation_point(&s));
 }
+
+#[test]
+fn bundle_member_ending_at_the_last_encodable_second_does_not_overflow() {
+    // Found by the state_file fuzz target: a bundle certificate with NotAfter
+    // 9999-12-31T23:59:59Z made the wake-up computation overflow.
+    let json = include_bytes!("data/bundle-member-not-after-9999.json");
+    let (state, _) = SignerState::from_json(json).unwrap();
+    let now = state.ca.cert.not_before() + Duration::days(1);
+    let p = plan(&state, &state.policy, now, None).unwrap();
+    assert!(p.next_check >= now);
+    pki_rotate::status::SignerStatus::of(&state, now).unwrap();
+    let last = datetime!(9999-12-31 23:59:59 UTC);
+    assert!(plan(&state, &state.policy, last, None).is_err());
+}
