@@ -560,10 +560,10 @@ fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -
             consider(t);
         }
     }
-    if let Some(b) = &state.bridge {
-        if let Some(t) = b.not_after().checked_add(Duration::SECOND) {
-            consider(t);
-        }
+    if let Some(b) = &state.bridge
+        && let Some(t) = b.not_after().checked_add(Duration::SECOND)
+    {
+        consider(t);
     }
     t.max(now)
 }
