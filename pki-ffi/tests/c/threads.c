@@ -1,0 +1,89 @@
+/*
+ * The last error is per thread: threads that fail differently at the same
+ * time each read their own message, and handles that are immutable
+ * (signer, bundle, leaf request) are shared between threads.
+ */
+#include <pthread.h>
+
+#include "check.h"
+
+/* 2026-01-01T00:00:00Z */
+#define T0 ((int64_t)1767225600)
+#define DAY ((int64_t)86400)
+#define THREADS 8
+#define ROUNDS 20
+
+static pki_signer *shared_signer;
+static pki_leaf_request *shared_request;
+
+struct result {
+  int ok;
+  char message[256];
+};
+
+static void *worker(void *arg) {
+  struct result *res = (struct result *)arg;
+  int round;
+  res->ok = 1;
+  for (round = 0; round < ROUNDS; round++) {
+    pki_leaf *leaf = NULL;
+    pki_bundle *bundle = NULL;
+    size_t written = 0;
+    /* A failure whose message is specific to this thread and round... */
+    char cn[64];
+    int n = snprintf(cn, sizeof cn, "thread-%p-%d", (void *)res, round);
+    if (pki_signer_new(cn, (size_t)n, 99, NULL, T0, NULL) != PKI_RESULT_NULL_PARAMETER) {
+      res->ok = 0;
+    }
+    /* ...then work on shared handles from every thread at once... */
+    if (pki_leaf_reconcile(shared_signer, shared_request, T0 + round * DAY, NULL, 0, NULL, 0,
+                           &leaf) != PKI_RESULT_OK ||
+        pki_signer_bundle(shared_signer, &bundle) != PKI_RESULT_OK) {
+      res->ok = 0;
+    }
+    /* ...which succeeded, so this thread's message is clear again. */
+    if (pki_last_error_length() != 0) {
+      res->ok = 0;
+    }
+    if (pki_bundle_from_pem((const uint8_t *)"x", 1, &bundle) != PKI_RESULT_NO_PEM_BLOCK ||
+        pki_last_error(res->message, sizeof res->message, &written) != PKI_RESULT_OK ||
+        strstr(res->message, "no PEM block") == NULL) {
+      res->ok = 0;
+    }
+    pki_leaf_free(leaf);
+    pki_bundle_free(bundle);
+  }
+  return NULL;
+}
+
+int main(void) {
+  pthread_t threads[THREADS];
+  struct result results[THREADS];
+  pki_leaf_builder *b = NULL;
+  int i;
+
+  CHECK_OK(pki_signer_new(LIT("threads-ca"), PKI_KEY_TYPE_P256, NULL, T0, &shared_signer));
+  CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER_CLIENT, &b));
+  CHECK_OK(pki_leaf_builder_add_dns_name(b, LIT("threads.example")));
+  CHECK_OK(pki_leaf_builder_build(b, &shared_request));
+  pki_leaf_builder_free(b);
+
+  /* The main thread's own failure stays its own while the others run. */
+  CHECK_CODE(pki_bundle_merge(NULL, NULL, NULL), PKI_RESULT_NULL_PARAMETER);
+  for (i = 0; i < THREADS; i++) {
+    CHECK(pthread_create(&threads[i], NULL, worker, &results[i]) == 0);
+  }
+  for (i = 0; i < THREADS; i++) {
+    CHECK(pthread_join(threads[i], NULL) == 0);
+    CHECK(results[i].ok);
+  }
+  {
+    char msg[128];
+    size_t written = 0;
+    CHECK_OK(pki_last_error(msg, sizeof msg, &written));
+    CHECK(strstr(msg, "`first`") != NULL);
+  }
+  pki_leaf_request_free(shared_request);
+  pki_signer_free(shared_signer);
+  return check_summary("threads");
+}

@@ -1,0 +1,146 @@
+//! The C tests of `tests/c/`, compiled against `include/pki.h` and the static
+//! library with `-Wall -Wextra -Wpedantic -Werror -fsanitize=address,undefined`
+//! and run; any nonzero exit or sanitizer report fails the test.
+
+// Helpers outside #[test] functions panic on purpose: that fails the test.
+#![allow(clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::{require_tool, scratch, static_lib, workspace_root};
+
+const WARNINGS: &[&str] = &["-Wall", "-Wextra", "-Wpedantic", "-Werror"];
+const SANITIZERS: &[&str] = &[
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+    "-g",
+];
+
+fn ffi_dir() -> PathBuf {
+    workspace_root().join("pki-ffi")
+}
+
+/// Compiles `tests/c/<source>` (C11, or C++17 for `.cpp`) into `out_dir`.
+fn build(source: &str, out_dir: &Path) -> PathBuf {
+    let cpp = source.ends_with(".cpp");
+    let (compiler, std) = if cpp {
+        ("g++", "-std=c++17")
+    } else {
+        ("gcc", "-std=c11")
+    };
+    require_tool(compiler, "to build the C tests of pki-ffi");
+    let exe = out_dir.join(source.replace('.', "_"));
+    let output = Command::new(compiler)
+        .arg(std)
+        .args(WARNINGS)
+        .args(SANITIZERS)
+        .arg("-I")
+        .arg(ffi_dir().join("include"))
+        .arg(ffi_dir().join("tests/c").join(source))
+        .arg(static_lib())
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        output.status.success(),
+        "{compiler} failed on tests/c/{source}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    exe
+}
+
+/// Runs a sanitized test program; fails on a nonzero exit or any report.
+fn run(exe: &Path, args: &[&Path]) -> String {
+    let output = Command::new(exe)
+        .args(args)
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1",
+        )
+        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+        .output()
+        .expect("run the C test");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report = ["AddressSanitizer", "LeakSanitizer", "runtime error:"]
+        .iter()
+        .any(|m| stderr.contains(m));
+    assert!(
+        output.status.success() && !report,
+        "{} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        exe.display(),
+        output.status
+    );
+    print!("{stdout}");
+    stdout
+}
+
+#[test]
+fn header_compiles_alone_as_c11_and_cpp17_with_warnings_as_errors() {
+    let dir = scratch("c-header");
+    for (compiler, std, file) in [
+        ("gcc", "-std=c11", "only.c"),
+        ("g++", "-std=c++17", "only.cpp"),
+    ] {
+        require_tool(compiler, "to compile pki.h");
+        let src = dir.join(file);
+        std::fs::write(&src, "#include \"pki.h\"\n#include \"pki.h\"\n").expect("write source");
+        let output = Command::new(compiler)
+            .arg(std)
+            .args(WARNINGS)
+            .arg("-fsyntax-only")
+            .arg("-I")
+            .arg(ffi_dir().join("include"))
+            .arg(&src)
+            .output()
+            .expect("run the compiler");
+        assert!(
+            output.status.success(),
+            "pki.h does not compile with {compiler} {std}:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn full_rotation_through_the_c_api_verifies_with_openssl() {
+    require_tool(
+        "openssl",
+        "to check the rotated chains with `openssl verify`",
+    );
+    let dir = scratch("c-rotation");
+    let exe = build("rotation.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("rotation: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
+
+#[test]
+fn misuse_returns_codes_and_never_crashes() {
+    let dir = scratch("c-misuse");
+    let exe = build("misuse.c", &dir);
+    let out = run(&exe, &[]);
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn last_error_is_per_thread_and_handles_are_shared() {
+    let dir = scratch("c-threads");
+    let exe = build("threads.c", &dir);
+    let out = run(&exe, &[]);
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn cpp17_program_uses_the_header_and_library() {
+    let dir = scratch("c-header-cpp");
+    let exe = build("header.cpp", &dir);
+    let out = run(&exe, &[]);
+    assert!(out.contains(" 0 failed"), "{out}");
+}

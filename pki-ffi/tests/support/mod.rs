@@ -1,0 +1,68 @@
+//! Shared by the integration tests that drive the C ABI from other
+//! languages: builds the static library they link.
+
+// Test helpers: failing loudly is their job.
+#![allow(dead_code, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("pki-ffi sits in the workspace")
+        .to_path_buf()
+}
+
+/// `target/<profile>` of this test binary (`target/debug/deps/<test>-<hash>`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Builds `libpki_ffi.a` with the profile of this test (`cargo build -p
+/// pki-ffi --lib`, into the same target directory) and returns its path. The
+/// build runs once per test binary; cargo makes it a no-op when up to date.
+pub fn static_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let profile = profile_dir();
+        let target = profile.parent().expect("target directory");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "pki-ffi", "--lib"])
+            .current_dir(workspace_root())
+            .env("CARGO_TARGET_DIR", target);
+        if profile.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build -p pki-ffi");
+        assert!(status.success(), "cargo build -p pki-ffi failed");
+        let lib = profile.join("libpki_ffi.a");
+        assert!(lib.exists(), "{} was not built", lib.display());
+        lib
+    })
+}
+
+/// Fails with a clear message when `tool` is not on PATH.
+pub fn require_tool(tool: &str, why: &str) {
+    let found = Command::new(tool).arg("--version").output().is_ok()
+        || Command::new(tool).arg("version").output().is_ok();
+    assert!(
+        found,
+        "`{tool}` is not installed or not on PATH; it is needed {why}. Install it (Debian: apt-get install {tool}) and run the tests again."
+    );
+}
+
+/// A scratch directory for one test, emptied first.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch directory");
+    dir
+}
