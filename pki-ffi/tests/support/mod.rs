@@ -32,21 +32,29 @@ pub fn static_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let profile = profile_dir();
-        let target = profile.parent().expect("target directory");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "pki-ffi", "--lib"])
-            .current_dir(workspace_root())
-            .env("CARGO_TARGET_DIR", target);
-        if profile.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build -p pki-ffi");
-        assert!(status.success(), "cargo build -p pki-ffi failed");
-        let lib = profile.join("libpki_ffi.a");
-        assert!(lib.exists(), "{} was not built", lib.display());
-        lib
+        let release = profile.file_name().is_some_and(|n| n == "release");
+        build_static_lib(profile.parent().expect("target directory"), release)
     })
+}
+
+/// Runs `cargo build -p pki-ffi --lib` into `target_dir` and returns the
+/// path of the static library.
+pub fn build_static_lib(target_dir: &Path, release: bool) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "pki-ffi", "--lib"])
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", target_dir);
+    if release {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build -p pki-ffi");
+    assert!(status.success(), "cargo build -p pki-ffi failed");
+    let lib = target_dir
+        .join(if release { "release" } else { "debug" })
+        .join("libpki_ffi.a");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
 }
 
 /// Fails with a clear message when `tool` is not on PATH.

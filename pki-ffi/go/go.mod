@@ -1,0 +1,3 @@
+module example.invalid/pki/pki-ffi/go
+
+go 1.22

@@ -1,0 +1,142 @@
+package pki
+
+// #include "pki.h"
+import "C"
+
+import (
+	"net"
+	"runtime"
+	"time"
+)
+
+// LeafKind is what a leaf certificate is for.
+type LeafKind uint32
+
+// Leaf kinds.
+const (
+	LeafServer       LeafKind = C.PKI_LEAF_KIND_SERVER
+	LeafClient       LeafKind = C.PKI_LEAF_KIND_CLIENT
+	LeafServerClient LeafKind = C.PKI_LEAF_KIND_SERVER_CLIENT
+)
+
+// LeafReason says why a leaf was (re-)issued, or that it was not.
+type LeafReason uint32
+
+// Leaf reasons.
+const (
+	LeafUpToDate       LeafReason = C.PKI_LEAF_UP_TO_DATE
+	LeafNotYetIssued   LeafReason = C.PKI_LEAF_NOT_YET_ISSUED
+	LeafIssuerRotated  LeafReason = C.PKI_LEAF_ISSUER_ROTATED
+	LeafWrongIssuer    LeafReason = C.PKI_LEAF_WRONG_ISSUER
+	LeafNearExpiry     LeafReason = C.PKI_LEAF_NEAR_EXPIRY
+	LeafRequestChanged LeafReason = C.PKI_LEAF_REQUEST_CHANGED
+)
+
+// LeafRequest is what a serving or client certificate should look like.
+type LeafRequest struct {
+	Kind        LeafKind
+	DNSNames    []string
+	IPAddresses []net.IP
+	// Lifetime of the certificate (cut at the CA's NotAfter); 0 = 365 days.
+	Lifetime time.Duration
+}
+
+// Leaf is a certificate to serve (or present as a client) and its key.
+type Leaf struct {
+	// ChainPEM is the leaf, then bridge B when clients that still trust
+	// only the previous CA need it.
+	ChainPEM []byte
+	// KeyPEM is the private key, PKCS#8.
+	KeyPEM []byte
+	// Reason is why it was (re-)issued; LeafUpToDate when it was not.
+	Reason LeafReason
+	// ReasonMessage says the same in words.
+	ReasonMessage string
+	// NotAfter is the leaf's expiry.
+	NotAfter time.Time
+	// RefreshAt is when it becomes due for re-issue.
+	RefreshAt time.Time
+}
+
+// Reissued reports whether the leaf differs from the one given.
+func (l *Leaf) Reissued() bool { return l.Reason != LeafUpToDate }
+
+func buildRequest(req LeafRequest) (*C.pki_leaf_request, error) {
+	var b *C.pki_leaf_builder
+	if err := call(func() C.pki_result { return C.pki_leaf_builder_new(C.uint32_t(req.Kind), &b) }); err != nil {
+		return nil, err
+	}
+	defer C.pki_leaf_builder_free(b)
+	for _, name := range req.DNSNames {
+		p, n := strArg(name)
+		err := call(func() C.pki_result { return C.pki_leaf_builder_add_dns_name(b, p, n) })
+		runtime.KeepAlive(name)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, ip := range req.IPAddresses {
+		text := ip.String()
+		p, n := strArg(text)
+		err := call(func() C.pki_result { return C.pki_leaf_builder_add_ip_address(b, p, n) })
+		runtime.KeepAlive(text)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if req.Lifetime != 0 {
+		secs := C.int64_t(req.Lifetime / time.Second)
+		if err := call(func() C.pki_result { return C.pki_leaf_builder_set_lifetime(b, secs) }); err != nil {
+			return nil, err
+		}
+	}
+	var out *C.pki_leaf_request
+	if err := call(func() C.pki_result { return C.pki_leaf_builder_build(b, &out) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReconcileLeaf keeps one leaf issued by the current CA at now. Pass the
+// chain and key the leaf has now, or nil for both to issue a first one. It
+// is re-issued (new key) when it was not issued by the current CA, when its
+// names or kind changed, or when it nears expiry; otherwise it is returned
+// as it is, with Reason LeafUpToDate.
+func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM []byte) (*Leaf, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	r, err := buildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	defer C.pki_leaf_request_free(r)
+	var (
+		chainP, keyP *C.uint8_t
+		chainN, keyN C.size_t
+	)
+	if chainPEM != nil || keyPEM != nil {
+		chainP, chainN = bytesArg(chainPEM)
+		keyP, keyN = bytesArg(keyPEM)
+	}
+	var out *C.pki_leaf
+	err = call(func() C.pki_result {
+		return C.pki_leaf_reconcile(h, r, unixTime(now), chainP, chainN, keyP, keyN, &out)
+	})
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(chainPEM)
+	runtime.KeepAlive(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	defer C.pki_leaf_free(out)
+	return &Leaf{
+		ChainPEM:      goBytes(C.pki_leaf_chain_pem(out)),
+		KeyPEM:        goBytes(C.pki_leaf_key_pem(out)),
+		Reason:        LeafReason(C.pki_leaf_reason_code(out)),
+		ReasonMessage: string(goBytes(C.pki_leaf_reason_message(out))),
+		NotAfter:      fromUnix(C.pki_leaf_not_after(out)),
+		RefreshAt:     fromUnix(C.pki_leaf_refresh_at(out)),
+	}, nil
+}

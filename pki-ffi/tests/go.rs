@@ -1,0 +1,59 @@
+//! Runs `go vet` and `go test -race` on the Go package (`pki-ffi/go`), so
+//! that `cargo test` covers Go too. The package links the debug static
+//! library of the workspace's `target/` directory, which this test builds
+//! first.
+
+// Helpers outside #[test] functions panic on purpose: that fails the test.
+#![allow(clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use support::{build_static_lib, require_tool, workspace_root};
+
+fn go(args: &[&str], dir: &Path) {
+    let target = workspace_root().join("target");
+    let mut cmd = Command::new("go");
+    cmd.args(args)
+        .current_dir(dir)
+        .env("CGO_ENABLED", "1")
+        // The module has no dependencies: never download a module or a toolchain.
+        .env("GOTOOLCHAIN", "local")
+        .env("GOPROXY", "off")
+        .env("GOWORK", "off")
+        .env(
+            "GOFLAGS",
+            std::env::var("GOFLAGS").unwrap_or("-mod=mod".into()),
+        );
+    // Go needs a writable cache; CI may run with no HOME.
+    if std::env::var_os("HOME").is_none() && std::env::var_os("GOCACHE").is_none() {
+        cmd.env("GOCACHE", target.join("go-cache"));
+    }
+    if std::env::var_os("HOME").is_none() && std::env::var_os("GOPATH").is_none() {
+        cmd.env("GOPATH", target.join("go-path"));
+    }
+    let output = cmd.output().expect("run go");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    print!("{stdout}");
+    assert!(
+        output.status.success(),
+        "go {} failed in {}:\n{stdout}\n{stderr}",
+        args.join(" "),
+        dir.display()
+    );
+}
+
+#[test]
+fn go_package_vets_and_passes_its_race_enabled_tests() {
+    require_tool(
+        "go",
+        "to test the Go package pki-ffi/go (install Go 1.22 or later)",
+    );
+    require_tool("gcc", "by cgo to build the Go package");
+    build_static_lib(&workspace_root().join("target"), false);
+    let dir = workspace_root().join("pki-ffi/go");
+    go(&["vet", "./..."], &dir);
+    go(&["test", "-race", "-count=1", "./..."], &dir);
+}
