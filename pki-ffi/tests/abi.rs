@@ -1,0 +1,323 @@
+//! The ABI called from Rust through the rlib: a rotation round trip, and
+//! mutated inputs (bit flips, truncations, splices of valid PEM and state)
+//! that must return a code, never `PKI_RESULT_PANIC`.
+
+#![allow(clippy::expect_used, clippy::panic)]
+
+use pki_ffi::*;
+use std::ptr;
+
+/// 2026-01-01T00:00:00Z
+const T0: i64 = 1_767_225_600;
+const DAY: i64 = 86_400;
+
+fn ok(r: pki_result) {
+    assert_eq!(r, pki_result::PKI_RESULT_OK, "{}", last_error());
+}
+
+fn last_error() -> String {
+    let mut buf = vec![0u8; pki_last_error_length() + 1];
+    let mut n = 0usize;
+    // SAFETY: buf is valid for its length; n for one write.
+    let r = unsafe { pki_last_error(buf.as_mut_ptr().cast(), buf.len(), &mut n) };
+    assert_eq!(r, pki_result::PKI_RESULT_OK);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn view(b: pki_bytes) -> Vec<u8> {
+    if b.data.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the library guarantees `len` readable bytes while the owner lives.
+    unsafe { std::slice::from_raw_parts(b.data, b.len) }.to_vec()
+}
+
+fn take(buf: *mut pki_buffer) -> Vec<u8> {
+    // SAFETY: a buffer the library returned, freed once here.
+    unsafe {
+        let v = view(pki_buffer_data(buf));
+        pki_buffer_free(buf);
+        v
+    }
+}
+
+struct Fixture {
+    state: Vec<u8>,
+    bundle_pem: Vec<u8>,
+    chain_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+/// A signer rotated once, its bundle, and a leaf of the new CA (with bridge B).
+fn fixture() -> Fixture {
+    // SAFETY: every pointer below is a live handle or a local valid for the call.
+    unsafe {
+        let mut s = ptr::null_mut();
+        ok(pki_signer_new(
+            c"ffi-ca".as_ptr(),
+            6,
+            0,
+            ptr::null(),
+            T0,
+            &mut s,
+        ));
+        let (mut next, mut ev, mut at) = (ptr::null_mut(), ptr::null_mut(), 0i64);
+        ok(pki_signer_reconcile(
+            s,
+            ptr::null(),
+            T0 + 396 * DAY,
+            ptr::null(),
+            &mut next,
+            &mut ev,
+            &mut at,
+        ));
+        assert_eq!(pki_events_len(ev), 1);
+        pki_events_free(ev);
+        pki_signer_free(s);
+
+        let mut b = ptr::null_mut();
+        ok(pki_leaf_builder_new(0, &mut b));
+        ok(pki_leaf_builder_add_dns_name(
+            b,
+            c"ffi.example".as_ptr(),
+            11,
+        ));
+        let mut req = ptr::null_mut();
+        ok(pki_leaf_builder_build(b, &mut req));
+        pki_leaf_builder_free(b);
+        let mut leaf = ptr::null_mut();
+        ok(pki_leaf_reconcile(
+            next,
+            req,
+            T0 + 396 * DAY,
+            ptr::null(),
+            0,
+            ptr::null(),
+            0,
+            &mut leaf,
+        ));
+        let chain_pem = view(pki_leaf_chain_pem(leaf));
+        let key_pem = view(pki_leaf_key_pem(leaf));
+        pki_leaf_free(leaf);
+        pki_leaf_request_free(req);
+
+        let mut state = ptr::null_mut();
+        ok(pki_signer_to_state(next, &mut state));
+        let mut bundle = ptr::null_mut();
+        ok(pki_signer_bundle(next, &mut bundle));
+        let mut pem = ptr::null_mut();
+        ok(pki_bundle_to_pem(bundle, &mut pem));
+        pki_bundle_free(bundle);
+        pki_signer_free(next);
+        Fixture {
+            state: take(state),
+            bundle_pem: take(pem),
+            chain_pem,
+            key_pem,
+        }
+    }
+}
+
+/// xorshift64*: deterministic mutations without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    match rng.below(5) {
+        0 => v.truncate(rng.below(v.len())),
+        1 => {
+            for _ in 0..=rng.below(8) {
+                let i = rng.below(v.len());
+                if let Some(b) = v.get_mut(i) {
+                    *b ^= 1 << rng.below(8);
+                }
+            }
+        }
+        2 => {
+            let i = rng.below(v.len());
+            v.drain(i..(i + rng.below(64)).min(v.len()));
+        }
+        3 => {
+            let i = rng.below(v.len());
+            let extra: Vec<u8> = (0..rng.below(32)).map(|_| rng.next() as u8).collect();
+            v.splice(i..i, extra);
+        }
+        _ => {
+            // Swap a base64 character for another inside a PEM body.
+            let i = rng.below(v.len());
+            if v.get(i).is_some_and(u8::is_ascii_alphanumeric) {
+                v[i] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"[rng.below(26)];
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn mutated_inputs_return_codes_and_never_panic() {
+    let f = fixture();
+    let mut rng = Rng(0x5eed_1234_abcd_ef01);
+    let mut signer = ptr::null_mut();
+    // SAFETY: all pointers are locals valid for the calls, or live handles.
+    unsafe {
+        ok(pki_signer_from_state(
+            f.state.as_ptr(),
+            f.state.len(),
+            &mut signer,
+        ));
+        let mut bundle = ptr::null_mut();
+        ok(pki_bundle_from_pem(
+            f.bundle_pem.as_ptr(),
+            f.bundle_pem.len(),
+            &mut bundle,
+        ));
+        let mut b = ptr::null_mut();
+        ok(pki_leaf_builder_new(0, &mut b));
+        ok(pki_leaf_builder_add_dns_name(
+            b,
+            c"ffi.example".as_ptr(),
+            11,
+        ));
+        let mut req = ptr::null_mut();
+        ok(pki_leaf_builder_build(b, &mut req));
+        pki_leaf_builder_free(b);
+
+        let mut codes = std::collections::BTreeMap::<String, usize>::new();
+        let mut record = |r: pki_result| {
+            assert_ne!(r, pki_result::PKI_RESULT_PANIC, "{}", last_error());
+            *codes.entry(format!("{r:?}")).or_default() += 1;
+        };
+        for _ in 0..150 {
+            let state = mutate(&mut rng, &f.state);
+            let mut out = ptr::null_mut();
+            let r = pki_signer_from_state(state.as_ptr(), state.len(), &mut out);
+            record(r);
+            pki_signer_free(out);
+
+            let pem = mutate(&mut rng, &f.bundle_pem);
+            let mut out = ptr::null_mut();
+            record(pki_bundle_from_pem(pem.as_ptr(), pem.len(), &mut out));
+            pki_bundle_free(out);
+
+            let chain = mutate(&mut rng, &f.chain_pem);
+            let mut path = ptr::null_mut();
+            record(pki_verify_chain(
+                bundle,
+                chain.as_ptr(),
+                chain.len(),
+                T0 + 400 * DAY,
+                0,
+                c"ffi.example".as_ptr(),
+                11,
+                &mut path,
+            ));
+            pki_buffer_free(path);
+
+            let key = mutate(&mut rng, &f.key_pem);
+            let mut leaf = ptr::null_mut();
+            record(pki_leaf_reconcile(
+                signer,
+                req,
+                T0 + 400 * DAY,
+                chain.as_ptr(),
+                chain.len(),
+                key.as_ptr(),
+                key.len(),
+                &mut leaf,
+            ));
+            pki_leaf_free(leaf);
+
+            let mut lineage = pki_lineage {
+                issued_by: false,
+                rule: pki_lineage_rule::PKI_LINEAGE_LEGACY_NAME_MISMATCH,
+            };
+            record(pki_signer_check_lineage(
+                signer,
+                chain.as_ptr(),
+                chain.len(),
+                &mut lineage,
+                ptr::null_mut(),
+            ));
+        }
+        // The mutations reached past the parsers.
+        assert!(codes.len() >= 4, "{codes:?}");
+        pki_leaf_request_free(req);
+        pki_bundle_free(bundle);
+        pki_signer_free(signer);
+    }
+}
+
+#[test]
+fn the_unmutated_fixture_verifies_and_its_leaf_is_up_to_date() {
+    let f = fixture();
+    // SAFETY: all pointers are locals valid for the calls, or live handles.
+    unsafe {
+        let mut signer = ptr::null_mut();
+        ok(pki_signer_from_state(
+            f.state.as_ptr(),
+            f.state.len(),
+            &mut signer,
+        ));
+        assert_eq!(pki_signer_generation(signer), 1);
+        let mut bundle = ptr::null_mut();
+        ok(pki_bundle_from_pem(
+            f.bundle_pem.as_ptr(),
+            f.bundle_pem.len(),
+            &mut bundle,
+        ));
+        let mut path = ptr::null_mut();
+        ok(pki_verify_chain(
+            bundle,
+            f.chain_pem.as_ptr(),
+            f.chain_pem.len(),
+            T0 + 400 * DAY,
+            0,
+            c"ffi.example".as_ptr(),
+            11,
+            &mut path,
+        ));
+        assert_eq!(take(path).windows(5).filter(|w| w == b"BEGIN").count(), 2);
+
+        let mut b = ptr::null_mut();
+        ok(pki_leaf_builder_new(0, &mut b));
+        ok(pki_leaf_builder_add_dns_name(
+            b,
+            c"ffi.example".as_ptr(),
+            11,
+        ));
+        let mut req = ptr::null_mut();
+        ok(pki_leaf_builder_build(b, &mut req));
+        pki_leaf_builder_free(b);
+        let mut leaf = ptr::null_mut();
+        ok(pki_leaf_reconcile(
+            signer,
+            req,
+            T0 + 400 * DAY,
+            f.chain_pem.as_ptr(),
+            f.chain_pem.len(),
+            f.key_pem.as_ptr(),
+            f.key_pem.len(),
+            &mut leaf,
+        ));
+        assert_eq!(
+            pki_leaf_reason_code(leaf),
+            pki_leaf_reason::PKI_LEAF_UP_TO_DATE
+        );
+        assert_eq!(view(pki_leaf_chain_pem(leaf)), f.chain_pem);
+        pki_leaf_free(leaf);
+        pki_leaf_request_free(req);
+        pki_bundle_free(bundle);
+        pki_signer_free(signer);
+    }
+}
