@@ -13,8 +13,8 @@ use crate::buffer::{CText, pki_bytes};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::signer::pki_signer;
 use pki_core::{Certificate, PrivateKey};
-use pki_rotate::leaf::{decide_leaf, issue_leaf, refresh_at};
-use pki_rotate::signer::{DEFAULT_LEAF_LIFETIME, IssuedLeaf, Leaf};
+use pki_rotate::leaf::reconcile_external;
+use pki_rotate::signer::{DEFAULT_LEAF_LIFETIME, IssuedLeaf};
 use pki_rotate::{LeafKind, LeafReason, LeafRequest};
 use std::ffi::c_char;
 use std::net::IpAddr;
@@ -360,41 +360,22 @@ pub unsafe extern "C" fn pki_leaf_reconcile(
             }
         };
         let now = time_in(now, "now")?;
-        let state = &signer.state;
-        let leaf = Leaf {
-            request: request.request.clone(),
-            issued: previous,
+        let outcome = reconcile_external(
+            &signer.state,
+            &request.request,
+            previous,
+            now,
+            &mut os_rng(),
+        )?;
+        let (reason, message) = match &outcome.reason {
+            Some(r) => (reason_code(r), r.to_string()),
+            None => (
+                pki_leaf_reason::PKI_LEAF_UP_TO_DATE,
+                "up to date".to_string(),
+            ),
         };
-        let fraction = state.policy.leaf_refresh_fraction;
-        let (issued, reason, message) =
-            match decide_leaf("leaf", &leaf, &state.ca.cert, now, fraction) {
-                None => match leaf.issued {
-                    Some(issued) => (
-                        issued,
-                        pki_leaf_reason::PKI_LEAF_UP_TO_DATE,
-                        "up to date".to_string(),
-                    ),
-                    None => {
-                        return Err(Failure::new(
-                            pki_result::PKI_RESULT_UNEXPECTED,
-                            "no decision for a leaf that was never issued",
-                        ));
-                    }
-                },
-                Some(decision) => {
-                    let issued = issue_leaf(&state.ca, &request.request, now, &mut os_rng())?;
-                    (
-                        issued,
-                        reason_code(&decision.reason),
-                        decision.reason.to_string(),
-                    )
-                }
-            };
-        let chain: String = state
-            .serving_chain(&issued.cert)
-            .iter()
-            .map(Certificate::to_pem)
-            .collect();
+        let issued = &outcome.issued;
+        let chain: String = outcome.chain.iter().map(Certificate::to_pem).collect();
         let key = issued.key.to_pkcs8_pem()?;
         let out = pki_leaf {
             chain_pem: CText::new(&chain),
@@ -402,7 +383,7 @@ pub unsafe extern "C" fn pki_leaf_reconcile(
             reason,
             reason_message: CText::new(&message),
             not_after: time_out(issued.cert.not_after()),
-            refresh_at: time_out(refresh_at(&issued.cert, fraction)),
+            refresh_at: time_out(outcome.refresh_at),
         };
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_leaf, into_handle(out)) };

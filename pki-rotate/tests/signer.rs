@@ -436,3 +436,45 @@ fn bundle_member_ending_at_the_last_encodable_second_does_not_overflow() {
     let last = datetime!(9999-12-31 23:59:59 UTC);
     assert!(plan(&state, &state.policy, last, None).is_err());
 }
+
+#[test]
+fn external_leaf_is_kept_while_fresh_and_reissued_after_rotation() {
+    use pki_rotate::leaf::reconcile_external;
+    let s = signer();
+    let request = LeafRequest::server(vec!["ext.ns.svc".into()]);
+    let first = reconcile_external(&s, &request, None, T0, &mut rng(20)).unwrap();
+    assert_eq!(first.reason, Some(LeafReason::NotYetIssued));
+    let kept = reconcile_external(
+        &s,
+        &request,
+        Some(first.issued.clone()),
+        T0 + Duration::days(10),
+        &mut rng(21),
+    )
+    .unwrap();
+    assert_eq!(kept.reason, None);
+    assert_eq!(kept.issued.cert, first.issued.cert);
+
+    let (rotated, _, _) = reconcile(
+        &s,
+        &s.policy,
+        rotation_point(&s) + Duration::days(1),
+        None,
+        &mut rng(22),
+    )
+    .unwrap();
+    let after = reconcile_external(
+        &rotated,
+        &request,
+        Some(first.issued),
+        rotation_point(&s) + Duration::days(1),
+        &mut rng(23),
+    )
+    .unwrap();
+    assert!(
+        matches!(after.reason, Some(LeafReason::WrongIssuer { .. })),
+        "{:?}",
+        after.reason
+    );
+    assert_eq!(after.chain.len(), 2, "leaf + bridge B");
+}
