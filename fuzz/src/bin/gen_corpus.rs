@@ -1,0 +1,312 @@
+//! Writes the seed corpora of every fuzz target to `corpus/<target>/`.
+//!
+//! `gen_corpus [DIR]` (default: the `corpus` directory next to this crate's
+//! Cargo.toml). Deterministic: everything comes from seeded ChaCha20 RNGs
+//! and fixed times, so the same build writes the same bytes. Seed files are
+//! named `seed-*`; files libFuzzer added to the directories are left alone.
+//!
+//! Why it looks like a fuzz target: `cargo fuzz build` compiles every binary
+//! of this crate with coverage instrumentation, which only links together
+//! with libFuzzer. Rather than compiling every dependency a second time
+//! without instrumentation (a minute or two of CI), the generator runs in
+//! libFuzzer's initialisation hook and exits before any fuzzing starts. Run
+//! it as `target/<triple>/release/gen_corpus [DIR]` after `cargo fuzz build`
+//! (`run.sh` does).
+#![no_main]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use p256::pkcs8::DecodePrivateKey;
+use p256::pkcs8::der::Decode;
+use pki_core::{Bundle, Certificate, pem};
+use pki_fuzz::{NOW, SEED, join_state_files, pool};
+use pki_rotate::{
+    ForcedRotation, LeafRequest, SignerPolicy, SignerState, apply, leaf::LeafKind, plan, reconcile,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use time::Duration;
+
+struct Out {
+    root: PathBuf,
+    count: usize,
+}
+
+impl Out {
+    fn put(&mut self, target: &str, name: &str, bytes: impl AsRef<[u8]>) {
+        let dir = self.root.join(target);
+        std::fs::create_dir_all(&dir).expect("create corpus dir");
+        std::fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
+        self.count += 1;
+    }
+}
+
+fn crlf(s: &str) -> String {
+    s.replace('\n', "\r\n")
+}
+
+/// The text `openssl x509 -text` and friends leave around PEM blocks.
+fn commented(certs: &[&Certificate]) -> String {
+    let mut s = String::from("# CA bundle, generated for the fuzz corpus\n\n");
+    for c in certs {
+        s.push_str(&format!(
+            "subject={}\nissuer={}\n  serial: {}\n",
+            c.subject(),
+            c.issuer(),
+            c.serial_hex()
+        ));
+        s.push_str(&c.to_pem());
+        s.push_str("   \n\n");
+    }
+    s.push_str("# end\n");
+    s
+}
+
+fn certs(out: &mut Out) {
+    let pool = pool();
+    for pc in &pool.certs {
+        out.put("cert_der", pc.label, pc.cert.der());
+    }
+}
+
+fn bundles(out: &mut Out) {
+    let pool = pool();
+    let all: Vec<&Certificate> = pool.certs.iter().map(|p| &p.cert).collect();
+    let cas: Vec<&Certificate> = all.iter().copied().filter(|c| c.is_ca()).collect();
+    let pem_of = |cs: &[&Certificate]| cs.iter().map(|c| c.to_pem()).collect::<String>();
+
+    out.put("pem_bundle", "one-root", all[1].to_pem());
+    out.put("pem_bundle", "rotation-bundle", pem_of(&[all[2], all[3]]));
+    out.put("pem_bundle", "all-cas", pem_of(&cas));
+    out.put("pem_bundle", "all-cas-crlf", crlf(&pem_of(&cas)));
+    out.put("pem_bundle", "commented", commented(&cas));
+    out.put("pem_bundle", "commented-crlf", crlf(&commented(&cas)));
+    out.put(
+        "pem_bundle",
+        "duplicates",
+        pem_of(&[all[1], all[2], all[1]]),
+    );
+    out.put("pem_bundle", "no-root", pem_of(&[all[3], all[7]]));
+    out.put(
+        "pem_bundle",
+        "rsa-chain",
+        pem_of(&[all[14], all[13], all[12]]),
+    );
+    let bundle = Bundle::from_certs(cas.iter().map(|c| (*c).clone()));
+    out.put("pem_bundle", "bundle-to-pem", bundle.to_pem());
+    // Indented, with trailing spaces and tabs.
+    let indented: String = pem_of(&[all[1]])
+        .lines()
+        .map(|l| format!("  {l} \t\n"))
+        .collect();
+    out.put("pem_bundle", "indented", indented);
+    // Errors worth starting from: a key among certificates, truncation,
+    // mismatched END, headers of an encrypted legacy key, bad base64.
+    let key = pool.keys[0].1.to_pkcs8_pem().expect("pem");
+    out.put(
+        "pem_bundle",
+        "with-key",
+        format!("{}{}", all[1].to_pem(), key.as_str()),
+    );
+    let one = all[1].to_pem();
+    out.put("pem_bundle", "truncated", &one[..one.len() / 2]);
+    out.put(
+        "pem_bundle",
+        "mismatched-end",
+        one.replace("END CERTIFICATE", "END X509 CRL"),
+    );
+    out.put(
+        "pem_bundle",
+        "legacy-headers",
+        one.replacen(
+            "-----\n",
+            "-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\n",
+            1,
+        ),
+    );
+    out.put(
+        "pem_bundle",
+        "bad-base64",
+        "-----BEGIN CERTIFICATE-----\nMII*!!\n-----END CERTIFICATE-----\n",
+    );
+    out.put("pem_bundle", "empty-block", pem::encode("CERTIFICATE", &[]));
+}
+
+/// The key inside a PKCS#8 PrivateKeyInfo: SEC1 for EC keys (without the
+/// curve parameters), PKCS#1 for RSA keys.
+fn inner_key(pkcs8: &[u8]) -> Vec<u8> {
+    let info = p256::pkcs8::PrivateKeyInfoRef::from_der(pkcs8).expect("pkcs8");
+    info.private_key.as_bytes().to_vec()
+}
+
+fn keys(out: &mut Out) {
+    let pool = pool();
+    for (label, key) in &pool.keys {
+        let pkcs8 = key.to_pkcs8_der().expect("pkcs8");
+        out.put(
+            "private_key",
+            &format!("{label}-pkcs8.der"),
+            pkcs8.as_slice(),
+        );
+        out.put(
+            "private_key",
+            &format!("{label}-pkcs8.pem"),
+            key.to_pkcs8_pem().expect("pem").as_bytes(),
+        );
+        let inner = inner_key(&pkcs8);
+        if key.algorithm().is_rsa() {
+            out.put("private_key", &format!("{label}-pkcs1.der"), &inner);
+            out.put(
+                "private_key",
+                &format!("{label}-pkcs1.pem"),
+                pem::encode("RSA PRIVATE KEY", &inner),
+            );
+            out.put(
+                "private_key",
+                &format!("{label}-pkcs1-crlf.pem"),
+                crlf(&pem::encode("RSA PRIVATE KEY", &inner)),
+            );
+        } else {
+            let secret = p256::SecretKey::from_pkcs8_der(&pkcs8).expect("p256");
+            let sec1 = secret.to_sec1_der().expect("sec1");
+            out.put("private_key", &format!("{label}-sec1.der"), sec1.as_slice());
+            out.put(
+                "private_key",
+                &format!("{label}-sec1.pem"),
+                pem::encode("EC PRIVATE KEY", &sec1),
+            );
+            out.put("private_key", &format!("{label}-sec1-noparams.der"), &inner);
+        }
+    }
+    // A key file with a certificate before the key (accepted), two keys
+    // (refused), an encrypted key label (refused).
+    let (label, key) = &pool.keys[0];
+    let pem = key.to_pkcs8_pem().expect("pem");
+    out.put(
+        "private_key",
+        &format!("{label}-with-cert.pem"),
+        format!("{}{}", pool.certs[1].cert.to_pem(), pem.as_str()),
+    );
+    out.put(
+        "private_key",
+        "two-keys.pem",
+        format!(
+            "{}{}",
+            pem.as_str(),
+            pool.keys[1].1.to_pkcs8_pem().expect("pem").as_str()
+        ),
+    );
+    out.put(
+        "private_key",
+        "encrypted-label.pem",
+        pem.replace("PRIVATE KEY", "ENCRYPTED PRIVATE KEY"),
+    );
+    // The 1024-bit PKCS#1 key pki-core's tests refuse (checked in there).
+    let small =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../pki-core/tests/data/rsa1024-pkcs1.pem");
+    if let Ok(bytes) = std::fs::read(&small) {
+        if let Some(b) = pem::read_blocks(&bytes)
+            .ok()
+            .and_then(|b| b.into_iter().next())
+        {
+            out.put("private_key", "rsa1024-pkcs1.der", b.der.as_slice());
+        }
+        out.put("private_key", "rsa1024-pkcs1.pem", bytes);
+    }
+}
+
+fn states(out: &mut Out) {
+    let mut rng = ChaCha20Rng::seed_from_u64(SEED ^ 0x57a7e);
+    let policy = SignerPolicy::default();
+
+    // A fresh signer with a server and a client leaf.
+    let mut s = SignerState::new("service-ca", policy, NOW, &mut rng).expect("signer");
+    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .expect("leaf");
+    let mut client = LeafRequest::server(vec!["client.ns.svc".into()]);
+    client.kind = LeafKind::Client;
+    client.ip_addresses = vec!["10.0.0.7".parse().expect("ip")];
+    s.request_leaf("client", client).expect("leaf");
+    let (s, _, _) = reconcile(&s, &policy, NOW, None, &mut rng).expect("reconcile");
+    put_state(out, "fresh", &s, 1);
+
+    // After a forced rotation: bridge B, bridge A in the bundle, previous,
+    // history, leaves re-issued.
+    let later = NOW + Duration::days(30);
+    let p = plan(
+        &s,
+        &policy,
+        later,
+        Some(&ForcedRotation::new("key ceremony")),
+    )
+    .expect("plan");
+    let (rotated, _) = apply(p, &mut rng).expect("apply");
+    put_state(out, "rotated", &rotated, 7);
+
+    // Keeping the previous root, after an automatic rotation.
+    let mut keep = rotated.clone();
+    keep.policy.keep_previous_root = true;
+    let due = keep.rotation_due_at(&keep.policy) + Duration::days(1);
+    let keep_policy = keep.policy;
+    let p = plan(&keep, &keep_policy, due, None).expect("plan");
+    let (twice, _) = apply(p, &mut rng).expect("apply");
+    put_state(out, "rotated-twice-keep-root", &twice, 12);
+
+    // A signer without leaves.
+    let bare = SignerState::new("bare-ca", policy, NOW, &mut rng).expect("signer");
+    put_state(out, "bare", &bare, 0);
+}
+
+fn put_state(out: &mut Out, name: &str, s: &SignerState, generation: u64) {
+    let json = s.to_json(generation).expect("json");
+    out.put("state_file", &format!("{name}.json"), json.as_slice());
+    let files = s.to_files(generation).expect("files");
+    out.put(
+        "state_file",
+        &format!("{name}.files"),
+        join_state_files(&files),
+    );
+}
+
+/// `path_validation` decodes its input with `arbitrary`: any bytes are a
+/// valid input. Random seeds of a few sizes start the search; libFuzzer's
+/// coverage feedback finds the pool indices that chain.
+fn path_inputs(out: &mut Out) {
+    let mut rng = ChaCha20Rng::seed_from_u64(SEED ^ 0x9a7);
+    for (i, len) in [0usize, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
+        .iter()
+        .enumerate()
+    {
+        let mut bytes = vec![0u8; *len];
+        rng.fill_bytes(&mut bytes);
+        out.put("path_validation", &format!("random-{i}-{len}"), bytes);
+    }
+    // Small index-heavy inputs: mostly small bytes, so variants and pool
+    // indices are low and lists are short.
+    for i in 0..16 {
+        let mut bytes = vec![0u8; 48];
+        rng.fill_bytes(&mut bytes);
+        for b in &mut bytes {
+            *b %= 16;
+        }
+        out.put("path_validation", &format!("small-{i}"), bytes);
+    }
+}
+
+libfuzzer_sys::fuzz_target!(init: generate(), |_data: &[u8]| {});
+
+fn generate() {
+    let root = std::env::args_os()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"));
+    let mut out = Out { root, count: 0 };
+    certs(&mut out);
+    bundles(&mut out);
+    keys(&mut out);
+    states(&mut out);
+    path_inputs(&mut out);
+    println!("wrote {} seeds under {}", out.count, out.root.display());
+    std::process::exit(0);
+}
