@@ -478,3 +478,15 @@ fn external_leaf_is_kept_while_fresh_and_reissued_after_rotation() {
     );
     assert_eq!(after.chain.len(), 2, "leaf + bridge B");
 }
+
+#[test]
+fn plan_and_status_at_the_last_encodable_second_refuse_without_panicking() {
+    let s = signer();
+    let end = datetime!(9999-12-31 23:59:59 UTC);
+    assert!(plan(&s, &s.policy, end, None).is_err());
+    assert!(plan(&s, &s.policy, end, Some(&ForcedRotation::new("late"))).is_err());
+    let mut f = ForcedRotation::new("late grace");
+    f.grace = Some(Duration::days(30));
+    assert!(plan(&s, &s.policy, end, Some(&f)).is_err());
+    assert!(pki_rotate::status::SignerStatus::of(&s, end).is_err());
+}
