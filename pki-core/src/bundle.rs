@@ -111,17 +111,28 @@ impl Bundle {
     /// in lowercase hex. Never a hash of PEM text, whose line endings and
     /// comments vary between copies of the same certificate.
     pub fn root_pin(&self) -> Result<String> {
+        self.root_pin_sha256().map(hex::encode)
+    }
+
+    /// The root pin as raw SHA-256 bytes (see [`Bundle::root_pin`]).
+    pub fn root_pin_sha256(&self) -> Result<[u8; 32]> {
         self.roots()
             .next()
-            .map(|c| hex::encode(c.fingerprint_sha256()))
+            .map(Certificate::fingerprint_sha256)
             .ok_or(Error::NoRoot)
     }
 
     /// SPKI pins (SHA-256 of each member's SubjectPublicKeyInfo, hex), deduplicated, in order.
     pub fn spki_pins(&self) -> Vec<String> {
-        let mut pins: Vec<String> = Vec::new();
+        self.spki_pins_sha256().iter().map(hex::encode).collect()
+    }
+
+    /// SPKI pins as raw SHA-256 bytes, deduplicated (bridges share keys with
+    /// roots), in bundle order (see [`Bundle::spki_pins`]).
+    pub fn spki_pins_sha256(&self) -> Vec<[u8; 32]> {
+        let mut pins: Vec<[u8; 32]> = Vec::new();
         for c in &self.certs {
-            let p = hex::encode(c.spki_sha256());
+            let p = c.spki_sha256();
             if !pins.contains(&p) {
                 pins.push(p);
             }

@@ -219,12 +219,7 @@ pub unsafe extern "C" fn pki_bundle_root_pin(
         // SAFETY: NULL or a live handle (contract).
         let bundle = unsafe { handle(bundle, "bundle") }?;
         out_ptr(out_pin, "out_pin")?;
-        let root = bundle
-            .bundle
-            .roots()
-            .next()
-            .ok_or(pki_core::Error::NoRoot)?;
-        let bytes = root.fingerprint_sha256();
+        let bytes = bundle.bundle.root_pin_sha256()?;
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_pin, pki_sha256 { bytes }) };
         Ok(())
@@ -252,14 +247,7 @@ pub unsafe extern "C" fn pki_bundle_spki_pins(
         // SAFETY: NULL or a live handle (contract).
         let bundle = unsafe { handle(bundle, "bundle") }?;
         out_ptr(out_pins, "out_pins")?;
-        let mut pins: Vec<[u8; 32]> = Vec::new();
-        for cert in bundle.bundle.certs() {
-            let pin = cert.spki_sha256();
-            if !pins.contains(&pin) {
-                pins.push(pin);
-            }
-        }
-        let bytes = pins.concat();
+        let bytes = bundle.bundle.spki_pins_sha256().concat();
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_pins, into_handle(pki_buffer::new(&bytes))) };
         Ok(())
