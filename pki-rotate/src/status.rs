@@ -178,7 +178,7 @@ impl SignerStatus {
                     cert: CertSummary::of(c, now),
                 })
                 .collect(),
-            bundle_fingerprint: hex(&state.bundle.fingerprint()),
+            bundle_fingerprint: hex::encode(state.bundle.fingerprint()),
             previous: state.previous.clone(),
             forced_rotation_reason: state.forced_rotation_reason.clone(),
             leaves,
@@ -229,8 +229,4 @@ fn role(state: &SignerState, c: &Certificate) -> BundleRole {
     } else {
         BundleRole::Other
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
