@@ -1,11 +1,47 @@
 //! Leaf reconciliation: when a serving or client certificate must be re-issued.
 
 use crate::error::{Result, RotateError};
-use crate::signer::{IssuedLeaf, Leaf, SignerState};
+use crate::signer::SignerState;
 use pki_core::{Certificate, CertificateAuthority, CertificateParams, PrivateKey, Profile};
 use rand_core::CryptoRng;
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
+
+/// Default leaf lifetime: one year, cut at the CA's NotAfter.
+pub const DEFAULT_LEAF_LIFETIME: Duration = Duration::days(365);
+
+/// A certificate issued for a leaf request, with its key.
+#[derive(Debug, Clone)]
+pub struct IssuedLeaf {
+    /// The leaf certificate.
+    pub cert: Certificate,
+    /// Its private key.
+    pub key: PrivateKey,
+}
+
+/// A named leaf: what was asked for, and what was issued.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// The request: names, profile, lifetime.
+    pub request: LeafRequest,
+    /// The current certificate, once issued.
+    pub issued: Option<IssuedLeaf>,
+}
+
+/// Leaf names become directory names: keep them boring.
+pub fn validate_leaf_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(RotateError::InvalidLeafName(name.to_string()))
+    }
+}
 
 /// What kind of leaf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -51,7 +87,7 @@ impl LeafRequest {
             kind: LeafKind::Server,
             dns_names,
             ip_addresses: Vec::new(),
-            lifetime: crate::signer::DEFAULT_LEAF_LIFETIME,
+            lifetime: DEFAULT_LEAF_LIFETIME,
         }
     }
 
@@ -144,7 +180,21 @@ pub fn decide_leaf(
     now: OffsetDateTime,
     fraction: f64,
 ) -> Option<LeafDecision> {
-    let reason = match &leaf.issued {
+    decide(&leaf.request, leaf.issued.as_ref(), ca, now, fraction).map(|reason| LeafDecision {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// Why `issued` must be re-issued for `request` against `ca` at `now`, if it must.
+pub(crate) fn decide(
+    request: &LeafRequest,
+    issued: Option<&IssuedLeaf>,
+    ca: &Certificate,
+    now: OffsetDateTime,
+    fraction: f64,
+) -> Option<LeafReason> {
+    let reason = match issued {
         None => LeafReason::NotYetIssued,
         Some(issued) => {
             let lineage = pki_core::issued_by(&issued.cert, ca);
@@ -152,7 +202,7 @@ pub fn decide_leaf(
                 LeafReason::WrongIssuer {
                     lineage: lineage.to_string(),
                 }
-            } else if !matches_request(&issued.cert, &leaf.request) {
+            } else if !matches_request(&issued.cert, request) {
                 LeafReason::RequestChanged
             } else if now >= refresh_at(&issued.cert, fraction) {
                 LeafReason::NearExpiry {
@@ -163,10 +213,7 @@ pub fn decide_leaf(
             }
         }
     };
-    Some(LeafDecision {
-        name: name.to_string(),
-        reason,
-    })
+    Some(reason)
 }
 
 fn matches_request(cert: &Certificate, request: &LeafRequest) -> bool {
@@ -215,7 +262,7 @@ pub fn issue_leaf<R: CryptoRng + ?Sized>(
     if cert.not_after() <= now {
         return Err(RotateError::Expired {
             what: format!("certificate for {}", request.common_name()),
-            at: pki_core::datetime::rfc3339(cert.not_after()),
+            at: cert.not_after(),
         });
     }
     Ok(IssuedLeaf { cert, key })

@@ -10,8 +10,8 @@
 //! are, so the check does not depend on which leaves exist.
 
 use pki_core::{
-    Bundle, Certificate, ExpectedName, Purpose, SignatureCache, VerifyOptions, datetime::rfc3339,
-    verify_chain_cached,
+    Bundle, Certificate, ExpectedName, Purpose, SignatureCache, VerifyError, VerifyOptions,
+    datetime::rfc3339, verify_chain_cached,
 };
 use time::OffsetDateTime;
 
@@ -48,7 +48,15 @@ pub struct TrustCell {
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     /// The ids of the path found (leaf first, anchor last), or why none was.
-    pub result: Result<Vec<String>, String>,
+    #[serde(serialize_with = "result_as_text")]
+    pub result: Result<Vec<String>, VerifyError>,
+}
+
+fn result_as_text<S: serde::Serializer>(
+    result: &Result<Vec<String>, VerifyError>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&result.as_ref().map_err(ToString::to_string), s)
 }
 
 impl TrustCell {
@@ -87,15 +95,18 @@ pub fn check(
     bundle: &Bundle,
     at: OffsetDateTime,
     cache: &SignatureCache,
-) -> Result<Vec<String>, String> {
-    let (leaf, intermediates) = chain
-        .split_first()
-        .ok_or_else(|| "empty serving chain".to_string())?;
+) -> Result<Vec<String>, VerifyError> {
+    let Some((leaf, intermediates)) = chain.split_first() else {
+        // Callers always pass a leaf; an empty chain has nothing to verify.
+        return Err(VerifyError::UnknownIssuer {
+            cert: "(none: empty serving chain)".to_string(),
+            issuer: String::new(),
+        });
+    };
     let mut opts = VerifyOptions::new(at, Purpose::ServerAuth);
     opts.name = leaf.dns_names().into_iter().next().map(ExpectedName::Dns);
     verify_chain_cached(leaf, intermediates, bundle, &opts, cache)
         .map(|p| p.certs.iter().map(Certificate::id).collect())
-        .map_err(|e| e.to_string())
 }
 
 /// Every available cell at each of `times`.

@@ -1,8 +1,10 @@
 //! The signer engine: service-CA rotation with two cross-signed bridges.
 //!
-//! `plan` looks at a [`SignerState`] at a time `now` and decides; `apply`
-//! executes the decision with an injected RNG and returns the new state and
-//! the events. Neither reads a clock, a file or the environment.
+//! [`SignerEngine`] is the [`Engine`]: `plan` looks at a [`SignerState`]
+//! (the signer's document) and a [`SignerInput`] at a time `now` and
+//! decides; `apply` executes the decision with an injected RNG and returns
+//! the new document, the events and the next wake-up time. Neither reads a
+//! clock, a file or the environment.
 //!
 //! When the CA is rotated (less than M of validity left, or a forced rotation
 //! with a new reason):
@@ -19,18 +21,22 @@
 //! - the bundle becomes [new CA, bridge A] (plus the old self-signed CA while
 //!   it is valid, when the policy keeps it).
 
+use crate::document::Files;
+use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
-use crate::leaf::{LeafDecision, LeafReason, LeafRequest, decide_leaf};
+use crate::leaf::{IssuedLeaf, Leaf, LeafDecision, LeafReason, LeafRequest, validate_leaf_name};
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey,
     RotationPolicy, cross_sign, datetime::rfc3339,
 };
 use rand_core::CryptoRng;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use time::{Duration, OffsetDateTime};
 
-/// Default leaf lifetime: one year, cut at the CA's NotAfter.
-pub const DEFAULT_LEAF_LIFETIME: Duration = Duration::days(365);
+pub mod document;
+
+pub use crate::leaf::DEFAULT_LEAF_LIFETIME;
 /// Default refresh fraction: a leaf is re-issued when less than 20% of its
 /// lifetime remains (cert-manager renews at two thirds; 20% left is the same
 /// idea with more slack for daily runs).
@@ -116,24 +122,6 @@ pub struct RotationRecord {
     /// Until when the old CA stays trusted (None: no bridges).
     #[serde(with = "time::serde::rfc3339::option")]
     pub previous_trusted_until: Option<OffsetDateTime>,
-}
-
-/// A certificate issued for a leaf request, with its key.
-#[derive(Debug, Clone)]
-pub struct IssuedLeaf {
-    /// The leaf certificate.
-    pub cert: Certificate,
-    /// Its private key.
-    pub key: PrivateKey,
-}
-
-/// A named leaf: what was asked for, and what was issued.
-#[derive(Debug, Clone)]
-pub struct Leaf {
-    /// The request: names, profile, lifetime.
-    pub request: LeafRequest,
-    /// The current certificate, once issued.
-    pub issued: Option<IssuedLeaf>,
 }
 
 /// The whole state of a signer: its CA, bridges, bundle and leaves.
@@ -225,21 +213,6 @@ impl SignerState {
     }
 }
 
-/// Leaf names become directory names: keep them boring.
-pub fn validate_leaf_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(RotateError::InvalidLeafName(name.to_string()))
-    }
-}
-
 /// A request to rotate now, whatever the validity left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForcedRotation {
@@ -307,51 +280,6 @@ pub struct RotationDecision {
     pub bridge_until: Option<OffsetDateTime>,
 }
 
-/// What `plan` decided. Borrow of the state it was made from; `apply` turns
-/// it into the next state.
-#[derive(Debug, Clone)]
-pub struct Plan<'a> {
-    state: &'a SignerState,
-    policy: SignerPolicy,
-    now: OffsetDateTime,
-    /// The CA rotation, if any.
-    pub rotation: Option<RotationDecision>,
-    /// The new forced-rotation reason to record (set whenever a forced rotation runs).
-    pub record_forced_reason: Option<String>,
-    /// One decision per leaf that must be (re-)issued.
-    pub leaves: Vec<LeafDecision>,
-    /// Bundle members that expired and are dropped.
-    pub prune: Vec<Certificate>,
-    /// Bridge B expired and is dropped from serving chains.
-    pub drop_bridge: bool,
-    /// When the next decision about the *current* state could differ
-    /// without any input changing. For a plan that changes something, the
-    /// wake-up time after applying it is the one [`reconcile`] returns.
-    pub next_check: OffsetDateTime,
-}
-
-impl Plan<'_> {
-    /// Whether the plan changes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.rotation.is_none()
-            && self.leaves.is_empty()
-            && self.prune.is_empty()
-            && !self.drop_bridge
-            && self.record_forced_reason.is_none()
-            && self.policy == self.state.policy
-    }
-
-    /// The time the plan was made for.
-    pub fn now(&self) -> OffsetDateTime {
-        self.now
-    }
-
-    /// The state the plan was made from.
-    pub fn state(&self) -> &SignerState {
-        self.state
-    }
-}
-
 /// What happened, for logs, Kubernetes events and the CLI.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -388,6 +316,19 @@ pub enum Event {
         /// Its id.
         id: String,
     },
+    /// A leaf was removed on request; its certificate and key are gone.
+    LeafRemoved {
+        /// The leaf's name.
+        name: String,
+    },
+    /// A forced rotation found the CA already rotated by a concurrent
+    /// writer; that rotation is recorded as forced and none other is made.
+    ForcedRotationSatisfied {
+        /// The forced reason, now recorded.
+        reason: String,
+        /// Id of the CA the concurrent rotation made.
+        by: String,
+    },
 }
 
 impl std::fmt::Display for Event {
@@ -416,25 +357,190 @@ impl std::fmt::Display for Event {
                 )
             }
             Event::BridgeRetired { id } => write!(f, "retired expired bridge {id}"),
+            Event::LeafRemoved { name } => write!(f, "removed {name}"),
+            Event::ForcedRotationSatisfied { reason, by } => write!(
+                f,
+                "forced rotation ({reason}) already done by a concurrent rotation to {by}; recorded as forced"
+            ),
+        }
+    }
+}
+
+/// A change to the leaves a signer keeps, carried by [`SignerInput`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeafChange {
+    /// Add the leaf `name`, or change its request. It is issued (or
+    /// re-issued, when its names or kind changed) in the same step.
+    Request {
+        /// The leaf's name.
+        name: String,
+        /// What it should look like.
+        request: LeafRequest,
+    },
+    /// Stop keeping the leaf `name`: its certificate and key leave the document.
+    Remove {
+        /// The leaf's name.
+        name: String,
+    },
+}
+
+impl LeafChange {
+    /// The leaf's name.
+    pub fn name(&self) -> &str {
+        match self {
+            LeafChange::Request { name, .. } | LeafChange::Remove { name } => name,
+        }
+    }
+}
+
+/// What a caller asks of the signer besides time. The default asks for
+/// nothing: the periodic controller step that rotates when due and keeps
+/// leaves fresh.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SignerInput {
+    /// A new policy; None keeps the document's.
+    pub policy: Option<SignerPolicy>,
+    /// Rotate now, once per distinct reason.
+    pub forced: Option<ForcedRotation>,
+    /// Leaves to add, change or remove, applied in order.
+    pub leaves: Vec<LeafChange>,
+    /// A forced rotation that a concurrent rotation already satisfied (set
+    /// by [`SignerEngine::rebase`] when the driver lost a race): its reason
+    /// is recorded on the latest rotation instead of rotating again.
+    pub satisfied_forced_reason: Option<String>,
+}
+
+impl SignerInput {
+    /// An input that forces a rotation with `forced`.
+    pub fn forced(forced: ForcedRotation) -> Self {
+        SignerInput {
+            forced: Some(forced),
+            ..SignerInput::default()
+        }
+    }
+
+    /// An input that adds or changes the leaf `name`.
+    pub fn request(name: impl Into<String>, request: LeafRequest) -> Self {
+        SignerInput {
+            leaves: vec![LeafChange::Request {
+                name: name.into(),
+                request,
+            }],
+            ..SignerInput::default()
+        }
+    }
+}
+
+/// What `plan` decided; `apply` carries it out on the same document.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The time the plan was made for.
+    pub now: OffsetDateTime,
+    /// The policy in force after the plan (the input's or the document's).
+    pub policy: SignerPolicy,
+    /// Whether `policy` differs from the document's.
+    pub policy_changed: bool,
+    /// The CA rotation, if any.
+    pub rotation: Option<RotationDecision>,
+    /// The new forced-rotation reason to record (set whenever a forced rotation runs).
+    pub record_forced_reason: Option<String>,
+    /// The latest rotation, done concurrently by another writer, is
+    /// recorded as forced with `record_forced_reason` instead of rotating again.
+    pub relabel_latest_rotation: bool,
+    /// Leaf requests that change (only those that differ from the document).
+    pub leaf_changes: Vec<LeafChange>,
+    /// One decision per leaf that must be (re-)issued.
+    pub leaves: Vec<LeafDecision>,
+    /// Bundle members that expired and are dropped.
+    pub prune: Vec<Certificate>,
+    /// Bridge B expired and is dropped from serving chains.
+    pub drop_bridge: bool,
+    /// When the next decision about the *current* document could differ
+    /// without any input changing. After a plan that changes something, the
+    /// wake-up time is the outcome's, computed from the new document.
+    pub next_check: OffsetDateTime,
+}
+
+impl Plan {
+    /// Whether the plan changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rotation.is_none()
+            && self.leaves.is_empty()
+            && self.leaf_changes.is_empty()
+            && self.prune.is_empty()
+            && !self.drop_bridge
+            && self.record_forced_reason.is_none()
+            && !self.policy_changed
+    }
+}
+
+/// The service-CA signer as an [`Engine`]: its document is [`SignerState`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SignerEngine;
+
+impl Engine for SignerEngine {
+    const KIND: &'static str = document::KIND;
+    type Document = SignerState;
+    type Input = SignerInput;
+    type Plan = Plan;
+    type Event = Event;
+
+    fn plan(doc: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Result<Plan> {
+        plan(doc, input, now)
+    }
+
+    fn apply<'d, R: CryptoRng + ?Sized>(
+        doc: &'d SignerState,
+        plan: Plan,
+        rng: &mut R,
+    ) -> Result<Outcome<'d, SignerState, Event>> {
+        apply(doc, plan, rng)
+    }
+
+    fn to_files(doc: &SignerState) -> Result<Files> {
+        doc.to_files()
+    }
+
+    fn from_files(files: &Files) -> Result<SignerState> {
+        SignerState::from_files(files)
+    }
+
+    /// A forced rotation whose write lost to a concurrent rotation is
+    /// satisfied by it: the CA it asked to replace is already replaced. It
+    /// is then recorded as the reason of that rotation, and not run again
+    /// (two rotations in a row would drop the CA that clients holding the
+    /// oldest bundle trust). An emergency rotation (a short grace, or no
+    /// bridges after a compromise) is not satisfied by a normal one and
+    /// still runs.
+    fn rebase(input: &mut SignerInput, read: &SignerState, fresh: &SignerState) {
+        if fresh.ca.cert == read.ca.cert {
+            return;
+        }
+        if let Some(f) = &input.forced
+            && f.grace.is_none()
+            && !f.no_bridges
+        {
+            input.satisfied_forced_reason = Some(f.reason.clone());
+            input.forced = None;
         }
     }
 }
 
 /// Decides what to do at `now`.
 ///
-/// `forced` asks for a rotation; it runs only when its reason differs from
-/// the recorded one. A forced rotation that coincides with an automatic one
-/// is a single rotation, recorded with the forced reason.
-pub fn plan<'a>(
-    state: &'a SignerState,
-    policy: &SignerPolicy,
-    now: OffsetDateTime,
-    forced: Option<&ForcedRotation>,
-) -> Result<Plan<'a>> {
+/// `input.forced` asks for a rotation; it runs only when its reason differs
+/// from the recorded one. A forced rotation that coincides with an automatic
+/// one is a single rotation, recorded with the forced reason.
+pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Result<Plan> {
+    let policy = input.policy.unwrap_or(state.policy);
     policy.validate()?;
+    let forced = input.forced.as_ref();
     let ca = &state.ca.cert;
     if now < ca.not_before() {
-        return Err(RotateError::clock(now, ca.not_before()));
+        return Err(RotateError::ClockBeforeCa {
+            now,
+            not_before: ca.not_before(),
+        });
     }
     // Everything below adds at most D (or the forced grace) to `now`; refuse
     // a time where that leaves the encodable range instead of overflowing.
@@ -454,7 +560,7 @@ pub fn plan<'a>(
         if let Some(g) = f.grace
             && g <= Duration::ZERO
         {
-            return Err(RotateError::InvalidGrace(pki_core::policy::human(g)));
+            return Err(RotateError::InvalidGrace(g));
         }
         if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) {
             record_forced_reason = Some(f.reason.clone());
@@ -474,6 +580,15 @@ pub fn plan<'a>(
             });
         }
     }
+    let mut relabel_latest_rotation = false;
+    if let Some(reason) = &input.satisfied_forced_reason
+        && forced.is_none()
+        && state.forced_rotation_reason.as_deref() != Some(reason.as_str())
+        && !state.history.is_empty()
+    {
+        record_forced_reason = Some(reason.clone());
+        relabel_latest_rotation = true;
+    }
     if rotation.is_none() && remaining < min_trust {
         rotation = Some(RotationDecision {
             reason: RotationReason::Expiring {
@@ -490,17 +605,44 @@ pub fn plan<'a>(
         r.bridge_until = None;
     }
 
+    // The requests after the input's changes; only real changes are kept.
+    let mut requests: BTreeMap<&str, (&LeafRequest, Option<&IssuedLeaf>)> = state
+        .leaves
+        .iter()
+        .map(|(n, l)| (n.as_str(), (&l.request, l.issued.as_ref())))
+        .collect();
+    let mut leaf_changes = Vec::new();
+    for change in &input.leaves {
+        validate_leaf_name(change.name())?;
+        match change {
+            LeafChange::Request { name, request } => {
+                request.validate()?;
+                let issued = state.leaves.get(name).and_then(|l| l.issued.as_ref());
+                if requests.get(name.as_str()).map(|(r, _)| *r) != Some(request) {
+                    leaf_changes.push(change.clone());
+                }
+                requests.insert(name, (request, issued));
+            }
+            LeafChange::Remove { name } => {
+                if requests.remove(name.as_str()).is_none() {
+                    return Err(RotateError::UnknownLeaf(name.clone()));
+                }
+                leaf_changes.push(change.clone());
+            }
+        }
+    }
+
     let mut leaves = Vec::new();
-    for (name, leaf) in &state.leaves {
-        let decision = if rotation.is_some() {
-            Some(LeafDecision {
-                name: name.clone(),
-                reason: LeafReason::IssuerRotated,
-            })
+    for (name, (request, issued)) in &requests {
+        let reason = if rotation.is_some() {
+            Some(LeafReason::IssuerRotated)
         } else {
-            decide_leaf(name, leaf, ca, now, policy.leaf_refresh_fraction)
+            crate::leaf::decide(request, *issued, ca, now, policy.leaf_refresh_fraction)
         };
-        leaves.extend(decision);
+        leaves.extend(reason.map(|reason| LeafDecision {
+            name: name.to_string(),
+            reason,
+        }));
     }
 
     let mut prune = Vec::new();
@@ -516,70 +658,63 @@ pub fn plan<'a>(
         drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
     }
 
-    let next_check = next_check(state, policy, now);
     Ok(Plan {
-        state,
-        policy: *policy,
         now,
+        policy,
+        policy_changed: policy != state.policy,
         rotation,
         record_forced_reason,
+        relabel_latest_rotation,
+        leaf_changes,
         leaves,
         prune,
         drop_bridge,
-        next_check,
+        next_check: next_check(state, &policy, now),
     })
 }
 
-fn normal_bridge_until(
-    old: &Certificate,
-    now: OffsetDateTime,
-    min_trust: Duration,
-) -> OffsetDateTime {
-    old.not_after()
-        .max(pki_core::datetime::truncate(now + min_trust))
-}
-
-fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -> OffsetDateTime {
-    let mut t = state.rotation_due_at(policy);
-    let mut consider = |x: OffsetDateTime| {
-        if x > now && x < t {
-            t = x;
-        }
-    };
-    for leaf in state.leaves.values() {
-        if let Some(issued) = &leaf.issued {
-            consider(crate::leaf::refresh_at(
-                &issued.cert,
-                policy.leaf_refresh_fraction,
-            ));
-        }
-    }
-    for c in state.bundle.certs() {
-        // Certificates may end at 9999-12-31T23:59:59, the last encodable second.
-        if let Some(t) = c.not_after().checked_add(Duration::SECOND) {
-            consider(t);
-        }
-    }
-    if let Some(b) = &state.bridge
-        && let Some(t) = b.not_after().checked_add(Duration::SECOND)
-    {
-        consider(t);
-    }
-    t.max(now)
-}
-
-/// Executes a plan with `rng`, returning the next state and what happened.
-pub fn apply<R: CryptoRng + ?Sized>(
-    plan: Plan<'_>,
+/// Executes `plan`, made from `state`, with `rng`. When the plan is empty
+/// the outcome borrows `state`: nothing is copied.
+pub fn apply<'d, R: CryptoRng + ?Sized>(
+    state: &'d SignerState,
+    plan: Plan,
     rng: &mut R,
-) -> Result<(SignerState, Vec<Event>)> {
-    let mut next = plan.state.clone();
+) -> Result<Outcome<'d, SignerState, Event>> {
+    if plan.is_empty() {
+        return Ok(Outcome {
+            document: Cow::Borrowed(state),
+            events: Vec::new(),
+            next_wake: plan.next_check,
+        });
+    }
+    let mut next = state.clone();
     let mut events = Vec::new();
     let now = plan.now;
     next.policy = plan.policy;
+    for change in &plan.leaf_changes {
+        match change {
+            LeafChange::Request { name, request } => match next.leaves.get_mut(name) {
+                Some(leaf) => leaf.request = request.clone(),
+                None => {
+                    next.leaves.insert(
+                        name.clone(),
+                        Leaf {
+                            request: request.clone(),
+                            issued: None,
+                        },
+                    );
+                }
+            },
+            LeafChange::Remove { name } => {
+                if next.leaves.remove(name).is_some() {
+                    events.push(Event::LeafRemoved { name: name.clone() });
+                }
+            }
+        }
+    }
 
     if let Some(decision) = &plan.rotation {
-        let old = plan.state.ca.clone();
+        let old = state.ca.clone();
         // A serving certificate of the old CA, to prove below that servers
         // which have not refreshed stay trusted.
         let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
@@ -648,7 +783,7 @@ pub fn apply<R: CryptoRng + ?Sized>(
         next.bridge = bridge_b;
         next.bundle = bundle;
         preflight_rotation(
-            plan.state,
+            state,
             &next,
             old_probe
                 .as_ref()
@@ -661,6 +796,17 @@ pub fn apply<R: CryptoRng + ?Sized>(
     }
     if let Some(reason) = &plan.record_forced_reason {
         next.forced_rotation_reason = Some(reason.clone());
+        if plan.relabel_latest_rotation
+            && let Some(latest) = next.history.last_mut()
+        {
+            latest.reason = RotationReason::Forced {
+                reason: reason.clone(),
+            };
+            events.push(Event::ForcedRotationSatisfied {
+                reason: reason.clone(),
+                by: latest.to.clone(),
+            });
+        }
     }
 
     if !plan.prune.is_empty() {
@@ -693,7 +839,52 @@ pub fn apply<R: CryptoRng + ?Sized>(
         });
         leaf.issued = Some(issued);
     }
-    Ok((next, events))
+    // The wake-up time must come from the document just produced: a leaf
+    // issued now has its own refresh time, a new CA its own rotation time.
+    let next_wake = next_check(&next, &plan.policy, now);
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake,
+    })
+}
+
+fn normal_bridge_until(
+    old: &Certificate,
+    now: OffsetDateTime,
+    min_trust: Duration,
+) -> OffsetDateTime {
+    old.not_after()
+        .max(pki_core::datetime::truncate(now + min_trust))
+}
+
+fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -> OffsetDateTime {
+    let mut t = state.rotation_due_at(policy);
+    let mut consider = |x: OffsetDateTime| {
+        if x > now && x < t {
+            t = x;
+        }
+    };
+    for leaf in state.leaves.values() {
+        if let Some(issued) = &leaf.issued {
+            consider(crate::leaf::refresh_at(
+                &issued.cert,
+                policy.leaf_refresh_fraction,
+            ));
+        }
+    }
+    for c in state.bundle.certs() {
+        // Certificates may end at 9999-12-31T23:59:59, the last encodable second.
+        if let Some(t) = c.not_after().checked_add(Duration::SECOND) {
+            consider(t);
+        }
+    }
+    if let Some(b) = &state.bridge
+        && let Some(t) = b.not_after().checked_add(Duration::SECOND)
+    {
+        consider(t);
+    }
+    t.max(now)
 }
 
 fn probe_request(policy: &SignerPolicy) -> LeafRequest {
@@ -729,28 +920,14 @@ fn preflight_rotation(
         new_bundle: &after.bundle,
     };
     for cell in crate::preflight::matrix(&inputs, &times) {
-        if let Err(reason) = &cell.result {
+        if let Err(source) = cell.result {
             return Err(RotateError::TrustCheckFailed {
-                cell: cell.label(),
-                reason: reason.clone(),
+                chain: cell.chain,
+                bundle: cell.bundle,
+                at: cell.at,
+                source: Box::new(source),
             });
         }
     }
     Ok(())
-}
-
-/// Plans and applies in one call: the usual controller step.
-pub fn reconcile<R: CryptoRng + ?Sized>(
-    state: &SignerState,
-    policy: &SignerPolicy,
-    now: OffsetDateTime,
-    forced: Option<&ForcedRotation>,
-    rng: &mut R,
-) -> Result<(SignerState, Vec<Event>, OffsetDateTime)> {
-    let p = plan(state, policy, now, forced)?;
-    let (s, e) = apply(p, rng)?;
-    // The wake-up time must come from the state just produced: a leaf issued
-    // now has its own refresh time.
-    let next_check = next_check(&s, policy, now);
-    Ok((s, e, next_check))
 }

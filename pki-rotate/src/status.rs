@@ -2,7 +2,7 @@
 //! expires, and what the engine would do next.
 
 use crate::error::Result;
-use crate::signer::{SignerState, plan};
+use crate::signer::{SignerInput, SignerState, plan};
 use pki_core::Certificate;
 use time::OffsetDateTime;
 
@@ -122,7 +122,7 @@ pub struct SignerStatus {
 impl SignerStatus {
     /// Reports on `state` at `now` (fails only when `now` is before the CA).
     pub fn of(state: &SignerState, now: OffsetDateTime) -> Result<Self> {
-        let p = plan(state, &state.policy, now, None)?;
+        let p = plan(state, &SignerInput::default(), now)?;
         let mut pending = Vec::new();
         if let Some(r) = &p.rotation {
             pending.push(format!("rotate the CA: {}", r.reason));

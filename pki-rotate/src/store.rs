@@ -1,57 +1,255 @@
-//! Where signer state lives: the [`Store`] trait, an in-memory store, and
-//! the crash-safe filesystem store [`FsStore`].
+//! Where documents live: the [`Store`] trait, an in-memory store for tests
+//! and embedders, and the crash-safe directory store [`FsStore`].
+//!
+//! A store keeps documents under keys (`signer`, …), each as [`Files`]
+//! with an opaque [`Revision`] that the store assigns. Writing is a
+//! compare-and-swap: [`Store::put`] names the revision the writer read, and
+//! fails with [`RotateError::Conflict`] when the document changed since.
+//! The [`driver`](crate::driver) turns that into the load → plan → apply →
+//! write loop with retries; nobody else writes it.
 
+use crate::document::Files;
 use crate::error::{Result, RotateError};
-use crate::signer::SignerState;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 mod fs;
-pub use fs::{FsStore, WriteHook};
+pub use fs::{FsStore, LEGACY_KEY, WriteHook};
 
-/// A place that keeps one [`SignerState`] and replaces it only when nobody
-/// else did in between (compare-and-swap on a generation number).
-pub trait Store {
-    /// Loads the state and its generation.
-    fn load(&self) -> Result<(SignerState, u64)>;
-    /// Stores `state` if the current generation is still `expected`;
-    /// returns the new generation. On error nothing changed.
-    fn compare_and_swap(&self, expected: u64, state: &SignerState) -> Result<u64>;
+/// A store's version of one document: opaque, assigned by the store, only
+/// compared for equality. The directory store uses its generation number,
+/// etcd the key's `mod_revision`, a Kubernetes Secret its `resourceVersion`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Revision(String);
+
+impl Revision {
+    /// A revision from the store's own token.
+    pub fn new(token: impl Into<String>) -> Self {
+        Revision(token.into())
+    }
+
+    /// The store's token.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
-/// A store in memory, for tests and for programs that keep the JSON
-/// document elsewhere.
-#[derive(Debug, Default)]
+impl std::fmt::Display for Revision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Keyed documents with an opaque revision and compare-and-swap writes.
+///
+/// Implementations must make [`Store::put`] atomic: after it returns, a
+/// reader sees either the whole previous document or the whole new one,
+/// and when it fails the store is exactly as it was.
+pub trait Store {
+    /// Where the store is, for messages: a directory, a URL.
+    fn location(&self) -> String;
+
+    /// The document at `key` and its revision, or None when there is none.
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>>;
+
+    /// Writes `files` as the document at `key` if its revision is still
+    /// `expected` (`None`: only if no document exists, i.e. create), and
+    /// returns the new revision. A changed document fails with
+    /// [`RotateError::Conflict`] and nothing is written.
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
+}
+
+impl<S: Store + ?Sized> Store for &S {
+    fn location(&self) -> String {
+        (**self).location()
+    }
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        (**self).get(key)
+    }
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        (**self).put(key, expected, files)
+    }
+}
+
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn location(&self) -> String {
+        (**self).location()
+    }
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        (**self).get(key)
+    }
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        (**self).put(key, expected, files)
+    }
+}
+
+/// Checks a store key: 1-200 bytes of `/`-separated segments of
+/// `[a-z0-9._-]`, none empty and none starting with `.`. Keys become
+/// directory names and etcd key segments, so they stay boring.
+pub fn validate_key(key: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(RotateError::InvalidKey {
+            key: key.to_string(),
+            reason,
+        })
+    };
+    if key.is_empty() || key.len() > 200 {
+        return bad("must be 1 to 200 bytes");
+    }
+    for segment in key.split('/') {
+        if segment.is_empty() || segment.starts_with('.') {
+            return bad("segments must not be empty or start with '.'");
+        }
+        if !segment.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        }) {
+            return bad("may only hold a-z, 0-9, '-', '_', '.' and '/'");
+        }
+    }
+    Ok(())
+}
+
+/// Called by [`MemoryStore`] before each `put`, with the key; tests use it
+/// to slip in a concurrent writer between a read and a write.
+pub type PutHook = Box<dyn Fn(&MemoryStore, &str) + Send + Sync>;
+
+/// A store in memory, for tests and for programs that keep documents
+/// somewhere pki does not know (they copy them in and out).
+///
+/// Revisions count every successful write of the whole store, like etcd's.
+#[derive(Default)]
 pub struct MemoryStore {
-    inner: Mutex<Option<(Vec<u8>, u64)>>,
+    inner: Mutex<MemoryInner>,
+    before_put: Mutex<Option<std::sync::Arc<PutHook>>>,
+}
+
+#[derive(Default)]
+struct MemoryInner {
+    revision: u64,
+    documents: BTreeMap<String, (Files, u64)>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<String> = self.lock().documents.keys().cloned().collect();
+        f.debug_struct("MemoryStore").field("keys", &keys).finish()
+    }
 }
 
 impl MemoryStore {
-    /// A store holding `state` at generation 1.
-    pub fn new(state: &SignerState) -> Result<Self> {
-        let json = state.to_json(1)?;
-        Ok(MemoryStore {
-            inner: Mutex::new(Some((json.to_vec(), 1))),
-        })
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
+        // A panic elsewhere while holding the lock cannot leave a half
+        // write: every write replaces one map entry.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Installs a hook called before each `put` (outside the store's lock).
+    pub fn set_before_put(&self, hook: Option<PutHook>) {
+        *self.before_put.lock().unwrap_or_else(|p| p.into_inner()) = hook.map(std::sync::Arc::new);
+    }
+
+    /// The keys that hold a document.
+    pub fn keys(&self) -> Vec<String> {
+        self.lock().documents.keys().cloned().collect()
     }
 }
 
 impl Store for MemoryStore {
-    fn load(&self) -> Result<(SignerState, u64)> {
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (bytes, _) = guard
-            .as_ref()
-            .ok_or_else(|| RotateError::corrupt("memory store", "empty"))?;
-        SignerState::from_json(bytes)
+    fn location(&self) -> String {
+        "memory store".to_string()
     }
 
-    fn compare_and_swap(&self, expected: u64, state: &SignerState) -> Result<u64> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let found = guard.as_ref().map(|(_, g)| *g).unwrap_or(0);
-        if found != expected {
-            return Err(RotateError::Conflict { expected, found });
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        validate_key(key)?;
+        Ok(self
+            .lock()
+            .documents
+            .get(key)
+            .map(|(files, rev)| (files.clone(), Revision::new(rev.to_string()))))
+    }
+
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        validate_key(key)?;
+        let hook = self
+            .before_put
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(self, key);
         }
-        let next = expected + 1;
-        *guard = Some((state.to_json(next)?.to_vec(), next));
-        Ok(next)
+        let mut inner = self.lock();
+        let found = inner
+            .documents
+            .get(key)
+            .map(|(_, rev)| Revision::new(rev.to_string()));
+        if found.as_ref() != expected {
+            return Err(RotateError::Conflict {
+                key: key.to_string(),
+                expected: expected.cloned(),
+                found,
+            });
+        }
+        inner.revision += 1;
+        let revision = inner.revision;
+        inner
+            .documents
+            .insert(key.to_string(), (files.clone(), revision));
+        Ok(Revision::new(revision.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::File;
+
+    fn files(text: &str) -> Files {
+        let mut f = Files::new();
+        f.insert("doc.json", File::public(text.as_bytes().to_vec()))
+            .unwrap();
+        f
+    }
+
+    #[test]
+    fn memory_store_creates_once_and_refuses_stale_revisions() {
+        let store = MemoryStore::new();
+        assert!(store.get("signer").unwrap().is_none());
+        let r1 = store.put("signer", None, &files("a")).unwrap();
+        let err = store.put("signer", None, &files("b")).unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        let r2 = store.put("signer", Some(&r1), &files("b")).unwrap();
+        assert_ne!(r1, r2);
+        let err = store.put("signer", Some(&r1), &files("c")).unwrap_err();
+        match err {
+            RotateError::Conflict {
+                key,
+                expected,
+                found,
+            } => {
+                assert_eq!(key, "signer");
+                assert_eq!(expected, Some(r1));
+                assert_eq!(found, Some(r2.clone()));
+            }
+            other => panic!("{other}"),
+        }
+        let (got, rev) = store.get("signer").unwrap().unwrap();
+        assert_eq!(got, files("b"));
+        assert_eq!(rev, r2);
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        for bad in ["", "A", "a//b", ".hidden", "a/.b", "a b", "ü"] {
+            assert!(validate_key(bad).is_err(), "{bad:?}");
+        }
+        for good in ["signer", "creds/db-password", "set.v1"] {
+            validate_key(good).unwrap();
+        }
     }
 }

@@ -4,10 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{Certificate, RotationPolicy};
-use pki_rotate::{Event, ForcedRotation, LeafRequest, SignerPolicy, SignerState, reconcile};
+#[path = "support/engine.rs"]
+mod support;
+
+use pki_rotate::{Event, ForcedRotation, LeafRequest, SignerPolicy, SignerState};
 use proptest::prelude::*;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+use support::reconcile;
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: creation time of every signer here.
@@ -77,7 +81,7 @@ fn run(policy: SignerPolicy, steps: &[Step], seed: u64) -> Run {
     Run {
         states,
         events,
-        json: s.to_json(0).unwrap().to_vec(),
+        json: s.to_json().unwrap().to_vec(),
     }
 }
 

@@ -3,12 +3,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{KeyAlgorithm, issued_by};
+#[path = "support/engine.rs"]
+mod support;
+
 use pki_rotate::{
     Event, ForcedRotation, LeafReason, LeafRequest, RotateError, RotationReason, SignerPolicy,
-    SignerState, apply, plan, reconcile,
+    SignerState,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+use support::{apply, plan, reconcile};
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: the day the signer is created in every case.
@@ -106,7 +110,7 @@ fn seed_rotation_cases() {
             RotationReason::Forced { .. } => "forced",
         });
         assert_eq!(kind, case.expect_rotation, "case: {}", case.name);
-        let (next, events) = apply(p, &mut rng(3)).unwrap();
+        let (next, events) = apply(&s, p, &mut rng(3)).unwrap();
         let rotations = events
             .iter()
             .filter(|e| matches!(e, Event::Rotated { .. }))
@@ -326,32 +330,39 @@ fn same_inputs_same_outputs() {
     let (a, ea, _) = reconcile(&s, &s.policy, now, None, &mut rng(9)).unwrap();
     let (b, eb, _) = reconcile(&s, &s.policy, now, None, &mut rng(9)).unwrap();
     assert_eq!(ea, eb);
-    assert_eq!(*a.to_json(1).unwrap(), *b.to_json(1).unwrap());
+    assert_eq!(*a.to_json().unwrap(), *b.to_json().unwrap());
 }
 
 #[test]
 fn json_state_roundtrips_and_unknown_version_is_refused() {
     let s = signer();
-    let json = s.to_json(7).unwrap();
-    let (back, generation) = SignerState::from_json(&json).unwrap();
-    assert_eq!(generation, 7);
-    assert_eq!(*back.to_json(7).unwrap(), *json);
+    let json = s.to_json().unwrap();
+    let back = SignerState::from_json(&json).unwrap();
+    assert_eq!(*back.to_json().unwrap(), *json);
 
     let text =
         String::from_utf8(json.to_vec())
             .unwrap()
-            .replacen("\"version\": 1", "\"version\": 2", 1);
+            .replacen("\"version\": 2", "\"version\": 3", 1);
     let err = SignerState::from_json(text.as_bytes()).unwrap_err();
     assert!(
         matches!(
             err,
-            RotateError::UnsupportedStateVersion {
-                found: 2,
-                supported: 1
+            RotateError::UnsupportedDocument {
+                version: 3,
+                supported: 2,
+                ..
             }
         ),
         "{err}"
     );
+    let other_kind = String::from_utf8(json.to_vec()).unwrap().replacen(
+        "\"kind\": \"signer\"",
+        "\"kind\": \"key-ring\"",
+        1,
+    );
+    let err = SignerState::from_json(other_kind.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("not a signer document"), "{err}");
 }
 
 #[test]
@@ -374,11 +385,20 @@ fn preflight_refuses_a_plan_whose_bridge_would_already_be_expired() {
     let mut p = plan(&s, &s.policy, now, None).unwrap();
     // Break the plan: bridge A ends before the rotation even happens.
     p.rotation.as_mut().unwrap().bridge_until = Some(now - Duration::days(1));
-    let err = apply(p, &mut rng(12)).unwrap_err();
+    let err = apply(&s, p, &mut rng(12)).unwrap_err();
     match &err {
-        RotateError::TrustCheckFailed { cell, reason } => {
-            assert!(cell.starts_with("old serving chain x new bundle"), "{cell}");
-            assert!(reason.contains("expired"), "{reason}");
+        RotateError::TrustCheckFailed {
+            chain,
+            bundle,
+            source,
+            ..
+        } => {
+            assert_eq!(*chain, pki_rotate::preflight::Side::Old);
+            assert_eq!(*bundle, pki_rotate::preflight::Side::New);
+            assert!(
+                matches!(**source, pki_core::VerifyError::Expired { .. }),
+                "{source}"
+            );
         }
         other => panic!("unexpected {other}"),
     }
@@ -428,7 +448,7 @@ fn bundle_member_ending_at_the_last_encodable_second_does_not_overflow() {
     // Found by the state_file fuzz target: a bundle certificate with NotAfter
     // 9999-12-31T23:59:59Z made the wake-up computation overflow.
     let json = include_bytes!("data/bundle-member-not-after-9999.json");
-    let (state, _) = SignerState::from_json(json).unwrap();
+    let state = SignerState::from_json(json).unwrap();
     let now = state.ca.cert.not_before() + Duration::days(1);
     let p = plan(&state, &state.policy, now, None).unwrap();
     assert!(p.next_check >= now);

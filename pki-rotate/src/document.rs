@@ -1,0 +1,371 @@
+//! Documents: the versioned envelope every engine keeps its state in, the
+//! named-files form stores keep it in, and the mapping of those files to a
+//! Kubernetes Secret's `data`.
+//!
+//! # The envelope
+//!
+//! Every engine's document is JSON with two fields first: `kind` (which
+//! engine: `"signer"`, …) and `version` (that engine's format version).
+//! Reading checks both before anything else: a document of another kind, or
+//! of a version newer than this build reads, is a clear error
+//! ([`RotateError::UnsupportedDocument`]) and is never reset or overwritten.
+//! Older versions are migrated when read; the next write stores the current
+//! version.
+//!
+//! # The files form
+//!
+//! A store keeps a document as [`Files`]: paths relative to the store root
+//! (`pki-state.json`, `signer/tls.crt`, `certs/web/tls.key`…), each with its
+//! bytes and whether it is secret. The document decides which files are
+//! secret (private keys, credentials) when it encodes itself; a store only
+//! honours the flag (mode 0600 on disk). These are the files consumers read:
+//! the directory store publishes them as they are, and `pki export` writes
+//! them out of any store.
+//!
+//! # The Secret form
+//!
+//! [`secret_data_key`] maps a path to a valid Kubernetes Secret data key
+//! (`/` becomes `.`, after a per-document table of renames such as
+//! `signer/tls.crt` → `tls.crt`). Reading a Secret back is done by the
+//! document, which knows which paths it expects and looks each one up by
+//! its key; no file suffix decides anything.
+
+use crate::error::{Result, RotateError};
+use std::collections::{BTreeMap, BTreeSet};
+use zeroize::Zeroizing;
+
+/// One file of a document.
+#[derive(Clone, PartialEq, Eq)]
+pub struct File {
+    /// The bytes; zeroized on drop since keys are among them.
+    pub contents: Zeroizing<Vec<u8>>,
+    /// Private key or credential: stores write it readable by the owner only.
+    pub secret: bool,
+}
+
+impl File {
+    /// A public file.
+    pub fn public(contents: impl Into<Vec<u8>>) -> Self {
+        File {
+            contents: Zeroizing::new(contents.into()),
+            secret: false,
+        }
+    }
+
+    /// A secret file (a private key, a credential).
+    pub fn secret(contents: impl Into<Vec<u8>>) -> Self {
+        File {
+            contents: Zeroizing::new(contents.into()),
+            secret: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the bytes: they may be a private key.
+        write!(
+            f,
+            "File({} bytes, secret: {})",
+            self.contents.len(),
+            self.secret
+        )
+    }
+}
+
+/// A document as named files, by path relative to the store root.
+///
+/// Paths are `/`-separated segments of `[A-Za-z0-9._-]`, none empty, none
+/// starting with `.` (stores keep their own bookkeeping under names that
+/// start with `.`). `dirs` lists directories that exist even when empty
+/// (`certs/` before the first leaf), so consumers can list them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    files: BTreeMap<String, File>,
+    dirs: BTreeSet<String>,
+}
+
+impl Files {
+    /// No files.
+    pub fn new() -> Self {
+        Files::default()
+    }
+
+    /// Adds or replaces the file at `path`.
+    pub fn insert(&mut self, path: impl Into<String>, file: File) -> Result<()> {
+        let path = path.into();
+        validate_path(&path)?;
+        self.files.insert(path, file);
+        Ok(())
+    }
+
+    /// Declares a directory that exists even when it holds no file.
+    pub fn insert_dir(&mut self, path: impl Into<String>) -> Result<()> {
+        let path = path.into();
+        validate_path(&path)?;
+        self.dirs.insert(path);
+        Ok(())
+    }
+
+    /// The bytes of the file at `path`.
+    pub fn get(&self, path: &str) -> Option<&[u8]> {
+        self.files.get(path).map(|f| f.contents.as_slice())
+    }
+
+    /// The file at `path`.
+    pub fn file(&self, path: &str) -> Option<&File> {
+        self.files.get(path)
+    }
+
+    /// Every file, in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &File)> {
+        self.files.iter().map(|(p, f)| (p.as_str(), f))
+    }
+
+    /// The declared directories, in order.
+    pub fn dirs(&self) -> impl Iterator<Item = &str> {
+        self.dirs.iter().map(String::as_str)
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there are no files.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The first segment of every path and directory: what a directory store
+    /// links at its root.
+    pub fn top_level_names(&self) -> BTreeSet<&str> {
+        self.files
+            .keys()
+            .chain(self.dirs.iter())
+            .map(|p| p.split('/').next().unwrap_or(p.as_str()))
+            .collect()
+    }
+}
+
+/// Checks that `path` is a store-relative file path (see [`Files`]).
+pub fn validate_path(path: &str) -> Result<()> {
+    let bad = |reason: &str| {
+        RotateError::corrupt(
+            format!("file path \"{}\"", path.escape_debug()),
+            reason.to_string(),
+        )
+    };
+    if path.is_empty() || path.len() > 1024 {
+        return Err(bad("must be 1 to 1024 bytes"));
+    }
+    for segment in path.split('/') {
+        if segment.is_empty() {
+            return Err(bad("has an empty segment"));
+        }
+        if segment.starts_with('.') {
+            return Err(bad("has a segment starting with '.'"));
+        }
+        if !segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(bad("may only hold A-Z, a-z, 0-9, '-', '_', '.' and '/'"));
+        }
+    }
+    Ok(())
+}
+
+/// The two fields every document starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// The engine the document belongs to; None in documents written before
+    /// kinds existed (the signer's version 1).
+    pub kind: Option<String>,
+    /// The format version.
+    pub version: u32,
+}
+
+impl Envelope {
+    /// Reads `kind` and `version` without decoding the rest.
+    pub fn probe(location: &str, bytes: &[u8]) -> Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Probe {
+            #[serde(default)]
+            kind: Option<String>,
+            version: u32,
+        }
+        let p: Probe = serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?;
+        Ok(Envelope {
+            kind: p.kind,
+            version: p.version,
+        })
+    }
+
+    /// Refuses a document of another kind or of a version outside
+    /// `1..=supported`. A document without a kind is accepted as
+    /// `expected_kind` only when `legacy_kindless` allows its version.
+    pub fn check(
+        &self,
+        location: &str,
+        expected_kind: &'static str,
+        supported: u32,
+        legacy_kindless: impl Fn(u32) -> bool,
+    ) -> Result<()> {
+        let kind_ok = match self.kind.as_deref() {
+            Some(k) => k == expected_kind,
+            None => legacy_kindless(self.version),
+        };
+        if !kind_ok || self.version == 0 || self.version > supported {
+            return Err(RotateError::UnsupportedDocument {
+                location: location.to_string(),
+                kind: self.kind.clone(),
+                version: self.version,
+                expected_kind,
+                supported,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A Kubernetes Secret's `data`: keys to bytes, zeroized on drop.
+pub type SecretData = BTreeMap<String, Zeroizing<Vec<u8>>>;
+
+/// The Secret data key of a document file: the document's rename when it
+/// has one (`signer/tls.crt` → `tls.crt`), else the path with `/` replaced
+/// by `.` (`certs/web/tls.crt` → `certs.web.tls.crt`). Every result is a
+/// valid Secret data key (1-253 of `[-._a-zA-Z0-9]`) for a valid path of at
+/// most 253 bytes.
+pub fn secret_data_key(path: &str, renames: &[(&str, &str)]) -> String {
+    match renames.iter().find(|(p, _)| *p == path) {
+        Some((_, key)) => (*key).to_string(),
+        None => path.replace('/', "."),
+    }
+}
+
+/// Whether `key` is a valid key of a Kubernetes Secret's data.
+pub fn is_secret_data_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Maps every file to its Secret data key. Fails when two paths map to the
+/// same key or a key is not valid for a Secret.
+pub fn files_to_secret_data(files: &Files, renames: &[(&str, &str)]) -> Result<SecretData> {
+    let mut data = SecretData::new();
+    for (path, file) in files.iter() {
+        let key = secret_data_key(path, renames);
+        if !is_secret_data_key(&key) {
+            return Err(RotateError::corrupt(
+                path,
+                format!("maps to \"{key}\", which is not a Secret data key"),
+            ));
+        }
+        if data.insert(key.clone(), file.contents.clone()).is_some() {
+            return Err(RotateError::corrupt(
+                path,
+                format!("maps to Secret data key \"{key}\", which another file also maps to"),
+            ));
+        }
+    }
+    Ok(data)
+}
+
+/// Reads the files a document expects from Secret data: for each path of
+/// `paths`, the entry under its key, when present. The document decides
+/// which paths to ask for and which of them are secret.
+pub fn files_from_secret_data<'a>(
+    data: &SecretData,
+    renames: &[(&str, &str)],
+    paths: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Result<Files> {
+    let mut files = Files::new();
+    for (path, secret) in paths {
+        if let Some(value) = data.get(&secret_data_key(path, renames)) {
+            files.insert(
+                path,
+                File {
+                    contents: value.clone(),
+                    secret,
+                },
+            )?;
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_dot_segments_or_odd_bytes_are_refused() {
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            ".data",
+            "certs/../x",
+            "certs/./x",
+            "a b",
+            "a\nb",
+            "tail/",
+        ] {
+            assert!(validate_path(bad).is_err(), "{bad:?}");
+        }
+        for good in ["pki-state.json", "signer/tls.crt", "certs/web.ns_1/tls.key"] {
+            validate_path(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn envelope_refuses_other_kinds_and_newer_versions() {
+        let probe = |s: &str| Envelope::probe("doc", s.as_bytes()).unwrap();
+        let legacy = |v: u32| v == 1;
+        probe(r#"{"kind":"signer","version":2}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap();
+        probe(r#"{"version":1}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap();
+        let err = probe(r#"{"kind":"key-ring","version":1}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds a \"key-ring\" document"), "{err}");
+        let err = probe(r#"{"kind":"signer","version":3}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("version 3 is not supported"), "{err}");
+        assert!(
+            probe(r#"{"version":2}"#)
+                .check("doc", "signer", 2, legacy)
+                .is_err()
+        );
+        assert!(Envelope::probe("doc", b"{}").is_err());
+    }
+
+    #[test]
+    fn secret_keys_follow_renames_then_replace_slashes() {
+        let renames = [("signer/tls.crt", "tls.crt")];
+        assert_eq!(secret_data_key("signer/tls.crt", &renames), "tls.crt");
+        assert_eq!(
+            secret_data_key("certs/web/tls.key", &renames),
+            "certs.web.tls.key"
+        );
+        let mut files = Files::new();
+        files
+            .insert("signer/tls.crt", File::public(b"a".to_vec()))
+            .unwrap();
+        files
+            .insert("tls.crt", File::public(b"b".to_vec()))
+            .unwrap();
+        let err = files_to_secret_data(&files, &renames).unwrap_err();
+        assert!(err.to_string().contains("another file"), "{err}");
+    }
+}

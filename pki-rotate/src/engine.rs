@@ -1,0 +1,93 @@
+//! The shape every engine has: a document, a pure `plan`, an `apply` that
+//! returns an [`Outcome`].
+//!
+//! An engine never reads a clock, a file or the environment: `now` and the
+//! RNG are arguments, so the same document, input, time and RNG seed give
+//! the same plan and the same outcome. Loading and storing documents, and
+//! retrying when another writer got there first, is the
+//! [`driver`](crate::driver)'s job.
+
+use crate::document::Files;
+use crate::error::Result;
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use time::OffsetDateTime;
+
+/// A rotation engine: the service-CA signer, and the ones to come.
+pub trait Engine {
+    /// The document kind in the envelope (`"signer"`), also the default
+    /// store key of the CLI.
+    const KIND: &'static str;
+
+    /// The engine's whole state, plain data.
+    type Document: Clone + std::fmt::Debug;
+    /// What the caller asks for besides time (a forced rotation, changed
+    /// requests…). `Default` asks for nothing: the controller's periodic step.
+    type Input: Default + Clone;
+    /// The decision `plan` makes.
+    type Plan: std::fmt::Debug;
+    /// What `apply` reports as having happened.
+    type Event: std::fmt::Display + std::fmt::Debug;
+
+    /// Decides what to do with `doc` at `now`.
+    fn plan(doc: &Self::Document, input: &Self::Input, now: OffsetDateTime) -> Result<Self::Plan>;
+
+    /// Carries out `plan`, made from `doc`, with `rng`.
+    fn apply<'d, R: CryptoRng + ?Sized>(
+        doc: &'d Self::Document,
+        plan: Self::Plan,
+        rng: &mut R,
+    ) -> Result<Outcome<'d, Self::Document, Self::Event>>;
+
+    /// The document as the files a store keeps.
+    fn to_files(doc: &Self::Document) -> Result<Files>;
+
+    /// Reads a document back from its files, migrating older versions.
+    fn from_files(files: &Files) -> Result<Self::Document>;
+
+    /// Adjusts `input` after the driver lost a write: the caller read
+    /// `read`, but another writer stored `fresh` in between, so the two
+    /// requests ran concurrently. The default keeps the input as it is; an
+    /// engine overrides it where a concurrent change already did what the
+    /// input asks (a rotation racing a forced rotation is one rotation).
+    fn rebase(input: &mut Self::Input, read: &Self::Document, fresh: &Self::Document) {
+        let _ = (input, read, fresh);
+    }
+
+    /// Plans and applies in one call.
+    fn step<'d, R: CryptoRng + ?Sized>(
+        doc: &'d Self::Document,
+        input: &Self::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Outcome<'d, Self::Document, Self::Event>> {
+        let plan = Self::plan(doc, input, now)?;
+        Self::apply(doc, plan, rng)
+    }
+}
+
+/// What `apply` produced.
+#[derive(Debug, Clone)]
+pub struct Outcome<'d, D: Clone, E> {
+    /// The next document: borrowed from the input when nothing changed
+    /// (no copy is made), owned otherwise.
+    pub document: Cow<'d, D>,
+    /// What happened, in order.
+    pub events: Vec<E>,
+    /// When the engine should look again without any input changing,
+    /// computed from the new document (a leaf issued now has its own
+    /// refresh time). Never before the plan's time.
+    pub next_wake: OffsetDateTime,
+}
+
+impl<D: Clone, E> Outcome<'_, D, E> {
+    /// Whether the document changed and must be written.
+    pub fn changed(&self) -> bool {
+        matches!(self.document, Cow::Owned(_))
+    }
+
+    /// The next document, owned.
+    pub fn into_document(self) -> D {
+        self.document.into_owned()
+    }
+}

@@ -1,0 +1,414 @@
+//! The signer's document and its three forms.
+//!
+//! - **Files** ([`SignerState::to_files`]), what stores keep and consumers
+//!   read: `pki-state.json` (the document without certificates and keys),
+//!   `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
+//!   (bridge B, after a rotation), `ca-bundle.crt`, and for each issued leaf
+//!   `certs/NAME/tls.crt` (leaf, then bridge B when present) and
+//!   `certs/NAME/tls.key` (secret).
+//! - **One JSON document** ([`SignerState::to_json`]), with certificates and
+//!   keys inline as PEM under `material`: what an embedding program (or the
+//!   C ABI) keeps in one blob.
+//! - **A Kubernetes Secret's data** ([`SignerState::to_secret_data`]): the
+//!   files under Secret data keys (table below).
+//!
+//! Format version 2, fields of `pki-state.json`:
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `kind` | always `"signer"` |
+//! | `version` | 2; version 1 (no `kind`, a `generation` field) is migrated on read, anything else refused |
+//! | `policy` | [`SignerPolicy`]: lifetime, min_trust, reload_interval, key_algorithm, keep_previous_root, leaf_refresh_fraction |
+//! | `forced_rotation_reason` | reason of the last forced rotation, or null |
+//! | `previous` | the CA rotated out last: id, not_after, trusted_until, certificate, probe |
+//! | `leaves` | leaf requests by name: kind, dns_names, ip_addresses, lifetime |
+//! | `history` | rotations: at, reason, from, to, previous_trusted_until |
+//! | `material` | (JSON form only) PEM: ca_cert, ca_key, bridge, bundle, leaves{name: {cert, key}} |
+//!
+//! Version 1 kept the store's compare-and-swap counter in the document
+//! (`generation`); stores now own their revisions, so migration drops it.
+//!
+//! Secret data keys:
+//!
+//! | file | Secret key |
+//! |---|---|
+//! | `signer/tls.crt` | `tls.crt` |
+//! | `signer/tls.key` | `tls.key` (secret) |
+//! | `signer/intermediate-ca.crt` | `intermediate-ca.crt` |
+//! | `ca-bundle.crt` | `ca-bundle.crt` |
+//! | `pki-state.json` | `pki-state.json` |
+//! | `certs/NAME/tls.crt`, `certs/NAME/tls.key` | `certs.NAME.tls.crt`, `certs.NAME.tls.key` (secret) |
+//! | — | `forced-rotation-reason`: when present, the recorded reason (empty = none) |
+//!
+//! The names `tls.crt` and `tls.key` make the Secret usable as a
+//! `kubernetes.io/tls` Secret of the CA itself.
+
+use crate::document::{
+    Envelope, File, Files, SecretData, files_from_secret_data, files_to_secret_data,
+};
+use crate::error::{Result, RotateError};
+use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
+use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
+use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
+use std::collections::BTreeMap;
+use zeroize::Zeroizing;
+
+/// The document kind.
+pub const KIND: &str = "signer";
+/// The format version this build writes (and the newest it reads).
+pub const VERSION: u32 = 2;
+
+/// Name of the document file in the files form.
+pub const STATE_FILE: &str = "pki-state.json";
+/// The CA certificate.
+pub const SIGNER_CERT: &str = "signer/tls.crt";
+/// The CA private key (secret).
+pub const SIGNER_KEY: &str = "signer/tls.key";
+/// Bridge B, after a rotation.
+pub const SIGNER_BRIDGE: &str = "signer/intermediate-ca.crt";
+/// The CA bundle clients trust.
+pub const CA_BUNDLE: &str = "ca-bundle.crt";
+/// The directory of the leaves (present even when empty).
+pub const CERTS_DIR: &str = "certs";
+/// Secret data key of the forced-rotation reason override.
+pub const FORCED_ROTATION_REASON_KEY: &str = "forced-rotation-reason";
+
+/// The files whose Secret data key is not the path with `/` → `.`.
+pub const SECRET_RENAMES: &[(&str, &str)] = &[
+    (SIGNER_CERT, "tls.crt"),
+    (SIGNER_KEY, "tls.key"),
+    (SIGNER_BRIDGE, "intermediate-ca.crt"),
+];
+
+/// Path of a leaf's chain file (leaf first, then bridge B when present).
+pub fn leaf_cert_path(name: &str) -> String {
+    format!("{CERTS_DIR}/{name}/tls.crt")
+}
+/// Path of a leaf's private key (secret).
+pub fn leaf_key_path(name: &str) -> String {
+    format!("{CERTS_DIR}/{name}/tls.key")
+}
+
+/// Version 2: the current format.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    kind: String,
+    version: u32,
+    policy: SignerPolicy,
+    forced_rotation_reason: Option<String>,
+    previous: Option<PreviousCa>,
+    leaves: BTreeMap<String, LeafRequest>,
+    history: Vec<RotationRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    material: Option<Material>,
+}
+
+/// Version 1, as the first release wrote it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocumentV1 {
+    #[allow(dead_code)]
+    version: u32,
+    /// The store's compare-and-swap counter, now the store's own business.
+    #[serde(default)]
+    #[allow(dead_code)]
+    generation: u64,
+    policy: SignerPolicy,
+    forced_rotation_reason: Option<String>,
+    previous: Option<PreviousCa>,
+    leaves: BTreeMap<String, LeafRequest>,
+    history: Vec<RotationRecord>,
+    #[serde(default)]
+    material: Option<Material>,
+}
+
+impl From<DocumentV1> for Document {
+    fn from(v1: DocumentV1) -> Self {
+        Document {
+            kind: KIND.to_string(),
+            version: VERSION,
+            policy: v1.policy,
+            forced_rotation_reason: v1.forced_rotation_reason,
+            previous: v1.previous,
+            leaves: v1.leaves,
+            history: v1.history,
+            material: v1.material,
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Material {
+    ca_cert: String,
+    ca_key: Zeroizing<String>,
+    bridge: Option<String>,
+    bundle: String,
+    leaves: BTreeMap<String, LeafMaterial>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeafMaterial {
+    cert: String,
+    key: Zeroizing<String>,
+}
+
+/// Reads the document, checking kind and version first and migrating
+/// version 1; then checks the policy and the leaf names.
+fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
+    let envelope = Envelope::probe(location, bytes)?;
+    envelope.check(location, KIND, VERSION, |v| v == 1)?;
+    let doc: Document = match envelope.version {
+        1 => serde_json::from_slice::<DocumentV1>(bytes)
+            .map_err(|e| RotateError::json(location, e))?
+            .into(),
+        _ => serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?,
+    };
+    doc.policy
+        .validate()
+        .map_err(|e| RotateError::corrupt(format!("{location}: policy"), e))?;
+    for name in doc.leaves.keys() {
+        validate_leaf_name(name)?;
+    }
+    Ok(doc)
+}
+
+impl SignerState {
+    fn document(&self, with_material: bool) -> Result<Document> {
+        let material = if with_material {
+            let mut leaves = BTreeMap::new();
+            for (name, leaf) in &self.leaves {
+                if let Some(issued) = &leaf.issued {
+                    leaves.insert(
+                        name.clone(),
+                        LeafMaterial {
+                            cert: issued.cert.to_pem(),
+                            key: issued.key.to_pkcs8_pem()?,
+                        },
+                    );
+                }
+            }
+            Some(Material {
+                ca_cert: self.ca.cert.to_pem(),
+                ca_key: self.ca.key.to_pkcs8_pem()?,
+                bridge: self.bridge.as_ref().map(Certificate::to_pem),
+                bundle: self.bundle.to_pem(),
+                leaves,
+            })
+        } else {
+            None
+        };
+        Ok(Document {
+            kind: KIND.to_string(),
+            version: VERSION,
+            policy: self.policy,
+            forced_rotation_reason: self.forced_rotation_reason.clone(),
+            previous: self.previous.clone(),
+            leaves: self
+                .leaves
+                .iter()
+                .map(|(n, l)| (n.clone(), l.request.clone()))
+                .collect(),
+            history: self.history.clone(),
+            material,
+        })
+    }
+
+    /// The whole state as one versioned JSON document (keys included).
+    pub fn to_json(&self) -> Result<Zeroizing<Vec<u8>>> {
+        let doc = self.document(true)?;
+        serde_json::to_vec_pretty(&doc)
+            .map(Zeroizing::new)
+            .map_err(|e| RotateError::json("signer document", e))
+    }
+
+    /// Reads the JSON document form (version 1 or 2).
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let mut doc = parse_document("signer document", bytes)?;
+        let material = doc.material.take().ok_or_else(|| {
+            RotateError::corrupt(
+                "signer document",
+                "has no \"material\" (certificates and keys)",
+            )
+        })?;
+        let get = |field: &str| -> Option<&[u8]> {
+            match field {
+                SIGNER_CERT => Some(material.ca_cert.as_bytes()),
+                SIGNER_KEY => Some(material.ca_key.as_bytes()),
+                SIGNER_BRIDGE => material.bridge.as_ref().map(|b| b.as_bytes()),
+                CA_BUNDLE => Some(material.bundle.as_bytes()),
+                _ => None,
+            }
+        };
+        let leaf = |name: &str| -> Option<(&[u8], &[u8])> {
+            material
+                .leaves
+                .get(name)
+                .map(|m| (m.cert.as_bytes(), m.key.as_bytes()))
+        };
+        assemble(doc, "material", get, leaf)
+    }
+
+    /// The files form: PEM files plus `pki-state.json` (without material).
+    pub fn to_files(&self) -> Result<Files> {
+        let mut files = Files::new();
+        let doc = self.document(false)?;
+        let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
+        files.insert(STATE_FILE, File::public(json))?;
+        files.insert(SIGNER_CERT, File::public(self.ca.cert.to_pem()))?;
+        files.insert(
+            SIGNER_KEY,
+            File::secret(self.ca.key.to_pkcs8_pem()?.as_bytes()),
+        )?;
+        if let Some(bridge) = &self.bridge {
+            files.insert(SIGNER_BRIDGE, File::public(bridge.to_pem()))?;
+        }
+        files.insert(CA_BUNDLE, File::public(self.bundle.to_pem()))?;
+        files.insert_dir(CERTS_DIR)?;
+        for (name, leaf) in &self.leaves {
+            if let Some(issued) = &leaf.issued {
+                let chain: String = self
+                    .serving_chain(&issued.cert)
+                    .iter()
+                    .map(Certificate::to_pem)
+                    .collect();
+                files.insert(leaf_cert_path(name), File::public(chain))?;
+                files.insert(
+                    leaf_key_path(name),
+                    File::secret(issued.key.to_pkcs8_pem()?.as_bytes()),
+                )?;
+            }
+        }
+        Ok(files)
+    }
+
+    /// Reads the files form (version 1 or 2). A missing or malformed file
+    /// is an error naming it. Which files are secret is decided here, not
+    /// by the flags the files carry.
+    pub fn from_files(files: &Files) -> Result<Self> {
+        let json = files
+            .get(STATE_FILE)
+            .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
+        let doc = parse_document(STATE_FILE, json)?;
+        let get = |path: &str| files.get(path);
+        let leaf = |name: &str| -> Option<(&[u8], &[u8])> {
+            Some((get(&leaf_cert_path(name))?, get(&leaf_key_path(name))?))
+        };
+        assemble(doc, "store", get, leaf)
+    }
+
+    /// The files under Kubernetes Secret data keys (see the module's table),
+    /// plus `forced-rotation-reason` when a forced rotation was recorded.
+    pub fn to_secret_data(&self) -> Result<SecretData> {
+        let mut data = files_to_secret_data(&self.to_files()?, SECRET_RENAMES)?;
+        if let Some(reason) = &self.forced_rotation_reason {
+            data.insert(
+                FORCED_ROTATION_REASON_KEY.to_string(),
+                Zeroizing::new(reason.as_bytes().to_vec()),
+            );
+        }
+        Ok(data)
+    }
+
+    /// Reads Secret data written by [`SignerState::to_secret_data`] (possibly
+    /// after a round trip through a Kubernetes Secret). Keys the document
+    /// does not expect are ignored. `forced-rotation-reason`, when present,
+    /// is the recorded reason (empty = none), overriding the document's.
+    pub fn from_secret_data(data: &SecretData) -> Result<Self> {
+        let state_key = crate::document::secret_data_key(STATE_FILE, SECRET_RENAMES);
+        let json = data
+            .get(&state_key)
+            .ok_or_else(|| RotateError::corrupt(state_key.as_str(), "missing"))?;
+        let doc = parse_document(&state_key, json)?;
+        let leaf_paths: Vec<(String, bool)> = doc
+            .leaves
+            .keys()
+            .flat_map(|name| [(leaf_cert_path(name), false), (leaf_key_path(name), true)])
+            .collect();
+        let fixed = [
+            (STATE_FILE, false),
+            (SIGNER_CERT, false),
+            (SIGNER_KEY, true),
+            (SIGNER_BRIDGE, false),
+            (CA_BUNDLE, false),
+        ];
+        let paths = fixed
+            .into_iter()
+            .chain(leaf_paths.iter().map(|(p, s)| (p.as_str(), *s)));
+        let files = files_from_secret_data(data, SECRET_RENAMES, paths)?;
+        let mut state = Self::from_files(&files)?;
+        if let Some(reason) = data.get(FORCED_ROTATION_REASON_KEY) {
+            let reason = std::str::from_utf8(reason).map_err(|_| {
+                RotateError::corrupt(FORCED_ROTATION_REASON_KEY, "is not UTF-8 text")
+            })?;
+            state.forced_rotation_reason = (!reason.is_empty()).then(|| reason.to_string());
+        }
+        Ok(state)
+    }
+}
+
+fn assemble<'a>(
+    doc: Document,
+    origin: &str,
+    get: impl Fn(&str) -> Option<&'a [u8]>,
+    leaf: impl Fn(&str) -> Option<(&'a [u8], &'a [u8])>,
+) -> Result<SignerState> {
+    let need = |path: &str| {
+        get(path).ok_or_else(|| RotateError::corrupt(format!("{origin}: {path}"), "missing"))
+    };
+    let at = |path: &str, e: pki_core::Error| RotateError::material(format!("{origin}: {path}"), e);
+
+    let ca_cert = Certificate::from_pem(need(SIGNER_CERT)?).map_err(|e| at(SIGNER_CERT, e))?;
+    let ca_key = PrivateKey::from_pem(need(SIGNER_KEY)?).map_err(|e| at(SIGNER_KEY, e))?;
+    let ca = CertificateAuthority::new(ca_cert, ca_key).map_err(|e| at(SIGNER_KEY, e))?;
+    let bridge = match get(SIGNER_BRIDGE) {
+        Some(b) => Some(Certificate::from_pem(b).map_err(|e| at(SIGNER_BRIDGE, e))?),
+        None => None,
+    };
+    let bundle = Bundle::from_pem(need(CA_BUNDLE)?).map_err(|e| at(CA_BUNDLE, e))?;
+    if !bundle.contains(&ca.cert) {
+        return Err(RotateError::corrupt(
+            format!("{origin}: {CA_BUNDLE}"),
+            format!("does not contain the current CA {}", ca.cert.id()),
+        ));
+    }
+
+    let mut leaves = BTreeMap::new();
+    for (name, request) in doc.leaves {
+        let issued = match leaf(&name) {
+            None => None,
+            Some((chain_pem, key_pem)) => {
+                let cert_path = leaf_cert_path(&name);
+                let key_path = leaf_key_path(&name);
+                let chain = Certificate::all_from_pem(chain_pem).map_err(|e| at(&cert_path, e))?;
+                let cert = chain.into_iter().next().ok_or_else(|| {
+                    RotateError::corrupt(format!("{origin}: {cert_path}"), "holds no certificate")
+                })?;
+                let key = PrivateKey::from_pem(key_pem).map_err(|e| at(&key_path, e))?;
+                if !key.matches(cert.public_key()) {
+                    return Err(at(
+                        &key_path,
+                        pki_core::Error::KeyMismatch {
+                            certificate: cert.id(),
+                        },
+                    ));
+                }
+                Some(IssuedLeaf { cert, key })
+            }
+        };
+        leaves.insert(name, Leaf { request, issued });
+    }
+
+    Ok(SignerState {
+        policy: doc.policy,
+        ca,
+        bridge,
+        bundle,
+        previous: doc.previous,
+        forced_rotation_reason: doc.forced_rotation_reason,
+        leaves,
+        history: doc.history,
+    })
+}

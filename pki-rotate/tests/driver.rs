@@ -1,0 +1,359 @@
+//! The driver: writes only what changed, wakes up when the new document
+//! says, and when writers race, decides again from the fresh document so
+//! that a rotation happens once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use pki_rotate::{
+    Driver, Engine, Files, ForcedRotation, FsStore, LeafRequest, MemoryStore, Revision,
+    RotateError, SignerEngine, SignerInput, SignerPolicy, SignerState, Store,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+// 2026-01-01: the day every signer here is created.
+const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+const KEY: &str = "signer";
+
+fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn initial() -> SignerState {
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .unwrap();
+    SignerEngine::step(&s, &SignerInput::default(), T0, &mut rng(2))
+        .unwrap()
+        .into_document()
+}
+
+fn memory_store(s: &SignerState) -> MemoryStore {
+    let store = MemoryStore::new();
+    Driver::new(&store).create::<SignerEngine>(KEY, s).unwrap();
+    store
+}
+
+fn rotation_time(s: &SignerState) -> OffsetDateTime {
+    s.rotation_due_at(&s.policy) + Duration::days(1)
+}
+
+#[test]
+fn a_step_with_nothing_due_writes_nothing() {
+    let s = initial();
+    let store = memory_store(&s);
+    let (_, before) = store.get(KEY).unwrap().unwrap();
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(
+            KEY,
+            &SignerInput::default(),
+            T0 + Duration::days(3),
+            &mut rng(3),
+        )
+        .unwrap();
+    assert!(!step.changed);
+    assert!(step.events.is_empty());
+    assert_eq!(step.revision, before);
+    assert_eq!(store.get(KEY).unwrap().unwrap().1, before);
+    // The wake-up time is the leaf's refresh time, not the time of the step.
+    let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(step.next_wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+}
+
+#[test]
+fn next_wake_after_a_rotation_comes_from_the_new_document() {
+    let s = initial();
+    let store = memory_store(&s);
+    let now = rotation_time(&s);
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(4))
+        .unwrap();
+    assert!(step.changed);
+    assert_eq!(step.document.history.len(), 1);
+    // The new leaf (issued now, one year) is refreshed first, at 80% of its life.
+    let leaf = &step.document.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(step.next_wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+    assert!(
+        step.next_wake > now + Duration::days(290),
+        "{}",
+        step.next_wake
+    );
+    // Stepping again at that time is the next thing to do, and nothing before.
+    let quiet = Driver::new(&store)
+        .step::<SignerEngine, _>(
+            KEY,
+            &SignerInput::default(),
+            step.next_wake - Duration::SECOND,
+            &mut rng(5),
+        )
+        .unwrap();
+    assert!(!quiet.changed);
+    assert_eq!(quiet.next_wake, step.next_wake);
+}
+
+#[test]
+fn a_lost_write_is_decided_again_from_the_fresh_document() {
+    let s = initial();
+    let store = memory_store(&s);
+    let now = rotation_time(&s);
+    // Another replica rotates the CA between this step's read and its write.
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = fired.clone();
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if !flag.swap(true, Ordering::SeqCst) {
+            Driver::new(store)
+                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(99))
+                .unwrap();
+        }
+    })));
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(6))
+        .unwrap();
+    assert!(fired.load(Ordering::SeqCst));
+    assert_eq!(step.attempts, 2);
+    // The fresh document was already rotated: nothing left to do, no second rotation.
+    assert!(!step.changed);
+    assert_eq!(step.document.history.len(), 1);
+    let (files, _) = store.get(KEY).unwrap().unwrap();
+    assert_eq!(SignerEngine::from_files(&files).unwrap().history.len(), 1);
+}
+
+#[test]
+fn a_document_that_keeps_changing_ends_in_too_many_conflicts() {
+    let s = initial();
+    let store = memory_store(&s);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let counter = writes.clone();
+    // Before every write, someone else rewrites the document (the
+    // interfering write itself is let through).
+    let interfering = AtomicBool::new(false);
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if interfering.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (files, rev) = store.get(key).unwrap().unwrap();
+        store.put(key, Some(&rev), &files).unwrap();
+        counter.fetch_add(1, Ordering::SeqCst);
+        interfering.store(false, Ordering::SeqCst);
+    })));
+    let err = Driver::new(&store)
+        .with_max_attempts(3)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), rotation_time(&s), &mut rng(7))
+        .unwrap_err();
+    assert!(
+        matches!(err, RotateError::TooManyConflicts { attempts: 3, .. }),
+        "{err}"
+    );
+    // Three attempts, each lost to an interfering write.
+    assert_eq!(writes.load(Ordering::SeqCst), 3);
+    let (files, _) = store.get(KEY).unwrap().unwrap();
+    assert!(SignerEngine::from_files(&files).unwrap().history.is_empty());
+}
+
+/// A store whose writes fail: a broken backend, not a conflict.
+struct BrokenWrites(MemoryStore, AtomicUsize);
+
+impl Store for BrokenWrites {
+    fn location(&self) -> String {
+        "broken".into()
+    }
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        self.0.get(key)
+    }
+    fn put(&self, _: &str, _: Option<&Revision>, _: &Files) -> pki_rotate::Result<Revision> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        Err(RotateError::Backend {
+            store: "broken".into(),
+            source: "connection refused".into(),
+        })
+    }
+}
+
+#[test]
+fn a_broken_backend_is_reported_at_once_not_retried() {
+    let s = initial();
+    let store = BrokenWrites(memory_store(&s), AtomicUsize::new(0));
+    let err = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), rotation_time(&s), &mut rng(8))
+        .unwrap_err();
+    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(!err.is_conflict());
+    assert_eq!(store.1.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_missing_document_is_not_initialized() {
+    let store = MemoryStore::new();
+    let err = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), T0, &mut rng(9))
+        .unwrap_err();
+    assert!(matches!(err, RotateError::NotInitialized(_)), "{err}");
+}
+
+/// Replicas step the same document at the same simulated time, each with
+/// its own RNG, released together.
+fn race<S: Store + Sync>(
+    store: &S,
+    replicas: usize,
+    now: OffsetDateTime,
+    input: impl Fn(usize) -> SignerInput + Sync,
+) -> Vec<pki_rotate::Step<SignerState, pki_rotate::Event>> {
+    let barrier = Barrier::new(replicas);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..replicas)
+            .map(|i| {
+                let barrier = &barrier;
+                let input = &input;
+                scope.spawn(move || {
+                    barrier.wait();
+                    Driver::new(store)
+                        .step::<SignerEngine, _>(KEY, &input(i), now, &mut rng(100 + i as u64))
+                        .unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn assert_one_rotation<S: Store>(
+    store: &S,
+    steps: &[pki_rotate::Step<SignerState, pki_rotate::Event>],
+    before: &SignerState,
+) {
+    let (doc, _) = Driver::new(store).load::<SignerEngine>(KEY).unwrap();
+    assert_eq!(doc.history.len(), 1, "{:?}", doc.history);
+    let rotated = steps
+        .iter()
+        .filter(|s| {
+            s.events
+                .iter()
+                .any(|e| matches!(e, pki_rotate::Event::Rotated { .. }))
+        })
+        .count();
+    assert_eq!(rotated, 1);
+    // Every replica ends on the CA in the store, and the key that signs is
+    // the one that matches it: nothing lost.
+    for step in steps {
+        assert_eq!(step.document.ca.cert, doc.ca.cert);
+    }
+    assert!(doc.ca.key.matches(doc.ca.cert.public_key()));
+    assert_ne!(doc.ca.cert, before.ca.cert);
+    assert_eq!(doc.history[0].from, before.ca.cert.id());
+}
+
+#[test]
+fn replicas_racing_on_a_due_rotation_rotate_once_in_memory() {
+    let s = initial();
+    let store = memory_store(&s);
+    let steps = race(&store, 6, rotation_time(&s), |_| SignerInput::default());
+    assert_one_rotation(&store, &steps, &s);
+}
+
+#[test]
+fn replicas_racing_on_a_due_rotation_rotate_once_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial();
+    let store = FsStore::open_or_create(dir.path()).unwrap();
+    Driver::new(&store).create::<SignerEngine>(KEY, &s).unwrap();
+    let steps = race(&store, 4, rotation_time(&s), |_| SignerInput::default());
+    assert_one_rotation(&store, &steps, &s);
+}
+
+#[test]
+fn a_forced_rotation_racing_an_automatic_one_rotates_once() {
+    let s = initial();
+    let store = memory_store(&s);
+    let steps = race(&store, 4, rotation_time(&s), |i| {
+        if i % 2 == 0 {
+            SignerInput::forced(ForcedRotation::new("key ceremony"))
+        } else {
+            SignerInput::default()
+        }
+    });
+    assert_one_rotation(&store, &steps, &s);
+    // Whichever won, the one rotation is recorded as forced, and the same
+    // forced reason later changes nothing.
+    let (doc, _) = Driver::new(&store).load::<SignerEngine>(KEY).unwrap();
+    assert_eq!(
+        doc.history[0].reason,
+        pki_rotate::RotationReason::Forced {
+            reason: "key ceremony".into()
+        }
+    );
+    assert_eq!(doc.forced_rotation_reason.as_deref(), Some("key ceremony"));
+    let later = SignerEngine::plan(
+        &doc,
+        &SignerInput::forced(ForcedRotation::new("key ceremony")),
+        rotation_time(&s) + Duration::hours(1),
+    )
+    .unwrap();
+    assert!(later.is_empty());
+}
+
+#[test]
+fn an_emergency_rotation_is_not_satisfied_by_a_concurrent_normal_one() {
+    let s = initial();
+    let store = memory_store(&s);
+    let now = rotation_time(&s);
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = fired.clone();
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if !flag.swap(true, Ordering::SeqCst) {
+            Driver::new(store)
+                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(98))
+                .unwrap();
+        }
+    })));
+    let compromised = ForcedRotation {
+        no_bridges: true,
+        ..ForcedRotation::new("key leaked")
+    };
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::forced(compromised), now, &mut rng(10))
+        .unwrap();
+    assert_eq!(step.attempts, 2);
+    assert_eq!(step.document.history.len(), 2);
+    assert_eq!(step.document.history[1].previous_trusted_until, None);
+    assert!(step.document.bridge.is_none());
+}
+
+#[test]
+fn a_forced_rotation_that_loses_to_an_automatic_one_is_recorded_on_it() {
+    let s = initial();
+    let store = memory_store(&s);
+    let now = rotation_time(&s);
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = fired.clone();
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if !flag.swap(true, Ordering::SeqCst) {
+            Driver::new(store)
+                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(97))
+                .unwrap();
+        }
+    })));
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(
+            KEY,
+            &SignerInput::forced(ForcedRotation::new("key ceremony")),
+            now,
+            &mut rng(11),
+        )
+        .unwrap();
+    assert_eq!(step.attempts, 2);
+    assert!(step.changed);
+    assert_eq!(step.document.history.len(), 1);
+    assert!(matches!(
+        &step.events[..],
+        [pki_rotate::Event::ForcedRotationSatisfied { reason, .. }] if reason == "key ceremony"
+    ));
+    assert_eq!(
+        step.document.history[0].reason,
+        pki_rotate::RotationReason::Forced {
+            reason: "key ceremony".into()
+        }
+    );
+}
