@@ -1,8 +1,12 @@
-//! What every subcommand shares: time and duration arguments, the error
-//! type with its exit status, the RNG, and the load-reconcile-store step.
+//! What every subcommand shares: time and duration arguments, the store
+//! argument, the error type with its exit status, the RNG, and the one
+//! controller step (the driver's).
 
-use pki_rotate::{Event, ForcedRotation, FsStore, RotateError, SignerState, Store, reconcile};
-use std::path::Path;
+use pki_rotate::{
+    Driver, Engine, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step,
+    Store,
+};
+use std::path::PathBuf;
 use time::OffsetDateTime;
 
 /// A failed command: a one-line reason and the exit status.
@@ -32,6 +36,65 @@ impl From<pki_core::Error> for CliError {
 }
 
 pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// The store key of the signer's document.
+pub const SIGNER: &str = SignerEngine::KIND;
+
+/// The DIR argument: a directory, or a store URL (`etcd://HOST:PORT/PREFIX`).
+#[derive(Debug, Clone)]
+pub enum StoreArg {
+    /// A directory store.
+    Dir(PathBuf),
+    /// A store URL.
+    Url(String),
+}
+
+impl StoreArg {
+    /// Parses the argument; a malformed URL is bad usage (clap exits 2).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.contains("://") {
+            crate::stores::check_url(s)?;
+            Ok(StoreArg::Url(s.to_string()))
+        } else if s.is_empty() {
+            Err("the store directory must not be empty".into())
+        } else {
+            Ok(StoreArg::Dir(PathBuf::from(s)))
+        }
+    }
+
+    /// Opens an existing store.
+    pub fn open(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
+        match self {
+            StoreArg::Dir(dir) => Ok(Box::new(FsStore::open(dir)?)),
+            StoreArg::Url(url) => crate::stores::open_url(url),
+        }
+    }
+
+    /// Opens the store, creating a directory store when there is none.
+    pub fn open_or_create(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
+        match self {
+            StoreArg::Dir(dir) => Ok(Box::new(FsStore::open_or_create(dir)?)),
+            StoreArg::Url(url) => crate::stores::open_url(url),
+        }
+    }
+
+    /// Where a published file is: a path for a directory, a key for a URL.
+    pub fn published(&self, relative: &str) -> String {
+        match self {
+            StoreArg::Dir(dir) => dir.join(relative).display().to_string(),
+            StoreArg::Url(url) => format!("{relative} in {url}"),
+        }
+    }
+}
+
+impl std::fmt::Display for StoreArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreArg::Dir(dir) => write!(f, "{}", dir.display()),
+            StoreArg::Url(url) => f.write_str(url),
+        }
+    }
+}
 
 /// `--now`: RFC 3339 or `now` (the default).
 pub fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
@@ -69,28 +132,22 @@ pub fn when(t: OffsetDateTime, now: OffsetDateTime) -> String {
     format!("{} ({rel})", pki_core::datetime::rfc3339(t))
 }
 
-/// Opens the store (taking its lock), lets `change` adjust the loaded
-/// state, reconciles at `now` and commits. Nothing is written when any
-/// step fails. Returns the new state and the events.
-pub fn reconcile_store(
-    dir: &Path,
+/// One controller step on the signer in `store`: the driver loads, plans
+/// and applies `input` at `now`, and writes only when something changed.
+/// Nothing is written when any step fails.
+pub fn step_signer(
+    store: &StoreArg,
+    input: &SignerInput,
     now: OffsetDateTime,
-    forced: Option<&ForcedRotation>,
-    change: impl FnOnce(&mut SignerState) -> CliResult,
-) -> CliResult<(SignerState, Vec<Event>)> {
-    let store = FsStore::open(dir)?;
-    let (mut state, generation) = store.load()?;
-    change(&mut state)?;
-    let policy = state.policy;
-    let (next, events, _) = reconcile(&state, &policy, now, forced, &mut os_rng())?;
-    if !events.is_empty() || state_changed(&state, &next)? {
-        store.compare_and_swap(generation, &next)?;
-    }
-    Ok((next, events))
+) -> CliResult<Step<SignerState, Event>> {
+    let store = store.open()?;
+    Ok(Driver::new(store).step::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?)
 }
 
-fn state_changed(a: &SignerState, b: &SignerState) -> CliResult<bool> {
-    Ok(*a.to_json(0)? != *b.to_json(0)?)
+/// Reads the signer's document.
+pub fn load_signer(store: &StoreArg) -> CliResult<SignerState> {
+    let store = store.open()?;
+    Ok(Driver::new(store).load::<SignerEngine>(SIGNER)?.0)
 }
 
 /// Prints one line per event.

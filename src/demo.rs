@@ -1,9 +1,9 @@
 //! `pki demo`: a whole service-CA lifecycle on a temporary store, with a
 //! simulated clock, proving trust with real TLS handshakes on loopback.
 
-use crate::common::{CliError, CliResult, when};
+use crate::common::{CliError, CliResult, StoreArg, load_signer, when};
 use pki_core::{Bundle, Certificate, PrivateKey};
-use pki_rotate::{FsStore, SignerState, Store};
+use pki_rotate::SignerState;
 use std::path::Path;
 use time::{Duration, OffsetDateTime};
 
@@ -12,10 +12,6 @@ struct Snapshot {
     chain: Vec<Certificate>,
     key: PrivateKey,
     bundle: Bundle,
-}
-
-fn load(dir: &Path) -> CliResult<SignerState> {
-    Ok(FsStore::open(dir)?.load()?.0)
 }
 
 fn snapshot(state: &SignerState, name: &str) -> CliResult<Snapshot> {
@@ -36,7 +32,7 @@ fn heading(step: &str) {
 }
 
 fn cell(server: &Snapshot, client: &Snapshot, at: OffsetDateTime) -> (bool, String) {
-    match pki::tls::handshake(
+    match crate::tls::handshake(
         &server.chain,
         &server.key,
         &client.bundle,
@@ -75,6 +71,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
             tmp.path().join("pki")
         }
     };
+    let store = StoreArg::Dir(dir.clone());
     // The simulated clock starts at the current hour; every step passes it as --now.
     let t0 = pki_core::datetime::truncate(OffsetDateTime::now_utc())
         .replace_minute(0)
@@ -91,7 +88,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         "1. pki init DIR --cn demo-service-ca   (CA lifetime D = 790d, minimum trust M = 395d)",
     );
     let state = crate::init::run(&crate::init::InitArgs {
-        dir: &dir,
+        dir: &store,
         common_name: "demo-service-ca",
         key: pki_core::KeyAlgorithm::EcdsaP256,
         lifetime: pki_core::policy::DEFAULT_LIFETIME,
@@ -103,7 +100,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         "2. pki issue DIR web --dns web.demo.svc;  pki issue DIR api --dns api.demo.svc --ip 10.0.0.7",
     );
     crate::issue::run(crate::issue::IssueArgs {
-        dir: &dir,
+        dir: &store,
         name: "web",
         dns: vec!["web.demo.svc".into()],
         ip: vec![],
@@ -112,7 +109,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         now: t0,
     })?;
     crate::issue::run(crate::issue::IssueArgs {
-        dir: &dir,
+        dir: &store,
         name: "api",
         dns: vec!["api.demo.svc".into()],
         ip: vec![
@@ -130,16 +127,16 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         "3. {}: the daily `pki rotate DIR` re-issues certificates near their end (365d leaves, refreshed with 20% left)",
         when(t_cron, t0)
     ));
-    crate::rotate::run(&dir, None, t_cron)?;
-    let before = load(&dir)?;
+    crate::rotate::run(&store, None, t_cron)?;
+    let before = load_signer(&store)?;
     let old = snapshot(&before, "web")?;
 
     heading(&format!(
         "4. {}: less than M remains on the CA;  pki rotate DIR",
         when(t_rot, t0)
     ));
-    crate::rotate::run(&dir, None, t_rot)?;
-    let after = load(&dir)?;
+    crate::rotate::run(&store, None, t_rot)?;
+    let after = load_signer(&store)?;
     let new = snapshot(&after, "web")?;
 
     heading("5. every server (old or new chain) against every client (old or new bundle)");
@@ -168,10 +165,10 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         pki_core::datetime::rfc3339(t_forced)
     ));
     let ceremony = pki_rotate::ForcedRotation::new("key ceremony");
-    crate::rotate::run(&dir, Some(&ceremony), t_forced)?;
+    crate::rotate::run(&store, Some(&ceremony), t_forced)?;
     println!("   running it again with the same reason:");
-    crate::rotate::run(&dir, Some(&ceremony), t_forced + Duration::minutes(5))?;
-    let forced = load(&dir)?;
+    crate::rotate::run(&store, Some(&ceremony), t_forced + Duration::minutes(5))?;
+    let forced = load_signer(&store)?;
     let newest = snapshot(&forced, "web")?;
     if !matrix(
         &new,
@@ -185,7 +182,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     }
 
     heading("7. pki status DIR");
-    crate::status::run(&dir, false, t_forced + Duration::hours(1))?;
+    crate::status::run(&store, false, t_forced + Duration::hours(1))?;
 
     heading("8. timeline");
     println!(

@@ -1,13 +1,12 @@
 //! `pki init`: create a store with a new self-signed CA.
 
-use crate::common::{CliError, CliResult, os_rng, when};
+use crate::common::{CliResult, SIGNER, StoreArg, os_rng, when};
 use pki_core::{KeyAlgorithm, RotationPolicy};
-use pki_rotate::{FsStore, SignerPolicy, SignerState};
-use std::path::Path;
+use pki_rotate::{Driver, SignerEngine, SignerPolicy, SignerState, Store};
 use time::{Duration, OffsetDateTime};
 
 pub struct InitArgs<'a> {
-    pub dir: &'a Path,
+    pub dir: &'a StoreArg,
     pub common_name: &'a str,
     pub key: KeyAlgorithm,
     pub lifetime: Duration,
@@ -26,21 +25,20 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         ..SignerPolicy::default()
     };
     policy.validate()?;
-    if args.dir.join(".data").exists() {
-        return Err(CliError::new(format!(
-            "a pki store already exists at {}",
-            args.dir.display()
-        )));
+    let store = args.dir.open_or_create()?;
+    // Refuse before generating a key: creating would fail the same way.
+    if store.get(SIGNER)?.is_some() {
+        return Err(pki_rotate::RotateError::AlreadyInitialized(args.dir.to_string()).into());
     }
     let state = SignerState::new(args.common_name, policy, args.now, &mut os_rng())?;
-    FsStore::create(args.dir, &state)?;
+    Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
     let ca = &state.ca.cert;
     println!(
         "created CA {} ({}, {}) in {}",
         ca.id(),
         ca.subject(),
         args.key,
-        args.dir.display()
+        args.dir
     );
     println!("  valid until     {}", when(ca.not_after(), args.now));
     println!(
@@ -49,7 +47,7 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
     );
     println!(
         "  clients trust   {}",
-        args.dir.join("ca-bundle.crt").display()
+        args.dir.published(pki_rotate::signer::document::CA_BUNDLE)
     );
     Ok(state)
 }

@@ -1,13 +1,13 @@
 //! `pki issue`: add or change a serving (or client) certificate.
 
-use crate::common::{CliResult, print_events, reconcile_store};
-use pki_rotate::{LeafKind, LeafRequest};
+use crate::common::{CliResult, StoreArg, print_events, step_signer};
+use pki_rotate::signer::document::{leaf_cert_path, leaf_key_path};
+use pki_rotate::{LeafKind, LeafRequest, SignerInput};
 use std::net::IpAddr;
-use std::path::Path;
 use time::{Duration, OffsetDateTime};
 
 pub struct IssueArgs<'a> {
-    pub dir: &'a Path,
+    pub dir: &'a StoreArg,
     pub name: &'a str,
     pub dns: Vec<String>,
     pub ip: Vec<IpAddr>,
@@ -27,13 +27,11 @@ pub fn run(args: IssueArgs<'_>) -> CliResult {
         ip_addresses: args.ip,
         lifetime: args
             .lifetime
-            .unwrap_or(pki_rotate::signer::DEFAULT_LEAF_LIFETIME),
+            .unwrap_or(pki_rotate::leaf::DEFAULT_LEAF_LIFETIME),
     };
     let name = args.name;
-    let (state, events) = reconcile_store(args.dir, args.now, None, |state| {
-        state.request_leaf(name, request)?;
-        Ok(())
-    })?;
+    let step = step_signer(args.dir, &SignerInput::request(name, request), args.now)?;
+    let (state, events) = (step.document, step.events);
     print_events(&events);
     if !events
         .iter()
@@ -44,13 +42,9 @@ pub fn run(args: IssueArgs<'_>) -> CliResult {
     if let Some(issued) = state.leaves.get(name).and_then(|l| l.issued.as_ref()) {
         println!(
             "  {}  (chain of {}, key {})",
-            args.dir
-                .join(pki_rotate::state::leaf_cert_path(name))
-                .display(),
+            args.dir.published(&leaf_cert_path(name)),
             state.serving_chain(&issued.cert).len(),
-            args.dir
-                .join(pki_rotate::state::leaf_key_path(name))
-                .display()
+            args.dir.published(&leaf_key_path(name))
         );
     }
     Ok(())

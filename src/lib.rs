@@ -7,9 +7,6 @@
 pub use pki_core as core;
 pub use pki_rotate as rotate;
 
-pub mod openssl;
-pub mod tls;
-
 /// The README's library example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -10,10 +10,12 @@ mod issue;
 mod pin;
 mod rotate;
 mod status;
+mod stores;
+mod tls;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use common::{parse_duration, parse_time};
+use common::{StoreArg, parse_duration, parse_time};
 use pki_core::KeyAlgorithm;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -35,8 +37,9 @@ struct Cli {
 enum Command {
     /// Create a store with a new self-signed CA.
     Init {
-        /// Store directory (created if missing).
-        dir: PathBuf,
+        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
         /// Common name of the CA.
         #[arg(long, default_value = "service-ca")]
         cn: String,
@@ -55,8 +58,9 @@ enum Command {
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue {
-        /// Store directory.
-        dir: PathBuf,
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
         /// Certificate name: files go to certs/NAME/.
         name: String,
         /// DNS subjectAltName (repeat for more).
@@ -77,8 +81,9 @@ enum Command {
     },
     /// Rotate the CA if due or forced; re-issue stale certificates.
     Rotate {
-        /// Store directory.
-        dir: PathBuf,
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
         /// Force a rotation, once per distinct reason.
         #[arg(long, value_name = "REASON")]
         force: Option<String>,
@@ -95,8 +100,9 @@ enum Command {
     },
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
     Status {
-        /// Store directory.
-        dir: PathBuf,
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -129,6 +135,15 @@ enum Command {
     Pin {
         /// A PEM bundle.
         file: PathBuf,
+    },
+    /// Write a store's published files (certificates, bundle, keys) into a
+    /// directory, in the directory layout.
+    Export {
+        /// The store: a directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        store: StoreArg,
+        /// Where to write the files (created if missing).
+        outdir: PathBuf,
     },
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
@@ -218,6 +233,7 @@ fn run(cli: Cli) -> common::CliResult {
             at,
         }),
         Command::Pin { file } => pin::run(&file),
+        Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Demo { dir } => demo::run(dir.as_deref()),
     }
 }

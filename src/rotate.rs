@@ -1,16 +1,20 @@
 //! `pki rotate`: rotate the CA if due or forced; re-issue stale leaves.
 
-use crate::common::{CliResult, print_events, reconcile_store, when};
-use pki_rotate::ForcedRotation;
-use std::path::Path;
+use crate::common::{CliResult, StoreArg, print_events, step_signer, when};
+use pki_rotate::{ForcedRotation, SignerInput};
 use time::OffsetDateTime;
 
-pub fn run(dir: &Path, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
-    let (state, events) = reconcile_store(dir, now, forced, |_| Ok(()))?;
-    if events.is_empty() {
+pub fn run(dir: &StoreArg, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
+    let input = SignerInput {
+        forced: forced.cloned(),
+        ..SignerInput::default()
+    };
+    let step = step_signer(dir, &input, now)?;
+    if step.events.is_empty() {
         println!("nothing to do");
     }
-    print_events(&events);
+    print_events(&step.events);
+    let state = &step.document;
     println!(
         "next rotation   {}",
         when(state.rotation_due_at(&state.policy), now)

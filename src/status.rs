@@ -1,15 +1,11 @@
 //! `pki status`: what the store holds, when it expires, what happens next.
 
-use crate::common::{CliResult, when};
+use crate::common::{CliResult, StoreArg, load_signer, when};
 use pki_rotate::status::{BundleRole, CertSummary, SignerStatus};
-use pki_rotate::{FsStore, Store};
-use std::path::Path;
 use time::OffsetDateTime;
 
-pub fn run(dir: &Path, json: bool, now: OffsetDateTime) -> CliResult {
-    let store = FsStore::open(dir)?;
-    let (state, _) = store.load()?;
-    drop(store);
+pub fn run(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
+    let state = load_signer(dir)?;
     let status = SignerStatus::of(&state, now)?;
     if json {
         let text = serde_json::to_string_pretty(&status)

@@ -296,7 +296,7 @@ fn unknown_state_version_is_refused() {
     let text =
         std::fs::read_to_string(&path)
             .unwrap()
-            .replacen("\"version\": 1", "\"version\": 42", 1);
+            .replacen("\"version\": 2", "\"version\": 42", 1);
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, text).unwrap();
     let before = tree(tmp.path());

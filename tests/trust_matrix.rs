@@ -16,17 +16,24 @@
 //! and the old serving chain must stop verifying once the old leaf and the
 //! old CA have expired, which shows the checks can fail.
 
+#[path = "support/openssl.rs"]
+mod openssl;
+#[path = "../pki-rotate/tests/support/engine.rs"]
+mod support;
+#[path = "../src/tls.rs"]
+mod tls;
+
+use openssl::Verdict;
 use pki::core::{Bundle, Certificate, KeyAlgorithm, PrivateKey};
-use pki::openssl::Verdict;
 use pki::rotate::{
     Event, ForcedRotation, LeafReason, LeafRequest, RotationReason, SignerPolicy, SignerState,
-    plan, reconcile,
 };
-use pki::tls::{HandshakeError, handshake};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::sync::OnceLock;
+use support::{plan, reconcile};
 use time::{Duration, OffsetDateTime, macros::datetime};
+use tls::{HandshakeError, handshake};
 
 const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 const CA_NAME: &str = "service-ca";
@@ -286,7 +293,7 @@ fn openssl(
     chain: &[Certificate],
     at: OffsetDateTime,
 ) -> Option<Result<(), String>> {
-    match pki::openssl::verify(bundle, chain, at, "sslserver") {
+    match openssl::verify(bundle, chain, at, "sslserver") {
         Ok(Verdict::Verified) => Some(Ok(())),
         Err(e) => Some(Err(e)),
         Ok(Verdict::Unavailable) => {

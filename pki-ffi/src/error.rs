@@ -77,13 +77,23 @@ pub enum pki_result {
     PKI_RESULT_TRUST_CHECK_FAILED = 305,
     /// A certificate or key is already expired.
     PKI_RESULT_EXPIRED = 306,
+    /// A change names a leaf the signer does not keep.
+    PKI_RESULT_UNKNOWN_LEAF = 307,
 
     /// The state bytes have a format version this build does not read.
     PKI_RESULT_UNSUPPORTED_STATE_VERSION = 400,
     /// The state bytes or a named blob are malformed or missing.
     PKI_RESULT_CORRUPT_STATE = 401,
-    /// A store reported a concurrent change or an I/O failure.
+    /// A store failed: an I/O error, an unreachable or broken backend.
+    /// Retrying at once is not expected to help.
     PKI_RESULT_STORE = 402,
+    /// Another writer changed the document since it was read (a lost
+    /// compare-and-swap, or too many in a row): read again and retry.
+    PKI_RESULT_CONFLICT = 403,
+    /// The store holds no document at the key (create one first).
+    PKI_RESULT_NOT_INITIALIZED = 404,
+    /// A document already exists where one was to be created.
+    PKI_RESULT_ALREADY_INITIALIZED = 405,
 
     /// A certificate of the path is expired at the verification time.
     PKI_RESULT_VERIFY_EXPIRED = 500,
@@ -188,12 +198,19 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         "PKI_RESULT_TRUST_CHECK_FAILED\0",
     ),
     (PKI_RESULT_EXPIRED, "PKI_RESULT_EXPIRED\0"),
+    (PKI_RESULT_UNKNOWN_LEAF, "PKI_RESULT_UNKNOWN_LEAF\0"),
     (
         PKI_RESULT_UNSUPPORTED_STATE_VERSION,
         "PKI_RESULT_UNSUPPORTED_STATE_VERSION\0",
     ),
     (PKI_RESULT_CORRUPT_STATE, "PKI_RESULT_CORRUPT_STATE\0"),
     (PKI_RESULT_STORE, "PKI_RESULT_STORE\0"),
+    (PKI_RESULT_CONFLICT, "PKI_RESULT_CONFLICT\0"),
+    (PKI_RESULT_NOT_INITIALIZED, "PKI_RESULT_NOT_INITIALIZED\0"),
+    (
+        PKI_RESULT_ALREADY_INITIALIZED,
+        "PKI_RESULT_ALREADY_INITIALIZED\0",
+    ),
     (PKI_RESULT_VERIFY_EXPIRED, "PKI_RESULT_VERIFY_EXPIRED\0"),
     (
         PKI_RESULT_VERIFY_NOT_YET_VALID,
@@ -335,11 +352,16 @@ impl From<RotateError> for Failure {
             E::InvalidGrace(_) => PKI_RESULT_INVALID_GRACE,
             E::InvalidLeafName(_) => PKI_RESULT_INVALID_LEAF_NAME,
             E::InvalidRefreshFraction(_) => PKI_RESULT_INVALID_REFRESH_FRACTION,
-            E::UnsupportedStateVersion { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
-            E::CorruptState { .. } => PKI_RESULT_CORRUPT_STATE,
-            E::Conflict { .. } | E::NotInitialized(_) | E::AlreadyInitialized(_) | E::Io { .. } => {
-                PKI_RESULT_STORE
+            E::UnknownLeaf(_) => PKI_RESULT_UNKNOWN_LEAF,
+            E::UnsupportedDocument { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
+            E::CorruptState { .. } | E::Json { .. } | E::Material { .. } => {
+                PKI_RESULT_CORRUPT_STATE
             }
+            E::Conflict { .. } | E::TooManyConflicts { .. } => PKI_RESULT_CONFLICT,
+            E::NotInitialized(_) => PKI_RESULT_NOT_INITIALIZED,
+            E::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,
+            E::InvalidKey { .. } => PKI_RESULT_INVALID_ARGUMENT,
+            E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
             E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
             E::Expired { .. } => PKI_RESULT_EXPIRED,
             _ => PKI_RESULT_UNEXPECTED,

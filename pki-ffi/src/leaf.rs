@@ -14,7 +14,7 @@ use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::signer::pki_signer;
 use pki_core::{Certificate, PrivateKey};
 use pki_rotate::leaf::reconcile_external;
-use pki_rotate::signer::{DEFAULT_LEAF_LIFETIME, IssuedLeaf};
+use pki_rotate::leaf::{DEFAULT_LEAF_LIFETIME, IssuedLeaf};
 use pki_rotate::{LeafKind, LeafReason, LeafRequest};
 use std::ffi::c_char;
 use std::net::IpAddr;

@@ -10,8 +10,8 @@
 //! | `pki-state.json` | the versioned document without material (policy, history…) |
 //! | `certs.NAME.tls.crt`, `certs.NAME.tls.key` | leaves kept in the signer state, if any |
 //!
-//! These are the file form of pki-rotate's state (`signer/tls.crt` becomes
-//! `tls.crt`, and so on), renamed to valid Secret keys.
+//! The mapping itself is pki-rotate's (`pki_rotate::signer::document`),
+//! documented and tested there; this module only moves the bytes.
 
 use crate::abi::{
     bytes_in, free_handle, getter, handle, handle_mut, into_handle, out_ptr, str_in, write_out,
@@ -20,54 +20,10 @@ use crate::buffer::{CText, pki_bytes};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::signer::pki_signer;
 use pki_rotate::SignerState;
-use pki_rotate::state::{CA_BUNDLE, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_KEY, STATE_FILE, StateFile};
+use pki_rotate::document::{SecretData, is_secret_data_key};
 use std::collections::BTreeMap;
 use std::ffi::c_char;
 use zeroize::Zeroizing;
-
-/// Key of the forced-rotation reason.
-pub(crate) const FORCED_ROTATION_REASON_KEY: &str = "forced-rotation-reason";
-
-/// (file path in pki-rotate's file form, Secret key)
-const RENAMES: &[(&str, &str)] = &[
-    (SIGNER_CERT, "tls.crt"),
-    (SIGNER_KEY, "tls.key"),
-    (SIGNER_BRIDGE, "intermediate-ca.crt"),
-    (CA_BUNDLE, "ca-bundle.crt"),
-    (STATE_FILE, "pki-state.json"),
-];
-
-fn file_to_key(path: &str) -> String {
-    if let Some((_, key)) = RENAMES.iter().find(|(p, _)| *p == path) {
-        return (*key).to_string();
-    }
-    // certs/NAME/tls.crt -> certs.NAME.tls.crt (leaf names have no '/').
-    path.replace('/', ".")
-}
-
-fn key_to_file(key: &str) -> Option<String> {
-    if let Some((path, _)) = RENAMES.iter().find(|(_, k)| *k == key) {
-        return Some((*path).to_string());
-    }
-    let rest = key.strip_prefix("certs.")?;
-    for file in ["tls.crt", "tls.key"] {
-        if let Some(name) = rest.strip_suffix(&format!(".{file}"))
-            && !name.is_empty()
-        {
-            return Some(format!("certs/{name}/{file}"));
-        }
-    }
-    None
-}
-
-/// A valid key of a Kubernetes Secret's data: 1-253 of `[-._a-zA-Z0-9]`.
-fn valid_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
 
 /// Named blobs, like a Kubernetes Secret's `data`: keys are Secret data keys,
 /// values arbitrary bytes. Entries are kept sorted by key. Values may hold
@@ -137,7 +93,7 @@ pub unsafe extern "C" fn pki_secret_set(
         let key = unsafe { str_in(key, key_len, "key") }?;
         // SAFETY: pointer and length from the caller (contract).
         let value = unsafe { bytes_in(value, value_len, "value") }?;
-        if !valid_key(key) {
+        if !is_secret_data_key(key) {
             return Err(Failure::invalid(format!(
                 "\"{key}\" is not a Secret data key (1-253 of a-z, A-Z, 0-9, '-', '_', '.')"
             )));
@@ -269,15 +225,11 @@ pub unsafe extern "C" fn pki_signer_to_secret(
         // SAFETY: NULL or a live handle (contract).
         let signer = unsafe { handle(signer, "signer") }?;
         out_ptr(out_secret, "out_secret")?;
-        let files = signer.state.to_files(signer.generation)?;
         let mut secret = pki_secret {
             entries: BTreeMap::new(),
         };
-        for (path, file) in &files {
-            secret.insert(file_to_key(path), &file.contents);
-        }
-        if let Some(reason) = &signer.state.forced_rotation_reason {
-            secret.insert(FORCED_ROTATION_REASON_KEY.to_string(), reason.as_bytes());
+        for (key, value) in signer.state.to_secret_data()? {
+            secret.insert(key, &value);
         }
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_secret, into_handle(secret)) };
@@ -312,57 +264,18 @@ pub unsafe extern "C" fn pki_signer_from_secret(
         // SAFETY: NULL or a live handle (contract).
         let secret = unsafe { handle(secret, "secret") }?;
         out_ptr(out_signer, "out_signer")?;
-        let mut files = BTreeMap::new();
-        for (key, (_, value)) in &secret.entries {
-            if let Some(path) = key_to_file(key) {
-                let secret_file = path.ends_with(".key");
-                files.insert(
-                    path,
-                    StateFile {
-                        contents: Zeroizing::new(value.as_bytes().to_vec()),
-                        secret: secret_file,
-                    },
-                );
-            }
-        }
-        let (mut state, generation) = SignerState::from_files(&files)?;
-        if let Some((_, reason)) = secret.entries.get(FORCED_ROTATION_REASON_KEY) {
-            let reason = std::str::from_utf8(reason.as_bytes()).map_err(|_| {
-                Failure::new(
-                    pki_result::PKI_RESULT_CORRUPT_STATE,
-                    format!("{FORCED_ROTATION_REASON_KEY}: not UTF-8"),
-                )
-            })?;
-            state.forced_rotation_reason = (!reason.is_empty()).then(|| reason.to_string());
-        }
-        let signer = into_handle(pki_signer { state, generation });
+        let data: SecretData = secret
+            .entries
+            .iter()
+            .map(|(key, (_, value))| (key.clone(), Zeroizing::new(value.as_bytes().to_vec())))
+            .collect();
+        let state = SignerState::from_secret_data(&data)?;
+        let signer = into_handle(pki_signer {
+            state,
+            generation: 0,
+        });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_signer, signer) };
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_paths_and_secret_keys_map_both_ways() {
-        for path in [
-            SIGNER_CERT,
-            SIGNER_KEY,
-            SIGNER_BRIDGE,
-            CA_BUNDLE,
-            STATE_FILE,
-            "certs/web.ns/tls.crt",
-            "certs/a/tls.key",
-        ] {
-            let key = file_to_key(path);
-            assert!(valid_key(&key), "{key}");
-            assert_eq!(key_to_file(&key).as_deref(), Some(path));
-        }
-        assert_eq!(key_to_file("certs..tls.crt"), None);
-        assert_eq!(key_to_file("something-else"), None);
-        assert_eq!(key_to_file(FORCED_ROTATION_REASON_KEY), None);
-    }
 }

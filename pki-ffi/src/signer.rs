@@ -8,7 +8,9 @@ use crate::buffer::{CText, pki_buffer, pki_bytes};
 use crate::bundle::pki_bundle;
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use pki_core::{Certificate, KeyAlgorithm, LineageRule, RotationPolicy};
-use pki_rotate::{Event, ForcedRotation, SignerPolicy, SignerState};
+use pki_rotate::{
+    Engine, Event, ForcedRotation, SignerEngine, SignerInput, SignerPolicy, SignerState,
+};
 use std::ffi::c_char;
 
 /// A signer's whole state: its CA (certificate and key), bridges, bundle,
@@ -193,8 +195,11 @@ pub unsafe extern "C" fn pki_signer_from_state(
         // SAFETY: pointer and length from the caller, per the contract above.
         let bytes = unsafe { bytes_in(state, state_len, "state") }?;
         out_ptr(out_signer, "out_signer")?;
-        let (state, generation) = SignerState::from_json(bytes)?;
-        let signer = into_handle(pki_signer { state, generation });
+        let state = SignerState::from_json(bytes)?;
+        let signer = into_handle(pki_signer {
+            state,
+            generation: 0,
+        });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_signer, signer) };
         Ok(())
@@ -225,7 +230,7 @@ pub unsafe extern "C" fn pki_signer_to_state(
         // SAFETY: NULL or a live handle (contract).
         let signer = unsafe { handle(signer, "signer") }?;
         out_ptr(out_state, "out_state")?;
-        let json = signer.state.to_json(signer.generation)?;
+        let json = signer.state.to_json()?;
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_state, into_handle(pki_buffer::new(&json))) };
         Ok(())
@@ -531,15 +536,21 @@ pub unsafe extern "C" fn pki_signer_reconcile(
             }
         };
         let now = time_in(now, "now")?;
-        let plan = pki_rotate::plan(state, &policy, now, forced.as_ref())?;
-        let changed = !plan.is_empty();
-        let next_check = plan.next_check;
-        let (next, events) = pki_rotate::apply(plan, &mut os_rng())?;
+        let input = SignerInput {
+            policy: Some(policy),
+            forced,
+            ..SignerInput::default()
+        };
+        let outcome = SignerEngine::step(state, &input, now, &mut os_rng())?;
+        let changed = outcome.changed();
+        // The wake-up time of the document just produced, not of the one
+        // given: after a rotation that is the new CA's (or new leaf's) time.
+        let next_check = outcome.next_wake;
+        let events = into_handle(pki_events::new(&outcome.events));
         let next = into_handle(pki_signer {
-            state: next,
+            state: outcome.into_document(),
             generation: signer.generation + u64::from(changed),
         });
-        let events = into_handle(pki_events::new(&events));
         // SAFETY: all three checked non-NULL; valid for a write (contract).
         unsafe {
             write_out(out_signer, next);

@@ -7,7 +7,7 @@
 //! retrying when another writer got there first, is the
 //! [`driver`](crate::driver)'s job.
 
-use crate::document::Files;
+use crate::document::{Files, SecretData};
 use crate::error::Result;
 use rand_core::CryptoRng;
 use std::borrow::Cow;
@@ -44,6 +44,14 @@ pub trait Engine {
 
     /// Reads a document back from its files, migrating older versions.
     fn from_files(files: &Files) -> Result<Self::Document>;
+
+    /// The files as a Kubernetes Secret's data, under the engine's
+    /// documented keys (see [`crate::document`]).
+    fn files_to_secret_data(files: &Files) -> Result<SecretData>;
+
+    /// The files back from Secret data: the engine decides which keys it
+    /// expects and which of them are secret.
+    fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
     /// Adjusts `input` after the driver lost a write: the caller read
     /// `read`, but another writer stored `fresh` in between, so the two

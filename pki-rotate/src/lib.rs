@@ -29,4 +29,4 @@ pub use signer::{
     Event, ForcedRotation, LeafChange, Plan, RotationReason, SignerEngine, SignerInput,
     SignerPolicy, SignerState,
 };
-pub use store::{FsStore, MemoryStore, Revision, Store};
+pub use store::{FsStore, MemoryStore, Revision, SecretBackend, SecretStore, Store};

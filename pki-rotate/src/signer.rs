@@ -505,6 +505,14 @@ impl Engine for SignerEngine {
         SignerState::from_files(files)
     }
 
+    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
+        document::secret_data_from_files(files)
+    }
+
+    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
+        document::files_from_secret_data(data)
+    }
+
     /// A forced rotation whose write lost to a concurrent rotation is
     /// satisfied by it: the CA it asked to replace is already replaced. It
     /// is then recorded as the reason of that rotation, and not run again

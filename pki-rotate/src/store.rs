@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 mod fs;
+mod secret;
 pub use fs::{FsStore, LEGACY_KEY, WriteHook};
+pub use secret::{SecretBackend, SecretStore};
 
 /// A store's version of one document: opaque, assigned by the store, only
 /// compared for equality. The directory store uses its generation number,

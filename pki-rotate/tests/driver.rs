@@ -357,3 +357,73 @@ fn a_forced_rotation_that_loses_to_an_automatic_one_is_recorded_on_it() {
         }
     );
 }
+
+/// Secret data by key with its resourceVersion.
+type SecretMap = std::collections::BTreeMap<String, (pki_rotate::document::SecretData, u64)>;
+
+/// Secret-shaped storage with a resourceVersion, as a Kubernetes client has.
+#[derive(Default)]
+struct Secrets {
+    inner: std::sync::Mutex<(u64, SecretMap)>,
+}
+
+impl pki_rotate::SecretBackend for Secrets {
+    fn location(&self) -> String {
+        "secrets".into()
+    }
+    fn get(
+        &self,
+        key: &str,
+    ) -> pki_rotate::Result<Option<(pki_rotate::document::SecretData, Revision)>> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .1
+            .get(key)
+            .map(|(d, v)| (d.clone(), Revision::new(v.to_string()))))
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        data: &pki_rotate::document::SecretData,
+    ) -> pki_rotate::Result<Revision> {
+        let mut inner = self.inner.lock().unwrap();
+        let found = inner.1.get(key).map(|(_, v)| Revision::new(v.to_string()));
+        if found.as_ref() != expected {
+            return Err(RotateError::Conflict {
+                key: key.into(),
+                expected: expected.cloned(),
+                found,
+            });
+        }
+        inner.0 += 1;
+        let version = inner.0;
+        inner.1.insert(key.into(), (data.clone(), version));
+        Ok(Revision::new(version.to_string()))
+    }
+}
+
+#[test]
+fn a_secret_backend_keeps_the_signer_under_its_documented_keys() {
+    let s = initial();
+    let store = pki_rotate::SecretStore::<SignerEngine, _>::new(Secrets::default());
+    Driver::new(&store).create::<SignerEngine>(KEY, &s).unwrap();
+    let steps = race(&store, 3, rotation_time(&s), |_| SignerInput::default());
+    assert_one_rotation(&store, &steps, &s);
+    let inner = store.backend().inner.lock().unwrap();
+    let (data, _) = &inner.1[KEY];
+    let mut keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "ca-bundle.crt",
+            "certs.web.tls.crt",
+            "certs.web.tls.key",
+            "intermediate-ca.crt",
+            "pki-state.json",
+            "tls.crt",
+            "tls.key"
+        ]
+    );
+}

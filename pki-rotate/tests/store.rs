@@ -431,3 +431,19 @@ fn missing_store_and_double_init_are_clear_errors() {
     assert!(matches!(err, RotateError::AlreadyInitialized(_)), "{err}");
     assert!(err.to_string().contains("already exists"), "{err}");
 }
+
+#[test]
+fn a_foreign_file_where_a_published_link_belongs_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(CA_BUNDLE), b"someone else's bundle").unwrap();
+    let store = FsStore::open_or_create(dir.path()).unwrap();
+    let err = Driver::new(&store)
+        .create::<SignerEngine>(KEY, &initial())
+        .unwrap_err();
+    assert!(err.to_string().contains("is not the store's link"), "{err}");
+    assert!(store.get(KEY).unwrap().is_none());
+    assert_eq!(
+        std::fs::read(dir.path().join(CA_BUNDLE)).unwrap(),
+        b"someone else's bundle"
+    );
+}

@@ -46,7 +46,7 @@ int main() {
   }
   std::unique_ptr<pki_buffer, buffer_deleter> state(state_raw);
   pki_bytes bytes = pki_buffer_data(state.get());
-  if (bytes.len == 0 || std::strstr(reinterpret_cast<const char *>(bytes.data), "\"version\": 1") ==
+  if (bytes.len == 0 || std::strstr(reinterpret_cast<const char *>(bytes.data), "\"kind\": \"signer\"") ==
                             nullptr) {
     return 1;
   }

@@ -43,9 +43,7 @@
 //! The names `tls.crt` and `tls.key` make the Secret usable as a
 //! `kubernetes.io/tls` Secret of the CA itself.
 
-use crate::document::{
-    Envelope, File, Files, SecretData, files_from_secret_data, files_to_secret_data,
-};
+use crate::document::{Envelope, File, Files, SecretData, files_to_secret_data};
 use crate::error::{Result, RotateError};
 use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
@@ -302,14 +300,7 @@ impl SignerState {
     /// The files under Kubernetes Secret data keys (see the module's table),
     /// plus `forced-rotation-reason` when a forced rotation was recorded.
     pub fn to_secret_data(&self) -> Result<SecretData> {
-        let mut data = files_to_secret_data(&self.to_files()?, SECRET_RENAMES)?;
-        if let Some(reason) = &self.forced_rotation_reason {
-            data.insert(
-                FORCED_ROTATION_REASON_KEY.to_string(),
-                Zeroizing::new(reason.as_bytes().to_vec()),
-            );
-        }
-        Ok(data)
+        secret_data_from_files(&self.to_files()?)
     }
 
     /// Reads Secret data written by [`SignerState::to_secret_data`] (possibly
@@ -317,36 +308,62 @@ impl SignerState {
     /// does not expect are ignored. `forced-rotation-reason`, when present,
     /// is the recorded reason (empty = none), overriding the document's.
     pub fn from_secret_data(data: &SecretData) -> Result<Self> {
-        let state_key = crate::document::secret_data_key(STATE_FILE, SECRET_RENAMES);
-        let json = data
-            .get(&state_key)
-            .ok_or_else(|| RotateError::corrupt(state_key.as_str(), "missing"))?;
-        let doc = parse_document(&state_key, json)?;
-        let leaf_paths: Vec<(String, bool)> = doc
-            .leaves
-            .keys()
-            .flat_map(|name| [(leaf_cert_path(name), false), (leaf_key_path(name), true)])
-            .collect();
-        let fixed = [
-            (STATE_FILE, false),
-            (SIGNER_CERT, false),
-            (SIGNER_KEY, true),
-            (SIGNER_BRIDGE, false),
-            (CA_BUNDLE, false),
-        ];
-        let paths = fixed
-            .into_iter()
-            .chain(leaf_paths.iter().map(|(p, s)| (p.as_str(), *s)));
-        let files = files_from_secret_data(data, SECRET_RENAMES, paths)?;
-        let mut state = Self::from_files(&files)?;
-        if let Some(reason) = data.get(FORCED_ROTATION_REASON_KEY) {
-            let reason = std::str::from_utf8(reason).map_err(|_| {
-                RotateError::corrupt(FORCED_ROTATION_REASON_KEY, "is not UTF-8 text")
-            })?;
-            state.forced_rotation_reason = (!reason.is_empty()).then(|| reason.to_string());
-        }
-        Ok(state)
+        Self::from_files(&files_from_secret_data(data)?)
     }
+}
+
+/// The signer's files under their Secret data keys, plus
+/// `forced-rotation-reason` when the document records one.
+pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
+    let mut data = files_to_secret_data(files, SECRET_RENAMES)?;
+    if let Some(json) = files.get(STATE_FILE) {
+        let doc = parse_document(STATE_FILE, json)?;
+        if let Some(reason) = doc.forced_rotation_reason {
+            data.insert(
+                FORCED_ROTATION_REASON_KEY.to_string(),
+                Zeroizing::new(reason.into_bytes()),
+            );
+        }
+    }
+    Ok(data)
+}
+
+/// The signer's files from Secret data: `pki-state.json` says which leaves
+/// exist, so which keys to read; `forced-rotation-reason`, when present,
+/// replaces the recorded reason in the document.
+pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+    let state_key = crate::document::secret_data_key(STATE_FILE, SECRET_RENAMES);
+    let json = data
+        .get(&state_key)
+        .ok_or_else(|| RotateError::corrupt(state_key.as_str(), "missing"))?;
+    let mut doc = parse_document(&state_key, json)?;
+    let leaf_paths: Vec<(String, bool)> = doc
+        .leaves
+        .keys()
+        .flat_map(|name| [(leaf_cert_path(name), false), (leaf_key_path(name), true)])
+        .collect();
+    let fixed = [
+        (SIGNER_CERT, false),
+        (SIGNER_KEY, true),
+        (SIGNER_BRIDGE, false),
+        (CA_BUNDLE, false),
+    ];
+    let paths = fixed
+        .into_iter()
+        .chain(leaf_paths.iter().map(|(p, s)| (p.as_str(), *s)));
+    let mut files = crate::document::files_from_secret_data(data, SECRET_RENAMES, paths)?;
+    files.insert_dir(CERTS_DIR)?;
+    if let Some(reason) = data.get(FORCED_ROTATION_REASON_KEY) {
+        let reason = std::str::from_utf8(reason)
+            .map_err(|_| RotateError::corrupt(FORCED_ROTATION_REASON_KEY, "is not UTF-8 text"))?;
+        doc.forced_rotation_reason = (!reason.is_empty()).then(|| reason.to_string());
+    }
+    // Written back in the current version: reading migrated it already.
+    doc.kind = KIND.to_string();
+    doc.version = VERSION;
+    let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
+    files.insert(STATE_FILE, File::public(json))?;
+    Ok(files)
 }
 
 fn assemble<'a>(

@@ -218,7 +218,16 @@ impl FsStore {
         let mut files = Files::new();
         for (relative, &secret) in &entry.files {
             let path = current.dir.join(relative);
-            let contents = fs::read(&path).map_err(io(&path))?;
+            let contents = match fs::read(&path) {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(RotateError::corrupt(
+                        format!("{}: {relative}", self.root.display()),
+                        "missing (the store's manifest lists it)",
+                    ));
+                }
+                Err(e) => return Err(RotateError::io(&path, e)),
+            };
             files.insert(
                 relative.clone(),
                 File {
@@ -395,6 +404,28 @@ impl FsStore {
         Ok(())
     }
 
+    /// Refuses to write a document whose published names are taken at the
+    /// root by something other than the store's own links: consumers would
+    /// keep reading that instead.
+    fn check_published_names(&self, files: &Files) -> Result<()> {
+        for name in files.top_level_names() {
+            let path = self.root.join(name);
+            match fs::read_link(&path) {
+                Ok(target) if target == Path::new(DATA_LINK).join(name) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                _ => {
+                    return Err(RotateError::corrupt(
+                        path.display().to_string(),
+                        format!(
+                            "exists and is not the store's link to {DATA_LINK}/{name}; move it away"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn remove_stale_generations(&self, current: &str) {
         let Ok(entries) = fs::read_dir(&self.root) else {
             return;
@@ -443,6 +474,7 @@ impl Store for FsStore {
                 found,
             });
         }
+        self.check_published_names(files)?;
         self.commit(current.as_ref(), key, files)
     }
 }

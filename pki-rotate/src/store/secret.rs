@@ -1,0 +1,74 @@
+//! A [`Store`] over storage that keeps each document as a Kubernetes
+//! Secret's data: the embedder's own API calls (the API server, a vault…)
+//! behind [`SecretBackend`], and the engine's documented Secret mapping in
+//! between.
+
+use crate::document::{Files, SecretData};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::store::{Revision, Store, validate_key};
+use std::marker::PhantomData;
+
+/// Storage of Secret-shaped documents with compare-and-swap, written by
+/// the embedder: a Kubernetes client with `resourceVersion` is the model.
+pub trait SecretBackend {
+    /// Where the documents are, for messages.
+    fn location(&self) -> String;
+
+    /// The Secret data at `key` and its revision, or None.
+    fn get(&self, key: &str) -> Result<Option<(SecretData, Revision)>>;
+
+    /// Writes `data` at `key` if its revision is still `expected` (None:
+    /// only if absent) and returns the new revision; a changed document is
+    /// [`crate::RotateError::Conflict`] and nothing is written.
+    fn put(&self, key: &str, expected: Option<&Revision>, data: &SecretData) -> Result<Revision>;
+}
+
+/// Documents of engine `E` kept through a [`SecretBackend`].
+pub struct SecretStore<E, B> {
+    backend: B,
+    engine: PhantomData<fn() -> E>,
+}
+
+impl<E, B> SecretStore<E, B> {
+    /// A store for documents of `E` over `backend`.
+    pub fn new(backend: B) -> Self {
+        SecretStore {
+            backend,
+            engine: PhantomData,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+}
+
+impl<E, B: std::fmt::Debug> std::fmt::Debug for SecretStore<E, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretStore")
+            .field("backend", &self.backend)
+            .finish()
+    }
+}
+
+impl<E: Engine, B: SecretBackend> Store for SecretStore<E, B> {
+    fn location(&self) -> String {
+        self.backend.location()
+    }
+
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        validate_key(key)?;
+        match self.backend.get(key)? {
+            None => Ok(None),
+            Some((data, revision)) => Ok(Some((E::files_from_secret_data(&data)?, revision))),
+        }
+    }
+
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        validate_key(key)?;
+        let data = E::files_to_secret_data(files)?;
+        self.backend.put(key, expected, &data)
+    }
+}

@@ -1,0 +1,103 @@
+//! Store URLs (`etcd://HOST:PORT/PREFIX`) and `pki export`.
+
+use crate::common::{CliError, CliResult, StoreArg};
+use pki_rotate::{Engine, Files, SignerEngine, Store};
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// The documents `pki export` looks for, by store key.
+const EXPORTED_KEYS: &[&str] = &[SignerEngine::KIND];
+
+/// Checks a store URL's syntax (bad usage when wrong).
+pub fn check_url(url: &str) -> Result<(), String> {
+    match url.split_once("://") {
+        Some(("etcd", rest)) if rest.contains('/') => Ok(()),
+        Some(("etcd", _)) => Err(format!(
+            "store URL \"{url}\" has no prefix: use etcd://HOST:PORT/PREFIX"
+        )),
+        Some((scheme, _)) => Err(format!(
+            "store URL scheme \"{scheme}\" is not supported: use a directory or etcd://HOST:PORT/PREFIX"
+        )),
+        None => Err(format!("\"{url}\" is not a store URL")),
+    }
+}
+
+/// Opens the store a URL names.
+pub fn open_url(url: &str) -> CliResult<Box<dyn Store + Send + Sync>> {
+    Err(CliError::new(format!(
+        "{url}: this build of pki has no etcd store"
+    )))
+}
+
+/// `pki export STORE OUTDIR`: every document's files, in the directory layout.
+pub fn export(store: &StoreArg, out: &Path) -> CliResult {
+    let opened = store.open()?;
+    if fs::symlink_metadata(out.join(".data")).is_ok() {
+        return Err(CliError::new(format!(
+            "{} is a pki directory store: export writes plain files, choose another directory",
+            out.display()
+        )));
+    }
+    let mut found = 0;
+    for key in EXPORTED_KEYS {
+        let Some((files, revision)) = opened.get(key)? else {
+            continue;
+        };
+        write_files(out, &files)?;
+        found += 1;
+        println!(
+            "exported {key} (revision {revision}, {} files) to {}",
+            files.len(),
+            out.display()
+        );
+    }
+    if found == 0 {
+        return Err(CliError::new(format!("{store}: holds no pki document")));
+    }
+    Ok(())
+}
+
+/// Writes each file through a temporary name and a rename, so a consumer
+/// reading OUTDIR sees each file whole. Secret files get 0600, directories 0700.
+fn write_files(out: &Path, files: &Files) -> CliResult {
+    let io = |path: &Path, e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
+    let make_dir = |dir: &Path| -> CliResult {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| io(dir, e))
+    };
+    make_dir(out)?;
+    for dir in files.dirs() {
+        make_dir(&out.join(dir))?;
+    }
+    for (relative, file) in files.iter() {
+        let path = out.join(relative);
+        if let Some(parent) = path.parent() {
+            make_dir(parent)?;
+        }
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+        let mode = if file.secret { 0o600 } else { 0o644 };
+        let _ = fs::remove_file(&tmp);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| io(&tmp, e))?;
+        f.write_all(&file.contents).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+    }
+    Ok(())
+}
