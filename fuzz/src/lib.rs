@@ -17,10 +17,10 @@ use pki_core::{
     Certificate, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile,
     cross_sign,
 };
-use pki_rotate::state::{
-    CA_BUNDLE, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_KEY, STATE_FILE, StateFile, StateFiles,
-    leaf_cert_path, leaf_key_path,
+use pki_rotate::signer::document::{
+    CA_BUNDLE, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_KEY, STATE_FILE, leaf_cert_path, leaf_key_path,
 };
+use pki_rotate::{File, Files};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::sync::OnceLock;
@@ -563,14 +563,16 @@ pub const STATE_SLOTS: [(&str, bool); 5] = [
 /// Splits a `state_file` input: NUL-separated parts fill [`STATE_SLOTS`]
 /// (an empty part means the file is absent), then leaf triples. The first
 /// part is also the JSON document given to `SignerState::from_json`.
-pub fn split_state_input(data: &[u8]) -> (&[u8], StateFiles) {
+pub fn split_state_input(data: &[u8]) -> (&[u8], Files) {
     let parts: Vec<&[u8]> = data.split(|b| *b == STATE_SEPARATOR).collect();
-    let mut files = StateFiles::new();
+    let mut files = Files::new();
     let mut put = |path: String, contents: &[u8], secret: bool| {
         if !contents.is_empty() {
-            files.insert(
+            // A leaf name that is not a valid path cannot be in a store:
+            // such a file is simply absent.
+            let _ = files.insert(
                 path,
-                StateFile {
+                File {
                     contents: contents.to_vec().into(),
                     secret,
                 },
@@ -593,17 +595,17 @@ pub fn split_state_input(data: &[u8]) -> (&[u8], StateFiles) {
 }
 
 /// The inverse of [`split_state_input`], for the corpus.
-pub fn join_state_files(files: &StateFiles) -> Vec<u8> {
+pub fn join_state_files(files: &Files) -> Vec<u8> {
     let mut parts: Vec<Vec<u8>> = STATE_SLOTS
         .iter()
         .map(|(path, _)| {
             files
                 .get(*path)
-                .map(|f| f.contents.to_vec())
+                .map(<[u8]>::to_vec)
                 .unwrap_or_default()
         })
         .collect();
-    for path in files.keys() {
+    for (path, _) in files.iter() {
         let Some(name) = path
             .strip_prefix("certs/")
             .and_then(|p| p.strip_suffix("/tls.crt"))
@@ -613,7 +615,7 @@ pub fn join_state_files(files: &StateFiles) -> Vec<u8> {
         let get = |p: String| {
             files
                 .get(&p)
-                .map(|f| f.contents.to_vec())
+                .map(<[u8]>::to_vec)
                 .unwrap_or_default()
         };
         parts.push(name.as_bytes().to_vec());

@@ -1,7 +1,6 @@
 //! Leaf reconciliation: when a serving or client certificate must be re-issued.
 
 use crate::error::{Result, RotateError};
-use crate::signer::SignerState;
 use pki_core::{Certificate, CertificateAuthority, CertificateParams, PrivateKey, Profile};
 use rand_core::CryptoRng;
 use std::net::IpAddr;
@@ -277,53 +276,4 @@ mod duration_str {
         let s: String = serde::Deserialize::deserialize(d)?;
         pki_core::policy::parse_duration(&s).map_err(serde::de::Error::custom)
     }
-}
-
-/// The outcome of [`reconcile_external`].
-#[derive(Debug, Clone)]
-pub struct ExternalLeaf {
-    /// The certificate and key to serve: the previous ones when up to date.
-    pub issued: IssuedLeaf,
-    /// The serving chain (leaf, then bridge B when present).
-    pub chain: Vec<Certificate>,
-    /// Why it was (re-)issued; None when the previous leaf is kept.
-    pub reason: Option<LeafReason>,
-    /// When it becomes due for refresh.
-    pub refresh_at: OffsetDateTime,
-}
-
-/// Reconciles a leaf kept outside the signer state (in Kubernetes, each
-/// serving certificate lives in its own Secret): keeps `previous` when it is
-/// up to date, else issues a fresh key and certificate from the current CA.
-pub fn reconcile_external<R: CryptoRng + ?Sized>(
-    state: &SignerState,
-    request: &LeafRequest,
-    previous: Option<IssuedLeaf>,
-    now: OffsetDateTime,
-    rng: &mut R,
-) -> Result<ExternalLeaf> {
-    request.validate()?;
-    let fraction = state.policy.leaf_refresh_fraction;
-    let leaf = Leaf {
-        request: request.clone(),
-        issued: previous,
-    };
-    let (issued, reason) = match (
-        decide_leaf("leaf", &leaf, &state.ca.cert, now, fraction),
-        leaf.issued,
-    ) {
-        (None, Some(kept)) => (kept, None),
-        (decision, _) => {
-            let reason = decision
-                .map(|d| d.reason)
-                .unwrap_or(LeafReason::NotYetIssued);
-            (issue_leaf(&state.ca, request, now, rng)?, Some(reason))
-        }
-    };
-    Ok(ExternalLeaf {
-        chain: state.serving_chain(&issued.cert),
-        refresh_at: refresh_at(&issued.cert, fraction),
-        issued,
-        reason,
-    })
 }

@@ -459,7 +459,7 @@ fn bundle_member_ending_at_the_last_encodable_second_does_not_overflow() {
 
 #[test]
 fn external_leaf_is_kept_while_fresh_and_reissued_after_rotation() {
-    use pki_rotate::leaf::reconcile_external;
+    use pki_rotate::signer::reconcile_external;
     let s = signer();
     let request = LeafRequest::server(vec!["ext.ns.svc".into()]);
     let first = reconcile_external(&s, &request, None, T0, &mut rng(20)).unwrap();

@@ -20,7 +20,8 @@ use p256::pkcs8::der::Decode;
 use pki_core::{Bundle, Certificate, pem};
 use pki_fuzz::{NOW, SEED, join_state_files, pool};
 use pki_rotate::{
-    ForcedRotation, LeafRequest, SignerPolicy, SignerState, apply, leaf::LeafKind, plan, reconcile,
+    Engine, ForcedRotation, LeafRequest, SignerEngine, SignerInput, SignerPolicy, SignerState,
+    leaf::LeafKind,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
@@ -227,40 +228,38 @@ fn states(out: &mut Out) {
     client.kind = LeafKind::Client;
     client.ip_addresses = vec!["10.0.0.7".parse().expect("ip")];
     s.request_leaf("client", client).expect("leaf");
-    let (s, _, _) = reconcile(&s, &policy, NOW, None, &mut rng).expect("reconcile");
-    put_state(out, "fresh", &s, 1);
+    let s = SignerEngine::step(&s, &SignerInput::default(), NOW, &mut rng)
+        .expect("step")
+        .into_document();
+    put_state(out, "fresh", &s);
 
     // After a forced rotation: bridge B, bridge A in the bundle, previous,
     // history, leaves re-issued.
     let later = NOW + Duration::days(30);
-    let p = plan(
-        &s,
-        &policy,
-        later,
-        Some(&ForcedRotation::new("key ceremony")),
-    )
-    .expect("plan");
-    let (rotated, _) = apply(p, &mut rng).expect("apply");
-    put_state(out, "rotated", &rotated, 7);
+    let forced = SignerInput::forced(ForcedRotation::new("key ceremony"));
+    let rotated = SignerEngine::step(&s, &forced, later, &mut rng)
+        .expect("step")
+        .into_document();
+    put_state(out, "rotated", &rotated);
 
     // Keeping the previous root, after an automatic rotation.
     let mut keep = rotated.clone();
     keep.policy.keep_previous_root = true;
     let due = keep.rotation_due_at(&keep.policy) + Duration::days(1);
-    let keep_policy = keep.policy;
-    let p = plan(&keep, &keep_policy, due, None).expect("plan");
-    let (twice, _) = apply(p, &mut rng).expect("apply");
-    put_state(out, "rotated-twice-keep-root", &twice, 12);
+    let twice = SignerEngine::step(&keep, &SignerInput::default(), due, &mut rng)
+        .expect("step")
+        .into_document();
+    put_state(out, "rotated-twice-keep-root", &twice);
 
     // A signer without leaves.
     let bare = SignerState::new("bare-ca", policy, NOW, &mut rng).expect("signer");
-    put_state(out, "bare", &bare, 0);
+    put_state(out, "bare", &bare);
 }
 
-fn put_state(out: &mut Out, name: &str, s: &SignerState, generation: u64) {
-    let json = s.to_json(generation).expect("json");
+fn put_state(out: &mut Out, name: &str, s: &SignerState) {
+    let json = s.to_json().expect("json");
     out.put("state_file", &format!("{name}.json"), json.as_slice());
-    let files = s.to_files(generation).expect("files");
+    let files = s.to_files().expect("files");
     out.put(
         "state_file",
         &format!("{name}.files"),
