@@ -190,6 +190,9 @@ fn usage_errors_exit_2() {
         vec!["init", "/tmp/x", "--lifetime", "ten days"],
         vec!["init", "/tmp/x", "--key", "dsa"],
         vec!["status", "/tmp/x", "--now", "yesterday"],
+        vec!["status", "ftp://host/prefix"],
+        vec!["status", "etcd://127.0.0.1:2379"],
+        vec!["export", "gopher://x/y", "/tmp/out"],
     ] {
         let o = pki(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -414,4 +417,126 @@ fn emergency_grace_and_compromise_modes_shape_the_bundle() {
 
     let o = pki(&["rotate", &dir, "--grace", "2d"]);
     assert_eq!(o.status.code(), Some(2), "--grace needs --force");
+}
+
+/// Copies a directory tree, keeping symbolic links as links.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn export_writes_the_published_files_in_the_directory_layout() {
+    let (tmp, dir) = store();
+    ok(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
+    let out = tmp.path().join("exported");
+    let printed = ok(&["export", &dir, &out.display().to_string()]);
+    assert!(printed.contains("exported signer"), "{printed}");
+    let d = Path::new(&dir);
+    for f in [
+        "signer/tls.crt",
+        "signer/tls.key",
+        "signer/intermediate-ca.crt",
+        "ca-bundle.crt",
+        "certs/web/tls.crt",
+        "certs/web/tls.key",
+        "pki-state.json",
+    ] {
+        assert_eq!(
+            std::fs::read(out.join(f)).unwrap(),
+            std::fs::read(d.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert_eq!(mode(&out.join("signer/tls.key")), 0o600);
+    assert_eq!(mode(&out.join("certs/web/tls.key")), 0o600);
+    assert_eq!(mode(&out.join("certs/web")), 0o700);
+    // Exported files are plain files, not a store: no links, no generations.
+    assert!(!out.join(".data").exists());
+    assert!(
+        !std::fs::symlink_metadata(out.join("ca-bundle.crt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // Exporting over a directory store would clobber it: refused.
+    let err = refused(&["export", &dir, &dir]);
+    assert!(err.contains("is a pki directory store"), "{err}");
+    // A directory without a store is not exported from.
+    let err = refused(&["export", &out.display().to_string(), "/tmp/unused"]);
+    assert!(err.contains("pki init"), "{err}");
+}
+
+#[test]
+fn a_store_written_by_the_first_release_keeps_working() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("pki-rotate/tests/data/v1/store"),
+        &dir,
+    );
+    let d = dir.display().to_string();
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        &d,
+        "--json",
+        "--now",
+        "2027-03-02T00:00:00Z",
+    ]))
+    .unwrap();
+    assert_eq!(json["rotations"], 2);
+    assert_eq!(json["forced_rotation_reason"], "key ceremony");
+    // The first release's serving chain still verifies for a client that
+    // holds the bundle from before the forced rotation.
+    let chain = dir.join("certs/web/tls.crt");
+    let ca_before = tmp.path().join("ca-before.crt");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("pki-state.json")).unwrap()).unwrap();
+    std::fs::write(
+        &ca_before,
+        state["previous"]["certificate"].as_str().unwrap(),
+    )
+    .unwrap();
+    ok(&[
+        "verify",
+        "--bundle",
+        &ca_before.display().to_string(),
+        "--chain",
+        &chain.display().to_string(),
+        "--dns",
+        "web.ns.svc",
+        "--at",
+        "2027-03-02T00:00:00Z",
+    ]);
+    // Writing works and migrates the document.
+    let out = ok(&[
+        "issue",
+        &d,
+        "api",
+        "--dns",
+        "api.ns.svc",
+        "--now",
+        "2027-03-02T00:00:00Z",
+    ]);
+    assert!(out.contains("issued api"), "{out}");
+    let doc = std::fs::read_to_string(dir.join("pki-state.json")).unwrap();
+    assert!(doc.contains("\"kind\": \"signer\""), "{doc}");
+    assert!(dir.join("certs/api/tls.key").is_file());
+    assert!(refused(&["init", &d, "--now", T0]).contains("already exists"));
 }
