@@ -9,6 +9,30 @@
 //! - [`store`]: the [`Store`] trait (keyed documents, opaque revisions,
 //!   compare-and-swap), [`MemoryStore`] and the directory store [`FsStore`].
 //! - [`driver`]: [`Driver::step`], the one load → plan → apply → write loop.
+//!
+//! ```
+//! use pki_rotate::{Driver, FsStore, SignerEngine, SignerInput, SignerPolicy, SignerState};
+//! use rand_chacha::ChaCha20Rng;
+//! use rand_core::SeedableRng;
+//! use time::{Duration, macros::datetime};
+//!
+//! # let dir = tempfile::tempdir()?;
+//! let mut rng = ChaCha20Rng::seed_from_u64(1); // the OS RNG in production
+//! let t0 = datetime!(2026-01-01 00:00 UTC);
+//! let driver = Driver::new(FsStore::open_or_create(dir.path())?);
+//! let signer = SignerState::new("service-ca", SignerPolicy::default(), t0, &mut rng)?;
+//! driver.create::<SignerEngine>("signer", &signer)?;
+//!
+//! // A controller step a year and a month later: the CA rotates, and the
+//! // engine says when to look again: when bridge B (the new CA signed by
+//! // the old key) expires with the old CA and leaves the serving chains.
+//! let later = t0 + Duration::days(396);
+//! let step = driver.step::<SignerEngine, _>("signer", &SignerInput::default(), later, &mut rng)?;
+//! assert!(step.changed);
+//! let bridge_b = step.document.bridge.as_ref().expect("bridge B");
+//! assert_eq!(step.next_wake, bridge_b.not_after() + Duration::SECOND);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod document;
 pub mod driver;
