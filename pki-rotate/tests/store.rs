@@ -447,3 +447,48 @@ fn a_foreign_file_where_a_published_link_belongs_is_refused() {
         b"someone else's bundle"
     );
 }
+
+#[test]
+fn readers_never_see_a_half_written_document_while_writers_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path(), &initial());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let reader = FsStore::open(dir.path()).unwrap();
+            let mut reads = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let (doc, _) = load(&reader);
+                // Every leaf the document names comes with its certificate and key.
+                assert!(doc.leaves.values().all(|l| l.issued.is_some()));
+                reads += 1;
+            }
+            reads
+        });
+        for i in 0..20 {
+            let input = SignerInput::request(
+                format!("svc{i}"),
+                LeafRequest::server(vec![format!("svc{i}.ns.svc")]),
+            );
+            Driver::new(&store)
+                .step::<SignerEngine, _>(KEY, &input, T0, &mut rng(i))
+                .unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert!(reader.join().unwrap() > 0);
+    });
+}
+
+#[test]
+fn a_held_write_lock_does_not_block_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path(), &initial());
+    // Another process stuck in the middle of a write holds the lock.
+    let holder = std::fs::File::open(dir.path().join(".lock")).unwrap();
+    holder.lock().unwrap();
+    let started = std::time::Instant::now();
+    let (doc, revision) = load(&store);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(revision, Revision::new("1"));
+    assert_eq!(doc.leaves.len(), 1);
+}

@@ -170,6 +170,16 @@ impl FsStore {
         Ok(file)
     }
 
+    /// The shared lock if it can be taken without waiting.
+    fn try_lock_shared(&self) -> Option<fs::File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .open(self.root.join(LOCK_FILE))
+            .ok()?;
+        file.try_lock_shared().ok()?;
+        Some(file)
+    }
+
     fn current(&self) -> Result<Option<Current>> {
         let link = self.root.join(DATA_LINK);
         let target = match fs::read_link(&link) {
@@ -448,15 +458,32 @@ impl Store for FsStore {
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         validate_key(key)?;
-        let _lock = self.lock(false)?;
-        let Some(current) = self.current()? else {
-            return Ok(None);
-        };
-        let Some(entry) = current.manifest.keys.get(key) else {
-            return Ok(None);
-        };
-        let files = self.read_key(&current, entry)?;
-        Ok(Some((files, Revision::new(entry.revision.to_string()))))
+        // A shared lock keeps writers from removing the generation being
+        // read. When it cannot be had at once (a writer holds it, or the
+        // store is read-only to this user), read anyway: a generation only
+        // disappears after `.data` moved past it, so a read that raced a
+        // writer is simply done again from the new generation.
+        let _lock = self.try_lock_shared();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let Some(current) = self.current()? else {
+                return Ok(None);
+            };
+            let Some(entry) = current.manifest.keys.get(key) else {
+                return Ok(None);
+            };
+            match self.read_key(&current, entry) {
+                Ok(files) => return Ok(Some((files, Revision::new(entry.revision.to_string())))),
+                Err(e) => {
+                    let moved = self.current_target().as_deref()
+                        != current.dir.file_name().and_then(|n| n.to_str());
+                    if !moved || attempts >= 3 {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
