@@ -128,7 +128,7 @@ impl Fail {
             }
             Fail::Etcd(e) => e.to_string(),
             Fail::Timeout(d) => format!("no answer from etcd within {d:?}"),
-            Fail::Hook(e) => format!("write hook: {e}"),
+            Fail::Hook(e) => format!("hook: {e}"),
             Fail::Other(s) => s.clone(),
         };
         text.chars()
@@ -170,6 +170,7 @@ pub struct EtcdStore {
     options: EtcdOptions,
     kv: KvClient,
     hook: Option<WriteHook>,
+    read_hook: Option<WriteHook>,
     // Last, and an Option, so that Drop can shut it down without blocking.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -255,11 +256,12 @@ impl EtcdStore {
             options,
             kv,
             hook: None,
+            read_hook: None,
             runtime: Some(runtime),
         };
         // The client connects lazily: ask something cheap now, so that an
         // unreachable server is reported here and within the bound.
-        let probe = store.url.prefix().to_string();
+        let probe = format!("{}/", store.url.prefix());
         let mut kv = store.kv.clone();
         store
             .run_within(limit, async move {
@@ -287,6 +289,57 @@ impl EtcdStore {
     /// stop etcd before each step.
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.hook = hook;
+    }
+
+    /// Installs a hook called before each etcd request of a `get`, with the
+    /// name of the step (`read head`, `read blobs 1`, `read blobs 2`…). An
+    /// error it returns fails the `get` as a backend error. Tests use it to
+    /// commit another document between a read's requests.
+    pub fn set_read_hook(&mut self, hook: Option<WriteHook>) {
+        self.read_hook = hook;
+    }
+
+    fn read_step(&self, name: &str) -> std::result::Result<(), Fail> {
+        match &self.read_hook {
+            Some(hook) => hook(name).map_err(Fail::Hook),
+            None => Ok(()),
+        }
+    }
+
+    /// The keys under the prefix that hold a document, in order (what
+    /// `pki export` walks).
+    pub fn keys(&self) -> Result<Vec<String>> {
+        let root = format!("{}/", self.url.prefix());
+        let end = prefix_end(&root);
+        let mut start = root.clone().into_bytes();
+        let mut keys = Vec::new();
+        loop {
+            let mut kv = self.kv.clone();
+            let options = GetOptions::new()
+                .with_range(end.clone())
+                .with_keys_only()
+                .with_limit(PAGE_KEYS);
+            let from = start.clone();
+            let mut page = self
+                .run(async move { kv.get(from, Some(options)).await })
+                .map_err(|f| self.backend("listing documents", f))?;
+            let more = page.more();
+            let kvs = page.take_kvs();
+            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
+                break;
+            };
+            // Blob keys have a segment starting with '.', store keys none.
+            keys.extend(kvs.iter().filter_map(|kv| {
+                let key = std::str::from_utf8(kv.key().strip_prefix(root.as_bytes())?).ok()?;
+                validate_key(key).is_ok().then(|| key.to_string())
+            }));
+            if !more {
+                break;
+            }
+            start = last;
+            start.push(0);
+        }
+        Ok(keys)
     }
 
     fn step(&self, name: &str) -> std::result::Result<(), Fail> {
@@ -338,16 +391,24 @@ impl EtcdStore {
             .max(1)
     }
 
-    fn read(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+    /// One consistent read of a document: the head, then its blobs at the
+    /// revision of that answer.
+    fn read(&self, key: &str) -> std::result::Result<Option<(Files, Revision)>, ReadFail> {
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("reading document \"{key}\"");
+        self.read_step("read head")
+            .map_err(|f| self.backend(&doing, f))?;
         let mut kv = self.kv.clone();
         let head_key = keys.head.clone();
         let mut response = self
             .run(async move { kv.get(head_key, None).await })
             .map_err(|f| self.backend(&doing, f))?;
         // Every blob the head references exists at the revision of this
-        // answer: see the garbage collection rule in `put`.
+        // answer (see the garbage collection rule in `put`), so the blobs
+        // are read at that revision: one snapshot, whatever commits and
+        // collections happen meanwhile. Not at the head's mod_revision,
+        // which is the same document but may be long compacted away when
+        // the document has not changed for a while.
         let at = response.header().map_or(0, |h| h.revision());
         let Some(head) = response.take_kvs().into_iter().next() else {
             return Ok(None);
@@ -360,7 +421,9 @@ impl EtcdStore {
         if !wanted.is_empty() {
             let end = prefix_end(&keys.blobs);
             let mut start = keys.blobs.clone().into_bytes();
-            loop {
+            for page in 1.. {
+                self.read_step(&format!("read blobs {page}"))
+                    .map_err(|f| self.backend(&doing, f))?;
                 let mut kv = self.kv.clone();
                 let options = GetOptions::new()
                     .with_range(end.clone())
@@ -370,13 +433,8 @@ impl EtcdStore {
                 let mut page = self
                     .run(async move { kv.get(from, Some(options)).await })
                     .map_err(|f| match f {
-                        f if f.is_compacted() => RotateError::Conflict {
-                            // Signals `get` to start over from a fresh head.
-                            key: key.to_string(),
-                            expected: None,
-                            found: None,
-                        },
-                        f => self.backend(&doing, f),
+                        f if f.is_compacted() => ReadFail::Compacted,
+                        f => ReadFail::Error(self.backend(&doing, f)),
                     })?;
                 let more = page.more();
                 let kvs = page.take_kvs();
@@ -498,6 +556,19 @@ impl EtcdStore {
     }
 }
 
+/// Why one read of a document failed.
+enum ReadFail {
+    /// The revision it read at was compacted between its requests: read again.
+    Compacted,
+    Error(RotateError),
+}
+
+impl From<RotateError> for ReadFail {
+    fn from(e: RotateError) -> Self {
+        ReadFail::Error(e)
+    }
+}
+
 /// A blob a write attempt adds.
 struct NewBlob<'a> {
     id: String,
@@ -537,8 +608,10 @@ impl Store for EtcdStore {
         let mut attempt = 1;
         loop {
             match self.read(key) {
-                Err(RotateError::Conflict { .. }) if attempt < GET_ATTEMPTS => attempt += 1,
-                Err(RotateError::Conflict { .. }) => {
+                Ok(found) => return Ok(found),
+                Err(ReadFail::Error(e)) => return Err(e),
+                Err(ReadFail::Compacted) if attempt < GET_ATTEMPTS => attempt += 1,
+                Err(ReadFail::Compacted) => {
                     return Err(self.backend(
                         format!("reading document \"{key}\""),
                         Fail::Other(format!(
@@ -546,7 +619,6 @@ impl Store for EtcdStore {
                         )),
                     ));
                 }
-                other => return other,
             }
         }
     }
@@ -580,16 +652,12 @@ impl Store for EtcdStore {
             .map_err(fail)?;
         let head = current.take_kvs().into_iter().next();
         let found = head.as_ref().map(|h| h.mod_revision());
-        let compare = match expected {
-            None if found.is_none() => {
-                Compare::create_revision(keys.head.clone(), CompareOp::Equal, 0)
-            }
-            Some(e) if parse_revision(e).is_some() && parse_revision(e) == found => {
-                Compare::mod_revision(
-                    keys.head.clone(),
-                    CompareOp::Equal,
-                    parse_revision(e).unwrap_or(0),
-                )
+        // A revision that is not etcd's (another store's token) matches
+        // nothing: a conflict, so the caller reads again.
+        let compare = match (expected.map(parse_revision), found) {
+            (None, None) => Compare::create_revision(keys.head.clone(), CompareOp::Equal, 0),
+            (Some(Some(e)), Some(f)) if e == f => {
+                Compare::mod_revision(keys.head.clone(), CompareOp::Equal, e)
             }
             _ => return Err(conflict(found)),
         };

@@ -150,6 +150,7 @@ fn documents_round_trip_and_stale_writes_conflict_without_writing() {
     let r = store.put("creds/db", None, &a).unwrap();
     assert_eq!(store.get("creds/db").unwrap().unwrap(), (a.clone(), r));
     assert_eq!(store.get("signer").unwrap().unwrap(), (b, r2));
+    assert_eq!(store.keys().unwrap(), ["creds/db", "signer"]);
     assert!(matches!(
         store.get("Bad Key").unwrap_err(),
         RotateError::InvalidKey { .. }
@@ -473,4 +474,113 @@ fn a_malformed_url_is_a_url_error_not_a_backend_error() {
         matches!(err, OpenError::Url(UrlError::Prefix { .. })),
         "{err}"
     );
+}
+
+#[test]
+fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
+    let etcd = Etcd::start();
+    let options = EtcdOptions {
+        max_request_bytes: 64 * 1024,
+        ..quick_options()
+    };
+    let store = EtcdStore::connect(&[etcd.endpoint()], "limits", options).unwrap();
+    let mut doc = files(&[("small", "x", false)], &[]);
+    doc.insert("huge.crt", File::public(vec![b'a'; 100 * 1024]))
+        .unwrap();
+    let err = store.put("signer", None, &doc).unwrap_err();
+    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        err.to_string().contains("file huge.crt is 102400 bytes"),
+        "{err}"
+    );
+    assert!(etcd.dump("limits").is_empty());
+    // Many small files go in several requests within the same limit.
+    let mut doc = Files::new();
+    for i in 0..50 {
+        doc.insert(format!("f{i}"), File::public(vec![i as u8; 4000]))
+            .unwrap();
+    }
+    let r = store.put("signer", None, &doc).unwrap();
+    assert_eq!(store.get("signer").unwrap().unwrap(), (doc, r));
+}
+
+/// Generation `g` of a document whose files all change every generation.
+fn tagged(g: usize, files: usize) -> Files {
+    let mut f = Files::new();
+    for i in 0..files {
+        f.insert(
+            format!("f/{i:04}"),
+            File::public(format!("{g}:{i}").into_bytes()),
+        )
+        .unwrap();
+    }
+    f
+}
+
+#[test]
+fn a_read_is_one_snapshot_even_when_a_commit_and_its_collection_fall_inside_it() {
+    let etcd = Etcd::start();
+    let writer = etcd.store("snap1");
+    let first = writer.put("doc", None, &tagged(0, 600)).unwrap();
+    let mut reader = etcd.store("snap1");
+    // Between the reader's head and its second page of blobs, the writer
+    // replaces every file, and its garbage collection deletes every blob
+    // the reader is about to read.
+    let fired = std::sync::atomic::AtomicBool::new(false);
+    reader.set_read_hook(Some(Box::new(move |step| {
+        if step == "read blobs 2" && !fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            writer.put("doc", Some(&first), &tagged(1, 600)).unwrap();
+        }
+        Ok(())
+    })));
+    let (files, revision) = reader.get("doc").unwrap().unwrap();
+    assert_eq!(files, tagged(0, 600));
+    let (files, newer) = reader.get("doc").unwrap().unwrap();
+    assert_eq!(files, tagged(1, 600));
+    assert_ne!(revision, newer);
+    assert_no_garbage(&etcd, "snap1", "doc");
+}
+
+#[test]
+fn readers_see_whole_documents_while_a_writer_commits_and_collects_garbage() {
+    let etcd = Etcd::start();
+    // More files than one page of blobs, so that a read takes several
+    // requests and commits and collections may fall between them.
+    const FILES: usize = 600;
+    const GENERATIONS: usize = 10;
+    let writer = etcd.store("snap");
+    let mut revision = writer.put("doc", None, &tagged(0, FILES)).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let reads = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let store = etcd.store("snap");
+                let done = &done;
+                scope.spawn(move || {
+                    let mut seen = 0;
+                    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                        let (files, _) = store.get("doc").unwrap().unwrap();
+                        let text =
+                            String::from_utf8(files.get("f/0000").unwrap().to_vec()).unwrap();
+                        let g: usize = text.split(':').next().unwrap().parse().unwrap();
+                        assert_eq!(files, tagged(g, FILES), "a read mixed generations");
+                        seen += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for g in 1..=GENERATIONS {
+            revision = writer
+                .put("doc", Some(&revision), &tagged(g, FILES))
+                .unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .sum::<usize>()
+    });
+    assert!(reads > 0);
+    assert_no_garbage(&etcd, "snap", "doc");
 }
