@@ -2,7 +2,9 @@
 
 use crate::layout::{DocKeys, Entry, MANIFEST_FORMAT, Manifest, blob_id, prefix_end, sha256_hex};
 use crate::url::{EtcdUrl, UrlError};
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp,
+};
 use pki_rotate::store::{WriteHook, validate_key};
 use pki_rotate::{File, Files, Result, Revision, RotateError, Store};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -169,7 +171,7 @@ pub struct EtcdStore {
     url: EtcdUrl,
     options: EtcdOptions,
     kv: KvClient,
-    hook: Option<WriteHook>,
+    write_hook: Option<WriteHook>,
     read_hook: Option<WriteHook>,
     // Last, and an Option, so that Drop can shut it down without blocking.
     runtime: Option<tokio::runtime::Runtime>,
@@ -255,7 +257,7 @@ impl EtcdStore {
             url: url.clone(),
             options,
             kv,
-            hook: None,
+            write_hook: None,
             read_hook: None,
             runtime: Some(runtime),
         };
@@ -288,7 +290,7 @@ impl EtcdStore {
     /// fails the `put` at that point as a backend error. Tests use it to
     /// stop etcd before each step.
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
-        self.hook = hook;
+        self.write_hook = hook;
     }
 
     /// Installs a hook called before each etcd request of a `get`, with the
@@ -310,40 +312,68 @@ impl EtcdStore {
     /// `pki export` walks).
     pub fn keys(&self) -> Result<Vec<String>> {
         let root = format!("{}/", self.url.prefix());
-        let end = prefix_end(&root);
-        let mut start = root.clone().into_bytes();
         let mut keys = Vec::new();
-        loop {
-            let mut kv = self.kv.clone();
-            let options = GetOptions::new()
-                .with_range(end.clone())
-                .with_keys_only()
-                .with_limit(PAGE_KEYS);
-            let from = start.clone();
-            let mut page = self
-                .run(async move { kv.get(from, Some(options)).await })
-                .map_err(|f| self.backend("listing documents", f))?;
-            let more = page.more();
-            let kvs = page.take_kvs();
-            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
-                break;
-            };
-            // Blob keys have a segment starting with '.', store keys none.
-            keys.extend(kvs.iter().filter_map(|kv| {
-                let key = std::str::from_utf8(kv.key().strip_prefix(root.as_bytes())?).ok()?;
-                validate_key(key).is_ok().then(|| key.to_string())
-            }));
-            if !more {
-                break;
-            }
-            start = last;
-            start.push(0);
-        }
+        self.scan(
+            &root,
+            GetOptions::new().with_keys_only(),
+            |_| Ok(()),
+            |item| {
+                // Blob keys have a segment starting with '.', store keys none.
+                let key = item
+                    .key()
+                    .strip_prefix(root.as_bytes())
+                    .and_then(|k| std::str::from_utf8(k).ok());
+                if let Some(key) = key
+                    && validate_key(key).is_ok()
+                {
+                    keys.push(key.to_string());
+                }
+            },
+        )
+        .map_err(|f| self.backend("listing documents", f))?;
         Ok(keys)
     }
 
+    /// Visits every key-value whose key starts with `prefix`, a page of
+    /// [`PAGE_KEYS`] at a time, each requested with `options` (the range
+    /// and the limit are added here). `before` runs before each page's
+    /// request, with the page's number.
+    fn scan(
+        &self,
+        prefix: &str,
+        options: GetOptions,
+        mut before: impl FnMut(usize) -> std::result::Result<(), Fail>,
+        mut each: impl FnMut(KeyValue),
+    ) -> std::result::Result<(), Fail> {
+        let end = prefix_end(prefix);
+        let mut start = prefix.as_bytes().to_vec();
+        for page in 1.. {
+            before(page)?;
+            let mut kv = self.kv.clone();
+            let options = options
+                .clone()
+                .with_range(end.clone())
+                .with_limit(PAGE_KEYS);
+            let from = std::mem::take(&mut start);
+            let mut answer = self.run(async move { kv.get(from, Some(options)).await })?;
+            let more = answer.more();
+            let kvs = answer.take_kvs();
+            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
+                break;
+            };
+            kvs.into_iter().for_each(&mut each);
+            if !more {
+                break;
+            }
+            // The next page starts just after the last key of this one.
+            start = last;
+            start.push(0);
+        }
+        Ok(())
+    }
+
     fn step(&self, name: &str) -> std::result::Result<(), Fail> {
-        match &self.hook {
+        match &self.write_hook {
             Some(hook) => hook(name).map_err(Fail::Hook),
             None => Ok(()),
         }
@@ -419,29 +449,11 @@ impl EtcdStore {
         let wanted: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
         let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
         if !wanted.is_empty() {
-            let end = prefix_end(&keys.blobs);
-            let mut start = keys.blobs.clone().into_bytes();
-            for page in 1.. {
-                self.read_step(&format!("read blobs {page}"))
-                    .map_err(|f| self.backend(&doing, f))?;
-                let mut kv = self.kv.clone();
-                let options = GetOptions::new()
-                    .with_range(end.clone())
-                    .with_revision(at)
-                    .with_limit(PAGE_KEYS);
-                let from = start.clone();
-                let mut page = self
-                    .run(async move { kv.get(from, Some(options)).await })
-                    .map_err(|f| match f {
-                        f if f.is_compacted() => ReadFail::Compacted,
-                        f => ReadFail::Error(self.backend(&doing, f)),
-                    })?;
-                let more = page.more();
-                let kvs = page.take_kvs();
-                let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
-                    break;
-                };
-                for item in kvs {
+            self.scan(
+                &keys.blobs,
+                GetOptions::new().with_revision(at),
+                |page| self.read_step(&format!("read blobs {page}")),
+                |item| {
                     let (k, v) = item.into_key_value();
                     let v = Zeroizing::new(v);
                     if let Some(id) = keys.blob_id_of(&k)
@@ -449,13 +461,12 @@ impl EtcdStore {
                     {
                         blobs.insert(id.to_string(), v);
                     }
-                }
-                if !more {
-                    break;
-                }
-                start = last;
-                start.push(0);
-            }
+                },
+            )
+            .map_err(|f| match f {
+                f if f.is_compacted() => ReadFail::Compacted,
+                f => ReadFail::Error(self.backend(&doing, f)),
+            })?;
         }
         let files = manifest.files(&location, &keys, |id| {
             blobs.get(id).map(|bytes| File {
@@ -475,37 +486,21 @@ impl EtcdStore {
         revision: i64,
     ) -> std::result::Result<(), Fail> {
         let referenced: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
-        let end = prefix_end(&keys.blobs);
-        let mut start = keys.blobs.clone().into_bytes();
         let mut garbage: Vec<Vec<u8>> = Vec::new();
         self.step("list garbage")?;
-        loop {
-            let mut kv = self.kv.clone();
-            let options = GetOptions::new()
-                .with_range(end.clone())
-                .with_keys_only()
-                .with_limit(PAGE_KEYS);
-            let from = start.clone();
-            let mut page = self.run(async move { kv.get(from, Some(options)).await })?;
-            let more = page.more();
-            let kvs = page.take_kvs();
-            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
-                break;
-            };
-            for item in kvs {
+        self.scan(
+            &keys.blobs,
+            GetOptions::new().with_keys_only(),
+            |_| Ok(()),
+            |item| {
                 let unreferenced = keys
                     .blob_id_of(item.key())
                     .is_none_or(|id| !referenced.contains(id));
                 if unreferenced && item.create_revision() < revision {
                     garbage.push(item.key().to_vec());
                 }
-            }
-            if !more {
-                break;
-            }
-            start = last;
-            start.push(0);
-        }
+            },
+        )?;
         let batches: Vec<&[Vec<u8>]> = garbage.chunks(self.options.max_txn_ops.max(1)).collect();
         for (i, batch) in batches.iter().enumerate() {
             self.step(&format!("delete garbage {}/{}", i + 1, batches.len()))?;
