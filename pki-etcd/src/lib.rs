@@ -63,8 +63,17 @@
 //! changed), then commits the head in one transaction that compares its
 //! `mod_revision` with the revision the writer read. Blobs are invisible
 //! until a head references them, so a writer that dies or loses leaves the
-//! document as it was; the next successful write removes unreferenced
-//! blobs. A reader sees the whole old document or the whole new one.
+//! document as it was. After a commit the writer removes the blobs that
+//! the new head does not reference and that were created before it (a
+//! writer that read the new head only adds blobs after that, so none of
+//! its blobs is removed); a loser removes the blobs of its own attempt.
+//! A reader reads the blobs at the revision at which it read the head, so
+//! it sees the whole old document or the whole new one, whatever commits
+//! and removals happen meanwhile.
+//!
+//! [`EtcdStore::set_write_hook`] and [`EtcdStore::set_read_hook`] name
+//! every request of a write and of a read, so that tests can stop the
+//! server or commit another document between any two of them.
 //!
 //! # Building
 //!
