@@ -36,7 +36,15 @@ pub enum UrlError {
         /// The text given.
         url: String,
     },
-    /// An endpoint (`HOST:PORT`) is missing or malformed.
+    /// The URL lacks its endpoint or its key prefix.
+    #[error("invalid etcd store URL \"{}\": {reason} (expected etcd://HOST:PORT/PREFIX)", .url.escape_debug())]
+    Incomplete {
+        /// The text given.
+        url: String,
+        /// What is missing.
+        reason: &'static str,
+    },
+    /// An endpoint (`HOST:PORT`) is malformed.
     #[error("invalid etcd endpoint \"{}\": {reason}", .endpoint.escape_debug())]
     Endpoint {
         /// The endpoint as written.
@@ -44,7 +52,7 @@ pub enum UrlError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// The key prefix is missing or malformed.
+    /// The key prefix is malformed.
     #[error("invalid etcd key prefix \"{}\": {reason}", .prefix.escape_debug())]
     Prefix {
         /// The prefix as written.
@@ -80,15 +88,18 @@ impl EtcdUrl {
         let rest = strip_scheme(url).ok_or_else(|| UrlError::NotEtcd {
             url: url.to_string(),
         })?;
-        let (authority, prefix) = rest.split_once('/').ok_or_else(|| UrlError::Prefix {
-            prefix: String::new(),
-            reason: "the URL needs a key prefix after the endpoint: etcd://HOST:PORT/PREFIX",
-        })?;
+        let incomplete = |reason| UrlError::Incomplete {
+            url: url.to_string(),
+            reason,
+        };
+        let (authority, prefix) = rest
+            .split_once('/')
+            .ok_or_else(|| incomplete("it names no key prefix"))?;
         if authority.is_empty() {
-            return Err(UrlError::Endpoint {
-                endpoint: String::new(),
-                reason: "the URL names no HOST:PORT",
-            });
+            return Err(incomplete("it names no HOST:PORT"));
+        }
+        if prefix.is_empty() {
+            return Err(incomplete("it names no key prefix"));
         }
         let endpoints: Vec<&str> = authority.split(',').collect();
         EtcdUrl::new(&endpoints, prefix)
@@ -196,7 +207,7 @@ fn validate_prefix(prefix: &str) -> Result<(), UrlError> {
         })
     };
     if prefix.is_empty() {
-        return bad("a key prefix is required: etcd://HOST:PORT/PREFIX");
+        return bad("a key prefix is required");
     }
     if prefix.len() > 512 {
         return bad("must be at most 512 bytes");
@@ -242,15 +253,15 @@ mod tests {
         for (url, expect) in [
             ("/var/lib/pki", "not an etcd store URL"),
             ("http://h:1/p", "not an etcd store URL"),
-            ("etcd://h:1", "needs a key prefix"),
-            ("etcd://h:1/", "a key prefix is required"),
+            ("etcd://h:1", "names no key prefix"),
+            ("etcd://h:1/", "names no key prefix"),
             ("etcd://h:1/pki/", "must not start or end with '/'"),
             ("etcd://h:1//pki", "must not start or end with '/'"),
             ("etcd://h:1/a//b", "hold '//'"),
             ("etcd://h:1/a/../b", "must not start with '.'"),
             ("etcd://h:1/a b", "may only hold"),
             ("etcd://h:1/a?x=1", "may only hold"),
-            ("etcd:///pki", "names no HOST:PORT"),
+            ("etcd:///pki", "\"etcd:///pki\": it names no HOST:PORT"),
             ("etcd://:2379/pki", "the host is empty"),
             ("etcd://h:/pki", "decimal number"),
             ("etcd://h:x/pki", "decimal number"),
