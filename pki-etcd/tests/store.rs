@@ -1,0 +1,586 @@
+//! The etcd store against a real etcd server: round trips, compare-and-swap,
+//! large documents within etcd's limits, crashes of the server at every
+//! step of a write, and unreachable servers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/etcd.rs"]
+mod etcd;
+
+use etcd::{Etcd, quick_options};
+use pki_etcd::{EtcdOptions, EtcdStore, OpenError, UrlError};
+use pki_rotate::{File, Files, Revision, RotateError, Store};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn files(pairs: &[(&str, &str, bool)], dirs: &[&str]) -> Files {
+    let mut f = Files::new();
+    for (path, text, secret) in pairs {
+        let file = if *secret {
+            File::secret(text.as_bytes().to_vec())
+        } else {
+            File::public(text.as_bytes().to_vec())
+        };
+        f.insert(*path, file).unwrap();
+    }
+    for d in dirs {
+        f.insert_dir(*d).unwrap();
+    }
+    f
+}
+
+/// Blob keys of `key` in the store under `prefix`, and the blob keys its
+/// head references.
+fn blobs(etcd: &Etcd, prefix: &str, key: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let dump = etcd.dump(prefix);
+    let head_key = format!("{prefix}/{key}");
+    let blob_prefix = format!("{prefix}/{key}/.blobs/");
+    let present = dump
+        .iter()
+        .filter(|(k, _, _)| k.starts_with(&blob_prefix))
+        .map(|(k, _, _)| k.clone())
+        .collect();
+    let referenced = dump
+        .iter()
+        .find(|(k, _, _)| *k == head_key)
+        .map(|(_, v, _)| {
+            let head: serde_json::Value = serde_json::from_slice(v).unwrap();
+            head["files"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|e| format!("{blob_prefix}{}", e["blob"].as_str().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    (present, referenced)
+}
+
+fn assert_no_garbage(etcd: &Etcd, prefix: &str, key: &str) {
+    let (present, referenced) = blobs(etcd, prefix, key);
+    assert_eq!(present, referenced, "unreferenced or missing blobs");
+}
+
+fn expect_conflict(err: RotateError) -> (Option<Revision>, Option<Revision>) {
+    match err {
+        RotateError::Conflict {
+            expected, found, ..
+        } => (expected, found),
+        other => panic!("expected a conflict, got {other}"),
+    }
+}
+
+#[test]
+fn the_store_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<EtcdStore>();
+}
+
+#[test]
+fn documents_round_trip_and_stale_writes_conflict_without_writing() {
+    let etcd = Etcd::start();
+    let store = etcd.store("pki/t1");
+    assert_eq!(store.location(), etcd.url("pki/t1"));
+    assert!(store.get("signer").unwrap().is_none());
+
+    let a = files(
+        &[
+            ("pki-state.json", "{\"kind\":\"signer\"}", false),
+            ("signer/tls.crt", "CERT A", false),
+            ("signer/tls.key", "KEY A", true),
+            ("empty", "", false),
+        ],
+        &["certs", "targets/x"],
+    );
+    let r1 = store.put("signer", None, &a).unwrap();
+    let (got, rev) = store.get("signer").unwrap().unwrap();
+    assert_eq!(got, a);
+    assert!(got.file("signer/tls.key").unwrap().secret);
+    assert!(!got.file("signer/tls.crt").unwrap().secret);
+    assert_eq!(got.dirs().collect::<Vec<_>>(), ["certs", "targets/x"]);
+    assert_eq!(rev, r1);
+
+    // A second store (another replica) reads the same.
+    let other = EtcdStore::from_url(&etcd.url("pki/t1")).unwrap();
+    assert_eq!(
+        other.get("signer").unwrap().unwrap(),
+        (a.clone(), r1.clone())
+    );
+
+    let before = etcd.dump("");
+    // Create-only when it exists.
+    let (expected, found) = expect_conflict(store.put("signer", None, &a).unwrap_err());
+    assert_eq!((expected, found), (None, Some(r1.clone())));
+
+    let b = files(
+        &[
+            ("pki-state.json", "{\"kind\":\"signer\",\"v\":2}", false),
+            ("signer/tls.crt", "CERT B", false),
+            ("signer/tls.key", "KEY A", true),
+        ],
+        &["certs"],
+    );
+    // Stale and foreign revisions.
+    let stale = Revision::new((r1.as_str().parse::<i64>().unwrap() - 1).to_string());
+    for wrong in [stale, Revision::new("not-a-number"), Revision::new("0")] {
+        let (expected, found) = expect_conflict(store.put("signer", Some(&wrong), &b).unwrap_err());
+        assert_eq!((expected, found), (Some(wrong), Some(r1.clone())));
+    }
+    // Expecting a document where there is none.
+    let (_, found) = expect_conflict(store.put("nothing", Some(&r1), &b).unwrap_err());
+    assert_eq!(found, None);
+    assert_eq!(etcd.dump(""), before, "a conflict wrote something");
+
+    let r2 = other.put("signer", Some(&r1), &b).unwrap();
+    assert_ne!(r1, r2);
+    let (expected, found) = expect_conflict(store.put("signer", Some(&r1), &a).unwrap_err());
+    assert_eq!((expected, found), (Some(r1.clone()), Some(r2.clone())));
+    assert_eq!(
+        store.get("signer").unwrap().unwrap(),
+        (b.clone(), r2.clone())
+    );
+    assert_no_garbage(&etcd, "pki/t1", "signer");
+
+    // Every key lives under the prefix.
+    for (key, _, _) in etcd.dump("") {
+        assert!(key.starts_with("pki/t1/"), "{key}");
+    }
+    // Documents of several keys share a prefix without touching each other.
+    let r = store.put("creds/db", None, &a).unwrap();
+    assert_eq!(store.get("creds/db").unwrap().unwrap(), (a.clone(), r));
+    assert_eq!(store.get("signer").unwrap().unwrap(), (b, r2));
+    assert_eq!(store.keys().unwrap(), ["creds/db", "signer"]);
+    assert!(matches!(
+        store.get("Bad Key").unwrap_err(),
+        RotateError::InvalidKey { .. }
+    ));
+}
+
+#[test]
+fn a_missing_or_altered_blob_is_corrupt_state_naming_the_file() {
+    let etcd = Etcd::start();
+    let store = etcd.store("pki");
+    let a = files(
+        &[
+            ("signer/tls.crt", "CERT", false),
+            ("signer/tls.key", "KEY", true),
+        ],
+        &[],
+    );
+    store.put("signer", None, &a).unwrap();
+    let head = etcd
+        .dump("pki")
+        .into_iter()
+        .find(|(k, _, _)| k == "pki/signer")
+        .unwrap();
+    let head: serde_json::Value = serde_json::from_slice(&head.1).unwrap();
+    let blob = format!(
+        "pki/signer/.blobs/{}",
+        head["files"]["signer/tls.key"]["blob"].as_str().unwrap()
+    );
+
+    etcd::put_raw(&etcd.endpoint(), &blob, b"OTHER KEY");
+    let err = store.get("signer").unwrap_err();
+    assert!(matches!(err, RotateError::CorruptState { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("signer/tls.key") && text.contains("SHA-256"),
+        "{text}"
+    );
+
+    etcd::delete_raw(&etcd.endpoint(), &blob);
+    let text = store.get("signer").unwrap_err().to_string();
+    assert!(
+        text.contains("signer/tls.key") && text.contains("missing"),
+        "{text}"
+    );
+
+    etcd::put_raw(
+        &etcd.endpoint(),
+        "pki/signer",
+        b"{\"format\":9,\"files\":{}}",
+    );
+    let text = store.get("signer").unwrap_err().to_string();
+    assert!(text.contains("format 9 is not supported"), "{text}");
+}
+
+/// 1,000 leaves: a certificate and a key each, about 1.7 MB in all.
+fn large_document(generation: u8) -> Files {
+    let mut f = Files::new();
+    for i in 0..1000 {
+        let cert = format!("{generation}-{i}-").repeat(180).into_bytes();
+        let key = format!("key-{i}-").repeat(80).into_bytes();
+        f.insert(format!("certs/leaf-{i}/tls.crt"), File::public(cert))
+            .unwrap();
+        f.insert(format!("certs/leaf-{i}/tls.key"), File::secret(key))
+            .unwrap();
+    }
+    f.insert_dir("certs").unwrap();
+    f
+}
+
+#[test]
+fn a_document_beyond_etcds_limits_round_trips_and_a_change_writes_only_what_changed() {
+    let etcd = Etcd::start();
+    let mut store = etcd.store("big");
+    let doc = large_document(1);
+    let total: usize = doc.iter().map(|(_, f)| f.contents.len()).sum();
+    assert!(doc.len() >= 2000 && total > pki_etcd::DEFAULT_MAX_REQUEST_BYTES);
+    let r1 = store.put("signer", None, &doc).unwrap();
+    assert_eq!(
+        store.get("signer").unwrap().unwrap(),
+        (doc.clone(), r1.clone())
+    );
+    let (before, referenced) = blobs(&etcd, "big", "signer");
+    assert_eq!(before.len(), 2000);
+    assert_eq!(before, referenced);
+
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let record = steps.clone();
+    store.set_write_hook(Some(Box::new(move |step| {
+        record.lock().unwrap().push(step.to_string());
+        Ok(())
+    })));
+    let mut changed = doc.clone();
+    changed
+        .insert("certs/leaf-7/tls.crt", File::public(b"renewed".to_vec()))
+        .unwrap();
+    changed
+        .insert("certs/leaf-7/tls.key", File::secret(b"new key".to_vec()))
+        .unwrap();
+    let r2 = store.put("signer", Some(&r1), &changed).unwrap();
+    assert_eq!(
+        *steps.lock().unwrap(),
+        [
+            "read head",
+            "write blobs 1/1",
+            "commit",
+            "list garbage",
+            "delete garbage 1/1"
+        ]
+    );
+    let (after, referenced) = blobs(&etcd, "big", "signer");
+    assert_eq!(after, referenced);
+    assert_eq!(after.difference(&before).count(), 2, "only two new blobs");
+    assert_eq!(
+        before.difference(&after).count(),
+        2,
+        "only two old blobs gone"
+    );
+    assert_eq!(store.get("signer").unwrap().unwrap(), (changed, r2));
+}
+
+/// A store whose write hook kills etcd before the step named in `kill_at`.
+fn killing_store(
+    etcd: &Arc<Mutex<Etcd>>,
+    prefix: &str,
+    kill_at: &Arc<Mutex<Option<String>>>,
+) -> EtcdStore {
+    let endpoint = etcd.lock().unwrap().endpoint();
+    let options = EtcdOptions {
+        max_txn_ops: 8,
+        request_timeout: Duration::from_secs(2),
+        ..quick_options()
+    };
+    let mut store = EtcdStore::connect(&[endpoint], prefix, options).unwrap();
+    let etcd = etcd.clone();
+    let kill_at = kill_at.clone();
+    store.set_write_hook(Some(Box::new(move |step| {
+        let mut target = kill_at.lock().unwrap();
+        if target.as_deref() == Some(step) {
+            *target = None;
+            etcd.lock().unwrap().kill();
+        }
+        Ok(())
+    })));
+    store
+}
+
+/// Generation `g` of a 40-file document: each generation changes 20 files
+/// (3 blob batches and 3 garbage batches of 8) and keeps 20.
+fn generation(g: usize) -> Files {
+    let mut f = Files::new();
+    for i in 0..40 {
+        let text = if i % 2 == 0 {
+            format!("file {i} of generation {g}")
+        } else {
+            format!("file {i}, always the same")
+        };
+        f.insert(
+            format!("d/f{i}"),
+            File {
+                contents: text.into_bytes().into(),
+                secret: i % 3 == 0,
+            },
+        )
+        .unwrap();
+    }
+    f.insert_dir(format!("dirs/g{g}")).unwrap();
+    f
+}
+
+#[test]
+fn killing_etcd_before_each_step_of_a_write_leaves_the_old_or_the_new_document() {
+    let etcd = Arc::new(Mutex::new(Etcd::start()));
+    let kill_at = Arc::new(Mutex::new(None::<String>));
+    let store = killing_store(&etcd, "crash", &kill_at);
+    let mut g = 0;
+    let mut revision = store.put("signer", None, &generation(g)).unwrap();
+    g += 1;
+    // Learn the steps of a write like the ones below.
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    {
+        let mut probe = killing_store(&etcd, "crash", &kill_at);
+        let record = steps.clone();
+        probe.set_write_hook(Some(Box::new(move |step| {
+            record.lock().unwrap().push(step.to_string());
+            Ok(())
+        })));
+        revision = probe
+            .put("signer", Some(&revision), &generation(g))
+            .unwrap();
+        g += 1;
+    }
+    let steps = steps.lock().unwrap().clone();
+    assert_eq!(steps.len(), 1 + 3 + 1 + 1 + 3, "{steps:?}");
+    let commit = steps.iter().position(|s| s == "commit").unwrap();
+
+    for (i, step) in steps.iter().enumerate() {
+        let old = store.get("signer").unwrap().unwrap();
+        let new = generation(g);
+        *kill_at.lock().unwrap() = Some(step.clone());
+        let started = Instant::now();
+        let result = store.put("signer", Some(&revision), &new);
+        let took = started.elapsed();
+        assert!(kill_at.lock().unwrap().is_none(), "step {step} never came");
+        assert!(took < Duration::from_secs(8), "{step}: took {took:?}");
+        etcd.lock().unwrap().restart();
+        let (now, now_rev) = store.get("signer").unwrap().unwrap();
+        if i <= commit {
+            // The server was down before the request that commits: a clear
+            // error, and the old document whole.
+            let err = result.unwrap_err();
+            assert!(matches!(err, RotateError::Backend { .. }), "{step}: {err}");
+            let text = err.to_string();
+            assert!(!text.contains('\n'), "{text}");
+            assert!(
+                text.starts_with(&etcd.lock().unwrap().url("crash")),
+                "{text}"
+            );
+            assert_eq!((now, now_rev), old, "{step}");
+        } else {
+            // Committed; only the garbage collection failed.
+            let r = result.unwrap();
+            assert_eq!((now, now_rev), (new, r), "{step}");
+            g += 1;
+        }
+        // The next write succeeds and leaves no garbage behind.
+        let (_, current) = store.get("signer").unwrap().unwrap();
+        revision = store.put("signer", Some(&current), &generation(g)).unwrap();
+        g += 1;
+        assert_no_garbage(&etcd.lock().unwrap(), "crash", "signer");
+        assert_eq!(store.get("signer").unwrap().unwrap().0, generation(g - 1));
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let options = EtcdOptions {
+        connect_timeout: Duration::from_secs(1),
+        ..EtcdOptions::default()
+    };
+    let started = Instant::now();
+    let err = EtcdStore::connect(&[format!("127.0.0.1:{port}")], "pki", options).unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let OpenError::Store(err @ RotateError::Backend { .. }) = err else {
+        panic!("expected a backend error, got {err}");
+    };
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("etcd://127.0.0.1:{port}/pki: connecting")),
+        "{text}"
+    );
+    assert!(!text.contains('\n'), "{text}");
+
+    // A port that accepts connections and never answers: the timeout.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    let options = EtcdOptions {
+        connect_timeout: Duration::from_secs(1),
+        ..EtcdOptions::default()
+    };
+    let started = Instant::now();
+    let err = EtcdStore::connect(&[address.to_string()], "pki", options).unwrap_err();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let text = err.to_string();
+    assert!(text.contains("no answer from etcd within 1s"), "{text}");
+    drop(silent);
+
+    // A server that goes away after connecting: bounded too.
+    let mut etcd = Etcd::start();
+    let store = EtcdStore::connect(
+        &[etcd.endpoint()],
+        "pki",
+        EtcdOptions {
+            request_timeout: Duration::from_secs(1),
+            ..EtcdOptions::default()
+        },
+    )
+    .unwrap();
+    etcd.kill();
+    let started = Instant::now();
+    let err = store.get("signer").unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    let err = store.put("signer", None, &Files::new()).unwrap_err();
+    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(!err.is_conflict());
+}
+
+#[test]
+fn a_malformed_url_is_a_url_error_not_a_backend_error() {
+    for url in [
+        "etcd://127.0.0.1:2379",
+        "etcd://127.0.0.1:2379/",
+        "etcd://:1/p",
+        "/var/lib/pki",
+    ] {
+        match EtcdStore::from_url(url) {
+            Err(OpenError::Url(e)) => {
+                let _: UrlError = e;
+            }
+            Err(other) => panic!("{url}: {other}"),
+            Ok(_) => panic!("{url}: opened"),
+        }
+    }
+    let err = EtcdStore::connect(&["127.0.0.1:2379"], "a//b", EtcdOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, OpenError::Url(UrlError::Prefix { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
+    let etcd = Etcd::start();
+    let options = EtcdOptions {
+        max_request_bytes: 64 * 1024,
+        ..quick_options()
+    };
+    let store = EtcdStore::connect(&[etcd.endpoint()], "limits", options).unwrap();
+    let mut doc = files(&[("small", "x", false)], &[]);
+    doc.insert("huge.crt", File::public(vec![b'a'; 100 * 1024]))
+        .unwrap();
+    let err = store.put("signer", None, &doc).unwrap_err();
+    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        err.to_string().contains("file huge.crt is 102400 bytes"),
+        "{err}"
+    );
+    assert!(etcd.dump("limits").is_empty());
+    // Many small files go in several requests within the same limit.
+    let mut doc = Files::new();
+    for i in 0..50 {
+        doc.insert(format!("f{i}"), File::public(vec![i as u8; 4000]))
+            .unwrap();
+    }
+    let r = store.put("signer", None, &doc).unwrap();
+    assert_eq!(store.get("signer").unwrap().unwrap(), (doc, r));
+}
+
+/// Generation `g` of a document whose files all change every generation.
+fn tagged(g: usize, files: usize) -> Files {
+    let mut f = Files::new();
+    for i in 0..files {
+        f.insert(
+            format!("f/{i:04}"),
+            File::public(format!("{g}:{i}").into_bytes()),
+        )
+        .unwrap();
+    }
+    f
+}
+
+#[test]
+fn a_read_is_one_snapshot_even_when_a_commit_and_its_collection_fall_inside_it() {
+    let etcd = Etcd::start();
+    let writer = etcd.store("snap1");
+    let first = writer.put("doc", None, &tagged(0, 600)).unwrap();
+    let mut reader = etcd.store("snap1");
+    // Between the reader's head and its second page of blobs, the writer
+    // replaces every file, and its garbage collection deletes every blob
+    // the reader is about to read.
+    let fired = std::sync::atomic::AtomicBool::new(false);
+    reader.set_read_hook(Some(Box::new(move |step| {
+        if step == "read blobs 2" && !fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            writer.put("doc", Some(&first), &tagged(1, 600)).unwrap();
+        }
+        Ok(())
+    })));
+    let (files, revision) = reader.get("doc").unwrap().unwrap();
+    assert_eq!(files, tagged(0, 600));
+    let (files, newer) = reader.get("doc").unwrap().unwrap();
+    assert_eq!(files, tagged(1, 600));
+    assert_ne!(revision, newer);
+    assert_no_garbage(&etcd, "snap1", "doc");
+}
+
+#[test]
+fn readers_see_whole_documents_while_a_writer_commits_and_collects_garbage() {
+    let etcd = Etcd::start();
+    // More files than one page of blobs, so that a read takes several
+    // requests and commits and collections may fall between them.
+    const FILES: usize = 600;
+    const GENERATIONS: usize = 10;
+    let writer = etcd.store("snap");
+    let mut revision = writer.put("doc", None, &tagged(0, FILES)).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let reads = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let store = etcd.store("snap");
+                let done = &done;
+                scope.spawn(move || {
+                    let mut seen = 0;
+                    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                        let (files, _) = store.get("doc").unwrap().unwrap();
+                        let text =
+                            String::from_utf8(files.get("f/0000").unwrap().to_vec()).unwrap();
+                        let g: usize = text.split(':').next().unwrap().parse().unwrap();
+                        assert_eq!(files, tagged(g, FILES), "a read mixed generations");
+                        seen += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for g in 1..=GENERATIONS {
+            revision = writer
+                .put("doc", Some(&revision), &tagged(g, FILES))
+                .unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .sum::<usize>()
+    });
+    assert!(reads > 0);
+    assert_no_garbage(&etcd, "snap", "doc");
+}
