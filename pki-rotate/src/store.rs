@@ -19,9 +19,10 @@ pub use fs::{FsStore, LEGACY_KEY, WriteHook};
 pub use secret::{SecretBackend, SecretStore};
 
 /// A store's version of one document: opaque, assigned by the store, only
-/// compared for equality. The directory store uses its generation number,
-/// etcd the key's `mod_revision`, a Kubernetes Secret its `resourceVersion`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// compared for equality (it has no meaningful order). The directory store
+/// uses its generation number, etcd the key's `mod_revision`, a Kubernetes
+/// Secret its `resourceVersion`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Revision(String);
 
 impl Revision {

@@ -1,0 +1,137 @@
+//! The CLI against a real etcd server on 127.0.0.1 (started by the test):
+//! every signer command takes `etcd://HOST:PORT/PREFIX` for DIR, `pki export`
+//! writes what it holds in the directory layout, `pki rotate` processes
+//! racing at the rotation point rotate once, and an unreachable server is
+//! one line and exit 1 within a bounded time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+#[path = "../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
+
+use std::process::{Command, Output};
+
+const T0: &str = "2026-01-01T00:00:00Z";
+const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
+
+fn pki(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = pki(args);
+    assert!(
+        o.status.success(),
+        "pki {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn every_signer_command_works_on_an_etcd_url_and_export_writes_the_layout() {
+    let server = etcd::Etcd::start();
+    let url = server.url("pki/service-ca");
+    ok(&["init", &url, "--now", T0]);
+    ok(&["issue", &url, "web", "--dns", "web.ns.svc", "--now", T0]);
+    let out = ok(&["rotate", &url, "--now", AFTER_ROTATION_POINT]);
+    assert!(out.contains("rotated CA"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        &url,
+        "--json",
+        "--now",
+        AFTER_ROTATION_POINT,
+    ]))
+    .unwrap();
+    assert_eq!(json["rotations"], 1);
+
+    // Every key lives under the prefix.
+    let keys = etcd::dump_keys(&server.endpoint(), "");
+    assert!(!keys.is_empty());
+    assert!(
+        keys.iter()
+            .all(|(k, _, _)| k.starts_with("pki/service-ca/")),
+        "{keys:?}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let exported = tmp.path().join("out");
+    ok(&["export", &url, &exported.display().to_string()]);
+    let chain = exported.join("certs/web/tls.crt");
+    let bundle = exported.join("ca-bundle.crt");
+    assert_eq!(
+        pki_core::Certificate::all_from_pem(&std::fs::read(&chain).unwrap())
+            .unwrap()
+            .len(),
+        2,
+        "leaf + bridge B"
+    );
+    ok(&[
+        "verify",
+        "--bundle",
+        &bundle.display().to_string(),
+        "--chain",
+        &chain.display().to_string(),
+        "--dns",
+        "web.ns.svc",
+        "--at",
+        AFTER_ROTATION_POINT,
+    ]);
+    let err = pki(&["init", &url, "--now", T0]);
+    assert_eq!(err.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&err.stderr).contains("already exists"));
+}
+
+#[test]
+fn rotate_processes_racing_at_the_rotation_point_rotate_once() {
+    let server = etcd::Etcd::start();
+    let url = server.url("race");
+    ok(&["init", &url, "--now", T0]);
+    ok(&["issue", &url, "web", "--dns", "web.ns.svc", "--now", T0]);
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_pki"));
+            cmd.args(["rotate", &url, "--now", AFTER_ROTATION_POINT]);
+            if i % 2 == 0 {
+                cmd.args(["--force", "yearly"]);
+            }
+            std::thread::spawn(move || cmd.output().unwrap())
+        })
+        .collect();
+    for child in children {
+        let o = child.join().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "status",
+        &url,
+        "--json",
+        "--now",
+        AFTER_ROTATION_POINT,
+    ]))
+    .unwrap();
+    assert_eq!(json["rotations"], 1, "{json}");
+    assert_eq!(json["forced_rotation_reason"], "yearly");
+}
+
+#[test]
+fn an_unreachable_server_is_one_line_and_exit_1_in_bounded_time() {
+    // A port nothing listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("etcd://127.0.0.1:{port}/pki");
+    let started = std::time::Instant::now();
+    let o = pki(&["status", &url]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("pki: etcd://127.0.0.1:"), "{err}");
+}
