@@ -158,23 +158,16 @@ impl Certificate {
     /// Parses every block of `input`; each must be a `CERTIFICATE`. An error
     /// names the block.
     pub fn all_from_pem(input: &[u8]) -> Result<Vec<Self>> {
-        pem::read_blocks(input)?
-            .into_iter()
-            .enumerate()
-            .map(|(i, block)| {
-                if block.label != "CERTIFICATE" {
-                    return Err(Error::UnexpectedPemLabel {
-                        block: i + 1,
-                        found: block.label.clone(),
-                        expected: "CERTIFICATE",
-                    });
-                }
-                Self::from_der(&block.der).map_err(|e| Error::Pem {
-                    block: i + 1,
-                    reason: e.to_string(),
-                })
-            })
-            .collect()
+        let mut certs = Vec::new();
+        pem::for_each_public_block(input, "CERTIFICATE", |index, der| {
+            let cert = Self::from_der(&der).map_err(|e| Error::Pem {
+                block: index,
+                reason: e.to_string(),
+            })?;
+            certs.push(cert);
+            Ok(())
+        })?;
+        Ok(certs)
     }
 
     /// The exact DER this certificate was parsed from.
