@@ -3,6 +3,7 @@
 use crate::cert::Certificate;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use time::OffsetDateTime;
 
 /// An ordered set of CA certificates.
@@ -10,9 +11,26 @@ use time::OffsetDateTime;
 /// Certificates are deduplicated by DER. Order is deterministic: the order of
 /// first insertion, which is what rotation engines rely on to put the current
 /// CA first. The [`Bundle::fingerprint`] of the set does not depend on order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct Bundle {
     certs: Vec<Certificate>,
+    /// The same certificates, for constant-time membership tests.
+    members: HashSet<Certificate>,
+}
+
+impl PartialEq for Bundle {
+    fn eq(&self, other: &Self) -> bool {
+        self.certs == other.certs
+    }
+}
+impl Eq for Bundle {}
+
+impl std::fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("certs", &self.certs)
+            .finish()
+    }
 }
 
 impl Bundle {
@@ -23,7 +41,11 @@ impl Bundle {
 
     /// A bundle of `certs`, deduplicated, in the order given.
     pub fn from_certs(certs: impl IntoIterator<Item = Certificate>) -> Self {
-        let mut b = Bundle::new();
+        let certs = certs.into_iter();
+        let mut b = Bundle {
+            certs: Vec::with_capacity(certs.size_hint().0),
+            members: HashSet::with_capacity(certs.size_hint().0),
+        };
         for c in certs {
             b.push(c);
         }
@@ -47,7 +69,7 @@ impl Bundle {
 
     /// Adds `cert` unless the same DER is already present. Returns whether it was added.
     pub fn push(&mut self, cert: Certificate) -> bool {
-        if self.contains(&cert) {
+        if !self.members.insert(cert.clone()) {
             return false;
         }
         self.certs.push(cert);
@@ -63,7 +85,7 @@ impl Bundle {
 
     /// Whether a certificate with the same DER is present.
     pub fn contains(&self, cert: &Certificate) -> bool {
-        self.certs.iter().any(|c| c.der() == cert.der())
+        self.members.contains(cert)
     }
 
     /// The certificates, in order.
@@ -86,6 +108,9 @@ impl Bundle {
         let (keep, gone) = std::mem::take(&mut self.certs)
             .into_iter()
             .partition(|c| c.not_after() >= now);
+        for c in &gone {
+            self.members.remove(c);
+        }
         self.certs = keep;
         gone
     }
@@ -130,14 +155,12 @@ impl Bundle {
     /// SPKI pins as raw SHA-256 bytes, deduplicated (bridges share keys with
     /// roots), in bundle order (see [`Bundle::spki_pins`]).
     pub fn spki_pins_sha256(&self) -> Vec<[u8; 32]> {
-        let mut pins: Vec<[u8; 32]> = Vec::new();
-        for c in &self.certs {
-            let p = c.spki_sha256();
-            if !pins.contains(&p) {
-                pins.push(p);
-            }
-        }
-        pins
+        let mut seen = HashSet::new();
+        self.certs
+            .iter()
+            .map(Certificate::spki_sha256)
+            .filter(|p| seen.insert(*p))
+            .collect()
     }
 }
 

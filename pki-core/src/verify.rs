@@ -258,7 +258,7 @@ fn unknown_issuer(cert: &Certificate) -> VerifyError {
 }
 
 fn same_key_and_subject(a: &Certificate, b: &Certificate) -> bool {
-    a.subject() == b.subject() && a.public_key() == b.public_key()
+    a.spki_der() == b.spki_der() && a.subject() == b.subject()
 }
 
 struct Builder<'a> {
@@ -290,7 +290,7 @@ impl<'a> Builder<'a> {
         let by_name = |pool: &[&'a Certificate], role| {
             let mut found: Vec<(&'a Certificate, Role)> = pool
                 .iter()
-                .filter(|c| c.subject() == child.issuer())
+                .filter(|c| c.subject_matches_issuer_of(child))
                 .filter(|c| !path.iter().any(|p| same_key_and_subject(p, c)))
                 .map(|c| (*c, role))
                 .collect();

@@ -221,6 +221,46 @@ fn bundle_dedups_prunes_and_fingerprints_independent_of_order() {
     let gone = ab.prune_expired(NOW + Duration::days(791));
     assert_eq!(gone.len(), 2);
     assert!(ab.is_empty());
+    // A pruned certificate is forgotten: it can be added again.
+    assert!(!ab.contains(&a));
+    assert!(ab.push(a.clone()));
+    assert!(!ab.push(a.clone()));
+    assert_eq!(ab.certs(), [a]);
+}
+
+#[test]
+fn bundle_of_thousands_keeps_first_insertion_order_and_drops_copies() {
+    let a = root(1);
+    let leaves: Vec<Certificate> = (0..500u64)
+        .map(|i| {
+            let mut p =
+                CertificateParams::new(Profile::Client, "c", NOW, Duration::days(1)).unwrap();
+            p.backdate = Duration::seconds(i as i64);
+            a.issue(&p, a.cert.public_key(), &mut rng(i)).unwrap()
+        })
+        .collect();
+    let doubled = leaves.iter().chain(leaves.iter().rev()).cloned();
+    let bundle = Bundle::from_certs(doubled);
+    assert_eq!(bundle.certs(), leaves.as_slice());
+    let copy = Certificate::from_der(leaves[321].der()).unwrap();
+    assert!(bundle.contains(&copy));
+}
+
+#[test]
+fn spki_and_tbs_are_slices_of_the_certificate_der() {
+    use der::Encode;
+    let (leaf, key) = server(&root(1), Duration::days(30));
+    assert_eq!(leaf.spki_der(), key.public_key_der().unwrap().as_slice());
+    assert_eq!(leaf.public_key_der(), leaf.public_key().to_der().unwrap());
+    assert_eq!(
+        leaf.tbs_der(),
+        leaf.x509().tbs_certificate().to_der().unwrap().as_slice()
+    );
+    let start = leaf
+        .der()
+        .windows(leaf.tbs_der().len())
+        .position(|w| w == leaf.tbs_der());
+    assert_eq!(start, Some(4));
 }
 
 #[test]

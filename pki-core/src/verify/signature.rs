@@ -132,9 +132,7 @@ pub(crate) fn signed_parts(cert: &Certificate) -> Result<Signed<'_>, SigFailure>
         });
     }
     let scheme = scheme(outer)?;
-    let tbs = tbs_bytes(cert.der()).ok_or(SigFailure::Malformed(
-        "cannot locate TBSCertificate in the DER",
-    ))?;
+    let tbs = cert.tbs_der();
     let signature = bit_string_bytes(x.signature()).ok_or(SigFailure::Malformed(
         "signature BIT STRING has unused bits",
     ))?;
@@ -270,59 +268,6 @@ fn modulus_bits(n: &[u8]) -> usize {
     }
 }
 
-/// One DER header: (tag byte, header length, total length of the TLV).
-fn tlv(input: &[u8]) -> Option<(u8, usize, usize)> {
-    let tag = *input.first()?;
-    if tag & 0x1f == 0x1f {
-        return None; // multi-byte tags never occur at the places we read
-    }
-    let first = *input.get(1)?;
-    let (len, header) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 {
-            return None; // indefinite length, or larger than any certificate
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | usize::from(*input.get(2 + i)?);
-        }
-        (len, 2 + n)
-    };
-    let total = header.checked_add(len)?;
-    (total <= input.len()).then_some((tag, header, total))
-}
-
-/// The TBSCertificate TLV exactly as it appears in `der`:
-/// `Certificate ::= SEQUENCE { tbsCertificate TBSCertificate, ... }`.
-pub(crate) fn tbs_bytes(der: &[u8]) -> Option<&[u8]> {
-    let (tag, header, _) = tlv(der)?;
-    if tag != 0x30 {
-        return None;
-    }
-    let content = der.get(header..)?;
-    let (tag, _, total) = tlv(content)?;
-    (tag == 0x30).then(|| content.get(..total)).flatten()
-}
-
-/// The content octets of the serialNumber INTEGER, as encoded.
-pub(crate) fn serial_content(der: &[u8]) -> Option<&[u8]> {
-    let tbs = tbs_bytes(der)?;
-    let (_, header, _) = tlv(tbs)?;
-    let mut rest = tbs.get(header..)?;
-    let (tag, h, total) = tlv(rest)?;
-    if tag == 0xa0 {
-        rest = rest.get(total..)?;
-    } else if tag == 0x02 {
-        return rest.get(h..total);
-    } else {
-        return None;
-    }
-    let (tag, h, total) = tlv(rest)?;
-    (tag == 0x02).then(|| rest.get(h..total)).flatten()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,17 +277,5 @@ mod tests {
         assert_eq!(modulus_bits(&[0x00, 0x80, 0x00]), 16);
         assert_eq!(modulus_bits(&[0x01, 0x00]), 9);
         assert_eq!(modulus_bits(&[]), 0);
-    }
-
-    #[test]
-    fn tlv_rejects_truncated_and_indefinite_lengths() {
-        assert_eq!(tlv(&[0x30, 0x03, 1, 2]), None);
-        assert_eq!(tlv(&[0x30, 0x80, 0, 0]), None);
-        assert_eq!(tlv(&[0x30, 0x81, 0x01, 7]), Some((0x30, 3, 4)));
-        assert_eq!(
-            tbs_bytes(&[0x30, 0x02, 0x30, 0x00]),
-            Some(&[0x30, 0x00][..])
-        );
-        assert_eq!(tbs_bytes(&[0x31, 0x02, 0x30, 0x00]), None);
     }
 }
