@@ -2,8 +2,10 @@
 
 use crate::cert::Certificate;
 use crate::error::{Error, Result};
+use crate::verify::SignatureCache;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// An ordered set of CA certificates.
@@ -11,11 +13,28 @@ use time::OffsetDateTime;
 /// Certificates are deduplicated by DER. Order is deterministic: the order of
 /// first insertion, which is what rotation engines rely on to put the current
 /// CA first. The [`Bundle::fingerprint`] of the set does not depend on order.
-#[derive(Clone, Default)]
+///
+/// A bundle carries a [`SignatureCache`] that [`crate::verify_chain`] uses,
+/// shared by its clones (see [`Bundle::signature_cache`]). Equality looks
+/// at the certificates only.
+#[derive(Clone)]
 pub struct Bundle {
     certs: Vec<Certificate>,
     /// The same certificates, for constant-time membership tests.
     members: HashSet<Certificate>,
+    cache: Arc<SignatureCache>,
+}
+
+impl Default for Bundle {
+    fn default() -> Self {
+        Bundle {
+            certs: Vec::new(),
+            members: HashSet::new(),
+            cache: Arc::new(SignatureCache::with_capacity(
+                Self::SIGNATURE_CACHE_CAPACITY,
+            )),
+        }
+    }
 }
 
 impl PartialEq for Bundle {
@@ -34,6 +53,12 @@ impl std::fmt::Debug for Bundle {
 }
 
 impl Bundle {
+    /// Capacity of a bundle's own [`SignatureCache`]: 8,192 outcomes, about
+    /// 400 KiB when full. A bundle is verified against by one consumer's
+    /// leaves, so its cache mostly holds one entry per leaf and a few for
+    /// the intermediates and bridges they share.
+    pub const SIGNATURE_CACHE_CAPACITY: usize = 8192;
+
     /// An empty bundle.
     pub fn new() -> Self {
         Self::default()
@@ -45,6 +70,7 @@ impl Bundle {
         let mut b = Bundle {
             certs: Vec::with_capacity(certs.size_hint().0),
             members: HashSet::with_capacity(certs.size_hint().0),
+            ..Bundle::default()
         };
         for c in certs {
             b.push(c);
@@ -86,6 +112,14 @@ impl Bundle {
     /// Whether a certificate with the same DER is present.
     pub fn contains(&self, cert: &Certificate) -> bool {
         self.members.contains(cert)
+    }
+
+    /// The signature cache [`crate::verify_chain`] uses with this bundle as
+    /// its anchors. Shared by the bundle's clones; adding or removing
+    /// certificates keeps it, since an outcome does not depend on the
+    /// bundle.
+    pub fn signature_cache(&self) -> &SignatureCache {
+        &self.cache
     }
 
     /// The certificates, in order.

@@ -80,6 +80,8 @@ pub(crate) struct AuthorityKeyId {
 pub(crate) struct Memo {
     fingerprint: OnceLock<[u8; 32]>,
     spki_sha256: OnceLock<[u8; 32]>,
+    /// Whether the certificate's signature verifies with its own key.
+    pub(crate) self_signed: OnceLock<bool>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
 }
@@ -435,6 +437,11 @@ impl Certificate {
             .memo
             .spki_sha256
             .get_or_init(|| Sha256::digest(self.spki_der()).into())
+    }
+
+    /// Values derived on first use.
+    pub(crate) fn memo(&self) -> &Memo {
+        &self.0.memo
     }
 
     /// Whether this certificate's subject names `child`'s issuer (RFC 5280

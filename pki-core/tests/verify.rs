@@ -595,8 +595,8 @@ fn budget_exhaustion_is_a_distinct_fatal_error() {
     let mut o = opts_at(r.rotated_at + Duration::hours(2));
     verify_chain(&r.new_leaf, &chain, &anchors, &o).unwrap();
 
-    // The old CA is tried first (an anchor) and fails; bridge B would need
-    // a second signature check.
+    // Bridge B is tried first (its SKI is the leaf's AKI); the old root
+    // above it needs a second signature check.
     o.budget = Budget {
         signatures: 1,
         ..Budget::default()
@@ -680,6 +680,52 @@ fn signature_cache_hits_on_the_second_leaf_through_the_same_intermediate() {
         matches!(again, Err(VerifyError::BadSignature { .. })),
         "{again:?}"
     );
+}
+
+#[test]
+fn new_leaf_through_bridge_b_costs_two_signature_checks_against_the_old_bundle() {
+    // The old root has the leaf's issuer name but not its key: trying it
+    // first, as an anchor, would waste a check on every new leaf.
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let cache = SignatureCache::new();
+    let path = verify_chain_cached(
+        &r.new_leaf,
+        std::slice::from_ref(&r.bridge_b),
+        &bundle(&[&r.old.cert]),
+        &o,
+        &cache,
+    )
+    .unwrap();
+    assert_eq!(path.certs, [r.new_leaf, r.bridge_b, r.old.cert]);
+    assert_eq!((cache.hits(), cache.misses()), (0, 2));
+}
+
+#[test]
+fn verify_chain_remembers_signatures_in_the_bundle_it_is_given() {
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let chain = std::slice::from_ref(&r.bridge_b);
+    let old_bundle = bundle(&[&r.old.cert]);
+    let second_leaf = leaf_with(
+        &r.new,
+        Profile::Server,
+        &["other.ns.svc"],
+        &[],
+        r.rotated_at + Duration::hours(1),
+        7,
+    );
+    verify_chain(&r.new_leaf, chain, &old_bundle, &o).unwrap();
+    let cache = old_bundle.signature_cache();
+    assert_eq!((cache.hits(), cache.misses()), (0, 2));
+    // The bridge's signature is not checked again, for this bundle or a
+    // clone of it; the second leaf's own signature is.
+    verify_chain(&second_leaf, chain, &old_bundle.clone(), &o).unwrap();
+    assert_eq!((cache.hits(), cache.misses()), (1, 3));
+    // Another bundle has its own cache.
+    let other = bundle(&[&r.old.cert]);
+    verify_chain(&second_leaf, chain, &other, &o).unwrap();
+    assert_eq!(other.signature_cache().misses(), 2);
 }
 
 #[test]

@@ -114,6 +114,15 @@ pub fn verify_signature(
     check(issuer_spki, &signed).map_err(|f| f.into_error(cert, issuer))
 }
 
+/// Whether `cert`'s signature verifies with its own key, remembered with
+/// the certificate.
+pub(crate) fn is_self_signed(cert: &Certificate) -> bool {
+    *cert
+        .memo()
+        .self_signed
+        .get_or_init(|| verify_signature(cert.public_key(), cert).is_ok())
+}
+
 pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
     let der = spki.to_der().unwrap_or_default();
     let h = hex::encode(Sha256::digest(der));
