@@ -116,8 +116,8 @@ impl<'a> Scanner<'a> {
         })
     }
 
-    /// The next block's index and label; its body lines, trimmed and each
-    /// followed by `\n`, replace the content of `body`.
+    /// The next block's index and label; its body lines, trimmed and
+    /// joined, replace the content of `body`.
     fn next_block(&mut self, body: &mut String) -> Result<Option<(usize, &'a str)>> {
         body.clear();
         let label = loop {
@@ -153,7 +153,6 @@ impl<'a> Scanner<'a> {
                 });
             }
             body.push_str(inner);
-            body.push('\n');
         }
         if !closed {
             return Err(Error::Pem {
@@ -179,13 +178,11 @@ fn empty(index: usize, label: &str) -> Error {
     }
 }
 
-/// Plain (variable-time) base64 of a public block's body lines.
+/// Plain (variable-time) base64 of a public block's body.
 fn decode_public(index: usize, label: &str, body: &str) -> Result<Vec<u8>> {
     use base64::Engine;
-    let mut compact = Vec::with_capacity(body.len());
-    compact.extend(body.bytes().filter(|b| *b != b'\n'));
     let der = base64::engine::general_purpose::STANDARD
-        .decode(&compact)
+        .decode(body)
         .map_err(|e| Error::Pem {
             block: index,
             reason: format!("{label}: invalid base64 body ({e})"),
@@ -197,11 +194,26 @@ fn decode_public(index: usize, label: &str, body: &str) -> Result<Vec<u8>> {
 }
 
 /// Constant-time base64 of a block that may hold a secret, through
-/// zeroized buffers only.
+/// zeroized buffers only. The body is re-wrapped at 64 characters, the
+/// line length `pem-rfc7468` expects.
 fn decode_secret(index: usize, label: &str, body: &str) -> Result<Zeroizing<Vec<u8>>> {
-    let canonical = Zeroizing::new(format!(
-        "{BEGIN}{label}{DASHES}\n{body}{END}{label}{DASHES}\n"
+    let mut canonical = Zeroizing::new(String::with_capacity(
+        2 * (BEGIN.len() + label.len() + DASHES.len() + 1) + body.len() + body.len() / 64 + 1,
     ));
+    canonical.push_str(BEGIN);
+    canonical.push_str(label);
+    canonical.push_str(DASHES);
+    canonical.push('\n');
+    for line in body.as_bytes().chunks(64) {
+        // Valid base64 is ASCII, so a chunk is valid UTF-8; anything else
+        // fails to decode below either way.
+        canonical.push_str(std::str::from_utf8(line).unwrap_or("!"));
+        canonical.push('\n');
+    }
+    canonical.push_str(END);
+    canonical.push_str(label);
+    canonical.push_str(DASHES);
+    canonical.push('\n');
     let (_, der) = pem_rfc7468::decode_vec(canonical.as_bytes()).map_err(|e| Error::Pem {
         block: index,
         reason: format!("{label}: invalid base64 body ({e})"),
@@ -291,6 +303,22 @@ mod tests {
     #[test]
     fn public_and_secret_blocks_decode_the_same_way() {
         for label in ["CERTIFICATE", "PRIVATE KEY"] {
+            let der: Vec<u8> = (0..200).collect();
+            let pem = encode(label, &der);
+            for width in [1, 7, 64, 65, 1000] {
+                let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+                let wrapped: Vec<&str> = body
+                    .as_bytes()
+                    .chunks(width)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect();
+                let input = format!(
+                    "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+                    wrapped.join("\n")
+                );
+                let blocks = read_blocks(input.as_bytes()).unwrap();
+                assert_eq!(blocks[0].der.as_slice(), der.as_slice(), "{label} {width}");
+            }
             let input = encode(label, &[1, 2, 3, 4, 5]);
             assert_eq!(
                 read_blocks(input.as_bytes()).unwrap()[0].der.as_slice(),
