@@ -109,11 +109,8 @@ impl fmt::Debug for Certificate {
     }
 }
 
-fn ext_err(extension: &'static str, e: der::Error) -> Error {
-    Error::MalformedExtension {
-        extension,
-        reason: e.to_string(),
-    }
+fn ext_err(extension: &'static str, source: der::Error) -> Error {
+    Error::MalformedExtension { extension, source }
 }
 
 /// The extensions pki reads, decoded in one pass over the extension list.
@@ -130,16 +127,36 @@ struct Read {
 /// Stores `value` in `slot`, refusing a second occurrence of the extension.
 fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()> {
     if slot.is_some() {
-        // What x509-cert's `get_extension` reports for a duplicate.
-        return Err(ext_err(extension, der::ErrorKind::Failed.into()));
+        return Err(Error::DuplicateExtension { extension });
     }
     *slot = Some(value);
     Ok(())
 }
 
+/// The extensions pki reads, by OID.
+const READ: [(ObjectIdentifier, &str); 6] = [
+    (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
+    (AuthorityKeyIdentifier::OID, "authorityKeyIdentifier"),
+    (BasicConstraints::OID, "basicConstraints"),
+    (KeyUsage::OID, "keyUsage"),
+    (ExtendedKeyUsage::OID, "extendedKeyUsage"),
+    (SubjectAltName::OID, "subjectAltName"),
+];
+
 fn read_extensions(tbs: &x509_cert::TbsCertificate) -> Result<Read> {
+    let extensions = tbs.extensions().map(|e| e.as_slice()).unwrap_or_default();
+    // A repeated extension is refused before any is decoded: which copy
+    // would count is exactly what an attacker would like to choose. The
+    // scan stops at the first repeat, so it is linear.
+    for (i, ext) in extensions.iter().enumerate() {
+        if let Some((_, extension)) = READ.iter().find(|(oid, _)| *oid == ext.extn_id)
+            && extensions[..i].iter().any(|e| e.extn_id == ext.extn_id)
+        {
+            return Err(Error::DuplicateExtension { extension });
+        }
+    }
     let mut read = Read::default();
-    for ext in tbs.extensions().map(|e| e.as_slice()).unwrap_or_default() {
+    for ext in extensions {
         let value = ext.extn_value.as_bytes();
         match ext.extn_id {
             SubjectKeyIdentifier::OID => {
@@ -198,10 +215,8 @@ impl Certificate {
 
     /// [`Certificate::from_der`] without copying the buffer.
     pub(crate) fn from_der_vec(der: Vec<u8>) -> Result<Self> {
-        let inner =
-            x509_cert::Certificate::from_der(&der).map_err(|e| Error::CertificateDecode {
-                reason: e.to_string(),
-            })?;
+        let inner = x509_cert::Certificate::from_der(&der)
+            .map_err(|source| Error::CertificateDecode { source })?;
         Self::from_parsed(der, inner)
     }
 
@@ -211,8 +226,10 @@ impl Certificate {
     }
 
     fn from_parsed(der: Vec<u8>, inner: x509_cert::Certificate) -> Result<Self> {
-        let layout = Layout::of(&der).ok_or_else(|| Error::CertificateDecode {
-            reason: "cannot locate the TBSCertificate fields".into(),
+        // x509-cert decoded (or encoded) this DER, so the walk cannot fail;
+        // if it did, the certificate would be refused, not misread.
+        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
+            source: der::ErrorKind::Failed.into(),
         })?;
         let tbs = inner.tbs_certificate();
         let read = read_extensions(tbs)?;
@@ -244,6 +261,7 @@ impl Certificate {
             n => Err(Error::Pem {
                 block: 2,
                 reason: format!("expected one certificate, found {n}"),
+                source: None,
             }),
         }
     }
@@ -253,9 +271,10 @@ impl Certificate {
     pub fn all_from_pem(input: &[u8]) -> Result<Vec<Self>> {
         let mut certs = Vec::new();
         pem::for_each_public_block(input, "CERTIFICATE", |index, der| {
-            let cert = Self::from_der(&der).map_err(|e| Error::Pem {
+            let cert = Self::from_der_vec(der).map_err(|e| Error::Pem {
                 block: index,
                 reason: e.to_string(),
+                source: Some(Box::new(e)),
             })?;
             certs.push(cert);
             Ok(())

@@ -109,6 +109,7 @@ impl<'a> Scanner<'a> {
         let text = std::str::from_utf8(input).map_err(|e| Error::Pem {
             block: 1,
             reason: format!("input is not UTF-8 text (byte {})", e.valid_up_to()),
+            source: None,
         })?;
         Ok(Scanner {
             lines: text.lines(),
@@ -141,6 +142,7 @@ impl<'a> Scanner<'a> {
                     return Err(Error::Pem {
                         block: index,
                         reason: format!("BEGIN {label} closed by END {end_label}"),
+                        source: None,
                     });
                 }
                 closed = true;
@@ -150,6 +152,7 @@ impl<'a> Scanner<'a> {
                 return Err(Error::Pem {
                     block: index,
                     reason: format!("BEGIN {label} has no END line before the next BEGIN"),
+                    source: None,
                 });
             }
             body.push_str(inner);
@@ -158,6 +161,7 @@ impl<'a> Scanner<'a> {
             return Err(Error::Pem {
                 block: index,
                 reason: format!("BEGIN {label} has no END line (truncated input?)"),
+                source: None,
             });
         }
         // Headers (RFC 1421 `Proc-Type:` lines) mean an encrypted legacy key.
@@ -165,6 +169,7 @@ impl<'a> Scanner<'a> {
             return Err(Error::Pem {
                 block: index,
                 reason: format!("{label} has PEM headers (encrypted keys are not supported)"),
+                source: None,
             });
         }
         Ok(Some((index, label)))
@@ -175,6 +180,7 @@ fn empty(index: usize, label: &str) -> Error {
     Error::Pem {
         block: index,
         reason: format!("{label} is empty"),
+        source: None,
     }
 }
 
@@ -186,6 +192,7 @@ fn decode_public(index: usize, label: &str, body: &str) -> Result<Vec<u8>> {
         .map_err(|e| Error::Pem {
             block: index,
             reason: format!("{label}: invalid base64 body ({e})"),
+            source: None,
         })?;
     if der.is_empty() {
         return Err(empty(index, label));
@@ -217,6 +224,7 @@ fn decode_secret(index: usize, label: &str, body: &str) -> Result<Zeroizing<Vec<
     let (_, der) = pem_rfc7468::decode_vec(canonical.as_bytes()).map_err(|e| Error::Pem {
         block: index,
         reason: format!("{label}: invalid base64 body ({e})"),
+        source: None,
     })?;
     let der = Zeroizing::new(der);
     if der.is_empty() {

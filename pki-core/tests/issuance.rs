@@ -289,3 +289,73 @@ fn non_certificate_block_in_bundle_is_an_error_naming_the_block() {
         "{err}"
     );
 }
+
+#[test]
+fn decode_errors_carry_the_der_error_as_their_source() {
+    use std::error::Error as _;
+    let err = Certificate::from_der(&[0x30, 0x03, 1, 2, 3]).unwrap_err();
+    assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
+    assert!(err.source().unwrap().downcast_ref::<der::Error>().is_some());
+
+    // Give the first subjectAltName entry an unknown GeneralName tag, [25]:
+    // the certificate still decodes, the extension does not.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let san_oid = [0x06, 0x03, 0x55, 0x1d, 0x11];
+    let at = leaf
+        .der()
+        .windows(san_oid.len())
+        .position(|w| w == san_oid)
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    // OID, then OCTET STRING header, then SEQUENCE header, then the entry.
+    assert_eq!(der[at + 9], 0x82, "a dNSName comes first");
+    der[at + 9] = 0x99;
+    let err = Certificate::from_der(&der).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MalformedExtension {
+                extension: "subjectAltName",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.source().unwrap().downcast_ref::<der::Error>().is_some());
+
+    // In a PEM bundle, the block is named and the certificate's error is the source.
+    let pem = format!(
+        "{}{}",
+        leaf.to_pem(),
+        pki_core::pem::encode("CERTIFICATE", &der)
+    );
+    let err = Bundle::from_pem(pem.as_bytes()).unwrap_err();
+    assert!(matches!(err, Error::Pem { block: 2, .. }), "{err}");
+    assert!(err.to_string().contains("subjectAltName"), "{err}");
+    let inner = err.source().unwrap().downcast_ref::<Box<Error>>().unwrap();
+    assert!(
+        matches!(**inner, Error::MalformedExtension { .. }),
+        "{inner}"
+    );
+}
+
+#[test]
+fn a_repeated_extension_is_refused_by_name() {
+    // Turn the authorityKeyIdentifier OID into the subjectKeyIdentifier one:
+    // two SKI extensions, whatever their values hold.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let aki_oid = [0x06, 0x03, 0x55, 0x1d, 0x23];
+    let at = leaf
+        .der()
+        .windows(aki_oid.len())
+        .position(|w| w == aki_oid)
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    der[at + 4] = 0x0e;
+    assert_eq!(
+        Certificate::from_der(&der).unwrap_err(),
+        Error::DuplicateExtension {
+            extension: "subjectKeyIdentifier"
+        }
+    );
+}
