@@ -2,6 +2,7 @@
 
 mod layout;
 
+use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
 use crate::pem;
 use der::oid::AssociatedOid;
@@ -80,6 +81,8 @@ pub(crate) struct AuthorityKeyId {
 pub(crate) struct Memo {
     fingerprint: OnceLock<[u8; 32]>,
     spki_sha256: OnceLock<[u8; 32]>,
+    subject: OnceLock<CanonicalName>,
+    issuer: OnceLock<CanonicalName>,
     /// Whether the certificate's signature verifies with its own key.
     pub(crate) self_signed: OnceLock<bool>,
     /// The nameConstraints extension, decoded.
@@ -463,11 +466,30 @@ impl Certificate {
         &self.0.memo
     }
 
+    /// The subject in the canonical form of RFC 5280 §7.1 comparison.
+    pub(crate) fn canonical_subject(&self) -> &CanonicalName {
+        self.0
+            .memo
+            .subject
+            .get_or_init(|| CanonicalName::of(self.subject()))
+    }
+
+    /// The issuer in the canonical form of RFC 5280 §7.1 comparison.
+    pub(crate) fn canonical_issuer(&self) -> &CanonicalName {
+        self.0
+            .memo
+            .issuer
+            .get_or_init(|| CanonicalName::of(self.issuer()))
+    }
+
     /// Whether this certificate's subject names `child`'s issuer (RFC 5280
     /// §7.1 comparison: case and insignificant spaces do not matter, nor
     /// whether a value is a PrintableString or a UTF8String).
     pub fn subject_matches_issuer_of(&self, child: &Certificate) -> bool {
-        self.subject() == child.issuer()
+        // Equal encodings are equal names; only other pairs need the
+        // canonical forms, computed once per certificate.
+        self.slice(&self.0.layout.subject) == child.slice(&child.0.layout.issuer)
+            || self.canonical_subject() == child.canonical_issuer()
     }
 
     /// The nameConstraints extension, decoded once.

@@ -276,7 +276,7 @@ fn unknown_issuer(cert: &Certificate) -> VerifyError {
 }
 
 fn same_key_and_subject(a: &Certificate, b: &Certificate) -> bool {
-    a.spki_der() == b.spki_der() && a.subject() == b.subject()
+    a.spki_der() == b.spki_der() && a.canonical_subject() == b.canonical_subject()
 }
 
 struct Builder<'a> {

@@ -868,27 +868,28 @@ fn anchors_are_tried_before_intermediates_and_a_bundled_intermediate_is_an_ancho
     assert_eq!(path.certs, [leaf, inter.cert]);
 }
 
-mod name_constraints {
-    //! pki-core does not issue nameConstraints, so these CAs are built with
-    //! x509-cert's builder directly.
-
+/// Certificates with content pki-core does not issue (name constraints,
+/// e-mail addresses, names encoded in other string types), built with
+/// x509-cert's builder and signed with a pki-core CA's key.
+mod custom {
     use super::*;
     use der::Encode;
-    use der::asn1::{Ia5String, OctetString};
+    use der::asn1::{Any, OctetString, SetOfVec};
     use der::referenced::OwnedToRef;
     use p256::pkcs8::DecodePrivateKey;
+    use x509_cert::attr::AttributeTypeAndValue;
     use x509_cert::builder::{Builder, CertificateBuilder};
     use x509_cert::certificate::TbsCertificate;
-    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
-    use x509_cert::ext::pkix::name::GeneralName;
     use x509_cert::ext::pkix::{
-        AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, NameConstraints,
-        SubjectKeyIdentifier,
+        AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, SubjectKeyIdentifier,
     };
     use x509_cert::ext::{Extension, ToExtension};
-    use x509_cert::name::Name;
+    use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
     use x509_cert::serial_number::SerialNumber;
     use x509_cert::time::Validity;
+
+    pub const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    pub const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
     struct Fixed {
         issuer: Name,
@@ -912,6 +913,213 @@ mod name_constraints {
             Ok(self.extensions.clone())
         }
     }
+
+    /// A name of one attribute per RDN, each value of the given string type.
+    pub fn name(rdns: &[(ObjectIdentifier, der::Tag, &str)]) -> Name {
+        let mut seq = RdnSequence::default();
+        for (oid, tag, value) in rdns {
+            let atv = AttributeTypeAndValue {
+                oid: *oid,
+                value: Any::new(*tag, value.as_bytes()).unwrap(),
+            };
+            seq.push(RelativeDistinguishedName::from(
+                SetOfVec::try_from(vec![atv]).unwrap(),
+            ));
+        }
+        let der = der::Encode::to_der(&seq).unwrap();
+        <Name as der::Decode>::from_der(&der).unwrap()
+    }
+
+    pub fn ext<T>(value: &T, subject: &Name) -> Extension
+    where
+        for<'a> &'a T: ToExtension<Error = der::Error>,
+    {
+        value.to_extension(subject, &[]).unwrap()
+    }
+
+    /// A certificate for `key` named `subject`, issued under the name
+    /// `issuer_name` and signed by `signer`, with SKI and AKI added to
+    /// `extensions`. Valid from an hour before `NOW` for 300 days.
+    pub fn issue(
+        signer: &CertificateAuthority,
+        issuer_name: Name,
+        subject: Name,
+        key: &PrivateKey,
+        mut extensions: Vec<Extension>,
+    ) -> Certificate {
+        let spki = key.public_key().unwrap();
+        let ski = SubjectKeyIdentifier::try_from(spki.owned_to_ref()).unwrap();
+        let aki = AuthorityKeyIdentifier {
+            key_identifier: Some(OctetString::new(signer.cert.ski().unwrap()).unwrap()),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: None,
+        };
+        extensions.push(ext(&ski, &subject));
+        extensions.push(ext(&aki, &subject));
+        let validity = Validity::new(
+            pki_core::datetime::to_x509(NOW - Duration::hours(1)).unwrap(),
+            pki_core::datetime::to_x509(NOW + Duration::days(300)).unwrap(),
+        );
+        let profile = Fixed {
+            issuer: issuer_name,
+            subject,
+            extensions,
+        };
+        let builder = CertificateBuilder::new(
+            profile,
+            SerialNumber::new(&[0x42, 1]).unwrap(),
+            validity,
+            spki,
+        )
+        .unwrap();
+        let signer =
+            p256::ecdsa::SigningKey::from_pkcs8_der(&signer.key.to_pkcs8_der().unwrap()).unwrap();
+        let x509 = builder
+            .build::<_, p256::ecdsa::DerSignature>(&signer)
+            .unwrap();
+        Certificate::from_der(&x509.to_der().unwrap()).unwrap()
+    }
+
+    /// A CA named `subject` under `parent` (issuer name as `parent` writes
+    /// it), with `more` extensions.
+    pub fn ca(
+        parent: &CertificateAuthority,
+        subject: Name,
+        more: Vec<Extension>,
+        seed: u64,
+    ) -> CertificateAuthority {
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
+        let mut extensions = vec![
+            ext(
+                &BasicConstraints {
+                    ca: true,
+                    path_len_constraint: None,
+                },
+                &subject,
+            ),
+            ext(
+                &KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign),
+                &subject,
+            ),
+        ];
+        extensions.extend(more);
+        let cert = issue(
+            parent,
+            parent.cert.subject().clone(),
+            subject,
+            &key,
+            extensions,
+        );
+        CertificateAuthority::new(cert, key).unwrap()
+    }
+
+    /// A TLS server leaf named `subject` under `ca`, issued under the name
+    /// `issuer_name`, with `more` extensions (a subjectAltName, say).
+    pub fn server_leaf(
+        ca: &CertificateAuthority,
+        issuer_name: Name,
+        subject: Name,
+        more: Vec<Extension>,
+        seed: u64,
+    ) -> Certificate {
+        use x509_cert::ext::pkix::ExtendedKeyUsage;
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
+        let mut extensions = vec![
+            ext(
+                &BasicConstraints {
+                    ca: false,
+                    path_len_constraint: None,
+                },
+                &subject,
+            ),
+            ext(&KeyUsage(KeyUsages::DigitalSignature.into()), &subject),
+            ext(&ExtendedKeyUsage(vec![pki_core::EKU_SERVER_AUTH]), &subject),
+        ];
+        extensions.extend(more);
+        issue(ca, issuer_name, subject, &key, extensions)
+    }
+}
+
+mod distinguished_names {
+    //! RFC 5280 §7.1: names are compared after RFC 4518 preparation.
+
+    use super::custom::{self, CN, O};
+    use super::*;
+    use der::Tag;
+
+    #[test]
+    fn issuer_name_in_another_case_spacing_and_string_type_chains_to_its_ca() {
+        let root = new_root("root", 1);
+        let ca = custom::ca(
+            &root,
+            custom::name(&[
+                (O, Tag::Utf8String, "Example Corp"),
+                (CN, Tag::Utf8String, "Issuing CA"),
+            ]),
+            vec![],
+            2,
+        );
+        let issuer = custom::name(&[
+            (O, Tag::PrintableString, "EXAMPLE  CORP "),
+            (CN, Tag::PrintableString, " issuing ca"),
+        ]);
+        let leaf = custom::server_leaf(
+            &ca,
+            issuer,
+            custom::name(&[(CN, Tag::Utf8String, "web")]),
+            vec![],
+            3,
+        );
+        assert_ne!(leaf.issuer(), ca.cert.subject());
+        assert!(ca.cert.subject_matches_issuer_of(&leaf));
+        let path = verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(path.certs.len(), 3);
+        assert!(pki_core::issued_by(&leaf, &ca.cert).issued_by);
+    }
+
+    #[test]
+    fn issuer_name_with_another_word_does_not_chain() {
+        let root = new_root("root", 1);
+        let ca = custom::ca(
+            &root,
+            custom::name(&[(CN, Tag::Utf8String, "Issuing CA")]),
+            vec![],
+            2,
+        );
+        let issuer = custom::name(&[(CN, Tag::Utf8String, "IssuingCA")]);
+        let leaf = custom::server_leaf(
+            &ca,
+            issuer,
+            custom::name(&[(CN, Tag::Utf8String, "web")]),
+            vec![],
+            3,
+        );
+        let err = verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, VerifyError::UnknownIssuer { .. }), "{err}");
+    }
+}
+
+mod name_constraints {
+    //! pki-core does not issue nameConstraints, so these CAs are built with
+    //! x509-cert's builder directly.
+
+    use super::*;
+    use der::asn1::{Ia5String, OctetString};
+    use x509_cert::ext::pkix::NameConstraints;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
 
     fn subtree(base: GeneralName) -> GeneralSubtree {
         GeneralSubtree {
@@ -937,52 +1145,9 @@ mod name_constraints {
         nc: NameConstraints,
         seed: u64,
     ) -> CertificateAuthority {
-        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
-        let spki = key.public_key().unwrap();
         let subject = pki_core::common_name_to_name("constrained").unwrap();
-        let ski = SubjectKeyIdentifier::try_from(spki.owned_to_ref()).unwrap();
-        let aki = AuthorityKeyIdentifier {
-            key_identifier: Some(OctetString::new(root.cert.ski().unwrap()).unwrap()),
-            authority_cert_issuer: None,
-            authority_cert_serial_number: None,
-        };
-        let extensions = vec![
-            (&BasicConstraints {
-                ca: true,
-                path_len_constraint: None,
-            })
-                .to_extension(&subject, &[])
-                .unwrap(),
-            (&KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign))
-                .to_extension(&subject, &[])
-                .unwrap(),
-            (&ski).to_extension(&subject, &[]).unwrap(),
-            (&aki).to_extension(&subject, &[]).unwrap(),
-            (&nc).to_extension(&subject, &[]).unwrap(),
-        ];
-        let validity = Validity::new(
-            pki_core::datetime::to_x509(NOW - Duration::hours(1)).unwrap(),
-            pki_core::datetime::to_x509(NOW + Duration::days(300)).unwrap(),
-        );
-        let profile = Fixed {
-            issuer: root.cert.subject().clone(),
-            subject,
-            extensions,
-        };
-        let builder = CertificateBuilder::new(
-            profile,
-            SerialNumber::new(&[0x42, 1]).unwrap(),
-            validity,
-            spki,
-        )
-        .unwrap();
-        let signer =
-            p256::ecdsa::SigningKey::from_pkcs8_der(&root.key.to_pkcs8_der().unwrap()).unwrap();
-        let x509 = builder
-            .build::<_, p256::ecdsa::DerSignature>(&signer)
-            .unwrap();
-        let cert = Certificate::from_der(&x509.to_der().unwrap()).unwrap();
-        CertificateAuthority::new(cert, key).unwrap()
+        let nc = custom::ext(&nc, &subject);
+        custom::ca(root, subject, vec![nc], seed)
     }
 
     fn check(
@@ -1102,6 +1267,93 @@ mod name_constraints {
         let err = check(&ca, &root, &["web"], &[]).unwrap_err();
         assert!(
             matches!(err, VerifyError::NameConstraintViolation { ref name, .. } if name.starts_with("DirName:")),
+            "{err}"
+        );
+    }
+}
+
+mod directory_name_constraints {
+    use super::custom::{self, CN, O};
+    use super::*;
+    use der::Tag;
+    use x509_cert::ext::pkix::NameConstraints;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
+
+    fn ca_with(
+        permitted: Option<&str>,
+        excluded: Option<&str>,
+    ) -> (CertificateAuthority, CertificateAuthority) {
+        let root = new_root("root", 1);
+        let tree = |o: &str| {
+            vec![GeneralSubtree {
+                base: GeneralName::DirectoryName(custom::name(&[(O, Tag::PrintableString, o)])),
+                minimum: 0,
+                maximum: None,
+            }]
+        };
+        let nc = NameConstraints {
+            permitted_subtrees: permitted.map(tree),
+            excluded_subtrees: excluded.map(tree),
+        };
+        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
+        let nc = custom::ext(&nc, &subject);
+        let ca = custom::ca(&root, subject, vec![nc], 2);
+        (root, ca)
+    }
+
+    fn leaf_in(ca: &CertificateAuthority, organization: &str) -> Certificate {
+        let subject = custom::name(&[
+            (O, Tag::Utf8String, organization),
+            (CN, Tag::Utf8String, "web"),
+        ]);
+        custom::server_leaf(ca, ca.cert.subject().clone(), subject, vec![], 3)
+    }
+
+    fn verify(
+        root: &CertificateAuthority,
+        ca: &CertificateAuthority,
+        leaf: &Certificate,
+    ) -> Result<(), VerifyError> {
+        verify_chain(
+            leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .map(|_| ())
+    }
+
+    #[test]
+    fn permitted_directory_name_matches_another_case_spacing_and_string_type() {
+        let (root, ca) = ca_with(Some("Example Corp"), None);
+        verify(&root, &ca, &leaf_in(&ca, "EXAMPLE   corp")).unwrap();
+        let err = verify(&root, &ca, &leaf_in(&ca, "Other Corp")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                VerifyError::NameConstraintViolation {
+                    reason: "outside every permitted subtree",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn excluded_directory_name_cannot_be_dodged_by_case_or_spacing() {
+        let (root, ca) = ca_with(None, Some("Secret Corp"));
+        verify(&root, &ca, &leaf_in(&ca, "Public Corp")).unwrap();
+        let err = verify(&root, &ca, &leaf_in(&ca, " secret  CORP")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                VerifyError::NameConstraintViolation {
+                    reason: "within an excluded subtree",
+                    ..
+                }
+            ),
             "{err}"
         );
     }

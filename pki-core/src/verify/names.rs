@@ -4,6 +4,7 @@
 use super::ExpectedName;
 use super::error::VerifyError;
 use crate::cert::Certificate;
+use crate::dn::CanonicalName;
 use std::net::IpAddr;
 use x509_cert::ext::pkix::constraints::name::{GeneralSubtree, NameConstraints};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -272,10 +273,9 @@ fn ip_within(ip: &[u8], constraint: &[u8]) -> Result<bool, &'static str> {
 }
 
 /// A directoryName is inside a subtree when the constraint's RDNs are a
-/// prefix of the name's RDNs.
+/// prefix of the name's RDNs, compared as RFC 5280 §7.1 says.
 fn dn_within(name: &Name, constraint: &Name) -> bool {
-    let mut n = name.iter_rdn();
-    constraint.iter_rdn().all(|c| n.next() == Some(c))
+    CanonicalName::of(name).starts_with(&CanonicalName::of(constraint))
 }
 
 #[cfg(test)]
