@@ -37,8 +37,10 @@
 //! - issuers: v3 (a trust anchor may be v1), basicConstraints critical with
 //!   cA, keyCertSign when keyUsage is present, pathLenConstraint (self-issued
 //!   intermediates do not count), nameConstraints (DNS, IP with mask,
-//!   directoryName; other name types fail closed) on every certificate
-//!   below except self-issued intermediates;
+//!   directoryName, rfc822Name including the subject's emailAddress
+//!   attributes, URI host; other name types fail closed) on every
+//!   certificate below except self-issued intermediates, each comparison
+//!   counted in the [`Budget`];
 //! - extendedKeyUsage, when present, must allow the purpose on the leaf and
 //!   on every CA above it (anyExtendedKeyUsage counts);
 //! - the leaf's keyUsage, when present, must allow digitalSignature (or
@@ -50,6 +52,11 @@
 //!   consistent basicConstraints and keyUsage, non-empty issuer names;
 //! - the expected name against the leaf's subjectAltName (see
 //!   [`ExpectedName`]); the commonName is never used.
+//!
+//! Names are compared as RFC 5280 §7.1 says (case-insensitively, with
+//! insignificant spaces ignored, whatever the string type) both when
+//! chaining a certificate's issuer to a subject and for directoryName
+//! constraints.
 //!
 //! `docs/conformance.md` in the repository scores these rules on the
 //! x509-limbo suite. Time is an argument, never read from a clock.
@@ -436,7 +443,7 @@ impl<'a> Builder<'a> {
                 if i > 0 && cert.is_self_issued() {
                     continue;
                 }
-                names::check_name_constraints(issuer, &nc, cert)?;
+                names::check_name_constraints(issuer, &nc, cert, &mut self.remaining)?;
             }
         }
         Ok(())

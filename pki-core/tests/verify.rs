@@ -890,6 +890,7 @@ mod custom {
 
     pub const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
     pub const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+    pub const EMAIL: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.1");
 
     struct Fixed {
         issuer: Name,
@@ -1356,6 +1357,220 @@ mod directory_name_constraints {
             ),
             "{err}"
         );
+    }
+}
+
+mod email_and_uri_constraints {
+    //! rfc822Name constraints (on subjectAltName e-mail addresses and on
+    //! the subject DN's emailAddress attributes) and URI constraints.
+
+    use super::custom::{self, CN, EMAIL};
+    use super::*;
+    use der::Tag;
+    use der::asn1::Ia5String;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{NameConstraints, SubjectAltName};
+
+    fn email(s: &str) -> GeneralName {
+        GeneralName::Rfc822Name(Ia5String::new(s).unwrap())
+    }
+
+    fn uri(s: &str) -> GeneralName {
+        GeneralName::UniformResourceIdentifier(Ia5String::new(s).unwrap())
+    }
+
+    fn dns(s: &str) -> GeneralName {
+        GeneralName::DnsName(Ia5String::new(s).unwrap())
+    }
+
+    fn trees(bases: Vec<GeneralName>) -> Option<Vec<GeneralSubtree>> {
+        Some(
+            bases
+                .into_iter()
+                .map(|base| GeneralSubtree {
+                    base,
+                    minimum: 0,
+                    maximum: None,
+                })
+                .collect(),
+        )
+    }
+
+    fn ca_with(nc: NameConstraints) -> (CertificateAuthority, CertificateAuthority) {
+        let root = new_root("root", 1);
+        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
+        let nc = custom::ext(&nc, &subject);
+        let ca = custom::ca(&root, subject, vec![nc], 2);
+        (root, ca)
+    }
+
+    /// A leaf with the subject `CN=web` (plus `emailAddress=<dn_email>`
+    /// when given) and the subjectAltNames `sans`.
+    fn verify_leaf(
+        (root, ca): &(CertificateAuthority, CertificateAuthority),
+        dn_email: Option<&str>,
+        sans: Vec<GeneralName>,
+    ) -> Result<(), VerifyError> {
+        let mut rdns = vec![(CN, Tag::Utf8String, "web")];
+        if let Some(e) = dn_email {
+            rdns.push((EMAIL, Tag::Ia5String, e));
+        }
+        let subject = custom::name(&rdns);
+        let san = custom::ext(&SubjectAltName(sans), &subject);
+        let leaf = custom::server_leaf(ca, ca.cert.subject().clone(), subject, vec![san], 3);
+        verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .map(|_| ())
+    }
+
+    fn assert_violation(result: Result<(), VerifyError>, name: &str) {
+        match result {
+            Err(VerifyError::NameConstraintViolation { name: n, .. }) if n.starts_with(name) => {}
+            other => panic!("expected a violation by {name}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn subject_email_address_outside_a_permitted_rfc822_subtree_is_refused() {
+        // The leaf has no e-mail subjectAltName, only a DNS one: the DN's
+        // emailAddress must still be checked.
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![email(".example.com")]),
+            excluded_subtrees: None,
+        });
+        verify_leaf(&ca, Some("ops@mail.example.com"), vec![dns("web")]).unwrap();
+        assert_violation(
+            verify_leaf(&ca, Some("attacker@evil.test"), vec![dns("web")]),
+            "email:attacker@evil.test",
+        );
+    }
+
+    #[test]
+    fn subject_email_address_in_an_excluded_rfc822_subtree_is_refused() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: None,
+            excluded_subtrees: trees(vec![email("evil.test")]),
+        });
+        verify_leaf(&ca, Some("ops@good.test"), vec![dns("web")]).unwrap();
+        assert_violation(
+            verify_leaf(&ca, Some("OPS@EVIL.test"), vec![]),
+            "email:OPS@EVIL.test",
+        );
+    }
+
+    #[test]
+    fn rfc822_subject_alt_names_are_checked_against_mailbox_host_and_domain_subtrees() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![
+                email("root@admin.test"),
+                email("example.com"),
+                email(".corp.test"),
+            ]),
+            excluded_subtrees: None,
+        });
+        verify_leaf(
+            &ca,
+            None,
+            vec![
+                email("root@ADMIN.test"),
+                email("ops@example.com"),
+                email("ops@mail.corp.test"),
+            ],
+        )
+        .unwrap();
+        for outside in ["other@admin.test", "ops@mail.example.com", "ops@corp.test"] {
+            assert_violation(
+                verify_leaf(&ca, None, vec![email(outside)]),
+                &format!("email:{outside}"),
+            );
+        }
+    }
+
+    #[test]
+    fn uri_subject_alt_names_are_checked_by_host() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![uri(".example.com"), uri("api.test")]),
+            excluded_subtrees: trees(vec![uri("secret.example.com")]),
+        });
+        verify_leaf(
+            &ca,
+            None,
+            vec![
+                uri("https://www.example.com/index.html"),
+                uri("spiffe://api.test/ns/default"),
+            ],
+        )
+        .unwrap();
+        for bad in [
+            "https://evil.test/",
+            "https://secret.example.com/x",
+            "https://example.com/",
+            "urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66",
+            "https://10.0.0.1/",
+        ] {
+            assert_violation(
+                verify_leaf(&ca, None, vec![uri(bad)]),
+                &format!("URI:{bad}"),
+            );
+        }
+    }
+
+    #[test]
+    fn name_constraint_work_counts_in_the_budget_and_fails_fast() {
+        // 5 intermediates with 2,000 excluded subtrees each over a leaf
+        // with 10,000 names: 10^8 comparisons if nothing stops them.
+        let root = new_root("root", 1);
+        let excluded: Vec<GeneralName> = (0..2000)
+            .map(|i| dns(&format!("excluded-{i}.example")))
+            .collect();
+        let mut cas: Vec<CertificateAuthority> = Vec::new();
+        for level in 0..5 {
+            let parent = cas.last().unwrap_or(&root);
+            let subject = custom::name(&[(CN, Tag::Utf8String, &format!("ca-{level}"))]);
+            let nc = NameConstraints {
+                permitted_subtrees: None,
+                excluded_subtrees: trees(excluded.clone()),
+            };
+            let nc = custom::ext(&nc, &subject);
+            let ca = custom::ca(parent, subject, vec![nc], 10 + level);
+            cas.push(ca);
+        }
+        let names: Vec<String> = (0..10_000).map(|i| format!("host-{i}.internal")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let leaf = leaf_with(cas.last().unwrap(), Profile::Server, &names, &[], NOW, 3);
+        let chain: Vec<Certificate> = cas.iter().rev().map(|c| c.cert.clone()).collect();
+
+        let started = std::time::Instant::now();
+        let err = verify_chain(&leaf, &chain, &bundle(&[&root.cert]), &opts()).unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::BudgetExceeded {
+                what: BudgetKind::NameConstraintChecks
+            }
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "took {:?}",
+            started.elapsed()
+        );
+
+        // With a budget large enough, the same path verifies: nothing is excluded.
+        let mut o = opts();
+        o.budget.name_constraint_checks = usize::MAX;
+        let small = leaf_with(
+            cas.last().unwrap(),
+            Profile::Server,
+            &names[..10],
+            &[],
+            NOW,
+            4,
+        );
+        verify_chain(&small, &chain, &bundle(&[&root.cert]), &o).unwrap();
     }
 }
 
