@@ -359,3 +359,26 @@ fn a_repeated_extension_is_refused_by_name() {
         }
     );
 }
+
+#[test]
+fn utc_time_before_1970_is_refused_when_parsed() {
+    // der 0.8 cannot represent years before 1970 (docs/pre-1970-utctime.md):
+    // a NotBefore of 1950-01-01 (UTCTime "500101000000Z") is a decode error,
+    // not a panic and not a misread date.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let not_before = pki_core::datetime::to_x509(leaf.not_before()).unwrap();
+    let x509_cert::time::Time::UtcTime(utc) = not_before else {
+        panic!("2025 is a UTCTime");
+    };
+    let encoded = der::Encode::to_der(&utc).unwrap();
+    let at = leaf
+        .der()
+        .windows(encoded.len())
+        .position(|w| w == encoded.as_slice())
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    der[at + 2..at + 2 + 12].copy_from_slice(b"500101000000");
+    let err = Certificate::from_der(&der).unwrap_err();
+    assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
+    assert!(err.to_string().contains("UTCTime"), "{err}");
+}
