@@ -85,6 +85,10 @@ pub(crate) struct Memo {
     issuer: OnceLock<CanonicalName>,
     /// Whether the certificate's signature verifies with its own key.
     pub(crate) self_signed: OnceLock<bool>,
+    /// The SHA-256 of the SubjectPublicKeyInfo that verified the
+    /// certificate's signature, once one has (a signature verifies with
+    /// one key only).
+    pub(crate) verified_by: OnceLock<[u8; 32]>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
 }

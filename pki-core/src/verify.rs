@@ -14,10 +14,21 @@
 //! is depth-first with backtracking; a (subject, key) pair appears at most
 //! once on a path, and a [`Budget`] bounds the work.
 //!
-//! Signature outcomes are remembered in a [`SignatureCache`]: by default
-//! the one of the anchors' [`Bundle`] ([`Bundle::signature_cache`]), so
-//! that verifying many leaves against one bundle checks a shared
-//! intermediate or bridge once; [`verify_chain_cached`] takes another.
+//! Signature outcomes are remembered, so that a signature is checked once
+//! however many chains and bundles it appears in:
+//!
+//! - each [`Certificate`] remembers the key (SubjectPublicKeyInfo digest)
+//!   that verified its signature, shared by its clones: the same leaf
+//!   verified against an old and a new bundle whose anchors share a key
+//!   (a CA and its cross-signed bridge) is checked once;
+//! - a [`SignatureCache`] remembers every outcome, good or bad, by content:
+//!   by default the one of the anchors' [`Bundle`]
+//!   ([`Bundle::signature_cache`]), so that certificates parsed again (a
+//!   serving chain read for every connection) are not checked again;
+//!   [`verify_chain_cached`] takes another cache.
+//!
+//! A remembered outcome counts against [`Budget::signatures`] like a
+//! check, so the result never depends on what was remembered.
 //!
 //! Every certificate of the bundle is a trust anchor, self-signed or not:
 //! a cross-signed "bridge" in the bundle ends a path as well as a root
@@ -378,12 +389,18 @@ impl<'a> Builder<'a> {
         issuer: &Certificate,
     ) -> Result<(), VerifyError> {
         self.remaining.spend_signature()?;
+        // The key that verified this very certificate before, in any bundle.
+        let verified_by = &child.memo().verified_by;
+        if verified_by.get() == Some(&issuer.spki_sha256()) {
+            return Ok(());
+        }
         let signed =
             signature::signed_parts(child).map_err(|f| f.into_error(child, issuer.id()))?;
         let cache = self.cache;
         let key = SignatureCache::key(issuer, child);
         if let Some(valid) = cache.get(&key) {
             return if valid {
+                let _ = verified_by.set(issuer.spki_sha256());
                 Ok(())
             } else {
                 Err(VerifyError::BadSignature {
@@ -394,7 +411,10 @@ impl<'a> Builder<'a> {
         }
         let outcome = signature::check(issuer.public_key(), &signed);
         match &outcome {
-            Ok(()) => cache.insert(key, true),
+            Ok(()) => {
+                cache.insert(key, true);
+                let _ = verified_by.set(issuer.spki_sha256());
+            }
             Err(f) if f.is_cacheable() => cache.insert(key, false),
             Err(_) => {}
         }

@@ -651,18 +651,26 @@ fn path_longer_than_the_maximum_is_refused() {
     .unwrap();
 }
 
+/// A copy of `cert` that shares nothing with it (as if parsed again), so
+/// that only a [`SignatureCache`] can remember its signature.
+fn reparsed(cert: &Certificate) -> Certificate {
+    Certificate::from_der(cert.der()).unwrap()
+}
+
 #[test]
 fn signature_cache_hits_on_the_second_leaf_through_the_same_intermediate() {
     let root = new_root("root", 1);
     let inter = intermediate(&root, "issuing", None, 2);
     let first = server_leaf(&inter, 3);
     let second = server_leaf(&inter, 4);
-    let chain = vec![inter.cert.clone()];
     let anchors = bundle(&[&root.cert]);
     let cache = SignatureCache::new();
 
+    // The serving chain is read again for each leaf, as a TLS client would.
+    let chain = vec![reparsed(&inter.cert)];
     let a = verify_chain_cached(&first, &chain, &anchors, &opts(), &cache).unwrap();
     assert_eq!((cache.hits(), cache.misses(), cache.len()), (0, 2, 2));
+    let chain = vec![reparsed(&inter.cert)];
     let b = verify_chain_cached(&second, &chain, &anchors, &opts(), &cache).unwrap();
     assert_eq!((cache.hits(), cache.misses(), cache.len()), (1, 3, 3));
     assert_eq!(b, verify_chain(&second, &chain, &anchors, &opts()).unwrap());
@@ -705,7 +713,6 @@ fn new_leaf_through_bridge_b_costs_two_signature_checks_against_the_old_bundle()
 fn verify_chain_remembers_signatures_in_the_bundle_it_is_given() {
     let r = rotation();
     let o = opts_at(r.rotated_at + Duration::hours(2));
-    let chain = std::slice::from_ref(&r.bridge_b);
     let old_bundle = bundle(&[&r.old.cert]);
     let second_leaf = leaf_with(
         &r.new,
@@ -715,17 +722,56 @@ fn verify_chain_remembers_signatures_in_the_bundle_it_is_given() {
         r.rotated_at + Duration::hours(1),
         7,
     );
-    verify_chain(&r.new_leaf, chain, &old_bundle, &o).unwrap();
+    let chain = [reparsed(&r.bridge_b)];
+    verify_chain(&r.new_leaf, &chain, &old_bundle, &o).unwrap();
     let cache = old_bundle.signature_cache();
     assert_eq!((cache.hits(), cache.misses()), (0, 2));
     // The bridge's signature is not checked again, for this bundle or a
-    // clone of it; the second leaf's own signature is.
-    verify_chain(&second_leaf, chain, &old_bundle.clone(), &o).unwrap();
+    // clone of it, even in a new copy of the bridge; the second leaf's own
+    // signature is.
+    let chain = [reparsed(&r.bridge_b)];
+    verify_chain(&second_leaf, &chain, &old_bundle.clone(), &o).unwrap();
     assert_eq!((cache.hits(), cache.misses()), (1, 3));
     // Another bundle has its own cache.
     let other = bundle(&[&r.old.cert]);
-    verify_chain(&second_leaf, chain, &other, &o).unwrap();
+    verify_chain(
+        &reparsed(&second_leaf),
+        &[reparsed(&r.bridge_b)],
+        &other,
+        &o,
+    )
+    .unwrap();
     assert_eq!(other.signature_cache().misses(), 2);
+}
+
+#[test]
+fn a_certificate_remembers_the_key_that_verified_it_across_bundles() {
+    // The old leaf against the old bundle (the old root) and against the
+    // new bundle (the new root and bridge A, which carries the old key):
+    // one signature check in all, as the matrix of a rotation needs.
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let old_bundle = bundle(&[&r.old.cert]);
+    let new_bundle = bundle(&[&r.new.cert, &r.bridge_a]);
+    verify_chain(&r.old_leaf, &[], &old_bundle, &o).unwrap();
+    let path = verify_chain(&r.old_leaf, &[], &new_bundle, &o).unwrap();
+    assert_eq!(path.anchor(), Some(&r.bridge_a));
+    assert_eq!(old_bundle.signature_cache().misses(), 1);
+    let new_cache = new_bundle.signature_cache();
+    assert_eq!((new_cache.hits(), new_cache.misses()), (0, 0));
+    // Remembering counts in the budget like a check, and never turns a
+    // wrong key into a right one.
+    let mut tight = o.clone();
+    tight.budget.signatures = 0;
+    assert!(matches!(
+        verify_chain(&r.old_leaf, &[], &old_bundle, &tight),
+        Err(VerifyError::BudgetExceeded { .. })
+    ));
+    let stranger = bundle(&[&new_root("service-ca", 9).cert]);
+    assert!(matches!(
+        verify_chain(&r.old_leaf, &[], &stranger, &o),
+        Err(VerifyError::BadSignature { .. })
+    ));
 }
 
 #[test]
@@ -733,12 +779,13 @@ fn signature_cache_is_shared_between_threads() {
     let root = new_root("root", 1);
     let inter = intermediate(&root, "issuing", None, 2);
     let leaves: Vec<Certificate> = (0..4).map(|i| server_leaf(&inter, 10 + i)).collect();
-    let chain = vec![inter.cert.clone()];
     let anchors = bundle(&[&root.cert]);
     let cache = SignatureCache::new();
     std::thread::scope(|s| {
         for leaf in &leaves {
-            s.spawn(|| verify_chain_cached(leaf, &chain, &anchors, &opts(), &cache).unwrap());
+            let chain = vec![reparsed(&inter.cert)];
+            let (anchors, cache) = (&anchors, &cache);
+            s.spawn(move || verify_chain_cached(leaf, &chain, anchors, &opts(), cache).unwrap());
         }
     });
     assert_eq!(cache.hits() + cache.misses(), 8);
