@@ -125,30 +125,60 @@ func pemDER(data []byte) []byte {
 	}
 }
 
+// rotation holds the DER of every certificate: each run parses it, as the
+// pki side does (a pre-flight loads its chains and bundles).
 type rotation struct {
-	oldRoot, newRoot, bridgeA, bridgeB *x509.Certificate
-	oldLeaves, newLeaves               []*x509.Certificate
+	oldRoot, newRoot, bridgeA, bridgeB []byte
+	oldLeaves, newLeaves               [][]byte
 	at                                 time.Time
+}
+
+func ders(certs []*x509.Certificate) [][]byte {
+	var out [][]byte
+	for _, c := range certs {
+		out = append(out, c.Raw)
+	}
+	return out
 }
 
 func load(dir string) rotation {
 	secs := must(strconv.ParseInt(strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dir, "at.txt"))))), 10, 64))
 	return rotation{
-		oldRoot:   readCerts(dir, "old-root.pem")[0],
-		newRoot:   readCerts(dir, "new-root.pem")[0],
-		bridgeA:   readCerts(dir, "bridge-a.pem")[0],
-		bridgeB:   readCerts(dir, "bridge-b.pem")[0],
-		oldLeaves: readCerts(dir, "old-leaves.pem"),
-		newLeaves: readCerts(dir, "new-leaves.pem"),
+		oldRoot:   readCerts(dir, "old-root.pem")[0].Raw,
+		newRoot:   readCerts(dir, "new-root.pem")[0].Raw,
+		bridgeA:   readCerts(dir, "bridge-a.pem")[0].Raw,
+		bridgeB:   readCerts(dir, "bridge-b.pem")[0].Raw,
+		oldLeaves: ders(readCerts(dir, "old-leaves.pem")),
+		newLeaves: ders(readCerts(dir, "new-leaves.pem")),
 		at:        time.Unix(secs, 0).UTC(),
 	}
 }
 
+func parseAll(raw [][]byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for _, der := range raw {
+		out = append(out, must(x509.ParseCertificate(der)))
+	}
+	return out
+}
+
 // matrix verifies every old leaf (served alone) and every new leaf (served
 // with bridge B) against the old bundle and the new bundle (new root and
-// bridge A). Pools are built afresh per run, as the pki side builds its
-// bundles.
-func matrix(r rotation) int {
+// bridge A), starting from DER.
+func matrix(raw rotation) int {
+	r := struct {
+		oldRoot, newRoot, bridgeA, bridgeB *x509.Certificate
+		oldLeaves, newLeaves               []*x509.Certificate
+		at                                 time.Time
+	}{
+		must(x509.ParseCertificate(raw.oldRoot)),
+		must(x509.ParseCertificate(raw.newRoot)),
+		must(x509.ParseCertificate(raw.bridgeA)),
+		must(x509.ParseCertificate(raw.bridgeB)),
+		parseAll(raw.oldLeaves),
+		parseAll(raw.newLeaves),
+		raw.at,
+	}
 	oldPool := x509.NewCertPool()
 	oldPool.AddCert(r.oldRoot)
 	newPool := x509.NewCertPool()

@@ -75,9 +75,9 @@ fn main() {
             );
         }
         ["matrix"] => {
-            let r = fixtures::rotation(LEAVES);
-            assert_eq!(fixtures::matrix(&r), 4 * LEAVES, "every cell must verify");
-            println!("{:.6}", median_of(|| fixtures::matrix(&r)));
+            let der = fixtures::rotation(LEAVES).to_der();
+            assert_eq!(fixtures::matrix(&der), 4 * LEAVES, "every cell must verify");
+            println!("{:.6}", median_of(|| fixtures::matrix(&der)));
         }
         ["parse"] => {
             let r = fixtures::rotation(LEAVES);

@@ -123,20 +123,53 @@ pub fn issue_leaves(ca: &CertificateAuthority, n: usize, seed: u64) -> Vec<Certi
         .collect()
 }
 
-/// Row 2: the four cells (old/new serving chain × old/new bundle) for every
-/// leaf, with the default API. The bundles are built afresh, as a
-/// pre-flight builds them, so nothing is remembered between runs. Returns
-/// the number of chains that verified (all of them).
-pub fn matrix(r: &Rotation) -> usize {
-    let opts = VerifyOptions::new(r.at, Purpose::ServerAuth);
-    let bridge = std::slice::from_ref(&r.bridge_b);
-    let mut ok = 0;
-    for bundle in [r.old_bundle(), r.new_bundle()] {
-        for leaf in &r.old_leaves {
-            ok += usize::from(verify_chain(leaf, &[], &bundle, &opts).is_ok());
+/// The DER of every certificate of a rotation: what a pre-flight loads.
+pub struct RotationDer {
+    pub old_root: Vec<u8>,
+    pub new_root: Vec<u8>,
+    pub bridge_a: Vec<u8>,
+    pub bridge_b: Vec<u8>,
+    pub old_leaves: Vec<Vec<u8>>,
+    pub new_leaves: Vec<Vec<u8>>,
+    pub at: OffsetDateTime,
+}
+
+impl Rotation {
+    /// The DER of every certificate.
+    pub fn to_der(&self) -> RotationDer {
+        let der = |c: &Certificate| c.der().to_vec();
+        RotationDer {
+            old_root: der(&self.old_root),
+            new_root: der(&self.new_root),
+            bridge_a: der(&self.bridge_a),
+            bridge_b: der(&self.bridge_b),
+            old_leaves: self.old_leaves.iter().map(der).collect(),
+            new_leaves: self.new_leaves.iter().map(der).collect(),
+            at: self.at,
         }
-        for leaf in &r.new_leaves {
-            ok += usize::from(verify_chain(leaf, bridge, &bundle, &opts).is_ok());
+    }
+}
+
+/// Row 2: the four cells (old/new serving chain × old/new bundle) for every
+/// leaf, with the default API. Each run starts from DER, as a pre-flight
+/// that loads the chains and bundles does, so nothing is remembered
+/// between runs (the Go side parses the same DER in each run too).
+/// Returns the number of chains that verified (all of them).
+pub fn matrix(r: &RotationDer) -> usize {
+    let parse = |der: &Vec<u8>| Certificate::from_der(der).unwrap();
+    let opts = VerifyOptions::new(r.at, Purpose::ServerAuth);
+    let old_bundle = Bundle::from_certs([parse(&r.old_root)]);
+    let new_bundle = Bundle::from_certs([parse(&r.new_root), parse(&r.bridge_a)]);
+    let bridge = [parse(&r.bridge_b)];
+    let old_leaves: Vec<Certificate> = r.old_leaves.iter().map(parse).collect();
+    let new_leaves: Vec<Certificate> = r.new_leaves.iter().map(parse).collect();
+    let mut ok = 0;
+    for bundle in [&old_bundle, &new_bundle] {
+        for leaf in &old_leaves {
+            ok += usize::from(verify_chain(leaf, &[], bundle, &opts).is_ok());
+        }
+        for leaf in &new_leaves {
+            ok += usize::from(verify_chain(leaf, &bridge, bundle, &opts).is_ok());
         }
     }
     ok
