@@ -53,7 +53,8 @@ pub struct BasicConstraintsInfo {
 pub struct Certificate(Arc<Parsed>);
 
 struct Parsed {
-    der: Box<[u8]>,
+    // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
+    der: Vec<u8>,
     inner: x509_cert::Certificate,
     layout: Layout,
     not_before: OffsetDateTime,
@@ -244,7 +245,7 @@ impl Certificate {
         Ok(Certificate(Arc::new(Parsed {
             not_before: crate::datetime::from_x509(&validity.not_before),
             not_after: crate::datetime::from_x509(&validity.not_after),
-            der: der.into_boxed_slice(),
+            der,
             inner,
             layout,
             ski: read.ski,
