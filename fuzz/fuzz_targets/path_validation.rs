@@ -205,6 +205,7 @@ fuzz_target!(|input: Input| {
         opts.budget = Budget {
             signatures: usize::from(signatures),
             build_steps: usize::from(build_steps),
+            ..Budget::default()
         };
     }
 

@@ -2,7 +2,10 @@
 
 use crate::cert::Certificate;
 use crate::error::{Error, Result};
+use crate::verify::SignatureCache;
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// An ordered set of CA certificates.
@@ -10,12 +13,52 @@ use time::OffsetDateTime;
 /// Certificates are deduplicated by DER. Order is deterministic: the order of
 /// first insertion, which is what rotation engines rely on to put the current
 /// CA first. The [`Bundle::fingerprint`] of the set does not depend on order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A bundle carries a [`SignatureCache`] that [`crate::verify_chain`] uses,
+/// shared by its clones (see [`Bundle::signature_cache`]). Equality looks
+/// at the certificates only.
+#[derive(Clone)]
 pub struct Bundle {
     certs: Vec<Certificate>,
+    /// The same certificates, for constant-time membership tests.
+    members: HashSet<Certificate>,
+    cache: Arc<SignatureCache>,
+}
+
+impl Default for Bundle {
+    fn default() -> Self {
+        Bundle {
+            certs: Vec::new(),
+            members: HashSet::new(),
+            cache: Arc::new(SignatureCache::with_capacity(
+                Self::SIGNATURE_CACHE_CAPACITY,
+            )),
+        }
+    }
+}
+
+impl PartialEq for Bundle {
+    fn eq(&self, other: &Self) -> bool {
+        self.certs == other.certs
+    }
+}
+impl Eq for Bundle {}
+
+impl std::fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("certs", &self.certs)
+            .finish()
+    }
 }
 
 impl Bundle {
+    /// Capacity of a bundle's own [`SignatureCache`]: 8,192 outcomes, about
+    /// 400 KiB when full. A bundle is verified against by one consumer's
+    /// leaves, so its cache mostly holds one entry per leaf and a few for
+    /// the intermediates and bridges they share.
+    pub const SIGNATURE_CACHE_CAPACITY: usize = 8192;
+
     /// An empty bundle.
     pub fn new() -> Self {
         Self::default()
@@ -23,7 +66,12 @@ impl Bundle {
 
     /// A bundle of `certs`, deduplicated, in the order given.
     pub fn from_certs(certs: impl IntoIterator<Item = Certificate>) -> Self {
-        let mut b = Bundle::new();
+        let certs = certs.into_iter();
+        let mut b = Bundle {
+            certs: Vec::with_capacity(certs.size_hint().0),
+            members: HashSet::with_capacity(certs.size_hint().0),
+            ..Bundle::default()
+        };
         for c in certs {
             b.push(c);
         }
@@ -47,7 +95,7 @@ impl Bundle {
 
     /// Adds `cert` unless the same DER is already present. Returns whether it was added.
     pub fn push(&mut self, cert: Certificate) -> bool {
-        if self.contains(&cert) {
+        if !self.members.insert(cert.clone()) {
             return false;
         }
         self.certs.push(cert);
@@ -63,7 +111,15 @@ impl Bundle {
 
     /// Whether a certificate with the same DER is present.
     pub fn contains(&self, cert: &Certificate) -> bool {
-        self.certs.iter().any(|c| c.der() == cert.der())
+        self.members.contains(cert)
+    }
+
+    /// The signature cache [`crate::verify_chain`] uses with this bundle as
+    /// its anchors. Shared by the bundle's clones; adding or removing
+    /// certificates keeps it, since an outcome does not depend on the
+    /// bundle.
+    pub fn signature_cache(&self) -> &SignatureCache {
+        &self.cache
     }
 
     /// The certificates, in order.
@@ -86,6 +142,9 @@ impl Bundle {
         let (keep, gone) = std::mem::take(&mut self.certs)
             .into_iter()
             .partition(|c| c.not_after() >= now);
+        for c in &gone {
+            self.members.remove(c);
+        }
         self.certs = keep;
         gone
     }
@@ -130,14 +189,12 @@ impl Bundle {
     /// SPKI pins as raw SHA-256 bytes, deduplicated (bridges share keys with
     /// roots), in bundle order (see [`Bundle::spki_pins`]).
     pub fn spki_pins_sha256(&self) -> Vec<[u8; 32]> {
-        let mut pins: Vec<[u8; 32]> = Vec::new();
-        for c in &self.certs {
-            let p = c.spki_sha256();
-            if !pins.contains(&p) {
-                pins.push(p);
-            }
-        }
-        pins
+        let mut seen = HashSet::new();
+        self.certs
+            .iter()
+            .map(Certificate::spki_sha256)
+            .filter(|p| seen.insert(*p))
+            .collect()
     }
 }
 

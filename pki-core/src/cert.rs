@@ -1,16 +1,22 @@
 //! Parsed X.509 certificates that keep their original DER.
 
+mod layout;
+
+use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
 use crate::pem;
+use der::oid::AssociatedOid;
 use der::{Decode, Encode};
+pub(crate) use layout::Layout;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 use time::OffsetDateTime;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{
-    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName,
-    SubjectKeyIdentifier,
+    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, NameConstraints,
+    SubjectAltName, SubjectKeyIdentifier,
 };
 use x509_cert::name::Name;
 use x509_cert::spki::SubjectPublicKeyInfoOwned;
@@ -38,28 +44,66 @@ pub struct BasicConstraintsInfo {
 
 /// An X.509 certificate: its exact DER plus the decoded structure and the
 /// extensions pki reads, decoded once when the certificate is parsed.
+///
+/// Cloning is cheap: clones share one immutable parsed certificate (an
+/// `Arc`), and what is derived from it later (fingerprints, canonical
+/// names, whether it is self-signed) is computed at most once for all of
+/// them.
 #[derive(Clone)]
-pub struct Certificate {
+pub struct Certificate(Arc<Parsed>);
+
+struct Parsed {
+    // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
     der: Vec<u8>,
     inner: x509_cert::Certificate,
-    ski: Option<Vec<u8>>,
-    aki: Option<Vec<u8>>,
+    layout: Layout,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    ski: Option<Box<[u8]>>,
+    aki: Option<AuthorityKeyId>,
     basic_constraints: Option<BasicConstraintsInfo>,
     key_usage: Option<KeyUsage>,
     eku: Option<Vec<ObjectIdentifier>>,
     san: Vec<GeneralName>,
+    memo: Memo,
+}
+
+/// The authorityKeyIdentifier extension, as pki uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthorityKeyId {
+    /// keyIdentifier.
+    pub(crate) key_id: Option<Box<[u8]>>,
+    /// Whether authorityCertIssuer or authorityCertSerialNumber is present.
+    pub(crate) has_issuer_and_serial: bool,
+}
+
+/// Values derived from a certificate on first use, shared by its clones.
+#[derive(Default)]
+pub(crate) struct Memo {
+    fingerprint: OnceLock<[u8; 32]>,
+    spki_sha256: OnceLock<[u8; 32]>,
+    subject: OnceLock<CanonicalName>,
+    issuer: OnceLock<CanonicalName>,
+    /// Whether the certificate's signature verifies with its own key.
+    pub(crate) self_signed: OnceLock<bool>,
+    /// The SHA-256 of the SubjectPublicKeyInfo that verified the
+    /// certificate's signature, once one has (a signature verifies with
+    /// one key only).
+    pub(crate) verified_by: OnceLock<[u8; 32]>,
+    /// The nameConstraints extension, decoded.
+    pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
 }
 
 impl PartialEq for Certificate {
     fn eq(&self, other: &Self) -> bool {
-        self.der == other.der
+        Arc::ptr_eq(&self.0, &other.0) || self.0.der == other.0.der
     }
 }
 impl Eq for Certificate {}
 
 impl std::hash::Hash for Certificate {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.der.hash(state)
+        self.0.der.hash(state)
     }
 }
 
@@ -73,11 +117,100 @@ impl fmt::Debug for Certificate {
     }
 }
 
-fn ext_err(extension: &'static str, e: der::Error) -> Error {
-    Error::MalformedExtension {
-        extension,
-        reason: e.to_string(),
+fn ext_err(extension: &'static str, source: der::Error) -> Error {
+    Error::MalformedExtension { extension, source }
+}
+
+/// The extensions pki reads, decoded in one pass over the extension list.
+#[derive(Default)]
+struct Read {
+    ski: Option<Box<[u8]>>,
+    aki: Option<AuthorityKeyId>,
+    basic_constraints: Option<BasicConstraintsInfo>,
+    key_usage: Option<KeyUsage>,
+    eku: Option<Vec<ObjectIdentifier>>,
+    san: Option<Vec<GeneralName>>,
+}
+
+/// Stores `value` in `slot`, refusing a second occurrence of the extension.
+fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()> {
+    if slot.is_some() {
+        return Err(Error::DuplicateExtension { extension });
     }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// The extensions pki reads, by OID.
+const READ: [(ObjectIdentifier, &str); 6] = [
+    (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
+    (AuthorityKeyIdentifier::OID, "authorityKeyIdentifier"),
+    (BasicConstraints::OID, "basicConstraints"),
+    (KeyUsage::OID, "keyUsage"),
+    (ExtendedKeyUsage::OID, "extendedKeyUsage"),
+    (SubjectAltName::OID, "subjectAltName"),
+];
+
+fn read_extensions(tbs: &x509_cert::TbsCertificate) -> Result<Read> {
+    let extensions = tbs.extensions().map(|e| e.as_slice()).unwrap_or_default();
+    // A repeated extension is refused before any is decoded: which copy
+    // would count is exactly what an attacker would like to choose. The
+    // scan stops at the first repeat, so it is linear.
+    for (i, ext) in extensions.iter().enumerate() {
+        if let Some((_, extension)) = READ.iter().find(|(oid, _)| *oid == ext.extn_id)
+            && extensions[..i].iter().any(|e| e.extn_id == ext.extn_id)
+        {
+            return Err(Error::DuplicateExtension { extension });
+        }
+    }
+    let mut read = Read::default();
+    for ext in extensions {
+        let value = ext.extn_value.as_bytes();
+        match ext.extn_id {
+            SubjectKeyIdentifier::OID => {
+                let name = "subjectKeyIdentifier";
+                let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.ski, name, ski.0.as_bytes().into())?;
+            }
+            AuthorityKeyIdentifier::OID => {
+                let name = "authorityKeyIdentifier";
+                let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+                let aki = AuthorityKeyId {
+                    key_id: aki.key_identifier.map(|k| k.as_bytes().into()),
+                    has_issuer_and_serial: aki.authority_cert_issuer.is_some()
+                        || aki.authority_cert_serial_number.is_some(),
+                };
+                once(&mut read.aki, name, aki)?;
+            }
+            BasicConstraints::OID => {
+                let name = "basicConstraints";
+                let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
+                let info = BasicConstraintsInfo {
+                    ca: b.ca,
+                    path_len: b.path_len_constraint,
+                    critical: ext.critical,
+                };
+                once(&mut read.basic_constraints, name, info)?;
+            }
+            KeyUsage::OID => {
+                let name = "keyUsage";
+                let k = KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.key_usage, name, k)?;
+            }
+            ExtendedKeyUsage::OID => {
+                let name = "extendedKeyUsage";
+                let e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.eku, name, e.0)?;
+            }
+            SubjectAltName::OID => {
+                let name = "subjectAltName";
+                let s = SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.san, name, s.0)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(read)
 }
 
 impl Certificate {
@@ -85,11 +218,14 @@ impl Certificate {
     /// AKI, basic constraints, key usage, EKU, SAN) are errors here, so the
     /// accessors never fail.
     pub fn from_der(der: &[u8]) -> Result<Self> {
-        let inner =
-            x509_cert::Certificate::from_der(der).map_err(|e| Error::CertificateDecode {
-                reason: e.to_string(),
-            })?;
-        Self::from_parsed(der.to_vec(), inner)
+        Self::from_der_vec(der.to_vec())
+    }
+
+    /// [`Certificate::from_der`] without copying the buffer.
+    pub(crate) fn from_der_vec(der: Vec<u8>) -> Result<Self> {
+        let inner = x509_cert::Certificate::from_der(&der)
+            .map_err(|source| Error::CertificateDecode { source })?;
+        Self::from_parsed(der, inner)
     }
 
     pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
@@ -98,46 +234,28 @@ impl Certificate {
     }
 
     fn from_parsed(der: Vec<u8>, inner: x509_cert::Certificate) -> Result<Self> {
+        // x509-cert decoded (or encoded) this DER, so the walk cannot fail;
+        // if it did, the certificate would be refused, not misread.
+        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
+            source: der::ErrorKind::Failed.into(),
+        })?;
         let tbs = inner.tbs_certificate();
-        let ski = tbs
-            .get_extension::<SubjectKeyIdentifier>()
-            .map_err(|e| ext_err("subjectKeyIdentifier", e))?
-            .map(|(_, s)| s.0.as_bytes().to_vec());
-        let aki = tbs
-            .get_extension::<AuthorityKeyIdentifier>()
-            .map_err(|e| ext_err("authorityKeyIdentifier", e))?
-            .and_then(|(_, a)| a.key_identifier.map(|k| k.as_bytes().to_vec()));
-        let basic_constraints = tbs
-            .get_extension::<BasicConstraints>()
-            .map_err(|e| ext_err("basicConstraints", e))?
-            .map(|(critical, b)| BasicConstraintsInfo {
-                ca: b.ca,
-                path_len: b.path_len_constraint,
-                critical,
-            });
-        let key_usage = tbs
-            .get_extension::<KeyUsage>()
-            .map_err(|e| ext_err("keyUsage", e))?
-            .map(|(_, k)| k);
-        let eku = tbs
-            .get_extension::<ExtendedKeyUsage>()
-            .map_err(|e| ext_err("extendedKeyUsage", e))?
-            .map(|(_, e)| e.0);
-        let san = tbs
-            .get_extension::<SubjectAltName>()
-            .map_err(|e| ext_err("subjectAltName", e))?
-            .map(|(_, s)| s.0)
-            .unwrap_or_default();
-        Ok(Certificate {
+        let read = read_extensions(tbs)?;
+        let validity = tbs.validity();
+        Ok(Certificate(Arc::new(Parsed {
+            not_before: crate::datetime::from_x509(&validity.not_before),
+            not_after: crate::datetime::from_x509(&validity.not_after),
             der,
             inner,
-            ski,
-            aki,
-            basic_constraints,
-            key_usage,
-            eku,
-            san,
-        })
+            layout,
+            ski: read.ski,
+            aki: read.aki,
+            basic_constraints: read.basic_constraints,
+            key_usage: read.key_usage,
+            eku: read.eku,
+            san: read.san.unwrap_or_default(),
+            memo: Memo::default(),
+        })))
     }
 
     /// Parses exactly one `CERTIFICATE` PEM block (other text is ignored).
@@ -151,6 +269,7 @@ impl Certificate {
             n => Err(Error::Pem {
                 block: 2,
                 reason: format!("expected one certificate, found {n}"),
+                source: None,
             }),
         }
     }
@@ -158,48 +277,42 @@ impl Certificate {
     /// Parses every block of `input`; each must be a `CERTIFICATE`. An error
     /// names the block.
     pub fn all_from_pem(input: &[u8]) -> Result<Vec<Self>> {
-        pem::read_blocks(input)?
-            .into_iter()
-            .enumerate()
-            .map(|(i, block)| {
-                if block.label != "CERTIFICATE" {
-                    return Err(Error::UnexpectedPemLabel {
-                        block: i + 1,
-                        found: block.label.clone(),
-                        expected: "CERTIFICATE",
-                    });
-                }
-                Self::from_der(&block.der).map_err(|e| Error::Pem {
-                    block: i + 1,
-                    reason: e.to_string(),
-                })
-            })
-            .collect()
+        let mut certs = Vec::new();
+        pem::for_each_public_block(input, "CERTIFICATE", |index, der| {
+            let cert = Self::from_der_vec(der).map_err(|e| Error::Pem {
+                block: index,
+                reason: e.to_string(),
+                source: Some(Box::new(e)),
+            })?;
+            certs.push(cert);
+            Ok(())
+        })?;
+        Ok(certs)
     }
 
     /// The exact DER this certificate was parsed from.
     pub fn der(&self) -> &[u8] {
-        &self.der
+        &self.0.der
     }
 
     /// PEM encoding (`CERTIFICATE`, LF line endings).
     pub fn to_pem(&self) -> String {
-        pem::encode("CERTIFICATE", &self.der)
+        pem::encode("CERTIFICATE", &self.0.der)
     }
 
     /// The decoded structure, for checks pki-core does not wrap.
     pub fn x509(&self) -> &x509_cert::Certificate {
-        &self.inner
+        &self.0.inner
     }
 
     /// Subject distinguished name.
     pub fn subject(&self) -> &Name {
-        self.inner.tbs_certificate().subject()
+        self.0.inner.tbs_certificate().subject()
     }
 
     /// Issuer distinguished name.
     pub fn issuer(&self) -> &Name {
-        self.inner.tbs_certificate().issuer()
+        self.0.inner.tbs_certificate().issuer()
     }
 
     /// The subject's commonName, if it has one that decodes as a string.
@@ -213,7 +326,7 @@ impl Certificate {
 
     /// Serial number bytes (big-endian, no sign padding beyond DER's).
     pub fn serial(&self) -> &[u8] {
-        self.inner.tbs_certificate().serial_number().as_bytes()
+        self.0.inner.tbs_certificate().serial_number().as_bytes()
     }
 
     /// Serial number in lowercase hex.
@@ -223,12 +336,12 @@ impl Certificate {
 
     /// NotBefore.
     pub fn not_before(&self) -> OffsetDateTime {
-        crate::datetime::from_x509(&self.inner.tbs_certificate().validity().not_before)
+        self.0.not_before
     }
 
     /// NotAfter.
     pub fn not_after(&self) -> OffsetDateTime {
-        crate::datetime::from_x509(&self.inner.tbs_certificate().validity().not_after)
+        self.0.not_after
     }
 
     /// Whether `at` lies within [NotBefore, NotAfter] (both inclusive, RFC 5280 §4.1.2.5).
@@ -238,42 +351,48 @@ impl Certificate {
 
     /// SubjectKeyIdentifier bytes.
     pub fn ski(&self) -> Option<&[u8]> {
-        self.ski.as_deref()
+        self.0.ski.as_deref()
     }
 
     /// AuthorityKeyIdentifier keyIdentifier bytes.
     pub fn aki(&self) -> Option<&[u8]> {
-        self.aki.as_deref()
+        self.0.aki.as_ref().and_then(|a| a.key_id.as_deref())
+    }
+
+    /// The whole authorityKeyIdentifier, when present.
+    pub(crate) fn authority_key_id(&self) -> Option<&AuthorityKeyId> {
+        self.0.aki.as_ref()
     }
 
     /// basicConstraints.
     pub fn basic_constraints(&self) -> Option<BasicConstraintsInfo> {
-        self.basic_constraints
+        self.0.basic_constraints
     }
 
     /// Whether basicConstraints says cA:TRUE.
     pub fn is_ca(&self) -> bool {
-        self.basic_constraints.is_some_and(|b| b.ca)
+        self.0.basic_constraints.is_some_and(|b| b.ca)
     }
 
     /// keyUsage bits, when the extension is present.
     pub fn key_usage(&self) -> Option<&KeyUsage> {
-        self.key_usage.as_ref()
+        self.0.key_usage.as_ref()
     }
 
     /// extendedKeyUsage purposes, when the extension is present.
     pub fn extended_key_usage(&self) -> Option<&[ObjectIdentifier]> {
-        self.eku.as_deref()
+        self.0.eku.as_deref()
     }
 
     /// subjectAltName entries, in certificate order.
     pub fn subject_alt_names(&self) -> &[GeneralName] {
-        &self.san
+        &self.0.san
     }
 
     /// DNS names of the subjectAltName.
     pub fn dns_names(&self) -> Vec<String> {
-        self.san
+        self.0
+            .san
             .iter()
             .filter_map(|n| match n {
                 GeneralName::DnsName(d) => Some(d.to_string()),
@@ -284,7 +403,8 @@ impl Certificate {
 
     /// IP addresses of the subjectAltName (malformed lengths are skipped).
     pub fn ip_addresses(&self) -> Vec<IpAddr> {
-        self.san
+        self.0
+            .san
             .iter()
             .filter_map(|n| match n {
                 GeneralName::IpAddress(o) => match o.as_bytes().len() {
@@ -299,22 +419,97 @@ impl Certificate {
 
     /// The SubjectPublicKeyInfo.
     pub fn public_key(&self) -> &SubjectPublicKeyInfoOwned {
-        self.inner.tbs_certificate().subject_public_key_info()
+        self.0.inner.tbs_certificate().subject_public_key_info()
     }
 
-    /// DER of the SubjectPublicKeyInfo.
+    /// DER of the SubjectPublicKeyInfo (a copy of [`Certificate::spki_der`]).
     pub fn public_key_der(&self) -> Vec<u8> {
-        self.public_key().to_der().unwrap_or_default()
+        self.spki_der().to_vec()
+    }
+
+    /// DER of the SubjectPublicKeyInfo, exactly as encoded in the certificate.
+    pub fn spki_der(&self) -> &[u8] {
+        self.slice(&self.0.layout.spki)
+    }
+
+    /// The signed TBSCertificate, exactly as encoded in the certificate.
+    pub fn tbs_der(&self) -> &[u8] {
+        self.slice(&self.0.layout.tbs)
+    }
+
+    /// The content octets of the serialNumber INTEGER, as encoded (a
+    /// leading zero octet included when DER needs one).
+    pub(crate) fn serial_content(&self) -> &[u8] {
+        self.slice(&self.0.layout.serial)
+    }
+
+    fn slice(&self, range: &std::ops::Range<usize>) -> &[u8] {
+        // Ranges come from `Layout::of` on this very DER.
+        self.0.der.get(range.clone()).unwrap_or_default()
     }
 
     /// SHA-256 of the certificate's DER.
     pub fn fingerprint_sha256(&self) -> [u8; 32] {
-        Sha256::digest(&self.der).into()
+        *self
+            .0
+            .memo
+            .fingerprint
+            .get_or_init(|| Sha256::digest(&self.0.der).into())
     }
 
     /// SHA-256 of the SubjectPublicKeyInfo DER (the HPKP / k3s-style SPKI pin).
     pub fn spki_sha256(&self) -> [u8; 32] {
-        Sha256::digest(self.public_key_der()).into()
+        *self
+            .0
+            .memo
+            .spki_sha256
+            .get_or_init(|| Sha256::digest(self.spki_der()).into())
+    }
+
+    /// Values derived on first use.
+    pub(crate) fn memo(&self) -> &Memo {
+        &self.0.memo
+    }
+
+    /// The subject in the canonical form of RFC 5280 §7.1 comparison.
+    pub(crate) fn canonical_subject(&self) -> &CanonicalName {
+        self.0
+            .memo
+            .subject
+            .get_or_init(|| CanonicalName::of(self.subject()))
+    }
+
+    /// The issuer in the canonical form of RFC 5280 §7.1 comparison.
+    pub(crate) fn canonical_issuer(&self) -> &CanonicalName {
+        self.0
+            .memo
+            .issuer
+            .get_or_init(|| CanonicalName::of(self.issuer()))
+    }
+
+    /// Whether this certificate's subject names `child`'s issuer (RFC 5280
+    /// §7.1 comparison: case and insignificant spaces do not matter, nor
+    /// whether a value is a PrintableString or a UTF8String).
+    pub fn subject_matches_issuer_of(&self, child: &Certificate) -> bool {
+        // Equal encodings are equal names; only other pairs need the
+        // canonical forms, computed once per certificate.
+        self.slice(&self.0.layout.subject) == child.slice(&child.0.layout.issuer)
+            || self.canonical_subject() == child.canonical_issuer()
+    }
+
+    /// The nameConstraints extension, decoded once.
+    pub(crate) fn name_constraints(&self) -> Result<Option<Arc<NameConstraints>>, der::Error> {
+        self.0
+            .memo
+            .name_constraints
+            .get_or_init(|| {
+                self.0
+                    .inner
+                    .tbs_certificate()
+                    .get_extension::<NameConstraints>()
+                    .map(|nc| nc.map(|(_, nc)| Arc::new(nc)))
+            })
+            .clone()
     }
 
     /// A stable id for humans: `<first 16 hex of SKI>-<serial hex>`. Without an
@@ -328,9 +523,10 @@ impl Certificate {
         format!("{short}-{}", self.serial_hex())
     }
 
-    /// Subject and issuer names are equal (RFC 5280 "self-issued").
+    /// Subject and issuer names are equal (RFC 5280 "self-issued"; names
+    /// compared as RFC 5280 §7.1 says).
     pub fn is_self_issued(&self) -> bool {
-        self.subject() == self.issuer()
+        self.subject_matches_issuer_of(self)
     }
 
     /// Self-issued and, when both identifiers are present, AKI equals SKI.

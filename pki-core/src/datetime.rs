@@ -14,15 +14,18 @@ pub fn to_x509(t: OffsetDateTime) -> Result<Time> {
     let secs = t.unix_timestamp();
     let secs = u64::try_from(secs).map_err(|_| Error::Time {
         reason: format!("{t} is before 1970 and cannot be encoded"),
+        source: None,
     })?;
     let dt = DateTime::from_unix_duration(std::time::Duration::from_secs(secs)).map_err(|e| {
         Error::Time {
             reason: format!("{t} cannot be encoded: {e}"),
+            source: Some(e),
         }
     })?;
     if dt.year() < 2050 {
         let utc = UtcTime::from_date_time(dt).map_err(|e| Error::Time {
             reason: format!("{t}: {e}"),
+            source: Some(e),
         })?;
         Ok(Time::UtcTime(utc))
     } else {
@@ -63,5 +66,6 @@ pub fn add(t: OffsetDateTime, d: time::Duration) -> Result<OffsetDateTime> {
                 rfc3339(t),
                 crate::policy::human(d)
             ),
+            source: None,
         })
 }

@@ -4,16 +4,26 @@ use std::fmt;
 
 /// Everything that can go wrong in pki-core. Each variant carries enough
 /// context to tell the user what is wrong and where.
+///
+/// Where a typed cause exists (a DER decoding error, the error of a
+/// certificate inside a PEM block) it is the [`std::error::Error::source`]
+/// of the variant. The message of a variant includes its cause's message
+/// too, so that a one-line report is complete.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A PEM block could not be read.
+    /// A PEM block could not be read, or its content could not be decoded.
     #[error("PEM block {block}: {reason}")]
     Pem {
         /// 1-based index of the block in its input.
         block: usize,
         /// What is wrong with it.
         reason: String,
+        /// Why its content could not be decoded (a certificate block that
+        /// holds no certificate), when that is what is wrong. Seen through
+        /// [`std::error::Error::source`], it is a `Box<Error>`.
+        #[source]
+        source: Option<Box<Error>>,
     },
     /// A PEM block has a label other than the one expected here.
     #[error("PEM block {block}: expected {expected}, found \"{found}\"")]
@@ -32,18 +42,25 @@ pub enum Error {
         what: &'static str,
     },
     /// A certificate's DER could not be decoded.
-    #[error("certificate: {reason}")]
+    #[error("certificate: {source}")]
     CertificateDecode {
-        /// The decoder's message.
-        reason: String,
+        /// The decoder's error.
+        source: der::Error,
     },
     /// An extension of a certificate is malformed.
-    #[error("certificate extension {extension}: {reason}")]
+    #[error("certificate extension {extension}: {source}")]
     MalformedExtension {
         /// Name of the extension.
         extension: &'static str,
-        /// The decoder's message.
-        reason: String,
+        /// The decoder's error.
+        source: der::Error,
+    },
+    /// An extension pki reads appears more than once in a certificate
+    /// (RFC 5280 §4.2 allows one of each).
+    #[error("certificate extension {extension} appears more than once")]
+    DuplicateExtension {
+        /// Name of the extension.
+        extension: &'static str,
     },
     /// A private key could not be decoded.
     #[error("private key: {reason}")]
@@ -86,6 +103,9 @@ pub enum Error {
     Time {
         /// What is wrong.
         reason: String,
+        /// The encoder's error, when it refused the value.
+        #[source]
+        source: Option<der::Error>,
     },
     /// A rotation policy breaks the validity math.
     #[error("invalid rotation policy: {reason}")]

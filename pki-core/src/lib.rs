@@ -28,6 +28,7 @@
 mod bundle;
 mod cert;
 pub mod datetime;
+mod dn;
 mod error;
 mod issue;
 mod key;

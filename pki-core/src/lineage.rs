@@ -60,7 +60,7 @@ pub fn issued_by(cert: &Certificate, ca: &Certificate) -> Lineage {
         (Some(ski), Some(aki)) if ski == aki => (true, LineageRule::KeyIdentifierMatch),
         (Some(_), Some(_)) => (false, LineageRule::KeyIdentifierMismatch),
         (Some(_), None) => (false, LineageRule::MissingAuthorityKeyIdentifier),
-        (None, _) if cert.issuer() == ca.subject() => (true, LineageRule::LegacyNameMatch),
+        (None, _) if ca.subject_matches_issuer_of(cert) => (true, LineageRule::LegacyNameMatch),
         (None, _) => (false, LineageRule::LegacyNameMismatch),
     };
     Lineage { issued_by, rule }

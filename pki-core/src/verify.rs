@@ -5,12 +5,30 @@
 //! untrusted intermediates to a trust anchor and returns the first one on
 //! which every check passes. Cross-signed CAs share subjects, so at each
 //! step every certificate whose subject equals the issuer name is a
-//! candidate: trust anchors first, then intermediates, each group ordered
-//! so that a certificate whose SubjectKeyIdentifier equals the child's
-//! AuthorityKeyIdentifier comes first. Key identifiers only order; they
-//! never rule a candidate out (another tool may compute them differently).
-//! The search is depth-first with backtracking; a (subject, key) pair
-//! appears at most once on a path, and a [`Budget`] bounds the work.
+//! candidate, trust anchor or intermediate. Candidates are tried by key
+//! identifier first: those whose SubjectKeyIdentifier equals the child's
+//! AuthorityKeyIdentifier, then those where either identifier is missing,
+//! then those whose identifiers differ; anchors before intermediates
+//! within each group. Key identifiers only order; they never rule a
+//! candidate out (another tool may compute them differently). The search
+//! is depth-first with backtracking; a (subject, key) pair appears at most
+//! once on a path, and a [`Budget`] bounds the work.
+//!
+//! Signature outcomes are remembered, so that a signature is checked once
+//! however many chains and bundles it appears in:
+//!
+//! - each [`Certificate`] remembers the key (SubjectPublicKeyInfo digest)
+//!   that verified its signature, shared by its clones: the same leaf
+//!   verified against an old and a new bundle whose anchors share a key
+//!   (a CA and its cross-signed bridge) is checked once;
+//! - a [`SignatureCache`] remembers every outcome, good or bad, by content:
+//!   by default the one of the anchors' [`Bundle`]
+//!   ([`Bundle::signature_cache`]), so that certificates parsed again (a
+//!   serving chain read for every connection) are not checked again;
+//!   [`verify_chain_cached`] takes another cache.
+//!
+//! A remembered outcome counts against [`Budget::signatures`] like a
+//! check, so the result never depends on what was remembered.
 //!
 //! Every certificate of the bundle is a trust anchor, self-signed or not:
 //! a cross-signed "bridge" in the bundle ends a path as well as a root
@@ -30,8 +48,10 @@
 //! - issuers: v3 (a trust anchor may be v1), basicConstraints critical with
 //!   cA, keyCertSign when keyUsage is present, pathLenConstraint (self-issued
 //!   intermediates do not count), nameConstraints (DNS, IP with mask,
-//!   directoryName; other name types fail closed) on every certificate
-//!   below except self-issued intermediates;
+//!   directoryName, rfc822Name including the subject's emailAddress
+//!   attributes, URI host; other name types fail closed) on every
+//!   certificate below except self-issued intermediates, each comparison
+//!   counted in the [`Budget`];
 //! - extendedKeyUsage, when present, must allow the purpose on the leaf and
 //!   on every CA above it (anyExtendedKeyUsage counts);
 //! - the leaf's keyUsage, when present, must allow digitalSignature (or
@@ -43,6 +63,11 @@
 //!   consistent basicConstraints and keyUsage, non-empty issuer names;
 //! - the expected name against the leaf's subjectAltName (see
 //!   [`ExpectedName`]); the commonName is never used.
+//!
+//! Names are compared as RFC 5280 §7.1 says (case-insensitively, with
+//! insignificant spaces ignored, whatever the string type) both when
+//! chaining a certificate's issuer to a subject and for directoryName
+//! constraints.
 //!
 //! `docs/conformance.md` in the repository scores these rules on the
 //! x509-limbo suite. Time is an argument, never read from a clock.
@@ -188,18 +213,29 @@ impl VerifiedPath {
 
 /// Verifies `leaf` for `opts.purpose` (and `opts.name`) at `opts.time`,
 /// through any of `intermediates`, up to any certificate of `anchors`.
+///
+/// Signature outcomes are remembered in the signature cache of `anchors`
+/// ([`Bundle::signature_cache`]); the result never depends on what the
+/// cache holds.
 pub fn verify_chain(
     leaf: &Certificate,
     intermediates: &[Certificate],
     anchors: &Bundle,
     opts: &VerifyOptions,
 ) -> Result<VerifiedPath, VerifyError> {
-    verify(leaf, intermediates, anchors, opts, None)
+    verify(
+        leaf,
+        intermediates,
+        anchors,
+        opts,
+        anchors.signature_cache(),
+    )
 }
 
-/// [`verify_chain`], remembering signature outcomes in `cache`. The result
-/// is the same as without the cache (a cache hit counts against
-/// [`Budget::signatures`] like a check).
+/// [`verify_chain`], remembering signature outcomes in `cache` instead of
+/// the bundle's own cache (to share one cache between bundles, or to see
+/// its hits). The result is the same as without the cache (a cache hit
+/// counts against [`Budget::signatures`] like a check).
 pub fn verify_chain_cached(
     leaf: &Certificate,
     intermediates: &[Certificate],
@@ -207,7 +243,7 @@ pub fn verify_chain_cached(
     opts: &VerifyOptions,
     cache: &SignatureCache,
 ) -> Result<VerifiedPath, VerifyError> {
-    verify(leaf, intermediates, anchors, opts, Some(cache))
+    verify(leaf, intermediates, anchors, opts, cache)
 }
 
 fn verify(
@@ -215,7 +251,7 @@ fn verify(
     intermediates: &[Certificate],
     anchors: &Bundle,
     opts: &VerifyOptions,
-    cache: Option<&SignatureCache>,
+    cache: &SignatureCache,
 ) -> Result<VerifiedPath, VerifyError> {
     let time = crate::datetime::truncate(opts.time);
     // What concerns the leaf alone cannot be fixed by another path.
@@ -258,7 +294,7 @@ fn unknown_issuer(cert: &Certificate) -> VerifyError {
 }
 
 fn same_key_and_subject(a: &Certificate, b: &Certificate) -> bool {
-    a.subject() == b.subject() && a.public_key() == b.public_key()
+    a.spki_der() == b.spki_der() && a.canonical_subject() == b.canonical_subject()
 }
 
 struct Builder<'a> {
@@ -266,7 +302,7 @@ struct Builder<'a> {
     intermediates: Vec<&'a Certificate>,
     opts: &'a VerifyOptions,
     time: OffsetDateTime,
-    cache: Option<&'a SignatureCache>,
+    cache: &'a SignatureCache,
     remaining: budget::Remaining,
     /// The most specific error met so far (first of the highest rank).
     best: Option<VerifyError>,
@@ -279,26 +315,28 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Candidate issuers of `child`: anchors, then intermediates, those whose
-    /// SKI equals the child's AKI first in each group; without the ones
-    /// whose (subject, key) is already on the path.
+    /// Candidate issuers of `child`, without the ones whose (subject, key)
+    /// is already on the path: by key identifier first (see the module
+    /// documentation), anchors before intermediates within each group.
     fn candidates(
         &self,
         child: &Certificate,
         path: &[&Certificate],
     ) -> Vec<(&'a Certificate, Role)> {
-        let by_name = |pool: &[&'a Certificate], role| {
-            let mut found: Vec<(&'a Certificate, Role)> = pool
-                .iter()
-                .filter(|c| c.subject() == child.issuer())
-                .filter(|c| !path.iter().any(|p| same_key_and_subject(p, c)))
-                .map(|c| (*c, role))
-                .collect();
-            found.sort_by_key(|(c, _)| !(child.aki().is_some() && child.aki() == c.ski()));
-            found
+        let rank = |c: &Certificate| match (child.aki(), c.ski()) {
+            (Some(aki), Some(ski)) if aki == ski => 0u8,
+            (Some(_), Some(_)) => 2,
+            _ => 1,
         };
-        let mut all = by_name(&self.anchors, Role::Anchor);
-        all.extend(by_name(&self.intermediates, Role::Intermediate));
+        let anchors = self.anchors.iter().map(|c| (*c, Role::Anchor));
+        let intermediates = self.intermediates.iter().map(|c| (*c, Role::Intermediate));
+        let mut all: Vec<(&'a Certificate, Role)> = anchors
+            .chain(intermediates)
+            .filter(|(c, _)| c.subject_matches_issuer_of(child))
+            .filter(|(c, _)| !path.iter().any(|p| same_key_and_subject(p, c)))
+            .collect();
+        // Stable: anchors stay before intermediates of the same rank.
+        all.sort_by_key(|(c, _)| rank(c));
         all
     }
 
@@ -351,15 +389,18 @@ impl<'a> Builder<'a> {
         issuer: &Certificate,
     ) -> Result<(), VerifyError> {
         self.remaining.spend_signature()?;
+        // The key that verified this very certificate before, in any bundle.
+        let verified_by = &child.memo().verified_by;
+        if verified_by.get() == Some(&issuer.spki_sha256()) {
+            return Ok(());
+        }
         let signed =
             signature::signed_parts(child).map_err(|f| f.into_error(child, issuer.id()))?;
-        let Some(cache) = self.cache else {
-            return signature::check(issuer.public_key(), &signed)
-                .map_err(|f| f.into_error(child, issuer.id()));
-        };
-        let key = SignatureCache::key(&issuer.public_key_der(), signed.tbs, signed.signature);
+        let cache = self.cache;
+        let key = SignatureCache::key(issuer, child);
         if let Some(valid) = cache.get(&key) {
             return if valid {
+                let _ = verified_by.set(issuer.spki_sha256());
                 Ok(())
             } else {
                 Err(VerifyError::BadSignature {
@@ -370,7 +411,10 @@ impl<'a> Builder<'a> {
         }
         let outcome = signature::check(issuer.public_key(), &signed);
         match &outcome {
-            Ok(()) => cache.insert(key, true),
+            Ok(()) => {
+                cache.insert(key, true);
+                let _ = verified_by.set(issuer.spki_sha256());
+            }
             Err(f) if f.is_cacheable() => cache.insert(key, false),
             Err(_) => {}
         }
@@ -390,8 +434,10 @@ impl<'a> Builder<'a> {
             return Ok(());
         }
         if role == Role::Anchor && profile::anchor_aki_is_unusual(issuer) {
+            // Counted like a check, but done once per certificate: the
+            // answer is remembered with it.
             self.remaining.spend_signature()?;
-            if verify_signature(issuer.public_key(), issuer).is_ok() {
+            if signature::is_self_signed(issuer) {
                 return Err(VerifyError::malformed(
                     issuer,
                     "self-signed trust anchor whose authorityKeyIdentifier is not just its \
@@ -417,7 +463,7 @@ impl<'a> Builder<'a> {
                 if i > 0 && cert.is_self_issued() {
                     continue;
                 }
-                names::check_name_constraints(issuer, &nc, cert)?;
+                names::check_name_constraints(issuer, &nc, cert, &mut self.remaining)?;
             }
         }
         Ok(())

@@ -221,6 +221,46 @@ fn bundle_dedups_prunes_and_fingerprints_independent_of_order() {
     let gone = ab.prune_expired(NOW + Duration::days(791));
     assert_eq!(gone.len(), 2);
     assert!(ab.is_empty());
+    // A pruned certificate is forgotten: it can be added again.
+    assert!(!ab.contains(&a));
+    assert!(ab.push(a.clone()));
+    assert!(!ab.push(a.clone()));
+    assert_eq!(ab.certs(), [a]);
+}
+
+#[test]
+fn bundle_of_thousands_keeps_first_insertion_order_and_drops_copies() {
+    let a = root(1);
+    let leaves: Vec<Certificate> = (0..500u64)
+        .map(|i| {
+            let mut p =
+                CertificateParams::new(Profile::Client, "c", NOW, Duration::days(1)).unwrap();
+            p.backdate = Duration::seconds(i as i64);
+            a.issue(&p, a.cert.public_key(), &mut rng(i)).unwrap()
+        })
+        .collect();
+    let doubled = leaves.iter().chain(leaves.iter().rev()).cloned();
+    let bundle = Bundle::from_certs(doubled);
+    assert_eq!(bundle.certs(), leaves.as_slice());
+    let copy = Certificate::from_der(leaves[321].der()).unwrap();
+    assert!(bundle.contains(&copy));
+}
+
+#[test]
+fn spki_and_tbs_are_slices_of_the_certificate_der() {
+    use der::Encode;
+    let (leaf, key) = server(&root(1), Duration::days(30));
+    assert_eq!(leaf.spki_der(), key.public_key_der().unwrap().as_slice());
+    assert_eq!(leaf.public_key_der(), leaf.public_key().to_der().unwrap());
+    assert_eq!(
+        leaf.tbs_der(),
+        leaf.x509().tbs_certificate().to_der().unwrap().as_slice()
+    );
+    let start = leaf
+        .der()
+        .windows(leaf.tbs_der().len())
+        .position(|w| w == leaf.tbs_der());
+    assert_eq!(start, Some(4));
 }
 
 #[test]
@@ -248,4 +288,97 @@ fn non_certificate_block_in_bundle_is_an_error_naming_the_block() {
         matches!(err, Error::UnexpectedPemLabel { block: 2, .. }),
         "{err}"
     );
+}
+
+#[test]
+fn decode_errors_carry_the_der_error_as_their_source() {
+    use std::error::Error as _;
+    let err = Certificate::from_der(&[0x30, 0x03, 1, 2, 3]).unwrap_err();
+    assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
+    assert!(err.source().unwrap().downcast_ref::<der::Error>().is_some());
+
+    // Give the first subjectAltName entry an unknown GeneralName tag, [25]:
+    // the certificate still decodes, the extension does not.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let san_oid = [0x06, 0x03, 0x55, 0x1d, 0x11];
+    let at = leaf
+        .der()
+        .windows(san_oid.len())
+        .position(|w| w == san_oid)
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    // OID, then OCTET STRING header, then SEQUENCE header, then the entry.
+    assert_eq!(der[at + 9], 0x82, "a dNSName comes first");
+    der[at + 9] = 0x99;
+    let err = Certificate::from_der(&der).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MalformedExtension {
+                extension: "subjectAltName",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.source().unwrap().downcast_ref::<der::Error>().is_some());
+
+    // In a PEM bundle, the block is named and the certificate's error is the source.
+    let pem = format!(
+        "{}{}",
+        leaf.to_pem(),
+        pki_core::pem::encode("CERTIFICATE", &der)
+    );
+    let err = Bundle::from_pem(pem.as_bytes()).unwrap_err();
+    assert!(matches!(err, Error::Pem { block: 2, .. }), "{err}");
+    assert!(err.to_string().contains("subjectAltName"), "{err}");
+    let inner = err.source().unwrap().downcast_ref::<Box<Error>>().unwrap();
+    assert!(
+        matches!(**inner, Error::MalformedExtension { .. }),
+        "{inner}"
+    );
+}
+
+#[test]
+fn a_repeated_extension_is_refused_by_name() {
+    // Turn the authorityKeyIdentifier OID into the subjectKeyIdentifier one:
+    // two SKI extensions, whatever their values hold.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let aki_oid = [0x06, 0x03, 0x55, 0x1d, 0x23];
+    let at = leaf
+        .der()
+        .windows(aki_oid.len())
+        .position(|w| w == aki_oid)
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    der[at + 4] = 0x0e;
+    assert_eq!(
+        Certificate::from_der(&der).unwrap_err(),
+        Error::DuplicateExtension {
+            extension: "subjectKeyIdentifier"
+        }
+    );
+}
+
+#[test]
+fn utc_time_before_1970_is_refused_when_parsed() {
+    // der 0.8 cannot represent years before 1970 (docs/pre-1970-utctime.md):
+    // a NotBefore of 1950-01-01 (UTCTime "500101000000Z") is a decode error,
+    // not a panic and not a misread date.
+    let (leaf, _) = server(&root(1), Duration::days(30));
+    let not_before = pki_core::datetime::to_x509(leaf.not_before()).unwrap();
+    let x509_cert::time::Time::UtcTime(utc) = not_before else {
+        panic!("2025 is a UTCTime");
+    };
+    let encoded = der::Encode::to_der(&utc).unwrap();
+    let at = leaf
+        .der()
+        .windows(encoded.len())
+        .position(|w| w == encoded.as_slice())
+        .unwrap();
+    let mut der = leaf.der().to_vec();
+    der[at + 2..at + 2 + 12].copy_from_slice(b"500101000000");
+    let err = Certificate::from_der(&der).unwrap_err();
+    assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
+    assert!(err.to_string().contains("UTCTime"), "{err}");
 }

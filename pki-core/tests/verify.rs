@@ -595,8 +595,8 @@ fn budget_exhaustion_is_a_distinct_fatal_error() {
     let mut o = opts_at(r.rotated_at + Duration::hours(2));
     verify_chain(&r.new_leaf, &chain, &anchors, &o).unwrap();
 
-    // The old CA is tried first (an anchor) and fails; bridge B would need
-    // a second signature check.
+    // Bridge B is tried first (its SKI is the leaf's AKI); the old root
+    // above it needs a second signature check.
     o.budget = Budget {
         signatures: 1,
         ..Budget::default()
@@ -651,18 +651,26 @@ fn path_longer_than_the_maximum_is_refused() {
     .unwrap();
 }
 
+/// A copy of `cert` that shares nothing with it (as if parsed again), so
+/// that only a [`SignatureCache`] can remember its signature.
+fn reparsed(cert: &Certificate) -> Certificate {
+    Certificate::from_der(cert.der()).unwrap()
+}
+
 #[test]
 fn signature_cache_hits_on_the_second_leaf_through_the_same_intermediate() {
     let root = new_root("root", 1);
     let inter = intermediate(&root, "issuing", None, 2);
     let first = server_leaf(&inter, 3);
     let second = server_leaf(&inter, 4);
-    let chain = vec![inter.cert.clone()];
     let anchors = bundle(&[&root.cert]);
     let cache = SignatureCache::new();
 
+    // The serving chain is read again for each leaf, as a TLS client would.
+    let chain = vec![reparsed(&inter.cert)];
     let a = verify_chain_cached(&first, &chain, &anchors, &opts(), &cache).unwrap();
     assert_eq!((cache.hits(), cache.misses(), cache.len()), (0, 2, 2));
+    let chain = vec![reparsed(&inter.cert)];
     let b = verify_chain_cached(&second, &chain, &anchors, &opts(), &cache).unwrap();
     assert_eq!((cache.hits(), cache.misses(), cache.len()), (1, 3, 3));
     assert_eq!(b, verify_chain(&second, &chain, &anchors, &opts()).unwrap());
@@ -683,16 +691,101 @@ fn signature_cache_hits_on_the_second_leaf_through_the_same_intermediate() {
 }
 
 #[test]
+fn new_leaf_through_bridge_b_costs_two_signature_checks_against_the_old_bundle() {
+    // The old root has the leaf's issuer name but not its key: trying it
+    // first, as an anchor, would waste a check on every new leaf.
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let cache = SignatureCache::new();
+    let path = verify_chain_cached(
+        &r.new_leaf,
+        std::slice::from_ref(&r.bridge_b),
+        &bundle(&[&r.old.cert]),
+        &o,
+        &cache,
+    )
+    .unwrap();
+    assert_eq!(path.certs, [r.new_leaf, r.bridge_b, r.old.cert]);
+    assert_eq!((cache.hits(), cache.misses()), (0, 2));
+}
+
+#[test]
+fn verify_chain_remembers_signatures_in_the_bundle_it_is_given() {
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let old_bundle = bundle(&[&r.old.cert]);
+    let second_leaf = leaf_with(
+        &r.new,
+        Profile::Server,
+        &["other.ns.svc"],
+        &[],
+        r.rotated_at + Duration::hours(1),
+        7,
+    );
+    let chain = [reparsed(&r.bridge_b)];
+    verify_chain(&r.new_leaf, &chain, &old_bundle, &o).unwrap();
+    let cache = old_bundle.signature_cache();
+    assert_eq!((cache.hits(), cache.misses()), (0, 2));
+    // The bridge's signature is not checked again, for this bundle or a
+    // clone of it, even in a new copy of the bridge; the second leaf's own
+    // signature is.
+    let chain = [reparsed(&r.bridge_b)];
+    verify_chain(&second_leaf, &chain, &old_bundle.clone(), &o).unwrap();
+    assert_eq!((cache.hits(), cache.misses()), (1, 3));
+    // Another bundle has its own cache.
+    let other = bundle(&[&r.old.cert]);
+    verify_chain(
+        &reparsed(&second_leaf),
+        &[reparsed(&r.bridge_b)],
+        &other,
+        &o,
+    )
+    .unwrap();
+    assert_eq!(other.signature_cache().misses(), 2);
+}
+
+#[test]
+fn a_certificate_remembers_the_key_that_verified_it_across_bundles() {
+    // The old leaf against the old bundle (the old root) and against the
+    // new bundle (the new root and bridge A, which carries the old key):
+    // one signature check in all, as the matrix of a rotation needs.
+    let r = rotation();
+    let o = opts_at(r.rotated_at + Duration::hours(2));
+    let old_bundle = bundle(&[&r.old.cert]);
+    let new_bundle = bundle(&[&r.new.cert, &r.bridge_a]);
+    verify_chain(&r.old_leaf, &[], &old_bundle, &o).unwrap();
+    let path = verify_chain(&r.old_leaf, &[], &new_bundle, &o).unwrap();
+    assert_eq!(path.anchor(), Some(&r.bridge_a));
+    assert_eq!(old_bundle.signature_cache().misses(), 1);
+    let new_cache = new_bundle.signature_cache();
+    assert_eq!((new_cache.hits(), new_cache.misses()), (0, 0));
+    // Remembering counts in the budget like a check, and never turns a
+    // wrong key into a right one.
+    let mut tight = o.clone();
+    tight.budget.signatures = 0;
+    assert!(matches!(
+        verify_chain(&r.old_leaf, &[], &old_bundle, &tight),
+        Err(VerifyError::BudgetExceeded { .. })
+    ));
+    let stranger = bundle(&[&new_root("service-ca", 9).cert]);
+    assert!(matches!(
+        verify_chain(&r.old_leaf, &[], &stranger, &o),
+        Err(VerifyError::BadSignature { .. })
+    ));
+}
+
+#[test]
 fn signature_cache_is_shared_between_threads() {
     let root = new_root("root", 1);
     let inter = intermediate(&root, "issuing", None, 2);
     let leaves: Vec<Certificate> = (0..4).map(|i| server_leaf(&inter, 10 + i)).collect();
-    let chain = vec![inter.cert.clone()];
     let anchors = bundle(&[&root.cert]);
     let cache = SignatureCache::new();
     std::thread::scope(|s| {
         for leaf in &leaves {
-            s.spawn(|| verify_chain_cached(leaf, &chain, &anchors, &opts(), &cache).unwrap());
+            let chain = vec![reparsed(&inter.cert)];
+            let (anchors, cache) = (&anchors, &cache);
+            s.spawn(move || verify_chain_cached(leaf, &chain, anchors, &opts(), cache).unwrap());
         }
     });
     assert_eq!(cache.hits() + cache.misses(), 8);
@@ -822,27 +915,29 @@ fn anchors_are_tried_before_intermediates_and_a_bundled_intermediate_is_an_ancho
     assert_eq!(path.certs, [leaf, inter.cert]);
 }
 
-mod name_constraints {
-    //! pki-core does not issue nameConstraints, so these CAs are built with
-    //! x509-cert's builder directly.
-
+/// Certificates with content pki-core does not issue (name constraints,
+/// e-mail addresses, names encoded in other string types), built with
+/// x509-cert's builder and signed with a pki-core CA's key.
+mod custom {
     use super::*;
     use der::Encode;
-    use der::asn1::{Ia5String, OctetString};
+    use der::asn1::{Any, OctetString, SetOfVec};
     use der::referenced::OwnedToRef;
     use p256::pkcs8::DecodePrivateKey;
+    use x509_cert::attr::AttributeTypeAndValue;
     use x509_cert::builder::{Builder, CertificateBuilder};
     use x509_cert::certificate::TbsCertificate;
-    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
-    use x509_cert::ext::pkix::name::GeneralName;
     use x509_cert::ext::pkix::{
-        AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, NameConstraints,
-        SubjectKeyIdentifier,
+        AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, SubjectKeyIdentifier,
     };
     use x509_cert::ext::{Extension, ToExtension};
-    use x509_cert::name::Name;
+    use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
     use x509_cert::serial_number::SerialNumber;
     use x509_cert::time::Validity;
+
+    pub const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    pub const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+    pub const EMAIL: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.1");
 
     struct Fixed {
         issuer: Name,
@@ -866,6 +961,213 @@ mod name_constraints {
             Ok(self.extensions.clone())
         }
     }
+
+    /// A name of one attribute per RDN, each value of the given string type.
+    pub fn name(rdns: &[(ObjectIdentifier, der::Tag, &str)]) -> Name {
+        let mut seq = RdnSequence::default();
+        for (oid, tag, value) in rdns {
+            let atv = AttributeTypeAndValue {
+                oid: *oid,
+                value: Any::new(*tag, value.as_bytes()).unwrap(),
+            };
+            seq.push(RelativeDistinguishedName::from(
+                SetOfVec::try_from(vec![atv]).unwrap(),
+            ));
+        }
+        let der = der::Encode::to_der(&seq).unwrap();
+        <Name as der::Decode>::from_der(&der).unwrap()
+    }
+
+    pub fn ext<T>(value: &T, subject: &Name) -> Extension
+    where
+        for<'a> &'a T: ToExtension<Error = der::Error>,
+    {
+        value.to_extension(subject, &[]).unwrap()
+    }
+
+    /// A certificate for `key` named `subject`, issued under the name
+    /// `issuer_name` and signed by `signer`, with SKI and AKI added to
+    /// `extensions`. Valid from an hour before `NOW` for 300 days.
+    pub fn issue(
+        signer: &CertificateAuthority,
+        issuer_name: Name,
+        subject: Name,
+        key: &PrivateKey,
+        mut extensions: Vec<Extension>,
+    ) -> Certificate {
+        let spki = key.public_key().unwrap();
+        let ski = SubjectKeyIdentifier::try_from(spki.owned_to_ref()).unwrap();
+        let aki = AuthorityKeyIdentifier {
+            key_identifier: Some(OctetString::new(signer.cert.ski().unwrap()).unwrap()),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: None,
+        };
+        extensions.push(ext(&ski, &subject));
+        extensions.push(ext(&aki, &subject));
+        let validity = Validity::new(
+            pki_core::datetime::to_x509(NOW - Duration::hours(1)).unwrap(),
+            pki_core::datetime::to_x509(NOW + Duration::days(300)).unwrap(),
+        );
+        let profile = Fixed {
+            issuer: issuer_name,
+            subject,
+            extensions,
+        };
+        let builder = CertificateBuilder::new(
+            profile,
+            SerialNumber::new(&[0x42, 1]).unwrap(),
+            validity,
+            spki,
+        )
+        .unwrap();
+        let signer =
+            p256::ecdsa::SigningKey::from_pkcs8_der(&signer.key.to_pkcs8_der().unwrap()).unwrap();
+        let x509 = builder
+            .build::<_, p256::ecdsa::DerSignature>(&signer)
+            .unwrap();
+        Certificate::from_der(&x509.to_der().unwrap()).unwrap()
+    }
+
+    /// A CA named `subject` under `parent` (issuer name as `parent` writes
+    /// it), with `more` extensions.
+    pub fn ca(
+        parent: &CertificateAuthority,
+        subject: Name,
+        more: Vec<Extension>,
+        seed: u64,
+    ) -> CertificateAuthority {
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
+        let mut extensions = vec![
+            ext(
+                &BasicConstraints {
+                    ca: true,
+                    path_len_constraint: None,
+                },
+                &subject,
+            ),
+            ext(
+                &KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign),
+                &subject,
+            ),
+        ];
+        extensions.extend(more);
+        let cert = issue(
+            parent,
+            parent.cert.subject().clone(),
+            subject,
+            &key,
+            extensions,
+        );
+        CertificateAuthority::new(cert, key).unwrap()
+    }
+
+    /// A TLS server leaf named `subject` under `ca`, issued under the name
+    /// `issuer_name`, with `more` extensions (a subjectAltName, say).
+    pub fn server_leaf(
+        ca: &CertificateAuthority,
+        issuer_name: Name,
+        subject: Name,
+        more: Vec<Extension>,
+        seed: u64,
+    ) -> Certificate {
+        use x509_cert::ext::pkix::ExtendedKeyUsage;
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
+        let mut extensions = vec![
+            ext(
+                &BasicConstraints {
+                    ca: false,
+                    path_len_constraint: None,
+                },
+                &subject,
+            ),
+            ext(&KeyUsage(KeyUsages::DigitalSignature.into()), &subject),
+            ext(&ExtendedKeyUsage(vec![pki_core::EKU_SERVER_AUTH]), &subject),
+        ];
+        extensions.extend(more);
+        issue(ca, issuer_name, subject, &key, extensions)
+    }
+}
+
+mod distinguished_names {
+    //! RFC 5280 §7.1: names are compared after RFC 4518 preparation.
+
+    use super::custom::{self, CN, O};
+    use super::*;
+    use der::Tag;
+
+    #[test]
+    fn issuer_name_in_another_case_spacing_and_string_type_chains_to_its_ca() {
+        let root = new_root("root", 1);
+        let ca = custom::ca(
+            &root,
+            custom::name(&[
+                (O, Tag::Utf8String, "Example Corp"),
+                (CN, Tag::Utf8String, "Issuing CA"),
+            ]),
+            vec![],
+            2,
+        );
+        let issuer = custom::name(&[
+            (O, Tag::PrintableString, "EXAMPLE  CORP "),
+            (CN, Tag::PrintableString, " issuing ca"),
+        ]);
+        let leaf = custom::server_leaf(
+            &ca,
+            issuer,
+            custom::name(&[(CN, Tag::Utf8String, "web")]),
+            vec![],
+            3,
+        );
+        assert_ne!(leaf.issuer(), ca.cert.subject());
+        assert!(ca.cert.subject_matches_issuer_of(&leaf));
+        let path = verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(path.certs.len(), 3);
+        assert!(pki_core::issued_by(&leaf, &ca.cert).issued_by);
+    }
+
+    #[test]
+    fn issuer_name_with_another_word_does_not_chain() {
+        let root = new_root("root", 1);
+        let ca = custom::ca(
+            &root,
+            custom::name(&[(CN, Tag::Utf8String, "Issuing CA")]),
+            vec![],
+            2,
+        );
+        let issuer = custom::name(&[(CN, Tag::Utf8String, "IssuingCA")]);
+        let leaf = custom::server_leaf(
+            &ca,
+            issuer,
+            custom::name(&[(CN, Tag::Utf8String, "web")]),
+            vec![],
+            3,
+        );
+        let err = verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, VerifyError::UnknownIssuer { .. }), "{err}");
+    }
+}
+
+mod name_constraints {
+    //! pki-core does not issue nameConstraints, so these CAs are built with
+    //! x509-cert's builder directly.
+
+    use super::*;
+    use der::asn1::{Ia5String, OctetString};
+    use x509_cert::ext::pkix::NameConstraints;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
 
     fn subtree(base: GeneralName) -> GeneralSubtree {
         GeneralSubtree {
@@ -891,52 +1193,9 @@ mod name_constraints {
         nc: NameConstraints,
         seed: u64,
     ) -> CertificateAuthority {
-        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(seed)).unwrap();
-        let spki = key.public_key().unwrap();
         let subject = pki_core::common_name_to_name("constrained").unwrap();
-        let ski = SubjectKeyIdentifier::try_from(spki.owned_to_ref()).unwrap();
-        let aki = AuthorityKeyIdentifier {
-            key_identifier: Some(OctetString::new(root.cert.ski().unwrap()).unwrap()),
-            authority_cert_issuer: None,
-            authority_cert_serial_number: None,
-        };
-        let extensions = vec![
-            (&BasicConstraints {
-                ca: true,
-                path_len_constraint: None,
-            })
-                .to_extension(&subject, &[])
-                .unwrap(),
-            (&KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign))
-                .to_extension(&subject, &[])
-                .unwrap(),
-            (&ski).to_extension(&subject, &[]).unwrap(),
-            (&aki).to_extension(&subject, &[]).unwrap(),
-            (&nc).to_extension(&subject, &[]).unwrap(),
-        ];
-        let validity = Validity::new(
-            pki_core::datetime::to_x509(NOW - Duration::hours(1)).unwrap(),
-            pki_core::datetime::to_x509(NOW + Duration::days(300)).unwrap(),
-        );
-        let profile = Fixed {
-            issuer: root.cert.subject().clone(),
-            subject,
-            extensions,
-        };
-        let builder = CertificateBuilder::new(
-            profile,
-            SerialNumber::new(&[0x42, 1]).unwrap(),
-            validity,
-            spki,
-        )
-        .unwrap();
-        let signer =
-            p256::ecdsa::SigningKey::from_pkcs8_der(&root.key.to_pkcs8_der().unwrap()).unwrap();
-        let x509 = builder
-            .build::<_, p256::ecdsa::DerSignature>(&signer)
-            .unwrap();
-        let cert = Certificate::from_der(&x509.to_der().unwrap()).unwrap();
-        CertificateAuthority::new(cert, key).unwrap()
+        let nc = custom::ext(&nc, &subject);
+        custom::ca(root, subject, vec![nc], seed)
     }
 
     fn check(
@@ -1058,6 +1317,307 @@ mod name_constraints {
             matches!(err, VerifyError::NameConstraintViolation { ref name, .. } if name.starts_with("DirName:")),
             "{err}"
         );
+    }
+}
+
+mod directory_name_constraints {
+    use super::custom::{self, CN, O};
+    use super::*;
+    use der::Tag;
+    use x509_cert::ext::pkix::NameConstraints;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
+
+    fn ca_with(
+        permitted: Option<&str>,
+        excluded: Option<&str>,
+    ) -> (CertificateAuthority, CertificateAuthority) {
+        let root = new_root("root", 1);
+        let tree = |o: &str| {
+            vec![GeneralSubtree {
+                base: GeneralName::DirectoryName(custom::name(&[(O, Tag::PrintableString, o)])),
+                minimum: 0,
+                maximum: None,
+            }]
+        };
+        let nc = NameConstraints {
+            permitted_subtrees: permitted.map(tree),
+            excluded_subtrees: excluded.map(tree),
+        };
+        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
+        let nc = custom::ext(&nc, &subject);
+        let ca = custom::ca(&root, subject, vec![nc], 2);
+        (root, ca)
+    }
+
+    fn leaf_in(ca: &CertificateAuthority, organization: &str) -> Certificate {
+        let subject = custom::name(&[
+            (O, Tag::Utf8String, organization),
+            (CN, Tag::Utf8String, "web"),
+        ]);
+        custom::server_leaf(ca, ca.cert.subject().clone(), subject, vec![], 3)
+    }
+
+    fn verify(
+        root: &CertificateAuthority,
+        ca: &CertificateAuthority,
+        leaf: &Certificate,
+    ) -> Result<(), VerifyError> {
+        verify_chain(
+            leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .map(|_| ())
+    }
+
+    #[test]
+    fn permitted_directory_name_matches_another_case_spacing_and_string_type() {
+        let (root, ca) = ca_with(Some("Example Corp"), None);
+        verify(&root, &ca, &leaf_in(&ca, "EXAMPLE   corp")).unwrap();
+        let err = verify(&root, &ca, &leaf_in(&ca, "Other Corp")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                VerifyError::NameConstraintViolation {
+                    reason: "outside every permitted subtree",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn excluded_directory_name_cannot_be_dodged_by_case_or_spacing() {
+        let (root, ca) = ca_with(None, Some("Secret Corp"));
+        verify(&root, &ca, &leaf_in(&ca, "Public Corp")).unwrap();
+        let err = verify(&root, &ca, &leaf_in(&ca, " secret  CORP")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                VerifyError::NameConstraintViolation {
+                    reason: "within an excluded subtree",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}
+
+mod email_and_uri_constraints {
+    //! rfc822Name constraints (on subjectAltName e-mail addresses and on
+    //! the subject DN's emailAddress attributes) and URI constraints.
+
+    use super::custom::{self, CN, EMAIL};
+    use super::*;
+    use der::Tag;
+    use der::asn1::Ia5String;
+    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{NameConstraints, SubjectAltName};
+
+    fn email(s: &str) -> GeneralName {
+        GeneralName::Rfc822Name(Ia5String::new(s).unwrap())
+    }
+
+    fn uri(s: &str) -> GeneralName {
+        GeneralName::UniformResourceIdentifier(Ia5String::new(s).unwrap())
+    }
+
+    fn dns(s: &str) -> GeneralName {
+        GeneralName::DnsName(Ia5String::new(s).unwrap())
+    }
+
+    fn trees(bases: Vec<GeneralName>) -> Option<Vec<GeneralSubtree>> {
+        Some(
+            bases
+                .into_iter()
+                .map(|base| GeneralSubtree {
+                    base,
+                    minimum: 0,
+                    maximum: None,
+                })
+                .collect(),
+        )
+    }
+
+    fn ca_with(nc: NameConstraints) -> (CertificateAuthority, CertificateAuthority) {
+        let root = new_root("root", 1);
+        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
+        let nc = custom::ext(&nc, &subject);
+        let ca = custom::ca(&root, subject, vec![nc], 2);
+        (root, ca)
+    }
+
+    /// A leaf with the subject `CN=web` (plus `emailAddress=<dn_email>`
+    /// when given) and the subjectAltNames `sans`.
+    fn verify_leaf(
+        (root, ca): &(CertificateAuthority, CertificateAuthority),
+        dn_email: Option<&str>,
+        sans: Vec<GeneralName>,
+    ) -> Result<(), VerifyError> {
+        let mut rdns = vec![(CN, Tag::Utf8String, "web")];
+        if let Some(e) = dn_email {
+            rdns.push((EMAIL, Tag::Ia5String, e));
+        }
+        let subject = custom::name(&rdns);
+        let san = custom::ext(&SubjectAltName(sans), &subject);
+        let leaf = custom::server_leaf(ca, ca.cert.subject().clone(), subject, vec![san], 3);
+        verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .map(|_| ())
+    }
+
+    fn assert_violation(result: Result<(), VerifyError>, name: &str) {
+        match result {
+            Err(VerifyError::NameConstraintViolation { name: n, .. }) if n.starts_with(name) => {}
+            other => panic!("expected a violation by {name}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn subject_email_address_outside_a_permitted_rfc822_subtree_is_refused() {
+        // The leaf has no e-mail subjectAltName, only a DNS one: the DN's
+        // emailAddress must still be checked.
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![email(".example.com")]),
+            excluded_subtrees: None,
+        });
+        verify_leaf(&ca, Some("ops@mail.example.com"), vec![dns("web")]).unwrap();
+        assert_violation(
+            verify_leaf(&ca, Some("attacker@evil.test"), vec![dns("web")]),
+            "email:attacker@evil.test",
+        );
+    }
+
+    #[test]
+    fn subject_email_address_in_an_excluded_rfc822_subtree_is_refused() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: None,
+            excluded_subtrees: trees(vec![email("evil.test")]),
+        });
+        verify_leaf(&ca, Some("ops@good.test"), vec![dns("web")]).unwrap();
+        assert_violation(
+            verify_leaf(&ca, Some("OPS@EVIL.test"), vec![]),
+            "email:OPS@EVIL.test",
+        );
+    }
+
+    #[test]
+    fn rfc822_subject_alt_names_are_checked_against_mailbox_host_and_domain_subtrees() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![
+                email("root@admin.test"),
+                email("example.com"),
+                email(".corp.test"),
+            ]),
+            excluded_subtrees: None,
+        });
+        verify_leaf(
+            &ca,
+            None,
+            vec![
+                email("root@ADMIN.test"),
+                email("ops@example.com"),
+                email("ops@mail.corp.test"),
+            ],
+        )
+        .unwrap();
+        for outside in ["other@admin.test", "ops@mail.example.com", "ops@corp.test"] {
+            assert_violation(
+                verify_leaf(&ca, None, vec![email(outside)]),
+                &format!("email:{outside}"),
+            );
+        }
+    }
+
+    #[test]
+    fn uri_subject_alt_names_are_checked_by_host() {
+        let ca = ca_with(NameConstraints {
+            permitted_subtrees: trees(vec![uri(".example.com"), uri("api.test")]),
+            excluded_subtrees: trees(vec![uri("secret.example.com")]),
+        });
+        verify_leaf(
+            &ca,
+            None,
+            vec![
+                uri("https://www.example.com/index.html"),
+                uri("spiffe://api.test/ns/default"),
+            ],
+        )
+        .unwrap();
+        for bad in [
+            "https://evil.test/",
+            "https://secret.example.com/x",
+            "https://example.com/",
+            "urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66",
+            "https://10.0.0.1/",
+        ] {
+            assert_violation(
+                verify_leaf(&ca, None, vec![uri(bad)]),
+                &format!("URI:{bad}"),
+            );
+        }
+    }
+
+    #[test]
+    fn name_constraint_work_counts_in_the_budget_and_fails_fast() {
+        // 5 intermediates with 2,000 excluded subtrees each over a leaf
+        // with 10,000 names: 10^8 comparisons if nothing stops them.
+        let root = new_root("root", 1);
+        let excluded: Vec<GeneralName> = (0..2000)
+            .map(|i| dns(&format!("excluded-{i}.example")))
+            .collect();
+        let mut cas: Vec<CertificateAuthority> = Vec::new();
+        for level in 0..5 {
+            let parent = cas.last().unwrap_or(&root);
+            let subject = custom::name(&[(CN, Tag::Utf8String, &format!("ca-{level}"))]);
+            let nc = NameConstraints {
+                permitted_subtrees: None,
+                excluded_subtrees: trees(excluded.clone()),
+            };
+            let nc = custom::ext(&nc, &subject);
+            let ca = custom::ca(parent, subject, vec![nc], 10 + level);
+            cas.push(ca);
+        }
+        let names: Vec<String> = (0..10_000).map(|i| format!("host-{i}.internal")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let leaf = leaf_with(cas.last().unwrap(), Profile::Server, &names, &[], NOW, 3);
+        let chain: Vec<Certificate> = cas.iter().rev().map(|c| c.cert.clone()).collect();
+
+        let started = std::time::Instant::now();
+        let err = verify_chain(&leaf, &chain, &bundle(&[&root.cert]), &opts()).unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::BudgetExceeded {
+                what: BudgetKind::NameConstraintChecks
+            }
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "took {:?}",
+            started.elapsed()
+        );
+
+        // With a budget large enough, the same path verifies: nothing is excluded.
+        let mut o = opts();
+        o.budget.name_constraint_checks = usize::MAX;
+        let small = leaf_with(
+            cas.last().unwrap(),
+            Profile::Server,
+            &names[..10],
+            &[],
+            NOW,
+            4,
+        );
+        verify_chain(&small, &chain, &bundle(&[&root.cert]), &o).unwrap();
     }
 }
 

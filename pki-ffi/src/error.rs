@@ -325,7 +325,9 @@ impl From<pki_core::Error> for Failure {
             E::UnexpectedPemLabel { .. } => PKI_RESULT_UNEXPECTED_PEM_LABEL,
             E::NoPemBlock { .. } => PKI_RESULT_NO_PEM_BLOCK,
             E::CertificateDecode { .. } => PKI_RESULT_CERTIFICATE_DECODE,
-            E::MalformedExtension { .. } => PKI_RESULT_MALFORMED_EXTENSION,
+            E::MalformedExtension { .. } | E::DuplicateExtension { .. } => {
+                PKI_RESULT_MALFORMED_EXTENSION
+            }
             E::KeyDecode { .. } => PKI_RESULT_KEY_DECODE,
             E::UnsupportedKey { .. } => PKI_RESULT_UNSUPPORTED_KEY,
             E::RsaKeyTooSmall { .. } => PKI_RESULT_RSA_KEY_TOO_SMALL,

@@ -274,7 +274,8 @@ pub type Result<T, E = RotateError> = std::result::Result<T, E>;
 mod tests {
     #[test]
     fn errors_stay_small_enough_to_return_by_value() {
-        // Every fallible function returns this; clippy's large-error limit is 128.
-        assert!(std::mem::size_of::<super::RotateError>() <= 80);
+        // Every fallible function returns this; stay under clippy's
+        // large-error limit (128 bytes) by boxing rare, large payloads.
+        assert!(std::mem::size_of::<super::RotateError>() < 128);
     }
 }

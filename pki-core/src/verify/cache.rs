@@ -1,5 +1,6 @@
 //! A shared cache of signature outcomes.
 
+use crate::cert::Certificate;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,13 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Remembers which signatures verified, so that verifying many leaves
 /// through the same intermediate checks the intermediate's signature once.
 ///
-/// The key is the triple (issuer SubjectPublicKeyInfo DER, signed
-/// TBSCertificate bytes, signature bytes), stored as the SHA-256 of the
-/// three length-prefixed parts: 32 bytes per entry instead of kilobytes,
-/// and a stale or forged entry would need a SHA-256 second preimage. The
-/// outcome depends on nothing else (the algorithm is inside the TBS), so a
-/// hit is exactly as good as a check. Only "verifies" and "does not
-/// verify" are cached; unsupported algorithms and keys are recomputed.
+/// The key is the pair (issuer SubjectPublicKeyInfo DER, signed
+/// certificate DER), stored as the SHA-256 of their two SHA-256 digests
+/// (which each certificate computes once and keeps): 32 bytes per entry
+/// instead of kilobytes, and a stale or forged entry would need a SHA-256
+/// collision. The certificate's DER holds everything else the outcome
+/// depends on (TBSCertificate bytes, algorithm, signature), so a hit is
+/// exactly as good as a check. Only "verifies" and "does not verify" are
+/// cached; unsupported algorithms and keys are recomputed.
+///
+/// Every [`crate::Bundle`] carries one, which [`crate::verify_chain`] uses.
 ///
 /// Thread-safe: share one cache between threads by reference or `Arc`.
 /// When `capacity` entries are stored, the cache is emptied before the
@@ -86,12 +90,10 @@ impl SignatureCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn key(spki: &[u8], tbs: &[u8], signature: &[u8]) -> [u8; 32] {
+    pub(crate) fn key(issuer: &Certificate, signed: &Certificate) -> [u8; 32] {
         let mut h = Sha256::new();
-        for part in [spki, tbs, signature] {
-            h.update((part.len() as u64).to_be_bytes());
-            h.update(part);
-        }
+        h.update(issuer.spki_sha256());
+        h.update(signed.fingerprint_sha256());
         h.finalize().into()
     }
 

@@ -2,8 +2,12 @@
 //! subjectAltName (RFC 6125), and nameConstraints (RFC 5280 §4.2.1.10).
 
 use super::ExpectedName;
+use super::budget::Remaining;
 use super::error::VerifyError;
 use crate::cert::Certificate;
+use crate::cert::ObjectIdentifier;
+use crate::dn::CanonicalName;
+use der::Tagged;
 use std::net::IpAddr;
 use x509_cert::ext::pkix::constraints::name::{GeneralSubtree, NameConstraints};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -94,58 +98,127 @@ pub(crate) fn dns_matches(presented: &str, reference: &str) -> bool {
     presented.split('.').all(valid_label) && presented == reference
 }
 
+/// A name of a certificate that name constraints apply to.
+enum Subject<'a> {
+    /// A subjectAltName entry.
+    Alt(&'a GeneralName),
+    /// The subject DN, a directoryName (§6.1.3(b)).
+    Dn(&'a Name),
+    /// An emailAddress attribute of the subject DN, an rfc822Name.
+    Email(String),
+}
+
+impl Subject<'_> {
+    fn kind(&self) -> Kind {
+        match self {
+            Subject::Alt(n) => kind_of(n),
+            Subject::Dn(_) => Kind::Directory,
+            Subject::Email(_) => Kind::Rfc822,
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Subject::Alt(n) => display_name(n),
+            Subject::Dn(n) => format!("DirName:{n}"),
+            Subject::Email(e) => format!("email:{e} (subject emailAddress)"),
+        }
+    }
+}
+
+/// emailAddress (PKCS #9), the legacy place of an e-mail address in a DN.
+const EMAIL_ADDRESS: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.1");
+
 /// Applies the nameConstraints of `ca` to `cert` (a certificate below it).
 /// Self-issued intermediates are exempted by the caller (RFC 5280 §6.1.3(b)).
+///
+/// The names constrained are the subjectAltName entries, the subject DN
+/// (as a directoryName, when not empty) and every emailAddress attribute of
+/// the subject DN (as an rfc822Name). RFC 5280 §4.2.1.10 requires the last
+/// only when the certificate has no subjectAltName; like OpenSSL, we
+/// always apply it, since otherwise adding a subjectAltName of another type
+/// would let a DN e-mail address escape an rfc822Name constraint.
+///
+/// Every comparison of a name with a subtree is counted in `remaining`:
+/// a CA with thousands of subtrees over a certificate with thousands of
+/// names ends with [`VerifyError::BudgetExceeded`] instead of running for
+/// minutes.
 pub(crate) fn check_name_constraints(
     ca: &Certificate,
     nc: &NameConstraints,
     cert: &Certificate,
+    remaining: &mut Remaining,
 ) -> Result<(), VerifyError> {
     let permitted = nc.permitted_subtrees.as_deref().unwrap_or_default();
     let excluded = nc.excluded_subtrees.as_deref().unwrap_or_default();
-    let violation = |name: String, reason: &'static str| VerifyError::NameConstraintViolation {
-        cert: cert.id(),
-        ca: ca.id(),
-        name,
-        reason,
-    };
-
-    // The subject DN, when not empty, is a directoryName (§6.1.3(b)).
-    let subject = cert.subject();
-    let mut names: Vec<GeneralName> = Vec::new();
-    if !subject.is_empty() {
-        names.push(GeneralName::DirectoryName(subject.clone()));
+    if permitted.is_empty() && excluded.is_empty() {
+        return Ok(());
     }
-    names.extend(cert.subject_alt_names().iter().cloned());
+    let violation =
+        |name: &Subject<'_>, reason: &'static str| VerifyError::NameConstraintViolation {
+            cert: cert.id(),
+            ca: ca.id(),
+            name: name.label(),
+            reason,
+        };
+
+    let subject = cert.subject();
+    let mut names: Vec<Subject<'_>> = Vec::new();
+    if !subject.is_empty() {
+        names.push(Subject::Dn(subject));
+    }
+    for atv in subject.iter().filter(|atv| atv.oid == EMAIL_ADDRESS) {
+        match crate::dn::decode_string(atv.value.tag(), atv.value.value()) {
+            Some(address) => names.push(Subject::Email(address)),
+            None => {
+                return Err(violation(
+                    &Subject::Email(hex::encode(atv.value.value())),
+                    "subject emailAddress is not a string",
+                ));
+            }
+        }
+    }
+    names.extend(cert.subject_alt_names().iter().map(Subject::Alt));
+
+    // Subtrees by kind, sorted out once per kind met.
+    fn by_kind(trees: &[GeneralSubtree], kind: Kind) -> Vec<&GeneralName> {
+        trees
+            .iter()
+            .map(|t| &t.base)
+            .filter(|b| kind_of(b) == kind)
+            .collect()
+    }
+    let mut kinds: Vec<(Kind, Vec<&GeneralName>, Vec<&GeneralName>)> = Vec::new();
 
     for name in &names {
-        let label = display_name(name);
-        let kind = kind_of(name);
-        let excluded_hit = excluded
-            .iter()
-            .filter(|s| kind_of(&s.base) == kind)
-            .map(|s| intersects(name, s))
-            .collect::<Result<Vec<bool>, &'static str>>()
-            .map_err(|reason| violation(label.clone(), reason))?;
-        if excluded_hit.into_iter().any(|hit| hit) {
-            return Err(violation(label, "within an excluded subtree"));
+        let kind = name.kind();
+        let index = match kinds.iter().position(|(k, _, _)| *k == kind) {
+            Some(i) => i,
+            None => {
+                kinds.push((kind, by_kind(excluded, kind), by_kind(permitted, kind)));
+                kinds.len() - 1
+            }
+        };
+        let (_, excluded_here, permitted_here) = &kinds[index];
+        for base in excluded_here {
+            remaining.spend_name_constraint_check()?;
+            if intersects(name, base).map_err(|reason| violation(name, reason))? {
+                return Err(violation(name, "within an excluded subtree"));
+            }
         }
-        let same_kind: Vec<&GeneralSubtree> = permitted
-            .iter()
-            .filter(|s| kind_of(&s.base) == kind)
-            .collect();
-        if same_kind.is_empty() {
+        if permitted_here.is_empty() {
             continue;
         }
         let mut inside = false;
-        for s in same_kind {
-            if within(name, s).map_err(|reason| violation(label.clone(), reason))? {
+        for base in permitted_here {
+            remaining.spend_name_constraint_check()?;
+            if within(name, base).map_err(|reason| violation(name, reason))? {
                 inside = true;
                 break;
             }
         }
         if !inside {
-            return Err(violation(label, "outside every permitted subtree"));
+            return Err(violation(name, "outside every permitted subtree"));
         }
     }
     Ok(())
@@ -156,6 +229,8 @@ enum Kind {
     Dns,
     Ip,
     Directory,
+    Rfc822,
+    Uri,
     Other(u8),
 }
 
@@ -164,10 +239,10 @@ fn kind_of(name: &GeneralName) -> Kind {
         GeneralName::DnsName(_) => Kind::Dns,
         GeneralName::IpAddress(_) => Kind::Ip,
         GeneralName::DirectoryName(_) => Kind::Directory,
+        GeneralName::Rfc822Name(_) => Kind::Rfc822,
+        GeneralName::UniformResourceIdentifier(_) => Kind::Uri,
         GeneralName::OtherName(_) => Kind::Other(0),
-        GeneralName::Rfc822Name(_) => Kind::Other(1),
         GeneralName::EdiPartyName(_) => Kind::Other(5),
-        GeneralName::UniformResourceIdentifier(_) => Kind::Other(6),
         GeneralName::RegisteredId(_) => Kind::Other(8),
     }
 }
@@ -198,24 +273,36 @@ fn ip_to_string(octets: &[u8]) -> String {
     }
 }
 
-/// Whether `name` lies inside `subtree` (same kind assumed).
-fn within(name: &GeneralName, subtree: &GeneralSubtree) -> Result<bool, &'static str> {
-    match (name, &subtree.base) {
-        (GeneralName::DnsName(n), GeneralName::DnsName(c)) => {
+/// Whether `name` lies inside the subtree of `base` (same kind assumed).
+fn within(name: &Subject<'_>, base: &GeneralName) -> Result<bool, &'static str> {
+    match (name, base) {
+        (Subject::Alt(GeneralName::DnsName(n)), GeneralName::DnsName(c)) => {
             Ok(dns_within(n.as_ref(), c.as_ref()))
         }
-        (GeneralName::IpAddress(n), GeneralName::IpAddress(c)) => {
+        (Subject::Alt(GeneralName::IpAddress(n)), GeneralName::IpAddress(c)) => {
             ip_within(n.as_bytes(), c.as_bytes())
         }
-        (GeneralName::DirectoryName(n), GeneralName::DirectoryName(c)) => Ok(dn_within(n, c)),
+        (Subject::Dn(n), GeneralName::DirectoryName(c)) => Ok(dn_within(n, c)),
+        (Subject::Alt(GeneralName::DirectoryName(n)), GeneralName::DirectoryName(c)) => {
+            Ok(dn_within(n, c))
+        }
+        (Subject::Alt(GeneralName::Rfc822Name(n)), GeneralName::Rfc822Name(c)) => {
+            email_within(n.as_str(), c.as_str())
+        }
+        (Subject::Email(n), GeneralName::Rfc822Name(c)) => email_within(n, c.as_str()),
+        (
+            Subject::Alt(GeneralName::UniformResourceIdentifier(n)),
+            GeneralName::UniformResourceIdentifier(c),
+        ) => uri_within(n.as_str(), c.as_str()),
         _ => Err("name type not supported in name constraints"),
     }
 }
 
-/// Whether some name matched by `name` lies inside `subtree`: the same as
-/// [`within`] except for a wildcard DNS name, which stands for many names.
-fn intersects(name: &GeneralName, subtree: &GeneralSubtree) -> Result<bool, &'static str> {
-    if let (GeneralName::DnsName(n), GeneralName::DnsName(c)) = (name, &subtree.base) {
+/// Whether some name matched by `name` lies inside the subtree of `base`:
+/// the same as [`within`] except for a wildcard DNS name, which stands for
+/// many names.
+fn intersects(name: &Subject<'_>, base: &GeneralName) -> Result<bool, &'static str> {
+    if let (Subject::Alt(GeneralName::DnsName(n)), GeneralName::DnsName(c)) = (name, base) {
         let n = n.as_str().to_ascii_lowercase();
         let c = c.as_str().to_ascii_lowercase();
         if let Some(parent) = n.strip_prefix("*.") {
@@ -230,7 +317,54 @@ fn intersects(name: &GeneralName, subtree: &GeneralSubtree) -> Result<bool, &'st
                 .is_some_and(|(label, rest)| !label.is_empty() && rest == parent));
         }
     }
-    within(name, subtree)
+    within(name, base)
+}
+
+/// RFC 5280 §4.2.1.10 for rfc822Name: a constraint is a mailbox
+/// (`user@example.com`, local part exact, host case-insensitive), a host
+/// (`example.com`: every address at that host, not below it) or a domain
+/// (`.example.com`: every address at a host below it); an empty constraint
+/// covers every address.
+fn email_within(address: &str, constraint: &str) -> Result<bool, &'static str> {
+    let (local, host) = address
+        .rsplit_once('@')
+        .filter(|(l, h)| !l.is_empty() && !h.is_empty())
+        .ok_or("malformed rfc822Name (no local part and host)")?;
+    if let Some((c_local, c_host)) = constraint.rsplit_once('@') {
+        return Ok(local == c_local && host.eq_ignore_ascii_case(c_host));
+    }
+    Ok(host_within(host, constraint))
+}
+
+/// RFC 5280 §4.2.1.10 for uniformResourceIdentifier: the constraint applies
+/// to the host of the URI and is a host (`host.example.com`, exactly) or a
+/// domain (`.example.com`, any host below it). A URI without a host name
+/// (a URN, or an IP address literal) cannot be shown to be inside or
+/// outside a subtree, so it fails closed.
+fn uri_within(uri: &str, constraint: &str) -> Result<bool, &'static str> {
+    let parsed: http::Uri = uri.parse().map_err(|_| "malformed URI")?;
+    let host = parsed.host().ok_or("URI without a host name")?;
+    if host.starts_with('[') || host.parse::<IpAddr>().is_ok() {
+        return Err("URI whose host is an IP address");
+    }
+    Ok(host_within(host, constraint))
+}
+
+/// A host against a host (`a.example`, exact) or a domain (`.example`,
+/// strictly below) constraint, case-insensitively, one trailing dot ignored.
+fn host_within(host: &str, constraint: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let c = constraint
+        .strip_suffix('.')
+        .unwrap_or(constraint)
+        .to_ascii_lowercase();
+    if c.is_empty() {
+        return true;
+    }
+    match c.strip_prefix('.') {
+        Some(domain) => host.len() > domain.len() + 1 && host.ends_with(&c),
+        None => host == c,
+    }
 }
 
 /// RFC 5280 §4.2.1.10 for dNSName: a constraint `example.com` covers that
@@ -272,10 +406,9 @@ fn ip_within(ip: &[u8], constraint: &[u8]) -> Result<bool, &'static str> {
 }
 
 /// A directoryName is inside a subtree when the constraint's RDNs are a
-/// prefix of the name's RDNs.
+/// prefix of the name's RDNs, compared as RFC 5280 §7.1 says.
 fn dn_within(name: &Name, constraint: &Name) -> bool {
-    let mut n = name.iter_rdn();
-    constraint.iter_rdn().all(|c| n.next() == Some(c))
+    CanonicalName::of(name).starts_with(&CanonicalName::of(constraint))
 }
 
 #[cfg(test)]
@@ -302,6 +435,70 @@ mod tests {
         assert!(!dns_within("example.com", ".example.com"));
         assert!(dns_within("a.example.com", ".example.com"));
         assert!(dns_within("anything", ""));
+    }
+
+    #[test]
+    fn rfc822_constraints_are_mailboxes_hosts_or_domains() {
+        assert_eq!(email_within("ops@example.com", "ops@EXAMPLE.com"), Ok(true));
+        assert_eq!(
+            email_within("Ops@example.com", "ops@example.com"),
+            Ok(false)
+        );
+        assert_eq!(email_within("ops@example.com", "example.com"), Ok(true));
+        assert_eq!(
+            email_within("ops@mail.example.com", "example.com"),
+            Ok(false)
+        );
+        assert_eq!(
+            email_within("ops@mail.example.com", ".example.com"),
+            Ok(true)
+        );
+        assert_eq!(email_within("ops@example.com", ".example.com"), Ok(false));
+        assert_eq!(
+            email_within("ops@badexample.com", ".example.com"),
+            Ok(false)
+        );
+        assert_eq!(email_within("\"a@b\"@example.com", "example.com"), Ok(true));
+        assert_eq!(email_within("anyone@anywhere", ""), Ok(true));
+        assert!(email_within("no-at-sign", "example.com").is_err());
+        assert!(email_within("@example.com", "example.com").is_err());
+    }
+
+    #[test]
+    fn uri_constraints_match_the_host() {
+        assert_eq!(
+            uri_within("https://api.example.com/v1", "api.example.com"),
+            Ok(true)
+        );
+        assert_eq!(
+            uri_within("https://user@API.example.com:8443/", "api.example.com"),
+            Ok(true)
+        );
+        assert_eq!(
+            uri_within("https://a.api.example.com/", "api.example.com"),
+            Ok(false)
+        );
+        assert_eq!(
+            uri_within("https://a.example.com/", ".example.com"),
+            Ok(true)
+        );
+        assert_eq!(
+            uri_within("https://example.com/", ".example.com"),
+            Ok(false)
+        );
+        assert_eq!(
+            uri_within("spiffe://cluster.local/ns/a", ".local"),
+            Ok(true)
+        );
+        assert!(
+            uri_within(
+                "urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66",
+                "example.com"
+            )
+            .is_err()
+        );
+        assert!(uri_within("https://10.0.0.1/", "example.com").is_err());
+        assert!(uri_within("https://[::1]/", "example.com").is_err());
     }
 
     #[test]

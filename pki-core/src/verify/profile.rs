@@ -7,11 +7,11 @@
 
 use super::Purpose;
 use super::error::VerifyError;
-use super::signature::serial_content;
 use crate::cert::{Certificate, EKU_ANY, ObjectIdentifier};
+use std::sync::Arc;
 use time::OffsetDateTime;
 use x509_cert::certificate::Version;
-use x509_cert::ext::pkix::{AuthorityInfoAccessSyntax, AuthorityKeyIdentifier, KeyUsages};
+use x509_cert::ext::pkix::{AuthorityInfoAccessSyntax, KeyUsages, NameConstraints};
 
 const BASIC_CONSTRAINTS: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.19");
 const KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
@@ -164,18 +164,8 @@ pub(crate) fn anchor_aki_is_unusual(cert: &Certificate) -> bool {
     if !cert.is_self_issued() {
         return false;
     }
-    match cert
-        .x509()
-        .tbs_certificate()
-        .get_extension::<AuthorityKeyIdentifier>()
-    {
-        Ok(Some((_, aki))) => {
-            aki.authority_cert_issuer.is_some()
-                || aki.authority_cert_serial_number.is_some()
-                || aki.key_identifier.map(|k| k.as_bytes().to_vec()).as_deref() != cert.ski()
-        }
-        _ => false,
-    }
+    cert.authority_key_id()
+        .is_some_and(|aki| aki.has_issuer_and_serial || aki.key_id.as_deref() != cert.ski())
 }
 
 fn check_names_present(cert: &Certificate, is_ca: bool) -> Result<(), VerifyError> {
@@ -196,8 +186,7 @@ fn check_names_present(cert: &Certificate, is_ca: bool) -> Result<(), VerifyErro
 
 /// RFC 5280 §4.1.2.2: positive, at most 20 octets.
 fn check_serial(cert: &Certificate) -> Result<(), VerifyError> {
-    let content = serial_content(cert.der())
-        .ok_or_else(|| VerifyError::malformed(cert, "cannot read the serial number"))?;
+    let content = cert.serial_content();
     if content.first().is_some_and(|b| b & 0x80 != 0) {
         return Err(VerifyError::malformed(cert, "negative serial number"));
     }
@@ -294,13 +283,8 @@ fn check_is_ca(cert: &Certificate) -> Result<(), VerifyError> {
 /// RFC 5280 §4.2.1.1 and §4.2.1.2: every certificate but a self-issued one
 /// (or a trust anchor) names its issuer's key; every CA names its own key.
 fn check_key_identifiers(cert: &Certificate, role: Role) -> Result<(), VerifyError> {
-    let aki = cert
-        .x509()
-        .tbs_certificate()
-        .get_extension::<AuthorityKeyIdentifier>()
-        .map_err(|e| VerifyError::malformed(cert, format!("authorityKeyIdentifier: {e}")))?;
-    match aki {
-        Some((_, aki)) if aki.key_identifier.is_none() => {
+    match cert.authority_key_id() {
+        Some(aki) if aki.key_id.is_none() => {
             return Err(VerifyError::malformed(
                 cert,
                 "authorityKeyIdentifier without keyIdentifier (RFC 5280 §4.2.1.1)",
@@ -392,10 +376,7 @@ fn check_leaf_key_usage(cert: &Certificate, purpose: Purpose) -> Result<(), Veri
 /// The decoded nameConstraints of a CA, if it has them.
 pub(crate) fn name_constraints(
     cert: &Certificate,
-) -> Result<Option<x509_cert::ext::pkix::NameConstraints>, VerifyError> {
-    cert.x509()
-        .tbs_certificate()
-        .get_extension::<x509_cert::ext::pkix::NameConstraints>()
-        .map(|nc| nc.map(|(_, nc)| nc))
+) -> Result<Option<Arc<NameConstraints>>, VerifyError> {
+    cert.name_constraints()
         .map_err(|e| VerifyError::malformed(cert, format!("nameConstraints: {e}")))
 }

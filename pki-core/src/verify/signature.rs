@@ -114,6 +114,15 @@ pub fn verify_signature(
     check(issuer_spki, &signed).map_err(|f| f.into_error(cert, issuer))
 }
 
+/// Whether `cert`'s signature verifies with its own key, remembered with
+/// the certificate.
+pub(crate) fn is_self_signed(cert: &Certificate) -> bool {
+    *cert
+        .memo()
+        .self_signed
+        .get_or_init(|| verify_signature(cert.public_key(), cert).is_ok())
+}
+
 pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
     let der = spki.to_der().unwrap_or_default();
     let h = hex::encode(Sha256::digest(der));
@@ -132,9 +141,7 @@ pub(crate) fn signed_parts(cert: &Certificate) -> Result<Signed<'_>, SigFailure>
         });
     }
     let scheme = scheme(outer)?;
-    let tbs = tbs_bytes(cert.der()).ok_or(SigFailure::Malformed(
-        "cannot locate TBSCertificate in the DER",
-    ))?;
+    let tbs = cert.tbs_der();
     let signature = bit_string_bytes(x.signature()).ok_or(SigFailure::Malformed(
         "signature BIT STRING has unused bits",
     ))?;
@@ -168,42 +175,116 @@ fn scheme(alg: &AlgorithmIdentifierOwned) -> Result<Scheme, SigFailure> {
     Ok(scheme)
 }
 
-/// Verifies `signed` with `spki`.
+/// Verifies `signed` with `spki`, with ring when the `ring` feature is on
+/// and with the RustCrypto crates otherwise. Both backends accept exactly
+/// the same keys and signatures: the key, its size and the signature
+/// encoding are checked by the RustCrypto parsers in either case, and only
+/// the final arithmetic differs.
 pub(crate) fn check(
     spki: &SubjectPublicKeyInfoOwned,
     signed: &Signed<'_>,
 ) -> Result<(), SigFailure> {
-    match signed.scheme {
-        Scheme::Ecdsa(hash) => {
-            let key = p256_key(spki)?;
-            let sig = p256::ecdsa::DerSignature::try_from(signed.signature)
-                .map_err(|_| SigFailure::Invalid)?;
-            let ok = match hash {
-                Hash::Sha256 => key.verify(signed.tbs, &sig),
-                Hash::Sha384 => key.verify_prehash(&Sha384::digest(signed.tbs), &sig),
-                // Not produced by `scheme`.
-                Hash::Sha512 => key.verify_prehash(&Sha512::digest(signed.tbs), &sig),
-            };
-            ok.map_err(|_| SigFailure::Invalid)
-        }
-        Scheme::RsaPkcs1(hash) => {
-            let key = rsa_key(spki)?;
-            let sig = rsa::pkcs1v15::Signature::try_from(signed.signature)
-                .map_err(|_| SigFailure::Invalid)?;
-            let ok = match hash {
-                Hash::Sha256 => {
-                    rsa::pkcs1v15::VerifyingKey::<Sha256>::new(key).verify(signed.tbs, &sig)
-                }
-                Hash::Sha384 => {
-                    rsa::pkcs1v15::VerifyingKey::<Sha384>::new(key).verify(signed.tbs, &sig)
-                }
-                Hash::Sha512 => {
-                    rsa::pkcs1v15::VerifyingKey::<Sha512>::new(key).verify(signed.tbs, &sig)
-                }
-            };
-            ok.map_err(|_| SigFailure::Invalid)
+    #[cfg(feature = "ring")]
+    {
+        ring_backend::check(spki, signed)
+    }
+    #[cfg(not(feature = "ring"))]
+    {
+        rust_crypto::check(spki, signed)
+    }
+}
+
+/// The pure-Rust backend (the default).
+mod rust_crypto {
+    use super::*;
+
+    pub(crate) fn check(
+        spki: &SubjectPublicKeyInfoOwned,
+        signed: &Signed<'_>,
+    ) -> Result<(), SigFailure> {
+        match signed.scheme {
+            Scheme::Ecdsa(hash) => {
+                let key = p256_key(spki)?;
+                let sig = ecdsa_signature(signed)?;
+                let ok = match hash {
+                    Hash::Sha256 => key.verify(signed.tbs, &sig),
+                    Hash::Sha384 => key.verify_prehash(&Sha384::digest(signed.tbs), &sig),
+                    // Not produced by `scheme`.
+                    Hash::Sha512 => key.verify_prehash(&Sha512::digest(signed.tbs), &sig),
+                };
+                ok.map_err(|_| SigFailure::Invalid)
+            }
+            Scheme::RsaPkcs1(hash) => {
+                let key = rsa_key(spki)?;
+                let sig = rsa::pkcs1v15::Signature::try_from(signed.signature)
+                    .map_err(|_| SigFailure::Invalid)?;
+                let ok = match hash {
+                    Hash::Sha256 => {
+                        rsa::pkcs1v15::VerifyingKey::<Sha256>::new(key).verify(signed.tbs, &sig)
+                    }
+                    Hash::Sha384 => {
+                        rsa::pkcs1v15::VerifyingKey::<Sha384>::new(key).verify(signed.tbs, &sig)
+                    }
+                    Hash::Sha512 => {
+                        rsa::pkcs1v15::VerifyingKey::<Sha512>::new(key).verify(signed.tbs, &sig)
+                    }
+                };
+                ok.map_err(|_| SigFailure::Invalid)
+            }
         }
     }
+}
+
+/// The ring backend (feature `ring`): the same decisions as
+/// [`rust_crypto`] about keys and encodings, ring's arithmetic. No RNG is
+/// involved in verification.
+#[cfg(feature = "ring")]
+mod ring_backend {
+    use super::*;
+    use ring::signature as rs;
+
+    pub(crate) fn check(
+        spki: &SubjectPublicKeyInfoOwned,
+        signed: &Signed<'_>,
+    ) -> Result<(), SigFailure> {
+        let (algorithm, key, signature): (&dyn rs::VerificationAlgorithm, Vec<u8>, Vec<u8>) =
+            match signed.scheme {
+                Scheme::Ecdsa(hash) => {
+                    let algorithm: &dyn rs::VerificationAlgorithm = match hash {
+                        Hash::Sha256 => &rs::ECDSA_P256_SHA256_ASN1,
+                        Hash::Sha384 => &rs::ECDSA_P256_SHA384_ASN1,
+                        // Not produced by `scheme`; ring has no P-256 with SHA-512.
+                        Hash::Sha512 => return rust_crypto::check(spki, signed),
+                    };
+                    let key = p256_key(spki)?.to_sec1_point(false).as_bytes().to_vec();
+                    // Re-encoded from the parsed signature, so that ring sees
+                    // exactly what the RustCrypto parser accepted.
+                    let signature = ecdsa_signature(signed)?.to_der().as_bytes().to_vec();
+                    (algorithm, key, signature)
+                }
+                Scheme::RsaPkcs1(hash) => {
+                    rsa_key(spki)?;
+                    let algorithm: &dyn rs::VerificationAlgorithm = match hash {
+                        Hash::Sha256 => &rs::RSA_PKCS1_2048_8192_SHA256,
+                        Hash::Sha384 => &rs::RSA_PKCS1_2048_8192_SHA384,
+                        Hash::Sha512 => &rs::RSA_PKCS1_2048_8192_SHA512,
+                    };
+                    let key = spki
+                        .subject_public_key
+                        .as_bytes()
+                        .unwrap_or_default()
+                        .to_vec();
+                    (algorithm, key, signed.signature.to_vec())
+                }
+            };
+        rs::UnparsedPublicKey::new(algorithm, key)
+            .verify(signed.tbs, &signature)
+            .map_err(|_| SigFailure::Invalid)
+    }
+}
+
+fn ecdsa_signature(signed: &Signed<'_>) -> Result<p256::ecdsa::Signature, SigFailure> {
+    p256::ecdsa::Signature::from_der(signed.signature).map_err(|_| SigFailure::Invalid)
 }
 
 fn p256_key(spki: &SubjectPublicKeyInfoOwned) -> Result<p256::ecdsa::VerifyingKey, SigFailure> {
@@ -259,6 +340,12 @@ fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFai
             "RSA key of {bits} bits, not a whole number of bytes (CA/B Forum §6.1.5)"
         )));
     }
+    // An even exponent (2 included) is not an RSA key; ring refuses it too.
+    if key.e_bytes().last().is_none_or(|low| low % 2 == 0) {
+        return Err(SigFailure::UnsupportedKey(
+            "RSA public exponent is even (it must be odd and at least 3)".into(),
+        ));
+    }
     Ok(key)
 }
 
@@ -268,59 +355,6 @@ fn modulus_bits(n: &[u8]) -> usize {
         None => 0,
         Some(first) => 8 * bytes.count() + (8 - first.leading_zeros() as usize),
     }
-}
-
-/// One DER header: (tag byte, header length, total length of the TLV).
-fn tlv(input: &[u8]) -> Option<(u8, usize, usize)> {
-    let tag = *input.first()?;
-    if tag & 0x1f == 0x1f {
-        return None; // multi-byte tags never occur at the places we read
-    }
-    let first = *input.get(1)?;
-    let (len, header) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 {
-            return None; // indefinite length, or larger than any certificate
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | usize::from(*input.get(2 + i)?);
-        }
-        (len, 2 + n)
-    };
-    let total = header.checked_add(len)?;
-    (total <= input.len()).then_some((tag, header, total))
-}
-
-/// The TBSCertificate TLV exactly as it appears in `der`:
-/// `Certificate ::= SEQUENCE { tbsCertificate TBSCertificate, ... }`.
-pub(crate) fn tbs_bytes(der: &[u8]) -> Option<&[u8]> {
-    let (tag, header, _) = tlv(der)?;
-    if tag != 0x30 {
-        return None;
-    }
-    let content = der.get(header..)?;
-    let (tag, _, total) = tlv(content)?;
-    (tag == 0x30).then(|| content.get(..total)).flatten()
-}
-
-/// The content octets of the serialNumber INTEGER, as encoded.
-pub(crate) fn serial_content(der: &[u8]) -> Option<&[u8]> {
-    let tbs = tbs_bytes(der)?;
-    let (_, header, _) = tlv(tbs)?;
-    let mut rest = tbs.get(header..)?;
-    let (tag, h, total) = tlv(rest)?;
-    if tag == 0xa0 {
-        rest = rest.get(total..)?;
-    } else if tag == 0x02 {
-        return rest.get(h..total);
-    } else {
-        return None;
-    }
-    let (tag, h, total) = tlv(rest)?;
-    (tag == 0x02).then(|| rest.get(h..total)).flatten()
 }
 
 #[cfg(test)]
@@ -333,16 +367,89 @@ mod tests {
         assert_eq!(modulus_bits(&[0x01, 0x00]), 9);
         assert_eq!(modulus_bits(&[]), 0);
     }
+}
+
+#[cfg(all(test, feature = "ring"))]
+#[allow(clippy::unwrap_used)]
+mod backends_agree {
+    use super::*;
+    use crate::{CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+    use time::{Duration, macros::datetime};
+
+    fn leaf(
+        ca: &CertificateAuthority,
+        algorithm: KeyAlgorithm,
+        rng: &mut ChaCha20Rng,
+    ) -> Certificate {
+        let key = PrivateKey::generate(algorithm, rng).unwrap();
+        let mut p = CertificateParams::new(
+            Profile::Server,
+            "web",
+            datetime!(2026-01-01 00:00 UTC),
+            Duration::days(30),
+        )
+        .unwrap();
+        p.dns_names = vec!["web".into()];
+        ca.issue(&p, &key.public_key().unwrap(), rng).unwrap()
+    }
 
     #[test]
-    fn tlv_rejects_truncated_and_indefinite_lengths() {
-        assert_eq!(tlv(&[0x30, 0x03, 1, 2]), None);
-        assert_eq!(tlv(&[0x30, 0x80, 0, 0]), None);
-        assert_eq!(tlv(&[0x30, 0x81, 0x01, 7]), Some((0x30, 3, 4)));
-        assert_eq!(
-            tbs_bytes(&[0x30, 0x02, 0x30, 0x00]),
-            Some(&[0x30, 0x00][..])
-        );
-        assert_eq!(tbs_bytes(&[0x31, 0x02, 0x30, 0x00]), None);
+    fn ring_and_rust_crypto_give_the_same_answer_on_good_and_tampered_signatures() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let at = datetime!(2026-01-01 00:00 UTC);
+        let p256 = CertificateAuthority::generate_root(
+            "p",
+            KeyAlgorithm::EcdsaP256,
+            at,
+            Duration::days(90),
+            &mut rng,
+        )
+        .unwrap();
+        let rsa = CertificateAuthority::generate_root(
+            "r",
+            KeyAlgorithm::Rsa2048,
+            at,
+            Duration::days(90),
+            &mut rng,
+        )
+        .unwrap();
+        let certs = [
+            p256.cert.clone(),
+            rsa.cert.clone(),
+            leaf(&p256, KeyAlgorithm::EcdsaP256, &mut rng),
+            leaf(&rsa, KeyAlgorithm::EcdsaP256, &mut rng),
+        ];
+        let mut checked = (0, 0);
+        for cert in &certs {
+            let len = cert.der().len();
+            let mut variants = vec![cert.clone()];
+            for at in [len - 1, len - 9, len - 40, len / 2, 40] {
+                let mut der = cert.der().to_vec();
+                der[at] ^= 0x04;
+                if let Ok(c) = Certificate::from_der(&der) {
+                    variants.push(c);
+                }
+            }
+            for variant in &variants {
+                let Ok(signed) = signed_parts(variant) else {
+                    continue;
+                };
+                for issuer in [&p256.cert, &rsa.cert] {
+                    let a = rust_crypto::check(issuer.public_key(), &signed);
+                    let b = ring_backend::check(issuer.public_key(), &signed);
+                    assert_eq!(a, b, "{variant:?} by {issuer:?}");
+                    if a.is_ok() {
+                        checked.0 += 1
+                    } else {
+                        checked.1 += 1
+                    }
+                }
+            }
+        }
+        // Each original verifies with its issuer; the rest do not.
+        assert_eq!(checked.0, 4);
+        assert!(checked.1 > 20, "{checked:?}");
     }
 }

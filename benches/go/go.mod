@@ -1,0 +1,3 @@
+module pki.invalid/benches/go
+
+go 1.26

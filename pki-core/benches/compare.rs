@@ -1,0 +1,90 @@
+//! The pki side of `benches/go/compare.sh`: runs one row of issue 8 and
+//! prints the median wall time of one run, in seconds.
+//!
+//! ```text
+//! compare fixtures DIR   write the rotation certificates as PEM for the Go side
+//! compare ROW            ROW: issue | matrix | parse
+//! ```
+//!
+//! Each row runs once to warm up, then at least three times and for at
+//! least one second; the median is printed. The Go program
+//! (`benches/go/main.go`) does exactly the same, on the same certificates
+//! for `matrix` and `parse`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "support/fixtures.rs"]
+mod fixtures;
+
+use fixtures::LEAVES;
+use pki_core::Certificate;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn median_of(mut run: impl FnMut() -> usize) -> f64 {
+    black_box(run());
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < 3 || start.elapsed() < Duration::from_secs(1) {
+        let t = Instant::now();
+        black_box(run());
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn write_pem(dir: &Path, name: &str, certs: &[Certificate]) {
+    let pem: String = certs.iter().map(Certificate::to_pem).collect();
+    std::fs::write(dir.join(name), pem).unwrap();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["fixtures", dir] => {
+            let dir = Path::new(dir);
+            std::fs::create_dir_all(dir).unwrap();
+            let r = fixtures::rotation(LEAVES);
+            write_pem(dir, "old-root.pem", std::slice::from_ref(&r.old_root));
+            write_pem(dir, "new-root.pem", std::slice::from_ref(&r.new_root));
+            write_pem(dir, "bridge-a.pem", std::slice::from_ref(&r.bridge_a));
+            write_pem(dir, "bridge-b.pem", std::slice::from_ref(&r.bridge_b));
+            write_pem(dir, "old-leaves.pem", &r.old_leaves);
+            write_pem(dir, "new-leaves.pem", &r.new_leaves);
+            std::fs::write(dir.join("at.txt"), r.at.unix_timestamp().to_string()).unwrap();
+        }
+        ["issue"] => {
+            let ca = fixtures::issuing_ca();
+            let mut seed = 0;
+            println!(
+                "{:.6}",
+                median_of(|| {
+                    seed += 1;
+                    fixtures::issue_leaves(&ca, LEAVES, seed).len()
+                })
+            );
+        }
+        ["matrix"] => {
+            let der = fixtures::rotation(LEAVES).to_der();
+            assert_eq!(fixtures::matrix(&der), 4 * LEAVES, "every cell must verify");
+            println!("{:.6}", median_of(|| fixtures::matrix(&der)));
+        }
+        ["parse"] => {
+            let r = fixtures::rotation(LEAVES);
+            let pem = fixtures::bundle_pem(&r);
+            assert_eq!(fixtures::parse(&pem), LEAVES);
+            println!("{:.6}", median_of(|| fixtures::parse(&pem)));
+        }
+        _ => panic!("usage: compare fixtures DIR | compare issue|matrix|parse"),
+    }
+}
