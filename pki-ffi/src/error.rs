@@ -433,7 +433,12 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> pki_result {
     clear_last_error();
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => PKI_RESULT_OK,
+        Ok(Ok(())) => {
+            // A store callback may have called failing `pki_` functions
+            // during the body: their messages are not this call's.
+            clear_last_error();
+            PKI_RESULT_OK
+        }
         Ok(Err(failure)) => {
             set_last_error(failure.message);
             failure.code
@@ -449,6 +454,16 @@ pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> pki_result
 /// panics and returns `fallback` if one happens. Leaves the last error alone.
 pub(crate) fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// The name of a code as Rust text (`PKI_RESULT_CONFLICT`, or `result 7`
+/// for a number that is not a code), for messages about callbacks.
+pub(crate) fn result_name(code: u32) -> String {
+    ALL_RESULTS
+        .iter()
+        .find(|(c, _)| *c as u32 == code)
+        .map(|(_, name)| name.trim_end_matches('\0').to_string())
+        .unwrap_or_else(|| format!("result {code}"))
 }
 
 /// Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a
