@@ -180,3 +180,18 @@ fn result_codes_keep_their_numbers_in_the_header_and_the_library() {
     let out = run(&exe, &[]);
     assert!(out.contains(" 0 failed"), "{out}");
 }
+
+#[test]
+fn stores_step_the_signer_with_exact_next_checks_and_conflicts_apart_from_failures() {
+    require_tool(
+        "openssl",
+        "to check what the directory store published with `openssl verify`",
+    );
+    let dir = scratch("c-store");
+    let exe = build("store.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("store: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
