@@ -34,8 +34,13 @@ const (
 	CodeClockBeforeCA       Code = C.PKI_RESULT_CLOCK_BEFORE_CA
 	CodeEmptyForcedReason   Code = C.PKI_RESULT_EMPTY_FORCED_REASON
 	CodeTrustCheckFailed    Code = C.PKI_RESULT_TRUST_CHECK_FAILED
+	CodeUnknownLeaf         Code = C.PKI_RESULT_UNKNOWN_LEAF
 	CodeUnsupportedVersion  Code = C.PKI_RESULT_UNSUPPORTED_STATE_VERSION
 	CodeCorruptState        Code = C.PKI_RESULT_CORRUPT_STATE
+	CodeStore               Code = C.PKI_RESULT_STORE
+	CodeConflict            Code = C.PKI_RESULT_CONFLICT
+	CodeNotInitialized      Code = C.PKI_RESULT_NOT_INITIALIZED
+	CodeAlreadyInitialized  Code = C.PKI_RESULT_ALREADY_INITIALIZED
 	CodeVerifyExpired       Code = C.PKI_RESULT_VERIFY_EXPIRED
 	CodeVerifyUnknownIssuer Code = C.PKI_RESULT_VERIFY_UNKNOWN_ISSUER
 	CodeVerifyNameMismatch  Code = C.PKI_RESULT_VERIFY_NAME_MISMATCH
@@ -76,20 +81,32 @@ func (c *classError) Error() string { return c.name }
 
 // Sentinel errors, for errors.Is.
 var (
-	ErrNullParameter       error = &Error{Code: CodeNullParameter}
-	ErrPanic               error = &Error{Code: CodePanic}
-	ErrInvalidArgument     error = &Error{Code: CodeInvalidArgument}
-	ErrNotFound            error = &Error{Code: CodeNotFound}
-	ErrPEM                 error = &Error{Code: CodePEM}
-	ErrNoPEMBlock          error = &Error{Code: CodeNoPEMBlock}
-	ErrKeyMismatch         error = &Error{Code: CodeKeyMismatch}
-	ErrInvalidPolicy       error = &Error{Code: CodeInvalidPolicy}
-	ErrNoRoot              error = &Error{Code: CodeNoRoot}
-	ErrClockBeforeCA       error = &Error{Code: CodeClockBeforeCA}
-	ErrEmptyForcedReason   error = &Error{Code: CodeEmptyForcedReason}
-	ErrTrustCheckFailed    error = &Error{Code: CodeTrustCheckFailed}
-	ErrUnsupportedVersion  error = &Error{Code: CodeUnsupportedVersion}
-	ErrCorruptState        error = &Error{Code: CodeCorruptState}
+	ErrNullParameter      error = &Error{Code: CodeNullParameter}
+	ErrPanic              error = &Error{Code: CodePanic}
+	ErrInvalidArgument    error = &Error{Code: CodeInvalidArgument}
+	ErrNotFound           error = &Error{Code: CodeNotFound}
+	ErrPEM                error = &Error{Code: CodePEM}
+	ErrNoPEMBlock         error = &Error{Code: CodeNoPEMBlock}
+	ErrKeyMismatch        error = &Error{Code: CodeKeyMismatch}
+	ErrInvalidPolicy      error = &Error{Code: CodeInvalidPolicy}
+	ErrNoRoot             error = &Error{Code: CodeNoRoot}
+	ErrClockBeforeCA      error = &Error{Code: CodeClockBeforeCA}
+	ErrEmptyForcedReason  error = &Error{Code: CodeEmptyForcedReason}
+	ErrTrustCheckFailed   error = &Error{Code: CodeTrustCheckFailed}
+	ErrUnknownLeaf        error = &Error{Code: CodeUnknownLeaf}
+	ErrUnsupportedVersion error = &Error{Code: CodeUnsupportedVersion}
+	ErrCorruptState       error = &Error{Code: CodeCorruptState}
+	// ErrStore: a store failed (I/O, an unreachable or broken backend);
+	// retrying at once is not expected to help.
+	ErrStore error = &Error{Code: CodeStore}
+	// ErrConflict: another writer changed the document since it was read.
+	// A SecretBackend returns it (or wraps it) for a lost resourceVersion
+	// race; Store.Step returns it after too many lost races in a row.
+	ErrConflict error = &Error{Code: CodeConflict}
+	// ErrNotInitialized: the store holds no document at the key.
+	ErrNotInitialized error = &Error{Code: CodeNotInitialized}
+	// ErrAlreadyInitialized: Create found a document at the key.
+	ErrAlreadyInitialized  error = &Error{Code: CodeAlreadyInitialized}
 	ErrVerifyExpired       error = &Error{Code: CodeVerifyExpired}
 	ErrVerifyUnknownIssuer error = &Error{Code: CodeVerifyUnknownIssuer}
 	ErrVerifyNameMismatch  error = &Error{Code: CodeVerifyNameMismatch}

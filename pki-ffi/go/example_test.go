@@ -84,7 +84,9 @@ func ExampleSigner_Secret() {
 		log.Fatal(err)
 	}
 	defer back.Close()
-	fmt.Println(back.Generation() == r.Signer.Generation())
+	before, _ := r.Signer.State()
+	after, _ := back.State()
+	fmt.Println(bytes.Equal(before, after))
 	// Output:
 	// [ca-bundle.crt forced-rotation-reason intermediate-ca.crt pki-state.json tls.crt tls.key]
 	// rotate-after-incident-42

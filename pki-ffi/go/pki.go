@@ -1,11 +1,14 @@
 // Package pki rotates X.509 certificate authorities without breaking trust.
 //
 // It wraps pki's C library (pki-ffi) with cgo. A Signer holds a CA, its
-// bridges and its bundle; Reconcile rotates it when due (or when forced) and
-// ReconcileLeaf keeps serving and client certificates issued by the current
-// CA, with the bridge that lets clients that still trust the previous CA
-// accept them. Signer.Secret and LoadSecret map the state to a Kubernetes
-// Secret's Data as it is.
+// bridges and its bundle; a Store keeps it (a directory, memory, or the
+// caller's Secret-shaped storage through a SecretBackend), and Store.Step
+// rotates it when due (or when forced), writing by compare-and-swap so that
+// racing controller replicas rotate once; Step.NextCheck says when to step
+// again. ReconcileLeaf keeps serving and client certificates issued by the
+// current CA, with the bridge that lets clients that still trust the
+// previous CA accept them. Signer.Secret and LoadSecret map the state to a
+// Kubernetes Secret's Data as it is.
 //
 // Time is always an argument: the library never reads the clock. PEM goes
 // in and out as []byte. Every failure is an *Error with the library's code
@@ -215,7 +218,8 @@ const (
 // Secret is the signer as a Kubernetes Secret's Data: tls.crt (CA
 // certificate), tls.key (CA key), ca-bundle.crt, intermediate-ca.crt
 // (bridge B, after a rotation), forced-rotation-reason (after a forced
-// rotation) and pki-state.json (the rest of the state).
+// rotation), pki-state.json (the rest of the state) and certs.NAME.tls.crt,
+// certs.NAME.tls.key for the leaves it keeps.
 func (s *Signer) Secret() (map[string][]byte, error) {
 	h, err := s.handle()
 	if err != nil {
@@ -227,36 +231,17 @@ func (s *Signer) Secret() (map[string][]byte, error) {
 	}
 	runtime.KeepAlive(s)
 	defer C.pki_secret_free(sec)
-	n := int(C.pki_secret_len(sec))
-	data := make(map[string][]byte, n)
-	for i := 0; i < n; i++ {
-		var k, v C.pki_bytes
-		if err := call(func() C.pki_result { return C.pki_secret_entry(sec, C.size_t(i), &k, &v) }); err != nil {
-			return nil, err
-		}
-		data[string(goBytes(k))] = goBytes(v)
-	}
-	return data, nil
+	return secretData(sec)
 }
 
 // LoadSecret reads a signer from a Secret's Data written by Secret. Keys it
 // does not know are ignored.
 func LoadSecret(data map[string][]byte) (*Signer, error) {
-	var sec *C.pki_secret
-	if err := call(func() C.pki_result { return C.pki_secret_new(&sec) }); err != nil {
+	sec, err := newCSecret(data)
+	if err != nil {
 		return nil, err
 	}
 	defer C.pki_secret_free(sec)
-	for k, v := range data {
-		kp, kn := strArg(k)
-		vp, vn := bytesArg(v)
-		err := call(func() C.pki_result { return C.pki_secret_set(sec, kp, kn, vp, vn) })
-		runtime.KeepAlive(k)
-		runtime.KeepAlive(v)
-		if err != nil {
-			return nil, err
-		}
-	}
 	var out *C.pki_signer
 	if err := call(func() C.pki_result { return C.pki_signer_from_secret(sec, &out) }); err != nil {
 		return nil, err
@@ -264,8 +249,40 @@ func LoadSecret(data map[string][]byte) (*Signer, error) {
 	return newSigner(out), nil
 }
 
-// Generation counts the reconciles that changed something; use it as a
-// compare-and-swap token. 0 for a closed signer.
+// RequestLeaf returns a copy of the signer that also keeps the leaf name
+// (or replaces its request): a serving or client certificate whose chain
+// and key live in the signer's document, issued by the next Reconcile or
+// Store.Step and re-issued when the CA rotates, when it nears expiry or
+// when its request changes. Its refresh time is part of NextCheck. A
+// directory store publishes it as certs/NAME/tls.crt and tls.key, a Secret
+// as certs.NAME.tls.crt and certs.NAME.tls.key.
+func (s *Signer) RequestLeaf(name string, req LeafRequest) (*Signer, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	r, err := buildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	defer C.pki_leaf_request_free(r)
+	var out *C.pki_signer
+	p, n := strArg(name)
+	err = call(func() C.pki_result { return C.pki_signer_request_leaf(h, p, n, r, &out) })
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, err
+	}
+	return newSigner(out), nil
+}
+
+// Generation is an in-memory counter: 0 for a signer created or loaded
+// (LoadState, LoadSecret, Store.Load, Store.Step), one more than its input
+// for the signer Reconcile returns when that reconcile changed something.
+// It is stored nowhere and is not a compare-and-swap token: a Store owns
+// revisions (Step.Revision) and Step.Changed says whether a step wrote.
+// 0 for a closed signer.
 func (s *Signer) Generation() uint64 {
 	h, err := s.handle()
 	if err != nil {
@@ -353,13 +370,16 @@ type Reconciled struct {
 	Signer *Signer
 	// Events says what happened, possibly nothing.
 	Events []Event
-	// NextCheck is when to reconcile again.
+	// NextCheck is when to reconcile again: the engine's wake-up time of
+	// the next state (after a rotation, the new CA's, bridges' and leaves'
+	// times), always after now.
 	NextCheck time.Time
 }
 
 // Reconcile rotates the CA when less than MinTrust remains or when forced
 // with a new reason, and drops expired bundle members and bridges. opts may
-// be nil.
+// be nil. It keeps nothing: to persist the signer, and to let several
+// replicas race safely, keep it in a Store and call Store.Step.
 func (s *Signer) Reconcile(now time.Time, opts *ReconcileOptions) (*Reconciled, error) {
 	h, err := s.handle()
 	if err != nil {
@@ -368,18 +388,8 @@ func (s *Signer) Reconcile(now time.Time, opts *ReconcileOptions) (*Reconciled, 
 	if opts == nil {
 		opts = &ReconcileOptions{}
 	}
-	var forced *C.pki_forced_rotation
-	if f := opts.Forced; f != nil {
-		// C memory: a Go struct passed to C may not point to Go memory.
-		reason := C.CString(f.Reason)
-		defer C.free(unsafe.Pointer(reason))
-		forced = &C.pki_forced_rotation{
-			reason:        reason,
-			reason_len:    C.size_t(len(f.Reason)),
-			grace_seconds: C.int64_t(f.Grace / time.Second),
-			no_bridges:    C.bool(f.NoBridges),
-		}
-	}
+	forced, free := opts.Forced.toC()
+	defer free()
 	var (
 		next      *C.pki_signer
 		events    *C.pki_events
@@ -394,19 +404,28 @@ func (s *Signer) Reconcile(now time.Time, opts *ReconcileOptions) (*Reconciled, 
 		return nil, err
 	}
 	defer C.pki_events_free(events)
-	out := &Reconciled{Signer: newSigner(next), NextCheck: fromUnix(nextCheck)}
+	evs, err := eventsFrom(events)
+	if err != nil {
+		C.pki_signer_free(next)
+		return nil, err
+	}
+	return &Reconciled{Signer: newSigner(next), Events: evs, NextCheck: fromUnix(nextCheck)}, nil
+}
+
+// eventsFrom copies a list of events into Go memory.
+func eventsFrom(events *C.pki_events) ([]Event, error) {
+	var out []Event
 	n := int(C.pki_events_len(events))
 	for i := 0; i < n; i++ {
 		var e C.pki_event
 		if err := call(func() C.pki_result { return C.pki_events_get(events, C.size_t(i), &e) }); err != nil {
-			out.Signer.Close()
 			return nil, err
 		}
 		ev := Event{Kind: EventKind(e.kind), Message: string(goBytes(e.message))}
 		if e.has_previous_trusted_until {
 			ev.PreviousTrustedUntil = fromUnix(e.previous_trusted_until)
 		}
-		out.Events = append(out.Events, ev)
+		out = append(out, ev)
 	}
 	return out, nil
 }

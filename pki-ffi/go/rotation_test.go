@@ -199,6 +199,11 @@ func TestTrustMatrixHoldsThroughAutomaticAndForcedRotation(t *testing.T) {
 	if want := day(396 + 395); !r.Events[0].PreviousTrustedUntil.Equal(want) {
 		t.Fatalf("trusted until %s, want %s", r.Events[0].PreviousTrustedUntil, want)
 	}
+	// The next check is the new state's: bridge B ends with the old CA at
+	// day 790 and is retired one second later (the new CA is due at 791).
+	if want := day(790).Add(time.Second); !r.NextCheck.Equal(want) {
+		t.Fatalf("next check after the rotation %s, want %s", r.NextCheck, want)
+	}
 	s.Close()
 	s = r.Signer
 	leaf2 := must(s.ReconcileLeaf(serverRequest, day(396), leaf1.ChainPEM, leaf1.KeyPEM))
@@ -297,6 +302,8 @@ func TestManyGoroutinesReconcileIndependentStatesAtOnce(t *testing.T) {
 						return fmt.Errorf("worker %d: want ErrNoPEMBlock, got %v", w, err)
 					}
 				}
+				// The in-memory count of changing reconciles since NewSigner:
+				// the rotations at days 396 and 800, at least.
 				if s.Generation() < 2 {
 					return fmt.Errorf("worker %d: generation %d", w, s.Generation())
 				}

@@ -143,6 +143,10 @@ enum pki_result
    */
   PKI_RESULT_EXPIRED = 306,
   /**
+   * A change names a leaf the signer does not keep.
+   */
+  PKI_RESULT_UNKNOWN_LEAF = 307,
+  /**
    * The state bytes have a format version this build does not read.
    */
   PKI_RESULT_UNSUPPORTED_STATE_VERSION = 400,
@@ -151,9 +155,23 @@ enum pki_result
    */
   PKI_RESULT_CORRUPT_STATE = 401,
   /**
-   * A store reported a concurrent change or an I/O failure.
+   * A store failed: an I/O error, an unreachable or broken backend.
+   * Retrying at once is not expected to help.
    */
   PKI_RESULT_STORE = 402,
+  /**
+   * Another writer changed the document since it was read (a lost
+   * compare-and-swap, or too many in a row): read again and retry.
+   */
+  PKI_RESULT_CONFLICT = 403,
+  /**
+   * The store holds no document at the key (create one first).
+   */
+  PKI_RESULT_NOT_INITIALIZED = 404,
+  /**
+   * A document already exists where one was to be created.
+   */
+  PKI_RESULT_ALREADY_INITIALIZED = 405,
   /**
    * A certificate of the path is expired at the verification time.
    */
@@ -508,13 +526,39 @@ typedef struct pki_secret pki_secret;
 
 /**
  * A signer's whole state: its CA (certificate and key), bridges, bundle,
- * forced-rotation reason and history, plus the generation it was loaded
- * with. Immutable: reconciling returns a new `pki_signer`, so one handle
- * may be read from several threads at once.
+ * forced-rotation reason, leaves and history. Immutable: reconciling
+ * returns a new `pki_signer`, so one handle may be read from several
+ * threads at once.
  *
  * Free with `pki_signer_free`.
  */
 typedef struct pki_signer pki_signer;
+
+/**
+ * What one `pki_signer_store_step` did: the document now in the store, its
+ * revision, the events, whether the step wrote, and when to step again.
+ * Immutable; free with `pki_step_free`.
+ */
+typedef struct pki_step pki_step;
+
+/**
+ * Where signer documents live, under keys (`"signer"`, `"tenants/a"`…),
+ * each with a revision the store assigns: a directory, memory, or the
+ * embedder's storage through callbacks.
+ *
+ * Safe to use from several threads at once: steps on one key from several
+ * threads (or processes, for a directory) race through compare-and-swap,
+ * and exactly one wins each race. Free with `pki_store_free`.
+ */
+typedef struct pki_store pki_store;
+
+/**
+ * What a store callback is answering; see `pki_store_callbacks`.
+ *
+ * Owned by the library and valid only during the callback it is passed
+ * to: do not keep it, free it, or use it from another thread.
+ */
+typedef struct pki_store_reply pki_store_reply;
 
 /**
  * A borrowed view of bytes owned by a library object. `data` is NULL and
@@ -645,6 +689,71 @@ typedef struct pki_lineage {
    */
   pki_lineage_rule rule;
 } pki_lineage;
+
+/**
+ * The embedder's storage for `pki_store_new_callbacks`. Read during that
+ * call only: the structure itself may be freed afterwards.
+ *
+ * Each callback gets the store's `user_data` as it was given, may run on
+ * any thread that uses the store (several at once), answers through the
+ * `reply` it is given (valid only during the call) and returns a
+ * `pki_result` value as `uint32_t`. Callbacks must not unwind: no C++
+ * exception, no `longjmp` out of them.
+ */
+typedef struct pki_store_callbacks {
+  /**
+   * Reads the document at `key` (required).
+   *
+   * `key` is `key_len` bytes of `[a-z0-9._/-]`, also NUL-terminated;
+   * borrowed for the call. When a document exists, set its Secret data
+   * with `pki_store_reply_set_data` and its revision with
+   * `pki_store_reply_set_revision`, and return `PKI_RESULT_OK`. When
+   * there is none, return `PKI_RESULT_OK` without setting anything (or
+   * return `PKI_RESULT_NOT_FOUND`). Any other value is a failure of the
+   * backend (`PKI_RESULT_STORE` to the caller);
+   * `pki_store_reply_set_message` says why.
+   */
+  uint32_t (*get)(void *user_data, const char *key, size_t key_len, struct pki_store_reply *reply);
+  /**
+   * Writes the document at `key` as a compare-and-swap (required).
+   *
+   * `key` is as for `get`. `expected` is the revision the writer read
+   * (`expected_len` bytes of UTF-8, also NUL-terminated), or NULL
+   * (`expected_len` 0) to create the document only if none exists.
+   * `data` is the document as Secret data, borrowed for the call (copy
+   * what you keep).
+   *
+   * Write `data` only if the stored revision still equals `expected`
+   * (for NULL: only if nothing is stored), then set the new revision
+   * with `pki_store_reply_set_revision` and return `PKI_RESULT_OK`. When
+   * another writer got there first, write nothing and return
+   * `PKI_RESULT_CONFLICT` (optionally setting the revision found): the
+   * library reads again and decides again. Any other value is a failure
+   * of the backend, reported as `PKI_RESULT_STORE` and not retried.
+   */
+  uint32_t (*put)(void *user_data,
+                  const char *key,
+                  size_t key_len,
+                  const uint8_t *expected,
+                  size_t expected_len,
+                  const struct pki_secret *data,
+                  struct pki_store_reply *reply);
+  /**
+   * Called once with `user_data` when the store is freed (not when
+   * `pki_store_new_callbacks` fails); NULL is accepted.
+   */
+  void (*release)(void *user_data);
+  /**
+   * Where the documents are, for messages (`"secrets in namespace
+   * kube-system"`): `location_len` bytes of UTF-8, copied; NULL gives
+   * `"callback store"`.
+   */
+  const char *location;
+  /**
+   * Length of `location` in bytes.
+   */
+  size_t location_len;
+} pki_store_callbacks;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1256,7 +1365,7 @@ pki_result pki_signer_from_state(const uint8_t *state,
 
 /**
  * Saves a signer as its versioned state bytes: one JSON document with the
- * format version, the generation, the policy, the history and every
+ * kind and format version, the policy, the leaves, the history and every
  * certificate and key as PEM. It holds the CA's private key: store it as a
  * secret.
  *
@@ -1274,9 +1383,12 @@ pki_result pki_signer_from_state(const uint8_t *state,
 pki_result pki_signer_to_state(const struct pki_signer *signer, struct pki_buffer **out_state);
 
 /**
- * The generation of a signer: the value stored in its state, increased by
- * one by every `pki_signer_reconcile` that changed something. Use it as a
- * compare-and-swap token. NULL gives 0.
+ * An in-memory counter: 0 for a signer created, loaded (from state bytes,
+ * Secret blobs or a store) or returned by a store step, and one more than
+ * its input for the signer `pki_signer_reconcile` returns when that
+ * reconcile changed something. It is not stored anywhere and is not a
+ * compare-and-swap token: stores own their revisions (`pki_step_revision`),
+ * and `pki_step_changed` says whether a store step wrote. NULL gives 0.
  *
  * # Safety
  *
@@ -1324,6 +1436,37 @@ pki_result pki_signer_bundle(const struct pki_signer *signer, struct pki_bundle 
  * `signer` must be NULL or a live `pki_signer` not freed before.
  */
 void pki_signer_free(struct pki_signer *signer);
+
+/**
+ * Returns a copy of `signer` that also keeps the leaf `name` (a serving or
+ * client certificate whose key and chain live in the signer's document),
+ * or whose request is replaced by `request` when it keeps one already. The
+ * next reconcile or store step issues it, and then re-issues it when the
+ * CA rotates, when it nears expiry or when its request changes; a
+ * directory store publishes it as `certs/NAME/tls.crt` (leaf, then bridge
+ * B when present) and `certs/NAME/tls.key`.
+ *
+ * `name` is `name_len` bytes: 1-64 of `a-z`, `0-9`, `-`, `_`, `.`, not
+ * starting with `.`. `signer` and `request` are borrowed for the call.
+ *
+ * On success the caller owns `*out_signer` and frees it with
+ * `pki_signer_free`; its generation is `signer`'s.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (name not UTF-8),
+ * `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `signer` must be NULL or a live `pki_signer`; `name` NULL or valid for
+ * `name_len` bytes; `request` NULL or a live `pki_leaf_request`;
+ * `out_signer` NULL or valid for one write.
+ */
+pki_result pki_signer_request_leaf(const struct pki_signer *signer,
+                                   const char *name,
+                                   size_t name_len,
+                                   const struct pki_leaf_request *request,
+                                   struct pki_signer **out_signer);
 
 /**
  * Number of events. NULL gives 0.
@@ -1375,8 +1518,13 @@ void pki_events_free(struct pki_events *events);
  * generation increased when anything changed; free with `pki_signer_free`)
  * and `*out_events` (what happened, possibly nothing; free with
  * `pki_events_free`), and `*out_next_check` holds the time (Unix seconds)
- * at which a controller should reconcile again. Nothing is written on
- * failure.
+ * at which a controller should reconcile again: the engine's wake-up time
+ * of the next state (after a rotation, the new CA's, bridges' and leaves'
+ * times), always after `now`. Nothing is written on failure.
+ *
+ * This function keeps nothing: to persist the state and let several
+ * controller replicas race safely, use a `pki_store` and
+ * `pki_signer_store_step`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (reason not UTF-8),
@@ -1429,6 +1577,330 @@ pki_result pki_signer_check_lineage(const struct pki_signer *signer,
                                     size_t cert_pem_len,
                                     struct pki_lineage *out_lineage,
                                     struct pki_buffer **out_reason);
+
+/**
+ * Stores `signer` as a new document at `key` in `store`. Fails when a
+ * document exists there already: nothing is overwritten.
+ *
+ * `key` is `key_len` bytes: `/`-separated segments of `a-z`, `0-9`, `.`,
+ * `_`, `-` (1 to 200 bytes; `"signer"` is the CLI's). `store` and `signer`
+ * are borrowed for the call.
+ *
+ * On success, when `out_revision` is not NULL, the caller owns
+ * `*out_revision` (the document's revision in the store, opaque UTF-8) and
+ * frees it with `pki_buffer_free`. `out_revision` NULL is accepted.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_ALREADY_INITIALIZED`,
+ * `PKI_RESULT_STORE` (I/O or backend failure), `PKI_RESULT_CRYPTO` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `signer` NULL or a live `pki_signer`; `out_revision`
+ * NULL or valid for one write.
+ */
+pki_result pki_signer_store_create(const struct pki_store *store,
+                                   const char *key,
+                                   size_t key_len,
+                                   const struct pki_signer *signer,
+                                   struct pki_buffer **out_revision);
+
+/**
+ * Reads the signer document at `key` in `store`.
+ *
+ * `key` is as for `pki_signer_store_create`; `store` is borrowed.
+ *
+ * On success the caller owns `*out_signer` (generation 0) and frees it
+ * with `pki_signer_free`, and, when `out_revision` is not NULL,
+ * `*out_revision` (free with `pki_buffer_free`). `out_revision` NULL is
+ * accepted.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_NOT_INITIALIZED` (no
+ * document at `key`), `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `out_signer` NULL or valid for one write;
+ * `out_revision` NULL or valid for one write.
+ */
+pki_result pki_signer_store_load(const struct pki_store *store,
+                                 const char *key,
+                                 size_t key_len,
+                                 struct pki_signer **out_signer,
+                                 struct pki_buffer **out_revision);
+
+/**
+ * One controller step on the signer document at `key`: read it and its
+ * revision, rotate when due (less than the minimum trust left) or when
+ * `forced` carries a reason not recorded yet, re-issue the leaves it keeps
+ * when due, prune what expired, and, only when something changed, write
+ * the result if the revision is still the one read. When another writer
+ * changed the document in between (another replica, another process), the
+ * step reads again and decides again from the fresh document, so racing
+ * replicas rotate once and end on the same CA; after 8 lost writes in a
+ * row it gives up with `PKI_RESULT_CONFLICT`. This is pki-rotate's
+ * `Driver::step`, the same loop the CLI runs.
+ *
+ * `key` is as for `pki_signer_store_create`. `policy` NULL keeps the
+ * document's policy; otherwise it replaces its rotation parameters (the key
+ * type of new CAs stays the document's). `forced` NULL asks for no forced
+ * rotation. `store`, `policy` and `forced` are borrowed for the call.
+ * `now` is Unix seconds.
+ *
+ * On success the caller owns `*out_step` and frees it with
+ * `pki_step_free`; nothing is written on failure, and a failed step leaves
+ * the store unchanged.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, reason not UTF-8),
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT` (too many concurrent
+ * writers: step again), `PKI_RESULT_STORE` (I/O or backend failure: not
+ * retried), `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+ * `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
+ * `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
+ * `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,
+ * `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`,
+ * `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `policy` NULL or a valid `pki_policy`; `forced` NULL or
+ * a valid `pki_forced_rotation` whose `reason` is NULL or valid for
+ * `reason_len` bytes; `out_step` NULL or valid for one write.
+ */
+pki_result pki_signer_store_step(const struct pki_store *store,
+                                 const char *key,
+                                 size_t key_len,
+                                 const struct pki_policy *policy,
+                                 const struct pki_forced_rotation *forced,
+                                 int64_t now,
+                                 struct pki_step **out_step);
+
+/**
+ * The signer document now in the store after a step (written by it or
+ * not), as a new handle with generation 0.
+ *
+ * On success the caller owns `*out_signer` and frees it with
+ * `pki_signer_free`; it stays valid after the step is freed.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
+ * one write.
+ */
+pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
+
+/**
+ * What the step did, in order (possibly nothing): read with
+ * `pki_events_len` and `pki_events_get`.
+ *
+ * Borrowed: valid until `step` is freed; do not free it. NULL gives NULL.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+const struct pki_events *pki_step_events(const struct pki_step *step);
+
+/**
+ * Whether the step wrote a new document (a rotation, a leaf issued, a
+ * bundle pruned, a policy or forced reason recorded). NULL gives false.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+bool pki_step_changed(const struct pki_step *step);
+
+/**
+ * When to step again if nothing else happens (Unix seconds, after the
+ * step's `now`): the engine's wake-up time of the document now in the
+ * store, so after a rotation the new CA's, bridges' and leaves' times.
+ * NULL gives 0.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+int64_t pki_step_next_check(const struct pki_step *step);
+
+/**
+ * The document's revision in the store after the step: opaque UTF-8 text
+ * (also NUL-terminated), equal to the one before when nothing was written.
+ *
+ * Borrowed: valid until `step` is freed. NULL gives an empty view.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+struct pki_bytes pki_step_revision(const struct pki_step *step);
+
+/**
+ * How many read-decide-write rounds the step took: 1 without contention,
+ * one more for each write lost to another writer. NULL gives 0.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+uint32_t pki_step_attempts(const struct pki_step *step);
+
+/**
+ * Frees a step (the keys of its document are zeroed). NULL is accepted.
+ * Signers read from it stay valid; its events and revision view do not.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step` not freed before.
+ */
+void pki_step_free(struct pki_step *step);
+
+/**
+ * Opens the directory store at `path` (`path_len` bytes, no NUL needed),
+ * creating the directory (mode 0700) when it does not exist. It is the
+ * directory layout of the `pki` CLI: the signer document at key `"signer"`
+ * publishes `signer/tls.crt`, `signer/tls.key`, `ca-bundle.crt`,
+ * `certs/NAME/…`; every write switches to a complete new generation in one
+ * atomic rename, under an exclusive lock.
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (empty path), `PKI_RESULT_STORE` (the
+ * directory cannot be created) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `path` must be NULL or valid for `path_len` bytes; `out_store` NULL or
+ * valid for one write.
+ */
+pki_result pki_store_open_dir(const char *path, size_t path_len, struct pki_store **out_store);
+
+/**
+ * Creates an empty store in memory: documents live as long as the store.
+ * For tests and for programs that keep documents somewhere pki does not
+ * know (they copy them in and out).
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `out_store` must be NULL or valid for one write.
+ */
+pki_result pki_store_new_memory(struct pki_store **out_store);
+
+/**
+ * Frees a store. NULL is accepted (nothing happens). A callback store
+ * calls its `release` callback, once, with its `user_data`.
+ *
+ * The caller owned `store`; it must not be used afterwards, and no call
+ * on it may be running on another thread.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store` not freed before.
+ */
+void pki_store_free(struct pki_store *store);
+
+/**
+ * Creates a store over the embedder's Secret-shaped storage: documents are
+ * kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
+ * `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
+ * `certs.NAME.tls.crt`…), each with a revision the storage assigns, and
+ * written by compare-and-swap. This is what a Kubernetes client does with
+ * a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
+ * (`expected` NULL) or updates it with the `resourceVersion` read, and a
+ * 409 Conflict is `PKI_RESULT_CONFLICT`.
+ *
+ * `callbacks` is read during the call (see `pki_store_callbacks`).
+ * `user_data` is passed to every callback as it is. On success the store
+ * owns it: the callbacks may run from any thread that uses the store, at
+ * the same time, until `pki_store_free` calls `release(user_data)` once.
+ * On failure nothing is called and the caller keeps `user_data`.
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` (`callbacks`, `get`,
+ * `put` or `out_store` NULL), `PKI_RESULT_INVALID_ARGUMENT` (`location` not
+ * UTF-8) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `callbacks` must be NULL or a valid `pki_store_callbacks` whose function
+ * pointers are NULL or functions of the documented types that follow the
+ * contracts above, and whose `location` is NULL or valid for
+ * `location_len` bytes; `out_store` NULL or valid for one write.
+ */
+pki_result pki_store_new_callbacks(const struct pki_store_callbacks *callbacks,
+                                   void *user_data,
+                                   struct pki_store **out_store);
+
+/**
+ * Answers a `get` callback with the document's Secret data: a copy of
+ * `data` is taken, so free your `pki_secret` when you like. Set the
+ * revision too.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (the reply is a `put` callback's) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `reply` must be NULL or the reply passed to the running callback;
+ * `data` NULL or a live `pki_secret`.
+ */
+pki_result pki_store_reply_set_data(struct pki_store_reply *reply, const struct pki_secret *data);
+
+/**
+ * Answers with a revision: for `get`, the document's; for a successful
+ * `put`, the new one; for a `put` that returns `PKI_RESULT_CONFLICT`, the
+ * one found (optional). The revision is opaque to the library and only
+ * compared for equality: `revision_len` bytes (1 to 1024) of UTF-8 text
+ * without NUL, such as a `resourceVersion` or a number in decimal. It is
+ * copied.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (empty, too long, not UTF-8, holds a NUL)
+ * or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `reply` must be NULL or the reply passed to the running callback;
+ * `revision` NULL or valid for `revision_len` bytes.
+ */
+pki_result pki_store_reply_set_revision(struct pki_store_reply *reply,
+                                        const uint8_t *revision,
+                                        size_t revision_len);
+
+/**
+ * Explains a failure of the callback, for the caller's last error
+ * (`message_len` bytes; invalid UTF-8 is replaced). Copied.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `reply` must be NULL or the reply passed to the running callback;
+ * `message` NULL or valid for `message_len` bytes.
+ */
+pki_result pki_store_reply_set_message(struct pki_store_reply *reply,
+                                       const char *message,
+                                       size_t message_len);
 
 /**
  * Verifies a chain against a bundle at time `at` (Unix seconds) by RFC 5280

@@ -435,7 +435,12 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> pki_result {
     clear_last_error();
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => PKI_RESULT_OK,
+        Ok(Ok(())) => {
+            // A store callback may have called failing `pki_` functions
+            // during the body: their messages are not this call's.
+            clear_last_error();
+            PKI_RESULT_OK
+        }
         Ok(Err(failure)) => {
             set_last_error(failure.message);
             failure.code
@@ -451,6 +456,16 @@ pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> pki_result
 /// panics and returns `fallback` if one happens. Leaves the last error alone.
 pub(crate) fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// The name of a code as Rust text (`PKI_RESULT_CONFLICT`, or `result 7`
+/// for a number that is not a code), for messages about callbacks.
+pub(crate) fn result_name(code: u32) -> String {
+    ALL_RESULTS
+        .iter()
+        .find(|(c, _)| *c as u32 == code)
+        .map(|(_, name)| name.trim_end_matches('\0').to_string())
+        .unwrap_or_else(|| format!("result {code}"))
 }
 
 /// Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a
@@ -529,6 +544,90 @@ pub unsafe extern "C" fn pki_last_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The number of every code, written out: renumbering a code, reusing a
+    /// number or adding a code without pinning it here fails this test (a
+    /// new variant does not even compile until it has an arm). The C test
+    /// `tests/c/codes.c` pins the same numbers against the header.
+    fn pinned(code: pki_result) -> u32 {
+        match code {
+            PKI_RESULT_OK => 0,
+            PKI_RESULT_NULL_PARAMETER => 1,
+            PKI_RESULT_PANIC => 2,
+            PKI_RESULT_INVALID_ARGUMENT => 3,
+            PKI_RESULT_BUILDER_CONSUMED => 4,
+            PKI_RESULT_NOT_FOUND => 5,
+            PKI_RESULT_UNEXPECTED => 99,
+            PKI_RESULT_PEM => 100,
+            PKI_RESULT_UNEXPECTED_PEM_LABEL => 101,
+            PKI_RESULT_NO_PEM_BLOCK => 102,
+            PKI_RESULT_CERTIFICATE_DECODE => 103,
+            PKI_RESULT_MALFORMED_EXTENSION => 104,
+            PKI_RESULT_KEY_DECODE => 105,
+            PKI_RESULT_UNSUPPORTED_KEY => 106,
+            PKI_RESULT_RSA_KEY_TOO_SMALL => 107,
+            PKI_RESULT_KEY_MISMATCH => 108,
+            PKI_RESULT_CRYPTO => 200,
+            PKI_RESULT_ISSUANCE => 201,
+            PKI_RESULT_TIME => 202,
+            PKI_RESULT_INVALID_POLICY => 203,
+            PKI_RESULT_NOT_A_CA => 204,
+            PKI_RESULT_NO_ROOT => 205,
+            PKI_RESULT_CLOCK_BEFORE_CA => 300,
+            PKI_RESULT_EMPTY_FORCED_REASON => 301,
+            PKI_RESULT_INVALID_GRACE => 302,
+            PKI_RESULT_INVALID_LEAF_NAME => 303,
+            PKI_RESULT_INVALID_REFRESH_FRACTION => 304,
+            PKI_RESULT_TRUST_CHECK_FAILED => 305,
+            PKI_RESULT_EXPIRED => 306,
+            PKI_RESULT_UNKNOWN_LEAF => 307,
+            PKI_RESULT_UNSUPPORTED_STATE_VERSION => 400,
+            PKI_RESULT_CORRUPT_STATE => 401,
+            PKI_RESULT_STORE => 402,
+            PKI_RESULT_CONFLICT => 403,
+            PKI_RESULT_NOT_INITIALIZED => 404,
+            PKI_RESULT_ALREADY_INITIALIZED => 405,
+            PKI_RESULT_VERIFY_EXPIRED => 500,
+            PKI_RESULT_VERIFY_NOT_YET_VALID => 501,
+            PKI_RESULT_VERIFY_UNKNOWN_ISSUER => 502,
+            PKI_RESULT_VERIFY_BAD_SIGNATURE => 503,
+            PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM => 504,
+            PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH => 505,
+            PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY => 506,
+            PKI_RESULT_VERIFY_NOT_A_CA => 507,
+            PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED => 508,
+            PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN => 509,
+            PKI_RESULT_VERIFY_LEAF_KEY_USAGE => 510,
+            PKI_RESULT_VERIFY_EKU_NOT_ALLOWED => 511,
+            PKI_RESULT_VERIFY_UNKNOWN_CRITICAL_EXTENSION => 512,
+            PKI_RESULT_VERIFY_NAME_CONSTRAINT_VIOLATION => 513,
+            PKI_RESULT_VERIFY_NAME_MISMATCH => 514,
+            PKI_RESULT_VERIFY_INVALID_REFERENCE_NAME => 515,
+            PKI_RESULT_VERIFY_MALFORMED_CERTIFICATE => 516,
+            PKI_RESULT_VERIFY_PATH_TOO_LONG => 517,
+            PKI_RESULT_VERIFY_BUDGET_EXCEEDED => 518,
+            PKI_RESULT_VERIFY_CA_NOT_V3 => 519,
+            PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 => 520,
+            PKI_RESULT_VERIFY_OTHER => 599,
+        }
+    }
+
+    /// How many codes `pinned` lists.
+    const PINNED_CODES: usize = 58;
+
+    #[test]
+    fn every_result_code_keeps_its_pinned_number() {
+        assert_eq!(
+            ALL_RESULTS.len(),
+            PINNED_CODES,
+            "a code is missing from ALL_RESULTS or from `pinned`"
+        );
+        for (code, _) in ALL_RESULTS {
+            assert_eq!(*code as u32, pinned(*code), "{code:?} was renumbered");
+        }
+        assert_eq!(PKI_RESULT_CONFLICT as u32, 403);
+        assert_ne!(PKI_RESULT_CONFLICT as u32, PKI_RESULT_STORE as u32);
+    }
 
     #[test]
     fn every_code_has_a_unique_number_and_matching_name() {

@@ -75,7 +75,7 @@ fn consumed() -> Failure {
 /// A leaf request: immutable, reusable for every reconcile of the same leaf,
 /// usable from several threads at once. Free with `pki_leaf_request_free`.
 pub struct pki_leaf_request {
-    request: LeafRequest,
+    pub(crate) request: LeafRequest,
 }
 
 /// Starts a leaf request of `kind` (a `pki_leaf_kind`), without names, with

@@ -21,7 +21,15 @@
 //!
 //! Handles are immutable unless a function says it changes one
 //! (`pki_secret_set`, the leaf builder): immutable handles may be shared
-//! between threads; the others must be used by one thread at a time.
+//! between threads; the others must be used by one thread at a time. A
+//! `pki_store` is shared on purpose: steps from several threads race
+//! through its compare-and-swap.
+//!
+//! A controller keeps its signer in a `pki_store` (a directory, memory, or
+//! its own Secret-shaped storage through callbacks) and calls
+//! `pki_signer_store_step` when `pki_step_next_check` says, which runs
+//! pki-rotate's driver: load, decide, write only what changed, and retry
+//! from a fresh read when another replica wrote first.
 
 // The C names are the ABI: `pki_signer`, `PKI_RESULT_OK`.
 #![allow(non_camel_case_types)]
@@ -33,6 +41,8 @@ mod error;
 mod leaf;
 mod secret;
 mod signer;
+mod step;
+mod store;
 mod verify;
 
 pub use buffer::{pki_buffer, pki_buffer_data, pki_buffer_free, pki_bytes};
@@ -59,7 +69,17 @@ pub use signer::{
     pki_forced_rotation, pki_key_type, pki_lineage, pki_lineage_rule, pki_policy,
     pki_policy_default, pki_signer, pki_signer_bundle, pki_signer_check_lineage, pki_signer_free,
     pki_signer_from_state, pki_signer_generation, pki_signer_new, pki_signer_policy,
-    pki_signer_reconcile, pki_signer_to_state,
+    pki_signer_reconcile, pki_signer_request_leaf, pki_signer_to_state,
+};
+pub use step::{
+    pki_signer_store_create, pki_signer_store_load, pki_signer_store_step, pki_step,
+    pki_step_attempts, pki_step_changed, pki_step_events, pki_step_free, pki_step_next_check,
+    pki_step_revision, pki_step_signer,
+};
+pub use store::{
+    pki_store, pki_store_callbacks, pki_store_free, pki_store_new_callbacks, pki_store_new_memory,
+    pki_store_open_dir, pki_store_reply, pki_store_reply_set_data, pki_store_reply_set_message,
+    pki_store_reply_set_revision,
 };
 pub use verify::{pki_purpose, pki_verify_chain};
 

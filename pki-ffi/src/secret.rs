@@ -40,6 +40,25 @@ impl pki_secret {
         let entry = (CText::new(&key), CText::from_bytes(value));
         self.entries.insert(key, entry);
     }
+
+    /// A secret holding a copy of `data`.
+    pub(crate) fn from_data(data: &SecretData) -> Self {
+        let mut secret = pki_secret {
+            entries: BTreeMap::new(),
+        };
+        for (key, value) in data {
+            secret.insert(key.clone(), value);
+        }
+        secret
+    }
+
+    /// A copy of the entries as Secret data.
+    pub(crate) fn to_data(&self) -> SecretData {
+        self.entries
+            .iter()
+            .map(|(key, (_, value))| (key.clone(), Zeroizing::new(value.as_bytes().to_vec())))
+            .collect()
+    }
 }
 
 /// Creates an empty secret.
@@ -225,12 +244,7 @@ pub unsafe extern "C" fn pki_signer_to_secret(
         // SAFETY: NULL or a live handle (contract).
         let signer = unsafe { handle(signer, "signer") }?;
         out_ptr(out_secret, "out_secret")?;
-        let mut secret = pki_secret {
-            entries: BTreeMap::new(),
-        };
-        for (key, value) in signer.state.to_secret_data()? {
-            secret.insert(key, &value);
-        }
+        let secret = pki_secret::from_data(&signer.state.to_secret_data()?);
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_secret, into_handle(secret)) };
         Ok(())
@@ -264,16 +278,8 @@ pub unsafe extern "C" fn pki_signer_from_secret(
         // SAFETY: NULL or a live handle (contract).
         let secret = unsafe { handle(secret, "secret") }?;
         out_ptr(out_signer, "out_signer")?;
-        let data: SecretData = secret
-            .entries
-            .iter()
-            .map(|(key, (_, value))| (key.clone(), Zeroizing::new(value.as_bytes().to_vec())))
-            .collect();
-        let state = SignerState::from_secret_data(&data)?;
-        let signer = into_handle(pki_signer {
-            state,
-            generation: 0,
-        });
+        let state = SignerState::from_secret_data(&secret.to_data())?;
+        let signer = into_handle(pki_signer::loaded(state));
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_signer, signer) };
         Ok(())

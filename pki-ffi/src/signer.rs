@@ -7,21 +7,35 @@ use crate::abi::{
 use crate::buffer::{CText, pki_buffer, pki_bytes};
 use crate::bundle::pki_bundle;
 use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::leaf::pki_leaf_request;
 use pki_core::{Certificate, KeyAlgorithm, LineageRule, RotationPolicy};
 use pki_rotate::{
     Engine, Event, ForcedRotation, SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
 use std::ffi::c_char;
+use time::OffsetDateTime;
 
 /// A signer's whole state: its CA (certificate and key), bridges, bundle,
-/// forced-rotation reason and history, plus the generation it was loaded
-/// with. Immutable: reconciling returns a new `pki_signer`, so one handle
-/// may be read from several threads at once.
+/// forced-rotation reason, leaves and history. Immutable: reconciling
+/// returns a new `pki_signer`, so one handle may be read from several
+/// threads at once.
 ///
 /// Free with `pki_signer_free`.
 pub struct pki_signer {
     pub(crate) state: SignerState,
+    /// In-memory count of changing reconciles since the handle's lineage
+    /// was created or loaded; see `pki_signer_generation`.
     pub(crate) generation: u64,
+}
+
+impl pki_signer {
+    /// A handle for a state read from bytes or a store: generation 0.
+    pub(crate) fn loaded(state: SignerState) -> Self {
+        pki_signer {
+            state,
+            generation: 0,
+        }
+    }
 }
 
 /// Key types of new CAs (and of the leaves they issue).
@@ -91,8 +105,19 @@ impl pki_policy {
         }
     }
 
-    fn to_signer_policy(self, key_algorithm: KeyAlgorithm) -> Result<SignerPolicy, Failure> {
-        let policy = SignerPolicy {
+    /// The signer policy with the key type of new CAs, checked.
+    pub(crate) fn to_signer_policy(
+        self,
+        key_algorithm: KeyAlgorithm,
+    ) -> Result<SignerPolicy, Failure> {
+        let policy = self.with_key_algorithm(key_algorithm);
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// The signer policy with the key type of new CAs, not checked yet.
+    pub(crate) fn with_key_algorithm(self, key_algorithm: KeyAlgorithm) -> SignerPolicy {
+        SignerPolicy {
             rotation: RotationPolicy {
                 lifetime: seconds(self.lifetime_seconds),
                 min_trust: seconds(self.min_trust_seconds),
@@ -104,9 +129,7 @@ impl pki_policy {
             key_algorithm,
             keep_previous_root: self.keep_previous_root,
             leaf_refresh_fraction: self.leaf_refresh_fraction,
-        };
-        policy.validate()?;
-        Ok(policy)
+        }
     }
 }
 
@@ -159,10 +182,7 @@ pub unsafe extern "C" fn pki_signer_new(
             .to_signer_policy(algorithm)?;
         let now = time_in(now, "now")?;
         let state = SignerState::new(cn, policy, now, &mut os_rng())?;
-        let signer = into_handle(pki_signer {
-            state,
-            generation: 0,
-        });
+        let signer = into_handle(pki_signer::loaded(state));
         // SAFETY: checked non-NULL by out_ptr; valid for a write (contract).
         unsafe { write_out(out_signer, signer) };
         Ok(())
@@ -196,10 +216,7 @@ pub unsafe extern "C" fn pki_signer_from_state(
         let bytes = unsafe { bytes_in(state, state_len, "state") }?;
         out_ptr(out_signer, "out_signer")?;
         let state = SignerState::from_json(bytes)?;
-        let signer = into_handle(pki_signer {
-            state,
-            generation: 0,
-        });
+        let signer = into_handle(pki_signer::loaded(state));
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_signer, signer) };
         Ok(())
@@ -207,7 +224,7 @@ pub unsafe extern "C" fn pki_signer_from_state(
 }
 
 /// Saves a signer as its versioned state bytes: one JSON document with the
-/// format version, the generation, the policy, the history and every
+/// kind and format version, the policy, the leaves, the history and every
 /// certificate and key as PEM. It holds the CA's private key: store it as a
 /// secret.
 ///
@@ -237,9 +254,12 @@ pub unsafe extern "C" fn pki_signer_to_state(
     })
 }
 
-/// The generation of a signer: the value stored in its state, increased by
-/// one by every `pki_signer_reconcile` that changed something. Use it as a
-/// compare-and-swap token. NULL gives 0.
+/// An in-memory counter: 0 for a signer created, loaded (from state bytes,
+/// Secret blobs or a store) or returned by a store step, and one more than
+/// its input for the signer `pki_signer_reconcile` returns when that
+/// reconcile changed something. It is not stored anywhere and is not a
+/// compare-and-swap token: stores own their revisions (`pki_step_revision`),
+/// and `pki_step_changed` says whether a store step wrote. NULL gives 0.
 ///
 /// # Safety
 ///
@@ -316,6 +336,57 @@ pub unsafe extern "C" fn pki_signer_free(signer: *mut pki_signer) {
     boundary_value((), || unsafe { free_handle(signer) })
 }
 
+/// Returns a copy of `signer` that also keeps the leaf `name` (a serving or
+/// client certificate whose key and chain live in the signer's document),
+/// or whose request is replaced by `request` when it keeps one already. The
+/// next reconcile or store step issues it, and then re-issues it when the
+/// CA rotates, when it nears expiry or when its request changes; a
+/// directory store publishes it as `certs/NAME/tls.crt` (leaf, then bridge
+/// B when present) and `certs/NAME/tls.key`.
+///
+/// `name` is `name_len` bytes: 1-64 of `a-z`, `0-9`, `-`, `_`, `.`, not
+/// starting with `.`. `signer` and `request` are borrowed for the call.
+///
+/// On success the caller owns `*out_signer` and frees it with
+/// `pki_signer_free`; its generation is `signer`'s.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (name not UTF-8),
+/// `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `signer` must be NULL or a live `pki_signer`; `name` NULL or valid for
+/// `name_len` bytes; `request` NULL or a live `pki_leaf_request`;
+/// `out_signer` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_signer_request_leaf(
+    signer: *const pki_signer,
+    name: *const c_char,
+    name_len: usize,
+    request: *const pki_leaf_request,
+    out_signer: *mut *mut pki_signer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let signer = unsafe { handle(signer, "signer") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { str_in(name, name_len, "name") }?;
+        // SAFETY: NULL or a live handle (contract).
+        let request = unsafe { handle(request, "request") }?;
+        out_ptr(out_signer, "out_signer")?;
+        let mut state = signer.state.clone();
+        state.request_leaf(name, request.request.clone())?;
+        let next = into_handle(pki_signer {
+            state,
+            generation: signer.generation,
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_signer, next) };
+        Ok(())
+    })
+}
+
 /// A request to rotate now, whatever the validity left. Borrowed for the
 /// call that receives it.
 #[repr(C)]
@@ -332,6 +403,49 @@ pub struct pki_forced_rotation {
     pub grace_seconds: i64,
     /// Compromise: issue no bridges; the old CA is distrusted at once.
     pub no_bridges: bool,
+}
+
+/// Reads an optional `pki_forced_rotation` argument.
+///
+/// # Safety
+///
+/// `forced` must be NULL or a valid `pki_forced_rotation` whose `reason` is
+/// NULL or valid for `reason_len` bytes.
+pub(crate) unsafe fn forced_in(
+    forced: *const pki_forced_rotation,
+) -> Result<Option<ForcedRotation>, Failure> {
+    // SAFETY: NULL or a valid pki_forced_rotation (contract).
+    let Some(f) = (unsafe { forced.as_ref() }) else {
+        return Ok(None);
+    };
+    // SAFETY: `reason` is NULL or valid for `reason_len` bytes (contract).
+    let reason = unsafe { str_in(f.reason, f.reason_len, "forced.reason") }?;
+    Ok(Some(ForcedRotation {
+        reason: reason.to_string(),
+        grace: (f.grace_seconds != 0).then(|| seconds(f.grace_seconds)),
+        no_bridges: f.no_bridges,
+    }))
+}
+
+/// The wake-up time handed to C: the engine's, in Unix seconds, but never
+/// at or before `now`.
+///
+/// The signer engine reports a CA as due at NotAfter − M, but rotates only
+/// once strictly less than M remains. A step at exactly that second does
+/// nothing and reports `now` as the next check, so a controller sleeping
+/// until it would spin on the same second (forever, on a simulated clock).
+/// No other case makes the engine report a time at or before `now` without
+/// acting, and the first second at which it acts is then `now` + 1 s: that
+/// is what callers get. (To remove once pki-rotate's `next_check` and the
+/// rotation condition agree on the boundary.)
+pub(crate) fn next_check_out(next_wake: OffsetDateTime, now: OffsetDateTime) -> i64 {
+    let next = time_out(next_wake);
+    let now = time_out(now);
+    if next > now {
+        next
+    } else {
+        now.saturating_add(1)
+    }
 }
 
 /// What kind of event happened.
@@ -362,7 +476,7 @@ pub struct pki_events {
 }
 
 impl pki_events {
-    fn new(events: &[Event]) -> Self {
+    pub(crate) fn new(events: &[Event]) -> Self {
         let events = events
             .iter()
             .map(|e| {
@@ -483,8 +597,13 @@ pub unsafe extern "C" fn pki_events_free(events: *mut pki_events) {
 /// generation increased when anything changed; free with `pki_signer_free`)
 /// and `*out_events` (what happened, possibly nothing; free with
 /// `pki_events_free`), and `*out_next_check` holds the time (Unix seconds)
-/// at which a controller should reconcile again. Nothing is written on
-/// failure.
+/// at which a controller should reconcile again: the engine's wake-up time
+/// of the next state (after a rotation, the new CA's, bridges' and leaves'
+/// times), always after `now`. Nothing is written on failure.
+///
+/// This function keeps nothing: to persist the state and let several
+/// controller replicas race safely, use a `pki_store` and
+/// `pki_signer_store_step`.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (reason not UTF-8),
@@ -523,18 +642,7 @@ pub unsafe extern "C" fn pki_signer_reconcile(
             None => state.policy,
         };
         // SAFETY: NULL or a valid pki_forced_rotation (contract).
-        let forced = match unsafe { forced.as_ref() } {
-            None => None,
-            Some(f) => {
-                // SAFETY: `reason` is NULL or valid for `reason_len` bytes (contract).
-                let reason = unsafe { str_in(f.reason, f.reason_len, "forced.reason") }?;
-                Some(ForcedRotation {
-                    reason: reason.to_string(),
-                    grace: (f.grace_seconds != 0).then(|| seconds(f.grace_seconds)),
-                    no_bridges: f.no_bridges,
-                })
-            }
-        };
+        let forced = unsafe { forced_in(forced) }?;
         let now = time_in(now, "now")?;
         let input = SignerInput {
             policy: Some(policy),
@@ -545,7 +653,7 @@ pub unsafe extern "C" fn pki_signer_reconcile(
         let changed = outcome.changed();
         // The wake-up time of the document just produced, not of the one
         // given: after a rotation that is the new CA's (or new leaf's) time.
-        let next_check = outcome.next_wake;
+        let next_check = next_check_out(outcome.next_wake, now);
         let events = into_handle(pki_events::new(&outcome.events));
         let next = into_handle(pki_signer {
             state: outcome.into_document(),
@@ -555,7 +663,7 @@ pub unsafe extern "C" fn pki_signer_reconcile(
         unsafe {
             write_out(out_signer, next);
             write_out(out_events, events);
-            write_out(out_next_check, time_out(next_check));
+            write_out(out_next_check, next_check);
         }
         Ok(())
     })

@@ -322,3 +322,144 @@ fn the_unmutated_fixture_verifies_and_its_leaf_is_up_to_date() {
         pki_signer_free(signer);
     }
 }
+
+/// What the mutating callback store below answers: Secret data and a revision.
+struct Answer {
+    entries: std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+unsafe extern "C" fn answer_get(
+    user_data: *mut std::ffi::c_void,
+    _key: *const std::ffi::c_char,
+    _key_len: usize,
+    reply: *mut pki_store_reply,
+) -> u32 {
+    // SAFETY: user_data is the `Answer` the test keeps alive for the store.
+    let answer = unsafe { &*user_data.cast::<Answer>() };
+    let entries = answer.entries.lock().expect("lock");
+    // SAFETY: local pointers valid for each call; the secret is freed once.
+    unsafe {
+        let mut sec = ptr::null_mut();
+        ok(pki_secret_new(&mut sec));
+        for (k, v) in entries.iter() {
+            // Keys that are not Secret data keys are refused by the setter;
+            // the test mutates values only.
+            ok(pki_secret_set(
+                sec,
+                k.as_ptr().cast(),
+                k.len(),
+                v.as_ptr(),
+                v.len(),
+            ));
+        }
+        ok(pki_store_reply_set_data(reply, sec));
+        ok(pki_store_reply_set_revision(reply, b"7".as_ptr(), 1));
+        pki_secret_free(sec);
+    }
+    0
+}
+
+unsafe extern "C" fn answer_put(
+    _user_data: *mut std::ffi::c_void,
+    _key: *const std::ffi::c_char,
+    _key_len: usize,
+    _expected: *const u8,
+    _expected_len: usize,
+    _data: *const pki_secret,
+    reply: *mut pki_store_reply,
+) -> u32 {
+    // SAFETY: the reply of the running callback; a local revision.
+    unsafe { ok(pki_store_reply_set_revision(reply, b"8".as_ptr(), 1)) };
+    0
+}
+
+#[test]
+fn mutated_documents_from_a_callback_store_return_codes_and_never_panic() {
+    let f = fixture();
+    let mut rng = Rng(0x0dd_ba11_cafe_f00d);
+    // SAFETY: all pointers are locals valid for the calls, or live handles;
+    // the Answer outlives the store that points to it.
+    unsafe {
+        let mut signer = ptr::null_mut();
+        ok(pki_signer_from_state(
+            f.state.as_ptr(),
+            f.state.len(),
+            &mut signer,
+        ));
+        let mut sec = ptr::null_mut();
+        ok(pki_signer_to_secret(signer, &mut sec));
+        let mut good = Vec::new();
+        for i in 0..pki_secret_len(sec) {
+            let (mut k, mut v) = (
+                pki_bytes {
+                    data: ptr::null(),
+                    len: 0,
+                },
+                pki_bytes {
+                    data: ptr::null(),
+                    len: 0,
+                },
+            );
+            ok(pki_secret_entry(sec, i, &mut k, &mut v));
+            good.push((view(k), view(v)));
+        }
+        pki_secret_free(sec);
+        pki_signer_free(signer);
+
+        let answer = Answer {
+            entries: std::sync::Mutex::new(good.clone()),
+        };
+        let callbacks = pki_store_callbacks {
+            get: Some(answer_get),
+            put: Some(answer_put),
+            release: None,
+            location: ptr::null(),
+            location_len: 0,
+        };
+        let mut store = ptr::null_mut();
+        ok(pki_store_new_callbacks(
+            &callbacks,
+            (&answer as *const Answer).cast_mut().cast(),
+            &mut store,
+        ));
+
+        // Unmutated, the document steps; then every mutation returns a code.
+        let mut step = ptr::null_mut();
+        ok(pki_signer_store_step(
+            store,
+            c"signer".as_ptr(),
+            6,
+            ptr::null(),
+            ptr::null(),
+            T0 + 400 * DAY,
+            &mut step,
+        ));
+        pki_step_free(step);
+        let mut codes = std::collections::BTreeMap::<String, usize>::new();
+        for _ in 0..120 {
+            let mut entries = good.clone();
+            let i = rng.below(entries.len());
+            entries[i].1 = mutate(&mut rng, &entries[i].1);
+            if rng.below(4) == 0 {
+                entries.remove(rng.below(entries.len()));
+            }
+            *answer.entries.lock().expect("lock") = entries;
+            let mut step = ptr::null_mut();
+            let r = pki_signer_store_step(
+                store,
+                c"signer".as_ptr(),
+                6,
+                ptr::null(),
+                ptr::null(),
+                T0 + 400 * DAY,
+                &mut step,
+            );
+            assert_ne!(r, pki_result::PKI_RESULT_PANIC, "{}", last_error());
+            *codes.entry(format!("{r:?}")).or_default() += 1;
+            pki_step_free(step);
+        }
+        // The mutations reached the document's parsers.
+        assert!(codes.contains_key("PKI_RESULT_CORRUPT_STATE"), "{codes:?}");
+        pki_store_free(store);
+    }
+}

@@ -144,3 +144,54 @@ fn cpp17_program_uses_the_header_and_library() {
     let out = run(&exe, &[]);
     assert!(out.contains(" 0 failed"), "{out}");
 }
+
+#[test]
+fn result_codes_keep_their_numbers_in_the_header_and_the_library() {
+    // Every code the library names (it names nothing above 999) is pinned
+    // in codes.c, and nothing else is.
+    let source = std::fs::read_to_string(ffi_dir().join("tests/c/codes.c")).expect("read codes.c");
+    let pinned: Vec<(String, u32)> = source
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("PIN(PKI_RESULT_"))
+        .map(|rest| {
+            let (name, number) = rest
+                .trim_end_matches(['\\', ' '])
+                .trim_end_matches(')')
+                .split_once(", ")
+                .expect("PIN(NAME, NUMBER)");
+            (
+                format!("PKI_RESULT_{name}"),
+                number.parse().expect("a number"),
+            )
+        })
+        .collect();
+    let library: Vec<(String, u32)> = (0..1000u32)
+        .filter_map(|n| {
+            // SAFETY: pki_result_name returns a static NUL-terminated string.
+            let name = unsafe { std::ffi::CStr::from_ptr(pki_ffi::pki_result_name(n)) };
+            let name = name.to_str().expect("ASCII name");
+            (name != "PKI_RESULT_UNKNOWN").then(|| (name.to_string(), n))
+        })
+        .collect();
+    assert_eq!(pinned, library, "tests/c/codes.c and the library disagree");
+
+    let dir = scratch("c-codes");
+    let exe = build("codes.c", &dir);
+    let out = run(&exe, &[]);
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn stores_step_the_signer_with_exact_next_checks_and_conflicts_apart_from_failures() {
+    require_tool(
+        "openssl",
+        "to check what the directory store published with `openssl verify`",
+    );
+    let dir = scratch("c-store");
+    let exe = build("store.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("store: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}

@@ -23,9 +23,11 @@ static void stop_if_failed(void) {
   }
 }
 
-/* Reconciles the signer (freeing the old handle) and checks the events. */
+/* Reconciles the signer (freeing the old handle) and checks the events and
+ * the exact time to reconcile again. */
 static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced,
-                             size_t want_events, int64_t *trusted_until) {
+                             size_t want_events, int64_t want_next_check,
+                             int64_t *trusted_until) {
   pki_signer *next = NULL;
   pki_events *events = NULL;
   int64_t next_check = 0;
@@ -39,7 +41,11 @@ static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced
   CHECK_OK(pki_signer_reconcile(signer, NULL, now, forced ? &f : NULL, &next,
                                 &events, &next_check));
   stop_if_failed();
-  CHECK(next_check >= now);
+  if (next_check != want_next_check) {
+    fprintf(stderr, "next check at +%llds, want +%llds\n", (long long)(next_check - T0),
+            (long long)(want_next_check - T0));
+  }
+  CHECK(next_check == want_next_check);
   CHECK(pki_events_len(events) == want_events);
   for (i = 0; i < pki_events_len(events); i++) {
     pki_event ev;
@@ -52,6 +58,7 @@ static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced
       *trusted_until = ev.previous_trusted_until;
     }
   }
+  /* An in-memory counter of the reconciles that changed something. */
   CHECK(pki_signer_generation(next) ==
         pki_signer_generation(signer) + (want_events > 0 ? 1 : 0));
   pki_events_free(events);
@@ -234,14 +241,22 @@ int main(int argc, char **argv) {
   pki_leaf_free(same);
 
   signer = round_trip(signer, 0);
-  signer = reconcile(signer, T0 + 10 * DAY, NULL, 0, NULL);
+  CHECK(pki_signer_generation(signer) == 0); /* loaded */
+  /* Nothing due: the next thing is the rotation, due when M = 395 days of
+   * the CA's 790 are left. The CA was issued at T0 (NotBefore is backdated
+   * 5 minutes, NotAfter is T0 + 790 days exactly). */
+  signer = reconcile(signer, T0 + 10 * DAY, NULL, 0, T0 + 395 * DAY, NULL);
 
   /* Near the end of its life the leaf is renewed, still by the first CA. */
   leaf1 = leaf_reconcile(signer, req, T0 + 390 * DAY, leaf0, PKI_LEAF_NEAR_EXPIRY);
   bundle1 = bundle_of(signer);
 
-  /* Automatic rotation: less than M = 395 days left. */
-  signer = reconcile(signer, t_rotate, NULL, 1, &trusted_until);
+  /* Automatic rotation: less than M = 395 days left. The next check is the
+   * new document's: bridge B (new CA signed by the old key) ends with the old
+   * CA at T0 + 790 days and is retired one second later, before the new CA
+   * is due (t_rotate + 395 days) and before bridge A ends (T0 + 791 days).
+   * Not `now`: that was the bug of reading the old document's time. */
+  signer = reconcile(signer, t_rotate, NULL, 1, T0 + 790 * DAY + 1, &trusted_until);
   CHECK(trusted_until == t_rotate + 395 * DAY);
   signer = round_trip(signer, 1);
   bundle2 = bundle_of(signer);
@@ -265,8 +280,12 @@ int main(int argc, char **argv) {
   check_matrix(leaf1, bundle1, leaf2, bundle2, pki_leaf_not_after(leaf1) - DAY);
 
   /* A forced rotation runs once per reason. */
-  signer = reconcile(signer, t_forced, "key-compromise-drill", 1, &trusted_until);
-  signer = reconcile(signer, t_forced + DAY, "key-compromise-drill", 0, NULL);
+  /* After it the third CA is due first: t_forced + 395 days (bridge A and
+   * bridge B now last until the second CA's NotAfter, t_rotate + 790 days). */
+  signer = reconcile(signer, t_forced, "key-compromise-drill", 1, t_forced + 395 * DAY,
+                     &trusted_until);
+  signer = reconcile(signer, t_forced + DAY, "key-compromise-drill", 0, t_forced + 395 * DAY,
+                     NULL);
   bundle3 = bundle_of(signer);
   leaf3 = leaf_reconcile(signer, req, t_forced + DAY, leaf2, PKI_LEAF_WRONG_ISSUER);
   check_matrix(leaf2, bundle2, leaf3, bundle3, t_forced + 2 * DAY);

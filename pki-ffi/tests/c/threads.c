@@ -1,8 +1,11 @@
 /*
  * The last error is per thread: threads that fail differently at the same
  * time each read their own message, and handles that are immutable
- * (signer, bundle, leaf request) are shared between threads.
+ * (signer, bundle, leaf request) are shared between threads. A store is
+ * shared too: threads stepping one document at the rotation point rotate
+ * it once.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
 #include "check.h"
@@ -56,6 +59,62 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static pki_store *shared_store;
+static pthread_barrier_t start_line;
+
+struct stepped {
+  int ok;
+  int rotated;
+  int changed;
+};
+
+static void *stepper(void *arg) {
+  struct stepped *res = (struct stepped *)arg;
+  pki_step *step = NULL;
+  size_t i;
+  pthread_barrier_wait(&start_line);
+  /* Every thread at the same simulated time, the rotation point. */
+  res->ok = pki_signer_store_step(shared_store, LIT("signer"), NULL, NULL, T0 + 396 * DAY,
+                                  &step) == PKI_RESULT_OK &&
+            pki_step_next_check(step) == T0 + 790 * DAY + 1;
+  res->changed = pki_step_changed(step);
+  for (i = 0; i < pki_events_len(pki_step_events(step)); i++) {
+    pki_event ev;
+    if (pki_events_get(pki_step_events(step), i, &ev) == PKI_RESULT_OK &&
+        ev.kind == PKI_EVENT_ROTATED) {
+      res->rotated++;
+    }
+  }
+  pki_step_free(step);
+  return NULL;
+}
+
+static void test_racing_steps(void) {
+  pthread_t threads[THREADS];
+  struct stepped results[THREADS];
+  pki_signer *signer = NULL;
+  int i, rotated = 0, changed = 0;
+
+  CHECK_OK(pki_store_new_memory(&shared_store));
+  CHECK_OK(pki_signer_new(LIT("race-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
+  CHECK_OK(pki_signer_store_create(shared_store, LIT("signer"), signer, NULL));
+  CHECK(pthread_barrier_init(&start_line, NULL, THREADS) == 0);
+  memset(results, 0, sizeof results);
+  for (i = 0; i < THREADS; i++) {
+    CHECK(pthread_create(&threads[i], NULL, stepper, &results[i]) == 0);
+  }
+  for (i = 0; i < THREADS; i++) {
+    CHECK(pthread_join(threads[i], NULL) == 0);
+    CHECK(results[i].ok);
+    rotated += results[i].rotated;
+    changed += results[i].changed;
+  }
+  CHECK(rotated == 1 && changed == 1);
+  pthread_barrier_destroy(&start_line);
+  pki_signer_free(signer);
+  pki_store_free(shared_store);
+}
+
 int main(void) {
   pthread_t threads[THREADS];
   struct result results[THREADS];
@@ -85,5 +144,6 @@ int main(void) {
   }
   pki_leaf_request_free(shared_request);
   pki_signer_free(shared_signer);
+  test_racing_steps();
   return check_summary("threads");
 }

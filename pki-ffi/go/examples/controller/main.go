@@ -1,18 +1,24 @@
-// Command controller is a small controller loop that keeps two
-// Secret-shaped maps rotated: the signer's (its CA) and one serving
-// certificate's. It runs on a simulated clock, so years pass in
-// milliseconds; a real controller reads the Secrets from the API server,
-// uses time.Now(), and sleeps until the next check.
+// Command controller keeps a service CA and one serving certificate rotated
+// the way a Kubernetes controller would: the signer lives in a Secret, each
+// reconcile is one pki driver step (read the Secret, decide, update it with
+// the resourceVersion read), and the controller sleeps until the step's
+// NextCheck. The API server here is a fake that keeps resourceVersions and
+// answers 409 Conflict like the real one, and the clock is simulated, so
+// years pass in milliseconds; a real controller passes a client-go backed
+// SecretBackend, uses time.Now() and sleeps for time.Until(NextCheck).
 //
 //	go run ./examples/controller -years 3
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	pki "example.invalid/pki/pki-ffi/go"
@@ -27,101 +33,142 @@ func main() {
 	}
 }
 
-// cluster stands for the API server: Secret data by name.
-type cluster map[string]map[string][]byte
+// secretName is the Secret holding the signer: its tls.crt and tls.key are
+// the CA, ca-bundle.crt what clients trust, certs.web.tls.crt and
+// certs.web.tls.key the serving certificate.
+const secretName = "service-ca"
+
+// cluster stands for the API server: Secret data by name, each with a
+// resourceVersion, updated only by compare-and-swap.
+type cluster struct {
+	mu      sync.Mutex
+	secrets map[string]secret
+	version int
+}
+
+type secret struct {
+	data            map[string][]byte
+	resourceVersion string
+}
+
+func (c *cluster) String() string { return "secrets in namespace openshift-service-ca" }
+
+// Get is a GET of the Secret.
+func (c *cluster) Get(name string) (map[string][]byte, string, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.secrets[name]
+	return s.data, s.resourceVersion, ok, nil
+}
+
+// Put is a POST (expected "") or a PUT with the resourceVersion read; a
+// stale resourceVersion is a 409 Conflict, reported as pki.ErrConflict so
+// that the step reads again and decides again.
+func (c *cluster) Put(name, expected string, data map[string][]byte) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	current, exists := c.secrets[name]
+	switch {
+	case expected == "" && exists:
+		return "", fmt.Errorf("secrets %q already exists: %w", name, pki.ErrConflict)
+	case expected != "" && (!exists || current.resourceVersion != expected):
+		return "", fmt.Errorf("operation cannot be fulfilled on secrets %q: the object has been modified: %w", name, pki.ErrConflict)
+	}
+	c.version++
+	rv := strconv.Itoa(c.version)
+	c.secrets[name] = secret{data: data, resourceVersion: rv}
+	return rv, nil
+}
 
 // run drives the loop and returns the number of CA rotations.
 func run(out io.Writer, years int, force string) (int, error) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	end := start.AddDate(years, 0, 0)
-	secrets := cluster{}
-	request := pki.LeafRequest{Kind: pki.LeafServer, DNSNames: []string{"web.ns.svc"}, Lifetime: 90 * 24 * time.Hour}
-	rotations := 0
+	api := &cluster{secrets: map[string]secret{}}
+	store, err := pki.NewSecretStore(api)
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	if err := install(store, start); err != nil {
+		return 0, err
+	}
 
+	rotations, steps := 0, 0
+	var trusted []byte // the bundle clients loaded last
 	for now := start; now.Before(end); {
-		forced := (*pki.ForcedRotation)(nil)
+		opts := &pki.ReconcileOptions{}
 		if force != "" && !now.Before(start.AddDate(1, 0, 0)) {
-			forced = &pki.ForcedRotation{Reason: force}
+			opts.Forced = &pki.ForcedRotation{Reason: force} // runs once per reason
 		}
-		next, n, err := step(out, secrets, request, now, forced)
+		step, err := store.Step(secretName, now, opts)
 		if err != nil {
+			// pki.ErrConflict here means other replicas kept winning: requeue soon.
 			return rotations, fmt.Errorf("at %s: %w", now.Format(time.DateOnly), err)
 		}
-		rotations += n
-		now = next
+		steps++
+		for _, e := range step.Events {
+			fmt.Fprintf(out, "%s  %s\n", now.Format(time.DateOnly), e.Message)
+			if e.Kind == pki.EventRotated {
+				rotations++
+			}
+		}
+		step.Close()
+
+		// What consumers see: servers serve the chain in the Secret; a
+		// client verifies it with the bundle it loaded before this step and
+		// with the one the step published.
+		data, _, _, _ := api.Get(secretName)
+		for _, bundle := range [][]byte{trusted, data[pki.SecretBundle]} {
+			if bundle == nil {
+				continue
+			}
+			if err := verify(bundle, data["certs.web.tls.crt"], now); err != nil {
+				return rotations, fmt.Errorf("at %s: serving chain not trusted: %w", now.Format(time.DateOnly), err)
+			}
+		}
+		trusted = data[pki.SecretBundle]
+
+		// Sleep until the engine says something is due. It is always later
+		// than now; a controller that was told otherwise would spin.
+		if !step.NextCheck.After(now) {
+			return rotations, fmt.Errorf("at %s: next check %s is not in the future", now.Format(time.RFC3339), step.NextCheck.Format(time.RFC3339))
+		}
+		now = step.NextCheck
 	}
-	fmt.Fprintf(out, "%d CA rotations in %d years; serving certificate never untrusted\n", rotations, years)
+	fmt.Fprintf(out, "%d CA rotations in %d years, %d steps; serving certificate never untrusted\n", rotations, years, steps)
 	return rotations, nil
 }
 
-// step is one reconcile: load, decide, write back what changed. It returns
-// when to wake up next.
-func step(out io.Writer, secrets cluster, request pki.LeafRequest, now time.Time, forced *pki.ForcedRotation) (time.Time, int, error) {
-	var signer *pki.Signer
-	var err error
-	if data, ok := secrets["signer"]; ok {
-		signer, err = pki.LoadSecret(data)
-	} else {
-		signer, err = pki.NewSigner("service-ca", pki.KeyP256, nil, now)
-		if err == nil {
-			secrets["signer"], err = signer.Secret()
-		}
-	}
+// install creates the signer Secret on first start, with the serving
+// certificate the signer keeps. Another replica may have created it first.
+func install(store *pki.Store, now time.Time) error {
+	signer, err := pki.NewSigner("service-ca", pki.KeyP256, nil, now)
 	if err != nil {
-		return now, 0, err
+		return err
 	}
 	defer signer.Close()
-
-	r, err := signer.Reconcile(now, &pki.ReconcileOptions{Forced: forced})
+	serving, err := signer.RequestLeaf("web", pki.LeafRequest{
+		Kind:     pki.LeafServer,
+		DNSNames: []string{"web.ns.svc"},
+		Lifetime: 90 * 24 * time.Hour,
+	})
 	if err != nil {
-		return now, 0, err
+		return err
 	}
-	defer r.Signer.Close()
-	rotations := 0
-	for _, e := range r.Events {
-		fmt.Fprintf(out, "%s  event: %s\n", now.Format(time.DateOnly), e.Message)
-		if e.Kind == pki.EventRotated {
-			rotations++
-		}
+	defer serving.Close()
+	if _, err := store.Create(secretName, serving); err != nil && !errors.Is(err, pki.ErrAlreadyInitialized) {
+		return err
 	}
-	if r.Signer.Generation() != signer.Generation() {
-		// A real controller updates the Secret with its resourceVersion.
-		if secrets["signer"], err = r.Signer.Secret(); err != nil {
-			return now, 0, err
-		}
-	}
+	return nil
+}
 
-	serving := secrets["web"]
-	leaf, err := r.Signer.ReconcileLeaf(request, now, serving["tls.crt"], serving["tls.key"])
+func verify(bundlePEM, chainPEM []byte, at time.Time) error {
+	bundle, err := pki.ParseBundle(bundlePEM)
 	if err != nil {
-		return now, 0, err
-	}
-	if leaf.Reissued() {
-		fmt.Fprintf(out, "%s  serving certificate: %s\n", now.Format(time.DateOnly), leaf.ReasonMessage)
-		secrets["web"] = map[string][]byte{
-			"tls.crt": leaf.ChainPEM,
-			"tls.key": leaf.KeyPEM,
-			"ca.crt":  secrets["signer"][pki.SecretBundle],
-		}
-	}
-
-	// Every client trusts the bundle it was last given; check that the
-	// serving chain verifies against the current bundle.
-	bundle, err := pki.ParseBundle(secrets["signer"][pki.SecretBundle])
-	if err != nil {
-		return now, 0, err
+		return err
 	}
 	defer bundle.Close()
-	if _, err := bundle.VerifyChain(leaf.ChainPEM, now, pki.ServerAuth, "web.ns.svc"); err != nil {
-		return now, 0, fmt.Errorf("serving chain does not verify: %w", err)
-	}
-
-	wake := r.NextCheck
-	if leaf.RefreshAt.Before(wake) {
-		wake = leaf.RefreshAt
-	}
-	if !wake.After(now) {
-		wake = now.Add(time.Hour)
-	}
-	return wake, rotations, nil
+	_, err = bundle.VerifyChain(chainPEM, at, pki.ServerAuth, "web.ns.svc")
+	return err
 }

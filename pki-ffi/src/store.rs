@@ -1,0 +1,549 @@
+//! Stores through the C ABI: where signer documents live between steps.
+//!
+//! A `pki_store` is one of pki-rotate's stores behind an opaque handle:
+//!
+//! - `pki_store_open_dir`: the directory store (`FsStore`), the layout the
+//!   CLI and consumers read, committed atomically;
+//! - `pki_store_new_memory`: a store in memory (`MemoryStore`), for tests;
+//! - `pki_store_new_callbacks`: the embedder's own Secret-shaped storage
+//!   with compare-and-swap (a Kubernetes client with `resourceVersion`, a
+//!   database row with a version column), reached through C function
+//!   pointers. The signer's documented Secret mapping sits in between
+//!   (`SecretStore<SignerEngine, _>` in pki-rotate).
+//!
+//! URL stores (`etcd://HOST:PORT/PREFIX`) will get `pki_store_open_url`
+//! here, next to `pki_store_open_dir`, when the etcd store is merged.
+//!
+//! # Callbacks
+//!
+//! A callback answers through a `pki_store_reply`, a write-only object the
+//! library passes in and owns: the callback sets the data, the revision or
+//! a message with the `pki_store_reply_set_*` functions, and returns a
+//! `pki_result` value. The reply lives only during the callback. Every
+//! setter runs in its own panic boundary, so nothing unwinds through the
+//! embedder's frames; a callback must not unwind either (no C++ exception,
+//! no `longjmp` out of it, no Go panic: the Go package recovers them).
+
+use crate::abi::{bytes_in, free_handle, handle, handle_mut, into_handle, out_ptr, write_out};
+use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::secret::pki_secret;
+use pki_rotate::document::SecretData;
+use pki_rotate::{
+    FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, SignerEngine, Store,
+};
+use std::ffi::{c_char, c_void};
+
+/// Where signer documents live, under keys (`"signer"`, `"tenants/a"`…),
+/// each with a revision the store assigns: a directory, memory, or the
+/// embedder's storage through callbacks.
+///
+/// Safe to use from several threads at once: steps on one key from several
+/// threads (or processes, for a directory) race through compare-and-swap,
+/// and exactly one wins each race. Free with `pki_store_free`.
+pub struct pki_store {
+    pub(crate) inner: Box<dyn Store + Send + Sync>,
+}
+
+/// Opens the directory store at `path` (`path_len` bytes, no NUL needed),
+/// creating the directory (mode 0700) when it does not exist. It is the
+/// directory layout of the `pki` CLI: the signer document at key `"signer"`
+/// publishes `signer/tls.crt`, `signer/tls.key`, `ca-bundle.crt`,
+/// `certs/NAME/…`; every write switches to a complete new generation in one
+/// atomic rename, under an exclusive lock.
+///
+/// On success the caller owns `*out_store` and frees it with
+/// `pki_store_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (empty path), `PKI_RESULT_STORE` (the
+/// directory cannot be created) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `path` must be NULL or valid for `path_len` bytes; `out_store` NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_open_dir(
+    path: *const c_char,
+    path_len: usize,
+    out_store: *mut *mut pki_store,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: pointer and length from the caller (contract).
+        let path = unsafe { bytes_in(path.cast::<u8>(), path_len, "path") }?;
+        out_ptr(out_store, "out_store")?;
+        if path.is_empty() {
+            return Err(Failure::invalid("parameter `path` is empty"));
+        }
+        let path = std::path::Path::new(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path),
+        );
+        let store = FsStore::open_or_create(path)?;
+        let store = into_handle(pki_store {
+            inner: Box::new(store),
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_store, store) };
+        Ok(())
+    })
+}
+
+/// Creates an empty store in memory: documents live as long as the store.
+/// For tests and for programs that keep documents somewhere pki does not
+/// know (they copy them in and out).
+///
+/// On success the caller owns `*out_store` and frees it with
+/// `pki_store_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `out_store` must be NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_new_memory(out_store: *mut *mut pki_store) -> pki_result {
+    boundary(|| {
+        out_ptr(out_store, "out_store")?;
+        let store = into_handle(pki_store {
+            inner: Box::new(MemoryStore::new()),
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_store, store) };
+        Ok(())
+    })
+}
+
+/// Frees a store. NULL is accepted (nothing happens). A callback store
+/// calls its `release` callback, once, with its `user_data`.
+///
+/// The caller owned `store`; it must not be used afterwards, and no call
+/// on it may be running on another thread.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store` not freed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_free(store: *mut pki_store) {
+    // SAFETY: NULL or a live handle freed once (contract).
+    boundary_value((), || unsafe { free_handle(store) })
+}
+
+/// What a store callback is answering; see `pki_store_callbacks`.
+///
+/// Owned by the library and valid only during the callback it is passed
+/// to: do not keep it, free it, or use it from another thread.
+pub struct pki_store_reply {
+    op: Op,
+    data: Option<SecretData>,
+    revision: Option<Revision>,
+    message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Get,
+    Put,
+}
+
+impl pki_store_reply {
+    fn new(op: Op) -> Self {
+        pki_store_reply {
+            op,
+            data: None,
+            revision: None,
+            message: None,
+        }
+    }
+}
+
+/// The longest revision a callback may report, in bytes.
+const MAX_REVISION_LEN: usize = 1024;
+
+/// The embedder's storage for `pki_store_new_callbacks`. Read during that
+/// call only: the structure itself may be freed afterwards.
+///
+/// Each callback gets the store's `user_data` as it was given, may run on
+/// any thread that uses the store (several at once), answers through the
+/// `reply` it is given (valid only during the call) and returns a
+/// `pki_result` value as `uint32_t`. Callbacks must not unwind: no C++
+/// exception, no `longjmp` out of them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pki_store_callbacks {
+    /// Reads the document at `key` (required).
+    ///
+    /// `key` is `key_len` bytes of `[a-z0-9._/-]`, also NUL-terminated;
+    /// borrowed for the call. When a document exists, set its Secret data
+    /// with `pki_store_reply_set_data` and its revision with
+    /// `pki_store_reply_set_revision`, and return `PKI_RESULT_OK`. When
+    /// there is none, return `PKI_RESULT_OK` without setting anything (or
+    /// return `PKI_RESULT_NOT_FOUND`). Any other value is a failure of the
+    /// backend (`PKI_RESULT_STORE` to the caller);
+    /// `pki_store_reply_set_message` says why.
+    pub get: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            key: *const c_char,
+            key_len: usize,
+            reply: *mut pki_store_reply,
+        ) -> u32,
+    >,
+    /// Writes the document at `key` as a compare-and-swap (required).
+    ///
+    /// `key` is as for `get`. `expected` is the revision the writer read
+    /// (`expected_len` bytes of UTF-8, also NUL-terminated), or NULL
+    /// (`expected_len` 0) to create the document only if none exists.
+    /// `data` is the document as Secret data, borrowed for the call (copy
+    /// what you keep).
+    ///
+    /// Write `data` only if the stored revision still equals `expected`
+    /// (for NULL: only if nothing is stored), then set the new revision
+    /// with `pki_store_reply_set_revision` and return `PKI_RESULT_OK`. When
+    /// another writer got there first, write nothing and return
+    /// `PKI_RESULT_CONFLICT` (optionally setting the revision found): the
+    /// library reads again and decides again. Any other value is a failure
+    /// of the backend, reported as `PKI_RESULT_STORE` and not retried.
+    pub put: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            key: *const c_char,
+            key_len: usize,
+            expected: *const u8,
+            expected_len: usize,
+            data: *const pki_secret,
+            reply: *mut pki_store_reply,
+        ) -> u32,
+    >,
+    /// Called once with `user_data` when the store is freed (not when
+    /// `pki_store_new_callbacks` fails); NULL is accepted.
+    pub release: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+    /// Where the documents are, for messages (`"secrets in namespace
+    /// kube-system"`): `location_len` bytes of UTF-8, copied; NULL gives
+    /// `"callback store"`.
+    pub location: *const c_char,
+    /// Length of `location` in bytes.
+    pub location_len: usize,
+}
+
+type GetFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut pki_store_reply) -> u32;
+type PutFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    usize,
+    *const u8,
+    usize,
+    *const pki_secret,
+    *mut pki_store_reply,
+) -> u32;
+type ReleaseFn = unsafe extern "C" fn(*mut c_void);
+
+/// The embedder's storage as a pki-rotate Secret backend.
+struct CallbackBackend {
+    get: GetFn,
+    put: PutFn,
+    release: Option<ReleaseFn>,
+    user_data: *mut c_void,
+    location: String,
+}
+
+// SAFETY: the pointers are only passed back to the embedder's callbacks,
+// whose contract (documented on `pki_store_new_callbacks`) is to accept
+// calls from any thread, concurrently. The library never dereferences
+// `user_data`.
+unsafe impl Send for CallbackBackend {}
+// SAFETY: as above; `&CallbackBackend` only ever calls the callbacks.
+unsafe impl Sync for CallbackBackend {}
+
+impl Drop for CallbackBackend {
+    fn drop(&mut self) {
+        if let Some(release) = self.release {
+            // SAFETY: the embedder's callback with its own user_data, called
+            // once (the backend is dropped once, with its store).
+            unsafe { release(self.user_data) };
+        }
+    }
+}
+
+impl std::fmt::Debug for CallbackBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallbackBackend")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+/// `text` followed by a NUL, for callbacks that want C strings.
+fn nul_terminated(text: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(text.len() + 1);
+    v.extend_from_slice(text.as_bytes());
+    v.push(0);
+    v
+}
+
+impl CallbackBackend {
+    fn failed(&self, callback: &str, key: &str, code: u32, reply: &pki_store_reply) -> RotateError {
+        let name = crate::error::result_name(code);
+        let detail = match &reply.message {
+            Some(m) => format!("{callback} callback for \"{key}\" returned {name}: {m}"),
+            None => format!("{callback} callback for \"{key}\" returned {name}"),
+        };
+        self.broken(detail)
+    }
+
+    fn broken(&self, detail: String) -> RotateError {
+        RotateError::Backend {
+            store: self.location.clone(),
+            source: detail.into(),
+        }
+    }
+}
+
+impl SecretBackend for CallbackBackend {
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(SecretData, Revision)>> {
+        let key_c = nul_terminated(key);
+        let mut reply = pki_store_reply::new(Op::Get);
+        // SAFETY: the embedder's callback with its user_data; the key is
+        // valid for `key.len()` bytes plus a NUL, and the reply for the
+        // duration of the call (a local).
+        let code =
+            unsafe { (self.get)(self.user_data, key_c.as_ptr().cast(), key.len(), &mut reply) };
+        if code == pki_result::PKI_RESULT_NOT_FOUND as u32 {
+            return Ok(None);
+        }
+        if code != pki_result::PKI_RESULT_OK as u32 {
+            return Err(self.failed("get", key, code, &reply));
+        }
+        match (reply.data, reply.revision) {
+            (None, None) => Ok(None),
+            (Some(data), Some(revision)) => Ok(Some((data, revision))),
+            (Some(_), None) => Err(self.broken(format!(
+                "get callback for \"{key}\" set data without a revision"
+            ))),
+            (None, Some(_)) => Err(self.broken(format!(
+                "get callback for \"{key}\" set a revision without data"
+            ))),
+        }
+    }
+
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        data: &SecretData,
+    ) -> pki_rotate::Result<Revision> {
+        let key_c = nul_terminated(key);
+        let expected_c = expected.map(|r| nul_terminated(r.as_str()));
+        let (expected_ptr, expected_len) = match (&expected_c, expected) {
+            (Some(c), Some(r)) => (c.as_ptr(), r.as_str().len()),
+            _ => (std::ptr::null(), 0),
+        };
+        let secret = pki_secret::from_data(data);
+        let mut reply = pki_store_reply::new(Op::Put);
+        // SAFETY: the embedder's callback with its user_data; key, expected
+        // revision and secret are locals that outlive the call, and the
+        // reply is valid for its duration.
+        let code = unsafe {
+            (self.put)(
+                self.user_data,
+                key_c.as_ptr().cast(),
+                key.len(),
+                expected_ptr,
+                expected_len,
+                &secret,
+                &mut reply,
+            )
+        };
+        if code == pki_result::PKI_RESULT_CONFLICT as u32 {
+            return Err(RotateError::Conflict {
+                key: key.to_string(),
+                expected: expected.cloned(),
+                found: reply.revision,
+            });
+        }
+        if code != pki_result::PKI_RESULT_OK as u32 {
+            return Err(self.failed("put", key, code, &reply));
+        }
+        reply.revision.ok_or_else(|| {
+            self.broken(format!(
+                "put callback for \"{key}\" returned PKI_RESULT_OK without setting the new revision"
+            ))
+        })
+    }
+}
+
+/// Creates a store over the embedder's Secret-shaped storage: documents are
+/// kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
+/// `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
+/// `certs.NAME.tls.crt`…), each with a revision the storage assigns, and
+/// written by compare-and-swap. This is what a Kubernetes client does with
+/// a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
+/// (`expected` NULL) or updates it with the `resourceVersion` read, and a
+/// 409 Conflict is `PKI_RESULT_CONFLICT`.
+///
+/// `callbacks` is read during the call (see `pki_store_callbacks`).
+/// `user_data` is passed to every callback as it is. On success the store
+/// owns it: the callbacks may run from any thread that uses the store, at
+/// the same time, until `pki_store_free` calls `release(user_data)` once.
+/// On failure nothing is called and the caller keeps `user_data`.
+///
+/// On success the caller owns `*out_store` and frees it with
+/// `pki_store_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` (`callbacks`, `get`,
+/// `put` or `out_store` NULL), `PKI_RESULT_INVALID_ARGUMENT` (`location` not
+/// UTF-8) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `callbacks` must be NULL or a valid `pki_store_callbacks` whose function
+/// pointers are NULL or functions of the documented types that follow the
+/// contracts above, and whose `location` is NULL or valid for
+/// `location_len` bytes; `out_store` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_new_callbacks(
+    callbacks: *const pki_store_callbacks,
+    user_data: *mut c_void,
+    out_store: *mut *mut pki_store,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a valid pki_store_callbacks (contract).
+        let callbacks = unsafe { handle(callbacks, "callbacks") }?;
+        out_ptr(out_store, "out_store")?;
+        let get = callbacks
+            .get
+            .ok_or_else(|| Failure::null("callbacks.get"))?;
+        let put = callbacks
+            .put
+            .ok_or_else(|| Failure::null("callbacks.put"))?;
+        let location = if callbacks.location.is_null() {
+            "callback store".to_string()
+        } else {
+            // SAFETY: non-NULL and valid for `location_len` bytes (contract).
+            unsafe {
+                crate::abi::str_in(
+                    callbacks.location,
+                    callbacks.location_len,
+                    "callbacks.location",
+                )
+            }?
+            .to_string()
+        };
+        let backend = CallbackBackend {
+            get,
+            put,
+            release: callbacks.release,
+            user_data,
+            location,
+        };
+        let store = into_handle(pki_store {
+            inner: Box::new(SecretStore::<SignerEngine, _>::new(backend)),
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_store, store) };
+        Ok(())
+    })
+}
+
+/// Answers a `get` callback with the document's Secret data: a copy of
+/// `data` is taken, so free your `pki_secret` when you like. Set the
+/// revision too.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (the reply is a `put` callback's) or
+/// `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `reply` must be NULL or the reply passed to the running callback;
+/// `data` NULL or a live `pki_secret`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_reply_set_data(
+    reply: *mut pki_store_reply,
+    data: *const pki_secret,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or the live reply of the running callback (contract).
+        let reply = unsafe { handle_mut(reply, "reply") }?;
+        // SAFETY: NULL or a live handle (contract).
+        let data = unsafe { handle(data, "data") }?;
+        if reply.op != Op::Get {
+            return Err(Failure::invalid(
+                "only a get callback answers with data; a put callback sets the new revision",
+            ));
+        }
+        reply.data = Some(data.to_data());
+        Ok(())
+    })
+}
+
+/// Answers with a revision: for `get`, the document's; for a successful
+/// `put`, the new one; for a `put` that returns `PKI_RESULT_CONFLICT`, the
+/// one found (optional). The revision is opaque to the library and only
+/// compared for equality: `revision_len` bytes (1 to 1024) of UTF-8 text
+/// without NUL, such as a `resourceVersion` or a number in decimal. It is
+/// copied.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (empty, too long, not UTF-8, holds a NUL)
+/// or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `reply` must be NULL or the reply passed to the running callback;
+/// `revision` NULL or valid for `revision_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_reply_set_revision(
+    reply: *mut pki_store_reply,
+    revision: *const u8,
+    revision_len: usize,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or the live reply of the running callback (contract).
+        let reply = unsafe { handle_mut(reply, "reply") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let bytes = unsafe { bytes_in(revision, revision_len, "revision") }?;
+        if bytes.is_empty() || bytes.len() > MAX_REVISION_LEN || bytes.contains(&0) {
+            return Err(Failure::invalid(format!(
+                "a revision is 1 to {MAX_REVISION_LEN} bytes of UTF-8 without NUL, got {} bytes",
+                bytes.len()
+            )));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            Failure::invalid(format!(
+                "a revision must be UTF-8 text (encode binary versions in hex or decimal): invalid at byte {}",
+                e.valid_up_to()
+            ))
+        })?;
+        reply.revision = Some(Revision::new(text));
+        Ok(())
+    })
+}
+
+/// Explains a failure of the callback, for the caller's last error
+/// (`message_len` bytes; invalid UTF-8 is replaced). Copied.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `reply` must be NULL or the reply passed to the running callback;
+/// `message` NULL or valid for `message_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_reply_set_message(
+    reply: *mut pki_store_reply,
+    message: *const c_char,
+    message_len: usize,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or the live reply of the running callback (contract).
+        let reply = unsafe { handle_mut(reply, "reply") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let bytes = unsafe { bytes_in(message.cast::<u8>(), message_len, "message") }?;
+        reply.message = Some(String::from_utf8_lossy(bytes).into_owned());
+        Ok(())
+    })
+}
