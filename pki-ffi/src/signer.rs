@@ -13,7 +13,6 @@ use pki_rotate::{
     Engine, Event, ForcedRotation, SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
 use std::ffi::c_char;
-use time::OffsetDateTime;
 
 /// A signer's whole state: its CA (certificate and key), bridges, bundle,
 /// forced-rotation reason, leaves and history. Immutable: reconciling
@@ -427,27 +426,6 @@ pub(crate) unsafe fn forced_in(
     }))
 }
 
-/// The wake-up time handed to C: the engine's, in Unix seconds, but never
-/// at or before `now`.
-///
-/// The signer engine reports a CA as due at NotAfter − M, but rotates only
-/// once strictly less than M remains. A step at exactly that second does
-/// nothing and reports `now` as the next check, so a controller sleeping
-/// until it would spin on the same second (forever, on a simulated clock).
-/// No other case makes the engine report a time at or before `now` without
-/// acting, and the first second at which it acts is then `now` + 1 s: that
-/// is what callers get. (To remove once pki-rotate's `next_check` and the
-/// rotation condition agree on the boundary.)
-pub(crate) fn next_check_out(next_wake: OffsetDateTime, now: OffsetDateTime) -> i64 {
-    let next = time_out(next_wake);
-    let now = time_out(now);
-    if next > now {
-        next
-    } else {
-        now.saturating_add(1)
-    }
-}
-
 /// What kind of event happened.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -653,7 +631,7 @@ pub unsafe extern "C" fn pki_signer_reconcile(
         let changed = outcome.changed();
         // The wake-up time of the document just produced, not of the one
         // given: after a rotation that is the new CA's (or new leaf's) time.
-        let next_check = next_check_out(outcome.next_wake, now);
+        let next_check = time_out(outcome.next_wake);
         let events = into_handle(pki_events::new(&outcome.events));
         let next = into_handle(pki_signer {
             state: outcome.into_document(),

@@ -2,14 +2,13 @@
 //! driver (load → plan → apply → compare-and-swap, retried from a fresh
 //! read when another writer got there first).
 
+use crate::abi::time_out;
 use crate::abi::{
     free_handle, getter, handle, into_handle, os_rng, out_ptr, str_in, time_in, write_out,
 };
 use crate::buffer::{CText, pki_buffer, pki_bytes};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
-use crate::signer::{
-    forced_in, next_check_out, pki_events, pki_forced_rotation, pki_policy, pki_signer,
-};
+use crate::signer::{forced_in, pki_events, pki_forced_rotation, pki_policy, pki_signer};
 use crate::store::pki_store;
 use pki_core::KeyAlgorithm;
 use pki_rotate::{
@@ -279,7 +278,7 @@ pub unsafe extern "C" fn pki_signer_store_step(
         let result = into_handle(pki_step {
             events: pki_events::new(&step.events),
             changed: step.changed,
-            next_check: next_check_out(step.next_wake, now),
+            next_check: time_out(step.next_wake),
             revision: CText::new(step.revision.as_str()),
             attempts: step.attempts,
             state: step.document,

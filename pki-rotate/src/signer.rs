@@ -867,7 +867,10 @@ fn normal_bridge_until(
 }
 
 fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -> OffsetDateTime {
-    let mut t = state.rotation_due_at(policy);
+    // Rotation needs less than M left: at NotAfter - M exactly, M is left,
+    // so the first second the decision changes is one later.
+    let due = state.rotation_due_at(policy);
+    let mut t = due.checked_add(Duration::SECOND).unwrap_or(due);
     let mut consider = |x: OffsetDateTime| {
         if x > now && x < t {
             t = x;

@@ -427,3 +427,20 @@ fn a_secret_backend_keeps_the_signer_under_its_documented_keys() {
         ]
     );
 }
+
+#[test]
+fn at_the_due_second_the_wake_up_is_the_next_second_and_it_rotates_then() {
+    let s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    let store = memory_store(&s);
+    let due = s.rotation_due_at(&s.policy);
+    // Exactly M is left: not less than M, so nothing yet, but not "now" either.
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), due, &mut rng(12))
+        .unwrap();
+    assert!(!step.changed);
+    assert_eq!(step.next_wake, due + Duration::SECOND);
+    let step = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), step.next_wake, &mut rng(13))
+        .unwrap();
+    assert_eq!(step.document.history.len(), 1);
+}

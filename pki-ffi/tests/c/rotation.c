@@ -242,10 +242,11 @@ int main(int argc, char **argv) {
 
   signer = round_trip(signer, 0);
   CHECK(pki_signer_generation(signer) == 0); /* loaded */
-  /* Nothing due: the next thing is the rotation, due when M = 395 days of
-   * the CA's 790 are left. The CA was issued at T0 (NotBefore is backdated
-   * 5 minutes, NotAfter is T0 + 790 days exactly). */
-  signer = reconcile(signer, T0 + 10 * DAY, NULL, 0, T0 + 395 * DAY, NULL);
+  /* Nothing due: the next thing is the rotation, due once less than M = 395
+   * days of the CA's 790 are left: one second after T0 + 395 days. The CA
+   * was issued at T0 (NotBefore is backdated 5 minutes, NotAfter is T0 + 790
+   * days exactly). */
+  signer = reconcile(signer, T0 + 10 * DAY, NULL, 0, T0 + 395 * DAY + 1, NULL);
 
   /* Near the end of its life the leaf is renewed, still by the first CA. */
   leaf1 = leaf_reconcile(signer, req, T0 + 390 * DAY, leaf0, PKI_LEAF_NEAR_EXPIRY);
@@ -280,11 +281,11 @@ int main(int argc, char **argv) {
   check_matrix(leaf1, bundle1, leaf2, bundle2, pki_leaf_not_after(leaf1) - DAY);
 
   /* A forced rotation runs once per reason. */
-  /* After it the third CA is due first: t_forced + 395 days (bridge A and
+  /* After it the third CA is due first: t_forced + 395 days + 1 s (bridge A and
    * bridge B now last until the second CA's NotAfter, t_rotate + 790 days). */
-  signer = reconcile(signer, t_forced, "key-compromise-drill", 1, t_forced + 395 * DAY,
+  signer = reconcile(signer, t_forced, "key-compromise-drill", 1, t_forced + 395 * DAY + 1,
                      &trusted_until);
-  signer = reconcile(signer, t_forced + DAY, "key-compromise-drill", 0, t_forced + 395 * DAY,
+  signer = reconcile(signer, t_forced + DAY, "key-compromise-drill", 0, t_forced + 395 * DAY + 1,
                      NULL);
   bundle3 = bundle_of(signer);
   leaf3 = leaf_reconcile(signer, req, t_forced + DAY, leaf2, PKI_LEAF_WRONG_ISSUER);

@@ -124,8 +124,9 @@ static void test_memory_store(void) {
   pki_signer_free(loaded);
 
   /* Nothing due ten days in: no write, the same revision, and the next
-   * check is the CA's rotation time, T0 + 790 - 395 days. */
-  quiet = step_ok(store, "signer", NULL, T0 + 10 * DAY, 0, 0, 1, T0 + 395 * DAY);
+   * check is the first second the CA has less than M left: one second
+   * after T0 + 790 - 395 days. */
+  quiet = step_ok(store, "signer", NULL, T0 + 10 * DAY, 0, 0, 1, T0 + 395 * DAY + 1);
   CHECK(bytes_equal(pki_step_revision(quiet), pki_buffer_data(created)));
   pki_step_free(quiet);
 
@@ -160,10 +161,10 @@ static void test_memory_store(void) {
   pki_step_free(step);
 
   /* A forced rotation runs once per reason; the third CA is due first. */
-  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY);
+  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
   CHECK(step_rotated(step));
   pki_step_free(step);
-  step = step_ok(store, "signer", "drill", T0 + 401 * DAY, 0, 0, 1, T0 + 795 * DAY);
+  step = step_ok(store, "signer", "drill", T0 + 401 * DAY, 0, 0, 1, T0 + 795 * DAY + 1);
   pki_step_free(step);
 
   /* Misuse: codes, and no output written. */
@@ -408,7 +409,7 @@ static void test_callback_store(void) {
   CHECK(st == (pki_step *)(void *)&dir);
 
   /* Healthy again: the forced rotation goes through. */
-  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY);
+  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
   pki_step_free(step);
   CHECK_OK(pki_signer_store_load(store, LIT("signer"), &loaded, NULL));
   pki_signer_free(loaded);
@@ -516,14 +517,12 @@ static void test_dir_store(void) {
    * NotBefore is backdated, so T0 + 365 days - 73 days - 60 s. */
   step = step_ok(store, "signer", NULL, T0, 1, 1, 1, T0 + 292 * DAY - 60);
   pki_step_free(step);
-  /* The leaf is renewed; the CA's rotation (T0 + 395 days) comes next. */
-  step = step_ok(store, "signer", NULL, T0 + 292 * DAY - 60, 1, 1, 1, T0 + 395 * DAY);
+  /* The leaf is renewed; the CA's rotation comes next, at the first second
+   * less than M is left: T0 + 395 days + 1 s. */
+  step = step_ok(store, "signer", NULL, T0 + 292 * DAY - 60, 1, 1, 1, t_rotate);
   pki_step_free(step);
   keep_copy("ca-bundle.crt", "old-bundle.pem");
   keep_copy("certs/web/tls.crt", "old-chain.pem");
-  /* At that second exactly M is left, not less: nothing yet, one second more. */
-  step = step_ok(store, "signer", NULL, T0 + 395 * DAY, 0, 0, 1, t_rotate);
-  pki_step_free(step);
 
   /* The rotation re-issues the leaf under the new CA (with bridge B); the
    * new leaf's refresh comes first: t_rotate + 292 days - 60 s. */
