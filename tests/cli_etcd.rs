@@ -4,7 +4,7 @@
 //! racing at the rotation point rotate once, and an unreachable server is
 //! one line and exit 1 within a bounded time.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "../pki-etcd/tests/support/etcd.rs"]
 mod etcd;

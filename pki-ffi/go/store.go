@@ -118,6 +118,23 @@ func OpenDirStore(dir string) (*Store, error) {
 	return newStore(out), nil
 }
 
+// OpenURLStore opens the store a URL names: etcd://HOST:PORT/PREFIX. Every
+// key lives under PREFIX/ in etcd, and writes are compare-and-swap
+// transactions, so controller replicas in several pods may Step the same
+// document at once: one write wins, the others read again. The server is
+// contacted here with a bounded timeout: an unreachable one is ErrStore now,
+// a malformed URL ErrInvalidArgument.
+func OpenURLStore(url string) (*Store, error) {
+	var out *C.pki_store
+	p, n := strArg(url)
+	err := call(func() C.pki_result { return C.pki_store_open_url(p, n, &out) })
+	runtime.KeepAlive(url)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(out), nil
+}
+
 // NewMemoryStore is an empty store in memory, for tests.
 func NewMemoryStore() (*Store, error) {
 	var out *C.pki_store

@@ -405,3 +405,58 @@ func TestResultCodesKeepTheirNumbers(t *testing.T) {
 		}
 	}
 }
+
+// The etcd store, when the test runs under `cargo test -p pki-ffi`, which
+// starts a server and names it in PKI_TEST_ETCD_URL: replicas with their
+// own connections race at the rotation point and rotate once.
+func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
+	base := os.Getenv("PKI_TEST_ETCD_URL")
+	if base == "" {
+		t.Skip("needs an etcd server: run through `cargo test -p pki-ffi --test go`, which starts one")
+	}
+	url := base + "/go-race"
+	store := must(pki.OpenURLStore(url))
+	defer store.Close()
+	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
+	defer signer.Close()
+	must(store.Create(pki.DefaultKey, signer))
+	if _, err := store.Create(pki.DefaultKey, signer); !errors.Is(err, pki.ErrAlreadyInitialized) {
+		t.Fatalf("second create: %v", err)
+	}
+
+	const replicas = 4
+	var wg sync.WaitGroup
+	steps := make([]*pki.Step, replicas)
+	errs := make([]error, replicas)
+	for i := 0; i < replicas; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			own, err := pki.OpenURLStore(url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer own.Close()
+			steps[i], errs[i] = own.Step(pki.DefaultKey, day(396), nil)
+		}(i)
+	}
+	wg.Wait()
+	rotated := 0
+	for i, st := range steps {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		defer st.Close()
+		rotated += rotations(st)
+		if want := day(790).Add(time.Second); !st.NextCheck.Equal(want) {
+			t.Errorf("replica %d: next check %s, want %s", i, st.NextCheck, want)
+		}
+	}
+	if rotated != 1 {
+		t.Fatalf("%d rotations, want exactly one", rotated)
+	}
+	if _, err := pki.OpenURLStore("etcd://127.0.0.1:2379"); !errors.Is(err, pki.ErrInvalidArgument) {
+		t.Fatalf("URL without a prefix: %v", err)
+	}
+}

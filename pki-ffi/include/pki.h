@@ -1788,6 +1788,30 @@ void pki_step_free(struct pki_step *step);
 pki_result pki_store_open_dir(const char *path, size_t path_len, struct pki_store **out_store);
 
 /**
+ * Opens the store a URL names: `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`
+ * (`url_len` bytes, no NUL needed). Every key of the store lives under
+ * `PREFIX/` in etcd; writes are compare-and-swap transactions on the
+ * document's revision, so controller replicas in several processes may
+ * step the same document at once. The server is contacted once here, with
+ * a bounded timeout (5 s): an unreachable server fails now, not at the
+ * first step.
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8, or not a valid store URL: the
+ * message says which part), `PKI_RESULT_STORE` (the server cannot be
+ * reached) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `url` must be NULL or valid for `url_len` bytes; `out_store` NULL or
+ * valid for one write.
+ */
+pki_result pki_store_open_url(const char *url, size_t url_len, struct pki_store **out_store);
+
+/**
  * Creates an empty store in memory: documents live as long as the store.
  * For tests and for programs that keep documents somewhere pki does not
  * know (they copy them in and out).

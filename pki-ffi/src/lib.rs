@@ -78,8 +78,8 @@ pub use step::{
 };
 pub use store::{
     pki_store, pki_store_callbacks, pki_store_free, pki_store_new_callbacks, pki_store_new_memory,
-    pki_store_open_dir, pki_store_reply, pki_store_reply_set_data, pki_store_reply_set_message,
-    pki_store_reply_set_revision,
+    pki_store_open_dir, pki_store_open_url, pki_store_reply, pki_store_reply_set_data,
+    pki_store_reply_set_message, pki_store_reply_set_revision,
 };
 pub use verify::{pki_purpose, pki_verify_chain};
 

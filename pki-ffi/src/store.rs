@@ -11,8 +11,9 @@
 //!   pointers. The signer's documented Secret mapping sits in between
 //!   (`SecretStore<SignerEngine, _>` in pki-rotate).
 //!
-//! URL stores (`etcd://HOST:PORT/PREFIX`) will get `pki_store_open_url`
-//! here, next to `pki_store_open_dir`, when the etcd store is merged.
+//! - `pki_store_open_url`: a store URL, `etcd://HOST:PORT/PREFIX` (the etcd
+//!   store of pki-etcd): several controller replicas may step the same
+//!   document at once; exactly one write wins, the others read again.
 //!
 //! # Callbacks
 //!
@@ -24,7 +25,9 @@
 //! embedder's frames; a callback must not unwind either (no C++ exception,
 //! no `longjmp` out of it, no Go panic: the Go package recovers them).
 
-use crate::abi::{bytes_in, free_handle, handle, handle_mut, into_handle, out_ptr, write_out};
+use crate::abi::{
+    bytes_in, free_handle, handle, handle_mut, into_handle, out_ptr, str_in, write_out,
+};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::secret::pki_secret;
 use pki_rotate::document::SecretData;
@@ -79,6 +82,50 @@ pub unsafe extern "C" fn pki_store_open_dir(
             <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path),
         );
         let store = FsStore::open_or_create(path)?;
+        let store = into_handle(pki_store {
+            inner: Box::new(store),
+        });
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_store, store) };
+        Ok(())
+    })
+}
+
+/// Opens the store a URL names: `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`
+/// (`url_len` bytes, no NUL needed). Every key of the store lives under
+/// `PREFIX/` in etcd; writes are compare-and-swap transactions on the
+/// document's revision, so controller replicas in several processes may
+/// step the same document at once. The server is contacted once here, with
+/// a bounded timeout (5 s): an unreachable server fails now, not at the
+/// first step.
+///
+/// On success the caller owns `*out_store` and frees it with
+/// `pki_store_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8, or not a valid store URL: the
+/// message says which part), `PKI_RESULT_STORE` (the server cannot be
+/// reached) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `url` must be NULL or valid for `url_len` bytes; `out_store` NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_open_url(
+    url: *const c_char,
+    url_len: usize,
+    out_store: *mut *mut pki_store,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: pointer and length from the caller (contract).
+        let url = unsafe { str_in(url, url_len, "url") }?;
+        out_ptr(out_store, "out_store")?;
+        let store = pki_etcd::EtcdStore::from_url(url).map_err(|e| match e {
+            pki_etcd::OpenError::Url(e) => Failure::invalid(e.to_string()),
+            pki_etcd::OpenError::Store(e) => Failure::from(e),
+            other => Failure::new(pki_result::PKI_RESULT_STORE, other.to_string()),
+        })?;
         let store = into_handle(pki_store {
             inner: Box::new(store),
         });

@@ -1,18 +1,21 @@
 //! Runs `go vet` and `go test -race` on the Go package (`pki-ffi/go`), so
 //! that `cargo test` covers Go too. The package links the debug static
 //! library of the workspace's `target/` directory, which this test builds
-//! first.
+//! first. An etcd server is started for the Go tests of the URL store and
+//! named in `PKI_TEST_ETCD_URL`.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
 #![allow(clippy::expect_used)]
 
+#[path = "../../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
 mod support;
 
 use std::path::Path;
 use std::process::Command;
 use support::{build_static_lib, require_tool, workspace_root};
 
-fn go(args: &[&str], dir: &Path) {
+fn go(args: &[&str], dir: &Path, etcd_url: &str) {
     let target = workspace_root().join("target");
     let mut cmd = Command::new("go");
     cmd.args(args)
@@ -22,6 +25,7 @@ fn go(args: &[&str], dir: &Path) {
         .env("GOTOOLCHAIN", "local")
         .env("GOPROXY", "off")
         .env("GOWORK", "off")
+        .env("PKI_TEST_ETCD_URL", etcd_url)
         .env(
             "GOFLAGS",
             std::env::var("GOFLAGS").unwrap_or("-mod=mod".into()),
@@ -54,6 +58,8 @@ fn go_package_vets_and_passes_its_race_enabled_tests() {
     require_tool("gcc", "by cgo to build the Go package");
     build_static_lib(&workspace_root().join("target"), false);
     let dir = workspace_root().join("pki-ffi/go");
-    go(&["vet", "./..."], &dir);
-    go(&["test", "-race", "-count=1", "./..."], &dir);
+    let server = etcd::Etcd::start();
+    let url = server.url("go");
+    go(&["vet", "./..."], &dir, &url);
+    go(&["test", "-race", "-count=1", "./..."], &dir, &url);
 }

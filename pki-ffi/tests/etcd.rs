@@ -1,0 +1,133 @@
+//! The C ABI over a real etcd server on 127.0.0.1 (started here): a URL
+//! store steps a signer like any other store, replicas in threads racing at
+//! the rotation point rotate once, and bad URLs and unreachable servers get
+//! their own result codes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::undocumented_unsafe_blocks)] // every pointer here is a live local or handle
+
+#[path = "../../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
+
+use pki_ffi::*;
+use std::ptr;
+
+// 2026-01-01T00:00:00Z: the library never reads the clock.
+const T0: i64 = 1_767_225_600;
+const DAY: i64 = 86_400;
+
+fn open(url: &str) -> (pki_result, *mut pki_store) {
+    let mut store = ptr::null_mut();
+    let r = unsafe { pki_store_open_url(url.as_ptr().cast(), url.len(), &mut store) };
+    (r, store)
+}
+
+fn step(store: *const pki_store, now: i64) -> *mut pki_step {
+    let mut out = ptr::null_mut();
+    let r = unsafe {
+        pki_signer_store_step(
+            store,
+            "signer".as_ptr().cast(),
+            6,
+            ptr::null(),
+            ptr::null(),
+            now,
+            &mut out,
+        )
+    };
+    assert_eq!(r, pki_result::PKI_RESULT_OK);
+    out
+}
+
+#[test]
+fn a_url_store_steps_a_signer_and_racing_replicas_rotate_once() {
+    let server = etcd::Etcd::start();
+    let url = server.url("ffi/service-ca");
+    let (r, store) = open(&url);
+    assert_eq!(r, pki_result::PKI_RESULT_OK);
+    unsafe {
+        let mut signer = ptr::null_mut();
+        let cn = "service-ca";
+        assert_eq!(
+            pki_signer_new(
+                cn.as_ptr().cast(),
+                cn.len(),
+                0,
+                ptr::null(),
+                T0,
+                &mut signer
+            ),
+            pki_result::PKI_RESULT_OK
+        );
+        assert_eq!(
+            pki_signer_store_create(store, "signer".as_ptr().cast(), 6, signer, ptr::null_mut()),
+            pki_result::PKI_RESULT_OK
+        );
+        pki_signer_free(signer);
+
+        // Nothing due: the next check is the first second with less than M left.
+        let quiet = step(store, T0 + 10 * DAY);
+        assert!(!pki_step_changed(quiet));
+        assert_eq!(pki_step_next_check(quiet), T0 + 395 * DAY + 1);
+        pki_step_free(quiet);
+    }
+
+    // Four replicas, each with its own connection, step at the rotation point.
+    let rotated: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let url = url.clone();
+                scope.spawn(move || {
+                    let (r, store) = open(&url);
+                    assert_eq!(r, pki_result::PKI_RESULT_OK);
+                    let s = step(store, T0 + 396 * DAY);
+                    unsafe {
+                        let events = pki_step_events(s);
+                        let mut n = 0;
+                        for i in 0..pki_events_len(events) {
+                            let mut e = std::mem::MaybeUninit::<pki_event>::uninit();
+                            assert_eq!(
+                                pki_events_get(events, i, e.as_mut_ptr()),
+                                pki_result::PKI_RESULT_OK
+                            );
+                            let e = e.assume_init();
+                            n += usize::from(e.kind == pki_event_kind::PKI_EVENT_ROTATED);
+                        }
+                        // Every replica ends on the store's document; after the
+                        // rotation bridge B is retired next, at day 790 + 1 s.
+                        assert_eq!(pki_step_next_check(s), T0 + 790 * DAY + 1);
+                        pki_step_free(s);
+                        pki_store_free(store);
+                        n
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(rotated, 1);
+    unsafe { pki_store_free(store) };
+}
+
+#[test]
+fn bad_urls_and_unreachable_servers_have_their_own_codes() {
+    for bad in [
+        "etcd://127.0.0.1:2379",
+        "etcd://host:port/x",
+        "http://127.0.0.1/x",
+    ] {
+        let (r, store) = open(bad);
+        assert_eq!(r, pki_result::PKI_RESULT_INVALID_ARGUMENT, "{bad}");
+        assert!(store.is_null());
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = std::time::Instant::now();
+    let (r, store) = open(&format!("etcd://127.0.0.1:{port}/x"));
+    assert_eq!(r, pki_result::PKI_RESULT_STORE);
+    assert!(store.is_null());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
