@@ -54,6 +54,14 @@ fn bench(c: &mut Criterion) {
     group.bench_function("bare plan on the loaded document", |b| {
         b.iter(|| black_box(SignerEngine::plan(&doc, &input, now).unwrap()))
     });
+    // Where a step's time goes: reading the files, then decoding them.
+    group.bench_function("FsStore get (read the files)", |b| {
+        b.iter(|| black_box(fs.get("signer").unwrap().unwrap()))
+    });
+    let (files, _) = fs.get("signer").unwrap().unwrap();
+    group.bench_function("decode the files into the document", |b| {
+        b.iter(|| black_box(SignerEngine::from_files(black_box(&files)).unwrap()))
+    });
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     group.bench_function("driver step over FsStore", |b| {
         b.iter(|| {
@@ -71,6 +79,9 @@ fn bench(c: &mut Criterion) {
                 .create::<SignerEngine>("signer", &doc)
                 .unwrap();
         }
+        group.bench_function("EtcdStore get (one snapshot read)", |b| {
+            b.iter(|| black_box(etcd.get("signer").unwrap().unwrap()))
+        });
         group.bench_function("driver step over EtcdStore", |b| {
             b.iter(|| {
                 let step = Driver::new(&etcd)

@@ -94,21 +94,32 @@ fn next_wake_after_a_rotation_comes_from_the_new_document() {
     assert_eq!(quiet.next_wake, step.next_wake);
 }
 
+/// Makes another replica step the document once, at `now`, between the
+/// next step's read and its write; the returned flag says it happened.
+fn rotate_concurrently_before_next_write(
+    store: &MemoryStore,
+    now: OffsetDateTime,
+    seed: u64,
+) -> Arc<AtomicBool> {
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = fired.clone();
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if !flag.swap(true, Ordering::SeqCst) {
+            Driver::new(store)
+                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(seed))
+                .unwrap();
+        }
+    })));
+    fired
+}
+
 #[test]
 fn a_lost_write_is_decided_again_from_the_fresh_document() {
     let s = initial();
     let store = memory_store(&s);
     let now = rotation_time(&s);
     // Another replica rotates the CA between this step's read and its write.
-    let fired = Arc::new(AtomicBool::new(false));
-    let flag = fired.clone();
-    store.set_before_put(Some(Box::new(move |store, key| {
-        if !flag.swap(true, Ordering::SeqCst) {
-            Driver::new(store)
-                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(99))
-                .unwrap();
-        }
-    })));
+    let fired = rotate_concurrently_before_next_write(&store, now, 99);
     let step = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(6))
         .unwrap();
@@ -299,15 +310,8 @@ fn an_emergency_rotation_is_not_satisfied_by_a_concurrent_normal_one() {
     let s = initial();
     let store = memory_store(&s);
     let now = rotation_time(&s);
-    let fired = Arc::new(AtomicBool::new(false));
-    let flag = fired.clone();
-    store.set_before_put(Some(Box::new(move |store, key| {
-        if !flag.swap(true, Ordering::SeqCst) {
-            Driver::new(store)
-                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(98))
-                .unwrap();
-        }
-    })));
+    // Another replica rotates the CA between this step's read and its write.
+    let fired = rotate_concurrently_before_next_write(&store, now, 98);
     let compromised = ForcedRotation {
         no_bridges: true,
         ..ForcedRotation::new("key leaked")
@@ -315,6 +319,7 @@ fn an_emergency_rotation_is_not_satisfied_by_a_concurrent_normal_one() {
     let step = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::forced(compromised), now, &mut rng(10))
         .unwrap();
+    assert!(fired.load(Ordering::SeqCst));
     assert_eq!(step.attempts, 2);
     assert_eq!(step.document.history.len(), 2);
     assert_eq!(step.document.history[1].previous_trusted_until, None);
@@ -326,15 +331,8 @@ fn a_forced_rotation_that_loses_to_an_automatic_one_is_recorded_on_it() {
     let s = initial();
     let store = memory_store(&s);
     let now = rotation_time(&s);
-    let fired = Arc::new(AtomicBool::new(false));
-    let flag = fired.clone();
-    store.set_before_put(Some(Box::new(move |store, key| {
-        if !flag.swap(true, Ordering::SeqCst) {
-            Driver::new(store)
-                .step::<SignerEngine, _>(key, &SignerInput::default(), now, &mut rng(97))
-                .unwrap();
-        }
-    })));
+    // Another replica rotates the CA between this step's read and its write.
+    let fired = rotate_concurrently_before_next_write(&store, now, 97);
     let step = Driver::new(&store)
         .step::<SignerEngine, _>(
             KEY,
@@ -343,6 +341,7 @@ fn a_forced_rotation_that_loses_to_an_automatic_one_is_recorded_on_it() {
             &mut rng(11),
         )
         .unwrap();
+    assert!(fired.load(Ordering::SeqCst));
     assert_eq!(step.attempts, 2);
     assert!(step.changed);
     assert_eq!(step.document.history.len(), 1);
