@@ -118,6 +118,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if pki_etcd::is_etcd_url(location)
+        && let Err(e) = pki_etcd::EtcdUrl::parse(location)
+    {
+        eprintln!("controller: {e}");
+        return ExitCode::from(2);
+    }
     match run(location, simulate) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
