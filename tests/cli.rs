@@ -3,9 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../pki-rotate/tests/support/tree.rs"]
+mod tree;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
+use tree::copy_tree;
 
 // 2026-01-01: the simulated creation time of every store here.
 const T0: &str = "2026-01-01T00:00:00Z";
@@ -417,23 +421,6 @@ fn emergency_grace_and_compromise_modes_shape_the_bundle() {
 
     let o = pki(&["rotate", &dir, "--grace", "2d"]);
     assert_eq!(o.status.code(), Some(2), "--grace needs --force");
-}
-
-/// Copies a directory tree, keeping symbolic links as links.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 fn mode(path: &Path) -> u32 {

@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/tree.rs"]
+mod tree;
+
 use pki_core::{ExpectedName, Purpose, VerifyOptions, verify_chain};
 use pki_rotate::document::SecretData;
 use pki_rotate::signer::document::{SIGNER_KEY, STATE_FILE};
@@ -15,26 +18,10 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::path::Path;
 use time::macros::datetime;
+use tree::copy_tree;
 use zeroize::Zeroizing;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1");
-
-/// Copies a directory tree, keeping symbolic links as links.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
 
 /// What the first release's store holds (see the README's commands).
 fn assert_is_the_v1_signer(s: &SignerState) {
