@@ -350,14 +350,15 @@ fn uri_within(uri: &str, constraint: &str) -> Result<bool, &'static str> {
     Ok(host_within(host, constraint))
 }
 
+/// A DNS name or host as names compare: lowercase, one trailing dot dropped.
+fn comparable(name: &str) -> String {
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+}
+
 /// A host against a host (`a.example`, exact) or a domain (`.example`,
 /// strictly below) constraint, case-insensitively, one trailing dot ignored.
 fn host_within(host: &str, constraint: &str) -> bool {
-    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    let c = constraint
-        .strip_suffix('.')
-        .unwrap_or(constraint)
-        .to_ascii_lowercase();
+    let (host, c) = (comparable(host), comparable(constraint));
     if c.is_empty() {
         return true;
     }
@@ -371,11 +372,7 @@ fn host_within(host: &str, constraint: &str) -> bool {
 /// host and every name below it; `.example.com` covers only names below;
 /// an empty constraint covers everything.
 fn dns_within(name: &str, constraint: &str) -> bool {
-    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-    let c = constraint
-        .strip_suffix('.')
-        .unwrap_or(constraint)
-        .to_ascii_lowercase();
+    let (name, c) = (comparable(name), comparable(constraint));
     if c.is_empty() {
         return true;
     }

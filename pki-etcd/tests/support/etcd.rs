@@ -219,10 +219,9 @@ pub fn quick_options() -> EtcdOptions {
     }
 }
 
-/// Every key under `prefix/` (every key when `prefix` is empty) with its
-/// value and create revision, read by a client of its own (not through the
-/// store under test).
-pub fn dump_keys(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
+/// Runs `f` with a client of its own (not the store under test) on a
+/// runtime of its own.
+fn with_client<T>(endpoint: &str, f: impl AsyncFnOnce(&mut etcd_client::Client) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -232,6 +231,15 @@ pub fn dump_keys(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
         let mut client = etcd_client::Client::connect([format!("http://{endpoint}")], None)
             .await
             .unwrap();
+        f(&mut client).await
+    })
+}
+
+/// Every key under `prefix/` (every key when `prefix` is empty) with its
+/// value and create revision, read by a client of its own (not through the
+/// store under test).
+pub fn dump_keys(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
+    with_client(endpoint, async |client| {
         let (key, options) = if prefix.is_empty() {
             (
                 String::from("\0"),
@@ -260,30 +268,14 @@ pub fn dump_keys(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
 
 /// Writes `value` at `key` directly, bypassing the store.
 pub fn put_raw(endpoint: &str, key: &str, value: &[u8]) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let mut client = etcd_client::Client::connect([format!("http://{endpoint}")], None)
-            .await
-            .unwrap();
+    with_client(endpoint, async |client| {
         client.put(key, value, None).await.unwrap();
     });
 }
 
 /// Deletes `key` directly, bypassing the store.
 pub fn delete_raw(endpoint: &str, key: &str) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let mut client = etcd_client::Client::connect([format!("http://{endpoint}")], None)
-            .await
-            .unwrap();
+    with_client(endpoint, async |client| {
         client.delete(key, None).await.unwrap();
     });
 }
