@@ -122,6 +122,20 @@ pub struct RotationRecord {
     /// Until when the old CA stays trusted (None: no bridges).
     #[serde(with = "time::serde::rfc3339::option")]
     pub previous_trusted_until: Option<OffsetDateTime>,
+    /// Safety checks an operator overrode to make this rotation happen
+    /// (a failed validation of a supplied CA, a trust break allowed on
+    /// purpose), each with what it found; the reason is in `reason`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<OverriddenCheck>,
+}
+
+/// A safety check that failed and was overridden by an operator.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OverriddenCheck {
+    /// The check's stable name, as printed in reports (`chains-to-current-trust`).
+    pub name: String,
+    /// What the check found.
+    pub detail: String,
 }
 
 /// The whole state of a signer: its CA, bridges, bundle and leaves.
@@ -778,6 +792,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             from: old.cert.id(),
             to: new.cert.id(),
             previous_trusted_until: trusted_until,
+            overridden: Vec::new(),
         });
         let new_probe = crate::leaf::issue_leaf(&new, &probe_request(&plan.policy), now, rng)?;
         next.previous = Some(PreviousCa {
