@@ -50,7 +50,7 @@ pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};
 pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
 pub use signer::{
-    Event, ForcedRotation, LeafChange, Plan, RotationReason, SignerEngine, SignerInput,
-    SignerPolicy, SignerState,
+    Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
+    SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
 pub use store::{FsStore, MemoryStore, Revision, SecretBackend, SecretStore, Store};
