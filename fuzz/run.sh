@@ -37,7 +37,16 @@ cargo fuzz build "${flags[@]}"
 echo "built in $((SECONDS - build_start)) s"
 
 triple="$(rustc -vV | sed -n 's/^host: //p')"
-"target/$triple/release/gen_corpus" corpus 2>/dev/null
+# The fuzz crate is its own workspace; cargo says where it builds
+# (fuzz/target unless CARGO_TARGET_DIR or a config moves it).
+target_dir="$(cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+gen_corpus="$target_dir/$triple/release/gen_corpus"
+if [ ! -x "$gen_corpus" ]; then
+  echo "fuzz: the seed-corpus generator was not built at $gen_corpus" >&2
+  exit 1
+fi
+"$gen_corpus" corpus
 
 mkdir -p target/fuzz-logs
 failed=()

@@ -18,12 +18,16 @@
 //
 //	cargo build -p pki-ffi
 //
-// The package links target/debug/libpki_ffi.a.
+// The package links libpki_ffi.a statically, from the workspace's
+// target/debug by default. When cargo builds elsewhere (CARGO_TARGET_DIR,
+// or a release build), name that directory first:
+//
+//	CGO_LDFLAGS="-L$CARGO_TARGET_DIR/debug" go test ./...
 package pki
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
-#cgo LDFLAGS: ${SRCDIR}/../../target/debug/libpki_ffi.a -lpthread -ldl -lm
+#cgo LDFLAGS: -L${SRCDIR}/../../target/debug -l:libpki_ffi.a -lpthread -ldl -lm
 #include <stdlib.h>
 #include "pki.h"
 */

@@ -1,7 +1,7 @@
 //! Runs `go vet` and `go test -race` on the Go package (`pki-ffi/go`), so
-//! that `cargo test` covers Go too. The package links the debug static
-//! library of the workspace's `target/` directory, which this test builds
-//! first. An etcd server is started for the Go tests of the URL store and
+//! that `cargo test` covers Go too. The package links the static library
+//! that this test builds first, in this test's own target directory (so
+//! `CARGO_TARGET_DIR` is respected), named to cgo with `-L`. An etcd server is started for the Go tests of the URL store and
 //! named in `PKI_TEST_ETCD_URL`.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
@@ -13,10 +13,16 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use support::{build_static_lib, require_tool, workspace_root};
+use support::{profile_dir, require_tool, static_lib, workspace_root};
 
-fn go(args: &[&str], dir: &Path, etcd_url: &str) {
-    let target = workspace_root().join("target");
+fn go(args: &[&str], dir: &Path, lib: &Path, etcd_url: &str) {
+    let lib_dir = lib
+        .parent()
+        .expect("the static library sits in a directory");
+    let target = profile_dir()
+        .parent()
+        .expect("target/<profile> has a parent")
+        .to_path_buf();
     let mut cmd = Command::new("go");
     cmd.args(args)
         .current_dir(dir)
@@ -26,6 +32,15 @@ fn go(args: &[&str], dir: &Path, etcd_url: &str) {
         .env("GOPROXY", "off")
         .env("GOWORK", "off")
         .env("PKI_TEST_ETCD_URL", etcd_url)
+        // Searched before the package's default target/debug.
+        .env(
+            "CGO_LDFLAGS",
+            format!(
+                "-L{} {}",
+                lib_dir.display(),
+                std::env::var("CGO_LDFLAGS").unwrap_or_default()
+            ),
+        )
         .env(
             "GOFLAGS",
             std::env::var("GOFLAGS").unwrap_or("-mod=mod".into()),
@@ -56,10 +71,10 @@ fn go_package_vets_and_passes_its_race_enabled_tests() {
         "to test the Go package pki-ffi/go (install Go 1.22 or later)",
     );
     require_tool("gcc", "by cgo to build the Go package");
-    build_static_lib(&workspace_root().join("target"), false);
+    let lib = static_lib();
     let dir = workspace_root().join("pki-ffi/go");
     let server = etcd::Etcd::start();
     let url = server.url("go");
-    go(&["vet", "./..."], &dir, &url);
-    go(&["test", "-race", "-count=1", "./..."], &dir, &url);
+    go(&["vet", "./..."], &dir, lib, &url);
+    go(&["test", "-race", "-count=1", "./..."], &dir, lib, &url);
 }

@@ -10,12 +10,20 @@ if [ ! -f "$suite/run_cli.py" ]; then
   exit 1
 fi
 cd "$root"
+# Wherever cargo puts its output (CARGO_TARGET_DIR, .cargo/config), ask it.
+target_dir="$(cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 cargo build --release --quiet --bin pki
+pki="$target_dir/release/pki"
+if [ ! -x "$pki" ]; then
+  echo "conformance: cargo built pki but $pki does not exist" >&2
+  exit 1
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp "$root/tests/conformance/verify-case.sh" "$work/"
 python3 "$suite/run_cli.py" "$suite/limbo" --harness pki --out "$work/results.json" \
-  --cmd "$work/verify-case.sh $root/target/release/pki {leaf} {intermediates} {trusted} {time_iso} {host_kind} {host}" \
+  --cmd "$work/verify-case.sh $pki {leaf} {intermediates} {trusted} {time_iso} {host_kind} {host}" \
   | tee "$work/report.txt"
 python3 - "$suite/limbo" "$work/results.json" <<'PY'
 import json, sys

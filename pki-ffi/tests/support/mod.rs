@@ -25,13 +25,23 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds `libpki_ffi.a` with the profile of this test (`cargo build -p
-/// pki-ffi --lib`, into the same target directory) and returns its path. The
-/// build runs once per test binary; cargo makes it a no-op when up to date.
+/// The static library `libpki_ffi.a` matching this test binary, and its path.
+///
+/// Building this test built pki-ffi's library target with all its crate
+/// types, so the archive already sits next to the test binary in
+/// `target/<profile>/deps/`, compiled with exactly the features of this
+/// build. Running `cargo build -p pki-ffi` instead would resolve features
+/// for pki-ffi alone and recompile a second copy of its dependency tree
+/// (minutes on a cold machine); it remains the fallback when the archive is
+/// missing.
 pub fn static_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let profile = profile_dir();
+        let built = profile.join("deps").join("libpki_ffi.a");
+        if built.is_file() {
+            return built;
+        }
         let release = profile.file_name().is_some_and(|n| n == "release");
         build_static_lib(profile.parent().expect("target directory"), release)
     })
