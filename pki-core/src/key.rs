@@ -16,6 +16,7 @@ use sha2::Sha256;
 use spki::SubjectPublicKeyInfoOwned;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
 use zeroize::Zeroizing;
 
@@ -79,8 +80,76 @@ impl FromStr for KeyAlgorithm {
 
 #[derive(Clone)]
 enum KeyInner {
-    P256(p256::ecdsa::SigningKey),
+    P256(Box<P256Key>),
     Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
+}
+
+/// A P-256 key, ready to sign only once it has to.
+///
+/// Making a signing key computes the public point (a scalar multiplication),
+/// and a store holding thousands of leaves would pay that for every key on
+/// every load although a no-op reconcile signs nothing. So a key read from
+/// PKCS#8 keeps its scalar, the public point the file carries and the file's
+/// own DER; the signing key is made on first use, and then the point it
+/// derives must equal the one the file carried.
+#[derive(Clone)]
+struct P256Key {
+    secret: p256::SecretKey,
+    /// The uncompressed public point stored beside the scalar, if any.
+    stored_public: Option<Box<[u8]>>,
+    /// The PKCS#8 DER the key was read from, handed out again unchanged.
+    stored_pkcs8: Option<Zeroizing<Vec<u8>>>,
+    signing: OnceLock<p256::ecdsa::SigningKey>,
+}
+
+impl P256Key {
+    fn from_signing_key(key: p256::ecdsa::SigningKey) -> Self {
+        let signing = OnceLock::new();
+        let secret = p256::SecretKey::from(&key);
+        let _ = signing.set(key);
+        P256Key {
+            secret,
+            stored_public: None,
+            stored_pkcs8: None,
+            signing,
+        }
+    }
+
+    /// The signing key; the first call derives the public point and checks it
+    /// against the stored one, so a file whose two halves disagree can never
+    /// sign.
+    fn signing_key(&self) -> Result<&p256::ecdsa::SigningKey> {
+        if let Some(key) = self.signing.get() {
+            return Ok(key);
+        }
+        let key = p256::ecdsa::SigningKey::from(&self.secret);
+        if let Some(stored) = &self.stored_public {
+            let derived = key.verifying_key().to_sec1_point(false);
+            if derived.as_bytes() != stored.as_ref() {
+                return Err(Error::KeyDecode {
+                    reason:
+                        "the P-256 key's stored public point does not belong to its private scalar"
+                            .into(),
+                });
+            }
+        }
+        Ok(self.signing.get_or_init(|| key))
+    }
+
+    /// The public key's SubjectPublicKeyInfo DER, from the stored point when
+    /// there is one (a point decode, no scalar multiplication).
+    fn public_key_der(&self) -> Result<spki::Document> {
+        match (&self.stored_public, self.signing.get()) {
+            (_, Some(key)) => key.verifying_key().to_public_key_der(),
+            (Some(stored), None) => p256::PublicKey::from_sec1_bytes(stored)
+                .map_err(|_| Error::KeyDecode {
+                    reason: "the P-256 key's stored public point is not on the curve".into(),
+                })?
+                .to_public_key_der(),
+            (None, None) => self.signing_key()?.verifying_key().to_public_key_der(),
+        }
+        .map_err(Error::crypto)
+    }
 }
 
 /// A private key. The secret zeroizes when the value (and every clone) is dropped.
@@ -111,7 +180,9 @@ impl PrivateKey {
         let inner = match algorithm {
             KeyAlgorithm::EcdsaP256 => {
                 use p256::elliptic_curve::Generate;
-                KeyInner::P256(p256::ecdsa::SigningKey::generate_from_rng(rng))
+                KeyInner::P256(Box::new(P256Key::from_signing_key(
+                    p256::ecdsa::SigningKey::generate_from_rng(rng),
+                )))
             }
             KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => {
                 let bits = match algorithm {
@@ -141,10 +212,14 @@ impl PrivateKey {
     /// The public half as a SubjectPublicKeyInfo.
     pub fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
         let der = match &self.inner {
-            KeyInner::P256(k) => k.verifying_key().to_public_key_der(),
-            KeyInner::Rsa(k) => k.as_ref().as_ref().to_public_key().to_public_key_der(),
-        }
-        .map_err(Error::crypto)?;
+            KeyInner::P256(k) => k.public_key_der()?,
+            KeyInner::Rsa(k) => k
+                .as_ref()
+                .as_ref()
+                .to_public_key()
+                .to_public_key_der()
+                .map_err(Error::crypto)?,
+        };
         SubjectPublicKeyInfoOwned::from_der(der.as_bytes()).map_err(Error::crypto)
     }
 
@@ -156,7 +231,10 @@ impl PrivateKey {
     /// PKCS#8 DER of the private key.
     pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
         let doc = match &self.inner {
-            KeyInner::P256(k) => k.to_pkcs8_der(),
+            KeyInner::P256(k) => match &k.stored_pkcs8 {
+                Some(der) => return Ok(der.clone()),
+                None => k.signing_key()?.to_pkcs8_der(),
+            },
             KeyInner::Rsa(k) => k.as_ref().as_ref().to_pkcs8_der(),
         }
         .map_err(Error::crypto)?;
@@ -222,12 +300,33 @@ impl PrivateKey {
                     ),
                 });
             }
-            let key =
-                p256::ecdsa::SigningKey::from_pkcs8_der(der).map_err(|e| Error::KeyDecode {
-                    reason: format!("PKCS#8 P-256 key: {e}"),
-                })?;
+            let bad = |e: &dyn fmt::Display| Error::KeyDecode {
+                reason: format!("PKCS#8 P-256 key: {e}"),
+            };
+            let sec1 =
+                sec1::EcPrivateKey::from_der(info.private_key.as_bytes()).map_err(|e| bad(&e))?;
+            if let Some(curve) = sec1.parameters.and_then(|p| p.named_curve())
+                && curve != SECP256R1
+            {
+                return Err(bad(&format!("inner parameters name curve {curve}")));
+            }
+            let secret = p256::SecretKey::from_slice(sec1.private_key).map_err(|e| bad(&e))?;
+            // Only the uncompressed form can be compared byte for byte with
+            // what we derive; anything else is derived on first use.
+            let stored_public = sec1
+                .public_key
+                .filter(|p| p.len() == 65 && p[0] == 4)
+                .map(Box::from);
+            let stored_pkcs8 = stored_public
+                .is_some()
+                .then(|| Zeroizing::new(der.to_vec()));
             Ok(PrivateKey {
-                inner: KeyInner::P256(key),
+                inner: KeyInner::P256(Box::new(P256Key {
+                    secret,
+                    stored_public,
+                    stored_pkcs8,
+                    signing: OnceLock::new(),
+                })),
             })
         } else {
             Err(Error::UnsupportedKey {
@@ -242,7 +341,9 @@ impl PrivateKey {
             reason: format!("SEC1 EC key (P-256 expected): {e}"),
         })?;
         Ok(PrivateKey {
-            inner: KeyInner::P256(p256::ecdsa::SigningKey::from(secret)),
+            inner: KeyInner::P256(Box::new(P256Key::from_signing_key(
+                p256::ecdsa::SigningKey::from(secret),
+            ))),
         })
     }
 
@@ -283,7 +384,7 @@ impl PrivateKey {
         builder: CertificateBuilder<P>,
     ) -> Result<x509_cert::Certificate> {
         match &self.inner {
-            KeyInner::P256(k) => builder.build::<_, p256::ecdsa::DerSignature>(k),
+            KeyInner::P256(k) => builder.build::<_, p256::ecdsa::DerSignature>(k.signing_key()?),
             KeyInner::Rsa(k) => builder.build::<_, rsa::pkcs1v15::Signature>(k.as_ref()),
         }
         .map_err(Error::crypto)
@@ -310,6 +411,53 @@ mod tests {
     }
 
     #[test]
+    fn pkcs8_read_back_is_handed_out_unchanged() {
+        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        let der = k.to_pkcs8_der().unwrap();
+        let back = PrivateKey::from_pkcs8_der(&der).unwrap();
+        assert_eq!(back.to_pkcs8_der().unwrap(), der);
+        assert_eq!(back.public_key_der().unwrap(), k.public_key_der().unwrap());
+    }
+
+    #[test]
+    fn a_pkcs8_key_whose_public_point_is_not_its_own_never_signs() {
+        let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
+        let b = PrivateKey::generate(
+            KeyAlgorithm::EcdsaP256,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(8),
+        )
+        .unwrap();
+        let point = |k: &PrivateKey| {
+            let KeyInner::P256(k) = &k.inner else {
+                unreachable!()
+            };
+            k.signing_key()
+                .unwrap()
+                .verifying_key()
+                .to_sec1_point(false)
+                .as_bytes()
+                .to_vec()
+        };
+        let (pa, pb) = (point(&a), point(&b));
+        // a's scalar with b's point: same length, so a byte substitution.
+        let mut der = a.to_pkcs8_der().unwrap().to_vec();
+        let at = der
+            .windows(pa.len())
+            .position(|w| w == pa.as_slice())
+            .unwrap();
+        der[at..at + pa.len()].copy_from_slice(&pb);
+        let forged = PrivateKey::from_pkcs8_der(&der).unwrap();
+        // It claims b's public key, but its first signature derives the
+        // real point and refuses.
+        let KeyInner::P256(inner) = &forged.inner else {
+            unreachable!()
+        };
+        let err = inner.signing_key().unwrap_err();
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        assert!(!forged.matches(&a.public_key().unwrap()));
+    }
+
+    #[test]
     fn same_seed_same_key() {
         let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
         let b = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
@@ -322,7 +470,7 @@ mod tests {
         let KeyInner::P256(sk) = &k.inner else {
             unreachable!()
         };
-        let secret = p256::SecretKey::from(sk);
+        let secret = sk.secret.clone();
         let sec1 = secret.to_sec1_der().unwrap();
         let pem = pem::encode("EC PRIVATE KEY", &sec1);
         let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();
