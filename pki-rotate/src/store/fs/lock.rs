@@ -23,7 +23,19 @@ const HOLDER_MAX: usize = 300;
 
 /// A held lock; released when dropped (closing the file releases `flock`).
 pub(super) struct Lock {
-    _file: fs::File,
+    file: fs::File,
+    /// Whether this run wrote itself into the file as the holder.
+    recorded: bool,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Cleared while still held, so the file names a holder only while
+        // one runs, and a finished run leaves the store as it found it.
+        if self.recorded {
+            let _ = self.file.set_len(0);
+        }
+    }
 }
 
 /// Opens the lock file, creating it (0600) when missing. A symbolic link
@@ -66,7 +78,10 @@ pub(super) fn try_exclusive(path: &Path) -> Result<Option<Lock>> {
     match file.try_lock() {
         Ok(()) => {
             record_holder(&file);
-            Ok(Some(Lock { _file: file }))
+            Ok(Some(Lock {
+                file,
+                recorded: true,
+            }))
         }
         Err(fs::TryLockError::WouldBlock) => Ok(None),
         Err(fs::TryLockError::Error(e)) => Err(RotateError::io(path, e)),
@@ -77,7 +92,10 @@ pub(super) fn try_exclusive(path: &Path) -> Result<Option<Lock>> {
 pub(super) fn try_shared(path: &Path) -> Result<Option<Lock>> {
     let file = open(path)?;
     match file.try_lock_shared() {
-        Ok(()) => Ok(Some(Lock { _file: file })),
+        Ok(()) => Ok(Some(Lock {
+            file,
+            recorded: false,
+        })),
         Err(fs::TryLockError::WouldBlock) => Ok(None),
         Err(fs::TryLockError::Error(e)) => Err(RotateError::io(path, e)),
     }
@@ -107,7 +125,10 @@ pub(super) fn exclusive(path: &Path, timeout: Duration) -> Result<Lock> {
         pause = (pause * 2).min(Duration::from_millis(200));
     }
     record_holder(&file);
-    Ok(Lock { _file: file })
+    Ok(Lock {
+        file,
+        recorded: true,
+    })
 }
 
 /// Writes "pid N (command line) since TIME" into the lock file. Best
