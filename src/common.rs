@@ -65,7 +65,7 @@ impl StoreArg {
     /// Opens an existing store.
     pub fn open(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
         match self {
-            StoreArg::Dir(dir) => Ok(Box::new(FsStore::open(dir)?)),
+            StoreArg::Dir(dir) => Ok(Box::new(configure(FsStore::open(dir)?))),
             StoreArg::Url(url) => crate::stores::open_url(url),
         }
     }
@@ -73,7 +73,7 @@ impl StoreArg {
     /// Opens the store, creating a directory store when there is none.
     pub fn open_or_create(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
         match self {
-            StoreArg::Dir(dir) => Ok(Box::new(FsStore::open_or_create(dir)?)),
+            StoreArg::Dir(dir) => Ok(Box::new(configure(FsStore::open_or_create(dir)?))),
             StoreArg::Url(url) => crate::stores::open_url(url),
         }
     }
@@ -94,6 +94,29 @@ impl std::fmt::Display for StoreArg {
             StoreArg::Url(url) => f.write_str(url),
         }
     }
+}
+
+/// `--lock-timeout`, when given (a global flag, so one setting for the run).
+static LOCK_TIMEOUT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// Sets how long a directory store waits for another run's lock.
+pub fn set_lock_timeout(timeout: time::Duration) {
+    let timeout =
+        std::time::Duration::try_from(timeout).unwrap_or(pki_rotate::DEFAULT_LOCK_TIMEOUT);
+    let _ = LOCK_TIMEOUT.set(timeout);
+}
+
+/// A directory store as every command uses it: the lock timeout of the
+/// run, and the store's notices (repairs, warnings) printed on stderr.
+fn configure(mut store: FsStore) -> FsStore {
+    store.set_lock_timeout(
+        LOCK_TIMEOUT
+            .get()
+            .copied()
+            .unwrap_or(pki_rotate::DEFAULT_LOCK_TIMEOUT),
+    );
+    store.set_notice_hook(Some(Box::new(|notice| eprintln!("pki: {notice}"))));
+    store
 }
 
 /// `--now`: RFC 3339 or `now` (the default).

@@ -31,6 +31,11 @@ use time::{Duration, OffsetDateTime};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How long to wait for another pki run holding a directory store's
+    /// lock before failing with who holds it, like 30s or 2m (default 30s).
+    /// Reads never wait.
+    #[arg(long, global = true, value_name = "DUR", value_parser = parse_duration)]
+    lock_timeout: Option<Duration>,
 }
 
 #[derive(Subcommand)]
@@ -244,6 +249,9 @@ fn main() -> ExitCode {
         eprintln!("pki: internal error: {info}");
     }));
     let cli = Cli::parse();
+    if let Some(timeout) = cli.lock_timeout {
+        common::set_lock_timeout(timeout);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

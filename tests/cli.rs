@@ -57,6 +57,25 @@ fn refused(args: &[&str]) -> String {
     err
 }
 
+/// Replaces a committed file and records its SHA-256 in the generation's
+/// manifest, as another build could have written it: the document's own
+/// checks are under test, not the store's (see tests/store_hardening.rs).
+fn commit_tampered(dir: &str, file: &str, contents: &[u8]) {
+    let generation = std::fs::canonicalize(Path::new(dir).join(".data")).unwrap();
+    let path = generation.join(file);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, contents).unwrap();
+    let out = Command::new("sha256sum").arg(&path).output().unwrap();
+    let digest = String::from_utf8(out.stdout).unwrap();
+    let digest = digest.split_whitespace().next().unwrap().to_string();
+    let manifest_path = generation.join(".manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["keys"]["signer"]["sha256"][file] = digest.into();
+    std::fs::remove_file(&manifest_path).unwrap();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+}
+
 /// Every file under `dir` (following links), for before/after comparisons.
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
@@ -287,9 +306,7 @@ fn key_that_does_not_match_the_ca_is_refused() {
     let (tmp, dir) = store();
     let (_other_tmp, other) = store();
     let key = std::fs::read(Path::new(&other).join("signer/tls.key")).unwrap();
-    let path = std::fs::canonicalize(Path::new(&dir).join("signer/tls.key")).unwrap();
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, key).unwrap();
+    commit_tampered(&dir, "signer/tls.key", &key);
     let before = tree(tmp.path());
     let err = refused(&["rotate", &dir, "--now", AFTER_ROTATION_POINT]);
     assert!(err.contains("does not match"), "{err}");
@@ -304,8 +321,7 @@ fn unknown_state_version_is_refused() {
         std::fs::read_to_string(&path)
             .unwrap()
             .replacen("\"version\": 2", "\"version\": 42", 1);
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, text).unwrap();
+    commit_tampered(&dir, "pki-state.json", text.as_bytes());
     let before = tree(tmp.path());
     let err = refused(&["status", &dir]);
     assert!(err.contains("version 42 is not supported"), "{err}");

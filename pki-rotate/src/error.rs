@@ -175,6 +175,46 @@ pub enum RotateError {
         /// When.
         at: OffsetDateTime,
     },
+    /// The directory store is not safe to use: a directory, file or link
+    /// of it is writable by group or others or owned by another user, or
+    /// its lock file is a symbolic link. Another local user could swap the
+    /// CA pki signs with, so nothing is read or written.
+    #[error("{}: {reason}; refusing to use the store", .path.display())]
+    UnsafeStore {
+        /// The offending path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A published file or link of the directory store no longer matches
+    /// what was committed (missing, replaced, changed). The store is used
+    /// again only once the path is restored or moved away.
+    #[error("{}: found {found} where the store committed {expected}; {advice}", .path.display())]
+    DamagedStore {
+        /// The published path.
+        path: PathBuf,
+        /// What is there now.
+        found: String,
+        /// What the committed generation holds.
+        expected: String,
+        /// What to do about it.
+        advice: String,
+    },
+    /// Another run held the store's lock for the whole lock timeout.
+    #[error(
+        "{}: still locked after waiting {}s, {}",
+        .path.display(),
+        .waited.as_secs_f64(),
+        .holder.as_deref().map(|h| format!("held by {h}")).unwrap_or_else(|| "by a run that did not record itself".into())
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long this run waited.
+        waited: std::time::Duration,
+        /// Who holds it, as the holder recorded it in the lock file.
+        holder: Option<String>,
+    },
 }
 
 fn describe_unsupported(

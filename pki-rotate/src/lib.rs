@@ -53,4 +53,5 @@ pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
     SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
+pub use store::DEFAULT_LOCK_TIMEOUT;
 pub use store::{FsStore, MemoryStore, Revision, SecretBackend, SecretStore, Store};

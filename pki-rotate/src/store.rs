@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 mod fs;
 mod secret;
-pub use fs::{FsStore, LEGACY_KEY, WriteHook};
+pub use fs::{DEFAULT_LOCK_TIMEOUT, FsStore, LEGACY_KEY, NoticeHook, WriteHook};
 pub use secret::{SecretBackend, SecretStore};
 
 /// A store's version of one document: opaque, assigned by the store, only

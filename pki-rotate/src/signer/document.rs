@@ -4,8 +4,10 @@
 //!   read: `pki-state.json` (the document without certificates and keys),
 //!   `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
 //!   (bridge B, after a rotation), `ca-bundle.crt`, and for each issued leaf
-//!   `certs/NAME/tls.crt` (leaf, then bridge B when present) and
-//!   `certs/NAME/tls.key` (secret).
+//!   `certs/NAME/tls.crt` (leaf, then bridge B when present),
+//!   `certs/NAME/tls.key` (secret) and `certs/NAME/tls.pem` (secret: the
+//!   two in one file, which a reader gets whole from one commit; read back
+//!   only to check it matches, and left out of the Secret data form).
 //! - **One JSON document** ([`SignerState::to_json`]), with certificates and
 //!   keys inline as PEM under `material`: what an embedding program (or the
 //!   C ABI) keeps in one blob.
@@ -85,6 +87,20 @@ pub fn leaf_cert_path(name: &str) -> String {
 /// Path of a leaf's private key (secret).
 pub fn leaf_key_path(name: &str) -> String {
     format!("{CERTS_DIR}/{name}/tls.key")
+}
+/// Path of a leaf's chain and key in one file (secret): `tls.crt` then
+/// `tls.key`. One file is read whole from one commit, while `tls.crt` and
+/// `tls.key` opened one after the other may come from two (a directory
+/// store switches between the two opens).
+pub fn leaf_pem_path(name: &str) -> String {
+    format!("{CERTS_DIR}/{name}/tls.pem")
+}
+
+/// Whether `path` is a leaf's combined `tls.pem`.
+fn is_leaf_pem(path: &str) -> bool {
+    path.strip_prefix(CERTS_DIR)
+        .and_then(|rest| rest.strip_suffix("/tls.pem"))
+        .is_some_and(|name| name.starts_with('/') && !name[1..].contains('/'))
 }
 
 /// Version 2: the current format.
@@ -272,10 +288,18 @@ impl SignerState {
                     .iter()
                     .map(Certificate::to_pem)
                     .collect();
+                let key = issued.key.to_pkcs8_pem()?;
+                let mut combined = Zeroizing::new(Vec::with_capacity(chain.len() + key.len()));
+                combined.extend_from_slice(chain.as_bytes());
+                combined.extend_from_slice(key.as_bytes());
                 files.insert(leaf_cert_path(name), File::public(chain))?;
+                files.insert(leaf_key_path(name), File::secret(key.as_bytes()))?;
                 files.insert(
-                    leaf_key_path(name),
-                    File::secret(issued.key.to_pkcs8_pem()?.as_bytes()),
+                    leaf_pem_path(name),
+                    File {
+                        contents: combined,
+                        secret: true,
+                    },
                 )?;
             }
         }
@@ -291,6 +315,27 @@ impl SignerState {
             .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
         let doc = parse_document(STATE_FILE, json)?;
         let get = |path: &str| files.get(path);
+        // `tls.pem` is derived from `tls.crt` and `tls.key`: when present it
+        // must hold exactly them, else consumers would read another key.
+        for name in doc.leaves.keys() {
+            if let (Some(pem), Some(chain), Some(key)) = (
+                get(&leaf_pem_path(name)),
+                get(&leaf_cert_path(name)),
+                get(&leaf_key_path(name)),
+            ) && (pem.len() != chain.len() + key.len()
+                || pem[..chain.len()] != *chain
+                || pem[chain.len()..] != *key)
+            {
+                return Err(RotateError::corrupt(
+                    format!("store: {}", leaf_pem_path(name)),
+                    format!(
+                        "does not hold {} followed by {}",
+                        leaf_cert_path(name),
+                        leaf_key_path(name)
+                    ),
+                ));
+            }
+        }
         let leaf = |name: &str| -> Option<(&[u8], &[u8])> {
             Some((get(&leaf_cert_path(name))?, get(&leaf_key_path(name))?))
         };
@@ -315,7 +360,16 @@ impl SignerState {
 /// The signer's files under their Secret data keys, plus
 /// `forced-rotation-reason` when the document records one.
 pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
-    let mut data = files_to_secret_data(files, SECRET_RENAMES)?;
+    // A Secret is updated whole, so the combined `tls.pem` would only
+    // repeat the key: it is left out and made again by `to_files`.
+    let mut kept = Files::new();
+    for (path, file) in files.iter().filter(|(p, _)| !is_leaf_pem(p)) {
+        kept.insert(path, file.clone())?;
+    }
+    for dir in files.dirs() {
+        kept.insert_dir(dir)?;
+    }
+    let mut data = files_to_secret_data(&kept, SECRET_RENAMES)?;
     if let Some(json) = files.get(STATE_FILE) {
         let doc = parse_document(STATE_FILE, json)?;
         if let Some(reason) = doc.forced_rotation_reason {

@@ -1,20 +1,24 @@
 //! The directory store: the DIR layout of the CLI, committed atomically.
 //!
 //! ```text
-//! DIR/.lock                  flock: exclusive while writing, shared while reading
+//! DIR/.lock                  flock: exclusive while writing; holds the writer's pid
 //! DIR/.data -> .gen-000000012
 //! DIR/.gen-000000012/        one complete generation: every document's files
-//!     .manifest.json         which key owns which file, and each key's revision
+//!     .manifest.json         which key owns which file (and its SHA-256), each key's revision
 //!     pki-state.json, signer/tls.crt, certs/web/tls.key, …
 //! DIR/signer -> .data/signer, DIR/ca-bundle.crt -> .data/ca-bundle.crt, …
 //! ```
 //!
 //! Every write builds a complete new *generation directory* and makes it
 //! current by replacing one symbolic link, `.data`, with `rename(2)`, which
-//! is atomic. The paths consumers read are links through `.data`, so a
-//! reader that resolves `.data` once sees either the whole old state or the
-//! whole new one. This is the technique of the Kubernetes kubelet's atomic
-//! writer for Secret volumes.
+//! is atomic. This is the technique of the Kubernetes kubelet's atomic
+//! writer for Secret volumes. Each published file is whole, but the paths
+//! consumers read are links through `.data` resolved anew at each open:
+//! two files opened one after the other may come from two commits. A
+//! consumer that needs a matching set reads one file that holds it (the
+//! signer's `certs/NAME/tls.pem`: leaf, chain and key), or resolves `.data`
+//! once (`readlink`) and reads every file under that `.gen-N`, starting over
+//! if it disappears (a commit removed it).
 //!
 //! Several documents (keys) may share a directory, each owning its own
 //! paths. Files of the other keys, and files of the written key that did not
@@ -24,6 +28,37 @@
 //! inside a temporary directory and fsynced; the directories are fsynced
 //! before and after the switch. Secret files get mode 0600 and every
 //! directory 0700, whatever the umask.
+//!
+//! Hardening, because a directory other local users can reach is attacked
+//! through its paths:
+//!
+//! - **Ownership and modes.** Every operation refuses a store whose root,
+//!   `.data`, generation or published links are owned by another user, or
+//!   whose directories and files are writable by group or others
+//!   ([`RotateError::UnsafeStore`], naming the path).
+//! - **Committed files are checked.** The manifest records the SHA-256 of
+//!   every file; a read finds each one a regular file with that content, or
+//!   fails with [`RotateError::DamagedStore`] naming the published path and
+//!   what is there instead (missing, a directory, a link, other content).
+//!   A published link at the root replaced by anything else is refused the
+//!   same way; a missing one is recreated.
+//! - **The lock** `DIR/.lock` is opened with `O_NOFOLLOW` (a link is
+//!   refused, nothing is created at its target). Writers wait for it at
+//!   most the lock timeout ([`DEFAULT_LOCK_TIMEOUT`]), then fail naming the
+//!   holder, which records its pid and command line in the file. Readers
+//!   never wait.
+//! - **Every run that can take the lock finishes an interrupted one**:
+//!   missing published links are recreated and every generation but the
+//!   current one is removed (they hold private keys), reads and no-op runs
+//!   included. Each such repair is a notice ([`FsStore::take_notices`],
+//!   [`FsStore::set_notice_hook`]).
+//! - **After the switch, a failure is not a failed commit**: when flushing
+//!   the directory or creating a published link fails once `.data` points
+//!   to the new generation, the commit succeeds with a warning notice that
+//!   says the new generation is live and what may still be missing. A
+//!   failed switch removes its temporary link and says the store is
+//!   unchanged. The generation counter never wraps: at `u64::MAX` a write
+//!   is refused.
 //!
 //! The store's revision of a key is the generation number that last wrote
 //! it. Stores written before keys existed (one signer per directory, no
@@ -38,12 +73,23 @@ use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+mod lock;
+mod safety;
+
+pub use lock::DEFAULT_LOCK_TIMEOUT;
+use safety::{
+    DAMAGED_ADVICE, check_owner_and_mode, check_tree, describe, digest, effective_uid, read_regular,
+};
 
 const DATA_LINK: &str = ".data";
 const LOCK_FILE: &str = ".lock";
 const GEN_PREFIX: &str = ".gen-";
 const MANIFEST: &str = ".manifest.json";
-const MANIFEST_FORMAT: u32 = 1;
+/// Format 2 added the SHA-256 of every file; format 1 is still read.
+const MANIFEST_FORMAT: u32 = 2;
 
 /// The key a directory written before keys existed is read as: it held one
 /// signer.
@@ -54,10 +100,18 @@ pub const LEGACY_KEY: &str = "signer";
 /// prove that a failure at any write leaves the previous state intact.
 pub type WriteHook = Box<dyn Fn(&str) -> std::io::Result<()> + Send + Sync>;
 
+/// Called with each notice of the store: a repair it made ("repaired
+/// DIR/signer (was missing)") or a warning about a commit that is live but
+/// not wholly finished ("warning: …"). The CLI prints them on stderr.
+pub type NoticeHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Documents in a directory, in the layout consumers read.
 pub struct FsStore {
     root: PathBuf,
     hook: Option<WriteHook>,
+    notice_hook: Option<NoticeHook>,
+    notices: Mutex<Vec<String>>,
+    lock_timeout: Duration,
 }
 
 impl std::fmt::Debug for FsStore {
@@ -68,6 +122,15 @@ impl std::fmt::Debug for FsStore {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RotateError + '_ {
     move |e| RotateError::io(path, e)
+}
+
+/// The OS error inside an I/O error, for sentences that name the path
+/// themselves.
+fn reason(e: &RotateError) -> String {
+    match e {
+        RotateError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -84,8 +147,24 @@ struct KeyEntry {
     revision: u64,
     /// Path → whether it is secret.
     files: BTreeMap<String, bool>,
+    /// Path → SHA-256 (hex) of what was committed (format 2).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    sha256: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     dirs: BTreeSet<String>,
+}
+
+impl Manifest {
+    /// The names at the root that are the store's links into `.data`.
+    fn published_names(&self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for entry in self.keys.values() {
+            for p in entry.files.keys().chain(entry.dirs.iter()) {
+                names.insert(p.split('/').next().unwrap_or(p).to_string());
+            }
+        }
+        names
+    }
 }
 
 /// The current generation: its number, directory and manifest.
@@ -95,14 +174,32 @@ struct Current {
     manifest: Manifest,
 }
 
+impl Current {
+    fn name(&self) -> String {
+        format!("{GEN_PREFIX}{:09}", self.number)
+    }
+}
+
 impl FsStore {
+    fn at(root: PathBuf) -> Self {
+        FsStore {
+            root,
+            hook: None,
+            notice_hook: None,
+            notices: Mutex::new(Vec::new()),
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+        }
+    }
+
     /// Opens the store in `root`, which must hold one (`pki init` made it).
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         if fs::symlink_metadata(root.join(DATA_LINK)).is_err() {
             return Err(RotateError::NotInitialized(root.display().to_string()));
         }
-        Ok(FsStore { root, hook: None })
+        let store = FsStore::at(root);
+        store.check_root()?;
+        Ok(store)
     }
 
     /// Opens the store in `root`, creating the directory (mode 0700) when it
@@ -117,12 +214,32 @@ impl FsStore {
                 .create(&root)
                 .map_err(io(&root))?;
         }
-        Ok(FsStore { root, hook: None })
+        let store = FsStore::at(root);
+        store.check_root()?;
+        Ok(store)
     }
 
     /// Installs a hook called before each disk write (see [`WriteHook`]).
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.hook = hook;
+    }
+
+    /// Installs a hook called with each notice (see [`NoticeHook`]).
+    /// Notices are also kept for [`FsStore::take_notices`].
+    pub fn set_notice_hook(&mut self, hook: Option<NoticeHook>) {
+        self.notice_hook = hook;
+    }
+
+    /// The notices since the last call: repairs made and warnings about
+    /// commits that are live but not wholly finished.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// How long a write waits for another run holding the lock before it
+    /// fails naming the holder ([`DEFAULT_LOCK_TIMEOUT`] unless set).
+    pub fn set_lock_timeout(&mut self, timeout: Duration) {
+        self.lock_timeout = timeout;
     }
 
     /// The store's root directory.
@@ -135,13 +252,23 @@ impl FsStore {
         self.root.join(relative)
     }
 
-    /// The keys that hold a document.
+    /// The keys that hold a document. Never waits for the lock.
     pub fn keys(&self) -> Result<Vec<String>> {
-        let _lock = self.lock(false)?;
+        let _lock = self.reader_lock()?;
         Ok(match self.current()? {
             Some(c) => c.manifest.keys.into_keys().collect(),
             None => Vec::new(),
         })
+    }
+
+    fn notice(&self, text: String) {
+        if let Some(hook) = &self.notice_hook {
+            hook(&text);
+        }
+        self.notices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(text);
     }
 
     fn step(&self, what: &str) -> Result<()> {
@@ -151,46 +278,68 @@ impl FsStore {
         }
     }
 
-    /// Takes the store's lock: shared to read, exclusive to write. Released
-    /// when the returned file is dropped.
-    fn lock(&self, exclusive: bool) -> Result<fs::File> {
-        let path = self.root.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io(&path))?;
-        if exclusive {
-            file.lock().map_err(io(&path))?;
-        } else {
-            file.lock_shared().map_err(io(&path))?;
+    fn lock_path(&self) -> PathBuf {
+        self.root.join(LOCK_FILE)
+    }
+
+    /// A reader never waits: it takes the lock exclusively when it is free
+    /// and then finishes what an interrupted run left (missing links, old
+    /// generations); else it takes it shared, else it reads without it (a
+    /// writer holds it, or the store cannot be written here, such as a
+    /// read-only mount). A lock file that is unsafe is refused either way.
+    fn reader_lock(&self) -> Result<Option<lock::Lock>> {
+        let path = self.lock_path();
+        match lock::try_exclusive(&path) {
+            Ok(Some(held)) => {
+                let current = self.current()?;
+                if let Some(c) = &current {
+                    self.check_published(&c.manifest, std::iter::empty())?;
+                }
+                self.tidy(current.as_ref());
+                Ok(Some(held))
+            }
+            Ok(None) => match lock::try_shared(&path) {
+                Ok(held) => Ok(held),
+                Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+                Err(_) => Ok(None),
+            },
+            Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+            Err(_) => Ok(None),
         }
-        Ok(file)
     }
 
-    /// The shared lock if it can be taken without waiting.
-    fn try_lock_shared(&self) -> Option<fs::File> {
-        let file = OpenOptions::new()
-            .read(true)
-            .open(self.root.join(LOCK_FILE))
-            .ok()?;
-        file.try_lock_shared().ok()?;
-        Some(file)
+    /// Refuses a root that others can write or another user owns.
+    fn check_root(&self) -> Result<()> {
+        let meta = fs::metadata(&self.root).map_err(io(&self.root))?;
+        check_owner_and_mode(&self.root, &meta, effective_uid())
     }
 
+    /// The current generation, after checking that the store is safe: the
+    /// root, `.data` and everything in the generation are this user's and
+    /// not writable by others.
     fn current(&self) -> Result<Option<Current>> {
+        self.check_root()?;
         let link = self.root.join(DATA_LINK);
-        let target = match fs::read_link(&link) {
-            Ok(t) => t,
+        let meta = match fs::symlink_metadata(&link) {
+            Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(RotateError::io(&link, e)),
         };
+        check_owner_and_mode(&link, &meta, effective_uid())?;
+        let target = fs::read_link(&link).map_err(|_| {
+            RotateError::corrupt(
+                link.display().to_string(),
+                format!(
+                    "is {}, not a link to a generation directory",
+                    describe(&link)
+                ),
+            )
+        })?;
         let name = target.to_string_lossy().into_owned();
         let number = name
             .strip_prefix(GEN_PREFIX)
             .and_then(|n| n.parse::<u64>().ok())
+            .filter(|_| !name.contains('/'))
             .ok_or_else(|| {
                 RotateError::corrupt(
                     link.display().to_string(),
@@ -198,16 +347,17 @@ impl FsStore {
                 )
             })?;
         let dir = self.root.join(&name);
+        check_tree(&dir)?;
         let manifest_path = dir.join(MANIFEST);
         let manifest = match fs::read(&manifest_path) {
             Ok(bytes) => {
                 let m: Manifest = serde_json::from_slice(&bytes)
                     .map_err(|e| RotateError::json(manifest_path.display().to_string(), e))?;
-                if m.format != MANIFEST_FORMAT {
+                if m.format != MANIFEST_FORMAT && m.format != 1 {
                     return Err(RotateError::corrupt(
                         manifest_path.display().to_string(),
                         format!(
-                            "store format {} is not supported (this build reads {MANIFEST_FORMAT})",
+                            "store format {} is not supported (this build reads 1 to {MANIFEST_FORMAT})",
                             m.format
                         ),
                     ));
@@ -224,36 +374,174 @@ impl FsStore {
         }))
     }
 
+    /// Checks the root's published names: each must be the store's own
+    /// link `NAME -> .data/NAME` (or missing, which a run holding the lock
+    /// repairs). Anything else there is what consumers read instead of the
+    /// committed files, so it is refused naming the path.
+    fn check_published<'a>(
+        &self,
+        manifest: &Manifest,
+        extra: impl Iterator<Item = &'a str>,
+    ) -> Result<()> {
+        let mut names = manifest.published_names();
+        names.extend(extra.map(str::to_string));
+        for name in names {
+            let path = self.root.join(&name);
+            let expected = Path::new(DATA_LINK).join(&name);
+            match fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(RotateError::io(&path, e)),
+                Ok(meta) => {
+                    let ours = meta.file_type().is_symlink()
+                        && fs::read_link(&path).is_ok_and(|t| t == expected);
+                    if !ours {
+                        return Err(RotateError::DamagedStore {
+                            found: describe(&path),
+                            path,
+                            expected: format!("its link to {}", expected.display()),
+                            advice: "this is not the store's link, and consumers read it instead \
+                                of the committed files: move it away (the next pki command \
+                                recreates the link)"
+                                .into(),
+                        });
+                    }
+                    check_owner_and_mode(&path, &meta, effective_uid())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Under the exclusive lock, finishes what an interrupted run left:
+    /// removes the temporary link and every generation but the current one
+    /// (they hold private keys), once the switch to the current one is on
+    /// disk, and recreates missing published links. Failures are warnings:
+    /// the committed document is intact either way.
+    fn tidy(&self, current: Option<&Current>) {
+        let tmp_link = self.root.join(format!("{DATA_LINK}.tmp"));
+        if fs::symlink_metadata(&tmp_link).is_ok() {
+            let _ = fs::remove_file(&tmp_link);
+        }
+        if let Some(c) = current {
+            if let Err(e) = sync_dir(&self.root) {
+                self.notice(format!(
+                    "warning: {}: flushing the directory failed ({}); old generations are kept until it succeeds",
+                    self.root.display(),
+                    reason(&e)
+                ));
+            } else {
+                self.remove_old_generations(&c.name(), true);
+            }
+            self.publish(&c.manifest, c.number, true);
+        } else {
+            // No committed generation: anything generation-like is a leftover.
+            self.remove_old_generations("", true);
+        }
+    }
+
     fn read_key(&self, current: &Current, entry: &KeyEntry) -> Result<Files> {
         let mut files = Files::new();
-        for (relative, &secret) in &entry.files {
-            let path = current.dir.join(relative);
-            let contents = match fs::read(&path) {
-                Ok(c) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(RotateError::corrupt(
-                        format!("{}: {relative}", self.root.display()),
-                        "missing (the store's manifest lists it)",
-                    ));
-                }
-                Err(e) => return Err(RotateError::io(&path, e)),
-            };
-            files.insert(
-                relative.clone(),
-                File {
-                    contents: zeroize::Zeroizing::new(contents),
-                    secret,
-                },
-            )?;
-        }
+        let generation = current.name();
         for d in &entry.dirs {
+            self.expect_dir(current, d)?;
             files.insert_dir(d.clone())?;
+        }
+        for (relative, &secret) in &entry.files {
+            if let Some((parent, _)) = relative.rsplit_once('/') {
+                self.expect_dir(current, parent)?;
+            }
+            let path = current.dir.join(relative);
+            let committed = entry.sha256.get(relative);
+            let expected = match committed {
+                Some(d) => format!(
+                    "a regular file with SHA-256 {}… ({generation})",
+                    d.get(..16).unwrap_or(d)
+                ),
+                None => format!("a regular file ({generation})"),
+            };
+            let damaged = |found: String| RotateError::DamagedStore {
+                path: self.root.join(relative),
+                found,
+                expected: expected.clone(),
+                advice: DAMAGED_ADVICE.into(),
+            };
+            let Some(contents) = read_regular(&path)? else {
+                return Err(damaged(describe(&path)));
+            };
+            if let Some(committed) = committed {
+                let found = digest(&contents);
+                if found != *committed {
+                    return Err(damaged(format!(
+                        "a regular file with other content (SHA-256 {}…)",
+                        &found[..16]
+                    )));
+                }
+            }
+            files.insert(relative.clone(), File { contents, secret })?;
         }
         Ok(files)
     }
 
+    /// Each directory on the way to a committed file must be a real one: a
+    /// link there would send reads outside the generation.
+    fn expect_dir(&self, current: &Current, relative: &str) -> Result<()> {
+        let mut walked = String::new();
+        for segment in relative.split('/') {
+            if !walked.is_empty() {
+                walked.push('/');
+            }
+            walked.push_str(segment);
+            let path = current.dir.join(&walked);
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                return Err(RotateError::DamagedStore {
+                    path: self.root.join(&walked),
+                    found: describe(&path),
+                    expected: format!("a directory ({})", current.name()),
+                    advice: DAMAGED_ADVICE.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One read of `key` from the generation `.data` points to now; also
+    /// returns which generation that was.
+    fn read_once(&self, key: &str) -> (Option<String>, Result<Option<(Files, Revision)>>) {
+        // Taken first: a writer may switch and remove the generation while
+        // it is checked, and the caller then reads again from the new one.
+        let before = self.current_target();
+        let current = match self.current() {
+            Ok(Some(c)) => c,
+            Ok(None) => return (None, Ok(None)),
+            Err(e) => return (before, Err(e)),
+        };
+        let name = Some(current.name());
+        if let Err(e) = self.check_published(&current.manifest, std::iter::empty()) {
+            return (name, Err(e));
+        }
+        let Some(entry) = current.manifest.keys.get(key) else {
+            return (name, Ok(None));
+        };
+        let result = self
+            .read_key(&current, entry)
+            .map(|files| Some((files, Revision::new(entry.revision.to_string()))));
+        (name, result)
+    }
+
     fn commit(&self, current: Option<&Current>, key: &str, files: &Files) -> Result<Revision> {
-        let number = current.map(|c| c.number).unwrap_or(0) + 1;
+        let number = match current {
+            None => 1,
+            Some(c) => c.number.checked_add(1).ok_or_else(|| {
+                RotateError::corrupt(
+                    self.root.join(DATA_LINK).display().to_string(),
+                    format!(
+                        "points to generation {}, the last one this store can count: \
+                         refusing to wrap to generation 0; copy the documents into a new store",
+                        c.number
+                    ),
+                )
+            })?,
+        };
         let gen_name = format!("{GEN_PREFIX}{number:09}");
         let tmp = self.root.join(format!("{gen_name}.tmp"));
         let final_dir = self.root.join(&gen_name);
@@ -266,39 +554,81 @@ impl FsStore {
             });
         manifest.format = MANIFEST_FORMAT;
         check_disjoint(&manifest, key, files)?;
+        // Stores of format 1 recorded no digests: take them from the files
+        // as they are now (the next read checks them against this).
+        if let Some(c) = current {
+            for (other, entry) in manifest.keys.iter_mut() {
+                if other == key {
+                    continue;
+                }
+                for relative in entry.files.keys() {
+                    if !entry.sha256.contains_key(relative) {
+                        let path = c.dir.join(relative);
+                        let contents =
+                            read_regular(&path)?.ok_or_else(|| RotateError::DamagedStore {
+                                path: self.root.join(relative),
+                                found: describe(&path),
+                                expected: format!("a regular file ({})", c.name()),
+                                advice: DAMAGED_ADVICE.into(),
+                            })?;
+                        entry.sha256.insert(relative.clone(), digest(&contents));
+                    }
+                }
+            }
+        }
         let entry = KeyEntry {
             revision: number,
             files: files
                 .iter()
                 .map(|(p, f)| (p.to_string(), f.secret))
                 .collect(),
+            sha256: files
+                .iter()
+                .map(|(p, f)| (p.to_string(), digest(&f.contents)))
+                .collect(),
             dirs: files.dirs().map(str::to_string).collect(),
         };
         let previous_entry = manifest.keys.insert(key.to_string(), entry);
 
-        let result = self
-            .write_generation(
-                &tmp,
-                &final_dir,
-                current,
-                key,
-                previous_entry.as_ref(),
-                files,
-                &manifest,
-            )
-            .and_then(|()| self.switch_data_link(&gen_name));
-        if result.is_err() {
-            // Best effort: the previous generation is untouched either way,
-            // and leftovers are removed by the next successful commit.
+        let written = self.write_generation(
+            &tmp,
+            &final_dir,
+            current,
+            key,
+            previous_entry.as_ref(),
+            files,
+            &manifest,
+        );
+        if let Err(e) = written {
+            // The previous generation is untouched; leftovers of a crash
+            // here are removed by the next run that holds the lock.
             let _ = fs::remove_dir_all(&tmp);
-            if self.current_target().as_deref() != Some(gen_name.as_str()) {
-                let _ = fs::remove_dir_all(&final_dir);
-            }
-            result?;
+            let _ = fs::remove_dir_all(&final_dir);
+            return Err(e);
         }
-        self.remove_stale_generations(&gen_name);
+        self.switch_data_link(&gen_name, number, current)?;
+
+        // From here on generation `number` is live: what fails now is
+        // reported as a warning saying so, never as a failed commit.
+        let previous = match current {
+            Some(c) => format!("generation {}", c.number),
+            None => "an empty store".to_string(),
+        };
+        let synced = self
+            .step("sync directory")
+            .and_then(|()| sync_dir(&self.root));
+        match synced {
+            Ok(()) => self.remove_old_generations(&gen_name, false),
+            Err(e) => self.notice(format!(
+                "warning: {}: generation {number} is live, but flushing the directory to disk \
+                 failed ({}): after a power loss the store may come back at {previous}, which \
+                 is kept until the next run",
+                self.root.display(),
+                reason(&e)
+            )),
+        }
         // A store whose links were removed by hand gets them back.
-        self.ensure_published(&manifest)?;
+        self.publish(&manifest, number, false);
         Ok(Revision::new(number.to_string()))
     }
 
@@ -381,73 +711,146 @@ impl FsStore {
         sync_dir(&self.root)
     }
 
-    fn switch_data_link(&self, gen_name: &str) -> Result<()> {
+    /// Makes `gen_name` current by renaming a new link over `.data`. On
+    /// failure the temporary link and the new generation are removed and
+    /// the error says the store is unchanged; if the rename took effect
+    /// although it reported an error, that is a warning, not a failure.
+    fn switch_data_link(
+        &self,
+        gen_name: &str,
+        number: u64,
+        current: Option<&Current>,
+    ) -> Result<()> {
         let tmp_link = self.root.join(format!("{DATA_LINK}.tmp"));
+        let data = self.root.join(DATA_LINK);
         let _ = fs::remove_file(&tmp_link);
-        self.step("create data link")?;
-        std::os::unix::fs::symlink(gen_name, &tmp_link).map_err(io(&tmp_link))?;
-        self.step("switch data link")?;
-        fs::rename(&tmp_link, self.root.join(DATA_LINK)).map_err(io(&tmp_link))?;
-        sync_dir(&self.root)
+        let switched = self
+            .step("create data link")
+            .and_then(|()| std::os::unix::fs::symlink(gen_name, &tmp_link).map_err(io(&tmp_link)))
+            .and_then(|()| self.step("switch data link"))
+            .and_then(|()| fs::rename(&tmp_link, &data).map_err(io(&data)));
+        let Err(e) = switched else {
+            return Ok(());
+        };
+        let _ = fs::remove_file(&tmp_link);
+        if self.current_target().as_deref() == Some(gen_name) {
+            self.notice(format!(
+                "warning: {}: switching to generation {number} reported an error ({}), but it is live",
+                data.display(),
+                reason(&e)
+            ));
+            return Ok(());
+        }
+        let _ = fs::remove_dir_all(self.root.join(gen_name));
+        let unchanged = match current {
+            Some(c) => format!("the store is unchanged at generation {}", c.number),
+            None => "the store is unchanged (still empty)".to_string(),
+        };
+        let kind = match &e {
+            RotateError::Io { source, .. } => source.kind(),
+            _ => std::io::ErrorKind::Other,
+        };
+        Err(RotateError::Io {
+            path: data,
+            source: std::io::Error::new(
+                kind,
+                format!(
+                    "switching to generation {number} failed ({}); {unchanged}",
+                    reason(&e)
+                ),
+            ),
+        })
     }
 
-    /// Creates the root links (`signer -> .data/signer`, …) that are missing.
-    fn ensure_published(&self, manifest: &Manifest) -> Result<()> {
-        let mut names = BTreeSet::new();
-        for entry in manifest.keys.values() {
-            for p in entry.files.keys().chain(entry.dirs.iter()) {
-                names.insert(p.split('/').next().unwrap_or(p).to_string());
-            }
-        }
+    /// Creates the root links (`signer -> .data/signer`, …) that are
+    /// missing. `repair`: they were found missing before a commit (a crash
+    /// or a hand), so each is reported.
+    fn publish(&self, manifest: &Manifest, number: u64, repair: bool) {
         let mut created = false;
-        for name in names {
+        for name in manifest.published_names() {
             let link = self.root.join(&name);
-            if fs::symlink_metadata(&link).is_err() {
-                std::os::unix::fs::symlink(format!("{DATA_LINK}/{name}"), &link)
-                    .map_err(io(&link))?;
-                created = true;
+            if fs::symlink_metadata(&link).is_ok() {
+                continue;
             }
-        }
-        if created {
-            sync_dir(&self.root)?;
-        }
-        Ok(())
-    }
-
-    /// Refuses to write a document whose published names are taken at the
-    /// root by something other than the store's own links: consumers would
-    /// keep reading that instead.
-    fn check_published_names(&self, files: &Files) -> Result<()> {
-        for name in files.top_level_names() {
-            let path = self.root.join(name);
-            match fs::read_link(&path) {
-                Ok(target) if target == Path::new(DATA_LINK).join(name) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                _ => {
-                    return Err(RotateError::corrupt(
-                        path.display().to_string(),
-                        format!(
-                            "exists and is not the store's link to {DATA_LINK}/{name}; move it away"
-                        ),
-                    ));
+            let made = self.step(&format!("publish {name}")).and_then(|()| {
+                std::os::unix::fs::symlink(format!("{DATA_LINK}/{name}"), &link).map_err(io(&link))
+            });
+            match made {
+                Ok(()) => {
+                    created = true;
+                    if repair {
+                        self.notice(format!("repaired {} (was missing)", link.display()));
+                    }
                 }
+                Err(e) => self.notice(format!(
+                    "warning: {}: generation {number} is live, but this link to it could not be \
+                     created ({}): consumers do not see it until the next pki command repairs it",
+                    link.display(),
+                    reason(&e)
+                )),
             }
         }
-        Ok(())
+        if created && let Err(e) = sync_dir(&self.root) {
+            self.notice(format!(
+                "warning: {}: flushing the directory after publishing failed ({})",
+                self.root.display(),
+                reason(&e)
+            ));
+        }
     }
 
-    fn remove_stale_generations(&self, current: &str) {
+    /// Removes every generation directory (and temporary one) but `keep`:
+    /// old generations hold private keys. `leftover`: they were found
+    /// before a commit, so each removal is reported.
+    fn remove_old_generations(&self, keep: &str, leftover: bool) {
         let Ok(entries) = fs::read_dir(&self.root) else {
             return;
         };
+        let mut removed = false;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(GEN_PREFIX) && name != current {
-                let _ = fs::remove_dir_all(entry.path());
+            if !name.starts_with(GEN_PREFIX) || name == keep {
+                continue;
+            }
+            let path = entry.path();
+            let gone = self.step(&format!("remove {name}")).and_then(|()| {
+                match fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
+                    _ => fs::remove_file(&path),
+                }
+                .map_err(io(&path))
+            });
+            match gone {
+                Ok(()) => {
+                    removed = true;
+                    if leftover {
+                        self.notice(format!(
+                            "removed {} (left by an interrupted run)",
+                            path.display()
+                        ));
+                    }
+                }
+                Err(e) => self.notice(format!(
+                    "warning: {}: could not remove this old generation ({}); it still holds \
+                     private keys, and the next run retries",
+                    path.display(),
+                    reason(&e)
+                )),
             }
         }
-        let _ = sync_dir(&self.root);
+        if removed {
+            let _ = sync_dir(&self.root);
+        }
+    }
+
+    /// Verifies every document's files before a commit links them into the
+    /// next generation: damage is refused, never carried forward unnoticed.
+    fn verify_all(&self, current: &Current) -> Result<()> {
+        for entry in current.manifest.keys.values() {
+            self.read_key(current, entry)?;
+        }
+        Ok(())
     }
 }
 
@@ -458,27 +861,20 @@ impl Store for FsStore {
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         validate_key(key)?;
-        // A shared lock keeps writers from removing the generation being
-        // read. When it cannot be had at once (a writer holds it, or the
-        // store is read-only to this user), read anyway: a generation only
-        // disappears after `.data` moved past it, so a read that raced a
-        // writer is simply done again from the new generation.
-        let _lock = self.try_lock_shared();
+        // The lock, when it can be had without waiting, keeps writers from
+        // removing the generation being read. Without it the read is still
+        // sound: a generation only disappears after `.data` moved past it,
+        // so a read that raced a writer is simply done again.
+        let _lock = self.reader_lock()?;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let Some(current) = self.current()? else {
-                return Ok(None);
-            };
-            let Some(entry) = current.manifest.keys.get(key) else {
-                return Ok(None);
-            };
-            match self.read_key(&current, entry) {
-                Ok(files) => return Ok(Some((files, Revision::new(entry.revision.to_string())))),
+            let (generation, result) = self.read_once(key);
+            match result {
+                Ok(found) => return Ok(found),
                 Err(e) => {
-                    let moved = self.current_target().as_deref()
-                        != current.dir.file_name().and_then(|n| n.to_str());
-                    if !moved || attempts >= 3 {
+                    let moved = self.current_target() != generation;
+                    if !moved || attempts >= 5 {
                         return Err(e);
                     }
                 }
@@ -488,7 +884,7 @@ impl Store for FsStore {
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         validate_key(key)?;
-        let _lock = self.lock(true)?;
+        let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
         let current = self.current()?;
         let found = current
             .as_ref()
@@ -501,7 +897,13 @@ impl Store for FsStore {
                 found,
             });
         }
-        self.check_published_names(files)?;
+        let empty = Manifest::default();
+        let manifest = current.as_ref().map(|c| &c.manifest).unwrap_or(&empty);
+        self.check_published(manifest, files.top_level_names().into_iter())?;
+        if let Some(c) = &current {
+            self.verify_all(c)?;
+        }
+        self.tidy(current.as_ref());
         self.commit(current.as_ref(), key, files)
     }
 }

@@ -1,0 +1,141 @@
+//! Checks that keep a directory store trustworthy: who owns its paths and
+//! who may write them, and whether a published file is still the one the
+//! store committed.
+//!
+//! A store another local user can write is a store whose CA that user can
+//! replace, so pki refuses it instead of signing with what it finds. A
+//! committed file that changed (missing, a directory, a link, other
+//! content) would silently change what pki decides next, so it is refused
+//! too, naming the path and what was found there.
+
+use crate::error::{Result, RotateError};
+use sha2::{Digest, Sha256};
+use std::fs::{self, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The effective user id of this process, from `/proc/self/status` (the
+/// crate has no `unsafe` to call `geteuid`). None where there is no procfs:
+/// the owner check is then skipped, the mode check still applies.
+pub(super) fn effective_uid() -> Option<u32> {
+    static EUID: OnceLock<Option<u32>> = OnceLock::new();
+    *EUID.get_or_init(|| {
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+        // "Uid:  real  effective  saved  filesystem"
+        line.split_whitespace().nth(2)?.parse().ok()
+    })
+}
+
+/// Refuses a path owned by another user or (links aside, whose mode means
+/// nothing) writable by group or others.
+pub(super) fn check_owner_and_mode(path: &Path, meta: &Metadata, euid: Option<u32>) -> Result<()> {
+    if let Some(euid) = euid
+        && meta.uid() != euid
+    {
+        return Err(RotateError::UnsafeStore {
+            path: path.to_path_buf(),
+            reason: format!("is owned by uid {}, but pki runs as uid {euid}", meta.uid()),
+        });
+    }
+    let writable = meta.mode() & 0o022;
+    if !meta.file_type().is_symlink() && writable != 0 {
+        let who = match writable {
+            0o020 => "group",
+            0o002 => "others",
+            _ => "group and others",
+        };
+        return Err(RotateError::UnsafeStore {
+            path: path.to_path_buf(),
+            reason: format!(
+                "is writable by {who} (mode {:04o}); make it 0700 (chmod go-w)",
+                meta.mode() & 0o7777
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks `dir` and everything under it: each entry owned by this user
+/// and (links aside) not writable by others. What kind each entry is gets
+/// checked where it is read.
+pub(super) fn check_tree(dir: &Path) -> Result<()> {
+    let euid = effective_uid();
+    let meta = fs::symlink_metadata(dir).map_err(|e| RotateError::io(dir, e))?;
+    check_owner_and_mode(dir, &meta, euid)?;
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for item in fs::read_dir(&d).map_err(|e| RotateError::io(&d, e))? {
+            let item = item.map_err(|e| RotateError::io(&d, e))?;
+            let path = item.path();
+            let meta = fs::symlink_metadata(&path).map_err(|e| RotateError::io(&path, e))?;
+            check_owner_and_mode(&path, &meta, euid)?;
+            if meta.is_dir() {
+                pending.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What to do about a damaged committed file.
+pub(super) const DAMAGED_ADVICE: &str = "the committed generation is damaged and pki will not \
+    guess what it held: restore the file (from a backup or the store's consumers), or move the \
+    store aside and start a new one";
+
+/// What is at `path`, in words: "missing", "a directory", "a symbolic link
+/// to X", "a regular file", "a special file".
+pub(super) fn describe(path: &Path) -> String {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "nothing (missing)".into(),
+        Err(e) => format!("something unreadable ({e})"),
+        Ok(meta) => {
+            let kind = meta.file_type();
+            if kind.is_symlink() {
+                match fs::read_link(path) {
+                    Ok(target) => format!("a symbolic link to {}", target.display()),
+                    Err(_) => "a symbolic link".into(),
+                }
+            } else if kind.is_dir() {
+                "a directory".into()
+            } else if kind.is_file() {
+                "a regular file".into()
+            } else {
+                "a special file".into()
+            }
+        }
+    }
+}
+
+/// SHA-256 of `contents`, lower-case hex.
+pub(super) fn digest(contents: &[u8]) -> String {
+    hex::encode(Sha256::digest(contents))
+}
+
+/// Reads a committed file without following a link at its name. Returns
+/// None when it is not a regular file (the caller describes what it is).
+pub(super) fn read_regular(path: &Path) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>> {
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(RotateError::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| RotateError::io(path, e))?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mut contents = zeroize::Zeroizing::new(Vec::with_capacity(meta.len() as usize));
+    file.read_to_end(&mut contents)
+        .map_err(|e| RotateError::io(path, e))?;
+    Ok(Some(contents))
+}

@@ -1,0 +1,648 @@
+//! The directory store under attack and after accidents: tampered published
+//! files, unsafe modes and owners, a planted lock link, crashes and I/O
+//! errors at every step of `init`, readers racing commits, old generations,
+//! the generation counter's end, and a lock held by someone else.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use pki_rotate::signer::document::{SIGNER_BRIDGE, leaf_cert_path, leaf_pem_path};
+use pki_rotate::{
+    Driver, FsStore, LeafRequest, Revision, RotateError, SignerEngine, SignerInput, SignerPolicy,
+    SignerState, Store,
+};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+// 2026-01-01: the day every signer here is created.
+const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+const KEY: &str = "signer";
+
+fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn initial(seed: u64) -> SignerState {
+    let mut s =
+        SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(seed)).unwrap();
+    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .unwrap();
+    let plan = pki_rotate::signer::plan(&s, &SignerInput::default(), T0).unwrap();
+    pki_rotate::signer::apply(&s, plan, &mut rng(seed + 1))
+        .unwrap()
+        .into_document()
+}
+
+fn create(dir: &Path, s: &SignerState) -> FsStore {
+    let store = FsStore::open_or_create(dir).unwrap();
+    Driver::new(&store).create::<SignerEngine>(KEY, s).unwrap();
+    store
+}
+
+fn rotation_time(s: &SignerState) -> OffsetDateTime {
+    s.rotation_due_at(&s.policy) + Duration::days(1)
+}
+
+fn step(
+    store: &FsStore,
+    input: &SignerInput,
+    now: OffsetDateTime,
+    seed: u64,
+) -> Result<pki_rotate::Step<SignerState, pki_rotate::Event>, RotateError> {
+    Driver::new(store)
+        .with_max_attempts(1)
+        .step::<SignerEngine, _>(KEY, input, now, &mut rng(seed))
+}
+
+/// A store after one rotation: bridge B is on every serving chain.
+fn rotated(dir: &Path, seed: u64) -> (FsStore, SignerState, OffsetDateTime) {
+    let s = initial(seed);
+    let store = create(dir, &s);
+    let now = rotation_time(&s);
+    let after = step(&store, &SignerInput::default(), now, seed + 2)
+        .unwrap()
+        .document;
+    assert!(after.bridge.is_some());
+    (store, after, now)
+}
+
+fn generations(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".gen-") || n.starts_with(".data.tmp"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Replaces the file at `path` (a path through the store's links) with
+/// whatever `tamper` leaves there.
+fn replace(path: &Path, tamper: impl FnOnce(&Path)) {
+    let real = path
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap()
+        .join(path.file_name().unwrap());
+    std::fs::remove_file(&real).unwrap();
+    tamper(&real);
+}
+
+#[test]
+fn a_tampered_bridge_b_is_refused_every_way_and_serving_chains_keep_it() {
+    let other_dir = tempfile::tempdir().unwrap();
+    let (_, other, _) = rotated(other_dir.path(), 40);
+    let other_bridge = other_dir.path().join(SIGNER_BRIDGE);
+    let bridge_pem = other.bridge.as_ref().unwrap().to_pem();
+
+    type Tamper = Box<dyn Fn(&Path)>;
+    let ways: Vec<(&str, Tamper, &str)> = vec![
+        ("missing", Box::new(|_: &Path| {}), "missing"),
+        (
+            "a directory",
+            Box::new(|p: &Path| std::fs::create_dir(p).unwrap()),
+            "a directory",
+        ),
+        (
+            "a link to another store's file",
+            Box::new({
+                let target = other_bridge.clone();
+                move |p: &Path| std::os::unix::fs::symlink(&target, p).unwrap()
+            }),
+            "a symbolic link to",
+        ),
+        (
+            "another store's file",
+            Box::new({
+                let pem = bridge_pem.clone();
+                move |p: &Path| std::fs::write(p, &pem).unwrap()
+            }),
+            "other content",
+        ),
+        (
+            "foreign content",
+            Box::new(|p: &Path| std::fs::write(p, b"not a certificate").unwrap()),
+            "other content",
+        ),
+    ];
+    for (i, (way, tamper, found)) in ways.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, state, now) = rotated(dir.path(), 50 + 10 * i as u64);
+        let chain_path = dir.path().join(leaf_cert_path("web"));
+        let chain_before = std::fs::read(&chain_path).unwrap();
+        replace(&dir.path().join(SIGNER_BRIDGE), tamper);
+
+        // A change that re-issues leaves, which would rewrite their chains.
+        let input = SignerInput::request("api", LeafRequest::server(vec!["api.ns.svc".into()]));
+        let err = step(&store, &input, now, 7).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, RotateError::DamagedStore { .. }),
+            "{way}: {text}"
+        );
+        assert!(text.contains("signer/intermediate-ca.crt"), "{way}: {text}");
+        assert!(text.contains(found), "{way}: {text}");
+        assert_eq!(std::fs::read(&chain_path).unwrap(), chain_before, "{way}");
+        assert!(!dir.path().join("certs/api").exists(), "{way}");
+        let bridge = state.bridge.as_ref().unwrap().to_pem();
+        assert!(
+            String::from_utf8(chain_before).unwrap().contains(&bridge),
+            "{way}: the serving chain lost bridge B"
+        );
+    }
+}
+
+#[test]
+fn a_replaced_published_link_is_refused_and_a_missing_one_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, now) = rotated(dir.path(), 60);
+    let signer = dir.path().join("signer");
+
+    // A hand-made copy of signer/ without bridge B, where the link was.
+    std::fs::remove_file(&signer).unwrap();
+    std::fs::create_dir(&signer).unwrap();
+    std::fs::write(signer.join("tls.crt"), b"copy").unwrap();
+    let err = step(&store, &SignerInput::default(), now, 8).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, RotateError::DamagedStore { .. }), "{text}");
+    assert!(text.contains(&signer.display().to_string()), "{text}");
+    assert!(text.contains("a directory"), "{text}");
+    assert!(text.contains("move it away"), "{text}");
+    assert!(store.get(KEY).is_err(), "a read must refuse it too");
+
+    // A link to somewhere else is refused the same way.
+    std::fs::remove_dir_all(&signer).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/signer", &signer).unwrap();
+    let text = store.get(KEY).unwrap_err().to_string();
+    assert!(
+        text.contains("a symbolic link to /nonexistent/signer"),
+        "{text}"
+    );
+
+    // Moved away: the next run, even a read, puts the link back and says so.
+    std::fs::remove_file(&signer).unwrap();
+    store.take_notices();
+    store.get(KEY).unwrap().unwrap();
+    let notices = store.take_notices();
+    assert_eq!(
+        notices,
+        [format!("repaired {} (was missing)", signer.display())]
+    );
+    assert_eq!(
+        std::fs::read_link(&signer).unwrap(),
+        Path::new(".data/signer")
+    );
+    assert!(dir.path().join(SIGNER_BRIDGE).is_file());
+}
+
+#[test]
+fn directories_and_files_writable_by_others_are_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path(), &initial(70));
+    let generation = dir.path().join(".data").canonicalize().unwrap();
+    for (path, mode) in [
+        (dir.path().to_path_buf(), 0o777),
+        (dir.path().to_path_buf(), 0o770),
+        (generation.clone(), 0o707),
+        (generation.join("certs"), 0o777),
+        (generation.join("certs/web"), 0o770),
+        (generation.join("certs/web/tls.key"), 0o666),
+    ] {
+        let before = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        set_mode(&path, mode);
+        for what in ["read", "write"] {
+            let err = match what {
+                "read" => store.get(KEY).map(drop).unwrap_err(),
+                _ => store
+                    .put(
+                        KEY,
+                        Some(&Revision::new("1")),
+                        &initial(71).to_files().unwrap(),
+                    )
+                    .map(drop)
+                    .unwrap_err(),
+            };
+            let text = err.to_string();
+            assert!(
+                matches!(err, RotateError::UnsafeStore { .. }),
+                "{what} {}: {text}",
+                path.display()
+            );
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains("writable by"), "{text}");
+        }
+        assert!(FsStore::open(dir.path()).is_err() || path != dir.path());
+        set_mode(&path, before);
+    }
+    store.get(KEY).unwrap().unwrap();
+}
+
+#[test]
+fn paths_owned_by_another_user_are_refused() {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !is_root {
+        // chown to another user needs root; the mode checks above still run.
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path(), &initial(80));
+    let generation = dir.path().join(".data").canonicalize().unwrap();
+    for path in [
+        generation.clone(),
+        generation.join("signer"),
+        dir.path().join("ca-bundle.crt"),
+        dir.path().join(".data"),
+        dir.path().join(".lock"),
+    ] {
+        std::os::unix::fs::lchown(&path, Some(65534), Some(65534)).unwrap();
+        let err = store.get(KEY).map(drop).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, RotateError::UnsafeStore { .. }),
+            "{}: {text}",
+            path.display()
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("owned by uid 65534"), "{text}");
+        std::os::unix::fs::lchown(&path, Some(0), Some(0)).unwrap();
+    }
+    store.get(KEY).unwrap().unwrap();
+}
+
+#[test]
+fn a_lock_file_that_is_a_link_is_refused_and_nothing_is_created_at_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("created-by-pki");
+    let store = create(dir.path(), &initial(90));
+    let lock = dir.path().join(".lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let errors = [
+        store.get(KEY).map(drop).unwrap_err(),
+        store.keys().map(drop).unwrap_err(),
+        step(&store, &SignerInput::default(), T0, 10)
+            .map(drop)
+            .unwrap_err(),
+        FsStore::open_or_create(dir.path())
+            .unwrap()
+            .put("other", None, &pki_rotate::Files::new())
+            .map(drop)
+            .unwrap_err(),
+    ];
+    for err in errors {
+        let text = err.to_string();
+        assert!(matches!(err, RotateError::UnsafeStore { .. }), "{text}");
+        assert!(
+            text.contains(".lock") && text.contains("symbolic link"),
+            "{text}"
+        );
+    }
+    assert!(!target.exists());
+    assert!(
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+/// What a crash or an I/O error at step `fail_at` of `init` leaves, and what
+/// the next command and a second `init` make of it.
+fn init_interrupted_at(fail_at: usize, crash: bool, s: &SignerState) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let name = Arc::new(Mutex::new(None));
+    let mut store = FsStore::open_or_create(dir.path()).unwrap();
+    {
+        let (seen, name) = (seen.clone(), name.clone());
+        store.set_write_hook(Some(Box::new(move |step| {
+            if seen.fetch_add(1, Ordering::SeqCst) != fail_at {
+                return Ok(());
+            }
+            *name.lock().unwrap() = Some(step.to_string());
+            if crash {
+                panic!("crash before {step}");
+            }
+            Err(std::io::Error::other(format!(
+                "injected failure before {step}"
+            )))
+        })));
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Driver::new(&store).create::<SignerEngine>(KEY, s)
+    }));
+    let step_name = name.lock().unwrap().clone()?;
+    store.set_write_hook(None);
+    let what = format!(
+        "{} before {step_name}",
+        if crash { "crash" } else { "error" }
+    );
+    let live_before = store.get(KEY).unwrap().is_some();
+    match (&outcome, crash) {
+        (Ok(Err(e)), false) => {
+            // A failure before the switch: nothing was committed, nothing left.
+            assert!(!live_before, "{what}: failed but committed: {e}");
+            assert!(e.to_string().contains("injected failure"), "{what}: {e}");
+        }
+        (Ok(Ok(_)), false) => {
+            // After the switch: committed, with a warning saying so.
+            let notices = store.take_notices();
+            assert!(
+                notices
+                    .iter()
+                    .any(|n| n.starts_with("warning: ") && n.contains("is live")),
+                "{what}: {notices:?}"
+            );
+            assert!(live_before, "{what}");
+        }
+        (Err(_), true) => {}
+        (other, _) => panic!(
+            "{what}: unexpected outcome {:?}",
+            other.as_ref().map(|r| r.is_ok())
+        ),
+    }
+    // The next command (here the read that starts `init`) has repaired the
+    // store: no leftovers, every published name a link that resolves.
+    let gens = generations(dir.path());
+    assert!(gens.len() <= 1, "{what}: leftovers {gens:?}");
+    // A second `init` completes, or says the store exists.
+    let again = Driver::new(&store).create::<SignerEngine>(KEY, s);
+    match again {
+        Ok(_) => assert!(!live_before, "{what}"),
+        Err(RotateError::AlreadyInitialized(_)) => assert!(live_before, "{what}"),
+        Err(e) => panic!("{what}: second init: {e}"),
+    }
+    let files = s.to_files().unwrap();
+    for name in files.top_level_names() {
+        let link = dir.path().join(name);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new(".data").join(name),
+            "{what}"
+        );
+    }
+    for (path, file) in files.iter() {
+        assert_eq!(
+            std::fs::read(dir.path().join(path)).unwrap(),
+            *file.contents,
+            "{what}: {path}"
+        );
+    }
+    assert_eq!(generations(dir.path()), [".gen-000000001"], "{what}");
+    Some(step_name)
+}
+
+#[test]
+fn init_interrupted_at_any_step_is_repaired_by_the_next_command_and_init_again() {
+    let s = initial(100);
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut steps = Vec::new();
+    for crash in [false, true] {
+        for fail_at in 0.. {
+            match init_interrupted_at(fail_at, crash, &s) {
+                Some(name) => steps.push(name),
+                None => break,
+            }
+        }
+    }
+    std::panic::set_hook(previous_hook);
+    for expected in [
+        "switch data link",
+        "sync directory",
+        "publish ca-bundle.crt",
+    ] {
+        assert!(steps.iter().any(|n| n == expected), "{expected}: {steps:?}");
+    }
+}
+
+#[test]
+fn a_failed_switch_leaves_no_temporary_link_and_says_the_store_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(110);
+    let mut store = create(dir.path(), &s);
+    store.set_write_hook(Some(Box::new(|step| {
+        if step == "switch data link" {
+            Err(std::io::Error::from_raw_os_error(5))
+        } else {
+            Ok(())
+        }
+    })));
+    let err = step(&store, &SignerInput::default(), rotation_time(&s), 11).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("the store is unchanged at generation 1"),
+        "{text}"
+    );
+    assert!(text.contains(".data"), "{text}");
+    assert_eq!(generations(dir.path()), [".gen-000000001"]);
+    assert_eq!(store.get(KEY).unwrap().unwrap().1, Revision::new("1"));
+}
+
+#[test]
+fn a_crash_after_the_switch_leaves_an_old_generation_that_a_no_op_run_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(120);
+    let mut store = create(dir.path(), &s);
+    let now = rotation_time(&s);
+    store.set_write_hook(Some(Box::new(|step| {
+        if step == "sync directory" {
+            panic!("crash before {step}");
+        }
+        Ok(())
+    })));
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        step(&store, &SignerInput::default(), now, 12)
+    }));
+    std::panic::set_hook(previous_hook);
+    assert!(crashed.is_err());
+    assert_eq!(
+        generations(dir.path()),
+        [".gen-000000001", ".gen-000000002"]
+    );
+
+    // The rotation is committed; a run with nothing to do removes generation
+    // 1, which holds the previous CA's key.
+    store.set_write_hook(None);
+    let idle = step(&store, &SignerInput::default(), now, 13).unwrap();
+    assert!(!idle.changed);
+    assert_eq!(generations(dir.path()), [".gen-000000002"]);
+    let removed = dir.path().join(".gen-000000001");
+    assert!(store.take_notices().contains(&format!(
+        "removed {} (left by an interrupted run)",
+        removed.display()
+    )),);
+}
+
+#[test]
+fn an_io_error_after_the_switch_is_a_warning_that_the_new_generation_is_live() {
+    for failing in ["sync directory", "remove .gen-000000001"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = initial(130);
+        let mut store = create(dir.path(), &s);
+        let target = failing.to_string();
+        store.set_write_hook(Some(Box::new(move |step| {
+            if step == target {
+                Err(std::io::Error::from_raw_os_error(5))
+            } else {
+                Ok(())
+            }
+        })));
+        let done = step(&store, &SignerInput::default(), rotation_time(&s), 14).unwrap();
+        assert_eq!(done.revision, Revision::new("2"), "{failing}");
+        let notices = store.take_notices();
+        assert_eq!(notices.len(), 1, "{failing}: {notices:?}");
+        assert!(notices[0].starts_with("warning: "), "{notices:?}");
+        assert!(
+            notices[0].contains("generation 2 is live")
+                || notices[0].contains("still holds private keys"),
+            "{failing}: {notices:?}"
+        );
+        assert!(notices[0].contains("Input/output error"), "{notices:?}");
+        // The old generation stays until a run can remove it safely.
+        assert_eq!(
+            generations(dir.path()),
+            [".gen-000000001", ".gen-000000002"]
+        );
+        store.set_write_hook(None);
+        assert_eq!(store.get(KEY).unwrap().unwrap().1, Revision::new("2"));
+        assert_eq!(generations(dir.path()), [".gen-000000002"], "{failing}");
+    }
+}
+
+#[test]
+fn the_generation_counter_refuses_to_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(140);
+    let store = create(dir.path(), &s);
+    let last = format!(".gen-{}", u64::MAX);
+    std::fs::rename(dir.path().join(".gen-000000001"), dir.path().join(&last)).unwrap();
+    std::fs::remove_file(dir.path().join(".data")).unwrap();
+    std::os::unix::fs::symlink(&last, dir.path().join(".data")).unwrap();
+    let err = step(&store, &SignerInput::default(), rotation_time(&s), 15).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("wrap") && text.contains(&u64::MAX.to_string()),
+        "{text}"
+    );
+    assert_eq!(generations(dir.path()), [last]);
+    store.get(KEY).unwrap().unwrap();
+}
+
+#[test]
+fn a_writer_waits_a_bounded_time_for_a_held_lock_and_names_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(150);
+    let mut holder = create(dir.path(), &s);
+    let (holding_tx, holding_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    holder.set_write_hook(Some(Box::new(move |step| {
+        if step == "create generation directory" {
+            holding_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        }
+        Ok(())
+    })));
+    std::thread::scope(|scope| {
+        let holding = scope.spawn(|| step(&holder, &SignerInput::default(), rotation_time(&s), 16));
+        holding_rx.recv().unwrap();
+
+        let mut waiter = FsStore::open(dir.path()).unwrap();
+        waiter.set_lock_timeout(std::time::Duration::from_millis(200));
+        // Readers do not wait.
+        assert_eq!(waiter.get(KEY).unwrap().unwrap().1, Revision::new("1"));
+        let input = SignerInput::request("api", LeafRequest::server(vec!["api.ns.svc".into()]));
+        let err = step(&waiter, &input, T0, 17).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, RotateError::LockTimeout { .. }), "{text}");
+        assert!(text.contains(".lock"), "{text}");
+        assert!(
+            text.contains(&format!("held by pid {} (", std::process::id())),
+            "{text}"
+        );
+        release_tx.send(()).unwrap();
+        assert_eq!(
+            holding.join().unwrap().unwrap().revision,
+            Revision::new("2")
+        );
+    });
+}
+
+#[test]
+fn readers_of_tls_pem_always_get_a_key_that_matches_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(160);
+    let store = create(dir.path(), &s);
+    let pem_path = dir.path().join(leaf_pem_path("web"));
+    let done = AtomicBool::new(false);
+    let checked = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    // A commit may remove the generation between the lookup
+                    // of `.data` and the file: the documented answer is to
+                    // read again.
+                    let Ok(text) = std::fs::read_to_string(&pem_path) else {
+                        continue;
+                    };
+                    let begin = text.find("-----BEGIN PRIVATE KEY-----").unwrap();
+                    let key = pki_core::PrivateKey::from_pem(&text.as_bytes()[begin..]).unwrap();
+                    let leaf = pki_core::Certificate::all_from_pem(&text.as_bytes()[..begin])
+                        .unwrap()
+                        .remove(0);
+                    assert!(key.matches(leaf.public_key()), "tls.pem mixes two commits");
+                    checked.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        // Each commit re-issues "web" (its names change) with a new key.
+        for i in 0..30u64 {
+            let input =
+                SignerInput::request("web", LeafRequest::server(vec![format!("web{i}.ns.svc")]));
+            Driver::new(&store)
+                .step::<SignerEngine, _>(KEY, &input, T0, &mut rng(1000 + i))
+                .unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    assert!(checked.load(Ordering::SeqCst) > 0);
+    let (loaded, _) = Driver::new(&store).load::<SignerEngine>(KEY).unwrap();
+    assert_eq!(
+        loaded.leaves["web"].request.dns_names,
+        ["web29.ns.svc".to_string()]
+    );
+}
+
+#[test]
+fn a_tls_pem_that_does_not_match_tls_crt_and_tls_key_is_refused() {
+    let s = initial(170);
+    let mut files = s.to_files().unwrap();
+    let pem = files.get(&leaf_pem_path("web")).unwrap().to_vec();
+    assert!(pem.starts_with(files.get(&leaf_cert_path("web")).unwrap()));
+    SignerState::from_files(&files).unwrap();
+    files
+        .insert(
+            leaf_pem_path("web"),
+            pki_rotate::File::secret(b"x".to_vec()),
+        )
+        .unwrap();
+    let err = SignerState::from_files(&files).unwrap_err().to_string();
+    assert!(err.contains("certs/web/tls.pem"), "{err}");
+}
