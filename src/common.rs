@@ -118,6 +118,8 @@ fn configure(mut store: FsStore) -> FsStore {
     store.set_notice_hook(Some(Box::new(|notice| eprintln!("pki: {notice}"))));
     store
 }
+/// What `--now` and `--at` accept, for `--help` and for errors.
+pub const TIME_HELP: &str = "RFC 3339 time like 2027-02-01T00:00:00Z (or with an offset, 2027-02-01T01:00:00+01:00), or \"now\"";
 
 /// `--now`: RFC 3339 or `now` (the default).
 pub fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
@@ -126,7 +128,135 @@ pub fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
     }
     OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
         .map(|t| t.to_offset(time::UtcOffset::UTC))
-        .map_err(|e| format!("\"{s}\" is not RFC 3339 time or \"now\" ({e})"))
+        .map_err(|_| {
+            format!(
+                "\"{}\" is not a time: expected {TIME_HELP}",
+                s.escape_debug()
+            )
+        })
+}
+
+/// The default of `--max-input-size`: far more than any real bundle or
+/// chain, small enough that `--bundle /dev/zero` fails at once.
+pub const DEFAULT_MAX_INPUT: u64 = 16 * 1024 * 1024;
+
+/// `--max-input-size`: bytes, or with a suffix `K`, `M`, `G` (binary: KiB,
+/// MiB, GiB; `KiB`, `MiB`, `GiB` are accepted too).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => {
+            return Err(format!(
+                "\"{}\" is not a size: expected bytes like 16777216 or 16M, 64M, 1G",
+                s.escape_debug()
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("\"{}\" is not a positive size like 16M", s.escape_debug()))
+}
+
+/// Reads a whole input file, refusing one larger than `max` bytes without
+/// reading past the limit (a device like `/dev/zero` never ends).
+pub fn read_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    if bytes.len() as u64 > max {
+        return Err(CliError::new(format!(
+            "{}: larger than the input limit of {max} bytes (raise it with --max-input-size)",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Makes a message one line: control characters (a newline in a name
+/// given on the command line) are shown escaped, never acted on.
+pub fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The exit status of a command that succeeded: 0, or what `status
+/// --check` found (3 an action is due, 4 broken).
+static EXIT_STATUS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sets the exit status of a successful run.
+pub fn set_exit_status(code: u8) {
+    EXIT_STATUS.store(code, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The exit status of a successful run.
+pub fn exit_status() -> u8 {
+    EXIT_STATUS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether standard output was found closed (a reader like `head` went
+/// away): further output is dropped and the command finishes quietly.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The first error writing to standard output other than a closed pipe.
+static STDOUT_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Writes to standard output without panicking: `println!` panics when the
+/// reader has gone (`pki status DIR | head -1`). A closed pipe makes the
+/// rest of the output go nowhere; any other error is reported at exit.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe
+            && let Ok(mut slot) = STDOUT_ERROR.lock()
+        {
+            slot.get_or_insert_with(|| format!("cannot write to standard output: {e}"));
+        }
+    }
+}
+
+/// The error writing standard output met, if it was not a closed pipe.
+pub fn stdout_error() -> Option<String> {
+    STDOUT_ERROR.lock().ok().and_then(|slot| slot.clone())
+}
+
+/// `println!` that never panics on a closed standard output.
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::common::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::common::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` that never panics on a closed standard output.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::common::write_stdout(format_args!($($arg)*)) };
 }
 
 /// DUR: `790d`, `13h`, `2h30m`.
@@ -176,6 +306,6 @@ pub fn load_signer(store: &StoreArg) -> CliResult<SignerState> {
 /// Prints one line per event.
 pub fn print_events(events: &[Event]) {
     for e in events {
-        println!("{e}");
+        crate::outln!("{e}");
     }
 }

@@ -28,7 +28,7 @@ fn snapshot(state: &SignerState, name: &str) -> CliResult<Snapshot> {
 }
 
 fn heading(step: &str) {
-    println!("\n== {step}");
+    crate::outln!("\n== {step}");
 }
 
 fn cell(server: &Snapshot, client: &Snapshot, at: OffsetDateTime) -> (bool, String) {
@@ -46,17 +46,17 @@ fn cell(server: &Snapshot, client: &Snapshot, at: OffsetDateTime) -> (bool, Stri
 
 /// Prints the 4-cell matrix and returns whether every cell verified.
 fn matrix(old: &Snapshot, new: &Snapshot, at: OffsetDateTime, label: &str) -> bool {
-    println!(
+    crate::outln!(
         "   trust matrix at {} ({label}), each cell a TLS handshake on 127.0.0.1:",
         pki_core::datetime::rfc3339(at)
     );
-    println!("   {:<22} {:<14} {:<14}", "", "old bundle", "new bundle");
+    crate::outln!("   {:<22} {:<14} {:<14}", "", "old bundle", "new bundle");
     let mut all = true;
     for (row, server) in [("old serving chain", old), ("new serving chain", new)] {
         let (a_ok, a) = cell(server, old, at);
         let (b_ok, b) = cell(server, new, at);
         all &= a_ok && b_ok;
-        println!("   {row:<22} {a:<14} {b:<14}");
+        crate::outln!("   {row:<22} {a:<14} {b:<14}");
     }
     all
 }
@@ -77,15 +77,15 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         .replace_minute(0)
         .and_then(|t| t.replace_second(0))
         .map_err(|e| CliError::new(e.to_string()))?;
-    println!("pki demo: a service CA through automatic and forced rotation");
-    println!(
+    crate::outln!("pki demo: a service CA through automatic and forced rotation");
+    crate::outln!(
         "store: {}   simulated start: {}",
         dir.display(),
         pki_core::datetime::rfc3339(t0)
     );
 
     heading(
-        "1. pki init DIR --cn demo-service-ca   (CA lifetime D = 790d, minimum trust M = 395d)",
+        "1. pki init DIR --cn demo-service-ca --reload-interval 7d   (CA lifetime D = 790d, minimum trust M = 395d)",
     );
     let state = crate::init::run(&crate::init::InitArgs {
         dir: &store,
@@ -93,6 +93,9 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         key: pki_core::KeyAlgorithm::EcdsaP256,
         lifetime: pki_core::policy::DEFAULT_LIFETIME,
         min_trust: pki_core::policy::DEFAULT_MIN_TRUST,
+        // Every consumer reloads within a week: a forced rotation a month
+        // after the automatic one strands nobody (see step 6).
+        reload_interval: Some(Duration::days(7)),
         now: t0,
     })?;
 
@@ -106,6 +109,8 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         ip: vec![],
         client: false,
         lifetime: None,
+        replace: false,
+        json: false,
         now: t0,
     })?;
     crate::issue::run(crate::issue::IssueArgs {
@@ -119,6 +124,8 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         ],
         client: false,
         lifetime: None,
+        replace: false,
+        json: false,
         now: t0,
     })?;
     let t_rot = state.rotation_due_at(&state.policy) + Duration::hours(1);
@@ -156,8 +163,8 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     if !ok {
         return Err(CliError::new("demo: a trust matrix cell failed"));
     }
-    println!("   new serving chain = leaf + bridge B (new CA signed by the old key);");
-    println!("   new bundle = new CA + bridge A (old CA signed by the new key).");
+    crate::outln!("   new serving chain = leaf + bridge B (new CA signed by the old key);");
+    crate::outln!("   new bundle = new CA + bridge A (old CA signed by the new key).");
 
     let t_forced = t_rot + Duration::days(30);
     heading(&format!(
@@ -166,7 +173,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     ));
     let ceremony = pki_rotate::ForcedRotation::new("key ceremony");
     crate::rotate::run(&store, Some(&ceremony), t_forced)?;
-    println!("   running it again with the same reason:");
+    crate::outln!("   running it again with the same reason:");
     crate::rotate::run(&store, Some(&ceremony), t_forced + Duration::minutes(5))?;
     let forced = load_signer(&store)?;
     let newest = snapshot(&forced, "web")?;
@@ -182,10 +189,10 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     }
 
     heading("7. pki status DIR");
-    crate::status::run(&store, false, t_forced + Duration::hours(1))?;
+    crate::status::run(&store, false, false, t_forced + Duration::hours(1))?;
 
     heading("8. timeline");
-    println!(
+    crate::outln!(
         "   {}  CA {} created",
         pki_core::datetime::rfc3339(t0),
         before.ca.cert.id()
@@ -195,7 +202,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
             .previous_trusted_until
             .map(|t| format!("previous trusted until {}", pki_core::datetime::rfc3339(t)))
             .unwrap_or_else(|| "previous distrusted".into());
-        println!(
+        crate::outln!(
             "   {}  {} -> {}  {}; {until}",
             pki_core::datetime::rfc3339(r.at),
             r.from,
@@ -203,9 +210,9 @@ pub fn run(keep: Option<&Path>) -> CliResult {
             r.reason
         );
     }
-    println!("\ndone: trust held in every cell through both rotations.");
+    crate::outln!("\ndone: trust held in every cell through both rotations.");
     if keep.is_some() {
-        println!("the store is kept in {}", dir.display());
+        crate::outln!("the store is kept in {}", dir.display());
     }
     Ok(())
 }

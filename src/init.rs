@@ -11,6 +11,7 @@ pub struct InitArgs<'a> {
     pub key: KeyAlgorithm,
     pub lifetime: Duration,
     pub min_trust: Duration,
+    pub reload_interval: Option<Duration>,
     pub now: OffsetDateTime,
 }
 
@@ -19,7 +20,7 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         rotation: RotationPolicy {
             lifetime: args.lifetime,
             min_trust: args.min_trust,
-            reload_interval: None,
+            reload_interval: args.reload_interval,
         },
         key_algorithm: args.key,
         ..SignerPolicy::default()
@@ -33,19 +34,19 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
     let state = SignerState::new(args.common_name, policy, args.now, &mut os_rng())?;
     Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
     let ca = &state.ca.cert;
-    println!(
+    crate::outln!(
         "created CA {} ({}, {}) in {}",
         ca.id(),
         ca.subject(),
         args.key,
         args.dir
     );
-    println!("  valid until     {}", when(ca.not_after(), args.now));
-    println!(
+    crate::outln!("  valid until     {}", when(ca.not_after(), args.now));
+    crate::outln!(
         "  rotates at      {}",
         when(state.rotation_due_at(&policy), args.now)
     );
-    println!(
+    crate::outln!(
         "  clients trust   {}",
         args.dir.published(pki_rotate::signer::document::CA_BUNDLE)
     );

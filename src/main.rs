@@ -1,13 +1,18 @@
 //! The `pki` command-line tool: rotate a service CA kept in a directory.
 //!
 //! Exit status: 0 on success, 1 when an operation is refused or fails (with
-//! a one-line reason on stderr), 2 on bad usage.
+//! a one-line reason on stderr), 2 on bad usage; `pki status --check` exits
+//! 3 when an action is due and 4 when trust is broken or something expired.
 
 mod common;
+mod completions;
 mod demo;
 mod init;
+mod inspect;
 mod issue;
 mod pin;
+mod remove;
+mod renew;
 mod rotate;
 mod status;
 mod stores;
@@ -15,7 +20,7 @@ mod tls;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use common::{StoreArg, parse_duration, parse_time};
+use common::{DEFAULT_MAX_INPUT, StoreArg, parse_duration, parse_size, parse_time};
 use pki_core::KeyAlgorithm;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -26,7 +31,8 @@ use time::{Duration, OffsetDateTime};
 #[command(
     name = "pki",
     version,
-    about = "Rotate X.509 certificate authorities without breaking trust"
+    about = "Rotate X.509 certificate authorities without breaking trust",
+    after_help = "TIME is RFC 3339, like 2027-02-01T00:00:00Z, or \"now\"; DUR is like 790d, 13h, 2h30m.\nExit status: 0 success, 1 refused or failed (one line on stderr), 2 bad usage;\n`pki status --check`: 0 nothing due, 3 an action is due, 4 trust broken or something expired."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,8 +63,13 @@ enum Command {
         /// Minimum trust M: rotate when less than this remains, like 395d.
         #[arg(long, default_value = "395d", value_parser = parse_duration)]
         min_trust: Duration,
-        /// The time to act at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// Reload interval I: every consumer reloads its files within this,
+        /// like 7d. Unset, pki assumes up to M, and refuses a rotation within
+        /// M of the previous one unless --allow-trust-break.
+        #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+        reload_interval: Option<Duration>,
+        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
@@ -80,8 +91,37 @@ enum Command {
         /// Certificate lifetime, like 365d (cut at the CA's expiry).
         #[arg(long, value_parser = parse_duration)]
         lifetime: Option<Duration>,
-        /// The time to act at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// Allow changing an existing certificate's kind (server, client)
+        /// or dropping some of its names.
+        #[arg(long)]
+        replace: bool,
+        /// Print the result as JSON (docs/issue.schema.json).
+        #[arg(long)]
+        json: bool,
+        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+        now: OffsetDateTime,
+    },
+    /// Issue a new key and certificate for one certificate now.
+    Renew {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Certificate name (certs/NAME/).
+        name: String,
+        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+        now: OffsetDateTime,
+    },
+    /// Stop keeping a certificate: its files and key are removed.
+    Remove {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Certificate name (certs/NAME/).
+        name: String,
+        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
     },
     /// Rotate the CA if due or forced; re-issue stale certificates.
@@ -99,8 +139,16 @@ enum Command {
         /// The previous CA's key is compromised: issue no bridges, distrust it at once.
         #[arg(long, requires = "force")]
         compromised: bool,
-        /// The time to act at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// Rotate even though some consumers would stop trusting each other
+        /// (an expired CA; a rotation soon after another), for this reason,
+        /// recorded in the history.
+        #[arg(long, value_name = "REASON")]
+        allow_trust_break: Option<String>,
+        /// Print the result as JSON (docs/rotate.schema.json).
+        #[arg(long)]
+        json: bool,
+        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
     },
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
@@ -108,11 +156,15 @@ enum Command {
         /// Store directory, or etcd://HOST:PORT/PREFIX.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
-        /// Machine-readable output.
+        /// Machine-readable output (docs/status.schema.json).
         #[arg(long)]
         json: bool,
-        /// The time to report at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// Exit 0 when nothing is due, 3 when an action is due, 4 when trust
+        /// is broken or something has expired (for cron and monitoring).
+        #[arg(long)]
+        check: bool,
+        /// The time to report at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
     },
     /// Verify a chain (leaf first, then intermediates) against a bundle.
@@ -132,15 +184,47 @@ enum Command {
         /// What the leaf is for.
         #[arg(long, default_value = "server", value_parser = parse_purpose)]
         purpose: pki_core::verify::Purpose,
-        /// Validation time: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// Validation time, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         at: OffsetDateTime,
+        /// Print the result as JSON (docs/verify.schema.json).
+        #[arg(long)]
+        json: bool,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Print the root pin of a bundle: SHA-256 of the root certificate's DER.
     Pin {
         /// A PEM bundle.
         file: PathBuf,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
+    /// Show every certificate in a PEM file: subject, issuer, SKI/AKI,
+    /// validity with a countdown, SANs, and which CA of a store issued it.
+    Inspect {
+        /// A PEM file (certificates; other blocks are skipped).
+        file: PathBuf,
+        /// A store whose current and previous CA to match issuers against.
+        #[arg(long, value_parser = StoreArg::parse, value_name = "DIR")]
+        store: Option<StoreArg>,
+        /// The time countdowns are relative to, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+        now: OffsetDateTime,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command's definition.
+    #[command(hide = true)]
+    Man,
     /// Write a store's published files (certificates, bundle, keys) into a
     /// directory, in the directory layout.
     Export {
@@ -180,6 +264,7 @@ fn run(cli: Cli) -> common::CliResult {
             key,
             lifetime,
             min_trust,
+            reload_interval,
             now,
         } => init::run(&init::InitArgs {
             dir: &dir,
@@ -187,6 +272,7 @@ fn run(cli: Cli) -> common::CliResult {
             key,
             lifetime,
             min_trust,
+            reload_interval,
             now,
         })
         .map(drop),
@@ -197,6 +283,8 @@ fn run(cli: Cli) -> common::CliResult {
             ip,
             client,
             lifetime,
+            replace,
+            json,
             now,
         } => issue::run(issue::IssueArgs {
             dir: &dir,
@@ -205,13 +293,19 @@ fn run(cli: Cli) -> common::CliResult {
             ip,
             client,
             lifetime,
+            replace,
+            json,
             now,
         }),
+        Command::Renew { dir, name, now } => renew::run(&dir, &name, now),
+        Command::Remove { dir, name, now } => remove::run(&dir, &name, now),
         Command::Rotate {
             dir,
             force,
             grace,
             compromised,
+            allow_trust_break,
+            json,
             now,
         } => {
             let forced = force.map(|reason| pki_rotate::ForcedRotation {
@@ -219,9 +313,20 @@ fn run(cli: Cli) -> common::CliResult {
                 grace,
                 no_bridges: compromised,
             });
-            rotate::run(&dir, forced.as_ref(), now)
+            rotate::run_guarded(&rotate::GuardedArgs {
+                dir: &dir,
+                forced: forced.as_ref(),
+                allow_trust_break: allow_trust_break.as_deref(),
+                json,
+                now,
+            })
         }
-        Command::Status { dir, json, now } => status::run(&dir, json, now),
+        Command::Status {
+            dir,
+            json,
+            check,
+            now,
+        } => status::run(&dir, json, check, now),
         Command::Verify {
             bundle,
             chain,
@@ -229,6 +334,8 @@ fn run(cli: Cli) -> common::CliResult {
             ip,
             purpose,
             at,
+            json,
+            max_input_size,
         } => verify::run(&verify::VerifyArgs {
             bundle: &bundle,
             chain: &chain,
@@ -236,8 +343,21 @@ fn run(cli: Cli) -> common::CliResult {
             ip,
             purpose,
             at,
+            json,
+            max_input_size,
         }),
-        Command::Pin { file } => pin::run(&file),
+        Command::Pin {
+            file,
+            max_input_size,
+        } => pin::run(&file, max_input_size),
+        Command::Inspect {
+            file,
+            store,
+            now,
+            max_input_size,
+        } => inspect::run(&file, store.as_ref(), now, max_input_size),
+        Command::Completions { shell } => completions::completions(shell),
+        Command::Man => completions::man(),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Demo { dir } => demo::run(dir.as_deref()),
     }
@@ -246,16 +366,28 @@ fn run(cli: Cli) -> common::CliResult {
 fn main() -> ExitCode {
     // A bug must still end in one line, never a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("pki: internal error: {info}");
+        let text = info.to_string();
+        // Output is written with `outln!`, which never panics; a `println!`
+        // somewhere still would when the reader has gone: stop quietly with
+        // the status a shell shows for a process ended by SIGPIPE.
+        if text.contains("failed printing to stdout") {
+            std::process::exit(141);
+        }
+        eprintln!("pki: internal error: {}", common::one_line(&text));
     }));
     let cli = Cli::parse();
     if let Some(timeout) = cli.lock_timeout {
         common::set_lock_timeout(timeout);
     }
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = run(cli);
+    if let Some(e) = common::stdout_error() {
+        eprintln!("pki: {}", common::one_line(&e));
+        return ExitCode::from(1);
+    }
+    match result {
+        Ok(()) => ExitCode::from(common::exit_status()),
         Err(e) => {
-            eprintln!("pki: {}", e.message);
+            eprintln!("pki: {}", common::one_line(&e.message));
             ExitCode::from(1)
         }
     }

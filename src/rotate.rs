@@ -11,13 +11,87 @@ pub fn run(dir: &StoreArg, forced: Option<&ForcedRotation>, now: OffsetDateTime)
     };
     let step = step_signer(dir, &input, now)?;
     if step.events.is_empty() {
-        println!("nothing to do");
+        crate::outln!("nothing to do");
     }
     print_events(&step.events);
     let state = &step.document;
-    println!(
+    crate::outln!(
         "next rotation   {}",
         when(state.rotation_due_at(&state.policy), now)
+    );
+    Ok(())
+}
+
+/// What `pki rotate` passes besides the store: the forced rotation, the
+/// operator's reason to break trust, and the output form.
+pub struct GuardedArgs<'a> {
+    pub dir: &'a StoreArg,
+    pub forced: Option<&'a ForcedRotation>,
+    /// Rotate even when the pre-flight finds consumers that would break.
+    pub allow_trust_break: Option<&'a str>,
+    pub json: bool,
+    pub now: OffsetDateTime,
+}
+
+/// `pki rotate --json` (docs/rotate.schema.json).
+#[derive(serde::Serialize)]
+struct RotateReport<'a> {
+    schema_version: u32,
+    changed: bool,
+    /// Whether the CA was rotated by this command.
+    rotated: bool,
+    events: &'a [pki_rotate::Event],
+    /// The history entry of the rotation this command made, if any.
+    rotation: Option<&'a pki_rotate::RotationRecord>,
+    ca_id: String,
+    #[serde(with = "time::serde::rfc3339")]
+    next_rotation: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    next_check: OffsetDateTime,
+}
+
+/// `pki rotate` with the trust-break guard: a rotation that would cut
+/// consumers off is refused (exit 1, naming them) unless allowed.
+pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
+    let input = SignerInput {
+        forced: args.forced.cloned(),
+        allow_trust_break: args.allow_trust_break.map(str::to_string),
+        ..SignerInput::default()
+    };
+    let step = step_signer(args.dir, &input, args.now)?;
+    let state = &step.document;
+    let rotated = step
+        .events
+        .iter()
+        .any(|e| matches!(e, pki_rotate::Event::Rotated { .. }));
+    if args.json {
+        let report = RotateReport {
+            schema_version: pki_rotate::status::SCHEMA_VERSION,
+            changed: step.changed,
+            rotated,
+            events: &step.events,
+            rotation: if rotated { state.history.last() } else { None },
+            ca_id: state.ca.cert.id(),
+            next_rotation: state.rotation_due_at(&state.policy),
+            next_check: step.next_wake,
+        };
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| crate::common::CliError::new(e.to_string()))?;
+        crate::outln!("{text}");
+        return Ok(());
+    }
+    if step.events.is_empty() {
+        crate::outln!("nothing to do");
+    }
+    print_events(&step.events);
+    if rotated && let Some(record) = state.history.last() {
+        for o in &record.overridden {
+            crate::outln!("trust break allowed: {}: {}", o.name, o.detail);
+        }
+    }
+    crate::outln!(
+        "next rotation   {}",
+        when(state.rotation_due_at(&state.policy), args.now)
     );
     Ok(())
 }

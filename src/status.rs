@@ -1,24 +1,34 @@
-//! `pki status`: what the store holds, when it expires, what happens next.
+//! `pki status`: what the store holds, when it expires, what happens next,
+//! and with `--check`, an exit status for cron and monitoring.
 
-use crate::common::{CliResult, StoreArg, load_signer, when};
-use pki_rotate::status::{BundleRole, CertSummary, SignerStatus};
+use crate::common::{CliError, CliResult, StoreArg, load_signer, set_exit_status, when};
+use pki_rotate::status::{BundleRole, CellResult, CertSummary, Health, LeafState, SignerStatus};
 use time::OffsetDateTime;
 
-pub fn run(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
+pub fn run(dir: &StoreArg, json: bool, check: bool, now: OffsetDateTime) -> CliResult {
     let state = load_signer(dir)?;
     let status = SignerStatus::of(&state, now)?;
     if json {
-        let text = serde_json::to_string_pretty(&status)
-            .map_err(|e| crate::common::CliError::new(e.to_string()))?;
-        println!("{text}");
+        let text =
+            serde_json::to_string_pretty(&status).map_err(|e| CliError::new(e.to_string()))?;
+        crate::outln!("{text}");
     } else {
-        print!("{}", render(&status));
+        crate::out!("{}", render(&status));
+    }
+    if check {
+        set_exit_status(status.health.exit_code());
     }
     Ok(())
 }
 
 fn row(role: &str, c: &CertSummary, now: OffsetDateTime) -> String {
-    let state = if c.valid { "" } else { "  EXPIRED" };
+    let state = if now > c.not_after {
+        "  EXPIRED"
+    } else if now < c.not_before {
+        "  NOT YET VALID"
+    } else {
+        ""
+    };
     format!(
         "  {role:<10} {:<52} {}{state}\n",
         c.id,
@@ -53,12 +63,20 @@ pub fn render(s: &SignerStatus) -> String {
     out.push_str(&format!("  bundle fingerprint {}\n", s.bundle_fingerprint));
     if let Some(p) = &s.previous {
         match p.trusted_until {
-            Some(t) => out.push_str(&format!(
+            Some(t) if p.trusted => out.push_str(&format!(
                 "  previous CA {} trusted until {}\n",
                 p.id,
                 when(t, now)
             )),
-            None => out.push_str(&format!("  previous CA {} no longer trusted\n", p.id)),
+            Some(t) => out.push_str(&format!(
+                "  previous CA {} no longer trusted (trust ended {})\n",
+                p.id,
+                when(t.min(p.not_after), now)
+            )),
+            None => out.push_str(&format!(
+                "  previous CA {} no longer trusted (distrusted at the rotation)\n",
+                p.id
+            )),
         }
     }
     out.push('\n');
@@ -66,24 +84,23 @@ pub fn render(s: &SignerStatus) -> String {
         out.push_str("  no certificates issued (pki issue DIR NAME --dns ...)\n");
     } else {
         out.push_str(&format!(
-            "  {:<14} {:<8} {:<6} {:<36} NAMES\n",
+            "  {:<14} {:<8} {:<6} {:<44} NAMES\n",
             "CERT", "KIND", "CHAIN", "EXPIRES"
         ));
         for l in &s.leaves {
-            let expires = l
-                .cert
-                .as_ref()
-                .map(|c| when(c.not_after, now))
-                .unwrap_or_else(|| "not issued".into());
-            let kind = match l.kind {
-                pki_rotate::LeafKind::Server => "server",
-                pki_rotate::LeafKind::Client => "client",
-                pki_rotate::LeafKind::ServerClient => "both",
+            let expires = match (&l.cert, l.state) {
+                (Some(c), LeafState::Valid) => when(c.not_after, now),
+                (Some(c), state) => format!("{}  {}", when(c.not_after, now), state.label()),
+                (None, state) => state.label().to_string(),
             };
             out.push_str(&format!(
-                "  {:<14} {:<8} {:<6} {:<36} {}\n",
+                "  {:<14} {:<8} {:<6} {:<44} {}\n",
                 l.name,
-                kind,
+                match l.kind {
+                    pki_rotate::LeafKind::Server => "server",
+                    pki_rotate::LeafKind::Client => "client",
+                    pki_rotate::LeafKind::ServerClient => "both",
+                },
                 l.chain_len,
                 expires,
                 l.names.join(",")
@@ -94,8 +111,8 @@ pub fn render(s: &SignerStatus) -> String {
         out.push_str("\n  trust now (RFC 5280 path validation):\n");
         for c in &s.trust {
             let verdict = match &c.result {
-                Ok(_) => "ok".to_string(),
-                Err(e) => format!("FAILS: {e}"),
+                CellResult::Verified { .. } => "ok".to_string(),
+                CellResult::Failed { error } => format!("FAILS: {error}"),
             };
             out.push_str(&format!(
                 "  {:>3} serving chain x {:>3} bundle  {verdict}\n",
@@ -105,10 +122,12 @@ pub fn render(s: &SignerStatus) -> String {
         }
     }
     out.push('\n');
-    out.push_str(&format!(
-        "  CA rotation due {}\n",
+    let due = if s.rotation_due_at <= now {
+        format!("since {}", when(s.rotation_due_at, now))
+    } else {
         when(s.rotation_due_at, now)
-    ));
+    };
+    out.push_str(&format!("  CA rotation due {due}\n"));
     if s.pending.is_empty() {
         out.push_str(&format!(
             "  next action: none now; next check {}\n",
@@ -117,6 +136,15 @@ pub fn render(s: &SignerStatus) -> String {
     } else {
         for p in &s.pending {
             out.push_str(&format!("  next action: {p} (run `pki rotate`)\n"));
+        }
+    }
+    match s.health {
+        Health::Ok => out.push_str("  health: ok\n"),
+        Health::ActionDue => out.push_str("  health: an action is due\n"),
+        Health::Broken => {
+            for p in &s.problems {
+                out.push_str(&format!("  BROKEN: {p}\n"));
+            }
         }
     }
     out

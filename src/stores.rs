@@ -48,7 +48,7 @@ pub fn export(store: &StoreArg, out: &Path) -> CliResult {
         };
         write_files(out, &files)?;
         found += 1;
-        println!(
+        crate::outln!(
             "exported {key} (revision {revision}, {} files) to {}",
             files.len(),
             out.display()

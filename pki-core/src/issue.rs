@@ -372,6 +372,15 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
     if common_name.is_empty() {
         return Err(Error::issuance("common name must not be empty"));
     }
+    if let Some(c) = common_name.chars().find(|c| c.is_control()) {
+        // A control character in a name ends up in logs and terminals,
+        // where it can forge lines; no legitimate CN carries one.
+        return Err(Error::issuance(format!(
+            "common name \"{}\" contains the control character {:?}",
+            common_name.escape_debug(),
+            c
+        )));
+    }
     if common_name.len() > 64 {
         return Err(Error::issuance(format!(
             "common name \"{common_name}\" is longer than 64 characters (RFC 5280 ub-common-name)"

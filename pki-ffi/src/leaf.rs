@@ -288,6 +288,13 @@ fn reason_code(reason: &LeafReason) -> pki_leaf_reason {
         LeafReason::WrongIssuer { .. } => pki_leaf_reason::PKI_LEAF_WRONG_ISSUER,
         LeafReason::NearExpiry { .. } => pki_leaf_reason::PKI_LEAF_NEAR_EXPIRY,
         LeafReason::RequestChanged => pki_leaf_reason::PKI_LEAF_REQUEST_CHANGED,
+        // No life left is the end of the refresh window.
+        LeafReason::Expired { .. } => pki_leaf_reason::PKI_LEAF_NEAR_EXPIRY,
+        // A new kind is a changed request; `pki_leaf_reconcile` never renews
+        // on request, and a renewal asked for is a changed request too.
+        LeafReason::KindChanged { .. } | LeafReason::Renewed => {
+            pki_leaf_reason::PKI_LEAF_REQUEST_CHANGED
+        }
     }
 }
 

@@ -625,6 +625,9 @@ pub unsafe extern "C" fn pki_signer_reconcile(
         let input = SignerInput {
             policy: Some(policy),
             forced,
+            // The C ABI cannot pass an override for a trust-breaking
+            // rotation yet: keep its behaviour until it can.
+            skip_trust_break_check: true,
             ..SignerInput::default()
         };
         let outcome = SignerEngine::step(state, &input, now, &mut os_rng())?;

@@ -270,6 +270,9 @@ pub unsafe extern "C" fn pki_signer_store_step(
             policy,
             signer: SignerInput {
                 forced,
+                // The C ABI cannot pass an override for a trust-breaking
+                // rotation yet: keep its behaviour until it can.
+                skip_trust_break_check: true,
                 ..SignerInput::default()
             },
         };

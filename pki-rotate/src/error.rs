@@ -215,6 +215,29 @@ pub enum RotateError {
         /// Who holds it, as the holder recorded it in the lock file.
         holder: Option<String>,
     },
+    /// A leaf request would change the leaf's kind or drop some of its
+    /// names; that takes an explicit replacement (`pki issue --replace`).
+    #[error(
+        "certificate \"{}\": {changes}; pass --replace to do that on purpose (clients relying on it may stop working)",
+        .name.escape_debug()
+    )]
+    LeafChangeNeedsReplace {
+        /// The leaf's name.
+        name: String,
+        /// What would change, in words.
+        changes: String,
+    },
+    /// A rotation would leave consumers unable to verify each other (see
+    /// [`crate::preflight::rotation_trust_breaks`]); it is refused unless
+    /// the operator allows it with a reason.
+    #[error(
+        "rotation refused: it breaks trust: {}; to rotate anyway, pass --allow-trust-break REASON",
+        .breaks.join("; ")
+    )]
+    TrustBreak {
+        /// Which consumers break and until when, one entry each.
+        breaks: Vec<String>,
+    },
 }
 
 fn describe_unsupported(

@@ -54,7 +54,31 @@ pub enum LeafKind {
     ServerClient,
 }
 
+impl std::fmt::Display for LeafKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LeafKind::Server => "server",
+            LeafKind::Client => "client",
+            LeafKind::ServerClient => "server-client",
+        })
+    }
+}
+
 impl LeafKind {
+    /// The kind a certificate was issued as, from its extended key usage
+    /// (None: neither serverAuth nor clientAuth).
+    pub fn of(cert: &Certificate) -> Option<LeafKind> {
+        let eku = cert.extended_key_usage().unwrap_or(&[]);
+        let server = eku.contains(&pki_core::EKU_SERVER_AUTH);
+        let client = eku.contains(&pki_core::EKU_CLIENT_AUTH);
+        match (server, client) {
+            (true, true) => Some(LeafKind::ServerClient),
+            (true, false) => Some(LeafKind::Server),
+            (false, true) => Some(LeafKind::Client),
+            (false, false) => None,
+        }
+    }
+
     fn profile(self) -> Profile {
         match self {
             LeafKind::Server => Profile::Server,
@@ -98,6 +122,9 @@ impl LeafRequest {
             }
             .into());
         }
+        for name in &self.dns_names {
+            check_leaf_dns_name(name)?;
+        }
         if self.lifetime <= Duration::ZERO {
             return Err(pki_core::Error::Issuance {
                 reason: "lifetime must be positive".into(),
@@ -107,6 +134,30 @@ impl LeafRequest {
         Ok(())
     }
 
+    /// Every requested name, DNS names first, as the CLI shows them.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = self.dns_names.clone();
+        names.extend(self.ip_addresses.iter().map(ToString::to_string));
+        names
+    }
+
+    /// The names `self` has that `other` lacks (case-insensitive for DNS).
+    pub fn names_missing_from(&self, other: &LeafRequest) -> Vec<String> {
+        let mut missing: Vec<String> = self
+            .dns_names
+            .iter()
+            .filter(|d| !other.dns_names.iter().any(|o| o.eq_ignore_ascii_case(d)))
+            .cloned()
+            .collect();
+        missing.extend(
+            self.ip_addresses
+                .iter()
+                .filter(|ip| !other.ip_addresses.contains(ip))
+                .map(ToString::to_string),
+        );
+        missing
+    }
+
     fn common_name(&self) -> String {
         match (self.dns_names.first(), self.ip_addresses.first()) {
             (Some(d), _) => d.clone(),
@@ -114,6 +165,42 @@ impl LeafRequest {
             (None, None) => "leaf".into(),
         }
     }
+}
+
+/// Refuses DNS names that are syntactically fine but wrong in a leaf
+/// request: a bare `*` (every host), a wildcard directly under a single
+/// label such as `*.com` (every host of a top-level domain, which no CA
+/// should certify), and an IP literal (clients match IP addresses against
+/// iPAddress names only, so such a DNS name never matches: use an IP name).
+pub fn check_leaf_dns_name(name: &str) -> Result<()> {
+    let refuse = |why: &str| -> Result<()> {
+        Err(pki_core::Error::Issuance {
+            reason: format!("DNS name \"{}\" refused: {why}", name.escape_debug()),
+        }
+        .into())
+    };
+    let trimmed = name.trim_end_matches('.');
+    if trimmed == "*" {
+        return refuse("a bare wildcard would match every host name");
+    }
+    if let Some(parent) = trimmed.strip_prefix("*.")
+        && !parent.contains('.')
+    {
+        return refuse(&format!(
+            "a wildcard directly under the single label \"{}\" would match every host in a top-level domain",
+            parent.escape_debug()
+        ));
+    }
+    if trimmed.parse::<IpAddr>().is_ok() || name.trim_matches(['[', ']']).parse::<IpAddr>().is_ok()
+    {
+        return refuse(
+            "it is an IP address, which clients never match against DNS names: request it as an IP address (--ip)",
+        );
+    }
+    if name.chars().any(char::is_control) {
+        return refuse("it contains a control character");
+    }
+    Ok(())
 }
 
 /// Why a leaf is (re-)issued.
@@ -134,20 +221,44 @@ pub enum LeafReason {
         /// Its NotAfter (RFC 3339).
         not_after: String,
     },
-    /// The requested names or kind changed since it was issued.
+    /// The requested names changed since it was issued.
     RequestChanged,
+    /// The requested kind (server, client, both) changed since it was issued.
+    KindChanged {
+        /// The kind of the certificate issued.
+        from: LeafKind,
+        /// The kind requested now.
+        to: LeafKind,
+    },
+    /// Its NotAfter has passed: servers presenting it are already rejected.
+    Expired {
+        /// Its NotAfter (RFC 3339).
+        not_after: String,
+    },
+    /// An operator asked for a new certificate now (`pki renew`).
+    Renewed,
 }
 
 impl std::fmt::Display for LeafReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeafReason::NotYetIssued => f.write_str("not issued yet"),
+            LeafReason::NotYetIssued => f.write_str("no certificate issued for it yet"),
             LeafReason::IssuerRotated => f.write_str("the CA was rotated"),
             LeafReason::WrongIssuer { lineage } => {
                 write!(f, "not issued by the current CA: {lineage}")
             }
-            LeafReason::NearExpiry { not_after } => write!(f, "expires soon ({not_after})"),
+            LeafReason::NearExpiry { not_after } => {
+                write!(
+                    f,
+                    "less than the refresh fraction of its lifetime left (expires {not_after})"
+                )
+            }
             LeafReason::RequestChanged => f.write_str("requested names changed"),
+            LeafReason::KindChanged { from, to } => {
+                write!(f, "requested kind changed from {from} to {to}")
+            }
+            LeafReason::Renewed => f.write_str("renewed on request"),
+            LeafReason::Expired { not_after } => write!(f, "expired at {not_after}"),
         }
     }
 }
@@ -201,8 +312,19 @@ pub(crate) fn decide(
                 LeafReason::WrongIssuer {
                     lineage: lineage.to_string(),
                 }
-            } else if !matches_request(&issued.cert, request) {
+            } else if !names_match(&issued.cert, request) {
                 LeafReason::RequestChanged
+            } else if let Some(from) = LeafKind::of(&issued.cert).filter(|k| *k != request.kind) {
+                LeafReason::KindChanged {
+                    from,
+                    to: request.kind,
+                }
+            } else if LeafKind::of(&issued.cert).is_none() {
+                LeafReason::RequestChanged
+            } else if now >= issued.cert.not_after() {
+                LeafReason::Expired {
+                    not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
+                }
             } else if now >= refresh_at(&issued.cert, fraction) {
                 LeafReason::NearExpiry {
                     not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
@@ -215,7 +337,7 @@ pub(crate) fn decide(
     Some(reason)
 }
 
-fn matches_request(cert: &Certificate, request: &LeafRequest) -> bool {
+fn names_match(cert: &Certificate, request: &LeafRequest) -> bool {
     let mut want: Vec<String> = request
         .dns_names
         .iter()
@@ -228,15 +350,7 @@ fn matches_request(cert: &Certificate, request: &LeafRequest) -> bool {
     let mut have_ip = cert.ip_addresses();
     want_ip.sort();
     have_ip.sort();
-    let eku = cert.extended_key_usage().unwrap_or(&[]);
-    let server = eku.contains(&pki_core::EKU_SERVER_AUTH);
-    let client = eku.contains(&pki_core::EKU_CLIENT_AUTH);
-    let kind_ok = match request.kind {
-        LeafKind::Server => server && !client,
-        LeafKind::Client => client && !server,
-        LeafKind::ServerClient => server && client,
-    };
-    want == have && want_ip == have_ip && kind_ok
+    want == have && want_ip == have_ip
 }
 
 /// Issues a fresh key and certificate for `request` from `ca`.

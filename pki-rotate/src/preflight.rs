@@ -132,3 +132,130 @@ pub fn matrix(inputs: &MatrixInputs<'_>, times: &[OffsetDateTime]) -> Vec<TrustC
     }
     cells
 }
+
+/// Consumers a rotation would cut off, and until when: what
+/// [`rotation_trust_breaks`] finds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TrustBreak {
+    /// The check's stable name, as recorded in the history's `overridden`:
+    /// `previous-ca-expired` or `bundle-of-two-rotations-ago`.
+    pub check: &'static str,
+    /// Who breaks, in words.
+    pub consumers: String,
+    /// The latest time a consumer could still be in that position (None:
+    /// until each one reloads, which the policy gives no bound for).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub until: Option<OffsetDateTime>,
+    /// Why their chains stop verifying (path validation's error).
+    pub cause: String,
+}
+
+impl std::fmt::Display for TrustBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.until {
+            Some(t) => write!(f, "{} until {}", self.consumers, rfc3339(t))?,
+            None => write!(f, "{} until they reload", self.consumers)?,
+        }
+        write!(f, " ({})", self.cause)
+    }
+}
+
+impl TrustBreak {
+    /// The history entry of this break once an operator allowed it for `reason`.
+    pub fn overridden(&self, reason: &str) -> crate::signer::OverriddenCheck {
+        crate::signer::OverriddenCheck {
+            name: self.check.to_string(),
+            detail: format!("allowed ({reason}): {self}"),
+        }
+    }
+}
+
+/// What the four-cell matrix of [`matrix`] cannot see: consumers outside
+/// "before this rotation" and "after it" that a rotation still cuts off.
+///
+/// - The CA being replaced has expired: no bridge can be made from it, so
+///   clients that still hold the bundle from before (only that CA) reject
+///   every certificate issued from now on, until they reload.
+/// - The previous rotation was less than the reload interval I ago (M when
+///   the policy does not set I: the policy's promise is that consumers
+///   reload within it): a client may still hold the bundle of two
+///   rotations ago, which trusts only the CA before the previous one, and a
+///   server may still serve a certificate of that CA. Bridges link only
+///   adjacent CAs, so both are cut off until I has passed since the
+///   previous rotation (or that CA expires).
+///
+/// `before` is the document before the rotation, `after` the rotated one,
+/// `new_probe` a serving certificate of the new CA.
+pub fn rotation_trust_breaks(
+    before: &crate::SignerState,
+    after: &crate::SignerState,
+    new_probe: &Certificate,
+    now: OffsetDateTime,
+) -> Vec<TrustBreak> {
+    let cache = SignatureCache::new();
+    let mut breaks = Vec::new();
+    let new_chain = after.serving_chain(new_probe);
+    let reload = after
+        .policy
+        .rotation
+        .reload_interval
+        .unwrap_or(after.policy.rotation.min_trust);
+    let old_ca = &before.ca.cert;
+    if now > old_ca.not_after()
+        && let Err(e) = check(&new_chain, &before.bundle, now, &cache)
+    {
+        breaks.push(TrustBreak {
+            check: "previous-ca-expired",
+            consumers: format!(
+                "the CA {} expired at {}, so no bridge can be made: clients that have not reloaded the bundle since reject every certificate of the new CA",
+                old_ca.id(),
+                rfc3339(old_ca.not_after())
+            ),
+            until: after.policy.rotation.reload_interval.map(|i| now + i),
+            cause: e.to_string(),
+        });
+    }
+    let Some(previous) = &before.previous else {
+        return breaks;
+    };
+    let Some(last) = before.history.last() else {
+        return breaks;
+    };
+    let parse = |pem: Option<&String>| pem.and_then(|p| Certificate::from_pem(p.as_bytes()).ok());
+    let Some(oldest_ca) = parse(previous.certificate.as_ref()) else {
+        return breaks;
+    };
+    let held_until = (last.at + reload).min(oldest_ca.not_after());
+    if now >= held_until {
+        return breaks;
+    }
+    let oldest_bundle = Bundle::from_certs([oldest_ca.clone()]);
+    if let Err(e) = check(&new_chain, &oldest_bundle, now, &cache) {
+        breaks.push(TrustBreak {
+            check: "bundle-of-two-rotations-ago",
+            consumers: format!(
+                "clients still holding the bundle from before the rotation at {} (trusting only CA {}) reject servers with certificates of the new CA",
+                rfc3339(last.at),
+                oldest_ca.id()
+            ),
+            until: Some(held_until),
+            cause: e.to_string(),
+        });
+    }
+    if let Some(probe) = parse(previous.probe.as_ref())
+        && probe.is_valid_at(now)
+        && let Err(e) = check(&[probe], &after.bundle, now, &cache)
+    {
+        breaks.push(TrustBreak {
+            check: "bundle-of-two-rotations-ago",
+            consumers: format!(
+                "servers still presenting certificates of CA {} (from before the rotation at {}) are rejected by clients that load the new bundle",
+                oldest_ca.id(),
+                rfc3339(last.at)
+            ),
+            until: Some(held_until),
+            cause: e.to_string(),
+        });
+    }
+    breaks
+}

@@ -274,6 +274,15 @@ impl std::fmt::Display for RotationReason {
             RotationReason::Expiring {
                 remaining_seconds,
                 min_trust_seconds,
+            } if *remaining_seconds <= 0 => write!(
+                f,
+                "CA expired {} ago (minimum trust {})",
+                pki_core::policy::human(Duration::seconds(-*remaining_seconds)),
+                pki_core::policy::human(Duration::seconds(*min_trust_seconds))
+            ),
+            RotationReason::Expiring {
+                remaining_seconds,
+                min_trust_seconds,
             } => write!(
                 f,
                 "CA has {} left, less than the minimum trust {}",
@@ -396,13 +405,31 @@ pub enum LeafChange {
         /// The leaf's name.
         name: String,
     },
+    /// Issue a new key and certificate for the existing leaf `name` now,
+    /// whether or not it is due.
+    Renew {
+        /// The leaf's name.
+        name: String,
+    },
+    /// Like `Request`, but may also change the kind of an existing leaf or
+    /// drop some of its names, which `Request` refuses: clients that rely on
+    /// the old kind or names stop working, so it must be asked for on purpose.
+    Replace {
+        /// The leaf's name.
+        name: String,
+        /// What it should look like.
+        request: LeafRequest,
+    },
 }
 
 impl LeafChange {
     /// The leaf's name.
     pub fn name(&self) -> &str {
         match self {
-            LeafChange::Request { name, .. } | LeafChange::Remove { name } => name,
+            LeafChange::Request { name, .. }
+            | LeafChange::Remove { name }
+            | LeafChange::Renew { name }
+            | LeafChange::Replace { name, .. } => name,
         }
     }
 }
@@ -422,6 +449,15 @@ pub struct SignerInput {
     /// by [`SignerEngine::rebase`] when the driver lost a race): its reason
     /// is recorded on the latest rotation instead of rotating again.
     pub satisfied_forced_reason: Option<String>,
+    /// Rotate even when the pre-flight finds consumers that would stop
+    /// trusting each other (an expired CA, a rotation while clients may
+    /// still hold the bundle of two rotations ago), for this reason. The
+    /// reason and each break are recorded in the rotation's history entry.
+    pub allow_trust_break: Option<String>,
+    /// Skip the trust-break pre-flight altogether (no refusal, nothing
+    /// recorded): only for callers that cannot pass `allow_trust_break`
+    /// yet (the C ABI) and keep their earlier behaviour.
+    pub skip_trust_break_check: bool,
 }
 
 impl SignerInput {
@@ -469,6 +505,12 @@ pub struct Plan {
     pub prune: Vec<Certificate>,
     /// Bridge B expired and is dropped from serving chains.
     pub drop_bridge: bool,
+    /// The operator's reason to rotate although trust breaks (from the input).
+    pub allow_trust_break: Option<String>,
+    /// The rotation is a forced one for a compromised key (no bridges).
+    pub compromise: bool,
+    /// Skip the trust-break pre-flight (from the input).
+    pub skip_trust_break_check: bool,
     /// When the next decision about the *current* document could differ
     /// without any input changing. After a plan that changes something, the
     /// wake-up time is the outcome's, computed from the new document.
@@ -634,14 +676,22 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         .map(|(n, l)| (n.as_str(), (&l.request, l.issued.as_ref())))
         .collect();
     let mut leaf_changes = Vec::new();
+    let mut renew = Vec::new();
     for change in &input.leaves {
         validate_leaf_name(change.name())?;
         match change {
-            LeafChange::Request { name, request } => {
+            LeafChange::Request { name, request } | LeafChange::Replace { name, request } => {
                 request.validate()?;
+                let before = requests.get(name.as_str()).map(|(r, _)| *r);
+                if let (Some(before), LeafChange::Request { .. }) = (before, change) {
+                    refuse_narrowing(name, before, request)?;
+                }
                 let issued = state.leaves.get(name).and_then(|l| l.issued.as_ref());
-                if requests.get(name.as_str()).map(|(r, _)| *r) != Some(request) {
-                    leaf_changes.push(change.clone());
+                if before != Some(request) {
+                    leaf_changes.push(LeafChange::Request {
+                        name: name.clone(),
+                        request: request.clone(),
+                    });
                 }
                 requests.insert(name, (request, issued));
             }
@@ -650,6 +700,12 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
                     return Err(RotateError::UnknownLeaf(name.clone()));
                 }
                 leaf_changes.push(change.clone());
+            }
+            LeafChange::Renew { name } => {
+                if !requests.contains_key(name.as_str()) {
+                    return Err(RotateError::UnknownLeaf(name.clone()));
+                }
+                renew.push(name.as_str());
             }
         }
     }
@@ -660,6 +716,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             Some(LeafReason::IssuerRotated)
         } else {
             crate::leaf::decide(request, *issued, ca, now, policy.leaf_refresh_fraction)
+                .or_else(|| renew.contains(name).then_some(LeafReason::Renewed))
         };
         leaves.extend(reason.map(|reason| LeafDecision {
             name: name.to_string(),
@@ -680,6 +737,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
     }
 
+    let compromise = forced.is_some_and(|f| f.no_bridges) && rotation.is_some();
     Ok(Plan {
         now,
         policy,
@@ -691,6 +749,9 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         leaves,
         prune,
         drop_bridge,
+        allow_trust_break: input.allow_trust_break.clone(),
+        compromise,
+        skip_trust_break_check: input.skip_trust_break_check,
         next_check: next_check(state, &policy, now),
     })
 }
@@ -732,6 +793,9 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                     events.push(Event::LeafRemoved { name: name.clone() });
                 }
             }
+            // `plan` turns a replacement into a request and a renewal into
+            // a leaf decision; neither reaches here, and both would be no-ops.
+            LeafChange::Renew { .. } | LeafChange::Replace { .. } => {}
         }
     }
 
@@ -816,6 +880,26 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             now,
             trusted_until,
         )?;
+        let declared_compromise =
+            matches!(&decision.reason, RotationReason::Forced { .. }) && plan.compromise;
+        let breaks = if declared_compromise || plan.skip_trust_break_check {
+            // A compromise rotation distrusts the previous CA on purpose.
+            Vec::new()
+        } else {
+            crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now)
+        };
+        if !breaks.is_empty() {
+            let Some(allowed) = &plan.allow_trust_break else {
+                return Err(RotateError::TrustBreak {
+                    breaks: breaks.iter().map(ToString::to_string).collect(),
+                });
+            };
+            if let Some(record) = next.history.last_mut() {
+                record
+                    .overridden
+                    .extend(breaks.iter().map(|b| b.overridden(allowed)));
+            }
+        }
     }
     if let Some(reason) = &plan.record_forced_reason {
         next.forced_rotation_reason = Some(reason.clone());
@@ -869,6 +953,30 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         document: Cow::Owned(next),
         events,
         next_wake,
+    })
+}
+
+/// A plain request may add names and change the lifetime of an existing
+/// leaf; changing its kind or dropping names breaks whoever relies on them,
+/// so that needs [`LeafChange::Replace`].
+fn refuse_narrowing(name: &str, before: &LeafRequest, after: &LeafRequest) -> Result<()> {
+    let mut changes = Vec::new();
+    if before.kind != after.kind {
+        changes.push(format!(
+            "its kind would change from {} to {}",
+            before.kind, after.kind
+        ));
+    }
+    let dropped = before.names_missing_from(after);
+    if !dropped.is_empty() {
+        changes.push(format!("it would lose {}", dropped.join(", ")));
+    }
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(RotateError::LeafChangeNeedsReplace {
+        name: name.to_string(),
+        changes: changes.join(" and "),
     })
 }
 

@@ -1,10 +1,20 @@
 //! A read-only report of a signer at a given time: what exists, when it
-//! expires, and what the engine would do next.
+//! expires, what the engine would do next, and whether anything is broken.
+//!
+//! [`SignerStatus`] serialises to the documented, versioned JSON of
+//! `pki status --json` (schema `docs/status.schema.json`, version
+//! [`SCHEMA_VERSION`]): results are tagged objects, pending actions are
+//! structured, and no certificate or key material is included.
 
 use crate::error::Result;
-use crate::signer::{SignerInput, SignerState, plan};
+use crate::leaf::{LeafKind, LeafReason};
+use crate::signer::{RotationReason, RotationRecord, SignerInput, SignerState, plan};
 use pki_core::Certificate;
 use time::OffsetDateTime;
+
+/// The version of the JSON report. Raised when a field changes meaning or
+/// disappears; adding a field does not raise it.
+pub const SCHEMA_VERSION: u32 = 1;
 
 /// One certificate in a report.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -66,29 +76,193 @@ pub struct BundleMember {
     pub cert: CertSummary,
 }
 
+/// The CA rotated out last, without its certificate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PreviousSummary {
+    /// Its id.
+    pub id: String,
+    /// Its own NotAfter.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// Until when it stays trusted through bridge A (null: distrusted).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub trusted_until: Option<OffsetDateTime>,
+    /// Whether it is still trusted at the report time.
+    pub trusted: bool,
+}
+
+/// Where a leaf stands at the report time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeafState {
+    /// Issued and within its validity.
+    Valid,
+    /// Issued, and its NotAfter has passed: clients reject it.
+    Expired,
+    /// Issued with a NotBefore after the report time.
+    NotYetValid,
+    /// Requested, with no certificate.
+    NotIssued,
+}
+
+impl LeafState {
+    /// The word the human table shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            LeafState::Valid => "valid",
+            LeafState::Expired => "EXPIRED",
+            LeafState::NotYetValid => "NOT YET VALID",
+            LeafState::NotIssued => "NOT ISSUED",
+        }
+    }
+}
+
 /// What a leaf looks like now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LeafStatus {
     /// The leaf's name.
     pub name: String,
     /// server, client or server-client.
-    pub kind: crate::leaf::LeafKind,
+    pub kind: LeafKind,
     /// Requested DNS names and IPs.
     pub names: Vec<String>,
+    /// Where it stands.
+    pub state: LeafState,
     /// The issued certificate, if any.
     pub cert: Option<CertSummary>,
+    /// Id of the CA that issued it: the current or the previous CA's id,
+    /// or null when none of those (or nothing issued).
+    pub issuer_ca_id: Option<String>,
     /// Number of certificates in its serving chain.
     pub chain_len: usize,
     /// Why it would be re-issued now, if it would.
-    pub reissue: Option<String>,
+    pub reissue: Option<LeafReason>,
+}
+
+/// Something the engine would do at the report time (`pki rotate` does it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum PendingAction {
+    /// Rotate the CA.
+    RotateCa {
+        /// Why.
+        reason: RotationReason,
+        /// The CA that would be replaced.
+        ca_id: String,
+        /// The reason in words.
+        detail: String,
+    },
+    /// Issue or re-issue a leaf.
+    IssueLeaf {
+        /// The leaf.
+        leaf: String,
+        /// Why.
+        reason: LeafReason,
+        /// The CA that would sign it: the current CA's id, or null when the
+        /// CA is rotated first (the new CA signs it).
+        issuer_ca_id: Option<String>,
+        /// The reason in words.
+        detail: String,
+    },
+    /// Drop expired certificates from the bundle.
+    PruneBundle {
+        /// Their ids.
+        ids: Vec<String>,
+    },
+    /// Stop appending the expired bridge B to serving chains.
+    RetireBridge {
+        /// Its id.
+        id: String,
+    },
+}
+
+impl std::fmt::Display for PendingAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PendingAction::RotateCa { detail, .. } => write!(f, "rotate the CA: {detail}"),
+            PendingAction::IssueLeaf { leaf, detail, .. } => {
+                write!(f, "re-issue {leaf}: {detail}")
+            }
+            PendingAction::PruneBundle { ids } => {
+                write!(f, "prune {} expired bundle certificates", ids.len())
+            }
+            PendingAction::RetireBridge { id } => write!(f, "retire the expired bridge {id}"),
+        }
+    }
+}
+
+/// The outcome of one trust cell: the path found, or why none was.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum CellResult {
+    /// The chain verified.
+    Verified {
+        /// Ids of the path, leaf first, anchor last.
+        path: Vec<String>,
+    },
+    /// It did not.
+    Failed {
+        /// Path validation's error.
+        error: String,
+    },
+}
+
+/// One trust cell in a report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TrustCellSummary {
+    /// Whose serving chain.
+    pub chain: crate::preflight::Side,
+    /// Whose bundle.
+    pub bundle: crate::preflight::Side,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// What happened.
+    pub result: CellResult,
+}
+
+impl TrustCellSummary {
+    /// Whether the chain verified.
+    pub fn verified(&self) -> bool {
+        matches!(self.result, CellResult::Verified { .. })
+    }
+}
+
+/// The verdict `pki status --check` turns into its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Health {
+    /// Nothing is due (exit 0).
+    Ok,
+    /// An action is due: `pki rotate` would do something (exit 3).
+    ActionDue,
+    /// Trust is broken or something has expired (exit 4).
+    Broken,
+}
+
+impl Health {
+    /// The exit status of `pki status --check`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Health::Ok => 0,
+            Health::ActionDue => 3,
+            Health::Broken => 4,
+        }
+    }
 }
 
 /// The report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SignerStatus {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
     /// The time the report is for.
     #[serde(with = "time::serde::rfc3339")]
     pub now: OffsetDateTime,
+    /// Nothing due, an action due, or broken.
+    pub health: Health,
+    /// Why the health is `broken`, one sentence each (empty otherwise).
+    pub problems: Vec<String>,
     /// The current CA.
     pub ca: CertSummary,
     /// When the CA becomes due for rotation (NotAfter − M).
@@ -101,72 +275,156 @@ pub struct SignerStatus {
     /// Order-independent SHA-256 of the bundle set (hex).
     pub bundle_fingerprint: String,
     /// The previous CA, if any.
-    pub previous: Option<crate::signer::PreviousCa>,
+    pub previous: Option<PreviousSummary>,
     /// The last forced-rotation reason.
     pub forced_rotation_reason: Option<String>,
     /// Leaves by name.
     pub leaves: Vec<LeafStatus>,
-    /// What the engine would do now, in words; empty when nothing.
-    pub pending: Vec<String>,
+    /// What the engine would do now; empty when nothing.
+    pub pending: Vec<PendingAction>,
     /// When something is next due.
     #[serde(with = "time::serde::rfc3339")]
     pub next_check: OffsetDateTime,
     /// Number of rotations so far.
     pub rotations: usize,
+    /// Every rotation so far, oldest first.
+    pub history: Vec<RotationRecord>,
     /// The trust matrix now: the previous CA's probe chain and the first
     /// current leaf's serving chain against the previous CA and the current
     /// bundle (cells whose inputs do not exist are left out).
-    pub trust: Vec<crate::preflight::TrustCell>,
+    pub trust: Vec<TrustCellSummary>,
 }
 
 impl SignerStatus {
     /// Reports on `state` at `now` (fails only when `now` is before the CA).
     pub fn of(state: &SignerState, now: OffsetDateTime) -> Result<Self> {
         let p = plan(state, &SignerInput::default(), now)?;
+        let ca = &state.ca.cert;
         let mut pending = Vec::new();
         if let Some(r) = &p.rotation {
-            pending.push(format!("rotate the CA: {}", r.reason));
+            pending.push(PendingAction::RotateCa {
+                reason: r.reason.clone(),
+                ca_id: ca.id(),
+                detail: r.reason.to_string(),
+            });
         }
+        let signer_after = p.rotation.is_none().then(|| ca.id());
         for l in &p.leaves {
-            pending.push(format!("re-issue {}: {}", l.name, l.reason));
+            pending.push(PendingAction::IssueLeaf {
+                leaf: l.name.clone(),
+                reason: l.reason.clone(),
+                issuer_ca_id: signer_after.clone(),
+                detail: l.reason.to_string(),
+            });
         }
         if !p.prune.is_empty() {
-            pending.push(format!(
-                "prune {} expired bundle certificates",
-                p.prune.len()
-            ));
+            pending.push(PendingAction::PruneBundle {
+                ids: p.prune.iter().map(Certificate::id).collect(),
+            });
         }
-        if p.drop_bridge {
-            pending.push("retire the expired bridge".into());
+        if p.drop_bridge
+            && let Some(b) = &state.bridge
+        {
+            pending.push(PendingAction::RetireBridge { id: b.id() });
         }
-        let leaves = state
+        let previous_cert = state
+            .previous
+            .as_ref()
+            .and_then(|p| p.certificate.as_ref())
+            .and_then(|pem| Certificate::from_pem(pem.as_bytes()).ok());
+        let issuer_of = |cert: &Certificate| -> Option<String> {
+            if pki_core::issued_by(cert, ca).issued_by {
+                Some(ca.id())
+            } else {
+                previous_cert
+                    .as_ref()
+                    .filter(|prev| pki_core::issued_by(cert, prev).issued_by)
+                    .map(Certificate::id)
+            }
+        };
+        let leaves: Vec<LeafStatus> = state
             .leaves
             .iter()
             .map(|(name, leaf)| {
-                let mut names = leaf.request.dns_names.clone();
-                names.extend(leaf.request.ip_addresses.iter().map(|ip| ip.to_string()));
+                let cert = leaf.issued.as_ref().map(|i| &i.cert);
+                let leaf_state = match cert {
+                    None => LeafState::NotIssued,
+                    Some(c) if now > c.not_after() => LeafState::Expired,
+                    Some(c) if now < c.not_before() => LeafState::NotYetValid,
+                    Some(_) => LeafState::Valid,
+                };
                 LeafStatus {
                     name: name.clone(),
                     kind: leaf.request.kind,
-                    names,
-                    cert: leaf.issued.as_ref().map(|i| CertSummary::of(&i.cert, now)),
-                    chain_len: leaf
-                        .issued
-                        .as_ref()
-                        .map(|i| state.serving_chain(&i.cert).len())
-                        .unwrap_or(0),
+                    names: leaf.request.names(),
+                    state: leaf_state,
+                    cert: cert.map(|c| CertSummary::of(c, now)),
+                    issuer_ca_id: cert.and_then(issuer_of),
+                    chain_len: cert.map(|c| state.serving_chain(c).len()).unwrap_or(0),
                     reissue: p
                         .leaves
                         .iter()
                         .find(|d| &d.name == name)
-                        .map(|d| d.reason.to_string()),
+                        .map(|d| d.reason.clone()),
                 }
             })
             .collect();
-        let trust = trust_now(state, now);
+        let trust: Vec<TrustCellSummary> = trust_now(state, now)
+            .into_iter()
+            .map(|c| TrustCellSummary {
+                chain: c.chain,
+                bundle: c.bundle,
+                at: c.at,
+                result: match c.result {
+                    Ok(path) => CellResult::Verified { path },
+                    Err(e) => CellResult::Failed {
+                        error: e.to_string(),
+                    },
+                },
+            })
+            .collect();
+
+        let mut problems = Vec::new();
+        if now > ca.not_after() {
+            problems.push(format!(
+                "the CA {} expired at {}",
+                ca.id(),
+                pki_core::datetime::rfc3339(ca.not_after())
+            ));
+        }
+        for l in &leaves {
+            if l.state == LeafState::Expired
+                && let Some(c) = &l.cert
+            {
+                problems.push(format!(
+                    "certificate {} expired at {}",
+                    l.name,
+                    pki_core::datetime::rfc3339(c.not_after)
+                ));
+            }
+        }
+        for c in &trust {
+            if let CellResult::Failed { error } = &c.result {
+                problems.push(format!(
+                    "{} serving chain x {} bundle fails: {error}",
+                    c.chain, c.bundle
+                ));
+            }
+        }
+        let health = if !problems.is_empty() {
+            Health::Broken
+        } else if !pending.is_empty() {
+            Health::ActionDue
+        } else {
+            Health::Ok
+        };
+
         Ok(SignerStatus {
+            schema_version: SCHEMA_VERSION,
             now,
-            ca: CertSummary::of(&state.ca.cert, now),
+            health,
+            problems,
+            ca: CertSummary::of(ca, now),
             rotation_due_at: state.rotation_due_at(&state.policy),
             bridge: state.bridge.as_ref().map(|b| CertSummary::of(b, now)),
             bundle: state
@@ -179,12 +437,18 @@ impl SignerStatus {
                 })
                 .collect(),
             bundle_fingerprint: hex::encode(state.bundle.fingerprint()),
-            previous: state.previous.clone(),
+            previous: state.previous.as_ref().map(|p| PreviousSummary {
+                id: p.id.clone(),
+                not_after: p.not_after,
+                trusted_until: p.trusted_until,
+                trusted: p.trusted_until.is_some_and(|t| now <= t) && now <= p.not_after,
+            }),
             forced_rotation_reason: state.forced_rotation_reason.clone(),
             leaves,
             pending,
             next_check: p.next_check,
             rotations: state.history.len(),
+            history: state.history.clone(),
             trust,
         })
     }
@@ -193,8 +457,13 @@ impl SignerStatus {
 fn trust_now(state: &SignerState, now: OffsetDateTime) -> Vec<crate::preflight::TrustCell> {
     let previous = state.previous.as_ref();
     let parse = |pem: Option<&String>| pem.and_then(|p| Certificate::from_pem(p.as_bytes()).ok());
-    let old_chain = parse(previous.and_then(|p| p.probe.as_ref())).map(|c| vec![c]);
+    // Once the previous CA has expired, servers and clients holding only its
+    // material are broken by expiry, not by the rotation: leave its cells out.
+    let old_chain = parse(previous.and_then(|p| p.probe.as_ref()))
+        .filter(|c| c.is_valid_at(now))
+        .map(|c| vec![c]);
     let old_bundle = parse(previous.and_then(|p| p.certificate.as_ref()))
+        .filter(|c| c.is_valid_at(now))
         .map(|c| pki_core::Bundle::from_certs([c]));
     let new_chain = state
         .leaves

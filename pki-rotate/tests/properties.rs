@@ -7,11 +7,29 @@ use pki_core::{Certificate, RotationPolicy};
 #[path = "support/engine.rs"]
 mod support;
 
+use pki_rotate::{Engine, SignerEngine};
 use pki_rotate::{Event, ForcedRotation, LeafRequest, SignerPolicy, SignerState};
 use proptest::prelude::*;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use support::reconcile;
+
+/// A reconcile that allows trust breaks: the schedules here include
+/// operators who let the CA expire or force rotations back to back, and the
+/// invariants below must hold for those too (the refusals themselves are
+/// tested in guarded_changes.rs).
+fn reconcile<R: rand_core::CryptoRng + ?Sized>(
+    state: &SignerState,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+    forced: Option<&ForcedRotation>,
+    rng: &mut R,
+) -> pki_rotate::Result<(SignerState, Vec<Event>, OffsetDateTime)> {
+    let mut input = support::input(policy, forced);
+    input.allow_trust_break = Some("property test schedule".into());
+    let outcome = SignerEngine::step(state, &input, now, rng)?;
+    let wake = outcome.next_wake;
+    Ok((outcome.document.into_owned(), outcome.events, wake))
+}
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: creation time of every signer here.
