@@ -1,6 +1,8 @@
 //! Reading a CA signed by someone else's root: one PEM file or several,
 //! and every way the input can be wrong.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use pki_core::{
     Bundle, CaImport, CertificateAuthority, CertificateParams, Error, KeyAlgorithm, PrivateKey,
     Profile, renew_same_key,
