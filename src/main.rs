@@ -5,6 +5,7 @@
 
 mod common;
 mod demo;
+mod external;
 mod init;
 mod issue;
 mod pin;
@@ -12,6 +13,7 @@ mod rotate;
 mod status;
 mod stores;
 mod tls;
+mod validate;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +57,16 @@ enum Command {
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
+        /// Import an existing CA instead of generating one: a PEM file with
+        /// its certificate, and possibly its key and the chain above it.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["cn", "key"])]
+        import: Option<PathBuf>,
+        /// The imported CA's private key, when not in the --import file.
+        #[arg(long, value_name = "FILE", requires = "import")]
+        key_file: Option<PathBuf>,
+        /// The chain above the imported CA (its issuer first, the root last).
+        #[arg(long, value_name = "FILE", requires = "import")]
+        chain: Option<PathBuf>,
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue {
@@ -95,6 +107,48 @@ enum Command {
         #[arg(long, requires = "force")]
         compromised: bool,
         /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+        /// Rotate to this supplied CA (PEM: its certificate, maybe its key
+        /// and chain) after validating it; --force REASON overrides failed checks.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["grace", "compromised", "renew_same_key"])]
+        to: Option<PathBuf>,
+        /// The supplied CA's private key, when not in the --to file.
+        #[arg(long, value_name = "FILE", requires = "to")]
+        key_file: Option<PathBuf>,
+        /// The chain above the supplied CA (its issuer first, the root last).
+        #[arg(long, value_name = "FILE", requires = "to")]
+        chain: Option<PathBuf>,
+        /// The service-account key set that comes with the supplied CA (PEM
+        /// public or private keys); it must keep the key ring's current keys.
+        #[arg(long, value_name = "FILE", requires = "to")]
+        service_account_keys: Option<PathBuf>,
+        /// Issue a new CA certificate on the same key and Subject: every
+        /// certificate and pin stays valid, nothing is re-issued.
+        #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
+        renew_same_key: bool,
+    },
+    /// Check a proposed replacement CA against today's trust; change nothing.
+    Validate {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The proposed CA (PEM: its certificate, maybe its key and chain).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Its private key, when not in the --to file.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+        /// The chain above it (its issuer first, the root last).
+        #[arg(long, value_name = "FILE")]
+        chain: Option<PathBuf>,
+        /// The proposed service-account key set (PEM public or private keys).
+        #[arg(long, value_name = "FILE")]
+        service_account_keys: Option<PathBuf>,
+        /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
+        #[arg(long)]
+        json: bool,
+        /// The time to validate at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
     },
@@ -176,15 +230,35 @@ fn run(cli: Cli) -> common::CliResult {
             lifetime,
             min_trust,
             now,
-        } => init::run(&init::InitArgs {
-            dir: &dir,
-            common_name: &cn,
-            key,
-            lifetime,
-            min_trust,
-            now,
-        })
-        .map(drop),
+            import,
+            key_file,
+            chain,
+        } => match import {
+            Some(ca) => init::run_import(
+                &init::InitArgs {
+                    dir: &dir,
+                    common_name: &cn,
+                    key,
+                    lifetime,
+                    min_trust,
+                    now,
+                },
+                &external::CaFiles {
+                    ca,
+                    key: key_file,
+                    chain,
+                },
+            ),
+            None => init::run(&init::InitArgs {
+                dir: &dir,
+                common_name: &cn,
+                key,
+                lifetime,
+                min_trust,
+                now,
+            })
+            .map(drop),
+        },
         Command::Issue {
             dir,
             name,
@@ -208,7 +282,23 @@ fn run(cli: Cli) -> common::CliResult {
             grace,
             compromised,
             now,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            renew_same_key,
         } => {
+            if let Some(ca) = to {
+                let files = external::CaFiles {
+                    ca,
+                    key: key_file,
+                    chain,
+                };
+                return rotate::run_to(&dir, &files, service_account_keys.as_deref(), force, now);
+            }
+            if renew_same_key {
+                return rotate::run_renew_same_key(&dir, now);
+            }
             let forced = force.map(|reason| pki_rotate::ForcedRotation {
                 reason,
                 grace,
@@ -232,6 +322,25 @@ fn run(cli: Cli) -> common::CliResult {
             purpose,
             at,
         }),
+        Command::Validate {
+            dir,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            json,
+            now,
+        } => validate::run(
+            &dir,
+            &external::CaFiles {
+                ca: to,
+                key: key_file,
+                chain,
+            },
+            service_account_keys.as_deref(),
+            json,
+            now,
+        ),
         Command::Pin { file } => pin::run(&file),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Demo { dir } => demo::run(dir.as_deref()),

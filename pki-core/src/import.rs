@@ -354,3 +354,22 @@ pub fn renew_same_key<R: CryptoRng + ?Sized>(
     let not_after = crate::datetime::truncate(crate::datetime::add(issued_at, lifetime)?);
     crate::issue::resign(&ca.cert, ca, not_before, not_after, rng)
 }
+
+/// The root a set of certificates leads to: from the first certificate,
+/// through the issuers among `certs`, up to a self-signed one. When that
+/// walk ends short of a root, the first self-signed certificate of `certs`.
+pub fn chain_root(certs: &[Certificate]) -> Option<&Certificate> {
+    let mut current = certs.first()?;
+    // Each step moves to another certificate of the set; a set of n
+    // certificates has no path longer than n.
+    for _ in 0..certs.len() {
+        if is_self_signed(current) {
+            return Some(current);
+        }
+        match certs.iter().find(|c| *c != current && issued(c, current)) {
+            Some(issuer) => current = issuer,
+            None => break,
+        }
+    }
+    certs.iter().find(|c| is_self_signed(c))
+}

@@ -94,7 +94,10 @@ fn one_file_with_key_and_chain_in_any_block_order_is_read() {
         [o.intermediate.cert.clone(), o.root.cert.clone()]
     );
     assert_eq!(import.root(), Some(&o.root.cert));
-    assert_eq!(import.intermediates(), std::slice::from_ref(&o.intermediate.cert));
+    assert_eq!(
+        import.intermediates(),
+        std::slice::from_ref(&o.intermediate.cert)
+    );
     let path = import.verify_to_root(T0 + Duration::days(1)).unwrap();
     assert_eq!(path.anchor(), Some(&o.root.cert));
     let ca = import.authority().unwrap();
