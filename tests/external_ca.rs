@@ -267,7 +267,7 @@ fn imported_external_ca_signs_leaves_that_openssl_go_and_rustls_verify_against_t
 
     // The bundle published to clients is the organisation root.
     let published = cert(&d.join("ca-bundle.crt").display().to_string());
-    assert_eq!(published, [root.clone()]);
+    assert_eq!(published, std::slice::from_ref(&root));
     // The serving chain: leaf, the imported CA, the external intermediate.
     let chain = cert(&d.join("certs/web/tls.crt").display().to_string());
     let cluster = cert(&m.path("cluster.crt")).remove(0);

@@ -92,7 +92,7 @@ fn imported(o: &Org) -> (MemoryStore, OffsetDateTime) {
         T0,
     )
     .unwrap();
-    assert_eq!(state.bundle.certs(), [o.root.cert.clone()]);
+    assert_eq!(state.bundle.certs(), std::slice::from_ref(&o.root.cert));
     driver.create::<SignerEngine>(KEY, &state).unwrap();
     let web = SignerInput::request("web", LeafRequest::server(vec!["web.example".into()]));
     driver
