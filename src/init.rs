@@ -15,6 +15,21 @@ pub struct InitArgs<'a> {
     pub now: OffsetDateTime,
 }
 
+/// `--import`: the policy from the arguments, the CA from the files.
+pub fn run_import(args: &InitArgs<'_>, files: &crate::external::CaFiles) -> CliResult {
+    let policy = SignerPolicy {
+        rotation: RotationPolicy {
+            lifetime: args.lifetime,
+            min_trust: args.min_trust,
+            reload_interval: None,
+        },
+        key_algorithm: args.key,
+        ..SignerPolicy::default()
+    };
+    policy.validate()?;
+    crate::external::init(args.dir, files, policy, args.now)
+}
+
 pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
     let policy = SignerPolicy {
         rotation: RotationPolicy {

@@ -7,6 +7,7 @@
 mod common;
 mod completions;
 mod demo;
+mod external;
 mod init;
 mod inspect;
 mod issue;
@@ -17,6 +18,7 @@ mod rotate;
 mod status;
 mod stores;
 mod tls;
+mod validate;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -71,6 +73,16 @@ enum Command {
         /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
+        /// Import an existing CA instead of generating one: a PEM file with
+        /// its certificate, and possibly its key and the chain above it.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["cn", "key"])]
+        import: Option<PathBuf>,
+        /// The imported CA's private key, when not in the --import file.
+        #[arg(long, value_name = "FILE", requires = "import")]
+        key_file: Option<PathBuf>,
+        /// The chain above the imported CA (its issuer first, the root last).
+        #[arg(long, value_name = "FILE", requires = "import")]
+        chain: Option<PathBuf>,
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue {
@@ -149,6 +161,48 @@ enum Command {
         json: bool,
         /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+        now: OffsetDateTime,
+        /// Rotate to this supplied CA (PEM: its certificate, maybe its key
+        /// and chain) after validating it; --force REASON overrides failed checks.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["grace", "compromised", "renew_same_key"])]
+        to: Option<PathBuf>,
+        /// The supplied CA's private key, when not in the --to file.
+        #[arg(long, value_name = "FILE", requires = "to")]
+        key_file: Option<PathBuf>,
+        /// The chain above the supplied CA (its issuer first, the root last).
+        #[arg(long, value_name = "FILE", requires = "to")]
+        chain: Option<PathBuf>,
+        /// The service-account key set that comes with the supplied CA (PEM
+        /// public or private keys); it must keep the key ring's current keys.
+        #[arg(long, value_name = "FILE", requires = "to")]
+        service_account_keys: Option<PathBuf>,
+        /// Issue a new CA certificate on the same key and Subject: every
+        /// certificate and pin stays valid, nothing is re-issued.
+        #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
+        renew_same_key: bool,
+    },
+    /// Check a proposed replacement CA against today's trust; change nothing.
+    Validate {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The proposed CA (PEM: its certificate, maybe its key and chain).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Its private key, when not in the --to file.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+        /// The chain above it (its issuer first, the root last).
+        #[arg(long, value_name = "FILE")]
+        chain: Option<PathBuf>,
+        /// The proposed service-account key set (PEM public or private keys).
+        #[arg(long, value_name = "FILE")]
+        service_account_keys: Option<PathBuf>,
+        /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
+        #[arg(long)]
+        json: bool,
+        /// The time to validate at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
     },
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
@@ -266,16 +320,31 @@ fn run(cli: Cli) -> common::CliResult {
             min_trust,
             reload_interval,
             now,
-        } => init::run(&init::InitArgs {
-            dir: &dir,
-            common_name: &cn,
-            key,
-            lifetime,
-            min_trust,
-            reload_interval,
-            now,
-        })
-        .map(drop),
+            import,
+            key_file,
+            chain,
+        } => {
+            let args = init::InitArgs {
+                dir: &dir,
+                common_name: &cn,
+                key,
+                lifetime,
+                min_trust,
+                reload_interval,
+                now,
+            };
+            match import {
+                Some(ca) => init::run_import(
+                    &args,
+                    &external::CaFiles {
+                        ca,
+                        key: key_file,
+                        chain,
+                    },
+                ),
+                None => init::run(&args).map(drop),
+            }
+        }
         Command::Issue {
             dir,
             name,
@@ -307,7 +376,23 @@ fn run(cli: Cli) -> common::CliResult {
             allow_trust_break,
             json,
             now,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            renew_same_key,
         } => {
+            if let Some(ca) = to {
+                let files = external::CaFiles {
+                    ca,
+                    key: key_file,
+                    chain,
+                };
+                return rotate::run_to(&dir, &files, service_account_keys.as_deref(), force, now);
+            }
+            if renew_same_key {
+                return rotate::run_renew_same_key(&dir, now);
+            }
             let forced = force.map(|reason| pki_rotate::ForcedRotation {
                 reason,
                 grace,
@@ -358,6 +443,25 @@ fn run(cli: Cli) -> common::CliResult {
         } => inspect::run(&file, store.as_ref(), now, max_input_size),
         Command::Completions { shell } => completions::completions(shell),
         Command::Man => completions::man(),
+        Command::Validate {
+            dir,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            json,
+            now,
+        } => validate::run(
+            &dir,
+            &external::CaFiles {
+                ca: to,
+                key: key_file,
+                chain,
+            },
+            service_account_keys.as_deref(),
+            json,
+            now,
+        ),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Demo { dir } => demo::run(dir.as_deref()),
     }

@@ -95,3 +95,19 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     );
     Ok(())
 }
+
+/// `--to FILE`: validate the supplied CA, then rotate to it.
+pub fn run_to(
+    dir: &StoreArg,
+    files: &crate::external::CaFiles,
+    service_account_keys: Option<&std::path::Path>,
+    force: Option<String>,
+    now: OffsetDateTime,
+) -> CliResult {
+    crate::external::rotate_to(dir, files, service_account_keys, force, now)
+}
+
+/// `--renew-same-key`: a new CA certificate on the same key.
+pub fn run_renew_same_key(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
+    crate::external::renew(dir, now)
+}

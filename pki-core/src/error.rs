@@ -124,6 +124,80 @@ pub enum Error {
     /// A bundle holds no self-signed root to pin.
     #[error("bundle has no self-signed root certificate to pin")]
     NoRoot,
+    /// An input of a CA import could not be read.
+    #[error("{what}: {source}")]
+    Import {
+        /// Which input (`the CA file`, `the key file`, `the chain file`).
+        what: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: Box<Error>,
+    },
+    /// Two private keys were supplied where one CA key is expected.
+    #[error("two private keys supplied ({first}; {second}): a CA import takes exactly one")]
+    TwoPrivateKeys {
+        /// Where the first one is.
+        first: String,
+        /// Where the second one is.
+        second: String,
+    },
+    /// A private key came without any certificate.
+    #[error(
+        "{place}: a private key without a certificate: supply the CA certificate it belongs to"
+    )]
+    KeyWithoutCertificate {
+        /// Where the key is.
+        place: String,
+    },
+    /// An input that must hold certificates holds none.
+    #[error("{what} holds no certificate")]
+    NoCertificate {
+        /// Which input.
+        what: &'static str,
+    },
+    /// An encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`).
+    #[error(
+        "{place}: encrypted keys are not supported; decrypt with `openssl pkcs8 -in KEY -out PLAIN.key` and import the plain key"
+    )]
+    EncryptedKey {
+        /// Where the key is.
+        place: String,
+    },
+    /// A chain is not in issuing order (the CA, then its issuer, up to the
+    /// root), or holds a certificate that issued nothing in it.
+    #[error("chain out of order at certificate {position} {certificate}: {reason}")]
+    ChainOutOfOrder {
+        /// 1-based position among the certificates supplied (the CA is 1).
+        position: usize,
+        /// The certificate found there.
+        certificate: String,
+        /// What is wrong, and what was expected.
+        reason: String,
+    },
+    /// A chain does not reach a self-signed root.
+    #[error(
+        "the chain ends at {last}, which is not a root: supply the certificates up to the root that issued \"{issuer}\""
+    )]
+    ChainHasNoRoot {
+        /// Id of the last certificate supplied.
+        last: String,
+        /// Its issuer's name.
+        issuer: String,
+    },
+    /// A CA's chain does not verify with the path verifier.
+    #[error("CA {certificate} does not verify up to its root: {reason}")]
+    ChainVerification {
+        /// The CA's id.
+        certificate: String,
+        /// The verifier's reason.
+        reason: String,
+    },
+    /// A CA must sign but no private key was supplied for it.
+    #[error("no private key supplied for CA {certificate}")]
+    MissingPrivateKey {
+        /// The CA's id.
+        certificate: String,
+    },
 }
 
 impl Error {

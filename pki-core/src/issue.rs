@@ -334,8 +334,19 @@ pub fn cross_sign<R: CryptoRng + ?Sized>(
     not_after: OffsetDateTime,
     rng: &mut R,
 ) -> Result<Certificate> {
+    resign(target, signer, target.not_before(), not_after, rng)
+}
+
+/// [`cross_sign`] with a NotBefore of the caller's choosing: same-key
+/// renewal re-signs a CA with its own key over a new validity window.
+pub(crate) fn resign<R: CryptoRng + ?Sized>(
+    target: &Certificate,
+    signer: &CertificateAuthority,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Certificate> {
     let tbs = target.x509().tbs_certificate();
-    let not_before = target.not_before();
     if not_after <= not_before {
         return Err(Error::issuance(format!(
             "cross-signed NotAfter {} is not after NotBefore {}",

@@ -30,6 +30,7 @@ mod cert;
 pub mod datetime;
 mod dn;
 mod error;
+mod import;
 mod issue;
 mod key;
 mod lineage;
@@ -43,6 +44,10 @@ pub use cert::{
     ObjectIdentifier,
 };
 pub use error::{Error, Result};
+pub use import::{
+    CaImport, chain_root, check_can_sign_certificates, is_self_signed, renew_same_key,
+    verify_ca_path,
+};
 pub use issue::{
     CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, common_name_to_name,
     cross_sign,

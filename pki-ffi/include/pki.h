@@ -260,6 +260,20 @@ enum pki_result
    * The chain did not verify for another reason; see the message.
    */
   PKI_RESULT_VERIFY_OTHER = 599,
+  /**
+   * An imported CA's input is unusable: two keys, a key without a
+   * certificate, an encrypted key, a chain out of order or without its
+   * root, no key where one is needed.
+   */
+  PKI_RESULT_IMPORT = 700,
+  /**
+   * A supplied CA failed validation (the message names every failed check).
+   */
+  PKI_RESULT_VALIDATION_FAILED = 701,
+  /**
+   * The operation needs a CA pki generated; this one was imported.
+   */
+  PKI_RESULT_IMPORTED_CA = 702,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -956,6 +970,100 @@ size_t pki_last_error_length(void);
  * be NULL or valid for one write.
  */
 pki_result pki_last_error(char *buf, size_t len, size_t *out_written);
+
+/**
+ * Creates a signer whose CA is an imported one: `ca` holds its
+ * certificate (and possibly its key and the chain above it, issuer first),
+ * `key` and `chain` are separate PEM inputs or NULL. The bundle holds the
+ * chain's root; serving chains carry the CA and the intermediates.
+ *
+ * On success the caller owns `*out_signer` and frees it once with
+ * `pki_signer_free`; on failure `*out_signer` is not written.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_PEM`,
+ * `PKI_RESULT_KEY_DECODE`, `PKI_RESULT_UNSUPPORTED_KEY`,
+ * `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_NOT_A_CA`, `PKI_RESULT_IMPORT`
+ * (two keys, a key without a certificate, an encrypted key, a chain out of
+ * order or without its root), `PKI_RESULT_VALIDATION_FAILED` (no chain
+ * for a CA that needs one), `PKI_RESULT_INVALID_POLICY` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `ca` must be NULL or valid for `ca_len` bytes, `key` and `chain` NULL or
+ * valid for their lengths; `policy` NULL or a valid `pki_policy`;
+ * `out_signer` NULL or valid for one write.
+ */
+pki_result pki_signer_import(const uint8_t *ca,
+                             size_t ca_len,
+                             const uint8_t *key,
+                             size_t key_len,
+                             const uint8_t *chain,
+                             size_t chain_len,
+                             const struct pki_policy *policy,
+                             int64_t now,
+                             struct pki_signer **out_signer);
+
+/**
+ * Validates a proposed replacement of `signer`'s CA at `now` and writes
+ * the report as JSON: `{"ok": bool, "checks": [{"name", "ok", "detail"}]}`
+ * (names: key-matches, is-ca, chain-supplied, chains-to-current-trust,
+ * valid-for-24h, service-account-key-kept). A failing check is data, not
+ * an error: the result is `PKI_RESULT_OK` whenever the report was made.
+ *
+ * `signer` is borrowed. On success the caller owns `*out_report` and frees
+ * it once with `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, the PEM and import
+ * results of `pki_signer_import`, or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `signer` must be NULL or a live `pki_signer`; `ca`, `key`, `chain` as
+ * for `pki_signer_import`; `out_report` NULL or valid for one write.
+ */
+pki_result pki_signer_validate_replacement(const struct pki_signer *signer,
+                                           const uint8_t *ca,
+                                           size_t ca_len,
+                                           const uint8_t *key,
+                                           size_t key_len,
+                                           const uint8_t *chain,
+                                           size_t chain_len,
+                                           int64_t now,
+                                           struct pki_buffer **out_report);
+
+/**
+ * Rotates `signer` to a supplied CA: validates it, refuses it when a check
+ * fails unless `force` (a non-empty reason, recorded with every overridden
+ * check in the history) is given, then re-issues every leaf. Two
+ * self-signed CAs are bridged both ways; `signer` itself is not changed.
+ *
+ * On success the caller owns `*out_signer` (the rotated signer) and frees
+ * it once with `pki_signer_free`; on failure it is not written.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (`force` not UTF-8), the PEM and import
+ * results of `pki_signer_import`, `PKI_RESULT_VALIDATION_FAILED`,
+ * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_TRUST_CHECK_FAILED`,
+ * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `signer` must be NULL or a live `pki_signer`; `ca`, `key`, `chain` as
+ * for `pki_signer_import`; `force` NULL or valid for `force_len` bytes;
+ * `out_signer` NULL or valid for one write.
+ */
+pki_result pki_signer_rotate_to(const struct pki_signer *signer,
+                                const uint8_t *ca,
+                                size_t ca_len,
+                                const uint8_t *key,
+                                size_t key_len,
+                                const uint8_t *chain,
+                                size_t chain_len,
+                                const char *force,
+                                size_t force_len,
+                                int64_t now,
+                                struct pki_signer **out_signer);
 
 /**
  * Starts a leaf request of `kind` (a `pki_leaf_kind`), without names, with

@@ -139,6 +139,14 @@ pub enum pki_result {
     PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 = 520,
     /// The chain did not verify for another reason; see the message.
     PKI_RESULT_VERIFY_OTHER = 599,
+    /// An imported CA's input is unusable: two keys, a key without a
+    /// certificate, an encrypted key, a chain out of order or without its
+    /// root, no key where one is needed.
+    PKI_RESULT_IMPORT = 700,
+    /// A supplied CA failed validation (the message names every failed check).
+    PKI_RESULT_VALIDATION_FAILED = 701,
+    /// The operation needs a CA pki generated; this one was imported.
+    PKI_RESULT_IMPORTED_CA = 702,
 }
 
 use pki_result::*;
@@ -287,6 +295,12 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         "PKI_RESULT_VERIFY_END_ENTITY_NOT_V3\0",
     ),
     (PKI_RESULT_VERIFY_OTHER, "PKI_RESULT_VERIFY_OTHER\0"),
+    (PKI_RESULT_IMPORT, "PKI_RESULT_IMPORT\0"),
+    (
+        PKI_RESULT_VALIDATION_FAILED,
+        "PKI_RESULT_VALIDATION_FAILED\0",
+    ),
+    (PKI_RESULT_IMPORTED_CA, "PKI_RESULT_IMPORTED_CA\0"),
 ];
 
 /// A failed call: the code returned and the message left in the last error.
@@ -338,6 +352,15 @@ impl From<pki_core::Error> for Failure {
             E::InvalidPolicy { .. } => PKI_RESULT_INVALID_POLICY,
             E::NotACa { .. } => PKI_RESULT_NOT_A_CA,
             E::NoRoot => PKI_RESULT_NO_ROOT,
+            E::Import { source, .. } => return Failure::from((**source).clone()),
+            E::TwoPrivateKeys { .. }
+            | E::KeyWithoutCertificate { .. }
+            | E::NoCertificate { .. }
+            | E::EncryptedKey { .. }
+            | E::ChainOutOfOrder { .. }
+            | E::ChainHasNoRoot { .. }
+            | E::ChainVerification { .. }
+            | E::MissingPrivateKey { .. } => PKI_RESULT_IMPORT,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -366,6 +389,8 @@ impl From<RotateError> for Failure {
             E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
             E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
             E::Expired { .. } => PKI_RESULT_EXPIRED,
+            E::ValidationFailed { .. } => PKI_RESULT_VALIDATION_FAILED,
+            E::ImportedCaRenewal { .. } | E::ImportedCaRotation { .. } => PKI_RESULT_IMPORTED_CA,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -609,11 +634,14 @@ mod tests {
             PKI_RESULT_VERIFY_CA_NOT_V3 => 519,
             PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 => 520,
             PKI_RESULT_VERIFY_OTHER => 599,
+            PKI_RESULT_IMPORT => 700,
+            PKI_RESULT_VALIDATION_FAILED => 701,
+            PKI_RESULT_IMPORTED_CA => 702,
         }
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 58;
+    const PINNED_CODES: usize = 61;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {

@@ -38,6 +38,7 @@ mod abi;
 mod buffer;
 mod bundle;
 mod error;
+mod external;
 mod leaf;
 mod secret;
 mod signer;
@@ -52,6 +53,7 @@ pub use bundle::{
     pki_bundle_to_pem, pki_sha256,
 };
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
+pub use external::{pki_signer_import, pki_signer_rotate_to, pki_signer_validate_replacement};
 pub use leaf::{
     pki_leaf, pki_leaf_builder, pki_leaf_builder_add_dns_name, pki_leaf_builder_add_ip_address,
     pki_leaf_builder_build, pki_leaf_builder_free, pki_leaf_builder_new,

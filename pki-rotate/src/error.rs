@@ -238,6 +238,50 @@ pub enum RotateError {
         /// Which consumers break and until when, one entry each.
         breaks: Vec<String>,
     },
+    /// A supplied CA failed validation: each failed check with what it
+    /// found. Nothing was written.
+    #[error("{}", describe_failed_checks(.failed, *.forced))]
+    ValidationFailed {
+        /// The checks that failed.
+        failed: Vec<crate::signer::OverriddenCheck>,
+        /// Whether a forced rotation was asked for (some checks cannot be forced).
+        forced: bool,
+    },
+    /// Same-key renewal of an imported CA: only its issuer can renew it.
+    #[error(
+        "CA {ca} was imported: renewal needs the external signer; have it issue a new certificate on the same key and use `pki rotate --to` with it"
+    )]
+    ImportedCaRenewal {
+        /// The CA's id.
+        ca: String,
+    },
+    /// A forced service-CA rotation of an imported CA: pki does not
+    /// generate the replacement of a CA someone else signed.
+    #[error(
+        "CA {ca} was imported: pki does not generate its replacement (forced reason \"{reason}\"); supply the new CA with `pki rotate --to`"
+    )]
+    ImportedCaRotation {
+        /// The CA's id.
+        ca: String,
+        /// The forced reason given.
+        reason: String,
+    },
+}
+
+fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {
+    let list: Vec<String> = failed
+        .iter()
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    let hint = if forced {
+        "key-matches and is-ca cannot be forced"
+    } else {
+        "--force REASON overrides all but key-matches and is-ca"
+    };
+    format!(
+        "supplied CA refused, failed check(s): {} ({hint})",
+        list.join("; ")
+    )
 }
 
 fn describe_unsupported(

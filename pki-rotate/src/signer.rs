@@ -158,6 +158,8 @@ pub struct SignerState {
     pub leaves: BTreeMap<String, Leaf>,
     /// Every rotation so far, oldest first.
     pub history: Vec<RotationRecord>,
+    /// The chain above an imported CA (None: pki generated the CA).
+    pub external: Option<crate::external::ExternalCa>,
 }
 
 impl SignerState {
@@ -186,6 +188,7 @@ impl SignerState {
             forced_rotation_reason: None,
             leaves: BTreeMap::new(),
             history: Vec::new(),
+            external: None,
         })
     }
 
@@ -217,6 +220,11 @@ impl SignerState {
             && pki_core::issued_by(leaf, &self.ca.cert).issued_by
         {
             chain.push(bridge.clone());
+        }
+        if let Some(external) = &self.external
+            && pki_core::issued_by(leaf, &self.ca.cert).issued_by
+        {
+            chain.extend(external.serving_suffix(&self.ca.cert));
         }
         chain
     }
@@ -266,6 +274,12 @@ pub enum RotationReason {
         /// The operator's reason.
         reason: String,
     },
+    /// An operator supplied the new CA (`pki rotate --to`), and it passed
+    /// every validation check.
+    Supplied,
+    /// The CA was renewed on its own key and Subject (`pki rotate
+    /// --renew-same-key`): nothing it issued changes.
+    RenewedSameKey,
 }
 
 impl std::fmt::Display for RotationReason {
@@ -290,6 +304,8 @@ impl std::fmt::Display for RotationReason {
                 pki_core::policy::human(Duration::seconds(*min_trust_seconds))
             ),
             RotationReason::Forced { reason } => write!(f, "forced: {reason}"),
+            RotationReason::Supplied => f.write_str("replaced by a supplied CA"),
+            RotationReason::RenewedSameKey => f.write_str("renewed on the same key"),
         }
     }
 }
@@ -662,6 +678,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             bridge_until: Some(normal_bridge_until(ca, now, min_trust)),
         });
     }
+    crate::external::hold_rotation(state, &mut rotation)?;
     // Bridges from an expired CA would themselves be expired or vouch for a dead key.
     if let Some(r) = rotation.as_mut()
         && now > ca.not_after()

@@ -108,6 +108,8 @@ fn seed_rotation_cases() {
         let kind = p.rotation.as_ref().map(|r| match r.reason {
             RotationReason::Expiring { .. } => "expiring",
             RotationReason::Forced { .. } => "forced",
+            // Only `pki rotate --to` and `--renew-same-key` make these.
+            RotationReason::Supplied | RotationReason::RenewedSameKey => "external",
         });
         assert_eq!(kind, case.expect_rotation, "case: {}", case.name);
         let (next, events) = apply(&s, p, &mut rng(3)).unwrap();

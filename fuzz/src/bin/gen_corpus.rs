@@ -304,8 +304,41 @@ fn generate() {
     certs(&mut out);
     bundles(&mut out);
     keys(&mut out);
+    ca_import(&mut out);
     states(&mut out);
     path_inputs(&mut out);
     println!("wrote {} seeds under {}", out.count, out.root.display());
     std::process::exit(0);
+}
+
+/// The import parser's input: the CA file, then the key and chain files at
+/// the end, their lengths in the first two bytes (see the target).
+fn ca_import(out: &mut Out) {
+    let mut rng = ChaCha20Rng::seed_from_u64(SEED);
+    let root = pki_core::CertificateAuthority::generate_root(
+        "Org Root",
+        pki_core::KeyAlgorithm::EcdsaP256,
+        NOW,
+        Duration::days(3650),
+        &mut rng,
+    )
+    .unwrap();
+    let key = pki_core::PrivateKey::generate(pki_core::KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
+    let params = pki_core::CertificateParams::new(
+        pki_core::Profile::IntermediateCa { path_len: Some(0) },
+        "cluster-ca",
+        NOW,
+        Duration::days(700),
+    )
+    .unwrap();
+    let ca = root.issue(&params, &key.public_key().unwrap(), &mut rng).unwrap();
+    let key_pem = key.to_pkcs8_pem().unwrap();
+    let one_file = format!("{}{}{}", ca.to_pem(), key_pem.as_str(), root.cert.to_pem());
+    let mut all = vec![0u8, 0u8];
+    all.extend_from_slice(one_file.as_bytes());
+    out.put("ca_import", "one-file", &all);
+    let mut reversed = vec![0u8, 0u8];
+    reversed.extend_from_slice(root.cert.to_pem().as_bytes());
+    reversed.extend_from_slice(ca.to_pem().as_bytes());
+    out.put("ca_import", "out-of-order", &reversed);
 }

@@ -47,6 +47,7 @@
 
 use crate::document::{Envelope, File, Files, SecretData, files_to_secret_data};
 use crate::error::{Result, RotateError};
+use crate::external::{ExternalCa, ExternalRecord};
 use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
@@ -66,6 +67,8 @@ pub const SIGNER_CERT: &str = "signer/tls.crt";
 pub const SIGNER_KEY: &str = "signer/tls.key";
 /// Bridge B, after a rotation.
 pub const SIGNER_BRIDGE: &str = "signer/intermediate-ca.crt";
+/// The chain above an imported CA (issuer first, root last), when it has one.
+pub const SIGNER_CHAIN: &str = "signer/ca-chain.crt";
 /// The CA bundle clients trust.
 pub const CA_BUNDLE: &str = "ca-bundle.crt";
 /// The directory of the leaves (present even when empty).
@@ -78,6 +81,7 @@ pub const SECRET_RENAMES: &[(&str, &str)] = &[
     (SIGNER_CERT, "tls.crt"),
     (SIGNER_KEY, "tls.key"),
     (SIGNER_BRIDGE, "intermediate-ca.crt"),
+    (SIGNER_CHAIN, "ca-chain.crt"),
 ];
 
 /// Path of a leaf's chain file (leaf first, then bridge B when present).
@@ -116,6 +120,9 @@ struct Document {
     history: Vec<RotationRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     material: Option<Material>,
+    /// Present when the CA was imported (its chain is `signer/ca-chain.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    external: Option<ExternalRecord>,
 }
 
 /// Version 1, as the first release wrote it.
@@ -148,6 +155,7 @@ impl From<DocumentV1> for Document {
             leaves: v1.leaves,
             history: v1.history,
             material: v1.material,
+            external: None,
         }
     }
 }
@@ -160,6 +168,8 @@ struct Material {
     bridge: Option<String>,
     bundle: String,
     leaves: BTreeMap<String, LeafMaterial>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chain: Option<String>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -210,6 +220,7 @@ impl SignerState {
                 bridge: self.bridge.as_ref().map(Certificate::to_pem),
                 bundle: self.bundle.to_pem(),
                 leaves,
+                chain: self.external_chain_pem(),
             })
         } else {
             None
@@ -227,6 +238,7 @@ impl SignerState {
                 .collect(),
             history: self.history.clone(),
             material,
+            external: self.external.as_ref().map(ExternalCa::record),
         })
     }
 
@@ -253,6 +265,7 @@ impl SignerState {
                 SIGNER_KEY => Some(material.ca_key.as_bytes()),
                 SIGNER_BRIDGE => material.bridge.as_ref().map(|b| b.as_bytes()),
                 CA_BUNDLE => Some(material.bundle.as_bytes()),
+                SIGNER_CHAIN => material.chain.as_ref().map(|c| c.as_bytes()),
                 _ => None,
             }
         };
@@ -280,6 +293,9 @@ impl SignerState {
             files.insert(SIGNER_BRIDGE, File::public(bridge.to_pem()))?;
         }
         files.insert(CA_BUNDLE, File::public(self.bundle.to_pem()))?;
+        if let Some(chain) = self.external_chain_pem() {
+            files.insert(SIGNER_CHAIN, File::public(chain))?;
+        }
         files.insert_dir(CERTS_DIR)?;
         for (name, leaf) in &self.leaves {
             if let Some(issued) = &leaf.issued {
@@ -400,6 +416,7 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         (SIGNER_CERT, false),
         (SIGNER_KEY, true),
         (SIGNER_BRIDGE, false),
+        (SIGNER_CHAIN, false),
         (CA_BUNDLE, false),
     ];
     let paths = fixed
@@ -439,10 +456,28 @@ fn assemble<'a>(
         None => None,
     };
     let bundle = Bundle::from_pem(need(CA_BUNDLE)?).map_err(|e| at(CA_BUNDLE, e))?;
-    if !bundle.contains(&ca.cert) {
+    let external = match doc.external {
+        None => None,
+        Some(record) => {
+            let chain = match get(SIGNER_CHAIN) {
+                Some(pem) => Certificate::all_from_pem(pem).map_err(|e| at(SIGNER_CHAIN, e))?,
+                None => Vec::new(),
+            };
+            Some(ExternalCa {
+                imported_at: record.imported_at,
+                chain,
+            })
+        }
+    };
+    // An imported CA's bundle holds the root of its chain instead.
+    let anchor = external
+        .as_ref()
+        .and_then(ExternalCa::root)
+        .unwrap_or(&ca.cert);
+    if !bundle.contains(anchor) && !bundle.contains(&ca.cert) {
         return Err(RotateError::corrupt(
             format!("{origin}: {CA_BUNDLE}"),
-            format!("does not contain the current CA {}", ca.cert.id()),
+            format!("does not contain the current CA {}", anchor.id()),
         ));
     }
 
@@ -481,5 +516,16 @@ fn assemble<'a>(
         forced_rotation_reason: doc.forced_rotation_reason,
         leaves,
         history: doc.history,
+        external,
     })
+}
+
+impl SignerState {
+    /// The imported CA's chain as PEM, when it has one.
+    fn external_chain_pem(&self) -> Option<String> {
+        self.external
+            .as_ref()
+            .filter(|e| !e.chain.is_empty())
+            .map(|e| e.chain.iter().map(Certificate::to_pem).collect())
+    }
 }

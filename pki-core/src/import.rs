@@ -1,0 +1,375 @@
+//! Importing a CA that someone else's root signed (the k3s custom-CA
+//! topology: organisation root → intermediate → cluster CA).
+//!
+//! A CA arrives as PEM in one of the ways operators hand it over:
+//!
+//! - one file holding the CA certificate, its private key and the chain
+//!   above it, in any order of blocks (the way StarlingX uploads it);
+//! - the certificate (and maybe its chain) in one file, the key in another;
+//! - the chain in a file of its own.
+//!
+//! [`CaImport::parse`] reads them all. The first certificate of the main
+//! file is the CA; every further certificate (the rest of the main file,
+//! then the chain file) is its chain, **in issuing order**: the CA's issuer
+//! first, the root last. A chain in another order is refused and the error
+//! names the certificate that is out of place, rather than reordered
+//! silently: the same file is also what the operator hands to other tools
+//! (k3s, Go's `tls.X509KeyPair`), which expect issuing order too.
+//!
+//! What is refused, each with its own [`Error`] variant: two private keys
+//! ([`Error::TwoPrivateKeys`]), a key without a certificate
+//! ([`Error::KeyWithoutCertificate`]), an encrypted key
+//! ([`Error::EncryptedKey`]: decrypt it first with `openssl pkcs8`), a
+//! chain out of order or broken ([`Error::ChainOutOfOrder`]), a key that
+//! does not match the certificate ([`Error::KeyMismatch`]) and a
+//! certificate that cannot sign certificates ([`Error::NotACa`]).
+
+use crate::bundle::Bundle;
+use crate::cert::{Certificate, KeyUsages};
+use crate::error::{Error, Result};
+use crate::issue::CertificateAuthority;
+use crate::key::PrivateKey;
+use crate::pem;
+use crate::verify::{Purpose, VerifiedPath, VerifyOptions, verify_chain, verify_signature};
+use rand_core::CryptoRng;
+use time::{Duration, OffsetDateTime};
+
+/// A CA certificate with what came with it: its key (when supplied) and
+/// the chain above it, checked to be in issuing order.
+#[derive(Clone)]
+pub struct CaImport {
+    /// The CA certificate: the first certificate of the main input.
+    pub cert: Certificate,
+    /// Its private key, when one was supplied. Not yet checked against
+    /// `cert`: [`CaImport::authority`] does that, and validation reports
+    /// it as a check of its own.
+    pub key: Option<PrivateKey>,
+    /// The certificates above `cert`, issuer first; the last one is the
+    /// root when the chain reaches one. Empty when none was supplied.
+    pub chain: Vec<Certificate>,
+}
+
+impl std::fmt::Debug for CaImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaImport")
+            .field("cert", &self.cert)
+            .field("key", &self.key.as_ref().map(|_| "<private key>"))
+            .field("chain", &self.chain)
+            .finish()
+    }
+}
+
+/// Which input a block came from, for error messages.
+#[derive(Clone, Copy)]
+enum Source {
+    Main,
+    KeyFile,
+    ChainFile,
+}
+
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::Main => "the CA file",
+            Source::KeyFile => "the key file",
+            Source::ChainFile => "the chain file",
+        }
+    }
+}
+
+impl CaImport {
+    /// Reads a CA from `main` (certificates, and possibly its key), an
+    /// optional separate `key_file` and an optional `chain_file`.
+    ///
+    /// Text between PEM blocks, CRLF line endings and base64 lines of any
+    /// length are accepted (RFC 7468 lax parsing). Blocks other than
+    /// certificates and private keys (`EC PARAMETERS`, as `openssl ecparam`
+    /// writes them) are ignored.
+    pub fn parse(main: &[u8], key_file: Option<&[u8]>, chain_file: Option<&[u8]>) -> Result<Self> {
+        let mut certs: Vec<Certificate> = Vec::new();
+        let mut key: Option<(PrivateKey, String)> = None;
+        let mut inputs = vec![(Source::Main, main)];
+        inputs.extend(key_file.map(|k| (Source::KeyFile, k)));
+        inputs.extend(chain_file.map(|c| (Source::ChainFile, c)));
+        for (source, input) in inputs {
+            let blocks = pem::read_blocks(input).map_err(|e| Error::Import {
+                what: source.name(),
+                source: Box::new(e),
+            })?;
+            if blocks.is_empty() {
+                return Err(Error::NoPemBlock {
+                    what: source.name(),
+                });
+            }
+            let mut certs_here = 0;
+            for (i, block) in blocks.iter().enumerate() {
+                let place = format!("{}, PEM block {}", source.name(), i + 1);
+                match block.label.as_str() {
+                    "CERTIFICATE" | "TRUSTED CERTIFICATE" => {
+                        let cert =
+                            Certificate::from_der(&block.der).map_err(|e| Error::Import {
+                                what: source.name(),
+                                source: Box::new(Error::Pem {
+                                    block: i + 1,
+                                    reason: "not a certificate".into(),
+                                    source: Some(Box::new(e)),
+                                }),
+                            })?;
+                        certs_here += 1;
+                        // The same certificate twice (a root pasted into the
+                        // CA file and the chain file) is one certificate.
+                        if !certs.contains(&cert) {
+                            certs.push(cert);
+                        }
+                    }
+                    "ENCRYPTED PRIVATE KEY" => return Err(Error::EncryptedKey { place }),
+                    label if label.ends_with("PRIVATE KEY") => {
+                        if let Some((_, first)) = &key {
+                            return Err(Error::TwoPrivateKeys {
+                                first: first.clone(),
+                                second: place,
+                            });
+                        }
+                        let parsed = match label {
+                            "PRIVATE KEY" => PrivateKey::from_pkcs8_der(&block.der),
+                            "EC PRIVATE KEY" => PrivateKey::from_sec1_der(&block.der),
+                            "RSA PRIVATE KEY" => PrivateKey::from_pkcs1_der(&block.der),
+                            other => Err(Error::UnsupportedKey {
+                                reason: format!("PEM label \"{other}\""),
+                            }),
+                        }
+                        .map_err(|e| Error::Import {
+                            what: source.name(),
+                            source: Box::new(e),
+                        })?;
+                        key = Some((parsed, place));
+                    }
+                    _ => {}
+                }
+            }
+            if matches!(source, Source::ChainFile) && certs_here == 0 {
+                return Err(Error::NoCertificate {
+                    what: source.name(),
+                });
+            }
+        }
+        let mut certs = certs.into_iter();
+        let Some(cert) = certs.next() else {
+            return match key {
+                Some((_, place)) => Err(Error::KeyWithoutCertificate { place }),
+                None => Err(Error::NoCertificate {
+                    what: Source::Main.name(),
+                }),
+            };
+        };
+        let chain: Vec<Certificate> = certs.collect();
+        check_issuing_order(&cert, &chain)?;
+        Ok(CaImport {
+            cert,
+            key: key.map(|(k, _)| k),
+            chain,
+        })
+    }
+
+    /// Whether the CA certificate is its own issuer (a root).
+    pub fn is_self_signed(&self) -> bool {
+        is_self_signed(&self.cert)
+    }
+
+    /// The root the chain ends at: the CA itself when self-signed, else the
+    /// chain's last certificate when that one is self-signed.
+    pub fn root(&self) -> Option<&Certificate> {
+        if self.is_self_signed() {
+            return Some(&self.cert);
+        }
+        self.chain.last().filter(|c| is_self_signed(c))
+    }
+
+    /// The chain without its root: what servers append to their chains.
+    pub fn intermediates(&self) -> &[Certificate] {
+        match self.chain.last() {
+            Some(last) if is_self_signed(last) => &self.chain[..self.chain.len() - 1],
+            _ => &self.chain,
+        }
+    }
+
+    /// The CA with its key, for signing: the key must be present and match,
+    /// and the certificate must be allowed to sign certificates.
+    pub fn authority(&self) -> Result<CertificateAuthority> {
+        let key = self.key.clone().ok_or(Error::MissingPrivateKey {
+            certificate: self.cert.id(),
+        })?;
+        if !key.matches(self.cert.public_key()) {
+            return Err(Error::KeyMismatch {
+                certificate: self.cert.id(),
+            });
+        }
+        check_can_sign_certificates(&self.cert)?;
+        CertificateAuthority::new(self.cert.clone(), key)
+    }
+
+    /// Builds and verifies the path from the CA to the root of its chain
+    /// at `at`, with the path verifier (the CA in leaf position, the
+    /// supplied intermediates, the root as the only anchor). A CA that is
+    /// not self-signed needs its root in the chain.
+    pub fn verify_to_root(&self, at: OffsetDateTime) -> Result<VerifiedPath> {
+        let root = self.root().ok_or_else(|| Error::ChainHasNoRoot {
+            last: self.chain.last().unwrap_or(&self.cert).id(),
+            issuer: self.chain.last().unwrap_or(&self.cert).issuer().to_string(),
+        })?;
+        let anchors = Bundle::from_certs([root.clone()]);
+        verify_ca_path(&self.cert, self.intermediates(), &anchors, at).map_err(|e| {
+            Error::ChainVerification {
+                certificate: self.cert.id(),
+                reason: e.to_string(),
+            }
+        })
+    }
+}
+
+/// Verifies a CA certificate (in leaf position) up to `anchors` through
+/// `intermediates` at `at`. A CA's extendedKeyUsage, when present, may
+/// allow server or client authentication: either verifies.
+pub fn verify_ca_path(
+    ca: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &Bundle,
+    at: OffsetDateTime,
+) -> std::result::Result<VerifiedPath, crate::verify::VerifyError> {
+    match verify_chain(
+        ca,
+        intermediates,
+        anchors,
+        &VerifyOptions::new(at, Purpose::ServerAuth),
+    ) {
+        Ok(path) => Ok(path),
+        Err(server) => verify_chain(
+            ca,
+            intermediates,
+            anchors,
+            &VerifyOptions::new(at, Purpose::ClientAuth),
+        )
+        .map_err(|_| server),
+    }
+}
+
+/// Whether `cert` is self-issued and its signature verifies with its own key.
+pub fn is_self_signed(cert: &Certificate) -> bool {
+    cert.looks_self_signed() && verify_signature(cert.public_key(), cert).is_ok()
+}
+
+/// Whether `issuer` issued `child`: names chain and the signature verifies.
+fn issued(issuer: &Certificate, child: &Certificate) -> bool {
+    issuer.subject_matches_issuer_of(child) && verify_signature(issuer.public_key(), child).is_ok()
+}
+
+/// Checks that `chain` lists the issuers of `ca` in order, and stops at a root.
+fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()> {
+    let mut child = ca;
+    for (i, next) in chain.iter().enumerate() {
+        // Positions as the operator sees them: the CA is certificate 1.
+        let position = i + 2;
+        if is_self_signed(child) {
+            return Err(Error::ChainOutOfOrder {
+                position,
+                certificate: describe(next),
+                reason: format!(
+                    "it follows the self-signed root {}, which ends the chain",
+                    describe(child)
+                ),
+            });
+        }
+        if !issued(next, child) {
+            let reason = match chain.iter().position(|c| issued(c, child)) {
+                Some(j) => format!(
+                    "the issuer of {} is certificate {}; list the CA first, then each issuer, up to the root",
+                    describe(child),
+                    j + 2
+                ),
+                None => format!(
+                    "it did not issue {} (issuer \"{}\"), and no certificate supplied did",
+                    describe(child),
+                    child.issuer()
+                ),
+            };
+            return Err(Error::ChainOutOfOrder {
+                position,
+                certificate: describe(next),
+                reason,
+            });
+        }
+        child = next;
+    }
+    Ok(())
+}
+
+fn describe(cert: &Certificate) -> String {
+    format!("\"{}\" ({})", cert.subject(), cert.id())
+}
+
+/// Refuses a certificate that may not sign certificates: basicConstraints
+/// cA must be TRUE, and keyUsage, when present, must include keyCertSign.
+pub fn check_can_sign_certificates(cert: &Certificate) -> Result<()> {
+    if !cert.is_ca() {
+        return Err(Error::NotACa {
+            certificate: cert.id(),
+            reason: "basicConstraints cA is not TRUE".into(),
+        });
+    }
+    if let Some(ku) = cert.key_usage()
+        && !ku.0.contains(KeyUsages::KeyCertSign)
+    {
+        return Err(Error::NotACa {
+            certificate: cert.id(),
+            reason: "keyUsage does not include keyCertSign".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Renews `ca` on its own key: a new self-signed certificate with the same
+/// Subject, SubjectPublicKeyInfo and SubjectKeyIdentifier (every other
+/// extension copied), a fresh serial, valid from `issued_at` minus the
+/// default backdate for `lifetime`. Certificates the old one issued verify
+/// under the new one, and SPKI pins do not change.
+pub fn renew_same_key<R: CryptoRng + ?Sized>(
+    ca: &CertificateAuthority,
+    issued_at: OffsetDateTime,
+    lifetime: Duration,
+    rng: &mut R,
+) -> Result<Certificate> {
+    if !is_self_signed(&ca.cert) {
+        return Err(Error::issuance(format!(
+            "{} is not self-signed: only its issuer can renew it",
+            ca.cert.id()
+        )));
+    }
+    if lifetime <= Duration::ZERO {
+        return Err(Error::issuance("lifetime must be positive"));
+    }
+    let not_before = crate::datetime::truncate(crate::datetime::add(
+        issued_at,
+        -crate::issue::DEFAULT_BACKDATE,
+    )?);
+    let not_after = crate::datetime::truncate(crate::datetime::add(issued_at, lifetime)?);
+    crate::issue::resign(&ca.cert, ca, not_before, not_after, rng)
+}
+
+/// The root a set of certificates leads to: from the first certificate,
+/// through the issuers among `certs`, up to a self-signed one. When that
+/// walk ends short of a root, the first self-signed certificate of `certs`.
+pub fn chain_root(certs: &[Certificate]) -> Option<&Certificate> {
+    let mut current = certs.first()?;
+    // Each step moves to another certificate of the set; a set of n
+    // certificates has no path longer than n.
+    for _ in 0..certs.len() {
+        if is_self_signed(current) {
+            return Some(current);
+        }
+        match certs.iter().find(|c| *c != current && issued(c, current)) {
+            Some(issuer) => current = issuer,
+            None => break,
+        }
+    }
+    certs.iter().find(|c| is_self_signed(c))
+}

@@ -1,0 +1,881 @@
+//! CAs signed by someone else's root (the k3s custom-CA topology): import,
+//! validation of a replacement against today's trust, rotation to a
+//! supplied CA, and same-key renewal.
+//!
+//! An imported CA is kept in the signer's document ([`SignerState`]) with
+//! the chain above it ([`ExternalCa`]):
+//!
+//! - it signs leaves directly (it may carry pathLenConstraint 0), and a
+//!   leaf's NotAfter never passes the CA's;
+//! - the bundle published to clients holds the chain's root, so a client
+//!   that trusts only the organisation's root verifies our leaves;
+//! - serving chains carry the CA and the external intermediates after the
+//!   leaf.
+//!
+//! pki never generates the replacement of an imported CA: the automatic
+//! service-CA rotation leaves it alone, a forced one is refused, and
+//! [`ExternalInput::Replace`] (`pki rotate --to`) is the way to move on.
+//!
+//! A proposed replacement is checked first ([`validate_replacement`], k3s's
+//! `validateCA`); each check is a named line of a [`ValidationReport`]:
+//!
+//! | name | passes when |
+//! |---|---|
+//! | `key-matches` | a private key was supplied and belongs to the certificate |
+//! | `is-ca` | basicConstraints cA:TRUE, and keyCertSign when keyUsage is present |
+//! | `chain-supplied` | a CA that is not self-signed comes with the chain above it (never completed from what the store holds) |
+//! | `chains-to-current-trust` | the CA verifies up to today's bundle or previous root (cross-signed intermediates in the supplied chain allowed), or both it and the current CA are self-signed, so the current key can bridge it |
+//! | `valid-for-24h` | valid now, and for more than 24 hours |
+//! | `service-account-key-kept` | the proposed service-account key set keeps every current key |
+//!
+//! A failing check refuses the rotation; a forced rotation (`force`
+//! reason) overrides every check but `key-matches` and `is-ca` (pki must
+//! sign leaves with the key and the certificate), and records each
+//! overridden check with the reason in the history.
+//!
+//! When the replacement does not chain to today's trust and cannot be
+//! bridged, clients that still hold the old bundle reject servers that
+//! present certificates of the new CA until they reload the bundle: the
+//! report names those cells of the trust matrix. The new bundle keeps the
+//! old trust anchors until they expire, so the other cells hold.
+
+use crate::engine::{Engine, Outcome};
+use crate::error::{Result, RotateError};
+use crate::leaf::{LeafReason, LeafRequest};
+use crate::preflight::{MatrixInputs, Side};
+use crate::signer::{
+    Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, document,
+};
+use pki_core::{
+    Bundle, CaImport, Certificate, CertificateAuthority, cross_sign, datetime::rfc3339,
+    is_self_signed, verify_ca_path,
+};
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use time::{Duration, OffsetDateTime};
+
+/// The least validity a replacement CA must have left.
+pub const MIN_REPLACEMENT_VALIDITY: Duration = Duration::hours(24);
+
+/// Stable names of the validation checks, as printed in reports.
+pub mod check {
+    /// The supplied key belongs to the certificate.
+    pub const KEY_MATCHES: &str = "key-matches";
+    /// The certificate may sign certificates.
+    pub const IS_CA: &str = "is-ca";
+    /// A CA that is not self-signed comes with its chain.
+    pub const CHAIN_SUPPLIED: &str = "chain-supplied";
+    /// The CA verifies to today's trust, or can be bridged.
+    pub const CHAINS_TO_CURRENT_TRUST: &str = "chains-to-current-trust";
+    /// Valid now and for more than 24 hours.
+    pub const VALID_FOR_24H: &str = "valid-for-24h";
+    /// The service-account key set keeps every current key.
+    pub const SERVICE_ACCOUNT_KEY_KEPT: &str = "service-account-key-kept";
+}
+
+/// What an imported CA brings besides itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalCa {
+    /// When it was imported.
+    pub imported_at: OffsetDateTime,
+    /// The certificates above the CA, its issuer first, the root last;
+    /// empty when the imported CA is self-signed.
+    pub chain: Vec<Certificate>,
+}
+
+/// How `pki-state.json` records an imported CA (the chain itself is the
+/// file `signer/ca-chain.crt`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalRecord {
+    /// When the CA was imported.
+    #[serde(with = "time::serde::rfc3339")]
+    pub imported_at: OffsetDateTime,
+}
+
+impl ExternalCa {
+    /// The chain's root, when the chain ends at one.
+    pub fn root(&self) -> Option<&Certificate> {
+        self.chain.last().filter(|c| is_self_signed(c))
+    }
+
+    /// The chain without its root.
+    pub fn intermediates(&self) -> &[Certificate] {
+        match self.root() {
+            Some(_) => &self.chain[..self.chain.len() - 1],
+            None => &self.chain,
+        }
+    }
+
+    /// What follows a leaf of `ca` in a serving chain: the CA itself when
+    /// it is not self-signed, then the intermediates above it.
+    pub(crate) fn serving_suffix(&self, ca: &Certificate) -> Vec<Certificate> {
+        if is_self_signed(ca) {
+            return Vec::new();
+        }
+        let mut suffix = vec![ca.clone()];
+        suffix.extend(self.intermediates().iter().cloned());
+        suffix
+    }
+
+    pub(crate) fn record(&self) -> ExternalRecord {
+        ExternalRecord {
+            imported_at: self.imported_at,
+        }
+    }
+}
+
+/// One line of a validation report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    /// The check's stable name (see [`check`]).
+    pub name: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What it found.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: &str, ok: bool, detail: impl Into<String>) -> Self {
+        Check {
+            name: name.to_string(),
+            ok,
+            detail: detail.into(),
+        }
+    }
+
+    /// Whether `force` may override this check: pki cannot sign with a
+    /// key that is not the certificate's, or with a certificate that may
+    /// not sign certificates.
+    pub fn overridable(&self) -> bool {
+        self.name != check::KEY_MATCHES && self.name != check::IS_CA
+    }
+}
+
+/// The outcome of [`validate_replacement`]: every check, in a fixed order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ValidationReport {
+    /// Whether every check passed.
+    pub ok: bool,
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+impl ValidationReport {
+    /// The checks that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.ok)
+    }
+
+    /// The failed checks as history entries.
+    pub fn overridden(&self) -> Vec<OverriddenCheck> {
+        self.failed()
+            .map(|c| OverriddenCheck {
+                name: c.name.clone(),
+                detail: c.detail.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The service-account signing keys, by SubjectPublicKeyInfo DER: the ones
+/// the store's key ring holds today, and the set a replacement proposes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceAccountKeys {
+    /// The current keys (None: the store keeps no key ring).
+    pub current: Option<Vec<Vec<u8>>>,
+    /// The proposed key set (None: unchanged).
+    pub proposed: Option<Vec<Vec<u8>>>,
+}
+
+/// `service-account-key-kept`: every current key must stay in the proposed
+/// set, or tokens signed with a dropped key stop verifying at once.
+pub fn check_service_account_keys(keys: &ServiceAccountKeys) -> Check {
+    let name = check::SERVICE_ACCOUNT_KEY_KEPT;
+    let Some(current) = &keys.current else {
+        return Check::new(name, true, "no service-account key ring in this store");
+    };
+    let Some(proposed) = &keys.proposed else {
+        return Check::new(
+            name,
+            true,
+            format!("key set unchanged ({} current keys)", current.len()),
+        );
+    };
+    let dropped: Vec<String> = current
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| !proposed.contains(k))
+        .map(|(i, _)| format!("#{}", i + 1))
+        .collect();
+    if dropped.is_empty() {
+        Check::new(
+            name,
+            true,
+            format!(
+                "the proposed {} keys keep all {} current keys",
+                proposed.len(),
+                current.len()
+            ),
+        )
+    } else {
+        Check::new(
+            name,
+            false,
+            format!(
+                "the proposed key set drops current key(s) {} of {}: tokens they signed would stop verifying",
+                dropped.join(", "),
+                current.len()
+            ),
+        )
+    }
+}
+
+/// How trust moves from the current CA to a replacement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// The replacement verifies against today's trust: nothing to bridge.
+    SameTrust,
+    /// Both CAs are self-signed and pki holds the current key: both
+    /// cross-signs, as the service-CA scheme does, trusted until `until`.
+    Bridged {
+        /// Bridge A's NotAfter.
+        until: OffsetDateTime,
+    },
+    /// Neither: clients holding the old bundle reject new serving chains
+    /// until they reload it.
+    Break,
+}
+
+/// Anchors of today's trust: the bundle, plus the previous self-signed CA
+/// while it is valid (clients that have not refreshed still trust it).
+fn current_anchors(state: &SignerState, now: OffsetDateTime) -> Bundle {
+    let mut anchors = state.bundle.clone();
+    if let Some(prev) = state
+        .previous
+        .as_ref()
+        .and_then(|p| p.certificate.as_ref())
+        .and_then(|pem| Certificate::from_pem(pem.as_bytes()).ok())
+        && prev.is_valid_at(now)
+    {
+        anchors.push(prev);
+    }
+    anchors
+}
+
+fn topology(
+    state: &SignerState,
+    import: &CaImport,
+    now: OffsetDateTime,
+) -> (Topology, std::result::Result<String, String>) {
+    // The supplied chain first; the intermediates the store holds may
+    // complete it (whether the chain was supplied is a check of its own).
+    let mut intermediates = import.chain.clone();
+    if let Some(ext) = &state.external {
+        intermediates.extend(ext.intermediates().iter().cloned());
+        intermediates.push(state.ca.cert.clone());
+    }
+    let anchors = current_anchors(state, now);
+    match verify_ca_path(&import.cert, &intermediates, &anchors, now) {
+        Ok(path) => (
+            Topology::SameTrust,
+            Ok(format!(
+                "verifies through {} certificate(s) up to {}, trusted today",
+                path.certs.len() - 1,
+                path.anchor().map(Certificate::id).unwrap_or_default()
+            )),
+        ),
+        Err(e) => {
+            if import.is_self_signed() && is_self_signed(&state.ca.cert) {
+                let min_trust = state.policy.rotation.min_trust;
+                let until = state
+                    .ca
+                    .cert
+                    .not_after()
+                    .max(pki_core::datetime::truncate(now + min_trust));
+                return (
+                    Topology::Bridged { until },
+                    Ok(format!(
+                        "a new self-signed root; the current CA's key cross-signs it both ways (service-CA bridges), old CA trusted until {}",
+                        rfc3339(until)
+                    )),
+                );
+            }
+            let until = state.policy.rotation.reload_interval.map_or_else(
+                || "until every client has reloaded ca-bundle.crt".to_string(),
+                |i| {
+                    format!(
+                        "until every client has reloaded ca-bundle.crt (at the latest {}, the reload interval after the rotation)",
+                        rfc3339(now + i)
+                    )
+                },
+            );
+            (
+                Topology::Break,
+                Err(format!(
+                    "does not verify against today's trust ({e}); the current CA's key cannot bridge it (needs both CAs self-signed). \
+                     Breaks: new serving chain x old bundle (clients holding the old ca-bundle.crt reject servers with certificates of the new CA) from the rotation {until}. \
+                     Holds: old x old, new x new, old x new (the new bundle keeps the old trust until {})",
+                    rfc3339(state.ca.cert.not_after())
+                )),
+            )
+        }
+    }
+}
+
+/// Checks a proposed replacement of the current CA at `now` (k3s
+/// `validateCA`). Pure: the caller supplies the service-account key sets.
+pub fn validate_replacement(
+    state: &SignerState,
+    import: &CaImport,
+    service_accounts: &ServiceAccountKeys,
+    now: OffsetDateTime,
+) -> ValidationReport {
+    Validation::run(state, import, service_accounts, now).report
+}
+
+struct Validation {
+    report: ValidationReport,
+    topology: Topology,
+}
+
+impl Validation {
+    fn run(
+        state: &SignerState,
+        import: &CaImport,
+        service_accounts: &ServiceAccountKeys,
+        now: OffsetDateTime,
+    ) -> Self {
+        let cert = &import.cert;
+        let mut checks = Vec::new();
+        checks.push(match &import.key {
+            None => Check::new(check::KEY_MATCHES, false, "no private key supplied"),
+            Some(k) if k.matches(cert.public_key()) => Check::new(
+                check::KEY_MATCHES,
+                true,
+                format!("the {} key belongs to {}", k.algorithm(), cert.id()),
+            ),
+            Some(_) => Check::new(
+                check::KEY_MATCHES,
+                false,
+                format!("the private key supplied does not belong to {}", cert.id()),
+            ),
+        });
+        checks.push(match pki_core::check_can_sign_certificates(cert) {
+            Ok(()) => Check::new(check::IS_CA, true, "cA:TRUE, may sign certificates"),
+            Err(e) => Check::new(check::IS_CA, false, e.to_string()),
+        });
+        checks.push(if import.is_self_signed() {
+            Check::new(check::CHAIN_SUPPLIED, true, "self-signed: no chain needed")
+        } else if import.chain.is_empty() {
+            Check::new(
+                check::CHAIN_SUPPLIED,
+                false,
+                format!(
+                    "{} is signed by \"{}\" but came alone: an intermediate topology needs the chain up to the root (--chain, or the certificates after the CA in the same file)",
+                    cert.id(),
+                    cert.issuer()
+                ),
+            )
+        } else {
+            Check::new(
+                check::CHAIN_SUPPLIED,
+                true,
+                format!(
+                    "{} certificate(s) above the CA{}",
+                    import.chain.len(),
+                    if import.root().is_some() {
+                        ", up to a root"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        });
+        let (topology, trust) = topology(state, import, now);
+        checks.push(match trust {
+            Ok(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, true, detail),
+            Err(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, false, detail),
+        });
+        let left = cert.not_after() - now;
+        checks.push(if now < cert.not_before() {
+            Check::new(
+                check::VALID_FOR_24H,
+                false,
+                format!("not valid before {}", rfc3339(cert.not_before())),
+            )
+        } else if left <= MIN_REPLACEMENT_VALIDITY {
+            Check::new(
+                check::VALID_FOR_24H,
+                false,
+                format!(
+                    "expires at {} ({} left): a replacement needs more than 24h",
+                    rfc3339(cert.not_after()),
+                    pki_core::policy::human(left.max(Duration::ZERO))
+                ),
+            )
+        } else {
+            Check::new(
+                check::VALID_FOR_24H,
+                true,
+                format!(
+                    "valid until {} ({} left)",
+                    rfc3339(cert.not_after()),
+                    pki_core::policy::human(left)
+                ),
+            )
+        });
+        checks.push(check_service_account_keys(service_accounts));
+        let ok = checks.iter().all(|c| c.ok);
+        Validation {
+            report: ValidationReport { ok, checks },
+            topology,
+        }
+    }
+}
+
+/// A replacement CA proposed by an operator.
+#[derive(Debug, Clone)]
+pub struct Replacement {
+    /// The CA, its key and its chain.
+    pub import: CaImport,
+    /// Override the failing checks, with this reason (recorded).
+    pub force: Option<String>,
+    /// The service-account key sets to compare.
+    pub service_accounts: ServiceAccountKeys,
+}
+
+/// What an operator asks of an external CA.
+#[derive(Debug, Clone, Default)]
+pub enum ExternalInput {
+    /// Nothing: the engine changes nothing.
+    #[default]
+    Nothing,
+    /// Validate, then rotate to the supplied CA and re-issue every leaf.
+    Replace(Box<Replacement>),
+    /// A new certificate for the current CA, on its own key and Subject.
+    RenewSameKey,
+}
+
+/// What [`ExternalEngine::plan`] decided.
+#[derive(Debug, Clone)]
+pub enum ExternalPlan {
+    /// Nothing to do.
+    Nothing {
+        /// The plan's time.
+        now: OffsetDateTime,
+    },
+    /// Rotate to a validated (or forced) replacement.
+    Replace {
+        /// The plan's time.
+        now: OffsetDateTime,
+        /// The new CA.
+        ca: Box<CertificateAuthority>,
+        /// Its chain.
+        chain: Vec<Certificate>,
+        /// How trust moves.
+        topology: Topology,
+        /// The forced reason, when forced.
+        force: Option<String>,
+        /// Checks that failed and were overridden.
+        overridden: Vec<OverriddenCheck>,
+    },
+    /// Renew the current CA on its key.
+    RenewSameKey {
+        /// The plan's time.
+        now: OffsetDateTime,
+    },
+}
+
+/// The external-CA operations over the signer's document (same store key
+/// and files as [`crate::SignerEngine`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExternalEngine;
+
+impl Engine for ExternalEngine {
+    const KIND: &'static str = document::KIND;
+    type Document = SignerState;
+    type Input = ExternalInput;
+    type Plan = ExternalPlan;
+    type Event = Event;
+
+    fn plan(doc: &SignerState, input: &ExternalInput, now: OffsetDateTime) -> Result<ExternalPlan> {
+        plan(doc, input, now)
+    }
+
+    fn apply<'d, R: CryptoRng + ?Sized>(
+        doc: &'d SignerState,
+        plan: ExternalPlan,
+        rng: &mut R,
+    ) -> Result<Outcome<'d, SignerState, Event>> {
+        apply(doc, plan, rng)
+    }
+
+    fn to_files(doc: &SignerState) -> Result<crate::document::Files> {
+        doc.to_files()
+    }
+
+    fn from_files(files: &crate::document::Files) -> Result<SignerState> {
+        SignerState::from_files(files)
+    }
+
+    fn files_to_secret_data(files: &crate::document::Files) -> Result<crate::document::SecretData> {
+        document::secret_data_from_files(files)
+    }
+
+    fn files_from_secret_data(
+        data: &crate::document::SecretData,
+    ) -> Result<crate::document::Files> {
+        document::files_from_secret_data(data)
+    }
+}
+
+/// Decides: validates a replacement (refusing it unless every failing
+/// check may be and is overridden), or checks that renewal is possible.
+pub fn plan(
+    state: &SignerState,
+    input: &ExternalInput,
+    now: OffsetDateTime,
+) -> Result<ExternalPlan> {
+    match input {
+        ExternalInput::Nothing => Ok(ExternalPlan::Nothing { now }),
+        ExternalInput::RenewSameKey => {
+            if state.external.is_some() {
+                return Err(RotateError::ImportedCaRenewal {
+                    ca: state.ca.cert.id(),
+                });
+            }
+            if !state.ca.cert.is_valid_at(now) {
+                return Err(RotateError::Expired {
+                    what: format!("CA {}", state.ca.cert.id()),
+                    at: state.ca.cert.not_after(),
+                });
+            }
+            pki_core::datetime::add(now, state.policy.rotation.lifetime)?;
+            Ok(ExternalPlan::RenewSameKey { now })
+        }
+        ExternalInput::Replace(replacement) => {
+            let force = match &replacement.force {
+                Some(r) if r.trim().is_empty() => return Err(RotateError::EmptyForcedReason),
+                other => other.clone(),
+            };
+            let validation = Validation::run(
+                state,
+                &replacement.import,
+                &replacement.service_accounts,
+                now,
+            );
+            let failed: Vec<OverriddenCheck> = validation.report.overridden();
+            let hard = validation.report.failed().any(|c| !c.overridable());
+            if !failed.is_empty() && (force.is_none() || hard) {
+                return Err(RotateError::ValidationFailed {
+                    failed,
+                    forced: force.is_some(),
+                });
+            }
+            let ca = replacement.import.authority()?;
+            Ok(ExternalPlan::Replace {
+                now,
+                ca: Box::new(ca),
+                chain: replacement.import.chain.clone(),
+                topology: validation.topology,
+                force,
+                overridden: failed,
+            })
+        }
+    }
+}
+
+/// Carries out `plan` with `rng`.
+pub fn apply<'d, R: CryptoRng + ?Sized>(
+    state: &'d SignerState,
+    plan: ExternalPlan,
+    rng: &mut R,
+) -> Result<Outcome<'d, SignerState, Event>> {
+    match plan {
+        ExternalPlan::Nothing { now } => Ok(Outcome {
+            document: Cow::Borrowed(state),
+            events: Vec::new(),
+            next_wake: now,
+        }),
+        ExternalPlan::RenewSameKey { now } => renew(state, now, rng),
+        ExternalPlan::Replace {
+            now,
+            ca,
+            chain,
+            topology,
+            force,
+            overridden,
+        } => replace(state, now, *ca, chain, topology, force, overridden, rng),
+    }
+}
+
+fn probe_request(state: &SignerState) -> LeafRequest {
+    let mut request = LeafRequest::server(vec![crate::preflight::PROBE_NAME.to_string()]);
+    request.lifetime = state.policy.rotation.lifetime;
+    request
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replace<'d, R: CryptoRng + ?Sized>(
+    state: &'d SignerState,
+    now: OffsetDateTime,
+    new: CertificateAuthority,
+    chain: Vec<Certificate>,
+    topology: Topology,
+    force: Option<String>,
+    overridden: Vec<OverriddenCheck>,
+    rng: &mut R,
+) -> Result<Outcome<'d, SignerState, Event>> {
+    let old = &state.ca;
+    let mut next = state.clone();
+    let mut events = Vec::new();
+    let old_probe = if old.cert.is_valid_at(now) {
+        Some(crate::leaf::issue_leaf(
+            old,
+            &probe_request(state),
+            now,
+            rng,
+        )?)
+    } else {
+        None
+    };
+    // A forced replacement that came without its chain: the chain the
+    // store holds is the best guess at what clients need.
+    let chain = match &state.external {
+        Some(ext) if chain.is_empty() && !is_self_signed(&new.cert) => ext.chain.clone(),
+        _ => chain,
+    };
+    let external = ExternalCa {
+        imported_at: now,
+        chain,
+    };
+    let new_root = if is_self_signed(&new.cert) {
+        new.cert.clone()
+    } else {
+        // Validation made sure of a chain; without a root (a forced
+        // import), the top of the chain is what clients must trust.
+        external
+            .root()
+            .or(external.chain.last())
+            .cloned()
+            .unwrap_or_else(|| new.cert.clone())
+    };
+    let trusted_until;
+    match topology {
+        Topology::Bridged { until } => {
+            let bridge_a = cross_sign(&old.cert, &new, until, rng)?;
+            let b_until = new.cert.not_after().min(old.cert.not_after());
+            let bridge_b = cross_sign(&new.cert, old, b_until, rng)?;
+            next.bundle = Bundle::from_certs([new.cert.clone(), bridge_a]);
+            next.bridge = Some(bridge_b);
+            trusted_until = Some(until);
+        }
+        Topology::SameTrust | Topology::Break => {
+            // The old anchors stay until they expire: servers that have
+            // not refreshed keep verifying for clients that have.
+            let mut bundle = Bundle::from_certs([new_root]);
+            bundle.merge(&state.bundle);
+            next.bundle = bundle;
+            next.bridge = None;
+            trusted_until = Some(old.cert.not_after());
+        }
+    }
+    let reason = match &force {
+        Some(reason) => RotationReason::Forced {
+            reason: reason.clone(),
+        },
+        None => RotationReason::Supplied,
+    };
+    events.push(Event::Rotated {
+        reason: reason.clone(),
+        previous: old.cert.id(),
+        current: new.cert.id(),
+        previous_trusted_until: trusted_until,
+    });
+    next.history.push(RotationRecord {
+        at: now,
+        reason,
+        from: old.cert.id(),
+        to: new.cert.id(),
+        previous_trusted_until: trusted_until,
+        overridden,
+    });
+    next.previous = Some(PreviousCa {
+        id: old.cert.id(),
+        not_after: old.cert.not_after(),
+        trusted_until,
+        certificate: is_self_signed(&old.cert).then(|| old.cert.to_pem()),
+        probe: old_probe.as_ref().map(|p| p.cert.to_pem()),
+    });
+    next.ca = new;
+    next.external = Some(external);
+
+    let new_probe = crate::leaf::issue_leaf(&next.ca, &probe_request(state), now, rng)?;
+    let old_chain = old_probe.as_ref().map(|p| state.serving_chain(&p.cert));
+    let new_chain = next.serving_chain(&new_probe.cert);
+    let inputs = MatrixInputs {
+        old_chain: old_chain.as_deref(),
+        new_chain: Some(&new_chain),
+        old_bundle: Some(&state.bundle),
+        new_bundle: &next.bundle,
+    };
+    for cell in crate::preflight::matrix(&inputs, &[now]) {
+        // The one cell a forced, unbridgeable rotation announced.
+        let announced = topology == Topology::Break
+            && force.is_some()
+            && cell.chain == Side::New
+            && cell.bundle == Side::Old;
+        if let Err(source) = cell.result
+            && !announced
+        {
+            return Err(RotateError::TrustCheckFailed {
+                chain: cell.chain,
+                bundle: cell.bundle,
+                at: cell.at,
+                source: Box::new(source),
+            });
+        }
+    }
+
+    for (name, leaf) in next.leaves.iter_mut() {
+        let issued = crate::leaf::issue_leaf(&next.ca, &leaf.request, now, rng)?;
+        events.push(Event::LeafReissued {
+            name: name.clone(),
+            reason: LeafReason::IssuerRotated,
+            id: issued.cert.id(),
+        });
+        leaf.issued = Some(issued);
+    }
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake: now,
+    })
+}
+
+fn renew<'d, R: CryptoRng + ?Sized>(
+    state: &'d SignerState,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Outcome<'d, SignerState, Event>> {
+    let old = &state.ca;
+    let renewed = pki_core::renew_same_key(old, now, state.policy.rotation.lifetime, rng)?;
+    let mut next = state.clone();
+    let mut bundle = Bundle::from_certs([renewed.clone()]);
+    for c in state.bundle.certs() {
+        if c != &old.cert {
+            bundle.push(c.clone());
+        }
+    }
+    next.bundle = bundle;
+    next.ca = CertificateAuthority::new(renewed, old.key.clone())?;
+    let new_id = next.ca.cert.id();
+    let reason = RotationReason::RenewedSameKey;
+    next.history.push(RotationRecord {
+        at: now,
+        reason: reason.clone(),
+        from: old.cert.id(),
+        to: next.ca.cert.id(),
+        previous_trusted_until: Some(old.cert.not_after()),
+        overridden: Vec::new(),
+    });
+    // Same key and SKI: a leaf of the old certificate is a leaf of the new.
+    let probe = crate::leaf::issue_leaf(old, &probe_request(state), now, rng)?;
+    let chain = state.serving_chain(&probe.cert);
+    let cells = crate::preflight::matrix(
+        &MatrixInputs {
+            old_chain: Some(&chain),
+            new_chain: None,
+            old_bundle: Some(&state.bundle),
+            new_bundle: &next.bundle,
+        },
+        &[now],
+    );
+    for cell in cells {
+        if let Err(source) = cell.result {
+            return Err(RotateError::TrustCheckFailed {
+                chain: cell.chain,
+                bundle: cell.bundle,
+                at: cell.at,
+                source: Box::new(source),
+            });
+        }
+    }
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events: vec![Event::Rotated {
+            reason,
+            previous: old.cert.id(),
+            current: new_id,
+            previous_trusted_until: Some(old.cert.not_after()),
+        }],
+        next_wake: now,
+    })
+}
+
+impl SignerState {
+    /// A signer whose CA is `import`: the key must match and the CA must
+    /// verify up to the root of its chain (or be self-signed) and be valid
+    /// at `now`. The bundle holds the root; serving chains carry the CA
+    /// and the intermediates.
+    pub fn import(
+        import: &CaImport,
+        policy: crate::signer::SignerPolicy,
+        now: OffsetDateTime,
+    ) -> Result<Self> {
+        policy.validate()?;
+        let ca = import.authority()?;
+        if !import.is_self_signed() && import.chain.is_empty() {
+            return Err(RotateError::ValidationFailed {
+                failed: vec![OverriddenCheck {
+                    name: check::CHAIN_SUPPLIED.into(),
+                    detail: format!(
+                        "{} is signed by \"{}\" but came alone: supply the chain up to the root",
+                        ca.cert.id(),
+                        ca.cert.issuer()
+                    ),
+                }],
+                forced: false,
+            });
+        }
+        import.verify_to_root(now)?;
+        let root = import.root().cloned().unwrap_or_else(|| ca.cert.clone());
+        Ok(SignerState {
+            policy,
+            ca,
+            bridge: None,
+            bundle: Bundle::from_certs([root]),
+            previous: None,
+            forced_rotation_reason: None,
+            leaves: Default::default(),
+            history: Vec::new(),
+            external: Some(ExternalCa {
+                imported_at: now,
+                chain: import.chain.clone(),
+            }),
+        })
+    }
+}
+
+/// The signer's automatic rotation leaves an imported CA alone (its
+/// replacement must come from its issuer), and a forced one is refused.
+pub(crate) fn hold_rotation(
+    state: &SignerState,
+    rotation: &mut Option<crate::signer::RotationDecision>,
+) -> Result<()> {
+    if state.external.is_none() {
+        return Ok(());
+    }
+    match rotation.as_ref().map(|r| &r.reason) {
+        Some(RotationReason::Forced { reason }) => Err(RotateError::ImportedCaRotation {
+            ca: state.ca.cert.id(),
+            reason: reason.clone(),
+        }),
+        _ => {
+            *rotation = None;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! What `init --import`, `rotate --to`, `rotate --renew-same-key` and
+//! `validate` share: reading a CA from files, and the service-account key
+//! sets the validation compares.
+
+use crate::common::{CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, when};
+use pki_core::CaImport;
+use pki_rotate::{
+    Driver, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, SignerEngine,
+    SignerPolicy, SignerState, Store,
+};
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// The store key and file of the service-account key ring (`pki keys`).
+const KEYS: &str = "keys";
+const KEYS_PUBLIC: &str = "keys/public.pem";
+
+/// A CA given as files: the CA file (certificates, maybe the key), a
+/// separate key file, a chain file.
+pub struct CaFiles {
+    pub ca: PathBuf,
+    pub key: Option<PathBuf>,
+    pub chain: Option<PathBuf>,
+}
+
+fn read(path: &Path) -> CliResult<Vec<u8>> {
+    std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+}
+
+impl CaFiles {
+    pub fn read(&self) -> CliResult<CaImport> {
+        let ca = read(&self.ca)?;
+        let key = self.key.as_deref().map(read).transpose()?;
+        let chain = self.chain.as_deref().map(read).transpose()?;
+        let key = key.map(zeroize::Zeroizing::new);
+        CaImport::parse(&ca, key.as_deref().map(|k| k.as_slice()), chain.as_deref())
+            .map_err(|e| CliError::new(format!("{}: {e}", self.describe())))
+    }
+
+    fn describe(&self) -> String {
+        let mut s = self.ca.display().to_string();
+        if let Some(k) = &self.key {
+            s.push_str(&format!(" (key {})", k.display()));
+        }
+        if let Some(c) = &self.chain {
+            s.push_str(&format!(" (chain {})", c.display()));
+        }
+        s
+    }
+}
+
+/// SubjectPublicKeyInfo DER of every key in PEM text: PUBLIC KEY blocks,
+/// and the public half of private keys.
+fn public_keys(what: &str, pem: &[u8]) -> CliResult<Vec<Vec<u8>>> {
+    let blocks =
+        pki_core::pem::read_blocks(pem).map_err(|e| CliError::new(format!("{what}: {e}")))?;
+    let mut keys = Vec::new();
+    for block in blocks {
+        if block.label == "PUBLIC KEY" {
+            keys.push(block.der.to_vec());
+        } else if block.label.ends_with("PRIVATE KEY") {
+            let encoded = pki_core::pem::encode(&block.label, &block.der);
+            let key = pki_core::PrivateKey::from_pem(encoded.as_bytes())
+                .map_err(|e| CliError::new(format!("{what}: {e}")))?;
+            keys.push(key.public_key_der()?);
+        }
+    }
+    if keys.is_empty() {
+        return Err(CliError::new(format!(
+            "{what}: holds no public or private key"
+        )));
+    }
+    Ok(keys)
+}
+
+/// The key ring's current public keys (when the store keeps one under
+/// `keys`), and the proposed set from `proposed`.
+pub fn service_account_keys(
+    dir: &StoreArg,
+    proposed: Option<&Path>,
+) -> CliResult<ServiceAccountKeys> {
+    let store = dir.open()?;
+    let current = match store.get(KEYS)? {
+        Some((files, _)) => match files.get(KEYS_PUBLIC) {
+            Some(pem) => Some(public_keys(&dir.published(KEYS_PUBLIC), pem)?),
+            None => None,
+        },
+        None => None,
+    };
+    let proposed = match proposed {
+        Some(path) => Some(public_keys(&path.display().to_string(), &read(path)?)?),
+        None => None,
+    };
+    Ok(ServiceAccountKeys { current, proposed })
+}
+
+/// `pki init DIR --import FILE`: a signer whose CA is the imported one.
+pub fn init(
+    dir: &StoreArg,
+    files: &CaFiles,
+    policy: SignerPolicy,
+    now: OffsetDateTime,
+) -> CliResult {
+    let import = files.read()?;
+    let state = SignerState::import(&import, policy, now)
+        .map_err(|e| CliError::new(format!("{}: {e}", files.describe())))?;
+    let store = dir.open_or_create()?;
+    if store.get(SIGNER)?.is_some() {
+        return Err(pki_rotate::RotateError::AlreadyInitialized(dir.to_string()).into());
+    }
+    Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
+    let ca = &state.ca.cert;
+    println!("imported CA {} ({}) into {}", ca.id(), ca.subject(), dir);
+    println!("  issued by       {}", ca.issuer());
+    println!("  valid until     {}", when(ca.not_after(), now));
+    if let Some(root) = state.bundle.certs().first() {
+        println!(
+            "  clients trust   {} ({})",
+            dir.published(pki_rotate::signer::document::CA_BUNDLE),
+            root.subject()
+        );
+    }
+    Ok(())
+}
+
+/// `pki rotate DIR --to FILE`: validate, then rotate to the supplied CA and
+/// re-issue every leaf, in one write.
+pub fn rotate_to(
+    dir: &StoreArg,
+    files: &CaFiles,
+    service_account_file: Option<&Path>,
+    force: Option<String>,
+    now: OffsetDateTime,
+) -> CliResult {
+    let import = files.read()?;
+    let service_accounts = service_account_keys(dir, service_account_file)?;
+    let input = ExternalInput::Replace(Box::new(Replacement {
+        import,
+        force,
+        service_accounts,
+    }));
+    let store = dir.open()?;
+    let step = Driver::new(store).step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())?;
+    print_events(&step.events);
+    if let Some(record) = step.document.history.last() {
+        for check in &record.overridden {
+            println!("overridden check {}: {}", check.name, check.detail);
+        }
+    }
+    Ok(())
+}
+
+/// `pki rotate DIR --renew-same-key`.
+pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
+    let store = dir.open()?;
+    let step = Driver::new(store).step::<ExternalEngine, _>(
+        SIGNER,
+        &ExternalInput::RenewSameKey,
+        now,
+        &mut os_rng(),
+    )?;
+    print_events(&step.events);
+    let ca = &step.document.ca.cert;
+    println!("CA valid until  {}", when(ca.not_after(), now));
+    Ok(())
+}
