@@ -40,6 +40,7 @@ pub mod engine;
 mod error;
 pub mod leaf;
 pub mod preflight;
+pub mod set;
 pub mod signer;
 pub mod status;
 pub mod store;
@@ -49,6 +50,9 @@ pub use driver::{Driver, Step};
 pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};
 pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
+pub use set::{
+    LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
+};
 pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
     SignerEngine, SignerInput, SignerPolicy, SignerState,
