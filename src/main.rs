@@ -7,14 +7,18 @@
 mod common;
 mod completions;
 mod demo;
+mod demo_set;
 mod external;
+mod fingerprint;
 mod init;
 mod inspect;
 mod issue;
+mod mtls;
 mod pin;
 mod remove;
 mod renew;
 mod rotate;
+mod set;
 mod status;
 mod stores;
 mod tls;
@@ -288,8 +292,22 @@ enum Command {
         /// Where to write the files (created if missing).
         outdir: PathBuf,
     },
+    /// A set of CAs rotated in gated steps (GEP-18, StarlingX).
+    Set {
+        #[command(subcommand)]
+        command: set::SetCommand,
+    },
+    /// Print what a target acknowledges: SHA-256 over a target directory's
+    /// file paths and contents.
+    Fingerprint {
+        /// A target directory, like DIR/targets/TARGET.
+        path: PathBuf,
+    },
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
+        /// `set`: a CA set rotated in gated steps, with the mutual-TLS matrix per step.
+        #[arg(value_parser = ["set"])]
+        scenario: Option<String>,
         /// Keep the demo store in this directory instead of a temporary one.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -463,7 +481,16 @@ fn run(cli: Cli) -> common::CliResult {
             now,
         ),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
-        Command::Demo { dir } => demo::run(dir.as_deref()),
+        Command::Set { command } => set::run(command),
+        Command::Fingerprint { path } => fingerprint::run(&path),
+        Command::Demo {
+            scenario: Some(_),
+            dir,
+        } => demo_set::run(dir.as_deref()),
+        Command::Demo {
+            scenario: None,
+            dir,
+        } => demo::run(dir.as_deref()),
     }
 }
 

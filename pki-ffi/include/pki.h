@@ -274,6 +274,42 @@ enum pki_result
    * The operation needs a CA pki generated; this one was imported.
    */
   PKI_RESULT_IMPORTED_CA = 702,
+  /**
+   * A CA set operation names a CA the set does not have.
+   */
+  PKI_RESULT_SET_UNKNOWN_CA = 600,
+  /**
+   * A CA set operation names a target the set does not have.
+   */
+  PKI_RESULT_SET_UNKNOWN_TARGET = 601,
+  /**
+   * A CA set request is not valid (a bad name, a role the CA lacks…).
+   */
+  PKI_RESULT_SET_INVALID = 602,
+  /**
+   * Not allowed in the set's current step (start while running, abort twice…).
+   */
+  PKI_RESULT_SET_WRONG_STEP = 603,
+  /**
+   * The set cannot advance: targets have not acknowledged (no override).
+   */
+  PKI_RESULT_SET_STEP_BLOCKED = 604,
+  /**
+   * An acknowledgement names a fingerprint other than the target's current one.
+   */
+  PKI_RESULT_SET_STALE_FINGERPRINT = 605,
+  /**
+   * The target is marked failed: retry it first.
+   */
+  PKI_RESULT_SET_TARGET_FAILED = 606,
+  /**
+   * A new CA of the set is not valid long enough.
+   */
+  PKI_RESULT_SET_CA_REFUSED = 607,
+  /**
+   * The set's pre-flight trust matrix has a red cell.
+   */
+  PKI_RESULT_SET_TRUST_BROKEN = 608,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1412,6 +1448,204 @@ pki_result pki_signer_to_secret(const struct pki_signer *signer, struct pki_secr
  * valid for one write.
  */
 pki_result pki_signer_from_secret(const struct pki_secret *secret, struct pki_signer **out_signer);
+
+/**
+ * Creates a CA set in `store`: one new CA per item of `cas`, a
+ * comma-separated list of `NAME:ROLES` (ROLES: `serving`, `client` or
+ * `serving+client`), with P-256 keys valid for `lifetime_seconds` from
+ * `now` (Unix seconds). Fails when a set exists there already.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_INVALID`,
+ * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `cas` NULL or valid for
+ * `cas_len` bytes.
+ */
+pki_result pki_set_create(const struct pki_store *store,
+                          const char *cas,
+                          size_t cas_len,
+                          int64_t lifetime_seconds,
+                          int64_t now);
+
+/**
+ * Issues (or re-issues) the leaf `name` of CA `ca` for `target` (created
+ * if new): a serving certificate when `serving`, a client certificate when
+ * `client`, both when both; `dns` is a comma-separated list of DNS names
+ * (empty for a client certificate). Valid for 365 days, cut at the CA's
+ * NotAfter.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
+ * `PKI_RESULT_SET_INVALID`, `PKI_RESULT_SET_TRUST_BROKEN`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; each text pointer NULL or
+ * valid for its length.
+ */
+pki_result pki_set_issue(const struct pki_store *store,
+                         const char *name,
+                         size_t name_len,
+                         const char *ca,
+                         size_t ca_len,
+                         bool serving,
+                         bool client,
+                         const char *dns,
+                         size_t dns_len,
+                         const char *target,
+                         size_t target_len,
+                         int64_t now);
+
+/**
+ * Creates `target` or sets the bundles it loads: `trusts` (CAs whose
+ * servers it verifies) and `client_ca` (CAs whose clients it verifies),
+ * comma-separated; NULL keeps a list as it is.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
+ * `PKI_RESULT_SET_INVALID`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; each text pointer NULL or
+ * valid for its length.
+ */
+pki_result pki_set_target(const struct pki_store *store,
+                          const char *target,
+                          size_t target_len,
+                          const char *trusts,
+                          size_t trusts_len,
+                          const char *client_ca,
+                          size_t client_ca_len,
+                          int64_t now);
+
+/**
+ * Starts a rotation (idle or completed → trust-both) for `reason`; with
+ * `one_at_a_time`, serving certificates later move one target at a time.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP` (a rotation
+ * runs), `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_INVALID`,
+ * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `reason` NULL or valid for
+ * `reason_len` bytes.
+ */
+pki_result pki_set_start(const struct pki_store *store,
+                         const char *reason,
+                         size_t reason_len,
+                         bool one_at_a_time,
+                         int64_t now);
+
+/**
+ * Records that `target` loaded the files with `fingerprint` (see
+ * `pki_set_plan_json`). Acknowledging the current fingerprint again
+ * changes nothing; another fingerprint is refused.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+ * `PKI_RESULT_SET_STALE_FINGERPRINT`, `PKI_RESULT_SET_TARGET_FAILED`,
+ * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; each text pointer NULL or
+ * valid for its length.
+ */
+pki_result pki_set_ack(const struct pki_store *store,
+                       const char *target,
+                       size_t target_len,
+                       const char *fingerprint,
+                       size_t fingerprint_len,
+                       int64_t now);
+
+/**
+ * Goes to the next step. When targets have not acknowledged their files
+ * (or failed), it is refused with `PKI_RESULT_SET_STEP_BLOCKED` unless
+ * `override_reason` (NULL: none) gives a reason, which is recorded.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
+ * `PKI_RESULT_SET_STEP_BLOCKED`, `PKI_RESULT_SET_TRUST_BROKEN`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
+ * or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `override_reason` NULL or
+ * valid for `override_reason_len` bytes.
+ */
+pki_result pki_set_advance(const struct pki_store *store,
+                           const char *override_reason,
+                           size_t override_reason_len,
+                           int64_t now);
+
+/**
+ * Aborts the rotation: before trust-new, to reverting (targets ack, then
+ * advance to idle, every leaf back on the old CAs); in trust-new, forward
+ * to completed. Refused with `PKI_RESULT_SET_WRONG_STEP` when nothing
+ * runs or it already reverts.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_TRUST_BROKEN`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
+ * or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`.
+ */
+pki_result pki_set_abort(const struct pki_store *store, int64_t now);
+
+/**
+ * The status as JSON, the same as `pki set status --json` (`step`,
+ * per-target `fingerprint` and `progress`, `blocking`, `overrides`,
+ * `timeline`…).
+ *
+ * On success the caller owns `*out_json` and frees it with
+ * `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
+ * for one write.
+ */
+pki_result pki_set_status_json(const struct pki_store *store,
+                               int64_t now,
+                               struct pki_buffer **out_json);
+
+/**
+ * The per-target plan as JSON: which files each target should have now.
+ * `{"TARGET": {"fingerprint": "sha256:…", "files": {"trust/CA.crt":
+ * {"contents": "PEM…", "secret": false}, …}}, …}`; private keys are
+ * included (`secret: true`), so the caller must keep the buffer private.
+ *
+ * On success the caller owns `*out_json` and frees it with
+ * `pki_buffer_free` (which zeroizes it).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
+ * for one write.
+ */
+pki_result pki_set_plan_json(const struct pki_store *store, struct pki_buffer **out_json);
 
 /**
  * The default policy: lifetime 790 days, minimum trust 395 days, no reload

@@ -147,6 +147,24 @@ pub enum pki_result {
     PKI_RESULT_VALIDATION_FAILED = 701,
     /// The operation needs a CA pki generated; this one was imported.
     PKI_RESULT_IMPORTED_CA = 702,
+    /// A CA set operation names a CA the set does not have.
+    PKI_RESULT_SET_UNKNOWN_CA = 600,
+    /// A CA set operation names a target the set does not have.
+    PKI_RESULT_SET_UNKNOWN_TARGET = 601,
+    /// A CA set request is not valid (a bad name, a role the CA lacks…).
+    PKI_RESULT_SET_INVALID = 602,
+    /// Not allowed in the set's current step (start while running, abort twice…).
+    PKI_RESULT_SET_WRONG_STEP = 603,
+    /// The set cannot advance: targets have not acknowledged (no override).
+    PKI_RESULT_SET_STEP_BLOCKED = 604,
+    /// An acknowledgement names a fingerprint other than the target's current one.
+    PKI_RESULT_SET_STALE_FINGERPRINT = 605,
+    /// The target is marked failed: retry it first.
+    PKI_RESULT_SET_TARGET_FAILED = 606,
+    /// A new CA of the set is not valid long enough.
+    PKI_RESULT_SET_CA_REFUSED = 607,
+    /// The set's pre-flight trust matrix has a red cell.
+    PKI_RESULT_SET_TRUST_BROKEN = 608,
 }
 
 use pki_result::*;
@@ -301,6 +319,24 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         "PKI_RESULT_VALIDATION_FAILED\0",
     ),
     (PKI_RESULT_IMPORTED_CA, "PKI_RESULT_IMPORTED_CA\0"),
+    (PKI_RESULT_SET_UNKNOWN_CA, "PKI_RESULT_SET_UNKNOWN_CA\0"),
+    (
+        PKI_RESULT_SET_UNKNOWN_TARGET,
+        "PKI_RESULT_SET_UNKNOWN_TARGET\0",
+    ),
+    (PKI_RESULT_SET_INVALID, "PKI_RESULT_SET_INVALID\0"),
+    (PKI_RESULT_SET_WRONG_STEP, "PKI_RESULT_SET_WRONG_STEP\0"),
+    (PKI_RESULT_SET_STEP_BLOCKED, "PKI_RESULT_SET_STEP_BLOCKED\0"),
+    (
+        PKI_RESULT_SET_STALE_FINGERPRINT,
+        "PKI_RESULT_SET_STALE_FINGERPRINT\0",
+    ),
+    (
+        PKI_RESULT_SET_TARGET_FAILED,
+        "PKI_RESULT_SET_TARGET_FAILED\0",
+    ),
+    (PKI_RESULT_SET_CA_REFUSED, "PKI_RESULT_SET_CA_REFUSED\0"),
+    (PKI_RESULT_SET_TRUST_BROKEN, "PKI_RESULT_SET_TRUST_BROKEN\0"),
 ];
 
 /// A failed call: the code returned and the message left in the last error.
@@ -391,6 +427,15 @@ impl From<RotateError> for Failure {
             E::Expired { .. } => PKI_RESULT_EXPIRED,
             E::ValidationFailed { .. } => PKI_RESULT_VALIDATION_FAILED,
             E::ImportedCaRenewal { .. } | E::ImportedCaRotation { .. } => PKI_RESULT_IMPORTED_CA,
+            E::SetUnknownCa(_) => PKI_RESULT_SET_UNKNOWN_CA,
+            E::SetUnknownTarget(_) => PKI_RESULT_SET_UNKNOWN_TARGET,
+            E::SetInvalid(_) => PKI_RESULT_SET_INVALID,
+            E::SetWrongStep { .. } => PKI_RESULT_SET_WRONG_STEP,
+            E::SetStepBlocked { .. } => PKI_RESULT_SET_STEP_BLOCKED,
+            E::SetStaleFingerprint { .. } => PKI_RESULT_SET_STALE_FINGERPRINT,
+            E::SetTargetFailed { .. } => PKI_RESULT_SET_TARGET_FAILED,
+            E::SetCaRefused { .. } => PKI_RESULT_SET_CA_REFUSED,
+            E::SetTrustBroken(_) => PKI_RESULT_SET_TRUST_BROKEN,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -637,11 +682,20 @@ mod tests {
             PKI_RESULT_IMPORT => 700,
             PKI_RESULT_VALIDATION_FAILED => 701,
             PKI_RESULT_IMPORTED_CA => 702,
+            PKI_RESULT_SET_UNKNOWN_CA => 600,
+            PKI_RESULT_SET_UNKNOWN_TARGET => 601,
+            PKI_RESULT_SET_INVALID => 602,
+            PKI_RESULT_SET_WRONG_STEP => 603,
+            PKI_RESULT_SET_STEP_BLOCKED => 604,
+            PKI_RESULT_SET_STALE_FINGERPRINT => 605,
+            PKI_RESULT_SET_TARGET_FAILED => 606,
+            PKI_RESULT_SET_CA_REFUSED => 607,
+            PKI_RESULT_SET_TRUST_BROKEN => 608,
         }
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 61;
+    const PINNED_CODES: usize = 70;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {

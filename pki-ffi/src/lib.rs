@@ -41,6 +41,7 @@ mod error;
 mod external;
 mod leaf;
 mod secret;
+mod set;
 mod signer;
 mod step;
 mod store;
@@ -65,6 +66,10 @@ pub use leaf::{
 pub use secret::{
     pki_secret, pki_secret_entry, pki_secret_free, pki_secret_get, pki_secret_len, pki_secret_new,
     pki_secret_set, pki_signer_from_secret, pki_signer_to_secret,
+};
+pub use set::{
+    pki_set_abort, pki_set_ack, pki_set_advance, pki_set_create, pki_set_issue, pki_set_plan_json,
+    pki_set_start, pki_set_status_json, pki_set_target,
 };
 pub use signer::{
     pki_event, pki_event_kind, pki_events, pki_events_free, pki_events_get, pki_events_len,

@@ -266,6 +266,71 @@ pub enum RotateError {
         /// The forced reason given.
         reason: String,
     },
+    /// A CA set operation names a CA the set does not have.
+    #[error("no CA named \"{}\" in the set", .0.escape_debug())]
+    SetUnknownCa(String),
+    /// A CA set operation names a target the set does not have.
+    #[error("no target named \"{}\" in the set (targets come from `set target` or `set issue --target`)", .0.escape_debug())]
+    SetUnknownTarget(String),
+    /// A CA set request is not valid as given (a bad name, a role the CA
+    /// does not have, a lifetime that cannot work).
+    #[error("{0}")]
+    SetInvalid(String),
+    /// The operation is not allowed in the set's current step.
+    #[error("cannot {action} in step {step}: {reason}")]
+    SetWrongStep {
+        /// What was asked (`advance`, `start`, `abort`…).
+        action: &'static str,
+        /// The current step.
+        step: crate::set::SetStep,
+        /// Why not, and what to do instead.
+        reason: String,
+    },
+    /// The step cannot advance: targets have not acknowledged the current
+    /// material (or failed), and no override was given.
+    #[error(
+        "cannot advance from {step}: waiting for {waiting} (ack them, or pass an override reason)"
+    )]
+    SetStepBlocked {
+        /// The current step.
+        step: crate::set::SetStep,
+        /// What it waits for, comma-separated.
+        waiting: String,
+    },
+    /// An acknowledgement names a fingerprint other than the one the target
+    /// must load now.
+    #[error(
+        "target \"{target}\": fingerprint {given} is not what it must load in step {step} (expected {expected}): reload the target's files and ack again"
+    )]
+    SetStaleFingerprint {
+        /// The target.
+        target: String,
+        /// The fingerprint given.
+        given: String,
+        /// The fingerprint of the target's current files.
+        expected: String,
+        /// The current step.
+        step: crate::set::SetStep,
+    },
+    /// A target marked failed must be retried before it acknowledges.
+    #[error("target \"{target}\" failed ({reason}): run retry first")]
+    SetTargetFailed {
+        /// The target.
+        target: String,
+        /// The recorded failure.
+        reason: String,
+    },
+    /// A new CA (generated or imported) does not live long enough.
+    #[error("new CA for \"{ca}\" refused: {reason}")]
+    SetCaRefused {
+        /// The CA's name in the set.
+        ca: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The pre-flight trust matrix of a CA set transition has a red cell.
+    #[error("pre-flight trust check failed: {0}")]
+    SetTrustBroken(String),
 }
 
 fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {

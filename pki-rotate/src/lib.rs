@@ -41,6 +41,7 @@ mod error;
 pub mod external;
 pub mod leaf;
 pub mod preflight;
+pub mod set;
 pub mod signer;
 pub mod status;
 pub mod store;
@@ -54,6 +55,9 @@ pub use external::{
     validate_replacement,
 };
 pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
+pub use set::{
+    LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
+};
 pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
     SignerEngine, SignerInput, SignerPolicy, SignerState,

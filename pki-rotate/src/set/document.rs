@@ -1,0 +1,292 @@
+//! The CA set's document in the files form.
+//!
+//! | path | contents |
+//! |---|---|
+//! | `set/state.json` | kind `ca-set`, version 1: key algorithm, CA lifetime, CAs (roles, which certificates exist), leaves (spec, generation), targets, acks, failures, rotation (step, overrides, timeline), history |
+//! | `set/cas/CA/ca.crt`, `ca.key` | the CA in use (key secret) |
+//! | `set/cas/CA/client-ca.crt`, `client-ca.key` | its separate client CA, once split |
+//! | `set/cas/CA/next-ca.crt`, `next-ca.key` | the new CA, during a rotation |
+//! | `set/cas/CA/next-client-ca.crt`, `next-client-ca.key` | the new client CA, during a rotation |
+//! | `targets/T/trust/CA.crt` | bundle T uses to verify servers of CA |
+//! | `targets/T/client-ca/CA.crt` | bundle T uses to verify clients of CA |
+//! | `targets/T/certs/NAME/tls.crt`, `tls.key` | a leaf T loads (key secret) |
+//!
+//! The bundles are derived from the state on every write; leaves are read
+//! back from the target directories.
+
+use super::{
+    Ack, CaPair, Failure, LeafSpec, Roles, Rotation, RotationSummary, SetCa, SetLeaf, SetState,
+    TargetSpec, material,
+};
+use crate::document::{Envelope, File, Files, SecretData};
+use crate::error::{Result, RotateError};
+use crate::leaf::IssuedLeaf;
+use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
+use std::collections::BTreeMap;
+use time::Duration;
+
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+/// The state file.
+pub const STATE_FILE: &str = "set/state.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    kind: String,
+    version: u32,
+    key_algorithm: KeyAlgorithm,
+    #[serde(with = "super::duration_serde")]
+    ca_lifetime: Duration,
+    cas: BTreeMap<String, CaDoc>,
+    leaves: BTreeMap<String, LeafDoc>,
+    targets: BTreeMap<String, TargetSpec>,
+    acks: BTreeMap<String, Ack>,
+    failures: BTreeMap<String, Failure>,
+    rotation: Option<Rotation>,
+    history: Vec<RotationSummary>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaDoc {
+    roles: Roles,
+    client_ca: bool,
+    next: Option<NextDoc>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NextDoc {
+    client_ca: bool,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeafDoc {
+    spec: LeafSpec,
+    on_next: bool,
+}
+
+fn ca_path(ca: &str, slot: &str, ext: &str) -> String {
+    format!("set/cas/{ca}/{slot}.{ext}")
+}
+
+fn put_ca(files: &mut Files, ca: &str, slot: &str, authority: &CertificateAuthority) -> Result<()> {
+    files.insert(
+        ca_path(ca, slot, "crt"),
+        File::public(authority.cert.to_pem()),
+    )?;
+    files.insert(
+        ca_path(ca, slot, "key"),
+        File::secret(authority.key.to_pkcs8_pem()?.as_bytes().to_vec()),
+    )
+}
+
+/// The set as files: state, CA certificates and keys, every target's tree.
+pub fn to_files(state: &SetState) -> Result<Files> {
+    let mut files = Files::new();
+    let mut cas = BTreeMap::new();
+    for (name, ca) in &state.cas {
+        put_ca(&mut files, name, "ca", &ca.current.signer)?;
+        if let Some(c) = &ca.current.client_signer {
+            put_ca(&mut files, name, "client-ca", c)?;
+        }
+        if let Some(n) = &ca.next {
+            put_ca(&mut files, name, "next-ca", &n.signer)?;
+            if let Some(c) = &n.client_signer {
+                put_ca(&mut files, name, "next-client-ca", c)?;
+            }
+        }
+        cas.insert(
+            name.clone(),
+            CaDoc {
+                roles: ca.roles,
+                client_ca: ca.current.client_signer.is_some(),
+                next: ca.next.as_ref().map(|n| NextDoc {
+                    client_ca: n.client_signer.is_some(),
+                }),
+            },
+        );
+    }
+    let doc = Document {
+        kind: super::KIND.to_string(),
+        version: VERSION,
+        key_algorithm: state.key_algorithm,
+        ca_lifetime: state.ca_lifetime,
+        cas,
+        leaves: state
+            .leaves
+            .iter()
+            .map(|(n, l)| {
+                (
+                    n.clone(),
+                    LeafDoc {
+                        spec: l.spec.clone(),
+                        on_next: l.on_next,
+                    },
+                )
+            })
+            .collect(),
+        targets: state.targets.clone(),
+        acks: state.acks.clone(),
+        failures: state.failures.clone(),
+        rotation: state.rotation.clone(),
+        history: state.history.clone(),
+    };
+    let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
+    files.insert(STATE_FILE, File::public(json))?;
+    files.insert_dir(material::TARGETS_DIR)?;
+    for (target, tree) in material::all_target_files(state)? {
+        let base = format!("{}/{target}", material::TARGETS_DIR);
+        files.insert_dir(base.clone())?;
+        for (path, file) in tree.iter() {
+            files.insert(format!("{base}/{path}"), file.clone())?;
+        }
+    }
+    Ok(files)
+}
+
+fn need<'a>(files: &'a Files, path: &str) -> Result<&'a [u8]> {
+    files
+        .get(path)
+        .ok_or_else(|| RotateError::corrupt(path, "is missing"))
+}
+
+fn read_ca(files: &Files, ca: &str, slot: &str) -> Result<CertificateAuthority> {
+    let cert_path = ca_path(ca, slot, "crt");
+    let key_path = ca_path(ca, slot, "key");
+    let cert = Certificate::from_pem(need(files, &cert_path)?)
+        .map_err(|e| RotateError::material(&cert_path, e))?;
+    let key = PrivateKey::from_pem(need(files, &key_path)?)
+        .map_err(|e| RotateError::material(&key_path, e))?;
+    CertificateAuthority::new(cert, key).map_err(|e| RotateError::material(&key_path, e))
+}
+
+fn parse(bytes: &[u8]) -> Result<Document> {
+    let envelope = Envelope::probe(STATE_FILE, bytes)?;
+    envelope.check(STATE_FILE, super::KIND, VERSION, |_| false)?;
+    serde_json::from_slice(bytes).map_err(|e| RotateError::json(STATE_FILE, e))
+}
+
+/// Reads the set back from its files.
+pub fn from_files(files: &Files) -> Result<SetState> {
+    let doc = parse(need(files, STATE_FILE)?)?;
+    let mut cas = BTreeMap::new();
+    for (name, c) in &doc.cas {
+        super::validate_name("CA", name)?;
+        let current = CaPair {
+            signer: read_ca(files, name, "ca")?,
+            client_signer: c
+                .client_ca
+                .then(|| read_ca(files, name, "client-ca"))
+                .transpose()?,
+        };
+        let next = match &c.next {
+            Some(n) => Some(CaPair {
+                signer: read_ca(files, name, "next-ca")?,
+                client_signer: n
+                    .client_ca
+                    .then(|| read_ca(files, name, "next-client-ca"))
+                    .transpose()?,
+            }),
+            None => None,
+        };
+        cas.insert(
+            name.clone(),
+            SetCa {
+                roles: c.roles,
+                current,
+                next,
+            },
+        );
+    }
+    let mut leaves = BTreeMap::new();
+    for (name, l) in doc.leaves {
+        super::validate_name("certificate", &name)?;
+        super::validate_name("target", &l.spec.target)?;
+        if !cas.contains_key(&l.spec.ca) {
+            return Err(RotateError::corrupt(
+                STATE_FILE,
+                format!("leaf \"{name}\" names unknown CA \"{}\"", l.spec.ca),
+            ));
+        }
+        let base = format!("{}/{}/certs/{name}", material::TARGETS_DIR, l.spec.target);
+        let cert_path = format!("{base}/tls.crt");
+        let key_path = format!("{base}/tls.key");
+        let cert = Certificate::from_pem(need(files, &cert_path)?)
+            .map_err(|e| RotateError::material(&cert_path, e))?;
+        let key = PrivateKey::from_pem(need(files, &key_path)?)
+            .map_err(|e| RotateError::material(&key_path, e))?;
+        if !key.matches(cert.public_key()) {
+            return Err(RotateError::corrupt(
+                key_path,
+                "does not belong to the certificate beside it",
+            ));
+        }
+        leaves.insert(
+            name,
+            SetLeaf {
+                spec: l.spec,
+                issued: IssuedLeaf { cert, key },
+                on_next: l.on_next,
+            },
+        );
+    }
+    for name in doc.targets.keys() {
+        super::validate_name("target", name)?;
+    }
+    Ok(SetState {
+        key_algorithm: doc.key_algorithm,
+        ca_lifetime: doc.ca_lifetime,
+        cas,
+        leaves,
+        targets: doc.targets,
+        acks: doc.acks,
+        failures: doc.failures,
+        rotation: doc.rotation,
+        history: doc.history,
+    })
+}
+
+/// Reads the files back from Secret data (`/` → `.` in every key): the
+/// state first, then every path it implies.
+pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+    let key = crate::document::secret_data_key(STATE_FILE, &[]);
+    let state = data
+        .get(&key)
+        .ok_or_else(|| RotateError::corrupt(key.clone(), "is missing"))?;
+    let doc = parse(state)?;
+    let mut paths: Vec<(String, bool)> = vec![(STATE_FILE.to_string(), false)];
+    for (name, c) in &doc.cas {
+        let mut slots = vec!["ca"];
+        if c.client_ca {
+            slots.push("client-ca");
+        }
+        if let Some(n) = &c.next {
+            slots.push("next-ca");
+            if n.client_ca {
+                slots.push("next-client-ca");
+            }
+        }
+        for slot in slots {
+            paths.push((ca_path(name, slot, "crt"), false));
+            paths.push((ca_path(name, slot, "key"), true));
+        }
+    }
+    for (name, l) in &doc.leaves {
+        let base = format!("{}/{}/certs/{name}", material::TARGETS_DIR, l.spec.target);
+        paths.push((format!("{base}/tls.crt"), false));
+        paths.push((format!("{base}/tls.key"), true));
+    }
+    for (name, t) in &doc.targets {
+        let base = format!("{}/{name}", material::TARGETS_DIR);
+        for ca in &t.trusts {
+            paths.push((format!("{base}/trust/{ca}.crt"), false));
+        }
+        for ca in &t.client_ca {
+            paths.push((format!("{base}/client-ca/{ca}.crt"), false));
+        }
+    }
+    crate::document::files_from_secret_data(data, &[], paths.iter().map(|(p, s)| (p.as_str(), *s)))
+}

@@ -1,0 +1,474 @@
+//! `pki set …`: a set of CAs rotated in gated steps (GEP-18, StarlingX).
+//!
+//! Every command loads the set's document through the driver, runs one
+//! engine step and prints what happened; the engine decides everything.
+
+use crate::common::{CliError, CliResult, StoreArg, os_rng, parse_duration, parse_time, when};
+use clap::{Args, Subcommand};
+use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
+use pki_rotate::set::{ImportedCa, STORE_KEY};
+use pki_rotate::{Driver, LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStep};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use time::{Duration, OffsetDateTime};
+
+/// The `pki set` subcommands.
+#[derive(Subcommand)]
+pub enum SetCommand {
+    /// Create a CA set: one new CA per --ca NAME:ROLES.
+    Init {
+        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// A CA and its roles: NAME:serving, NAME:client or NAME:serving+client (repeat).
+        #[arg(long = "ca", required = true, num_args = 1.., value_parser = parse_ca_roles)]
+        cas: Vec<(String, Roles)>,
+        /// Key type: p256, rsa2048, rsa3072 or rsa4096.
+        #[arg(long, default_value = "p256", value_parser = parse_key)]
+        key: KeyAlgorithm,
+        /// Lifetime of the set's CAs, like 1825d.
+        #[arg(long, default_value = "1825d", value_parser = parse_duration)]
+        lifetime: Duration,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Issue (or re-issue) a leaf of a CA for a target.
+    Issue(IssueArgs),
+    /// Create a target or set the bundles it loads.
+    Target {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The target (a host or a component).
+        target: String,
+        /// CAs whose servers it verifies: trust/CA.crt (replaces the list).
+        #[arg(long, num_args = 1..)]
+        trusts: Option<Vec<String>>,
+        /// CAs whose clients it verifies: client-ca/CA.crt (replaces the list).
+        #[arg(long = "client-ca", num_args = 1..)]
+        client_ca: Option<Vec<String>>,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Start a rotation: new CAs, every bundle trusts old and new.
+    Start {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Why (recorded).
+        #[arg(long, default_value = "manual rotation")]
+        reason: String,
+        /// Use this CA (one PEM file holding its certificate and key) as
+        /// the new CA of CA: CA=FILE (repeat).
+        #[arg(long = "import", num_args = 1.., value_parser = parse_import)]
+        imports: Vec<(String, PathBuf)>,
+        /// In update-certs, move serving certificates one target at a time.
+        #[arg(long)]
+        one_at_a_time: bool,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Record that a target loaded the files with this fingerprint.
+    Ack {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The target.
+        target: String,
+        /// What `pki fingerprint DIR/targets/TARGET` printed on the target.
+        #[arg(long)]
+        fingerprint: String,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Record that a target failed to load its files.
+    Fail {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The target.
+        target: String,
+        /// What went wrong.
+        #[arg(long)]
+        reason: String,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Make a failed target pending again.
+    Retry {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The target.
+        target: String,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Go to the next step once every target loaded the current one.
+    Advance {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Advance without every acknowledgement, for this reason (recorded).
+        #[arg(long = "override", value_name = "REASON")]
+        override_reason: Option<String>,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Abort: back to idle through reverting, or forward to completed from trust-new.
+    Abort {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The time to act at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+    /// Show the step, per-target progress, what blocks, overrides, timeline.
+    Status {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// The time to report at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time)]
+        now: OffsetDateTime,
+    },
+}
+
+/// `pki set issue`.
+#[derive(Args)]
+pub struct IssueArgs {
+    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Certificate name: files go to targets/TARGET/certs/NAME/.
+    name: String,
+    /// The CA that signs it.
+    #[arg(long)]
+    ca: String,
+    /// A serving certificate (serverAuth).
+    #[arg(long, required_unless_present = "client")]
+    serving: bool,
+    /// A client certificate (clientAuth).
+    #[arg(long)]
+    client: bool,
+    /// DNS subjectAltName (repeat for more).
+    #[arg(long, num_args = 1..)]
+    dns: Vec<String>,
+    /// IP subjectAltName (repeat for more).
+    #[arg(long, num_args = 1..)]
+    ip: Vec<IpAddr>,
+    /// Common name (default: the first DNS name or IP, else NAME).
+    #[arg(long)]
+    cn: Option<String>,
+    /// The target that loads it (created if new).
+    #[arg(long)]
+    target: String,
+    /// Certificate lifetime, like 365d (cut at the CA's expiry).
+    #[arg(long, default_value = "365d", value_parser = parse_duration)]
+    lifetime: Duration,
+    /// The time to act at: RFC 3339 or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time)]
+    now: OffsetDateTime,
+}
+
+fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
+    s.parse().map_err(|e: pki_core::Error| e.to_string())
+}
+
+fn parse_ca_roles(s: &str) -> Result<(String, Roles), String> {
+    let (name, roles) = s.split_once(':').ok_or_else(|| {
+        format!("\"{s}\" is not NAME:ROLES (ROLES: serving, client or serving+client)")
+    })?;
+    pki_rotate::set::validate_name("CA", name).map_err(|e| e.to_string())?;
+    let roles: Roles = roles
+        .parse()
+        .map_err(|e: pki_rotate::RotateError| e.to_string())?;
+    Ok((name.to_string(), roles))
+}
+
+fn parse_import(s: &str) -> Result<(String, PathBuf), String> {
+    let (ca, file) = s
+        .split_once('=')
+        .filter(|(c, f)| !c.is_empty() && !f.is_empty())
+        .ok_or_else(|| format!("\"{s}\" is not CA=FILE"))?;
+    Ok((ca.to_string(), PathBuf::from(file)))
+}
+
+/// Runs a `pki set` command.
+pub fn run(command: SetCommand) -> CliResult {
+    match command {
+        SetCommand::Init {
+            dir,
+            cas,
+            key,
+            lifetime,
+            now,
+        } => {
+            let state = SetState::new(&cas, key, lifetime, now, &mut os_rng())?;
+            let store = dir.open_or_create()?;
+            Driver::new(store).create::<SetEngine>(STORE_KEY, &state)?;
+            for (name, ca) in &state.cas {
+                println!(
+                    "created CA {name} ({}): {}, valid until {}",
+                    ca.roles,
+                    ca.current.signer.cert.id(),
+                    pki_core::datetime::rfc3339(ca.current.signer.cert.not_after())
+                );
+            }
+            Ok(())
+        }
+        SetCommand::Issue(a) => {
+            let spec = LeafSpec {
+                ca: a.ca,
+                serving: a.serving,
+                client: a.client,
+                dns_names: a.dns,
+                ip_addresses: a.ip,
+                common_name: a.cn,
+                target: a.target.clone(),
+                lifetime: a.lifetime,
+            };
+            let input = SetInput::Issue {
+                name: a.name.clone(),
+                spec,
+            };
+            step(&a.dir, &input, a.now)?;
+            println!(
+                "  {}",
+                a.dir
+                    .published(&format!("targets/{}/certs/{}/tls.crt", a.target, a.name))
+            );
+            Ok(())
+        }
+        SetCommand::Target {
+            dir,
+            target,
+            trusts,
+            client_ca,
+            now,
+        } => {
+            let set = |v: Option<Vec<String>>| v.map(|v| v.into_iter().collect::<BTreeSet<_>>());
+            let input = SetInput::Target {
+                name: target,
+                trusts: set(trusts),
+                client_ca: set(client_ca),
+            };
+            step(&dir, &input, now)
+        }
+        SetCommand::Start {
+            dir,
+            reason,
+            imports,
+            one_at_a_time,
+            now,
+        } => {
+            let imports = imports
+                .iter()
+                .map(|(ca, file)| read_import(ca, file))
+                .collect::<CliResult<Vec<_>>>()?;
+            let input = SetInput::Start {
+                reason,
+                imports,
+                one_at_a_time,
+            };
+            step(&dir, &input, now)
+        }
+        SetCommand::Ack {
+            dir,
+            target,
+            fingerprint,
+            now,
+        } => step(
+            &dir,
+            &SetInput::Ack {
+                target,
+                fingerprint,
+            },
+            now,
+        ),
+        SetCommand::Fail {
+            dir,
+            target,
+            reason,
+            now,
+        } => step(&dir, &SetInput::Fail { target, reason }, now),
+        SetCommand::Retry { dir, target, now } => step(&dir, &SetInput::Retry { target }, now),
+        SetCommand::Advance {
+            dir,
+            override_reason,
+            now,
+        } => step(&dir, &SetInput::Advance { override_reason }, now),
+        SetCommand::Abort { dir, now } => step(&dir, &SetInput::Abort, now),
+        SetCommand::Status { dir, json, now } => {
+            let store = dir.open()?;
+            let (state, _) = Driver::new(store).load::<SetEngine>(STORE_KEY)?;
+            let status = state.status(now);
+            if json {
+                let text = serde_json::to_string_pretty(&status)
+                    .map_err(|e| CliError::new(format!("status: {e}")))?;
+                println!("{text}");
+            } else {
+                print!("{}", render_status(&state, now));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_import(ca: &str, file: &std::path::Path) -> CliResult<ImportedCa> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| CliError::new(format!("--import {ca}={}: {e}", file.display())))?;
+    let context =
+        |e: pki_core::Error| CliError::new(format!("--import {ca}={}: {e}", file.display()));
+    let key = PrivateKey::from_pem(&bytes).map_err(context)?;
+    // One file holds the key and the certificates (StarlingX's upload):
+    // take the certificate that belongs to the key.
+    let mut certs = Vec::new();
+    for block in pki_core::pem::read_blocks(&bytes).map_err(context)? {
+        if block.label == "CERTIFICATE" {
+            certs.push(Certificate::from_der(&block.der).map_err(context)?);
+        }
+    }
+    let cert = certs
+        .into_iter()
+        .find(|c| key.matches(c.public_key()))
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "--import {ca}={}: no certificate in the file belongs to its private key",
+                file.display()
+            ))
+        })?;
+    let authority = CertificateAuthority::new(cert, key).map_err(context)?;
+    Ok(ImportedCa {
+        ca: ca.to_string(),
+        authority,
+    })
+}
+
+fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
+    let store = dir.open()?;
+    let step = Driver::new(store).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
+    print_events(&step.events);
+    if !step.changed {
+        println!("nothing to change");
+    }
+    let state = &step.document;
+    if state.running().is_some() || matches!(input, SetInput::Advance { .. } | SetInput::Abort) {
+        println!("step: {}", state.step());
+    }
+    Ok(())
+}
+
+fn print_events(events: &[SetEvent]) {
+    for e in events {
+        println!("{e}");
+    }
+}
+
+/// The human status: step, CAs, per-target table, what blocks, overrides, timeline.
+pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
+    use std::fmt::Write;
+    let status = state.status(now);
+    let mut out = String::new();
+    let half = match status.half {
+        Some("trust") => {
+            " (first half: bundles trust both; client certificates wait for their servers)"
+        }
+        Some(_) => " (second half: client certificates on the new client CAs)",
+        None => "",
+    };
+    let _ = writeln!(out, "step: {}{half}", status.step);
+    if let Some(reason) = &status.reason {
+        let _ = writeln!(out, "reason: {reason}");
+    }
+    if let Some(t) = status.started_at {
+        let _ = writeln!(out, "started: {}", when(t, now));
+    }
+    if let Some(t) = status.completed_at {
+        let _ = writeln!(out, "completed: {}", when(t, now));
+    }
+    if status.one_at_a_time {
+        let _ = writeln!(out, "serving certificates move one target at a time");
+    }
+    let _ = writeln!(out, "\nCAs:");
+    for (name, ca) in &status.cas {
+        let _ = write!(out, "  {name:<14} {:<15} {}", ca.roles, ca.current);
+        if let Some(c) = &ca.current_client_ca {
+            let _ = write!(out, " (client CA {c})");
+        }
+        if let Some(n) = &ca.next {
+            let _ = write!(out, " -> new {n}");
+        }
+        if let Some(n) = &ca.next_client_ca {
+            let _ = write!(out, ", new client CA {n}");
+        }
+        if ca.clients_moved {
+            let _ = write!(out, " [client certs moved]");
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "\nTARGET           PROGRESS  FINGERPRINT TO ACK");
+    for (name, t) in &status.targets {
+        let mut progress = t.progress.to_string();
+        if t.serving_updated && state.step() == SetStep::UpdateCerts {
+            progress.push('*');
+        }
+        let _ = writeln!(out, "{name:<16} {progress:<9} {}", t.fingerprint);
+        if let Some(f) = &t.failure {
+            let _ = writeln!(out, "{:<16}   failed: {f} (run `pki set retry`)", "");
+        }
+    }
+    if state.step() == SetStep::UpdateCerts {
+        let _ = writeln!(out, "(* serving certificates on the new CAs)");
+    }
+    if !status.blocking.is_empty() {
+        let _ = writeln!(out, "\nadvance waits for: {}", status.blocking.join(", "));
+    } else if state.running().is_some() {
+        let _ = writeln!(
+            out,
+            "\nevery target loaded this step: `pki set advance` may proceed"
+        );
+    }
+    if !status.overrides.is_empty() {
+        let _ = writeln!(out, "\noverrides:");
+        for o in &status.overrides {
+            let _ = writeln!(
+                out,
+                "  {} {} -> {}: {} (was waiting for {})",
+                pki_core::datetime::rfc3339(o.at),
+                o.from,
+                o.to,
+                o.reason,
+                o.waiting.join(", ")
+            );
+        }
+    }
+    if !status.timeline.is_empty() {
+        let _ = writeln!(out, "\ntimeline:");
+        for e in &status.timeline {
+            let _ = writeln!(
+                out,
+                "  {} {:<13} {}",
+                pki_core::datetime::rfc3339(e.at),
+                e.step.to_string(),
+                e.note
+            );
+        }
+    }
+    if let Some(t) = status.last_completion {
+        let _ = writeln!(out, "\nlast completed rotation: {}", when(t, now));
+    }
+    out
+}

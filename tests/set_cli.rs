@@ -1,0 +1,342 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `pki set …` and `pki fingerprint` as an admin and a host agent use them:
+//! the issue's walkthrough on a directory store, the files each target
+//! gets, the JSON status, and bad input refused with exit 1, one line, and
+//! the store unchanged.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn pki(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = pki(args);
+    assert!(
+        o.status.success(),
+        "pki {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command that must be refused: exit 1, one line on stderr, and
+/// every file of the store exactly as before.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let before = snapshot(dir);
+    let o = pki(args);
+    assert_eq!(o.status.code(), Some(1), "pki {args:?}: {o:?}");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert_eq!(snapshot(dir), before, "pki {args:?} changed the store");
+    err
+}
+
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                out.push((
+                    rel,
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .display()
+                        .to_string()
+                        .into_bytes(),
+                ));
+            } else if meta.is_dir() {
+                walk(base, &p, out);
+            } else if !rel.ends_with(".lock") {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+fn status(dir: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&["set", "status", dir, "--json", "--now", T1])).unwrap()
+}
+
+const T0: &str = "2026-01-01T00:00:00Z";
+const T1: &str = "2026-03-01T00:00:00Z";
+
+fn setup(dir: &str) {
+    ok(&[
+        "set",
+        "init",
+        dir,
+        "--ca",
+        "cluster:serving+client",
+        "--ca",
+        "etcd:serving+client",
+        "--ca",
+        "front-proxy:client",
+        "--ca",
+        "metrics:serving",
+        "--now",
+        T0,
+    ]);
+    ok(&[
+        "set",
+        "issue",
+        dir,
+        "kube-apiserver",
+        "--ca",
+        "cluster",
+        "--serving",
+        "--dns",
+        "api.example",
+        "--target",
+        "control-plane",
+        "--now",
+        T0,
+    ]);
+    ok(&[
+        "set",
+        "issue",
+        dir,
+        "kubelet-node-1",
+        "--ca",
+        "cluster",
+        "--client",
+        "--target",
+        "node-1",
+        "--now",
+        T0,
+    ]);
+    ok(&[
+        "set", "target", dir, "node-1", "--trusts", "cluster", "--now", T0,
+    ]);
+    ok(&[
+        "set",
+        "target",
+        dir,
+        "control-plane",
+        "--client-ca",
+        "cluster",
+        "--now",
+        T0,
+    ]);
+}
+
+fn ack(dir: &str, target: &str) {
+    let fp = ok(&["fingerprint", &format!("{dir}/targets/{target}")]);
+    let fp = fp.trim();
+    assert!(
+        fp.starts_with("sha256:") && !fp.contains(char::is_whitespace),
+        "{fp}"
+    );
+    ok(&["set", "ack", dir, target, "--fingerprint", fp, "--now", T1]);
+}
+
+#[test]
+fn walkthrough_rotates_the_set_and_publishes_each_targets_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.to_str().unwrap();
+    setup(d);
+    let s = status(d);
+    assert_eq!(s["step"], "idle");
+    let node = dir.join("targets/node-1");
+    assert!(node.join("trust/cluster.crt").is_file());
+    assert!(node.join("certs/kubelet-node-1/tls.key").is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(node.join("certs/kubelet-node-1/tls.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "keys are private");
+
+    ok(&["set", "start", d, "--reason", "yearly", "--now", T1]);
+    let s = status(d);
+    assert_eq!(s["step"], "trust-both");
+    assert_eq!(s["half"], "trust");
+    // The fingerprint status asks for is the one `pki fingerprint` prints.
+    let fp = ok(&["fingerprint", node.to_str().unwrap()]);
+    assert_eq!(s["targets"]["node-1"]["fingerprint"], fp.trim());
+    assert_eq!(s["targets"]["node-1"]["progress"], "pending");
+    // client-ca/ holds exactly the CA's name: old cluster CA + new client CA.
+    let cc: Vec<_> = std::fs::read_dir(dir.join("targets/control-plane/client-ca"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(cc, ["cluster.crt"]);
+    let pem =
+        std::fs::read_to_string(dir.join("targets/control-plane/client-ca/cluster.crt")).unwrap();
+    assert_eq!(pem.matches("BEGIN CERTIFICATE").count(), 2);
+
+    // Advance with missing acks: refused, naming what it waits for.
+    let err = refused(&dir, &["set", "advance", d, "--now", T1]);
+    assert!(
+        err.contains("waiting for") && err.contains("node-1"),
+        "{err}"
+    );
+    ack(d, "control-plane");
+    assert_eq!(
+        status(d)["half"],
+        "clients",
+        "kubelet moved to the new client CA"
+    );
+    // The ack of a stale fingerprint (node-1's files changed) is refused.
+    let stale = fp.trim().to_string();
+    let err = refused(
+        &dir,
+        &[
+            "set",
+            "ack",
+            d,
+            "node-1",
+            "--fingerprint",
+            &stale,
+            "--now",
+            T1,
+        ],
+    );
+    assert!(err.contains("expected"), "{err}");
+    ack(d, "node-1");
+    // An ack of the current fingerprint again is idempotent.
+    ack(d, "node-1");
+    ok(&[
+        "set",
+        "fail",
+        d,
+        "node-1",
+        "--reason",
+        "puppet apply failed",
+        "--now",
+        T1,
+    ]);
+    let human = ok(&["set", "status", d, "--now", T1]);
+    assert!(human.contains("puppet apply failed"), "{human}");
+    refused(&dir, &["set", "advance", d, "--now", T1]);
+    ok(&["set", "retry", d, "node-1", "--now", T1]);
+    ok(&["set", "advance", d, "--now", T1]);
+    assert_eq!(status(d)["step"], "update-certs");
+    ack(d, "control-plane");
+    ack(d, "node-1");
+    ok(&["set", "advance", d, "--now", T1]);
+    assert_eq!(status(d)["step"], "trust-new");
+    ack(d, "control-plane");
+    ok(&[
+        "set",
+        "advance",
+        d,
+        "--override",
+        "node-1 is rebooting",
+        "--now",
+        T1,
+    ]);
+    let s = status(d);
+    assert_eq!(s["step"], "completed");
+    assert!(s["completed_at"].is_string());
+    assert_eq!(s["overrides"][0]["reason"], "node-1 is rebooting");
+    assert!(!dir.join("set/cas/cluster/next-ca.key").exists());
+    let human = ok(&["set", "status", d, "--now", T1]);
+    assert!(
+        human.contains("node-1 is rebooting") && human.contains("timeline"),
+        "{human}"
+    );
+    // Abort with nothing running.
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("no rotation is running"), "{err}");
+}
+
+#[test]
+fn bad_input_is_refused_with_one_line_and_the_store_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.to_str().unwrap();
+    setup(d);
+    let err = refused(
+        &dir,
+        &[
+            "set",
+            "issue",
+            d,
+            "x",
+            "--ca",
+            "nope",
+            "--serving",
+            "--dns",
+            "x.example",
+            "--target",
+            "t",
+        ],
+    );
+    assert!(err.contains("no CA named \"nope\""), "{err}");
+    let err = refused(&dir, &["set", "target", d, "t", "--trusts", "front-proxy"]);
+    assert!(err.contains("signs no serving certificates"), "{err}");
+    let err = refused(
+        &dir,
+        &["set", "ack", d, "ghost", "--fingerprint", "sha256:00"],
+    );
+    assert!(err.contains("no target named \"ghost\""), "{err}");
+    let err = refused(&dir, &["set", "advance", d]);
+    assert!(err.contains("no rotation is running"), "{err}");
+    ok(&["set", "start", d, "--now", T1]);
+    let err = refused(&dir, &["set", "start", d, "--now", T1]);
+    assert!(err.contains("already running"), "{err}");
+    // An ack of the idle step's files (the wrong step).
+    let err = refused(
+        &dir,
+        &[
+            "set",
+            "ack",
+            d,
+            "node-1",
+            "--fingerprint",
+            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ],
+    );
+    assert!(err.contains("trust-both"), "{err}");
+    ok(&["set", "abort", d, "--now", T1]);
+    assert_eq!(status(d)["step"], "reverting");
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("already reverting"), "{err}");
+    ack(d, "control-plane");
+    ack(d, "node-1");
+    ok(&["set", "advance", d, "--now", T1]);
+    assert_eq!(status(d)["step"], "idle");
+    // A CA valid for 12 hours is refused as an import.
+    let key = tmp.path().join("short.pem");
+    std::fs::write(&key, short_ca_pem()).unwrap();
+    let arg = format!("etcd={}", key.display());
+    let err = refused(&dir, &["set", "start", d, "--import", &arg, "--now", T1]);
+    assert!(err.contains("24 hours"), "{err}");
+    // Bad usage is exit 2.
+    let o = pki(&["set", "init", d, "--ca", "cluster"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn short_ca_pem() -> String {
+    use pki::core::{CertificateAuthority, KeyAlgorithm};
+    use rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+    let at =
+        time::OffsetDateTime::parse(T1, &time::format_description::well_known::Rfc3339).unwrap();
+    let ca = CertificateAuthority::generate_root(
+        "short",
+        KeyAlgorithm::EcdsaP256,
+        at,
+        time::Duration::hours(12),
+        &mut rng,
+    )
+    .unwrap();
+    format!(
+        "{}{}",
+        ca.key.to_pkcs8_pem().unwrap().as_str(),
+        ca.cert.to_pem()
+    )
+}
