@@ -175,6 +175,27 @@ pub enum RotateError {
         /// When.
         at: OffsetDateTime,
     },
+    /// A credential name is not usable (it becomes a store key and a
+    /// directory name, `creds/NAME/`).
+    #[error(
+        "invalid credential name \"{}\": use 1-64 characters of a-z, 0-9, '-', '_' and '.', not starting with '.'",
+        .0.escape_debug()
+    )]
+    InvalidCredentialName(String),
+    /// A credential policy that cannot keep a credential working (a grace
+    /// period as long as the expiry, a zero expiry…).
+    #[error("credential policy: {0}")]
+    InvalidCredentialPolicy(String),
+    /// The embedder reported a result the credential's document does not
+    /// wait for (a mint of another rotation, a revocation of the current
+    /// credential…). Nothing is recorded.
+    #[error("credential \"{name}\": {reason}")]
+    UnexpectedCredentialReport {
+        /// The credential.
+        name: String,
+        /// What was reported and what the document waits for.
+        reason: String,
+    },
 }
 
 fn describe_unsupported(
