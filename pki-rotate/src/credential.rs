@@ -39,6 +39,7 @@ use time::{Duration, OffsetDateTime};
 use zeroize::Zeroizing;
 
 pub mod document;
+pub mod status;
 
 /// The first retry after a failed hook waits this long; each further
 /// consecutive failure doubles it, up to [`BACKOFF_CAP`].
@@ -702,27 +703,23 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 && m.rotation == *rotation
                 && m.attempt == *attempt
             {
-                if value.is_empty() {
-                    return Err(unexpected(
-                        doc,
-                        format!(
-                            "rotation {rotation} attempt {attempt} reported an empty credential"
-                        ),
-                    ));
-                }
+                // A mint that printed nothing, or a credential already in
+                // use (revoking the old one would then revoke the new one),
+                // is a failed attempt: recorded, retried with backoff.
                 let reused = doc
                     .current
                     .iter()
                     .chain(doc.old.iter())
                     .any(|c| c.value == *value);
-                if reused {
-                    // Revoking the old one would then revoke the new one.
-                    return Err(unexpected(
-                        doc,
-                        format!(
-                            "rotation {rotation} attempt {attempt} reported the credential already in use, not a new one"
-                        ),
-                    ));
+                let refused = if value.is_empty() {
+                    Some("the mint reported an empty credential")
+                } else if reused {
+                    Some("the mint reported the credential already in use, not a new one")
+                } else {
+                    None
+                };
+                if let Some(message) = refused {
+                    return Ok(mint_failure(*rotation, *attempt, message, now));
                 }
                 return Ok(Plan::RecordMint {
                     rotation: *rotation,
@@ -752,16 +749,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 && m.rotation == *rotation
                 && m.attempt == *attempt
             {
-                return Ok(Plan::RecordFailure {
-                    failure: HookFailure {
-                        action: HookAction::Mint,
-                        rotation: *rotation,
-                        failures: *attempt,
-                        message: one_line(message),
-                        at: now,
-                        retry_after: retry_after(*attempt, now),
-                    },
-                });
+                return Ok(mint_failure(*rotation, *attempt, message, now));
             }
             match &doc.failure {
                 Some(f)
@@ -835,6 +823,19 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                     waiting_for(doc)
                 ),
             )),
+        },
+    }
+}
+
+fn mint_failure(rotation: u64, attempt: u32, message: &str, now: OffsetDateTime) -> Plan {
+    Plan::RecordFailure {
+        failure: HookFailure {
+            action: HookAction::Mint,
+            rotation,
+            failures: attempt,
+            message: one_line(message),
+            at: now,
+            retry_after: retry_after(attempt, now),
         },
     }
 }

@@ -151,7 +151,7 @@ fn the_current_credential_is_never_revoked() {
 }
 
 #[test]
-fn a_mint_that_reuses_a_live_credential_or_is_empty_is_refused() {
+fn a_mint_that_reuses_a_live_credential_or_is_empty_is_a_failed_attempt() {
     let d = with_first();
     let due = T0 + Duration::hours(720);
     let started = step(
@@ -160,10 +160,17 @@ fn a_mint_that_reuses_a_live_credential_or_is_empty_is_refused() {
         due,
     )
     .unwrap();
-    let err = step(&started, minted(2, 1, "one"), due).unwrap_err();
-    assert!(err.to_string().contains("already in use"), "{err}");
-    let err = step(&started, minted(2, 1, ""), due).unwrap_err();
-    assert!(err.to_string().contains("empty credential"), "{err}");
+    for (value, expect) in [("one", "already in use"), ("", "empty credential")] {
+        let d = step(&started, minted(2, 1, value), due).unwrap();
+        let f = d.failure.as_ref().unwrap();
+        assert!(f.message.contains(expect), "{}", f.message);
+        assert_eq!(d.current, started.current, "nothing recorded as current");
+        assert!(d.mint.is_none(), "the attempt is over");
+        assert_eq!(
+            next_action(&d, f.retry_after),
+            Action::Step(StepKind::StartMint)
+        );
+    }
     // Reports of another attempt are refused, not recorded.
     assert!(step(&started, minted(2, 2, "two"), due).is_err());
     assert!(step(&started, minted(3, 1, "two"), due).is_err());
