@@ -139,6 +139,16 @@ pub enum pki_result {
     PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 = 520,
     /// The chain did not verify for another reason; see the message.
     PKI_RESULT_VERIFY_OTHER = 599,
+
+    /// A credential name is not usable (1-64 of `a-z0-9._-`, not starting with `.`).
+    PKI_RESULT_INVALID_CREDENTIAL_NAME = 680,
+    /// A credential policy is refused (expiry not positive, grace not
+    /// shorter than the expiry).
+    PKI_RESULT_INVALID_CREDENTIAL_POLICY = 681,
+    /// A reported credential result is not the one the document waits for
+    /// (another attempt, the current credential's revocation…); nothing
+    /// was recorded.
+    PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT = 682,
 }
 
 use pki_result::*;
@@ -287,6 +297,18 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         "PKI_RESULT_VERIFY_END_ENTITY_NOT_V3\0",
     ),
     (PKI_RESULT_VERIFY_OTHER, "PKI_RESULT_VERIFY_OTHER\0"),
+    (
+        PKI_RESULT_INVALID_CREDENTIAL_NAME,
+        "PKI_RESULT_INVALID_CREDENTIAL_NAME\0",
+    ),
+    (
+        PKI_RESULT_INVALID_CREDENTIAL_POLICY,
+        "PKI_RESULT_INVALID_CREDENTIAL_POLICY\0",
+    ),
+    (
+        PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
+        "PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT\0",
+    ),
 ];
 
 /// A failed call: the code returned and the message left in the last error.
@@ -366,6 +388,9 @@ impl From<RotateError> for Failure {
             E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
             E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
             E::Expired { .. } => PKI_RESULT_EXPIRED,
+            E::InvalidCredentialName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
+            E::InvalidCredentialPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
+            E::UnexpectedCredentialReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -609,11 +634,14 @@ mod tests {
             PKI_RESULT_VERIFY_CA_NOT_V3 => 519,
             PKI_RESULT_VERIFY_END_ENTITY_NOT_V3 => 520,
             PKI_RESULT_VERIFY_OTHER => 599,
+            PKI_RESULT_INVALID_CREDENTIAL_NAME => 680,
+            PKI_RESULT_INVALID_CREDENTIAL_POLICY => 681,
+            PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT => 682,
         }
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 58;
+    const PINNED_CODES: usize = 61;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {
