@@ -6,6 +6,7 @@
 
 mod common;
 mod completions;
+mod cred;
 mod demo;
 mod demo_set;
 mod external;
@@ -303,6 +304,9 @@ enum Command {
         /// A target directory, like DIR/targets/TARGET.
         path: PathBuf,
     },
+    /// Rotate credentials minted by an outside system through mint and revoke hooks.
+    #[command(subcommand)]
+    Cred(CredCommand),
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
         /// `set`: a CA set rotated in gated steps, with the mutual-TLS matrix per step.
@@ -312,6 +316,85 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand)]
+enum CredCommand {
+    /// Record a credential and mint its first one with the mint hook.
+    Init {
+        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Credential name: files go to creds/NAME/.
+        name: String,
+        /// Rotate once the credential is this old, like 720h.
+        #[arg(long)]
+        expire: String,
+        /// Keep the previous credential working this long after a new one
+        /// is minted, like 10m.
+        #[arg(long)]
+        grace: String,
+        /// Run with `sh -c`: prints the new credential on stdout (env PKI_CRED_NAME).
+        #[arg(long)]
+        mint_cmd: String,
+        /// Run with `sh -c`: revokes the credential it reads on stdin;
+        /// revoking an already revoked one must succeed.
+        #[arg(long)]
+        revoke_cmd: String,
+        #[command(flatten)]
+        run: CredRunArgs,
+    },
+    /// Run every due step (keep old, mint, revoke) until one must wait.
+    Reconcile {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Only this credential (default: every credential in the store).
+        name: Option<String>,
+        #[command(flatten)]
+        run: CredRunArgs,
+    },
+    /// Show each credential's step, times, failures and next action.
+    Status {
+        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// The time to report at: RFC 3339 or "now".
+        #[arg(long, default_value = "now", value_parser = cred::Clock::parse)]
+        now: cred::Clock,
+    },
+}
+
+#[derive(clap::Args)]
+struct CredRunArgs {
+    /// The time to act at: RFC 3339 or "now" (the clock, read at each step).
+    #[arg(long, default_value = "now", value_parser = cred::Clock::parse)]
+    now: cred::Clock,
+    /// Kill a hook (its whole process group) that runs longer than this.
+    #[arg(long, default_value = cred::DEFAULT_HOOK_TIMEOUT, value_parser = cred::parse_timeout)]
+    hook_timeout: std::time::Duration,
+    /// Where the mint hook's output is captured (default: DIR/.cred-capture,
+    /// or $XDG_STATE_HOME/pki/cred-capture/URL for a store URL).
+    #[arg(long)]
+    capture_dir: Option<PathBuf>,
+    /// Stop after this many committed steps, to watch a rotation one step
+    /// at a time (default: run until a step must wait).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u32>,
+}
+
+impl CredRunArgs {
+    fn options(self) -> cred::RunOptions {
+        cred::RunOptions {
+            clock: self.now,
+            hook_timeout: self.hook_timeout,
+            capture_dir: self.capture_dir,
+            max_steps: self.max_steps,
+        }
+    }
 }
 
 fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
@@ -491,6 +574,27 @@ fn run(cli: Cli) -> common::CliResult {
             scenario: None,
             dir,
         } => demo::run(dir.as_deref()),
+        Command::Cred(CredCommand::Init {
+            dir,
+            name,
+            expire,
+            grace,
+            mint_cmd,
+            revoke_cmd,
+            run,
+        }) => cred::init(cred::InitArgs {
+            dir: &dir,
+            name: &name,
+            expire: &expire,
+            grace: &grace,
+            mint_cmd: &mint_cmd,
+            revoke_cmd: &revoke_cmd,
+            options: run.options(),
+        }),
+        Command::Cred(CredCommand::Reconcile { dir, name, run }) => {
+            cred::reconcile(&dir, name.as_deref(), &run.options())
+        }
+        Command::Cred(CredCommand::Status { dir, json, now }) => cred::status(&dir, json, now),
     }
 }
 

@@ -13,6 +13,21 @@
 #include <stdint.h>
 
 /**
+ * `pki_cred_action_kind`: mint once for the action's rotation and attempt.
+ */
+#define PKI_CRED_ACTION_MINT 1
+
+/**
+ * `pki_cred_action_kind`: revoke the action's credential.
+ */
+#define PKI_CRED_ACTION_REVOKE 2
+
+/**
+ * `pki_cred_action_kind`: nothing to do before `pki_cred_action_wait_until`.
+ */
+#define PKI_CRED_ACTION_WAIT 3
+
+/**
  * The result of every fallible `pki_` function.
  *
  * `PKI_RESULT_OK` is 0; the others come in blocks of 100 per domain
@@ -310,6 +325,21 @@ enum pki_result
    * The set's pre-flight trust matrix has a red cell.
    */
   PKI_RESULT_SET_TRUST_BROKEN = 608,
+  /**
+   * A credential name is not usable (1-64 of `a-z0-9._-`, not starting with `.`).
+   */
+  PKI_RESULT_INVALID_CREDENTIAL_NAME = 680,
+  /**
+   * A credential policy is refused (expiry not positive, grace not
+   * shorter than the expiry).
+   */
+  PKI_RESULT_INVALID_CREDENTIAL_POLICY = 681,
+  /**
+   * A reported credential result is not the one the document waits for
+   * (another attempt, the current credential's revocation…); nothing
+   * was recorded.
+   */
+  PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT = 682,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -536,6 +566,12 @@ typedef struct pki_buffer pki_buffer;
  * threads at once. Free with `pki_bundle_free`.
  */
 typedef struct pki_bundle pki_bundle;
+
+/**
+ * What the embedder does next for one credential. Immutable; free with
+ * `pki_cred_action_free`.
+ */
+typedef struct pki_cred_action pki_cred_action;
 
 /**
  * The events of one reconcile, in order. Free with `pki_events_free`.
@@ -970,6 +1006,231 @@ pki_result pki_bundle_spki_pins(const struct pki_bundle *bundle, struct pki_buff
  * `bundle` must be NULL or a live `pki_bundle` not freed before.
  */
 void pki_bundle_free(struct pki_bundle *bundle);
+
+/**
+ * Records a new credential `name` (store key `creds/NAME`, files
+ * `creds/NAME/current`, `old`, `state.json`, all secret) with nothing
+ * minted yet: the first `pki_cred_next` asks for a mint. Rotated once
+ * `expire_seconds` have passed since its mint; the previous credential is
+ * revoked `grace_seconds` after its successor's mint.
+ *
+ * `store` is borrowed; `name` is `name_len` bytes.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8), `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
+ * `PKI_RESULT_INVALID_CREDENTIAL_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes.
+ */
+pki_result pki_cred_create(const struct pki_store *store,
+                           const char *name,
+                           size_t name_len,
+                           int64_t expire_seconds,
+                           int64_t grace_seconds);
+
+/**
+ * Takes every bookkeeping step that is due at `now` (keep the current
+ * credential as old, record a mint attempt), each committed on its own,
+ * and says what the embedder must do next.
+ *
+ * On success the caller owns `*out_action` and frees it with
+ * `pki_cred_action_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes; `out_action` NULL or valid for one write.
+ */
+pki_result pki_cred_next(const struct pki_store *store,
+                         const char *name,
+                         size_t name_len,
+                         int64_t now,
+                         struct pki_cred_action **out_action);
+
+/**
+ * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE` or
+ * `PKI_CRED_ACTION_WAIT`; 0 for NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
+
+/**
+ * The rotation to mint for, or whose old credential to revoke; 0 for a
+ * wait or NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+uint64_t pki_cred_action_rotation(const struct pki_cred_action *action);
+
+/**
+ * The attempt of a mint (1, then one more after each failure); 0 otherwise.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
+
+/**
+ * Unix seconds: the end of a wait (the time asked for otherwise); 0 for NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
+
+/**
+ * The credential to revoke (empty for other actions).
+ *
+ * Borrowed: valid until `action` is freed (its memory is zeroed then).
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+struct pki_bytes pki_cred_action_credential(const struct pki_cred_action *action);
+
+/**
+ * Frees an action (zeroing the credential it holds). NULL is accepted.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action` not freed before.
+ */
+void pki_cred_action_free(struct pki_cred_action *action);
+
+/**
+ * Reports that the mint of `rotation`/`attempt` produced `credential`
+ * (`credential_len` bytes, surrounding whitespace trimmed): it becomes
+ * current, with `now` as its mint time. An empty credential, or one already
+ * in use, is recorded as a failed attempt instead. Reporting the same mint
+ * twice is accepted.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT`
+ * (not the attempt the document waits for: nothing recorded),
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes; `credential` NULL or valid for `credential_len` bytes.
+ */
+pki_result pki_cred_report_minted(const struct pki_store *store,
+                                  const char *name,
+                                  size_t name_len,
+                                  uint64_t rotation,
+                                  uint32_t attempt,
+                                  const uint8_t *credential,
+                                  size_t credential_len,
+                                  int64_t now);
+
+/**
+ * Reports that the mint of `rotation`/`attempt` failed (`message`,
+ * `message_len` bytes of UTF-8, is shown in the status): recorded with a
+ * retry time (30 s, doubling, at most 1 h).
+ *
+ * Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
+ * for a message that is not UTF-8.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_minted`, with `message` valid for `message_len` bytes.
+ */
+pki_result pki_cred_report_mint_failed(const struct pki_store *store,
+                                       const char *name,
+                                       size_t name_len,
+                                       uint64_t rotation,
+                                       uint32_t attempt,
+                                       const char *message,
+                                       size_t message_len,
+                                       int64_t now);
+
+/**
+ * Reports that the old credential of `rotation` is revoked (or was
+ * already): it is forgotten. Refused for the current credential.
+ *
+ * Returns as `pki_cred_report_minted`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes.
+ */
+pki_result pki_cred_report_revoked(const struct pki_store *store,
+                                   const char *name,
+                                   size_t name_len,
+                                   uint64_t rotation,
+                                   int64_t now);
+
+/**
+ * Reports that revoking the old credential of `rotation` failed: it is
+ * kept, and the revocation retried after a backoff.
+ *
+ * Returns as `pki_cred_report_mint_failed`.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_mint_failed`.
+ */
+pki_result pki_cred_report_revoke_failed(const struct pki_store *store,
+                                         const char *name,
+                                         size_t name_len,
+                                         uint64_t rotation,
+                                         const char *message,
+                                         size_t message_len,
+                                         int64_t now);
+
+/**
+ * The credential's status at `now` as JSON (the objects of `pki cred
+ * status --json`'s `credentials`): state, times, failure, next action,
+ * history; never a credential.
+ *
+ * On success the caller owns `*out_json` and frees it with `pki_buffer_free`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes; `out_json` NULL or valid for one write.
+ */
+pki_result pki_cred_status_json(const struct pki_store *store,
+                                const char *name,
+                                size_t name_len,
+                                int64_t now,
+                                struct pki_buffer **out_json);
+
+/**
+ * The current credential (what consumers use).
+ *
+ * On success the caller owns `*out_credential` and frees it with
+ * `pki_buffer_free` (which zeroes it). `PKI_RESULT_NOT_FOUND` before the
+ * first mint.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes; `out_credential` NULL or valid for one write.
+ */
+pki_result pki_cred_current(const struct pki_store *store,
+                            const char *name,
+                            size_t name_len,
+                            struct pki_buffer **out_credential);
 
 /**
  * Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a

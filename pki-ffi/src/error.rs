@@ -165,6 +165,16 @@ pub enum pki_result {
     PKI_RESULT_SET_CA_REFUSED = 607,
     /// The set's pre-flight trust matrix has a red cell.
     PKI_RESULT_SET_TRUST_BROKEN = 608,
+
+    /// A credential name is not usable (1-64 of `a-z0-9._-`, not starting with `.`).
+    PKI_RESULT_INVALID_CREDENTIAL_NAME = 680,
+    /// A credential policy is refused (expiry not positive, grace not
+    /// shorter than the expiry).
+    PKI_RESULT_INVALID_CREDENTIAL_POLICY = 681,
+    /// A reported credential result is not the one the document waits for
+    /// (another attempt, the current credential's revocation…); nothing
+    /// was recorded.
+    PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT = 682,
 }
 
 use pki_result::*;
@@ -337,6 +347,18 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
     ),
     (PKI_RESULT_SET_CA_REFUSED, "PKI_RESULT_SET_CA_REFUSED\0"),
     (PKI_RESULT_SET_TRUST_BROKEN, "PKI_RESULT_SET_TRUST_BROKEN\0"),
+    (
+        PKI_RESULT_INVALID_CREDENTIAL_NAME,
+        "PKI_RESULT_INVALID_CREDENTIAL_NAME\0",
+    ),
+    (
+        PKI_RESULT_INVALID_CREDENTIAL_POLICY,
+        "PKI_RESULT_INVALID_CREDENTIAL_POLICY\0",
+    ),
+    (
+        PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
+        "PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT\0",
+    ),
 ];
 
 /// A failed call: the code returned and the message left in the last error.
@@ -436,6 +458,9 @@ impl From<RotateError> for Failure {
             E::SetTargetFailed { .. } => PKI_RESULT_SET_TARGET_FAILED,
             E::SetCaRefused { .. } => PKI_RESULT_SET_CA_REFUSED,
             E::SetTrustBroken(_) => PKI_RESULT_SET_TRUST_BROKEN,
+            E::InvalidCredentialName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
+            E::InvalidCredentialPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
+            E::UnexpectedCredentialReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -691,11 +716,14 @@ mod tests {
             PKI_RESULT_SET_TARGET_FAILED => 606,
             PKI_RESULT_SET_CA_REFUSED => 607,
             PKI_RESULT_SET_TRUST_BROKEN => 608,
+            PKI_RESULT_INVALID_CREDENTIAL_NAME => 680,
+            PKI_RESULT_INVALID_CREDENTIAL_POLICY => 681,
+            PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT => 682,
         }
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 70;
+    const PINNED_CODES: usize = 73;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {

@@ -37,6 +37,7 @@
 mod abi;
 mod buffer;
 mod bundle;
+mod cred;
 mod error;
 mod external;
 mod leaf;
@@ -52,6 +53,13 @@ pub use bundle::{
     pki_bundle, pki_bundle_fingerprint, pki_bundle_free, pki_bundle_from_pem, pki_bundle_len,
     pki_bundle_merge, pki_bundle_prune_expired, pki_bundle_root_pin, pki_bundle_spki_pins,
     pki_bundle_to_pem, pki_sha256,
+};
+pub use cred::{
+    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_WAIT, pki_cred_action,
+    pki_cred_action_attempt, pki_cred_action_credential, pki_cred_action_free,
+    pki_cred_action_kind, pki_cred_action_rotation, pki_cred_action_wait_until, pki_cred_create,
+    pki_cred_current, pki_cred_next, pki_cred_report_mint_failed, pki_cred_report_minted,
+    pki_cred_report_revoke_failed, pki_cred_report_revoked, pki_cred_status_json,
 };
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
 pub use external::{pki_signer_import, pki_signer_rotate_to, pki_signer_validate_replacement};

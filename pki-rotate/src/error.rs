@@ -331,22 +331,27 @@ pub enum RotateError {
     /// The pre-flight trust matrix of a CA set transition has a red cell.
     #[error("pre-flight trust check failed: {0}")]
     SetTrustBroken(String),
-}
-
-fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {
-    let list: Vec<String> = failed
-        .iter()
-        .map(|c| format!("{}: {}", c.name, c.detail))
-        .collect();
-    let hint = if forced {
-        "key-matches and is-ca cannot be forced"
-    } else {
-        "--force REASON overrides all but key-matches and is-ca"
-    };
-    format!(
-        "supplied CA refused, failed check(s): {} ({hint})",
-        list.join("; ")
-    )
+    /// A credential name is not usable (it becomes a store key and a
+    /// directory name, `creds/NAME/`).
+    #[error(
+        "invalid credential name \"{}\": use 1-64 characters of a-z, 0-9, '-', '_' and '.', not starting with '.'",
+        .0.escape_debug()
+    )]
+    InvalidCredentialName(String),
+    /// A credential policy that cannot keep a credential working (a grace
+    /// period as long as the expiry, a zero expiry…).
+    #[error("credential policy: {0}")]
+    InvalidCredentialPolicy(String),
+    /// The embedder reported a result the credential's document does not
+    /// wait for (a mint of another rotation, a revocation of the current
+    /// credential…). Nothing is recorded.
+    #[error("credential \"{name}\": {reason}")]
+    UnexpectedCredentialReport {
+        /// The credential.
+        name: String,
+        /// What was reported and what the document waits for.
+        reason: String,
+    },
 }
 
 fn describe_unsupported(
@@ -450,4 +455,20 @@ mod tests {
         // large-error limit (128 bytes) by boxing rare, large payloads.
         assert!(std::mem::size_of::<super::RotateError>() < 128);
     }
+}
+
+fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {
+    let list: Vec<String> = failed
+        .iter()
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    let hint = if forced {
+        "key-matches and is-ca cannot be forced"
+    } else {
+        "--force REASON overrides all but key-matches and is-ca"
+    };
+    format!(
+        "supplied CA refused, failed check(s): {} ({hint})",
+        list.join("; ")
+    )
 }

@@ -34,6 +34,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod credential;
 pub mod document;
 pub mod driver;
 pub mod engine;
@@ -46,6 +47,10 @@ pub mod signer;
 pub mod status;
 pub mod store;
 
+pub use credential::{
+    CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
+    Secret as CredentialSecret,
+};
 pub use document::{File, Files};
 pub use driver::{Driver, Step};
 pub use engine::{Engine, Outcome};

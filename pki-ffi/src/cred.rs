@@ -1,0 +1,641 @@
+//! Credentials minted by an outside system (the credential engine): the
+//! embedder asks for the next action, performs it (mint, revoke) and
+//! reports its result; pki commits each step before the next, so a crash
+//! anywhere resumes without minting twice for one attempt, revoking the
+//! current credential or forgetting an old one.
+//!
+//! A controller loop: `pki_cred_next` → MINT: mint once for that rotation
+//! and attempt (after a crash, adopt what you captured for it instead),
+//! then `pki_cred_report_minted` or `pki_cred_report_mint_failed`; REVOKE:
+//! revoke the credential given (already revoked is success), then
+//! `pki_cred_report_revoked` or `pki_cred_report_revoke_failed`; WAIT:
+//! come back at `pki_cred_action_wait_until`.
+
+use crate::abi::{
+    bytes_in, free_handle, handle, into_handle, out_ptr, str_in, time_in, time_out, write_out,
+};
+use crate::buffer::{CText, pki_buffer, pki_bytes};
+use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::store::pki_store;
+use pki_rotate::credential::status::CredentialStatus;
+use pki_rotate::credential::{
+    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Secret,
+    credential_key, next_action, validate_credential_name,
+};
+use pki_rotate::{Driver, Store};
+use std::ffi::c_char;
+use time::OffsetDateTime;
+
+/// `pki_cred_action_kind`: mint once for the action's rotation and attempt.
+pub const PKI_CRED_ACTION_MINT: u32 = 1;
+/// `pki_cred_action_kind`: revoke the action's credential.
+pub const PKI_CRED_ACTION_REVOKE: u32 = 2;
+/// `pki_cred_action_kind`: nothing to do before `pki_cred_action_wait_until`.
+pub const PKI_CRED_ACTION_WAIT: u32 = 3;
+
+/// What the embedder does next for one credential. Immutable; free with
+/// `pki_cred_action_free`.
+pub struct pki_cred_action {
+    kind: u32,
+    rotation: u64,
+    attempt: u32,
+    wait_until: i64,
+    credential: CText,
+}
+
+/// # Safety
+///
+/// As for `str_in`.
+unsafe fn name_in<'a>(name: *const c_char, name_len: usize) -> Result<&'a str, Failure> {
+    // SAFETY: same contract as ours.
+    let name = unsafe { str_in(name, name_len, "name") }?;
+    validate_credential_name(name)?;
+    Ok(name)
+}
+
+fn driver(store: &pki_store) -> Driver<&(dyn Store + Send + Sync)> {
+    Driver::new(&*store.inner)
+}
+
+/// Records a new credential `name` (store key `creds/NAME`, files
+/// `creds/NAME/current`, `old`, `state.json`, all secret) with nothing
+/// minted yet: the first `pki_cred_next` asks for a mint. Rotated once
+/// `expire_seconds` have passed since its mint; the previous credential is
+/// revoked `grace_seconds` after its successor's mint.
+///
+/// `store` is borrowed; `name` is `name_len` bytes.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8), `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
+/// `PKI_RESULT_INVALID_CREDENTIAL_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
+/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_create(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    expire_seconds: i64,
+    grace_seconds: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        let policy = CredentialPolicy {
+            expire: time::Duration::seconds(expire_seconds),
+            grace: time::Duration::seconds(grace_seconds),
+        };
+        let doc = CredentialState::new(name, policy, None)?;
+        driver(store).create::<CredentialEngine>(&credential_key(name), &doc)?;
+        Ok(())
+    })
+}
+
+/// Takes every bookkeeping step that is due at `now` (keep the current
+/// credential as old, record a mint attempt), each committed on its own,
+/// and says what the embedder must do next.
+///
+/// On success the caller owns `*out_action` and frees it with
+/// `pki_cred_action_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
+/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes; `out_action` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_next(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    now: i64,
+    out_action: *mut *mut pki_cred_action,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        out_ptr(out_action, "out_action")?;
+        let now = time_in(now, "now")?;
+        let action = next(store, name, now)?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_action, into_handle(action)) };
+        Ok(())
+    })
+}
+
+fn next(store: &pki_store, name: &str, now: OffsetDateTime) -> Result<pki_cred_action, Failure> {
+    let driver = driver(store);
+    let key = credential_key(name);
+    let mut rng = crate::abi::os_rng();
+    // A rotation has two bookkeeping steps in a row; the bound only guards
+    // against a bug looping.
+    for _ in 0..8 {
+        let (doc, _) = driver.load::<CredentialEngine>(&key)?;
+        let action = |kind, rotation, attempt, wait_until, credential: &[u8]| pki_cred_action {
+            kind,
+            rotation,
+            attempt,
+            wait_until,
+            credential: CText::from_bytes(credential),
+        };
+        return Ok(match next_action(&doc, now) {
+            Action::Step(_) => {
+                driver.step::<CredentialEngine, _>(&key, &CredentialInput::Step, now, &mut rng)?;
+                continue;
+            }
+            Action::Mint { rotation, attempt } => {
+                action(PKI_CRED_ACTION_MINT, rotation, attempt, time_out(now), &[])
+            }
+            Action::Revoke { rotation, value } => action(
+                PKI_CRED_ACTION_REVOKE,
+                rotation,
+                0,
+                time_out(now),
+                value.as_bytes(),
+            ),
+            Action::Wait { until, .. } => action(PKI_CRED_ACTION_WAIT, 0, 0, time_out(until), &[]),
+        });
+    }
+    Err(Failure::new(
+        pki_result::PKI_RESULT_UNEXPECTED,
+        format!("credential \"{name}\": still stepping after 8 steps"),
+    ))
+}
+
+/// `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE` or
+/// `PKI_CRED_ACTION_WAIT`; 0 for NULL.
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_kind(action: *const pki_cred_action) -> u32 {
+    // SAFETY: NULL or a live handle (contract).
+    boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.kind))
+}
+
+/// The rotation to mint for, or whose old credential to revoke; 0 for a
+/// wait or NULL.
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_rotation(action: *const pki_cred_action) -> u64 {
+    // SAFETY: NULL or a live handle (contract).
+    boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.rotation))
+}
+
+/// The attempt of a mint (1, then one more after each failure); 0 otherwise.
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_attempt(action: *const pki_cred_action) -> u32 {
+    // SAFETY: NULL or a live handle (contract).
+    boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.attempt))
+}
+
+/// Unix seconds: the end of a wait (the time asked for otherwise); 0 for NULL.
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_wait_until(action: *const pki_cred_action) -> i64 {
+    // SAFETY: NULL or a live handle (contract).
+    boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.wait_until))
+}
+
+/// The credential to revoke (empty for other actions).
+///
+/// Borrowed: valid until `action` is freed (its memory is zeroed then).
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_credential(action: *const pki_cred_action) -> pki_bytes {
+    boundary_value(pki_bytes::EMPTY, || {
+        // SAFETY: NULL or a live handle (contract).
+        unsafe { action.as_ref() }.map_or(pki_bytes::EMPTY, |a| a.credential.view())
+    })
+}
+
+/// Frees an action (zeroing the credential it holds). NULL is accepted.
+///
+/// # Safety
+///
+/// `action` must be NULL or a live `pki_cred_action` not freed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_action_free(action: *mut pki_cred_action) {
+    // SAFETY: NULL or a live handle freed once (contract).
+    boundary_value((), || unsafe { free_handle(action) })
+}
+
+fn report(store: &pki_store, name: &str, input: CredentialInput, now: i64) -> Result<(), Failure> {
+    let now = time_in(now, "now")?;
+    driver(store).step::<CredentialEngine, _>(
+        &credential_key(name),
+        &input,
+        now,
+        &mut crate::abi::os_rng(),
+    )?;
+    Ok(())
+}
+
+/// Reports that the mint of `rotation`/`attempt` produced `credential`
+/// (`credential_len` bytes, surrounding whitespace trimmed): it becomes
+/// current, with `now` as its mint time. An empty credential, or one already
+/// in use, is recorded as a failed attempt instead. Reporting the same mint
+/// twice is accepted.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT`
+/// (not the attempt the document waits for: nothing recorded),
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
+/// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes; `credential` NULL or valid for `credential_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_report_minted(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    attempt: u32,
+    credential: *const u8,
+    credential_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let credential = unsafe { bytes_in(credential, credential_len, "credential") }?;
+        let value = Secret::from_output(credential);
+        report(
+            store,
+            name,
+            CredentialInput::Minted {
+                rotation,
+                attempt,
+                value,
+            },
+            now,
+        )
+    })
+}
+
+/// Reports that the mint of `rotation`/`attempt` failed (`message`,
+/// `message_len` bytes of UTF-8, is shown in the status): recorded with a
+/// retry time (30 s, doubling, at most 1 h).
+///
+/// Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
+/// for a message that is not UTF-8.
+///
+/// # Safety
+///
+/// As for `pki_cred_report_minted`, with `message` valid for `message_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_report_mint_failed(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    attempt: u32,
+    message: *const c_char,
+    message_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let message = unsafe { str_in(message, message_len, "message") }?.to_string();
+        report(
+            store,
+            name,
+            CredentialInput::MintFailed {
+                rotation,
+                attempt,
+                message,
+            },
+            now,
+        )
+    })
+}
+
+/// Reports that the old credential of `rotation` is revoked (or was
+/// already): it is forgotten. Refused for the current credential.
+///
+/// Returns as `pki_cred_report_minted`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_report_revoked(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        report(store, name, CredentialInput::Revoked { rotation }, now)
+    })
+}
+
+/// Reports that revoking the old credential of `rotation` failed: it is
+/// kept, and the revocation retried after a backoff.
+///
+/// Returns as `pki_cred_report_mint_failed`.
+///
+/// # Safety
+///
+/// As for `pki_cred_report_mint_failed`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_report_revoke_failed(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    message: *const c_char,
+    message_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let message = unsafe { str_in(message, message_len, "message") }?.to_string();
+        report(
+            store,
+            name,
+            CredentialInput::RevokeFailed { rotation, message },
+            now,
+        )
+    })
+}
+
+/// The credential's status at `now` as JSON (the objects of `pki cred
+/// status --json`'s `credentials`): state, times, failure, next action,
+/// history; never a credential.
+///
+/// On success the caller owns `*out_json` and frees it with `pki_buffer_free`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes; `out_json` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_status_json(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    now: i64,
+    out_json: *mut *mut pki_buffer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        out_ptr(out_json, "out_json")?;
+        let now = time_in(now, "now")?;
+        let (doc, _) = driver(store).load::<CredentialEngine>(&credential_key(name))?;
+        let json = serde_json::to_vec(&CredentialStatus::of(&doc, now))
+            .map_err(|e| Failure::new(pki_result::PKI_RESULT_UNEXPECTED, e.to_string()))?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_json, into_handle(pki_buffer::new(&json))) };
+        Ok(())
+    })
+}
+
+/// The current credential (what consumers use).
+///
+/// On success the caller owns `*out_credential` and frees it with
+/// `pki_buffer_free` (which zeroes it). `PKI_RESULT_NOT_FOUND` before the
+/// first mint.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes; `out_credential` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_current(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    out_credential: *mut *mut pki_buffer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        out_ptr(out_credential, "out_credential")?;
+        let (doc, _) = driver(store).load::<CredentialEngine>(&credential_key(name))?;
+        let current = doc.current.ok_or_else(|| {
+            Failure::new(
+                pki_result::PKI_RESULT_NOT_FOUND,
+                format!("credential \"{name}\" has not been minted yet"),
+            )
+        })?;
+        let buffer = into_handle(pki_buffer::new(current.value.as_bytes()));
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_credential, buffer) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::store::pki_store_new_memory;
+    use pki_result::*;
+
+    const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+    struct Store(*mut pki_store);
+    impl Drop for Store {
+        fn drop(&mut self) {
+            // SAFETY: made by pki_store_new_memory, freed once.
+            unsafe { crate::store::pki_store_free(self.0) }
+        }
+    }
+
+    fn next_of(store: &Store, now: i64) -> (u32, u64, u32, i64, Vec<u8>) {
+        let mut action = std::ptr::null_mut();
+        // SAFETY: live store, static name, valid out pointer.
+        let r = unsafe { pki_cred_next(store.0, c"db".as_ptr(), 2, now, &mut action) };
+        assert_eq!(r, PKI_RESULT_OK);
+        // SAFETY: `action` is live until freed below.
+        let out = unsafe {
+            let b = pki_cred_action_credential(action);
+            let cred = if b.data.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(b.data, b.len).to_vec()
+            };
+            (
+                pki_cred_action_kind(action),
+                pki_cred_action_rotation(action),
+                pki_cred_action_attempt(action),
+                pki_cred_action_wait_until(action),
+                cred,
+            )
+        };
+        // SAFETY: freed once.
+        unsafe { pki_cred_action_free(action) };
+        out
+    }
+
+    #[test]
+    fn a_rotation_through_the_c_abi_mints_once_and_never_revokes_current() {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        assert_eq!(unsafe { pki_store_new_memory(&mut raw) }, PKI_RESULT_OK);
+        let store = Store(raw);
+        let name = c"db".as_ptr();
+        // SAFETY: live store, static name and data.
+        unsafe {
+            assert_eq!(
+                pki_cred_create(store.0, name, 2, 3600, 3600),
+                PKI_RESULT_INVALID_CREDENTIAL_POLICY
+            );
+            assert_eq!(
+                pki_cred_create(store.0, c"Bad".as_ptr(), 3, 3600, 60),
+                PKI_RESULT_INVALID_CREDENTIAL_NAME
+            );
+            assert_eq!(pki_cred_create(store.0, name, 2, 3600, 60), PKI_RESULT_OK);
+        }
+        assert_eq!(
+            next_of(&store, T0),
+            (PKI_CRED_ACTION_MINT, 1, 1, T0, vec![])
+        );
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                pki_cred_report_minted(store.0, name, 2, 1, 2, b"x".as_ptr(), 1, T0),
+                PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT
+            );
+            assert_eq!(
+                pki_cred_report_minted(store.0, name, 2, 1, 1, b"one\n".as_ptr(), 4, T0),
+                PKI_RESULT_OK
+            );
+            assert_eq!(
+                pki_cred_report_revoked(store.0, name, 2, 1, T0),
+                PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT
+            );
+        }
+        assert_eq!(
+            next_of(&store, T0),
+            (PKI_CRED_ACTION_WAIT, 0, 0, T0 + 3600, vec![])
+        );
+        // Due: the bookkeeping steps are taken, then a mint is asked for.
+        assert_eq!(
+            next_of(&store, T0 + 3600),
+            (PKI_CRED_ACTION_MINT, 2, 1, T0 + 3600, vec![])
+        );
+        // SAFETY: as above.
+        unsafe {
+            let msg = "quota exceeded";
+            assert_eq!(
+                pki_cred_report_mint_failed(
+                    store.0,
+                    name,
+                    2,
+                    2,
+                    1,
+                    msg.as_ptr().cast(),
+                    msg.len(),
+                    T0 + 3600
+                ),
+                PKI_RESULT_OK
+            );
+        }
+        assert_eq!(
+            next_of(&store, T0 + 3600),
+            (PKI_CRED_ACTION_WAIT, 0, 0, T0 + 3630, vec![])
+        );
+        assert_eq!(
+            next_of(&store, T0 + 3630),
+            (PKI_CRED_ACTION_MINT, 2, 2, T0 + 3630, vec![])
+        );
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                pki_cred_report_minted(store.0, name, 2, 2, 2, b"two".as_ptr(), 3, T0 + 3630),
+                PKI_RESULT_OK
+            );
+        }
+        assert_eq!(
+            next_of(&store, T0 + 3631),
+            (PKI_CRED_ACTION_WAIT, 0, 0, T0 + 3690, vec![])
+        );
+        assert_eq!(
+            next_of(&store, T0 + 3690),
+            (PKI_CRED_ACTION_REVOKE, 1, 0, T0 + 3690, b"one".to_vec())
+        );
+        let mut json = std::ptr::null_mut();
+        let mut current = std::ptr::null_mut();
+        // SAFETY: as above; buffers freed once.
+        unsafe {
+            assert_eq!(
+                pki_cred_status_json(store.0, name, 2, T0 + 3690, &mut json),
+                PKI_RESULT_OK
+            );
+            let b = crate::buffer::pki_buffer_data(json);
+            let text = std::str::from_utf8(std::slice::from_raw_parts(b.data, b.len))
+                .unwrap()
+                .to_string();
+            crate::buffer::pki_buffer_free(json);
+            assert!(
+                text.contains("\"state\":\"revoking\"") && !text.contains("two"),
+                "{text}"
+            );
+            assert_eq!(
+                pki_cred_report_revoked(store.0, name, 2, 1, T0 + 3690),
+                PKI_RESULT_OK
+            );
+            assert_eq!(
+                pki_cred_current(store.0, name, 2, &mut current),
+                PKI_RESULT_OK
+            );
+            let b = crate::buffer::pki_buffer_data(current);
+            assert_eq!(std::slice::from_raw_parts(b.data, b.len), b"two");
+            crate::buffer::pki_buffer_free(current);
+        }
+        assert_eq!(next_of(&store, T0 + 3690).0, PKI_CRED_ACTION_WAIT);
+    }
+}

@@ -1,0 +1,995 @@
+//! The credential engine: a crash-safe step machine for credentials that an
+//! outside system mints and revokes (OpenShift's cloud-credential-operator
+//! rotation, a database role, a Redis ACL user…).
+//!
+//! pki never holds a secret of the outside system: it decides the next step
+//! and the embedder (the CLI through its hooks, a controller through the C
+//! ABI) performs it and reports the result as [`CredentialInput`]. One
+//! rotation goes through these steps, each its own committed document:
+//!
+//! ```text
+//! current ─(mint_time + expire passed)─▶ keep current as old
+//!         ─▶ start mint (rotation id and attempt recorded BEFORE the hook runs)
+//!         ─▶ embedder mints, reports Minted ─▶ current = new, mint time recorded
+//!         ─▶ wait until mint_time + grace
+//!         ─▶ embedder revokes old (idempotent), reports Revoked ─▶ old forgotten
+//! ```
+//!
+//! So a crash between any two steps resumes at the right one: a recorded
+//! mint attempt is never started again (the embedder adopts what it
+//! captured, or reports the attempt failed), the current credential is
+//! never revoked, and an old credential is kept until its revocation is
+//! reported. At most two credentials are live: a rotation never starts
+//! while an old one waits for revocation. A failed hook is recorded with
+//! an exponential retry-after (capped), never a half-written state.
+//!
+//! [`next_action`] tells the embedder what to do now: a bookkeeping
+//! [`Action::Step`] (run the driver with [`CredentialInput::Step`]), a
+//! [`Action::Mint`] or [`Action::Revoke`] to perform and report, or
+//! [`Action::Wait`] until a time.
+
+use crate::document::Files;
+use crate::engine::{Engine, Outcome};
+use crate::error::{Result, RotateError};
+use pki_core::datetime::rfc3339;
+use pki_core::policy::human;
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use time::{Duration, OffsetDateTime};
+use zeroize::Zeroizing;
+
+pub mod document;
+pub mod status;
+
+/// The first retry after a failed hook waits this long; each further
+/// consecutive failure doubles it, up to [`BACKOFF_CAP`].
+pub const BACKOFF_BASE: Duration = Duration::seconds(30);
+/// The longest wait between two attempts of a failing hook.
+pub const BACKOFF_CAP: Duration = Duration::hours(1);
+/// How many rotations the history keeps (oldest dropped first).
+pub const HISTORY_LIMIT: usize = 100;
+
+/// The store key of the credential `name`: `creds/NAME`.
+pub fn credential_key(name: &str) -> String {
+    format!("{}/{name}", document::CREDS_DIR)
+}
+
+/// Checks a credential name: 1-64 characters of `[a-z0-9._-]`, not
+/// starting with `.` (it becomes a store key segment and a directory).
+pub fn validate_credential_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(RotateError::InvalidCredentialName(name.to_string()))
+    }
+}
+
+/// A credential's bytes, as the mint hook printed them (trimmed). Zeroized
+/// on drop and never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Zeroizing<Vec<u8>>);
+
+impl Secret {
+    /// Wraps credential bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        Secret(Zeroizing::new(bytes.into()))
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Hook output as a credential: surrounding ASCII whitespace removed
+    /// (a trailing newline is not part of the credential).
+    pub fn from_output(output: &[u8]) -> Self {
+        Secret::new(output.trim_ascii())
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+/// How long a credential lives and how long its predecessor stays usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CredentialPolicy {
+    /// A credential is rotated once `mint_time + expire` has passed (CCO's
+    /// `ExpireHours`).
+    pub expire: Duration,
+    /// The previous credential is revoked once `mint_time + grace` of its
+    /// successor has passed (CCO hardcodes 10 minutes).
+    pub grace: Duration,
+}
+
+impl CredentialPolicy {
+    /// Refuses an expiry that is not positive, a negative grace, and a
+    /// grace not shorter than the expiry (the next rotation would be due
+    /// while the old credential still waits: three would be live).
+    pub fn validate(&self) -> Result<()> {
+        if self.expire <= Duration::ZERO {
+            return Err(RotateError::InvalidCredentialPolicy(format!(
+                "expiry must be positive, got {}",
+                human(self.expire)
+            )));
+        }
+        if self.grace < Duration::ZERO {
+            return Err(RotateError::InvalidCredentialPolicy(format!(
+                "grace period must not be negative, got {}",
+                human(self.grace)
+            )));
+        }
+        if self.grace >= self.expire {
+            return Err(RotateError::InvalidCredentialPolicy(format!(
+                "grace period {} must be shorter than the expiry {}: the next rotation would be due before the old credential is revoked",
+                human(self.grace),
+                human(self.expire)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The commands the CLI runs to mint and revoke (`sh -c CMD`). Kept in
+/// the document so that `pki cred reconcile` needs only the store; an
+/// embedder that performs the actions itself leaves them out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hooks {
+    /// Prints the new credential on stdout (environment `PKI_CRED_NAME`).
+    pub mint: String,
+    /// Revokes the credential it reads on stdin; an already revoked one is success.
+    pub revoke: String,
+}
+
+/// A minted credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The rotation that minted it (1 for the first credential).
+    pub rotation: u64,
+    /// When its mint was recorded.
+    pub minted_at: OffsetDateTime,
+    /// The credential itself.
+    pub value: Secret,
+}
+
+/// A mint recorded as started: the embedder runs the mint once for it and
+/// reports the result. Recorded before the hook runs, so after a crash the
+/// embedder knows a hook may have run for it and adopts what it captured
+/// instead of minting again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MintAttempt {
+    /// The rotation it mints for.
+    pub rotation: u64,
+    /// 1 for the first try, then one more after each failure.
+    pub attempt: u32,
+    /// When it was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+}
+
+/// Which outside action a hook performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookAction {
+    /// Minting a new credential.
+    Mint,
+    /// Revoking the old credential.
+    Revoke,
+}
+
+impl std::fmt::Display for HookAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HookAction::Mint => "mint",
+            HookAction::Revoke => "revoke",
+        })
+    }
+}
+
+/// The last failure of an outside action, until it succeeds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HookFailure {
+    /// Mint or revoke.
+    pub action: HookAction,
+    /// The rotation it was for (for a revoke: the old credential's).
+    pub rotation: u64,
+    /// Consecutive failures so far.
+    pub failures: u32,
+    /// What the embedder said went wrong.
+    pub message: String,
+    /// When it failed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// No new attempt before this time.
+    #[serde(with = "time::serde::rfc3339")]
+    pub retry_after: OffsetDateTime,
+}
+
+/// One rotation in the history.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RotationRecord {
+    /// The rotation id.
+    pub rotation: u64,
+    /// When its credential's mint was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub minted_at: OffsetDateTime,
+    /// Which attempt minted it.
+    pub attempts: u32,
+    /// When its credential's revocation was recorded (None: still live).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+/// The whole state of one credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialState {
+    /// Its name: store key `creds/NAME`, files `creds/NAME/…`.
+    pub name: String,
+    /// Expiry and grace.
+    pub policy: CredentialPolicy,
+    /// The CLI's hook commands, if any.
+    pub hooks: Option<Hooks>,
+    /// The credential consumers use (None until the first mint).
+    pub current: Option<Credential>,
+    /// The previous credential, until its revocation is recorded. Equal to
+    /// `current` between "keep current as old" and the new mint.
+    pub old: Option<Credential>,
+    /// A mint recorded as started and not yet reported.
+    pub mint: Option<MintAttempt>,
+    /// The last failure of the step in progress.
+    pub failure: Option<HookFailure>,
+    /// The id the next rotation gets.
+    pub next_rotation: u64,
+    /// Minted credentials, oldest first (at most [`HISTORY_LIMIT`]).
+    pub history: Vec<RotationRecord>,
+}
+
+impl CredentialState {
+    /// A credential with nothing minted yet: the first step mints.
+    pub fn new(name: &str, policy: CredentialPolicy, hooks: Option<Hooks>) -> Result<Self> {
+        validate_credential_name(name)?;
+        policy.validate()?;
+        Ok(CredentialState {
+            name: name.to_string(),
+            policy,
+            hooks,
+            current: None,
+            old: None,
+            mint: None,
+            failure: None,
+            next_rotation: 1,
+            history: Vec::new(),
+        })
+    }
+
+    /// Checks the invariants every stored document keeps.
+    pub fn validate(&self) -> Result<()> {
+        validate_credential_name(&self.name)?;
+        self.policy.validate()?;
+        let bad = |reason: &str| {
+            Err(RotateError::corrupt(
+                format!("credential \"{}\"", self.name),
+                reason,
+            ))
+        };
+        if self.old.is_some() && self.current.is_none() {
+            return bad("has an old credential but no current one");
+        }
+        if let (Some(old), Some(cur)) = (&self.old, &self.current) {
+            if old.rotation > cur.rotation {
+                return bad("its old credential is newer than the current one");
+            }
+            if old.rotation == cur.rotation && old.value != cur.value {
+                return bad("its old and current credentials share a rotation but differ");
+            }
+            if old.rotation != cur.rotation && old.value == cur.value {
+                return bad("its old and current credentials are the same credential");
+            }
+        }
+        if let Some(m) = &self.mint {
+            if m.attempt == 0 || m.rotation >= self.next_rotation {
+                return bad("its mint in progress has an impossible rotation or attempt");
+            }
+            let kept = match (&self.old, &self.current) {
+                (Some(o), Some(c)) => o.rotation == c.rotation,
+                (None, None) => true,
+                _ => false,
+            };
+            if !kept {
+                return bad(
+                    "a mint is in progress while the current credential is not kept as old",
+                );
+            }
+        }
+        if let Some(c) = &self.current
+            && (c.rotation >= self.next_rotation || c.value.is_empty())
+        {
+            return bad("its current credential has an impossible rotation or is empty");
+        }
+        Ok(())
+    }
+
+    /// Whether a credential is live only as the old one, waiting for its
+    /// revocation (the grace period or a failing revoke).
+    pub fn in_grace(&self) -> bool {
+        matches!((&self.old, &self.current), (Some(o), Some(c)) if o.rotation != c.rotation)
+    }
+}
+
+/// A bookkeeping step the engine takes by itself when stepped with
+/// [`CredentialInput::Step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// The current credential expired: keep it as old.
+    KeepOld,
+    /// Record a mint attempt as started.
+    StartMint,
+}
+
+/// Why [`Action::Wait`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The current credential is not due for rotation yet.
+    Expiry,
+    /// The old credential stays usable until the grace period ends.
+    Grace,
+    /// The last attempt failed; the next waits for its retry time.
+    Backoff,
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WaitReason::Expiry => "until the credential expires",
+            WaitReason::Grace => "until the grace period ends",
+            WaitReason::Backoff => "until the failed step may be retried",
+        })
+    }
+}
+
+/// What the embedder does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Step the driver with [`CredentialInput::Step`]: it commits this step.
+    Step(StepKind),
+    /// Mint once for this recorded attempt (or adopt what an earlier run
+    /// of it captured) and report [`CredentialInput::Minted`] or
+    /// [`CredentialInput::MintFailed`].
+    Mint {
+        /// The rotation.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// Revoke `value` (already revoked is success) and report
+    /// [`CredentialInput::Revoked`] or [`CredentialInput::RevokeFailed`].
+    Revoke {
+        /// The old credential's rotation.
+        rotation: u64,
+        /// The old credential.
+        value: Secret,
+    },
+    /// Nothing to do before `until`.
+    Wait {
+        /// When to look again.
+        until: OffsetDateTime,
+        /// Why.
+        reason: WaitReason,
+    },
+}
+
+/// What the document asks for at `now`. Pure: the same document and time
+/// give the same action.
+pub fn next_action(doc: &CredentialState, now: OffsetDateTime) -> Action {
+    if let Some(m) = &doc.mint {
+        return Action::Mint {
+            rotation: m.rotation,
+            attempt: m.attempt,
+        };
+    }
+    let backoff = doc
+        .failure
+        .as_ref()
+        .map(|f| f.retry_after)
+        .filter(|t| *t > now)
+        .map(|until| Action::Wait {
+            until,
+            reason: WaitReason::Backoff,
+        });
+    match (&doc.old, &doc.current) {
+        (Some(old), Some(current)) if old.rotation != current.rotation => {
+            let grace_end = current.minted_at + doc.policy.grace;
+            if now < grace_end {
+                return Action::Wait {
+                    until: grace_end,
+                    reason: WaitReason::Grace,
+                };
+            }
+            backoff.unwrap_or_else(|| Action::Revoke {
+                rotation: old.rotation,
+                value: old.value.clone(),
+            })
+        }
+        // Kept as old, or nothing minted yet: mint.
+        (Some(_), Some(_)) | (_, None) => backoff.unwrap_or(Action::Step(StepKind::StartMint)),
+        (None, Some(current)) => {
+            let due = current.minted_at + doc.policy.expire;
+            if now >= due {
+                Action::Step(StepKind::KeepOld)
+            } else {
+                Action::Wait {
+                    until: due,
+                    reason: WaitReason::Expiry,
+                }
+            }
+        }
+    }
+}
+
+/// The next retry time after `failures` consecutive failures at `now`.
+pub fn retry_after(failures: u32, now: OffsetDateTime) -> OffsetDateTime {
+    let exponent = failures.saturating_sub(1).min(20);
+    let wait = BACKOFF_BASE
+        .checked_mul(1i32 << exponent)
+        .unwrap_or(BACKOFF_CAP)
+        .min(BACKOFF_CAP);
+    now + wait
+}
+
+/// What the embedder reports, or asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CredentialInput {
+    /// Take the next bookkeeping step, if one is due (the periodic step).
+    #[default]
+    Step,
+    /// The mint of this attempt printed `value`.
+    Minted {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// The new credential.
+        value: Secret,
+    },
+    /// The mint of this attempt failed (nothing usable was minted).
+    MintFailed {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// What went wrong, for status.
+        message: String,
+    },
+    /// The old credential of this rotation is revoked (or was already).
+    Revoked {
+        /// Its rotation.
+        rotation: u64,
+    },
+    /// Revoking the old credential of this rotation failed.
+    RevokeFailed {
+        /// Its rotation.
+        rotation: u64,
+        /// What went wrong, for status.
+        message: String,
+    },
+}
+
+/// The decision: exactly one step, or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Nothing changes (waiting, an action is the embedder's, or the
+    /// report was already recorded).
+    Nothing {
+        /// The time of the plan.
+        at: OffsetDateTime,
+    },
+    /// Keep the current credential as old.
+    KeepOld {
+        /// The time of the plan.
+        at: OffsetDateTime,
+    },
+    /// Record a mint attempt as started.
+    StartMint {
+        /// The rotation.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// The time of the plan.
+        at: OffsetDateTime,
+    },
+    /// Record the minted credential as current, with its mint time.
+    RecordMint {
+        /// The rotation.
+        rotation: u64,
+        /// The attempt that minted it.
+        attempt: u32,
+        /// The credential.
+        value: Secret,
+        /// The mint time.
+        at: OffsetDateTime,
+    },
+    /// Record a failed step with its retry time.
+    RecordFailure {
+        /// The failure.
+        failure: HookFailure,
+    },
+    /// Forget the old credential: it is revoked.
+    RecordRevoke {
+        /// Its rotation.
+        rotation: u64,
+        /// The time of the plan.
+        at: OffsetDateTime,
+    },
+}
+
+/// What a step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The current credential was kept as old.
+    KeptOld {
+        /// The credential.
+        name: String,
+        /// Its rotation.
+        rotation: u64,
+    },
+    /// A mint attempt was recorded as started.
+    MintStarted {
+        /// The credential.
+        name: String,
+        /// The rotation.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// A new credential is current.
+    Minted {
+        /// The credential.
+        name: String,
+        /// The rotation.
+        rotation: u64,
+    },
+    /// The old credential was revoked.
+    Revoked {
+        /// The credential.
+        name: String,
+        /// The old credential's rotation.
+        rotation: u64,
+    },
+    /// A step failed and waits for its retry.
+    Failed {
+        /// The credential.
+        name: String,
+        /// The failure.
+        failure: HookFailure,
+    },
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::KeptOld { name, rotation } => {
+                write!(f, "cred {name}: kept credential {rotation} as old")
+            }
+            Event::MintStarted {
+                name,
+                rotation,
+                attempt,
+            } => write!(
+                f,
+                "cred {name}: minting rotation {rotation} (attempt {attempt})"
+            ),
+            Event::Minted { name, rotation } => {
+                write!(f, "cred {name}: credential {rotation} is current")
+            }
+            Event::Revoked { name, rotation } => {
+                write!(f, "cred {name}: revoked old credential {rotation}")
+            }
+            Event::Failed { name, failure } => write!(
+                f,
+                "cred {name}: {} of rotation {} failed ({} in a row): {}; retry after {}",
+                failure.action,
+                failure.rotation,
+                failure.failures,
+                failure.message,
+                rfc3339(failure.retry_after)
+            ),
+        }
+    }
+}
+
+/// The credential step machine as an [`Engine`].
+#[derive(Debug, Clone, Copy)]
+pub struct CredentialEngine;
+
+impl Engine for CredentialEngine {
+    const KIND: &'static str = document::KIND;
+    type Document = CredentialState;
+    type Input = CredentialInput;
+    type Plan = Plan;
+    type Event = Event;
+
+    fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Result<Plan> {
+        plan(doc, input, now)
+    }
+
+    fn apply<'d, R: CryptoRng + ?Sized>(
+        doc: &'d CredentialState,
+        plan: Plan,
+        _rng: &mut R,
+    ) -> Result<Outcome<'d, CredentialState, Event>> {
+        apply(doc, plan)
+    }
+
+    fn to_files(doc: &CredentialState) -> Result<Files> {
+        doc.to_files()
+    }
+
+    fn from_files(files: &Files) -> Result<CredentialState> {
+        CredentialState::from_files(files)
+    }
+
+    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
+        document::secret_data_from_files(files)
+    }
+
+    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
+        document::files_from_secret_data(data)
+    }
+}
+
+fn unexpected(doc: &CredentialState, reason: String) -> RotateError {
+    RotateError::UnexpectedCredentialReport {
+        name: doc.name.clone(),
+        reason,
+    }
+}
+
+fn waiting_for(doc: &CredentialState) -> String {
+    match (&doc.mint, &doc.old, &doc.current) {
+        (Some(m), _, _) => format!(
+            "the document waits for rotation {} attempt {}",
+            m.rotation, m.attempt
+        ),
+        (None, Some(o), Some(c)) if o.rotation != c.rotation => {
+            format!(
+                "the document waits for the revocation of credential {}",
+                o.rotation
+            )
+        }
+        _ => "the document waits for no mint or revocation".to_string(),
+    }
+}
+
+/// Decides the one step `input` asks for at `now`.
+pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Result<Plan> {
+    doc.validate()?;
+    let nothing = Plan::Nothing { at: now };
+    match input {
+        CredentialInput::Step => Ok(match next_action(doc, now) {
+            Action::Step(StepKind::KeepOld) => Plan::KeepOld { at: now },
+            Action::Step(StepKind::StartMint) => {
+                // A retry continues the failed rotation; otherwise a new one.
+                let (rotation, attempt) = match &doc.failure {
+                    Some(f) if f.action == HookAction::Mint => (f.rotation, f.failures + 1),
+                    _ => (doc.next_rotation, 1),
+                };
+                Plan::StartMint {
+                    rotation,
+                    attempt,
+                    at: now,
+                }
+            }
+            Action::Mint { .. } | Action::Revoke { .. } | Action::Wait { .. } => nothing,
+        }),
+        CredentialInput::Minted {
+            rotation,
+            attempt,
+            value,
+        } => {
+            if let Some(m) = &doc.mint
+                && m.rotation == *rotation
+                && m.attempt == *attempt
+            {
+                // A mint that printed nothing, or a credential already in
+                // use (revoking the old one would then revoke the new one),
+                // is a failed attempt: recorded, retried with backoff.
+                let reused = doc
+                    .current
+                    .iter()
+                    .chain(doc.old.iter())
+                    .any(|c| c.value == *value);
+                let refused = if value.is_empty() {
+                    Some("the mint reported an empty credential")
+                } else if reused {
+                    Some("the mint reported the credential already in use, not a new one")
+                } else {
+                    None
+                };
+                if let Some(message) = refused {
+                    return Ok(mint_failure(*rotation, *attempt, message, now));
+                }
+                return Ok(Plan::RecordMint {
+                    rotation: *rotation,
+                    attempt: *attempt,
+                    value: value.clone(),
+                    at: now,
+                });
+            }
+            match &doc.current {
+                // A concurrent embedder reported the same mint first.
+                Some(c) if c.rotation == *rotation && c.value == *value => Ok(nothing),
+                _ => Err(unexpected(
+                    doc,
+                    format!(
+                        "reported a mint of rotation {rotation} attempt {attempt}, but {}",
+                        waiting_for(doc)
+                    ),
+                )),
+            }
+        }
+        CredentialInput::MintFailed {
+            rotation,
+            attempt,
+            message,
+        } => {
+            if let Some(m) = &doc.mint
+                && m.rotation == *rotation
+                && m.attempt == *attempt
+            {
+                return Ok(mint_failure(*rotation, *attempt, message, now));
+            }
+            match &doc.failure {
+                Some(f)
+                    if f.action == HookAction::Mint
+                        && f.rotation == *rotation
+                        && f.failures >= *attempt =>
+                {
+                    Ok(nothing)
+                }
+                _ => Err(unexpected(
+                    doc,
+                    format!(
+                        "reported a failed mint of rotation {rotation} attempt {attempt}, but {}",
+                        waiting_for(doc)
+                    ),
+                )),
+            }
+        }
+        CredentialInput::Revoked { rotation } => {
+            if doc
+                .current
+                .as_ref()
+                .is_some_and(|c| c.rotation == *rotation)
+            {
+                return Err(unexpected(
+                    doc,
+                    format!(
+                        "refusing to record the revocation of credential {rotation}: it is the current credential"
+                    ),
+                ));
+            }
+            match &doc.old {
+                Some(o) if o.rotation == *rotation => Ok(Plan::RecordRevoke {
+                    rotation: *rotation,
+                    at: now,
+                }),
+                // Already forgotten (a concurrent embedder reported it), or
+                // never known: nothing to keep, nothing to change.
+                _ if *rotation < doc.next_rotation => Ok(nothing),
+                _ => Err(unexpected(
+                    doc,
+                    format!(
+                        "reported the revocation of credential {rotation}, which was never minted"
+                    ),
+                )),
+            }
+        }
+        CredentialInput::RevokeFailed { rotation, message } => match &doc.old {
+            Some(o) if o.rotation == *rotation && doc.in_grace() => {
+                let failures = match &doc.failure {
+                    Some(f) if f.action == HookAction::Revoke && f.rotation == *rotation => {
+                        f.failures + 1
+                    }
+                    _ => 1,
+                };
+                Ok(Plan::RecordFailure {
+                    failure: HookFailure {
+                        action: HookAction::Revoke,
+                        rotation: *rotation,
+                        failures,
+                        message: one_line(message),
+                        at: now,
+                        retry_after: retry_after(failures, now),
+                    },
+                })
+            }
+            _ => Err(unexpected(
+                doc,
+                format!(
+                    "reported a failed revocation of credential {rotation}, but {}",
+                    waiting_for(doc)
+                ),
+            )),
+        },
+    }
+}
+
+fn mint_failure(rotation: u64, attempt: u32, message: &str, now: OffsetDateTime) -> Plan {
+    Plan::RecordFailure {
+        failure: HookFailure {
+            action: HookAction::Mint,
+            rotation,
+            failures: attempt,
+            message: one_line(message),
+            at: now,
+            retry_after: retry_after(attempt, now),
+        },
+    }
+}
+
+/// Status lines and single-line stderr need one line.
+fn one_line(message: &str) -> String {
+    let joined: Vec<&str> = message.split_whitespace().collect();
+    let mut line = joined.join(" ");
+    if line.is_empty() {
+        line = "failed without a message".to_string();
+    }
+    if line.len() > 500 {
+        let mut cut = 500;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+/// Carries out `plan`: one step, one new document.
+pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, CredentialState, Event>> {
+    let (at, next, events) = match plan {
+        Plan::Nothing { at } => {
+            return Ok(Outcome {
+                document: Cow::Borrowed(doc),
+                events: Vec::new(),
+                next_wake: wake(doc, at),
+            });
+        }
+        Plan::KeepOld { at } => {
+            let mut next = doc.clone();
+            let current = next.current.clone().ok_or_else(|| {
+                RotateError::corrupt(
+                    format!("credential \"{}\"", doc.name),
+                    "has no current credential to keep",
+                )
+            })?;
+            let rotation = current.rotation;
+            next.old = Some(current);
+            (
+                at,
+                next,
+                vec![Event::KeptOld {
+                    name: doc.name.clone(),
+                    rotation,
+                }],
+            )
+        }
+        Plan::StartMint {
+            rotation,
+            attempt,
+            at,
+        } => {
+            let mut next = doc.clone();
+            next.mint = Some(MintAttempt {
+                rotation,
+                attempt,
+                started_at: at,
+            });
+            next.next_rotation = next.next_rotation.max(rotation + 1);
+            (
+                at,
+                next,
+                vec![Event::MintStarted {
+                    name: doc.name.clone(),
+                    rotation,
+                    attempt,
+                }],
+            )
+        }
+        Plan::RecordMint {
+            rotation,
+            attempt,
+            value,
+            at,
+        } => {
+            let mut next = doc.clone();
+            next.current = Some(Credential {
+                rotation,
+                minted_at: at,
+                value,
+            });
+            next.mint = None;
+            next.failure = None;
+            next.history.push(RotationRecord {
+                rotation,
+                minted_at: at,
+                attempts: attempt,
+                revoked_at: None,
+            });
+            if next.history.len() > HISTORY_LIMIT {
+                let excess = next.history.len() - HISTORY_LIMIT;
+                next.history.drain(..excess);
+            }
+            (
+                at,
+                next,
+                vec![Event::Minted {
+                    name: doc.name.clone(),
+                    rotation,
+                }],
+            )
+        }
+        Plan::RecordFailure { failure } => {
+            let mut next = doc.clone();
+            if failure.action == HookAction::Mint {
+                next.mint = None;
+            }
+            let at = failure.at;
+            next.failure = Some(failure.clone());
+            (
+                at,
+                next,
+                vec![Event::Failed {
+                    name: doc.name.clone(),
+                    failure,
+                }],
+            )
+        }
+        Plan::RecordRevoke { rotation, at } => {
+            let mut next = doc.clone();
+            next.old = None;
+            next.failure = None;
+            if let Some(r) = next.history.iter_mut().find(|r| r.rotation == rotation) {
+                r.revoked_at = Some(at);
+            }
+            (
+                at,
+                next,
+                vec![Event::Revoked {
+                    name: doc.name.clone(),
+                    rotation,
+                }],
+            )
+        }
+    };
+    next.validate()?;
+    let next_wake = wake(&next, at);
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake,
+    })
+}
+
+fn wake(doc: &CredentialState, now: OffsetDateTime) -> OffsetDateTime {
+    match next_action(doc, now) {
+        Action::Wait { until, .. } => until.max(now),
+        _ => now,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! The credential's document and its files.
+//!
+//! Files, all under `creds/NAME/` (the store key is `creds/NAME`):
+//!
+//! | file | what | Secret data key |
+//! |---|---|---|
+//! | `state.json` | the document below (secret: the hook commands may carry an admin password) | `state.json` |
+//! | `current` | the current credential, as the mint hook printed it (trimmed) | `current` |
+//! | `old` | the previous credential, until its revocation is recorded | `old` |
+//!
+//! Every file is secret (mode 0600). `old` exists from "keep current as
+//! old" (then equal to `current`) until the revocation is recorded.
+//!
+//! Format version 1, fields of `state.json`: `kind` (`"credential"`),
+//! `version` (1), `name`, `policy` (`expire_seconds`, `grace_seconds`),
+//! `hooks` (`mint`, `revoke`, or null), `current` and `old` (`rotation`,
+//! `minted_at`, or null: the values live in their own files), `mint` (the
+//! attempt recorded as started: `rotation`, `attempt`, `started_at`, or
+//! null), `failure` (`action`, `rotation`, `failures`, `message`, `at`,
+//! `retry_after`, or null), `next_rotation`, `history` (`rotation`,
+//! `minted_at`, `attempts`, `revoked_at`).
+
+use crate::credential::{
+    Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
+    Secret, validate_credential_name,
+};
+use crate::document::{Envelope, File, Files, SecretData};
+use crate::error::{Result, RotateError};
+use time::{Duration, OffsetDateTime};
+use zeroize::Zeroizing;
+
+/// The document kind.
+pub const KIND: &str = "credential";
+/// The format version this build writes (and the newest it reads).
+pub const VERSION: u32 = 1;
+/// The directory all credentials live under.
+pub const CREDS_DIR: &str = "creds";
+/// The document file, in `creds/NAME/`.
+pub const STATE_FILE: &str = "state.json";
+/// The current credential, in `creds/NAME/`.
+pub const CURRENT_FILE: &str = "current";
+/// The previous credential during the grace period, in `creds/NAME/`.
+pub const OLD_FILE: &str = "old";
+
+/// `creds/NAME/FILE`.
+pub fn credential_path(name: &str, file: &str) -> String {
+    format!("{CREDS_DIR}/{name}/{file}")
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    kind: String,
+    version: u32,
+    name: String,
+    policy: PolicyJson,
+    hooks: Option<Hooks>,
+    current: Option<CredentialJson>,
+    old: Option<CredentialJson>,
+    mint: Option<MintAttempt>,
+    failure: Option<HookFailure>,
+    next_rotation: u64,
+    history: Vec<RotationRecord>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyJson {
+    expire_seconds: i64,
+    grace_seconds: i64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialJson {
+    rotation: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    minted_at: OffsetDateTime,
+}
+
+impl CredentialState {
+    fn document(&self) -> Document {
+        let meta = |c: &Credential| CredentialJson {
+            rotation: c.rotation,
+            minted_at: c.minted_at,
+        };
+        Document {
+            kind: KIND.to_string(),
+            version: VERSION,
+            name: self.name.clone(),
+            policy: PolicyJson {
+                expire_seconds: self.policy.expire.whole_seconds(),
+                grace_seconds: self.policy.grace.whole_seconds(),
+            },
+            hooks: self.hooks.clone(),
+            current: self.current.as_ref().map(meta),
+            old: self.old.as_ref().map(meta),
+            mint: self.mint,
+            failure: self.failure.clone(),
+            next_rotation: self.next_rotation,
+            history: self.history.clone(),
+        }
+    }
+
+    /// The files form (see the module's table).
+    pub fn to_files(&self) -> Result<Files> {
+        self.validate()?;
+        let mut files = Files::new();
+        let state = credential_path(&self.name, STATE_FILE);
+        let json = serde_json::to_vec_pretty(&self.document())
+            .map_err(|e| RotateError::json(state.clone(), e))?;
+        files.insert(state, File::secret(json))?;
+        if let Some(c) = &self.current {
+            files.insert(
+                credential_path(&self.name, CURRENT_FILE),
+                File::secret(c.value.as_bytes()),
+            )?;
+        }
+        if let Some(o) = &self.old {
+            files.insert(
+                credential_path(&self.name, OLD_FILE),
+                File::secret(o.value.as_bytes()),
+            )?;
+        }
+        Ok(files)
+    }
+
+    /// Reads the files form. The document is found by its one
+    /// `creds/NAME/state.json`; a missing credential file it names is an
+    /// error naming it.
+    pub fn from_files(files: &Files) -> Result<Self> {
+        let (state_path, json) = files
+            .iter()
+            .find(|(p, _)| {
+                p.strip_prefix(CREDS_DIR)
+                    .and_then(|r| r.strip_prefix('/'))
+                    .and_then(|r| r.split_once('/'))
+                    .is_some_and(|(_, f)| f == STATE_FILE)
+            })
+            .ok_or_else(|| {
+                RotateError::corrupt(format!("{CREDS_DIR}/NAME/{STATE_FILE}"), "missing")
+            })?;
+        let doc = parse(state_path, &json.contents)?;
+        let expected = credential_path(&doc.name, STATE_FILE);
+        if state_path != expected {
+            return Err(RotateError::corrupt(
+                state_path,
+                format!(
+                    "names credential \"{}\", which belongs in {expected}",
+                    doc.name.escape_debug()
+                ),
+            ));
+        }
+        let value = |file: &str| -> Result<Secret> {
+            let path = credential_path(&doc.name, file);
+            files
+                .get(&path)
+                .map(Secret::new)
+                .ok_or_else(|| RotateError::corrupt(path, "missing (state.json records it)"))
+        };
+        let current = match &doc.current {
+            Some(c) => Some(Credential {
+                rotation: c.rotation,
+                minted_at: c.minted_at,
+                value: value(CURRENT_FILE)?,
+            }),
+            None => None,
+        };
+        let old = match &doc.old {
+            Some(c) => Some(Credential {
+                rotation: c.rotation,
+                minted_at: c.minted_at,
+                value: value(OLD_FILE)?,
+            }),
+            None => None,
+        };
+        let state = CredentialState {
+            name: doc.name,
+            policy: CredentialPolicy {
+                expire: Duration::seconds(doc.policy.expire_seconds),
+                grace: Duration::seconds(doc.policy.grace_seconds),
+            },
+            hooks: doc.hooks,
+            current,
+            old,
+            mint: doc.mint,
+            failure: doc.failure,
+            next_rotation: doc.next_rotation,
+            history: doc.history,
+        };
+        state.validate().map_err(|e| match e {
+            RotateError::CorruptState { reason, .. } => RotateError::corrupt(state_path, reason),
+            other => other,
+        })?;
+        Ok(state)
+    }
+}
+
+fn parse(location: &str, bytes: &[u8]) -> Result<Document> {
+    Envelope::probe(location, bytes)?.check(location, KIND, VERSION, |_| false)?;
+    let doc: Document =
+        serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?;
+    validate_credential_name(&doc.name)?;
+    Ok(doc)
+}
+
+/// The credential's files under Secret data keys: the file names inside
+/// `creds/NAME/` (`state.json`, `current`, `old`): one Secret per
+/// credential, as CCO keeps one Secret per CredentialsRequest.
+pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
+    let mut data = SecretData::new();
+    for (path, file) in files.iter() {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if data
+            .insert(name.to_string(), file.contents.clone())
+            .is_some()
+        {
+            return Err(RotateError::corrupt(
+                path,
+                format!("maps to Secret data key \"{name}\", which another file also maps to"),
+            ));
+        }
+    }
+    Ok(data)
+}
+
+/// The files back from Secret data: `state.json` names the credential.
+pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+    let json = data
+        .get(STATE_FILE)
+        .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
+    let doc = parse(STATE_FILE, json)?;
+    let mut files = Files::new();
+    for file in [STATE_FILE, CURRENT_FILE, OLD_FILE] {
+        if let Some(value) = data.get(file) {
+            files.insert(
+                credential_path(&doc.name, file),
+                File {
+                    contents: Zeroizing::clone(value),
+                    secret: true,
+                },
+            )?;
+        }
+    }
+    Ok(files)
+}

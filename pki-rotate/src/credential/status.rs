@@ -1,0 +1,105 @@
+//! What `pki cred status --json` and the C ABI report about a credential:
+//! never a credential's value.
+
+use crate::credential::{
+    Action, CredentialState, HookFailure, RotationRecord, StepKind, next_action,
+};
+use time::OffsetDateTime;
+
+/// The report's format version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One credential's state at a time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialStatus {
+    /// The credential's name.
+    pub name: String,
+    /// `minting` (a mint recorded as started), `rotating` (kept as old, mint
+    /// next), `grace` (old and new both live), `revoking` (grace over, old
+    /// to revoke), `failing` (waiting to retry a failed step), `idle`.
+    pub state: &'static str,
+    /// The expiry, in seconds.
+    pub expire_seconds: i64,
+    /// The grace period, in seconds.
+    pub grace_seconds: i64,
+    /// The current credential.
+    pub current: Option<CredentialInfo>,
+    /// The old credential, until its revocation is recorded.
+    pub old: Option<CredentialInfo>,
+    /// The mint recorded as started, if any.
+    pub mint: Option<crate::credential::MintAttempt>,
+    /// The last failure of the step in progress.
+    pub failure: Option<HookFailure>,
+    /// What happens next: `mint`, `revoke`, `keep-old`, `start-mint`, `wait`.
+    pub next_action: &'static str,
+    /// When it happens (now, or the end of the wait).
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_at: OffsetDateTime,
+    /// Past rotations, oldest first.
+    pub history: Vec<RotationRecord>,
+}
+
+/// A credential's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialInfo {
+    /// The rotation that minted it.
+    pub rotation: u64,
+    /// When its mint was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub minted_at: OffsetDateTime,
+    /// For the current one: when it is due for rotation. For the old one:
+    /// when its grace period ends.
+    #[serde(with = "time::serde::rfc3339")]
+    pub until: OffsetDateTime,
+}
+
+impl CredentialStatus {
+    /// The status of `doc` at `now`.
+    pub fn of(doc: &CredentialState, now: OffsetDateTime) -> Self {
+        let action = next_action(doc, now);
+        let (next_action_name, next_at) = match &action {
+            Action::Step(StepKind::KeepOld) => ("keep-old", now),
+            Action::Step(StepKind::StartMint) => ("start-mint", now),
+            Action::Mint { .. } => ("mint", now),
+            Action::Revoke { .. } => ("revoke", now),
+            Action::Wait { until, .. } => ("wait", *until),
+        };
+        let backoff = doc.failure.as_ref().is_some_and(|f| f.retry_after > now);
+        let state = if doc.mint.is_some() {
+            "minting"
+        } else if backoff {
+            "failing"
+        } else if doc.in_grace() {
+            match action {
+                Action::Revoke { .. } => "revoking",
+                _ => "grace",
+            }
+        } else if doc.old.is_some() || doc.current.is_none() {
+            "rotating"
+        } else {
+            "idle"
+        };
+        let grace_end = doc.current.as_ref().map(|c| c.minted_at + doc.policy.grace);
+        CredentialStatus {
+            name: doc.name.clone(),
+            state,
+            expire_seconds: doc.policy.expire.whole_seconds(),
+            grace_seconds: doc.policy.grace.whole_seconds(),
+            current: doc.current.as_ref().map(|c| CredentialInfo {
+                rotation: c.rotation,
+                minted_at: c.minted_at,
+                until: c.minted_at + doc.policy.expire,
+            }),
+            old: doc.old.as_ref().map(|o| CredentialInfo {
+                rotation: o.rotation,
+                minted_at: o.minted_at,
+                until: grace_end.unwrap_or(o.minted_at),
+            }),
+            mint: doc.mint,
+            failure: doc.failure.clone(),
+            next_action: next_action_name,
+            next_at,
+            history: doc.history.clone(),
+        }
+    }
+}

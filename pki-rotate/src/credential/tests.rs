@@ -1,0 +1,563 @@
+use super::*;
+use crate::document::File;
+use crate::driver::Driver;
+use crate::store::MemoryStore;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use time::macros::datetime;
+
+// 2026-01-01, a fixed start: nothing here reads the clock.
+const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+fn policy() -> CredentialPolicy {
+    CredentialPolicy {
+        expire: Duration::hours(720),
+        grace: Duration::minutes(10),
+    }
+}
+
+fn fresh() -> CredentialState {
+    CredentialState::new("db", policy(), None).unwrap()
+}
+
+fn step(
+    doc: &CredentialState,
+    input: CredentialInput,
+    now: OffsetDateTime,
+) -> Result<CredentialState> {
+    let plan = plan(doc, &input, now)?;
+    Ok(apply(doc, plan)?.into_document())
+}
+
+fn minted(rotation: u64, attempt: u32, v: &str) -> CredentialInput {
+    CredentialInput::Minted {
+        rotation,
+        attempt,
+        value: Secret::new(v),
+    }
+}
+
+/// A document with credential 1 current, minted at T0.
+fn with_first() -> CredentialState {
+    let d = step(&fresh(), CredentialInput::Step, T0).unwrap();
+    assert_eq!(d.mint.map(|m| (m.rotation, m.attempt)), Some((1, 1)));
+    step(&d, minted(1, 1, "one"), T0).unwrap()
+}
+
+#[test]
+fn a_whole_rotation_takes_one_committed_step_at_a_time() {
+    let d = with_first();
+    assert_eq!(
+        next_action(&d, T0),
+        Action::Wait {
+            until: T0 + Duration::hours(720),
+            reason: WaitReason::Expiry
+        }
+    );
+    let due = T0 + Duration::hours(720);
+    assert_eq!(next_action(&d, due), Action::Step(StepKind::KeepOld));
+    let kept = step(&d, CredentialInput::Step, due).unwrap();
+    assert_eq!(kept.old, kept.current, "kept as old, nothing minted yet");
+    assert_eq!(next_action(&kept, due), Action::Step(StepKind::StartMint));
+    let started = step(&kept, CredentialInput::Step, due).unwrap();
+    assert_eq!(
+        next_action(&started, due),
+        Action::Mint {
+            rotation: 2,
+            attempt: 1
+        }
+    );
+    // Stepping again while the mint is the embedder's changes nothing.
+    assert_eq!(step(&started, CredentialInput::Step, due).unwrap(), started);
+    let t = due + Duration::seconds(5);
+    let new = step(&started, minted(2, 1, "two"), t).unwrap();
+    assert_eq!(new.current.as_ref().unwrap().value, Secret::new("two"));
+    assert_eq!(new.current.as_ref().unwrap().minted_at, t);
+    assert_eq!(new.old.as_ref().unwrap().value, Secret::new("one"));
+    let grace_end = t + Duration::minutes(10);
+    assert_eq!(
+        next_action(&new, t),
+        Action::Wait {
+            until: grace_end,
+            reason: WaitReason::Grace
+        }
+    );
+    let outcome = CredentialEngine::step(
+        &new,
+        &CredentialInput::Step,
+        t,
+        &mut rand_core::UnwrapErr(NoRng),
+    )
+    .unwrap();
+    assert!(!outcome.changed());
+    assert_eq!(outcome.next_wake, grace_end);
+    assert_eq!(
+        next_action(&new, grace_end),
+        Action::Revoke {
+            rotation: 1,
+            value: Secret::new("one")
+        }
+    );
+    let done = step(&new, CredentialInput::Revoked { rotation: 1 }, grace_end).unwrap();
+    assert!(done.old.is_none());
+    assert_eq!(done.history.len(), 2);
+    assert_eq!(done.history[0].revoked_at, Some(grace_end));
+    assert_eq!(done.history[1].revoked_at, None);
+    // A second report of the same revocation is accepted and changes nothing.
+    assert_eq!(
+        step(&done, CredentialInput::Revoked { rotation: 1 }, grace_end).unwrap(),
+        done
+    );
+}
+
+/// The engine never draws randomness; this RNG proves it by failing.
+struct NoRng;
+impl rand_core::TryRng for NoRng {
+    type Error = std::convert::Infallible;
+    fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
+        unreachable!("the credential engine draws no randomness")
+    }
+    fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
+        unreachable!("the credential engine draws no randomness")
+    }
+    fn try_fill_bytes(&mut self, _: &mut [u8]) -> std::result::Result<(), Self::Error> {
+        unreachable!("the credential engine draws no randomness")
+    }
+}
+impl rand_core::TryCryptoRng for NoRng {}
+
+#[test]
+fn the_current_credential_is_never_revoked() {
+    let d = with_first();
+    let err = step(&d, CredentialInput::Revoked { rotation: 1 }, T0).unwrap_err();
+    assert!(
+        err.to_string().contains("it is the current credential"),
+        "{err}"
+    );
+    // Kept as old but not yet replaced: still current, still refused.
+    let kept = step(&d, CredentialInput::Step, T0 + Duration::hours(720)).unwrap();
+    assert!(step(&kept, CredentialInput::Revoked { rotation: 1 }, T0).is_err());
+    assert!(
+        step(
+            &kept,
+            CredentialInput::RevokeFailed {
+                rotation: 1,
+                message: "x".into()
+            },
+            T0
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn a_mint_that_reuses_a_live_credential_or_is_empty_is_a_failed_attempt() {
+    let d = with_first();
+    let due = T0 + Duration::hours(720);
+    let started = step(
+        &step(&d, CredentialInput::Step, due).unwrap(),
+        CredentialInput::Step,
+        due,
+    )
+    .unwrap();
+    for (value, expect) in [("one", "already in use"), ("", "empty credential")] {
+        let d = step(&started, minted(2, 1, value), due).unwrap();
+        let f = d.failure.as_ref().unwrap();
+        assert!(f.message.contains(expect), "{}", f.message);
+        assert_eq!(d.current, started.current, "nothing recorded as current");
+        assert!(d.mint.is_none(), "the attempt is over");
+        assert_eq!(
+            next_action(&d, f.retry_after),
+            Action::Step(StepKind::StartMint)
+        );
+    }
+    // Reports of another attempt are refused, not recorded.
+    assert!(step(&started, minted(2, 2, "two"), due).is_err());
+    assert!(step(&started, minted(3, 1, "two"), due).is_err());
+}
+
+#[test]
+fn failures_back_off_exponentially_up_to_the_cap_and_keep_the_rotation() {
+    let mut d = step(&fresh(), CredentialInput::Step, T0).unwrap();
+    let mut now = T0;
+    let mut waits = Vec::new();
+    for attempt in 1..=10u32 {
+        assert_eq!(d.mint.map(|m| (m.rotation, m.attempt)), Some((1, attempt)));
+        d = step(
+            &d,
+            CredentialInput::MintFailed {
+                rotation: 1,
+                attempt,
+                message: "exit status 1:\nno\nroute".into(),
+            },
+            now,
+        )
+        .unwrap();
+        let f = d.failure.clone().unwrap();
+        assert_eq!(f.message, "exit status 1: no route");
+        assert_eq!(f.failures, attempt);
+        waits.push((f.retry_after - now).whole_seconds());
+        // Not before the retry time…
+        assert_eq!(
+            step(&d, CredentialInput::Step, f.retry_after - Duration::SECOND).unwrap(),
+            d
+        );
+        now = f.retry_after;
+        // …then the next attempt of the same rotation.
+        d = step(&d, CredentialInput::Step, now).unwrap();
+    }
+    assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600, 3600]);
+    let d = step(&d, minted(1, 11, "v"), now).unwrap();
+    assert!(d.failure.is_none());
+    assert_eq!(d.history[0].attempts, 11);
+    assert_eq!(d.next_rotation, 2);
+}
+
+#[test]
+fn a_failed_revoke_keeps_the_old_credential_and_retries() {
+    let d = with_first();
+    let due = T0 + Duration::hours(720);
+    let d = step(
+        &step(&d, CredentialInput::Step, due).unwrap(),
+        CredentialInput::Step,
+        due,
+    )
+    .unwrap();
+    let d = step(&d, minted(2, 1, "two"), due).unwrap();
+    let end = due + Duration::minutes(10);
+    let fail = |d: &CredentialState, at| {
+        step(
+            d,
+            CredentialInput::RevokeFailed {
+                rotation: 1,
+                message: "timed out after 30s".into(),
+            },
+            at,
+        )
+        .unwrap()
+    };
+    let d = fail(&d, end);
+    assert!(
+        d.old.is_some(),
+        "an old credential that still needs revoking is never forgotten"
+    );
+    assert_eq!(
+        next_action(&d, end),
+        Action::Wait {
+            until: end + Duration::seconds(30),
+            reason: WaitReason::Backoff
+        }
+    );
+    let d = fail(&d, end + Duration::seconds(30));
+    assert_eq!(d.failure.as_ref().unwrap().failures, 2);
+    assert_eq!(
+        d.failure.as_ref().unwrap().retry_after,
+        end + Duration::seconds(90)
+    );
+    let d = step(
+        &d,
+        CredentialInput::Revoked { rotation: 1 },
+        end + Duration::seconds(90),
+    )
+    .unwrap();
+    assert!(d.old.is_none() && d.failure.is_none());
+}
+
+#[test]
+fn bad_policies_and_names_are_refused() {
+    let p = |e, g| CredentialPolicy {
+        expire: Duration::seconds(e),
+        grace: Duration::seconds(g),
+    };
+    for bad in [p(0, 0), p(-1, 0), p(60, -1), p(60, 60), p(60, 61)] {
+        assert!(CredentialState::new("x", bad, None).is_err(), "{bad:?}");
+    }
+    CredentialState::new("x", p(60, 0), None).unwrap();
+    for bad in ["", "A", ".x", "a/b", "a b", &"x".repeat(65)] {
+        assert!(
+            CredentialState::new(bad, policy(), None).is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn files_round_trip_with_every_file_secret() {
+    let d = with_first();
+    let due = T0 + Duration::hours(720);
+    let d = step(
+        &step(&d, CredentialInput::Step, due).unwrap(),
+        CredentialInput::Step,
+        due,
+    )
+    .unwrap();
+    let d = step(&d, minted(2, 1, "two"), due).unwrap();
+    let mut d = d;
+    d.hooks = Some(Hooks {
+        mint: "mint.sh".into(),
+        revoke: "revoke.sh".into(),
+    });
+    let files = d.to_files().unwrap();
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        paths,
+        ["creds/db/current", "creds/db/old", "creds/db/state.json"]
+    );
+    assert!(files.iter().all(|(_, f)| f.secret));
+    assert_eq!(files.get("creds/db/current"), Some(&b"two"[..]));
+    assert_eq!(files.get("creds/db/old"), Some(&b"one"[..]));
+    let json = String::from_utf8(files.get("creds/db/state.json").unwrap().to_vec()).unwrap();
+    assert!(
+        !json.contains("\"two\"") && !json.contains("\"one\""),
+        "no credential in state.json: {json}"
+    );
+    assert_eq!(CredentialState::from_files(&files).unwrap(), d);
+    let data = CredentialEngine::files_to_secret_data(&files).unwrap();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["current", "old", "state.json"]
+    );
+    assert_eq!(
+        CredentialEngine::files_from_secret_data(&data).unwrap(),
+        files
+    );
+}
+
+#[test]
+fn damaged_documents_are_clear_errors() {
+    let d = with_first();
+    let files = d.to_files().unwrap();
+    let mut missing = Files::new();
+    missing
+        .insert(
+            "creds/db/state.json",
+            files.file("creds/db/state.json").unwrap().clone(),
+        )
+        .unwrap();
+    let err = CredentialState::from_files(&missing)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("creds/db/current") && err.contains("missing"),
+        "{err}"
+    );
+    let json = String::from_utf8(files.get("creds/db/state.json").unwrap().to_vec()).unwrap();
+    for (bad, expect) in [
+        (
+            json.replace("\"version\": 1", "\"version\": 9"),
+            "version 9 is not supported",
+        ),
+        (
+            json.replace("\"credential\"", "\"signer\""),
+            "holds a \"signer\" document",
+        ),
+        (
+            json.replace("\"next_rotation\": 2", "\"next_rotation\": 1"),
+            "impossible rotation",
+        ),
+        (
+            json.replace("\"name\": \"db\"", "\"name\": \"other\""),
+            "belongs in creds/other/state.json",
+        ),
+    ] {
+        let mut f = files.clone();
+        f.insert("creds/db/state.json", File::secret(bad.into_bytes()))
+            .unwrap();
+        let err = CredentialState::from_files(&f).unwrap_err().to_string();
+        assert!(err.contains(expect), "{expect}: {err}");
+    }
+}
+
+// ---- Any interleaving of crashes and retries ----
+//
+// A model embedder runs against the driver and a MemoryStore. The outside
+// system is a set of live credentials. Each mint run for a recorded
+// attempt is captured (as the CLI captures the hook's stdout in a file);
+// a crash loses everything the embedder had in memory but the captures.
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Let time pass.
+    Advance(u32),
+    /// One reconcile action, with the hook's result and whether the
+    /// embedder dies before reporting it.
+    Act {
+        hook_fails: bool,
+        crash_before_report: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u32..100_000).prop_map(Op::Advance),
+        (any::<bool>(), any::<bool>(), 0u8..4).prop_map(|(f, c, w)| Op::Act {
+            // Failures are rarer than successes, or rotations never finish.
+            hook_fails: f && w == 0,
+            crash_before_report: c
+        }),
+    ]
+}
+
+#[derive(Default)]
+struct World {
+    live: BTreeSet<Vec<u8>>,
+    /// Captured mint output per (rotation, attempt): None when the hook failed.
+    captures: BTreeMap<(u64, u32), Option<Vec<u8>>>,
+    /// How many times the mint hook ran per (rotation, attempt).
+    mint_runs: BTreeMap<(u64, u32), u32>,
+    /// Successful mints per rotation.
+    minted_per_rotation: BTreeMap<u64, u32>,
+    counter: u32,
+}
+
+fn act(
+    world: &mut World,
+    driver: &Driver<&MemoryStore>,
+    now: OffsetDateTime,
+    hook_fails: bool,
+    crash: bool,
+) {
+    let key = credential_key("db");
+    let (doc, _) = driver.load::<CredentialEngine>(&key).unwrap();
+    let mut rng = rand_core::UnwrapErr(NoRng);
+    match next_action(&doc, now) {
+        Action::Step(_) => {
+            driver
+                .step::<CredentialEngine, _>(&key, &CredentialInput::Step, now, &mut rng)
+                .unwrap();
+        }
+        Action::Mint { rotation, attempt } => {
+            let output = match world.captures.get(&(rotation, attempt)) {
+                // Adopt what an earlier run printed: never mint again for it.
+                Some(captured) => captured.clone(),
+                None => {
+                    *world.mint_runs.entry((rotation, attempt)).or_default() += 1;
+                    let out = if hook_fails {
+                        None
+                    } else {
+                        world.counter += 1;
+                        let v = format!("cred-{}", world.counter).into_bytes();
+                        world.live.insert(v.clone());
+                        *world.minted_per_rotation.entry(rotation).or_default() += 1;
+                        Some(v)
+                    };
+                    world.captures.insert((rotation, attempt), out.clone());
+                    out
+                }
+            };
+            if crash {
+                return;
+            }
+            let input = match output {
+                Some(v) => CredentialInput::Minted {
+                    rotation,
+                    attempt,
+                    value: Secret::new(v),
+                },
+                None => CredentialInput::MintFailed {
+                    rotation,
+                    attempt,
+                    message: "exit status 1".into(),
+                },
+            };
+            driver
+                .step::<CredentialEngine, _>(&key, &input, now, &mut rng)
+                .unwrap();
+        }
+        Action::Revoke { rotation, value } => {
+            let current = doc.current.as_ref().unwrap();
+            assert_ne!(value, current.value, "revoking the current credential");
+            if hook_fails {
+                if !crash {
+                    let input = CredentialInput::RevokeFailed {
+                        rotation,
+                        message: "exit status 1".into(),
+                    };
+                    driver
+                        .step::<CredentialEngine, _>(&key, &input, now, &mut rng)
+                        .unwrap();
+                }
+                return;
+            }
+            world.live.remove(value.as_bytes());
+            if !crash {
+                driver
+                    .step::<CredentialEngine, _>(
+                        &key,
+                        &CredentialInput::Revoked { rotation },
+                        now,
+                        &mut rng,
+                    )
+                    .unwrap();
+            }
+        }
+        Action::Wait { .. } => {}
+    }
+}
+
+fn check(world: &World, doc: &CredentialState) {
+    for (k, runs) in &world.mint_runs {
+        assert_eq!(*runs, 1, "mint hook ran {runs} times for {k:?}");
+    }
+    for (r, n) in &world.minted_per_rotation {
+        assert_eq!(*n, 1, "rotation {r} minted {n} credentials");
+    }
+    // Everything live is the current or the old credential, or a mint
+    // captured and not yet reported (adopted on the next action).
+    let mut known: BTreeSet<Vec<u8>> = doc
+        .current
+        .iter()
+        .chain(doc.old.iter())
+        .map(|c| c.value.as_bytes().to_vec())
+        .collect();
+    if let Some(m) = &doc.mint
+        && let Some(Some(v)) = world.captures.get(&(m.rotation, m.attempt))
+    {
+        known.insert(v.clone());
+    }
+    assert!(
+        world.live.is_subset(&known),
+        "leaked: live {:?} known {known:?}",
+        world.live
+    );
+    assert!(world.live.len() <= 2, "more than two live credentials");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn no_interleaving_of_crashes_and_failures_mints_twice_revokes_current_or_leaks(
+        ops in proptest::collection::vec(op(), 1..120)
+    ) {
+        let store = MemoryStore::new();
+        let driver = Driver::new(&store);
+        let short = CredentialPolicy { expire: Duration::hours(10), grace: Duration::hours(1) };
+        driver.create::<CredentialEngine>(&credential_key("db"), &CredentialState::new("db", short, None).unwrap()).unwrap();
+        let mut world = World::default();
+        let mut now = T0;
+        for op in ops {
+            match op {
+                Op::Advance(s) => now += Duration::seconds(i64::from(s)),
+                Op::Act { hook_fails, crash_before_report } => act(&mut world, &driver, now, hook_fails, crash_before_report),
+            }
+            let (doc, _) = driver.load::<CredentialEngine>(&credential_key("db")).unwrap();
+            check(&world, &doc);
+        }
+        // Then a healthy embedder converges: one live credential, current.
+        for _ in 0..50 {
+            let (doc, _) = driver.load::<CredentialEngine>(&credential_key("db")).unwrap();
+            match next_action(&doc, now) {
+                Action::Wait { until, reason } => {
+                    if reason == WaitReason::Expiry && doc.old.is_none() { break; }
+                    now = until;
+                }
+                _ => act(&mut world, &driver, now, false, false),
+            }
+        }
+        let (doc, _) = driver.load::<CredentialEngine>(&credential_key("db")).unwrap();
+        check(&world, &doc);
+        prop_assert!(doc.old.is_none() && doc.mint.is_none());
+        let current = doc.current.unwrap().value.as_bytes().to_vec();
+        prop_assert_eq!(world.live.clone(), BTreeSet::from([current]));
+    }
+}

@@ -1,0 +1,381 @@
+//! `pki cred init|reconcile|status`: credentials minted by an outside
+//! system, rotated by the credential engine through two hooks.
+//!
+//! The engine decides every step; this module runs the hooks it asks for
+//! and reports their results through the driver, one committed step at a
+//! time (see `pki_rotate::credential`).
+
+mod hooks;
+
+use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
+use hooks::{Attempt, HookResult};
+use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
+use pki_rotate::credential::{
+    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event, Hooks,
+    credential_key, document::CREDS_DIR, next_action, validate_credential_name,
+};
+use pki_rotate::{Driver, FsStore, RotateError, Store};
+use std::fs::File;
+use std::path::PathBuf;
+use std::time::Duration as StdDuration;
+use time::OffsetDateTime;
+
+/// Where the mint hook's output is captured for a directory store.
+pub const CAPTURE_DIR: &str = ".cred-capture";
+
+/// The default `--hook-timeout`.
+pub const DEFAULT_HOOK_TIMEOUT: &str = "2m";
+
+/// How the commands read time: `--now TIME` pins it (every step of the run
+/// happens at that time); the default reads the clock before each step.
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    Fixed(OffsetDateTime),
+    System,
+}
+
+impl Clock {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s == "now" {
+            Ok(Clock::System)
+        } else {
+            crate::common::parse_time(s).map(Clock::Fixed)
+        }
+    }
+
+    fn now(self) -> OffsetDateTime {
+        match self {
+            Clock::Fixed(t) => t,
+            Clock::System => pki_core::datetime::truncate(OffsetDateTime::now_utc()),
+        }
+    }
+}
+
+/// What `init` and `reconcile` share.
+pub struct RunOptions {
+    pub clock: Clock,
+    pub hook_timeout: StdDuration,
+    pub capture_dir: Option<PathBuf>,
+    /// Stop after this many committed steps (None: until one must wait).
+    pub max_steps: Option<u32>,
+}
+
+/// Parses `--hook-timeout` (bad usage when wrong).
+pub fn parse_timeout(s: &str) -> Result<StdDuration, String> {
+    let d = crate::common::parse_duration(s)?;
+    Ok(StdDuration::from_secs(d.whole_seconds().unsigned_abs()))
+}
+
+pub struct InitArgs<'a> {
+    pub dir: &'a StoreArg,
+    pub name: &'a str,
+    pub expire: &'a str,
+    pub grace: &'a str,
+    pub mint_cmd: &'a str,
+    pub revoke_cmd: &'a str,
+    pub options: RunOptions,
+}
+
+fn duration(flag: &str, s: &str) -> CliResult<time::Duration> {
+    pki_core::policy::parse_duration(s).map_err(|e| CliError::new(format!("--{flag}: {e}")))
+}
+
+/// `pki cred init`: records the credential, then mints its first one.
+pub fn init(args: InitArgs<'_>) -> CliResult {
+    validate_credential_name(args.name)?;
+    let policy = CredentialPolicy {
+        expire: duration("expire", args.expire)?,
+        grace: duration("grace", args.grace)?,
+    };
+    for (flag, cmd) in [("mint-cmd", args.mint_cmd), ("revoke-cmd", args.revoke_cmd)] {
+        if cmd.trim().is_empty() {
+            return Err(CliError::new(format!("--{flag} must not be empty")));
+        }
+    }
+    let hooks = Hooks {
+        mint: args.mint_cmd.to_string(),
+        revoke: args.revoke_cmd.to_string(),
+    };
+    let doc = CredentialState::new(args.name, policy, Some(hooks))?;
+    let store = args.dir.open_or_create()?;
+    let driver = Driver::new(store);
+    driver
+        .create::<CredentialEngine>(&credential_key(args.name), &doc)
+        .map_err(|e| match e {
+            RotateError::AlreadyInitialized(_) => CliError::new(format!(
+                "credential \"{}\" already exists in {}",
+                args.name, args.dir
+            )),
+            other => other.into(),
+        })?;
+    println!("cred {}: created in {}", args.name, args.dir);
+    reconcile_one(&driver, args.dir, args.name, &args.options).map_err(|e| {
+        CliError::new(format!(
+            "{} (the credential is recorded: `pki cred reconcile` retries)",
+            e.message
+        ))
+    })
+}
+
+/// `pki cred reconcile`: every due step of one credential or all of them.
+pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> CliResult {
+    let store = dir.open()?;
+    let names = match name {
+        Some(n) => {
+            validate_credential_name(n)?;
+            vec![n.to_string()]
+        }
+        None => list(dir)?,
+    };
+    let driver = Driver::new(store);
+    let mut failures = Vec::new();
+    for name in &names {
+        if let Err(e) = reconcile_one(&driver, dir, name, options) {
+            failures.push(e.message);
+        }
+    }
+    match failures.len() {
+        0 => Ok(()),
+        1 => Err(CliError::new(failures.remove(0))),
+        n => Err(CliError::new(format!(
+            "{} (and {} more failed)",
+            failures[0],
+            n - 1
+        ))),
+    }
+}
+
+/// The names of the credentials in the store.
+fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
+    let keys = match dir {
+        StoreArg::Dir(path) => FsStore::open(path)?.keys()?,
+        StoreArg::Url(url) => pki_etcd::EtcdStore::from_url(url)
+            .map_err(|e| CliError::new(e.to_string()))?
+            .keys()?,
+    };
+    Ok(keys
+        .iter()
+        .filter_map(|k| k.strip_prefix(CREDS_DIR)?.strip_prefix('/'))
+        .filter(|n| !n.contains('/'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// The capture directory of one credential: inside a directory store, or
+/// `--capture-dir`, or a per-URL directory under the user's state directory.
+fn capture_dir(dir: &StoreArg, name: &str, options: &RunOptions) -> CliResult<PathBuf> {
+    let base = match (&options.capture_dir, dir) {
+        (Some(d), _) => d.clone(),
+        (None, StoreArg::Dir(d)) => d.join(CAPTURE_DIR),
+        (None, StoreArg::Url(url)) => {
+            let state = std::env::var_os("XDG_STATE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+                .ok_or_else(|| {
+                    CliError::new("neither XDG_STATE_HOME nor HOME is set: pass --capture-dir")
+                })?;
+            let safe: String = url
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            state.join("pki").join("cred-capture").join(safe)
+        }
+    };
+    let dir = base.join(name);
+    hooks::private_dir(&dir).map_err(CliError::new)?;
+    Ok(dir)
+}
+
+fn print_events(events: &[Event]) {
+    for e in events {
+        println!("{e}");
+    }
+}
+
+/// Runs every due step of `name` until it must wait. A failed hook is
+/// recorded (with its retry time) and makes the result an error.
+fn reconcile_one<S: Store>(
+    driver: &Driver<S>,
+    dir: &StoreArg,
+    name: &str,
+    options: &RunOptions,
+) -> CliResult {
+    let key = credential_key(name);
+    let load = || {
+        driver
+            .load::<CredentialEngine>(&key)
+            .map(|(doc, _)| doc)
+            .map_err(|e| match e {
+                RotateError::NotInitialized(_) => CliError::new(format!(
+                    "no credential \"{name}\" in {dir} (run `pki cred init` first)"
+                )),
+                other => other.into(),
+            })
+    };
+    let doc = load()?;
+    let capture = capture_dir(dir, name, options)?;
+    // One reconciler per credential at a time on this machine: two would
+    // race to run the same recorded mint.
+    let lock_path = capture.join(".lock");
+    let lock = File::create(&lock_path)
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
+    let hooks = doc.hooks.clone();
+    let need_hooks = || {
+        hooks.clone().ok_or_else(|| {
+            CliError::new(format!(
+                "credential \"{name}\" has no hooks: its embedder performs and reports its steps"
+            ))
+        })
+    };
+    let step = |input: &CredentialInput, now| -> CliResult<Vec<Event>> {
+        let step = driver.step::<CredentialEngine, _>(&key, input, now, &mut os_rng())?;
+        print_events(&step.events);
+        Ok(step.events)
+    };
+    let mut failed = None;
+    // Each pass commits one step; a rotation has five, so this bound is
+    // only a guard against a bug looping.
+    for committed in 0..64u32 {
+        if options.max_steps.is_some_and(|max| committed >= max) {
+            println!("cred {name}: stopped after {committed} steps (--max-steps)");
+            return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
+        }
+        let doc = load()?;
+        let now = options.clock.now();
+        hooks::remove_stale(&capture, doc.mint.map(|m| (m.rotation, m.attempt)));
+        match next_action(&doc, now) {
+            Action::Step(_) => {
+                step(&CredentialInput::Step, now)?;
+            }
+            Action::Mint { rotation, attempt } => {
+                let hooks = need_hooks()?;
+                let files = Attempt::new(&capture, rotation, attempt);
+                let result = hooks::mint(&files, name, &hooks.mint, options.hook_timeout)
+                    .map_err(CliError::new)?;
+                let now = options.clock.now();
+                let input = match result {
+                    HookResult::Done(value) => CredentialInput::Minted {
+                        rotation,
+                        attempt,
+                        value,
+                    },
+                    HookResult::Failed(message) => CredentialInput::MintFailed {
+                        rotation,
+                        attempt,
+                        message,
+                    },
+                };
+                let events = step(&input, now)?;
+                files.remove();
+                failed = failure_of(&events).or(failed);
+            }
+            Action::Revoke { rotation, value } => {
+                let hooks = need_hooks()?;
+                let result =
+                    hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
+                        .map_err(CliError::new)?;
+                let input = match result {
+                    HookResult::Done(()) => CredentialInput::Revoked { rotation },
+                    HookResult::Failed(message) => {
+                        CredentialInput::RevokeFailed { rotation, message }
+                    }
+                };
+                let events = step(&input, options.clock.now())?;
+                failed = failure_of(&events).or(failed);
+            }
+            Action::Wait { until, reason } => {
+                println!("cred {name}: waiting {reason}: {}", when(until, now));
+                drop(lock);
+                return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
+            }
+        }
+    }
+    Err(CliError::new(format!(
+        "cred {name}: still stepping after 64 steps: refusing to loop"
+    )))
+}
+
+fn failure_of(events: &[Event]) -> Option<String> {
+    events.iter().find_map(|e| match e {
+        Event::Failed { .. } => Some(e.to_string()),
+        _ => None,
+    })
+}
+
+/// `pki cred status`.
+pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
+    let now = clock.now();
+    let store = dir.open()?;
+    let driver = Driver::new(store);
+    let mut statuses = Vec::new();
+    for name in list(dir)? {
+        let (doc, _) = driver.load::<CredentialEngine>(&credential_key(&name))?;
+        statuses.push(CredentialStatus::of(&doc, now));
+    }
+    if json {
+        let report = serde_json::json!({
+            "schema_version": SCHEMA_VERSION,
+            "now": pki_core::datetime::rfc3339(now),
+            "credentials": statuses,
+        });
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| CliError::new(e.to_string()))?;
+        println!("{text}");
+        return Ok(());
+    }
+    if statuses.is_empty() {
+        println!("no credentials in {dir}");
+    }
+    for s in &statuses {
+        println!(
+            "{}: {}   expire {}   grace {}",
+            s.name,
+            s.state,
+            pki_core::policy::human(time::Duration::seconds(s.expire_seconds)),
+            pki_core::policy::human(time::Duration::seconds(s.grace_seconds))
+        );
+        if let Some(c) = &s.current {
+            println!(
+                "  current  rotation {}, minted {}, due {}",
+                c.rotation,
+                pki_core::datetime::rfc3339(c.minted_at),
+                when(c.until, now)
+            );
+        }
+        if let Some(o) = &s.old {
+            println!(
+                "  old      rotation {}, revoked after {}",
+                o.rotation,
+                when(o.until, now)
+            );
+        }
+        if let Some(m) = &s.mint {
+            println!(
+                "  minting  rotation {} attempt {}, started {}",
+                m.rotation,
+                m.attempt,
+                pki_core::datetime::rfc3339(m.started_at)
+            );
+        }
+        if let Some(f) = &s.failure {
+            println!(
+                "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
+                f.action,
+                f.rotation,
+                f.failures,
+                pki_core::datetime::rfc3339(f.at),
+                f.message,
+                when(f.retry_after, now)
+            );
+        }
+        println!("  next     {} at {}", s.next_action, when(s.next_at, now));
+    }
+    Ok(())
+}

@@ -1,0 +1,618 @@
+//! `pki cred` against a real service: the hooks mint and revoke ACL users
+//! of a Redis server started on 127.0.0.1 for each test, and every check of
+//! "works" or "revoked" is a real `AUTH` against it. `ACL USERS` tells
+//! whether any credential leaked.
+//!
+//! Times are pinned with `--now` from 2026-01-01 (T0): expiry 2h, grace 10m.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const T0: &str = "2026-01-01T00:00:00Z";
+const DUE: &str = "2026-01-01T02:00:00Z";
+const IN_GRACE: &str = "2026-01-01T02:05:00Z";
+const GRACE_END: &str = "2026-01-01T02:10:00Z";
+
+fn require(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "{tool} is missing: install it with `apt-get install -y {package}` (the credential tests mint Redis ACL users)"
+    );
+}
+
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start(dir: &Path) -> Redis {
+        require("redis-server", "redis-server");
+        require("redis-cli", "redis-tools");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let redis = Redis { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while redis.cli(&["PING"]) != "PONG" {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        redis
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let o = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// The ACL users the hooks created and not deleted.
+    fn cred_users(&self) -> BTreeSet<String> {
+        self.cli(&["ACL", "USERS"])
+            .lines()
+            .filter(|u| u.starts_with("cred-"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether `user:password` logs in.
+    fn logs_in(&self, credential: &str) -> bool {
+        let (user, password) = credential.split_once(':').expect("user:password");
+        self.cli(&["AUTH", user, password]) == "OK"
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A store directory, hook scripts and a Redis server.
+struct Setup {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    dir: String,
+    redis: Redis,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let redis = Redis::start(&root);
+        let port = redis.port;
+        let r = root.display();
+        // Mint: a new ACL user with a random password, printed as
+        // user:password. Knobs (files in the test directory) make it sleep,
+        // fail or kill pki at chosen points.
+        let mint = format!(
+            r#"#!/bin/sh
+set -e
+echo "$PKI_CRED_NAME" >> {r}/mint.log
+[ -f {r}/mint-fails ] && {{ echo "cloud API said no" >&2; exit 3; }}
+[ -f {r}/mint-hangs ] && sleep 1000
+[ -f {r}/mint-prints-nothing ] && exit 0
+u="cred-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+p="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+out=$(redis-cli -h 127.0.0.1 -p {port} ACL SETUSER "$u" on ">$p" '~*' '+@all')
+[ "$out" = OK ] || {{ echo "ACL SETUSER: $out" >&2; exit 1; }}
+if [ -f {r}/mint-sleeps ]; then touch {r}/mint-sleeping; while [ -f {r}/mint-sleeps ]; do sleep 0.05; done; fi
+[ -f {r}/mint-kills-pki-before-print ] && while [ ! -s {r}/pki.pid ]; do sleep 0.01; done && kill -9 "$(cat {r}/pki.pid)"
+printf '%s:%s\n' "$u" "$p"
+[ -f {r}/mint-kills-pki-after-print ] && kill -9 "$(cat {r}/pki.pid)"
+exit 0
+"#
+        );
+        // Revoke: delete the user named by the credential on stdin; a user
+        // already gone counts as revoked (DELUSER answers 0).
+        let revoke = format!(
+            r#"#!/bin/sh
+IFS= read -r cred || [ -n "$cred" ]
+echo "$cred" >> {r}/revoke.log
+[ -f {r}/revoke-fails ] && {{ echo "revocation API down" >&2; exit 4; }}
+[ -f {r}/revoke-hangs ] && sleep 1000
+out=$(redis-cli -h 127.0.0.1 -p {port} ACL DELUSER "${{cred%%:*}}")
+case "$out" in 0|1) ;; *) echo "ACL DELUSER: $out" >&2; exit 1;; esac
+[ -f {r}/revoke-kills-pki ] && kill -9 "$(cat {r}/pki.pid)"
+exit 0
+"#
+        );
+        for (name, text) in [("mint.sh", mint), ("revoke.sh", revoke)] {
+            let path = root.join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let dir = root.join("store").display().to_string();
+        Setup {
+            _tmp: tmp,
+            root,
+            dir,
+            redis,
+        }
+    }
+
+    fn knob(&self, name: &str, on: bool) {
+        let path = self.root.join(name);
+        if on {
+            std::fs::write(path, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pki"));
+        c.args(args);
+        c
+    }
+
+    fn pki(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn init(&self, extra: &[&str]) -> Output {
+        let mint = format!("{}/mint.sh", self.root.display());
+        let revoke = format!("{}/revoke.sh", self.root.display());
+        let mut args = vec![
+            "cred",
+            "init",
+            &self.dir,
+            "db",
+            "--expire",
+            "2h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            &revoke,
+            "--now",
+            T0,
+        ];
+        args.extend_from_slice(extra);
+        self.pki(&args)
+    }
+
+    fn reconcile(&self, now: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["cred", "reconcile", &self.dir, "--now", now];
+        args.extend_from_slice(extra);
+        self.pki(&args)
+    }
+
+    fn file(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(Path::new(&self.dir).join("creds/db").join(name))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    fn status(&self, now: &str) -> serde_json::Value {
+        let o = self.pki(&["cred", "status", &self.dir, "--json", "--now", now]);
+        ok(&o);
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    fn mint_runs(&self) -> usize {
+        std::fs::read_to_string(self.root.join("mint.log"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    /// Every file and its bytes under the store's current generation.
+    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let base = Path::new(&self.dir).join("creds/db");
+        for entry in std::fs::read_dir(&base).unwrap() {
+            let p = entry.unwrap().path();
+            out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+        }
+        out.sort();
+        out
+    }
+
+    /// Makes the next store write fail: a file where the store creates its
+    /// next generation directory (works as root, unlike a read-only mode).
+    fn block_next_write(&self, on: bool) {
+        let link = std::fs::read_link(Path::new(&self.dir).join(".data")).unwrap();
+        let n: u64 = link.to_string_lossy()[".gen-".len()..].parse().unwrap();
+        let blocker = Path::new(&self.dir).join(format!(".gen-{:09}.tmp", n + 1));
+        if on {
+            std::fs::write(blocker, "in the way").unwrap();
+        } else {
+            let _ = std::fs::remove_file(blocker);
+        }
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        stderr(o)
+    );
+}
+
+/// Exit 1 with exactly one line on stderr.
+fn refused(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(o)
+    );
+    let e = stderr(o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e:?}");
+    e
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn during_grace_old_and_new_log_in_and_after_it_only_the_new_one() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").expect("init mints the first credential");
+    assert!(s.redis.logs_in(&first));
+    assert_eq!(s.file("old"), None);
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("mint.log"))
+            .unwrap()
+            .trim(),
+        "db",
+        "PKI_CRED_NAME"
+    );
+    for f in ["current", "state.json"] {
+        assert_eq!(
+            mode(&Path::new(&s.dir).join("creds/db").join(f)),
+            0o600,
+            "{f}"
+        );
+    }
+    assert_eq!(mode(&Path::new(&s.dir).join(".cred-capture")), 0o700);
+
+    // Not due yet: nothing runs.
+    ok(&s.reconcile("2026-01-01T01:00:00Z", &[]));
+    assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
+    assert_eq!(s.mint_runs(), 1);
+
+    // Due: the old one is kept, a new one minted; both log in.
+    ok(&s.reconcile(DUE, &[]));
+    let second = s.file("current").unwrap();
+    assert_ne!(second, first);
+    assert_eq!(s.file("old").as_deref(), Some(first.as_str()));
+    assert_eq!(mode(&Path::new(&s.dir).join("creds/db/old")), 0o600);
+    assert!(s.redis.logs_in(&first) && s.redis.logs_in(&second));
+    let st = s.status(IN_GRACE);
+    assert_eq!(st["credentials"][0]["state"], "grace");
+    assert_eq!(st["credentials"][0]["old"]["until"], GRACE_END);
+
+    ok(&s.reconcile(IN_GRACE, &[]));
+    assert!(s.redis.logs_in(&first), "still in grace");
+
+    // Grace over: the old one is revoked, only the new one works.
+    ok(&s.reconcile(GRACE_END, &[]));
+    assert!(!s.redis.logs_in(&first));
+    assert!(s.redis.logs_in(&second));
+    assert_eq!(s.file("old"), None);
+    assert_eq!(s.redis.cred_users().len(), 1);
+    assert_eq!(s.mint_runs(), 2);
+    // Nothing of the credentials stays in the capture directory.
+    let leftovers: Vec<_> = std::fs::read_dir(Path::new(&s.dir).join(".cred-capture/db"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let st = s.status(GRACE_END);
+    assert_eq!(st["schema_version"], 1);
+    let c = &st["credentials"][0];
+    assert_eq!(c["state"], "idle");
+    assert_eq!(c["current"]["rotation"], 2);
+    assert_eq!(c["history"][0]["revoked_at"], GRACE_END);
+    assert!(
+        !st.to_string().contains(&second),
+        "status never prints a credential"
+    );
+}
+
+/// Runs `pki cred reconcile` in the background with its pid where the
+/// hooks can find it.
+fn spawn_reconcile(s: &Setup, now: &str) -> Child {
+    let child = s
+        .command(&["cred", "reconcile", &s.dir, "--now", now])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::fs::write(s.root.join("pki.pid"), child.id().to_string()).unwrap();
+    child
+}
+
+fn converge_and_check(s: &Setup, now: &str) {
+    ok(&s.reconcile(now, &[]));
+    ok(&s.reconcile(GRACE_END, &[]));
+    let current = s.file("current").unwrap();
+    assert!(s.redis.logs_in(&current));
+    assert_eq!(s.file("old"), None);
+    let users = s.redis.cred_users();
+    assert_eq!(
+        users.len(),
+        1,
+        "exactly one live credential, no leak: {users:?}"
+    );
+    assert!(users.contains(current.split(':').next().unwrap()));
+}
+
+#[test]
+fn kill_9_while_the_mint_hook_sleeps_adopts_what_it_printed_without_minting_again() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").unwrap();
+    s.knob("mint-sleeps", true);
+    let mut pki = spawn_reconcile(&s, DUE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s.root.join("mint-sleeping").exists() {
+        assert!(Instant::now() < deadline, "the mint hook did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pki.kill().unwrap(); // SIGKILL
+    pki.wait().unwrap();
+    // The hook lives on in its own process group; wake it while a new
+    // pki waits for it on the capture file's lock.
+    let waker = {
+        let knob = s.root.join("mint-sleeps");
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::remove_file(knob).unwrap();
+        })
+    };
+    ok(&s.reconcile(DUE, &[]));
+    waker.join().unwrap();
+    assert_eq!(
+        s.mint_runs(),
+        2,
+        "the mint hook never ran twice for one rotation"
+    );
+    let second = s.file("current").unwrap();
+    assert_ne!(second, first);
+    assert!(s.redis.logs_in(&first) && s.redis.logs_in(&second));
+    converge_and_check(&s, DUE);
+}
+
+#[test]
+fn kill_9_at_each_hook_point_resumes_and_converges_without_a_leak() {
+    for knob in [
+        "mint-kills-pki-before-print",
+        "mint-kills-pki-after-print",
+        "revoke-kills-pki",
+    ] {
+        let s = Setup::new();
+        ok(&s.init(&[]));
+        if knob.starts_with("mint") {
+            s.knob(knob, true);
+            let mut pki = spawn_reconcile(&s, DUE);
+            let status = pki.wait().unwrap();
+            assert_eq!(status.code(), None, "{knob}: pki was killed");
+            s.knob(knob, false);
+            ok(&s.reconcile(DUE, &[]));
+            assert_eq!(s.mint_runs(), 2, "{knob}: adopted, not minted again");
+            assert_eq!(s.redis.cred_users().len(), 2, "{knob}");
+        } else {
+            ok(&s.reconcile(DUE, &[]));
+            s.knob(knob, true);
+            let mut pki = spawn_reconcile(&s, GRACE_END);
+            assert_eq!(pki.wait().unwrap().code(), None, "{knob}: pki was killed");
+            s.knob(knob, false);
+            // The old one is gone from Redis but still recorded: revoking
+            // it again must succeed.
+            assert!(s.file("old").is_some());
+        }
+        converge_and_check(&s, DUE);
+    }
+}
+
+#[test]
+fn a_failed_store_write_at_every_step_changes_nothing_and_the_next_run_converges() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    // A rotation is four committed steps: keep old, start mint, record the
+    // mint, record the revocation. Fail each one in turn, then let it pass.
+    let mut steps_done = 0;
+    let mut now = DUE;
+    while steps_done < 4 {
+        if steps_done == 3 {
+            now = GRACE_END;
+        }
+        let before = s.snapshot();
+        s.block_next_write(true);
+        let o = s.reconcile(now, &["--max-steps", "1"]);
+        s.block_next_write(false);
+        let e = refused(&o);
+        assert!(e.contains(".gen-"), "{e}");
+        assert_eq!(
+            s.snapshot(),
+            before,
+            "step {steps_done}: the store is unchanged"
+        );
+        ok(&s.reconcile(now, &["--max-steps", "1"]));
+        assert_ne!(s.snapshot(), before, "step {steps_done} committed");
+        steps_done += 1;
+        assert!(s.mint_runs() <= 2, "never a second mint for rotation 2");
+        assert!(
+            s.redis.cred_users().len() <= 2,
+            "never more than old and new"
+        );
+    }
+    assert_eq!(s.mint_runs(), 2);
+    converge_and_check(&s, GRACE_END);
+}
+
+#[test]
+fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reported() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").unwrap();
+
+    s.knob("mint-hangs", true);
+    let started = Instant::now();
+    let o = s.reconcile(DUE, &["--hook-timeout", "1s"]);
+    let e = refused(&o);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(e.contains("timed out after 1s"), "{e}");
+    assert!(e.contains("retry after 2026-01-01T02:00:30Z"), "{e}");
+    let st = s.status(DUE);
+    let c = &st["credentials"][0];
+    assert_eq!(c["state"], "failing");
+    assert_eq!(c["failure"]["action"], "mint");
+    assert_eq!(c["failure"]["failures"], 1);
+    assert_eq!(c["next_at"], "2026-01-01T02:00:30Z");
+    // The hook's process group was killed: no sleeping hook is left.
+    let ps = Command::new("pgrep")
+        .args(["-f", "sleep 1000"])
+        .output()
+        .unwrap();
+    assert!(ps.stdout.is_empty(), "hook left running");
+
+    // Within the backoff nothing runs.
+    s.knob("mint-hangs", false);
+    s.knob("mint-fails", true);
+    ok(&s.reconcile("2026-01-01T02:00:10Z", &[]));
+    assert_eq!(s.mint_runs(), 2);
+    // Then it retries; a failing hook doubles the wait and says why.
+    let e = refused(&s.reconcile("2026-01-01T02:00:30Z", &[]));
+    assert!(e.contains("exited with status 3: cloud API said no"), "{e}");
+    assert!(e.contains("retry after 2026-01-01T02:01:30Z"), "{e}");
+    let text = String::from_utf8(
+        s.pki(&["cred", "status", &s.dir, "--now", "2026-01-01T02:00:31Z"])
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("cloud API said no") && text.contains("2 in a row"),
+        "{text}"
+    );
+    assert_eq!(
+        s.file("current").as_deref(),
+        Some(first.as_str()),
+        "current untouched"
+    );
+
+    // A hook that prints nothing is a failure too, and changes no credential.
+    s.knob("mint-fails", false);
+    s.knob("mint-prints-nothing", true);
+    let e = refused(&s.reconcile("2026-01-01T02:01:30Z", &[]));
+    assert!(e.contains("printed nothing"), "{e}");
+    assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
+    s.knob("mint-prints-nothing", false);
+    ok(&s.reconcile("2026-01-01T02:03:30Z", &[]));
+    let second = s.file("current").unwrap();
+    assert_ne!(second, first);
+
+    // A failing revoke keeps the old credential and retries.
+    s.knob("revoke-fails", true);
+    let e = refused(&s.reconcile("2026-01-01T02:13:30Z", &[]));
+    assert!(
+        e.contains("revoke") && e.contains("revocation API down"),
+        "{e}"
+    );
+    assert!(s.redis.logs_in(&first), "not revoked");
+    assert_eq!(s.file("old").as_deref(), Some(first.as_str()));
+    s.knob("revoke-fails", false);
+    s.knob("revoke-hangs", true);
+    let e = refused(&s.reconcile("2026-01-01T02:14:00Z", &["--hook-timeout", "1s"]));
+    assert!(e.contains("revoke hook timed out"), "{e}");
+    s.knob("revoke-hangs", false);
+    ok(&s.reconcile("2026-01-01T02:20:00Z", &[]));
+    assert!(!s.redis.logs_in(&first));
+    assert_eq!(s.redis.cred_users().len(), 1);
+}
+
+#[test]
+fn bad_input_is_one_line_exit_1_and_changes_nothing() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let before = s.snapshot();
+    let mint = format!("{}/mint.sh", s.root.display());
+    let init = |name: &str, expire: &str, grace: &str| {
+        s.pki(&[
+            "cred",
+            "init",
+            &s.dir,
+            name,
+            "--expire",
+            expire,
+            "--grace",
+            grace,
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            "true",
+            "--now",
+            T0,
+        ])
+    };
+    let e = refused(&s.reconcile(DUE, &["nosuch"]));
+    assert!(e.contains("no credential \"nosuch\""), "{e}");
+    for (name, expire, grace, expect) in [
+        ("other", "ten days", "10m", "--expire"),
+        ("other", "2h", "5 min", "--grace"),
+        ("other", "2h", "2h", "must be shorter than the expiry"),
+        ("Bad/Name", "2h", "10m", "invalid credential name"),
+        ("db", "2h", "10m", "already exists"),
+    ] {
+        let e = refused(&init(name, expire, grace));
+        assert!(e.contains(expect), "{expect}: {e}");
+    }
+    assert!(!Path::new(&s.dir).join("creds/other").exists());
+    let e = refused(&s.pki(&[
+        "cred",
+        "reconcile",
+        &s.root.join("nothing-here").display().to_string(),
+    ]));
+    assert!(e.contains("nothing-here"), "{e}");
+    assert_eq!(s.snapshot(), before);
+    assert_eq!(s.mint_runs(), 1);
+
+    // A mint hook that prints nothing: refused in one line, no credential.
+    s.knob("mint-prints-nothing", true);
+    let e = refused(&init("empty", "2h", "10m"));
+    assert!(e.contains("printed nothing"), "{e}");
+    assert!(!Path::new(&s.dir).join("creds/empty/current").exists());
+    assert_eq!(s.snapshot(), before, "the other credential is untouched");
+}
