@@ -11,17 +11,41 @@ pub fn completions(shell: clap_complete::Shell) -> CliResult {
     Ok(())
 }
 
-/// The man page in roff, as checked in at `docs/pki.1`.
-pub fn man_page() -> CliResult<Vec<u8>> {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(crate::Cli::command())
-        .render(&mut page)
-        .map_err(|e| CliError::new(format!("cannot render the man page: {e}")))?;
-    Ok(page)
+/// The man pages in roff, as checked in under `docs/man/`: `pki.1`, which
+/// lists the commands, and `pki-COMMAND.1` for each command with its options.
+pub fn man_pages() -> CliResult<Vec<(String, Vec<u8>)>> {
+    let render = |cmd: clap::Command| -> CliResult<Vec<u8>> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| CliError::new(format!("cannot render the man page: {e}")))?;
+        Ok(page)
+    };
+    let top = crate::Cli::command();
+    let mut pages = vec![("pki.1".to_string(), render(top.clone())?)];
+    for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("pki-{}", sub.get_name());
+        let sub = sub
+            .clone()
+            .name(name.clone())
+            .version(env!("CARGO_PKG_VERSION"));
+        pages.push((format!("{name}.1"), render(sub)?));
+    }
+    Ok(pages)
 }
 
-pub fn man() -> CliResult {
-    let page = man_page()?;
-    crate::out!("{}", String::from_utf8_lossy(&page));
+/// `pki man`: the top page on stdout, or every page written into `outdir`.
+pub fn man(outdir: Option<&std::path::Path>) -> CliResult {
+    let pages = man_pages()?;
+    let Some(dir) = outdir else {
+        crate::out!("{}", String::from_utf8_lossy(&pages[0].1));
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| CliError::new(format!("{}: {e}", dir.display())))?;
+    for (name, page) in pages {
+        let path = dir.join(name);
+        std::fs::write(&path, page)
+            .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    }
     Ok(())
 }

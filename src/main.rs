@@ -281,9 +281,13 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), generated from this command's definition.
+    /// Print the man page (roff), or write every page (pki.1 and one per
+    /// command) into OUTDIR; generated from this command's definition.
     #[command(hide = true)]
-    Man,
+    Man {
+        /// Where to write the pages.
+        outdir: Option<PathBuf>,
+    },
     /// Write a store's published files (certificates, bundle, keys) into a
     /// directory, in the directory layout.
     Export {
@@ -543,7 +547,6 @@ fn run(cli: Cli) -> common::CliResult {
             max_input_size,
         } => inspect::run(&file, store.as_ref(), now, max_input_size),
         Command::Completions { shell } => completions::completions(shell),
-        Command::Man => completions::man(),
         Command::Validate {
             dir,
             to,
@@ -563,6 +566,7 @@ fn run(cli: Cli) -> common::CliResult {
             json,
             now,
         ),
+        Command::Man { outdir } => completions::man(outdir.as_deref()),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Set { command } => set::run(command),
         Command::Fingerprint { path } => fingerprint::run(&path),

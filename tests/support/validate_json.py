@@ -11,21 +11,33 @@ import pathlib
 import sys
 
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
+
+try:  # jsonschema >= 4.18 resolves $ref through a registry
+    from referencing import Registry, Resource
+except ImportError:  # older releases (Debian 12 ships 4.10) use RefResolver
+    Registry = None
 
 
 def main() -> int:
     docs = pathlib.Path(sys.argv[1])
     name = sys.argv[2]
-    resources = []
+    schemas = {}
     for path in sorted(docs.glob("*.schema.json")):
         schema = json.loads(path.read_text())
         Draft202012Validator.check_schema(schema)
-        resources.append((schema["$id"], Resource.from_contents(schema)))
-    registry = Registry().with_resources(resources)
+        schemas[schema["$id"]] = schema
     schema = json.loads((docs / name).read_text())
     document = json.load(sys.stdin)
-    validator = Draft202012Validator(schema, registry=registry)
+    if Registry is not None:
+        registry = Registry().with_resources(
+            (uri, Resource.from_contents(s)) for uri, s in schemas.items()
+        )
+        validator = Draft202012Validator(schema, registry=registry)
+    else:
+        from jsonschema import RefResolver
+
+        resolver = RefResolver.from_schema(schema, store=schemas)
+        validator = Draft202012Validator(schema, resolver=resolver)
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
     for e in errors:
         print(f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}", file=sys.stderr)

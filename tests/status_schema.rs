@@ -1,0 +1,244 @@
+//! Every JSON output of the CLI (`status`, `rotate`, `issue`, `verify`
+//! with `--json`) validated against the JSON Schemas checked in under
+//! `docs/`, in the states that exercise each variant: fresh, action due,
+//! rotated, forced with an allowed trust break, expired, failed verification.
+//!
+//! The validator is Python's maintained `jsonschema` package (Draft
+//! 2020-12), run by `tests/support/validate_json.py`; `.ci/run` installs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+// 2026-01-01: the simulated creation time of the store.
+const T0: &str = "2026-01-01T00:00:00Z";
+
+fn pki(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = pki(args);
+    assert!(
+        o.status.success(),
+        "pki {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Validates `json` against `docs/<schema>`; panics with every error.
+fn validate(schema: &str, json: &str, what: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("python3")
+        .arg(root.join("tests/support/validate_json.py"))
+        .arg(root.join("docs"))
+        .arg(schema)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed to validate JSON output against the schemas");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("ModuleNotFoundError"),
+        "Python's jsonschema is missing: apt-get install python3-jsonschema (or pip install jsonschema): {err}"
+    );
+    assert!(
+        out.status.success(),
+        "{what} does not match docs/{schema}:\n{err}\n{json}"
+    );
+    // No key material or certificate ever appears in a report.
+    assert!(!json.contains("-----BEGIN"), "{what} carries PEM: {json}");
+}
+
+#[test]
+fn every_json_output_matches_its_checked_in_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki").display().to_string();
+    ok(&["init", &dir, "--now", T0]);
+    let status = |now: &str, what: &str| {
+        let json = ok(&["status", &dir, "--json", "--now", now]);
+        validate("status.schema.json", &json, what);
+        serde_json::from_str::<serde_json::Value>(&json).unwrap()
+    };
+    let s = status(T0, "status of a fresh store");
+    assert_eq!(s["schema_version"], 1);
+    assert_eq!(s["health"], "ok");
+
+    let issued = ok(&[
+        "issue",
+        &dir,
+        "web",
+        "--dns",
+        "web.ns.svc",
+        "--ip",
+        "10.0.0.7",
+        "--lifetime",
+        "500d",
+        "--json",
+        "--now",
+        T0,
+    ]);
+    // 500-day leaves: still fresh at the CA's rotation point (day 395).
+    validate("issue.schema.json", &issued, "issue --json");
+    ok(&[
+        "issue",
+        &dir,
+        "cli",
+        "--dns",
+        "cli.ns.svc",
+        "--client",
+        "--lifetime",
+        "500d",
+        "--now",
+        T0,
+    ]);
+    let again = ok(&[
+        "issue",
+        &dir,
+        "web",
+        "--dns",
+        "web.ns.svc",
+        "--ip",
+        "10.0.0.7",
+        "--lifetime",
+        "500d",
+        "--json",
+        "--now",
+        T0,
+    ]);
+    validate(
+        "issue.schema.json",
+        &again,
+        "issue --json with nothing to do",
+    );
+
+    let quiet = ok(&["rotate", &dir, "--json", "--now", "2026-02-01T00:00:00Z"]);
+    validate(
+        "rotate.schema.json",
+        &quiet,
+        "rotate --json with nothing to do",
+    );
+
+    // Past the rotation point: a rotation and two re-issues are pending.
+    let due = status("2027-02-01T00:00:00Z", "status with actions due");
+    assert_eq!(due["health"], "action-due");
+    let actions: Vec<&str> = due["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["rotate-ca", "issue-leaf", "issue-leaf"]);
+
+    let rotated = ok(&["rotate", &dir, "--json", "--now", "2027-02-01T00:00:00Z"]);
+    validate(
+        "rotate.schema.json",
+        &rotated,
+        "rotate --json with a rotation",
+    );
+    let after = status("2027-02-01T01:00:00Z", "status after a rotation");
+    assert_eq!(after["trust"].as_array().unwrap().len(), 4);
+    assert_eq!(after["leaves"][1]["issuer_ca_id"], after["ca"]["id"]);
+
+    let forced = ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "drill",
+        "--allow-trust-break",
+        "lab store",
+        "--json",
+        "--now",
+        "2027-03-01T00:00:00Z",
+    ]);
+    validate(
+        "rotate.schema.json",
+        &forced,
+        "rotate --json with an allowed trust break",
+    );
+    let history = status(
+        "2027-03-01T01:00:00Z",
+        "status with overridden checks in history",
+    );
+    assert_eq!(history["history"].as_array().unwrap().len(), 2);
+
+    // Years later: everything has expired.
+    let broken = status("2031-01-01T00:00:00Z", "status of an expired store");
+    assert_eq!(broken["health"], "broken");
+
+    let bundle = format!("{dir}/ca-bundle.crt");
+    let chain = format!("{dir}/certs/web/tls.crt");
+    let verified = ok(&[
+        "verify",
+        "--bundle",
+        &bundle,
+        "--chain",
+        &chain,
+        "--dns",
+        "web.ns.svc",
+        "--json",
+        "--at",
+        "2027-03-02T00:00:00Z",
+    ]);
+    validate("verify.schema.json", &verified, "verify --json (verified)");
+    let failed = pki(&[
+        "verify",
+        "--bundle",
+        &bundle,
+        "--chain",
+        &chain,
+        "--dns",
+        "other.ns.svc",
+        "--json",
+        "--at",
+        "2027-03-02T00:00:00Z",
+    ]);
+    assert_eq!(failed.status.code(), Some(1));
+    let failed = String::from_utf8(failed.stdout).unwrap();
+    validate(
+        "verify.schema.json",
+        &failed,
+        "verify --json (not verified)",
+    );
+    let v: serde_json::Value = serde_json::from_str(&failed).unwrap();
+    assert_eq!(v["verified"], false);
+}
+
+#[test]
+fn the_schemas_reject_what_the_old_raw_dump_looked_like() {
+    // The validator must be able to fail: an untagged result and prose
+    // pending actions, as `status --json` printed before schema version 1.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("python3")
+        .arg(root.join("tests/support/validate_json.py"))
+        .arg(root.join("docs"))
+        .arg("verify.schema.json")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"Ok": ["a-1"], "pending": ["rotate the CA"]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schema_version"));
+}
