@@ -108,7 +108,7 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
             )),
             other => other.into(),
         })?;
-    println!("cred {}: created in {}", args.name, args.dir);
+    crate::outln!("cred {}: created in {}", args.name, args.dir);
     reconcile_one(&driver, args.dir, args.name, &args.options).map_err(|e| {
         CliError::new(format!(
             "{} (the credential is recorded: `pki cred reconcile` retries)",
@@ -194,7 +194,7 @@ fn capture_dir(dir: &StoreArg, name: &str, options: &RunOptions) -> CliResult<Pa
 
 fn print_events(events: &[Event]) {
     for e in events {
-        println!("{e}");
+        crate::outln!("{e}");
     }
 }
 
@@ -244,7 +244,7 @@ fn reconcile_one<S: Store>(
     // only a guard against a bug looping.
     for committed in 0..64u32 {
         if options.max_steps.is_some_and(|max| committed >= max) {
-            println!("cred {name}: stopped after {committed} steps (--max-steps)");
+            crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
             return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
         }
         let doc = load()?;
@@ -291,7 +291,7 @@ fn reconcile_one<S: Store>(
                 failed = failure_of(&events).or(failed);
             }
             Action::Wait { until, reason } => {
-                println!("cred {name}: waiting {reason}: {}", when(until, now));
+                crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
                 drop(lock);
                 return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
             }
@@ -327,14 +327,14 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
         });
         let text =
             serde_json::to_string_pretty(&report).map_err(|e| CliError::new(e.to_string()))?;
-        println!("{text}");
+        crate::outln!("{text}");
         return Ok(());
     }
     if statuses.is_empty() {
-        println!("no credentials in {dir}");
+        crate::outln!("no credentials in {dir}");
     }
     for s in &statuses {
-        println!(
+        crate::outln!(
             "{}: {}   expire {}   grace {}",
             s.name,
             s.state,
@@ -342,7 +342,7 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
             pki_core::policy::human(time::Duration::seconds(s.grace_seconds))
         );
         if let Some(c) = &s.current {
-            println!(
+            crate::outln!(
                 "  current  rotation {}, minted {}, due {}",
                 c.rotation,
                 pki_core::datetime::rfc3339(c.minted_at),
@@ -350,14 +350,14 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
             );
         }
         if let Some(o) = &s.old {
-            println!(
+            crate::outln!(
                 "  old      rotation {}, revoked after {}",
                 o.rotation,
                 when(o.until, now)
             );
         }
         if let Some(m) = &s.mint {
-            println!(
+            crate::outln!(
                 "  minting  rotation {} attempt {}, started {}",
                 m.rotation,
                 m.attempt,
@@ -365,7 +365,7 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
             );
         }
         if let Some(f) = &s.failure {
-            println!(
+            crate::outln!(
                 "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
                 f.action,
                 f.rotation,
@@ -375,7 +375,7 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
                 when(f.retry_after, now)
             );
         }
-        println!("  next     {} at {}", s.next_action, when(s.next_at, now));
+        crate::outln!("  next     {} at {}", s.next_action, when(s.next_at, now));
     }
     Ok(())
 }

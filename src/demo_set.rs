@@ -66,16 +66,18 @@ fn cell(client: &SetState, server: &SetState, pair: usize, at: OffsetDateTime) -
 fn matrix(before: &SetState, after: &SetState, at: OffsetDateTime) -> bool {
     let mut all = true;
     for (i, (ct, _, st, _, ca, _)) in PAIRS.iter().enumerate() {
-        println!("   {ct} -> {st} ({ca} CA), mutual TLS on 127.0.0.1:");
-        println!(
+        crate::outln!("   {ct} -> {st} ({ca} CA), mutual TLS on 127.0.0.1:");
+        crate::outln!(
             "     {:<26} {:<16} {:<16}",
-            "", "server before", "server after"
+            "",
+            "server before",
+            "server after"
         );
         for (label, client) in [("client before", before), ("client after", after)] {
             let a = cell(client, before, i, at);
             let b = cell(client, after, i, at);
             all &= a == "ok" && b == "ok";
-            println!("     {label:<26} {a:<16} {b:<16}");
+            crate::outln!("     {label:<26} {a:<16} {b:<16}");
         }
     }
     all
@@ -156,12 +158,12 @@ pub fn run(dir: Option<&Path>) -> CliResult {
     for input in &setup {
         driver.step::<SetEngine, _>(STORE_KEY, input, t0, &mut rng)?;
     }
-    println!(
+    crate::outln!(
         "== t0 {}: a set with the cluster CA (serving+client) and the etcd CA, in {}",
         pki_core::datetime::rfc3339(t0),
         root.display()
     );
-    println!(
+    crate::outln!(
         "   targets: apiserver (serves cluster, etcd client), etcd (serves etcd), node-1 (kubelet client)"
     );
     let mut now = t0 + Duration::days(30);
@@ -172,13 +174,13 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         if !step.changed {
             return Ok(());
         }
-        println!(
+        crate::outln!(
             "\n== {} {label}: now in step {}",
             pki_core::datetime::rfc3339(now),
             step.document.step()
         );
         for e in &step.events {
-            println!("   {e}");
+            crate::outln!("   {e}");
         }
         all &= matrix(&before, &step.document, now);
         Ok(())
@@ -229,7 +231,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         ack_all(&mut run_step, now)?;
     }
     if all {
-        println!("\nevery handshake of every step succeeded; the old CA keys are destroyed");
+        crate::outln!("\nevery handshake of every step succeeded; the old CA keys are destroyed");
         Ok(())
     } else {
         Err(CliError::new("demo: a handshake failed (see above)"))

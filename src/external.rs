@@ -110,11 +110,11 @@ pub fn init(
     }
     Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
     let ca = &state.ca.cert;
-    println!("imported CA {} ({}) into {}", ca.id(), ca.subject(), dir);
-    println!("  issued by       {}", ca.issuer());
-    println!("  valid until     {}", when(ca.not_after(), now));
+    crate::outln!("imported CA {} ({}) into {}", ca.id(), ca.subject(), dir);
+    crate::outln!("  issued by       {}", ca.issuer());
+    crate::outln!("  valid until     {}", when(ca.not_after(), now));
     if let Some(root) = state.bundle.certs().first() {
-        println!(
+        crate::outln!(
             "  clients trust   {} ({})",
             dir.published(pki_rotate::signer::document::CA_BUNDLE),
             root.subject()
@@ -144,7 +144,7 @@ pub fn rotate_to(
     print_events(&step.events);
     if let Some(record) = step.document.history.last() {
         for check in &record.overridden {
-            println!("overridden check {}: {}", check.name, check.detail);
+            crate::outln!("overridden check {}: {}", check.name, check.detail);
         }
     }
     Ok(())
@@ -161,6 +161,6 @@ pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
     )?;
     print_events(&step.events);
     let ca = &step.document.ca.cert;
-    println!("CA valid until  {}", when(ca.not_after(), now));
+    crate::outln!("CA valid until  {}", when(ca.not_after(), now));
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Prints the fingerprint of the directory (or single file) at `path`.
 pub fn run(path: &Path) -> CliResult {
-    println!("{}", fingerprint_dir(path)?);
+    crate::outln!("{}", fingerprint_dir(path)?);
     Ok(())
 }
 

@@ -220,7 +220,7 @@ pub fn run(command: SetCommand) -> CliResult {
             let store = dir.open_or_create()?;
             Driver::new(store).create::<SetEngine>(STORE_KEY, &state)?;
             for (name, ca) in &state.cas {
-                println!(
+                crate::outln!(
                     "created CA {name} ({}): {}, valid until {}",
                     ca.roles,
                     ca.current.signer.cert.id(),
@@ -245,7 +245,7 @@ pub fn run(command: SetCommand) -> CliResult {
                 spec,
             };
             step(&a.dir, &input, a.now)?;
-            println!(
+            crate::outln!(
                 "  {}",
                 a.dir
                     .published(&format!("targets/{}/certs/{}/tls.crt", a.target, a.name))
@@ -318,9 +318,9 @@ pub fn run(command: SetCommand) -> CliResult {
             if json {
                 let text = serde_json::to_string_pretty(&status)
                     .map_err(|e| CliError::new(format!("status: {e}")))?;
-                println!("{text}");
+                crate::outln!("{text}");
             } else {
-                print!("{}", render_status(&state, now));
+                crate::out!("{}", render_status(&state, now));
             }
             Ok(())
         }
@@ -362,18 +362,18 @@ fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
     let step = Driver::new(store).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
     print_events(&step.events);
     if !step.changed {
-        println!("nothing to change");
+        crate::outln!("nothing to change");
     }
     let state = &step.document;
     if state.running().is_some() || matches!(input, SetInput::Advance { .. } | SetInput::Abort) {
-        println!("step: {}", state.step());
+        crate::outln!("step: {}", state.step());
     }
     Ok(())
 }
 
 fn print_events(events: &[SetEvent]) {
     for e in events {
-        println!("{e}");
+        crate::outln!("{e}");
     }
 }
 

@@ -19,11 +19,11 @@ pub fn run(
     if json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
-        println!("{text}");
+        crate::outln!("{text}");
     } else {
         for check in &report.checks {
             let mark = if check.ok { "ok  " } else { "FAIL" };
-            println!("{mark} {:<26} {}", check.name, check.detail);
+            crate::outln!("{mark} {:<26} {}", check.name, check.detail);
         }
     }
     if report.ok {
