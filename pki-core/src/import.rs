@@ -213,6 +213,23 @@ impl CaImport {
     /// supplied intermediates, the root as the only anchor). A CA that is
     /// not self-signed needs its root in the chain.
     pub fn verify_to_root(&self, at: OffsetDateTime) -> Result<VerifiedPath> {
+        // A root is its own path: only its validity is left to check.
+        if self.is_self_signed() {
+            if !self.cert.is_valid_at(at) {
+                return Err(Error::ChainVerification {
+                    certificate: self.cert.id(),
+                    reason: format!(
+                        "not valid at {} (valid {} to {})",
+                        crate::datetime::rfc3339(at),
+                        crate::datetime::rfc3339(self.cert.not_before()),
+                        crate::datetime::rfc3339(self.cert.not_after())
+                    ),
+                });
+            }
+            return Ok(VerifiedPath {
+                certs: vec![self.cert.clone()],
+            });
+        }
         let root = self.root().ok_or_else(|| Error::ChainHasNoRoot {
             last: self.chain.last().unwrap_or(&self.cert).id(),
             issuer: self.chain.last().unwrap_or(&self.cert).issuer().to_string(),

@@ -347,3 +347,30 @@ fn a_forced_replacement_with_the_wrong_key_is_still_refused() {
     assert!(err.to_string().contains("cannot be forced"), "{err}");
     assert_eq!(snapshot(&store), before);
 }
+
+#[test]
+fn a_self_signed_ca_is_imported_as_its_own_root_and_is_not_renewed_by_pki() {
+    let ca = root("Imported Root", 800, 100);
+    let state = SignerState::import(&import_of(&ca, &[]), SignerPolicy::default(), T0).unwrap();
+    assert_eq!(state.bundle.certs(), std::slice::from_ref(&ca.cert));
+    let store = MemoryStore::new();
+    let driver = Driver::new(&store);
+    driver.create::<SignerEngine>(KEY, &state).unwrap();
+    let web = SignerInput::request("web", LeafRequest::server(vec!["web.example".into()]));
+    let step = driver
+        .step::<SignerEngine, _>(KEY, &web, T0, &mut rng(101))
+        .unwrap();
+    let leaf = &step.document.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(step.document.serving_chain(leaf).len(), 1);
+    let err = driver
+        .step::<ExternalEngine, _>(KEY, &ExternalInput::RenewSameKey, T0, &mut rng(102))
+        .unwrap_err();
+    assert!(
+        matches!(err, RotateError::ImportedCaRenewal { .. }),
+        "{err}"
+    );
+    // An expired CA is not imported.
+    let late = T0 + Duration::days(900);
+    let err = SignerState::import(&import_of(&ca, &[]), SignerPolicy::default(), late).unwrap_err();
+    assert!(err.to_string().contains("not valid at"), "{err}");
+}

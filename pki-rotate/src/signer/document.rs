@@ -469,15 +469,12 @@ fn assemble<'a>(
             })
         }
     };
-    // An imported CA's bundle holds the root of its chain instead.
-    let anchor = external
-        .as_ref()
-        .and_then(ExternalCa::root)
-        .unwrap_or(&ca.cert);
-    if !bundle.contains(anchor) && !bundle.contains(&ca.cert) {
+    // An imported CA's bundle holds the root of its chain instead, and that
+    // root leaves the bundle when it expires (pruned like any member).
+    if external.is_none() && !bundle.contains(&ca.cert) {
         return Err(RotateError::corrupt(
             format!("{origin}: {CA_BUNDLE}"),
-            format!("does not contain the current CA {}", anchor.id()),
+            format!("does not contain the current CA {}", ca.cert.id()),
         ));
     }
 
