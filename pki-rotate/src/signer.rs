@@ -748,7 +748,19 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             .bundle
             .certs()
             .iter()
-            .filter(|c| c.not_after() < now && *c != ca)
+            // The current CA's own anchor stays even when expired: an
+            // imported CA's external root is the only certificate clients
+            // trust it by, and a bundle without it would leave the store
+            // unreadable instead of reporting the expiry.
+            .filter(|c| {
+                c.not_after() < now
+                    && *c != ca
+                    && state
+                        .external
+                        .as_ref()
+                        .and_then(|e| e.root())
+                        .is_none_or(|root| *c != root)
+            })
             .cloned()
             .collect();
         drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);

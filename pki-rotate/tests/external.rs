@@ -374,3 +374,27 @@ fn a_self_signed_ca_is_imported_as_its_own_root_and_is_not_renewed_by_pki() {
     let err = SignerState::import(&import_of(&ca, &[]), SignerPolicy::default(), late).unwrap_err();
     assert!(err.to_string().contains("not valid at"), "{err}");
 }
+
+#[test]
+fn an_expired_external_root_stays_in_the_bundle_and_the_store_stays_readable() {
+    // The organisation's root lives one year; the imported CA is cut to it.
+    let root = root("Short Root", 365, 70);
+    let int = under(&root, "Org Intermediate", 1, 71);
+    let cluster = under(&int, "cluster-ca", 0, 72);
+    let store = MemoryStore::new();
+    let driver = Driver::new(&store);
+    let state = SignerState::import(
+        &import_of(&cluster, &[&int, &root]),
+        SignerPolicy::default(),
+        T0,
+    )
+    .unwrap();
+    driver.create::<SignerEngine>(KEY, &state).unwrap();
+
+    // A step after the root expired: whatever the engine decides, the store
+    // must still load, with the root it is trusted by.
+    let after = root.cert.not_after() + Duration::days(1);
+    let _ = driver.step::<SignerEngine, _>(KEY, &SignerInput::default(), after, &mut rng(73));
+    let (state, _) = driver.load::<SignerEngine>(KEY).unwrap();
+    assert_eq!(state.bundle.certs(), std::slice::from_ref(&root.cert));
+}
