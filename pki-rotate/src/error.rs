@@ -175,6 +175,10 @@ pub enum RotateError {
         /// When.
         at: OffsetDateTime,
     },
+    /// The key ring refused something: a policy, a token, an import, a
+    /// retirement (boxed to keep this enum small).
+    #[error(transparent)]
+    KeyRing(Box<crate::keyring::KeyRingError>),
 }
 
 fn describe_unsupported(

@@ -38,6 +38,7 @@ pub mod document;
 pub mod driver;
 pub mod engine;
 mod error;
+pub mod keyring;
 pub mod leaf;
 pub mod preflight;
 pub mod signer;
@@ -48,6 +49,9 @@ pub use document::{File, Files};
 pub use driver::{Driver, Step};
 pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};
+pub use keyring::{
+    ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
+};
 pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
 pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
