@@ -7,6 +7,7 @@ mod common;
 mod demo;
 mod init;
 mod issue;
+mod keys;
 mod pin;
 mod rotate;
 mod status;
@@ -145,6 +146,11 @@ enum Command {
         /// Where to write the files (created if missing).
         outdir: PathBuf,
     },
+    /// Service-account token signing keys: a key ring rotated with a grace period.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
         /// Keep the demo store in this directory instead of a temporary one.
@@ -235,6 +241,7 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Pin { file } => pin::run(&file),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Demo { dir } => demo::run(dir.as_deref()),
+        Command::Keys { command } => keys::run(command),
     }
 }
 

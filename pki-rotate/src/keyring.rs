@@ -25,9 +25,10 @@
 //!   the timeline that breaks; signing a token that would outlive the grace
 //!   (or that has no `exp`) is refused too.
 //! - Imported keys (k3s's `service.key` with several PEM keys) stay
-//!   accepted until an operator retires them ([`KeyRingInput::retire`]):
-//!   nobody knows how long the tokens they signed live. Retiring a key
-//!   whose grace has not ended is refused.
+//!   accepted until an operator retires them ([`KeyRingInput::retire`]),
+//!   the imported active key too once rotated out: nobody knows how long
+//!   the tokens they signed before the import live. Retiring a key whose
+//!   grace has not ended is refused.
 
 use crate::document::Files;
 use crate::engine::{Engine, Outcome};
@@ -231,9 +232,10 @@ pub struct KeyRotationRecord {
     pub from: String,
     /// The new active key id.
     pub to: String,
-    /// Until when the key rotated out stays accepted.
-    #[serde(with = "time::serde::rfc3339")]
-    pub previous_accepted_until: OffsetDateTime,
+    /// Until when the key rotated out stays accepted (None: an imported
+    /// key, accepted until retired).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub previous_accepted_until: Option<OffsetDateTime>,
 }
 
 /// The whole state of a key ring.
@@ -611,9 +613,10 @@ pub enum KeyRingEvent {
         previous: String,
         /// The new active key id.
         current: String,
-        /// Until when the previous key stays accepted.
-        #[serde(with = "time::serde::rfc3339")]
-        previous_accepted_until: OffsetDateTime,
+        /// Until when the previous key stays accepted (None: an imported
+        /// key, accepted until retired).
+        #[serde(with = "time::serde::rfc3339::option")]
+        previous_accepted_until: Option<OffsetDateTime>,
     },
     /// An accepted key's grace ended and it was removed.
     Expired {
@@ -643,11 +646,16 @@ impl std::fmt::Display for KeyRingEvent {
                 previous,
                 current,
                 previous_accepted_until,
-            } => write!(
-                f,
-                "rotated signing key {previous} -> {current} ({reason}); previous key accepted until {}",
-                rfc3339(*previous_accepted_until)
-            ),
+            } => {
+                write!(
+                    f,
+                    "rotated signing key {previous} -> {current} ({reason}); "
+                )?;
+                match previous_accepted_until {
+                    Some(t) => write!(f, "previous key accepted until {}", rfc3339(*t)),
+                    None => write!(f, "previous key (imported) accepted until retired"),
+                }
+            }
             KeyRingEvent::Expired { kid } => {
                 write!(f, "removed key {kid}: its grace period has ended")
             }
@@ -823,8 +831,15 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     if let Some(reason) = plan.rotate {
         let key = PrivateKey::generate(next.policy.algorithm, rng)?;
         let fresh = ActiveKey::new(key, now, KeyOrigin::Generated)?;
-        let until = now + next.policy.grace;
         let old = std::mem::replace(&mut next.active, fresh);
+        // An imported key may have signed tokens of any lifetime before the
+        // ring knew it: like the other imported keys it stays accepted
+        // until an operator retires it. Keys the ring made signed only
+        // tokens the policy allows, which the grace covers.
+        let until = match old.origin {
+            KeyOrigin::Generated => Some(now + next.policy.grace),
+            KeyOrigin::Imported => None,
+        };
         // A rotation never drops the key that signed tokens still in use:
         // it goes first among the accepted keys for the grace period.
         next.accepted.retain(|k| k.kid != old.kid);
@@ -834,7 +849,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                 public: old.public,
                 kid: old.kid.clone(),
                 rotated_out_at: Some(now),
-                accepted_until: Some(until),
+                accepted_until: until,
                 origin: old.origin,
             },
         );

@@ -7,7 +7,8 @@
 //! RustCrypto curves and RSA than the ones this workspace pins (p256 0.14,
 //! rsa 0.10 rc) or on OpenSSL, and would bring a second copy of the
 //! cryptography. What is needed is small and fully specified: base64url
-//! without padding (base64ct, constant-time and strict), two signature
+//! without padding (the `base64` crate pki-core uses, which refuses padding
+//! and non-zero trailing bits), two signature
 //! algorithms from the crates already used for certificates, and JSON.
 //!
 //! Parsing is strict and bounded: a token or a JWK Set larger than
@@ -16,7 +17,8 @@
 //! token's header must match the type of the key its `kid` names (no
 //! algorithm confusion).
 
-use base64ct::{Base64UrlUnpadded, Encoding};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as Base64UrlUnpadded;
 use p256::pkcs8::{DecodePublicKey, EncodePublicKey};
 use rsa::traits::PublicKeyParts;
 use serde_json::{Map, Value};
@@ -240,15 +242,15 @@ impl PublicKey {
                 vec![
                     ("crv", "P-256".to_string()),
                     ("kty", "EC".to_string()),
-                    ("x", Base64UrlUnpadded::encode_string(x)),
-                    ("y", Base64UrlUnpadded::encode_string(y)),
+                    ("x", Base64UrlUnpadded.encode(x)),
+                    ("y", Base64UrlUnpadded.encode(y)),
                 ]
             }
             PublicKey::Rsa(k) => vec![
                 // Minimal big-endian octets, as RFC 7518 §6.3.1 requires.
-                ("e", Base64UrlUnpadded::encode_string(&k.e_bytes())),
+                ("e", Base64UrlUnpadded.encode(k.e_bytes())),
                 ("kty", "RSA".to_string()),
-                ("n", Base64UrlUnpadded::encode_string(&k.n_bytes())),
+                ("n", Base64UrlUnpadded.encode(k.n_bytes())),
             ],
         }
     }
@@ -285,7 +287,8 @@ impl PublicKey {
             }
         };
         let bytes = |name: &str| -> Result<Vec<u8>, JoseError> {
-            Base64UrlUnpadded::decode_vec(member(name)?)
+            Base64UrlUnpadded
+                .decode(member(name)?)
                 .map_err(|_| malformed(what, format!("\"{name}\" is not unpadded base64url")))
         };
         if jwk.contains_key("d") {
@@ -402,7 +405,7 @@ fn thumbprint_of(members: &[(&str, String)]) -> String {
         json.push_str(&Value::String(value.clone()).to_string());
     }
     json.push('}');
-    Base64UrlUnpadded::encode_string(&Sha256::digest(json.as_bytes()))
+    Base64UrlUnpadded.encode(Sha256::digest(json.as_bytes()))
 }
 
 /// The RFC 7638 thumbprint of a JWK given as JSON members (only the
@@ -545,12 +548,12 @@ pub(crate) fn sign(signer: &TokenSigner, kid: &str, claims: &[u8]) -> Result<Str
         "kid": kid,
         "typ": "JWT",
     });
-    let mut token = Base64UrlUnpadded::encode_string(header.to_string().as_bytes());
+    let mut token = Base64UrlUnpadded.encode(header.to_string().as_bytes());
     token.push('.');
-    token.push_str(&Base64UrlUnpadded::encode_string(claims));
+    token.push_str(&Base64UrlUnpadded.encode(claims));
     let sig = signer.sign(token.as_bytes())?;
     token.push('.');
-    token.push_str(&Base64UrlUnpadded::encode_string(&sig));
+    token.push_str(&Base64UrlUnpadded.encode(&sig));
     Ok(token)
 }
 
@@ -607,7 +610,8 @@ impl ParsedToken {
             ));
         }
         let decode = |part: &str, what: &str| {
-            Base64UrlUnpadded::decode_vec(part)
+            Base64UrlUnpadded
+                .decode(part)
                 .map_err(|_| malformed(format!("token {what}"), "is not unpadded base64url"))
         };
         let header_bytes = decode(parts[0], "header")?;
@@ -758,8 +762,9 @@ mod tests {
             let public = PublicKey::from_spki_der(&key.public_key_der().unwrap()).unwrap();
             let jwk = public.to_jwk();
             for c in ["x", "y"] {
-                let bytes =
-                    Base64UrlUnpadded::decode_vec(jwk[c].as_str().unwrap_or_default()).unwrap();
+                let bytes = Base64UrlUnpadded
+                    .decode(jwk[c].as_str().unwrap_or_default())
+                    .unwrap();
                 assert_eq!(bytes.len(), 32);
                 seen_leading_zero |= bytes[0] == 0;
             }
@@ -799,9 +804,9 @@ mod tests {
             ));
             // The payload is the claims byte for byte.
             let payload = token.split('.').nth(1).unwrap_or_default();
-            assert_eq!(Base64UrlUnpadded::decode_vec(payload).unwrap(), claims);
+            assert_eq!(Base64UrlUnpadded.decode(payload).unwrap(), claims);
             // Another payload under the same signature does not verify.
-            let forged_payload = Base64UrlUnpadded::encode_string(br#"{"sub":"admin"}"#);
+            let forged_payload = Base64UrlUnpadded.encode(br#"{"sub":"admin"}"#);
             let mut parts: Vec<&str> = token.split('.').collect();
             parts[1] = &forged_payload;
             let forged = parts.join(".");
@@ -818,7 +823,7 @@ mod tests {
         let (signer, public) = signer_and_key(pki_core::KeyAlgorithm::EcdsaP256);
         let token = sign(&signer, "k", b"{}").unwrap();
         let parts: Vec<&str> = token.split('.').collect();
-        let sig = Base64UrlUnpadded::decode_vec(parts[2]).unwrap();
+        let sig = Base64UrlUnpadded.decode(parts[2]).unwrap();
         let s = p256::ecdsa::Signature::from_slice(&sig).unwrap();
         let (r, s_bytes) = s.split_scalars();
         let high = p256::ecdsa::Signature::from_scalars(r, -*s_bytes).unwrap();
@@ -826,7 +831,7 @@ mod tests {
             "{}.{}.{}",
             parts[0],
             parts[1],
-            Base64UrlUnpadded::encode_string(&high.to_bytes())
+            Base64UrlUnpadded.encode(high.to_bytes())
         );
         ParsedToken::parse(other.as_bytes())
             .unwrap()
@@ -844,7 +849,7 @@ mod tests {
             .verify_signature(&ec)
             .unwrap_err();
         assert!(matches!(err, JoseError::AlgorithmMismatch { .. }), "{err}");
-        let enc = |v: &str| Base64UrlUnpadded::encode_string(v.as_bytes());
+        let enc = |v: &str| Base64UrlUnpadded.encode(v.as_bytes());
         for (header, expect) in [
             (r#"{"alg":"none","kid":"k"}"#, "\"none\" is not accepted"),
             (r#"{"alg":"HS256","kid":"k"}"#, "\"HS256\" is not accepted"),
