@@ -478,7 +478,15 @@ impl KeyRing {
     /// with the active key: a compact JWS with header
     /// `{"alg","kid","typ":"JWT"}`. When the policy states the longest
     /// token lifetime, the claims must carry an `exp` within it of `now`.
+    /// A `now` before the active key became active is refused, as in `plan`.
     pub fn sign_token(&self, claims: &[u8], now: OffsetDateTime) -> Result<String> {
+        if now < self.active.since {
+            return Err(KeyRingError::ClockBehind {
+                now: rfc3339(now),
+                since: rfc3339(self.active.since),
+            }
+            .into());
+        }
         let map = jose::parse_claims(claims).map_err(KeyRingError::Jose)?;
         if let Some(max) = self.policy.max_token_lifetime {
             let limit = now + max;

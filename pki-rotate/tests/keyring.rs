@@ -565,6 +565,11 @@ fn a_clock_behind_the_active_key_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("behind"), "{err}");
+    let err = r
+        .sign_token(&claims(T0), T0 - Duration::SECOND)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("behind"), "{err}");
 }
 
 #[test]
