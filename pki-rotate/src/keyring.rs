@@ -11,7 +11,7 @@
 //! Rules:
 //!
 //! - The active key is rotated when it is older than the policy's
-//!   `lifetime`, or once per forced reason ([`KeyRingInput::forced`]); a
+//!   `lifetime`, or once per forced reason ([`KeyRingInput::forced()`]); a
 //!   forced rotation that coincides with a due one is one rotation,
 //!   recorded as forced.
 //! - At a rotation the previous active key joins the accepted keys until
@@ -25,7 +25,7 @@
 //!   the timeline that breaks; signing a token that would outlive the grace
 //!   (or that has no `exp`) is refused too.
 //! - Imported keys (k3s's `service.key` with several PEM keys) stay
-//!   accepted until an operator retires them ([`KeyRingInput::retire`]),
+//!   accepted until an operator retires them ([`KeyRingInput::retire()`]),
 //!   the imported active key too once rotated out: nobody knows how long
 //!   the tokens they signed before the import live. Retiring a key whose
 //!   grace has not ended is refused.

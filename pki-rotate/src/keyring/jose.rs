@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use signature::{SignatureEncoding, Signer, Verifier};
 
-/// The largest token [`verify`] decodes (Kubernetes service-account tokens
+/// The largest token [`ParsedToken::parse`] decodes (Kubernetes service-account tokens
 /// are about 1 KiB; 64 KiB leaves room for any claims set).
 pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
 /// The largest JWK Set [`Jwks::parse`] decodes.
