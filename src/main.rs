@@ -14,6 +14,7 @@ mod fingerprint;
 mod init;
 mod inspect;
 mod issue;
+mod keys;
 mod mtls;
 mod pin;
 mod remove;
@@ -311,6 +312,11 @@ enum Command {
     /// Rotate credentials minted by an outside system through mint and revoke hooks.
     #[command(subcommand)]
     Cred(CredCommand),
+    /// Service-account token signing keys: a key ring rotated with a grace period.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
         /// `set`: a CA set rotated in gated steps, with the mutual-TLS matrix per step.
@@ -599,6 +605,7 @@ fn run(cli: Cli) -> common::CliResult {
             cred::reconcile(&dir, name.as_deref(), &run.options())
         }
         Command::Cred(CredCommand::Status { dir, json, now }) => cred::status(&dir, json, now),
+        Command::Keys { command } => keys::run(command),
     }
 }
 

@@ -8,7 +8,11 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The documents `pki export` looks for, by store key.
-const EXPORTED_KEYS: &[&str] = &[SignerEngine::KIND, pki_rotate::set::STORE_KEY];
+const EXPORTED_KEYS: &[&str] = &[
+    SignerEngine::KIND,
+    pki_rotate::set::STORE_KEY,
+    pki_rotate::keyring::STORE_KEY,
+];
 
 /// Checks a store URL's syntax (bad usage when wrong).
 pub fn check_url(url: &str) -> Result<(), String> {

@@ -340,6 +340,60 @@ enum pki_result
    * was recorded.
    */
   PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT = 682,
+  /**
+   * A key ring policy was refused: a grace period that does not cover the
+   * longest token lifetime, or a non-positive duration.
+   */
+  PKI_RESULT_KEYRING_POLICY = 650,
+  /**
+   * A key set to import holds no usable key, or a block that is not one.
+   */
+  PKI_RESULT_KEYRING_IMPORT = 651,
+  /**
+   * Retiring a key was refused (the active key, an unknown one, or one
+   * still in its grace period).
+   */
+  PKI_RESULT_KEYRING_RETIRE = 652,
+  /**
+   * The time given is before the active key became active.
+   */
+  PKI_RESULT_KEYRING_CLOCK_BEHIND = 653,
+  /**
+   * A token, a claims set, a JWK or a JWK Set is malformed or too large.
+   */
+  PKI_RESULT_TOKEN_MALFORMED = 654,
+  /**
+   * A token's algorithm is not ES256 or RS256, or it has critical headers.
+   */
+  PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM = 655,
+  /**
+   * No accepted key has the token's `kid`.
+   */
+  PKI_RESULT_TOKEN_UNKNOWN_KID = 656,
+  /**
+   * The token's key was accepted, but its grace period has ended.
+   */
+  PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED = 657,
+  /**
+   * The token's signature does not verify (or its algorithm does not fit the key).
+   */
+  PKI_RESULT_TOKEN_BAD_SIGNATURE = 658,
+  /**
+   * The token's `exp` is not after the verification time.
+   */
+  PKI_RESULT_TOKEN_EXPIRED = 659,
+  /**
+   * The token's `nbf` is after the verification time.
+   */
+  PKI_RESULT_TOKEN_NOT_YET_VALID = 660,
+  /**
+   * Signing was refused: the claims would outlive the grace period.
+   */
+  PKI_RESULT_TOKEN_LIFETIME = 661,
+  /**
+   * A key is not usable for tokens (type, curve or size).
+   */
+  PKI_RESULT_JWK_UNSUPPORTED_KEY = 662,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -552,6 +606,45 @@ typedef uint32_t pki_purpose;
 #endif // __cplusplus
 
 /**
+ * Which published form [`pki_keyring_export`] writes.
+ */
+enum pki_keyring_output
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The whole ring as one JSON document, the active private key inline
+   * (secret: keep it like a key).
+   */
+  PKI_KEYRING_STATE = 0,
+  /**
+   * Every published public key as `PUBLIC KEY` PEM, active first (what
+   * kube-apiserver's `--service-account-key-file` takes).
+   */
+  PKI_KEYRING_PUBLIC_PEM = 1,
+  /**
+   * The JWK Set `{"keys": [...]}`, `kid` = RFC 7638 thumbprint.
+   */
+  PKI_KEYRING_JWKS = 2,
+  /**
+   * The active private key, PKCS#8 PEM (secret).
+   */
+  PKI_KEYRING_ACTIVE_KEY = 3,
+  /**
+   * The active key's id (its RFC 7638 thumbprint).
+   */
+  PKI_KEYRING_ACTIVE_KID = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_keyring_output pki_keyring_output;
+#else
+typedef uint32_t pki_keyring_output;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Bytes returned by the library (PEM, state documents, pins). May hold
  * private keys: the memory is zeroed when the buffer is freed. A NUL byte
  * follows the data, so textual buffers can be used as C strings.
@@ -577,6 +670,13 @@ typedef struct pki_cred_action pki_cred_action;
  * The events of one reconcile, in order. Free with `pki_events_free`.
  */
 typedef struct pki_events pki_events;
+
+/**
+ * A key ring: one active signing key and the public keys still accepted.
+ * Immutable: `pki_keyring_rotate` returns a new ring, so one handle may be
+ * read from several threads at once. Free with `pki_keyring_free`.
+ */
+typedef struct pki_keyring pki_keyring;
 
 /**
  * The outcome of `pki_leaf_reconcile`: the leaf to serve, its key, and why
@@ -709,6 +809,28 @@ typedef struct pki_policy {
    */
   bool keep_previous_root;
 } pki_policy;
+
+/**
+ * The policy of a key ring. All durations are in seconds.
+ */
+typedef struct pki_keyring_policy {
+  /**
+   * A `pki_key_type`: the type of new active keys.
+   */
+  uint32_t key_type;
+  /**
+   * Rotate the active key once it is this old.
+   */
+  int64_t lifetime_seconds;
+  /**
+   * How long a rotated-out key stays accepted, from the rotation.
+   */
+  int64_t grace_seconds;
+  /**
+   * The longest token lifetime, 0 when not stated. The grace must cover it.
+   */
+  int64_t max_token_lifetime_seconds;
+} pki_keyring_policy;
 
 /**
  * One event, as read by `pki_events_get`.
@@ -1361,6 +1483,177 @@ pki_result pki_signer_rotate_to(const struct pki_signer *signer,
                                 size_t force_len,
                                 int64_t now,
                                 struct pki_signer **out_signer);
+
+/**
+ * P-256 keys, 90 days of lifetime, 24 hours of grace, no stated token lifetime.
+ */
+struct pki_keyring_policy pki_keyring_policy_default(void);
+
+/**
+ * Creates a key ring with a new active key, at `now` (Unix seconds).
+ *
+ * `policy` NULL means `pki_keyring_policy_default()`; it is borrowed for
+ * the call. On success the caller owns `*out_ring` and frees it once with
+ * `pki_keyring_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_KEYRING_POLICY` (a grace that does not cover the longest
+ * token lifetime, non-positive durations) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `policy` must be NULL or valid for reads; `out_ring` NULL or valid for
+ * one write.
+ */
+pki_result pki_keyring_new(const struct pki_keyring_policy *policy,
+                           int64_t now,
+                           struct pki_keyring **out_ring);
+
+/**
+ * Creates a key ring over an existing key set: PEM keys (k3s's
+ * `service.key`; the first private key becomes active, every other key
+ * stays accepted until retired) or a JWK Set of public keys (a new active
+ * key is generated).
+ *
+ * `keys` and `policy` are borrowed for the call (`policy` NULL: the
+ * default). On success the caller owns `*out_ring` and frees it with
+ * `pki_keyring_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_KEYRING_POLICY`, `PKI_RESULT_KEYRING_IMPORT` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `keys` must be NULL or valid for `keys_len` bytes; `policy` NULL or
+ * valid for reads; `out_ring` NULL or valid for one write.
+ */
+pki_result pki_keyring_import(const uint8_t *keys,
+                              size_t keys_len,
+                              const struct pki_keyring_policy *policy,
+                              int64_t now,
+                              struct pki_keyring **out_ring);
+
+/**
+ * Reads a ring from the JSON document `pki_keyring_to_state` wrote.
+ *
+ * On success the caller owns `*out_ring` and frees it with `pki_keyring_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_CORRUPT_STATE` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `state` must be NULL or valid for `state_len` bytes; `out_ring` NULL or
+ * valid for one write.
+ */
+pki_result pki_keyring_from_state(const uint8_t *state,
+                                  size_t state_len,
+                                  struct pki_keyring **out_ring);
+
+/**
+ * Writes one form of the ring (see `pki_keyring_output`) to a new buffer.
+ *
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free` (buffers are zeroed when freed).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `ring` must be NULL or a live `pki_keyring`; `out_buffer` NULL or valid
+ * for one write.
+ */
+pki_result pki_keyring_export(const struct pki_keyring *ring,
+                              uint32_t output,
+                              struct pki_buffer **out_buffer);
+
+/**
+ * One controller step at `now`: rotates the active key when it reached its
+ * lifetime, or when `forced_reason` (NULL: none) is a reason not acted on
+ * before, and removes accepted keys whose grace has ended.
+ *
+ * `*out_next` receives the new ring (the caller owns it and frees it with
+ * `pki_keyring_free`; it is a copy of `ring` when nothing changed),
+ * `*out_changed` whether anything changed (store the new state then), and
+ * `*out_next_check` (Unix seconds) when to step again. `ring` is not changed.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
+ * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `ring` must be NULL or a live `pki_keyring`; `forced_reason` NULL or
+ * valid for `forced_reason_len` bytes of UTF-8; every `out_` pointer NULL
+ * or valid for one write.
+ */
+pki_result pki_keyring_rotate(const struct pki_keyring *ring,
+                              const char *forced_reason,
+                              size_t forced_reason_len,
+                              int64_t now,
+                              struct pki_keyring **out_next,
+                              bool *out_changed,
+                              int64_t *out_next_check);
+
+/**
+ * Signs `claims` (a JSON object, used byte for byte as the payload) with
+ * the active key at `now`: a compact JWS with header
+ * `{"alg","kid","typ":"JWT"}` (ES256 for P-256 keys, RS256 for RSA).
+ *
+ * On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_TOKEN_MALFORMED` (claims not a JSON object),
+ * `PKI_RESULT_TOKEN_LIFETIME` (claims that outlive the grace period) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `ring` must be NULL or a live `pki_keyring`; `claims` NULL or valid for
+ * `claims_len` bytes; `out_token` NULL or valid for one write.
+ */
+pki_result pki_keyring_sign(const struct pki_keyring *ring,
+                            const uint8_t *claims,
+                            size_t claims_len,
+                            int64_t now,
+                            struct pki_buffer **out_token);
+
+/**
+ * Verifies a compact JWS at `now` against the active key and the accepted
+ * keys still in their grace (by `kid`), then `exp` and `nbf` when present.
+ * `PKI_RESULT_OK` means accepted; every other code says why not.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_TOKEN_MALFORMED`, `PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM`,
+ * `PKI_RESULT_TOKEN_UNKNOWN_KID`, `PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED`,
+ * `PKI_RESULT_TOKEN_BAD_SIGNATURE`, `PKI_RESULT_TOKEN_EXPIRED`,
+ * `PKI_RESULT_TOKEN_NOT_YET_VALID` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `ring` must be NULL or a live `pki_keyring`; `token` NULL or valid for
+ * `token_len` bytes.
+ */
+pki_result pki_keyring_verify(const struct pki_keyring *ring,
+                              const uint8_t *token,
+                              size_t token_len,
+                              int64_t now);
+
+/**
+ * Frees a key ring. NULL is accepted.
+ *
+ * # Safety
+ *
+ * `ring` must be NULL or a live `pki_keyring` not freed before; it must
+ * not be used afterwards.
+ */
+void pki_keyring_free(struct pki_keyring *ring);
 
 /**
  * Starts a leaf request of `kind` (a `pki_leaf_kind`), without names, with

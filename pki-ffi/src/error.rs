@@ -175,6 +175,35 @@ pub enum pki_result {
     /// (another attempt, the current credential's revocation…); nothing
     /// was recorded.
     PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT = 682,
+
+    /// A key ring policy was refused: a grace period that does not cover the
+    /// longest token lifetime, or a non-positive duration.
+    PKI_RESULT_KEYRING_POLICY = 650,
+    /// A key set to import holds no usable key, or a block that is not one.
+    PKI_RESULT_KEYRING_IMPORT = 651,
+    /// Retiring a key was refused (the active key, an unknown one, or one
+    /// still in its grace period).
+    PKI_RESULT_KEYRING_RETIRE = 652,
+    /// The time given is before the active key became active.
+    PKI_RESULT_KEYRING_CLOCK_BEHIND = 653,
+    /// A token, a claims set, a JWK or a JWK Set is malformed or too large.
+    PKI_RESULT_TOKEN_MALFORMED = 654,
+    /// A token's algorithm is not ES256 or RS256, or it has critical headers.
+    PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM = 655,
+    /// No accepted key has the token's `kid`.
+    PKI_RESULT_TOKEN_UNKNOWN_KID = 656,
+    /// The token's key was accepted, but its grace period has ended.
+    PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED = 657,
+    /// The token's signature does not verify (or its algorithm does not fit the key).
+    PKI_RESULT_TOKEN_BAD_SIGNATURE = 658,
+    /// The token's `exp` is not after the verification time.
+    PKI_RESULT_TOKEN_EXPIRED = 659,
+    /// The token's `nbf` is after the verification time.
+    PKI_RESULT_TOKEN_NOT_YET_VALID = 660,
+    /// Signing was refused: the claims would outlive the grace period.
+    PKI_RESULT_TOKEN_LIFETIME = 661,
+    /// A key is not usable for tokens (type, curve or size).
+    PKI_RESULT_JWK_UNSUPPORTED_KEY = 662,
 }
 
 use pki_result::*;
@@ -359,6 +388,40 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
         "PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT\0",
     ),
+    (PKI_RESULT_KEYRING_POLICY, "PKI_RESULT_KEYRING_POLICY\0"),
+    (PKI_RESULT_KEYRING_IMPORT, "PKI_RESULT_KEYRING_IMPORT\0"),
+    (PKI_RESULT_KEYRING_RETIRE, "PKI_RESULT_KEYRING_RETIRE\0"),
+    (
+        PKI_RESULT_KEYRING_CLOCK_BEHIND,
+        "PKI_RESULT_KEYRING_CLOCK_BEHIND\0",
+    ),
+    (PKI_RESULT_TOKEN_MALFORMED, "PKI_RESULT_TOKEN_MALFORMED\0"),
+    (
+        PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM,
+        "PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM\0",
+    ),
+    (
+        PKI_RESULT_TOKEN_UNKNOWN_KID,
+        "PKI_RESULT_TOKEN_UNKNOWN_KID\0",
+    ),
+    (
+        PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED,
+        "PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED\0",
+    ),
+    (
+        PKI_RESULT_TOKEN_BAD_SIGNATURE,
+        "PKI_RESULT_TOKEN_BAD_SIGNATURE\0",
+    ),
+    (PKI_RESULT_TOKEN_EXPIRED, "PKI_RESULT_TOKEN_EXPIRED\0"),
+    (
+        PKI_RESULT_TOKEN_NOT_YET_VALID,
+        "PKI_RESULT_TOKEN_NOT_YET_VALID\0",
+    ),
+    (PKI_RESULT_TOKEN_LIFETIME, "PKI_RESULT_TOKEN_LIFETIME\0"),
+    (
+        PKI_RESULT_JWK_UNSUPPORTED_KEY,
+        "PKI_RESULT_JWK_UNSUPPORTED_KEY\0",
+    ),
 ];
 
 /// A failed call: the code returned and the message left in the last error.
@@ -461,6 +524,7 @@ impl From<RotateError> for Failure {
             E::InvalidCredentialName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
             E::InvalidCredentialPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
             E::UnexpectedCredentialReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
+            E::KeyRing(k) => crate::keys::keyring_result(k),
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
@@ -719,11 +783,24 @@ mod tests {
             PKI_RESULT_INVALID_CREDENTIAL_NAME => 680,
             PKI_RESULT_INVALID_CREDENTIAL_POLICY => 681,
             PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT => 682,
+            PKI_RESULT_KEYRING_POLICY => 650,
+            PKI_RESULT_KEYRING_IMPORT => 651,
+            PKI_RESULT_KEYRING_RETIRE => 652,
+            PKI_RESULT_KEYRING_CLOCK_BEHIND => 653,
+            PKI_RESULT_TOKEN_MALFORMED => 654,
+            PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM => 655,
+            PKI_RESULT_TOKEN_UNKNOWN_KID => 656,
+            PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED => 657,
+            PKI_RESULT_TOKEN_BAD_SIGNATURE => 658,
+            PKI_RESULT_TOKEN_EXPIRED => 659,
+            PKI_RESULT_TOKEN_NOT_YET_VALID => 660,
+            PKI_RESULT_TOKEN_LIFETIME => 661,
+            PKI_RESULT_JWK_UNSUPPORTED_KEY => 662,
         }
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 73;
+    const PINNED_CODES: usize = 86;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {

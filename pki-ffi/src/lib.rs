@@ -40,6 +40,7 @@ mod bundle;
 mod cred;
 mod error;
 mod external;
+mod keys;
 mod leaf;
 mod secret;
 mod set;
@@ -63,6 +64,11 @@ pub use cred::{
 };
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
 pub use external::{pki_signer_import, pki_signer_rotate_to, pki_signer_validate_replacement};
+pub use keys::{
+    pki_keyring, pki_keyring_export, pki_keyring_free, pki_keyring_from_state, pki_keyring_import,
+    pki_keyring_new, pki_keyring_output, pki_keyring_policy, pki_keyring_policy_default,
+    pki_keyring_rotate, pki_keyring_sign, pki_keyring_verify,
+};
 pub use leaf::{
     pki_leaf, pki_leaf_builder, pki_leaf_builder_add_dns_name, pki_leaf_builder_add_ip_address,
     pki_leaf_builder_build, pki_leaf_builder_free, pki_leaf_builder_new,

@@ -352,6 +352,10 @@ pub enum RotateError {
         /// What was reported and what the document waits for.
         reason: String,
     },
+    /// The key ring refused something: a policy, a token, an import, a
+    /// retirement (boxed to keep this enum small).
+    #[error(transparent)]
+    KeyRing(Box<crate::keyring::KeyRingError>),
 }
 
 fn describe_unsupported(

@@ -40,6 +40,7 @@ pub mod driver;
 pub mod engine;
 mod error;
 pub mod external;
+pub mod keyring;
 pub mod leaf;
 pub mod preflight;
 pub mod set;
@@ -58,6 +59,9 @@ pub use error::{Result, RotateError};
 pub use external::{
     ExternalCa, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, ValidationReport,
     validate_replacement,
+};
+pub use keyring::{
+    ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
 };
 pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
 pub use set::{

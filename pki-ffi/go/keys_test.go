@@ -1,0 +1,225 @@
+package pki_test
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	pki "example.invalid/pki/pki-ffi/go"
+)
+
+type jwk struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+}
+
+func b64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatalf("base64url %q: %v", s, err)
+	}
+	return b
+}
+
+// thumbprint is RFC 7638 computed here, independently of the library.
+func thumbprint(k jwk) string {
+	var canon string
+	if k.Kty == "EC" {
+		canon = fmt.Sprintf(`{"crv":%q,"kty":"EC","x":%q,"y":%q}`, k.Crv, k.X, k.Y)
+	} else {
+		canon = fmt.Sprintf(`{"e":%q,"kty":"RSA","n":%q}`, k.E, k.N)
+	}
+	sum := sha256.Sum256([]byte(canon))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// verifyWithGo checks a compact JWS against a JWK Set with Go's crypto
+// only: it finds the key by kid and verifies ES256 or RS256.
+func verifyWithGo(t *testing.T, jwks []byte, token string) error {
+	t.Helper()
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		t.Fatalf("jwks: %v", err)
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token has %d parts", len(parts))
+	}
+	var header struct{ Alg, Kid, Typ string }
+	if err := json.Unmarshal(b64(t, parts[0]), &header); err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	if header.Typ != "JWT" {
+		t.Fatalf("typ %q", header.Typ)
+	}
+	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	sig := b64(t, parts[2])
+	for _, k := range set.Keys {
+		if k.Kid != header.Kid {
+			continue
+		}
+		if got := thumbprint(k); got != k.Kid {
+			t.Fatalf("kid %s is not the RFC 7638 thumbprint %s", k.Kid, got)
+		}
+		switch {
+		case k.Kty == "EC" && header.Alg == "ES256":
+			x, y := b64(t, k.X), b64(t, k.Y)
+			if len(x) != 32 || len(y) != 32 || len(sig) != 64 {
+				t.Fatalf("coordinate or signature length: %d %d %d", len(x), len(y), len(sig))
+			}
+			pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+			if !ecdsa.Verify(pub, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
+				return errors.New("ES256 signature does not verify")
+			}
+			return nil
+		case k.Kty == "RSA" && header.Alg == "RS256":
+			pub := &rsa.PublicKey{N: new(big.Int).SetBytes(b64(t, k.N)), E: int(new(big.Int).SetBytes(b64(t, k.E)).Int64())}
+			return rsa.VerifyPKCS1v15(pub, crypto.SHA256, digest[:], sig)
+		default:
+			t.Fatalf("alg %s with a %s key", header.Alg, k.Kty)
+		}
+	}
+	return fmt.Errorf("no key %s in the JWK Set", header.Kid)
+}
+
+func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
+	for _, key := range []pki.KeyType{pki.KeyP256, pki.KeyRSA2048} {
+		policy := pki.DefaultKeyRingPolicy()
+		policy.Key = key
+		policy.Grace = time.Hour
+		policy.MaxTokenLifetime = 30 * time.Minute
+		ring, err := pki.NewKeyRing(&policy, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ring.Close()
+		claims := fmt.Sprintf(`{"sub":"system:serviceaccount:default:web","exp":%d}`, t0.Add(20*time.Minute).Unix())
+		token, err := ring.Sign([]byte(claims), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotatedAt := t0.Add(10 * time.Minute)
+		step, err := ring.Rotate(rotatedAt, "drill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer step.Ring.Close()
+		if !step.Changed || !step.NextCheck.Equal(rotatedAt.Add(time.Hour)) {
+			t.Fatalf("changed %v, next check %v", step.Changed, step.NextCheck)
+		}
+		jwks, err := step.Ring.JWKS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verifyWithGo(t, jwks, token); err != nil {
+			t.Fatalf("Go crypto rejects the old token during the grace: %v", err)
+		}
+		if err := step.Ring.Verify([]byte(token), rotatedAt.Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		// The same reason again changes nothing.
+		again, err := step.Ring.Rotate(rotatedAt.Add(time.Minute), "drill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Ring.Close()
+		if again.Changed {
+			t.Fatal("the same forced reason rotated again")
+		}
+		// After the grace the library refuses the old key, and the step
+		// removes it from the JWK Set, so Go finds no key either.
+		end := rotatedAt.Add(time.Hour)
+		if err := step.Ring.Verify([]byte(token), end); !errors.Is(err, pki.ErrTokenRejected) {
+			t.Fatalf("after the grace: %v", err)
+		}
+		later, err := step.Ring.Rotate(end, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer later.Ring.Close()
+		jwks, _ = later.Ring.JWKS()
+		if err := verifyWithGo(t, jwks, token); err == nil {
+			t.Fatal("Go crypto still finds the removed key")
+		}
+		// A new token verifies with Go, and the state round-trips.
+		fresh, err := later.Ring.Sign([]byte(fmt.Sprintf(`{"exp":%d}`, end.Add(time.Minute).Unix())), end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := verifyWithGo(t, jwks, fresh); err != nil {
+			t.Fatal(err)
+		}
+		state, err := later.Ring.State()
+		if err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := pki.LoadKeyRing(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := loaded.ActiveKid()
+		b, _ := later.Ring.ActiveKid()
+		loaded.Close()
+		if a != b || a == "" {
+			t.Fatalf("kid %q after load, %q before", a, b)
+		}
+	}
+}
+
+func TestKeyRingRefusalsHaveTheirCodes(t *testing.T) {
+	policy := pki.DefaultKeyRingPolicy()
+	policy.Grace = 10 * time.Minute
+	policy.MaxTokenLifetime = time.Hour
+	if _, err := pki.NewKeyRing(&policy, t0); !errors.Is(err, pki.ErrKeyRingPolicy) {
+		t.Fatalf("grace shorter than tokens: %v", err)
+	}
+	if _, err := pki.ImportKeyRing([]byte("not keys"), nil, t0); !errors.Is(err, pki.ErrKeyRingImport) {
+		t.Fatalf("import: %v", err)
+	}
+	ring, err := pki.NewKeyRing(nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ring.Close()
+	if _, err := ring.Sign([]byte("{"), t0); !errors.Is(err, pki.ErrTokenRejected) {
+		t.Fatalf("bad claims: %v", err)
+	}
+	if err := ring.Verify([]byte("eyJhbGciOiJFUzI1NiIsImtpZCI6Im5vYm9keSJ9.e30.AAAA"), t0); !errors.Is(err, pki.ErrTokenUnknownKid) {
+		t.Fatalf("unknown kid: %v", err)
+	}
+	pem, err := ring.PublicPEM()
+	if err != nil || !strings.HasPrefix(string(pem), "-----BEGIN PUBLIC KEY-----") {
+		t.Fatalf("public PEM: %v %q", err, pem)
+	}
+	// Importing the ring's own key and public key set keeps its kid.
+	keyPEM, _ := ring.ActiveKeyPEM()
+	imported, err := pki.ImportKeyRing(keyPEM, nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer imported.Close()
+	a, _ := ring.ActiveKid()
+	b, _ := imported.ActiveKid()
+	if a != b {
+		t.Fatalf("imported kid %s, want %s", b, a)
+	}
+}
