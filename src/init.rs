@@ -41,6 +41,9 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         ..SignerPolicy::default()
     };
     policy.validate()?;
+    // Checked before the store directory is created, so a refused name
+    // leaves nothing behind.
+    pki_core::common_name_to_name(args.common_name)?;
     let store = args.dir.open_or_create()?;
     // Refuse before generating a key: creating would fail the same way.
     if store.get(SIGNER)?.is_some() {

@@ -237,17 +237,17 @@ exit 0
         out
     }
 
-    /// Makes the next store write fail: a file where the store creates its
-    /// next generation directory (works as root, unlike a read-only mode).
+    /// Makes the next store operation fail, or lets it pass again. The
+    /// directory store refuses to read or write while its live generation
+    /// is writable by others, so opening it up is a fault the next run hits
+    /// before anything is written (a stray file in the way of the next
+    /// generation no longer works: the store removes such leftovers).
     fn block_next_write(&self, on: bool) {
+        use std::os::unix::fs::PermissionsExt;
         let link = std::fs::read_link(Path::new(&self.dir).join(".data")).unwrap();
-        let n: u64 = link.to_string_lossy()[".gen-".len()..].parse().unwrap();
-        let blocker = Path::new(&self.dir).join(format!(".gen-{:09}.tmp", n + 1));
-        if on {
-            std::fs::write(blocker, "in the way").unwrap();
-        } else {
-            let _ = std::fs::remove_file(blocker);
-        }
+        let live = Path::new(&self.dir).join(link);
+        let mode = if on { 0o777 } else { 0o700 };
+        std::fs::set_permissions(live, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 }
 

@@ -7,8 +7,8 @@
 
 use pki_rotate::signer::document::{SIGNER_BRIDGE, leaf_cert_path, leaf_pem_path};
 use pki_rotate::{
-    Driver, FsStore, LeafRequest, Revision, RotateError, SignerEngine, SignerInput, SignerPolicy,
-    SignerState, Store,
+    Driver, FsStore, LeafChange, LeafRequest, Revision, RotateError, SignerEngine, SignerInput,
+    SignerPolicy, SignerState, Store,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -612,15 +612,23 @@ fn readers_of_tls_pem_always_get_a_key_that_matches_its_certificate() {
                 }
             });
         }
-        // Each commit re-issues "web" (its names change) with a new key.
-        for i in 0..30u64 {
-            let input =
-                SignerInput::request("web", LeafRequest::server(vec![format!("web{i}.ns.svc")]));
+        // Each commit re-issues "web" (its names are replaced) with a new
+        // key. The readers stop however this ends, so a failed commit fails
+        // the test instead of leaving it spinning.
+        let committed = (0..30u64).try_for_each(|i| {
+            let input = SignerInput {
+                leaves: vec![LeafChange::Replace {
+                    name: "web".into(),
+                    request: LeafRequest::server(vec![format!("web{i}.ns.svc")]),
+                }],
+                ..SignerInput::default()
+            };
             Driver::new(&store)
                 .step::<SignerEngine, _>(KEY, &input, T0, &mut rng(1000 + i))
-                .unwrap();
-        }
+                .map(drop)
+        });
         done.store(true, Ordering::SeqCst);
+        committed.unwrap();
     });
     assert!(checked.load(Ordering::SeqCst) > 0);
     let (loaded, _) = Driver::new(&store).load::<SignerEngine>(KEY).unwrap();
