@@ -451,16 +451,6 @@ impl RotateError {
 /// Result with [`RotateError`].
 pub type Result<T, E = RotateError> = std::result::Result<T, E>;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn errors_stay_small_enough_to_return_by_value() {
-        // Every fallible function returns this; stay under clippy's
-        // large-error limit (128 bytes) by boxing rare, large payloads.
-        assert!(std::mem::size_of::<super::RotateError>() < 128);
-    }
-}
-
 fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {
     let list: Vec<String> = failed
         .iter()
@@ -475,4 +465,14 @@ fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: boo
         "supplied CA refused, failed check(s): {} ({hint})",
         list.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn errors_stay_small_enough_to_return_by_value() {
+        // Every fallible function returns this; stay under clippy's
+        // large-error limit (128 bytes) by boxing rare, large payloads.
+        assert!(std::mem::size_of::<super::RotateError>() < 128);
+    }
 }

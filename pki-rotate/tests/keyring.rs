@@ -441,10 +441,17 @@ fn a_crash_at_any_write_of_a_rotation_loses_no_key() {
                 Ok(())
             }
         })));
-        assert!(rotate(&store).is_err(), "step {fail_at}");
+        let reopened = FsStore::open(dir.path()).unwrap();
+        if let Ok(step) = rotate(&store) {
+            // A failure after the switch to the new generation (a directory
+            // sync, a published link) is a warning: the rotation is whole.
+            let (doc, _) = Driver::new(&reopened).load::<KeyRingEngine>(KEY).unwrap();
+            assert_eq!(doc.active.kid, step.document.active.kid, "step {fail_at}");
+            assert_eq!(doc.accepted[0].kid, r.active.kid, "step {fail_at}");
+            continue;
+        }
         // The old document, whole: its active key is still the one signing.
         assert_eq!(store.get(KEY).unwrap().unwrap(), before, "step {fail_at}");
-        let reopened = FsStore::open(dir.path()).unwrap();
         let (doc, _) = Driver::new(&reopened).load::<KeyRingEngine>(KEY).unwrap();
         assert_eq!(doc.active.kid, r.active.kid);
         // The next run completes the rotation and keeps the old key.
