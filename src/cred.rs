@@ -69,23 +69,19 @@ pub fn parse_timeout(s: &str) -> Result<StdDuration, String> {
 pub struct InitArgs<'a> {
     pub dir: &'a StoreArg,
     pub name: &'a str,
-    pub expire: &'a str,
-    pub grace: &'a str,
+    pub expire: time::Duration,
+    pub grace: time::Duration,
     pub mint_cmd: &'a str,
     pub revoke_cmd: &'a str,
     pub options: RunOptions,
-}
-
-fn duration(flag: &str, s: &str) -> CliResult<time::Duration> {
-    pki_core::policy::parse_duration(s).map_err(|e| CliError::new(format!("--{flag}: {e}")))
 }
 
 /// `pki cred init`: records the credential, then mints its first one.
 pub fn init(args: InitArgs<'_>) -> CliResult {
     validate_credential_name(args.name)?;
     let policy = CredentialPolicy {
-        expire: duration("expire", args.expire)?,
-        grace: duration("grace", args.grace)?,
+        expire: args.expire,
+        grace: args.grace,
     };
     for (flag, cmd) in [("mint-cmd", args.mint_cmd), ("revoke-cmd", args.revoke_cmd)] {
         if cmd.trim().is_empty() {

@@ -338,12 +338,12 @@ enum CredCommand {
         /// Credential name: files go to creds/NAME/.
         name: String,
         /// Rotate once the credential is this old, like 720h.
-        #[arg(long)]
-        expire: String,
+        #[arg(long, value_parser = parse_duration)]
+        expire: Duration,
         /// Keep the previous credential working this long after a new one
         /// is minted, like 10m.
-        #[arg(long)]
-        grace: String,
+        #[arg(long, value_parser = parse_duration)]
+        grace: Duration,
         /// Run with `sh -c`: prints the new credential on stdout (env PKI_CRED_NAME).
         #[arg(long)]
         mint_cmd: String,
@@ -595,8 +595,8 @@ fn run(cli: Cli) -> common::CliResult {
         }) => cred::init(cred::InitArgs {
             dir: &dir,
             name: &name,
-            expire: &expire,
-            grace: &grace,
+            expire,
+            grace,
             mint_cmd: &mint_cmd,
             revoke_cmd: &revoke_cmd,
             options: run.options(),

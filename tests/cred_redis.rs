@@ -589,9 +589,13 @@ fn bad_input_is_one_line_exit_1_and_changes_nothing() {
     };
     let e = refused(&s.reconcile(DUE, &["nosuch"]));
     assert!(e.contains("no credential \"nosuch\""), "{e}");
+    // A malformed DUR is bad usage (exit 2), as everywhere in the CLI.
+    for (expire, grace, flag) in [("ten days", "10m", "--expire"), ("2h", "5 min", "--grace")] {
+        let o = init("other", expire, grace);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
+    }
     for (name, expire, grace, expect) in [
-        ("other", "ten days", "10m", "--expire"),
-        ("other", "2h", "5 min", "--grace"),
         ("other", "2h", "2h", "must be shorter than the expiry"),
         ("Bad/Name", "2h", "10m", "invalid credential name"),
         ("db", "2h", "10m", "already exists"),
