@@ -649,3 +649,51 @@ fn the_checked_in_man_pages_are_generated_from_the_cli() {
         "docs/man/ is out of date: run `PKI_UPDATE_DOCS=1 cargo test --test cli_ops the_checked_in_man_pages` and commit it"
     );
 }
+
+/// The `pki` command lines of `examples/cron/pki-rotate` and
+/// `examples/systemd/pki-rotate.service`, with the store path they name.
+fn example_commands() -> Vec<Vec<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let cron = std::fs::read_to_string(root.join("cron/pki-rotate")).unwrap();
+    let unit = std::fs::read_to_string(root.join("systemd/pki-rotate.service")).unwrap();
+    let mut commands = Vec::new();
+    // cron: minute hour dom month dow user command...
+    for line in cron.lines().filter(|l| l.starts_with(char::is_numeric)) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let command: Vec<String> = words[6..]
+            .iter()
+            .take_while(|w| !w.starts_with('>') && **w != "||")
+            .map(|w| w.to_string())
+            .collect();
+        commands.push(command);
+    }
+    for line in unit.lines().filter_map(|l| l.strip_prefix("ExecStart=")) {
+        commands.push(line.split_whitespace().map(str::to_string).collect());
+    }
+    commands
+}
+
+#[test]
+fn the_cron_and_systemd_examples_run_as_written() {
+    let commands = example_commands();
+    assert_eq!(commands.len(), 3, "{commands:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("service-ca").display().to_string();
+    ok(&["init", &dir]);
+    for command in &commands {
+        assert!(command[0].ends_with("pki"), "{command:?}");
+        let args: Vec<&str> = command[1..]
+            .iter()
+            .map(|a| {
+                if a == "/var/lib/pki/service-ca" {
+                    dir.as_str()
+                } else {
+                    a.as_str()
+                }
+            })
+            .collect();
+        let o = pki(&args);
+        // `status --check` exits 3 when something is due; nothing is here.
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+}
