@@ -78,6 +78,17 @@ impl FromStr for KeyAlgorithm {
     }
 }
 
+/// When a P-256 key's stored public point is compared with the one its
+/// scalar gives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PointCheck {
+    /// While reading: keys from outside.
+    Now,
+    /// At the first signature: keys a store wrote (see
+    /// [`PrivateKey::from_stored_pem`]).
+    AtFirstSignature,
+}
+
 #[derive(Clone)]
 enum KeyInner {
     P256(Box<P256Key>),
@@ -250,7 +261,26 @@ impl PrivateKey {
     /// Reads a key from PEM: `PRIVATE KEY` (PKCS#8), `EC PRIVATE KEY` (SEC1)
     /// or `RSA PRIVATE KEY` (PKCS#1). The input must hold exactly one key block;
     /// other blocks (such as a certificate in the same file) are ignored.
+    ///
+    /// A P-256 key whose file also carries a public point is checked: the
+    /// point must be the one its private scalar gives.
     pub fn from_pem(input: &[u8]) -> Result<Self> {
+        Self::from_pem_checked(input, PointCheck::Now)
+    }
+
+    /// Like [`PrivateKey::from_pem`], for keys a store wrote and vouches for
+    /// (its integrity check has already matched the bytes): a P-256 key's
+    /// public point is taken from the file, and checked against the private
+    /// scalar at the key's first signature instead of now. Loading a store
+    /// of thousands of leaves then costs no scalar multiplication per key.
+    /// A key whose two halves disagree still never signs, but until then
+    /// [`PrivateKey::public_key`] reports the stored point: do not use this
+    /// for keys from outside.
+    pub fn from_stored_pem(input: &[u8]) -> Result<Self> {
+        Self::from_pem_checked(input, PointCheck::AtFirstSignature)
+    }
+
+    fn from_pem_checked(input: &[u8], check: PointCheck) -> Result<Self> {
         let blocks = pem::read_blocks(input)?;
         let mut keys = blocks.iter().filter(|b| b.label.ends_with("PRIVATE KEY"));
         let Some(block) = keys.next() else {
@@ -264,7 +294,7 @@ impl PrivateKey {
             });
         }
         match block.label.as_str() {
-            "PRIVATE KEY" => Self::from_pkcs8_der(&block.der),
+            "PRIVATE KEY" => Self::from_pkcs8_der_checked(&block.der, check),
             "EC PRIVATE KEY" => Self::from_sec1_der(&block.der),
             "RSA PRIVATE KEY" => Self::from_pkcs1_der(&block.der),
             other => Err(Error::UnsupportedKey {
@@ -273,8 +303,13 @@ impl PrivateKey {
         }
     }
 
-    /// Reads a PKCS#8 DER private key (P-256 or RSA ≥ 2048 bits).
+    /// Reads a PKCS#8 DER private key (P-256 or RSA ≥ 2048 bits). A P-256
+    /// key's stored public point, when present, must match its scalar.
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self> {
+        Self::from_pkcs8_der_checked(der, PointCheck::Now)
+    }
+
+    fn from_pkcs8_der_checked(der: &[u8], check: PointCheck) -> Result<Self> {
         let info = pkcs8::PrivateKeyInfoRef::from_der(der).map_err(|e| Error::KeyDecode {
             reason: format!("not a PKCS#8 PrivateKeyInfo: {e}"),
         })?;
@@ -320,13 +355,17 @@ impl PrivateKey {
             let stored_pkcs8 = stored_public
                 .is_some()
                 .then(|| Zeroizing::new(der.to_vec()));
+            let key = P256Key {
+                secret,
+                stored_public,
+                stored_pkcs8,
+                signing: OnceLock::new(),
+            };
+            if check == PointCheck::Now {
+                key.signing_key()?;
+            }
             Ok(PrivateKey {
-                inner: KeyInner::P256(Box::new(P256Key {
-                    secret,
-                    stored_public,
-                    stored_pkcs8,
-                    signing: OnceLock::new(),
-                })),
+                inner: KeyInner::P256(Box::new(key)),
             })
         } else {
             Err(Error::UnsupportedKey {
@@ -420,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pkcs8_key_whose_public_point_is_not_its_own_never_signs() {
+    fn a_pkcs8_key_whose_public_point_is_not_its_own_is_refused_or_never_signs() {
         let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
         let b = PrivateKey::generate(
             KeyAlgorithm::EcdsaP256,
@@ -446,9 +485,15 @@ mod tests {
             .position(|w| w == pa.as_slice())
             .unwrap();
         der[at..at + pa.len()].copy_from_slice(&pb);
-        let forged = PrivateKey::from_pkcs8_der(&der).unwrap();
-        // It claims b's public key, but its first signature derives the
-        // real point and refuses.
+        // A key from outside is refused while it is read.
+        let err = PrivateKey::from_pkcs8_der(&der).unwrap_err();
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        let pem = pem::encode("PRIVATE KEY", &der);
+        let err = PrivateKey::from_pem(pem.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        // A stored key claims b's public key, but its first signature
+        // derives the real point and refuses.
+        let forged = PrivateKey::from_stored_pem(pem.as_bytes()).unwrap();
         let KeyInner::P256(inner) = &forged.inner else {
             unreachable!()
         };

@@ -158,7 +158,7 @@ fn read_ca(files: &Files, ca: &str, slot: &str) -> Result<CertificateAuthority> 
     let key_path = ca_path(ca, slot, "key");
     let cert = Certificate::from_pem(need(files, &cert_path)?)
         .map_err(|e| RotateError::material(&cert_path, e))?;
-    let key = PrivateKey::from_pem(need(files, &key_path)?)
+    let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
         .map_err(|e| RotateError::material(&key_path, e))?;
     CertificateAuthority::new(cert, key).map_err(|e| RotateError::material(&key_path, e))
 }
@@ -216,7 +216,7 @@ pub fn from_files(files: &Files) -> Result<SetState> {
         let key_path = format!("{base}/tls.key");
         let cert = Certificate::from_pem(need(files, &cert_path)?)
             .map_err(|e| RotateError::material(&cert_path, e))?;
-        let key = PrivateKey::from_pem(need(files, &key_path)?)
+        let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
             .map_err(|e| RotateError::material(&key_path, e))?;
         if !key.matches(cert.public_key()) {
             return Err(RotateError::corrupt(

@@ -449,7 +449,7 @@ fn assemble<'a>(
     let at = |path: &str, e: pki_core::Error| RotateError::material(format!("{origin}: {path}"), e);
 
     let ca_cert = Certificate::from_pem(need(SIGNER_CERT)?).map_err(|e| at(SIGNER_CERT, e))?;
-    let ca_key = PrivateKey::from_pem(need(SIGNER_KEY)?).map_err(|e| at(SIGNER_KEY, e))?;
+    let ca_key = PrivateKey::from_stored_pem(need(SIGNER_KEY)?).map_err(|e| at(SIGNER_KEY, e))?;
     let ca = CertificateAuthority::new(ca_cert, ca_key).map_err(|e| at(SIGNER_KEY, e))?;
     let bridge = match get(SIGNER_BRIDGE) {
         Some(b) => Some(Certificate::from_pem(b).map_err(|e| at(SIGNER_BRIDGE, e))?),
@@ -489,7 +489,7 @@ fn assemble<'a>(
                 let cert = chain.into_iter().next().ok_or_else(|| {
                     RotateError::corrupt(format!("{origin}: {cert_path}"), "holds no certificate")
                 })?;
-                let key = PrivateKey::from_pem(key_pem).map_err(|e| at(&key_path, e))?;
+                let key = PrivateKey::from_stored_pem(key_pem).map_err(|e| at(&key_path, e))?;
                 if !key.matches(cert.public_key()) {
                     return Err(at(
                         &key_path,
