@@ -8,33 +8,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use pki_rotate::{
-    Driver, Engine, FsStore, LeafRequest, SignerEngine, SignerInput, SignerPolicy, SignerState,
-    Store,
-};
+use pki_rotate::{Driver, Engine, FsStore, SignerEngine, SignerInput, Store};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
-use time::{Duration, OffsetDateTime, macros::datetime};
+use time::Duration;
 
-// 2026-01-01: the signer is created and every leaf issued then.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+#[path = "support/signer.rs"]
+mod support;
+
+use support::{T0, signer_with_leaves};
+
 const LEAVES: usize = 1_000;
-
-fn signer_with_leaves(n: usize) -> SignerState {
-    let mut rng = ChaCha20Rng::seed_from_u64(1);
-    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng).unwrap();
-    for i in 0..n {
-        s.request_leaf(
-            &format!("svc{i}"),
-            LeafRequest::server(vec![format!("svc{i}.ns.svc")]),
-        )
-        .unwrap();
-    }
-    SignerEngine::step(&s, &SignerInput::default(), T0, &mut rng)
-        .unwrap()
-        .into_document()
-}
 
 fn bench(c: &mut Criterion) {
     let doc = signer_with_leaves(LEAVES);

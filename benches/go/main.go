@@ -5,9 +5,14 @@
 //	go run . issue          issue 1,000 P-256 serving leaves (a new key each)
 //	go run . matrix DIR     4-cell rotation trust matrix over 1,000 leaves
 //	go run . parse DIR      parse a 1,000-certificate PEM bundle
+//	go run . reconcile DIR  no-op reconcile of 10,000 leaves kept as Secret data (PEM)
+//	go run . reconcile-parsed DIR   the same on certificates parsed beforehand
+//	go run . memory N       issue N leaves and hold them: peak resident MB
 //
 // DIR holds the certificates written by `compare fixtures DIR` (the pki
-// side), so both verify and parse exactly the same DER.
+// side), so both verify and parse exactly the same DER; the reconcile rows
+// read the 10,000 leaves that the root package's `compare fixtures DIR`
+// writes.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,6 +240,113 @@ func parse(data []byte) int {
 	return len(certs)
 }
 
+// leaf is what a controller keeps per serving certificate: the names it
+// asked for and the Secret data holding the certificate.
+type leaf struct {
+	dnsNames []string
+	tlsCrt   []byte
+}
+
+func loadLeaves(dir string) ([]byte, []leaf) {
+	ca := readCerts(dir, "ca.pem")[0]
+	data := must(os.ReadFile(filepath.Join(dir, "leaves.pem")))
+	var out []leaf
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		c := must(x509.ParseCertificate(block.Bytes))
+		out = append(out, leaf{dnsNames: c.DNSNames, tlsCrt: pem.EncodeToMemory(block)})
+	}
+	return ca.SubjectKeyId, out
+}
+
+// due says whether a leaf needs re-issuing at now, as pki decides it: 80%
+// of its lifetime gone, issued by another CA key, or other names asked for.
+func due(c *x509.Certificate, caSKI []byte, names []string, now time.Time) bool {
+	refresh := c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 8 / 10)
+	if !now.Before(refresh) || !bytes.Equal(c.AuthorityKeyId, caSKI) || len(c.DNSNames) != len(names) {
+		return true
+	}
+	for i := range names {
+		if c.DNSNames[i] != names[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile decides, for every leaf kept as Secret data, whether anything
+// is due: the certificate is parsed from the Secret's tls.crt each time, as
+// Go controllers do with the objects their informers cache.
+func reconcile(caSKI []byte, leaves []leaf, now time.Time) int {
+	n := 0
+	for _, l := range leaves {
+		block, _ := pem.Decode(l.tlsCrt)
+		c := must(x509.ParseCertificate(block.Bytes))
+		if due(c, caSKI, l.dnsNames, now) {
+			n++
+		}
+	}
+	return n
+}
+
+// reconcileParsed is reconcile on certificates parsed beforehand, as pki's
+// document holds them.
+func reconcileParsed(caSKI []byte, certs []*x509.Certificate, names [][]string, now time.Time) int {
+	n := 0
+	for i, c := range certs {
+		if due(c, caSKI, names[i], now) {
+			n++
+		}
+	}
+	return n
+}
+
+// peakRSS is the process's peak resident set (VmHWM), in MB.
+func peakRSS() float64 {
+	for _, line := range strings.Split(string(must(os.ReadFile("/proc/self/status"))), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb := must(strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64))
+			return kb / 1024
+		}
+	}
+	fmt.Fprintln(os.Stderr, "no VmHWM in /proc/self/status")
+	os.Exit(1)
+	return 0
+}
+
+// held is an issued leaf as a controller holds it: certificate and key.
+type held struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// memory issues n leaves, each with its own key, and keeps them all.
+func memory(n int) []held {
+	ca, caKey := newCA()
+	out := make([]held, 0, n)
+	for i := 0; i < n; i++ {
+		key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+		tmpl := &x509.Certificate{
+			SerialNumber:          serial(),
+			Subject:               pkix.Name{CommonName: "svc"},
+			NotBefore:             t0.Add(-5 * time.Minute),
+			NotAfter:              t0.Add(365 * 24 * time.Hour),
+			KeyUsage:              x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			BasicConstraintsValid: true,
+			DNSNames:              []string{"svc" + strconv.Itoa(i) + ".ns.svc"},
+			SubjectKeyId:          keyID(&key.PublicKey),
+		}
+		der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey))
+		out = append(out, held{must(x509.ParseCertificate(der)), key})
+	}
+	return out
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: compare issue | matrix DIR | parse DIR")
@@ -257,6 +370,30 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("%.6f\n", medianOf(func() int { return parse(data) }))
+	case "reconcile", "reconcile-parsed":
+		caSKI, leaves := loadLeaves(os.Args[2])
+		// A month after issuance: nothing is due.
+		now := t0.Add(30 * 24 * time.Hour)
+		if n := reconcile(caSKI, leaves, now); n != 0 || len(leaves) != 10000 {
+			fmt.Fprintf(os.Stderr, "%d of %d leaves due\n", n, len(leaves))
+			os.Exit(1)
+		}
+		if os.Args[1] == "reconcile" {
+			fmt.Printf("%.6f\n", medianOf(func() int { return reconcile(caSKI, leaves, now) }))
+			break
+		}
+		var certs []*x509.Certificate
+		var names [][]string
+		for _, l := range leaves {
+			block, _ := pem.Decode(l.tlsCrt)
+			certs = append(certs, must(x509.ParseCertificate(block.Bytes)))
+			names = append(names, l.dnsNames)
+		}
+		fmt.Printf("%.6f\n", medianOf(func() int { return reconcileParsed(caSKI, certs, names, now) }))
+	case "memory":
+		all := memory(int(must(strconv.ParseInt(os.Args[2], 10, 64))))
+		fmt.Printf("%.1f\n", peakRSS())
+		runtime.KeepAlive(all)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown row", os.Args[1])
 		os.Exit(2)

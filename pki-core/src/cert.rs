@@ -59,6 +59,9 @@ struct Parsed {
     layout: Layout,
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
+    /// The same two times as Unix seconds: cheap to compare and subtract
+    /// for a check that runs over thousands of certificates.
+    validity_unix: (i64, i64),
     ski: Option<Box<[u8]>>,
     aki: Option<AuthorityKeyId>,
     basic_constraints: Option<BasicConstraintsInfo>,
@@ -242,9 +245,12 @@ impl Certificate {
         let tbs = inner.tbs_certificate();
         let read = read_extensions(tbs)?;
         let validity = tbs.validity();
+        let not_before = crate::datetime::from_x509(&validity.not_before);
+        let not_after = crate::datetime::from_x509(&validity.not_after);
         Ok(Certificate(Arc::new(Parsed {
-            not_before: crate::datetime::from_x509(&validity.not_before),
-            not_after: crate::datetime::from_x509(&validity.not_after),
+            not_before,
+            not_after,
+            validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
             der,
             inner,
             layout,
@@ -344,6 +350,13 @@ impl Certificate {
         self.0.not_after
     }
 
+    /// NotBefore and NotAfter as Unix seconds (certificate times are whole
+    /// seconds): for checks over many certificates, where comparing and
+    /// subtracting `OffsetDateTime`s is the cost.
+    pub fn validity_unix(&self) -> (i64, i64) {
+        self.0.validity_unix
+    }
+
     /// Whether `at` lies within [NotBefore, NotAfter] (both inclusive, RFC 5280 §4.1.2.5).
     pub fn is_valid_at(&self, at: OffsetDateTime) -> bool {
         self.not_before() <= at && at <= self.not_after()
@@ -391,30 +404,33 @@ impl Certificate {
 
     /// DNS names of the subjectAltName.
     pub fn dns_names(&self) -> Vec<String> {
-        self.0
-            .san
-            .iter()
-            .filter_map(|n| match n {
-                GeneralName::DnsName(d) => Some(d.to_string()),
-                _ => None,
-            })
-            .collect()
+        self.dns_names_iter().map(str::to_string).collect()
+    }
+
+    /// DNS names of the subjectAltName, in order, without copying them.
+    pub fn dns_names_iter(&self) -> impl Iterator<Item = &str> {
+        self.0.san.iter().filter_map(|n| match n {
+            GeneralName::DnsName(d) => Some(d.as_str()),
+            _ => None,
+        })
     }
 
     /// IP addresses of the subjectAltName (malformed lengths are skipped).
     pub fn ip_addresses(&self) -> Vec<IpAddr> {
-        self.0
-            .san
-            .iter()
-            .filter_map(|n| match n {
-                GeneralName::IpAddress(o) => match o.as_bytes().len() {
-                    4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                    16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                    _ => None,
-                },
+        self.ip_addresses_iter().collect()
+    }
+
+    /// IP addresses of the subjectAltName, in order (malformed lengths are
+    /// skipped), without collecting them.
+    pub fn ip_addresses_iter(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.0.san.iter().filter_map(|n| match n {
+            GeneralName::IpAddress(o) => match o.as_bytes().len() {
+                4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
+                16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
                 _ => None,
-            })
-            .collect()
+            },
+            _ => None,
+        })
     }
 
     /// The SubjectPublicKeyInfo.

@@ -274,12 +274,19 @@ pub struct LeafDecision {
 
 /// When a leaf becomes due for refresh: NotAfter − fraction × lifetime.
 pub fn refresh_at(cert: &Certificate, fraction: f64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(refresh_at_nanos(cert, fraction))
+        .unwrap_or(cert.not_before())
+}
+
+/// [`refresh_at`] as Unix nanoseconds, computed from the certificate's
+/// Unix times: the per-leaf check of every reconcile.
+pub(crate) fn refresh_at_nanos(cert: &Certificate, fraction: f64) -> i128 {
+    let (not_before, not_after) = cert.validity_unix();
     // A certificate read from a store may be malformed (NotBefore after
     // NotAfter); it is then due at once rather than at an overflowing time.
-    let lifetime = (cert.not_after() - cert.not_before()).max(Duration::ZERO);
-    cert.not_after()
-        .checked_sub(lifetime * fraction)
-        .unwrap_or(cert.not_before())
+    let lifetime = Duration::seconds(not_after.saturating_sub(not_before).max(0));
+    let back = (lifetime * fraction).whole_nanoseconds();
+    i128::from(not_after) * 1_000_000_000 - back
 }
 
 /// Decides whether `leaf` must be (re-)issued against `ca` at `now`.
@@ -308,24 +315,25 @@ pub(crate) fn decide(
         None => LeafReason::NotYetIssued,
         Some(issued) => {
             let lineage = pki_core::issued_by(&issued.cert, ca);
+            let kind = LeafKind::of(&issued.cert);
             if !lineage.issued_by {
                 LeafReason::WrongIssuer {
                     lineage: lineage.to_string(),
                 }
             } else if !names_match(&issued.cert, request) {
                 LeafReason::RequestChanged
-            } else if let Some(from) = LeafKind::of(&issued.cert).filter(|k| *k != request.kind) {
+            } else if let Some(from) = kind.filter(|k| *k != request.kind) {
                 LeafReason::KindChanged {
                     from,
                     to: request.kind,
                 }
-            } else if LeafKind::of(&issued.cert).is_none() {
+            } else if kind.is_none() {
                 LeafReason::RequestChanged
             } else if now >= issued.cert.not_after() {
                 LeafReason::Expired {
                     not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
                 }
-            } else if now >= refresh_at(&issued.cert, fraction) {
+            } else if now.unix_timestamp_nanos() >= refresh_at_nanos(&issued.cert, fraction) {
                 LeafReason::NearExpiry {
                     not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
                 }
@@ -338,6 +346,31 @@ pub(crate) fn decide(
 }
 
 fn names_match(cert: &Certificate, request: &LeafRequest) -> bool {
+    // Nearly always the names are those issued, in the same order: compare
+    // them in place, without allocating, before sorting copies.
+    let lower_eq = |want: &str, have: &str| {
+        want.len() == have.len()
+            && want
+                .bytes()
+                .zip(have.bytes())
+                .all(|(w, h)| w.to_ascii_lowercase() == h)
+    };
+    let mut have_dns = cert.dns_names_iter();
+    let same_dns = request
+        .dns_names
+        .iter()
+        .all(|want| have_dns.next().is_some_and(|have| lower_eq(want, have)))
+        && have_dns.next().is_none();
+    let mut have_ip = cert.ip_addresses_iter();
+    let same_ip = request
+        .ip_addresses
+        .iter()
+        .all(|want| have_ip.next() == Some(*want))
+        && have_ip.next().is_none();
+    same_dns && same_ip || names_match_in_any_order(cert, request)
+}
+
+fn names_match_in_any_order(cert: &Certificate, request: &LeafRequest) -> bool {
     let mut want: Vec<String> = request
         .dns_names
         .iter()

@@ -686,12 +686,13 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         r.bridge_until = None;
     }
 
-    // The requests after the input's changes; only real changes are kept.
-    let mut requests: BTreeMap<&str, (&LeafRequest, Option<&IssuedLeaf>)> = state
-        .leaves
-        .iter()
-        .map(|(n, l)| (n.as_str(), (&l.request, l.issued.as_ref())))
-        .collect();
+    // The requests after the input's changes, as the leaves the input
+    // names (None: removed) over the document's: only real changes are
+    // kept, and a plan without leaf changes copies nothing per leaf.
+    let mut overrides: BTreeMap<&str, Option<LeafEntry<'_>>> = BTreeMap::new();
+    let known = |overrides: &BTreeMap<&str, Option<LeafEntry<'_>>>, name: &str| {
+        lookup_leaf(state, overrides, name).is_some()
+    };
     let mut leaf_changes = Vec::new();
     let mut renew = Vec::new();
     for change in &input.leaves {
@@ -699,7 +700,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         match change {
             LeafChange::Request { name, request } | LeafChange::Replace { name, request } => {
                 request.validate()?;
-                let before = requests.get(name.as_str()).map(|(r, _)| *r);
+                let before = lookup_leaf(state, &overrides, name).map(|(r, _)| r);
                 if let (Some(before), LeafChange::Request { .. }) = (before, change) {
                     refuse_narrowing(name, before, request)?;
                 }
@@ -710,16 +711,17 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
                         request: request.clone(),
                     });
                 }
-                requests.insert(name, (request, issued));
+                overrides.insert(name, Some((request, issued)));
             }
             LeafChange::Remove { name } => {
-                if requests.remove(name.as_str()).is_none() {
+                if !known(&overrides, name) {
                     return Err(RotateError::UnknownLeaf(name.clone()));
                 }
+                overrides.insert(name, None);
                 leaf_changes.push(change.clone());
             }
             LeafChange::Renew { name } => {
-                if !requests.contains_key(name.as_str()) {
+                if !known(&overrides, name) {
                     return Err(RotateError::UnknownLeaf(name.clone()));
                 }
                 renew.push(name.as_str());
@@ -728,17 +730,31 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     }
 
     let mut leaves = Vec::new();
-    for (name, (request, issued)) in &requests {
+    let mut consider = |name: &str, request: &LeafRequest, issued: Option<&IssuedLeaf>| {
         let reason = if rotation.is_some() {
             Some(LeafReason::IssuerRotated)
         } else {
-            crate::leaf::decide(request, *issued, ca, now, policy.leaf_refresh_fraction)
-                .or_else(|| renew.contains(name).then_some(LeafReason::Renewed))
+            crate::leaf::decide(request, issued, ca, now, policy.leaf_refresh_fraction)
+                .or_else(|| renew.contains(&name).then_some(LeafReason::Renewed))
         };
         leaves.extend(reason.map(|reason| LeafDecision {
             name: name.to_string(),
             reason,
         }));
+    };
+    for (name, leaf) in &state.leaves {
+        if !overrides.contains_key(name.as_str()) {
+            consider(name, &leaf.request, leaf.issued.as_ref());
+        }
+    }
+    for (name, entry) in &overrides {
+        if let Some((request, issued)) = entry {
+            consider(name, request, *issued);
+        }
+    }
+    // In name order, as one pass over the merged requests would give.
+    if !overrides.is_empty() {
+        leaves.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     let mut prune = Vec::new();
@@ -783,6 +799,25 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         skip_trust_break_check: input.skip_trust_break_check,
         next_check: next_check(state, &policy, now),
     })
+}
+
+/// A leaf request with its issued certificate, if any.
+type LeafEntry<'a> = (&'a LeafRequest, Option<&'a IssuedLeaf>);
+
+/// The leaf `name` after the input's changes so far (`overrides`, where
+/// None means removed) over `state`'s.
+fn lookup_leaf<'a>(
+    state: &'a SignerState,
+    overrides: &BTreeMap<&str, Option<LeafEntry<'a>>>,
+    name: &str,
+) -> Option<LeafEntry<'a>> {
+    match overrides.get(name) {
+        Some(entry) => *entry,
+        None => state
+            .leaves
+            .get(name)
+            .map(|l| (&l.request, l.issued.as_ref())),
+    }
 }
 
 /// Executes `plan`, made from `state`, with `rng`. When the plan is empty
@@ -1028,13 +1063,18 @@ fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -
             t = x;
         }
     };
-    for leaf in state.leaves.values() {
-        if let Some(issued) = &leaf.issued {
-            consider(crate::leaf::refresh_at(
-                &issued.cert,
-                policy.leaf_refresh_fraction,
-            ));
-        }
+    // The leaves' earliest refresh after `now`, in Unix nanoseconds: one
+    // comparison of integers per leaf.
+    let now_nanos = now.unix_timestamp_nanos();
+    let earliest = state
+        .leaves
+        .values()
+        .filter_map(|leaf| leaf.issued.as_ref())
+        .map(|issued| crate::leaf::refresh_at_nanos(&issued.cert, policy.leaf_refresh_fraction))
+        .filter(|&at| at > now_nanos)
+        .min();
+    if let Some(at) = earliest.and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at).ok()) {
+        consider(at);
     }
     for c in state.bundle.certs() {
         // Certificates may end at 9999-12-31T23:59:59, the last encodable second.

@@ -205,22 +205,28 @@ fn a_missing_document_is_not_initialized() {
 }
 
 /// Replicas step the same document at the same simulated time, each with
-/// its own RNG, released together.
+/// its own RNG. Every replica's first read completes before any of them
+/// writes, so they all decide from the same document and race to commit:
+/// a replica that read only after another's commit would not be racing
+/// but acting on a newer document.
 fn race<S: Store + Sync>(
     store: &S,
     replicas: usize,
     now: OffsetDateTime,
     input: impl Fn(usize) -> SignerInput + Sync,
 ) -> Vec<pki_rotate::Step<SignerState, pki_rotate::Event>> {
-    let barrier = Barrier::new(replicas);
+    let together = ReadTogether {
+        inner: store,
+        first_reads: AtomicUsize::new(replicas),
+        barrier: Barrier::new(replicas),
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..replicas)
             .map(|i| {
-                let barrier = &barrier;
+                let together = &together;
                 let input = &input;
                 scope.spawn(move || {
-                    barrier.wait();
-                    Driver::new(store)
+                    Driver::new(together)
                         .step::<SignerEngine, _>(KEY, &input(i), now, &mut rng(100 + i as u64))
                         .unwrap()
                 })
@@ -228,6 +234,38 @@ fn race<S: Store + Sync>(
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// A store whose first `replicas` reads wait for each other.
+struct ReadTogether<'a, S> {
+    inner: &'a S,
+    first_reads: AtomicUsize,
+    barrier: Barrier,
+}
+
+impl<S: Store> Store for ReadTogether<'_, S> {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        let read = self.inner.get(key);
+        let first = self
+            .first_reads
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if first {
+            self.barrier.wait();
+        }
+        read
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
+        self.inner.put(key, expected, files)
+    }
 }
 
 fn assert_one_rotation<S: Store>(

@@ -81,13 +81,23 @@ mod safety;
 
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 use safety::{
-    DAMAGED_ADVICE, check_owner_and_mode, check_tree, describe, digest, effective_uid, read_regular,
+    DAMAGED_ADVICE, Entry, Kind, Tree, check_owner_and_mode, check_tree, describe, digest,
+    effective_uid, read_regular,
 };
 
 const DATA_LINK: &str = ".data";
 const LOCK_FILE: &str = ".lock";
 const GEN_PREFIX: &str = ".gen-";
 const MANIFEST: &str = ".manifest.json";
+/// The generation before the current one, kept up to date with it (hard
+/// links to the same files, so it holds no key the current one does not):
+/// the next commit starts from it and touches only what changed, instead
+/// of making a directory and links for every leaf again.
+const SPARE: &str = ".spare";
+/// Inside the spare: the number of the generation it was last brought up
+/// to date with. A spare that says another number was left by an
+/// interrupted run and may hold old keys.
+const SPARE_MARK: &str = ".mirrors";
 /// Format 2 added the SHA-256 of every file; format 1 is still read.
 const MANIFEST_FORMAT: u32 = 2;
 
@@ -112,6 +122,17 @@ pub struct FsStore {
     notice_hook: Option<NoticeHook>,
     notices: Mutex<Vec<String>>,
     lock_timeout: Duration,
+    verified: Mutex<Verified>,
+}
+
+/// Files whose content this store value checked against the manifest,
+/// as they were on disk then: a commit right after a read needs not read
+/// them again to know they are intact, only see that each is still the
+/// very same file, unmodified.
+#[derive(Default)]
+struct Verified {
+    generation: String,
+    files: std::collections::HashMap<String, Entry>,
 }
 
 impl std::fmt::Debug for FsStore {
@@ -172,6 +193,8 @@ struct Current {
     number: u64,
     dir: PathBuf,
     manifest: Manifest,
+    /// Everything in the generation directory, as the safety walk found it.
+    tree: Tree,
 }
 
 impl Current {
@@ -188,6 +211,7 @@ impl FsStore {
             notice_hook: None,
             notices: Mutex::new(Vec::new()),
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            verified: Mutex::new(Verified::default()),
         }
     }
 
@@ -254,8 +278,12 @@ impl FsStore {
 
     /// The keys that hold a document. Never waits for the lock.
     pub fn keys(&self) -> Result<Vec<String>> {
-        let _lock = self.reader_lock()?;
-        Ok(match self.current()? {
+        let (_lock, checked) = self.reader_lock()?;
+        let current = match checked {
+            Some(c) => Some(c),
+            None => self.current()?,
+        };
+        Ok(match current {
             Some(c) => c.manifest.keys.into_keys().collect(),
             None => Vec::new(),
         })
@@ -287,7 +315,10 @@ impl FsStore {
     /// generations); else it takes it shared, else it reads without it (a
     /// writer holds it, or the store cannot be written here, such as a
     /// read-only mount). A lock file that is unsafe is refused either way.
-    fn reader_lock(&self) -> Result<Option<lock::Lock>> {
+    ///
+    /// With the exclusive lock, also returns the current generation it
+    /// checked, for the read to use rather than walk it a second time.
+    fn reader_lock(&self) -> Result<(Option<lock::Lock>, Option<Current>)> {
         let path = self.lock_path();
         match lock::try_exclusive(&path) {
             Ok(Some(held)) => {
@@ -296,15 +327,15 @@ impl FsStore {
                     self.check_published(&c.manifest, std::iter::empty())?;
                 }
                 self.tidy(current.as_ref());
-                Ok(Some(held))
+                Ok((Some(held), current))
             }
             Ok(None) => match lock::try_shared(&path) {
-                Ok(held) => Ok(held),
+                Ok(held) => Ok((held, None)),
                 Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
-                Err(_) => Ok(None),
+                Err(_) => Ok((None, None)),
             },
             Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
-            Err(_) => Ok(None),
+            Err(_) => Ok((None, None)),
         }
     }
 
@@ -347,7 +378,7 @@ impl FsStore {
                 )
             })?;
         let dir = self.root.join(&name);
-        check_tree(&dir)?;
+        let tree = check_tree(&dir)?;
         let manifest_path = dir.join(MANIFEST);
         let manifest = match fs::read(&manifest_path) {
             Ok(bytes) => {
@@ -371,6 +402,7 @@ impl FsStore {
             number,
             dir,
             manifest,
+            tree,
         }))
     }
 
@@ -415,86 +447,210 @@ impl FsStore {
     /// Under the exclusive lock, finishes what an interrupted run left:
     /// removes the temporary link and every generation but the current one
     /// (they hold private keys), once the switch to the current one is on
-    /// disk, and recreates missing published links. Failures are warnings:
-    /// the committed document is intact either way.
+    /// disk, removes a spare that an interrupted run left behind (it may
+    /// hold old keys), and recreates missing published links. Failures are
+    /// warnings: the committed document is intact either way.
     fn tidy(&self, current: Option<&Current>) {
         let tmp_link = self.root.join(format!("{DATA_LINK}.tmp"));
         if fs::symlink_metadata(&tmp_link).is_ok() {
             let _ = fs::remove_file(&tmp_link);
         }
+        if self.spare_is_stale(current.map(|c| c.number)) {
+            self.remove_spare(true);
+        }
+        let keep = current.map(Current::name).unwrap_or_default();
+        let leftovers = self.old_generations(&keep);
         if let Some(c) = current {
-            if let Err(e) = sync_dir(&self.root) {
-                self.notice(format!(
-                    "warning: {}: flushing the directory failed ({}); old generations are kept until it succeeds",
-                    self.root.display(),
-                    reason(&e)
-                ));
-            } else {
-                self.remove_old_generations(&c.name(), true);
+            // Only a switch that is on disk makes the older generations
+            // garbage; flushing costs a journal commit, so it is done only
+            // when there is something to remove.
+            if !leftovers.is_empty() {
+                if let Err(e) = sync_dir(&self.root) {
+                    self.notice(format!(
+                        "warning: {}: flushing the directory failed ({}); old generations are kept until it succeeds",
+                        self.root.display(),
+                        reason(&e)
+                    ));
+                } else {
+                    self.remove_generations(&leftovers, true);
+                }
             }
             self.publish(&c.manifest, c.number, true);
         } else {
             // No committed generation: anything generation-like is a leftover.
-            self.remove_old_generations("", true);
+            self.remove_generations(&leftovers, true);
+        }
+    }
+
+    /// Whether a spare exists that is not a mirror of generation `current`.
+    fn spare_is_stale(&self, current: Option<u64>) -> bool {
+        let spare = self.root.join(SPARE);
+        if fs::symlink_metadata(&spare).is_err() {
+            return false;
+        }
+        let mark = read_regular(&spare.join(SPARE_MARK))
+            .ok()
+            .flatten()
+            .and_then(|(bytes, _)| String::from_utf8(bytes.to_vec()).ok());
+        match (mark, current) {
+            (Some(mark), Some(n)) => mark.trim() != n.to_string(),
+            _ => true,
+        }
+    }
+
+    /// Removes the spare; `leftover`: an interrupted run left it, so the
+    /// removal is reported.
+    fn remove_spare(&self, leftover: bool) {
+        let spare = self.root.join(SPARE);
+        let gone = self.step(&format!("remove {SPARE}")).and_then(|()| {
+            match fs::symlink_metadata(&spare) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&spare),
+                Ok(_) => fs::remove_file(&spare),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+            .map_err(io(&spare))
+        });
+        match gone {
+            Ok(()) if leftover => self.notice(format!(
+                "removed {} (left by an interrupted run)",
+                spare.display()
+            )),
+            Ok(()) => {}
+            Err(e) => self.notice(format!(
+                "warning: {}: could not remove this out-of-date copy of the store ({}); it may \
+                 still hold old private keys, and the next run retries",
+                spare.display(),
+                reason(&e)
+            )),
         }
     }
 
     fn read_key(&self, current: &Current, entry: &KeyEntry) -> Result<Files> {
         let mut files = Files::new();
-        let generation = current.name();
         for d in &entry.dirs {
             self.expect_dir(current, d)?;
             files.insert_dir(d.clone())?;
         }
+        let mut checked = Vec::with_capacity(entry.files.len());
         for (relative, &secret) in &entry.files {
-            if let Some((parent, _)) = relative.rsplit_once('/') {
-                self.expect_dir(current, parent)?;
-            }
-            let path = current.dir.join(relative);
-            let committed = entry.sha256.get(relative);
-            let expected = match committed {
-                Some(d) => format!(
-                    "a regular file with SHA-256 {}… ({generation})",
-                    d.get(..16).unwrap_or(d)
-                ),
-                None => format!("a regular file ({generation})"),
-            };
-            let damaged = |found: String| RotateError::DamagedStore {
-                path: self.root.join(relative),
-                found,
-                expected: expected.clone(),
-                advice: DAMAGED_ADVICE.into(),
-            };
-            let Some(contents) = read_regular(&path)? else {
-                return Err(damaged(describe(&path)));
-            };
-            if let Some(committed) = committed {
-                let found = digest(&contents);
-                if found != *committed {
-                    return Err(damaged(format!(
-                        "a regular file with other content (SHA-256 {}…)",
-                        &found[..16]
-                    )));
-                }
-            }
+            let (contents, on_disk) = self.read_committed(current, entry, relative)?;
+            checked.push((relative.clone(), on_disk));
             files.insert(relative.clone(), File { contents, secret })?;
         }
+        self.remember_verified(current, checked);
         Ok(files)
+    }
+
+    /// Checks that every file of `entry` is still what was committed, like
+    /// [`FsStore::read_key`] but without keeping the contents; a file this
+    /// store checked earlier and that is still the same, unmodified file
+    /// (same inode, size, modification and change times) is not read again.
+    fn verify_key(&self, current: &Current, entry: &KeyEntry) -> Result<()> {
+        for d in &entry.dirs {
+            self.expect_dir(current, d)?;
+        }
+        let mut checked = Vec::new();
+        {
+            let verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+            let same_generation = verified.generation == current.name();
+            for relative in entry.files.keys() {
+                let known = same_generation
+                    && entry.sha256.contains_key(relative)
+                    && current.tree.get(relative).is_some_and(|on_disk| {
+                        on_disk.kind == Kind::File && verified.files.get(relative) == Some(on_disk)
+                    });
+                if !known {
+                    checked.push(relative.clone());
+                }
+            }
+        }
+        let mut read = Vec::with_capacity(checked.len());
+        for relative in checked {
+            let (_, on_disk) = self.read_committed(current, entry, &relative)?;
+            read.push((relative, on_disk));
+        }
+        self.remember_verified(current, read);
+        Ok(())
+    }
+
+    /// Reads one committed file of `entry` and checks it: a regular file,
+    /// the one the safety walk saw, with the committed SHA-256.
+    fn read_committed(
+        &self,
+        current: &Current,
+        entry: &KeyEntry,
+        relative: &str,
+    ) -> Result<(zeroize::Zeroizing<Vec<u8>>, Entry)> {
+        if let Some((parent, _)) = relative.rsplit_once('/') {
+            self.expect_dir(current, parent)?;
+        }
+        let path = current.dir.join(relative);
+        let generation = current.name();
+        let committed = entry.sha256.get(relative);
+        let expected = match committed {
+            Some(d) => format!(
+                "a regular file with SHA-256 {}… ({generation})",
+                d.get(..16).unwrap_or(d)
+            ),
+            None => format!("a regular file ({generation})"),
+        };
+        let damaged = |found: String| RotateError::DamagedStore {
+            path: self.root.join(relative),
+            found,
+            expected: expected.clone(),
+            advice: DAMAGED_ADVICE.into(),
+        };
+        let walked = current.tree.get(relative);
+        if walked.is_none_or(|w| w.kind != Kind::File) {
+            return Err(damaged(describe(&path)));
+        }
+        let Some((contents, on_disk)) = read_regular(&path)? else {
+            return Err(damaged(describe(&path)));
+        };
+        if walked.map(|w| w.id) != Some(on_disk.id) {
+            return Err(damaged(
+                "another file than the one checked a moment before (replaced while being read)"
+                    .into(),
+            ));
+        }
+        if let Some(committed) = committed {
+            let found = digest(&contents);
+            if found != *committed {
+                return Err(damaged(format!(
+                    "a regular file with other content (SHA-256 {}…)",
+                    &found[..16]
+                )));
+            }
+        }
+        Ok((contents, on_disk))
+    }
+
+    /// Records files whose content was checked against the manifest.
+    fn remember_verified(&self, current: &Current, checked: Vec<(String, Entry)>) {
+        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = current.name();
+        if verified.generation != generation {
+            *verified = Verified {
+                generation,
+                files: Default::default(),
+            };
+        }
+        verified.files.extend(checked);
     }
 
     /// Each directory on the way to a committed file must be a real one: a
     /// link there would send reads outside the generation.
     fn expect_dir(&self, current: &Current, relative: &str) -> Result<()> {
-        let mut walked = String::new();
-        for segment in relative.split('/') {
-            if !walked.is_empty() {
-                walked.push('/');
-            }
-            walked.push_str(segment);
-            let path = current.dir.join(&walked);
-            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        for (end, _) in relative
+            .match_indices('/')
+            .chain(std::iter::once((relative.len(), "")))
+        {
+            let walked = &relative[..end];
+            if current.tree.get(walked).is_none_or(|e| e.kind != Kind::Dir) {
+                let path = current.dir.join(walked);
                 return Err(RotateError::DamagedStore {
-                    path: self.root.join(&walked),
+                    path: self.root.join(walked),
                     found: describe(&path),
                     expected: format!("a directory ({})", current.name()),
                     advice: DAMAGED_ADVICE.into(),
@@ -504,16 +660,24 @@ impl FsStore {
         Ok(())
     }
 
-    /// One read of `key` from the generation `.data` points to now; also
+    /// One read of `key` from the generation `.data` points to now, or from
+    /// `checked` when the caller has just checked it under the lock; also
     /// returns which generation that was.
-    fn read_once(&self, key: &str) -> (Option<String>, Result<Option<(Files, Revision)>>) {
+    fn read_once(
+        &self,
+        key: &str,
+        checked: Option<Current>,
+    ) -> (Option<String>, Result<Option<(Files, Revision)>>) {
         // Taken first: a writer may switch and remove the generation while
         // it is checked, and the caller then reads again from the new one.
         let before = self.current_target();
-        let current = match self.current() {
-            Ok(Some(c)) => c,
-            Ok(None) => return (None, Ok(None)),
-            Err(e) => return (before, Err(e)),
+        let current = match checked {
+            Some(c) => c,
+            None => match self.current() {
+                Ok(Some(c)) => c,
+                Ok(None) => return (None, Ok(None)),
+                Err(e) => return (before, Err(e)),
+            },
         };
         let name = Some(current.name());
         if let Err(e) = self.check_published(&current.manifest, std::iter::empty()) {
@@ -543,7 +707,6 @@ impl FsStore {
             })?,
         };
         let gen_name = format!("{GEN_PREFIX}{number:09}");
-        let tmp = self.root.join(format!("{gen_name}.tmp"));
         let final_dir = self.root.join(&gen_name);
 
         let mut manifest = current
@@ -564,7 +727,7 @@ impl FsStore {
                 for relative in entry.files.keys() {
                     if !entry.sha256.contains_key(relative) {
                         let path = c.dir.join(relative);
-                        let contents =
+                        let (contents, _) =
                             read_regular(&path)?.ok_or_else(|| RotateError::DamagedStore {
                                 path: self.root.join(relative),
                                 found: describe(&path),
@@ -589,20 +752,12 @@ impl FsStore {
             dirs: files.dirs().map(str::to_string).collect(),
         };
         let previous_entry = manifest.keys.insert(key.to_string(), entry);
+        let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
 
-        let written = self.write_generation(
-            &tmp,
-            &final_dir,
-            current,
-            key,
-            previous_entry.as_ref(),
-            files,
-            &manifest,
-        );
+        let written = self.write_generation(&final_dir, current, &target);
         if let Err(e) = written {
             // The previous generation is untouched; leftovers of a crash
             // here are removed by the next run that holds the lock.
-            let _ = fs::remove_dir_all(&tmp);
             let _ = fs::remove_dir_all(&final_dir);
             return Err(e);
         }
@@ -618,7 +773,15 @@ impl FsStore {
             .step("sync directory")
             .and_then(|()| sync_dir(&self.root));
         match synced {
-            Ok(()) => self.remove_old_generations(&gen_name, false),
+            Ok(()) => {
+                let mut leftovers = self.old_generations(&gen_name);
+                if let Some(c) = current {
+                    // Retired or warned about: either way not removed again.
+                    self.retire(c, &final_dir, number, &target);
+                    leftovers.retain(|n| *n != c.name());
+                }
+                self.remove_generations(&leftovers, false);
+            }
             Err(e) => self.notice(format!(
                 "warning: {}: generation {number} is live, but flushing the directory to disk \
                  failed ({}): after a power loss the store may come back at {previous}, which \
@@ -638,77 +801,209 @@ impl FsStore {
             .map(|t| t.to_string_lossy().into_owned())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Builds the generation `target` describes in `tmp`, its final name:
+    /// nothing reads a generation before `.data` points to it, and one left
+    /// half-built by a crash is removed by the next run like any generation
+    /// `.data` does not point to. It starts from the spare when there is one
+    /// (the previous generation kept up to date): entries that are already
+    /// the right file stay, and only what differs is removed, linked or
+    /// written. Everything is on disk when it returns.
     fn write_generation(
         &self,
         tmp: &Path,
-        final_dir: &Path,
         current: Option<&Current>,
-        key: &str,
-        previous_entry: Option<&KeyEntry>,
-        files: &Files,
-        manifest: &Manifest,
+        target: &Target<'_>,
     ) -> Result<()> {
-        for leftover in [tmp, final_dir] {
-            if fs::symlink_metadata(leftover).is_ok() {
-                fs::remove_dir_all(leftover).map_err(io(leftover))?;
-            }
+        if fs::symlink_metadata(tmp).is_ok() {
+            fs::remove_dir_all(tmp).map_err(io(tmp))?;
         }
         self.step("create generation directory")?;
-        let mut dirs = BTreeSet::new();
-        make_dir(tmp)?;
-        dirs.insert(tmp.to_path_buf());
+        let spare = self.root.join(SPARE);
+        let reused = match current {
+            Some(_) if fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir()) => {
+                fs::rename(&spare, tmp).map_err(io(tmp))?;
+                true
+            }
+            _ => {
+                make_dir(tmp)?;
+                false
+            }
+        };
+        // What is in the directory being built: the spare's entries (they
+        // become the new generation's, so they pass the same checks), or
+        // nothing.
+        let mut existing = if reused {
+            check_tree(tmp)?
+        } else {
+            Tree::new()
+        };
+        let mut touched = BTreeSet::from([tmp.to_path_buf()]);
+        let mut written = Vec::new();
+        let parent_of = |relative: &str| match relative.rsplit_once('/') {
+            Some((parent, _)) => tmp.join(parent),
+            None => tmp.to_path_buf(),
+        };
 
-        // Files of the other keys: linked from the current generation.
-        if let Some(current) = current {
-            for (other, entry) in &current.manifest.keys {
-                if other == key {
-                    continue;
-                }
-                for relative in entry.files.keys() {
-                    let to = tmp.join(relative);
-                    make_parents(tmp, relative, &mut dirs)?;
-                    self.step(&format!("link {relative}"))?;
-                    link_or_copy(&current.dir.join(relative), &to)?;
-                }
-                for d in &entry.dirs {
-                    make_parents(tmp, &format!("{d}/x"), &mut dirs)?;
-                }
+        // Whatever the target does not have, deepest first.
+        let mut extra: Vec<(&String, &Entry)> = existing
+            .iter()
+            .filter(|(relative, e)| match e.kind {
+                Kind::Dir => !target.dirs.contains(relative.as_str()),
+                Kind::File => !target.files.contains_key(relative.as_str()),
+                Kind::Other => true,
+            })
+            .collect();
+        extra.sort_by(|a, b| b.0.cmp(a.0));
+        let mut removed = Vec::new();
+        for (relative, e) in extra {
+            if removed.iter().any(|r: &String| is_under(relative, r)) {
+                continue;
+            }
+            self.step(&format!("unlink {relative}"))?;
+            let path = tmp.join(relative);
+            match e.kind {
+                Kind::Dir => fs::remove_dir_all(&path),
+                _ => fs::remove_file(&path),
+            }
+            .map_err(io(&path))?;
+            touched.insert(parent_of(relative));
+            removed.push(relative.clone());
+        }
+        for relative in &removed {
+            existing.retain(|r, _| r != relative && !is_under(r, relative));
+        }
+
+        for dir in &target.dirs {
+            if existing.get(dir).is_none_or(|e| e.kind != Kind::Dir) {
+                make_dir(&tmp.join(dir))?;
+                touched.insert(parent_of(dir));
+                touched.insert(tmp.join(dir));
             }
         }
-        // This key's files: unchanged ones linked, the others written.
-        for (relative, file) in files.iter() {
-            make_parents(tmp, relative, &mut dirs)?;
+        for (relative, source) in &target.files {
             let path = tmp.join(relative);
-            let unchanged = match (current, previous_entry) {
-                (Some(c), Some(prev)) if prev.files.get(relative) == Some(&file.secret) => {
-                    same_contents(&c.dir.join(relative), &file.contents)
-                }
-                _ => false,
-            };
-            if unchanged {
-                self.step(&format!("link {relative}"))?;
-                if let Some(c) = current {
+            let present = existing.get(relative.as_str());
+            match source {
+                Source::Link => {
+                    let Some(c) = current else { continue };
+                    let wanted = c.tree.get(relative.as_str()).map(|e| e.id);
+                    if present.is_some_and(|e| e.kind == Kind::File && Some(e.id) == wanted) {
+                        continue;
+                    }
+                    self.step(&format!("link {relative}"))?;
+                    if present.is_some() {
+                        fs::remove_file(&path).map_err(io(&path))?;
+                    }
                     link_or_copy(&c.dir.join(relative), &path)?;
                 }
-            } else {
-                self.step(&format!("write {relative}"))?;
-                write_file(&path, file)?;
+                Source::Write(file) => {
+                    self.step(&format!("write {relative}"))?;
+                    if present.is_some() {
+                        fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                    write_unsynced(&path, file)?;
+                    written.push(path);
+                }
+            }
+            touched.insert(parent_of(relative));
+        }
+        self.step("flush generation")?;
+        flush(&self.root, &written, &touched)
+    }
+
+    /// Once generation `number` is live and on disk, the previous one is no
+    /// longer needed, but it holds private keys the new one replaced. It
+    /// becomes the spare: renamed away (readers holding its name start over,
+    /// as when it was deleted), then brought up to date with the new one by
+    /// replacing only what this commit changed, so that it holds no key the
+    /// live generation does not. Anything failing here deletes it instead.
+    fn retire(&self, previous: &Current, live: &Path, number: u64, target: &Target<'_>) {
+        let name = previous.name();
+        let spare = self.root.join(SPARE);
+        if fs::symlink_metadata(&spare).is_ok() {
+            self.remove_spare(false);
+        }
+        let renamed = self
+            .step(&format!("remove {name}"))
+            .and_then(|()| fs::rename(&previous.dir, &spare).map_err(io(&spare)));
+        if let Err(e) = renamed {
+            self.notice(format!(
+                "warning: {}: could not remove this old generation ({}); it still holds \
+                 private keys, and the next run retries",
+                previous.dir.display(),
+                reason(&e)
+            ));
+            return;
+        }
+        if let Err(e) = self.mirror(&spare, previous, live, number, target) {
+            self.notice(format!(
+                "warning: {}: could not bring this copy of the store up to date ({}); \
+                 removing it",
+                spare.display(),
+                reason(&e)
+            ));
+            self.remove_spare(false);
+        }
+    }
+
+    /// Brings `spare` (a copy of `previous`) up to date with `live`.
+    fn mirror(
+        &self,
+        spare: &Path,
+        previous: &Current,
+        live: &Path,
+        number: u64,
+        target: &Target<'_>,
+    ) -> Result<()> {
+        self.step("update spare")?;
+        let mut gone: Vec<&String> = previous
+            .tree
+            .iter()
+            .filter(|(relative, e)| match e.kind {
+                Kind::Dir => !target.dirs.contains(relative.as_str()),
+                _ => !target.files.contains_key(relative.as_str()),
+            })
+            .map(|(relative, _)| relative)
+            .collect();
+        gone.sort_by(|a, b| b.cmp(a));
+        for relative in gone {
+            let path = spare.join(relative);
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
+                Ok(_) => fs::remove_file(&path),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+            .map_err(io(&path))?;
+        }
+        for dir in &target.dirs {
+            if previous.tree.get(dir).is_none_or(|e| e.kind != Kind::Dir) {
+                let path = spare.join(dir);
+                if fs::symlink_metadata(&path).is_err() {
+                    make_dir(&path)?;
+                }
             }
         }
-        for d in files.dirs() {
-            make_parents(tmp, &format!("{d}/x"), &mut dirs)?;
+        for (relative, source) in &target.files {
+            let unchanged = matches!(source, Source::Link)
+                && previous
+                    .tree
+                    .get(relative.as_str())
+                    .is_some_and(|e| e.kind == Kind::File);
+            if unchanged {
+                continue;
+            }
+            let path = spare.join(relative);
+            if fs::symlink_metadata(&path).is_ok() {
+                fs::remove_file(&path).map_err(io(&path))?;
+            }
+            link_or_copy(&live.join(relative), &path)?;
         }
-        self.step(&format!("write {MANIFEST}"))?;
-        let manifest_json = serde_json::to_vec_pretty(manifest)
-            .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
-        write_file(&tmp.join(MANIFEST), &File::public(manifest_json))?;
-        for d in dirs.iter().rev() {
-            sync_dir(d)?;
-        }
-        self.step("rename generation directory")?;
-        fs::rename(tmp, final_dir).map_err(io(final_dir))?;
-        sync_dir(&self.root)
+        // Not flushed: the mark only spares the next run a removal, and a
+        // spare is walked and checked before it is used again.
+        let mark = spare.join(SPARE_MARK);
+        let _ = fs::remove_file(&mark);
+        fs::write(&mark, number.to_string()).map_err(io(&mark))
     }
 
     /// Makes `gen_name` current by renaming a new link over `.data`. On
@@ -799,21 +1094,27 @@ impl FsStore {
         }
     }
 
-    /// Removes every generation directory (and temporary one) but `keep`:
-    /// old generations hold private keys. `leftover`: they were found
-    /// before a commit, so each removal is reported.
-    fn remove_old_generations(&self, keep: &str, leftover: bool) {
+    /// Every generation directory (and temporary one) but `keep`.
+    fn old_generations(&self, keep: &str) -> Vec<String> {
         let Ok(entries) = fs::read_dir(&self.root) else {
-            return;
+            return Vec::new();
         };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(GEN_PREFIX) && name != keep)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Removes the generation directories `names`: old generations hold
+    /// private keys. `leftover`: they were found before a commit, so each
+    /// removal is reported.
+    fn remove_generations(&self, names: &[String], leftover: bool) {
         let mut removed = false;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if !name.starts_with(GEN_PREFIX) || name == keep {
-                continue;
-            }
-            let path = entry.path();
+        for name in names {
+            let path = self.root.join(name);
             let gone = self.step(&format!("remove {name}")).and_then(|()| {
                 match fs::symlink_metadata(&path) {
                     Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
@@ -848,7 +1149,7 @@ impl FsStore {
     /// next generation: damage is refused, never carried forward unnoticed.
     fn verify_all(&self, current: &Current) -> Result<()> {
         for entry in current.manifest.keys.values() {
-            self.read_key(current, entry)?;
+            self.verify_key(current, entry)?;
         }
         Ok(())
     }
@@ -865,11 +1166,11 @@ impl Store for FsStore {
         // removing the generation being read. Without it the read is still
         // sound: a generation only disappears after `.data` moved past it,
         // so a read that raced a writer is simply done again.
-        let _lock = self.reader_lock()?;
+        let (_lock, mut checked) = self.reader_lock()?;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let (generation, result) = self.read_once(key);
+            let (generation, result) = self.read_once(key, checked.take());
             match result {
                 Ok(found) => return Ok(found),
                 Err(e) => {
@@ -906,6 +1207,103 @@ impl Store for FsStore {
         self.tidy(current.as_ref());
         self.commit(current.as_ref(), key, files)
     }
+}
+
+/// Where a file of the next generation comes from.
+enum Source<'a> {
+    /// Unchanged: the current generation's file, hard-linked.
+    Link,
+    /// New or changed: written.
+    Write(std::borrow::Cow<'a, File>),
+}
+
+/// What the next generation holds: every file with where it comes from,
+/// and every directory (parents included).
+#[derive(Default)]
+struct Target<'a> {
+    files: BTreeMap<String, Source<'a>>,
+    dirs: BTreeSet<String>,
+}
+
+impl<'a> Target<'a> {
+    /// The next generation: the other keys' files as they are, this key's
+    /// `files` (those whose committed digest and secrecy did not change are
+    /// linked, not rewritten) and the new manifest.
+    fn new(
+        current: Option<&Current>,
+        key: &str,
+        previous_entry: Option<&KeyEntry>,
+        files: &'a Files,
+        manifest: &Manifest,
+    ) -> Result<Target<'a>> {
+        let mut target = Target::default();
+        if let Some(c) = current {
+            for (other, entry) in &c.manifest.keys {
+                if other == key {
+                    continue;
+                }
+                for relative in entry.files.keys() {
+                    target.add_file(relative, Source::Link);
+                }
+                for d in &entry.dirs {
+                    target.add_dir(d);
+                }
+            }
+        }
+        let new_digests = manifest.keys.get(key).map(|e| &e.sha256);
+        for (relative, file) in files.iter() {
+            let unchanged = match (current, previous_entry) {
+                (Some(c), Some(prev)) if prev.files.get(relative) == Some(&file.secret) => {
+                    match (
+                        prev.sha256.get(relative),
+                        new_digests.and_then(|d| d.get(relative)),
+                    ) {
+                        (Some(old), Some(new)) => old == new,
+                        // A store of format 1 has no digest: compare bytes.
+                        _ => same_contents(&c.dir.join(relative), &file.contents),
+                    }
+                }
+                _ => false,
+            };
+            let source = if unchanged {
+                Source::Link
+            } else {
+                Source::Write(std::borrow::Cow::Borrowed(file))
+            };
+            target.add_file(relative, source);
+        }
+        for d in files.dirs() {
+            target.add_dir(d);
+        }
+        let manifest_json = serde_json::to_vec_pretty(manifest)
+            .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
+        target.add_file(
+            MANIFEST,
+            Source::Write(std::borrow::Cow::Owned(File::public(manifest_json))),
+        );
+        Ok(target)
+    }
+
+    fn add_file(&mut self, relative: &str, source: Source<'a>) {
+        if let Some((parent, _)) = relative.rsplit_once('/') {
+            self.add_dir(parent);
+        }
+        self.files.insert(relative.to_string(), source);
+    }
+
+    fn add_dir(&mut self, relative: &str) {
+        for (end, _) in relative
+            .match_indices('/')
+            .chain(std::iter::once((relative.len(), "")))
+        {
+            self.dirs.insert(relative[..end].to_string());
+        }
+    }
+}
+
+/// Whether `path` lies inside the directory `dir` (both relative).
+fn is_under(path: &str, dir: &str) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 
 /// A generation written before manifests existed: one signer owning every
@@ -992,22 +1390,6 @@ fn make_dir(path: &Path) -> Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io(path))
 }
 
-/// Creates the missing parent directories of `relative` under `base`.
-fn make_parents(base: &Path, relative: &str, made: &mut BTreeSet<PathBuf>) -> Result<()> {
-    let mut dir = base.to_path_buf();
-    let segments: Vec<&str> = relative.split('/').collect();
-    for segment in &segments[..segments.len().saturating_sub(1)] {
-        dir.push(segment);
-        if !made.contains(&dir) {
-            if fs::symlink_metadata(&dir).is_err() {
-                make_dir(&dir)?;
-            }
-            made.insert(dir.clone());
-        }
-    }
-    Ok(())
-}
-
 fn same_contents(path: &Path, contents: &[u8]) -> bool {
     match fs::metadata(path) {
         Ok(meta) if meta.len() == contents.len() as u64 => fs::read(path)
@@ -1030,7 +1412,14 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
     }
 }
 
+/// Writes a new file (it must not exist) with its mode, and flushes it.
 fn write_file(path: &Path, file: &File) -> Result<()> {
+    let f = write_unsynced(path, file)?;
+    f.sync_all().map_err(io(path))
+}
+
+/// Writes a new file (it must not exist) with its mode; the caller flushes.
+fn write_unsynced(path: &Path, file: &File) -> Result<fs::File> {
     let mode = if file.secret { 0o600 } else { 0o644 };
     let mut f = OpenOptions::new()
         .write(true)
@@ -1043,7 +1432,33 @@ fn write_file(path: &Path, file: &File) -> Result<()> {
     f.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(io(path))?;
     f.write_all(&file.contents).map_err(io(path))?;
-    f.sync_all().map_err(io(path))
+    Ok(f)
+}
+
+/// Puts the files `written` and the entries of the directories `touched`
+/// on disk. On Linux that is one `syncfs` of the store's filesystem: a
+/// flush per file and per directory costs a disk cache flush each, and a
+/// commit of one leaf touches a handful of each. Elsewhere each is flushed.
+fn flush(root: &Path, written: &[PathBuf], touched: &BTreeSet<PathBuf>) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = (written, touched);
+        let dir = fs::File::open(root).map_err(io(root))?;
+        rustix::fs::syncfs(&dir).map_err(|e| RotateError::io(root, e.into()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = root;
+        for path in written {
+            fs::File::open(path)
+                .and_then(|f| f.sync_all())
+                .map_err(io(path))?;
+        }
+        for d in touched.iter().rev() {
+            sync_dir(d)?;
+        }
+        Ok(())
+    }
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

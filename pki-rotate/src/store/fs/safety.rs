@@ -58,29 +58,88 @@ pub(super) fn check_owner_and_mode(path: &Path, meta: &Metadata, euid: Option<u3
     Ok(())
 }
 
+/// What a walk found at one path of a generation: enough to tell later,
+/// without another `stat`, what kind of entry it is and whether a file is
+/// still the very file that was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub(super) kind: Kind,
+    /// (device, inode): the same pair is the same file.
+    pub(super) id: (u64, u64),
+    /// Size, modification and change times: a write changes both times,
+    /// and the change time cannot be set back by a user.
+    pub(super) stamp: (u64, i64, i64, i64, i64),
+}
+
+/// The kind of a walked entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Dir,
+    File,
+    /// A link or a special file: never part of a generation.
+    Other,
+}
+
+impl Entry {
+    pub(super) fn of(meta: &Metadata) -> Entry {
+        let kind = if meta.file_type().is_symlink() {
+            Kind::Other
+        } else if meta.is_dir() {
+            Kind::Dir
+        } else if meta.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        };
+        Entry {
+            kind,
+            id: (meta.dev(), meta.ino()),
+            stamp: (
+                meta.len(),
+                meta.mtime(),
+                meta.mtime_nsec(),
+                meta.ctime(),
+                meta.ctime_nsec(),
+            ),
+        }
+    }
+}
+
+/// Every entry under a directory, by path relative to it (`certs/web/tls.crt`).
+pub(super) type Tree = std::collections::HashMap<String, Entry>;
+
 /// Checks `dir` and everything under it: each entry owned by this user
-/// and (links aside) not writable by others. What kind each entry is gets
-/// checked where it is read.
-pub(super) fn check_tree(dir: &Path) -> Result<()> {
+/// and (links aside) not writable by others. Returns what it found, so
+/// that what kind each entry is can be checked where it is read without
+/// asking the filesystem again.
+pub(super) fn check_tree(dir: &Path) -> Result<Tree> {
     let euid = effective_uid();
     let meta = fs::symlink_metadata(dir).map_err(|e| RotateError::io(dir, e))?;
     check_owner_and_mode(dir, &meta, euid)?;
+    let mut tree = Tree::new();
     if !meta.is_dir() {
-        return Ok(());
+        return Ok(tree);
     }
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
+    let mut pending = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, prefix)) = pending.pop() {
         for item in fs::read_dir(&d).map_err(|e| RotateError::io(&d, e))? {
             let item = item.map_err(|e| RotateError::io(&d, e))?;
-            let path = item.path();
-            let meta = fs::symlink_metadata(&path).map_err(|e| RotateError::io(&path, e))?;
-            check_owner_and_mode(&path, &meta, euid)?;
-            if meta.is_dir() {
-                pending.push(path);
+            // Relative to the open directory: no path walk per entry, and
+            // a link is described, never followed.
+            let meta = item
+                .metadata()
+                .map_err(|e| RotateError::io(item.path(), e))?;
+            check_owner_and_mode(&item.path(), &meta, euid)?;
+            let name = item.file_name();
+            let relative = format!("{prefix}{}", name.to_string_lossy());
+            let entry = Entry::of(&meta);
+            if entry.kind == Kind::Dir {
+                pending.push((item.path(), format!("{relative}/")));
             }
+            tree.insert(relative, entry);
         }
     }
-    Ok(())
+    Ok(tree)
 }
 
 /// What to do about a damaged committed file.
@@ -118,8 +177,9 @@ pub(super) fn digest(contents: &[u8]) -> String {
 }
 
 /// Reads a committed file without following a link at its name. Returns
-/// None when it is not a regular file (the caller describes what it is).
-pub(super) fn read_regular(path: &Path) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>> {
+/// None when it is not a regular file (the caller describes what it is);
+/// else its contents and what it is on disk.
+pub(super) fn read_regular(path: &Path) -> Result<Option<(zeroize::Zeroizing<Vec<u8>>, Entry)>> {
     let mut file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -134,8 +194,12 @@ pub(super) fn read_regular(path: &Path) -> Result<Option<zeroize::Zeroizing<Vec<
     if !meta.is_file() {
         return Ok(None);
     }
-    let mut contents = zeroize::Zeroizing::new(Vec::with_capacity(meta.len() as usize));
-    file.read_to_end(&mut contents)
+    // Exactly the size it had when opened: committed files never change,
+    // and anything appended since would fail the digest check anyway.
+    let len =
+        usize::try_from(meta.len()).map_err(|e| RotateError::io(path, std::io::Error::other(e)))?;
+    let mut contents = zeroize::Zeroizing::new(vec![0; len]);
+    file.read_exact(&mut contents)
         .map_err(|e| RotateError::io(path, e))?;
-    Ok(Some(contents))
+    Ok(Some((contents, Entry::of(&meta))))
 }
