@@ -222,6 +222,11 @@ fn walkthrough_rotates_the_set_and_publishes_each_targets_files() {
     assert!(human.contains("puppet apply failed"), "{human}");
     refused(&dir, &["set", "advance", d, "--now", T1]);
     ok(&["set", "retry", d, "node-1", "--now", T1]);
+    // Retried, node-1 is pending: it must acknowledge again.
+    assert_eq!(status(d)["targets"]["node-1"]["progress"], "pending");
+    let err = refused(&dir, &["set", "advance", d, "--now", T1]);
+    assert!(err.contains("node-1"), "{err}");
+    ack(d, "node-1");
     ok(&["set", "advance", d, "--now", T1]);
     assert_eq!(status(d)["step"], "update-certs");
     ack(d, "control-plane");

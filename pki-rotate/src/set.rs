@@ -25,7 +25,8 @@
 //!
 //! A target acknowledges the [`fingerprint`] of the files it loaded; a step
 //! advances only when every target acknowledged its current files (or with
-//! an override reason, recorded). Every change of material is checked
+//! an override reason, recorded). A failed target is retried back to
+//! pending: it acknowledges again. Every change of material is checked
 //! first by the pre-flight trust matrix ([`material::preflight`]): every
 //! target's files before and after, as clients, against every target's
 //! files before and after, as servers, in both directions (mutual TLS).
@@ -1167,6 +1168,10 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         SetInput::Retry { target } => {
             material_changed = false;
             next.failures.remove(&target);
+            // A failed target may hold anything between what it last
+            // acknowledged and its current files: its old ack proves
+            // nothing, so it is pending until it acknowledges again.
+            next.acks.remove(&target);
             events.push(SetEvent::Retrying { target });
         }
         SetInput::Advance { override_reason } => {

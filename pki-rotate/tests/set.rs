@@ -385,7 +385,14 @@ fn failed_target_blocks_until_retried_and_acked() {
         &mut r,
     )
     .unwrap();
-    // Its ack from before the failure still matches its files.
+    // Retried, it is pending again: its ack from before the failure no
+    // longer counts, even though its files did not change.
+    assert!(!s.is_loaded("node-1"));
+    assert_eq!(s.status(T0).targets["node-1"].progress, "pending");
+    let err = advance(&s, T0, &mut r).unwrap_err();
+    assert!(matches!(err, RotateError::SetStepBlocked { .. }), "{err}");
+    assert!(err.to_string().contains("node-1"), "{err}");
+    let s = ack(&s, "node-1", T0, &mut r);
     assert!(s.is_loaded("node-1"));
     let s = advance(&s, T0, &mut r).unwrap();
     assert_eq!(s.step(), SetStep::UpdateCerts);
