@@ -234,6 +234,16 @@ fn walkthrough_rotates_the_set_and_publishes_each_targets_files() {
     ok(&["set", "advance", d, "--now", T1]);
     assert_eq!(status(d)["step"], "trust-new");
     ack(d, "control-plane");
+    // Abort here rolls forward to completed, destroying the old CA keys:
+    // refused while node-1 has not loaded trust-new.
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(
+        err.contains("strand node-1") && err.contains("override"),
+        "{err}"
+    );
+    let s = status(d);
+    assert_eq!(s["abort_to"], "completed");
+    assert_eq!(s["abort_strands"], serde_json::json!(["node-1"]));
     ok(&[
         "set",
         "advance",
@@ -344,4 +354,49 @@ fn short_ca_pem() -> String {
         ca.key.to_pkcs8_pem().unwrap().as_str(),
         ca.cert.to_pem()
     )
+}
+
+#[test]
+fn abort_in_trust_new_with_an_override_completes_and_records_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.to_str().unwrap();
+    setup(d);
+    ok(&["set", "start", d, "--now", T1]);
+    for _ in 0..2 {
+        ack(d, "control-plane");
+        ack(d, "node-1");
+        ok(&["set", "advance", d, "--now", T1]);
+    }
+    assert_eq!(status(d)["step"], "trust-new");
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("control-plane, node-1"), "{err}");
+    let human = ok(&["set", "status", d, "--now", T1]);
+    assert!(
+        human.contains("abort would go to completed and strand control-plane, node-1"),
+        "{human}"
+    );
+    let out = ok(&[
+        "set",
+        "abort",
+        d,
+        "--override",
+        "hosts are being replaced",
+        "--now",
+        T1,
+    ]);
+    assert!(out.contains("step: completed"), "{out}");
+    let s = status(d);
+    assert_eq!(s["step"], "completed");
+    assert_eq!(s["completed_at"], T1);
+    assert_eq!(s["overrides"][0]["from"], "trust-new");
+    assert_eq!(s["overrides"][0]["to"], "completed");
+    assert_eq!(s["overrides"][0]["reason"], "hosts are being replaced");
+    assert_eq!(
+        s["overrides"][0]["waiting"],
+        serde_json::json!(["control-plane", "node-1"])
+    );
+    assert!(!dir.join("set/cas/cluster/next-ca.key").exists());
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("no rotation is running"), "{err}");
 }

@@ -30,6 +30,30 @@
 //! first by the pre-flight trust matrix ([`material::preflight`]): every
 //! target's files before and after, as clients, against every target's
 //! files before and after, as servers, in both directions (mutual TLS).
+//!
+//! **Abort and the strand rule.** An abort goes to the safe target of the
+//! step ([`SetState::abort_target`]) and *strands* a target when, once
+//! done, that target could be left holding files that fail the trust
+//! matrix against the others' and that the set can no longer re-issue. A
+//! target that acknowledged its current files holds them; one that did not
+//! (pending or failed) may still hold anything it was given since its last
+//! acknowledgement.
+//!
+//! - Before trust-new the abort goes to reverting, which strands nobody:
+//!   its bundles trust the old and the new CAs and every leaf goes back to
+//!   the old CAs, so the files of idle, trust-both, update-certs and
+//!   reverting verify one another in both directions. Its pre-flight
+//!   checks the files before and after as for any step.
+//! - In trust-new going back would hand old certificates to targets that
+//!   trust only the new CAs, so the abort rolls forward to completed,
+//!   which destroys the old CA keys. Every target that has not
+//!   acknowledged its trust-new files (pending or failed) is stranded by
+//!   it: whatever it still holds under the old CAs could never be
+//!   re-issued or reverted. Such an abort is refused naming those targets
+//!   ([`RotateError::SetAbortStrands`]) unless an override reason is
+//!   given, which is recorded like an advance override. (Its files are
+//!   those of trust-new, so the matrix alone cannot see this: the gate is
+//!   the one of the advance to completed, which the abort must not bypass.)
 
 use crate::document::Files;
 use crate::engine::{Engine, Outcome};
@@ -385,8 +409,13 @@ pub enum SetInput {
         /// The operator's reason to pass without every acknowledgement.
         override_reason: Option<String>,
     },
-    /// Abort: to the safe target of the current step.
-    Abort,
+    /// Abort to the safe target of the current step
+    /// ([`SetState::abort_target`]); refused when it would strand a target
+    /// ([`SetState::stranded_by_abort`]) unless an override reason is given.
+    Abort {
+        /// The operator's reason to abort although it strands targets.
+        override_reason: Option<String>,
+    },
 }
 
 /// What `plan` decided: the validated input and, for an advance, the gate.
@@ -666,7 +695,36 @@ impl SetState {
         }
         waiting
     }
+
+    /// Where an abort goes from the current step: reverting before
+    /// trust-new, completed from trust-new (going back would hand old
+    /// certificates to targets that trust only the new CAs). None when
+    /// there is nothing to abort (idle, completed, or already reverting).
+    pub fn abort_target(&self) -> Option<SetStep> {
+        match self.step() {
+            SetStep::TrustBoth | SetStep::UpdateCerts => Some(SetStep::Reverting),
+            SetStep::TrustNew => Some(SetStep::Completed),
+            SetStep::Idle | SetStep::Completed | SetStep::Reverting => None,
+        }
+    }
+
+    /// The targets an abort now would strand, with why they wait (see the
+    /// strand rule in the module documentation); empty when it is safe.
+    pub fn stranded_by_abort(&self) -> Vec<String> {
+        match self.abort_target() {
+            // Completing destroys the old CA keys: wait for what the
+            // advance to completed waits for.
+            Some(SetStep::Completed) => self.waiting(),
+            // Reverting's bundles trust old and new and its leaves are all
+            // on the old CAs: whatever a target holds from idle,
+            // trust-both or update-certs verifies against them both ways.
+            _ => Vec::new(),
+        }
+    }
 }
+
+/// Why an abort in trust-new strands the targets that have not loaded it.
+const STRAND_TRUST_NEW: &str = "rolling forward to completed destroys the old CA keys, so a target that has not loaded its trust-new files could be left holding material of the old CAs that nothing can re-issue or revert any more";
 
 fn issue_leaf<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
@@ -975,19 +1033,38 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                 }
             }
         }
-        SetInput::Abort => match step {
-            SetStep::Idle | SetStep::Completed => {
-                return Err(wrong_step("abort", step, "no rotation is running"));
-            }
-            SetStep::Reverting => {
+        SetInput::Abort { override_reason } => {
+            let Some(to) = doc.abort_target() else {
                 return Err(wrong_step(
                     "abort",
                     step,
-                    "already reverting to idle: ack the targets, then advance",
+                    if step == SetStep::Reverting {
+                        "already reverting to idle: ack the targets, then advance"
+                    } else {
+                        "no rotation is running"
+                    },
                 ));
+            };
+            let stranded = doc.stranded_by_abort();
+            if !stranded.is_empty() {
+                match override_reason {
+                    Some(r) if !r.trim().is_empty() => waiting = stranded,
+                    Some(_) => {
+                        return Err(RotateError::SetInvalid(
+                            "an override needs a non-empty reason".into(),
+                        ));
+                    }
+                    None => {
+                        return Err(RotateError::SetAbortStrands {
+                            step,
+                            to,
+                            stranded: stranded.join(", "),
+                            why: STRAND_TRUST_NEW.into(),
+                        });
+                    }
+                }
             }
-            _ => {}
-        },
+        }
     }
     Ok(SetPlan {
         now,
@@ -1199,18 +1276,30 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             }
             transition(&mut next, from, to, &note, now, &mut events);
         }
-        SetInput::Abort => {
-            let (to, note) = match from {
-                SetStep::TrustNew => (
-                    SetStep::Completed,
-                    "abort in trust-new rolls forward: the files are those of completed",
-                ),
-                _ => (
-                    SetStep::Reverting,
-                    "abort: every leaf goes back to the old CAs; bundles trust both until every target acks",
-                ),
+        SetInput::Abort { override_reason } => {
+            let Some(to) = doc.abort_target() else {
+                return Err(wrong_step("abort", from, "no rotation to abort"));
             };
-            transition(&mut next, from, to, note, now, &mut events);
+            let mut note = match to {
+                SetStep::Completed => {
+                    "abort in trust-new rolls forward: the files are those of completed".to_string()
+                }
+                _ => "abort: every leaf goes back to the old CAs; bundles trust both until every target acks"
+                    .to_string(),
+            };
+            if let (Some(reason), false) = (&override_reason, plan.waiting.is_empty()) {
+                note = format!("{note} (override: {reason})");
+                if let Some(r) = next.rotation.as_mut() {
+                    r.overrides.push(OverrideRecord {
+                        at: now,
+                        from,
+                        to,
+                        reason: reason.clone(),
+                        waiting: plan.waiting.clone(),
+                    });
+                }
+            }
+            transition(&mut next, from, to, &note, now, &mut events);
         }
     }
     settle(&mut next, now, rng, &mut events)?;

@@ -191,6 +191,12 @@ fn advance(s: &SetState, now: OffsetDateTime, r: &mut ChaCha20Rng) -> pki_rotate
     )
 }
 
+fn abort() -> SetInput {
+    SetInput::Abort {
+        override_reason: None,
+    }
+}
+
 fn issuer_of(s: &SetState, leaf: &str) -> Certificate {
     let cert = &s.leaves[leaf].issued.cert;
     s.cas
@@ -298,7 +304,7 @@ fn each_step_only_from_its_predecessor() {
         SetInput::Advance {
             override_reason: None,
         },
-        SetInput::Abort,
+        abort(),
         SetInput::Fail {
             target: "node-1".into(),
             reason: "x".into(),
@@ -505,9 +511,13 @@ fn abort_from_each_step_lands_on_its_safe_target() {
             s = ack_all(&s, T0, &mut r);
             s = advance(&s, T0, &mut r).unwrap();
         }
-        let s = step(&s, SetInput::Abort, T0, &mut r).unwrap();
+        assert_eq!(s.abort_target(), Some(expect));
+        // Trust-new's abort waits for what its advance waits for.
+        let s = ack_all(&s, T0, &mut r);
+        let s = step(&s, abort(), T0, &mut r).unwrap();
         assert_eq!(s.step(), expect, "abort after {advances} advances");
-        let err = step(&s, SetInput::Abort, T0, &mut r).unwrap_err();
+        assert_eq!(s.abort_target(), None);
+        let err = step(&s, abort(), T0, &mut r).unwrap_err();
         assert!(
             matches!(err, RotateError::SetWrongStep { .. }),
             "abort twice: {err}"
@@ -536,6 +546,113 @@ fn abort_from_each_step_lands_on_its_safe_target() {
             assert_eq!(s.history.last().unwrap().outcome, "reverted");
         }
     }
+}
+
+#[test]
+fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
+    let mut r = rng(22);
+    let s0 = gep18(22);
+    let mut s = start(&s0, false, T0, &mut r);
+    for _ in 0..2 {
+        s = advance(&ack_all(&s, T0, &mut r), T0, &mut r).unwrap();
+    }
+    assert_eq!(s.step(), SetStep::TrustNew);
+    let old = s.clone();
+    assert_eq!(s.abort_target(), Some(SetStep::Completed));
+    // Nobody loaded trust-new: completing would strand every target.
+    let err = step(&s, abort(), T0, &mut r).unwrap_err();
+    let RotateError::SetAbortStrands { stranded, to, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(*to, SetStep::Completed);
+    assert_eq!(stranded, "control-plane, etcd, metrics, node-1");
+    assert!(err.to_string().contains("old CA keys"), "{err}");
+    // Once all but node-1 loaded it, node-1 alone is named.
+    let s = ["control-plane", "etcd", "metrics"]
+        .iter()
+        .fold(s, |s, t| ack(&s, t, T0, &mut r));
+    assert_eq!(s.status(T0).abort_strands, ["node-1"]);
+    let err = step(&s, abort(), T0, &mut r).unwrap_err();
+    assert!(
+        matches!(&err, RotateError::SetAbortStrands { stranded, .. } if stranded == "node-1"),
+        "{err}"
+    );
+    let err = step(
+        &s,
+        SetInput::Abort {
+            override_reason: Some("  ".into()),
+        },
+        T0,
+        &mut r,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RotateError::SetInvalid(_)), "{err}");
+    // With a reason it rolls forward, recorded like an advance override.
+    let t2 = T0 + Duration::hours(5);
+    let done = step(
+        &s,
+        SetInput::Abort {
+            override_reason: Some("node-1 is decommissioned".into()),
+        },
+        t2,
+        &mut r,
+    )
+    .unwrap();
+    assert_eq!(done.step(), SetStep::Completed);
+    let rot = done.rotation.as_ref().unwrap();
+    assert_eq!(rot.completed_at, Some(t2));
+    let o = rot.overrides.last().unwrap();
+    assert_eq!((o.from, o.to), (SetStep::TrustNew, SetStep::Completed));
+    assert_eq!(o.reason, "node-1 is decommissioned");
+    assert_eq!(o.waiting, ["node-1"]);
+    assert!(rot.timeline.last().unwrap().note.contains("abort"));
+    assert_eq!(done.history.last().unwrap().outcome, "completed");
+    // The old CA keys are destroyed: in no file of the document.
+    let files = SetEngine::to_files(&done).unwrap();
+    for (name, ca) in &old.cas {
+        let mut old_keys = vec![ca.current.signer.key.to_pkcs8_pem().unwrap().to_string()];
+        old_keys.push(ca.current.signer.cert.to_pem());
+        for pem in old_keys {
+            assert!(
+                files
+                    .iter()
+                    .all(|(_, f)| f.contents.as_slice() != pem.as_bytes()),
+                "{name}: an old CA certificate or key is still in the document"
+            );
+        }
+        assert!(done.cas[name].next.is_none());
+    }
+    assert!(files.iter().all(|(p, _)| !p.contains("/next-")));
+    // Abort twice: nothing runs any more.
+    let err = step(&done, abort(), T0, &mut r).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RotateError::SetWrongStep {
+                step: SetStep::Completed,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_refused_abort_leaves_the_store_unchanged() {
+    let mut r = rng(23);
+    let store = MemoryStore::new();
+    let driver = Driver::new(&store);
+    let mut s = start(&gep18(23), false, T0, &mut r);
+    for _ in 0..2 {
+        s = advance(&ack_all(&s, T0, &mut r), T0, &mut r).unwrap();
+    }
+    driver.create::<SetEngine>("set", &s).unwrap();
+    let before = store.get("set").unwrap().unwrap();
+    let err = driver
+        .step::<SetEngine, _>("set", &abort(), T0, &mut r)
+        .unwrap_err();
+    assert!(matches!(err, RotateError::SetAbortStrands { .. }), "{err}");
+    assert_eq!(store.get("set").unwrap().unwrap(), before);
 }
 
 #[test]
@@ -764,7 +881,7 @@ fn crash_at_every_store_write_leaves_old_or_new_document() {
         Box::new(|_| SetInput::Advance {
             override_reason: Some("crash test".into()),
         }),
-        Box::new(|_| SetInput::Abort),
+        Box::new(|_| abort()),
     ];
     {
         let store = FsStore::open_or_create(dir.path()).unwrap();
@@ -941,10 +1058,10 @@ proptest! {
                 Op::Advance => SetInput::Advance { override_reason: None },
                 Op::Fail(i) => SetInput::Fail { target: TARGETS[*i].into(), reason: "f".into() },
                 Op::Retry(i) => SetInput::Retry { target: TARGETS[*i].into() },
-                Op::Abort => SetInput::Abort,
+                Op::Abort => abort(),
                 Op::Crash => {
                     // A writer that dies after deciding: nothing reaches the store.
-                    let plan: SetPlan = match SetEngine::plan(&s, &SetInput::Abort, now) { Ok(p) => p, Err(_) => continue };
+                    let plan: SetPlan = match SetEngine::plan(&s, &abort(), now) { Ok(p) => p, Err(_) => continue };
                     let _ = SetEngine::apply(&s, plan, &mut r);
                     let (again, _) = driver.load::<SetEngine>("set").unwrap();
                     prop_assert_eq!(SetEngine::to_files(&again).unwrap(), SetEngine::to_files(&s).unwrap());
