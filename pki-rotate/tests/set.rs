@@ -548,6 +548,113 @@ fn abort_from_each_step_lands_on_its_safe_target() {
     }
 }
 
+/// Every leaf is signed by the CA (or separate client CA) in use now, and
+/// the CA of its name: what "back on the old CAs" means, by signature.
+fn assert_issued_by_current(s: &SetState, old: &SetState) {
+    for (name, leaf) in &s.leaves {
+        let ca = &s.cas[&leaf.spec.ca].current;
+        let old_ca = &old.cas[&leaf.spec.ca].current;
+        let issuer = issuer_of(s, name);
+        let expected = if leaf.spec.serving {
+            &old_ca.signer.cert
+        } else {
+            &old_ca.client_issuer().cert
+        };
+        assert_eq!(&issuer, expected, "{name} is signed by its old CA");
+        assert!(
+            issuer == ca.signer.cert || Some(&issuer) == ca.client_signer.as_ref().map(|c| &c.cert),
+            "{name}"
+        );
+        assert!(!leaf.on_next, "{name}");
+    }
+}
+
+#[test]
+fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
+    let mut r = rng(20);
+    let s0 = gep18(20);
+    let s = start(&s0, false, T0, &mut r);
+    // Second half of trust-both: every server that verifies clients loaded
+    // its trust-both bundle, so every client certificate moved.
+    let s = ["control-plane", "etcd", "metrics"]
+        .iter()
+        .fold(s, |s, t| ack(&s, t, T0, &mut r));
+    assert_eq!(s.status(T0).half, Some("clients"));
+    for leaf in ["kubelet", "apiserver-etcd-client", "aggregator"] {
+        let new = s.cas[&s.leaves[leaf].spec.ca].next.as_ref().unwrap();
+        assert_eq!(
+            issuer_of(&s, leaf),
+            new.client_issuer().cert,
+            "{leaf} moved"
+        );
+    }
+    let reverting = step(&s, abort(), T0, &mut r).unwrap();
+    assert_eq!(reverting.step(), SetStep::Reverting);
+    assert_issued_by_current(&reverting, &s0);
+    // The old CAs' keys and the new ones are both kept until idle.
+    assert!(reverting.cas.values().all(|c| c.next.is_some()));
+    let err = step(&reverting, abort(), T0, &mut r).unwrap_err();
+    assert!(err.to_string().contains("already reverting"), "{err}");
+    let err = advance(&reverting, T0, &mut r).unwrap_err();
+    assert!(matches!(err, RotateError::SetStepBlocked { .. }), "{err}");
+    let acked = ack_all(&reverting, T0, &mut r);
+    let idle = advance(&acked, T0, &mut r).unwrap();
+    assert_eq!(idle.step(), SetStep::Idle);
+    assert_issued_by_current(&idle, &s0);
+    for (name, ca) in &idle.cas {
+        assert_eq!(ca.current.signer.cert, s0.cas[name].current.signer.cert);
+        assert!(
+            ca.next.is_none() && ca.current.client_signer.is_none(),
+            "{name}"
+        );
+    }
+    // Every bundle is the one of before the rotation again.
+    let (before, after) = (s0.target_files().unwrap(), idle.target_files().unwrap());
+    for (t, files) in &after {
+        for (path, file) in files.iter().filter(|(p, _)| !p.starts_with("certs/")) {
+            assert_eq!(
+                Some(file.contents.as_slice()),
+                before[t].get(path),
+                "{t}/{path}"
+            );
+        }
+    }
+    assert_eq!(idle.history.last().unwrap().outcome, "reverted");
+}
+
+#[test]
+fn abort_in_update_certs_one_at_a_time_reverts_the_serving_certs_that_moved() {
+    let mut r = rng(21);
+    let s0 = gep18(21);
+    let s = ack_all(&start(&s0, true, T0, &mut r), T0, &mut r);
+    let s = advance(&s, T0, &mut r).unwrap();
+    let s = ack(&s, "control-plane", T0, &mut r);
+    // control-plane's and etcd's serving certificates moved, metrics' did not.
+    let updated = s.rotation.as_ref().unwrap().updated_targets.clone();
+    assert_eq!(updated, set_of(&["control-plane", "etcd"]));
+    let next_of = |ca: &str| s.cas[ca].next.as_ref().unwrap().signer.cert.clone();
+    assert_eq!(issuer_of(&s, "kube-apiserver"), next_of("cluster"));
+    assert_eq!(issuer_of(&s, "etcd-server"), next_of("etcd"));
+    assert_eq!(
+        issuer_of(&s, "metrics-server"),
+        s0.cas["metrics"].current.signer.cert
+    );
+    let reverting = step(&s, abort(), T0, &mut r).unwrap();
+    assert_eq!(reverting.step(), SetStep::Reverting);
+    assert_issued_by_current(&reverting, &s0);
+    assert!(
+        reverting
+            .rotation
+            .as_ref()
+            .unwrap()
+            .updated_targets
+            .is_empty()
+    );
+    let idle = advance(&ack_all(&reverting, T0, &mut r), T0, &mut r).unwrap();
+    assert_eq!(idle.step(), SetStep::Idle);
+    assert_issued_by_current(&idle, &s0);
+}
+
 #[test]
 fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     let mut r = rng(22);
