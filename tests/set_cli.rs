@@ -300,6 +300,11 @@ fn bad_input_is_refused_with_one_line_and_the_store_unchanged() {
     assert!(err.contains("no target named \"ghost\""), "{err}");
     let err = refused(&dir, &["set", "advance", d]);
     assert!(err.contains("no rotation is running"), "{err}");
+    let err = refused(&dir, &["set", "abort", d]);
+    assert!(err.contains("no rotation is running"), "{err}");
+    // What node-1 loaded while idle: a real fingerprint, of the wrong step
+    // once the rotation runs.
+    let idle_fp = ok(&["fingerprint", &format!("{d}/targets/node-1")]);
     ok(&["set", "start", d, "--now", T1]);
     let err = refused(&dir, &["set", "start", d, "--now", T1]);
     assert!(err.contains("already running"), "{err}");
@@ -312,10 +317,22 @@ fn bad_input_is_refused_with_one_line_and_the_store_unchanged() {
             d,
             "node-1",
             "--fingerprint",
-            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            idle_fp.trim(),
+            "--now",
+            T1,
         ],
     );
-    assert!(err.contains("trust-both"), "{err}");
+    assert!(
+        err.contains("trust-both") && err.contains("expected"),
+        "{err}"
+    );
+    let err = refused(
+        &dir,
+        &["set", "fail", d, "ghost", "--reason", "x", "--now", T1],
+    );
+    assert!(err.contains("no target named \"ghost\""), "{err}");
+    let err = refused(&dir, &["set", "retry", d, "node-1", "--now", T1]);
+    assert!(err.contains("has not failed"), "{err}");
     ok(&["set", "abort", d, "--now", T1]);
     assert_eq!(status(d)["step"], "reverting");
     let err = refused(&dir, &["set", "abort", d, "--now", T1]);

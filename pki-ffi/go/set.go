@@ -144,6 +144,35 @@ func (s *CASet) Advance(overrideReason string, now time.Time) error {
 	return err
 }
 
+// Fail records that target failed to load its files, for reason; it
+// blocks Advance until Retry.
+func (s *CASet) Fail(target, reason string, now time.Time) error {
+	h, err := s.store.handle()
+	if err != nil {
+		return err
+	}
+	tp, tn := strArg(target)
+	rp, rn := strArg(reason)
+	err = call(func() C.pki_result { return C.pki_set_fail(h, tp, tn, rp, rn, unixTime(now)) })
+	runtime.KeepAlive(target)
+	runtime.KeepAlive(reason)
+	runtime.KeepAlive(s.store)
+	return err
+}
+
+// Retry makes the failed target pending again: it must Ack its files anew.
+func (s *CASet) Retry(target string, now time.Time) error {
+	h, err := s.store.handle()
+	if err != nil {
+		return err
+	}
+	tp, tn := strArg(target)
+	err = call(func() C.pki_result { return C.pki_set_retry(h, tp, tn, unixTime(now)) })
+	runtime.KeepAlive(target)
+	runtime.KeepAlive(s.store)
+	return err
+}
+
 // Abort aborts the rotation to the safe target of its step. In trust-new it
 // rolls forward to completed, which destroys the old CA keys: refused with
 // CodeSetAbortStrands while a target has not loaded trust-new (see

@@ -2149,6 +2149,48 @@ pki_result pki_set_advance(const struct pki_store *store,
                            int64_t now);
 
 /**
+ * Records that `target` failed to load its files, for `reason`: it blocks
+ * `pki_set_advance` until `pki_set_retry` makes it pending again.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+ * `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
+ * (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; each text pointer NULL or
+ * valid for its length.
+ */
+pki_result pki_set_fail(const struct pki_store *store,
+                        const char *target,
+                        size_t target_len,
+                        const char *reason,
+                        size_t reason_len,
+                        int64_t now);
+
+/**
+ * Makes the failed `target` pending again: it must acknowledge its files
+ * anew (`pki_set_ack`) before the step can advance.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+ * `PKI_RESULT_SET_INVALID` (it has not failed),
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
+ * or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `target` NULL or valid for
+ * `target_len` bytes.
+ */
+pki_result pki_set_retry(const struct pki_store *store,
+                         const char *target,
+                         size_t target_len,
+                         int64_t now);
+
+/**
  * Aborts the rotation: before trust-new, to reverting (targets ack, then
  * advance to idle, every leaf back on the old CAs); in trust-new, forward
  * to completed, which destroys the old CA keys and so is refused with

@@ -314,6 +314,78 @@ pub unsafe extern "C" fn pki_set_advance(
     })
 }
 
+/// Records that `target` failed to load its files, for `reason`: it blocks
+/// `pki_set_advance` until `pki_set_retry` makes it pending again.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+/// `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
+/// (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
+/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
+/// valid for its length.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_fail(
+    store: *const pki_store,
+    target: *const c_char,
+    target_len: usize,
+    reason: *const c_char,
+    reason_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointers and lengths from the caller (contract).
+        let (target, reason) = unsafe {
+            (
+                str_in(target, target_len, "target")?,
+                str_in(reason, reason_len, "reason")?,
+            )
+        };
+        let input = SetInput::Fail {
+            target: target.to_string(),
+            reason: reason.to_string(),
+        };
+        step(store, &input, time_in(now, "now")?)
+    })
+}
+
+/// Makes the failed `target` pending again: it must acknowledge its files
+/// anew (`pki_set_ack`) before the step can advance.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+/// `PKI_RESULT_SET_INVALID` (it has not failed),
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
+/// or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `target` NULL or valid for
+/// `target_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_retry(
+    store: *const pki_store,
+    target: *const c_char,
+    target_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let target = unsafe { str_in(target, target_len, "target") }?;
+        let input = SetInput::Retry {
+            target: target.to_string(),
+        };
+        step(store, &input, time_in(now, "now")?)
+    })
+}
+
 /// Aborts the rotation: before trust-new, to reverting (targets ack, then
 /// advance to idle, every leaf back on the old CAs); in trust-new, forward
 /// to completed, which destroys the old CA keys and so is refused with
