@@ -417,3 +417,64 @@ fn abort_in_trust_new_with_an_override_completes_and_records_it() {
     let err = refused(&dir, &["set", "abort", d, "--now", T1]);
     assert!(err.contains("no rotation is running"), "{err}");
 }
+
+#[test]
+fn demo_set_prints_the_mutual_tls_matrix_at_every_step() {
+    let o = pki(&["demo", "set"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for step in ["trust-both", "update-certs", "trust-new", "completed"] {
+        let heading = format!("now in step {step}");
+        let at = out
+            .find(&heading)
+            .unwrap_or_else(|| panic!("no {heading}: {out}"));
+        // Each change prints its matrix: both pairs, before/after both ways.
+        let section = &out[at..];
+        let section = &section[..section[1..].find("\n== ").map_or(section.len(), |e| e + 1)];
+        assert_eq!(
+            section.matches("mutual TLS on 127.0.0.1").count(),
+            2,
+            "{section}"
+        );
+        assert_eq!(
+            section.matches(" ok ").count() + section.matches(" ok\n").count(),
+            8,
+            "{section}"
+        );
+    }
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("every handshake of every step succeeded"),
+        "{out}"
+    );
+}
+
+#[test]
+fn demo_set_piped_into_head_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(["demo", "set"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `pki demo set | head -1`: read one line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("== t0"), "{first}");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+}
