@@ -443,6 +443,9 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     if state.step() == SetStep::UpdateCerts {
         let _ = writeln!(out, "(* serving certificates on the new CAs)");
     }
+    for w in &status.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
     if !status.blocking.is_empty() {
         let _ = writeln!(out, "\nadvance waits for: {}", status.blocking.join(", "));
     } else if state.running().is_some() {
@@ -474,6 +477,9 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
                 o.reason,
                 o.waiting.join(", ")
             );
+            for w in &o.warnings {
+                let _ = writeln!(out, "    warning: {w}");
+            }
         }
     }
     if !status.timeline.is_empty() {

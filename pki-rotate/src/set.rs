@@ -265,6 +265,11 @@ pub struct OverrideRecord {
     pub reason: String,
     /// What the gate was still waiting for.
     pub waiting: Vec<String>,
+    /// What the override let happen that the gate exists to prevent (client
+    /// certificates moved before the servers that verify them loaded a
+    /// bundle accepting them).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// One line of the rotation's timeline.
@@ -721,6 +726,59 @@ impl SetState {
             _ => Vec::new(),
         }
     }
+
+    /// In trust-both, the client certificates that would move to their new
+    /// client CA although a server target verifying them has not loaded a
+    /// `client-ca/` bundle that accepts it: one line per CA.
+    fn unready_client_moves(&self) -> Vec<String> {
+        let Some(r) = self.running() else {
+            return Vec::new();
+        };
+        self.cas
+            .iter()
+            .filter(|(name, ca)| ca.roles.client && !r.clients_moved.contains(*name))
+            .filter_map(|(name, _)| {
+                let servers: Vec<&str> = self
+                    .targets
+                    .iter()
+                    .filter(|(t, spec)| spec.client_ca.contains(name) && !r.trust_both_loaded.contains(*t))
+                    .map(|(t, _)| t.as_str())
+                    .collect();
+                (!servers.is_empty()).then(|| {
+                    format!(
+                        "client certificates of CA {name} moved to its new client CA before server target(s) {} loaded a client-ca/{name}.crt that accepts them: they reject those clients until they load their files",
+                        servers.join(", ")
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Server targets that may still reject moved client certificates: a
+    /// CA's client certificates moved (by an override) while the target,
+    /// which verifies them, has loaded no bundle accepting the new client
+    /// CA since. One line per target and CA.
+    pub fn client_move_warnings(&self) -> Vec<String> {
+        let Some(r) = self.running() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (t, spec) in &self.targets {
+            if r.trust_both_loaded.contains(t) || self.is_loaded(t) {
+                continue;
+            }
+            for ca in spec
+                .client_ca
+                .iter()
+                .filter(|ca| r.clients_moved.contains(*ca))
+            {
+                out.push(format!(
+                    "server target {t} has not loaded a client-ca/{ca}.crt that accepts the moved {ca} client certificates: it rejects them until it does"
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// Why an abort in trust-new strands the targets that have not loaded it.
@@ -985,7 +1043,9 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                 .get(target)
                 .is_some_and(|a| a.fingerprint == expected);
             let counted = match doc.running() {
-                Some(r) if r.step == SetStep::TrustBoth => r.trust_both_loaded.contains(target),
+                Some(r) if matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts) => {
+                    r.trust_both_loaded.contains(target)
+                }
                 _ => true,
             };
             no_op = acked && counted;
@@ -1214,8 +1274,10 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             fingerprint,
         } => {
             material_changed = false;
+            // Update-certs' bundles trust both as well: loading them counts
+            // as having loaded a bundle that accepts the new client CAs.
             if let Some(r) = next.rotation.as_mut()
-                && r.step == SetStep::TrustBoth
+                && matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts)
             {
                 r.trust_both_loaded.insert(target.clone());
             }
@@ -1252,6 +1314,13 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             events.push(SetEvent::Retrying { target });
         }
         SetInput::Advance { override_reason } => {
+            // Leaving trust-both moves every client certificate: name the
+            // servers an override leaves behind, before the move hides them.
+            let early_client_moves = if from == SetStep::TrustBoth {
+                next.unready_client_moves()
+            } else {
+                Vec::new()
+            };
             let to = match from {
                 SetStep::TrustBoth => SetStep::UpdateCerts,
                 SetStep::UpdateCerts => SetStep::TrustNew,
@@ -1272,6 +1341,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                     to,
                     reason: reason.clone(),
                     waiting: plan.waiting.clone(),
+                    warnings: early_client_moves,
                 });
             }
             transition(&mut next, from, to, &note, now, &mut events);
@@ -1296,6 +1366,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                         to,
                         reason: reason.clone(),
                         waiting: plan.waiting.clone(),
+                        warnings: Vec::new(),
                     });
                 }
             }

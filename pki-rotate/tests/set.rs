@@ -1404,6 +1404,51 @@ fn scratch_dir() -> tempfile::TempDir {
 }
 
 #[test]
+fn an_override_that_moves_client_certs_early_warns_in_status() {
+    let mut r = rng(33);
+    let s = start(&gep18(33), false, T0, &mut r);
+    // etcd and metrics loaded trust-both; control-plane, which verifies the
+    // kubelet's cluster client certificate, did not.
+    let s = ["etcd", "metrics", "node-1"]
+        .iter()
+        .fold(s, |s, t| ack(&s, t, T0, &mut r));
+    assert!(s.status(T0).warnings.is_empty());
+    assert!(
+        !s.rotation
+            .as_ref()
+            .unwrap()
+            .clients_moved
+            .contains("cluster")
+    );
+    let s = step(
+        &s,
+        SetInput::Advance {
+            override_reason: Some("control-plane reloads later".into()),
+        },
+        T0,
+        &mut r,
+    )
+    .unwrap();
+    assert_eq!(s.step(), SetStep::UpdateCerts);
+    let status = s.status(T0);
+    let o = &status.overrides[0];
+    assert_eq!(o.warnings.len(), 1, "{:?}", o.warnings);
+    assert!(
+        o.warnings[0].contains("CA cluster") && o.warnings[0].contains("control-plane"),
+        "{:?}",
+        o.warnings
+    );
+    assert_eq!(status.warnings.len(), 1, "{:?}", status.warnings);
+    assert!(status.warnings[0].contains("control-plane"));
+    // Once control-plane loads its files (which trust both), it accepts
+    // them: the live warning goes, the record stays.
+    let s = ack(&s, "control-plane", T0, &mut r);
+    let status = s.status(T0);
+    assert!(status.warnings.is_empty(), "{:?}", status.warnings);
+    assert_eq!(status.overrides[0].warnings.len(), 1);
+}
+
+#[test]
 fn engine_is_deterministic() {
     let a = start(&gep18(13), false, T0, &mut rng(99));
     let b = start(&gep18(13), false, T0, &mut rng(99));
