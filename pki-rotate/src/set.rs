@@ -1205,7 +1205,11 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             one_at_a_time,
         } => {
             for (name, ca) in next.cas.iter_mut() {
-                let stamp = now.unix_timestamp();
+                // The time alone repeats for two rotations in one second
+                // (start, abort, start): the random part keeps every
+                // generation's subject apart, so no verifier building
+                // paths by name confuses an old CA with a new one.
+                let stamp = format!("{}-{:08x}", now.unix_timestamp(), rng.next_u32());
                 let (signer, imported) = match imports.iter().find(|i| &i.ca == name) {
                     Some(i) => (i.authority.clone(), true),
                     None => (

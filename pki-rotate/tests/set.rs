@@ -1404,6 +1404,45 @@ fn scratch_dir() -> tempfile::TempDir {
 }
 
 #[test]
+fn new_ca_subjects_stay_unique_for_rotations_in_the_same_second() {
+    let mut r = rng(30);
+    let cn = |c: &Certificate| c.common_name().unwrap();
+    // Start, abort, revert and start again, all in one second.
+    let s = start(&gep18(30), false, T0, &mut r);
+    let first = cn(&s.cas["cluster"].next.as_ref().unwrap().signer.cert);
+    let s = step(&s, abort(), T0, &mut r).unwrap();
+    let s = advance(&ack_all(&s, T0, &mut r), T0, &mut r).unwrap();
+    let s = start(&s, false, T0, &mut r);
+    let next = s.cas["cluster"].next.as_ref().unwrap();
+    assert_ne!(cn(&next.signer.cert), first);
+    assert!(
+        cn(&next.signer.cert).starts_with("cluster-"),
+        "{}",
+        cn(&next.signer.cert)
+    );
+    // Complete and start again in that second: the new CA and the one in
+    // use (and their client CAs) have four different subjects.
+    let mut s = s;
+    for _ in 0..3 {
+        s = advance(&ack_all(&s, T0, &mut r), T0, &mut r).unwrap();
+    }
+    assert_eq!(s.step(), SetStep::Completed);
+    let s = start(&s, false, T0, &mut r);
+    let ca = &s.cas["cluster"];
+    let next = ca.next.as_ref().unwrap();
+    let names: BTreeSet<String> = [
+        &ca.current.signer.cert,
+        &ca.current.client_signer.as_ref().unwrap().cert,
+        &next.signer.cert,
+        &next.client_signer.as_ref().unwrap().cert,
+    ]
+    .into_iter()
+    .map(cn)
+    .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+}
+
+#[test]
 fn an_override_that_moves_client_certs_early_warns_in_status() {
     let mut r = rng(33);
     let s = start(&gep18(33), false, T0, &mut r);
