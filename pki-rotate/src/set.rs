@@ -985,7 +985,20 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
             }
             let mut seen = BTreeSet::new();
             for import in imports {
-                doc.ca(&import.ca)?;
+                let current = &doc.ca(&import.ca)?.current;
+                let spki = import.authority.cert.spki_sha256();
+                if std::iter::once(&current.signer)
+                    .chain(&current.client_signer)
+                    .any(|c| c.cert.spki_sha256() == spki)
+                {
+                    return Err(RotateError::SetCaRefused {
+                        ca: import.ca.clone(),
+                        reason: format!(
+                            "{} has the key of the CA in use: a rotation must replace that key, so import a CA with a new one",
+                            import.authority.cert.id()
+                        ),
+                    });
+                }
                 if !seen.insert(&import.ca) {
                     return Err(RotateError::SetInvalid(format!(
                         "CA \"{}\" is imported twice",

@@ -1443,6 +1443,45 @@ fn new_ca_subjects_stay_unique_for_rotations_in_the_same_second() {
 }
 
 #[test]
+fn importing_the_ca_in_use_as_the_new_one_is_refused() {
+    let mut r = rng(31);
+    let s = gep18(31);
+    let current = s.cas["etcd"].current.signer.clone();
+    let import = |authority: CertificateAuthority| SetInput::Start {
+        reason: "import".into(),
+        imports: vec![ImportedCa {
+            ca: "etcd".into(),
+            authority,
+        }],
+        one_at_a_time: false,
+    };
+    let err = step(&s, import(current.clone()), T0, &mut r).unwrap_err();
+    assert!(matches!(err, RotateError::SetCaRefused { .. }), "{err}");
+    assert!(err.to_string().contains("key of the CA in use"), "{err}");
+    // A new certificate on the same key is the same CA for this purpose.
+    let cert = pki_core::CertificateParams::new(
+        pki_core::Profile::RootCa,
+        "etcd-renewed",
+        T0,
+        Duration::days(700),
+    )
+    .unwrap()
+    .self_signed(&current.key, &mut r)
+    .unwrap();
+    let renewed = CertificateAuthority::new(cert, current.key.clone()).unwrap();
+    let err = step(&s, import(renewed), T0, &mut r).unwrap_err();
+    assert!(matches!(err, RotateError::SetCaRefused { .. }), "{err}");
+    // After a rotation the split client CA is in use too.
+    let mut done = start(&s, false, T0, &mut r);
+    for _ in 0..3 {
+        done = advance(&ack_all(&done, T0, &mut r), T0, &mut r).unwrap();
+    }
+    let client = done.cas["etcd"].current.client_signer.clone().unwrap();
+    let err = step(&done, import(client), T0, &mut r).unwrap_err();
+    assert!(matches!(err, RotateError::SetCaRefused { .. }), "{err}");
+}
+
+#[test]
 fn an_override_that_moves_client_certs_early_warns_in_status() {
     let mut r = rng(33);
     let s = start(&gep18(33), false, T0, &mut r);
