@@ -932,6 +932,12 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                     "certificate \"{name}\" must be --serving, --client or both"
                 )));
             }
+            // The signer's rules for leaf names: no bare or top-level
+            // wildcards, no IP literals as DNS names, no control characters.
+            for dns in &spec.dns_names {
+                crate::leaf::check_leaf_dns_name(dns)
+                    .map_err(|e| RotateError::SetInvalid(format!("certificate \"{name}\": {e}")))?;
+            }
             if spec.serving && spec.dns_names.is_empty() && spec.ip_addresses.is_empty() {
                 return Err(RotateError::SetInvalid(format!(
                     "serving certificate \"{name}\" needs at least one --dns or --ip"

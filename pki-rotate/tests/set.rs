@@ -1482,6 +1482,41 @@ fn importing_the_ca_in_use_as_the_new_one_is_refused() {
 }
 
 #[test]
+fn set_leaf_dns_names_follow_the_signers_rules() {
+    let mut r = rng(32);
+    let s = gep18(32);
+    for (dns, why) in [
+        ("*", "bare wildcard"),
+        ("*.com", "top-level domain"),
+        ("10.0.0.1", "IP address"),
+        ("a\u{7}b.example", "control character"),
+    ] {
+        let err = step(
+            &s,
+            SetInput::Issue {
+                name: "x".into(),
+                spec: spec("metrics", true, false, dns, "metrics"),
+            },
+            T0,
+            &mut r,
+        )
+        .unwrap_err();
+        assert!(matches!(err, RotateError::SetInvalid(_)), "{dns}: {err}");
+        assert!(err.to_string().contains(why), "{dns}: {err}");
+    }
+    step(
+        &s,
+        SetInput::Issue {
+            name: "x".into(),
+            spec: spec("metrics", true, false, "*.metrics.example", "metrics"),
+        },
+        T0,
+        &mut r,
+    )
+    .unwrap();
+}
+
+#[test]
 fn an_override_that_moves_client_certs_early_warns_in_status() {
     let mut r = rng(33);
     let s = start(&gep18(33), false, T0, &mut r);
