@@ -478,3 +478,49 @@ fn demo_set_piped_into_head_ends_quietly() {
     );
     assert_eq!(String::from_utf8_lossy(&o.stderr), "");
 }
+
+/// The README's walkthrough, run literally by `sh -e` with `DIR` a new
+/// store and this build's `pki` first on the PATH: every line succeeds,
+/// and it ends idle after one completed and one reverted rotation.
+#[test]
+fn readme_walkthrough_runs_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let from = readme
+        .find("Walkthrough on a directory store")
+        .expect("the walkthrough");
+    let block = &readme[from..];
+    let start = block.find("```sh\n").expect("its sh block") + "```sh\n".len();
+    let script = &block[start..start + block[start..].find("```").unwrap()];
+    assert!(script.contains("pki set advance DIR"), "{script}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let script = script.replace("DIR", dir.to_str().unwrap());
+    let bin = Path::new(env!("CARGO_BIN_EXE_pki")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("sh")
+        .args(["-e", "-c", &script])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "the walkthrough failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["set", "status", dir.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(s["step"], "idle");
+    let outcomes: Vec<&str> = s["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["completed", "reverted"]);
+}
