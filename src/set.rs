@@ -128,6 +128,10 @@ pub enum SetCommand {
         /// Store directory, or etcd://HOST:PORT/PREFIX.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
+        /// Abort although it strands targets that have not loaded trust-new
+        /// (rolling forward destroys the old CA keys), for this reason (recorded).
+        #[arg(long = "override", value_name = "REASON")]
+        override_reason: Option<String>,
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
@@ -310,7 +314,11 @@ pub fn run(command: SetCommand) -> CliResult {
             override_reason,
             now,
         } => step(&dir, &SetInput::Advance { override_reason }, now),
-        SetCommand::Abort { dir, now } => step(&dir, &SetInput::Abort, now),
+        SetCommand::Abort {
+            dir,
+            override_reason,
+            now,
+        } => step(&dir, &SetInput::Abort { override_reason }, now),
         SetCommand::Status { dir, json, now } => {
             let store = dir.open()?;
             let (state, _) = Driver::new(store).load::<SetEngine>(STORE_KEY)?;
@@ -365,7 +373,9 @@ fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
         crate::outln!("nothing to change");
     }
     let state = &step.document;
-    if state.running().is_some() || matches!(input, SetInput::Advance { .. } | SetInput::Abort) {
+    if state.running().is_some()
+        || matches!(input, SetInput::Advance { .. } | SetInput::Abort { .. })
+    {
         crate::outln!("step: {}", state.step());
     }
     Ok(())
@@ -433,6 +443,9 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     if state.step() == SetStep::UpdateCerts {
         let _ = writeln!(out, "(* serving certificates on the new CAs)");
     }
+    for w in &status.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
     if !status.blocking.is_empty() {
         let _ = writeln!(out, "\nadvance waits for: {}", status.blocking.join(", "));
     } else if state.running().is_some() {
@@ -440,6 +453,17 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
             out,
             "\nevery target loaded this step: `pki set advance` may proceed"
         );
+    }
+    if let Some(to) = status.abort_to {
+        if status.abort_strands.is_empty() {
+            let _ = writeln!(out, "abort would go to {to}");
+        } else {
+            let _ = writeln!(
+                out,
+                "abort would go to {to} and strand {} (refused without --override REASON)",
+                status.abort_strands.join(", ")
+            );
+        }
     }
     if !status.overrides.is_empty() {
         let _ = writeln!(out, "\noverrides:");
@@ -453,6 +477,9 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
                 o.reason,
                 o.waiting.join(", ")
             );
+            for w in &o.warnings {
+                let _ = writeln!(out, "    warning: {w}");
+            }
         }
     }
     if !status.timeline.is_empty() {

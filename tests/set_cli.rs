@@ -222,6 +222,11 @@ fn walkthrough_rotates_the_set_and_publishes_each_targets_files() {
     assert!(human.contains("puppet apply failed"), "{human}");
     refused(&dir, &["set", "advance", d, "--now", T1]);
     ok(&["set", "retry", d, "node-1", "--now", T1]);
+    // Retried, node-1 is pending: it must acknowledge again.
+    assert_eq!(status(d)["targets"]["node-1"]["progress"], "pending");
+    let err = refused(&dir, &["set", "advance", d, "--now", T1]);
+    assert!(err.contains("node-1"), "{err}");
+    ack(d, "node-1");
     ok(&["set", "advance", d, "--now", T1]);
     assert_eq!(status(d)["step"], "update-certs");
     ack(d, "control-plane");
@@ -229,6 +234,16 @@ fn walkthrough_rotates_the_set_and_publishes_each_targets_files() {
     ok(&["set", "advance", d, "--now", T1]);
     assert_eq!(status(d)["step"], "trust-new");
     ack(d, "control-plane");
+    // Abort here rolls forward to completed, destroying the old CA keys:
+    // refused while node-1 has not loaded trust-new.
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(
+        err.contains("strand node-1") && err.contains("override"),
+        "{err}"
+    );
+    let s = status(d);
+    assert_eq!(s["abort_to"], "completed");
+    assert_eq!(s["abort_strands"], serde_json::json!(["node-1"]));
     ok(&[
         "set",
         "advance",
@@ -285,6 +300,11 @@ fn bad_input_is_refused_with_one_line_and_the_store_unchanged() {
     assert!(err.contains("no target named \"ghost\""), "{err}");
     let err = refused(&dir, &["set", "advance", d]);
     assert!(err.contains("no rotation is running"), "{err}");
+    let err = refused(&dir, &["set", "abort", d]);
+    assert!(err.contains("no rotation is running"), "{err}");
+    // What node-1 loaded while idle: a real fingerprint, of the wrong step
+    // once the rotation runs.
+    let idle_fp = ok(&["fingerprint", &format!("{d}/targets/node-1")]);
     ok(&["set", "start", d, "--now", T1]);
     let err = refused(&dir, &["set", "start", d, "--now", T1]);
     assert!(err.contains("already running"), "{err}");
@@ -297,10 +317,22 @@ fn bad_input_is_refused_with_one_line_and_the_store_unchanged() {
             d,
             "node-1",
             "--fingerprint",
-            "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            idle_fp.trim(),
+            "--now",
+            T1,
         ],
     );
-    assert!(err.contains("trust-both"), "{err}");
+    assert!(
+        err.contains("trust-both") && err.contains("expected"),
+        "{err}"
+    );
+    let err = refused(
+        &dir,
+        &["set", "fail", d, "ghost", "--reason", "x", "--now", T1],
+    );
+    assert!(err.contains("no target named \"ghost\""), "{err}");
+    let err = refused(&dir, &["set", "retry", d, "node-1", "--now", T1]);
+    assert!(err.contains("has not failed"), "{err}");
     ok(&["set", "abort", d, "--now", T1]);
     assert_eq!(status(d)["step"], "reverting");
     let err = refused(&dir, &["set", "abort", d, "--now", T1]);
@@ -339,4 +371,156 @@ fn short_ca_pem() -> String {
         ca.key.to_pkcs8_pem().unwrap().as_str(),
         ca.cert.to_pem()
     )
+}
+
+#[test]
+fn abort_in_trust_new_with_an_override_completes_and_records_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.to_str().unwrap();
+    setup(d);
+    ok(&["set", "start", d, "--now", T1]);
+    for _ in 0..2 {
+        ack(d, "control-plane");
+        ack(d, "node-1");
+        ok(&["set", "advance", d, "--now", T1]);
+    }
+    assert_eq!(status(d)["step"], "trust-new");
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("control-plane, node-1"), "{err}");
+    let human = ok(&["set", "status", d, "--now", T1]);
+    assert!(
+        human.contains("abort would go to completed and strand control-plane, node-1"),
+        "{human}"
+    );
+    let out = ok(&[
+        "set",
+        "abort",
+        d,
+        "--override",
+        "hosts are being replaced",
+        "--now",
+        T1,
+    ]);
+    assert!(out.contains("step: completed"), "{out}");
+    let s = status(d);
+    assert_eq!(s["step"], "completed");
+    assert_eq!(s["completed_at"], T1);
+    assert_eq!(s["overrides"][0]["from"], "trust-new");
+    assert_eq!(s["overrides"][0]["to"], "completed");
+    assert_eq!(s["overrides"][0]["reason"], "hosts are being replaced");
+    assert_eq!(
+        s["overrides"][0]["waiting"],
+        serde_json::json!(["control-plane", "node-1"])
+    );
+    assert!(!dir.join("set/cas/cluster/next-ca.key").exists());
+    let err = refused(&dir, &["set", "abort", d, "--now", T1]);
+    assert!(err.contains("no rotation is running"), "{err}");
+}
+
+#[test]
+fn demo_set_prints_the_mutual_tls_matrix_at_every_step() {
+    let o = pki(&["demo", "set"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for step in ["trust-both", "update-certs", "trust-new", "completed"] {
+        let heading = format!("now in step {step}");
+        let at = out
+            .find(&heading)
+            .unwrap_or_else(|| panic!("no {heading}: {out}"));
+        // Each change prints its matrix: both pairs, before/after both ways.
+        let section = &out[at..];
+        let section = &section[..section[1..].find("\n== ").map_or(section.len(), |e| e + 1)];
+        assert_eq!(
+            section.matches("mutual TLS on 127.0.0.1").count(),
+            2,
+            "{section}"
+        );
+        assert_eq!(
+            section.matches(" ok ").count() + section.matches(" ok\n").count(),
+            8,
+            "{section}"
+        );
+    }
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("every handshake of every step succeeded"),
+        "{out}"
+    );
+}
+
+#[test]
+fn demo_set_piped_into_head_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(["demo", "set"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `pki demo set | head -1`: read one line, then close the pipe.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("== t0"), "{first}");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+}
+
+/// The README's walkthrough, run literally by `sh -e` with `DIR` a new
+/// store and this build's `pki` first on the PATH: every line succeeds,
+/// and it ends idle after one completed and one reverted rotation.
+#[test]
+fn readme_walkthrough_runs_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let from = readme
+        .find("Walkthrough on a directory store")
+        .expect("the walkthrough");
+    let block = &readme[from..];
+    let start = block.find("```sh\n").expect("its sh block") + "```sh\n".len();
+    let script = &block[start..start + block[start..].find("```").unwrap()];
+    assert!(script.contains("pki set advance DIR"), "{script}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let script = script.replace("DIR", dir.to_str().unwrap());
+    let bin = Path::new(env!("CARGO_BIN_EXE_pki")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("sh")
+        .args(["-e", "-c", &script])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "the walkthrough failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&["set", "status", dir.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(s["step"], "idle");
+    let outcomes: Vec<&str> = s["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["completed", "reverted"]);
 }

@@ -26,6 +26,7 @@ const (
 	CodeSetTargetFailed     Code = C.PKI_RESULT_SET_TARGET_FAILED
 	CodeSetCARefused        Code = C.PKI_RESULT_SET_CA_REFUSED
 	CodeSetTrustBroken      Code = C.PKI_RESULT_SET_TRUST_BROKEN
+	CodeSetAbortStrands     Code = C.PKI_RESULT_SET_ABORT_STRANDS
 )
 
 // CASet is a set of CAs rotated in gated steps (GEP-18, StarlingX), kept
@@ -143,13 +144,59 @@ func (s *CASet) Advance(overrideReason string, now time.Time) error {
 	return err
 }
 
-// Abort aborts the rotation to the safe target of its step.
+// Fail records that target failed to load its files, for reason; it
+// blocks Advance until Retry.
+func (s *CASet) Fail(target, reason string, now time.Time) error {
+	h, err := s.store.handle()
+	if err != nil {
+		return err
+	}
+	tp, tn := strArg(target)
+	rp, rn := strArg(reason)
+	err = call(func() C.pki_result { return C.pki_set_fail(h, tp, tn, rp, rn, unixTime(now)) })
+	runtime.KeepAlive(target)
+	runtime.KeepAlive(reason)
+	runtime.KeepAlive(s.store)
+	return err
+}
+
+// Retry makes the failed target pending again: it must Ack its files anew.
+func (s *CASet) Retry(target string, now time.Time) error {
+	h, err := s.store.handle()
+	if err != nil {
+		return err
+	}
+	tp, tn := strArg(target)
+	err = call(func() C.pki_result { return C.pki_set_retry(h, tp, tn, unixTime(now)) })
+	runtime.KeepAlive(target)
+	runtime.KeepAlive(s.store)
+	return err
+}
+
+// Abort aborts the rotation to the safe target of its step. In trust-new it
+// rolls forward to completed, which destroys the old CA keys: refused with
+// CodeSetAbortStrands while a target has not loaded trust-new (see
+// AbortOverride).
 func (s *CASet) Abort(now time.Time) error {
 	h, err := s.store.handle()
 	if err != nil {
 		return err
 	}
 	err = call(func() C.pki_result { return C.pki_set_abort(h, unixTime(now)) })
+	runtime.KeepAlive(s.store)
+	return err
+}
+
+// AbortOverride aborts like Abort, but an abort that would strand targets
+// proceeds for reason, which is recorded with the targets it stranded.
+func (s *CASet) AbortOverride(reason string, now time.Time) error {
+	h, err := s.store.handle()
+	if err != nil {
+		return err
+	}
+	p, n := strArg(reason)
+	err = call(func() C.pki_result { return C.pki_set_abort_override(h, p, n, unixTime(now)) })
+	runtime.KeepAlive(reason)
 	runtime.KeepAlive(s.store)
 	return err
 }

@@ -2,7 +2,10 @@ package pki_test
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -17,10 +20,47 @@ func setCode(t *testing.T, err error, want pki.Code) {
 	}
 }
 
+// snapshotDir reads every file and link under dir (the lock file aside:
+// a reader may take it), keyed by relative path.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		switch {
+		case d.Name() == ".lock":
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			out[rel] = "link:" + target
+		case d.IsDir():
+			out[rel] = "dir"
+		default:
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			out[rel] = string(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // A GEP-18 rotation of a cluster CA through the C ABI: every step gated
-// on the targets' acknowledgements, bad input refused with its code.
+// on the targets' acknowledgements, a failed target retried, bad input
+// refused with its code and the store left exactly as it was.
 func TestCASetRotatesInGatedSteps(t *testing.T) {
-	store, err := pki.OpenDirStore(filepath.Join(t.TempDir(), "pki"))
+	dir := filepath.Join(t.TempDir(), "pki")
+	store, err := pki.OpenDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,26 +73,47 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	refused := func(err error, want pki.Code, before map[string]string) {
+		t.Helper()
+		setCode(t, err, want)
+		if after := snapshotDir(t, dir); !reflect.DeepEqual(before, after) {
+			t.Fatalf("a refused call (%v) changed the store", err)
+		}
+	}
+	fingerprint := func(target string) string {
+		t.Helper()
+		plan, err := set.Plan()
+		must(err)
+		return plan[target].Fingerprint
+	}
 	must(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now))
 	must(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now))
 	must(set.Issue("kubelet", "cluster", false, true, nil, "node-1", now))
 	must(set.Target("node-1", []string{"cluster"}, nil, now))
 	must(set.Target("control-plane", nil, []string{"cluster"}, now))
-	setCode(t, set.Issue("x", "nope", true, false, []string{"x"}, "t", now), pki.CodeSetUnknownCA)
-	setCode(t, set.Advance("", now), pki.CodeSetWrongStep)
+	snap := snapshotDir(t, dir)
+	refused(set.Issue("x", "nope", true, false, []string{"x.example"}, "t", now), pki.CodeSetUnknownCA, snap)
+	refused(set.Target("node-1", []string{"nope"}, nil, now), pki.CodeSetUnknownCA, snap)
+	refused(set.Advance("", now), pki.CodeSetWrongStep, snap)
+	refused(set.Abort(now), pki.CodeSetWrongStep, snap)
+	// What node-1 loaded while idle: a real fingerprint of the wrong step
+	// once the rotation runs.
+	idleFingerprint := fingerprint("node-1")
 
 	now = now.Add(60 * 24 * time.Hour)
 	must(set.Start("yearly", false, now))
-	setCode(t, set.Start("again", false, now), pki.CodeSetWrongStep)
-	setCode(t, set.Advance("", now), pki.CodeSetStepBlocked)
-	setCode(t, set.Ack("ghost", "sha256:00", now), pki.CodeSetUnknownTarget)
-	setCode(t, set.Ack("node-1", "sha256:00", now), pki.CodeSetStaleFingerprint)
+	snap = snapshotDir(t, dir)
+	refused(set.Start("again", false, now), pki.CodeSetWrongStep, snap)
+	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
+	refused(set.Ack("ghost", fingerprint("node-1"), now), pki.CodeSetUnknownTarget, snap)
+	refused(set.Ack("node-1", idleFingerprint, now), pki.CodeSetStaleFingerprint, snap)
+	refused(set.Fail("ghost", "x", now), pki.CodeSetUnknownTarget, snap)
+	refused(set.Retry("node-1", now), pki.CodeSetInvalid, snap)
 
 	ackAll := func() {
+		t.Helper()
 		for _, target := range []string{"control-plane", "node-1"} {
-			plan, err := set.Plan()
-			must(err)
-			must(set.Ack(target, plan[target].Fingerprint, now))
+			must(set.Ack(target, fingerprint(target), now))
 		}
 	}
 	ackAll()
@@ -66,14 +127,45 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	if !plan["node-1"].Files["certs/kubelet/tls.key"].Secret {
 		t.Fatal("the kubelet key is not marked secret")
 	}
-	for _, want := range []string{"update-certs", "trust-new", "completed"} {
+
+	// A failed target blocks the step; retried, it must ack again.
+	must(set.Fail("node-1", "puppet apply failed", now))
+	snap = snapshotDir(t, dir)
+	refused(set.Ack("node-1", fingerprint("node-1"), now), pki.CodeSetTargetFailed, snap)
+	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
+	must(set.Retry("node-1", now))
+	st, err = set.Status(now)
+	must(err)
+	if st.Targets["node-1"].Progress != "pending" {
+		t.Fatalf("after retry: %+v", st.Targets["node-1"])
+	}
+	snap = snapshotDir(t, dir)
+	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
+	must(set.Ack("node-1", fingerprint("node-1"), now))
+
+	for _, want := range []string{"update-certs", "trust-new"} {
 		must(set.Advance("", now))
 		st, err := set.Status(now)
 		must(err)
 		if st.Step != want {
 			t.Fatalf("step %s, want %s", st.Step, want)
 		}
+		if want == "trust-new" {
+			break
+		}
 		ackAll()
 	}
-	setCode(t, set.Abort(now), pki.CodeSetWrongStep)
+	// Rolling forward to completed destroys the old CA keys: refused while
+	// a target has not loaded trust-new, unless overridden.
+	must(set.Ack("control-plane", fingerprint("control-plane"), now))
+	snap = snapshotDir(t, dir)
+	refused(set.Abort(now), pki.CodeSetAbortStrands, snap)
+	must(set.AbortOverride("node-1 is decommissioned", now))
+	st, err = set.Status(now)
+	must(err)
+	if st.Step != "completed" {
+		t.Fatalf("step %s after abort in trust-new", st.Step)
+	}
+	snap = snapshotDir(t, dir)
+	refused(set.Abort(now), pki.CodeSetWrongStep, snap)
 }

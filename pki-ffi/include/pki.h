@@ -326,6 +326,11 @@ enum pki_result
    */
   PKI_RESULT_SET_TRUST_BROKEN = 608,
   /**
+   * An abort would strand targets (in trust-new: targets that have not
+   * loaded it, as rolling forward destroys the old CA keys); no override.
+   */
+  PKI_RESULT_SET_ABORT_STRANDS = 609,
+  /**
    * A credential name is not usable (1-64 of `a-z0-9._-`, not starting with `.`).
    */
   PKI_RESULT_INVALID_CREDENTIAL_NAME = 680,
@@ -2144,21 +2149,86 @@ pki_result pki_set_advance(const struct pki_store *store,
                            int64_t now);
 
 /**
- * Aborts the rotation: before trust-new, to reverting (targets ack, then
- * advance to idle, every leaf back on the old CAs); in trust-new, forward
- * to completed. Refused with `PKI_RESULT_SET_WRONG_STEP` when nothing
- * runs or it already reverts.
+ * Records that `target` failed to load its files, for `reason`: it blocks
+ * `pki_set_advance` until `pki_set_retry` makes it pending again.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_TRUST_BROKEN`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+ * `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
+ * (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; each text pointer NULL or
+ * valid for its length.
+ */
+pki_result pki_set_fail(const struct pki_store *store,
+                        const char *target,
+                        size_t target_len,
+                        const char *reason,
+                        size_t reason_len,
+                        int64_t now);
+
+/**
+ * Makes the failed `target` pending again: it must acknowledge its files
+ * anew (`pki_set_ack`) before the step can advance.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+ * `PKI_RESULT_SET_INVALID` (it has not failed),
  * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
  * or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `target` NULL or valid for
+ * `target_len` bytes.
+ */
+pki_result pki_set_retry(const struct pki_store *store,
+                         const char *target,
+                         size_t target_len,
+                         int64_t now);
+
+/**
+ * Aborts the rotation: before trust-new, to reverting (targets ack, then
+ * advance to idle, every leaf back on the old CAs); in trust-new, forward
+ * to completed, which destroys the old CA keys and so is refused with
+ * `PKI_RESULT_SET_ABORT_STRANDS` while a target has not acknowledged its
+ * trust-new files (see `pki_set_abort_override`). Refused with
+ * `PKI_RESULT_SET_WRONG_STEP` when nothing runs or it already reverts.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_ABORT_STRANDS`,
+ * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `store` must be NULL or a live `pki_store`.
  */
 pki_result pki_set_abort(const struct pki_store *store, int64_t now);
+
+/**
+ * Aborts like `pki_set_abort`, but an abort that would strand targets
+ * proceeds for `override_reason`, which is recorded with the targets it
+ * stranded (the status's `overrides`).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
+ * `PKI_RESULT_SET_INVALID` (an empty reason where one is needed),
+ * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `override_reason` NULL or
+ * valid for `override_reason_len` bytes.
+ */
+pki_result pki_set_abort_override(const struct pki_store *store,
+                                  const char *override_reason,
+                                  size_t override_reason_len,
+                                  int64_t now);
 
 /**
  * The status as JSON, the same as `pki set status --json` (`step`,

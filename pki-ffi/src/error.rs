@@ -165,6 +165,9 @@ pub enum pki_result {
     PKI_RESULT_SET_CA_REFUSED = 607,
     /// The set's pre-flight trust matrix has a red cell.
     PKI_RESULT_SET_TRUST_BROKEN = 608,
+    /// An abort would strand targets (in trust-new: targets that have not
+    /// loaded it, as rolling forward destroys the old CA keys); no override.
+    PKI_RESULT_SET_ABORT_STRANDS = 609,
 
     /// A credential name is not usable (1-64 of `a-z0-9._-`, not starting with `.`).
     PKI_RESULT_INVALID_CREDENTIAL_NAME = 680,
@@ -377,6 +380,10 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
     (PKI_RESULT_SET_CA_REFUSED, "PKI_RESULT_SET_CA_REFUSED\0"),
     (PKI_RESULT_SET_TRUST_BROKEN, "PKI_RESULT_SET_TRUST_BROKEN\0"),
     (
+        PKI_RESULT_SET_ABORT_STRANDS,
+        "PKI_RESULT_SET_ABORT_STRANDS\0",
+    ),
+    (
         PKI_RESULT_INVALID_CREDENTIAL_NAME,
         "PKI_RESULT_INVALID_CREDENTIAL_NAME\0",
     ),
@@ -521,6 +528,7 @@ impl From<RotateError> for Failure {
             E::SetTargetFailed { .. } => PKI_RESULT_SET_TARGET_FAILED,
             E::SetCaRefused { .. } => PKI_RESULT_SET_CA_REFUSED,
             E::SetTrustBroken(_) => PKI_RESULT_SET_TRUST_BROKEN,
+            E::SetAbortStrands { .. } => PKI_RESULT_SET_ABORT_STRANDS,
             E::InvalidCredentialName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
             E::InvalidCredentialPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
             E::UnexpectedCredentialReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
@@ -780,6 +788,7 @@ mod tests {
             PKI_RESULT_SET_TARGET_FAILED => 606,
             PKI_RESULT_SET_CA_REFUSED => 607,
             PKI_RESULT_SET_TRUST_BROKEN => 608,
+            PKI_RESULT_SET_ABORT_STRANDS => 609,
             PKI_RESULT_INVALID_CREDENTIAL_NAME => 680,
             PKI_RESULT_INVALID_CREDENTIAL_POLICY => 681,
             PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT => 682,
@@ -800,7 +809,7 @@ mod tests {
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 86;
+    const PINNED_CODES: usize = 87;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {

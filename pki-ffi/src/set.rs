@@ -314,15 +314,89 @@ pub unsafe extern "C" fn pki_set_advance(
     })
 }
 
-/// Aborts the rotation: before trust-new, to reverting (targets ack, then
-/// advance to idle, every leaf back on the old CAs); in trust-new, forward
-/// to completed. Refused with `PKI_RESULT_SET_WRONG_STEP` when nothing
-/// runs or it already reverts.
+/// Records that `target` failed to load its files, for `reason`: it blocks
+/// `pki_set_advance` until `pki_set_retry` makes it pending again.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_TRUST_BROKEN`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+/// `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
+/// (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
+/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
+/// valid for its length.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_fail(
+    store: *const pki_store,
+    target: *const c_char,
+    target_len: usize,
+    reason: *const c_char,
+    reason_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointers and lengths from the caller (contract).
+        let (target, reason) = unsafe {
+            (
+                str_in(target, target_len, "target")?,
+                str_in(reason, reason_len, "reason")?,
+            )
+        };
+        let input = SetInput::Fail {
+            target: target.to_string(),
+            reason: reason.to_string(),
+        };
+        step(store, &input, time_in(now, "now")?)
+    })
+}
+
+/// Makes the failed `target` pending again: it must acknowledge its files
+/// anew (`pki_set_ack`) before the step can advance.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+/// `PKI_RESULT_SET_INVALID` (it has not failed),
 /// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
 /// or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `target` NULL or valid for
+/// `target_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_retry(
+    store: *const pki_store,
+    target: *const c_char,
+    target_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let target = unsafe { str_in(target, target_len, "target") }?;
+        let input = SetInput::Retry {
+            target: target.to_string(),
+        };
+        step(store, &input, time_in(now, "now")?)
+    })
+}
+
+/// Aborts the rotation: before trust-new, to reverting (targets ack, then
+/// advance to idle, every leaf back on the old CAs); in trust-new, forward
+/// to completed, which destroys the old CA keys and so is refused with
+/// `PKI_RESULT_SET_ABORT_STRANDS` while a target has not acknowledged its
+/// trust-new files (see `pki_set_abort_override`). Refused with
+/// `PKI_RESULT_SET_WRONG_STEP` when nothing runs or it already reverts.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_ABORT_STRANDS`,
+/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
@@ -332,7 +406,43 @@ pub unsafe extern "C" fn pki_set_abort(store: *const pki_store, now: i64) -> pki
     boundary(|| {
         // SAFETY: NULL or a live handle (contract).
         let store = unsafe { handle(store, "store") }?;
-        step(store, &SetInput::Abort, time_in(now, "now")?)
+        let input = SetInput::Abort {
+            override_reason: None,
+        };
+        step(store, &input, time_in(now, "now")?)
+    })
+}
+
+/// Aborts like `pki_set_abort`, but an abort that would strand targets
+/// proceeds for `override_reason`, which is recorded with the targets it
+/// stranded (the status's `overrides`).
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
+/// `PKI_RESULT_SET_INVALID` (an empty reason where one is needed),
+/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `override_reason` NULL or
+/// valid for `override_reason_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_abort_override(
+    store: *const pki_store,
+    override_reason: *const c_char,
+    override_reason_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let reason = unsafe { str_in(override_reason, override_reason_len, "override_reason") }?;
+        let input = SetInput::Abort {
+            override_reason: Some(reason.to_string()),
+        };
+        step(store, &input, time_in(now, "now")?)
     })
 }
 

@@ -195,3 +195,11 @@ fn stores_step_the_signer_with_exact_next_checks_and_conflicts_apart_from_failur
         "{out}"
     );
 }
+
+#[test]
+fn set_rotates_and_refuses_bad_input_with_codes_and_the_store_unchanged() {
+    let dir = scratch("c-set");
+    let exe = build("set.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(out.contains("set: ") && out.contains(" 0 failed"), "{out}");
+}

@@ -331,6 +331,21 @@ pub enum RotateError {
     /// The pre-flight trust matrix of a CA set transition has a red cell.
     #[error("pre-flight trust check failed: {0}")]
     SetTrustBroken(String),
+    /// An abort would strand targets (see [`crate::set`]'s strand rule) and
+    /// no override reason was given.
+    #[error(
+        "cannot abort in {step}: it goes to {to} and would strand {stranded}: {why} (ack them, or pass an override reason)"
+    )]
+    SetAbortStrands {
+        /// The current step.
+        step: crate::set::SetStep,
+        /// Where the abort goes from this step.
+        to: crate::set::SetStep,
+        /// The targets it would strand, comma-separated.
+        stranded: String,
+        /// Why they would be stranded.
+        why: String,
+    },
     /// A credential name is not usable (it becomes a store key and a
     /// directory name, `creds/NAME/`).
     #[error(

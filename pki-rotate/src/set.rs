@@ -25,10 +25,35 @@
 //!
 //! A target acknowledges the [`fingerprint`] of the files it loaded; a step
 //! advances only when every target acknowledged its current files (or with
-//! an override reason, recorded). Every change of material is checked
+//! an override reason, recorded). A failed target is retried back to
+//! pending: it acknowledges again. Every change of material is checked
 //! first by the pre-flight trust matrix ([`material::preflight`]): every
 //! target's files before and after, as clients, against every target's
 //! files before and after, as servers, in both directions (mutual TLS).
+//!
+//! **Abort and the strand rule.** An abort goes to the safe target of the
+//! step ([`SetState::abort_target`]) and *strands* a target when, once
+//! done, that target could be left holding files that fail the trust
+//! matrix against the others' and that the set can no longer re-issue. A
+//! target that acknowledged its current files holds them; one that did not
+//! (pending or failed) may still hold anything it was given since its last
+//! acknowledgement.
+//!
+//! - Before trust-new the abort goes to reverting, which strands nobody:
+//!   its bundles trust the old and the new CAs and every leaf goes back to
+//!   the old CAs, so the files of idle, trust-both, update-certs and
+//!   reverting verify one another in both directions. Its pre-flight
+//!   checks the files before and after as for any step.
+//! - In trust-new going back would hand old certificates to targets that
+//!   trust only the new CAs, so the abort rolls forward to completed,
+//!   which destroys the old CA keys. Every target that has not
+//!   acknowledged its trust-new files (pending or failed) is stranded by
+//!   it: whatever it still holds under the old CAs could never be
+//!   re-issued or reverted. Such an abort is refused naming those targets
+//!   ([`RotateError::SetAbortStrands`]) unless an override reason is
+//!   given, which is recorded like an advance override. (Its files are
+//!   those of trust-new, so the matrix alone cannot see this: the gate is
+//!   the one of the advance to completed, which the abort must not bypass.)
 
 use crate::document::Files;
 use crate::engine::{Engine, Outcome};
@@ -240,6 +265,11 @@ pub struct OverrideRecord {
     pub reason: String,
     /// What the gate was still waiting for.
     pub waiting: Vec<String>,
+    /// What the override let happen that the gate exists to prevent (client
+    /// certificates moved before the servers that verify them loaded a
+    /// bundle accepting them).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// One line of the rotation's timeline.
@@ -384,8 +414,13 @@ pub enum SetInput {
         /// The operator's reason to pass without every acknowledgement.
         override_reason: Option<String>,
     },
-    /// Abort: to the safe target of the current step.
-    Abort,
+    /// Abort to the safe target of the current step
+    /// ([`SetState::abort_target`]); refused when it would strand a target
+    /// ([`SetState::stranded_by_abort`]) unless an override reason is given.
+    Abort {
+        /// The operator's reason to abort although it strands targets.
+        override_reason: Option<String>,
+    },
 }
 
 /// What `plan` decided: the validated input and, for an advance, the gate.
@@ -665,7 +700,89 @@ impl SetState {
         }
         waiting
     }
+
+    /// Where an abort goes from the current step: reverting before
+    /// trust-new, completed from trust-new (going back would hand old
+    /// certificates to targets that trust only the new CAs). None when
+    /// there is nothing to abort (idle, completed, or already reverting).
+    pub fn abort_target(&self) -> Option<SetStep> {
+        match self.step() {
+            SetStep::TrustBoth | SetStep::UpdateCerts => Some(SetStep::Reverting),
+            SetStep::TrustNew => Some(SetStep::Completed),
+            SetStep::Idle | SetStep::Completed | SetStep::Reverting => None,
+        }
+    }
+
+    /// The targets an abort now would strand, with why they wait (see the
+    /// strand rule in the module documentation); empty when it is safe.
+    pub fn stranded_by_abort(&self) -> Vec<String> {
+        match self.abort_target() {
+            // Completing destroys the old CA keys: wait for what the
+            // advance to completed waits for.
+            Some(SetStep::Completed) => self.waiting(),
+            // Reverting's bundles trust old and new and its leaves are all
+            // on the old CAs: whatever a target holds from idle,
+            // trust-both or update-certs verifies against them both ways.
+            _ => Vec::new(),
+        }
+    }
+
+    /// In trust-both, the client certificates that would move to their new
+    /// client CA although a server target verifying them has not loaded a
+    /// `client-ca/` bundle that accepts it: one line per CA.
+    fn unready_client_moves(&self) -> Vec<String> {
+        let Some(r) = self.running() else {
+            return Vec::new();
+        };
+        self.cas
+            .iter()
+            .filter(|(name, ca)| ca.roles.client && !r.clients_moved.contains(*name))
+            .filter_map(|(name, _)| {
+                let servers: Vec<&str> = self
+                    .targets
+                    .iter()
+                    .filter(|(t, spec)| spec.client_ca.contains(name) && !r.trust_both_loaded.contains(*t))
+                    .map(|(t, _)| t.as_str())
+                    .collect();
+                (!servers.is_empty()).then(|| {
+                    format!(
+                        "client certificates of CA {name} moved to its new client CA before server target(s) {} loaded a client-ca/{name}.crt that accepts them: they reject those clients until they load their files",
+                        servers.join(", ")
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Server targets that may still reject moved client certificates: a
+    /// CA's client certificates moved (by an override) while the target,
+    /// which verifies them, has loaded no bundle accepting the new client
+    /// CA since. One line per target and CA.
+    pub fn client_move_warnings(&self) -> Vec<String> {
+        let Some(r) = self.running() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (t, spec) in &self.targets {
+            if r.trust_both_loaded.contains(t) || self.is_loaded(t) {
+                continue;
+            }
+            for ca in spec
+                .client_ca
+                .iter()
+                .filter(|ca| r.clients_moved.contains(*ca))
+            {
+                out.push(format!(
+                    "server target {t} has not loaded a client-ca/{ca}.crt that accepts the moved {ca} client certificates: it rejects them until it does"
+                ));
+            }
+        }
+        out
+    }
 }
+
+/// Why an abort in trust-new strands the targets that have not loaded it.
+const STRAND_TRUST_NEW: &str = "rolling forward to completed destroys the old CA keys, so a target that has not loaded its trust-new files could be left holding material of the old CAs that nothing can re-issue or revert any more";
 
 fn issue_leaf<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
@@ -815,6 +932,12 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                     "certificate \"{name}\" must be --serving, --client or both"
                 )));
             }
+            // The signer's rules for leaf names: no bare or top-level
+            // wildcards, no IP literals as DNS names, no control characters.
+            for dns in &spec.dns_names {
+                crate::leaf::check_leaf_dns_name(dns)
+                    .map_err(|e| RotateError::SetInvalid(format!("certificate \"{name}\": {e}")))?;
+            }
             if spec.serving && spec.dns_names.is_empty() && spec.ip_addresses.is_empty() {
                 return Err(RotateError::SetInvalid(format!(
                     "serving certificate \"{name}\" needs at least one --dns or --ip"
@@ -868,7 +991,20 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
             }
             let mut seen = BTreeSet::new();
             for import in imports {
-                doc.ca(&import.ca)?;
+                let current = &doc.ca(&import.ca)?.current;
+                let spki = import.authority.cert.spki_sha256();
+                if std::iter::once(&current.signer)
+                    .chain(&current.client_signer)
+                    .any(|c| c.cert.spki_sha256() == spki)
+                {
+                    return Err(RotateError::SetCaRefused {
+                        ca: import.ca.clone(),
+                        reason: format!(
+                            "{} has the key of the CA in use: a rotation must replace that key, so import a CA with a new one",
+                            import.authority.cert.id()
+                        ),
+                    });
+                }
                 if !seen.insert(&import.ca) {
                     return Err(RotateError::SetInvalid(format!(
                         "CA \"{}\" is imported twice",
@@ -926,7 +1062,9 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                 .get(target)
                 .is_some_and(|a| a.fingerprint == expected);
             let counted = match doc.running() {
-                Some(r) if r.step == SetStep::TrustBoth => r.trust_both_loaded.contains(target),
+                Some(r) if matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts) => {
+                    r.trust_both_loaded.contains(target)
+                }
                 _ => true,
             };
             no_op = acked && counted;
@@ -974,19 +1112,38 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                 }
             }
         }
-        SetInput::Abort => match step {
-            SetStep::Idle | SetStep::Completed => {
-                return Err(wrong_step("abort", step, "no rotation is running"));
-            }
-            SetStep::Reverting => {
+        SetInput::Abort { override_reason } => {
+            let Some(to) = doc.abort_target() else {
                 return Err(wrong_step(
                     "abort",
                     step,
-                    "already reverting to idle: ack the targets, then advance",
+                    if step == SetStep::Reverting {
+                        "already reverting to idle: ack the targets, then advance"
+                    } else {
+                        "no rotation is running"
+                    },
                 ));
+            };
+            let stranded = doc.stranded_by_abort();
+            if !stranded.is_empty() {
+                match override_reason {
+                    Some(r) if !r.trim().is_empty() => waiting = stranded,
+                    Some(_) => {
+                        return Err(RotateError::SetInvalid(
+                            "an override needs a non-empty reason".into(),
+                        ));
+                    }
+                    None => {
+                        return Err(RotateError::SetAbortStrands {
+                            step,
+                            to,
+                            stranded: stranded.join(", "),
+                            why: STRAND_TRUST_NEW.into(),
+                        });
+                    }
+                }
             }
-            _ => {}
-        },
+        }
     }
     Ok(SetPlan {
         now,
@@ -1067,7 +1224,11 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             one_at_a_time,
         } => {
             for (name, ca) in next.cas.iter_mut() {
-                let stamp = now.unix_timestamp();
+                // The time alone repeats for two rotations in one second
+                // (start, abort, start): the random part keeps every
+                // generation's subject apart, so no verifier building
+                // paths by name confuses an old CA with a new one.
+                let stamp = format!("{}-{:08x}", now.unix_timestamp(), rng.next_u32());
                 let (signer, imported) = match imports.iter().find(|i| &i.ca == name) {
                     Some(i) => (i.authority.clone(), true),
                     None => (
@@ -1136,8 +1297,10 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             fingerprint,
         } => {
             material_changed = false;
+            // Update-certs' bundles trust both as well: loading them counts
+            // as having loaded a bundle that accepts the new client CAs.
             if let Some(r) = next.rotation.as_mut()
-                && r.step == SetStep::TrustBoth
+                && matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts)
             {
                 r.trust_both_loaded.insert(target.clone());
             }
@@ -1167,9 +1330,20 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         SetInput::Retry { target } => {
             material_changed = false;
             next.failures.remove(&target);
+            // A failed target may hold anything between what it last
+            // acknowledged and its current files: its old ack proves
+            // nothing, so it is pending until it acknowledges again.
+            next.acks.remove(&target);
             events.push(SetEvent::Retrying { target });
         }
         SetInput::Advance { override_reason } => {
+            // Leaving trust-both moves every client certificate: name the
+            // servers an override leaves behind, before the move hides them.
+            let early_client_moves = if from == SetStep::TrustBoth {
+                next.unready_client_moves()
+            } else {
+                Vec::new()
+            };
             let to = match from {
                 SetStep::TrustBoth => SetStep::UpdateCerts,
                 SetStep::UpdateCerts => SetStep::TrustNew,
@@ -1190,22 +1364,36 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                     to,
                     reason: reason.clone(),
                     waiting: plan.waiting.clone(),
+                    warnings: early_client_moves,
                 });
             }
             transition(&mut next, from, to, &note, now, &mut events);
         }
-        SetInput::Abort => {
-            let (to, note) = match from {
-                SetStep::TrustNew => (
-                    SetStep::Completed,
-                    "abort in trust-new rolls forward: the files are those of completed",
-                ),
-                _ => (
-                    SetStep::Reverting,
-                    "abort: every leaf goes back to the old CAs; bundles trust both until every target acks",
-                ),
+        SetInput::Abort { override_reason } => {
+            let Some(to) = doc.abort_target() else {
+                return Err(wrong_step("abort", from, "no rotation to abort"));
             };
-            transition(&mut next, from, to, note, now, &mut events);
+            let mut note = match to {
+                SetStep::Completed => {
+                    "abort in trust-new rolls forward: the files are those of completed".to_string()
+                }
+                _ => "abort: every leaf goes back to the old CAs; bundles trust both until every target acks"
+                    .to_string(),
+            };
+            if let (Some(reason), false) = (&override_reason, plan.waiting.is_empty()) {
+                note = format!("{note} (override: {reason})");
+                if let Some(r) = next.rotation.as_mut() {
+                    r.overrides.push(OverrideRecord {
+                        at: now,
+                        from,
+                        to,
+                        reason: reason.clone(),
+                        waiting: plan.waiting.clone(),
+                        warnings: Vec::new(),
+                    });
+                }
+            }
+            transition(&mut next, from, to, &note, now, &mut events);
         }
     }
     settle(&mut next, now, rng, &mut events)?;

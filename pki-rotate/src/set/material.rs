@@ -183,6 +183,15 @@ pub fn target_fingerprint(state: &SetState, name: &str) -> String {
     }
 }
 
+/// A host name a client could connect to under the SAN `name`: a
+/// wildcard is no reference name, so its `*` becomes a label it matches.
+fn reference_name(name: &str) -> String {
+    match name.strip_prefix("*.") {
+        Some(parent) => format!("host.{parent}"),
+        None => name.to_string(),
+    }
+}
+
 /// Checks one transition: every target's material before and after, as a
 /// client, against every target's material before and after, as a server,
 /// in both directions: the server's serving certificates against the
@@ -231,7 +240,7 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
                         .dns_names()
                         .into_iter()
                         .next()
-                        .map(ExpectedName::Dns)
+                        .map(|d| ExpectedName::Dns(reference_name(&d)))
                         .or_else(|| cert.ip_addresses().into_iter().next().map(ExpectedName::Ip));
                 }
                 verify_chain_cached(cert, &[], bundle, &opts, &cache)

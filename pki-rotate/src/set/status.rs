@@ -38,6 +38,16 @@ pub struct SetStatus {
     pub targets: BTreeMap<String, TargetStatus>,
     /// What `advance` waits for (empty: it can advance).
     pub blocking: Vec<String>,
+    /// Where `abort` would go now (`reverting` or `completed`); null when
+    /// there is nothing to abort.
+    pub abort_to: Option<SetStep>,
+    /// The targets an abort now would strand (it is refused without an
+    /// override reason); empty when an abort is safe.
+    pub abort_strands: Vec<String>,
+    /// What an override let happen and still matters: server targets that
+    /// may reject client certificates moved before they loaded a bundle
+    /// accepting them.
+    pub warnings: Vec<String>,
     /// Gates passed by override, with their reasons.
     pub overrides: Vec<OverrideRecord>,
     /// The rotation's timeline.
@@ -181,6 +191,9 @@ impl SetState {
             } else {
                 Vec::new()
             },
+            abort_to: self.abort_target(),
+            abort_strands: self.stranded_by_abort(),
+            warnings: self.client_move_warnings(),
             overrides: rotation.map(|r| r.overrides.clone()).unwrap_or_default(),
             timeline: rotation.map(|r| r.timeline.clone()).unwrap_or_default(),
             history: self.history.clone(),
