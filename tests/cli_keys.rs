@@ -331,16 +331,33 @@ fn the_same_forced_reason_again_changes_no_file() {
 }
 
 #[test]
-fn a_k3s_service_key_is_imported_and_every_key_verifies() {
+fn a_k3s_service_key_is_imported_and_the_active_one_leaves_after_its_grace() {
     let tmp = tempfile::tempdir().unwrap();
-    // Two rings stand for two generations of a k3s cluster's keys.
+    // Three rings stand for three generations of a k3s cluster's keys.
     let a = ring(&tmp, &[]);
     let b_tmp = tempfile::tempdir().unwrap();
     let b = ring(&b_tmp, &["--key", "rsa2048"]);
+    let c_tmp = tempfile::tempdir().unwrap();
+    let c = ring(&c_tmp, &[]);
     let token_a = sign(&tmp, &a, "a", r#"{"sub":"a"}"#, T0);
     let token_b = sign(&b_tmp, &b, "b", r#"{"sub":"b"}"#, T0);
-    let key = |d: &str| std::fs::read_to_string(Path::new(d).join("keys/active.key")).unwrap();
-    let service_key = write(&tmp, "service.key", &format!("{}{}", key(&b), key(&a)));
+    let token_c = sign(&c_tmp, &c, "c", r#"{"sub":"c"}"#, T0);
+    let file =
+        |d: &str, f: &str| std::fs::read_to_string(Path::new(d).join("keys").join(f)).unwrap();
+    let kid = |d: &str| {
+        let jwks: serde_json::Value = serde_json::from_str(&file(d, "jwks.json")).unwrap();
+        jwks["keys"][0]["kid"].as_str().unwrap().to_string()
+    };
+    let service_key = write(
+        &tmp,
+        "service.key",
+        &format!(
+            "{}{}{}",
+            file(&b, "active.key"),
+            file(&a, "active.key"),
+            file(&c, "active.key")
+        ),
+    );
     let imported = tmp.path().join("imported").display().to_string();
     let out = ok(&[
         "keys",
@@ -351,15 +368,26 @@ fn a_k3s_service_key_is_imported_and_every_key_verifies() {
         "--now",
         T0,
     ]);
-    assert!(out.contains("1 imported key(s) kept accepted"), "{out}");
-    for t in [&token_a, &token_b] {
+    assert!(out.contains("2 imported key(s) kept accepted"), "{out}");
+    for t in [&token_a, &token_b, &token_c] {
         assert!(pki_accepts(&imported, t, &at(400 * DAY)));
         assert!(pyjwt_accepts(&imported, t, T0_UNIX));
     }
     // The first key of service.key signs.
-    let t = sign(&tmp, &imported, "c", r#"{"sub":"c"}"#, T0);
+    let t = sign(&tmp, &imported, "d", r#"{"sub":"d"}"#, T0);
     assert!(pki_accepts(&b, &t, T0));
-    // A rotation keeps both imported keys accepted.
+    let published = |d: &str| -> (Vec<String>, String) {
+        let jwks: serde_json::Value = serde_json::from_str(&file(d, "jwks.json")).unwrap();
+        let kids = jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect();
+        (kids, file(d, "public.pem"))
+    };
+    // Rotated out, the imported active key stays accepted for the grace
+    // (24h by default)…
     ok(&[
         "keys",
         "rotate",
@@ -369,10 +397,28 @@ fn a_k3s_service_key_is_imported_and_every_key_verifies() {
         "--now",
         &at(HOUR),
     ]);
-    ok(&["keys", "rotate", &imported, "--now", &at(30 * DAY)]);
-    for t in [&token_a, &token_b] {
-        assert!(pyjwt_accepts(&imported, t, T0_UNIX));
+    ok(&["keys", "rotate", &imported, "--now", &at(HOUR + DAY - 1)]);
+    let (kids, pem) = published(&imported);
+    assert!(kids.contains(&kid(&b)) && pem.contains(&file(&b, "public.pem")));
+    assert!(pki_accepts(&imported, &token_b, &at(HOUR + DAY - 1)));
+    // …then the next rotate removes it from public.pem and jwks.json; the
+    // imported keys that never signed here stay until retired.
+    ok(&["keys", "rotate", &imported, "--now", &at(HOUR + DAY)]);
+    let (kids, pem) = published(&imported);
+    assert_eq!(kids.len(), 3, "{kids:?}");
+    assert!(!kids.contains(&kid(&b)), "{kids:?}");
+    assert!(!pem.contains(&file(&b, "public.pem")), "{pem}");
+    for d in [&a, &c] {
+        assert!(kids.contains(&kid(d)) && pem.contains(&file(d, "public.pem")));
     }
+    assert!(!pyjwt_accepts(&imported, &token_b, T0_UNIX));
+    assert!(!pki_accepts(&imported, &token_b, &at(HOUR + DAY)));
+    ok(&["keys", "rotate", &imported, "--now", &at(30 * DAY)]);
+    for t in [&token_a, &token_c] {
+        assert!(pyjwt_accepts(&imported, t, T0_UNIX));
+        assert!(pki_accepts(&imported, t, &at(30 * DAY)));
+    }
+    assert_eq!(published(&imported).0.len(), 3);
 }
 
 #[test]

@@ -113,7 +113,8 @@ func NewKeyRing(policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
 
 // ImportKeyRing adopts an existing key set: PEM keys (k3s's service.key;
 // the first private key signs, every other key stays accepted until
-// retired) or a JWK Set of public keys.
+// retired; the first, once rotated out, leaves after the grace) or a JWK Set
+// of public keys.
 func ImportKeyRing(keys []byte, policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
 	var out *C.pki_keyring
 	p, n := bytesArg(keys)

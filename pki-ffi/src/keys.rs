@@ -123,8 +123,9 @@ pub unsafe extern "C" fn pki_keyring_new(
 }
 
 /// Creates a key ring over an existing key set: PEM keys (k3s's
-/// `service.key`; the first private key becomes active, every other key
-/// stays accepted until retired) or a JWK Set of public keys (a new active
+/// `service.key`; the first private key becomes active and, once rotated
+/// out, stays accepted for the grace period; every other key stays
+/// accepted until retired) or a JWK Set of public keys (a new active
 /// key is generated).
 ///
 /// `keys` and `policy` are borrowed for the call (`policy` NULL: the
