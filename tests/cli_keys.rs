@@ -468,6 +468,15 @@ fn bad_input_fails_with_one_line_and_changes_nothing() {
     );
     let err = refused(&["keys", "sign", &dir, "--claims", &long, "--now", T0]);
     assert!(err.contains("longest token lifetime"), "{err}");
+    // A time before the active key existed: refused, saying why and from when.
+    let short = write(&tmp, "short.json", &format!(r#"{{"exp":{T0_UNIX}}}"#));
+    let err = refused(&["keys", "sign", &dir, "--claims", &short, "--now", &at(-1)]);
+    assert!(
+        err.contains("cannot sign a token at 2025-12-31T23:59:59Z")
+            && err.contains("behind")
+            && err.contains("use 2026-01-01T00:00:00Z or later"),
+        "{err}"
+    );
     let missing = tmp.path().join("nope.json").display().to_string();
     let err = refused(&["keys", "sign", &dir, "--claims", &missing, "--now", T0]);
     assert!(err.contains("nope.json"), "{err}");

@@ -284,11 +284,16 @@ pub enum KeyRingError {
         /// Why.
         reason: String,
     },
-    /// The time given is before the active key became active.
+    /// The time given is before the active key became active. Deliberate:
+    /// nothing the ring does can happen before its own active key existed,
+    /// so such a time says the clock is behind, and acting on it would
+    /// date tokens and history before the key that made them.
     #[error(
-        "time {now} is before the active key became active at {since}: refusing to act on a clock that is behind"
+        "cannot {action} at {now}: the active key became active only at {since}, so the clock or the time given is behind (refusing to date anything before the key that makes it); use {since} or later"
     )]
     ClockBehind {
+        /// What was refused: `sign a token`, `step the key ring`.
+        action: &'static str,
         /// The time given (RFC 3339).
         now: String,
         /// When the active key became active (RFC 3339).
@@ -488,6 +493,7 @@ impl KeyRing {
     pub fn sign_token(&self, claims: &[u8], now: OffsetDateTime) -> Result<String> {
         if now < self.active.since {
             return Err(KeyRingError::ClockBehind {
+                action: "sign a token",
                 now: rfc3339(now),
                 since: rfc3339(self.active.since),
             }
@@ -735,6 +741,7 @@ impl Engine for KeyRingEngine {
 pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result<KeyRingPlan> {
     if now < ring.active.since {
         return Err(KeyRingError::ClockBehind {
+            action: "step the key ring",
             now: rfc3339(now),
             since: rfc3339(ring.active.since),
         }

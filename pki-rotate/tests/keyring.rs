@@ -618,7 +618,14 @@ fn a_clock_behind_the_active_key_is_refused() {
         .sign_token(&claims(T0), T0 - Duration::SECOND)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("behind"), "{err}");
+    // Says what was refused, why, and the earliest time that works.
+    assert!(
+        err.contains("cannot sign a token at 2025-12-31T23:59:59Z")
+            && err.contains("became active only at 2026-01-01T00:00:00Z")
+            && err.contains("behind")
+            && err.contains("use 2026-01-01T00:00:00Z or later"),
+        "{err}"
+    );
 }
 
 #[test]
