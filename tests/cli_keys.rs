@@ -112,12 +112,12 @@ fn python_with_pyjwt() -> PathBuf {
     );
 }
 
-/// PyJWT's verdict on `token` against `DIR/keys/jwks.json` at a time.
-fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
+/// Runs the PyJWT check on `token` against a JWK Set file at a time.
+fn pyjwt_check(jwks: &Path, token: &str, now_unix: i64) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jose/verify_with_pyjwt.py");
     let o = Command::new(python_with_pyjwt())
         .arg(script)
-        .arg(Path::new(dir).join("keys/jwks.json"))
+        .arg(jwks)
         .arg(token)
         .arg(now_unix.to_string())
         .output()
@@ -126,6 +126,19 @@ fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
     assert!(
         !err.contains("Traceback"),
         "the PyJWT check itself failed: {err}"
+    );
+    o
+}
+
+/// PyJWT's verdict on `token` against `DIR/keys/jwks.json` at a time,
+/// after it recomputed every `kid` there as an RFC 7638 thumbprint.
+fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
+    let o = pyjwt_check(&Path::new(dir).join("keys/jwks.json"), token, now_unix);
+    assert_ne!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
     o.status.success()
 }
@@ -288,6 +301,41 @@ fn published_files_follow_the_contract() {
     assert_eq!(status["history"][0]["reason"]["reason"], "x");
     let text = ok(&["keys", "status", &dir, "--now", &at(HOUR)]);
     assert!(text.contains("accepted key"), "{text}");
+}
+
+#[test]
+fn python_recomputes_every_kid_as_the_rfc7638_thumbprint_of_its_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ring(&tmp, &[]);
+    let rsa_tmp = tempfile::tempdir().unwrap();
+    let rsa = ring(&rsa_tmp, &["--key", "rsa2048"]);
+    // A ring with an EC and an RSA key published side by side.
+    ok(&["keys", "rotate", &dir, "--force", "x", "--now", &at(HOUR)]);
+    let token = sign(&tmp, &dir, "t", "{}", &at(HOUR));
+    assert!(pyjwt_accepts(&dir, &token, T0_UNIX + HOUR));
+    assert!(pyjwt_accepts(
+        &rsa,
+        &sign(&rsa_tmp, &rsa, "r", "{}", T0),
+        T0_UNIX
+    ));
+    // The check is independent of pki's kids: one changed character in a
+    // kid, or a kid moved to another key, is caught before any signature.
+    let jwks = std::fs::read_to_string(Path::new(&dir).join("keys/jwks.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&jwks).unwrap();
+    let kid0 = doc["keys"][0]["kid"].as_str().unwrap().to_string();
+    let kid1 = doc["keys"][1]["kid"].as_str().unwrap().to_string();
+    let mut flipped = kid1.clone();
+    let last = if flipped.ends_with('A') { "B" } else { "A" };
+    flipped.replace_range(flipped.len() - 1.., last);
+    for (k0, k1) in [(kid0.clone(), flipped), (kid1, kid0)] {
+        doc["keys"][0]["kid"] = k0.into();
+        doc["keys"][1]["kid"] = k1.into();
+        let bad = write(&tmp, "bad-jwks.json", &doc.to_string());
+        let o = pyjwt_check(Path::new(&bad), &token, T0_UNIX + HOUR);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("is not its RFC 7638 thumbprint"), "{err}");
+    }
 }
 
 #[test]
