@@ -6,10 +6,15 @@
 //! |---|---|---|
 //! | `state.json` | the document below (secret: the hook commands may carry an admin password) | `state.json` |
 //! | `current` | the current credential, as the mint hook printed it (trimmed) | `current` |
-//! | `old` | the previous credential, until its revocation is recorded | `old` |
+//! | `old` | the previous credential, from the new mint until its revocation is recorded | `old` |
 //!
-//! Every file is secret (mode 0600). `old` exists from "keep current as
-//! old" (then equal to `current`) until the revocation is recorded.
+//! Every file is secret (mode 0600). `old` exists only while the old
+//! credential differs from the current one: the grace period (and a
+//! revocation that keeps failing after it). Between "keep current as old"
+//! and the new mint the document records `old` with the current
+//! credential's rotation, and its value is the one in `current`, so a
+//! consumer never sees an `old` equal to `current` (documents written before
+//! this wrote that copy; it is read and dropped).
 //!
 //! Format version 1, fields of `state.json`: `kind` (`"credential"`),
 //! `version` (1), `name`, `policy` (`expire_seconds`, `grace_seconds`),
@@ -116,7 +121,9 @@ impl CredentialState {
                 File::secret(c.value.as_bytes()),
             )?;
         }
-        if let Some(o) = &self.old {
+        if let Some(o) = &self.old
+            && self.in_grace()
+        {
             files.insert(
                 credential_path(&self.name, OLD_FILE),
                 File::secret(o.value.as_bytes()),
@@ -166,13 +173,19 @@ impl CredentialState {
             }),
             None => None,
         };
-        let old = match &doc.old {
-            Some(c) => Some(Credential {
+        let old = match (&doc.old, &current) {
+            // Kept as old, not replaced yet: the value is the current one.
+            (Some(c), Some(cur)) if c.rotation == cur.rotation => Some(Credential {
+                rotation: c.rotation,
+                minted_at: c.minted_at,
+                value: cur.value.clone(),
+            }),
+            (Some(c), _) => Some(Credential {
                 rotation: c.rotation,
                 minted_at: c.minted_at,
                 value: value(OLD_FILE)?,
             }),
-            None => None,
+            (None, _) => None,
         };
         let state = CredentialState {
             name: doc.name,

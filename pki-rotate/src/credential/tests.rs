@@ -263,6 +263,42 @@ fn a_failed_revoke_keeps_the_old_credential_and_retries() {
     assert!(d.old.is_none() && d.failure.is_none());
 }
 
+/// Credential 1 current, kept as old and a mint of rotation 2 started, at
+/// `due`.
+fn minting_second() -> (CredentialState, OffsetDateTime) {
+    let due = T0 + Duration::hours(720);
+    let kept = step(&with_first(), CredentialInput::Step, due).unwrap();
+    (step(&kept, CredentialInput::Step, due).unwrap(), due)
+}
+
+#[test]
+fn old_is_published_only_once_the_new_credential_is_recorded() {
+    let kept = step(
+        &with_first(),
+        CredentialInput::Step,
+        T0 + Duration::hours(720),
+    )
+    .unwrap();
+    assert_eq!(kept.old, kept.current, "the document keeps it as old");
+    let files = kept.to_files().unwrap();
+    assert_eq!(
+        files.get("creds/db/old"),
+        None,
+        "no old file equal to current"
+    );
+    assert_eq!(CredentialState::from_files(&files).unwrap(), kept);
+    // A document written by an older build, with that copy, reads the same.
+    let mut legacy = files.clone();
+    legacy
+        .insert("creds/db/old", File::secret(b"one".to_vec()))
+        .unwrap();
+    assert_eq!(CredentialState::from_files(&legacy).unwrap(), kept);
+    let (started, due) = minting_second();
+    let new = step(&started, minted(2, 1, "two"), due).unwrap();
+    let files = new.to_files().unwrap();
+    assert_eq!(files.get("creds/db/old"), Some(&b"one"[..]));
+}
+
 #[test]
 fn bad_policies_and_names_are_refused() {
     let p = |e, g| CredentialPolicy {
