@@ -219,6 +219,12 @@ exit 0
         serde_json::from_slice(&o.stdout).unwrap()
     }
 
+    /// `pki cred status --check`'s exit status at `now`.
+    fn check(&self, now: &str) -> i32 {
+        let o = self.pki(&["cred", "status", &self.dir, "--check", "--now", now]);
+        o.status.code().unwrap()
+    }
+
     fn mint_runs(&self) -> usize {
         std::fs::read_to_string(self.root.join("mint.log"))
             .map(|s| s.lines().count())
@@ -263,6 +269,22 @@ fn ok(o: &Output) {
         String::from_utf8_lossy(&o.stdout),
         stderr(o)
     );
+}
+
+/// A hook failure recorded in the store: exit 0 (the command did its job),
+/// the failure as exactly one line on stderr.
+fn recorded(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(o)
+    );
+    let e = stderr(o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e:?}");
+    assert!(e.starts_with("pki: cred db: "), "{e}");
+    e
 }
 
 /// Exit 1 with exactly one line on stderr.
@@ -489,10 +511,12 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     ok(&s.init(&[]));
     let first = s.file("current").unwrap();
 
+    assert_eq!(s.check(T0), 0, "nothing due");
+    assert_eq!(s.check(DUE), 3, "a step is due");
     s.knob("mint-hangs", true);
     let started = Instant::now();
     let o = s.reconcile(DUE, &["--hook-timeout", "1s"]);
-    let e = refused(&o);
+    let e = recorded(&o);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(e.contains("timed out after 1s"), "{e}");
     assert!(e.contains("retry after 2026-01-01T02:00:30Z"), "{e}");
@@ -502,6 +526,8 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     assert_eq!(c["failure"]["action"], "mint");
     assert_eq!(c["failure"]["failures"], 1);
     assert_eq!(c["next_at"], "2026-01-01T02:00:30Z");
+    assert_eq!(c["health"], "failing");
+    assert_eq!(s.check(DUE), 4, "a hook is failing");
     // The hook's process group was killed: no sleeping hook is left.
     let ps = Command::new("pgrep")
         .args(["-f", "sleep 1000"])
@@ -515,7 +541,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     ok(&s.reconcile("2026-01-01T02:00:10Z", &[]));
     assert_eq!(s.mint_runs(), 2);
     // Then it retries; a failing hook doubles the wait and says why.
-    let e = refused(&s.reconcile("2026-01-01T02:00:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:00:30Z", &[]));
     assert!(e.contains("exited with status 3: cloud API said no"), "{e}");
     assert!(e.contains("retry after 2026-01-01T02:01:30Z"), "{e}");
     let text = String::from_utf8(
@@ -536,7 +562,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     // A hook that prints nothing is a failure too, and changes no credential.
     s.knob("mint-fails", false);
     s.knob("mint-prints-nothing", true);
-    let e = refused(&s.reconcile("2026-01-01T02:01:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:01:30Z", &[]));
     assert!(e.contains("printed nothing"), "{e}");
     assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
     s.knob("mint-prints-nothing", false);
@@ -546,7 +572,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
 
     // A failing revoke keeps the old credential and retries.
     s.knob("revoke-fails", true);
-    let e = refused(&s.reconcile("2026-01-01T02:13:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:13:30Z", &[]));
     assert!(
         e.contains("revoke") && e.contains("revocation API down"),
         "{e}"
@@ -555,12 +581,15 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     assert_eq!(s.file("old").as_deref(), Some(first.as_str()));
     s.knob("revoke-fails", false);
     s.knob("revoke-hangs", true);
-    let e = refused(&s.reconcile("2026-01-01T02:14:00Z", &["--hook-timeout", "1s"]));
+    let e = recorded(&s.reconcile("2026-01-01T02:14:00Z", &["--hook-timeout", "1s"]));
     assert!(e.contains("revoke hook timed out"), "{e}");
     s.knob("revoke-hangs", false);
-    ok(&s.reconcile("2026-01-01T02:20:00Z", &[]));
+    let o = s.reconcile("2026-01-01T02:20:00Z", &[]);
+    ok(&o);
+    assert_eq!(stderr(&o), "", "a success reports no failure");
     assert!(!s.redis.logs_in(&first));
     assert_eq!(s.redis.cred_users().len(), 1);
+    assert_eq!(s.check("2026-01-01T02:20:00Z"), 0);
 }
 
 #[test]
@@ -613,10 +642,22 @@ fn bad_input_is_one_line_exit_1_and_changes_nothing() {
     assert_eq!(s.snapshot(), before);
     assert_eq!(s.mint_runs(), 1);
 
-    // A mint hook that prints nothing: refused in one line, no credential.
+    // A first mint that fails: the credential is recorded (exit 0), the
+    // failure is one line on stderr, and there is no current credential
+    // until a reconcile succeeds.
     s.knob("mint-prints-nothing", true);
-    let e = refused(&init("empty", "2h", "10m"));
-    assert!(e.contains("printed nothing"), "{e}");
+    let o = init("empty", "2h", "10m");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("cred empty: mint") && e.contains("printed nothing"),
+        "{e}"
+    );
+    assert!(Path::new(&s.dir).join("creds/empty/state.json").exists());
     assert!(!Path::new(&s.dir).join("creds/empty/current").exists());
     assert_eq!(s.snapshot(), before, "the other credential is untouched");
+    s.knob("mint-prints-nothing", false);
+    ok(&s.reconcile("2026-01-01T00:00:30Z", &["empty"]));
+    assert!(Path::new(&s.dir).join("creds/empty/current").exists());
 }

@@ -22,6 +22,8 @@ pub struct CredentialStatus {
     pub expire_seconds: i64,
     /// The grace period, in seconds.
     pub grace_seconds: i64,
+    /// What a monitor makes of it (`pki cred status --check`).
+    pub health: Health,
     /// The current credential.
     pub current: Option<CredentialInfo>,
     /// The old credential, until its revocation is recorded.
@@ -37,6 +39,31 @@ pub struct CredentialStatus {
     pub next_at: OffsetDateTime,
     /// Past rotations, oldest first.
     pub history: Vec<RotationRecord>,
+}
+
+/// What a monitor makes of a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Health {
+    /// Nothing is due now (it waits for the expiry or the grace period).
+    Ok,
+    /// A step is due now: a reconcile would act.
+    ActionDue,
+    /// A hook's last run failed (mint or revoke); it is retried with
+    /// backoff until it succeeds.
+    Failing,
+}
+
+impl Health {
+    /// `pki cred status --check`'s exit status, as `pki status --check`'s:
+    /// 0 ok, 3 an action is due, 4 a hook is failing.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Health::Ok => 0,
+            Health::ActionDue => 3,
+            Health::Failing => 4,
+        }
+    }
 }
 
 /// A credential's metadata.
@@ -80,11 +107,19 @@ impl CredentialStatus {
             "idle"
         };
         let grace_end = doc.current.as_ref().map(|c| c.minted_at + doc.policy.grace);
+        let health = if doc.failure.is_some() {
+            Health::Failing
+        } else if matches!(action, Action::Wait { .. }) {
+            Health::Ok
+        } else {
+            Health::ActionDue
+        };
         CredentialStatus {
             name: doc.name.clone(),
             state,
             expire_seconds: doc.policy.expire.whole_seconds(),
             grace_seconds: doc.policy.grace.whole_seconds(),
+            health,
             current: doc.current.as_ref().map(|c| CredentialInfo {
                 rotation: c.rotation,
                 minted_at: c.minted_at,
