@@ -247,8 +247,8 @@ fn reconcile_one<S: Store>(
         print_events(&step.events);
         Ok(())
     };
-    // Each pass commits one step; a rotation has five, so this bound is
-    // only a guard against a bug looping.
+    // Each pass commits one step; a rotation has five (more when a failed
+    // mint left strays), so this bound is only a guard against a bug looping.
     for committed in 0..64u32 {
         if options.max_steps.is_some_and(|max| committed >= max) {
             crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
@@ -273,13 +273,16 @@ fn reconcile_one<S: Store>(
                         attempt,
                         value,
                     },
-                    HookResult::Failed(message) => CredentialInput::MintFailed {
+                    HookResult::Failed { message, captured } => CredentialInput::MintFailed {
                         rotation,
                         attempt,
                         message,
+                        captured,
                     },
                 };
                 step(&input, now)?;
+                // Only now: until the result (and any stray) is committed,
+                // the capture is what a resumed run adopts.
                 files.remove();
             }
             Action::Revoke { rotation, value } => {
@@ -289,9 +292,28 @@ fn reconcile_one<S: Store>(
                         .map_err(CliError::new)?;
                 let input = match result {
                     HookResult::Done(()) => CredentialInput::Revoked { rotation },
-                    HookResult::Failed(message) => {
+                    HookResult::Failed { message, .. } => {
                         CredentialInput::RevokeFailed { rotation, message }
                     }
+                };
+                step(&input, options.clock.now())?;
+            }
+            Action::RevokeStray {
+                rotation,
+                attempt,
+                value,
+            } => {
+                let hooks = need_hooks()?;
+                let result =
+                    hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
+                        .map_err(CliError::new)?;
+                let input = match result {
+                    HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
+                    HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
+                        rotation,
+                        attempt,
+                        message,
+                    },
                 };
                 step(&input, options.clock.now())?;
             }
@@ -367,7 +389,7 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
                 pki_core::datetime::rfc3339(m.started_at)
             );
         }
-        if let Some(f) = &s.failure {
+        let failed = |f: &pki_rotate::credential::HookFailure| {
             crate::outln!(
                 "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
                 f.action,
@@ -377,6 +399,20 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
                 f.message,
                 when(f.retry_after, now)
             );
+        };
+        if let Some(f) = &s.failure {
+            failed(f);
+        }
+        for stray in &s.strays {
+            crate::outln!(
+                "  stray    rotation {} attempt {}: printed before it failed at {}, to revoke before the next attempt",
+                stray.rotation,
+                stray.attempt,
+                pki_core::datetime::rfc3339(stray.captured_at)
+            );
+            if let Some(f) = &stray.failure {
+                failed(f);
+            }
         }
         crate::outln!("  next     {} at {}", s.next_action, when(s.next_at, now));
     }

@@ -28,6 +28,15 @@
 #define PKI_CRED_ACTION_WAIT 3
 
 /**
+ * `pki_cred_action_kind`: revoke the action's credential, what the failed
+ * mint attempt (`pki_cred_action_rotation`, `pki_cred_action_attempt`)
+ * returned; then `pki_cred_report_stray_revoked` or
+ * `pki_cred_report_stray_revoke_failed`. Asked for only after a
+ * `pki_cred_report_mint_failed_captured` with a credential.
+ */
+#define PKI_CRED_ACTION_REVOKE_STRAY 4
+
+/**
  * The result of every fallible `pki_` function.
  *
  * `PKI_RESULT_OK` is 0; the others come in blocks of 100 per domain
@@ -1179,8 +1188,8 @@ pki_result pki_cred_next(const struct pki_store *store,
                          struct pki_cred_action **out_action);
 
 /**
- * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE` or
- * `PKI_CRED_ACTION_WAIT`; 0 for NULL.
+ * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
+ * or `PKI_CRED_ACTION_REVOKE_STRAY`; 0 for NULL.
  *
  * # Safety
  *
@@ -1189,8 +1198,8 @@ pki_result pki_cred_next(const struct pki_store *store,
 uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
 
 /**
- * The rotation to mint for, or whose old credential to revoke; 0 for a
- * wait or NULL.
+ * The rotation to mint for, whose old credential to revoke, or of the
+ * failed mint whose stray credential to revoke; 0 for a wait or NULL.
  *
  * # Safety
  *
@@ -1199,7 +1208,8 @@ uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
 uint64_t pki_cred_action_rotation(const struct pki_cred_action *action);
 
 /**
- * The attempt of a mint (1, then one more after each failure); 0 otherwise.
+ * The attempt of a mint (1, then one more after each failure), or of the
+ * failed mint whose stray credential to revoke; 0 otherwise.
  *
  * # Safety
  *
@@ -1217,7 +1227,7 @@ uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
 int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
 
 /**
- * The credential to revoke (empty for other actions).
+ * The credential to revoke, old or stray (empty for other actions).
  *
  * Borrowed: valid until `action` is freed (its memory is zeroed then).
  *
@@ -1264,9 +1274,11 @@ pki_result pki_cred_report_minted(const struct pki_store *store,
                                   int64_t now);
 
 /**
- * Reports that the mint of `rotation`/`attempt` failed (`message`,
- * `message_len` bytes of UTF-8, is shown in the status): recorded with a
- * retry time (30 s, doubling, at most 1 h).
+ * Reports that the mint of `rotation`/`attempt` failed and minted nothing
+ * (`message`, `message_len` bytes of UTF-8, is shown in the status):
+ * recorded with a retry time (30 s, doubling, at most 1 h). When the mint
+ * may have made a credential before failing, report it with
+ * `pki_cred_report_mint_failed_captured` instead.
  *
  * Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
  * for a message that is not UTF-8.
@@ -1283,6 +1295,71 @@ pki_result pki_cred_report_mint_failed(const struct pki_store *store,
                                        const char *message,
                                        size_t message_len,
                                        int64_t now);
+
+/**
+ * Reports that the mint of `rotation`/`attempt` failed, and what it
+ * returned before it failed (`captured`, `captured_len` bytes, trimmed;
+ * NULL or empty: nothing). A mint that failed may have minted: pki keeps
+ * the captured credential (secret, `creds/NAME/stray-R-A`) and asks for
+ * its revocation (`PKI_CRED_ACTION_REVOKE_STRAY`) before the next
+ * attempt. A captured value equal to the current or old credential is not
+ * kept (it is live, not stray). Otherwise as `pki_cred_report_mint_failed`.
+ *
+ * Returns as `pki_cred_report_mint_failed`.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_mint_failed`, with `captured` NULL or valid for
+ * `captured_len` bytes.
+ */
+pki_result pki_cred_report_mint_failed_captured(const struct pki_store *store,
+                                                const char *name,
+                                                size_t name_len,
+                                                uint64_t rotation,
+                                                uint32_t attempt,
+                                                const char *message,
+                                                size_t message_len,
+                                                const uint8_t *captured,
+                                                size_t captured_len,
+                                                int64_t now);
+
+/**
+ * Reports that the stray credential of the failed mint `rotation`/`attempt`
+ * is revoked (or was already gone): it is forgotten.
+ *
+ * Returns as `pki_cred_report_minted`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes.
+ */
+pki_result pki_cred_report_stray_revoked(const struct pki_store *store,
+                                         const char *name,
+                                         size_t name_len,
+                                         uint64_t rotation,
+                                         uint32_t attempt,
+                                         int64_t now);
+
+/**
+ * Reports that revoking the stray credential of the failed mint
+ * `rotation`/`attempt` failed: it is kept, retried after a backoff, and
+ * no mint runs meanwhile.
+ *
+ * Returns as `pki_cred_report_mint_failed`.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_mint_failed`.
+ */
+pki_result pki_cred_report_stray_revoke_failed(const struct pki_store *store,
+                                               const char *name,
+                                               size_t name_len,
+                                               uint64_t rotation,
+                                               uint32_t attempt,
+                                               const char *message,
+                                               size_t message_len,
+                                               int64_t now);
 
 /**
  * Reports that the old credential of `rotation` is revoked (or was
@@ -1512,8 +1589,9 @@ pki_result pki_keyring_new(const struct pki_keyring_policy *policy,
 
 /**
  * Creates a key ring over an existing key set: PEM keys (k3s's
- * `service.key`; the first private key becomes active, every other key
- * stays accepted until retired) or a JWK Set of public keys (a new active
+ * `service.key`; the first private key becomes active and, once rotated
+ * out, stays accepted for the grace period; every other key stays
+ * accepted until retired) or a JWK Set of public keys (a new active
  * key is generated).
  *
  * `keys` and `policy` are borrowed for the call (`policy` NULL: the

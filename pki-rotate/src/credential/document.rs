@@ -7,6 +7,7 @@
 //! | `state.json` | the document below (secret: the hook commands may carry an admin password) | `state.json` |
 //! | `current` | the current credential, as the mint hook printed it (trimmed) | `current` |
 //! | `old` | the previous credential, from the new mint until its revocation is recorded | `old` |
+//! | `stray-R-A` | what the failed mint attempt A of rotation R printed, until its revocation is recorded | `stray-R-A` |
 //!
 //! Every file is secret (mode 0600). `old` exists only while the old
 //! credential differs from the current one: the grace period (and a
@@ -22,12 +23,16 @@
 //! `minted_at`, or null: the values live in their own files), `mint` (the
 //! attempt recorded as started: `rotation`, `attempt`, `started_at`, or
 //! null), `failure` (`action`, `rotation`, `failures`, `message`, `at`,
-//! `retry_after`, or null), `next_rotation`, `history` (`rotation`,
-//! `minted_at`, `attempts`, `revoked_at`).
+//! `retry_after`, or null), `strays` (`rotation`, `attempt`, `captured_at`,
+//! `failure`; the values live in their own files; written only when not
+//! empty, so documents without strays stay readable by older builds, and
+//! older builds refuse, rather than ignore, a document with strays),
+//! `next_rotation`, `history` (`rotation`, `minted_at`, `attempts`,
+//! `revoked_at`).
 
 use crate::credential::{
     Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
-    Secret, validate_credential_name,
+    Secret, StrayCredential, validate_credential_name,
 };
 use crate::document::{Envelope, File, Files, SecretData};
 use crate::error::{Result, RotateError};
@@ -47,6 +52,15 @@ pub const CURRENT_FILE: &str = "current";
 /// The previous credential during the grace period, in `creds/NAME/`.
 pub const OLD_FILE: &str = "old";
 
+/// The file of what the failed mint attempt `attempt` of `rotation`
+/// printed, in `creds/NAME/`.
+pub fn stray_file(rotation: u64, attempt: u32) -> String {
+    format!("{STRAY_PREFIX}{rotation}-{attempt}")
+}
+
+/// How the files of stray credentials start.
+pub const STRAY_PREFIX: &str = "stray-";
+
 /// `creds/NAME/FILE`.
 pub fn credential_path(name: &str, file: &str) -> String {
     format!("{CREDS_DIR}/{name}/{file}")
@@ -64,8 +78,20 @@ struct Document {
     old: Option<CredentialJson>,
     mint: Option<MintAttempt>,
     failure: Option<HookFailure>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    strays: Vec<StrayJson>,
     next_rotation: u64,
     history: Vec<RotationRecord>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrayJson {
+    rotation: u64,
+    attempt: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    captured_at: OffsetDateTime,
+    failure: Option<HookFailure>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -102,6 +128,16 @@ impl CredentialState {
             old: self.old.as_ref().map(meta),
             mint: self.mint,
             failure: self.failure.clone(),
+            strays: self
+                .strays
+                .iter()
+                .map(|s| StrayJson {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    failure: s.failure.clone(),
+                })
+                .collect(),
             next_rotation: self.next_rotation,
             history: self.history.clone(),
         }
@@ -127,6 +163,12 @@ impl CredentialState {
             files.insert(
                 credential_path(&self.name, OLD_FILE),
                 File::secret(o.value.as_bytes()),
+            )?;
+        }
+        for stray in &self.strays {
+            files.insert(
+                credential_path(&self.name, &stray_file(stray.rotation, stray.attempt)),
+                File::secret(stray.value.as_bytes()),
             )?;
         }
         Ok(files)
@@ -187,6 +229,19 @@ impl CredentialState {
             }),
             (None, _) => None,
         };
+        let strays = doc
+            .strays
+            .iter()
+            .map(|s| {
+                Ok(StrayCredential {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    value: value(&stray_file(s.rotation, s.attempt))?,
+                    failure: s.failure.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let state = CredentialState {
             name: doc.name,
             policy: CredentialPolicy {
@@ -198,6 +253,7 @@ impl CredentialState {
             old,
             mint: doc.mint,
             failure: doc.failure,
+            strays,
             next_rotation: doc.next_rotation,
             history: doc.history,
         };
@@ -244,10 +300,15 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
     let doc = parse(STATE_FILE, json)?;
     let mut files = Files::new();
-    for file in [STATE_FILE, CURRENT_FILE, OLD_FILE] {
-        if let Some(value) = data.get(file) {
+    let strays = doc.strays.iter().map(|s| stray_file(s.rotation, s.attempt));
+    for file in [STATE_FILE, CURRENT_FILE, OLD_FILE]
+        .map(str::to_string)
+        .into_iter()
+        .chain(strays)
+    {
+        if let Some(value) = data.get(&file) {
             files.insert(
-                credential_path(&doc.name, file),
+                credential_path(&doc.name, &file),
                 File {
                     contents: Zeroizing::clone(value),
                     secret: true,

@@ -14,9 +14,11 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct CredentialStatus {
     /// The credential's name.
     pub name: String,
-    /// `minting` (a mint recorded as started), `rotating` (kept as old, mint
-    /// next), `grace` (old and new both live), `revoking` (grace over, old
-    /// to revoke), `failing` (waiting to retry a failed step), `idle`.
+    /// `minting` (a mint recorded as started), `revoking-stray` (what a
+    /// failed mint printed is to be revoked before the next attempt),
+    /// `rotating` (kept as old, mint next), `grace` (old and new both live),
+    /// `revoking` (grace over, old to revoke), `failing` (waiting to retry a
+    /// failed step), `idle`.
     pub state: &'static str,
     /// The expiry, in seconds.
     pub expire_seconds: i64,
@@ -32,7 +34,11 @@ pub struct CredentialStatus {
     pub mint: Option<crate::credential::MintAttempt>,
     /// The last failure of the step in progress.
     pub failure: Option<HookFailure>,
-    /// What happens next: `mint`, `revoke`, `keep-old`, `start-mint`, `wait`.
+    /// What failed mint attempts printed and is still to be revoked (never
+    /// the value).
+    pub strays: Vec<StrayInfo>,
+    /// What happens next: `mint`, `revoke`, `revoke-stray`, `keep-old`,
+    /// `start-mint`, `wait`.
     pub next_action: &'static str,
     /// When it happens (now, or the end of the wait).
     #[serde(with = "time::serde::rfc3339")]
@@ -49,8 +55,8 @@ pub enum Health {
     Ok,
     /// A step is due now: a reconcile would act.
     ActionDue,
-    /// A hook's last run failed (mint or revoke); it is retried with
-    /// backoff until it succeeds.
+    /// A hook's last run failed (mint, revoke, or revoke of a stray); it
+    /// is retried with backoff until it succeeds.
     Failing,
 }
 
@@ -64,6 +70,20 @@ impl Health {
             Health::Failing => 4,
         }
     }
+}
+
+/// A stray credential's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StrayInfo {
+    /// The rotation of the failed mint attempt.
+    pub rotation: u64,
+    /// The failed attempt.
+    pub attempt: u32,
+    /// When the failure was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub captured_at: OffsetDateTime,
+    /// The last failure to revoke it.
+    pub failure: Option<HookFailure>,
 }
 
 /// A credential's metadata.
@@ -89,12 +109,15 @@ impl CredentialStatus {
             Action::Step(StepKind::StartMint) => ("start-mint", now),
             Action::Mint { .. } => ("mint", now),
             Action::Revoke { .. } => ("revoke", now),
+            Action::RevokeStray { .. } => ("revoke-stray", now),
             Action::Wait { until, .. } => ("wait", *until),
         };
         let backoff = doc.failure.as_ref().is_some_and(|f| f.retry_after > now);
         let state = if doc.mint.is_some() {
             "minting"
-        } else if backoff {
+        } else if matches!(action, Action::RevokeStray { .. }) {
+            "revoking-stray"
+        } else if backoff || !doc.strays.is_empty() {
             "failing"
         } else if doc.in_grace() {
             match action {
@@ -107,7 +130,7 @@ impl CredentialStatus {
             "idle"
         };
         let grace_end = doc.current.as_ref().map(|c| c.minted_at + doc.policy.grace);
-        let health = if doc.failure.is_some() {
+        let health = if doc.failure.is_some() || doc.strays.iter().any(|s| s.failure.is_some()) {
             Health::Failing
         } else if matches!(action, Action::Wait { .. }) {
             Health::Ok
@@ -132,6 +155,16 @@ impl CredentialStatus {
             }),
             mint: doc.mint,
             failure: doc.failure.clone(),
+            strays: doc
+                .strays
+                .iter()
+                .map(|s| StrayInfo {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    failure: s.failure.clone(),
+                })
+                .collect(),
             next_action: next_action_name,
             next_at,
             history: doc.history.clone(),
