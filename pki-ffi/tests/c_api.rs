@@ -195,3 +195,14 @@ fn stores_step_the_signer_with_exact_next_checks_and_conflicts_apart_from_failur
         "{out}"
     );
 }
+
+#[test]
+fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
+    let dir = scratch("c-keys-cred");
+    let exe = build("keys_cred.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("keys_cred: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
