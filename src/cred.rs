@@ -105,6 +105,9 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
             other => other.into(),
         })?;
     crate::outln!("cred {}: created in {}", args.name, args.dir);
+    // A first mint that fails is recorded like any other (stderr, exit 0):
+    // the credential exists and `reconcile` retries it. Only a failure to
+    // run the steps at all is an error.
     reconcile_one(&driver, args.dir, args.name, &args.options).map_err(|e| {
         CliError::new(format!(
             "{} (the credential is recorded: `pki cred reconcile` retries)",
@@ -114,6 +117,10 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
 }
 
 /// `pki cred reconcile`: every due step of one credential or all of them.
+/// A hook failure is recorded in the store and reported on stderr; it is
+/// not an error of this command (exit 0), since the store holds what
+/// happened and the next run retries. Errors are the refusals: an
+/// unreachable store, an unknown credential, a lock that times out.
 pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> CliResult {
     let store = dir.open()?;
     let names = match name {
@@ -124,18 +131,18 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
         None => list(dir)?,
     };
     let driver = Driver::new(store);
-    let mut failures = Vec::new();
+    let mut errors = Vec::new();
     for name in &names {
         if let Err(e) = reconcile_one(&driver, dir, name, options) {
-            failures.push(e.message);
+            errors.push(e.message);
         }
     }
-    match failures.len() {
+    match errors.len() {
         0 => Ok(()),
-        1 => Err(CliError::new(failures.remove(0))),
+        1 => Err(CliError::new(errors.remove(0))),
         n => Err(CliError::new(format!(
             "{} (and {} more failed)",
-            failures[0],
+            errors[0],
             n - 1
         ))),
     }
@@ -188,14 +195,19 @@ fn capture_dir(dir: &StoreArg, name: &str, options: &RunOptions) -> CliResult<Pa
     Ok(dir)
 }
 
+/// Progress on stdout; a recorded failure as one line on stderr (cron and
+/// systemd show it as an error although the command succeeded).
 fn print_events(events: &[Event]) {
     for e in events {
-        crate::outln!("{e}");
+        match e {
+            Event::Failed { .. } => eprintln!("pki: {}", crate::common::one_line(&e.to_string())),
+            _ => crate::outln!("{e}"),
+        }
     }
 }
 
 /// Runs every due step of `name` until it must wait. A failed hook is
-/// recorded (with its retry time) and makes the result an error.
+/// recorded (with its retry time) and reported on stderr, one line each.
 fn reconcile_one<S: Store>(
     driver: &Driver<S>,
     dir: &StoreArg,
@@ -230,18 +242,17 @@ fn reconcile_one<S: Store>(
             ))
         })
     };
-    let step = |input: &CredentialInput, now| -> CliResult<Vec<Event>> {
+    let step = |input: &CredentialInput, now| -> CliResult<()> {
         let step = driver.step::<CredentialEngine, _>(&key, input, now, &mut os_rng())?;
         print_events(&step.events);
-        Ok(step.events)
+        Ok(())
     };
-    let mut failed = None;
-    // Each pass commits one step; a rotation has five, so this bound is
-    // only a guard against a bug looping.
+    // Each pass commits one step; a rotation has five (more when a failed
+    // mint left strays), so this bound is only a guard against a bug looping.
     for committed in 0..64u32 {
         if options.max_steps.is_some_and(|max| committed >= max) {
             crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
-            return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
+            return Ok(());
         }
         let doc = load()?;
         let now = options.clock.now();
@@ -262,15 +273,17 @@ fn reconcile_one<S: Store>(
                         attempt,
                         value,
                     },
-                    HookResult::Failed(message) => CredentialInput::MintFailed {
+                    HookResult::Failed { message, captured } => CredentialInput::MintFailed {
                         rotation,
                         attempt,
                         message,
+                        captured,
                     },
                 };
-                let events = step(&input, now)?;
+                step(&input, now)?;
+                // Only now: until the result (and any stray) is committed,
+                // the capture is what a resumed run adopts.
                 files.remove();
-                failed = failure_of(&events).or(failed);
             }
             Action::Revoke { rotation, value } => {
                 let hooks = need_hooks()?;
@@ -279,17 +292,35 @@ fn reconcile_one<S: Store>(
                         .map_err(CliError::new)?;
                 let input = match result {
                     HookResult::Done(()) => CredentialInput::Revoked { rotation },
-                    HookResult::Failed(message) => {
+                    HookResult::Failed { message, .. } => {
                         CredentialInput::RevokeFailed { rotation, message }
                     }
                 };
-                let events = step(&input, options.clock.now())?;
-                failed = failure_of(&events).or(failed);
+                step(&input, options.clock.now())?;
+            }
+            Action::RevokeStray {
+                rotation,
+                attempt,
+                value,
+            } => {
+                let hooks = need_hooks()?;
+                let result =
+                    hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
+                        .map_err(CliError::new)?;
+                let input = match result {
+                    HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
+                    HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
+                        rotation,
+                        attempt,
+                        message,
+                    },
+                };
+                step(&input, options.clock.now())?;
             }
             Action::Wait { until, reason } => {
                 crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
                 drop(lock);
-                return failed.map_or(Ok(()), |m| Err(CliError::new(m)));
+                return Ok(());
             }
         }
     }
@@ -298,15 +329,9 @@ fn reconcile_one<S: Store>(
     )))
 }
 
-fn failure_of(events: &[Event]) -> Option<String> {
-    events.iter().find_map(|e| match e {
-        Event::Failed { .. } => Some(e.to_string()),
-        _ => None,
-    })
-}
-
-/// `pki cred status`.
-pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
+/// `pki cred status`; with `check`, the exit status says the worst health
+/// among the credentials (0 ok, 3 an action is due, 4 a hook is failing).
+pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResult {
     let now = clock.now();
     let store = dir.open()?;
     let driver = Driver::new(store);
@@ -314,6 +339,10 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
     for name in list(dir)? {
         let (doc, _) = driver.load::<CredentialEngine>(&credential_key(&name))?;
         statuses.push(CredentialStatus::of(&doc, now));
+    }
+    if check {
+        let worst = statuses.iter().map(|s| s.health).max();
+        crate::common::set_exit_status(worst.map_or(0, |h| h.exit_code()));
     }
     if json {
         let report = serde_json::json!({
@@ -360,7 +389,7 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
                 pki_core::datetime::rfc3339(m.started_at)
             );
         }
-        if let Some(f) = &s.failure {
+        let failed = |f: &pki_rotate::credential::HookFailure| {
             crate::outln!(
                 "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
                 f.action,
@@ -370,6 +399,20 @@ pub fn status(dir: &StoreArg, json: bool, clock: Clock) -> CliResult {
                 f.message,
                 when(f.retry_after, now)
             );
+        };
+        if let Some(f) = &s.failure {
+            failed(f);
+        }
+        for stray in &s.strays {
+            crate::outln!(
+                "  stray    rotation {} attempt {}: printed before it failed at {}, to revoke before the next attempt",
+                stray.rotation,
+                stray.attempt,
+                pki_core::datetime::rfc3339(stray.captured_at)
+            );
+            if let Some(f) = &stray.failure {
+                failed(f);
+            }
         }
         crate::outln!("  next     {} at {}", s.next_action, when(s.next_at, now));
     }

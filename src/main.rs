@@ -372,6 +372,10 @@ enum CredCommand {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Exit 0 when nothing is due, 3 when a step is due, 4 when a hook
+        /// is failing (for monitoring, like `pki status --check`).
+        #[arg(long)]
+        check: bool,
         /// The time to report at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = cred::Clock::parse)]
         now: cred::Clock,
@@ -604,7 +608,12 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Cred(CredCommand::Reconcile { dir, name, run }) => {
             cred::reconcile(&dir, name.as_deref(), &run.options())
         }
-        Command::Cred(CredCommand::Status { dir, json, now }) => cred::status(&dir, json, now),
+        Command::Cred(CredCommand::Status {
+            dir,
+            json,
+            check,
+            now,
+        }) => cred::status(&dir, json, check, now),
         Command::Keys { command } => keys::run(command),
     }
 }

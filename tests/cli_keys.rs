@@ -112,12 +112,12 @@ fn python_with_pyjwt() -> PathBuf {
     );
 }
 
-/// PyJWT's verdict on `token` against `DIR/keys/jwks.json` at a time.
-fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
+/// Runs the PyJWT check on `token` against a JWK Set file at a time.
+fn pyjwt_check(jwks: &Path, token: &str, now_unix: i64) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jose/verify_with_pyjwt.py");
     let o = Command::new(python_with_pyjwt())
         .arg(script)
-        .arg(Path::new(dir).join("keys/jwks.json"))
+        .arg(jwks)
         .arg(token)
         .arg(now_unix.to_string())
         .output()
@@ -126,6 +126,19 @@ fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
     assert!(
         !err.contains("Traceback"),
         "the PyJWT check itself failed: {err}"
+    );
+    o
+}
+
+/// PyJWT's verdict on `token` against `DIR/keys/jwks.json` at a time,
+/// after it recomputed every `kid` there as an RFC 7638 thumbprint.
+fn pyjwt_accepts(dir: &str, token: &str, now_unix: i64) -> bool {
+    let o = pyjwt_check(&Path::new(dir).join("keys/jwks.json"), token, now_unix);
+    assert_ne!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
     o.status.success()
 }
@@ -291,6 +304,41 @@ fn published_files_follow_the_contract() {
 }
 
 #[test]
+fn python_recomputes_every_kid_as_the_rfc7638_thumbprint_of_its_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ring(&tmp, &[]);
+    let rsa_tmp = tempfile::tempdir().unwrap();
+    let rsa = ring(&rsa_tmp, &["--key", "rsa2048"]);
+    // A ring with an EC and an RSA key published side by side.
+    ok(&["keys", "rotate", &dir, "--force", "x", "--now", &at(HOUR)]);
+    let token = sign(&tmp, &dir, "t", "{}", &at(HOUR));
+    assert!(pyjwt_accepts(&dir, &token, T0_UNIX + HOUR));
+    assert!(pyjwt_accepts(
+        &rsa,
+        &sign(&rsa_tmp, &rsa, "r", "{}", T0),
+        T0_UNIX
+    ));
+    // The check is independent of pki's kids: one changed character in a
+    // kid, or a kid moved to another key, is caught before any signature.
+    let jwks = std::fs::read_to_string(Path::new(&dir).join("keys/jwks.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&jwks).unwrap();
+    let kid0 = doc["keys"][0]["kid"].as_str().unwrap().to_string();
+    let kid1 = doc["keys"][1]["kid"].as_str().unwrap().to_string();
+    let mut flipped = kid1.clone();
+    let last = if flipped.ends_with('A') { "B" } else { "A" };
+    flipped.replace_range(flipped.len() - 1.., last);
+    for (k0, k1) in [(kid0.clone(), flipped), (kid1, kid0)] {
+        doc["keys"][0]["kid"] = k0.into();
+        doc["keys"][1]["kid"] = k1.into();
+        let bad = write(&tmp, "bad-jwks.json", &doc.to_string());
+        let o = pyjwt_check(Path::new(&bad), &token, T0_UNIX + HOUR);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("is not its RFC 7638 thumbprint"), "{err}");
+    }
+}
+
+#[test]
 fn the_same_forced_reason_again_changes_no_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = ring(&tmp, &[]);
@@ -331,16 +379,33 @@ fn the_same_forced_reason_again_changes_no_file() {
 }
 
 #[test]
-fn a_k3s_service_key_is_imported_and_every_key_verifies() {
+fn a_k3s_service_key_is_imported_and_the_active_one_leaves_after_its_grace() {
     let tmp = tempfile::tempdir().unwrap();
-    // Two rings stand for two generations of a k3s cluster's keys.
+    // Three rings stand for three generations of a k3s cluster's keys.
     let a = ring(&tmp, &[]);
     let b_tmp = tempfile::tempdir().unwrap();
     let b = ring(&b_tmp, &["--key", "rsa2048"]);
+    let c_tmp = tempfile::tempdir().unwrap();
+    let c = ring(&c_tmp, &[]);
     let token_a = sign(&tmp, &a, "a", r#"{"sub":"a"}"#, T0);
     let token_b = sign(&b_tmp, &b, "b", r#"{"sub":"b"}"#, T0);
-    let key = |d: &str| std::fs::read_to_string(Path::new(d).join("keys/active.key")).unwrap();
-    let service_key = write(&tmp, "service.key", &format!("{}{}", key(&b), key(&a)));
+    let token_c = sign(&c_tmp, &c, "c", r#"{"sub":"c"}"#, T0);
+    let file =
+        |d: &str, f: &str| std::fs::read_to_string(Path::new(d).join("keys").join(f)).unwrap();
+    let kid = |d: &str| {
+        let jwks: serde_json::Value = serde_json::from_str(&file(d, "jwks.json")).unwrap();
+        jwks["keys"][0]["kid"].as_str().unwrap().to_string()
+    };
+    let service_key = write(
+        &tmp,
+        "service.key",
+        &format!(
+            "{}{}{}",
+            file(&b, "active.key"),
+            file(&a, "active.key"),
+            file(&c, "active.key")
+        ),
+    );
     let imported = tmp.path().join("imported").display().to_string();
     let out = ok(&[
         "keys",
@@ -351,15 +416,26 @@ fn a_k3s_service_key_is_imported_and_every_key_verifies() {
         "--now",
         T0,
     ]);
-    assert!(out.contains("1 imported key(s) kept accepted"), "{out}");
-    for t in [&token_a, &token_b] {
+    assert!(out.contains("2 imported key(s) kept accepted"), "{out}");
+    for t in [&token_a, &token_b, &token_c] {
         assert!(pki_accepts(&imported, t, &at(400 * DAY)));
         assert!(pyjwt_accepts(&imported, t, T0_UNIX));
     }
     // The first key of service.key signs.
-    let t = sign(&tmp, &imported, "c", r#"{"sub":"c"}"#, T0);
+    let t = sign(&tmp, &imported, "d", r#"{"sub":"d"}"#, T0);
     assert!(pki_accepts(&b, &t, T0));
-    // A rotation keeps both imported keys accepted.
+    let published = |d: &str| -> (Vec<String>, String) {
+        let jwks: serde_json::Value = serde_json::from_str(&file(d, "jwks.json")).unwrap();
+        let kids = jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect();
+        (kids, file(d, "public.pem"))
+    };
+    // Rotated out, the imported active key stays accepted for the grace
+    // (24h by default)…
     ok(&[
         "keys",
         "rotate",
@@ -369,10 +445,28 @@ fn a_k3s_service_key_is_imported_and_every_key_verifies() {
         "--now",
         &at(HOUR),
     ]);
-    ok(&["keys", "rotate", &imported, "--now", &at(30 * DAY)]);
-    for t in [&token_a, &token_b] {
-        assert!(pyjwt_accepts(&imported, t, T0_UNIX));
+    ok(&["keys", "rotate", &imported, "--now", &at(HOUR + DAY - 1)]);
+    let (kids, pem) = published(&imported);
+    assert!(kids.contains(&kid(&b)) && pem.contains(&file(&b, "public.pem")));
+    assert!(pki_accepts(&imported, &token_b, &at(HOUR + DAY - 1)));
+    // …then the next rotate removes it from public.pem and jwks.json; the
+    // imported keys that never signed here stay until retired.
+    ok(&["keys", "rotate", &imported, "--now", &at(HOUR + DAY)]);
+    let (kids, pem) = published(&imported);
+    assert_eq!(kids.len(), 3, "{kids:?}");
+    assert!(!kids.contains(&kid(&b)), "{kids:?}");
+    assert!(!pem.contains(&file(&b, "public.pem")), "{pem}");
+    for d in [&a, &c] {
+        assert!(kids.contains(&kid(d)) && pem.contains(&file(d, "public.pem")));
     }
+    assert!(!pyjwt_accepts(&imported, &token_b, T0_UNIX));
+    assert!(!pki_accepts(&imported, &token_b, &at(HOUR + DAY)));
+    ok(&["keys", "rotate", &imported, "--now", &at(30 * DAY)]);
+    for t in [&token_a, &token_c] {
+        assert!(pyjwt_accepts(&imported, t, T0_UNIX));
+        assert!(pki_accepts(&imported, t, &at(30 * DAY)));
+    }
+    assert_eq!(published(&imported).0.len(), 3);
 }
 
 #[test]
@@ -422,6 +516,15 @@ fn bad_input_fails_with_one_line_and_changes_nothing() {
     );
     let err = refused(&["keys", "sign", &dir, "--claims", &long, "--now", T0]);
     assert!(err.contains("longest token lifetime"), "{err}");
+    // A time before the active key existed: refused, saying why and from when.
+    let short = write(&tmp, "short.json", &format!(r#"{{"exp":{T0_UNIX}}}"#));
+    let err = refused(&["keys", "sign", &dir, "--claims", &short, "--now", &at(-1)]);
+    assert!(
+        err.contains("cannot sign a token at 2025-12-31T23:59:59Z")
+            && err.contains("behind")
+            && err.contains("use 2026-01-01T00:00:00Z or later"),
+        "{err}"
+    );
     let missing = tmp.path().join("nope.json").display().to_string();
     let err = refused(&["keys", "sign", &dir, "--claims", &missing, "--now", T0]);
     assert!(err.contains("nope.json"), "{err}");

@@ -124,10 +124,13 @@ u="cred-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 p="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 out=$(redis-cli -h 127.0.0.1 -p {port} ACL SETUSER "$u" on ">$p" '~*' '+@all')
 [ "$out" = OK ] || {{ echo "ACL SETUSER: $out" >&2; exit 1; }}
+printf '%s:%s\n' "$u" "$p" >> {r}/minted.log
 if [ -f {r}/mint-sleeps ]; then touch {r}/mint-sleeping; while [ -f {r}/mint-sleeps ]; do sleep 0.05; done; fi
 [ -f {r}/mint-kills-pki-before-print ] && while [ ! -s {r}/pki.pid ]; do sleep 0.01; done && kill -9 "$(cat {r}/pki.pid)"
 printf '%s:%s\n' "$u" "$p"
 [ -f {r}/mint-kills-pki-after-print ] && kill -9 "$(cat {r}/pki.pid)"
+[ -f {r}/mint-fails-after-minting ] && {{ echo "lost the reply after creating the user" >&2; exit 5; }}
+[ -f {r}/mint-hangs-after-minting ] && sleep 1001
 exit 0
 "#
         );
@@ -219,6 +222,25 @@ exit 0
         serde_json::from_slice(&o.stdout).unwrap()
     }
 
+    /// Every credential the mint hook created, in order.
+    fn minted(&self) -> Vec<String> {
+        std::fs::read_to_string(self.root.join("minted.log"))
+            .map(|s| s.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    fn revoked(&self) -> Vec<String> {
+        std::fs::read_to_string(self.root.join("revoke.log"))
+            .map(|s| s.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// `pki cred status --check`'s exit status at `now`.
+    fn check(&self, now: &str) -> i32 {
+        let o = self.pki(&["cred", "status", &self.dir, "--check", "--now", now]);
+        o.status.code().unwrap()
+    }
+
     fn mint_runs(&self) -> usize {
         std::fs::read_to_string(self.root.join("mint.log"))
             .map(|s| s.lines().count())
@@ -263,6 +285,33 @@ fn ok(o: &Output) {
         String::from_utf8_lossy(&o.stdout),
         stderr(o)
     );
+}
+
+/// A hook failure recorded in the store: exit 0 (the command did its job),
+/// the failure as exactly one line on stderr.
+fn recorded(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(o)
+    );
+    let e = stderr(o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e:?}");
+    assert!(e.starts_with("pki: cred db: "), "{e}");
+    e
+}
+
+/// Hook failures recorded in the store: exit 0, one line on stderr each.
+fn recorded_lines(o: &Output) -> Vec<String> {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    let lines: Vec<String> = stderr(o).lines().map(str::to_string).collect();
+    assert!(
+        lines.iter().all(|l| l.starts_with("pki: cred db: ")),
+        "{lines:?}"
+    );
+    lines
 }
 
 /// Exit 1 with exactly one line on stderr.
@@ -489,10 +538,12 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     ok(&s.init(&[]));
     let first = s.file("current").unwrap();
 
+    assert_eq!(s.check(T0), 0, "nothing due");
+    assert_eq!(s.check(DUE), 3, "a step is due");
     s.knob("mint-hangs", true);
     let started = Instant::now();
     let o = s.reconcile(DUE, &["--hook-timeout", "1s"]);
-    let e = refused(&o);
+    let e = recorded(&o);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(e.contains("timed out after 1s"), "{e}");
     assert!(e.contains("retry after 2026-01-01T02:00:30Z"), "{e}");
@@ -502,6 +553,8 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     assert_eq!(c["failure"]["action"], "mint");
     assert_eq!(c["failure"]["failures"], 1);
     assert_eq!(c["next_at"], "2026-01-01T02:00:30Z");
+    assert_eq!(c["health"], "failing");
+    assert_eq!(s.check(DUE), 4, "a hook is failing");
     // The hook's process group was killed: no sleeping hook is left.
     let ps = Command::new("pgrep")
         .args(["-f", "sleep 1000"])
@@ -515,7 +568,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     ok(&s.reconcile("2026-01-01T02:00:10Z", &[]));
     assert_eq!(s.mint_runs(), 2);
     // Then it retries; a failing hook doubles the wait and says why.
-    let e = refused(&s.reconcile("2026-01-01T02:00:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:00:30Z", &[]));
     assert!(e.contains("exited with status 3: cloud API said no"), "{e}");
     assert!(e.contains("retry after 2026-01-01T02:01:30Z"), "{e}");
     let text = String::from_utf8(
@@ -536,7 +589,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     // A hook that prints nothing is a failure too, and changes no credential.
     s.knob("mint-fails", false);
     s.knob("mint-prints-nothing", true);
-    let e = refused(&s.reconcile("2026-01-01T02:01:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:01:30Z", &[]));
     assert!(e.contains("printed nothing"), "{e}");
     assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
     s.knob("mint-prints-nothing", false);
@@ -546,7 +599,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
 
     // A failing revoke keeps the old credential and retries.
     s.knob("revoke-fails", true);
-    let e = refused(&s.reconcile("2026-01-01T02:13:30Z", &[]));
+    let e = recorded(&s.reconcile("2026-01-01T02:13:30Z", &[]));
     assert!(
         e.contains("revoke") && e.contains("revocation API down"),
         "{e}"
@@ -555,12 +608,15 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     assert_eq!(s.file("old").as_deref(), Some(first.as_str()));
     s.knob("revoke-fails", false);
     s.knob("revoke-hangs", true);
-    let e = refused(&s.reconcile("2026-01-01T02:14:00Z", &["--hook-timeout", "1s"]));
+    let e = recorded(&s.reconcile("2026-01-01T02:14:00Z", &["--hook-timeout", "1s"]));
     assert!(e.contains("revoke hook timed out"), "{e}");
     s.knob("revoke-hangs", false);
-    ok(&s.reconcile("2026-01-01T02:20:00Z", &[]));
+    let o = s.reconcile("2026-01-01T02:20:00Z", &[]);
+    ok(&o);
+    assert_eq!(stderr(&o), "", "a success reports no failure");
     assert!(!s.redis.logs_in(&first));
     assert_eq!(s.redis.cred_users().len(), 1);
+    assert_eq!(s.check("2026-01-01T02:20:00Z"), 0);
 }
 
 #[test]
@@ -613,10 +669,124 @@ fn bad_input_is_one_line_exit_1_and_changes_nothing() {
     assert_eq!(s.snapshot(), before);
     assert_eq!(s.mint_runs(), 1);
 
-    // A mint hook that prints nothing: refused in one line, no credential.
+    // A first mint that fails: the credential is recorded (exit 0), the
+    // failure is one line on stderr, and there is no current credential
+    // until a reconcile succeeds.
     s.knob("mint-prints-nothing", true);
-    let e = refused(&init("empty", "2h", "10m"));
-    assert!(e.contains("printed nothing"), "{e}");
+    let o = init("empty", "2h", "10m");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("cred empty: mint") && e.contains("printed nothing"),
+        "{e}"
+    );
+    assert!(Path::new(&s.dir).join("creds/empty/state.json").exists());
     assert!(!Path::new(&s.dir).join("creds/empty/current").exists());
     assert_eq!(s.snapshot(), before, "the other credential is untouched");
+    s.knob("mint-prints-nothing", false);
+    ok(&s.reconcile("2026-01-01T00:00:30Z", &["empty"]));
+    assert!(Path::new(&s.dir).join("creds/empty/current").exists());
+}
+
+/// The ACL user of a `user:password` credential.
+fn user(credential: &str) -> &str {
+    credential.split(':').next().unwrap()
+}
+
+#[test]
+fn a_mint_that_fails_or_hangs_after_minting_has_its_credential_revoked_before_the_retry() {
+    for knob in ["mint-fails-after-minting", "mint-hangs-after-minting"] {
+        let s = Setup::new();
+        ok(&s.init(&[]));
+        let first = s.file("current").unwrap();
+        s.knob(knob, true);
+        // The stray's revocation fails at first: it stays recorded, and
+        // no new mint runs while it may be live.
+        s.knob("revoke-fails", true);
+        let o = s.reconcile(DUE, &["--hook-timeout", "1s"]);
+        let lines = recorded_lines(&o);
+        assert_eq!(lines.len(), 2, "{knob}: {lines:?}");
+        assert!(
+            lines[0].contains("mint of rotation 2 failed"),
+            "{knob}: {lines:?}"
+        );
+        assert!(
+            lines[1].contains("revoke of the stray credential of rotation 2 failed"),
+            "{knob}: {lines:?}"
+        );
+        s.knob(knob, false);
+        let stray = s.minted()[1].clone();
+        assert!(s.redis.logs_in(&stray), "{knob}: the hook did mint");
+        let st = s.status(DUE);
+        let c = &st["credentials"][0];
+        assert_eq!(c["strays"][0]["rotation"], 2, "{knob}: {st}");
+        assert_eq!(c["strays"][0]["failure"]["action"], "revoke-stray");
+        assert!(!st.to_string().contains(user(&stray)), "never printed");
+        let stray_file = Path::new(&s.dir).join("creds/db/stray-2-1");
+        assert_eq!(std::fs::read_to_string(&stray_file).unwrap(), stray);
+        assert_eq!(mode(&stray_file), 0o600);
+        assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
+        // Past both backoffs (30s): the stray's revocation is retried and
+        // fails again; still no mint while it may be live.
+        let lines = recorded_lines(&s.reconcile("2026-01-01T02:00:31Z", &[]));
+        assert_eq!(lines.len(), 1, "{knob}: {lines:?}");
+        assert!(lines[0].contains("(2 in a row)"), "{knob}: {lines:?}");
+        assert_eq!(
+            s.mint_runs(),
+            2,
+            "{knob}: no mint while a stray may be live"
+        );
+        assert_eq!(s.check("2026-01-01T02:00:45Z"), 4);
+        // The revocation works again: the stray is revoked, then the mint
+        // retried, in one run.
+        s.knob("revoke-fails", false);
+        let o = s.reconcile("2026-01-01T02:01:31Z", &[]);
+        ok(&o);
+        assert_eq!(stderr(&o), "");
+        assert!(!s.redis.logs_in(&stray), "{knob}: the stray is revoked");
+        assert!(s.revoked().contains(&stray));
+        assert!(!stray_file.exists());
+        let second = s.file("current").unwrap();
+        assert_ne!(second, first);
+        assert_ne!(second, stray);
+        // During the grace the old and the new credential log in, and only
+        // they exist.
+        assert!(s.redis.logs_in(&first) && s.redis.logs_in(&second));
+        let live: BTreeSet<String> = [user(&first), user(&second)].map(str::to_string).into();
+        assert_eq!(s.redis.cred_users(), live, "{knob}");
+        ok(&s.reconcile("2026-01-01T02:12:00Z", &[]));
+        assert!(!s.redis.logs_in(&first) && !s.redis.logs_in(&stray));
+        assert!(s.redis.logs_in(&second));
+        assert_eq!(s.redis.cred_users().len(), 1, "{knob}: nothing leaked");
+        assert_eq!(s.check("2026-01-01T02:12:00Z"), 0);
+    }
+}
+
+#[test]
+fn kill_9_after_a_failed_mint_printed_adopts_the_failure_and_revokes_what_it_printed() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").unwrap();
+    // The hook prints, pki dies, then the hook fails: the next run adopts
+    // the failure with what it printed.
+    s.knob("mint-kills-pki-after-print", true);
+    s.knob("mint-fails-after-minting", true);
+    let mut pki = spawn_reconcile(&s, DUE);
+    assert_eq!(pki.wait().unwrap().code(), None, "pki was killed");
+    s.knob("mint-kills-pki-after-print", false);
+    s.knob("mint-fails-after-minting", false);
+    let stray = s.minted()[1].clone();
+    let e = recorded(&s.reconcile(DUE, &[]));
+    assert!(e.contains("exited with status 5"), "{e}");
+    assert_eq!(s.mint_runs(), 2, "adopted, not minted again");
+    assert!(!s.redis.logs_in(&stray), "revoked in the same run");
+    assert!(s.redis.logs_in(&first));
+    ok(&s.reconcile("2026-01-01T02:01:00Z", &[]));
+    assert_eq!(s.mint_runs(), 3);
+    ok(&s.reconcile("2026-01-01T02:12:00Z", &[]));
+    let current = s.file("current").unwrap();
+    assert!(s.redis.logs_in(&current));
+    let users = s.redis.cred_users();
+    assert_eq!(users, BTreeSet::from([user(&current).to_string()]));
 }

@@ -30,6 +30,11 @@ const (
 	CredRevoke CredActionKind = C.PKI_CRED_ACTION_REVOKE
 	// CredWait: nothing to do before WaitUntil.
 	CredWait CredActionKind = C.PKI_CRED_ACTION_WAIT
+	// CredRevokeStray: revoke Credential, what the failed mint attempt
+	// Rotation/Attempt returned (already gone is success), then
+	// ReportStrayRevoked or ReportStrayRevokeFailed. Asked for only after
+	// ReportMintFailedCaptured with a credential.
+	CredRevokeStray CredActionKind = C.PKI_CRED_ACTION_REVOKE_STRAY
 )
 
 // CredAction is the next action of a credential minted by an outside system.
@@ -38,7 +43,7 @@ type CredAction struct {
 	Rotation   uint64
 	Attempt    uint32
 	WaitUntil  time.Time
-	Credential []byte // the credential to revoke (CredRevoke only)
+	Credential []byte // the credential to revoke (CredRevoke, CredRevokeStray)
 }
 
 // CreateCredential records the credential name (store key creds/NAME) with
@@ -112,6 +117,62 @@ func (s *Store) ReportMintFailed(name string, rotation uint64, attempt uint32, m
 	mp, mn := strArg(message)
 	err = call(func() C.pki_result {
 		return C.pki_cred_report_mint_failed(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, unixTime(now))
+	})
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(message)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// ReportMintFailedCaptured records a failed mint attempt that may have
+// minted: captured is what it returned before failing (nil or empty:
+// nothing). pki keeps it and asks for its revocation (CredRevokeStray)
+// before the next attempt, so it cannot leak.
+func (s *Store) ReportMintFailedCaptured(name string, rotation uint64, attempt uint32, message string, captured []byte, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	np, nn := strArg(name)
+	mp, mn := strArg(message)
+	cp, cn := bytesArg(captured)
+	err = call(func() C.pki_result {
+		return C.pki_cred_report_mint_failed_captured(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, cp, cn, unixTime(now))
+	})
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(message)
+	runtime.KeepAlive(captured)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// ReportStrayRevoked records that the stray credential of the failed mint
+// rotation/attempt is revoked.
+func (s *Store) ReportStrayRevoked(name string, rotation uint64, attempt uint32, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	np, nn := strArg(name)
+	err = call(func() C.pki_result {
+		return C.pki_cred_report_stray_revoked(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), unixTime(now))
+	})
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// ReportStrayRevokeFailed records a failed revocation of a stray
+// credential; it is retried after a backoff, and no mint runs meanwhile.
+func (s *Store) ReportStrayRevokeFailed(name string, rotation uint64, attempt uint32, message string, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	np, nn := strArg(name)
+	mp, mn := strArg(message)
+	err = call(func() C.pki_result {
+		return C.pki_cred_report_stray_revoke_failed(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, unixTime(now))
 	})
 	runtime.KeepAlive(name)
 	runtime.KeepAlive(message)

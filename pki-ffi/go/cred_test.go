@@ -144,3 +144,61 @@ func TestCredentialMintFailureIsRetriedWithBackoff(t *testing.T) {
 		t.Fatalf("%+v %v", b, err)
 	}
 }
+
+func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.T) {
+	store, err := pki.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.CreateCredential("db", time.Hour, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, err := store.NextCredentialAction("db", now)
+	if err != nil || a.Kind != pki.CredMint {
+		t.Fatalf("want a mint, got %+v %v", a, err)
+	}
+	// The mint made a credential, then failed (a lost reply).
+	stray := sys.mint(a.Rotation, a.Attempt)
+	if err := store.ReportMintFailedCaptured("db", a.Rotation, a.Attempt, "lost reply", stray, now); err != nil {
+		t.Fatal(err)
+	}
+	status, err := store.CredentialStatusJSON("db", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(status), string(stray)) || !strings.Contains(string(status), `"state":"revoking-stray"`) {
+		t.Fatalf("status: %s", status)
+	}
+	// No mint before the stray is revoked, even past the mint's backoff.
+	for _, at := range []time.Time{now, now.Add(time.Minute)} {
+		a, err = store.NextCredentialAction("db", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Kind != pki.CredRevokeStray || string(a.Credential) != string(stray) || a.Rotation != 1 || a.Attempt != 1 {
+			t.Fatalf("want the stray revoked first, got %+v", a)
+		}
+	}
+	delete(sys.live, string(a.Credential))
+	if err := store.ReportStrayRevoked("db", a.Rotation, a.Attempt, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	a, err = store.NextCredentialAction("db", now.Add(time.Minute))
+	if err != nil || a.Kind != pki.CredMint || a.Attempt != 2 {
+		t.Fatalf("want attempt 2, got %+v %v", a, err)
+	}
+	good := sys.mint(a.Rotation, a.Attempt)
+	if err := store.ReportMinted("db", a.Rotation, a.Attempt, good, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if len(sys.live) != 1 || !sys.live[string(good)] {
+		t.Fatalf("only the current credential is live: %v", sys.live)
+	}
+	var perr *pki.Error
+	if err := store.ReportStrayRevokeFailed("db", 9, 1, "x", now); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
+		t.Fatalf("a stray never recorded is refused, got %v", err)
+	}
+}

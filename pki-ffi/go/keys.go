@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -113,7 +114,8 @@ func NewKeyRing(policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
 
 // ImportKeyRing adopts an existing key set: PEM keys (k3s's service.key;
 // the first private key signs, every other key stays accepted until
-// retired) or a JWK Set of public keys.
+// retired; the first, once rotated out, leaves after the grace) or a JWK Set
+// of public keys.
 func ImportKeyRing(keys []byte, policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
 	var out *C.pki_keyring
 	p, n := bytesArg(keys)
@@ -238,4 +240,175 @@ func (k *KeyRing) Verify(token []byte, now time.Time) error {
 	runtime.KeepAlive(k)
 	runtime.KeepAlive(token)
 	return err
+}
+
+// A key ring kept in a Store, under the key "keys" (the CLI's: a directory
+// store publishes keys/active.key, keys/public.pem and keys/jwks.json).
+// Every change is one driver step with compare-and-swap, so controller
+// replicas sharing the store rotate once; a refused call leaves the store
+// as it was.
+
+// CreateKeyRing creates a key ring with a new active key at now in the
+// store (nil policy: DefaultKeyRingPolicy). A ring already there is an
+// *Error with CodeAlreadyInitialized, and nothing is written.
+func (s *Store) CreateKeyRing(policy *KeyRingPolicy, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	err = call(func() C.pki_result { return C.pki_keyring_store_create(h, policy.toC(), unixTime(now)) })
+	runtime.KeepAlive(s)
+	return err
+}
+
+// ImportKeyRing creates a key ring in the store over an existing key set,
+// as the package-level ImportKeyRing reads it.
+func (s *Store) ImportKeyRing(keys []byte, policy *KeyRingPolicy, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	p, n := bytesArg(keys)
+	err = call(func() C.pki_result {
+		return C.pki_keyring_store_import(h, p, n, policy.toC(), unixTime(now))
+	})
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// KeyRingRotation is what RotateKeyRing did.
+type KeyRingRotation struct {
+	// Changed says whether the step wrote a new ring.
+	Changed bool
+	// NextCheck is when to step again.
+	NextCheck time.Time
+}
+
+// RotateKeyRing runs one controller step on the stored ring at now:
+// rotates the active key when it reached its lifetime or when forced names
+// a reason not acted on before ("" forces nothing), retires the keys
+// whose kids are in retire (imported keys, or keys past their grace), and
+// drops accepted keys whose grace has ended.
+func (s *Store) RotateKeyRing(now time.Time, forced string, retire []string) (KeyRingRotation, error) {
+	h, err := s.handle()
+	if err != nil {
+		return KeyRingRotation{}, err
+	}
+	var (
+		changed C.bool
+		next    C.int64_t
+	)
+	kids := strings.Join(retire, ",")
+	err = call(func() C.pki_result {
+		var fp, rp *C.char
+		var fn, rn C.size_t
+		if forced != "" {
+			fp, fn = strArg(forced)
+		}
+		if kids != "" {
+			rp, rn = strArg(kids)
+		}
+		return C.pki_keyring_store_rotate(h, fp, fn, rp, rn, unixTime(now), &changed, &next)
+	})
+	runtime.KeepAlive(forced)
+	runtime.KeepAlive(kids)
+	runtime.KeepAlive(s)
+	if err != nil {
+		return KeyRingRotation{}, err
+	}
+	return KeyRingRotation{Changed: bool(changed), NextCheck: fromUnix(next)}, nil
+}
+
+func (s *Store) exportKeyRing(output C.uint32_t) ([]byte, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	var buf *C.pki_buffer
+	err = call(func() C.pki_result { return C.pki_keyring_store_export(h, output, &buf) })
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, err
+	}
+	return takeBuffer(buf), nil
+}
+
+// KeyRingJWKS is the stored ring's JWK Set (kid = RFC 7638 thumbprint).
+func (s *Store) KeyRingJWKS() ([]byte, error) { return s.exportKeyRing(C.PKI_KEYRING_JWKS) }
+
+// KeyRingPublicPEM is every public key the stored ring publishes, as
+// PUBLIC KEY PEM, active first.
+func (s *Store) KeyRingPublicPEM() ([]byte, error) {
+	return s.exportKeyRing(C.PKI_KEYRING_PUBLIC_PEM)
+}
+
+// KeyRingActiveKid is the stored ring's active key id.
+func (s *Store) KeyRingActiveKid() (string, error) {
+	b, err := s.exportKeyRing(C.PKI_KEYRING_ACTIVE_KID)
+	return string(b), err
+}
+
+// SignToken signs claims with the stored ring's active key at now: a
+// compact JWS, header {"alg","kid","typ":"JWT"}.
+func (s *Store) SignToken(claims []byte, now time.Time) (string, error) {
+	h, err := s.handle()
+	if err != nil {
+		return "", err
+	}
+	var buf *C.pki_buffer
+	p, n := bytesArg(claims)
+	err = call(func() C.pki_result { return C.pki_keyring_store_sign(h, p, n, unixTime(now), &buf) })
+	runtime.KeepAlive(claims)
+	runtime.KeepAlive(s)
+	if err != nil {
+		return "", err
+	}
+	return string(takeBuffer(buf)), nil
+}
+
+// VerifyToken checks a compact JWS at now against the keys the stored ring
+// accepts then. nil means accepted; otherwise errors.Is(err,
+// ErrTokenRejected) and a specific sentinel say why.
+func (s *Store) VerifyToken(token []byte, now time.Time) error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	p, n := bytesArg(token)
+	err = call(func() C.pki_result { return C.pki_keyring_store_verify(h, p, n, unixTime(now)) })
+	runtime.KeepAlive(token)
+	runtime.KeepAlive(s)
+	return err
+}
+
+// KeyRingStatusJSON is the stored ring's status at now, as `pki keys
+// status --json` prints it (no private key).
+func (s *Store) KeyRingStatusJSON(now time.Time) ([]byte, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	var buf *C.pki_buffer
+	err = call(func() C.pki_result { return C.pki_keyring_store_status_json(h, unixTime(now), &buf) })
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, err
+	}
+	return takeBuffer(buf), nil
+}
+
+// LoadKeyRing reads the stored ring as an immutable KeyRing snapshot.
+func (s *Store) LoadKeyRing() (*KeyRing, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	var out *C.pki_keyring
+	err = call(func() C.pki_result { return C.pki_keyring_store_load(h, &out) })
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, err
+	}
+	return newKeyRing(out), nil
 }

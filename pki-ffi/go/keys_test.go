@@ -223,3 +223,75 @@ func TestKeyRingRefusalsHaveTheirCodes(t *testing.T) {
 		t.Fatalf("imported kid %s, want %s", b, a)
 	}
 }
+
+func TestStoredKeyRingRotatesWithGraceOnEveryKindOfStore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	policy := pki.DefaultKeyRingPolicy()
+	policy.Grace = time.Hour
+	for kind, newStore := range stores(t) {
+		t.Run(kind, func(t *testing.T) {
+			store := newStore()
+			defer store.Close()
+			var perr *pki.Error
+			if _, err := store.KeyRingJWKS(); !errors.As(err, &perr) || perr.Code != pki.CodeNotInitialized {
+				t.Fatalf("no ring yet, got %v", err)
+			}
+			if err := store.CreateKeyRing(&policy, t0); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.CreateKeyRing(&policy, t0); !errors.As(err, &perr) || perr.Code != pki.CodeAlreadyInitialized {
+				t.Fatalf("a second create must be refused, got %v", err)
+			}
+			first, err := store.KeyRingActiveKid()
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, err := store.SignToken([]byte(`{"sub":"a"}`), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := store.RotateKeyRing(t0.Add(time.Minute), "compromise drill", nil)
+			if err != nil || !r.Changed || !r.NextCheck.Equal(t0.Add(time.Minute+time.Hour)) {
+				t.Fatalf("forced rotation: %+v %v", r, err)
+			}
+			if r, err := store.RotateKeyRing(t0.Add(2*time.Minute), "compromise drill", nil); err != nil || r.Changed {
+				t.Fatalf("the same reason again changes nothing: %+v %v", r, err)
+			}
+			if kid, _ := store.KeyRingActiveKid(); kid == first {
+				t.Fatal("the active key did not change")
+			}
+			jwks, err := store.KeyRingJWKS()
+			if err != nil || !strings.Contains(string(jwks), first) {
+				t.Fatalf("the old key is published during the grace: %s %v", jwks, err)
+			}
+			if err := store.VerifyToken([]byte(token), t0.Add(30*time.Minute)); err != nil {
+				t.Fatalf("a token of the old key verifies during the grace: %v", err)
+			}
+			if _, err := store.RotateKeyRing(t0.Add(time.Hour), "", []string{first}); !errors.As(err, &perr) || perr.Code != pki.CodeKeyRingRetire {
+				t.Fatalf("retiring a key in its grace is refused, got %v", err)
+			}
+			if r, err := store.RotateKeyRing(t0.Add(time.Minute+time.Hour), "", nil); err != nil || !r.Changed {
+				t.Fatalf("the grace ended: %+v %v", r, err)
+			}
+			pem, err := store.KeyRingPublicPEM()
+			if err != nil || strings.Count(string(pem), "BEGIN PUBLIC KEY") != 1 {
+				t.Fatalf("only the active key is left: %s %v", pem, err)
+			}
+			if err := store.VerifyToken([]byte(token), t0.Add(2*time.Hour)); !errors.Is(err, pki.ErrTokenRejected) {
+				t.Fatalf("the old key's token is rejected after the grace, got %v", err)
+			}
+			ring, err := store.LoadKeyRing()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ring.Close()
+			if kid, _ := ring.ActiveKid(); kid == first {
+				t.Fatal("the snapshot is the stored ring")
+			}
+			status, err := store.KeyRingStatusJSON(t0.Add(2 * time.Hour))
+			if err != nil || !strings.Contains(string(status), `"forced_reasons":["compromise drill"]`) {
+				t.Fatalf("status: %s %v", status, err)
+			}
+		})
+	}
+}

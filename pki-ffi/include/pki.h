@@ -28,6 +28,15 @@
 #define PKI_CRED_ACTION_WAIT 3
 
 /**
+ * `pki_cred_action_kind`: revoke the action's credential, what the failed
+ * mint attempt (`pki_cred_action_rotation`, `pki_cred_action_attempt`)
+ * returned; then `pki_cred_report_stray_revoked` or
+ * `pki_cred_report_stray_revoke_failed`. Asked for only after a
+ * `pki_cred_report_mint_failed_captured` with a credential.
+ */
+#define PKI_CRED_ACTION_REVOKE_STRAY 4
+
+/**
  * The result of every fallible `pki_` function.
  *
  * `PKI_RESULT_OK` is 0; the others come in blocks of 100 per domain
@@ -1184,8 +1193,8 @@ pki_result pki_cred_next(const struct pki_store *store,
                          struct pki_cred_action **out_action);
 
 /**
- * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE` or
- * `PKI_CRED_ACTION_WAIT`; 0 for NULL.
+ * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
+ * or `PKI_CRED_ACTION_REVOKE_STRAY`; 0 for NULL.
  *
  * # Safety
  *
@@ -1194,8 +1203,8 @@ pki_result pki_cred_next(const struct pki_store *store,
 uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
 
 /**
- * The rotation to mint for, or whose old credential to revoke; 0 for a
- * wait or NULL.
+ * The rotation to mint for, whose old credential to revoke, or of the
+ * failed mint whose stray credential to revoke; 0 for a wait or NULL.
  *
  * # Safety
  *
@@ -1204,7 +1213,8 @@ uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
 uint64_t pki_cred_action_rotation(const struct pki_cred_action *action);
 
 /**
- * The attempt of a mint (1, then one more after each failure); 0 otherwise.
+ * The attempt of a mint (1, then one more after each failure), or of the
+ * failed mint whose stray credential to revoke; 0 otherwise.
  *
  * # Safety
  *
@@ -1222,7 +1232,7 @@ uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
 int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
 
 /**
- * The credential to revoke (empty for other actions).
+ * The credential to revoke, old or stray (empty for other actions).
  *
  * Borrowed: valid until `action` is freed (its memory is zeroed then).
  *
@@ -1269,9 +1279,11 @@ pki_result pki_cred_report_minted(const struct pki_store *store,
                                   int64_t now);
 
 /**
- * Reports that the mint of `rotation`/`attempt` failed (`message`,
- * `message_len` bytes of UTF-8, is shown in the status): recorded with a
- * retry time (30 s, doubling, at most 1 h).
+ * Reports that the mint of `rotation`/`attempt` failed and minted nothing
+ * (`message`, `message_len` bytes of UTF-8, is shown in the status):
+ * recorded with a retry time (30 s, doubling, at most 1 h). When the mint
+ * may have made a credential before failing, report it with
+ * `pki_cred_report_mint_failed_captured` instead.
  *
  * Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
  * for a message that is not UTF-8.
@@ -1288,6 +1300,71 @@ pki_result pki_cred_report_mint_failed(const struct pki_store *store,
                                        const char *message,
                                        size_t message_len,
                                        int64_t now);
+
+/**
+ * Reports that the mint of `rotation`/`attempt` failed, and what it
+ * returned before it failed (`captured`, `captured_len` bytes, trimmed;
+ * NULL or empty: nothing). A mint that failed may have minted: pki keeps
+ * the captured credential (secret, `creds/NAME/stray-R-A`) and asks for
+ * its revocation (`PKI_CRED_ACTION_REVOKE_STRAY`) before the next
+ * attempt. A captured value equal to the current or old credential is not
+ * kept (it is live, not stray). Otherwise as `pki_cred_report_mint_failed`.
+ *
+ * Returns as `pki_cred_report_mint_failed`.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_mint_failed`, with `captured` NULL or valid for
+ * `captured_len` bytes.
+ */
+pki_result pki_cred_report_mint_failed_captured(const struct pki_store *store,
+                                                const char *name,
+                                                size_t name_len,
+                                                uint64_t rotation,
+                                                uint32_t attempt,
+                                                const char *message,
+                                                size_t message_len,
+                                                const uint8_t *captured,
+                                                size_t captured_len,
+                                                int64_t now);
+
+/**
+ * Reports that the stray credential of the failed mint `rotation`/`attempt`
+ * is revoked (or was already gone): it is forgotten.
+ *
+ * Returns as `pki_cred_report_minted`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+ * `name_len` bytes.
+ */
+pki_result pki_cred_report_stray_revoked(const struct pki_store *store,
+                                         const char *name,
+                                         size_t name_len,
+                                         uint64_t rotation,
+                                         uint32_t attempt,
+                                         int64_t now);
+
+/**
+ * Reports that revoking the stray credential of the failed mint
+ * `rotation`/`attempt` failed: it is kept, retried after a backoff, and
+ * no mint runs meanwhile.
+ *
+ * Returns as `pki_cred_report_mint_failed`.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_report_mint_failed`.
+ */
+pki_result pki_cred_report_stray_revoke_failed(const struct pki_store *store,
+                                               const char *name,
+                                               size_t name_len,
+                                               uint64_t rotation,
+                                               uint32_t attempt,
+                                               const char *message,
+                                               size_t message_len,
+                                               int64_t now);
 
 /**
  * Reports that the old credential of `rotation` is revoked (or was
@@ -1517,8 +1594,9 @@ pki_result pki_keyring_new(const struct pki_keyring_policy *policy,
 
 /**
  * Creates a key ring over an existing key set: PEM keys (k3s's
- * `service.key`; the first private key becomes active, every other key
- * stays accepted until retired) or a JWK Set of public keys (a new active
+ * `service.key`; the first private key becomes active and, once rotated
+ * out, stays accepted for the grace period; every other key stays
+ * accepted until retired) or a JWK Set of public keys (a new active
  * key is generated).
  *
  * `keys` and `policy` are borrowed for the call (`policy` NULL: the
@@ -1649,6 +1727,182 @@ pki_result pki_keyring_verify(const struct pki_keyring *ring,
                               const uint8_t *token,
                               size_t token_len,
                               int64_t now);
+
+/**
+ * Creates a key ring with a new active key at `now` (Unix seconds) in
+ * `store`, under the store key `keys` (a directory store publishes
+ * `keys/active.key` 0600, `keys/public.pem`, `keys/jwks.json`). Fails when
+ * a ring is there already; nothing is written then.
+ *
+ * `store` and `policy` are borrowed for the call (`policy` NULL: the
+ * default).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_KEYRING_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `policy` NULL or valid for
+ * reads.
+ */
+pki_result pki_keyring_store_create(const struct pki_store *store,
+                                    const struct pki_keyring_policy *policy,
+                                    int64_t now);
+
+/**
+ * Creates a key ring over an existing key set in `store`, under the store
+ * key `keys`: as `pki_keyring_import` (PEM keys, the first private key
+ * active; or a JWK Set), then stored as `pki_keyring_store_create` does.
+ *
+ * Returns as `pki_keyring_store_create`, and `PKI_RESULT_KEYRING_IMPORT`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `keys` NULL or valid for
+ * `keys_len` bytes; `policy` NULL or valid for reads.
+ */
+pki_result pki_keyring_store_import(const struct pki_store *store,
+                                    const uint8_t *keys,
+                                    size_t keys_len,
+                                    const struct pki_keyring_policy *policy,
+                                    int64_t now);
+
+/**
+ * One controller step on the ring in `store` at `now`: rotates the active
+ * key when it reached its lifetime, or when `forced_reason` (NULL: none) is
+ * a reason not acted on before; retires the keys named in `retire` (NULL:
+ * none; comma-separated kids: imported keys, or keys past their grace);
+ * removes accepted keys whose grace has ended. Written by compare-and-swap
+ * only when something changed; a racing writer makes it read and decide
+ * again (a forced rotation racing a rotation is one rotation).
+ *
+ * `*out_changed` receives whether anything changed and `*out_next_check`
+ * (Unix seconds) when to step again; either may be NULL. A refused step
+ * writes nothing, to the store or to the outputs.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (text not UTF-8), `PKI_RESULT_TIME`,
+ * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_KEYRING_RETIRE`,
+ * `PKI_RESULT_KEYRING_CLOCK_BEHIND`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `forced_reason` NULL or
+ * valid for `forced_reason_len` bytes; `retire` NULL or valid for
+ * `retire_len` bytes; each `out_` pointer NULL or valid for one write.
+ */
+pki_result pki_keyring_store_rotate(const struct pki_store *store,
+                                    const char *forced_reason,
+                                    size_t forced_reason_len,
+                                    const char *retire,
+                                    size_t retire_len,
+                                    int64_t now,
+                                    bool *out_changed,
+                                    int64_t *out_next_check);
+
+/**
+ * Writes one form of the ring in `store` (see `pki_keyring_output`: the
+ * JWK Set, the public PEM, the active key id…) to a new buffer, read at
+ * the store's current revision.
+ *
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free` (buffers are zeroed when freed).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output),
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `out_buffer` NULL or valid
+ * for one write.
+ */
+pki_result pki_keyring_store_export(const struct pki_store *store,
+                                    uint32_t output,
+                                    struct pki_buffer **out_buffer);
+
+/**
+ * Signs `claims` with the active key of the ring in `store` at `now`, as
+ * `pki_keyring_sign` does.
+ *
+ * On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
+ *
+ * Returns as `pki_keyring_sign`, and `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE` or
+ * `PKI_RESULT_STORE`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `claims` NULL or valid for
+ * `claims_len` bytes; `out_token` NULL or valid for one write.
+ */
+pki_result pki_keyring_store_sign(const struct pki_store *store,
+                                  const uint8_t *claims,
+                                  size_t claims_len,
+                                  int64_t now,
+                                  struct pki_buffer **out_token);
+
+/**
+ * Verifies a compact JWS at `now` against the ring in `store`, as
+ * `pki_keyring_verify` does. `PKI_RESULT_OK` means accepted.
+ *
+ * Returns as `pki_keyring_verify`, and `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_STORE`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `token` NULL or valid for
+ * `token_len` bytes.
+ */
+pki_result pki_keyring_store_verify(const struct pki_store *store,
+                                    const uint8_t *token,
+                                    size_t token_len,
+                                    int64_t now);
+
+/**
+ * The status of the ring in `store` at `now` as JSON, the same as `pki
+ * keys status --json` (`active`, `accepted` with `accepted_until`,
+ * `action_due`, `next_wake`, `history`…; no private key).
+ *
+ * On success the caller owns `*out_json` and frees it with
+ * `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
+ * for one write.
+ */
+pki_result pki_keyring_store_status_json(const struct pki_store *store,
+                                         int64_t now,
+                                         struct pki_buffer **out_json);
+
+/**
+ * Reads the ring in `store` as an in-memory `pki_keyring`: a snapshot at
+ * the store's current revision, for the `pki_keyring_*` readers. Changes
+ * go through `pki_keyring_store_rotate`, not through the snapshot.
+ *
+ * On success the caller owns `*out_ring` and frees it with `pki_keyring_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `out_ring` NULL or valid
+ * for one write.
+ */
+pki_result pki_keyring_store_load(const struct pki_store *store, struct pki_keyring **out_ring);
 
 /**
  * Frees a key ring. NULL is accepted.
@@ -2810,8 +3064,10 @@ void pki_store_free(struct pki_store *store);
  * Creates a store over the embedder's Secret-shaped storage: documents are
  * kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
  * `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
- * `certs.NAME.tls.crt`…), each with a revision the storage assigns, and
- * written by compare-and-swap. This is what a Kubernetes client does with
+ * `certs.NAME.tls.crt`…; a key ring's: `keys.key-ring.json`,
+ * `keys.active.key`, `keys.public.pem`, `keys.jwks.json`; a credential's:
+ * `state.json`, `current`, `old`, `stray-R-A`), each with a revision the
+ * storage assigns, and written by compare-and-swap. This is what a Kubernetes client does with
  * a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
  * (`expected` NULL) or updates it with the `resourceVersion` read, and a
  * 409 Conflict is `PKI_RESULT_CONFLICT`.

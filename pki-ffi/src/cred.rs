@@ -10,6 +10,11 @@
 //! revoke the credential given (already revoked is success), then
 //! `pki_cred_report_revoked` or `pki_cred_report_revoke_failed`; WAIT:
 //! come back at `pki_cred_action_wait_until`.
+//!
+//! A mint that fails after it minted (it returned a credential, then an
+//! error; it timed out) is reported with what it returned through
+//! `pki_cred_report_mint_failed_captured`: pki keeps it and asks for its
+//! revocation (REVOKE_STRAY) before the next attempt, so it cannot leak.
 
 use crate::abi::{
     bytes_in, free_handle, handle, into_handle, out_ptr, str_in, time_in, time_out, write_out,
@@ -32,6 +37,12 @@ pub const PKI_CRED_ACTION_MINT: u32 = 1;
 pub const PKI_CRED_ACTION_REVOKE: u32 = 2;
 /// `pki_cred_action_kind`: nothing to do before `pki_cred_action_wait_until`.
 pub const PKI_CRED_ACTION_WAIT: u32 = 3;
+/// `pki_cred_action_kind`: revoke the action's credential, what the failed
+/// mint attempt (`pki_cred_action_rotation`, `pki_cred_action_attempt`)
+/// returned; then `pki_cred_report_stray_revoked` or
+/// `pki_cred_report_stray_revoke_failed`. Asked for only after a
+/// `pki_cred_report_mint_failed_captured` with a credential.
+pub const PKI_CRED_ACTION_REVOKE_STRAY: u32 = 4;
 
 /// What the embedder does next for one credential. Immutable; free with
 /// `pki_cred_action_free`.
@@ -165,6 +176,17 @@ fn next(store: &pki_store, name: &str, now: OffsetDateTime) -> Result<pki_cred_a
                 time_out(now),
                 value.as_bytes(),
             ),
+            Action::RevokeStray {
+                rotation,
+                attempt,
+                value,
+            } => action(
+                PKI_CRED_ACTION_REVOKE_STRAY,
+                rotation,
+                attempt,
+                time_out(now),
+                value.as_bytes(),
+            ),
             Action::Wait { until, .. } => action(PKI_CRED_ACTION_WAIT, 0, 0, time_out(until), &[]),
         });
     }
@@ -174,8 +196,8 @@ fn next(store: &pki_store, name: &str, now: OffsetDateTime) -> Result<pki_cred_a
     ))
 }
 
-/// `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE` or
-/// `PKI_CRED_ACTION_WAIT`; 0 for NULL.
+/// `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
+/// or `PKI_CRED_ACTION_REVOKE_STRAY`; 0 for NULL.
 ///
 /// # Safety
 ///
@@ -186,8 +208,8 @@ pub unsafe extern "C" fn pki_cred_action_kind(action: *const pki_cred_action) ->
     boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.kind))
 }
 
-/// The rotation to mint for, or whose old credential to revoke; 0 for a
-/// wait or NULL.
+/// The rotation to mint for, whose old credential to revoke, or of the
+/// failed mint whose stray credential to revoke; 0 for a wait or NULL.
 ///
 /// # Safety
 ///
@@ -198,7 +220,8 @@ pub unsafe extern "C" fn pki_cred_action_rotation(action: *const pki_cred_action
     boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.rotation))
 }
 
-/// The attempt of a mint (1, then one more after each failure); 0 otherwise.
+/// The attempt of a mint (1, then one more after each failure), or of the
+/// failed mint whose stray credential to revoke; 0 otherwise.
 ///
 /// # Safety
 ///
@@ -220,7 +243,7 @@ pub unsafe extern "C" fn pki_cred_action_wait_until(action: *const pki_cred_acti
     boundary_value(0, || unsafe { action.as_ref() }.map_or(0, |a| a.wait_until))
 }
 
-/// The credential to revoke (empty for other actions).
+/// The credential to revoke, old or stray (empty for other actions).
 ///
 /// Borrowed: valid until `action` is freed (its memory is zeroed then).
 ///
@@ -305,9 +328,11 @@ pub unsafe extern "C" fn pki_cred_report_minted(
     })
 }
 
-/// Reports that the mint of `rotation`/`attempt` failed (`message`,
-/// `message_len` bytes of UTF-8, is shown in the status): recorded with a
-/// retry time (30 s, doubling, at most 1 h).
+/// Reports that the mint of `rotation`/`attempt` failed and minted nothing
+/// (`message`, `message_len` bytes of UTF-8, is shown in the status):
+/// recorded with a retry time (30 s, doubling, at most 1 h). When the mint
+/// may have made a credential before failing, report it with
+/// `pki_cred_report_mint_failed_captured` instead.
 ///
 /// Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
 /// for a message that is not UTF-8.
@@ -337,6 +362,136 @@ pub unsafe extern "C" fn pki_cred_report_mint_failed(
             store,
             name,
             CredentialInput::MintFailed {
+                rotation,
+                attempt,
+                message,
+                captured: None,
+            },
+            now,
+        )
+    })
+}
+
+/// Reports that the mint of `rotation`/`attempt` failed, and what it
+/// returned before it failed (`captured`, `captured_len` bytes, trimmed;
+/// NULL or empty: nothing). A mint that failed may have minted: pki keeps
+/// the captured credential (secret, `creds/NAME/stray-R-A`) and asks for
+/// its revocation (`PKI_CRED_ACTION_REVOKE_STRAY`) before the next
+/// attempt. A captured value equal to the current or old credential is not
+/// kept (it is live, not stray). Otherwise as `pki_cred_report_mint_failed`.
+///
+/// Returns as `pki_cred_report_mint_failed`.
+///
+/// # Safety
+///
+/// As for `pki_cred_report_mint_failed`, with `captured` NULL or valid for
+/// `captured_len` bytes.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pki_cred_report_mint_failed_captured(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    attempt: u32,
+    message: *const c_char,
+    message_len: usize,
+    captured: *const u8,
+    captured_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let message = unsafe { str_in(message, message_len, "message") }?.to_string();
+        let captured = if captured.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, valid for `captured_len` bytes (contract).
+            let bytes = unsafe { bytes_in(captured, captured_len, "captured") }?;
+            Some(Secret::from_output(bytes)).filter(|v| !v.is_empty())
+        };
+        report(
+            store,
+            name,
+            CredentialInput::MintFailed {
+                rotation,
+                attempt,
+                message,
+                captured,
+            },
+            now,
+        )
+    })
+}
+
+/// Reports that the stray credential of the failed mint `rotation`/`attempt`
+/// is revoked (or was already gone): it is forgotten.
+///
+/// Returns as `pki_cred_report_minted`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `name` NULL or valid for
+/// `name_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_cred_report_stray_revoked(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    attempt: u32,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        report(
+            store,
+            name,
+            CredentialInput::StrayRevoked { rotation, attempt },
+            now,
+        )
+    })
+}
+
+/// Reports that revoking the stray credential of the failed mint
+/// `rotation`/`attempt` failed: it is kept, retried after a backoff, and
+/// no mint runs meanwhile.
+///
+/// Returns as `pki_cred_report_mint_failed`.
+///
+/// # Safety
+///
+/// As for `pki_cred_report_mint_failed`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pki_cred_report_stray_revoke_failed(
+    store: *const pki_store,
+    name: *const c_char,
+    name_len: usize,
+    rotation: u64,
+    attempt: u32,
+    message: *const c_char,
+    message_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let name = unsafe { name_in(name, name_len) }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let message = unsafe { str_in(message, message_len, "message") }?.to_string();
+        report(
+            store,
+            name,
+            CredentialInput::StrayRevokeFailed {
                 rotation,
                 attempt,
                 message,
@@ -637,5 +792,81 @@ mod tests {
             crate::buffer::pki_buffer_free(current);
         }
         assert_eq!(next_of(&store, T0 + 3690).0, PKI_CRED_ACTION_WAIT);
+    }
+
+    #[test]
+    fn a_failed_mint_that_returned_a_credential_is_revoked_before_the_next_attempt() {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        assert_eq!(unsafe { pki_store_new_memory(&mut raw) }, PKI_RESULT_OK);
+        let store = Store(raw);
+        let name = c"db".as_ptr();
+        let msg = "timed out";
+        // SAFETY: live store, static name and data.
+        unsafe {
+            assert_eq!(pki_cred_create(store.0, name, 2, 3600, 60), PKI_RESULT_OK);
+        }
+        assert_eq!(next_of(&store, T0).0, PKI_CRED_ACTION_MINT);
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                pki_cred_report_mint_failed_captured(
+                    store.0,
+                    name,
+                    2,
+                    1,
+                    1,
+                    msg.as_ptr().cast(),
+                    msg.len(),
+                    b"stray\n".as_ptr(),
+                    6,
+                    T0
+                ),
+                PKI_RESULT_OK
+            );
+        }
+        // Revoked at once, and again after the mint's backoff: no mint
+        // while it may be live.
+        for now in [T0, T0 + 30] {
+            assert_eq!(
+                next_of(&store, now),
+                (PKI_CRED_ACTION_REVOKE_STRAY, 1, 1, now, b"stray".to_vec())
+            );
+        }
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                pki_cred_report_stray_revoke_failed(
+                    store.0,
+                    name,
+                    2,
+                    1,
+                    1,
+                    msg.as_ptr().cast(),
+                    msg.len(),
+                    T0 + 30
+                ),
+                PKI_RESULT_OK
+            );
+            assert_eq!(
+                pki_cred_report_stray_revoked(store.0, name, 2, 5, 1, T0 + 30),
+                PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT
+            );
+        }
+        assert_eq!(
+            next_of(&store, T0 + 31),
+            (PKI_CRED_ACTION_WAIT, 0, 0, T0 + 60, vec![])
+        );
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(
+                pki_cred_report_stray_revoked(store.0, name, 2, 1, 1, T0 + 60),
+                PKI_RESULT_OK
+            );
+        }
+        assert_eq!(
+            next_of(&store, T0 + 60),
+            (PKI_CRED_ACTION_MINT, 1, 2, T0 + 60, vec![])
+        );
     }
 }

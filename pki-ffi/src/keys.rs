@@ -1,6 +1,18 @@
 //! Key rings of service-account token signing keys: create or import,
 //! rotate (by age, forced reason, end of grace), read the published keys,
 //! sign and verify tokens.
+//!
+//! Two ways to keep a ring:
+//!
+//! - in a `pki_store` (`pki_keyring_store_*`), under the store key `keys`
+//!   (the CLI's: a directory store publishes `keys/active.key`,
+//!   `keys/public.pem`, `keys/jwks.json`). Every change is one
+//!   `Driver::step` of pki-rotate's `KeyRingEngine` with compare-and-swap:
+//!   racing replicas rotate once, and a refused or failed call leaves the
+//!   store unchanged. This is what a controller wants;
+//! - as an immutable in-memory `pki_keyring` that the embedder stores
+//!   itself (`pki_keyring_export` with `PKI_KEYRING_STATE`, then
+//!   `pki_keyring_from_state`).
 
 use crate::abi::{
     bytes_in, free_handle, handle, into_handle, out_ptr, seconds, str_in, time_in, time_out,
@@ -8,8 +20,12 @@ use crate::abi::{
 };
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, boundary, pki_result};
+use crate::store::pki_store;
 use pki_core::KeyAlgorithm;
-use pki_rotate::{Engine, ImportedKeys, KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy};
+use pki_rotate::keyring::STORE_KEY;
+use pki_rotate::{
+    Driver, Engine, ImportedKeys, KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy,
+};
 use std::ffi::c_char;
 
 /// A key ring: one active signing key and the public keys still accepted.
@@ -123,8 +139,9 @@ pub unsafe extern "C" fn pki_keyring_new(
 }
 
 /// Creates a key ring over an existing key set: PEM keys (k3s's
-/// `service.key`; the first private key becomes active, every other key
-/// stays accepted until retired) or a JWK Set of public keys (a new active
+/// `service.key`; the first private key becomes active and, once rotated
+/// out, stays accepted for the grace period; every other key stays
+/// accepted until retired) or a JWK Set of public keys (a new active
 /// key is generated).
 ///
 /// `keys` and `policy` are borrowed for the call (`policy` NULL: the
@@ -210,6 +227,22 @@ pub enum pki_keyring_output {
     PKI_KEYRING_ACTIVE_KID = 4,
 }
 
+/// One form of a ring (see `pki_keyring_output`).
+fn export_bytes(ring: &KeyRing, output: u32) -> Result<zeroize::Zeroizing<Vec<u8>>, Failure> {
+    Ok(match output {
+        0 => zeroize::Zeroizing::new(ring.to_json()?.as_bytes().to_vec()),
+        1 => zeroize::Zeroizing::new(ring.public_pem().into_bytes()),
+        2 => zeroize::Zeroizing::new(ring.jwks().to_json().into_bytes()),
+        3 => zeroize::Zeroizing::new(ring.active.key.to_pkcs8_pem()?.as_bytes().to_vec()),
+        4 => zeroize::Zeroizing::new(ring.active.kid.clone().into_bytes()),
+        other => {
+            return Err(Failure::invalid(format!(
+                "output {other} is not a pki_keyring_output (0-4)"
+            )));
+        }
+    })
+}
+
 /// Writes one form of the ring (see `pki_keyring_output`) to a new buffer.
 ///
 /// On success the caller owns `*out_buffer` and frees it with
@@ -232,18 +265,7 @@ pub unsafe extern "C" fn pki_keyring_export(
         // SAFETY: NULL or a live handle (contract).
         let ring = &unsafe { handle(ring, "ring") }?.ring;
         out_ptr(out_buffer, "out_buffer")?;
-        let bytes: zeroize::Zeroizing<Vec<u8>> = match output {
-            0 => zeroize::Zeroizing::new(ring.to_json()?.as_bytes().to_vec()),
-            1 => zeroize::Zeroizing::new(ring.public_pem().into_bytes()),
-            2 => zeroize::Zeroizing::new(ring.jwks().to_json().into_bytes()),
-            3 => zeroize::Zeroizing::new(ring.active.key.to_pkcs8_pem()?.as_bytes().to_vec()),
-            4 => zeroize::Zeroizing::new(ring.active.kid.clone().into_bytes()),
-            other => {
-                return Err(Failure::invalid(format!(
-                    "output {other} is not a pki_keyring_output (0-4)"
-                )));
-            }
-        };
+        let bytes = export_bytes(ring, output)?;
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { give_buffer(out_buffer, &bytes) };
         Ok(())
@@ -373,6 +395,319 @@ pub unsafe extern "C" fn pki_keyring_verify(
         let token = unsafe { bytes_in(token, token_len, "token") }?;
         let now = time_in(now, "now")?;
         ring.verify_token(token, now)?;
+        Ok(())
+    })
+}
+
+fn store_driver(store: &pki_store) -> Driver<&(dyn pki_rotate::Store + Send + Sync)> {
+    Driver::new(&*store.inner)
+}
+
+fn load_from(store: &pki_store) -> Result<KeyRing, Failure> {
+    Ok(store_driver(store).load::<KeyRingEngine>(STORE_KEY)?.0)
+}
+
+/// Creates a key ring with a new active key at `now` (Unix seconds) in
+/// `store`, under the store key `keys` (a directory store publishes
+/// `keys/active.key` 0600, `keys/public.pem`, `keys/jwks.json`). Fails when
+/// a ring is there already; nothing is written then.
+///
+/// `store` and `policy` are borrowed for the call (`policy` NULL: the
+/// default).
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
+/// `PKI_RESULT_KEYRING_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
+/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `policy` NULL or valid for
+/// reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_create(
+    store: *const pki_store,
+    policy: *const pki_keyring_policy,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: NULL or valid for reads (contract).
+        let policy = policy_in(unsafe { policy.as_ref() })?;
+        let now = time_in(now, "now")?;
+        let ring = KeyRing::new(policy, now, &mut crate::abi::os_rng())?;
+        store_driver(store).create::<KeyRingEngine>(STORE_KEY, &ring)?;
+        Ok(())
+    })
+}
+
+/// Creates a key ring over an existing key set in `store`, under the store
+/// key `keys`: as `pki_keyring_import` (PEM keys, the first private key
+/// active; or a JWK Set), then stored as `pki_keyring_store_create` does.
+///
+/// Returns as `pki_keyring_store_create`, and `PKI_RESULT_KEYRING_IMPORT`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `keys` NULL or valid for
+/// `keys_len` bytes; `policy` NULL or valid for reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_import(
+    store: *const pki_store,
+    keys: *const u8,
+    keys_len: usize,
+    policy: *const pki_keyring_policy,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let keys = unsafe { bytes_in(keys, keys_len, "keys") }?;
+        // SAFETY: NULL or valid for reads (contract).
+        let policy = policy_in(unsafe { policy.as_ref() })?;
+        let now = time_in(now, "now")?;
+        let imported = ImportedKeys::parse("keys", keys)?;
+        let ring = KeyRing::import(policy, imported, now, &mut crate::abi::os_rng())?;
+        store_driver(store).create::<KeyRingEngine>(STORE_KEY, &ring)?;
+        Ok(())
+    })
+}
+
+/// One controller step on the ring in `store` at `now`: rotates the active
+/// key when it reached its lifetime, or when `forced_reason` (NULL: none) is
+/// a reason not acted on before; retires the keys named in `retire` (NULL:
+/// none; comma-separated kids: imported keys, or keys past their grace);
+/// removes accepted keys whose grace has ended. Written by compare-and-swap
+/// only when something changed; a racing writer makes it read and decide
+/// again (a forced rotation racing a rotation is one rotation).
+///
+/// `*out_changed` receives whether anything changed and `*out_next_check`
+/// (Unix seconds) when to step again; either may be NULL. A refused step
+/// writes nothing, to the store or to the outputs.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (text not UTF-8), `PKI_RESULT_TIME`,
+/// `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_KEYRING_RETIRE`,
+/// `PKI_RESULT_KEYRING_CLOCK_BEHIND`, `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or
+/// `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `forced_reason` NULL or
+/// valid for `forced_reason_len` bytes; `retire` NULL or valid for
+/// `retire_len` bytes; each `out_` pointer NULL or valid for one write.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pki_keyring_store_rotate(
+    store: *const pki_store,
+    forced_reason: *const c_char,
+    forced_reason_len: usize,
+    retire: *const c_char,
+    retire_len: usize,
+    now: i64,
+    out_changed: *mut bool,
+    out_next_check: *mut i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        let mut input = KeyRingInput::default();
+        if !forced_reason.is_null() {
+            // SAFETY: non-NULL, valid for the length given (contract).
+            let reason = unsafe { str_in(forced_reason, forced_reason_len, "forced_reason") }?;
+            input.forced = Some(reason.to_string());
+        }
+        if !retire.is_null() {
+            // SAFETY: non-NULL, valid for the length given (contract).
+            let kids = unsafe { str_in(retire, retire_len, "retire") }?;
+            input.retire = kids
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+        let now = time_in(now, "now")?;
+        let step = store_driver(store).step::<KeyRingEngine, _>(
+            STORE_KEY,
+            &input,
+            now,
+            &mut crate::abi::os_rng(),
+        )?;
+        // SAFETY: each output is NULL (skipped) or valid for a write (contract).
+        unsafe {
+            if !out_changed.is_null() {
+                write_out(out_changed, step.changed);
+            }
+            if !out_next_check.is_null() {
+                write_out(out_next_check, time_out(step.next_wake));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Writes one form of the ring in `store` (see `pki_keyring_output`: the
+/// JWK Set, the public PEM, the active key id…) to a new buffer, read at
+/// the store's current revision.
+///
+/// On success the caller owns `*out_buffer` and frees it with
+/// `pki_buffer_free` (buffers are zeroed when freed).
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (an unknown output),
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `out_buffer` NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_export(
+    store: *const pki_store,
+    output: u32,
+    out_buffer: *mut *mut pki_buffer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        out_ptr(out_buffer, "out_buffer")?;
+        let ring = load_from(store)?;
+        let bytes = export_bytes(&ring, output)?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { give_buffer(out_buffer, &bytes) };
+        Ok(())
+    })
+}
+
+/// Signs `claims` with the active key of the ring in `store` at `now`, as
+/// `pki_keyring_sign` does.
+///
+/// On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
+///
+/// Returns as `pki_keyring_sign`, and `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE` or
+/// `PKI_RESULT_STORE`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `claims` NULL or valid for
+/// `claims_len` bytes; `out_token` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_sign(
+    store: *const pki_store,
+    claims: *const u8,
+    claims_len: usize,
+    now: i64,
+    out_token: *mut *mut pki_buffer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let claims = unsafe { bytes_in(claims, claims_len, "claims") }?;
+        let now = time_in(now, "now")?;
+        out_ptr(out_token, "out_token")?;
+        let token = load_from(store)?.sign_token(claims, now)?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { give_buffer(out_token, token.as_bytes()) };
+        Ok(())
+    })
+}
+
+/// Verifies a compact JWS at `now` against the ring in `store`, as
+/// `pki_keyring_verify` does. `PKI_RESULT_OK` means accepted.
+///
+/// Returns as `pki_keyring_verify`, and `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_STORE`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `token` NULL or valid for
+/// `token_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_verify(
+    store: *const pki_store,
+    token: *const u8,
+    token_len: usize,
+    now: i64,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: pointer and length from the caller (contract).
+        let token = unsafe { bytes_in(token, token_len, "token") }?;
+        let now = time_in(now, "now")?;
+        load_from(store)?.verify_token(token, now)?;
+        Ok(())
+    })
+}
+
+/// The status of the ring in `store` at `now` as JSON, the same as `pki
+/// keys status --json` (`active`, `accepted` with `accepted_until`,
+/// `action_due`, `next_wake`, `history`…; no private key).
+///
+/// On success the caller owns `*out_json` and frees it with
+/// `pki_buffer_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_status_json(
+    store: *const pki_store,
+    now: i64,
+    out_json: *mut *mut pki_buffer,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        let now = time_in(now, "now")?;
+        out_ptr(out_json, "out_json")?;
+        let json = serde_json::to_vec(&load_from(store)?.status(now))
+            .map_err(|e| Failure::new(pki_result::PKI_RESULT_UNEXPECTED, e.to_string()))?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { give_buffer(out_json, &json) };
+        Ok(())
+    })
+}
+
+/// Reads the ring in `store` as an in-memory `pki_keyring`: a snapshot at
+/// the store's current revision, for the `pki_keyring_*` readers. Changes
+/// go through `pki_keyring_store_rotate`, not through the snapshot.
+///
+/// On success the caller owns `*out_ring` and frees it with `pki_keyring_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
+/// `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `out_ring` NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_keyring_store_load(
+    store: *const pki_store,
+    out_ring: *mut *mut pki_keyring,
+) -> pki_result {
+    boundary(|| {
+        // SAFETY: NULL or a live handle (contract).
+        let store = unsafe { handle(store, "store") }?;
+        out_ptr(out_ring, "out_ring")?;
+        let ring = load_from(store)?;
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { give(out_ring, ring) };
         Ok(())
     })
 }

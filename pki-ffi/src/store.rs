@@ -8,8 +8,9 @@
 //! - `pki_store_new_callbacks`: the embedder's own Secret-shaped storage
 //!   with compare-and-swap (a Kubernetes client with `resourceVersion`, a
 //!   database row with a version column), reached through C function
-//!   pointers. The signer's documented Secret mapping sits in between
-//!   (`SecretStore<SignerEngine, _>` in pki-rotate).
+//!   pointers. The documented Secret mapping of the document's engine (a
+//!   signer, a key ring, a credential) sits in between, as pki-rotate's
+//!   `SecretStore` does for one engine.
 //!
 //! - `pki_store_open_url`: a store URL, `etcd://HOST:PORT/PREFIX` (the etcd
 //!   store of pki-etcd): several controller replicas may step the same
@@ -30,9 +31,12 @@ use crate::abi::{
 };
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::secret::pki_secret;
+use pki_rotate::credential::CredentialEngine;
+use pki_rotate::document::Files;
 use pki_rotate::document::SecretData;
 use pki_rotate::{
-    FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, SignerEngine, Store,
+    Engine, FsStore, KeyRingEngine, MemoryStore, Revision, RotateError, SecretBackend,
+    SignerEngine, Store,
 };
 use std::ffi::{c_char, c_void};
 
@@ -422,11 +426,96 @@ impl SecretBackend for CallbackBackend {
     }
 }
 
+/// The callback store's documents through their engine's Secret mapping.
+/// The document tells which engine it belongs to (its state file), not its
+/// key: a signer kept under any key reads as it always did, and a key ring
+/// or a credential gets its own mapping.
+struct CallbackStore {
+    backend: CallbackBackend,
+}
+
+/// Which engine's Secret mapping a document uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mapping {
+    Signer,
+    KeyRing,
+    Credential,
+}
+
+impl Mapping {
+    fn of_files(files: &Files) -> Self {
+        if files
+            .get(pki_rotate::keyring::document::STATE_FILE)
+            .is_some()
+        {
+            Mapping::KeyRing
+        } else if files.iter().any(|(p, _)| {
+            p.starts_with("creds/")
+                && p.ends_with(&format!(
+                    "/{}",
+                    pki_rotate::credential::document::STATE_FILE
+                ))
+        }) {
+            Mapping::Credential
+        } else {
+            Mapping::Signer
+        }
+    }
+
+    fn of_data(data: &SecretData) -> Self {
+        let keyring_state =
+            pki_rotate::document::secret_data_key(pki_rotate::keyring::document::STATE_FILE, &[]);
+        if data.contains_key(&keyring_state) {
+            Mapping::KeyRing
+        } else if data.contains_key(pki_rotate::credential::document::STATE_FILE) {
+            Mapping::Credential
+        } else {
+            Mapping::Signer
+        }
+    }
+}
+
+impl Store for CallbackStore {
+    fn location(&self) -> String {
+        self.backend.location()
+    }
+
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        pki_rotate::store::validate_key(key)?;
+        let Some((data, revision)) = self.backend.get(key)? else {
+            return Ok(None);
+        };
+        let files = match Mapping::of_data(&data) {
+            Mapping::Signer => SignerEngine::files_from_secret_data(&data)?,
+            Mapping::KeyRing => KeyRingEngine::files_from_secret_data(&data)?,
+            Mapping::Credential => CredentialEngine::files_from_secret_data(&data)?,
+        };
+        Ok(Some((files, revision)))
+    }
+
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
+        pki_rotate::store::validate_key(key)?;
+        let data = match Mapping::of_files(files) {
+            Mapping::Signer => SignerEngine::files_to_secret_data(files)?,
+            Mapping::KeyRing => KeyRingEngine::files_to_secret_data(files)?,
+            Mapping::Credential => CredentialEngine::files_to_secret_data(files)?,
+        };
+        self.backend.put(key, expected, &data)
+    }
+}
+
 /// Creates a store over the embedder's Secret-shaped storage: documents are
 /// kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
 /// `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
-/// `certs.NAME.tls.crt`…), each with a revision the storage assigns, and
-/// written by compare-and-swap. This is what a Kubernetes client does with
+/// `certs.NAME.tls.crt`…; a key ring's: `keys.key-ring.json`,
+/// `keys.active.key`, `keys.public.pem`, `keys.jwks.json`; a credential's:
+/// `state.json`, `current`, `old`, `stray-R-A`), each with a revision the
+/// storage assigns, and written by compare-and-swap. This is what a Kubernetes client does with
 /// a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
 /// (`expected` NULL) or updates it with the `resourceVersion` read, and a
 /// 409 Conflict is `PKI_RESULT_CONFLICT`.
@@ -487,7 +576,7 @@ pub unsafe extern "C" fn pki_store_new_callbacks(
             location,
         };
         let store = into_handle(pki_store {
-            inner: Box::new(SecretStore::<SignerEngine, _>::new(backend)),
+            inner: Box::new(CallbackStore { backend }),
         });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_store, store) };

@@ -203,3 +203,14 @@ fn set_rotates_and_refuses_bad_input_with_codes_and_the_store_unchanged() {
     let out = run(&exe, &[&dir]);
     assert!(out.contains("set: ") && out.contains(" 0 failed"), "{out}");
 }
+
+#[test]
+fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
+    let dir = scratch("c-keys-cred");
+    let exe = build("keys_cred.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("keys_cred: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}

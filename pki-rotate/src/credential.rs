@@ -15,6 +15,14 @@
 //!         ─▶ embedder revokes old (idempotent), reports Revoked ─▶ old forgotten
 //! ```
 //!
+//! A mint hook may fail after it minted: it times out, or prints a
+//! credential and then exits non-zero. What it printed is reported with the
+//! failure ([`CredentialInput::MintFailed`]'s `captured`) and kept as a
+//! [`StrayCredential`]: never used, but maybe live in the outside system,
+//! so it is revoked ([`Action::RevokeStray`]) before the next attempt may
+//! mint. That keeps DESIGN's promise that at most the old and the new
+//! credential are live and none leaks.
+//!
 //! So a crash between any two steps resumes at the right one: a recorded
 //! mint attempt is never started again (the embedder adopts what it
 //! captured, or reports the attempt failed), the current credential is
@@ -182,12 +190,14 @@ pub struct MintAttempt {
 
 /// Which outside action a hook performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum HookAction {
     /// Minting a new credential.
     Mint,
     /// Revoking the old credential.
     Revoke,
+    /// Revoking what a failed mint attempt printed ([`StrayCredential`]).
+    RevokeStray,
 }
 
 impl std::fmt::Display for HookAction {
@@ -195,6 +205,7 @@ impl std::fmt::Display for HookAction {
         f.write_str(match self {
             HookAction::Mint => "mint",
             HookAction::Revoke => "revoke",
+            HookAction::RevokeStray => "revoke of the stray credential",
         })
     }
 }
@@ -216,6 +227,30 @@ pub struct HookFailure {
     /// No new attempt before this time.
     #[serde(with = "time::serde::rfc3339")]
     pub retry_after: OffsetDateTime,
+}
+
+/// What a failed mint attempt printed before it failed or was killed: not
+/// a credential pki uses, but one the outside system may have made, so it
+/// is revoked before the next attempt (and never printed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrayCredential {
+    /// The rotation of the failed attempt.
+    pub rotation: u64,
+    /// The failed attempt.
+    pub attempt: u32,
+    /// When the failure was recorded.
+    pub captured_at: OffsetDateTime,
+    /// What the hook printed (trimmed).
+    pub value: Secret,
+    /// The last failure to revoke it, until a revocation succeeds.
+    pub failure: Option<HookFailure>,
+}
+
+impl StrayCredential {
+    /// Whether its revocation may be tried at `now` (not in a backoff).
+    pub fn due(&self, now: OffsetDateTime) -> bool {
+        self.failure.as_ref().is_none_or(|f| f.retry_after <= now)
+    }
 }
 
 /// One rotation in the history.
@@ -251,6 +286,8 @@ pub struct CredentialState {
     pub mint: Option<MintAttempt>,
     /// The last failure of the step in progress.
     pub failure: Option<HookFailure>,
+    /// What failed mint attempts printed, to revoke before the next attempt.
+    pub strays: Vec<StrayCredential>,
     /// The id the next rotation gets.
     pub next_rotation: u64,
     /// Minted credentials, oldest first (at most [`HISTORY_LIMIT`]).
@@ -270,6 +307,7 @@ impl CredentialState {
             old: None,
             mint: None,
             failure: None,
+            strays: Vec::new(),
             next_rotation: 1,
             history: Vec::new(),
         })
@@ -319,7 +357,33 @@ impl CredentialState {
         {
             return bad("its current credential has an impossible rotation or is empty");
         }
+        for (i, stray) in self.strays.iter().enumerate() {
+            if stray.attempt == 0 || stray.rotation >= self.next_rotation || stray.value.is_empty()
+            {
+                return bad(
+                    "a stray credential has an impossible rotation or attempt, or is empty",
+                );
+            }
+            if self.strays[..i]
+                .iter()
+                .any(|s| (s.rotation, s.attempt) == (stray.rotation, stray.attempt))
+            {
+                return bad("two stray credentials come from the same mint attempt");
+            }
+            // Revoking a stray equal to a live credential would revoke it.
+            if self.is_live(&stray.value) {
+                return bad("a stray credential is also its current or old credential");
+            }
+        }
         Ok(())
+    }
+
+    /// Whether `value` is the current or the old credential.
+    fn is_live(&self, value: &Secret) -> bool {
+        self.current
+            .iter()
+            .chain(self.old.iter())
+            .any(|c| c.value == *value)
     }
 
     /// Whether a credential is live only as the old one, waiting for its
@@ -382,6 +446,18 @@ pub enum Action {
         /// The old credential.
         value: Secret,
     },
+    /// Revoke what a failed mint attempt printed (already gone, or never
+    /// a credential, is success) and report
+    /// [`CredentialInput::StrayRevoked`] or
+    /// [`CredentialInput::StrayRevokeFailed`].
+    RevokeStray {
+        /// The failed attempt's rotation.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
+        /// What it printed.
+        value: Secret,
+    },
     /// Nothing to do before `until`.
     Wait {
         /// When to look again.
@@ -398,6 +474,26 @@ pub fn next_action(doc: &CredentialState, now: OffsetDateTime) -> Action {
         return Action::Mint {
             rotation: m.rotation,
             attempt: m.attempt,
+        };
+    }
+    // Before anything else may mint, what failed attempts printed is
+    // revoked: otherwise a third credential could be live.
+    if let Some(stray) = doc.strays.iter().find(|s| s.due(now)) {
+        return Action::RevokeStray {
+            rotation: stray.rotation,
+            attempt: stray.attempt,
+            value: stray.value.clone(),
+        };
+    }
+    if let Some(until) = doc
+        .strays
+        .iter()
+        .filter_map(|s| s.failure.as_ref().map(|f| f.retry_after))
+        .min()
+    {
+        return Action::Wait {
+            until,
+            reason: WaitReason::Backoff,
         };
     }
     let backoff = doc
@@ -464,7 +560,7 @@ pub enum CredentialInput {
         /// The new credential.
         value: Secret,
     },
-    /// The mint of this attempt failed (nothing usable was minted).
+    /// The mint of this attempt failed.
     MintFailed {
         /// The rotation of the attempt.
         rotation: u64,
@@ -472,6 +568,11 @@ pub enum CredentialInput {
         attempt: u32,
         /// What went wrong, for status.
         message: String,
+        /// What the mint printed before it failed or was killed, if
+        /// anything: it may be a live credential, so it is kept and
+        /// revoked before the next attempt. None when nothing was printed
+        /// (or the embedder knows nothing was minted).
+        captured: Option<Secret>,
     },
     /// The old credential of this rotation is revoked (or was already).
     Revoked {
@@ -482,6 +583,24 @@ pub enum CredentialInput {
     RevokeFailed {
         /// Its rotation.
         rotation: u64,
+        /// What went wrong, for status.
+        message: String,
+    },
+    /// What the failed mint attempt `rotation`/`attempt` printed is
+    /// revoked (or was already gone).
+    StrayRevoked {
+        /// The rotation of the failed attempt.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
+    },
+    /// Revoking what the failed mint attempt `rotation`/`attempt` printed
+    /// failed.
+    StrayRevokeFailed {
+        /// The rotation of the failed attempt.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
         /// What went wrong, for status.
         message: String,
     },
@@ -523,6 +642,26 @@ pub enum Plan {
     },
     /// Record a failed step with its retry time.
     RecordFailure {
+        /// The failure.
+        failure: HookFailure,
+        /// For a failed mint: what it printed, kept to be revoked.
+        stray: Option<Secret>,
+    },
+    /// Forget a stray credential: it is revoked.
+    RecordStrayRevoke {
+        /// The failed attempt's rotation.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
+        /// The time of the plan.
+        at: OffsetDateTime,
+    },
+    /// Record a failed revocation of a stray credential.
+    RecordStrayFailure {
+        /// The failed attempt's rotation.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
         /// The failure.
         failure: HookFailure,
     },
@@ -575,6 +714,24 @@ pub enum Event {
         /// The failure.
         failure: HookFailure,
     },
+    /// A failed mint attempt printed something: kept to be revoked.
+    StrayKept {
+        /// The credential.
+        name: String,
+        /// The rotation of the failed attempt.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
+    },
+    /// What a failed mint attempt printed was revoked.
+    StrayRevoked {
+        /// The credential.
+        name: String,
+        /// The rotation of the failed attempt.
+        rotation: u64,
+        /// The failed attempt.
+        attempt: u32,
+    },
 }
 
 impl std::fmt::Display for Event {
@@ -605,6 +762,22 @@ impl std::fmt::Display for Event {
                 failure.failures,
                 failure.message,
                 rfc3339(failure.retry_after)
+            ),
+            Event::StrayKept {
+                name,
+                rotation,
+                attempt,
+            } => write!(
+                f,
+                "cred {name}: the failed mint of rotation {rotation} (attempt {attempt}) printed something: kept as a stray credential, revoked before the next attempt"
+            ),
+            Event::StrayRevoked {
+                name,
+                rotation,
+                attempt,
+            } => write!(
+                f,
+                "cred {name}: revoked the stray credential of rotation {rotation} (attempt {attempt})"
             ),
         }
     }
@@ -663,6 +836,9 @@ fn waiting_for(doc: &CredentialState) -> String {
             "the document waits for rotation {} attempt {}",
             m.rotation, m.attempt
         ),
+        (None, _, _) if !doc.strays.is_empty() => {
+            "the document waits for the revocation of stray credentials".to_string()
+        }
         (None, Some(o), Some(c)) if o.rotation != c.rotation => {
             format!(
                 "the document waits for the revocation of credential {}",
@@ -692,7 +868,10 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                     at: now,
                 }
             }
-            Action::Mint { .. } | Action::Revoke { .. } | Action::Wait { .. } => nothing,
+            Action::Mint { .. }
+            | Action::Revoke { .. }
+            | Action::RevokeStray { .. }
+            | Action::Wait { .. } => nothing,
         }),
         CredentialInput::Minted {
             rotation,
@@ -706,11 +885,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 // A mint that printed nothing, or a credential already in
                 // use (revoking the old one would then revoke the new one),
                 // is a failed attempt: recorded, retried with backoff.
-                let reused = doc
-                    .current
-                    .iter()
-                    .chain(doc.old.iter())
-                    .any(|c| c.value == *value);
+                let reused = doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value);
                 let refused = if value.is_empty() {
                     Some("the mint reported an empty credential")
                 } else if reused {
@@ -719,7 +894,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                     None
                 };
                 if let Some(message) = refused {
-                    return Ok(mint_failure(*rotation, *attempt, message, now));
+                    return Ok(mint_failure(*rotation, *attempt, message, None, now));
                 }
                 return Ok(Plan::RecordMint {
                     rotation: *rotation,
@@ -744,12 +919,20 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
             rotation,
             attempt,
             message,
+            captured,
         } => {
             if let Some(m) = &doc.mint
                 && m.rotation == *rotation
                 && m.attempt == *attempt
             {
-                return Ok(mint_failure(*rotation, *attempt, message, now));
+                // A live credential printed again is not a new one: taking
+                // it for a stray would revoke it.
+                let stray = captured
+                    .as_ref()
+                    .filter(|v| !v.is_empty() && !doc.is_live(v))
+                    .filter(|v| !doc.strays.iter().any(|s| s.value == **v))
+                    .cloned();
+                return Ok(mint_failure(*rotation, *attempt, message, stray, now));
             }
             match &doc.failure {
                 Some(f)
@@ -814,6 +997,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                         at: now,
                         retry_after: retry_after(failures, now),
                     },
+                    stray: None,
                 })
             }
             _ => Err(unexpected(
@@ -824,10 +1008,72 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 ),
             )),
         },
+        CredentialInput::StrayRevoked { rotation, attempt } => {
+            if doc
+                .strays
+                .iter()
+                .any(|s| s.rotation == *rotation && s.attempt == *attempt)
+            {
+                return Ok(Plan::RecordStrayRevoke {
+                    rotation: *rotation,
+                    attempt: *attempt,
+                    at: now,
+                });
+            }
+            if *rotation < doc.next_rotation {
+                // Already forgotten: a concurrent embedder reported it.
+                Ok(nothing)
+            } else {
+                Err(unexpected(
+                    doc,
+                    format!(
+                        "reported the revocation of a stray credential of rotation {rotation}, which was never attempted"
+                    ),
+                ))
+            }
+        }
+        CredentialInput::StrayRevokeFailed {
+            rotation,
+            attempt,
+            message,
+        } => match doc
+            .strays
+            .iter()
+            .find(|s| s.rotation == *rotation && s.attempt == *attempt)
+        {
+            Some(stray) => {
+                let failures = stray.failure.as_ref().map_or(1, |f| f.failures + 1);
+                Ok(Plan::RecordStrayFailure {
+                    rotation: *rotation,
+                    attempt: *attempt,
+                    failure: HookFailure {
+                        action: HookAction::RevokeStray,
+                        rotation: *rotation,
+                        failures,
+                        message: one_line(message),
+                        at: now,
+                        retry_after: retry_after(failures, now),
+                    },
+                })
+            }
+            None => Err(unexpected(
+                doc,
+                format!(
+                    "reported a failed revocation of the stray credential of rotation {rotation} attempt {attempt}, but {}",
+                    waiting_for(doc)
+                ),
+            )),
+        },
     }
 }
 
-fn mint_failure(rotation: u64, attempt: u32, message: &str, now: OffsetDateTime) -> Plan {
+fn mint_failure(
+    rotation: u64,
+    attempt: u32,
+    message: &str,
+    stray: Option<Secret>,
+    now: OffsetDateTime,
+) -> Plan {
     Plan::RecordFailure {
         failure: HookFailure {
             action: HookAction::Mint,
@@ -837,6 +1083,7 @@ fn mint_failure(rotation: u64, attempt: u32, message: &str, now: OffsetDateTime)
             at: now,
             retry_after: retry_after(attempt, now),
         },
+        stray,
     }
 }
 
@@ -942,13 +1189,64 @@ pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, Credential
                 }],
             )
         }
-        Plan::RecordFailure { failure } => {
+        Plan::RecordFailure { failure, stray } => {
             let mut next = doc.clone();
             if failure.action == HookAction::Mint {
                 next.mint = None;
             }
             let at = failure.at;
-            next.failure = Some(failure.clone());
+            let mut events = vec![Event::Failed {
+                name: doc.name.clone(),
+                failure: failure.clone(),
+            }];
+            // One commit with the failure: a crash cannot forget it.
+            if let Some(value) = stray {
+                next.strays.push(StrayCredential {
+                    rotation: failure.rotation,
+                    attempt: failure.failures,
+                    captured_at: at,
+                    value,
+                    failure: None,
+                });
+                events.push(Event::StrayKept {
+                    name: doc.name.clone(),
+                    rotation: failure.rotation,
+                    attempt: failure.failures,
+                });
+            }
+            next.failure = Some(failure);
+            (at, next, events)
+        }
+        Plan::RecordStrayRevoke {
+            rotation,
+            attempt,
+            at,
+        } => {
+            let mut next = doc.clone();
+            next.strays
+                .retain(|s| (s.rotation, s.attempt) != (rotation, attempt));
+            (
+                at,
+                next,
+                vec![Event::StrayRevoked {
+                    name: doc.name.clone(),
+                    rotation,
+                    attempt,
+                }],
+            )
+        }
+        Plan::RecordStrayFailure {
+            rotation,
+            attempt,
+            failure,
+        } => {
+            let mut next = doc.clone();
+            let at = failure.at;
+            for s in &mut next.strays {
+                if (s.rotation, s.attempt) == (rotation, attempt) {
+                    s.failure = Some(failure.clone());
+                }
+            }
             (
                 at,
                 next,

@@ -24,11 +24,16 @@
 //!   must be accepted as long. A policy where it does not is refused with
 //!   the timeline that breaks; signing a token that would outlive the grace
 //!   (or that has no `exp`) is refused too.
-//! - Imported keys (k3s's `service.key` with several PEM keys) stay
-//!   accepted until an operator retires them ([`KeyRingInput::retire()`]),
-//!   the imported active key too once rotated out: nobody knows how long
-//!   the tokens they signed before the import live. Retiring a key whose
-//!   grace has not ended is refused.
+//! - The rule above holds for an imported active key too: once rotated
+//!   out it is accepted until `rotated_at + grace`, then removed, like a
+//!   generated one (DESIGN: the old key stays accepted for the grace
+//!   period, then is removed). The operator sizes the grace for the tokens
+//!   it signed, before the import or after.
+//! - Imported keys that were not active (k3s's `service.key` keeps old
+//!   keys after the first; public keys) never signed here: pki cannot know
+//!   how long their tokens live, so they stay accepted until an operator
+//!   retires them ([`KeyRingInput::retire()`]). Retiring a key whose grace
+//!   has not ended is refused.
 
 use crate::document::Files;
 use crate::engine::{Engine, Outcome};
@@ -232,8 +237,8 @@ pub struct KeyRotationRecord {
     pub from: String,
     /// The new active key id.
     pub to: String,
-    /// Until when the key rotated out stays accepted (None: an imported
-    /// key, accepted until retired).
+    /// Until when the key rotated out stays accepted (None only in
+    /// histories written before imported active keys got a grace too).
     #[serde(with = "time::serde::rfc3339::option")]
     pub previous_accepted_until: Option<OffsetDateTime>,
 }
@@ -279,11 +284,16 @@ pub enum KeyRingError {
         /// Why.
         reason: String,
     },
-    /// The time given is before the active key became active.
+    /// The time given is before the active key became active. Deliberate:
+    /// nothing the ring does can happen before its own active key existed,
+    /// so such a time says the clock is behind, and acting on it would
+    /// date tokens and history before the key that made them.
     #[error(
-        "time {now} is before the active key became active at {since}: refusing to act on a clock that is behind"
+        "cannot {action} at {now}: the active key became active only at {since}, so the clock or the time given is behind (refusing to date anything before the key that makes it); use {since} or later"
     )]
     ClockBehind {
+        /// What was refused: `sign a token`, `step the key ring`.
+        action: &'static str,
         /// The time given (RFC 3339).
         now: String,
         /// When the active key became active (RFC 3339).
@@ -393,8 +403,9 @@ impl KeyRing {
     }
 
     /// A ring over an existing key set. The first private key becomes the
-    /// active key (k3s signs with the first key of `service.key`); every
-    /// other key stays accepted until retired. Without a private key a new
+    /// active key (k3s signs with the first key of `service.key`); once
+    /// rotated out it is accepted for the grace period like any active key.
+    /// Every other key stays accepted until retired. Without a private key a new
     /// active key is generated. Duplicate keys are kept once.
     pub fn import<R: CryptoRng + ?Sized>(
         policy: KeyRingPolicy,
@@ -482,6 +493,7 @@ impl KeyRing {
     pub fn sign_token(&self, claims: &[u8], now: OffsetDateTime) -> Result<String> {
         if now < self.active.since {
             return Err(KeyRingError::ClockBehind {
+                action: "sign a token",
                 now: rfc3339(now),
                 since: rfc3339(self.active.since),
             }
@@ -621,8 +633,8 @@ pub enum KeyRingEvent {
         previous: String,
         /// The new active key id.
         current: String,
-        /// Until when the previous key stays accepted (None: an imported
-        /// key, accepted until retired).
+        /// Until when the previous key stays accepted (always set now;
+        /// None only in older histories).
         #[serde(with = "time::serde::rfc3339::option")]
         previous_accepted_until: Option<OffsetDateTime>,
     },
@@ -729,6 +741,7 @@ impl Engine for KeyRingEngine {
 pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result<KeyRingPlan> {
     if now < ring.active.since {
         return Err(KeyRingError::ClockBehind {
+            action: "step the key ring",
             now: rfc3339(now),
             since: rfc3339(ring.active.since),
         }
@@ -840,14 +853,11 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         let key = PrivateKey::generate(next.policy.algorithm, rng)?;
         let fresh = ActiveKey::new(key, now, KeyOrigin::Generated)?;
         let old = std::mem::replace(&mut next.active, fresh);
-        // An imported key may have signed tokens of any lifetime before the
-        // ring knew it: like the other imported keys it stays accepted
-        // until an operator retires it. Keys the ring made signed only
-        // tokens the policy allows, which the grace covers.
-        let until = match old.origin {
-            KeyOrigin::Generated => Some(now + next.policy.grace),
-            KeyOrigin::Imported => None,
-        };
+        // Whatever its origin, the key that signed until now leaves after
+        // the grace: keeping an imported one forever would publish a key
+        // nobody signs with, and DESIGN promises its removal. The grace is
+        // what covers the tokens it signed, here or before the import.
+        let until = Some(now + next.policy.grace);
         // A rotation never drops the key that signed tokens still in use:
         // it goes first among the accepted keys for the grace period.
         next.accepted.retain(|k| k.kid != old.kid);

@@ -284,7 +284,7 @@ fn pem_of(keys: &[&PrivateKey]) -> String {
 }
 
 #[test]
-fn a_k3s_service_key_with_several_keys_is_imported_and_every_key_stays_accepted() {
+fn a_k3s_service_key_is_imported_and_only_the_rotated_out_active_key_leaves_after_the_grace() {
     let mut g = rng(5);
     let current = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut g).unwrap();
     let older = PrivateKey::generate(KeyAlgorithm::Rsa2048, &mut g).unwrap();
@@ -311,10 +311,44 @@ fn a_k3s_service_key_with_several_keys_is_imported_and_every_key_stays_accepted(
     assert_eq!(accepted, [kid(&older), kid(&oldest)]);
     assert!(r.accepted.iter().all(|k| k.accepted_until.is_none()));
 
-    // Rotations and time do not drop imported keys: tokens they signed
-    // live as long as the cluster that minted them decided.
+    // Rotations and time do not drop imported keys that never signed
+    // here: tokens they signed live as long as the cluster that minted
+    // them decided. The imported active key, rotated out, is accepted for
+    // the grace period like any active key, then removed.
     let far = T0 + Duration::days(400);
     let out = KeyRingEngine::step(&r, &KeyRingInput::forced("adopt"), far, &mut rng(7)).unwrap();
+    let grace_end = far + Duration::hours(24);
+    assert_eq!(out.document.accepted[0].kid, kid(&current));
+    assert_eq!(out.document.accepted[0].accepted_until, Some(grace_end));
+    assert_eq!(
+        out.document.history[0].previous_accepted_until,
+        Some(grace_end)
+    );
+    let kids_at = |when: OffsetDateTime| -> Vec<String> {
+        let step = KeyRingEngine::step(
+            out.document.as_ref(),
+            &KeyRingInput::default(),
+            when,
+            &mut rng(8),
+        )
+        .unwrap();
+        let jwks = step.document.jwks().to_json();
+        let kids: Vec<String> = step
+            .document
+            .accepted
+            .iter()
+            .map(|k| k.kid.clone())
+            .collect();
+        for k in &kids {
+            assert!(jwks.contains(k.as_str()), "{k} published");
+        }
+        kids
+    };
+    assert_eq!(
+        kids_at(grace_end - Duration::SECOND),
+        [kid(&current), kid(&older), kid(&oldest)]
+    );
+    assert_eq!(kids_at(grace_end), [kid(&older), kid(&oldest)]);
     let later = KeyRingEngine::step(
         out.document.as_ref(),
         &KeyRingInput::default(),
@@ -322,16 +356,18 @@ fn a_k3s_service_key_with_several_keys_is_imported_and_every_key_stays_accepted(
         &mut rng(8),
     )
     .unwrap();
-    let kids: Vec<&str> = later
-        .document
-        .accepted
-        .iter()
-        .map(|k| k.kid.as_str())
-        .collect();
-    // The imported active key, rotated out, is kept like the others.
-    assert_eq!(kids, [kid(&current), kid(&older), kid(&oldest)]);
-    assert_eq!(later.document.history[0].previous_accepted_until, None);
-    // Until an operator retires one.
+    assert!(
+        !later.document.jwks().to_json().contains(&kid(&current))
+            && later.document.public_pem()
+                == format!(
+                    "{}{}{}",
+                    later.document.active.public.to_pem(),
+                    later.document.accepted[0].public.to_pem(),
+                    later.document.accepted[1].public.to_pem()
+                ),
+        "the formerly active imported key is no longer published"
+    );
+    // The others stay until an operator retires one.
     let retired = KeyRingEngine::step(
         later.document.as_ref(),
         &KeyRingInput::retire([kid(&oldest)]),
@@ -339,7 +375,13 @@ fn a_k3s_service_key_with_several_keys_is_imported_and_every_key_stays_accepted(
         &mut rng(9),
     )
     .unwrap();
-    assert_eq!(retired.document.accepted.len(), 2);
+    let kids: Vec<&str> = retired
+        .document
+        .accepted
+        .iter()
+        .map(|k| k.kid.as_str())
+        .collect();
+    assert_eq!(kids, [kid(&older)]);
     // A generated key rotated out is inside its grace: it cannot be retired.
     let again = far + Duration::days(3);
     let generated = KeyRingEngine::step(
@@ -576,7 +618,14 @@ fn a_clock_behind_the_active_key_is_refused() {
         .sign_token(&claims(T0), T0 - Duration::SECOND)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("behind"), "{err}");
+    // Says what was refused, why, and the earliest time that works.
+    assert!(
+        err.contains("cannot sign a token at 2025-12-31T23:59:59Z")
+            && err.contains("became active only at 2026-01-01T00:00:00Z")
+            && err.contains("behind")
+            && err.contains("use 2026-01-01T00:00:00Z or later"),
+        "{err}"
+    );
 }
 
 #[test]

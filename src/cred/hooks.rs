@@ -17,7 +17,10 @@
 //! CAPTURE/NAME/R-A.pid      its process group
 //! ```
 //!
-//! These files are removed once the attempt's result is committed.
+//! These files are removed once the attempt's result is committed. A mint
+//! that fails (non-zero exit, timeout, pki killed with it) may still have
+//! minted: whatever it printed goes with the failure to the engine, which
+//! keeps it as a stray credential to revoke.
 
 use pki_rotate::credential::Secret;
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -38,8 +41,31 @@ const POLL: Duration = Duration::from_millis(20);
 pub enum HookResult<T> {
     /// Exit 0 (for a mint: with what it printed).
     Done(T),
-    /// Anything else, with a one-line reason.
-    Failed(String),
+    /// Anything else.
+    Failed {
+        /// A one-line reason.
+        message: String,
+        /// For a mint: what it printed before it failed, if anything.
+        captured: Option<Secret>,
+    },
+}
+
+impl<T> HookResult<T> {
+    fn failed(message: impl Into<String>) -> Self {
+        HookResult::Failed {
+            message: message.into(),
+            captured: None,
+        }
+    }
+}
+
+/// A failed mint, with what it printed (trimmed) when it printed anything.
+fn mint_failed(message: String, printed: &[u8]) -> HookResult<Secret> {
+    let value = Secret::from_output(printed);
+    HookResult::Failed {
+        message,
+        captured: (!value.is_empty()).then_some(value),
+    }
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> String {
@@ -166,30 +192,31 @@ fn run_mint(
         return Err(io_err(&pid_path, e));
     }
     let status = wait(&mut child, timeout);
-    let Some(status) = status else {
-        return Ok(HookResult::Failed(format!(
-            "mint hook timed out after {} and was killed",
-            human(timeout)
-        )));
-    };
-    if !status.success() {
-        return Ok(HookResult::Failed(failure(
-            "mint",
-            status,
-            &attempt.path("err"),
-        )));
-    }
-    let mut printed = Vec::new();
+    // Read in every case: a hook that failed or was killed may have
+    // minted, and what it printed is the only way to revoke that.
+    let mut printed = zeroize::Zeroizing::new(Vec::new());
     out.rewind()
         .and_then(|()| out.read_to_end(&mut printed))
         .map_err(|e| io_err(&out_path, e))?;
-    Ok(printed_credential(&printed))
+    Ok(match status {
+        None => mint_failed(
+            format!(
+                "mint hook timed out after {} and was killed",
+                human(timeout)
+            ),
+            &printed,
+        ),
+        Some(status) if !status.success() => {
+            mint_failed(failure("mint", status, &attempt.path("err")), &printed)
+        }
+        Some(_) => printed_credential(&printed),
+    })
 }
 
 fn printed_credential(printed: &[u8]) -> HookResult<Secret> {
     let value = Secret::from_output(printed);
     if value.is_empty() {
-        HookResult::Failed("mint hook exited 0 but printed nothing".to_string())
+        HookResult::failed("mint hook exited 0 but printed nothing")
     } else {
         HookResult::Done(value)
     }
@@ -226,35 +253,41 @@ fn adopt(attempt: &Attempt, timeout: Duration) -> Result<HookResult<Secret>, Str
         }
         std::thread::sleep(POLL);
     }
-    let mut printed = Vec::new();
+    let mut printed = zeroize::Zeroizing::new(Vec::new());
     out.read_to_end(&mut printed)
         .map_err(|e| io_err(&out_path, e))?;
     if killed {
-        return Ok(HookResult::Failed(format!(
-            "mint hook of an earlier run timed out after {} and was killed",
-            human(timeout)
-        )));
+        return Ok(mint_failed(
+            format!(
+                "mint hook of an earlier run timed out after {} and was killed",
+                human(timeout)
+            ),
+            &printed,
+        ));
     }
     let status = fs::read_to_string(attempt.path("status"))
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
     Ok(match status {
         Some(0) => printed_credential(&printed),
-        Some(code) => HookResult::Failed(with_stderr(
-            format!("mint hook exited with status {code}"),
-            &attempt.path("err"),
-        )),
+        Some(code) => mint_failed(
+            with_stderr(
+                format!("mint hook exited with status {code}"),
+                &attempt.path("err"),
+            ),
+            &printed,
+        ),
         // The hook ended without its status: pki and the wrapper were
         // killed together. What it printed is the credential, if anything.
         None if !Secret::from_output(&printed).is_empty() => printed_credential(&printed),
-        None => HookResult::Failed(
-            "mint hook was interrupted before printing anything (pki stopped while it ran)"
-                .to_string(),
+        None => HookResult::failed(
+            "mint hook was interrupted before printing anything (pki stopped while it ran)",
         ),
     })
 }
 
-/// Runs the revoke hook with `value` on stdin.
+/// Runs the revoke hook with `value` on stdin (the old credential, or what
+/// a failed mint printed: already gone is success either way).
 pub fn revoke(
     capture: &Path,
     name: &str,
@@ -285,12 +318,12 @@ pub fn revoke(
     }
     let status = wait(&mut child, timeout);
     let result = match status {
-        None => HookResult::Failed(format!(
+        None => HookResult::failed(format!(
             "revoke hook timed out after {} and was killed",
             human(timeout)
         )),
         Some(s) if s.success() => HookResult::Done(()),
-        Some(s) => HookResult::Failed(failure("revoke", s, &err_path)),
+        Some(s) => HookResult::failed(failure("revoke", s, &err_path)),
     };
     let _ = fs::remove_file(&err_path);
     Ok(result)

@@ -6,10 +6,16 @@
 //! |---|---|---|
 //! | `state.json` | the document below (secret: the hook commands may carry an admin password) | `state.json` |
 //! | `current` | the current credential, as the mint hook printed it (trimmed) | `current` |
-//! | `old` | the previous credential, until its revocation is recorded | `old` |
+//! | `old` | the previous credential, from the new mint until its revocation is recorded | `old` |
+//! | `stray-R-A` | what the failed mint attempt A of rotation R printed, until its revocation is recorded | `stray-R-A` |
 //!
-//! Every file is secret (mode 0600). `old` exists from "keep current as
-//! old" (then equal to `current`) until the revocation is recorded.
+//! Every file is secret (mode 0600). `old` exists only while the old
+//! credential differs from the current one: the grace period (and a
+//! revocation that keeps failing after it). Between "keep current as old"
+//! and the new mint the document records `old` with the current
+//! credential's rotation, and its value is the one in `current`, so a
+//! consumer never sees an `old` equal to `current` (documents written before
+//! this wrote that copy; it is read and dropped).
 //!
 //! Format version 1, fields of `state.json`: `kind` (`"credential"`),
 //! `version` (1), `name`, `policy` (`expire_seconds`, `grace_seconds`),
@@ -17,12 +23,16 @@
 //! `minted_at`, or null: the values live in their own files), `mint` (the
 //! attempt recorded as started: `rotation`, `attempt`, `started_at`, or
 //! null), `failure` (`action`, `rotation`, `failures`, `message`, `at`,
-//! `retry_after`, or null), `next_rotation`, `history` (`rotation`,
-//! `minted_at`, `attempts`, `revoked_at`).
+//! `retry_after`, or null), `strays` (`rotation`, `attempt`, `captured_at`,
+//! `failure`; the values live in their own files; written only when not
+//! empty, so documents without strays stay readable by older builds, and
+//! older builds refuse, rather than ignore, a document with strays),
+//! `next_rotation`, `history` (`rotation`, `minted_at`, `attempts`,
+//! `revoked_at`).
 
 use crate::credential::{
     Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
-    Secret, validate_credential_name,
+    Secret, StrayCredential, validate_credential_name,
 };
 use crate::document::{Envelope, File, Files, SecretData};
 use crate::error::{Result, RotateError};
@@ -42,6 +52,15 @@ pub const CURRENT_FILE: &str = "current";
 /// The previous credential during the grace period, in `creds/NAME/`.
 pub const OLD_FILE: &str = "old";
 
+/// The file of what the failed mint attempt `attempt` of `rotation`
+/// printed, in `creds/NAME/`.
+pub fn stray_file(rotation: u64, attempt: u32) -> String {
+    format!("{STRAY_PREFIX}{rotation}-{attempt}")
+}
+
+/// How the files of stray credentials start.
+pub const STRAY_PREFIX: &str = "stray-";
+
 /// `creds/NAME/FILE`.
 pub fn credential_path(name: &str, file: &str) -> String {
     format!("{CREDS_DIR}/{name}/{file}")
@@ -59,8 +78,20 @@ struct Document {
     old: Option<CredentialJson>,
     mint: Option<MintAttempt>,
     failure: Option<HookFailure>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    strays: Vec<StrayJson>,
     next_rotation: u64,
     history: Vec<RotationRecord>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrayJson {
+    rotation: u64,
+    attempt: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    captured_at: OffsetDateTime,
+    failure: Option<HookFailure>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -97,6 +128,16 @@ impl CredentialState {
             old: self.old.as_ref().map(meta),
             mint: self.mint,
             failure: self.failure.clone(),
+            strays: self
+                .strays
+                .iter()
+                .map(|s| StrayJson {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    failure: s.failure.clone(),
+                })
+                .collect(),
             next_rotation: self.next_rotation,
             history: self.history.clone(),
         }
@@ -116,10 +157,18 @@ impl CredentialState {
                 File::secret(c.value.as_bytes()),
             )?;
         }
-        if let Some(o) = &self.old {
+        if let Some(o) = &self.old
+            && self.in_grace()
+        {
             files.insert(
                 credential_path(&self.name, OLD_FILE),
                 File::secret(o.value.as_bytes()),
+            )?;
+        }
+        for stray in &self.strays {
+            files.insert(
+                credential_path(&self.name, &stray_file(stray.rotation, stray.attempt)),
+                File::secret(stray.value.as_bytes()),
             )?;
         }
         Ok(files)
@@ -166,14 +215,33 @@ impl CredentialState {
             }),
             None => None,
         };
-        let old = match &doc.old {
-            Some(c) => Some(Credential {
+        let old = match (&doc.old, &current) {
+            // Kept as old, not replaced yet: the value is the current one.
+            (Some(c), Some(cur)) if c.rotation == cur.rotation => Some(Credential {
+                rotation: c.rotation,
+                minted_at: c.minted_at,
+                value: cur.value.clone(),
+            }),
+            (Some(c), _) => Some(Credential {
                 rotation: c.rotation,
                 minted_at: c.minted_at,
                 value: value(OLD_FILE)?,
             }),
-            None => None,
+            (None, _) => None,
         };
+        let strays = doc
+            .strays
+            .iter()
+            .map(|s| {
+                Ok(StrayCredential {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    value: value(&stray_file(s.rotation, s.attempt))?,
+                    failure: s.failure.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let state = CredentialState {
             name: doc.name,
             policy: CredentialPolicy {
@@ -185,6 +253,7 @@ impl CredentialState {
             old,
             mint: doc.mint,
             failure: doc.failure,
+            strays,
             next_rotation: doc.next_rotation,
             history: doc.history,
         };
@@ -231,10 +300,15 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
     let doc = parse(STATE_FILE, json)?;
     let mut files = Files::new();
-    for file in [STATE_FILE, CURRENT_FILE, OLD_FILE] {
-        if let Some(value) = data.get(file) {
+    let strays = doc.strays.iter().map(|s| stray_file(s.rotation, s.attempt));
+    for file in [STATE_FILE, CURRENT_FILE, OLD_FILE]
+        .map(str::to_string)
+        .into_iter()
+        .chain(strays)
+    {
+        if let Some(value) = data.get(&file) {
             files.insert(
-                credential_path(&doc.name, file),
+                credential_path(&doc.name, &file),
                 File {
                     contents: Zeroizing::clone(value),
                     secret: true,

@@ -14,14 +14,18 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct CredentialStatus {
     /// The credential's name.
     pub name: String,
-    /// `minting` (a mint recorded as started), `rotating` (kept as old, mint
-    /// next), `grace` (old and new both live), `revoking` (grace over, old
-    /// to revoke), `failing` (waiting to retry a failed step), `idle`.
+    /// `minting` (a mint recorded as started), `revoking-stray` (what a
+    /// failed mint printed is to be revoked before the next attempt),
+    /// `rotating` (kept as old, mint next), `grace` (old and new both live),
+    /// `revoking` (grace over, old to revoke), `failing` (waiting to retry a
+    /// failed step), `idle`.
     pub state: &'static str,
     /// The expiry, in seconds.
     pub expire_seconds: i64,
     /// The grace period, in seconds.
     pub grace_seconds: i64,
+    /// What a monitor makes of it (`pki cred status --check`).
+    pub health: Health,
     /// The current credential.
     pub current: Option<CredentialInfo>,
     /// The old credential, until its revocation is recorded.
@@ -30,13 +34,56 @@ pub struct CredentialStatus {
     pub mint: Option<crate::credential::MintAttempt>,
     /// The last failure of the step in progress.
     pub failure: Option<HookFailure>,
-    /// What happens next: `mint`, `revoke`, `keep-old`, `start-mint`, `wait`.
+    /// What failed mint attempts printed and is still to be revoked (never
+    /// the value).
+    pub strays: Vec<StrayInfo>,
+    /// What happens next: `mint`, `revoke`, `revoke-stray`, `keep-old`,
+    /// `start-mint`, `wait`.
     pub next_action: &'static str,
     /// When it happens (now, or the end of the wait).
     #[serde(with = "time::serde::rfc3339")]
     pub next_at: OffsetDateTime,
     /// Past rotations, oldest first.
     pub history: Vec<RotationRecord>,
+}
+
+/// What a monitor makes of a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Health {
+    /// Nothing is due now (it waits for the expiry or the grace period).
+    Ok,
+    /// A step is due now: a reconcile would act.
+    ActionDue,
+    /// A hook's last run failed (mint, revoke, or revoke of a stray); it
+    /// is retried with backoff until it succeeds.
+    Failing,
+}
+
+impl Health {
+    /// `pki cred status --check`'s exit status, as `pki status --check`'s:
+    /// 0 ok, 3 an action is due, 4 a hook is failing.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Health::Ok => 0,
+            Health::ActionDue => 3,
+            Health::Failing => 4,
+        }
+    }
+}
+
+/// A stray credential's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StrayInfo {
+    /// The rotation of the failed mint attempt.
+    pub rotation: u64,
+    /// The failed attempt.
+    pub attempt: u32,
+    /// When the failure was recorded.
+    #[serde(with = "time::serde::rfc3339")]
+    pub captured_at: OffsetDateTime,
+    /// The last failure to revoke it.
+    pub failure: Option<HookFailure>,
 }
 
 /// A credential's metadata.
@@ -62,12 +109,15 @@ impl CredentialStatus {
             Action::Step(StepKind::StartMint) => ("start-mint", now),
             Action::Mint { .. } => ("mint", now),
             Action::Revoke { .. } => ("revoke", now),
+            Action::RevokeStray { .. } => ("revoke-stray", now),
             Action::Wait { until, .. } => ("wait", *until),
         };
         let backoff = doc.failure.as_ref().is_some_and(|f| f.retry_after > now);
         let state = if doc.mint.is_some() {
             "minting"
-        } else if backoff {
+        } else if matches!(action, Action::RevokeStray { .. }) {
+            "revoking-stray"
+        } else if backoff || !doc.strays.is_empty() {
             "failing"
         } else if doc.in_grace() {
             match action {
@@ -80,11 +130,19 @@ impl CredentialStatus {
             "idle"
         };
         let grace_end = doc.current.as_ref().map(|c| c.minted_at + doc.policy.grace);
+        let health = if doc.failure.is_some() || doc.strays.iter().any(|s| s.failure.is_some()) {
+            Health::Failing
+        } else if matches!(action, Action::Wait { .. }) {
+            Health::Ok
+        } else {
+            Health::ActionDue
+        };
         CredentialStatus {
             name: doc.name.clone(),
             state,
             expire_seconds: doc.policy.expire.whole_seconds(),
             grace_seconds: doc.policy.grace.whole_seconds(),
+            health,
             current: doc.current.as_ref().map(|c| CredentialInfo {
                 rotation: c.rotation,
                 minted_at: c.minted_at,
@@ -97,6 +155,16 @@ impl CredentialStatus {
             }),
             mint: doc.mint,
             failure: doc.failure.clone(),
+            strays: doc
+                .strays
+                .iter()
+                .map(|s| StrayInfo {
+                    rotation: s.rotation,
+                    attempt: s.attempt,
+                    captured_at: s.captured_at,
+                    failure: s.failure.clone(),
+                })
+                .collect(),
             next_action: next_action_name,
             next_at,
             history: doc.history.clone(),
