@@ -42,8 +42,12 @@ pub struct BasicConstraintsInfo {
     pub critical: bool,
 }
 
-/// An X.509 certificate: its exact DER plus the decoded structure and the
-/// extensions pki reads, decoded once when the certificate is parsed.
+/// An X.509 certificate: its exact DER plus the fields and extensions pki
+/// reads, decoded once when the certificate is parsed. The whole decoded
+/// structure ([`Certificate::x509`]) is decoded again on first use and
+/// kept: most certificates pki holds, a store's leaves, are only ever
+/// checked through the fields, and the decoded structure would be most of
+/// their memory.
 ///
 /// Cloning is cheap: clones share one immutable parsed certificate (an
 /// `Arc`), and what is derived from it later (fingerprints, canonical
@@ -55,7 +59,9 @@ pub struct Certificate(Arc<Parsed>);
 struct Parsed {
     // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
     der: Vec<u8>,
-    inner: x509_cert::Certificate,
+    /// The decoded structure, once asked for (boxed: held inline, even
+    /// empty, it would be most of this struct).
+    tree: OnceLock<Box<x509_cert::Certificate>>,
     layout: Layout,
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
@@ -118,6 +124,14 @@ impl fmt::Debug for Certificate {
             .field("issuer", &self.issuer().to_string())
             .finish()
     }
+}
+
+/// Decodes a certificate that was decoded before. Every [`Certificate`] was
+/// made by decoding exactly these bytes (`Certificate::from_der_vec`), and
+/// DER decoding is deterministic, so this cannot fail.
+#[allow(clippy::expect_used)]
+fn decode_again(der: &[u8]) -> x509_cert::Certificate {
+    x509_cert::Certificate::from_der(der).expect("a parsed certificate decodes again")
 }
 
 fn ext_err(extension: &'static str, source: der::Error) -> Error {
@@ -232,8 +246,9 @@ impl Certificate {
     }
 
     pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
-        let der = inner.to_der().map_err(Error::crypto)?;
-        Self::from_parsed(der, inner)
+        // Parsed from its encoding like any other certificate, so that what
+        // pki made is known to decode again (see `Certificate::x509`).
+        Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
     }
 
     fn from_parsed(der: Vec<u8>, inner: x509_cert::Certificate) -> Result<Self> {
@@ -252,14 +267,22 @@ impl Certificate {
             not_after,
             validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
             der,
-            inner,
+            tree: OnceLock::new(),
             layout,
             ski: read.ski,
             aki: read.aki,
             basic_constraints: read.basic_constraints,
             key_usage: read.key_usage,
-            eku: read.eku,
-            san: read.san.unwrap_or_default(),
+            // Kept for the certificate's life: without the decoder's spare
+            // capacity.
+            eku: read.eku.map(|mut e| {
+                e.shrink_to_fit();
+                e
+            }),
+            san: read.san.map_or_else(Vec::new, |mut san| {
+                san.shrink_to_fit();
+                san
+            }),
             memo: Memo::default(),
         })))
     }
@@ -306,19 +329,22 @@ impl Certificate {
         pem::encode("CERTIFICATE", &self.0.der)
     }
 
-    /// The decoded structure, for checks pki-core does not wrap.
+    /// The decoded structure, for checks pki-core does not wrap. Decoded on
+    /// the first call and kept.
     pub fn x509(&self) -> &x509_cert::Certificate {
-        &self.0.inner
+        self.0
+            .tree
+            .get_or_init(|| Box::new(decode_again(&self.0.der)))
     }
 
     /// Subject distinguished name.
     pub fn subject(&self) -> &Name {
-        self.0.inner.tbs_certificate().subject()
+        self.x509().tbs_certificate().subject()
     }
 
     /// Issuer distinguished name.
     pub fn issuer(&self) -> &Name {
-        self.0.inner.tbs_certificate().issuer()
+        self.x509().tbs_certificate().issuer()
     }
 
     /// The subject's commonName, if it has one that decodes as a string.
@@ -332,7 +358,7 @@ impl Certificate {
 
     /// Serial number bytes (big-endian, no sign padding beyond DER's).
     pub fn serial(&self) -> &[u8] {
-        self.0.inner.tbs_certificate().serial_number().as_bytes()
+        self.slice(&self.0.layout.serial)
     }
 
     /// Serial number in lowercase hex.
@@ -435,7 +461,7 @@ impl Certificate {
 
     /// The SubjectPublicKeyInfo.
     pub fn public_key(&self) -> &SubjectPublicKeyInfoOwned {
-        self.0.inner.tbs_certificate().subject_public_key_info()
+        self.x509().tbs_certificate().subject_public_key_info()
     }
 
     /// DER of the SubjectPublicKeyInfo (a copy of [`Certificate::spki_der`]).
@@ -519,8 +545,7 @@ impl Certificate {
             .memo
             .name_constraints
             .get_or_init(|| {
-                self.0
-                    .inner
+                self.x509()
                     .tbs_certificate()
                     .get_extension::<NameConstraints>()
                     .map(|nc| nc.map(|(_, nc)| Arc::new(nc)))
@@ -553,5 +578,52 @@ impl Certificate {
                 (Some(aki), Some(ski)) => aki == ski,
                 _ => true,
             }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{CertificateAuthority, KeyAlgorithm};
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+    use time::{Duration, macros::datetime};
+
+    fn root(seed: u64) -> Certificate {
+        CertificateAuthority::generate_root(
+            "ca",
+            KeyAlgorithm::EcdsaP256,
+            // 2026-01-01: an arbitrary fixed issuance time.
+            datetime!(2026-01-01 00:00 UTC),
+            Duration::days(30),
+            &mut ChaCha20Rng::seed_from_u64(seed),
+        )
+        .unwrap()
+        .cert
+    }
+
+    #[test]
+    fn the_decoded_structure_is_made_only_when_asked_for() {
+        let cert = Certificate::from_der(root(1).der()).unwrap();
+        // What a store's checks read comes from the fields kept at parse.
+        let _ = (cert.ski(), cert.aki(), cert.not_after(), cert.serial());
+        let _ = (cert.dns_names(), cert.spki_der(), cert.extended_key_usage());
+        assert!(cert.0.tree.get().is_none());
+        assert_eq!(cert.subject().to_string(), "CN=ca");
+        assert!(cert.0.tree.get().is_some());
+    }
+
+    #[test]
+    fn the_serial_read_from_the_der_is_the_decoded_one() {
+        // The content octets of the INTEGER, as x509-cert hands them out.
+        for seed in 0..64 {
+            let cert = root(seed);
+            assert_eq!(
+                cert.serial(),
+                cert.x509().tbs_certificate().serial_number().as_bytes(),
+                "seed {seed}"
+            );
+        }
     }
 }

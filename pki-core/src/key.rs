@@ -417,6 +417,16 @@ impl PrivateKey {
         self.public_key().map(|own| &own == spki).unwrap_or(false)
     }
 
+    /// Whether this key is the private half of `cert`'s public key. The two
+    /// SubjectPublicKeyInfo encodings are compared first (DER is canonical,
+    /// so equal keys almost always encode alike), which needs no decoding of
+    /// the certificate; only when they differ are the decoded forms compared.
+    pub fn matches_certificate(&self, cert: &crate::Certificate) -> bool {
+        self.public_key_der()
+            .is_ok_and(|own| own.as_slice() == cert.spki_der())
+            || self.matches(cert.public_key())
+    }
+
     /// Signs the certificate a builder describes.
     pub(crate) fn sign<P: BuilderProfile>(
         &self,

@@ -218,7 +218,7 @@ pub fn from_files(files: &Files) -> Result<SetState> {
             .map_err(|e| RotateError::material(&cert_path, e))?;
         let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
             .map_err(|e| RotateError::material(&key_path, e))?;
-        if !key.matches(cert.public_key()) {
+        if !key.matches_certificate(&cert) {
             return Err(RotateError::corrupt(
                 key_path,
                 "does not belong to the certificate beside it",

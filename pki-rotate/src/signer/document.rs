@@ -490,7 +490,7 @@ fn assemble<'a>(
                     RotateError::corrupt(format!("{origin}: {cert_path}"), "holds no certificate")
                 })?;
                 let key = PrivateKey::from_stored_pem(key_pem).map_err(|e| at(&key_path, e))?;
-                if !key.matches(cert.public_key()) {
+                if !key.matches_certificate(&cert) {
                     return Err(at(
                         &key_path,
                         pki_core::Error::KeyMismatch {
