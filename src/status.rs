@@ -110,9 +110,15 @@ pub fn render(s: &SignerStatus) -> String {
     if !s.trust.is_empty() {
         out.push_str("\n  trust now (RFC 5280 path validation):\n");
         for c in &s.trust {
-            let verdict = match &c.result {
-                CellResult::Verified { .. } => "ok".to_string(),
-                CellResult::Failed { error } => format!("FAILS: {error}"),
+            let verdict = match (&c.result, c.retired) {
+                (CellResult::Verified { .. }, false) => "ok".to_string(),
+                (CellResult::Verified { .. }, true) => {
+                    "ok (retired: the previous CA is no longer trusted)".to_string()
+                }
+                (CellResult::Failed { error }, false) => format!("FAILS: {error}"),
+                (CellResult::Failed { .. }, true) => {
+                    "fails, as intended: retired, the previous CA is no longer trusted".to_string()
+                }
             };
             out.push_str(&format!(
                 "  {:>3} serving chain x {:>3} bundle  {verdict}\n",

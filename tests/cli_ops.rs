@@ -154,6 +154,44 @@ fn status_check_exits_0_when_nothing_is_due_3_when_an_action_is_and_4_when_broke
 }
 
 #[test]
+fn status_check_is_not_broken_by_a_previous_ca_distrusted_on_purpose() {
+    // 2026-02-01: a month after T0, the emergency; checked a week later,
+    // long before the old CA would have expired (2028-03-01).
+    let (at, week_later) = ("2026-02-01T00:00:00Z", "2026-02-08T00:00:00Z");
+    let code = |dir: &str, now: &str| pki(&["status", dir, "--check", "--now", now]).status.code();
+    let (_tmp, dir) = store(&[]);
+    ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "key leaked",
+        "--compromised",
+        "--now",
+        at,
+    ]);
+    assert_eq!(code(&dir, week_later), Some(0));
+    let json = status_json(&dir, week_later);
+    let retired = json["trust"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["retired"] == true)
+        .count();
+    assert_eq!(retired, 3, "{json}");
+    let text = ok(&["status", &dir, "--now", week_later]);
+    assert!(text.contains("as intended: retired"), "{text}");
+
+    let (_tmp, dir) = store(&[]);
+    ok(&[
+        "rotate", &dir, "--force", "drill", "--grace", "1d", "--now", at,
+    ]);
+    // The expired bridge A is still to be pruned: due, not broken.
+    assert_eq!(code(&dir, week_later), Some(3));
+    ok(&["rotate", &dir, "--now", week_later]);
+    assert_eq!(code(&dir, week_later), Some(0));
+}
+
+#[test]
 fn status_marks_expired_certificates_and_words_past_dates_as_past() {
     let (_tmp, dir) = store(&[]);
     let text = ok(&["status", &dir, "--now", AFTER_CA_EXPIRY]);

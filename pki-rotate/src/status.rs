@@ -219,6 +219,12 @@ pub struct TrustCellSummary {
     pub at: OffsetDateTime,
     /// What happened.
     pub result: CellResult,
+    /// The cell involves the previous CA's material (its serving chain or
+    /// its bundle) after its trust window ended: distrusted at a
+    /// compromise, or its grace period over. Consumers still holding that
+    /// material were meant to be cut off, so a failure here is expected
+    /// and does not make the health `broken`.
+    pub retired: bool,
 }
 
 impl TrustCellSummary {
@@ -291,7 +297,9 @@ pub struct SignerStatus {
     pub history: Vec<RotationRecord>,
     /// The trust matrix now: the previous CA's probe chain and the first
     /// current leaf's serving chain against the previous CA and the current
-    /// bundle (cells whose inputs do not exist are left out).
+    /// bundle (cells whose inputs do not exist are left out). Cells of a
+    /// previous CA whose trust window ended are marked `retired` and do not
+    /// count toward the health.
     pub trust: Vec<TrustCellSummary>,
 }
 
@@ -369,9 +377,16 @@ impl SignerStatus {
                 }
             })
             .collect();
+        let previous_trusted = state
+            .previous
+            .as_ref()
+            .is_some_and(|p| previous_trusted_at(p, now));
         let trust: Vec<TrustCellSummary> = trust_now(state, now)
             .into_iter()
             .map(|c| TrustCellSummary {
+                retired: !previous_trusted
+                    && (c.chain == crate::preflight::Side::Old
+                        || c.bundle == crate::preflight::Side::Old),
                 chain: c.chain,
                 bundle: c.bundle,
                 at: c.at,
@@ -403,7 +418,7 @@ impl SignerStatus {
                 ));
             }
         }
-        for c in &trust {
+        for c in trust.iter().filter(|c| !c.retired) {
             if let CellResult::Failed { error } = &c.result {
                 problems.push(format!(
                     "{} serving chain x {} bundle fails: {error}",
@@ -441,7 +456,7 @@ impl SignerStatus {
                 id: p.id.clone(),
                 not_after: p.not_after,
                 trusted_until: p.trusted_until,
-                trusted: p.trusted_until.is_some_and(|t| now <= t) && now <= p.not_after,
+                trusted: previous_trusted_at(p, now),
             }),
             forced_rotation_reason: state.forced_rotation_reason.clone(),
             leaves,
@@ -452,6 +467,13 @@ impl SignerStatus {
             trust,
         })
     }
+}
+
+/// Whether the previous CA is still within its trust window at `now`:
+/// bridged (not distrusted at a compromise), the bridge not yet ended, and
+/// the CA itself not expired.
+fn previous_trusted_at(previous: &crate::signer::PreviousCa, now: OffsetDateTime) -> bool {
+    previous.trusted_until.is_some_and(|t| now <= t) && now <= previous.not_after
 }
 
 fn trust_now(state: &SignerState, now: OffsetDateTime) -> Vec<crate::preflight::TrustCell> {
