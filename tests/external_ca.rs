@@ -240,8 +240,15 @@ fn imported(tmp: &Path) -> (Maker, String) {
         &["cluster.crt", "cluster.key", "int.crt", "root.crt"],
     );
     let dir = tmp.join("pki").display().to_string();
-    let out = ok(&["init", &dir, "--import", &upload]);
+    let out = ok(&["init", &dir, "--import", &upload, "--reload-interval", "7d"]);
     assert!(out.contains("imported CA"), "{out}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&dir).join("pki-state.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["policy"]["rotation"]["reload_interval"], "7d",
+        "init --import keeps --reload-interval"
+    );
     ok(&[
         "issue",
         &dir,
