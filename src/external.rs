@@ -130,6 +130,7 @@ pub fn rotate_to(
     files: &CaFiles,
     service_account_file: Option<&Path>,
     force: Option<String>,
+    json: bool,
     now: OffsetDateTime,
 ) -> CliResult {
     let import = files.read()?;
@@ -141,6 +142,9 @@ pub fn rotate_to(
     }));
     let store = dir.open()?;
     let step = Driver::new(store).step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())?;
+    if json {
+        return crate::rotate::print_json(&step);
+    }
     print_events(&step.events);
     if let Some(record) = step.document.history.last() {
         for check in &record.overridden {
@@ -151,7 +155,7 @@ pub fn rotate_to(
 }
 
 /// `pki rotate DIR --renew-same-key`.
-pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
+pub fn renew(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
     let store = dir.open()?;
     let step = Driver::new(store).step::<ExternalEngine, _>(
         SIGNER,
@@ -159,6 +163,9 @@ pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
         now,
         &mut os_rng(),
     )?;
+    if json {
+        return crate::rotate::print_json(&step);
+    }
     print_events(&step.events);
     let ca = &step.document.ca.cert;
     crate::outln!("CA valid until  {}", when(ca.not_after(), now));

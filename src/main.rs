@@ -159,8 +159,9 @@ enum Command {
         compromised: bool,
         /// Rotate even though some consumers would stop trusting each other
         /// (an expired CA; a rotation soon after another), for this reason,
-        /// recorded in the history.
-        #[arg(long, value_name = "REASON")]
+        /// recorded in the history. Not with --to (--force REASON overrides a
+        /// supplied CA's checks) or --renew-same-key (which breaks nothing).
+        #[arg(long, value_name = "REASON", conflicts_with_all = ["to", "renew_same_key"])]
         allow_trust_break: Option<String>,
         /// Print the result as JSON (docs/rotate.schema.json).
         #[arg(long)]
@@ -499,10 +500,17 @@ fn run(cli: Cli) -> common::CliResult {
                     key: key_file,
                     chain,
                 };
-                return rotate::run_to(&dir, &files, service_account_keys.as_deref(), force, now);
+                return rotate::run_to(
+                    &dir,
+                    &files,
+                    service_account_keys.as_deref(),
+                    force,
+                    json,
+                    now,
+                );
             }
             if renew_same_key {
-                return rotate::run_renew_same_key(&dir, now);
+                return rotate::run_renew_same_key(&dir, json, now);
             }
             let forced = force.map(|reason| pki_rotate::ForcedRotation {
                 reason,

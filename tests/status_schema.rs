@@ -263,21 +263,39 @@ fn status_and_rotate_json_match_the_schema_after_every_kind_of_rotation() {
     )
     .unwrap();
     let dir = store_with_web(tmp.path(), "supplied");
-    ok(&[
-        "rotate",
-        &dir,
-        "--to",
-        &to.display().to_string(),
-        "--now",
-        at,
-    ]);
+    let to = to.display().to_string();
+    let rotated = ok(&["rotate", &dir, "--to", &to, "--json", "--now", at]);
+    validate("rotate.schema.json", &rotated, "rotate --to --json");
+    let r: serde_json::Value = serde_json::from_str(&rotated).unwrap();
+    assert_eq!(r["rotated"], true, "{r}");
+    assert_eq!(r["rotation"]["reason"]["kind"], "supplied", "{r}");
     let s = status_json(&dir, at, "status after rotate --to");
     assert_eq!(s["history"][0]["reason"]["kind"], "supplied", "{s}");
+    assert_eq!(r["ca_id"], s["ca"]["id"]);
 
     let dir = store_with_web(tmp.path(), "renewed");
-    ok(&["rotate", &dir, "--renew-same-key", "--now", at]);
+    let rotated = ok(&["rotate", &dir, "--renew-same-key", "--json", "--now", at]);
+    validate(
+        "rotate.schema.json",
+        &rotated,
+        "rotate --renew-same-key --json",
+    );
+    let r: serde_json::Value = serde_json::from_str(&rotated).unwrap();
+    assert_eq!(r["rotation"]["reason"]["kind"], "renewed-same-key", "{r}");
     let s = status_json(&dir, at, "status after rotate --renew-same-key");
     assert_eq!(s["history"][0]["reason"]["kind"], "renewed-same-key", "{s}");
+    // --allow-trust-break is for rotations pki makes: refused as bad usage
+    // here rather than silently ignored.
+    for extra in [vec!["--to", to.as_str()], vec!["--renew-same-key"]] {
+        let mut args = vec!["rotate", dir.as_str(), "--allow-trust-break", "why"];
+        args.extend(extra);
+        let o = pki(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+            "{args:?}"
+        );
+    }
 
     let dir = store_with_web(tmp.path(), "compromised");
     let rotated = ok(&[
