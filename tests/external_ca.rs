@@ -337,6 +337,51 @@ fn imported_external_ca_signs_leaves_that_openssl_go_and_rustls_verify_against_t
     );
 }
 
+#[test]
+fn a_leaf_never_outlives_any_certificate_of_the_imported_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    // OpenSSL, unlike pki, lets a certificate outlive its issuer: an
+    // intermediate that expires (day 100) long before the CA (day 730), and
+    // a root that expires (day 60) before both.
+    for (label, root_days, int_days, expect) in [
+        ("intermediate", 3650, 100, "int.crt"),
+        ("root", 60, 100, "root.crt"),
+    ] {
+        let m = Maker::new(&tmp.path().join(label));
+        m.root("root", "Org Root", root_days);
+        m.signed("int", "Org Intermediate", "root", "ca1", int_days);
+        m.signed("cluster", "cluster-ca", "int", "ca0", 730);
+        let upload = m.bundle(
+            "upload.pem",
+            &["cluster.crt", "cluster.key", "int.crt", "root.crt"],
+        );
+        let dir = tmp.path().join(label).join("pki").display().to_string();
+        ok(&["init", &dir, "--import", &upload]);
+        ok(&[
+            "issue",
+            &dir,
+            "web",
+            "--dns",
+            "web.example.test",
+            "--lifetime",
+            "3650d",
+        ]);
+        let leaf = cert(
+            &Path::new(&dir)
+                .join("certs/web/tls.crt")
+                .display()
+                .to_string(),
+        )
+        .remove(0);
+        let first_to_expire = cert(&m.path(expect)).remove(0);
+        assert_eq!(
+            leaf.not_after(),
+            first_to_expire.not_after(),
+            "{label}: the leaf must end with the {label}"
+        );
+    }
+}
+
 fn go_verify(tmp: &Path, roots: &str, chain: &Path, dns: &str) {
     let src = tmp.join("goverify");
     std::fs::create_dir_all(&src).unwrap();

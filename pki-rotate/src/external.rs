@@ -6,7 +6,8 @@
 //! the chain above it ([`ExternalCa`]):
 //!
 //! - it signs leaves directly (it may carry pathLenConstraint 0), and a
-//!   leaf's NotAfter never passes the CA's;
+//!   leaf's NotAfter never passes the CA's, nor that of any certificate of
+//!   its chain;
 //! - the bundle published to clients holds the chain's root, so a client
 //!   that trusts only the organisation's root verifies our leaves;
 //! - serving chains carry the CA and the external intermediates after the
@@ -97,6 +98,12 @@ impl ExternalCa {
     /// The chain's root, when the chain ends at one.
     pub fn root(&self) -> Option<&Certificate> {
         self.chain.last().filter(|c| is_self_signed(c))
+    }
+
+    /// The earliest NotAfter of the chain (None when it is empty): no leaf
+    /// of the CA verifies past it.
+    pub fn not_after(&self) -> Option<OffsetDateTime> {
+        self.chain.iter().map(Certificate::not_after).min()
     }
 
     /// The chain without its root.
@@ -632,12 +639,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     let mut next = state.clone();
     let mut events = Vec::new();
     let old_probe = if old.cert.is_valid_at(now) {
-        Some(crate::leaf::issue_leaf(
-            old,
-            &probe_request(state),
-            now,
-            rng,
-        )?)
+        Some(state.issue_leaf(&probe_request(state), now, rng)?)
     } else {
         None
     };
@@ -712,7 +714,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     next.ca = new;
     next.external = Some(external);
 
-    let new_probe = crate::leaf::issue_leaf(&next.ca, &probe_request(state), now, rng)?;
+    let new_probe = next.issue_leaf(&probe_request(state), now, rng)?;
     let old_chain = old_probe.as_ref().map(|p| state.serving_chain(&p.cert));
     let new_chain = next.serving_chain(&new_probe.cert);
     let inputs = MatrixInputs {
@@ -739,8 +741,9 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         }
     }
 
+    let limit = next.leaf_not_after_limit();
     for (name, leaf) in next.leaves.iter_mut() {
-        let issued = crate::leaf::issue_leaf(&next.ca, &leaf.request, now, rng)?;
+        let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
         events.push(Event::LeafReissued {
             name: name.clone(),
             reason: LeafReason::IssuerRotated,
@@ -782,7 +785,7 @@ fn renew<'d, R: CryptoRng + ?Sized>(
         overridden: Vec::new(),
     });
     // Same key and SKI: a leaf of the old certificate is a leaf of the new.
-    let probe = crate::leaf::issue_leaf(old, &probe_request(state), now, rng)?;
+    let probe = state.issue_leaf(&probe_request(state), now, rng)?;
     let chain = state.serving_chain(&probe.cert);
     let cells = crate::preflight::matrix(
         &MatrixInputs {

@@ -229,6 +229,26 @@ impl SignerState {
         chain
     }
 
+    /// The latest NotAfter a leaf of the current CA may have besides the
+    /// CA's own: the earliest NotAfter of an imported CA's external
+    /// intermediates and root (None for a CA pki generated).
+    pub fn leaf_not_after_limit(&self) -> Option<OffsetDateTime> {
+        self.external
+            .as_ref()
+            .and_then(crate::external::ExternalCa::not_after)
+    }
+
+    /// Issues a leaf of the current CA, its NotAfter within the CA's and
+    /// the chain's ([`SignerState::leaf_not_after_limit`]).
+    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized>(
+        &self,
+        request: &LeafRequest,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<IssuedLeaf> {
+        crate::leaf::issue_leaf_within(&self.ca, request, now, self.leaf_not_after_limit(), rng)
+    }
+
     /// When the current CA becomes due for automatic rotation: NotAfter − M.
     pub fn rotation_due_at(&self, policy: &SignerPolicy) -> OffsetDateTime {
         self.ca.cert.not_after() - policy.rotation.min_trust
@@ -833,12 +853,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         // A serving certificate of the old CA, to prove below that servers
         // which have not refreshed stay trusted.
         let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
-            Some(crate::leaf::issue_leaf(
-                &old,
-                &probe_request(&plan.policy),
-                now,
-                rng,
-            )?)
+            Some(state.issue_leaf(&probe_request(&plan.policy), now, rng)?)
         } else {
             None
         };
@@ -963,11 +978,12 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         events.push(Event::BridgeRetired { id: b.id() });
     }
 
+    let limit = next.leaf_not_after_limit();
     for decision in &plan.leaves {
         let Some(leaf) = next.leaves.get_mut(&decision.name) else {
             continue;
         };
-        let issued = crate::leaf::issue_leaf(&next.ca, &leaf.request, now, rng)?;
+        let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
         events.push(Event::LeafReissued {
             name: decision.name.clone(),
             reason: decision.reason.clone(),
@@ -1133,10 +1149,7 @@ pub fn reconcile_external<R: CryptoRng + ?Sized>(
             let reason = decision
                 .map(|d| d.reason)
                 .unwrap_or(LeafReason::NotYetIssued);
-            (
-                crate::leaf::issue_leaf(&state.ca, request, now, rng)?,
-                Some(reason),
-            )
+            (state.issue_leaf(request, now, rng)?, Some(reason))
         }
     };
     Ok(ExternalLeaf {
