@@ -110,6 +110,7 @@ impl Maker {
             dir.join("ext.cnf"),
             "[ca0]\nbasicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n\
              [ca1]\nbasicConstraints=critical,CA:TRUE,pathlen:1\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n\
+             [canolen]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n\
              [notca]\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n",
         )
         .unwrap();
@@ -665,7 +666,11 @@ fn each_validation_check_fails_alone_refuses_the_rotation_and_changes_nothing_un
         let err = refused(&r);
         assert!(err.contains(case.check), "{}: {err}", case.check);
         if case.check == "chains-to-current-trust" {
-            assert!(err.contains("new serving chain x old bundle"), "{err}");
+            assert!(
+                err.contains("new serving chain x old bundle")
+                    && err.contains("from the rotation until 20"),
+                "{err}"
+            );
         }
         assert_eq!(
             tree(Path::new(&d)),
@@ -853,6 +858,108 @@ fn rotation_to_a_supplied_self_signed_ca_bridges_so_all_four_cells_hold_over_tls
                 .unwrap_or_else(|e| panic!("{label} chain x {blabel} bundle: {e}"));
         }
     }
+}
+
+#[test]
+fn rotation_of_an_imported_intermediate_to_a_self_signed_ca_is_bridged_so_all_four_cells_hold_over_tls()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    // An organisation that gives its cluster CA room for one CA below it
+    // (pathlen 1), under an intermediate without a pathLenConstraint.
+    let m = Maker::new(tmp.path());
+    m.root("root", "Org Root", 3650);
+    m.signed("int", "Org Intermediate", "root", "canolen", 1825);
+    m.signed("cluster", "cluster-ca", "int", "ca1", 730);
+    let upload = m.bundle(
+        "upload.pem",
+        &["cluster.crt", "cluster.key", "int.crt", "root.crt"],
+    );
+    let dir = tmp.path().join("pki").display().to_string();
+    let d = Path::new(&dir);
+    ok(&["init", &dir, "--import", &upload]);
+    ok(&["issue", &dir, "web", "--dns", "web.example.test"]);
+    let read_chain = || cert(&d.join("certs/web/tls.crt").display().to_string());
+    let read_key =
+        || PrivateKey::from_pem(&std::fs::read(d.join("certs/web/tls.key")).unwrap()).unwrap();
+    let read_bundle =
+        || Bundle::from_pem(&std::fs::read(d.join("ca-bundle.crt")).unwrap()).unwrap();
+    let (old_chain, old_key, old_bundle) = (read_chain(), read_key(), read_bundle());
+    assert_eq!(old_bundle, root_only_bundle(&m));
+
+    m.root("newroot", "New Cluster Root", 800);
+    let to = m.bundle("to.pem", &["newroot.crt", "newroot.key"]);
+    let report = ok(&["validate", &dir, "--to", &to]);
+    assert!(report.contains("cross-signs"), "{report}");
+    let out = ok(&["rotate", &dir, "--to", &to]);
+    assert!(
+        out.contains("rotated CA") && out.contains("issued web"),
+        "{out}"
+    );
+    let (new_chain, new_key, new_bundle) = (read_chain(), read_key(), read_bundle());
+    // leaf, bridge B (the new root signed by the cluster CA's key), then
+    // what links bridge B to the organisation root.
+    let cluster = cert(&m.path("cluster.crt")).remove(0);
+    let int = cert(&m.path("int.crt")).remove(0);
+    assert_eq!(new_chain.len(), 4, "{new_chain:?}");
+    assert!(pki_core::issued_by(&new_chain[1], &cluster).issued_by);
+    assert_eq!(new_chain[2..], [cluster, int]);
+
+    let now = OffsetDateTime::now_utc();
+    for (label, chain, key) in [("old", &old_chain, &old_key), ("new", &new_chain, &new_key)] {
+        for (blabel, bundle) in [("old", &old_bundle), ("new", &new_bundle)] {
+            tls::handshake(chain, key, bundle, "web.example.test", now)
+                .unwrap_or_else(|e| panic!("{label} chain x {blabel} bundle: {e}"));
+        }
+    }
+    // OpenSSL agrees for the client that trusts only the organisation root.
+    let o = Command::new("openssl")
+        .args([
+            "verify",
+            "-x509_strict",
+            "-purpose",
+            "sslserver",
+            "-CAfile",
+            &m.path("root.crt"),
+            "-untrusted",
+        ])
+        .arg(d.join("certs/web/tls.crt"))
+        .arg(d.join("certs/web/tls.crt"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "openssl: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_self_signed_replacement_of_a_sign_leaves_only_ca_is_refused_naming_the_cells_and_until_when() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The k3s topology: the cluster CA has pathlen 0, no CA may sit below it.
+    let (m, dir) = imported(tmp.path());
+    let before = tree(Path::new(&dir));
+    m.root("newroot", "New Cluster Root", 800);
+    let to = m.bundle("to.pem", &["newroot.crt", "newroot.key"]);
+    let err = refused(&["rotate", &dir, "--to", &to]);
+    assert!(
+        err.contains("chains-to-current-trust")
+            && err.contains("pathLenConstraint 0")
+            && err.contains("new serving chain x old bundle"),
+        "{err}"
+    );
+    // Until the policy's reload interval (7d, set at init) after the rotation.
+    let until = err
+        .split("from the rotation until ")
+        .nth(1)
+        .and_then(|rest| rest.get(..20))
+        .unwrap_or_else(|| panic!("no time in {err}"));
+    let until = OffsetDateTime::parse(until, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|e| panic!("{until}: {e}"));
+    let expected = OffsetDateTime::now_utc() + Duration::days(7);
+    assert!((until - expected).abs() < Duration::minutes(5), "{err}");
+    assert_eq!(tree(Path::new(&dir)), before);
 }
 
 #[test]

@@ -146,8 +146,10 @@ pub unsafe extern "C" fn pki_signer_validate_replacement(
 
 /// Rotates `signer` to a supplied CA: validates it, refuses it when a check
 /// fails unless `force` (a non-empty reason, recorded with every overridden
-/// check in the history) is given, then re-issues every leaf. Two
-/// self-signed CAs are bridged both ways; `signer` itself is not changed.
+/// check in the history) is given, then re-issues every leaf. A
+/// self-signed replacement is bridged both ways with the current CA's key
+/// (when the current CA's chain and pathLenConstraints allow one more CA
+/// below it); `signer` itself is not changed.
 ///
 /// On success the caller owns `*out_signer` (the rotated signer) and frees
 /// it once with `pki_signer_free`; on failure it is not written.

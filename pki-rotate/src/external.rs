@@ -25,7 +25,7 @@
 //! | `key-matches` | a private key was supplied and belongs to the certificate |
 //! | `is-ca` | basicConstraints cA:TRUE, and keyCertSign when keyUsage is present |
 //! | `chain-supplied` | a CA that is not self-signed comes with the chain above it (never completed from what the store holds) |
-//! | `chains-to-current-trust` | the CA verifies up to today's bundle or previous root (cross-signed intermediates in the supplied chain allowed), or both it and the current CA are self-signed, so the current key can bridge it |
+//! | `chains-to-current-trust` | the CA verifies up to today's bundle or previous root (cross-signed intermediates in the supplied chain allowed), or it is self-signed and the current CA's key can bridge it (see below) |
 //! | `valid-for-24h` | valid now, and for more than 24 hours |
 //! | `service-account-key-kept` | the proposed service-account key set keeps every current key |
 //!
@@ -34,11 +34,24 @@
 //! sign leaves with the key and the certificate), and records each
 //! overridden check with the reason in the history.
 //!
+//! A self-signed replacement is bridged both ways with the current CA's
+//! key, which pki always holds, as the service-CA scheme does: bridge A
+//! (the current CA re-signed by the new key) goes into the bundle, bridge
+//! B (the new CA signed by the current key) onto serving chains, followed,
+//! when the current CA was imported, by the current CA and its external
+//! intermediates, so clients that trust only the organisation's root
+//! verify new leaves. That holds only while the current CA and its chain
+//! are valid and their pathLenConstraints allow one more CA below the
+//! current CA; the k3s custom-CA topology's pathLenConstraint 0 ("sign
+//! leaves only") does not, and the organisation's constraint is kept.
+//!
 //! When the replacement does not chain to today's trust and cannot be
 //! bridged, clients that still hold the old bundle reject servers that
-//! present certificates of the new CA until they reload the bundle: the
-//! report names those cells of the trust matrix. The new bundle keeps the
-//! old trust anchors until they expire, so the other cells hold.
+//! present certificates of the new CA until they reload it (at the latest
+//! the reload interval after the rotation, M when the policy sets none):
+//! the report names those cells of the trust matrix and until when. The
+//! new bundle keeps the old trust anchors until they expire, so the other
+//! cells hold.
 
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
@@ -244,8 +257,10 @@ pub fn check_service_account_keys(keys: &ServiceAccountKeys) -> Check {
 pub enum Topology {
     /// The replacement verifies against today's trust: nothing to bridge.
     SameTrust,
-    /// Both CAs are self-signed and pki holds the current key: both
-    /// cross-signs, as the service-CA scheme does, trusted until `until`.
+    /// The replacement is self-signed and pki holds the current CA's key
+    /// (whether that CA is self-signed or was imported under someone
+    /// else's root): both cross-signs, as the service-CA scheme does,
+    /// trusted until `until`.
     Bridged {
         /// Bridge A's NotAfter.
         until: OffsetDateTime,
@@ -271,6 +286,75 @@ fn current_anchors(state: &SignerState, now: OffsetDateTime) -> Bundle {
     anchors
 }
 
+/// Why bridge B (the replacement signed by the current CA's key) would not
+/// verify for clients that hold today's bundle, or None when it would.
+///
+/// Their path is: leaf, bridge B, the current CA, its external
+/// intermediates, the root. Bridge B is one more CA certificate under the
+/// current CA, so each CA above it must allow one more below it
+/// (pathLenConstraint). Go's crypto/x509 and rustls-webpki count
+/// self-issued certificates too (RFC 5280 would exempt bridge B when the
+/// replacement reuses the Subject), so they are counted here as well.
+///
+/// This is also the organisation's policy, not only path validation: when
+/// the current CA was imported under an external root, bridge B makes a
+/// CA the organisation never signed trusted by everyone who trusts its
+/// root. The organisation says whether its CA may do that with
+/// pathLenConstraint (and name constraints, which the pre-flight trust
+/// matrix checks on real chains): the k3s custom-CA topology gives the
+/// cluster CA pathLenConstraint 0, "sign leaves only", and then there is
+/// no bridge; a CA given room for sub-CAs is bridged like any other.
+fn bridge_obstacle(state: &SignerState, now: OffsetDateTime) -> Option<String> {
+    let current = &state.ca.cert;
+    if !current.is_valid_at(now) {
+        return Some(format!(
+            "the current CA {} is not valid now (valid until {})",
+            current.id(),
+            rfc3339(current.not_after())
+        ));
+    }
+    let above: &[Certificate] = state.external.as_ref().map_or(&[], |e| e.chain.as_slice());
+    if let Some(dead) = above.iter().find(|c| !c.is_valid_at(now)) {
+        return Some(format!(
+            "{} above the current CA is not valid now (valid until {})",
+            dead.id(),
+            rfc3339(dead.not_after())
+        ));
+    }
+    for (below, ca) in std::iter::once(current).chain(above).enumerate() {
+        // CA certificates between `ca` and the leaf: bridge B, then the
+        // ones of today's path below `ca`.
+        let cas_below = below + 1;
+        if let Some(limit) = ca.basic_constraints().and_then(|b| b.path_len)
+            && usize::from(limit) < cas_below
+        {
+            return Some(format!(
+                "{} ({}) has pathLenConstraint {limit}, and bridge B would put {cas_below} CA certificate(s) below it",
+                ca.id(),
+                ca.subject()
+            ));
+        }
+    }
+    None
+}
+
+/// Until when a rotation that cannot be bridged leaves clients holding the
+/// old bundle unable to verify new serving chains: until they reload it,
+/// which the policy promises within the reload interval I (M when it sets
+/// none), and no later than the old bundle's last anchor expires.
+fn break_until(state: &SignerState, now: OffsetDateTime) -> OffsetDateTime {
+    let rotation = &state.policy.rotation;
+    let reload = rotation.reload_interval.unwrap_or(rotation.min_trust);
+    let reloaded = now.checked_add(reload).unwrap_or(now);
+    state
+        .bundle
+        .certs()
+        .iter()
+        .map(Certificate::not_after)
+        .max()
+        .map_or(reloaded, |last| reloaded.min(last))
+}
+
 fn topology(
     state: &SignerState,
     import: &CaImport,
@@ -284,51 +368,53 @@ fn topology(
         intermediates.push(state.ca.cert.clone());
     }
     let anchors = current_anchors(state, now);
-    match verify_ca_path(&import.cert, &intermediates, &anchors, now) {
-        Ok(path) => (
-            Topology::SameTrust,
-            Ok(format!(
-                "verifies through {} certificate(s) up to {}, trusted today",
-                path.certs.len() - 1,
-                path.anchor().map(Certificate::id).unwrap_or_default()
-            )),
-        ),
-        Err(e) => {
-            if import.is_self_signed() && is_self_signed(&state.ca.cert) {
-                let min_trust = state.policy.rotation.min_trust;
-                let until = state
-                    .ca
-                    .cert
-                    .not_after()
-                    .max(pki_core::datetime::truncate(now + min_trust));
-                return (
-                    Topology::Bridged { until },
-                    Ok(format!(
-                        "a new self-signed root; the current CA's key cross-signs it both ways (service-CA bridges), old CA trusted until {}",
-                        rfc3339(until)
-                    )),
-                );
-            }
-            let until = state.policy.rotation.reload_interval.map_or_else(
-                || "until every client has reloaded ca-bundle.crt".to_string(),
-                |i| {
-                    format!(
-                        "until every client has reloaded ca-bundle.crt (at the latest {}, the reload interval after the rotation)",
-                        rfc3339(now + i)
-                    )
-                },
-            );
-            (
-                Topology::Break,
-                Err(format!(
-                    "does not verify against today's trust ({e}); the current CA's key cannot bridge it (needs both CAs self-signed). \
-                     Breaks: new serving chain x old bundle (clients holding the old ca-bundle.crt reject servers with certificates of the new CA) from the rotation {until}. \
-                     Holds: old x old, new x new, old x new (the new bundle keeps the old trust until {})",
-                    rfc3339(state.ca.cert.not_after())
+    let e = match verify_ca_path(&import.cert, &intermediates, &anchors, now) {
+        Ok(path) => {
+            return (
+                Topology::SameTrust,
+                Ok(format!(
+                    "verifies through {} certificate(s) up to {}, trusted today",
+                    path.certs.len() - 1,
+                    path.anchor().map(Certificate::id).unwrap_or_default()
                 )),
-            )
+            );
         }
-    }
+        Err(e) => e,
+    };
+    let obstacle = if import.is_self_signed() {
+        bridge_obstacle(state, now)
+    } else {
+        Some(
+            "only a self-signed replacement is bridged (one signed by another CA is that CA's to vouch for)"
+                .to_string(),
+        )
+    };
+    let Some(obstacle) = obstacle else {
+        let min_trust = state.policy.rotation.min_trust;
+        let until = state
+            .ca
+            .cert
+            .not_after()
+            .max(pki_core::datetime::truncate(now + min_trust));
+        return (
+            Topology::Bridged { until },
+            Ok(format!(
+                "a new self-signed root; the current CA's key cross-signs it both ways (service-CA bridges), old CA trusted until {}",
+                rfc3339(until)
+            )),
+        );
+    };
+    (
+        Topology::Break,
+        Err(format!(
+            "does not verify against today's trust ({e}), and the current CA's key cannot bridge it: {obstacle}. \
+             Breaks: new serving chain x old bundle (clients holding the old ca-bundle.crt reject servers with certificates of the new CA) from the rotation until {}, \
+             when every client has reloaded ca-bundle.crt (the reload interval after the rotation; M when the policy sets none). \
+             Holds: old x old, new x new, old x new (the new bundle keeps the old trust until {})",
+            rfc3339(break_until(state, now)),
+            rfc3339(state.ca.cert.not_after())
+        )),
+    )
 }
 
 /// Checks a proposed replacement of the current CA at `now` (k3s
@@ -668,10 +754,22 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     match topology {
         Topology::Bridged { until } => {
             let bridge_a = cross_sign(&old.cert, &new, until, rng)?;
-            let b_until = new.cert.not_after().min(old.cert.not_after());
+            // Bridge B verifies only through the current CA and the chain
+            // above it: it ends with the first of them to expire.
+            let b_until = [Some(new.cert.not_after()), Some(old.cert.not_after())]
+                .into_iter()
+                .chain([state.leaf_not_after_limit()])
+                .flatten()
+                .min()
+                .unwrap_or(old.cert.not_after());
             let bridge_b = cross_sign(&new.cert, old, b_until, rng)?;
             next.bundle = Bundle::from_certs([new.cert.clone(), bridge_a]);
             next.bridge = Some(bridge_b);
+            next.bridge_chain = state
+                .external
+                .as_ref()
+                .map(|e| e.serving_suffix(&old.cert))
+                .unwrap_or_default();
             trusted_until = Some(until);
         }
         Topology::SameTrust | Topology::Break => {
@@ -681,6 +779,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
             bundle.merge(&state.bundle);
             next.bundle = bundle;
             next.bridge = None;
+            next.bridge_chain = Vec::new();
             trusted_until = Some(old.cert.not_after());
         }
     }
@@ -849,6 +948,7 @@ impl SignerState {
             policy,
             ca,
             bridge: None,
+            bridge_chain: Vec::new(),
             bundle: Bundle::from_certs([root]),
             previous: None,
             forced_rotation_reason: None,

@@ -148,6 +148,12 @@ pub struct SignerState {
     /// Bridge B: the current CA signed by the previous CA's key, appended to
     /// serving chains. None before the first rotation or after it expired.
     pub bridge: Option<Certificate>,
+    /// What follows bridge B in serving chains: empty when the previous CA
+    /// was self-signed; the previous CA and its external intermediates when
+    /// it was imported under someone else's root, so clients that trust
+    /// only that root still find a path through bridge B. Kept with bridge
+    /// B in `signer/intermediate-ca.crt`, after it.
+    pub bridge_chain: Vec<Certificate>,
     /// The CA bundle clients should trust.
     pub bundle: Bundle,
     /// The CA rotated out last, if any.
@@ -183,6 +189,7 @@ impl SignerState {
             policy,
             ca,
             bridge: None,
+            bridge_chain: Vec::new(),
             bundle,
             previous: None,
             forced_rotation_reason: None,
@@ -220,6 +227,7 @@ impl SignerState {
             && pki_core::issued_by(leaf, &self.ca.cert).issued_by
         {
             chain.push(bridge.clone());
+            chain.extend(self.bridge_chain.iter().cloned());
         }
         if let Some(external) = &self.external
             && pki_core::issued_by(leaf, &self.ca.cert).issued_by
@@ -912,6 +920,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         });
         next.ca = new;
         next.bridge = bridge_b;
+        next.bridge_chain = Vec::new();
         next.bundle = bundle;
         preflight_rotation(
             state,
@@ -975,6 +984,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     if plan.drop_bridge
         && let Some(b) = next.bridge.take()
     {
+        next.bridge_chain.clear();
         events.push(Event::BridgeRetired { id: b.id() });
     }
 

@@ -258,6 +258,115 @@ fn a_self_signed_replacement_of_a_generated_ca_is_bridged_both_ways() {
     assert!(cells.iter().all(|c| c.verified()), "{cells:?}");
 }
 
+/// `cn` under `issuer` with `path_len` (None: no pathLenConstraint).
+fn sub_ca(
+    issuer: &CertificateAuthority,
+    cn: &str,
+    path_len: Option<u8>,
+    seed: u64,
+) -> CertificateAuthority {
+    let mut r = rng(seed);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let params = CertificateParams::new(
+        Profile::IntermediateCa { path_len },
+        cn,
+        T0,
+        Duration::days(700),
+    )
+    .unwrap();
+    let cert = issuer
+        .issue(&params, &key.public_key().unwrap(), &mut r)
+        .unwrap();
+    CertificateAuthority::new(cert, key).unwrap()
+}
+
+#[test]
+fn a_self_signed_replacement_of_an_imported_intermediate_is_bridged_to_the_external_root() {
+    // An organisation that lets its cluster CA have one CA below it.
+    let org_root = root("Org Root", 3650, 70);
+    let int = sub_ca(&org_root, "Org Intermediate", None, 71);
+    let cluster = sub_ca(&int, "cluster-ca", Some(1), 72);
+    let o = Org {
+        root: org_root,
+        int,
+        cluster,
+    };
+    let (store, now) = imported(&o);
+    let before = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let new_root = root("New Cluster Root", 800, 73);
+    let input = replace(import_of(&new_root, &[]), None);
+    let report = pki_rotate::validate_replacement(
+        &before,
+        &import_of(&new_root, &[]),
+        &ServiceAccountKeys::default(),
+        now,
+    );
+    assert!(report.ok, "{report:?}");
+    Driver::new(&store)
+        .step::<ExternalEngine, _>(KEY, &input, now, &mut rng(74))
+        .unwrap();
+    // Read back from the store: bridge B and the chain above it persist.
+    let after = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let bridge_b = after.bridge.clone().expect("bridge B");
+    assert!(pki_core::issued_by(&bridge_b, &o.cluster.cert).issued_by);
+    assert!(bridge_b.not_after() <= o.cluster.cert.not_after());
+    let new_leaf = &after.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(
+        after.serving_chain(new_leaf),
+        [
+            new_leaf.clone(),
+            bridge_b,
+            o.cluster.cert.clone(),
+            o.int.cert.clone()
+        ]
+    );
+    let old_leaf = &before.leaves["web"].issued.as_ref().unwrap().cert;
+    let cells = matrix(
+        &MatrixInputs {
+            old_chain: Some(&before.serving_chain(old_leaf)),
+            new_chain: Some(&after.serving_chain(new_leaf)),
+            old_bundle: Some(&before.bundle),
+            new_bundle: &after.bundle,
+        },
+        &[now, T0 + Duration::days(300)],
+    );
+    assert_eq!(cells.len(), 8);
+    assert!(cells.iter().all(|c| c.verified()), "{cells:?}");
+    assert_eq!(before.bundle.certs(), std::slice::from_ref(&o.root.cert));
+}
+
+#[test]
+fn a_self_signed_replacement_of_a_sign_leaves_only_ca_is_refused_saying_what_breaks_until_when() {
+    // The k3s topology: the cluster CA has pathLenConstraint 0.
+    let o = org(80);
+    let (store, now) = imported(&o);
+    let before = snapshot(&store);
+    let new_root = root("New Cluster Root", 800, 81);
+    let err = Driver::new(&store)
+        .step::<ExternalEngine, _>(
+            KEY,
+            &replace(import_of(&new_root, &[]), None),
+            now,
+            &mut rng(82),
+        )
+        .unwrap_err();
+    let RotateError::ValidationFailed { failed, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].name, check::CHAINS_TO_CURRENT_TRUST);
+    let text = err.to_string();
+    // M (395 days, the default policy sets no reload interval) after the rotation.
+    let until = pki_core::datetime::rfc3339(now + Duration::days(395));
+    assert!(
+        text.contains("pathLenConstraint 0")
+            && text.contains("new serving chain x old bundle")
+            && text.contains(&format!("until {until}")),
+        "{text}"
+    );
+    assert_eq!(snapshot(&store), before);
+}
+
 #[test]
 fn same_key_renewal_reissues_nothing_and_is_refused_on_an_imported_ca() {
     let store = MemoryStore::new();
