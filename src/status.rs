@@ -2,7 +2,9 @@
 //! and with `--check`, an exit status for cron and monitoring.
 
 use crate::common::{CliError, CliResult, StoreArg, load_signer, set_exit_status, when};
-use pki_rotate::status::{BundleRole, CellResult, CertSummary, Health, LeafState, SignerStatus};
+use pki_rotate::status::{
+    BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
+};
 use time::OffsetDateTime;
 
 pub fn run(dir: &StoreArg, json: bool, check: bool, now: OffsetDateTime) -> CliResult {
@@ -141,7 +143,13 @@ pub fn render(s: &SignerStatus) -> String {
         ));
     } else {
         for p in &s.pending {
-            out.push_str(&format!("  next action: {p} (run `pki rotate`)\n"));
+            // `pki rotate` alone cannot make an imported CA's replacement:
+            // the action's own words say what to run.
+            let run = match p {
+                PendingAction::SupplyReplacement { .. } => "",
+                _ => " (run `pki rotate`)",
+            };
+            out.push_str(&format!("  next action: {p}{run}\n"));
         }
     }
     match s.health {

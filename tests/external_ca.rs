@@ -748,6 +748,38 @@ fn rotation_to_a_new_intermediate_under_the_same_root_keeps_the_root_pin() {
 }
 
 #[test]
+fn status_check_says_a_replacement_is_due_before_an_imported_ca_expires() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_m, dir) = imported(tmp.path());
+    let at =
+        |days: i64| pki_core::datetime::rfc3339(OffsetDateTime::now_utc() + Duration::days(days));
+    let check = |days: i64| {
+        pki(&["status", &dir, "--check", "--now", &at(days)])
+            .status
+            .code()
+    };
+    assert_eq!(check(1), Some(0));
+    // The cluster CA (730 days) has less than M (395 days) left after day
+    // 335: pki will not replace it on its own, so it is due now.
+    assert_eq!(check(340), Some(3));
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["status", &dir, "--json", "--now", &at(340)])).unwrap();
+    assert_eq!(json["health"], "action-due");
+    let pending = &json["pending"][0];
+    assert_eq!(pending["action"], "supply-replacement", "{json}");
+    assert_eq!(pending["ca_id"], json["ca"]["id"]);
+    let text = ok(&["status", &dir, "--now", &at(340)]);
+    assert!(
+        text.contains("supply a replacement CA") && text.contains("pki rotate DIR --to FILE"),
+        "{text}"
+    );
+    // `pki rotate` alone does not take it: still due afterwards.
+    ok(&["rotate", &dir, "--now", &at(340)]);
+    assert_eq!(check(340), Some(3));
+    assert_eq!(check(731), Some(4));
+}
+
+#[test]
 fn same_key_renewal_is_refused_on_an_imported_ca() {
     let tmp = tempfile::tempdir().unwrap();
     let (_m, dir) = imported(tmp.path());

@@ -272,6 +272,17 @@ fn status_and_rotate_json_match_the_schema_after_every_kind_of_rotation() {
     let s = status_json(&dir, at, "status after rotate --to");
     assert_eq!(s["history"][0]["reason"]["kind"], "supplied", "{s}");
     assert_eq!(r["ca_id"], s["ca"]["id"]);
+    // 2027-05-16: day 500, less than M left of the supplied CA's 800 days.
+    let s = status_json(
+        &dir,
+        "2027-05-16T00:00:00Z",
+        "status with a replacement due",
+    );
+    let actions = s["pending"].as_array().unwrap();
+    assert!(
+        actions.iter().any(|a| a["action"] == "supply-replacement"),
+        "{s}"
+    );
 
     let dir = store_with_web(tmp.path(), "renewed");
     let rotated = ok(&["rotate", &dir, "--renew-same-key", "--json", "--now", at]);

@@ -174,6 +174,19 @@ pub enum PendingAction {
         /// Its id.
         id: String,
     },
+    /// An imported CA (or a certificate of its external chain) has less
+    /// than the minimum trust M left: pki does not make the replacement of
+    /// a CA someone else signed, so an operator must supply one (`pki
+    /// rotate DIR --to FILE`). `pki rotate` alone does not take this action.
+    SupplyReplacement {
+        /// The imported CA.
+        ca_id: String,
+        /// When it, or the first certificate of its chain, expires.
+        #[serde(with = "time::serde::rfc3339")]
+        expires_at: OffsetDateTime,
+        /// The reason in words.
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for PendingAction {
@@ -187,6 +200,9 @@ impl std::fmt::Display for PendingAction {
                 write!(f, "prune {} expired bundle certificates", ids.len())
             }
             PendingAction::RetireBridge { id } => write!(f, "retire the expired bridge {id}"),
+            PendingAction::SupplyReplacement { detail, .. } => {
+                write!(f, "supply a replacement CA: {detail}")
+            }
         }
     }
 }
@@ -335,6 +351,9 @@ impl SignerStatus {
         {
             pending.push(PendingAction::RetireBridge { id: b.id() });
         }
+        if let Some(action) = replacement_due(state, now) {
+            pending.push(action);
+        }
         let previous_cert = state
             .previous
             .as_ref()
@@ -467,6 +486,43 @@ impl SignerStatus {
             trust,
         })
     }
+}
+
+/// The automatic rotation holds an imported CA (its replacement must come
+/// from its issuer), so without this its approaching expiry would show as
+/// nothing due until it turned into broken.
+fn replacement_due(state: &SignerState, now: OffsetDateTime) -> Option<PendingAction> {
+    state.external.as_ref()?;
+    let ca = &state.ca.cert;
+    let expires_at = std::iter::once(ca.not_after())
+        .chain(state.leaf_not_after_limit())
+        .min()?;
+    let min_trust = state.policy.rotation.min_trust;
+    if expires_at - now >= min_trust {
+        return None;
+    }
+    let what = if expires_at < ca.not_after() {
+        format!(
+            "a certificate of the chain above the imported CA {}",
+            ca.id()
+        )
+    } else {
+        format!("the imported CA {}", ca.id())
+    };
+    let when = if expires_at < now {
+        "expired at"
+    } else {
+        "expires at"
+    };
+    Some(PendingAction::SupplyReplacement {
+        ca_id: ca.id(),
+        expires_at,
+        detail: format!(
+            "{what} {when} {}, within the minimum trust {}; pki does not renew a CA someone else signed: have its issuer sign a replacement and run `pki rotate DIR --to FILE`",
+            pki_core::datetime::rfc3339(expires_at),
+            pki_core::policy::human(min_trust)
+        ),
+    })
 }
 
 /// Whether the previous CA is still within its trust window at `now`:

@@ -129,15 +129,29 @@ fn imported_chain_survives_the_store_and_serving_chains_carry_it() {
 }
 
 #[test]
-fn automatic_rotation_leaves_an_imported_ca_alone() {
+fn automatic_rotation_leaves_an_imported_ca_alone_and_status_asks_for_a_replacement() {
     let o = org(10);
-    let (store, _) = imported(&o);
+    let (store, now) = imported(&o);
+    let fresh = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let status = pki_rotate::status::SignerStatus::of(&fresh, now).unwrap();
+    assert_eq!(status.health, pki_rotate::status::Health::Ok);
     // Past the imported CA's D − M point: the signer would rotate its own CA.
     let late = T0 + Duration::days(600);
     let step = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), late, &mut rng(11))
         .unwrap();
     assert_eq!(step.document.ca.cert, o.cluster.cert);
+    let status = pki_rotate::status::SignerStatus::of(&step.document, late).unwrap();
+    assert_eq!(status.health, pki_rotate::status::Health::ActionDue);
+    assert!(
+        status.pending.iter().any(|p| matches!(
+            p,
+            pki_rotate::status::PendingAction::SupplyReplacement { ca_id, expires_at, .. }
+                if *ca_id == o.cluster.cert.id() && *expires_at == o.cluster.cert.not_after()
+        )),
+        "{:?}",
+        status.pending
+    );
 }
 
 #[test]
