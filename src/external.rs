@@ -2,7 +2,9 @@
 //! `validate` share: reading a CA from files, and the service-account key
 //! sets the validation compares.
 
-use crate::common::{CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, when};
+use crate::common::{
+    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_capped, when,
+};
 use pki_core::CaImport;
 use pki_rotate::{
     Driver, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, SignerEngine,
@@ -16,19 +18,17 @@ const KEYS: &str = "keys";
 const KEYS_PUBLIC: &str = "keys/public.pem";
 
 /// A CA given as files: the CA file (certificates, maybe the key), a
-/// separate key file, a chain file.
+/// separate key file, a chain file; each read up to `max_input_size` bytes.
 pub struct CaFiles {
     pub ca: PathBuf,
     pub key: Option<PathBuf>,
     pub chain: Option<PathBuf>,
-}
-
-fn read(path: &Path) -> CliResult<Vec<u8>> {
-    std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+    pub max_input_size: u64,
 }
 
 impl CaFiles {
     pub fn read(&self) -> CliResult<CaImport> {
+        let read = |path: &Path| read_capped(path, self.max_input_size);
         let ca = read(&self.ca)?;
         let key = self.key.as_deref().map(read).transpose()?;
         let chain = self.chain.as_deref().map(read).transpose()?;
@@ -78,6 +78,7 @@ fn public_keys(what: &str, pem: &[u8]) -> CliResult<Vec<Vec<u8>>> {
 pub fn service_account_keys(
     dir: &StoreArg,
     proposed: Option<&Path>,
+    max_input_size: u64,
 ) -> CliResult<ServiceAccountKeys> {
     let store = dir.open()?;
     let current = match store.get(KEYS)? {
@@ -88,7 +89,10 @@ pub fn service_account_keys(
         None => None,
     };
     let proposed = match proposed {
-        Some(path) => Some(public_keys(&path.display().to_string(), &read(path)?)?),
+        Some(path) => Some(public_keys(
+            &path.display().to_string(),
+            &read_capped(path, max_input_size)?,
+        )?),
         None => None,
     };
     Ok(ServiceAccountKeys { current, proposed })
@@ -134,7 +138,7 @@ pub fn rotate_to(
     now: OffsetDateTime,
 ) -> CliResult {
     let import = files.read()?;
-    let service_accounts = service_account_keys(dir, service_account_file)?;
+    let service_accounts = service_account_keys(dir, service_account_file, files.max_input_size)?;
     let input = ExternalInput::Replace(Box::new(Replacement {
         import,
         force,

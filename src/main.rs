@@ -89,6 +89,9 @@ enum Command {
         /// The chain above the imported CA (its issuer first, the root last).
         #[arg(long, value_name = "FILE", requires = "import")]
         chain: Option<PathBuf>,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue {
@@ -187,6 +190,9 @@ enum Command {
         /// certificate and pin stays valid, nothing is re-issued.
         #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
         renew_same_key: bool,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Check a proposed replacement CA against today's trust; change nothing.
     Validate {
@@ -211,6 +217,9 @@ enum Command {
         /// The time to validate at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
     Status {
@@ -435,6 +444,7 @@ fn run(cli: Cli) -> common::CliResult {
             import,
             key_file,
             chain,
+            max_input_size,
         } => {
             let args = init::InitArgs {
                 dir: &dir,
@@ -452,6 +462,7 @@ fn run(cli: Cli) -> common::CliResult {
                         ca,
                         key: key_file,
                         chain,
+                        max_input_size,
                     },
                 ),
                 None => init::run(&args).map(drop),
@@ -493,12 +504,14 @@ fn run(cli: Cli) -> common::CliResult {
             chain,
             service_account_keys,
             renew_same_key,
+            max_input_size,
         } => {
             if let Some(ca) = to {
                 let files = external::CaFiles {
                     ca,
                     key: key_file,
                     chain,
+                    max_input_size,
                 };
                 return rotate::run_to(
                     &dir,
@@ -569,12 +582,14 @@ fn run(cli: Cli) -> common::CliResult {
             service_account_keys,
             json,
             now,
+            max_input_size,
         } => validate::run(
             &dir,
             &external::CaFiles {
                 ca: to,
                 key: key_file,
                 chain,
+                max_input_size,
             },
             service_account_keys.as_deref(),
             json,

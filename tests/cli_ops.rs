@@ -513,6 +513,9 @@ fn inputs_are_read_with_a_size_cap() {
     let (_tmp, dir) = store(&[]);
     let bundle = format!("{dir}/ca-bundle.crt");
     let chain = format!("{dir}/certs/web/tls.crt");
+    let ca = format!("{dir}/signer/tls.crt");
+    let new_dir = format!("{dir}-imported");
+    let before = tree(Path::new(&dir));
     for args in [
         vec!["verify", "--bundle", "/dev/zero", "--chain", chain.as_str()],
         vec![
@@ -524,6 +527,41 @@ fn inputs_are_read_with_a_size_cap() {
         ],
         vec!["pin", "/dev/zero"],
         vec!["inspect", "/dev/zero"],
+        vec!["init", new_dir.as_str(), "--import", "/dev/zero"],
+        vec!["validate", dir.as_str(), "--to", "/dev/zero"],
+        vec!["rotate", dir.as_str(), "--to", "/dev/zero"],
+        vec![
+            "rotate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--key-file",
+            "/dev/zero",
+        ],
+        vec![
+            "validate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--chain",
+            "/dev/zero",
+        ],
+        vec![
+            "validate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--service-account-keys",
+            "/dev/zero",
+        ],
+        vec![
+            "rotate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--service-account-keys",
+            "/dev/zero",
+        ],
     ] {
         let err = refused(&args);
         assert!(
@@ -532,7 +570,11 @@ fn inputs_are_read_with_a_size_cap() {
             "{args:?}: {err}"
         );
     }
+    assert_eq!(tree(Path::new(&dir)), before);
+    assert!(!Path::new(&new_dir).join("pki-state.json").exists());
     let err = refused(&["pin", &bundle, "--max-input-size", "100"]);
+    assert!(err.contains("limit of 100 bytes"), "{err}");
+    let err = refused(&["validate", &dir, "--to", &ca, "--max-input-size", "100"]);
     assert!(err.contains("limit of 100 bytes"), "{err}");
     ok(&["pin", &bundle, "--max-input-size", "1M"]);
     fails_with(2, &["pin", &bundle, "--max-input-size", "lots"]);
