@@ -214,8 +214,8 @@ enum Command {
         /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
         #[arg(long)]
         json: bool,
-        /// The time to validate at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// The time to validate at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
         /// Refuse input files larger than this, like 16M or 1G.
         #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]

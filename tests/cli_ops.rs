@@ -602,8 +602,13 @@ fn a_bad_time_is_bad_usage_with_an_example_and_help_shows_one() {
             "{err}"
         );
     }
-    let help = ok(&["status", "--help"]);
-    assert!(help.contains("like 2027-02-01T00:00:00Z"), "{help}");
+    for command in ["status", "validate", "rotate", "init", "issue", "inspect"] {
+        let help = ok(&[command, "--help"]);
+        assert!(
+            help.contains("--now <TIME>") && help.contains("like 2027-02-01T00:00:00Z"),
+            "{command}: {help}"
+        );
+    }
 }
 
 #[test]
