@@ -169,6 +169,11 @@ enum Command {
         /// Print the result as JSON (docs/rotate.schema.json).
         #[arg(long)]
         json: bool,
+        /// Print only what was done, and nothing when nothing was due, so
+        /// that cron mails only when something happened (errors still go to
+        /// stderr).
+        #[arg(long, short, conflicts_with_all = ["json", "to", "renew_same_key"])]
+        quiet: bool,
         /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
@@ -498,6 +503,7 @@ fn run(cli: Cli) -> common::CliResult {
             compromised,
             allow_trust_break,
             json,
+            quiet,
             now,
             to,
             key_file,
@@ -535,6 +541,7 @@ fn run(cli: Cli) -> common::CliResult {
                 forced: forced.as_ref(),
                 allow_trust_break: allow_trust_break.as_deref(),
                 json,
+                quiet,
                 now,
             })
         }

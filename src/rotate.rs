@@ -30,6 +30,8 @@ pub struct GuardedArgs<'a> {
     /// Rotate even when the pre-flight finds consumers that would break.
     pub allow_trust_break: Option<&'a str>,
     pub json: bool,
+    /// Only the events: nothing at all when nothing was done.
+    pub quiet: bool,
     pub now: OffsetDateTime,
 }
 
@@ -92,7 +94,7 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     if args.json {
         return print_json(&step);
     }
-    if step.events.is_empty() {
+    if step.events.is_empty() && !args.quiet {
         crate::outln!("nothing to do");
     }
     print_events(&step.events);
@@ -101,10 +103,12 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
             crate::outln!("trust break allowed: {}: {}", o.name, o.detail);
         }
     }
-    crate::outln!(
-        "next rotation   {}",
-        when(state.rotation_due_at(&state.policy), args.now)
-    );
+    if !args.quiet {
+        crate::outln!(
+            "next rotation   {}",
+            when(state.rotation_due_at(&state.policy), args.now)
+        );
+    }
     Ok(())
 }
 
