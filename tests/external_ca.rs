@@ -200,6 +200,32 @@ impl Maker {
         );
     }
 
+    /// Signs the request of the existing CA `of` again, by `issuer`, into
+    /// `name.crt`: the same Subject and key, another issuer (a cross-sign).
+    fn cross(&self, name: &str, of: &str, issuer: &str, ext: &str, days: u32) {
+        openssl(
+            &self.dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{of}.csr"),
+                "-CA",
+                &format!("{issuer}.crt"),
+                "-CAkey",
+                &format!("{issuer}.key"),
+                "-out",
+                &format!("{name}.crt"),
+                "-days",
+                &days.to_string(),
+                "-extfile",
+                "ext.cnf",
+                "-extensions",
+                ext,
+            ],
+        );
+    }
+
     fn read(&self, file: &str) -> String {
         std::fs::read_to_string(self.dir.join(file)).unwrap()
     }
@@ -225,11 +251,11 @@ fn cert(path: &str) -> Vec<Certificate> {
     Certificate::all_from_pem(&std::fs::read(path).unwrap()).unwrap()
 }
 
-fn history(dir: &str) -> Vec<serde_json::Value> {
+/// The rotation history as `pki status --json` reports it at `now`.
+fn history(dir: &str, now: &str) -> Vec<serde_json::Value> {
     let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(Path::new(dir).join("pki-state.json")).unwrap())
-            .unwrap();
-    json["history"].as_array().cloned().unwrap_or_default()
+        serde_json::from_str(&ok(&["status", dir, "--json", "--now", now])).unwrap();
+    json["history"].as_array().cloned().unwrap()
 }
 
 /// An imported k3s-style store with one leaf, `web`.
@@ -481,6 +507,12 @@ fn pin_hashes_the_root_der_of_a_multi_cert_bundle_whatever_the_pem_layout() {
     let odd_path = tmp.path().join("odd.pem");
     std::fs::write(&odd_path, format!("{}{odd}", m.read("int.crt"))).unwrap();
     assert_eq!(ok(&["pin", &odd_path.display().to_string()]), expected);
+    // The whole base64 body on one line, as some tools write it.
+    assert!(b64.len() > 76);
+    let one_line = format!("-----BEGIN CERTIFICATE-----\n{b64}\n-----END CERTIFICATE-----\n");
+    let one_line_path = tmp.path().join("one-line.pem");
+    std::fs::write(&one_line_path, one_line).unwrap();
+    assert_eq!(ok(&["pin", &one_line_path.display().to_string()]), expected);
 }
 
 fn hex(b: &[u8]) -> String {
@@ -691,7 +723,7 @@ fn each_validation_check_fails_alone_refuses_the_rotation_and_changes_nothing_un
                 out.contains("issued web"),
                 "leaves re-issued in the same command: {out}"
             );
-            let last = history(&d).pop().unwrap();
+            let last = history(&d, &now).pop().unwrap();
             assert_eq!(
                 last["reason"]["reason"],
                 format!("change window {i}"),
@@ -743,7 +775,7 @@ fn rotation_to_a_new_intermediate_under_the_same_root_keeps_the_root_pin() {
         OffsetDateTime::now_utc(),
     )
     .unwrap();
-    let last = history(&dir).pop().unwrap();
+    let last = history(&dir, "now").pop().unwrap();
     assert_eq!(last["reason"]["kind"], "supplied", "{last}");
 }
 
@@ -777,6 +809,66 @@ fn status_check_says_a_replacement_is_due_before_an_imported_ca_expires() {
     ok(&["rotate", &dir, "--now", &at(340)]);
     assert_eq!(check(340), Some(3));
     assert_eq!(check(731), Some(4));
+}
+
+#[test]
+fn a_supplied_chain_with_an_intermediate_cross_signed_by_the_current_root_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (m, dir) = imported(tmp.path());
+    let d = Path::new(&dir);
+    let pin = ok(&["pin", &d.join("ca-bundle.crt").display().to_string()]);
+    // The organisation moves to a new root; its new intermediate is also
+    // cross-signed by the old root, which is what today's clients trust.
+    m.root("root2", "Org Root 2", 3650);
+    m.signed("int2", "Org Intermediate 2", "root2", "ca1", 1825);
+    m.cross("int2x", "int2", "root", "ca1", 1825);
+    m.signed("cluster2", "cluster-ca-2", "int2", "ca0", 700);
+    let int2x = cert(&m.path("int2x.crt")).remove(0);
+    let int2 = cert(&m.path("int2.crt")).remove(0);
+    assert_eq!(int2x.subject(), int2.subject());
+    assert_ne!(int2x.issuer(), int2.issuer());
+    let to = m.bundle("to.pem", &["cluster2.crt", "cluster2.key"]);
+    let chain = m.bundle("chain2.pem", &["int2x.crt", "root.crt"]);
+
+    let out = ok(&["validate", &dir, "--to", &to, "--chain", &chain, "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["ok"], true, "{out}");
+    let trust = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "chains-to-current-trust")
+        .unwrap();
+    assert!(
+        trust["detail"]
+            .as_str()
+            .unwrap()
+            .contains("verifies through"),
+        "{trust}"
+    );
+    ok(&["rotate", &dir, "--to", &to, "--chain", &chain]);
+    let served = cert(&d.join("certs/web/tls.crt").display().to_string());
+    assert_eq!(
+        served[1..],
+        [cert(&m.path("cluster2.crt")).remove(0), int2x]
+    );
+    assert_eq!(
+        ok(&["pin", &d.join("ca-bundle.crt").display().to_string()]),
+        pin
+    );
+    let key = PrivateKey::from_pem(&std::fs::read(d.join("certs/web/tls.key")).unwrap()).unwrap();
+    tls::handshake(
+        &served,
+        &key,
+        &root_only_bundle(&m),
+        "web.example.test",
+        OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    assert_eq!(
+        history(&dir, "now").pop().unwrap()["reason"]["kind"],
+        "supplied"
+    );
 }
 
 #[test]
@@ -834,6 +926,8 @@ fn same_key_renewal_reissues_nothing_and_keeps_the_spki_pin() {
     // The old leaf verifies under the new CA certificate, and the new bundle
     // under the old one's clients.
     let web = d.join("certs/web/tls.crt").display().to_string();
+    // 2026-06-01T00:00:00Z, the renewal time, for OpenSSL.
+    let at_epoch = "1780272000";
     for bundle in [d.join("ca-bundle.crt"), old_bundle] {
         ok(&[
             "verify",
@@ -846,12 +940,32 @@ fn same_key_renewal_reissues_nothing_and_keeps_the_spki_pin() {
             "--at",
             at,
         ]);
+        let o = Command::new("openssl")
+            .args(["verify", "-x509_strict", "-purpose", "sslserver"])
+            .args([
+                "-attime",
+                at_epoch,
+                "-verify_hostname",
+                "web.ns.svc",
+                "-CAfile",
+            ])
+            .arg(&bundle)
+            .arg(&web)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "openssl, {}: {}{}",
+            bundle.display(),
+            text(&o.stdout),
+            text(&o.stderr)
+        );
     }
     // A later controller step does not re-issue the leaf either.
     let out = ok(&["rotate", &dir, "--now", "2026-06-02T00:00:00Z"]);
     assert!(!out.contains("issued web"), "{out}");
     assert_eq!(
-        history(&dir).pop().unwrap()["reason"]["kind"],
+        history(&dir, "2026-06-02T00:00:00Z").pop().unwrap()["reason"]["kind"],
         "renewed-same-key"
     );
 }
@@ -1053,13 +1167,18 @@ fn bad_import_files_are_refused_with_one_line_and_create_nothing() {
         (
             "no chain",
             m.bundle("nochain.pem", &["cluster.crt", "cluster.key"]),
-            "chain",
+            "chain-supplied",
         ),
     ];
     for (label, file, expect) in cases {
         let dir = tmp.path().join(label.replace(' ', "-"));
         let err = refused(&["init", &dir.display().to_string(), "--import", &file]);
-        assert!(err.contains(expect), "{label}: {err}");
+        // The file's path is in the message too: look at what follows it.
+        let reason = err.rsplit(file.as_str()).next().unwrap();
+        assert!(reason.contains(expect), "{label}: {err}");
+        if label == "no chain" {
+            assert!(reason.contains("came alone"), "{err}");
+        }
         assert!(
             !dir.join("pki-state.json").exists(),
             "{label}: a store was created"
