@@ -929,6 +929,8 @@ impl SignerState {
     ) -> Result<Self> {
         policy.validate()?;
         let ca = import.authority()?;
+        // Reported as the validation check it is (`chain-supplied`), which
+        // `CaImport::validate` would report as a chain without its root.
         if !import.is_self_signed() && import.chain.is_empty() {
             return Err(RotateError::ValidationFailed {
                 failed: vec![OverriddenCheck {
@@ -942,8 +944,8 @@ impl SignerState {
                 forced: false,
             });
         }
-        import.verify_to_root(now)?;
-        let root = import.root().cloned().unwrap_or_else(|| ca.cert.clone());
+        let validated = import.validate(now)?;
+        let root = validated.root().clone();
         Ok(SignerState {
             policy,
             ca,
