@@ -13,10 +13,6 @@ use pki_rotate::{
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
-/// The store key and file of the service-account key ring (`pki keys`).
-const KEYS: &str = "keys";
-const KEYS_PUBLIC: &str = "keys/public.pem";
-
 /// A CA given as files: the CA file (certificates, maybe the key), a
 /// separate key file, a chain file; each read up to `max_input_size` bytes.
 pub struct CaFiles {
@@ -49,30 +45,6 @@ impl CaFiles {
     }
 }
 
-/// SubjectPublicKeyInfo DER of every key in PEM text: PUBLIC KEY blocks,
-/// and the public half of private keys.
-fn public_keys(what: &str, pem: &[u8]) -> CliResult<Vec<Vec<u8>>> {
-    let blocks =
-        pki_core::pem::read_blocks(pem).map_err(|e| CliError::new(format!("{what}: {e}")))?;
-    let mut keys = Vec::new();
-    for block in blocks {
-        if block.label == "PUBLIC KEY" {
-            keys.push(block.der.to_vec());
-        } else if block.label.ends_with("PRIVATE KEY") {
-            let encoded = pki_core::pem::encode(&block.label, &block.der);
-            let key = pki_core::PrivateKey::from_pem(encoded.as_bytes())
-                .map_err(|e| CliError::new(format!("{what}: {e}")))?;
-            keys.push(key.public_key_der()?);
-        }
-    }
-    if keys.is_empty() {
-        return Err(CliError::new(format!(
-            "{what}: holds no public or private key"
-        )));
-    }
-    Ok(keys)
-}
-
 /// The key ring's current public keys (when the store keeps one under
 /// `keys`), and the proposed set from `proposed`.
 pub fn service_account_keys(
@@ -80,21 +52,14 @@ pub fn service_account_keys(
     proposed: Option<&Path>,
     max_input_size: u64,
 ) -> CliResult<ServiceAccountKeys> {
-    let store = dir.open()?;
-    let current = match store.get(KEYS)? {
-        Some((files, _)) => match files.get(KEYS_PUBLIC) {
-            Some(pem) => Some(public_keys(&dir.published(KEYS_PUBLIC), pem)?),
-            None => None,
-        },
-        None => None,
-    };
     let proposed = match proposed {
-        Some(path) => Some(public_keys(
-            &path.display().to_string(),
-            &read_capped(path, max_input_size)?,
-        )?),
+        Some(path) => Some(
+            ServiceAccountKeys::keys_from_pem(&read_capped(path, max_input_size)?)
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?,
+        ),
         None => None,
     };
+    let current = ServiceAccountKeys::from_store(&dir.open()?, None)?.current;
     Ok(ServiceAccountKeys { current, proposed })
 }
 

@@ -521,3 +521,42 @@ fn an_expired_external_root_stays_in_the_bundle_and_the_store_stays_readable() {
     let (state, _) = driver.load::<SignerEngine>(KEY).unwrap();
     assert_eq!(state.bundle.certs(), std::slice::from_ref(&root.cert));
 }
+
+#[test]
+fn service_account_keys_are_read_from_pem_and_from_the_store_key_ring() {
+    let mut r = rng(90);
+    let kept = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let other = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let public = |k: &PrivateKey| pki_core::pem::encode("PUBLIC KEY", &k.public_key_der().unwrap());
+    // A public key and a private key: both give their SubjectPublicKeyInfo.
+    let pem = format!("{}{}", public(&kept), *other.to_pkcs8_pem().unwrap());
+    let keys = ServiceAccountKeys::keys_from_pem(pem.as_bytes()).unwrap();
+    assert_eq!(
+        keys,
+        [
+            kept.public_key_der().unwrap(),
+            other.public_key_der().unwrap()
+        ]
+    );
+    let certificate = root("Not A Key", 10, 91).cert.to_pem();
+    let err = ServiceAccountKeys::keys_from_pem(certificate.as_bytes()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            RotateError::Core(pki_core::Error::UnexpectedPemLabel { .. })
+        ),
+        "{err}"
+    );
+
+    let store = MemoryStore::new();
+    let none = ServiceAccountKeys::from_store(&store, None).unwrap();
+    assert_eq!(none, ServiceAccountKeys::default());
+    let mut files = pki_rotate::Files::new();
+    files
+        .insert("keys/public.pem", pki_rotate::File::public(public(&kept)))
+        .unwrap();
+    store.put("keys", None, &files).unwrap();
+    let keys = ServiceAccountKeys::from_store(&store, Some(public(&other).as_bytes())).unwrap();
+    let check = check_service_account_keys(&keys);
+    assert!(!check.ok, "{}", check.detail);
+}
