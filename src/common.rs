@@ -115,7 +115,10 @@ fn configure(mut store: FsStore) -> FsStore {
             .copied()
             .unwrap_or(pki_rotate::DEFAULT_LOCK_TIMEOUT),
     );
-    store.set_notice_hook(Some(Box::new(|notice| eprintln!("pki: {notice}"))));
+    // A notice names paths, which may hold a newline: one line each, like errors.
+    store.set_notice_hook(Some(Box::new(|notice| {
+        eprintln!("pki: {}", one_line(notice))
+    })));
     store
 }
 /// What `--now` and `--at` accept, for `--help` and for errors.

@@ -2,7 +2,9 @@
 //! `validate` share: reading a CA from files, and the service-account key
 //! sets the validation compares.
 
-use crate::common::{CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, when};
+use crate::common::{
+    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_capped, when,
+};
 use pki_core::CaImport;
 use pki_rotate::{
     Driver, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, SignerEngine,
@@ -11,24 +13,18 @@ use pki_rotate::{
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
-/// The store key and file of the service-account key ring (`pki keys`).
-const KEYS: &str = "keys";
-const KEYS_PUBLIC: &str = "keys/public.pem";
-
 /// A CA given as files: the CA file (certificates, maybe the key), a
-/// separate key file, a chain file.
+/// separate key file, a chain file; each read up to `max_input_size` bytes.
 pub struct CaFiles {
     pub ca: PathBuf,
     pub key: Option<PathBuf>,
     pub chain: Option<PathBuf>,
-}
-
-fn read(path: &Path) -> CliResult<Vec<u8>> {
-    std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+    pub max_input_size: u64,
 }
 
 impl CaFiles {
     pub fn read(&self) -> CliResult<CaImport> {
+        let read = |path: &Path| read_capped(path, self.max_input_size);
         let ca = read(&self.ca)?;
         let key = self.key.as_deref().map(read).transpose()?;
         let chain = self.chain.as_deref().map(read).transpose()?;
@@ -49,48 +45,21 @@ impl CaFiles {
     }
 }
 
-/// SubjectPublicKeyInfo DER of every key in PEM text: PUBLIC KEY blocks,
-/// and the public half of private keys.
-fn public_keys(what: &str, pem: &[u8]) -> CliResult<Vec<Vec<u8>>> {
-    let blocks =
-        pki_core::pem::read_blocks(pem).map_err(|e| CliError::new(format!("{what}: {e}")))?;
-    let mut keys = Vec::new();
-    for block in blocks {
-        if block.label == "PUBLIC KEY" {
-            keys.push(block.der.to_vec());
-        } else if block.label.ends_with("PRIVATE KEY") {
-            let encoded = pki_core::pem::encode(&block.label, &block.der);
-            let key = pki_core::PrivateKey::from_pem(encoded.as_bytes())
-                .map_err(|e| CliError::new(format!("{what}: {e}")))?;
-            keys.push(key.public_key_der()?);
-        }
-    }
-    if keys.is_empty() {
-        return Err(CliError::new(format!(
-            "{what}: holds no public or private key"
-        )));
-    }
-    Ok(keys)
-}
-
 /// The key ring's current public keys (when the store keeps one under
 /// `keys`), and the proposed set from `proposed`.
 pub fn service_account_keys(
     dir: &StoreArg,
     proposed: Option<&Path>,
+    max_input_size: u64,
 ) -> CliResult<ServiceAccountKeys> {
-    let store = dir.open()?;
-    let current = match store.get(KEYS)? {
-        Some((files, _)) => match files.get(KEYS_PUBLIC) {
-            Some(pem) => Some(public_keys(&dir.published(KEYS_PUBLIC), pem)?),
-            None => None,
-        },
-        None => None,
-    };
     let proposed = match proposed {
-        Some(path) => Some(public_keys(&path.display().to_string(), &read(path)?)?),
+        Some(path) => Some(
+            ServiceAccountKeys::keys_from_pem(&read_capped(path, max_input_size)?)
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?,
+        ),
         None => None,
     };
+    let current = ServiceAccountKeys::from_store(&dir.open()?, None)?.current;
     Ok(ServiceAccountKeys { current, proposed })
 }
 
@@ -130,10 +99,11 @@ pub fn rotate_to(
     files: &CaFiles,
     service_account_file: Option<&Path>,
     force: Option<String>,
+    json: bool,
     now: OffsetDateTime,
 ) -> CliResult {
     let import = files.read()?;
-    let service_accounts = service_account_keys(dir, service_account_file)?;
+    let service_accounts = service_account_keys(dir, service_account_file, files.max_input_size)?;
     let input = ExternalInput::Replace(Box::new(Replacement {
         import,
         force,
@@ -141,6 +111,9 @@ pub fn rotate_to(
     }));
     let store = dir.open()?;
     let step = Driver::new(store).step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())?;
+    if json {
+        return crate::rotate::print_json(&step);
+    }
     print_events(&step.events);
     if let Some(record) = step.document.history.last() {
         for check in &record.overridden {
@@ -151,7 +124,7 @@ pub fn rotate_to(
 }
 
 /// `pki rotate DIR --renew-same-key`.
-pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
+pub fn renew(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
     let store = dir.open()?;
     let step = Driver::new(store).step::<ExternalEngine, _>(
         SIGNER,
@@ -159,6 +132,9 @@ pub fn renew(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
         now,
         &mut os_rng(),
     )?;
+    if json {
+        return crate::rotate::print_json(&step);
+    }
     print_events(&step.events);
     let ca = &step.document.ca.cert;
     crate::outln!("CA valid until  {}", when(ca.not_after(), now));

@@ -21,7 +21,7 @@ pub fn run_import(args: &InitArgs<'_>, files: &crate::external::CaFiles) -> CliR
         rotation: RotationPolicy {
             lifetime: args.lifetime,
             min_trust: args.min_trust,
-            reload_interval: None,
+            reload_interval: args.reload_interval,
         },
         key_algorithm: args.key,
         ..SignerPolicy::default()

@@ -89,6 +89,9 @@ enum Command {
         /// The chain above the imported CA (its issuer first, the root last).
         #[arg(long, value_name = "FILE", requires = "import")]
         chain: Option<PathBuf>,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue {
@@ -159,12 +162,18 @@ enum Command {
         compromised: bool,
         /// Rotate even though some consumers would stop trusting each other
         /// (an expired CA; a rotation soon after another), for this reason,
-        /// recorded in the history.
-        #[arg(long, value_name = "REASON")]
+        /// recorded in the history. Not with --to (--force REASON overrides a
+        /// supplied CA's checks) or --renew-same-key (which breaks nothing).
+        #[arg(long, value_name = "REASON", conflicts_with_all = ["to", "renew_same_key"])]
         allow_trust_break: Option<String>,
         /// Print the result as JSON (docs/rotate.schema.json).
         #[arg(long)]
         json: bool,
+        /// Print only what was done, and nothing when nothing was due, so
+        /// that cron mails only when something happened (errors still go to
+        /// stderr).
+        #[arg(long, short, conflicts_with_all = ["json", "to", "renew_same_key"])]
+        quiet: bool,
         /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
@@ -186,6 +195,9 @@ enum Command {
         /// certificate and pin stays valid, nothing is re-issued.
         #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
         renew_same_key: bool,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Check a proposed replacement CA against today's trust; change nothing.
     Validate {
@@ -207,9 +219,12 @@ enum Command {
         /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
         #[arg(long)]
         json: bool,
-        /// The time to validate at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
+        /// The time to validate at, like 2027-02-01T00:00:00Z, or "now".
+        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
+        /// Refuse input files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
     },
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
     Status {
@@ -438,6 +453,7 @@ fn run(cli: Cli) -> common::CliResult {
             import,
             key_file,
             chain,
+            max_input_size,
         } => {
             let args = init::InitArgs {
                 dir: &dir,
@@ -455,6 +471,7 @@ fn run(cli: Cli) -> common::CliResult {
                         ca,
                         key: key_file,
                         chain,
+                        max_input_size,
                     },
                 ),
                 None => init::run(&args).map(drop),
@@ -490,23 +507,33 @@ fn run(cli: Cli) -> common::CliResult {
             compromised,
             allow_trust_break,
             json,
+            quiet,
             now,
             to,
             key_file,
             chain,
             service_account_keys,
             renew_same_key,
+            max_input_size,
         } => {
             if let Some(ca) = to {
                 let files = external::CaFiles {
                     ca,
                     key: key_file,
                     chain,
+                    max_input_size,
                 };
-                return rotate::run_to(&dir, &files, service_account_keys.as_deref(), force, now);
+                return rotate::run_to(
+                    &dir,
+                    &files,
+                    service_account_keys.as_deref(),
+                    force,
+                    json,
+                    now,
+                );
             }
             if renew_same_key {
-                return rotate::run_renew_same_key(&dir, now);
+                return rotate::run_renew_same_key(&dir, json, now);
             }
             let forced = force.map(|reason| pki_rotate::ForcedRotation {
                 reason,
@@ -518,6 +545,7 @@ fn run(cli: Cli) -> common::CliResult {
                 forced: forced.as_ref(),
                 allow_trust_break: allow_trust_break.as_deref(),
                 json,
+                quiet,
                 now,
             })
         }
@@ -565,12 +593,14 @@ fn run(cli: Cli) -> common::CliResult {
             service_account_keys,
             json,
             now,
+            max_input_size,
         } => validate::run(
             &dir,
             &external::CaFiles {
                 ca: to,
                 key: key_file,
                 chain,
+                max_input_size,
             },
             service_account_keys.as_deref(),
             json,

@@ -1,7 +1,7 @@
 //! `pki rotate`: rotate the CA if due or forced; re-issue stale leaves.
 
 use crate::common::{CliResult, StoreArg, print_events, step_signer, when};
-use pki_rotate::{ForcedRotation, SignerInput};
+use pki_rotate::{Event, ForcedRotation, SignerInput, SignerState, Step};
 use time::OffsetDateTime;
 
 pub fn run(dir: &StoreArg, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
@@ -30,6 +30,8 @@ pub struct GuardedArgs<'a> {
     /// Rotate even when the pre-flight finds consumers that would break.
     pub allow_trust_break: Option<&'a str>,
     pub json: bool,
+    /// Only the events: nothing at all when nothing was done.
+    pub quiet: bool,
     pub now: OffsetDateTime,
 }
 
@@ -50,6 +52,34 @@ struct RotateReport<'a> {
     next_check: OffsetDateTime,
 }
 
+fn rotated(step: &Step<SignerState, Event>) -> bool {
+    step.events
+        .iter()
+        .any(|e| matches!(e, pki_rotate::Event::Rotated { .. }))
+}
+
+/// Prints what a rotate step did as `docs/rotate.schema.json` describes:
+/// the same document whichever kind of rotation (due, forced, to a
+/// supplied CA, same-key renewal) made it.
+pub fn print_json(step: &Step<SignerState, Event>) -> CliResult {
+    let state = &step.document;
+    let rotated = rotated(step);
+    let report = RotateReport {
+        schema_version: pki_rotate::status::SCHEMA_VERSION,
+        changed: step.changed,
+        rotated,
+        events: &step.events,
+        rotation: if rotated { state.history.last() } else { None },
+        ca_id: state.ca.cert.id(),
+        next_rotation: state.rotation_due_at(&state.policy),
+        next_check: step.next_wake,
+    };
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| crate::common::CliError::new(e.to_string()))?;
+    crate::outln!("{text}");
+    Ok(())
+}
+
 /// `pki rotate` with the trust-break guard: a rotation that would cut
 /// consumers off is refused (exit 1, naming them) unless allowed.
 pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
@@ -60,27 +90,11 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     };
     let step = step_signer(args.dir, &input, args.now)?;
     let state = &step.document;
-    let rotated = step
-        .events
-        .iter()
-        .any(|e| matches!(e, pki_rotate::Event::Rotated { .. }));
+    let rotated = rotated(&step);
     if args.json {
-        let report = RotateReport {
-            schema_version: pki_rotate::status::SCHEMA_VERSION,
-            changed: step.changed,
-            rotated,
-            events: &step.events,
-            rotation: if rotated { state.history.last() } else { None },
-            ca_id: state.ca.cert.id(),
-            next_rotation: state.rotation_due_at(&state.policy),
-            next_check: step.next_wake,
-        };
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| crate::common::CliError::new(e.to_string()))?;
-        crate::outln!("{text}");
-        return Ok(());
+        return print_json(&step);
     }
-    if step.events.is_empty() {
+    if step.events.is_empty() && !args.quiet {
         crate::outln!("nothing to do");
     }
     print_events(&step.events);
@@ -89,10 +103,12 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
             crate::outln!("trust break allowed: {}: {}", o.name, o.detail);
         }
     }
-    crate::outln!(
-        "next rotation   {}",
-        when(state.rotation_due_at(&state.policy), args.now)
-    );
+    if !args.quiet {
+        crate::outln!(
+            "next rotation   {}",
+            when(state.rotation_due_at(&state.policy), args.now)
+        );
+    }
     Ok(())
 }
 
@@ -102,12 +118,13 @@ pub fn run_to(
     files: &crate::external::CaFiles,
     service_account_keys: Option<&std::path::Path>,
     force: Option<String>,
+    json: bool,
     now: OffsetDateTime,
 ) -> CliResult {
-    crate::external::rotate_to(dir, files, service_account_keys, force, now)
+    crate::external::rotate_to(dir, files, service_account_keys, force, json, now)
 }
 
 /// `--renew-same-key`: a new CA certificate on the same key.
-pub fn run_renew_same_key(dir: &StoreArg, now: OffsetDateTime) -> CliResult {
-    crate::external::renew(dir, now)
+pub fn run_renew_same_key(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
+    crate::external::renew(dir, json, now)
 }

@@ -2,7 +2,9 @@
 //! and with `--check`, an exit status for cron and monitoring.
 
 use crate::common::{CliError, CliResult, StoreArg, load_signer, set_exit_status, when};
-use pki_rotate::status::{BundleRole, CellResult, CertSummary, Health, LeafState, SignerStatus};
+use pki_rotate::status::{
+    BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
+};
 use time::OffsetDateTime;
 
 pub fn run(dir: &StoreArg, json: bool, check: bool, now: OffsetDateTime) -> CliResult {
@@ -110,9 +112,15 @@ pub fn render(s: &SignerStatus) -> String {
     if !s.trust.is_empty() {
         out.push_str("\n  trust now (RFC 5280 path validation):\n");
         for c in &s.trust {
-            let verdict = match &c.result {
-                CellResult::Verified { .. } => "ok".to_string(),
-                CellResult::Failed { error } => format!("FAILS: {error}"),
+            let verdict = match (&c.result, c.retired) {
+                (CellResult::Verified { .. }, false) => "ok".to_string(),
+                (CellResult::Verified { .. }, true) => {
+                    "ok (retired: the previous CA is no longer trusted)".to_string()
+                }
+                (CellResult::Failed { error }, false) => format!("FAILS: {error}"),
+                (CellResult::Failed { .. }, true) => {
+                    "fails, as intended: retired, the previous CA is no longer trusted".to_string()
+                }
             };
             out.push_str(&format!(
                 "  {:>3} serving chain x {:>3} bundle  {verdict}\n",
@@ -135,7 +143,13 @@ pub fn render(s: &SignerStatus) -> String {
         ));
     } else {
         for p in &s.pending {
-            out.push_str(&format!("  next action: {p} (run `pki rotate`)\n"));
+            // `pki rotate` alone cannot make an imported CA's replacement:
+            // the action's own words say what to run.
+            let run = match p {
+                PendingAction::SupplyReplacement { .. } => "",
+                _ => " (run `pki rotate`)",
+            };
+            out.push_str(&format!("  next action: {p}{run}\n"));
         }
     }
     match s.health {

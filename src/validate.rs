@@ -14,7 +14,7 @@ pub fn run(
 ) -> CliResult {
     let import = files.read()?;
     let state = load_signer(dir)?;
-    let keys = service_account_keys(dir, service_account_file)?;
+    let keys = service_account_keys(dir, service_account_file, files.max_input_size)?;
     let report = pki_rotate::validate_replacement(&state, &import, &keys, now);
     if json {
         let text = serde_json::to_string_pretty(&report)

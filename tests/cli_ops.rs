@@ -154,6 +154,44 @@ fn status_check_exits_0_when_nothing_is_due_3_when_an_action_is_and_4_when_broke
 }
 
 #[test]
+fn status_check_is_not_broken_by_a_previous_ca_distrusted_on_purpose() {
+    // 2026-02-01: a month after T0, the emergency; checked a week later,
+    // long before the old CA would have expired (2028-03-01).
+    let (at, week_later) = ("2026-02-01T00:00:00Z", "2026-02-08T00:00:00Z");
+    let code = |dir: &str, now: &str| pki(&["status", dir, "--check", "--now", now]).status.code();
+    let (_tmp, dir) = store(&[]);
+    ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "key leaked",
+        "--compromised",
+        "--now",
+        at,
+    ]);
+    assert_eq!(code(&dir, week_later), Some(0));
+    let json = status_json(&dir, week_later);
+    let retired = json["trust"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["retired"] == true)
+        .count();
+    assert_eq!(retired, 3, "{json}");
+    let text = ok(&["status", &dir, "--now", week_later]);
+    assert!(text.contains("as intended: retired"), "{text}");
+
+    let (_tmp, dir) = store(&[]);
+    ok(&[
+        "rotate", &dir, "--force", "drill", "--grace", "1d", "--now", at,
+    ]);
+    // The expired bridge A is still to be pruned: due, not broken.
+    assert_eq!(code(&dir, week_later), Some(3));
+    ok(&["rotate", &dir, "--now", week_later]);
+    assert_eq!(code(&dir, week_later), Some(0));
+}
+
+#[test]
 fn status_marks_expired_certificates_and_words_past_dates_as_past() {
     let (_tmp, dir) = store(&[]);
     let text = ok(&["status", &dir, "--now", AFTER_CA_EXPIRY]);
@@ -475,6 +513,9 @@ fn inputs_are_read_with_a_size_cap() {
     let (_tmp, dir) = store(&[]);
     let bundle = format!("{dir}/ca-bundle.crt");
     let chain = format!("{dir}/certs/web/tls.crt");
+    let ca = format!("{dir}/signer/tls.crt");
+    let new_dir = format!("{dir}-imported");
+    let before = tree(Path::new(&dir));
     for args in [
         vec!["verify", "--bundle", "/dev/zero", "--chain", chain.as_str()],
         vec![
@@ -486,6 +527,41 @@ fn inputs_are_read_with_a_size_cap() {
         ],
         vec!["pin", "/dev/zero"],
         vec!["inspect", "/dev/zero"],
+        vec!["init", new_dir.as_str(), "--import", "/dev/zero"],
+        vec!["validate", dir.as_str(), "--to", "/dev/zero"],
+        vec!["rotate", dir.as_str(), "--to", "/dev/zero"],
+        vec![
+            "rotate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--key-file",
+            "/dev/zero",
+        ],
+        vec![
+            "validate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--chain",
+            "/dev/zero",
+        ],
+        vec![
+            "validate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--service-account-keys",
+            "/dev/zero",
+        ],
+        vec![
+            "rotate",
+            dir.as_str(),
+            "--to",
+            ca.as_str(),
+            "--service-account-keys",
+            "/dev/zero",
+        ],
     ] {
         let err = refused(&args);
         assert!(
@@ -494,7 +570,11 @@ fn inputs_are_read_with_a_size_cap() {
             "{args:?}: {err}"
         );
     }
+    assert_eq!(tree(Path::new(&dir)), before);
+    assert!(!Path::new(&new_dir).join("pki-state.json").exists());
     let err = refused(&["pin", &bundle, "--max-input-size", "100"]);
+    assert!(err.contains("limit of 100 bytes"), "{err}");
+    let err = refused(&["validate", &dir, "--to", &ca, "--max-input-size", "100"]);
     assert!(err.contains("limit of 100 bytes"), "{err}");
     ok(&["pin", &bundle, "--max-input-size", "1M"]);
     fails_with(2, &["pin", &bundle, "--max-input-size", "lots"]);
@@ -522,8 +602,13 @@ fn a_bad_time_is_bad_usage_with_an_example_and_help_shows_one() {
             "{err}"
         );
     }
-    let help = ok(&["status", "--help"]);
-    assert!(help.contains("like 2027-02-01T00:00:00Z"), "{help}");
+    for command in ["status", "validate", "rotate", "init", "issue", "inspect"] {
+        let help = ok(&[command, "--help"]);
+        assert!(
+            help.contains("--now <TIME>") && help.contains("like 2027-02-01T00:00:00Z"),
+            "{command}: {help}"
+        );
+    }
 }
 
 #[test]
@@ -650,50 +735,153 @@ fn the_checked_in_man_pages_are_generated_from_the_cli() {
     );
 }
 
-/// The `pki` command lines of `examples/cron/pki-rotate` and
-/// `examples/systemd/pki-rotate.service`, with the store path they name.
-fn example_commands() -> Vec<Vec<String>> {
+/// The command lines of `examples/cron/pki-rotate` (what follows the five
+/// time fields and the user) and the `ExecStart=` of
+/// `examples/systemd/pki-rotate.service`.
+fn example_commands() -> (Vec<String>, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let cron = std::fs::read_to_string(root.join("cron/pki-rotate")).unwrap();
     let unit = std::fs::read_to_string(root.join("systemd/pki-rotate.service")).unwrap();
     let mut commands = Vec::new();
-    // cron: minute hour dom month dow user command...
     for line in cron.lines().filter(|l| l.starts_with(char::is_numeric)) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let command: Vec<String> = words[6..]
-            .iter()
-            .take_while(|w| !w.starts_with('>') && **w != "||")
-            .map(|w| w.to_string())
-            .collect();
-        commands.push(command);
+        let mut rest = line;
+        for _ in 0..6 {
+            rest = rest.trim_start();
+            rest = &rest[rest.find(char::is_whitespace).unwrap()..];
+        }
+        commands.push(rest.trim().to_string());
     }
-    for line in unit.lines().filter_map(|l| l.strip_prefix("ExecStart=")) {
-        commands.push(line.split_whitespace().map(str::to_string).collect());
-    }
-    commands
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap()
+        .to_string();
+    (commands, exec)
+}
+
+/// Runs a cron command line with `sh`, the store path replaced by `dir`
+/// and `pki` found on PATH as cron would: (exit status, stdout, stderr).
+fn run_cron(command: &str, dir: &str) -> (Option<i32>, String, String) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_pki")).parent().unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(command.replace("/var/lib/pki/service-ca", dir))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .unwrap();
+    (o.status.code(), stdout(&o), stderr(&o))
+}
+
+/// `init` at `days_ago` days before the real time: cron runs at the clock.
+fn store_made_days_ago(tmp: &Path, name: &str, days_ago: i64) -> String {
+    let dir = tmp.join(name).display().to_string();
+    let made = time::OffsetDateTime::now_utc() - time::Duration::days(days_ago);
+    ok(&["init", &dir, "--now", &pki_core::datetime::rfc3339(made)]);
+    dir
 }
 
 #[test]
-fn the_cron_and_systemd_examples_run_as_written() {
-    let commands = example_commands();
-    assert_eq!(commands.len(), 3, "{commands:?}");
+fn the_cron_example_mails_only_when_something_happened_or_needs_a_human() {
+    let (cron, _) = example_commands();
+    let [rotate, check] = <[String; 2]>::try_from(cron).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("service-ca").display().to_string();
-    ok(&["init", &dir]);
-    for command in &commands {
-        assert!(command[0].ends_with("pki"), "{command:?}");
-        let args: Vec<&str> = command[1..]
-            .iter()
-            .map(|a| {
-                if a == "/var/lib/pki/service-ca" {
-                    dir.as_str()
-                } else {
-                    a.as_str()
-                }
-            })
-            .collect();
-        let o = pki(&args);
-        // `status --check` exits 3 when something is due; nothing is here.
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+
+    // Nothing due: no output at all, so cron sends no mail.
+    let fresh = store_made_days_ago(tmp.path(), "fresh", 1);
+    assert_eq!(
+        run_cron(&rotate, &fresh),
+        (Some(0), String::new(), String::new())
+    );
+    assert_eq!(
+        run_cron(&check, &fresh),
+        (Some(0), String::new(), String::new())
+    );
+
+    // Due (400 of 790 days gone, less than M = 395 left): the daily check
+    // says so in one line; the hourly rotate says what it did, and after
+    // it nothing is due.
+    let due = store_made_days_ago(tmp.path(), "due", 400);
+    let (_, out, err) = run_cron(&check, &due);
+    assert!(
+        out.trim_end().lines().count() == 1 && out.contains("an action is due") && err.is_empty(),
+        "{out}{err}"
+    );
+    let (code, out, err) = run_cron(&rotate, &due);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with("rotated CA") && err.is_empty(),
+        "{out}{err}"
+    );
+    assert_eq!(
+        run_cron(&check, &due),
+        (Some(0), String::new(), String::new())
+    );
+
+    // Expired (800 days): trust is broken; rotating is refused on stderr.
+    let expired = store_made_days_ago(tmp.path(), "expired", 800);
+    let (_, out, err) = run_cron(&check, &expired);
+    assert!(
+        out.trim_end().lines().count() == 1 && out.contains("trust broken") && err.is_empty(),
+        "{out}{err}"
+    );
+    let (code, out, err) = run_cron(&rotate, &expired);
+    assert_eq!(code, Some(1));
+    assert!(
+        out.is_empty() && err.trim_end().lines().count() == 1,
+        "{out}{err}"
+    );
+
+    // A store that cannot be read is not called "trust broken".
+    let missing = tmp.path().join("missing").display().to_string();
+    let (_, out, err) = run_cron(&check, &missing);
+    assert!(
+        out.contains("could not check") && !out.contains("trust broken"),
+        "{out}"
+    );
+    assert!(err.starts_with("pki: "), "{err}");
+}
+
+#[test]
+fn the_systemd_example_runs_as_written_and_its_timer_catches_up_after_downtime() {
+    let (_, exec) = example_commands();
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    assert!(words[0].ends_with("/pki"), "{exec}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = store_made_days_ago(tmp.path(), "service-ca", 1);
+    let args: Vec<&str> = words[1..]
+        .iter()
+        .map(|w| {
+            if *w == "/var/lib/pki/service-ca" {
+                dir.as_str()
+            } else {
+                w
+            }
+        })
+        .collect();
+    // The journal gets a line per run: what was done, or that nothing was.
+    let out = ok(&args);
+    assert!(
+        out.contains("nothing to do") && out.contains("next rotation"),
+        "{out}"
+    );
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/systemd");
+    let timer = std::fs::read_to_string(root.join("pki-rotate.timer")).unwrap();
+    let settings: Vec<&str> = timer
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains('='))
+        .collect();
+    // Persistent= only applies to OnCalendar= timers (systemd.timer(5)).
+    if settings.contains(&"Persistent=true") {
+        assert!(
+            settings.iter().any(|l| l.starts_with("OnCalendar=")),
+            "{timer}"
+        );
     }
+    assert!(
+        settings
+            .iter()
+            .any(|l| l.starts_with("OnCalendar=") || l.starts_with("OnUnitActiveSec=")),
+        "the timer never fires: {timer}"
+    );
 }

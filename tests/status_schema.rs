@@ -218,6 +218,127 @@ fn every_json_output_matches_its_checked_in_schema() {
     assert_eq!(v["verified"], false);
 }
 
+/// A store made at T0 with one serving certificate, `web`.
+fn store_with_web(tmp: &Path, name: &str) -> String {
+    let dir = tmp.join(name).display().to_string();
+    ok(&["init", &dir, "--now", T0]);
+    ok(&["issue", &dir, "web", "--dns", "web.ns.svc", "--now", T0]);
+    dir
+}
+
+/// Validates `status --json` at `now` and returns the report.
+fn status_json(dir: &str, now: &str, what: &str) -> serde_json::Value {
+    let json = ok(&["status", dir, "--json", "--now", now]);
+    validate("status.schema.json", &json, what);
+    serde_json::from_str(&json).unwrap()
+}
+
+#[test]
+fn status_and_rotate_json_match_the_schema_after_every_kind_of_rotation() {
+    use rand_core::SeedableRng;
+    let tmp = tempfile::tempdir().unwrap();
+    // 2026-01-31: 30 days after T0, every rotation here happens then.
+    let at = "2026-01-31T00:00:00Z";
+    // 2026-02-02: a day after a one-day grace ended.
+    let later = "2026-02-02T00:00:00Z";
+
+    // A supplied self-signed CA (`rotate --to`), made at T0.
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    let supplied = pki_core::CertificateAuthority::generate_root(
+        "supplied-ca",
+        pki_core::KeyAlgorithm::EcdsaP256,
+        time::macros::datetime!(2026-01-01 00:00 UTC),
+        time::Duration::days(800),
+        &mut rng,
+    )
+    .unwrap();
+    let to = tmp.path().join("to.pem");
+    std::fs::write(
+        &to,
+        format!(
+            "{}{}",
+            supplied.cert.to_pem(),
+            *supplied.key.to_pkcs8_pem().unwrap()
+        ),
+    )
+    .unwrap();
+    let dir = store_with_web(tmp.path(), "supplied");
+    let to = to.display().to_string();
+    let rotated = ok(&["rotate", &dir, "--to", &to, "--json", "--now", at]);
+    validate("rotate.schema.json", &rotated, "rotate --to --json");
+    let r: serde_json::Value = serde_json::from_str(&rotated).unwrap();
+    assert_eq!(r["rotated"], true, "{r}");
+    assert_eq!(r["rotation"]["reason"]["kind"], "supplied", "{r}");
+    let s = status_json(&dir, at, "status after rotate --to");
+    assert_eq!(s["history"][0]["reason"]["kind"], "supplied", "{s}");
+    assert_eq!(r["ca_id"], s["ca"]["id"]);
+    // 2027-05-16: day 500, less than M left of the supplied CA's 800 days.
+    let s = status_json(
+        &dir,
+        "2027-05-16T00:00:00Z",
+        "status with a replacement due",
+    );
+    let actions = s["pending"].as_array().unwrap();
+    assert!(
+        actions.iter().any(|a| a["action"] == "supply-replacement"),
+        "{s}"
+    );
+
+    let dir = store_with_web(tmp.path(), "renewed");
+    let rotated = ok(&["rotate", &dir, "--renew-same-key", "--json", "--now", at]);
+    validate(
+        "rotate.schema.json",
+        &rotated,
+        "rotate --renew-same-key --json",
+    );
+    let r: serde_json::Value = serde_json::from_str(&rotated).unwrap();
+    assert_eq!(r["rotation"]["reason"]["kind"], "renewed-same-key", "{r}");
+    let s = status_json(&dir, at, "status after rotate --renew-same-key");
+    assert_eq!(s["history"][0]["reason"]["kind"], "renewed-same-key", "{s}");
+    // --allow-trust-break is for rotations pki makes: refused as bad usage
+    // here rather than silently ignored.
+    for extra in [vec!["--to", to.as_str()], vec!["--renew-same-key"]] {
+        let mut args = vec!["rotate", dir.as_str(), "--allow-trust-break", "why"];
+        args.extend(extra);
+        let o = pki(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+            "{args:?}"
+        );
+    }
+
+    let dir = store_with_web(tmp.path(), "compromised");
+    let rotated = ok(&[
+        "rotate",
+        &dir,
+        "--force",
+        "key leaked",
+        "--compromised",
+        "--json",
+        "--now",
+        at,
+    ]);
+    validate(
+        "rotate.schema.json",
+        &rotated,
+        "rotate --json --compromised",
+    );
+    let s = status_json(&dir, at, "status after a compromised rotation");
+    assert_eq!(
+        s["history"][0]["previous_trusted_until"],
+        serde_json::Value::Null
+    );
+
+    let dir = store_with_web(tmp.path(), "grace");
+    let rotated = ok(&[
+        "rotate", &dir, "--force", "drill", "--grace", "1d", "--json", "--now", at,
+    ]);
+    validate("rotate.schema.json", &rotated, "rotate --json --grace");
+    status_json(&dir, at, "status during a grace period");
+    status_json(&dir, later, "status after a grace period ended");
+}
+
 #[test]
 fn the_schemas_reject_what_the_old_raw_dump_looked_like() {
     // The validator must be able to fail: an untagged result and prose

@@ -181,6 +181,21 @@ fn a_store_others_can_write_is_refused_naming_the_path() {
 }
 
 #[test]
+fn a_notice_naming_a_path_with_a_newline_stays_on_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store\nsecond line");
+    init(&dir);
+    std::fs::remove_file(dir.join("ca-bundle.crt")).unwrap();
+    let o = ok(&["status", dir.to_str().unwrap(), "--now", T0]);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("pki: repaired ") && err.contains("store\\nsecond line"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_missing_published_link_is_repaired_by_status_and_said_so() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");

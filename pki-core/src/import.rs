@@ -244,6 +244,70 @@ impl CaImport {
     }
 }
 
+/// A CA ready to sign leaves: what [`CaImport::validate`] and
+/// [`import_ca_file`] return once every check passed.
+#[derive(Debug, Clone)]
+pub struct ValidatedCa {
+    /// The CA certificate with its (matching) private key.
+    pub authority: CertificateAuthority,
+    /// The certificates above it, its issuer first, the root last; empty
+    /// when the CA is self-signed (its own root).
+    pub chain: Vec<Certificate>,
+}
+
+impl ValidatedCa {
+    /// The root clients must trust: the chain's last certificate, or the
+    /// CA itself when it is self-signed.
+    pub fn root(&self) -> &Certificate {
+        self.chain.last().unwrap_or(&self.authority.cert)
+    }
+
+    /// The chain without its root: what follows the CA in serving chains.
+    pub fn intermediates(&self) -> &[Certificate] {
+        match self.chain.split_last() {
+            Some((_, intermediates)) => intermediates,
+            None => &[],
+        }
+    }
+
+    /// The earliest NotAfter of the CA and its chain: no leaf of the CA
+    /// verifies past it.
+    pub fn not_after(&self) -> OffsetDateTime {
+        self.chain
+            .iter()
+            .map(Certificate::not_after)
+            .fold(self.authority.cert.not_after(), OffsetDateTime::min)
+    }
+}
+
+impl CaImport {
+    /// Checks that this import is a CA to sign with at `at`: its key is
+    /// present ([`Error::MissingPrivateKey`]) and matches
+    /// ([`Error::KeyMismatch`]); it may sign certificates
+    /// ([`Error::NotACa`]); unless self-signed, its chain was supplied up
+    /// to a root ([`Error::ChainHasNoRoot`]: never completed from anywhere
+    /// else); and the path from it to that root verifies at `at`, validity
+    /// of every certificate included ([`Error::ChainVerification`]).
+    pub fn validate(&self, at: OffsetDateTime) -> Result<ValidatedCa> {
+        let authority = self.authority()?;
+        self.verify_to_root(at)?;
+        Ok(ValidatedCa {
+            authority,
+            chain: self.chain.clone(),
+        })
+    }
+}
+
+/// Reads one PEM file holding a CA certificate, its private key and, when
+/// the CA is not self-signed, the chain above it up to the root (the way
+/// StarlingX uploads a CA), and validates it at `at` with
+/// [`CaImport::validate`]. Block order is free for the key; certificates
+/// come in issuing order (the CA first). Every refusal is a typed
+/// [`Error`]: those of [`CaImport::parse`] and of [`CaImport::validate`].
+pub fn import_ca_file(pem: &[u8], at: OffsetDateTime) -> Result<ValidatedCa> {
+    CaImport::parse(pem, None, None)?.validate(at)
+}
+
 /// Verifies a CA certificate (in leaf position) up to `anchors` through
 /// `intermediates` at `at`. A CA's extendedKeyUsage, when present, may
 /// allow server or client authentication: either verifies.

@@ -9,7 +9,8 @@
 //!   another method, and lineage checks compare AKI with SKI byte for byte;
 //! - a random, positive, 16-byte serial;
 //! - a NotBefore backdated by [`CertificateParams::backdate`] for clock skew;
-//! - for leaves, a NotAfter capped at the issuer's NotAfter.
+//! - for leaves, a NotAfter capped at the issuer's NotAfter, and at
+//!   [`CertificateParams::not_after_limit`] (the chain above the issuer).
 
 use crate::cert::{Certificate, EKU_CLIENT_AUTH, EKU_SERVER_AUTH};
 use crate::error::{Error, Result};
@@ -83,6 +84,12 @@ pub struct CertificateParams {
     pub lifetime: Duration,
     /// NotBefore is `issued_at - backdate`.
     pub backdate: Duration,
+    /// A latest NotAfter for leaves and intermediates besides the issuer's
+    /// own: the earliest NotAfter of the certificates above the issuer (an
+    /// imported CA's external intermediates and root), since a certificate
+    /// stops verifying when any certificate of its path expires. None: the
+    /// issuer's NotAfter alone.
+    pub not_after_limit: Option<OffsetDateTime>,
 }
 
 impl CertificateParams {
@@ -101,6 +108,7 @@ impl CertificateParams {
             issued_at,
             lifetime,
             backdate: DEFAULT_BACKDATE,
+            not_after_limit: None,
         })
     }
 
@@ -175,6 +183,9 @@ impl CertificateParams {
             }
             if !self.profile.is_ca() || matches!(self.profile, Profile::IntermediateCa { .. }) {
                 not_after = not_after.min(issuer.not_after());
+                if let Some(limit) = self.not_after_limit {
+                    not_after = not_after.min(crate::datetime::truncate(limit));
+                }
             }
         }
         Ok((not_before, not_after))

@@ -314,3 +314,62 @@ fn same_key_renewal_keeps_subject_key_and_ski_and_old_leaves_verify() {
         Bundle::from_certs([ca.cert]).spki_pins()
     );
 }
+
+#[test]
+fn one_upload_file_is_read_and_validated_as_a_ca_to_sign_with() {
+    let o = org(20);
+    let at = T0 + Duration::days(1);
+    let upload = |parts: &[String]| parts.concat();
+    let (cert, key) = (o.cluster.cert.to_pem(), key_pem(&o.cluster.key));
+    let (int, root) = (o.intermediate.cert.to_pem(), o.root.cert.to_pem());
+
+    let ca = pki_core::import_ca_file(
+        upload(&[key.clone(), cert.clone(), int.clone(), root.clone()]).as_bytes(),
+        at,
+    )
+    .unwrap();
+    assert_eq!(ca.authority.cert, o.cluster.cert);
+    assert_eq!(ca.root(), &o.root.cert);
+    assert_eq!(
+        ca.intermediates(),
+        std::slice::from_ref(&o.intermediate.cert)
+    );
+    // The cluster CA (700 days, cut at its issuer's) ends first.
+    assert_eq!(ca.not_after(), o.cluster.cert.not_after());
+
+    // A root imported alone is its own root.
+    let root_ca =
+        pki_core::import_ca_file(upload(&[root.clone(), key_pem(&o.root.key)]).as_bytes(), at)
+            .unwrap();
+    assert_eq!(root_ca.root(), &o.root.cert);
+    assert!(root_ca.intermediates().is_empty());
+
+    let refusal = |parts: &[String], at: OffsetDateTime| {
+        pki_core::import_ca_file(upload(parts).as_bytes(), at).unwrap_err()
+    };
+    let err = refusal(&[cert.clone(), int.clone(), root.clone()], at);
+    assert!(matches!(err, Error::MissingPrivateKey { .. }), "{err}");
+    let stranger = key_pem(&o.intermediate.key);
+    let err = refusal(&[cert.clone(), stranger, int.clone(), root.clone()], at);
+    assert!(matches!(err, Error::KeyMismatch { .. }), "{err}");
+    let err = refusal(&[cert.clone(), key.clone()], at);
+    assert!(matches!(err, Error::ChainHasNoRoot { .. }), "{err}");
+    let err = refusal(&[cert.clone(), key.clone(), int.clone()], at);
+    assert!(matches!(err, Error::ChainHasNoRoot { .. }), "{err}");
+    let err = refusal(&[cert.clone(), key.clone(), root.clone(), int.clone()], at);
+    assert!(matches!(err, Error::ChainOutOfOrder { .. }), "{err}");
+    let err = refusal(
+        &[
+            cert.clone(),
+            key.clone(),
+            key.clone(),
+            int.clone(),
+            root.clone(),
+        ],
+        at,
+    );
+    assert!(matches!(err, Error::TwoPrivateKeys { .. }), "{err}");
+    // Valid when uploaded, not 800 days later (the cluster CA has expired).
+    let err = refusal(&[cert, key, int, root], T0 + Duration::days(800));
+    assert!(matches!(err, Error::ChainVerification { .. }), "{err}");
+}

@@ -44,6 +44,10 @@ const (
 	CodeVerifyExpired       Code = C.PKI_RESULT_VERIFY_EXPIRED
 	CodeVerifyUnknownIssuer Code = C.PKI_RESULT_VERIFY_UNKNOWN_ISSUER
 	CodeVerifyNameMismatch  Code = C.PKI_RESULT_VERIFY_NAME_MISMATCH
+	// CodeTrustBreak: Store.Step refused a rotation that would cut
+	// consumers off (the message says who and until when);
+	// ReconcileOptions.AllowTrustBreak overrides it with a reason.
+	CodeTrustBreak Code = C.PKI_RESULT_TRUST_BREAK
 )
 
 // Error is what every failing call returns: the library's result code and
@@ -110,6 +114,9 @@ var (
 	ErrVerifyExpired       error = &Error{Code: CodeVerifyExpired}
 	ErrVerifyUnknownIssuer error = &Error{Code: CodeVerifyUnknownIssuer}
 	ErrVerifyNameMismatch  error = &Error{Code: CodeVerifyNameMismatch}
+	// ErrTrustBreak: a rotation would cut consumers off and no reason to
+	// allow it was given (ReconcileOptions.AllowTrustBreak).
+	ErrTrustBreak error = &Error{Code: CodeTrustBreak}
 
 	// ErrParse matches every input-parsing failure (codes 100-199).
 	ErrParse error = &classError{100, 199, "pki: input could not be parsed"}

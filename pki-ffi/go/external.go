@@ -144,3 +144,127 @@ func (s *Signer) RotateTo(caPEM, keyPEM, chainPEM []byte, force string, now time
 	}
 	return newSigner(out), nil
 }
+
+// ServiceAccountKeys are the service-account signing key sets a replacement
+// is checked against (service-account-key-kept), each PEM: PUBLIC KEY
+// blocks, or private keys whose public halves are taken.
+type ServiceAccountKeys struct {
+	// Current: the keys tokens are verified with today; nil when there is
+	// no key ring to keep.
+	Current []byte
+	// Proposed: the set that comes with the replacement; nil when unchanged.
+	Proposed []byte
+}
+
+// ValidateReplacementWithKeys is ValidateReplacement, also checking that
+// keys.Proposed keeps every key of keys.Current (service-account-key-kept).
+// keys may be nil.
+func (s *Signer) ValidateReplacementWithKeys(caPEM, keyPEM, chainPEM []byte, keys *ServiceAccountKeys, now time.Time) (ValidationReport, error) {
+	var report ValidationReport
+	h, err := s.handle()
+	if err != nil {
+		return report, err
+	}
+	if keys == nil {
+		keys = &ServiceAccountKeys{}
+	}
+	var out *C.pki_buffer
+	ca, caLen := bytesArg(caPEM)
+	key, keyLen := optBytesArg(keyPEM)
+	chain, chainLen := optBytesArg(chainPEM)
+	current, currentLen := optBytesArg(keys.Current)
+	proposed, proposedLen := optBytesArg(keys.Proposed)
+	err = call(func() C.pki_result {
+		return C.pki_signer_validate_replacement_with_keys(h, ca, caLen, key, keyLen, chain, chainLen,
+			current, currentLen, proposed, proposedLen, unixTime(now), &out)
+	})
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(caPEM)
+	runtime.KeepAlive(keyPEM)
+	runtime.KeepAlive(chainPEM)
+	runtime.KeepAlive(keys)
+	if err != nil {
+		return report, err
+	}
+	err = json.Unmarshal(takeBuffer(out), &report)
+	return report, err
+}
+
+// RotateToWithKeys is RotateTo, also checking the service-account key sets
+// as ValidateReplacementWithKeys does: a dropped current key refuses the
+// rotation (ErrValidationFailed) unless force overrides it. keys may be nil.
+func (s *Signer) RotateToWithKeys(caPEM, keyPEM, chainPEM []byte, keys *ServiceAccountKeys, force string, now time.Time) (*Signer, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		keys = &ServiceAccountKeys{}
+	}
+	var out *C.pki_signer
+	ca, caLen := bytesArg(caPEM)
+	key, keyLen := optBytesArg(keyPEM)
+	chain, chainLen := optBytesArg(chainPEM)
+	current, currentLen := optBytesArg(keys.Current)
+	proposed, proposedLen := optBytesArg(keys.Proposed)
+	var reason *C.char
+	var reasonLen C.size_t
+	if force != "" {
+		reason, reasonLen = strArg(force)
+	}
+	err = call(func() C.pki_result {
+		return C.pki_signer_rotate_to_with_keys(h, ca, caLen, key, keyLen, chain, chainLen,
+			current, currentLen, proposed, proposedLen, reason, reasonLen, unixTime(now), &out)
+	})
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(caPEM)
+	runtime.KeepAlive(keyPEM)
+	runtime.KeepAlive(chainPEM)
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(force)
+	if err != nil {
+		return nil, err
+	}
+	return newSigner(out), nil
+}
+
+// RotateTo rotates the signer document at key to a supplied CA, as `pki
+// rotate DIR --to FILE` does: it validates the CA against today's trust,
+// rotates and re-issues every leaf, and writes only if the document is
+// still the one read (otherwise it reads and validates again, up to 8
+// rounds, then ErrConflict). A refusal writes nothing. The
+// service-account check compares the store's own key ring (`pki keys`), if
+// any, with proposedKeys (PEM; nil: unchanged). force, when not empty,
+// overrides the failed checks it may and is recorded with them.
+func (s *Store) RotateTo(key string, caPEM, keyPEM, chainPEM, proposedKeys []byte, force string, now time.Time) (*Step, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	var out *C.pki_step
+	kp, kn := strArg(key)
+	ca, caLen := bytesArg(caPEM)
+	caKey, caKeyLen := optBytesArg(keyPEM)
+	chain, chainLen := optBytesArg(chainPEM)
+	proposed, proposedLen := optBytesArg(proposedKeys)
+	var reason *C.char
+	var reasonLen C.size_t
+	if force != "" {
+		reason, reasonLen = strArg(force)
+	}
+	err = call(func() C.pki_result {
+		return C.pki_signer_store_rotate_to(h, kp, kn, ca, caLen, caKey, caKeyLen, chain, chainLen,
+			proposed, proposedLen, reason, reasonLen, unixTime(now), &out)
+	})
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(key)
+	runtime.KeepAlive(caPEM)
+	runtime.KeepAlive(keyPEM)
+	runtime.KeepAlive(chainPEM)
+	runtime.KeepAlive(proposedKeys)
+	runtime.KeepAlive(force)
+	if err != nil {
+		return nil, err
+	}
+	return takeStep(out)
+}

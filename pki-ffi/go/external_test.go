@@ -98,3 +98,84 @@ func TestImportValidateAndRotateToASuppliedCA(t *testing.T) {
 		t.Fatalf("two keys: %v", err)
 	}
 }
+
+// publicPEM is a service-account key set holding one new public key.
+func publicPEM(t *testing.T) []byte {
+	t.Helper()
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: must(x509.MarshalPKIXPublicKey(&key.PublicKey))})
+}
+
+func TestServiceAccountKeySetsReachValidationAndRotation(t *testing.T) {
+	root := makeCA(t, "Org Root", nil, 2)
+	next := makeCA(t, "Next Root", nil, 2)
+	now := t0.Add(24 * time.Hour)
+	signer := must(pki.ImportSigner(pemOf(t, root), nil, nil, nil, now))
+	defer signer.Close()
+	kept, other := publicPEM(t), publicPEM(t)
+	dropped := &pki.ServiceAccountKeys{Current: kept, Proposed: other}
+
+	report := must(signer.ValidateReplacementWithKeys(pemOf(t, next), nil, nil, dropped, now))
+	if failed := report.Failed(); len(failed) != 1 || failed[0] != "service-account-key-kept" {
+		t.Fatalf("a proposed key set that drops the current key: %+v", report)
+	}
+	keeps := &pki.ServiceAccountKeys{Current: kept, Proposed: append(append([]byte{}, other...), kept...)}
+	if report := must(signer.ValidateReplacementWithKeys(pemOf(t, next), nil, nil, keeps, now)); !report.OK {
+		t.Fatalf("a proposed key set that keeps the current key: %+v", report)
+	}
+	if _, err := signer.RotateToWithKeys(pemOf(t, next), nil, nil, dropped, "", now); !errors.Is(err, pki.ErrValidationFailed) {
+		t.Fatalf("rotation dropping the current key without force: %v", err)
+	}
+	forced := must(signer.RotateToWithKeys(pemOf(t, next), nil, nil, dropped, "key ring moved", now))
+	forced.Close()
+}
+
+func TestStoreRotateToWritesTheSuppliedCAOnce(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			root := makeCA(t, "Org Root", nil, 2)
+			next := makeCA(t, "Next Root", nil, 2)
+			now := t0.Add(24 * time.Hour)
+			store := open()
+			defer store.Close()
+			signer := must(pki.ImportSigner(pemOf(t, root), nil, nil, nil, now))
+			defer signer.Close()
+			created := must(store.Create(pki.DefaultKey, signer))
+
+			stranger := makeCA(t, "cluster-ca", makeCA(t, "Other Root", nil, 2), 0)
+			if _, err := store.RotateTo(pki.DefaultKey, pemOf(t, stranger), nil, nil, nil, "", now); !errors.Is(err, pki.ErrValidationFailed) {
+				t.Fatalf("a CA under another root, without its chain: %v", err)
+			}
+			if _, rev := must2(store.Load(pki.DefaultKey)); rev != created {
+				t.Fatalf("a refused rotation wrote revision %q", rev)
+			}
+			st := must(store.RotateTo(pki.DefaultKey, pemOf(t, next), nil, nil, nil, "", now))
+			defer st.Close()
+			if !st.Changed || rotations(st) != 1 || st.Attempts != 1 || st.Revision == created {
+				t.Fatalf("rotation to a supplied CA: %+v", st)
+			}
+			if _, rev := must2(store.Load(pki.DefaultKey)); rev != st.Revision {
+				t.Fatalf("stored revision %q, step's %q", rev, st.Revision)
+			}
+		})
+	}
+}
+
+func TestStoreStepRefusesATrustBreakUnlessAReasonAllowsIt(t *testing.T) {
+	store := must(pki.NewMemoryStore())
+	defer store.Close()
+	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
+	defer signer.Close()
+	must(store.Create(pki.DefaultKey, signer))
+	day := 24 * time.Hour
+	step(t, store, t0.Add(day), &pki.ReconcileOptions{Forced: &pki.ForcedRotation{Reason: "first"}})
+	// A day later, clients may still hold the bundle of two rotations ago.
+	second := &pki.ReconcileOptions{Forced: &pki.ForcedRotation{Reason: "second"}}
+	if _, err := store.Step(pki.DefaultKey, t0.Add(2*day), second); !errors.Is(err, pki.ErrTrustBreak) {
+		t.Fatalf("a rotation a day after another: %v", err)
+	}
+	second.AllowTrustBreak = "lab store"
+	if st := step(t, store, t0.Add(2*day), second); rotations(st) != 1 {
+		t.Fatalf("allowed: %+v", st.Events)
+	}
+}

@@ -366,6 +366,13 @@ type ReconcileOptions struct {
 	Forced *ForcedRotation
 	// Policy, when set, replaces the signer's policy.
 	Policy *Policy
+	// AllowTrustBreak, for Store.Step: the operator's reason to rotate even
+	// when consumers would be cut off (an expired CA; a rotation while
+	// clients may still hold the bundle of two rotations ago), recorded in
+	// the rotation's history with each break. Empty: such a rotation fails
+	// with ErrTrustBreak. Signer.Reconcile, which keeps nothing, does not
+	// check for trust breaks.
+	AllowTrustBreak string
 }
 
 // Reconciled is the outcome of Reconcile.

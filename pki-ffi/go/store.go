@@ -269,7 +269,9 @@ func (st *Step) Close() {
 // result only when something changed, if the revision is still the one
 // read; otherwise read again and decide again (up to 8 rounds, then an
 // error matching ErrConflict). opts may be nil; opts.Policy replaces the
-// document's rotation policy (not its key type).
+// document's rotation policy (not its key type). A rotation that would cut
+// consumers off fails with ErrTrustBreak, writing nothing, unless
+// opts.AllowTrustBreak gives a reason.
 func (s *Store) Step(key string, now time.Time, opts *ReconcileOptions) (*Step, error) {
 	h, err := s.handle()
 	if err != nil {
@@ -283,14 +285,25 @@ func (s *Store) Step(key string, now time.Time, opts *ReconcileOptions) (*Step, 
 	policy := opts.Policy.toC()
 	var out *C.pki_step
 	kp, kn := strArg(key)
+	var allow *C.char
+	var allowLen C.size_t
+	if opts.AllowTrustBreak != "" {
+		allow, allowLen = strArg(opts.AllowTrustBreak)
+	}
 	err = call(func() C.pki_result {
-		return C.pki_signer_store_step(h, kp, kn, policy, forced, unixTime(now), &out)
+		return C.pki_signer_store_step_guarded(h, kp, kn, policy, forced, allow, allowLen, unixTime(now), &out)
 	})
 	runtime.KeepAlive(key)
 	runtime.KeepAlive(s)
+	runtime.KeepAlive(opts)
 	if err != nil {
 		return nil, err
 	}
+	return takeStep(out)
+}
+
+// takeStep reads a step the library returned into a Step, and frees it.
+func takeStep(out *C.pki_step) (*Step, error) {
 	defer C.pki_step_free(out)
 	events, err := eventsFrom(C.pki_step_events(out))
 	if err != nil {

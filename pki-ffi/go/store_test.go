@@ -395,6 +395,7 @@ func TestResultCodesKeepTheirNumbers(t *testing.T) {
 		pki.CodeStore: 402, pki.CodeConflict: 403, pki.CodeNotInitialized: 404,
 		pki.CodeAlreadyInitialized: 405, pki.CodeVerifyExpired: 500,
 		pki.CodeVerifyUnknownIssuer: 502, pki.CodeVerifyNameMismatch: 514,
+		pki.CodeTrustBreak: 740,
 	}
 	for code, number := range pinned {
 		if uint32(code) != number {

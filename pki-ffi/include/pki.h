@@ -299,6 +299,13 @@ enum pki_result
    */
   PKI_RESULT_IMPORTED_CA = 702,
   /**
+   * A rotation would cut consumers off (an expired CA; a rotation while
+   * clients may still hold the bundle of two rotations ago) and no
+   * reason to allow it was given; the message names who breaks and
+   * until when. Nothing was written. (740-749: the trust-break guard.)
+   */
+  PKI_RESULT_TRUST_BREAK = 740,
+  /**
    * A CA set operation names a CA the set does not have.
    */
   PKI_RESULT_SET_UNKNOWN_CA = 600,
@@ -1511,6 +1518,8 @@ pki_result pki_signer_import(const uint8_t *ca,
  * (names: key-matches, is-ca, chain-supplied, chains-to-current-trust,
  * valid-for-24h, service-account-key-kept). A failing check is data, not
  * an error: the result is `PKI_RESULT_OK` whenever the report was made.
+ * No service-account keys are compared: see
+ * `pki_signer_validate_replacement_with_keys`.
  *
  * `signer` is borrowed. On success the caller owns `*out_report` and frees
  * it once with `pki_buffer_free`.
@@ -1534,10 +1543,47 @@ pki_result pki_signer_validate_replacement(const struct pki_signer *signer,
                                            struct pki_buffer **out_report);
 
 /**
+ * `pki_signer_validate_replacement`, also comparing service-account key
+ * sets (`service-account-key-kept`): `current_keys` are the keys tokens
+ * are signed and verified with today and `proposed_keys` the set that
+ * comes with the replacement, each PEM (`PUBLIC KEY` blocks, or private
+ * keys whose public halves are taken). The check fails when the proposed
+ * set drops a current key. `current_keys` NULL: no key ring to keep;
+ * `proposed_keys` NULL: the set is unchanged.
+ *
+ * Ownership and results are those of `pki_signer_validate_replacement`;
+ * a key set that holds no key, or an encrypted one, gives its PEM result
+ * (`PKI_RESULT_UNEXPECTED_PEM_LABEL`, `PKI_RESULT_NO_PEM_BLOCK`,
+ * `PKI_RESULT_KEY_DECODE`, `PKI_RESULT_IMPORT`…).
+ *
+ * # Safety
+ *
+ * As for `pki_signer_validate_replacement`; `current_keys` and
+ * `proposed_keys` NULL or valid for their lengths.
+ */
+pki_result pki_signer_validate_replacement_with_keys(const struct pki_signer *signer,
+                                                     const uint8_t *ca,
+                                                     size_t ca_len,
+                                                     const uint8_t *key,
+                                                     size_t key_len,
+                                                     const uint8_t *chain,
+                                                     size_t chain_len,
+                                                     const uint8_t *current_keys,
+                                                     size_t current_keys_len,
+                                                     const uint8_t *proposed_keys,
+                                                     size_t proposed_keys_len,
+                                                     int64_t now,
+                                                     struct pki_buffer **out_report);
+
+/**
  * Rotates `signer` to a supplied CA: validates it, refuses it when a check
  * fails unless `force` (a non-empty reason, recorded with every overridden
- * check in the history) is given, then re-issues every leaf. Two
- * self-signed CAs are bridged both ways; `signer` itself is not changed.
+ * check in the history) is given, then re-issues every leaf. A
+ * self-signed replacement is bridged both ways with the current CA's key
+ * (when the current CA's chain and pathLenConstraints allow one more CA
+ * below it); `signer` itself is not changed. No service-account keys are
+ * compared: see `pki_signer_rotate_to_with_keys`; and nothing is stored:
+ * see `pki_signer_store_rotate_to`.
  *
  * On success the caller owns `*out_signer` (the rotated signer) and frees
  * it once with `pki_signer_free`; on failure it is not written.
@@ -1565,6 +1611,89 @@ pki_result pki_signer_rotate_to(const struct pki_signer *signer,
                                 size_t force_len,
                                 int64_t now,
                                 struct pki_signer **out_signer);
+
+/**
+ * `pki_signer_rotate_to`, also comparing service-account key sets as
+ * `pki_signer_validate_replacement_with_keys` does: a proposed set that
+ * drops a current key fails `service-account-key-kept`, which refuses the
+ * rotation unless `force` overrides it (and records it).
+ *
+ * Ownership and results are those of `pki_signer_rotate_to`, plus the PEM
+ * results of a malformed key set.
+ *
+ * # Safety
+ *
+ * As for `pki_signer_rotate_to`; `current_keys` and `proposed_keys` NULL
+ * or valid for their lengths.
+ */
+pki_result pki_signer_rotate_to_with_keys(const struct pki_signer *signer,
+                                          const uint8_t *ca,
+                                          size_t ca_len,
+                                          const uint8_t *key,
+                                          size_t key_len,
+                                          const uint8_t *chain,
+                                          size_t chain_len,
+                                          const uint8_t *current_keys,
+                                          size_t current_keys_len,
+                                          const uint8_t *proposed_keys,
+                                          size_t proposed_keys_len,
+                                          const char *force,
+                                          size_t force_len,
+                                          int64_t now,
+                                          struct pki_signer **out_signer);
+
+/**
+ * Rotates the signer document at `key` in `store` to a supplied CA, the
+ * way `pki rotate DIR --to FILE` does: read the document and its revision,
+ * validate the CA against today's trust, rotate and re-issue every leaf,
+ * and write the result only if the revision is still the one read; when
+ * another writer got there first, read again and validate again from the
+ * fresh document (up to 8 rounds, then `PKI_RESULT_CONFLICT`). A refused
+ * or failed rotation writes nothing, not even history.
+ *
+ * The service-account check compares the store's key ring (the `keys`
+ * document `pki keys` keeps in the same store, if any) with
+ * `proposed_keys` (PEM, NULL: unchanged); to compare a key ring kept
+ * elsewhere, load the signer and use `pki_signer_rotate_to_with_keys`. `force` (NULL:
+ * none) overrides every failed check but `key-matches` and `is-ca`, and
+ * is recorded with them in the history. `ca`, `ca_key` and `chain` are as
+ * `ca`, `key` and `chain` of `pki_signer_import`; `key` as for
+ * `pki_signer_store_create`. Everything is borrowed for the call.
+ *
+ * On success the caller owns `*out_step` (read it with the `pki_step_`
+ * functions) and frees it with `pki_step_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, `force` not UTF-8), the PEM and
+ * import results of `pki_signer_import`, `PKI_RESULT_VALIDATION_FAILED`,
+ * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_TRUST_CHECK_FAILED`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+ * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `ca` NULL or valid for `ca_len` bytes, `ca_key`,
+ * `chain` and `proposed_keys` NULL or valid for their lengths; `force`
+ * NULL or valid for `force_len` bytes; `out_step` NULL or valid for one
+ * write.
+ */
+pki_result pki_signer_store_rotate_to(const struct pki_store *store,
+                                      const char *key,
+                                      size_t key_len,
+                                      const uint8_t *ca,
+                                      size_t ca_len,
+                                      const uint8_t *ca_key,
+                                      size_t ca_key_len,
+                                      const uint8_t *chain,
+                                      size_t chain_len,
+                                      const uint8_t *proposed_keys,
+                                      size_t proposed_keys_len,
+                                      const char *force,
+                                      size_t force_len,
+                                      int64_t now,
+                                      struct pki_step **out_step);
 
 /**
  * P-256 keys, 90 days of lifetime, 24 hours of grace, no stated token lifetime.
@@ -2867,6 +2996,15 @@ pki_result pki_signer_store_load(const struct pki_store *store,
  * row it gives up with `PKI_RESULT_CONFLICT`. This is pki-rotate's
  * `Driver::step`, the same loop the CLI runs.
  *
+ * A rotation that would cut consumers off is refused with
+ * `PKI_RESULT_TRUST_BREAK`, naming who breaks and until when: rotating a
+ * CA that has already expired (no bridge can be made from it), or rotating
+ * while clients may still hold the bundle of two rotations ago (within the
+ * reload interval, M when the policy sets none, of the previous rotation).
+ * A compromise rotation (`no_bridges`) distrusts the old CA on purpose and
+ * is not refused. To rotate anyway, use `pki_signer_store_step_guarded`
+ * with a reason.
+ *
  * `key` is as for `pki_signer_store_create`. `policy` NULL keeps the
  * document's policy; otherwise it replaces its rotation parameters (the key
  * type of new CAs stays the document's). `forced` NULL asks for no forced
@@ -2885,8 +3023,8 @@ pki_result pki_signer_store_load(const struct pki_store *store,
  * `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
  * `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
  * `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,
- * `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`,
- * `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_TRUST_BREAK`, `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`,
+ * `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
@@ -2902,6 +3040,33 @@ pki_result pki_signer_store_step(const struct pki_store *store,
                                  const struct pki_forced_rotation *forced,
                                  int64_t now,
                                  struct pki_step **out_step);
+
+/**
+ * `pki_signer_store_step`, with the operator's reason to rotate even when
+ * consumers would be cut off: with `allow_trust_break` (`allow_trust_break_len`
+ * bytes of UTF-8, not blank) such a rotation is made, and each break is
+ * recorded with the reason in the history entry's `overridden` checks
+ * (`previous-ca-expired`, `bundle-of-two-rotations-ago`). NULL allows
+ * nothing: exactly `pki_signer_store_step`.
+ *
+ * Ownership, outputs and results are those of `pki_signer_store_step`;
+ * `allow_trust_break` is borrowed for the call. A blank reason is
+ * `PKI_RESULT_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ *
+ * As for `pki_signer_store_step`; `allow_trust_break` NULL or valid for
+ * `allow_trust_break_len` bytes.
+ */
+pki_result pki_signer_store_step_guarded(const struct pki_store *store,
+                                         const char *key,
+                                         size_t key_len,
+                                         const struct pki_policy *policy,
+                                         const struct pki_forced_rotation *forced,
+                                         const char *allow_trust_break,
+                                         size_t allow_trust_break_len,
+                                         int64_t now,
+                                         struct pki_step **out_step);
 
 /**
  * The signer document now in the store after a step (written by it or

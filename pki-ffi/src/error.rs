@@ -147,6 +147,11 @@ pub enum pki_result {
     PKI_RESULT_VALIDATION_FAILED = 701,
     /// The operation needs a CA pki generated; this one was imported.
     PKI_RESULT_IMPORTED_CA = 702,
+    /// A rotation would cut consumers off (an expired CA; a rotation while
+    /// clients may still hold the bundle of two rotations ago) and no
+    /// reason to allow it was given; the message names who breaks and
+    /// until when. Nothing was written. (740-749: the trust-break guard.)
+    PKI_RESULT_TRUST_BREAK = 740,
     /// A CA set operation names a CA the set does not have.
     PKI_RESULT_SET_UNKNOWN_CA = 600,
     /// A CA set operation names a target the set does not have.
@@ -361,6 +366,7 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         "PKI_RESULT_VALIDATION_FAILED\0",
     ),
     (PKI_RESULT_IMPORTED_CA, "PKI_RESULT_IMPORTED_CA\0"),
+    (PKI_RESULT_TRUST_BREAK, "PKI_RESULT_TRUST_BREAK\0"),
     (PKI_RESULT_SET_UNKNOWN_CA, "PKI_RESULT_SET_UNKNOWN_CA\0"),
     (
         PKI_RESULT_SET_UNKNOWN_TARGET,
@@ -519,6 +525,7 @@ impl From<RotateError> for Failure {
             E::Expired { .. } => PKI_RESULT_EXPIRED,
             E::ValidationFailed { .. } => PKI_RESULT_VALIDATION_FAILED,
             E::ImportedCaRenewal { .. } | E::ImportedCaRotation { .. } => PKI_RESULT_IMPORTED_CA,
+            E::TrustBreak { .. } => PKI_RESULT_TRUST_BREAK,
             E::SetUnknownCa(_) => PKI_RESULT_SET_UNKNOWN_CA,
             E::SetUnknownTarget(_) => PKI_RESULT_SET_UNKNOWN_TARGET,
             E::SetInvalid(_) => PKI_RESULT_SET_INVALID,
@@ -779,6 +786,7 @@ mod tests {
             PKI_RESULT_IMPORT => 700,
             PKI_RESULT_VALIDATION_FAILED => 701,
             PKI_RESULT_IMPORTED_CA => 702,
+            PKI_RESULT_TRUST_BREAK => 740,
             PKI_RESULT_SET_UNKNOWN_CA => 600,
             PKI_RESULT_SET_UNKNOWN_TARGET => 601,
             PKI_RESULT_SET_INVALID => 602,

@@ -213,6 +213,15 @@ pub struct pki_step {
 /// row it gives up with `PKI_RESULT_CONFLICT`. This is pki-rotate's
 /// `Driver::step`, the same loop the CLI runs.
 ///
+/// A rotation that would cut consumers off is refused with
+/// `PKI_RESULT_TRUST_BREAK`, naming who breaks and until when: rotating a
+/// CA that has already expired (no bridge can be made from it), or rotating
+/// while clients may still hold the bundle of two rotations ago (within the
+/// reload interval, M when the policy sets none, of the previous rotation).
+/// A compromise rotation (`no_bridges`) distrusts the old CA on purpose and
+/// is not refused. To rotate anyway, use `pki_signer_store_step_guarded`
+/// with a reason.
+///
 /// `key` is as for `pki_signer_store_create`. `policy` NULL keeps the
 /// document's policy; otherwise it replaces its rotation parameters (the key
 /// type of new CAs stays the document's). `forced` NULL asks for no forced
@@ -231,8 +240,8 @@ pub struct pki_step {
 /// `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
 /// `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
 /// `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,
-/// `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`,
-/// `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
+/// `PKI_RESULT_TRUST_BREAK`, `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`,
+/// `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
@@ -247,6 +256,50 @@ pub unsafe extern "C" fn pki_signer_store_step(
     key_len: usize,
     policy: *const pki_policy,
     forced: *const pki_forced_rotation,
+    now: i64,
+    out_step: *mut *mut pki_step,
+) -> pki_result {
+    // SAFETY: the same contract, and no override.
+    unsafe {
+        pki_signer_store_step_guarded(
+            store,
+            key,
+            key_len,
+            policy,
+            forced,
+            std::ptr::null(),
+            0,
+            now,
+            out_step,
+        )
+    }
+}
+
+/// `pki_signer_store_step`, with the operator's reason to rotate even when
+/// consumers would be cut off: with `allow_trust_break` (`allow_trust_break_len`
+/// bytes of UTF-8, not blank) such a rotation is made, and each break is
+/// recorded with the reason in the history entry's `overridden` checks
+/// (`previous-ca-expired`, `bundle-of-two-rotations-ago`). NULL allows
+/// nothing: exactly `pki_signer_store_step`.
+///
+/// Ownership, outputs and results are those of `pki_signer_store_step`;
+/// `allow_trust_break` is borrowed for the call. A blank reason is
+/// `PKI_RESULT_INVALID_ARGUMENT`.
+///
+/// # Safety
+///
+/// As for `pki_signer_store_step`; `allow_trust_break` NULL or valid for
+/// `allow_trust_break_len` bytes.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn pki_signer_store_step_guarded(
+    store: *const pki_store,
+    key: *const c_char,
+    key_len: usize,
+    policy: *const pki_policy,
+    forced: *const pki_forced_rotation,
+    allow_trust_break: *const c_char,
+    allow_trust_break_len: usize,
     now: i64,
     out_step: *mut *mut pki_step,
 ) -> pki_result {
@@ -265,31 +318,68 @@ pub unsafe extern "C" fn pki_signer_store_step(
         }
         // SAFETY: NULL or a valid pki_forced_rotation (contract).
         let forced = unsafe { forced_in(forced) }?;
+        // SAFETY: NULL or valid for its length (contract).
+        let allow_trust_break = unsafe {
+            reason_in(
+                allow_trust_break,
+                allow_trust_break_len,
+                "allow_trust_break",
+            )
+        }?;
         let now = time_in(now, "now")?;
         let input = AbiInput {
             policy,
             signer: SignerInput {
                 forced,
-                // The C ABI cannot pass an override for a trust-breaking
-                // rotation yet: keep its behaviour until it can.
-                skip_trust_break_check: true,
+                allow_trust_break,
                 ..SignerInput::default()
             },
         };
         let step =
             Driver::new(&*store.inner).step::<AbiSigner, _>(key, &input, now, &mut os_rng())?;
-        let result = into_handle(pki_step {
+        let result = into_handle(pki_step::new(step));
+        // SAFETY: checked non-NULL; valid for a write (contract).
+        unsafe { write_out(out_step, result) };
+        Ok(())
+    })
+}
+
+/// An optional operator's reason: NULL is none; otherwise UTF-8 that is
+/// not blank, since it is recorded as the reason.
+///
+/// # Safety
+///
+/// `reason` NULL or valid for `len` bytes.
+pub(crate) unsafe fn reason_in(
+    reason: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<Option<String>, Failure> {
+    if reason.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, valid for `len` bytes (contract).
+    let text = unsafe { str_in(reason, len, what) }?;
+    if text.trim().is_empty() {
+        return Err(Failure::invalid(format!(
+            "parameter `{what}`: the reason must not be blank (it is recorded)"
+        )));
+    }
+    Ok(Some(text.to_string()))
+}
+
+impl pki_step {
+    /// What the driver's step returned, as the ABI hands it out.
+    pub(crate) fn new(step: pki_rotate::Step<SignerState, Event>) -> Self {
+        pki_step {
             events: pki_events::new(&step.events),
             changed: step.changed,
             next_check: time_out(step.next_wake),
             revision: CText::new(step.revision.as_str()),
             attempts: step.attempts,
             state: step.document,
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_step, result) };
-        Ok(())
-    })
+        }
+    }
 }
 
 /// The signer document now in the store after a step (written by it or

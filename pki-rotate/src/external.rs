@@ -6,7 +6,8 @@
 //! the chain above it ([`ExternalCa`]):
 //!
 //! - it signs leaves directly (it may carry pathLenConstraint 0), and a
-//!   leaf's NotAfter never passes the CA's;
+//!   leaf's NotAfter never passes the CA's, nor that of any certificate of
+//!   its chain;
 //! - the bundle published to clients holds the chain's root, so a client
 //!   that trusts only the organisation's root verifies our leaves;
 //! - serving chains carry the CA and the external intermediates after the
@@ -24,7 +25,7 @@
 //! | `key-matches` | a private key was supplied and belongs to the certificate |
 //! | `is-ca` | basicConstraints cA:TRUE, and keyCertSign when keyUsage is present |
 //! | `chain-supplied` | a CA that is not self-signed comes with the chain above it (never completed from what the store holds) |
-//! | `chains-to-current-trust` | the CA verifies up to today's bundle or previous root (cross-signed intermediates in the supplied chain allowed), or both it and the current CA are self-signed, so the current key can bridge it |
+//! | `chains-to-current-trust` | the CA verifies up to today's bundle or previous root (cross-signed intermediates in the supplied chain allowed), or it is self-signed and the current CA's key can bridge it (see below) |
 //! | `valid-for-24h` | valid now, and for more than 24 hours |
 //! | `service-account-key-kept` | the proposed service-account key set keeps every current key |
 //!
@@ -33,11 +34,24 @@
 //! sign leaves with the key and the certificate), and records each
 //! overridden check with the reason in the history.
 //!
+//! A self-signed replacement is bridged both ways with the current CA's
+//! key, which pki always holds, as the service-CA scheme does: bridge A
+//! (the current CA re-signed by the new key) goes into the bundle, bridge
+//! B (the new CA signed by the current key) onto serving chains, followed,
+//! when the current CA was imported, by the current CA and its external
+//! intermediates, so clients that trust only the organisation's root
+//! verify new leaves. That holds only while the current CA and its chain
+//! are valid and their pathLenConstraints allow one more CA below the
+//! current CA; the k3s custom-CA topology's pathLenConstraint 0 ("sign
+//! leaves only") does not, and the organisation's constraint is kept.
+//!
 //! When the replacement does not chain to today's trust and cannot be
 //! bridged, clients that still hold the old bundle reject servers that
-//! present certificates of the new CA until they reload the bundle: the
-//! report names those cells of the trust matrix. The new bundle keeps the
-//! old trust anchors until they expire, so the other cells hold.
+//! present certificates of the new CA until they reload it (at the latest
+//! the reload interval after the rotation, M when the policy sets none):
+//! the report names those cells of the trust matrix and until when. The
+//! new bundle keeps the old trust anchors until they expire, so the other
+//! cells hold.
 
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
@@ -97,6 +111,12 @@ impl ExternalCa {
     /// The chain's root, when the chain ends at one.
     pub fn root(&self) -> Option<&Certificate> {
         self.chain.last().filter(|c| is_self_signed(c))
+    }
+
+    /// The earliest NotAfter of the chain (None when it is empty): no leaf
+    /// of the CA verifies past it.
+    pub fn not_after(&self) -> Option<OffsetDateTime> {
+        self.chain.iter().map(Certificate::not_after).min()
     }
 
     /// The chain without its root.
@@ -189,6 +209,79 @@ pub struct ServiceAccountKeys {
     pub proposed: Option<Vec<Vec<u8>>>,
 }
 
+impl ServiceAccountKeys {
+    /// The SubjectPublicKeyInfo DER of every key in PEM text: `PUBLIC KEY`
+    /// blocks as they are, and the public half of private keys (PKCS#8,
+    /// SEC1, PKCS#1); other blocks are skipped. Input without any key is
+    /// refused, as is an encrypted key.
+    pub fn keys_from_pem(pem: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let blocks = pki_core::pem::read_blocks(pem)?;
+        let mut keys = Vec::new();
+        let mut other = None;
+        for (i, block) in blocks.iter().enumerate() {
+            let key = match block.label.as_str() {
+                "PUBLIC KEY" => {
+                    keys.push(block.der.to_vec());
+                    continue;
+                }
+                "ENCRYPTED PRIVATE KEY" => {
+                    return Err(pki_core::Error::EncryptedKey {
+                        place: format!("the service-account key set, PEM block {}", i + 1),
+                    }
+                    .into());
+                }
+                "PRIVATE KEY" => pki_core::PrivateKey::from_pkcs8_der(&block.der)?,
+                "EC PRIVATE KEY" => pki_core::PrivateKey::from_sec1_der(&block.der)?,
+                "RSA PRIVATE KEY" => pki_core::PrivateKey::from_pkcs1_der(&block.der)?,
+                label => {
+                    other.get_or_insert((i + 1, label.to_string()));
+                    continue;
+                }
+            };
+            keys.push(key.public_key_der()?);
+        }
+        if keys.is_empty() {
+            return Err(match other {
+                Some((block, found)) => pki_core::Error::UnexpectedPemLabel {
+                    block,
+                    found,
+                    expected: "PUBLIC KEY or a private key (a service-account key set)",
+                },
+                None => pki_core::Error::NoPemBlock {
+                    what: "the service-account key set",
+                },
+            }
+            .into());
+        }
+        Ok(keys)
+    }
+
+    /// The keys to compare for a replacement proposed to the signer in
+    /// `store`: the current ones from the store's key ring (`pki keys`, the
+    /// `keys` document's `keys/public.pem`; None when the store keeps no
+    /// key ring) and the `proposed` set (PEM; None: unchanged).
+    pub fn from_store<S: crate::Store + ?Sized>(
+        store: &S,
+        proposed: Option<&[u8]>,
+    ) -> Result<Self> {
+        let path = crate::keyring::document::PUBLIC_PEM;
+        let current = match store.get(crate::keyring::STORE_KEY)? {
+            Some((files, _)) => match files.get(path) {
+                Some(pem) => Some(Self::keys_from_pem(pem).map_err(|e| match e {
+                    RotateError::Core(core) => {
+                        RotateError::material(format!("{}: {path}", store.location()), core)
+                    }
+                    other => other,
+                })?),
+                None => None,
+            },
+            None => None,
+        };
+        let proposed = proposed.map(Self::keys_from_pem).transpose()?;
+        Ok(ServiceAccountKeys { current, proposed })
+    }
+}
+
 /// `service-account-key-kept`: every current key must stay in the proposed
 /// set, or tokens signed with a dropped key stop verifying at once.
 pub fn check_service_account_keys(keys: &ServiceAccountKeys) -> Check {
@@ -237,8 +330,10 @@ pub fn check_service_account_keys(keys: &ServiceAccountKeys) -> Check {
 pub enum Topology {
     /// The replacement verifies against today's trust: nothing to bridge.
     SameTrust,
-    /// Both CAs are self-signed and pki holds the current key: both
-    /// cross-signs, as the service-CA scheme does, trusted until `until`.
+    /// The replacement is self-signed and pki holds the current CA's key
+    /// (whether that CA is self-signed or was imported under someone
+    /// else's root): both cross-signs, as the service-CA scheme does,
+    /// trusted until `until`.
     Bridged {
         /// Bridge A's NotAfter.
         until: OffsetDateTime,
@@ -264,6 +359,75 @@ fn current_anchors(state: &SignerState, now: OffsetDateTime) -> Bundle {
     anchors
 }
 
+/// Why bridge B (the replacement signed by the current CA's key) would not
+/// verify for clients that hold today's bundle, or None when it would.
+///
+/// Their path is: leaf, bridge B, the current CA, its external
+/// intermediates, the root. Bridge B is one more CA certificate under the
+/// current CA, so each CA above it must allow one more below it
+/// (pathLenConstraint). Go's crypto/x509 and rustls-webpki count
+/// self-issued certificates too (RFC 5280 would exempt bridge B when the
+/// replacement reuses the Subject), so they are counted here as well.
+///
+/// This is also the organisation's policy, not only path validation: when
+/// the current CA was imported under an external root, bridge B makes a
+/// CA the organisation never signed trusted by everyone who trusts its
+/// root. The organisation says whether its CA may do that with
+/// pathLenConstraint (and name constraints, which the pre-flight trust
+/// matrix checks on real chains): the k3s custom-CA topology gives the
+/// cluster CA pathLenConstraint 0, "sign leaves only", and then there is
+/// no bridge; a CA given room for sub-CAs is bridged like any other.
+fn bridge_obstacle(state: &SignerState, now: OffsetDateTime) -> Option<String> {
+    let current = &state.ca.cert;
+    if !current.is_valid_at(now) {
+        return Some(format!(
+            "the current CA {} is not valid now (valid until {})",
+            current.id(),
+            rfc3339(current.not_after())
+        ));
+    }
+    let above: &[Certificate] = state.external.as_ref().map_or(&[], |e| e.chain.as_slice());
+    if let Some(dead) = above.iter().find(|c| !c.is_valid_at(now)) {
+        return Some(format!(
+            "{} above the current CA is not valid now (valid until {})",
+            dead.id(),
+            rfc3339(dead.not_after())
+        ));
+    }
+    for (below, ca) in std::iter::once(current).chain(above).enumerate() {
+        // CA certificates between `ca` and the leaf: bridge B, then the
+        // ones of today's path below `ca`.
+        let cas_below = below + 1;
+        if let Some(limit) = ca.basic_constraints().and_then(|b| b.path_len)
+            && usize::from(limit) < cas_below
+        {
+            return Some(format!(
+                "{} ({}) has pathLenConstraint {limit}, and bridge B would put {cas_below} CA certificate(s) below it",
+                ca.id(),
+                ca.subject()
+            ));
+        }
+    }
+    None
+}
+
+/// Until when a rotation that cannot be bridged leaves clients holding the
+/// old bundle unable to verify new serving chains: until they reload it,
+/// which the policy promises within the reload interval I (M when it sets
+/// none), and no later than the old bundle's last anchor expires.
+fn break_until(state: &SignerState, now: OffsetDateTime) -> OffsetDateTime {
+    let rotation = &state.policy.rotation;
+    let reload = rotation.reload_interval.unwrap_or(rotation.min_trust);
+    let reloaded = now.checked_add(reload).unwrap_or(now);
+    state
+        .bundle
+        .certs()
+        .iter()
+        .map(Certificate::not_after)
+        .max()
+        .map_or(reloaded, |last| reloaded.min(last))
+}
+
 fn topology(
     state: &SignerState,
     import: &CaImport,
@@ -277,51 +441,53 @@ fn topology(
         intermediates.push(state.ca.cert.clone());
     }
     let anchors = current_anchors(state, now);
-    match verify_ca_path(&import.cert, &intermediates, &anchors, now) {
-        Ok(path) => (
-            Topology::SameTrust,
-            Ok(format!(
-                "verifies through {} certificate(s) up to {}, trusted today",
-                path.certs.len() - 1,
-                path.anchor().map(Certificate::id).unwrap_or_default()
-            )),
-        ),
-        Err(e) => {
-            if import.is_self_signed() && is_self_signed(&state.ca.cert) {
-                let min_trust = state.policy.rotation.min_trust;
-                let until = state
-                    .ca
-                    .cert
-                    .not_after()
-                    .max(pki_core::datetime::truncate(now + min_trust));
-                return (
-                    Topology::Bridged { until },
-                    Ok(format!(
-                        "a new self-signed root; the current CA's key cross-signs it both ways (service-CA bridges), old CA trusted until {}",
-                        rfc3339(until)
-                    )),
-                );
-            }
-            let until = state.policy.rotation.reload_interval.map_or_else(
-                || "until every client has reloaded ca-bundle.crt".to_string(),
-                |i| {
-                    format!(
-                        "until every client has reloaded ca-bundle.crt (at the latest {}, the reload interval after the rotation)",
-                        rfc3339(now + i)
-                    )
-                },
-            );
-            (
-                Topology::Break,
-                Err(format!(
-                    "does not verify against today's trust ({e}); the current CA's key cannot bridge it (needs both CAs self-signed). \
-                     Breaks: new serving chain x old bundle (clients holding the old ca-bundle.crt reject servers with certificates of the new CA) from the rotation {until}. \
-                     Holds: old x old, new x new, old x new (the new bundle keeps the old trust until {})",
-                    rfc3339(state.ca.cert.not_after())
+    let e = match verify_ca_path(&import.cert, &intermediates, &anchors, now) {
+        Ok(path) => {
+            return (
+                Topology::SameTrust,
+                Ok(format!(
+                    "verifies through {} certificate(s) up to {}, trusted today",
+                    path.certs.len() - 1,
+                    path.anchor().map(Certificate::id).unwrap_or_default()
                 )),
-            )
+            );
         }
-    }
+        Err(e) => e,
+    };
+    let obstacle = if import.is_self_signed() {
+        bridge_obstacle(state, now)
+    } else {
+        Some(
+            "only a self-signed replacement is bridged (one signed by another CA is that CA's to vouch for)"
+                .to_string(),
+        )
+    };
+    let Some(obstacle) = obstacle else {
+        let min_trust = state.policy.rotation.min_trust;
+        let until = state
+            .ca
+            .cert
+            .not_after()
+            .max(pki_core::datetime::truncate(now + min_trust));
+        return (
+            Topology::Bridged { until },
+            Ok(format!(
+                "a new self-signed root; the current CA's key cross-signs it both ways (service-CA bridges), old CA trusted until {}",
+                rfc3339(until)
+            )),
+        );
+    };
+    (
+        Topology::Break,
+        Err(format!(
+            "does not verify against today's trust ({e}), and the current CA's key cannot bridge it: {obstacle}. \
+             Breaks: new serving chain x old bundle (clients holding the old ca-bundle.crt reject servers with certificates of the new CA) from the rotation until {}, \
+             when every client has reloaded ca-bundle.crt (the reload interval after the rotation; M when the policy sets none). \
+             Holds: old x old, new x new, old x new (the new bundle keeps the old trust until {})",
+            rfc3339(break_until(state, now)),
+            rfc3339(state.ca.cert.not_after())
+        )),
+    )
 }
 
 /// Checks a proposed replacement of the current CA at `now` (k3s
@@ -632,12 +798,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     let mut next = state.clone();
     let mut events = Vec::new();
     let old_probe = if old.cert.is_valid_at(now) {
-        Some(crate::leaf::issue_leaf(
-            old,
-            &probe_request(state),
-            now,
-            rng,
-        )?)
+        Some(state.issue_leaf(&probe_request(state), now, rng)?)
     } else {
         None
     };
@@ -666,10 +827,22 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     match topology {
         Topology::Bridged { until } => {
             let bridge_a = cross_sign(&old.cert, &new, until, rng)?;
-            let b_until = new.cert.not_after().min(old.cert.not_after());
+            // Bridge B verifies only through the current CA and the chain
+            // above it: it ends with the first of them to expire.
+            let b_until = [Some(new.cert.not_after()), Some(old.cert.not_after())]
+                .into_iter()
+                .chain([state.leaf_not_after_limit()])
+                .flatten()
+                .min()
+                .unwrap_or(old.cert.not_after());
             let bridge_b = cross_sign(&new.cert, old, b_until, rng)?;
             next.bundle = Bundle::from_certs([new.cert.clone(), bridge_a]);
             next.bridge = Some(bridge_b);
+            next.bridge_chain = state
+                .external
+                .as_ref()
+                .map(|e| e.serving_suffix(&old.cert))
+                .unwrap_or_default();
             trusted_until = Some(until);
         }
         Topology::SameTrust | Topology::Break => {
@@ -679,6 +852,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
             bundle.merge(&state.bundle);
             next.bundle = bundle;
             next.bridge = None;
+            next.bridge_chain = Vec::new();
             trusted_until = Some(old.cert.not_after());
         }
     }
@@ -712,7 +886,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     next.ca = new;
     next.external = Some(external);
 
-    let new_probe = crate::leaf::issue_leaf(&next.ca, &probe_request(state), now, rng)?;
+    let new_probe = next.issue_leaf(&probe_request(state), now, rng)?;
     let old_chain = old_probe.as_ref().map(|p| state.serving_chain(&p.cert));
     let new_chain = next.serving_chain(&new_probe.cert);
     let inputs = MatrixInputs {
@@ -739,8 +913,9 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         }
     }
 
+    let limit = next.leaf_not_after_limit();
     for (name, leaf) in next.leaves.iter_mut() {
-        let issued = crate::leaf::issue_leaf(&next.ca, &leaf.request, now, rng)?;
+        let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
         events.push(Event::LeafReissued {
             name: name.clone(),
             reason: LeafReason::IssuerRotated,
@@ -782,7 +957,7 @@ fn renew<'d, R: CryptoRng + ?Sized>(
         overridden: Vec::new(),
     });
     // Same key and SKI: a leaf of the old certificate is a leaf of the new.
-    let probe = crate::leaf::issue_leaf(old, &probe_request(state), now, rng)?;
+    let probe = state.issue_leaf(&probe_request(state), now, rng)?;
     let chain = state.serving_chain(&probe.cert);
     let cells = crate::preflight::matrix(
         &MatrixInputs {
@@ -827,6 +1002,8 @@ impl SignerState {
     ) -> Result<Self> {
         policy.validate()?;
         let ca = import.authority()?;
+        // Reported as the validation check it is (`chain-supplied`), which
+        // `CaImport::validate` would report as a chain without its root.
         if !import.is_self_signed() && import.chain.is_empty() {
             return Err(RotateError::ValidationFailed {
                 failed: vec![OverriddenCheck {
@@ -840,12 +1017,13 @@ impl SignerState {
                 forced: false,
             });
         }
-        import.verify_to_root(now)?;
-        let root = import.root().cloned().unwrap_or_else(|| ca.cert.clone());
+        let validated = import.validate(now)?;
+        let root = validated.root().clone();
         Ok(SignerState {
             policy,
             ca,
             bridge: None,
+            bridge_chain: Vec::new(),
             bundle: Bundle::from_certs([root]),
             previous: None,
             forced_rotation_reason: None,

@@ -393,6 +393,18 @@ pub fn issue_leaf<R: CryptoRng + ?Sized>(
     now: OffsetDateTime,
     rng: &mut R,
 ) -> Result<IssuedLeaf> {
+    issue_leaf_within(ca, request, now, None, rng)
+}
+
+/// [`issue_leaf`], with the NotAfter also cut at `not_after_limit` (the
+/// earliest NotAfter of the certificates above `ca`).
+pub fn issue_leaf_within<R: CryptoRng + ?Sized>(
+    ca: &CertificateAuthority,
+    request: &LeafRequest,
+    now: OffsetDateTime,
+    not_after_limit: Option<OffsetDateTime>,
+    rng: &mut R,
+) -> Result<IssuedLeaf> {
     request.validate()?;
     let algorithm = ca.key.algorithm();
     let key = PrivateKey::generate(algorithm, rng)?;
@@ -404,6 +416,7 @@ pub fn issue_leaf<R: CryptoRng + ?Sized>(
     )?;
     params.dns_names = request.dns_names.clone();
     params.ip_addresses = request.ip_addresses.clone();
+    params.not_after_limit = not_after_limit;
     let cert = ca.issue(&params, &key.public_key()?, rng)?;
     if cert.not_after() <= now {
         return Err(RotateError::Expired {

@@ -148,6 +148,12 @@ pub struct SignerState {
     /// Bridge B: the current CA signed by the previous CA's key, appended to
     /// serving chains. None before the first rotation or after it expired.
     pub bridge: Option<Certificate>,
+    /// What follows bridge B in serving chains: empty when the previous CA
+    /// was self-signed; the previous CA and its external intermediates when
+    /// it was imported under someone else's root, so clients that trust
+    /// only that root still find a path through bridge B. Kept with bridge
+    /// B in `signer/intermediate-ca.crt`, after it.
+    pub bridge_chain: Vec<Certificate>,
     /// The CA bundle clients should trust.
     pub bundle: Bundle,
     /// The CA rotated out last, if any.
@@ -183,6 +189,7 @@ impl SignerState {
             policy,
             ca,
             bridge: None,
+            bridge_chain: Vec::new(),
             bundle,
             previous: None,
             forced_rotation_reason: None,
@@ -220,6 +227,7 @@ impl SignerState {
             && pki_core::issued_by(leaf, &self.ca.cert).issued_by
         {
             chain.push(bridge.clone());
+            chain.extend(self.bridge_chain.iter().cloned());
         }
         if let Some(external) = &self.external
             && pki_core::issued_by(leaf, &self.ca.cert).issued_by
@@ -227,6 +235,26 @@ impl SignerState {
             chain.extend(external.serving_suffix(&self.ca.cert));
         }
         chain
+    }
+
+    /// The latest NotAfter a leaf of the current CA may have besides the
+    /// CA's own: the earliest NotAfter of an imported CA's external
+    /// intermediates and root (None for a CA pki generated).
+    pub fn leaf_not_after_limit(&self) -> Option<OffsetDateTime> {
+        self.external
+            .as_ref()
+            .and_then(crate::external::ExternalCa::not_after)
+    }
+
+    /// Issues a leaf of the current CA, its NotAfter within the CA's and
+    /// the chain's ([`SignerState::leaf_not_after_limit`]).
+    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized>(
+        &self,
+        request: &LeafRequest,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<IssuedLeaf> {
+        crate::leaf::issue_leaf_within(&self.ca, request, now, self.leaf_not_after_limit(), rng)
     }
 
     /// When the current CA becomes due for automatic rotation: NotAfter − M.
@@ -868,12 +896,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         // A serving certificate of the old CA, to prove below that servers
         // which have not refreshed stay trusted.
         let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
-            Some(crate::leaf::issue_leaf(
-                &old,
-                &probe_request(&plan.policy),
-                now,
-                rng,
-            )?)
+            Some(state.issue_leaf(&probe_request(&plan.policy), now, rng)?)
         } else {
             None
         };
@@ -932,6 +955,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         });
         next.ca = new;
         next.bridge = bridge_b;
+        next.bridge_chain = Vec::new();
         next.bundle = bundle;
         preflight_rotation(
             state,
@@ -995,14 +1019,16 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     if plan.drop_bridge
         && let Some(b) = next.bridge.take()
     {
+        next.bridge_chain.clear();
         events.push(Event::BridgeRetired { id: b.id() });
     }
 
+    let limit = next.leaf_not_after_limit();
     for decision in &plan.leaves {
         let Some(leaf) = next.leaves.get_mut(&decision.name) else {
             continue;
         };
-        let issued = crate::leaf::issue_leaf(&next.ca, &leaf.request, now, rng)?;
+        let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
         events.push(Event::LeafReissued {
             name: decision.name.clone(),
             reason: decision.reason.clone(),
@@ -1173,10 +1199,7 @@ pub fn reconcile_external<R: CryptoRng + ?Sized>(
             let reason = decision
                 .map(|d| d.reason)
                 .unwrap_or(LeafReason::NotYetIssued);
-            (
-                crate::leaf::issue_leaf(&state.ca, request, now, rng)?,
-                Some(reason),
-            )
+            (state.issue_leaf(request, now, rng)?, Some(reason))
         }
     };
     Ok(ExternalLeaf {

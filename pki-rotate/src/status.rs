@@ -174,6 +174,19 @@ pub enum PendingAction {
         /// Its id.
         id: String,
     },
+    /// An imported CA (or a certificate of its external chain) has less
+    /// than the minimum trust M left: pki does not make the replacement of
+    /// a CA someone else signed, so an operator must supply one (`pki
+    /// rotate DIR --to FILE`). `pki rotate` alone does not take this action.
+    SupplyReplacement {
+        /// The imported CA.
+        ca_id: String,
+        /// When it, or the first certificate of its chain, expires.
+        #[serde(with = "time::serde::rfc3339")]
+        expires_at: OffsetDateTime,
+        /// The reason in words.
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for PendingAction {
@@ -187,6 +200,9 @@ impl std::fmt::Display for PendingAction {
                 write!(f, "prune {} expired bundle certificates", ids.len())
             }
             PendingAction::RetireBridge { id } => write!(f, "retire the expired bridge {id}"),
+            PendingAction::SupplyReplacement { detail, .. } => {
+                write!(f, "supply a replacement CA: {detail}")
+            }
         }
     }
 }
@@ -219,6 +235,12 @@ pub struct TrustCellSummary {
     pub at: OffsetDateTime,
     /// What happened.
     pub result: CellResult,
+    /// The cell involves the previous CA's material (its serving chain or
+    /// its bundle) after its trust window ended: distrusted at a
+    /// compromise, or its grace period over. Consumers still holding that
+    /// material were meant to be cut off, so a failure here is expected
+    /// and does not make the health `broken`.
+    pub retired: bool,
 }
 
 impl TrustCellSummary {
@@ -291,7 +313,9 @@ pub struct SignerStatus {
     pub history: Vec<RotationRecord>,
     /// The trust matrix now: the previous CA's probe chain and the first
     /// current leaf's serving chain against the previous CA and the current
-    /// bundle (cells whose inputs do not exist are left out).
+    /// bundle (cells whose inputs do not exist are left out). Cells of a
+    /// previous CA whose trust window ended are marked `retired` and do not
+    /// count toward the health.
     pub trust: Vec<TrustCellSummary>,
 }
 
@@ -326,6 +350,9 @@ impl SignerStatus {
             && let Some(b) = &state.bridge
         {
             pending.push(PendingAction::RetireBridge { id: b.id() });
+        }
+        if let Some(action) = replacement_due(state, now) {
+            pending.push(action);
         }
         let previous_cert = state
             .previous
@@ -369,9 +396,16 @@ impl SignerStatus {
                 }
             })
             .collect();
+        let previous_trusted = state
+            .previous
+            .as_ref()
+            .is_some_and(|p| previous_trusted_at(p, now));
         let trust: Vec<TrustCellSummary> = trust_now(state, now)
             .into_iter()
             .map(|c| TrustCellSummary {
+                retired: !previous_trusted
+                    && (c.chain == crate::preflight::Side::Old
+                        || c.bundle == crate::preflight::Side::Old),
                 chain: c.chain,
                 bundle: c.bundle,
                 at: c.at,
@@ -403,7 +437,7 @@ impl SignerStatus {
                 ));
             }
         }
-        for c in &trust {
+        for c in trust.iter().filter(|c| !c.retired) {
             if let CellResult::Failed { error } = &c.result {
                 problems.push(format!(
                     "{} serving chain x {} bundle fails: {error}",
@@ -441,7 +475,7 @@ impl SignerStatus {
                 id: p.id.clone(),
                 not_after: p.not_after,
                 trusted_until: p.trusted_until,
-                trusted: p.trusted_until.is_some_and(|t| now <= t) && now <= p.not_after,
+                trusted: previous_trusted_at(p, now),
             }),
             forced_rotation_reason: state.forced_rotation_reason.clone(),
             leaves,
@@ -452,6 +486,50 @@ impl SignerStatus {
             trust,
         })
     }
+}
+
+/// The automatic rotation holds an imported CA (its replacement must come
+/// from its issuer), so without this its approaching expiry would show as
+/// nothing due until it turned into broken.
+fn replacement_due(state: &SignerState, now: OffsetDateTime) -> Option<PendingAction> {
+    state.external.as_ref()?;
+    let ca = &state.ca.cert;
+    let expires_at = std::iter::once(ca.not_after())
+        .chain(state.leaf_not_after_limit())
+        .min()?;
+    let min_trust = state.policy.rotation.min_trust;
+    if expires_at - now >= min_trust {
+        return None;
+    }
+    let what = if expires_at < ca.not_after() {
+        format!(
+            "a certificate of the chain above the imported CA {}",
+            ca.id()
+        )
+    } else {
+        format!("the imported CA {}", ca.id())
+    };
+    let when = if expires_at < now {
+        "expired at"
+    } else {
+        "expires at"
+    };
+    Some(PendingAction::SupplyReplacement {
+        ca_id: ca.id(),
+        expires_at,
+        detail: format!(
+            "{what} {when} {}, within the minimum trust {}; pki does not renew a CA someone else signed: have its issuer sign a replacement and run `pki rotate DIR --to FILE`",
+            pki_core::datetime::rfc3339(expires_at),
+            pki_core::policy::human(min_trust)
+        ),
+    })
+}
+
+/// Whether the previous CA is still within its trust window at `now`:
+/// bridged (not distrusted at a compromise), the bridge not yet ended, and
+/// the CA itself not expired.
+fn previous_trusted_at(previous: &crate::signer::PreviousCa, now: OffsetDateTime) -> bool {
+    previous.trusted_until.is_some_and(|t| now <= t) && now <= previous.not_after
 }
 
 fn trust_now(state: &SignerState, now: OffsetDateTime) -> Vec<crate::preflight::TrustCell> {

@@ -129,15 +129,29 @@ fn imported_chain_survives_the_store_and_serving_chains_carry_it() {
 }
 
 #[test]
-fn automatic_rotation_leaves_an_imported_ca_alone() {
+fn automatic_rotation_leaves_an_imported_ca_alone_and_status_asks_for_a_replacement() {
     let o = org(10);
-    let (store, _) = imported(&o);
+    let (store, now) = imported(&o);
+    let fresh = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let status = pki_rotate::status::SignerStatus::of(&fresh, now).unwrap();
+    assert_eq!(status.health, pki_rotate::status::Health::Ok);
     // Past the imported CA's D − M point: the signer would rotate its own CA.
     let late = T0 + Duration::days(600);
     let step = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), late, &mut rng(11))
         .unwrap();
     assert_eq!(step.document.ca.cert, o.cluster.cert);
+    let status = pki_rotate::status::SignerStatus::of(&step.document, late).unwrap();
+    assert_eq!(status.health, pki_rotate::status::Health::ActionDue);
+    assert!(
+        status.pending.iter().any(|p| matches!(
+            p,
+            pki_rotate::status::PendingAction::SupplyReplacement { ca_id, expires_at, .. }
+                if *ca_id == o.cluster.cert.id() && *expires_at == o.cluster.cert.not_after()
+        )),
+        "{:?}",
+        status.pending
+    );
 }
 
 #[test]
@@ -256,6 +270,115 @@ fn a_self_signed_replacement_of_a_generated_ca_is_bridged_both_ways() {
     );
     assert_eq!(cells.len(), 8);
     assert!(cells.iter().all(|c| c.verified()), "{cells:?}");
+}
+
+/// `cn` under `issuer` with `path_len` (None: no pathLenConstraint).
+fn sub_ca(
+    issuer: &CertificateAuthority,
+    cn: &str,
+    path_len: Option<u8>,
+    seed: u64,
+) -> CertificateAuthority {
+    let mut r = rng(seed);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let params = CertificateParams::new(
+        Profile::IntermediateCa { path_len },
+        cn,
+        T0,
+        Duration::days(700),
+    )
+    .unwrap();
+    let cert = issuer
+        .issue(&params, &key.public_key().unwrap(), &mut r)
+        .unwrap();
+    CertificateAuthority::new(cert, key).unwrap()
+}
+
+#[test]
+fn a_self_signed_replacement_of_an_imported_intermediate_is_bridged_to_the_external_root() {
+    // An organisation that lets its cluster CA have one CA below it.
+    let org_root = root("Org Root", 3650, 70);
+    let int = sub_ca(&org_root, "Org Intermediate", None, 71);
+    let cluster = sub_ca(&int, "cluster-ca", Some(1), 72);
+    let o = Org {
+        root: org_root,
+        int,
+        cluster,
+    };
+    let (store, now) = imported(&o);
+    let before = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let new_root = root("New Cluster Root", 800, 73);
+    let input = replace(import_of(&new_root, &[]), None);
+    let report = pki_rotate::validate_replacement(
+        &before,
+        &import_of(&new_root, &[]),
+        &ServiceAccountKeys::default(),
+        now,
+    );
+    assert!(report.ok, "{report:?}");
+    Driver::new(&store)
+        .step::<ExternalEngine, _>(KEY, &input, now, &mut rng(74))
+        .unwrap();
+    // Read back from the store: bridge B and the chain above it persist.
+    let after = Driver::new(&store).load::<SignerEngine>(KEY).unwrap().0;
+    let bridge_b = after.bridge.clone().expect("bridge B");
+    assert!(pki_core::issued_by(&bridge_b, &o.cluster.cert).issued_by);
+    assert!(bridge_b.not_after() <= o.cluster.cert.not_after());
+    let new_leaf = &after.leaves["web"].issued.as_ref().unwrap().cert;
+    assert_eq!(
+        after.serving_chain(new_leaf),
+        [
+            new_leaf.clone(),
+            bridge_b,
+            o.cluster.cert.clone(),
+            o.int.cert.clone()
+        ]
+    );
+    let old_leaf = &before.leaves["web"].issued.as_ref().unwrap().cert;
+    let cells = matrix(
+        &MatrixInputs {
+            old_chain: Some(&before.serving_chain(old_leaf)),
+            new_chain: Some(&after.serving_chain(new_leaf)),
+            old_bundle: Some(&before.bundle),
+            new_bundle: &after.bundle,
+        },
+        &[now, T0 + Duration::days(300)],
+    );
+    assert_eq!(cells.len(), 8);
+    assert!(cells.iter().all(|c| c.verified()), "{cells:?}");
+    assert_eq!(before.bundle.certs(), std::slice::from_ref(&o.root.cert));
+}
+
+#[test]
+fn a_self_signed_replacement_of_a_sign_leaves_only_ca_is_refused_saying_what_breaks_until_when() {
+    // The k3s topology: the cluster CA has pathLenConstraint 0.
+    let o = org(80);
+    let (store, now) = imported(&o);
+    let before = snapshot(&store);
+    let new_root = root("New Cluster Root", 800, 81);
+    let err = Driver::new(&store)
+        .step::<ExternalEngine, _>(
+            KEY,
+            &replace(import_of(&new_root, &[]), None),
+            now,
+            &mut rng(82),
+        )
+        .unwrap_err();
+    let RotateError::ValidationFailed { failed, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].name, check::CHAINS_TO_CURRENT_TRUST);
+    let text = err.to_string();
+    // M (395 days, the default policy sets no reload interval) after the rotation.
+    let until = pki_core::datetime::rfc3339(now + Duration::days(395));
+    assert!(
+        text.contains("pathLenConstraint 0")
+            && text.contains("new serving chain x old bundle")
+            && text.contains(&format!("until {until}")),
+        "{text}"
+    );
+    assert_eq!(snapshot(&store), before);
 }
 
 #[test]
@@ -397,4 +520,43 @@ fn an_expired_external_root_stays_in_the_bundle_and_the_store_stays_readable() {
     let _ = driver.step::<SignerEngine, _>(KEY, &SignerInput::default(), after, &mut rng(73));
     let (state, _) = driver.load::<SignerEngine>(KEY).unwrap();
     assert_eq!(state.bundle.certs(), std::slice::from_ref(&root.cert));
+}
+
+#[test]
+fn service_account_keys_are_read_from_pem_and_from_the_store_key_ring() {
+    let mut r = rng(90);
+    let kept = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let other = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let public = |k: &PrivateKey| pki_core::pem::encode("PUBLIC KEY", &k.public_key_der().unwrap());
+    // A public key and a private key: both give their SubjectPublicKeyInfo.
+    let pem = format!("{}{}", public(&kept), *other.to_pkcs8_pem().unwrap());
+    let keys = ServiceAccountKeys::keys_from_pem(pem.as_bytes()).unwrap();
+    assert_eq!(
+        keys,
+        [
+            kept.public_key_der().unwrap(),
+            other.public_key_der().unwrap()
+        ]
+    );
+    let certificate = root("Not A Key", 10, 91).cert.to_pem();
+    let err = ServiceAccountKeys::keys_from_pem(certificate.as_bytes()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            RotateError::Core(pki_core::Error::UnexpectedPemLabel { .. })
+        ),
+        "{err}"
+    );
+
+    let store = MemoryStore::new();
+    let none = ServiceAccountKeys::from_store(&store, None).unwrap();
+    assert_eq!(none, ServiceAccountKeys::default());
+    let mut files = pki_rotate::Files::new();
+    files
+        .insert("keys/public.pem", pki_rotate::File::public(public(&kept)))
+        .unwrap();
+    store.put("keys", None, &files).unwrap();
+    let keys = ServiceAccountKeys::from_store(&store, Some(public(&other).as_bytes())).unwrap();
+    let check = check_service_account_keys(&keys);
+    assert!(!check.ok, "{}", check.detail);
 }

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use pki_rotate::preflight::Side;
 use pki_rotate::status::{Health, PendingAction, SignerStatus};
 use pki_rotate::{
     Engine, Event, ForcedRotation, LeafChange, LeafKind, LeafReason, LeafRequest, RotateError,
@@ -218,5 +219,99 @@ fn status_is_structured_versioned_and_carries_no_material() {
     assert!(
         !json.contains("BEGIN") && !json.contains("\"Ok\""),
         "{json}"
+    );
+}
+
+#[test]
+fn a_previous_ca_distrusted_on_purpose_does_not_make_status_broken() {
+    let s = signer(SignerPolicy::default());
+    let at = T0 + Duration::days(30);
+    let compromise = SignerInput::forced(ForcedRotation {
+        reason: "key leaked".into(),
+        grace: None,
+        no_bridges: true,
+    });
+    let (compromised, _) = step(&s, &compromise, at, 3).unwrap();
+    // A day later, and long before the old CA expires (day 790): clients
+    // and servers still on the old CA's material are cut off on purpose.
+    let status = SignerStatus::of(&compromised, at + Duration::days(1)).unwrap();
+    assert_eq!(status.health, Health::Ok, "{:?}", status.problems);
+    let old_cells: Vec<_> = status
+        .trust
+        .iter()
+        .filter(|c| c.chain == Side::Old || c.bundle == Side::Old)
+        .collect();
+    assert_eq!(old_cells.len(), 3, "{:?}", status.trust);
+    assert!(old_cells.iter().all(|c| c.retired));
+    assert!(
+        old_cells.iter().any(|c| !c.verified()),
+        "the distrusted CA's cells do fail: {:?}",
+        status.trust
+    );
+    let current = status
+        .trust
+        .iter()
+        .find(|c| c.chain == Side::New && c.bundle == Side::New)
+        .unwrap();
+    assert!(current.verified() && !current.retired);
+
+    let grace = SignerInput::forced(ForcedRotation {
+        reason: "drill".into(),
+        grace: Some(Duration::days(1)),
+        no_bridges: false,
+    });
+    let (graced, _) = step(&s, &grace, at, 4).unwrap();
+    // Within the grace period, the old cells count (and hold).
+    let during = SignerStatus::of(&graced, at + Duration::hours(12)).unwrap();
+    assert_eq!(during.health, Health::Ok, "{:?}", during.problems);
+    assert!(during.trust.iter().all(|c| !c.retired && c.verified()));
+    // After it, bridge A has expired: pruning it is due, nothing is broken.
+    let after = SignerStatus::of(&graced, at + Duration::days(2)).unwrap();
+    assert_eq!(after.health, Health::ActionDue, "{:?}", after.problems);
+    assert!(
+        after
+            .trust
+            .iter()
+            .any(|c| c.retired && !c.verified() && c.chain == Side::Old)
+    );
+}
+
+#[test]
+fn a_cell_that_fails_on_its_own_still_makes_status_broken() {
+    let s = signer(SignerPolicy::default());
+    let at = T0 + Duration::days(30);
+    let compromise = SignerInput::forced(ForcedRotation {
+        reason: "key leaked".into(),
+        grace: None,
+        no_bridges: true,
+    });
+    let (mut compromised, _) = step(&s, &compromise, at, 3).unwrap();
+    // A bundle that lost the current CA: current servers x current
+    // clients fails, which no rotation intended.
+    compromised.bundle = s.bundle.clone();
+    let status = SignerStatus::of(&compromised, at + Duration::days(1)).unwrap();
+    assert_eq!(status.health, Health::Broken);
+    assert!(
+        status
+            .problems
+            .iter()
+            .any(|p| p.starts_with("new serving chain x new bundle")),
+        "{:?}",
+        status.problems
+    );
+
+    // While the previous CA is still trusted, its failing cell counts too.
+    let (mut rotated, _) = step(&s, &forced("drill"), at, 5).unwrap();
+    let ca_only = pki_core::Bundle::from_certs([rotated.ca.cert.clone()]);
+    rotated.bundle = ca_only;
+    let status = SignerStatus::of(&rotated, at + Duration::days(1)).unwrap();
+    assert_eq!(status.health, Health::Broken);
+    assert!(
+        status
+            .problems
+            .iter()
+            .any(|p| p.starts_with("old serving chain x new bundle")),
+        "{:?}",
+        status.problems
     );
 }

@@ -96,7 +96,8 @@
   PIN(PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT, 682) \
   PIN(PKI_RESULT_IMPORT, 700) \
   PIN(PKI_RESULT_VALIDATION_FAILED, 701) \
-  PIN(PKI_RESULT_IMPORTED_CA, 702)
+  PIN(PKI_RESULT_IMPORTED_CA, 702) \
+  PIN(PKI_RESULT_TRUST_BREAK, 740)
 
 #define STATIC_PIN(name, number) \
   _Static_assert((uint32_t)(name) == (uint32_t)(number), #name " must stay " #number);

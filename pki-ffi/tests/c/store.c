@@ -49,6 +49,10 @@ static void check_next_check(const pki_step *step, int64_t want) {
   CHECK(got == want);
 }
 
+/* The reason the forced rotations of these tests break trust on purpose. */
+#define ALLOW "test store"
+#define ALLOW_LEN (sizeof(ALLOW) - 1)
+
 /* Steps `key` and checks what the step did; returns the step. */
 static pki_step *step_ok(const pki_store *store, const char *key, const char *forced,
                          int64_t now, int want_changed, size_t want_events,
@@ -60,7 +64,12 @@ static pki_step *step_ok(const pki_store *store, const char *key, const char *fo
     f.reason = forced;
     f.reason_len = strlen(forced);
   }
-  CHECK_OK(pki_signer_store_step(store, key, strlen(key), NULL, forced ? &f : NULL, now, &step));
+  /* A forced rotation here comes days after the previous one, which cuts
+   * off clients still holding the bundle of two rotations ago: allowed,
+   * for a reason (checked refused without one below). */
+  CHECK_OK(pki_signer_store_step_guarded(store, key, strlen(key), NULL, forced ? &f : NULL,
+                                         forced ? ALLOW : NULL, forced ? ALLOW_LEN : 0, now,
+                                         &step));
   stop_if_failed();
   CHECK(pki_step_changed(step) == (want_changed != 0));
   CHECK(pki_events_len(pki_step_events(step)) == want_events);
@@ -90,7 +99,7 @@ static void test_memory_store(void) {
   pki_buffer *created = NULL, *rev = NULL, *r = (pki_buffer *)(void *)&dir;
   pki_step *step, *quiet, *st = (pki_step *)(void *)&dir;
   pki_bundle *bundle = NULL;
-  pki_forced_rotation empty;
+  pki_forced_rotation empty, drill;
   pki_policy bad = pki_policy_default();
   pki_bytes view;
 
@@ -159,6 +168,21 @@ static void test_memory_store(void) {
   step = step_ok(store, "edge", NULL, T0 + 395 * DAY + 1, 1, 1, 1, T0 + 790 * DAY + 1);
   CHECK(step_rotated(step));
   pki_step_free(step);
+
+  /* Four days after a rotation, another cuts off clients that still hold
+   * the first bundle: refused without a reason, naming until when, and
+   * nothing written. */
+  memset(&drill, 0, sizeof drill);
+  drill.reason = "drill";
+  drill.reason_len = 5;
+  st = (pki_step *)(void *)&dir;
+  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, &drill, T0 + 400 * DAY, &st),
+             PKI_RESULT_TRUST_BREAK);
+  CHECK(contains(last_error(), "until"));
+  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK_CODE(pki_signer_store_step_guarded(store, LIT("signer"), NULL, &drill, LIT(" "),
+                                           T0 + 400 * DAY, &st),
+             PKI_RESULT_INVALID_ARGUMENT);
 
   /* A forced rotation runs once per reason; the third CA is due first. */
   step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
@@ -379,7 +403,8 @@ static void test_callback_store(void) {
   forced.reason_len = 5;
   f.interfere = -1;
   puts = f.puts;
-  r = pki_signer_store_step(store, LIT("signer"), NULL, &forced, T0 + 400 * DAY, &st);
+  r = pki_signer_store_step_guarded(store, LIT("signer"), NULL, &forced, ALLOW, ALLOW_LEN,
+                                    T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_CONFLICT);
   CHECK(r != PKI_RESULT_STORE);
   CHECK(contains(last_error(), "8 attempts"));
@@ -393,7 +418,8 @@ static void test_callback_store(void) {
   f.interfere = 0;
   f.broken = 1;
   puts = f.puts;
-  r = pki_signer_store_step(store, LIT("signer"), NULL, &forced, T0 + 400 * DAY, &st);
+  r = pki_signer_store_step_guarded(store, LIT("signer"), NULL, &forced, ALLOW, ALLOW_LEN,
+                                    T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_STORE);
   CHECK(contains(last_error(), "connection refused"));
   CHECK(contains(last_error(), "kube-system"));

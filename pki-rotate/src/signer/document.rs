@@ -3,7 +3,9 @@
 //! - **Files** ([`SignerState::to_files`]), what stores keep and consumers
 //!   read: `pki-state.json` (the document without certificates and keys),
 //!   `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
-//!   (bridge B, after a rotation), `ca-bundle.crt`, and for each issued leaf
+//!   (bridge B, after a rotation, followed by the certificates above it when
+//!   the previous CA was imported under someone else's root),
+//!   `ca-bundle.crt`, and for each issued leaf
 //!   `certs/NAME/tls.crt` (leaf, then bridge B when present),
 //!   `certs/NAME/tls.key` (secret) and `certs/NAME/tls.pem` (secret: the
 //!   two in one file, which a reader gets whole from one commit; read back
@@ -217,7 +219,7 @@ impl SignerState {
             Some(Material {
                 ca_cert: self.ca.cert.to_pem(),
                 ca_key: self.ca.key.to_pkcs8_pem()?,
-                bridge: self.bridge.as_ref().map(Certificate::to_pem),
+                bridge: self.bridge_pem(),
                 bundle: self.bundle.to_pem(),
                 leaves,
                 chain: self.external_chain_pem(),
@@ -289,8 +291,8 @@ impl SignerState {
             SIGNER_KEY,
             File::secret(self.ca.key.to_pkcs8_pem()?.as_bytes()),
         )?;
-        if let Some(bridge) = &self.bridge {
-            files.insert(SIGNER_BRIDGE, File::public(bridge.to_pem()))?;
+        if let Some(bridge) = self.bridge_pem() {
+            files.insert(SIGNER_BRIDGE, File::public(bridge))?;
         }
         files.insert(CA_BUNDLE, File::public(self.bundle.to_pem()))?;
         if let Some(chain) = self.external_chain_pem() {
@@ -451,9 +453,17 @@ fn assemble<'a>(
     let ca_cert = Certificate::from_pem(need(SIGNER_CERT)?).map_err(|e| at(SIGNER_CERT, e))?;
     let ca_key = PrivateKey::from_stored_pem(need(SIGNER_KEY)?).map_err(|e| at(SIGNER_KEY, e))?;
     let ca = CertificateAuthority::new(ca_cert, ca_key).map_err(|e| at(SIGNER_KEY, e))?;
-    let bridge = match get(SIGNER_BRIDGE) {
-        Some(b) => Some(Certificate::from_pem(b).map_err(|e| at(SIGNER_BRIDGE, e))?),
-        None => None,
+    let (bridge, bridge_chain) = match get(SIGNER_BRIDGE) {
+        Some(b) => {
+            let mut certs = Certificate::all_from_pem(b)
+                .map_err(|e| at(SIGNER_BRIDGE, e))?
+                .into_iter();
+            let bridge = certs.next().ok_or_else(|| {
+                RotateError::corrupt(format!("{origin}: {SIGNER_BRIDGE}"), "holds no certificate")
+            })?;
+            (Some(bridge), certs.collect())
+        }
+        None => (None, Vec::new()),
     };
     let bundle = Bundle::from_pem(need(CA_BUNDLE)?).map_err(|e| at(CA_BUNDLE, e))?;
     let external = match doc.external {
@@ -508,6 +518,7 @@ fn assemble<'a>(
         policy: doc.policy,
         ca,
         bridge,
+        bridge_chain,
         bundle,
         previous: doc.previous,
         forced_rotation_reason: doc.forced_rotation_reason,
@@ -518,6 +529,16 @@ fn assemble<'a>(
 }
 
 impl SignerState {
+    /// Bridge B then what follows it in serving chains, as PEM.
+    fn bridge_pem(&self) -> Option<String> {
+        self.bridge.as_ref().map(|b| {
+            std::iter::once(b)
+                .chain(&self.bridge_chain)
+                .map(Certificate::to_pem)
+                .collect()
+        })
+    }
+
     /// The imported CA's chain as PEM, when it has one.
     fn external_chain_pem(&self) -> Option<String> {
         self.external
