@@ -272,9 +272,10 @@ pub fn parse_duration(s: &str) -> Result<time::Duration, String> {
 }
 
 /// The operating system's RNG. Keys and serials need real randomness; the
-/// engines take the RNG as an argument so tests can seed it.
-pub fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
-    rand_core::UnwrapErr(getrandom::SysRng)
+/// engines take the RNG as an argument so tests can seed it. pki-core's own
+/// type, so that P-256 keys are made and signed with ring (see `pki_core::OsRng`).
+pub fn os_rng() -> pki_core::OsRng {
+    pki_core::os_rng()
 }
 
 /// Renders a time with a countdown relative to `now`: `2027-01-31T00:00:00Z (in 395d)`.

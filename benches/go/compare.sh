@@ -41,7 +41,7 @@ for row in "${rows[@]}"; do
   for _ in $(seq "$runs"); do
     "$pki" "$row" >>"$work/pki.txt"
     case "$row" in
-      issue) "$work/go-compare" issue >>"$work/go.txt" ;;
+      issue|issue-os) "$work/go-compare" issue >>"$work/go.txt" ;;
       *) "$work/go-compare" "$row" "$work/fixtures" >>"$work/go.txt" ;;
     esac
   done

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! compare fixtures DIR   write the rotation certificates as PEM for the Go side
-//! compare ROW            ROW: issue | matrix | parse
+//! compare ROW            ROW: issue | issue-os | matrix | parse
 //! ```
 //!
 //! Each row runs once to warm up, then at least three times and for at
@@ -74,6 +74,13 @@ fn main() {
                 })
             );
         }
+        ["issue-os"] => {
+            let ca = fixtures::issuing_ca();
+            println!(
+                "{:.6}",
+                median_of(|| fixtures::issue_leaves_os(&ca, LEAVES).len())
+            );
+        }
         ["matrix"] => {
             let der = fixtures::rotation(LEAVES).to_der();
             assert_eq!(fixtures::matrix(&der), 4 * LEAVES, "every cell must verify");
@@ -85,6 +92,6 @@ fn main() {
             assert_eq!(fixtures::parse(&pem), LEAVES);
             println!("{:.6}", median_of(|| fixtures::parse(&pem)));
         }
-        _ => panic!("usage: compare fixtures DIR | compare issue|matrix|parse"),
+        _ => panic!("usage: compare fixtures DIR | compare issue|issue-os|matrix|parse"),
     }
 }

@@ -89,6 +89,9 @@ enum PointCheck {
     AtFirstSignature,
 }
 
+#[cfg(feature = "ring")]
+mod fast;
+
 #[derive(Clone)]
 enum KeyInner {
     P256(Box<P256Key>),
@@ -111,6 +114,9 @@ struct P256Key {
     /// The PKCS#8 DER the key was read from, handed out again unchanged.
     stored_pkcs8: Option<Zeroizing<Vec<u8>>>,
     signing: OnceLock<p256::ecdsa::SigningKey>,
+    /// The key as ring's key pair, once it signed through the OS RNG.
+    #[cfg(feature = "ring")]
+    ring: OnceLock<Option<std::sync::Arc<ring::signature::EcdsaKeyPair>>>,
 }
 
 impl P256Key {
@@ -123,6 +129,8 @@ impl P256Key {
             stored_public: None,
             stored_pkcs8: None,
             signing,
+            #[cfg(feature = "ring")]
+            ring: OnceLock::new(),
         }
     }
 
@@ -187,7 +195,16 @@ impl PrivateKey {
     /// Generates a new key of the given type from `rng`.
     ///
     /// Same RNG stream, same key: generation is deterministic in its input.
-    pub fn generate<R: CryptoRng + ?Sized>(algorithm: KeyAlgorithm, rng: &mut R) -> Result<Self> {
+    /// With the `ring` feature, a P-256 key generated through
+    /// [`crate::OsRng`] comes from ring (see [`crate::OsRng`]).
+    pub fn generate<R: CryptoRng + ?Sized + 'static>(
+        algorithm: KeyAlgorithm,
+        rng: &mut R,
+    ) -> Result<Self> {
+        #[cfg(feature = "ring")]
+        if algorithm == KeyAlgorithm::EcdsaP256 && crate::rng::is_os_rng::<R>() {
+            return fast::generate_p256();
+        }
         let inner = match algorithm {
             KeyAlgorithm::EcdsaP256 => {
                 use p256::elliptic_curve::Generate;
@@ -360,6 +377,8 @@ impl PrivateKey {
                 stored_public,
                 stored_pkcs8,
                 signing: OnceLock::new(),
+                #[cfg(feature = "ring")]
+                ring: OnceLock::new(),
             };
             if check == PointCheck::Now {
                 key.signing_key()?;
@@ -427,11 +446,24 @@ impl PrivateKey {
             || self.matches(cert.public_key())
     }
 
-    /// Signs the certificate a builder describes.
+    /// Signs the certificate a builder describes. `os_randomness`: the
+    /// caller draws from the operating system's RNG, so with the `ring`
+    /// feature a P-256 key signs with ring (see [`crate::OsRng`]).
     pub(crate) fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
+        os_randomness: bool,
     ) -> Result<x509_cert::Certificate> {
+        #[cfg(feature = "ring")]
+        let builder = match &self.inner {
+            KeyInner::P256(k) if os_randomness => match fast::sign(k, builder)? {
+                Ok(cert) => return Ok(cert),
+                Err(builder) => builder,
+            },
+            _ => builder,
+        };
+        #[cfg(not(feature = "ring"))]
+        let _ = os_randomness;
         match &self.inner {
             KeyInner::P256(k) => builder.build::<_, p256::ecdsa::DerSignature>(k.signing_key()?),
             KeyInner::Rsa(k) => builder.build::<_, rsa::pkcs1v15::Signature>(k.as_ref()),

@@ -36,6 +36,7 @@ mod key;
 mod lineage;
 pub mod pem;
 pub mod policy;
+mod rng;
 pub mod verify;
 
 pub use bundle::Bundle;
@@ -55,6 +56,7 @@ pub use issue::{
 pub use key::{KeyAlgorithm, PrivateKey};
 pub use lineage::{Lineage, LineageRule, issued_by};
 pub use policy::RotationPolicy;
+pub use rng::{OsRng, os_rng};
 pub use verify::{
     Budget, ExpectedName, Purpose, SignatureCache, VerifiedPath, VerifyError, VerifyOptions,
     verify_chain, verify_chain_cached, verify_signature,

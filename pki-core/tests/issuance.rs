@@ -382,3 +382,59 @@ fn utc_time_before_1970_is_refused_when_parsed() {
     assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
     assert!(err.to_string().contains("UTCTime"), "{err}");
 }
+
+/// With the `ring` feature, keys and certificates made through the
+/// operating system's RNG come from ring: they must be what RustCrypto
+/// reads and verifies, and never repeat.
+#[cfg(feature = "ring")]
+#[test]
+fn keys_and_certificates_made_with_the_os_rng_verify_with_rustcrypto() {
+    use pki_core::{OsRng, os_rng, verify_signature};
+    let mut os: OsRng = os_rng();
+    let ca = CertificateAuthority::generate_root(
+        "service-ca",
+        KeyAlgorithm::EcdsaP256,
+        NOW,
+        Duration::days(790),
+        &mut os,
+    )
+    .unwrap();
+    verify_signature(ca.cert.public_key(), &ca.cert).unwrap();
+    assert!(ca.key.matches_certificate(&ca.cert));
+
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut os).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "web", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["web.ns.svc".into()];
+    let leaf = ca.issue(&p, &key.public_key().unwrap(), &mut os).unwrap();
+    verify_signature(ca.cert.public_key(), &leaf).unwrap();
+    assert!(key.matches_certificate(&leaf));
+    assert_eq!(
+        issued_by(&leaf, &ca.cert).rule,
+        LineageRule::KeyIdentifierMatch
+    );
+
+    // The generated key reads back from its PKCS#8, checked now, and signs
+    // with RustCrypto too (a seeded RNG takes that path).
+    let back = PrivateKey::from_pkcs8_der(&key.to_pkcs8_der().unwrap()).unwrap();
+    assert!(back.matches_certificate(&leaf));
+    let ca_back = CertificateAuthority::new(
+        ca.cert.clone(),
+        PrivateKey::from_pkcs8_der(&ca.key.to_pkcs8_der().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let again = ca_back
+        .issue(&p, &key.public_key().unwrap(), &mut rng(5))
+        .unwrap();
+    verify_signature(ca.cert.public_key(), &again).unwrap();
+
+    // Nothing repeats: another key, another signature over the same TBS.
+    let other = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut os).unwrap();
+    assert_ne!(
+        other.public_key_der().unwrap(),
+        key.public_key_der().unwrap()
+    );
+    // A seeded RNG still gives the same key twice.
+    let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(9)).unwrap();
+    let b = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(9)).unwrap();
+    assert_eq!(a.public_key_der().unwrap(), b.public_key_der().unwrap());
+}

@@ -134,9 +134,10 @@ pub(crate) fn seconds(seconds: i64) -> time::Duration {
 
 /// The operating system's RNG: keys and serials need real randomness.
 /// Failing to read it panics, which the boundary turns into
-/// `PKI_RESULT_PANIC`.
-pub(crate) fn os_rng() -> rand_core::UnwrapErr<getrandom::SysRng> {
-    rand_core::UnwrapErr(getrandom::SysRng)
+/// `PKI_RESULT_PANIC`. pki-core's own type, so that P-256 keys are made and
+/// signed with ring (see `pki_core::OsRng`).
+pub(crate) fn os_rng() -> pki_core::OsRng {
+    pki_core::os_rng()
 }
 
 /// Reads something from the object behind a handle inside the panic

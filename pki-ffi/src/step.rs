@@ -55,7 +55,7 @@ impl Engine for AbiSigner {
         SignerEngine::plan(doc, &input.signer_input(doc), now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d SignerState,
         plan: Plan,
         rng: &mut R,

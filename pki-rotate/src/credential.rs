@@ -798,7 +798,7 @@ impl Engine for CredentialEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d CredentialState,
         plan: Plan,
         _rng: &mut R,

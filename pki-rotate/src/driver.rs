@@ -91,7 +91,7 @@ impl<S: Store> Driver<S> {
     /// `now` with `input`, and write the result when it changed. Retries
     /// from a fresh read when another writer changed the document in
     /// between; every other error ends the step with the store unchanged.
-    pub fn step<E: Engine, R: CryptoRng + ?Sized>(
+    pub fn step<E: Engine, R: CryptoRng + ?Sized + 'static>(
         &self,
         key: &str,
         input: &E::Input,

@@ -33,7 +33,7 @@ pub trait Engine {
     fn plan(doc: &Self::Document, input: &Self::Input, now: OffsetDateTime) -> Result<Self::Plan>;
 
     /// Carries out `plan`, made from `doc`, with `rng`.
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d Self::Document,
         plan: Self::Plan,
         rng: &mut R,
@@ -63,7 +63,7 @@ pub trait Engine {
     }
 
     /// Plans and applies in one call.
-    fn step<'d, R: CryptoRng + ?Sized>(
+    fn step<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d Self::Document,
         input: &Self::Input,
         now: OffsetDateTime,

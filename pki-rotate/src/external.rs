@@ -670,7 +670,7 @@ impl Engine for ExternalEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d SignerState,
         plan: ExternalPlan,
         rng: &mut R,
@@ -754,7 +754,7 @@ pub fn plan(
 }
 
 /// Carries out `plan` with `rng`.
-pub fn apply<'d, R: CryptoRng + ?Sized>(
+pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     state: &'d SignerState,
     plan: ExternalPlan,
     rng: &mut R,
@@ -784,7 +784,7 @@ fn probe_request(state: &SignerState) -> LeafRequest {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn replace<'d, R: CryptoRng + ?Sized>(
+fn replace<'d, R: CryptoRng + ?Sized + 'static>(
     state: &'d SignerState,
     now: OffsetDateTime,
     new: CertificateAuthority,
@@ -930,7 +930,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     })
 }
 
-fn renew<'d, R: CryptoRng + ?Sized>(
+fn renew<'d, R: CryptoRng + ?Sized + 'static>(
     state: &'d SignerState,
     now: OffsetDateTime,
     rng: &mut R,

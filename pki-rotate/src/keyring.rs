@@ -386,7 +386,7 @@ impl ImportedKeys {
 
 impl KeyRing {
     /// A new ring with a freshly generated active key.
-    pub fn new<R: CryptoRng + ?Sized>(
+    pub fn new<R: CryptoRng + ?Sized + 'static>(
         policy: KeyRingPolicy,
         now: OffsetDateTime,
         rng: &mut R,
@@ -407,7 +407,7 @@ impl KeyRing {
     /// rotated out it is accepted for the grace period like any active key.
     /// Every other key stays accepted until retired. Without a private key a new
     /// active key is generated. Duplicate keys are kept once.
-    pub fn import<R: CryptoRng + ?Sized>(
+    pub fn import<R: CryptoRng + ?Sized + 'static>(
         policy: KeyRingPolicy,
         keys: ImportedKeys,
         now: OffsetDateTime,
@@ -703,7 +703,7 @@ impl Engine for KeyRingEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d KeyRing,
         plan: KeyRingPlan,
         rng: &mut R,
@@ -815,7 +815,7 @@ pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result
 }
 
 /// Carries out `plan`: a new active key from `rng` when rotating.
-pub fn apply<'d, R: CryptoRng + ?Sized>(
+pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     ring: &'d KeyRing,
     plan: KeyRingPlan,
     rng: &mut R,

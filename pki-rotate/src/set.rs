@@ -560,7 +560,7 @@ pub fn validate_name(what: &str, name: &str) -> Result<()> {
 
 impl SetState {
     /// A new set: one self-signed CA per `(name, roles)`, subject `CN=name`.
-    pub fn new<R: CryptoRng + ?Sized>(
+    pub fn new<R: CryptoRng + ?Sized + 'static>(
         cas: &[(String, Roles)],
         key_algorithm: KeyAlgorithm,
         ca_lifetime: Duration,
@@ -784,7 +784,7 @@ impl SetState {
 /// Why an abort in trust-new strands the targets that have not loaded it.
 const STRAND_TRUST_NEW: &str = "rolling forward to completed destroys the old CA keys, so a target that has not loaded its trust-new files could be left holding material of the old CAs that nothing can re-issue or revert any more";
 
-fn issue_leaf<R: CryptoRng + ?Sized>(
+fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
     ca: &CertificateAuthority,
     name: &str,
     spec: &LeafSpec,
@@ -836,7 +836,7 @@ impl Engine for SetEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d SetState,
         plan: SetPlan,
         rng: &mut R,
@@ -1155,7 +1155,7 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
 
 /// Carries out `plan` with `rng`, then checks the new material with the
 /// pre-flight trust matrix against the old.
-pub fn apply<'d, R: CryptoRng + ?Sized>(
+pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     doc: &'d SetState,
     plan: SetPlan,
     rng: &mut R,
@@ -1493,7 +1493,7 @@ fn transition(
 
 /// Makes the automatic moves the current acknowledgements allow, then
 /// re-issues every leaf that is not on the generation it should be on.
-fn settle<R: CryptoRng + ?Sized>(
+fn settle<R: CryptoRng + ?Sized + 'static>(
     next: &mut SetState,
     now: OffsetDateTime,
     rng: &mut R,

@@ -170,7 +170,7 @@ pub struct SignerState {
 
 impl SignerState {
     /// Creates a signer with a new self-signed CA of subject `CN=<common_name>`.
-    pub fn new<R: CryptoRng + ?Sized>(
+    pub fn new<R: CryptoRng + ?Sized + 'static>(
         common_name: &str,
         policy: SignerPolicy,
         now: OffsetDateTime,
@@ -248,7 +248,7 @@ impl SignerState {
 
     /// Issues a leaf of the current CA, its NotAfter within the CA's and
     /// the chain's ([`SignerState::leaf_not_after_limit`]).
-    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized>(
+    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
         &self,
         request: &LeafRequest,
         now: OffsetDateTime,
@@ -589,7 +589,7 @@ impl Engine for SignerEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized>(
+    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         doc: &'d SignerState,
         plan: Plan,
         rng: &mut R,
@@ -850,7 +850,7 @@ fn lookup_leaf<'a>(
 
 /// Executes `plan`, made from `state`, with `rng`. When the plan is empty
 /// the outcome borrows `state`: nothing is copied.
-pub fn apply<'d, R: CryptoRng + ?Sized>(
+pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     state: &'d SignerState,
     plan: Plan,
     rng: &mut R,
@@ -1177,7 +1177,7 @@ pub struct ExternalLeaf {
 /// Reconciles a leaf kept outside the signer state (in Kubernetes, each
 /// serving certificate lives in its own Secret): keeps `previous` when it is
 /// up to date, else issues a fresh key and certificate from the current CA.
-pub fn reconcile_external<R: CryptoRng + ?Sized>(
+pub fn reconcile_external<R: CryptoRng + ?Sized + 'static>(
     state: &SignerState,
     request: &LeafRequest,
     previous: Option<IssuedLeaf>,

@@ -123,6 +123,19 @@ pub fn issue_leaves(ca: &CertificateAuthority, n: usize, seed: u64) -> Vec<Certi
         .collect()
 }
 
+/// Row 1 as the CLI and the C ABI issue: through the operating system's
+/// RNG, which with the `ring` feature generates and signs with ring.
+pub fn issue_leaves_os(ca: &CertificateAuthority, n: usize) -> Vec<Certificate> {
+    let mut rng = pki_core::os_rng();
+    (0..n)
+        .map(|i| {
+            let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
+            ca.issue(&leaf_params(i, T0), &key.public_key().unwrap(), &mut rng)
+                .unwrap()
+        })
+        .collect()
+}
+
 /// The DER of every certificate of a rotation: what a pre-flight loads.
 pub struct RotationDer {
     pub old_root: Vec<u8>,

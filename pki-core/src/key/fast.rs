@@ -1,0 +1,124 @@
+//! P-256 key generation and signing with ring, for randomness from the
+//! operating system (`feature = "ring"`).
+//!
+//! Everything pki-core draws from an RNG is a function of the RNG's
+//! stream: a seeded RNG gives the same keys, serials and certificates every
+//! time, which is what makes engines testable. RustCrypto's P-256 keeps that
+//! property; ring cannot, since it draws its randomness from the operating
+//! system itself (its RNG trait is sealed). So ring is used exactly when the
+//! caller passes the operating system's RNG ([`crate::OsRng`]), whose stream
+//! cannot be repeated anyway: the CLI and the C ABI do, and generate keys and
+//! sign several times faster for it. Any other RNG takes the RustCrypto path.
+
+use super::{P256Key, PrivateKey};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
+use x509_cert::der::asn1::BitString;
+use x509_cert::spki::{AlgorithmIdentifierOwned, DynSignatureAlgorithmIdentifier};
+use zeroize::Zeroizing;
+
+use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
+
+/// ecdsa-with-SHA256 (RFC 5758 §3.2), parameters absent.
+const ECDSA_WITH_SHA256: x509_cert::der::oid::ObjectIdentifier =
+    x509_cert::der::oid::ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+
+fn failed(what: &str) -> Error {
+    Error::KeyDecode {
+        reason: format!("ring could not {what}"),
+    }
+}
+
+/// A new P-256 key from the operating system's randomness.
+pub(super) fn generate_p256() -> Result<PrivateKey> {
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+        .map_err(|_| failed("generate a P-256 key"))?;
+    // ring computed the public point it stores beside the scalar: it is
+    // taken as it is, not derived again with RustCrypto.
+    let der = Zeroizing::new(pkcs8.as_ref().to_vec());
+    PrivateKey::from_pkcs8_der_checked(&der, super::PointCheck::AtFirstSignature)
+}
+
+impl P256Key {
+    /// The uncompressed public point: the stored one, or derived.
+    fn public_point(&self) -> Result<Vec<u8>> {
+        match (&self.stored_public, self.signing.get()) {
+            (Some(stored), _) => Ok(stored.to_vec()),
+            (None, Some(key)) => Ok(key.verifying_key().to_sec1_point(false).as_bytes().to_vec()),
+            (None, None) => Ok(self
+                .signing_key()?
+                .verifying_key()
+                .to_sec1_point(false)
+                .as_bytes()
+                .to_vec()),
+        }
+    }
+
+    /// The key as ring's key pair, made once; ring checks that the public
+    /// point is the scalar's. None when ring refuses it (the RustCrypto path
+    /// then signs, and reports what is wrong).
+    fn ring_pair(&self) -> Option<Arc<EcdsaKeyPair>> {
+        self.ring
+            .get_or_init(|| {
+                let point = self.public_point().ok()?;
+                let scalar = Zeroizing::new(self.secret.to_bytes());
+                EcdsaKeyPair::from_private_key_and_public_key(
+                    &ECDSA_P256_SHA256_ASN1_SIGNING,
+                    scalar.as_slice(),
+                    &point,
+                    &ring::rand::SystemRandom::new(),
+                )
+                .ok()
+                .map(Arc::new)
+            })
+            .clone()
+    }
+}
+
+/// What the certificate builder needs of a signer besides the signature:
+/// its public key and the signature algorithm.
+struct RingSigner {
+    verifying: p256::ecdsa::VerifyingKey,
+}
+
+impl signature::Keypair for RingSigner {
+    type VerifyingKey = p256::ecdsa::VerifyingKey;
+    fn verifying_key(&self) -> Self::VerifyingKey {
+        self.verifying
+    }
+}
+
+impl DynSignatureAlgorithmIdentifier for RingSigner {
+    fn signature_algorithm_identifier(&self) -> x509_cert::spki::Result<AlgorithmIdentifierOwned> {
+        Ok(AlgorithmIdentifierOwned {
+            oid: ECDSA_WITH_SHA256,
+            parameters: None,
+        })
+    }
+}
+
+/// Signs the certificate `builder` describes with ring, or returns the
+/// builder when ring cannot use the key.
+pub(super) fn sign<P: BuilderProfile>(
+    key: &P256Key,
+    mut builder: CertificateBuilder<P>,
+) -> Result<std::result::Result<x509_cert::Certificate, CertificateBuilder<P>>> {
+    let Some(pair) = key.ring_pair() else {
+        return Ok(Err(builder));
+    };
+    let point = key.public_point()?;
+    let verifying = p256::ecdsa::VerifyingKey::from_sec1_bytes(&point)
+        .map_err(|_| failed("read the key's public point"))?;
+    let signer = RingSigner { verifying };
+    let tbs = builder.finalize(&signer).map_err(Error::crypto)?;
+    let signature = pair
+        .sign(&ring::rand::SystemRandom::new(), &tbs)
+        .map_err(|_| failed("sign"))?;
+    let bits = BitString::from_bytes(signature.as_ref()).map_err(Error::crypto)?;
+    builder
+        .assemble(bits, &signer)
+        .map(Ok)
+        .map_err(Error::crypto)
+}
