@@ -661,6 +661,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
 
     let mut record_forced_reason = None;
     let mut rotation = None;
+    let mut relabel_latest_rotation = false;
     if let Some(f) = forced {
         if f.reason.trim().is_empty() {
             return Err(RotateError::EmptyForcedReason);
@@ -670,7 +671,18 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         {
             return Err(RotateError::InvalidGrace(g));
         }
-        if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) {
+        // A rotation at this very instant that no forced reason asked for
+        // (a due one, by another replica that read and wrote first) is the
+        // one this request asks for: forced and due at once make a single
+        // rotation, recorded as forced. An emergency still rotates.
+        let coinciding = state.history.last().is_some_and(|latest| {
+            latest.at == now && !matches!(latest.reason, RotationReason::Forced { .. })
+        }) && f.grace.is_none()
+            && !f.no_bridges;
+        if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) && coinciding {
+            record_forced_reason = Some(f.reason.clone());
+            relabel_latest_rotation = true;
+        } else if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) {
             record_forced_reason = Some(f.reason.clone());
             let bridge_until = if f.no_bridges {
                 None
@@ -688,7 +700,6 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             });
         }
     }
-    let mut relabel_latest_rotation = false;
     if let Some(reason) = &input.satisfied_forced_reason
         && forced.is_none()
         && state.forced_rotation_reason.as_deref() != Some(reason.as_str())

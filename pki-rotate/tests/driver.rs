@@ -481,3 +481,33 @@ fn at_the_due_second_the_wake_up_is_the_next_second_and_it_rotates_then() {
         .unwrap();
     assert_eq!(step.document.history.len(), 1);
 }
+
+#[test]
+fn a_forced_rotation_read_after_a_due_one_at_the_same_instant_is_that_rotation() {
+    let s = initial();
+    let now = rotation_time(&s);
+    // Another replica rotated the due CA at this instant and wrote first;
+    // this one reads only afterwards, so there is no conflict to notice.
+    let rotated = SignerEngine::step(&s, &SignerInput::default(), now, &mut rng(3))
+        .unwrap()
+        .into_document();
+    assert_eq!(rotated.history.len(), 1);
+    let forced = SignerInput::forced(ForcedRotation::new("key ceremony"));
+    let outcome = SignerEngine::step(&rotated, &forced, now, &mut rng(4)).unwrap();
+    let doc = outcome.into_document();
+    assert_eq!(doc.history.len(), 1, "one rotation, not two");
+    assert_eq!(doc.ca.cert, rotated.ca.cert);
+    assert_eq!(
+        doc.history[0].reason,
+        pki_rotate::RotationReason::Forced {
+            reason: "key ceremony".into()
+        }
+    );
+    // A second later it is a new request: a second rotation, which the
+    // trust-break guard refuses so soon after the first.
+    let later = SignerEngine::step(&rotated, &forced, now + Duration::SECOND, &mut rng(5));
+    assert!(
+        matches!(later, Err(RotateError::TrustBreak { .. })),
+        "{later:?}"
+    );
+}
