@@ -362,6 +362,7 @@ fn read_import(ca: &str, file: &std::path::Path) -> CliResult<ImportedCa> {
     Ok(ImportedCa {
         ca: ca.to_string(),
         authority,
+        chain: Vec::new(),
     })
 }
 
@@ -415,11 +416,17 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     let _ = writeln!(out, "\nCAs:");
     for (name, ca) in &status.cas {
         let _ = write!(out, "  {name:<14} {:<15} {}", ca.roles, ca.current);
+        if let Some(r) = &ca.current_root {
+            let _ = write!(out, " (under root {r})");
+        }
         if let Some(c) = &ca.current_client_ca {
             let _ = write!(out, " (client CA {c})");
         }
         if let Some(n) = &ca.next {
             let _ = write!(out, " -> new {n}");
+        }
+        if let Some(r) = &ca.next_root {
+            let _ = write!(out, " (under root {r})");
         }
         if let Some(n) = &ca.next_client_ca {
             let _ = write!(out, ", new client CA {n}");
