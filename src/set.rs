@@ -3,9 +3,12 @@
 //! Every command loads the set's document through the driver, runs one
 //! engine step and prints what happened; the engine decides everything.
 
-use crate::common::{CliError, CliResult, StoreArg, os_rng, parse_duration, parse_time, when};
+use crate::common::{
+    CliError, CliResult, DEFAULT_MAX_INPUT, StoreArg, os_rng, parse_duration, parse_size,
+    parse_time, read_capped, when,
+};
 use clap::{Args, Subcommand};
-use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
+use pki_core::KeyAlgorithm;
 use pki_rotate::set::{ImportedCa, STORE_KEY};
 use pki_rotate::{Driver, LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStep};
 use std::collections::BTreeSet;
@@ -61,10 +64,15 @@ pub enum SetCommand {
         /// Why (recorded).
         #[arg(long, default_value = "manual rotation")]
         reason: String,
-        /// Use this CA (one PEM file holding its certificate and key) as
-        /// the new CA of CA: CA=FILE (repeat).
-        #[arg(long = "import", num_args = 1.., value_parser = parse_import)]
+        /// Use this CA as the new CA of CA: CA=FILE (repeat). FILE is one
+        /// PEM file with the CA certificate first, its key anywhere, and,
+        /// unless the CA is self-signed, the chain above it up to the root
+        /// (issuer first).
+        #[arg(long = "import", num_args = 1.., value_parser = parse_import, value_name = "CA=FILE")]
         imports: Vec<(String, PathBuf)>,
+        /// Refuse --import files larger than this, like 16M or 1G.
+        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+        max_input_size: u64,
         /// In update-certs, move serving certificates one target at a time.
         #[arg(long)]
         one_at_a_time: bool,
@@ -275,12 +283,13 @@ pub fn run(command: SetCommand) -> CliResult {
             dir,
             reason,
             imports,
+            max_input_size,
             one_at_a_time,
             now,
         } => {
             let imports = imports
                 .iter()
-                .map(|(ca, file)| read_import(ca, file))
+                .map(|(ca, file)| read_import(ca, file, max_input_size, now))
                 .collect::<CliResult<Vec<_>>>()?;
             let input = SetInput::Start {
                 reason,
@@ -335,34 +344,21 @@ pub fn run(command: SetCommand) -> CliResult {
     }
 }
 
-fn read_import(ca: &str, file: &std::path::Path) -> CliResult<ImportedCa> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| CliError::new(format!("--import {ca}={}: {e}", file.display())))?;
-    let context =
-        |e: pki_core::Error| CliError::new(format!("--import {ca}={}: {e}", file.display()));
-    let key = PrivateKey::from_pem(&bytes).map_err(context)?;
-    // One file holds the key and the certificates (StarlingX's upload):
-    // take the certificate that belongs to the key.
-    let mut certs = Vec::new();
-    for block in pki_core::pem::read_blocks(&bytes).map_err(context)? {
-        if block.label == "CERTIFICATE" {
-            certs.push(Certificate::from_der(&block.der).map_err(context)?);
-        }
-    }
-    let cert = certs
-        .into_iter()
-        .find(|c| key.matches(c.public_key()))
-        .ok_or_else(|| {
-            CliError::new(format!(
-                "--import {ca}={}: no certificate in the file belongs to its private key",
-                file.display()
-            ))
-        })?;
-    let authority = CertificateAuthority::new(cert, key).map_err(context)?;
-    Ok(ImportedCa {
-        ca: ca.to_string(),
-        authority,
-    })
+/// Reads and validates one `--import CA=FILE` at `now`; every refusal is
+/// one line naming the CA and the file.
+fn read_import(
+    ca: &str,
+    file: &std::path::Path,
+    max_input_size: u64,
+    now: OffsetDateTime,
+) -> CliResult<ImportedCa> {
+    let bytes = zeroize::Zeroizing::new(
+        read_capped(file, max_input_size)
+            .map_err(|e| CliError::new(format!("--import {ca}: {}", e.message)))?,
+    );
+    let validated = pki_core::import_ca_file(&bytes, now)
+        .map_err(|e| CliError::new(format!("--import {ca}: {}: {e}", file.display())))?;
+    Ok(ImportedCa::new(ca, validated))
 }
 
 fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
@@ -415,11 +411,17 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     let _ = writeln!(out, "\nCAs:");
     for (name, ca) in &status.cas {
         let _ = write!(out, "  {name:<14} {:<15} {}", ca.roles, ca.current);
+        if let Some(r) = &ca.current_root {
+            let _ = write!(out, " (under root {r})");
+        }
         if let Some(c) = &ca.current_client_ca {
             let _ = write!(out, " (client CA {c})");
         }
         if let Some(n) = &ca.next {
             let _ = write!(out, " -> new {n}");
+        }
+        if let Some(r) = &ca.next_root {
+            let _ = write!(out, " (under root {r})");
         }
         if let Some(n) = &ca.next_client_ca {
             let _ = write!(out, ", new client CA {n}");

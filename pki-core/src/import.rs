@@ -344,8 +344,13 @@ fn issued(issuer: &Certificate, child: &Certificate) -> bool {
     issuer.subject_matches_issuer_of(child) && verify_signature(issuer.public_key(), child).is_ok()
 }
 
-/// Checks that `chain` lists the issuers of `ca` in order, and stops at a root.
-fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()> {
+/// Checks that `chain` lists the issuers of `ca` in order (each
+/// certificate issued the one before it, signature included) and that
+/// nothing follows a root; [`Error::ChainOutOfOrder`] names the first
+/// certificate out of place, counting the CA as certificate 1.
+/// [`CaImport::parse`] applies it to files; a caller holding certificates
+/// already parsed applies it itself.
+pub fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()> {
     let mut child = ca;
     for (i, next) in chain.iter().enumerate() {
         // Positions as the operator sees them: the CA is certificate 1.

@@ -46,8 +46,8 @@ pub use cert::{
 };
 pub use error::{Error, Result};
 pub use import::{
-    CaImport, ValidatedCa, chain_root, check_can_sign_certificates, import_ca_file, is_self_signed,
-    renew_same_key, verify_ca_path,
+    CaImport, ValidatedCa, chain_root, check_can_sign_certificates, check_issuing_order,
+    import_ca_file, is_self_signed, renew_same_key, verify_ca_path,
 };
 pub use issue::{
     CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, common_name_to_name,

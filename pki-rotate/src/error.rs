@@ -320,7 +320,9 @@ pub enum RotateError {
         /// The recorded failure.
         reason: String,
     },
-    /// A new CA (generated or imported) does not live long enough.
+    /// A new CA (generated or imported) is refused: it does not live long
+    /// enough, has the key of the CA in use, or (imported) is no CA with a
+    /// verifying chain to a root.
     #[error("new CA for \"{ca}\" refused: {reason}")]
     SetCaRefused {
         /// The CA's name in the set.

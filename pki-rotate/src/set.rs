@@ -23,6 +23,17 @@
 //! - **TrustNew**: bundles trust the new CAs only. **Completed**: the old CA
 //!   keys are destroyed and the completion time recorded.
 //!
+//! **Imported CAs.** A new CA may be supplied at start instead of
+//! generated ([`ImportedCa`], StarlingX's upload), also one that someone
+//! else's root signed (the k3s custom-CA topology). Its chain goes with it
+//! ([`CaPair::chain`]): the bundles standing for the CA (`trust/CA.crt`,
+//! `client-ca/CA.crt`) hold the chain's root, the chain a leaf of it
+//! presents (`tls.crt`) is the leaf, the CA and the intermediates above
+//! it, and a leaf's NotAfter stays within the earliest NotAfter of that
+//! chain. The start checks it as an import from a file is checked (key,
+//! CA, chain in issuing order up to a root, path verifying at the start),
+//! then the rules of every new CA, counted to that earliest NotAfter.
+//!
 //! A target acknowledges the [`fingerprint`] of the files it loaded; a step
 //! advances only when every target acknowledged its current files (or with
 //! an override reason, recorded). A failed target is retried back to
@@ -59,7 +70,10 @@ use crate::document::Files;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
 use crate::leaf::IssuedLeaf;
-use pki_core::{CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+use pki_core::{
+    Certificate, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile,
+    ValidatedCa,
+};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -166,12 +180,68 @@ pub struct CaPair {
     pub signer: CertificateAuthority,
     /// A separate client CA (GEP-18's "new client CA"), for a CA with both roles.
     pub client_signer: Option<CertificateAuthority>,
+    /// The certificates above `signer` when it was imported under someone
+    /// else's root: its issuer first, the root last. Empty when `signer` is
+    /// its own root (generated, or an imported self-signed CA). The client
+    /// CA pki splits off is always generated, so it has no chain.
+    pub chain: Vec<Certificate>,
 }
 
 impl CaPair {
     /// The CA that signs client-only certificates.
     pub fn client_issuer(&self) -> &CertificateAuthority {
         self.client_signer.as_ref().unwrap_or(&self.signer)
+    }
+
+    /// What a bundle holds for `signer`: the root of its chain, so a
+    /// target trusting only the organisation's root verifies the leaves.
+    pub fn root(&self) -> &Certificate {
+        self.chain.last().unwrap_or(&self.signer.cert)
+    }
+
+    /// What a bundle holds for the client issuer ([`CaPair::client_issuer`]).
+    pub fn client_root(&self) -> &Certificate {
+        match &self.client_signer {
+            Some(c) => &c.cert,
+            None => self.root(),
+        }
+    }
+
+    /// What follows a leaf of `issuer` (one of this pair's CAs) in the
+    /// chain it presents: `signer` and the intermediates above it when the
+    /// leaf is `signer`'s and the bundles hold an external root, since the
+    /// verifier finds only that root; nothing otherwise.
+    pub fn chain_after_leaf(&self, issuer: &CertificateAuthority) -> Vec<Certificate> {
+        let Some((_root, intermediates)) = self.chain.split_last() else {
+            return Vec::new();
+        };
+        if issuer.cert != self.signer.cert {
+            return Vec::new();
+        }
+        std::iter::once(&self.signer.cert)
+            .chain(intermediates)
+            .cloned()
+            .collect()
+    }
+
+    /// The latest NotAfter a leaf of `issuer` may have besides the
+    /// issuer's own: the earliest NotAfter of `signer`'s chain, since a
+    /// leaf stops verifying when any certificate of its path expires.
+    pub fn not_after_limit(&self, issuer: &CertificateAuthority) -> Option<OffsetDateTime> {
+        if issuer.cert != self.signer.cert {
+            return None;
+        }
+        self.chain.iter().map(Certificate::not_after).min()
+    }
+
+    /// The CA that signs a leaf of `spec`: serving (and serving+client)
+    /// certificates by `signer`, client-only ones by the client issuer.
+    pub fn issuer_for(&self, spec: &LeafSpec) -> &CertificateAuthority {
+        if spec.serving {
+            &self.signer
+        } else {
+            self.client_issuer()
+        }
     }
 }
 
@@ -349,13 +419,32 @@ pub struct SetState {
     pub history: Vec<RotationSummary>,
 }
 
-/// A CA to import at start (StarlingX's upload): certificate and key.
+/// A CA to import at start (StarlingX's upload): certificate, key and
+/// the chain above it. The engine checks it again at start
+/// ([`pki_core::CaImport::validate`] at the start's time): a caller that
+/// built it by hand gets the same refusals as one that read a file with
+/// [`pki_core::import_ca_file`].
 #[derive(Debug, Clone)]
 pub struct ImportedCa {
     /// The CA's name in the set.
     pub ca: String,
     /// Its certificate and key.
     pub authority: CertificateAuthority,
+    /// The certificates above it, its issuer first, the root last; empty
+    /// when it is self-signed.
+    pub chain: Vec<Certificate>,
+}
+
+impl ImportedCa {
+    /// The new CA for `ca`, as [`pki_core::import_ca_file`] or
+    /// [`pki_core::CaImport::validate`] returned it.
+    pub fn new(ca: impl Into<String>, validated: ValidatedCa) -> Self {
+        ImportedCa {
+            ca: ca.into(),
+            authority: validated.authority,
+            chain: validated.chain,
+        }
+    }
 }
 
 /// What a caller asks of the set. The default asks for nothing.
@@ -588,6 +677,7 @@ impl SetState {
                 current: CaPair {
                     signer,
                     client_signer: None,
+                    chain: Vec::new(),
                 },
                 next: None,
             };
@@ -784,8 +874,10 @@ impl SetState {
 /// Why an abort in trust-new strands the targets that have not loaded it.
 const STRAND_TRUST_NEW: &str = "rolling forward to completed destroys the old CA keys, so a target that has not loaded its trust-new files could be left holding material of the old CAs that nothing can re-issue or revert any more";
 
+/// Issues leaf `name` of `spec` from `pair`'s CA for it, within the
+/// NotAfter of that CA and of its chain.
 fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
-    ca: &CertificateAuthority,
+    pair: &CaPair,
     name: &str,
     spec: &LeafSpec,
     now: OffsetDateTime,
@@ -807,10 +899,12 @@ fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
         .or_else(|| spec.dns_names.first().cloned())
         .or_else(|| spec.ip_addresses.first().map(ToString::to_string))
         .unwrap_or_else(|| name.to_string());
+    let ca = pair.issuer_for(spec);
     let key = PrivateKey::generate(ca.key.algorithm(), rng)?;
     let mut params = CertificateParams::new(profile, &cn, now, spec.lifetime)?;
     params.dns_names = spec.dns_names.clone();
     params.ip_addresses = spec.ip_addresses.clone();
+    params.not_after_limit = pair.not_after_limit(ca);
     let cert = ca.issue(&params, &key.public_key()?, rng)?;
     if cert.not_after() <= now {
         return Err(RotateError::Expired {
@@ -869,9 +963,14 @@ fn wrong_step(action: &'static str, step: SetStep, reason: impl Into<String>) ->
     }
 }
 
+/// Refuses a new CA that is not valid yet, or whose leaves would not
+/// verify for more than 24 hours and longer than the leaves it will sign.
+/// `not_after` is when its leaves stop verifying: the earliest NotAfter of
+/// the CA and of the chain above it.
 fn check_new_ca(
     ca: &str,
-    cert: &pki_core::Certificate,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
     leaf_lifetime: Duration,
     now: OffsetDateTime,
 ) -> Result<()> {
@@ -879,18 +978,18 @@ fn check_new_ca(
         ca: ca.to_string(),
         reason,
     };
-    if cert.not_before() > now {
+    if not_before > now {
         return Err(refuse(format!(
             "not valid before {}",
-            pki_core::datetime::rfc3339(cert.not_before())
+            pki_core::datetime::rfc3339(not_before)
         )));
     }
-    let left = cert.not_after() - now;
+    let left = not_after - now;
     if left <= MIN_CA_VALIDITY {
         return Err(refuse(format!(
             "valid for {} only (until {}); a new CA must be valid for more than 24 hours",
             pki_core::policy::human(left.max(Duration::ZERO)),
-            pki_core::datetime::rfc3339(cert.not_after()),
+            pki_core::datetime::rfc3339(not_after),
         )));
     }
     if left <= leaf_lifetime {
@@ -901,6 +1000,27 @@ fn check_new_ca(
         )));
     }
     Ok(())
+}
+
+/// Checks an imported CA as an import from files is checked, at `now`:
+/// its chain in issuing order up to a root, the key its certificate's, a
+/// certificate that may sign certificates, the path to the root verifying.
+/// Returns when its leaves stop verifying: the earliest NotAfter of the CA
+/// and its chain.
+fn check_import(import: &ImportedCa, now: OffsetDateTime) -> Result<OffsetDateTime> {
+    let refuse = |e: pki_core::Error| RotateError::SetCaRefused {
+        ca: import.ca.clone(),
+        reason: e.to_string(),
+    };
+    pki_core::check_issuing_order(&import.authority.cert, &import.chain).map_err(refuse)?;
+    let validated = pki_core::CaImport {
+        cert: import.authority.cert.clone(),
+        key: Some(import.authority.key.clone()),
+        chain: import.chain.clone(),
+    }
+    .validate(now)
+    .map_err(refuse)?;
+    Ok(validated.not_after())
 }
 
 /// Validates `input` against `doc` at `now`: everything that can be refused
@@ -990,6 +1110,7 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                 ));
             }
             let mut seen = BTreeSet::new();
+            let mut import_not_after = BTreeMap::new();
             for import in imports {
                 let current = &doc.ca(&import.ca)?.current;
                 let spki = import.authority.cert.spki_sha256();
@@ -1011,6 +1132,7 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                         import.ca
                     )));
                 }
+                import_not_after.insert(&import.ca, check_import(import, now)?);
             }
             for (name, ca) in &doc.cas {
                 let leaf_lifetime = doc
@@ -1021,7 +1143,16 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                     .max()
                     .unwrap_or(Duration::ZERO);
                 match imports.iter().find(|i| &i.ca == name) {
-                    Some(i) => check_new_ca(name, &i.authority.cert, leaf_lifetime, now)?,
+                    Some(i) => check_new_ca(
+                        name,
+                        i.authority.cert.not_before(),
+                        import_not_after
+                            .get(name)
+                            .copied()
+                            .unwrap_or(i.authority.cert.not_after()),
+                        leaf_lifetime,
+                        now,
+                    )?,
                     None => {
                         if doc.ca_lifetime <= MIN_CA_VALIDITY || doc.ca_lifetime <= leaf_lifetime {
                             return Err(RotateError::SetCaRefused {
@@ -1183,12 +1314,8 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
             } else {
                 &ca.current
             };
-            let signer = if spec.serving {
-                &pair.signer
-            } else {
-                pair.client_issuer()
-            };
-            let issued = issue_leaf(signer, &name, &spec, now, rng)?;
+            let signer = pair.issuer_for(&spec);
+            let issued = issue_leaf(pair, &name, &spec, now, rng)?;
             events.push(SetEvent::Issued {
                 name: name.clone(),
                 target: spec.target.clone(),
@@ -1229,8 +1356,8 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
                 // generation's subject apart, so no verifier building
                 // paths by name confuses an old CA with a new one.
                 let stamp = format!("{}-{:08x}", now.unix_timestamp(), rng.next_u32());
-                let (signer, imported) = match imports.iter().find(|i| &i.ca == name) {
-                    Some(i) => (i.authority.clone(), true),
+                let (signer, chain, imported) = match imports.iter().find(|i| &i.ca == name) {
+                    Some(i) => (i.authority.clone(), i.chain.clone(), true),
                     None => (
                         CertificateAuthority::generate_root(
                             &format!("{name}-{stamp}"),
@@ -1239,6 +1366,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
                             doc.ca_lifetime,
                             rng,
                         )?,
+                        Vec::new(),
                         false,
                     ),
                 };
@@ -1272,6 +1400,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
                 ca.next = Some(CaPair {
                     signer,
                     client_signer,
+                    chain,
                 });
             }
             next.failures.clear();
@@ -1550,12 +1679,8 @@ fn settle<R: CryptoRng + ?Sized + 'static>(
             (true, Some(n)) => n,
             _ => &ca.current,
         };
-        let signer = if leaf.spec.serving {
-            &pair.signer
-        } else {
-            pair.client_issuer()
-        };
-        let issued = issue_leaf(signer, &name, &leaf.spec, now, rng)?;
+        let signer = pair.issuer_for(&leaf.spec);
+        let issued = issue_leaf(pair, &name, &leaf.spec, now, rng)?;
         events.push(SetEvent::Issued {
             name: name.clone(),
             target: leaf.spec.target.clone(),

@@ -7,12 +7,21 @@
 //! | `set/cas/CA/client-ca.crt`, `client-ca.key` | its separate client CA, once split |
 //! | `set/cas/CA/next-ca.crt`, `next-ca.key` | the new CA, during a rotation |
 //! | `set/cas/CA/next-client-ca.crt`, `next-client-ca.key` | the new client CA, during a rotation |
+//! | `set/cas/CA/ca-chain.crt`, `next-ca-chain.crt` | the chain above an imported CA (issuer first, root last), when it has one |
 //! | `targets/T/trust/CA.crt` | bundle T uses to verify servers of CA |
 //! | `targets/T/client-ca/CA.crt` | bundle T uses to verify clients of CA |
-//! | `targets/T/certs/NAME/tls.crt`, `tls.key` | a leaf T loads (key secret) |
+//! | `targets/T/certs/NAME/tls.crt`, `tls.key` | a leaf T loads (key secret): the leaf, then an imported CA and its intermediates |
 //!
 //! The bundles are derived from the state on every write; leaves are read
 //! back from the target directories.
+//!
+//! **Versions.** Version 1 gained the optional `chain` flag of a CA and of
+//! its `next` generation (present only when true, naming the chain file)
+//! when `set start --import` began to keep an imported CA's chain: a
+//! document written before it reads as it did (no chain), and one without
+//! an imported chain is written exactly as before, so an older build still
+//! reads it. An older build refuses a document with a chain (an unknown
+//! field) rather than publish the imported CA as a root without it.
 
 use super::{
     Ack, CaPair, Failure, LeafSpec, Roles, Rotation, RotationSummary, SetCa, SetLeaf, SetState,
@@ -52,6 +61,8 @@ struct Document {
 struct CaDoc {
     roles: Roles,
     client_ca: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    chain: bool,
     next: Option<NextDoc>,
 }
 
@@ -59,6 +70,12 @@ struct CaDoc {
 #[serde(deny_unknown_fields)]
 struct NextDoc {
     client_ca: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    chain: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -70,6 +87,17 @@ struct LeafDoc {
 
 fn ca_path(ca: &str, slot: &str, ext: &str) -> String {
     format!("set/cas/{ca}/{slot}.{ext}")
+}
+
+fn put_chain(files: &mut Files, ca: &str, slot: &str, chain: &[Certificate]) -> Result<()> {
+    if chain.is_empty() {
+        return Ok(());
+    }
+    let pem: String = chain.iter().map(Certificate::to_pem).collect();
+    files.insert(
+        ca_path(ca, &format!("{slot}-chain"), "crt"),
+        File::public(pem),
+    )
 }
 
 fn put_ca(files: &mut Files, ca: &str, slot: &str, authority: &CertificateAuthority) -> Result<()> {
@@ -89,11 +117,13 @@ pub fn to_files(state: &SetState) -> Result<Files> {
     let mut cas = BTreeMap::new();
     for (name, ca) in &state.cas {
         put_ca(&mut files, name, "ca", &ca.current.signer)?;
+        put_chain(&mut files, name, "ca", &ca.current.chain)?;
         if let Some(c) = &ca.current.client_signer {
             put_ca(&mut files, name, "client-ca", c)?;
         }
         if let Some(n) = &ca.next {
             put_ca(&mut files, name, "next-ca", &n.signer)?;
+            put_chain(&mut files, name, "next-ca", &n.chain)?;
             if let Some(c) = &n.client_signer {
                 put_ca(&mut files, name, "next-client-ca", c)?;
             }
@@ -103,8 +133,10 @@ pub fn to_files(state: &SetState) -> Result<Files> {
             CaDoc {
                 roles: ca.roles,
                 client_ca: ca.current.client_signer.is_some(),
+                chain: !ca.current.chain.is_empty(),
                 next: ca.next.as_ref().map(|n| NextDoc {
                     client_ca: n.client_signer.is_some(),
+                    chain: !n.chain.is_empty(),
                 }),
             },
         );
@@ -163,6 +195,33 @@ fn read_ca(files: &Files, ca: &str, slot: &str) -> Result<CertificateAuthority> 
     CertificateAuthority::new(cert, key).map_err(|e| RotateError::material(&key_path, e))
 }
 
+/// The chain above the CA in `slot`, when the document says it has one.
+/// It is checked as at import (issuing order up to a root), so a damaged
+/// file cannot publish something else as the CA's root.
+fn read_chain(
+    files: &Files,
+    ca: &str,
+    slot: &str,
+    present: bool,
+    authority: &CertificateAuthority,
+) -> Result<Vec<Certificate>> {
+    if !present {
+        return Ok(Vec::new());
+    }
+    let path = ca_path(ca, &format!("{slot}-chain"), "crt");
+    let chain = Certificate::all_from_pem(need(files, &path)?)
+        .map_err(|e| RotateError::material(&path, e))?;
+    if chain.is_empty() {
+        return Err(RotateError::corrupt(path, "holds no certificate"));
+    }
+    pki_core::check_issuing_order(&authority.cert, &chain)
+        .map_err(|e| RotateError::material(&path, e))?;
+    if !chain.last().is_some_and(pki_core::is_self_signed) {
+        return Err(RotateError::corrupt(path, "does not end at a root"));
+    }
+    Ok(chain)
+}
+
 fn parse(bytes: &[u8]) -> Result<Document> {
     let envelope = Envelope::probe(STATE_FILE, bytes)?;
     envelope.check(STATE_FILE, super::KIND, VERSION, |_| false)?;
@@ -175,21 +234,27 @@ pub fn from_files(files: &Files) -> Result<SetState> {
     let mut cas = BTreeMap::new();
     for (name, c) in &doc.cas {
         super::validate_name("CA", name)?;
+        let signer = read_ca(files, name, "ca")?;
         let current = CaPair {
-            signer: read_ca(files, name, "ca")?,
+            chain: read_chain(files, name, "ca", c.chain, &signer)?,
+            signer,
             client_signer: c
                 .client_ca
                 .then(|| read_ca(files, name, "client-ca"))
                 .transpose()?,
         };
         let next = match &c.next {
-            Some(n) => Some(CaPair {
-                signer: read_ca(files, name, "next-ca")?,
-                client_signer: n
-                    .client_ca
-                    .then(|| read_ca(files, name, "next-client-ca"))
-                    .transpose()?,
-            }),
+            Some(n) => {
+                let signer = read_ca(files, name, "next-ca")?;
+                Some(CaPair {
+                    chain: read_chain(files, name, "next-ca", n.chain, &signer)?,
+                    signer,
+                    client_signer: n
+                        .client_ca
+                        .then(|| read_ca(files, name, "next-client-ca"))
+                        .transpose()?,
+                })
+            }
             None => None,
         };
         cas.insert(
@@ -214,8 +279,13 @@ pub fn from_files(files: &Files) -> Result<SetState> {
         let base = format!("{}/{}/certs/{name}", material::TARGETS_DIR, l.spec.target);
         let cert_path = format!("{base}/tls.crt");
         let key_path = format!("{base}/tls.key");
-        let cert = Certificate::from_pem(need(files, &cert_path)?)
-            .map_err(|e| RotateError::material(&cert_path, e))?;
+        // The leaf comes first; what follows it (an imported CA's chain)
+        // is derived from the CA on every write.
+        let cert = Certificate::all_from_pem(need(files, &cert_path)?)
+            .map_err(|e| RotateError::material(&cert_path, e))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| RotateError::corrupt(&cert_path, "holds no certificate"))?;
         let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
             .map_err(|e| RotateError::material(&key_path, e))?;
         if !key.matches_certificate(&cert) {
@@ -263,10 +333,16 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         if c.client_ca {
             slots.push("client-ca");
         }
+        if c.chain {
+            paths.push((ca_path(name, "ca-chain", "crt"), false));
+        }
         if let Some(n) = &c.next {
             slots.push("next-ca");
             if n.client_ca {
                 slots.push("next-client-ca");
+            }
+            if n.chain {
+                paths.push((ca_path(name, "next-ca-chain", "crt"), false));
             }
         }
         for slot in slots {

@@ -41,12 +41,14 @@ fn pairs<'a>(state: &SetState, ca: &'a super::SetCa) -> Vec<&'a CaPair> {
     out
 }
 
-/// The bundle a target loads to verify servers of `ca`.
+/// The bundle a target loads to verify servers of `ca`: each generation's
+/// root (an imported CA's external root, not the CA itself: a client that
+/// trusts only the organisation's root must verify the same leaves).
 pub fn trust_bundle(state: &SetState, ca: &str) -> Bundle {
     let mut bundle = Bundle::new();
     if let Some(entry) = state.cas.get(ca) {
         for pair in pairs(state, entry) {
-            bundle.push(pair.signer.cert.clone());
+            bundle.push(pair.root().clone());
         }
     }
     bundle
@@ -61,11 +63,11 @@ pub fn client_ca_bundle(state: &SetState, ca: &str) -> Bundle {
         .any(|l| l.spec.ca == ca && l.spec.serving && l.spec.client);
     if let Some(entry) = state.cas.get(ca) {
         for pair in pairs(state, entry) {
-            bundle.push(pair.client_issuer().cert.clone());
+            bundle.push(pair.client_root().clone());
             // Leaves that are both serving and client are signed by the
             // serving signer: servers must accept it as a client issuer too.
             if dual && pair.client_signer.is_some() {
-                bundle.push(pair.signer.cert.clone());
+                bundle.push(pair.root().clone());
             }
         }
     }
@@ -85,6 +87,24 @@ pub struct HeldLeaf {
     pub client: bool,
     /// The certificate.
     pub cert: Certificate,
+    /// What follows it in the chain it presents (see [`leaf_chain`]).
+    pub chain: Vec<Certificate>,
+}
+
+/// What follows leaf `leaf` in the chain it presents (`tls.crt` after the
+/// leaf): its CA and the external intermediates when that CA was imported
+/// under someone else's root, whose bundles hold only that root; nothing
+/// for a leaf of a CA that is its own root.
+pub fn leaf_chain(state: &SetState, leaf: &super::SetLeaf) -> Vec<Certificate> {
+    let Some(ca) = state.cas.get(&leaf.spec.ca) else {
+        return Vec::new();
+    };
+    std::iter::once(&ca.current)
+        .chain(&ca.next)
+        .map(|pair| (pair, pair.issuer_for(&leaf.spec)))
+        .find(|(_, issuer)| pki_core::issued_by(&leaf.issued.cert, &issuer.cert).issued_by)
+        .map(|(pair, issuer)| pair.chain_after_leaf(issuer))
+        .unwrap_or_default()
 }
 
 /// Everything one target loads.
@@ -117,6 +137,7 @@ pub fn target_material(state: &SetState, name: &str) -> TargetMaterial {
                 serving: leaf.spec.serving,
                 client: leaf.spec.client,
                 cert: leaf.issued.cert.clone(),
+                chain: leaf_chain(state, leaf),
             });
         }
     }
@@ -135,10 +156,11 @@ pub fn target_files(state: &SetState, name: &str) -> Result<Files> {
     }
     for (leaf_name, leaf) in &state.leaves {
         if leaf.spec.target == name {
-            files.insert(
-                format!("certs/{leaf_name}/tls.crt"),
-                File::public(leaf.issued.cert.to_pem()),
-            )?;
+            let mut pem = leaf.issued.cert.to_pem();
+            for c in leaf_chain(state, leaf) {
+                pem.push_str(&c.to_pem());
+            }
+            files.insert(format!("certs/{leaf_name}/tls.crt"), File::public(pem))?;
             files.insert(
                 format!("certs/{leaf_name}/tls.key"),
                 File::secret(leaf.issued.key.to_pkcs8_pem()?.as_bytes().to_vec()),
@@ -225,8 +247,13 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
         }
     }
     let cache = SignatureCache::new();
+    // A leaf's chain follows from its issuer, so the leaf alone keys it.
     let mut memo: HashMap<([u8; 32], [u8; 32], bool), Option<String>> = HashMap::new();
-    let mut check = |cert: &Certificate, bundle: &Bundle, server: bool| -> Option<String> {
+    let mut check = |cert: &Certificate,
+                     chain: &[Certificate],
+                     bundle: &Bundle,
+                     server: bool|
+     -> Option<String> {
         memo.entry((cert.fingerprint_sha256(), bundle.fingerprint(), server))
             .or_insert_with(|| {
                 let purpose = if server {
@@ -243,7 +270,7 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
                         .map(|d| ExpectedName::Dns(reference_name(&d)))
                         .or_else(|| cert.ip_addresses().into_iter().next().map(ExpectedName::Ip));
                 }
-                verify_chain_cached(cert, &[], bundle, &opts, &cache)
+                verify_chain_cached(cert, chain, bundle, &opts, &cache)
                     .err()
                     .map(|e| e.to_string())
             })
@@ -253,7 +280,7 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
         for (s_name, s_which, server) in &versions {
             for leaf in server.leaves.iter().filter(|l| l.serving) {
                 if let Some(bundle) = client.trust.get(&leaf.ca)
-                    && let Some(e) = check(&leaf.cert, bundle, true)
+                    && let Some(e) = check(&leaf.cert, &leaf.chain, bundle, true)
                 {
                     return Err(RotateError::SetTrustBroken(format!(
                         "client target \"{c_name}\" ({c_which}) would reject serving certificate {} of target \"{s_name}\" ({s_which}) with its trust/{}.crt: {e}",
@@ -263,7 +290,7 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
             }
             for leaf in client.leaves.iter().filter(|l| l.client) {
                 if let Some(bundle) = server.client_ca.get(&leaf.ca)
-                    && let Some(e) = check(&leaf.cert, bundle, false)
+                    && let Some(e) = check(&leaf.cert, &leaf.chain, bundle, false)
                 {
                     return Err(RotateError::SetTrustBroken(format!(
                         "server target \"{s_name}\" ({s_which}) would reject client certificate {} of target \"{c_name}\" ({c_which}) with its client-ca/{}.crt: {e}",

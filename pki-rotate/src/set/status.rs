@@ -1,6 +1,7 @@
 //! What `pki set status` shows, as plain serializable data.
 
 use super::{OverrideRecord, RotationSummary, SetState, SetStep, TimelineEntry};
+use pki_core::Certificate;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
@@ -72,6 +73,11 @@ pub struct CaStatus {
     pub next: Option<String>,
     /// Id of the new client CA during a rotation.
     pub next_client_ca: Option<String>,
+    /// Id of the external root the CA in use was imported under (what its
+    /// bundles hold); null when the CA is its own root.
+    pub current_root: Option<String>,
+    /// The same for the new CA during a rotation.
+    pub next_root: Option<String>,
     /// Its client certificates moved to the new client CA.
     pub clients_moved: bool,
 }
@@ -124,6 +130,12 @@ impl SetState {
                             .and_then(|n| n.client_signer.as_ref())
                             .map(|c| c.cert.id()),
                         clients_moved: running.is_some_and(|r| r.clients_moved.contains(name)),
+                        current_root: ca.current.chain.last().map(Certificate::id),
+                        next_root: ca
+                            .next
+                            .as_ref()
+                            .and_then(|n| n.chain.last())
+                            .map(Certificate::id),
                     },
                 )
             })
