@@ -97,6 +97,32 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(o.status.success(), "openssl {args:?}: {}", text(&o.stderr));
 }
 
+/// `openssl verify -x509_strict` accepts the serving chain file `chain`
+/// (leaf, then the intermediates it carries) for a client trusting only
+/// `root`.
+fn openssl_verifies_serving_chain(root: &str, chain: &Path) {
+    let o = Command::new("openssl")
+        .args([
+            "verify",
+            "-x509_strict",
+            "-purpose",
+            "sslserver",
+            "-CAfile",
+            root,
+        ])
+        .arg("-untrusted")
+        .arg(chain)
+        .arg(chain)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "openssl: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
 /// A directory where OpenSSL makes CAs: each CA is NAME.crt and NAME.key.
 struct Maker {
     dir: PathBuf,
@@ -313,26 +339,7 @@ fn imported_external_ca_signs_leaves_that_openssl_go_and_rustls_verify_against_t
 
     let now = OffsetDateTime::now_utc();
     // OpenSSL.
-    let o = Command::new("openssl")
-        .args([
-            "verify",
-            "-x509_strict",
-            "-purpose",
-            "sslserver",
-            "-CAfile",
-            &m.path("root.crt"),
-            "-untrusted",
-        ])
-        .arg(d.join("certs/web/tls.crt"))
-        .arg(d.join("certs/web/tls.crt"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "openssl: {}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    openssl_verifies_serving_chain(&m.path("root.crt"), &d.join("certs/web/tls.crt"));
     // rustls, over a real TLS connection.
     let key = PrivateKey::from_pem(&std::fs::read(d.join("certs/web/tls.key")).unwrap()).unwrap();
     tls::handshake(&chain, &key, &root_only_bundle(&m), "web.example.test", now).unwrap();
@@ -1058,26 +1065,7 @@ fn rotation_of_an_imported_intermediate_to_a_self_signed_ca_is_bridged_so_all_fo
         }
     }
     // OpenSSL agrees for the client that trusts only the organisation root.
-    let o = Command::new("openssl")
-        .args([
-            "verify",
-            "-x509_strict",
-            "-purpose",
-            "sslserver",
-            "-CAfile",
-            &m.path("root.crt"),
-            "-untrusted",
-        ])
-        .arg(d.join("certs/web/tls.crt"))
-        .arg(d.join("certs/web/tls.crt"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "openssl: {}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    openssl_verifies_serving_chain(&m.path("root.crt"), &d.join("certs/web/tls.crt"));
 }
 
 #[test]
