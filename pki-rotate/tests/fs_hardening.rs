@@ -654,3 +654,171 @@ fn a_tls_pem_that_does_not_match_tls_crt_and_tls_key_is_refused() {
     let err = SignerState::from_files(&files).unwrap_err().to_string();
     assert!(err.contains("certs/web/tls.pem"), "{err}");
 }
+
+/// Every regular file under `dir` (relative path → (device, inode)).
+fn files_under(dir: &Path) -> std::collections::BTreeMap<String, (u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, (u64, u64)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                walk(base, &path, out);
+            } else {
+                let relative = path
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(relative, (meta.dev(), meta.ino()));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn live_generation(dir: &Path) -> std::path::PathBuf {
+    dir.join(std::fs::read_link(dir.join(".data")).unwrap())
+}
+
+#[test]
+fn the_spare_holds_the_live_files_and_none_a_commit_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, now) = rotated(dir.path(), 200);
+    // The rotation replaced the CA key: the spare (the generation before)
+    // must not keep it.
+    let mut spare = files_under(&dir.path().join(".spare"));
+    assert!(spare.remove(".mirrors").is_some());
+    let live = files_under(&live_generation(dir.path()));
+    assert_eq!(
+        spare, live,
+        "the spare is the live generation's files, linked"
+    );
+    let mark = std::fs::read_to_string(dir.path().join(".spare/.mirrors")).unwrap();
+    assert_eq!(mark, "2");
+
+    // Another commit starts from the spare: it becomes generation 3 and the
+    // old generation 2 becomes the spare, again mirroring the live one.
+    let renew = SignerInput {
+        leaves: vec![LeafChange::Renew { name: "web".into() }],
+        ..SignerInput::default()
+    };
+    step(&store, &renew, now + Duration::hours(1), 201).unwrap();
+    assert_eq!(generations(dir.path()), [".gen-000000003"]);
+    let mut spare = files_under(&dir.path().join(".spare"));
+    spare.remove(".mirrors");
+    assert_eq!(spare, files_under(&live_generation(dir.path())));
+}
+
+#[test]
+fn a_commit_of_one_leaf_touches_what_changed_not_every_leaf() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = initial(210);
+    for i in 0..40 {
+        s.request_leaf(
+            &format!("svc{i}"),
+            LeafRequest::server(vec![format!("svc{i}.ns.svc")]),
+        )
+        .unwrap();
+    }
+    let mut store = create(dir.path(), &s);
+    // Two commits: the first makes a spare, the second uses it.
+    for (i, seed) in [(0, 211), (1, 212)] {
+        step(
+            &store,
+            &SignerInput::request(
+                &format!("new{i}"),
+                LeafRequest::server(vec![format!("new{i}.ns.svc")]),
+            ),
+            T0,
+            seed,
+        )
+        .unwrap();
+    }
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let seen = steps.clone();
+    store.set_write_hook(Some(Box::new(move |what| {
+        seen.lock().unwrap().push(what.to_string());
+        Ok(())
+    })));
+    let request = LeafRequest::server(vec!["new2.ns.svc".into()]);
+    step(&store, &SignerInput::request("new2", request), T0, 213).unwrap();
+    let steps = steps.lock().unwrap().clone();
+    let touched: Vec<&String> = steps
+        .iter()
+        .filter(|s| s.starts_with("link ") || s.starts_with("write ") || s.starts_with("unlink "))
+        .collect();
+    // The new leaf's three files, the document and the manifest; nothing
+    // per existing leaf.
+    assert!(touched.len() <= 6, "{touched:?}");
+    assert!(
+        touched
+            .iter()
+            .any(|s| s.as_str() == "write certs/new2/tls.crt"),
+        "{touched:?}"
+    );
+}
+
+#[test]
+fn a_spare_that_was_tampered_with_is_corrected_before_it_goes_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, now) = rotated(dir.path(), 220);
+    let spare = dir.path().join(".spare");
+    // A stray file, and a leaf's certificate replaced by another file.
+    std::fs::write(spare.join("certs/web/planted.crt"), "x").unwrap();
+    std::fs::remove_file(spare.join("certs/web/tls.crt")).unwrap();
+    std::fs::write(spare.join("certs/web/tls.crt"), "not the certificate").unwrap();
+    // A commit that leaves web alone links its certificate from the live
+    // generation, so the spare's replaced copy must be noticed and undone.
+    let request = LeafRequest::server(vec!["api.ns.svc".into()]);
+    step(
+        &store,
+        &SignerInput::request("api", request),
+        now + Duration::hours(1),
+        221,
+    )
+    .unwrap();
+    let live = live_generation(dir.path());
+    assert!(!live.join("certs/web/planted.crt").exists());
+    // The store reads back whole: every file has its committed digest.
+    let (files, _) = store.get(KEY).unwrap().unwrap();
+    assert!(files.get(&leaf_cert_path("web")).is_some());
+    assert_ne!(
+        std::fs::read(live.join("certs/web/tls.crt")).unwrap(),
+        b"not the certificate"
+    );
+}
+
+#[test]
+fn a_crash_while_the_spare_is_updated_leaves_one_the_next_run_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = initial(230);
+    let mut store = create(dir.path(), &s);
+    let now = rotation_time(&s);
+    store.set_write_hook(Some(Box::new(|step| {
+        if step == "update spare" {
+            panic!("crash before {step}");
+        }
+        Ok(())
+    })));
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        step(&store, &SignerInput::default(), now, 231)
+    }));
+    std::panic::set_hook(previous_hook);
+    assert!(crashed.is_err());
+    // The old generation, with the previous CA's key, sits in the spare.
+    assert!(dir.path().join(".spare").exists());
+    store.set_write_hook(None);
+    let (_, revision) = store.get(KEY).unwrap().unwrap();
+    assert_eq!(revision, Revision::new("2"));
+    assert!(!dir.path().join(".spare").exists());
+    let spare = dir.path().join(".spare");
+    assert!(store.take_notices().contains(&format!(
+        "removed {} (left by an interrupted run)",
+        spare.display()
+    )));
+}

@@ -6,6 +6,7 @@
 //! DIR/.gen-000000012/        one complete generation: every document's files
 //!     .manifest.json         which key owns which file (and its SHA-256), each key's revision
 //!     pki-state.json, signer/tls.crt, certs/web/tls.key, …
+//! DIR/.spare/                the previous generation, kept up to date with the current one
 //! DIR/signer -> .data/signer, DIR/ca-bundle.crt -> .data/ca-bundle.crt, …
 //! ```
 //!
@@ -22,11 +23,22 @@
 //!
 //! Several documents (keys) may share a directory, each owning its own
 //! paths. Files of the other keys, and files of the written key that did not
-//! change, are hard links into the previous generation: files are never
-//! changed once written, so sharing them is safe and a commit costs what
-//! changed, not what exists. New files are written to their final name
-//! inside a temporary directory and fsynced; the directories are fsynced
-//! before and after the switch. Secret files get mode 0600 and every
+//! change (same digest in the manifest), are hard links to the current
+//! generation's: files are never changed once written, so sharing them is
+//! safe. A generation of a thousand leaves still has a thousand leaf
+//! directories, though, so rather than making them again at every commit,
+//! the generation a commit replaces becomes the *spare*: renamed to `.spare`
+//! once the switch is on disk (readers holding its old name start over, as
+//! when it was deleted), then brought up to date with the live generation by
+//! replacing only what that commit changed (it then holds no key the live
+//! generation does not, and says which generation it mirrors in
+//! `.spare/.mirrors`). The next commit renames the spare to its new
+//! generation's name, walks it with the same checks as a committed
+//! generation, keeps each entry that is the very file (same inode) the new
+//! generation needs, and removes, links or writes only the rest; one
+//! `syncfs` flushes it (elsewhere than Linux, each new file and directory is
+//! flushed). A spare that an interrupted run left out of date is removed by
+//! the next run holding the lock. Secret files get mode 0600 and every
 //! directory 0700, whatever the umask.
 //!
 //! Hardening, because a directory other local users can reach is attacked
