@@ -684,3 +684,61 @@ mod tests {
         );
     }
 }
+
+/// Which document the `documents` target reads: the first input byte,
+/// modulo the number of kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentKind {
+    /// A CA set (`pki set`).
+    Set,
+    /// A key ring (`pki keys`).
+    KeyRing,
+    /// A credential (`pki cred`).
+    Credential,
+}
+
+/// Frames a document's files for the `documents` target: the kind byte,
+/// then `path NUL contents NUL path NUL contents …`.
+pub fn join_document_files(kind: DocumentKind, files: &Files) -> Vec<u8> {
+    let mut out = vec![match kind {
+        DocumentKind::Set => 0,
+        DocumentKind::KeyRing => 1,
+        DocumentKind::Credential => 2,
+    }];
+    for (path, file) in files.iter() {
+        out.extend_from_slice(path.as_bytes());
+        out.push(STATE_SEPARATOR);
+        out.extend_from_slice(&file.contents);
+        out.push(STATE_SEPARATOR);
+    }
+    out
+}
+
+/// The inverse of [`join_document_files`] on arbitrary bytes: a path that is
+/// not a valid store path is simply absent, a file whose path ends in `key`
+/// or names a credential is secret (as the engines write them).
+pub fn split_document_input(data: &[u8]) -> Option<(DocumentKind, Files)> {
+    let (&first, rest) = data.split_first()?;
+    let kind = match first % 3 {
+        0 => DocumentKind::Set,
+        1 => DocumentKind::KeyRing,
+        _ => DocumentKind::Credential,
+    };
+    let mut files = Files::new();
+    let parts: Vec<&[u8]> = rest.split(|b| *b == STATE_SEPARATOR).collect();
+    for pair in parts.chunks(2) {
+        let [path, contents] = pair else { continue };
+        let path = String::from_utf8_lossy(path).into_owned();
+        let secret = path.ends_with(".key")
+            || path.starts_with("creds/")
+            || path.ends_with("state.json") && kind == DocumentKind::Credential;
+        let _ = files.insert(
+            path,
+            File {
+                contents: contents.to_vec().into(),
+                secret,
+            },
+        );
+    }
+    Some((kind, files))
+}

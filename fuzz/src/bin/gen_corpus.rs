@@ -306,9 +306,95 @@ fn generate() {
     keys(&mut out);
     ca_import(&mut out);
     states(&mut out);
+    documents(&mut out);
     path_inputs(&mut out);
     println!("wrote {} seeds under {}", out.count, out.root.display());
     std::process::exit(0);
+}
+
+/// The CA set, key ring and credential documents, each at a point where
+/// most of its fields are filled in.
+fn documents(out: &mut Out) {
+    use pki_fuzz::{DocumentKind, join_document_files};
+    use pki_rotate::{
+        CredentialEngine, CredentialInput, CredentialPolicy, CredentialSecret, CredentialState,
+        KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, LeafSpec, Roles, SetEngine,
+        SetInput, SetState,
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(SEED);
+
+    // A set in trust-both: a serving+client CA (split at start), an etcd
+    // CA, a leaf and a target that trusts it.
+    let cas = [
+        ("cluster".to_string(), "serving+client".parse::<Roles>().unwrap()),
+        ("etcd".to_string(), "serving".parse::<Roles>().unwrap()),
+    ];
+    let mut set =
+        SetState::new(&cas, pki_core::KeyAlgorithm::EcdsaP256, Duration::days(790), NOW, &mut rng)
+            .unwrap();
+    let inputs = [
+        SetInput::Issue {
+            name: "apiserver".into(),
+            spec: LeafSpec {
+                ca: "cluster".into(),
+                serving: true,
+                client: false,
+                dns_names: vec!["api.example".into()],
+                ip_addresses: vec![],
+                common_name: None,
+                target: "control-plane".into(),
+                lifetime: Duration::days(180),
+            },
+        },
+        SetInput::Target {
+            name: "node-1".into(),
+            trusts: Some(["cluster".to_string()].into()),
+            client_ca: None,
+        },
+        SetInput::Start {
+            reason: "yearly".into(),
+            imports: vec![],
+            one_at_a_time: false,
+        },
+    ];
+    for (i, input) in inputs.iter().enumerate() {
+        let at = NOW + Duration::days(1 + i as i64);
+        set = SetEngine::step(&set, input, at, &mut rng).unwrap().into_document();
+    }
+    let files = SetEngine::to_files(&set).unwrap();
+    out.put("documents", "set-trust-both", join_document_files(DocumentKind::Set, &files));
+
+    // A key ring one rotation in: an active key and one in its grace.
+    let ring = KeyRing::new(KeyRingPolicy::default(), NOW, &mut rng).unwrap();
+    let ring = KeyRingEngine::step(&ring, &KeyRingInput::forced("drill"), NOW + Duration::days(1), &mut rng)
+        .unwrap()
+        .into_document();
+    let files = KeyRingEngine::to_files(&ring).unwrap();
+    out.put("documents", "key-ring", join_document_files(DocumentKind::KeyRing, &files));
+
+    // A credential that minted once and is due for its next rotation.
+    let policy = CredentialPolicy {
+        expire: Duration::hours(720),
+        grace: Duration::minutes(10),
+    };
+    let mut cred = CredentialState::new("db", policy, None).unwrap();
+    let mut at = NOW;
+    for _ in 0..4 {
+        let input = match pki_rotate::credential::next_action(&cred, at) {
+            pki_rotate::credential::Action::Mint { rotation, attempt } => CredentialInput::Minted {
+                rotation,
+                attempt,
+                value: CredentialSecret::new(format!("secret-{rotation}-{attempt}")),
+            },
+            _ => CredentialInput::Step,
+        };
+        cred = CredentialEngine::step(&cred, &input, at, &mut rng)
+            .map(|o| o.into_document())
+            .unwrap_or(cred);
+        at += Duration::minutes(1);
+    }
+    let files = CredentialEngine::to_files(&cred).unwrap();
+    out.put("documents", "credential", join_document_files(DocumentKind::Credential, &files));
 }
 
 /// The import parser's input: the CA file, then the key and chain files at
