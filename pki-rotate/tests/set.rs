@@ -1889,3 +1889,26 @@ fn a_set_document_written_before_imported_chains_loads_finishes_and_is_written_t
     }
     assert_eq!(s.step(), SetStep::Completed);
 }
+
+#[test]
+fn a_document_whose_target_loads_bundles_of_an_unknown_ca_is_refused() {
+    let s = gep18(90);
+    let mut files = SetEngine::to_files(&s).unwrap();
+    let state = "set/state.json";
+    let mut doc: serde_json::Value = serde_json::from_slice(files.get(state).unwrap()).unwrap();
+    let target = doc["targets"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .next()
+        .unwrap();
+    target["trusts"] = serde_json::json!(["c luster"]);
+    files
+        .insert(
+            state.to_string(),
+            pki_rotate::File::public(serde_json::to_vec(&doc).unwrap()),
+        )
+        .unwrap();
+    let err = SetEngine::from_files(&files).unwrap_err().to_string();
+    assert!(err.contains("unknown CA \"c luster\""), "{err}");
+}

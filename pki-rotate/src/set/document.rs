@@ -303,8 +303,23 @@ pub fn from_files(files: &Files) -> Result<SetState> {
             },
         );
     }
-    for name in doc.targets.keys() {
+    for (name, target) in &doc.targets {
         super::validate_name("target", name)?;
+        // The CAs a target loads bundles of become file names under it.
+        if let Some(ca) = target
+            .trusts
+            .iter()
+            .chain(&target.client_ca)
+            .find(|ca| !cas.contains_key(ca.as_str()))
+        {
+            return Err(RotateError::corrupt(
+                STATE_FILE,
+                format!(
+                    "target \"{name}\" loads bundles of unknown CA \"{}\"",
+                    ca.escape_debug()
+                ),
+            ));
+        }
     }
     Ok(SetState {
         key_algorithm: doc.key_algorithm,
