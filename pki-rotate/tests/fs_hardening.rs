@@ -729,7 +729,7 @@ fn a_commit_of_one_leaf_touches_what_changed_not_every_leaf() {
         step(
             &store,
             &SignerInput::request(
-                &format!("new{i}"),
+                format!("new{i}"),
                 LeafRequest::server(vec![format!("new{i}.ns.svc")]),
             ),
             T0,
