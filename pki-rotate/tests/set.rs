@@ -1912,3 +1912,25 @@ fn a_document_whose_target_loads_bundles_of_an_unknown_ca_is_refused() {
     let err = SetEngine::from_files(&files).unwrap_err().to_string();
     assert!(err.contains("unknown CA \"c luster\""), "{err}");
 }
+
+#[test]
+fn a_document_whose_leaf_names_a_target_it_does_not_have_is_refused() {
+    let s = gep18(91);
+    let mut files = SetEngine::to_files(&s).unwrap();
+    let state = "set/state.json";
+    let mut doc: serde_json::Value = serde_json::from_slice(files.get(state).unwrap()).unwrap();
+    let leaf = doc["leaves"].as_object().unwrap().values().next().unwrap();
+    let target = leaf["spec"]["target"].as_str().unwrap().to_string();
+    doc["targets"].as_object_mut().unwrap().remove(&target);
+    files
+        .insert(
+            state.to_string(),
+            pki_rotate::File::public(serde_json::to_vec(&doc).unwrap()),
+        )
+        .unwrap();
+    let err = SetEngine::from_files(&files).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("unknown target \"{target}\"")),
+        "{err}"
+    );
+}

@@ -276,6 +276,14 @@ pub fn from_files(files: &Files) -> Result<SetState> {
                 format!("leaf \"{name}\" names unknown CA \"{}\"", l.spec.ca),
             ));
         }
+        // Issuing a leaf makes its target: the target's files are where
+        // the leaf is written.
+        if !doc.targets.contains_key(&l.spec.target) {
+            return Err(RotateError::corrupt(
+                STATE_FILE,
+                format!("leaf \"{name}\" names unknown target \"{}\"", l.spec.target),
+            ));
+        }
         let base = format!("{}/{}/certs/{name}", material::TARGETS_DIR, l.spec.target);
         let cert_path = format!("{base}/tls.crt");
         let key_path = format!("{base}/tls.key");
