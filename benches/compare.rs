@@ -23,24 +23,15 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
 use std::path::Path;
-use std::time::{Duration, Instant};
 use support::{T0, signer_with_leaves};
 
 /// Leaves of the reconcile row.
 const RECONCILE_LEAVES: usize = 10_000;
 
-fn median_of(mut run: impl FnMut() -> usize) -> f64 {
-    black_box(run());
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 3 || start.elapsed() < Duration::from_secs(1) {
-        let t = Instant::now();
-        black_box(run());
-        times.push(t.elapsed().as_secs_f64());
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+// The same timing as pki-core's runner and the Go program.
+#[path = "../pki-core/benches/support/median.rs"]
+mod median;
+use median::median_of;
 
 fn make_store(dir: &Path, leaves: usize) {
     let store = FsStore::open_or_create(dir).unwrap();

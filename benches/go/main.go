@@ -75,24 +75,29 @@ func keyID(pub *ecdsa.PublicKey) []byte {
 	return id[:]
 }
 
-// issue makes n serving leaves under ca, each with a new P-256 key, as the
-// pki side does: SAN, EKU serverAuth, keyUsage digitalSignature, SKI, AKI.
+// issueOne makes serving leaf i under ca with a new P-256 key, as the pki
+// side does: SAN, EKU serverAuth, keyUsage digitalSignature, SKI, AKI.
+func issueOne(ca *x509.Certificate, caKey *ecdsa.PrivateKey, i int) ([]byte, *ecdsa.PrivateKey) {
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "svc"},
+		NotBefore:             t0.Add(-5 * time.Minute),
+		NotAfter:              t0.Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{"svc" + strconv.Itoa(i) + ".ns.svc"},
+		SubjectKeyId:          keyID(&key.PublicKey),
+	}
+	return must(x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)), key
+}
+
+// issue makes n serving leaves under ca, each with a new P-256 key.
 func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, n int) int {
 	count := 0
 	for i := 0; i < n; i++ {
-		key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
-		tmpl := &x509.Certificate{
-			SerialNumber:          serial(),
-			Subject:               pkix.Name{CommonName: "svc"},
-			NotBefore:             t0.Add(-5 * time.Minute),
-			NotAfter:              t0.Add(365 * 24 * time.Hour),
-			KeyUsage:              x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			BasicConstraintsValid: true,
-			DNSNames:              []string{"svc" + strconv.Itoa(i) + ".ns.svc"},
-			SubjectKeyId:          keyID(&key.PublicKey),
-		}
-		der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey))
+		der, _ := issueOne(ca, caKey, i)
 		count += len(der) & 1
 		count++
 	}
@@ -329,19 +334,7 @@ func memory(n int) []held {
 	ca, caKey := newCA()
 	out := make([]held, 0, n)
 	for i := 0; i < n; i++ {
-		key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
-		tmpl := &x509.Certificate{
-			SerialNumber:          serial(),
-			Subject:               pkix.Name{CommonName: "svc"},
-			NotBefore:             t0.Add(-5 * time.Minute),
-			NotAfter:              t0.Add(365 * 24 * time.Hour),
-			KeyUsage:              x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			BasicConstraintsValid: true,
-			DNSNames:              []string{"svc" + strconv.Itoa(i) + ".ns.svc"},
-			SubjectKeyId:          keyID(&key.PublicKey),
-		}
-		der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey))
+		der, key := issueOne(ca, caKey, i)
 		out = append(out, held{must(x509.ParseCertificate(der)), key})
 	}
 	return out

@@ -18,22 +18,11 @@ mod fixtures;
 
 use fixtures::LEAVES;
 use pki_core::Certificate;
-use std::hint::black_box;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-fn median_of(mut run: impl FnMut() -> usize) -> f64 {
-    black_box(run());
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 3 || start.elapsed() < Duration::from_secs(1) {
-        let t = Instant::now();
-        black_box(run());
-        times.push(t.elapsed().as_secs_f64());
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+#[path = "support/median.rs"]
+mod median;
+use median::median_of;
 
 fn write_pem(dir: &Path, name: &str, certs: &[Certificate]) {
     let pem: String = certs.iter().map(Certificate::to_pem).collect();

@@ -113,11 +113,18 @@ pub fn issuing_ca() -> CertificateAuthority {
 
 /// Row 1: `n` serving leaves, each with its own new P-256 key.
 pub fn issue_leaves(ca: &CertificateAuthority, n: usize, seed: u64) -> Vec<Certificate> {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    issue_with(ca, n, &mut ChaCha20Rng::seed_from_u64(seed))
+}
+
+fn issue_with<R: rand_core::CryptoRng + 'static>(
+    ca: &CertificateAuthority,
+    n: usize,
+    rng: &mut R,
+) -> Vec<Certificate> {
     (0..n)
         .map(|i| {
-            let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
-            ca.issue(&leaf_params(i, T0), &key.public_key().unwrap(), &mut rng)
+            let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, rng).unwrap();
+            ca.issue(&leaf_params(i, T0), &key.public_key().unwrap(), rng)
                 .unwrap()
         })
         .collect()
@@ -126,14 +133,7 @@ pub fn issue_leaves(ca: &CertificateAuthority, n: usize, seed: u64) -> Vec<Certi
 /// Row 1 as the CLI and the C ABI issue: through the operating system's
 /// RNG, which with the `ring` feature generates and signs with ring.
 pub fn issue_leaves_os(ca: &CertificateAuthority, n: usize) -> Vec<Certificate> {
-    let mut rng = pki_core::os_rng();
-    (0..n)
-        .map(|i| {
-            let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
-            ca.issue(&leaf_params(i, T0), &key.public_key().unwrap(), &mut rng)
-                .unwrap()
-        })
-        .collect()
+    issue_with(ca, n, &mut pki_core::os_rng())
 }
 
 /// The DER of every certificate of a rotation: what a pre-flight loads.
