@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use pki_rotate::{Driver, Engine, FsStore, SignerEngine, SignerInput, Store};
+use pki_rotate::{
+    Document, Driver, Engine, FsStore, SignerEngine, SignerInput, SignerState, Store,
+};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
@@ -45,7 +47,7 @@ fn bench(c: &mut Criterion) {
     });
     let (files, _) = fs.get("signer").unwrap().unwrap();
     group.bench_function("decode the files into the document", |b| {
-        b.iter(|| black_box(SignerEngine::from_files(black_box(&files)).unwrap()))
+        b.iter(|| black_box(SignerState::from_files(black_box(&files)).unwrap()))
     });
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     group.bench_function("driver step over FsStore", |b| {

@@ -3,8 +3,7 @@
 //! controller step (the driver's).
 
 use pki_rotate::{
-    Driver, Engine, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step,
-    Store,
+    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Store,
 };
 use std::path::PathBuf;
 use time::OffsetDateTime;
@@ -38,7 +37,7 @@ impl From<pki_core::Error> for CliError {
 pub type CliResult<T = ()> = Result<T, CliError>;
 
 /// The store key of the signer's document.
-pub const SIGNER: &str = SignerEngine::KIND;
+pub const SIGNER: &str = pki_rotate::signer::STORE_KEY;
 
 /// The DIR argument: a directory, or a store URL (`etcd://HOST:PORT/PREFIX`).
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Store URLs (`etcd://HOST:PORT/PREFIX`) and `pki export`.
 
 use crate::common::{CliError, CliResult, StoreArg};
-use pki_rotate::{Engine, Files, SignerEngine, Store};
+use pki_rotate::{Files, Store};
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The documents `pki export` looks for, by store key.
 const EXPORTED_KEYS: &[&str] = &[
-    SignerEngine::KIND,
+    pki_rotate::signer::STORE_KEY,
     pki_rotate::set::STORE_KEY,
     pki_rotate::keyring::STORE_KEY,
 ];

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -168,4 +169,70 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	}
 	snap = snapshotDir(t, dir)
 	refused(set.Abort(now), pki.CodeSetWrongStep, snap)
+}
+
+// A CA set kept in the embedder's Secret-shaped storage is written under
+// the set's own Secret mapping (every path with '/' as '.'), not the
+// signer's, and reads back through every step: the kind of document is
+// the one the caller works on, never guessed from the data. A signer and
+// a set in one backend keep their own mappings side by side.
+func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
+	backend := newFakeSecrets()
+	store := must(pki.NewSecretStore(backend))
+	defer store.Close()
+	set := pki.SetOf(store)
+	now := t0
+	ok := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now))
+	ok(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now))
+	ok(set.Target("control-plane", nil, []string{"cluster"}, now))
+	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, now))
+	defer signer.Close()
+	if _, err := store.Create("signer", signer); err != nil {
+		t.Fatal(err)
+	}
+
+	backend.mu.Lock()
+	setData := backend.items["set"].data
+	signerData := backend.items["signer"].data
+	backend.mu.Unlock()
+	for _, key := range []string{"set.state.json", "set.cas.cluster.ca.crt", "targets.control-plane.certs.api.tls.crt"} {
+		if _, found := setData[key]; !found {
+			t.Errorf("the set's Secret has no %q: keys %v", key, keysOf(setData))
+		}
+	}
+	if _, found := setData["pki-state.json"]; found {
+		t.Errorf("the set was written under the signer's mapping: keys %v", keysOf(setData))
+	}
+	if _, found := signerData["pki-state.json"]; !found {
+		t.Errorf("the signer's Secret has no pki-state.json: keys %v", keysOf(signerData))
+	}
+
+	now = now.Add(24 * time.Hour)
+	ok(set.Start("yearly", false, now))
+	plan, err := set.Plan()
+	ok(err)
+	ok(set.Ack("control-plane", plan["control-plane"].Fingerprint, now))
+	st, err := set.Status(now)
+	ok(err)
+	if st.Step != "trust-both" || st.Targets["control-plane"].Progress != "loaded" {
+		t.Fatalf("status through the Secret store: %+v", st)
+	}
+	if _, _, err := store.Load("signer"); err != nil {
+		t.Fatalf("the signer beside the set: %v", err)
+	}
+}
+
+func keysOf(data map[string][]byte) []string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

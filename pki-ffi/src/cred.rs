@@ -21,13 +21,13 @@ use crate::abi::{
 };
 use crate::buffer::{CText, pki_buffer, pki_bytes};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
-use crate::store::pki_store;
+use crate::store::{KindStore, pki_store};
+use pki_rotate::Driver;
 use pki_rotate::credential::status::CredentialStatus;
 use pki_rotate::credential::{
     Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Secret,
     credential_key, next_action, validate_credential_name,
 };
-use pki_rotate::{Driver, Store};
 use std::ffi::c_char;
 use time::OffsetDateTime;
 
@@ -64,8 +64,8 @@ unsafe fn name_in<'a>(name: *const c_char, name_len: usize) -> Result<&'a str, F
     Ok(name)
 }
 
-fn driver(store: &pki_store) -> Driver<&(dyn Store + Send + Sync)> {
-    Driver::new(&*store.inner)
+fn driver(store: &pki_store) -> Driver<KindStore<'_, CredentialState>> {
+    store.driver()
 }
 
 /// Records a new credential `name` (store key `creds/NAME`, files

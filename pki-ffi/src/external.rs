@@ -12,7 +12,7 @@ use crate::signer::{pki_policy, pki_policy_default, pki_signer};
 use crate::step::pki_step;
 use crate::store::pki_store;
 use pki_core::{CaImport, KeyAlgorithm};
-use pki_rotate::{Driver, Engine, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys};
+use pki_rotate::{Engine, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys};
 use std::ffi::c_char;
 
 /// Reads the CA, its optional key file and optional chain file.
@@ -421,18 +421,16 @@ pub unsafe extern "C" fn pki_signer_store_rotate_to(
             Some(unsafe { bytes_in(proposed_keys, proposed_keys_len, "proposed_keys") }?)
         };
         let now = time_in(now, "now")?;
-        let service_accounts = ServiceAccountKeys::from_store(&*store.inner, proposed)?;
+        let service_accounts =
+            ServiceAccountKeys::from_store(&store.of::<pki_rotate::KeyRing>(), proposed)?;
         let input = ExternalInput::Replace(Box::new(Replacement {
             import,
             force,
             service_accounts,
         }));
-        let step = Driver::new(&*store.inner).step::<ExternalEngine, _>(
-            key,
-            &input,
-            now,
-            &mut os_rng(),
-        )?;
+        let step = store
+            .driver::<pki_rotate::SignerState>()
+            .step::<ExternalEngine, _>(key, &input, now, &mut os_rng())?;
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_step, into_handle(pki_step::new(step))) };
         Ok(())
@@ -448,6 +446,7 @@ mod tests {
     use crate::error::pki_result::*;
     use crate::signer::pki_signer_free;
     use pki_core::{CertificateAuthority, CertificateParams, PrivateKey, Profile};
+    use pki_rotate::{Driver, KeyRing, Store};
     use std::ptr::{null, null_mut};
     use time::{Duration, macros::datetime};
 
@@ -815,10 +814,10 @@ mod tests {
     fn a_store_backed_rotation_to_a_supplied_ca_validates_against_the_store_and_writes_by_compare_and_swap()
      {
         let store = into_handle(pki_store {
-            inner: Box::new(Racing {
+            backing: crate::store::Backing::Files(Box::new(Racing {
                 inner: pki_rotate::MemoryStore::new(),
                 raced: false.into(),
-            }),
+            })),
         });
         let org = root("Org Root");
         let (code, signer) = import(&pem_of(&org, &[]));
@@ -840,7 +839,7 @@ mod tests {
             )
             .unwrap();
         // SAFETY: the live store created above.
-        unsafe { (*store).inner.put("keys", None, &files) }.unwrap();
+        unsafe { (*store).of::<KeyRing>().put("keys", None, &files) }.unwrap();
         let (before, revision) = load(store);
 
         let next = root("Next Root");

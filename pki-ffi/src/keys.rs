@@ -20,7 +20,7 @@ use crate::abi::{
 };
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, boundary, pki_result};
-use crate::store::pki_store;
+use crate::store::{KindStore, pki_store};
 use pki_core::KeyAlgorithm;
 use pki_rotate::keyring::STORE_KEY;
 use pki_rotate::{
@@ -399,8 +399,8 @@ pub unsafe extern "C" fn pki_keyring_verify(
     })
 }
 
-fn store_driver(store: &pki_store) -> Driver<&(dyn pki_rotate::Store + Send + Sync)> {
-    Driver::new(&*store.inner)
+fn store_driver(store: &pki_store) -> Driver<KindStore<'_, KeyRing>> {
+    store.driver()
 }
 
 fn load_from(store: &pki_store) -> Result<KeyRing, Failure> {

@@ -13,7 +13,7 @@ use crate::buffer::pki_buffer;
 use crate::error::{Failure, boundary, pki_result};
 use crate::store::pki_store;
 use pki_rotate::set::{STORE_KEY, fingerprint};
-use pki_rotate::{Driver, LeafSpec, Roles, SetEngine, SetInput, SetState};
+use pki_rotate::{LeafSpec, Roles, SetEngine, SetInput, SetState};
 use std::collections::BTreeSet;
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -44,12 +44,14 @@ unsafe fn opt_str<'a>(
 }
 
 fn step(store: &pki_store, input: &SetInput, now: OffsetDateTime) -> Result<(), Failure> {
-    Driver::new(&*store.inner).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
+    store
+        .driver::<SetState>()
+        .step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
     Ok(())
 }
 
 fn load(store: &pki_store) -> Result<SetState, Failure> {
-    Ok(Driver::new(&*store.inner).load::<SetEngine>(STORE_KEY)?.0)
+    Ok(store.driver::<SetState>().load::<SetEngine>(STORE_KEY)?.0)
 }
 
 /// Creates a CA set in `store`: one new CA per item of `cas`, a
@@ -94,7 +96,9 @@ pub unsafe extern "C" fn pki_set_create(
             now,
             &mut os_rng(),
         )?;
-        Driver::new(&*store.inner).create::<SetEngine>(STORE_KEY, &state)?;
+        store
+            .driver::<SetState>()
+            .create::<SetEngine>(STORE_KEY, &state)?;
         Ok(())
     })
 }

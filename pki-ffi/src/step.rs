@@ -11,9 +11,7 @@ use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::signer::{forced_in, pki_events, pki_forced_rotation, pki_policy, pki_signer};
 use crate::store::pki_store;
 use pki_core::KeyAlgorithm;
-use pki_rotate::{
-    Driver, Engine, Event, Files, Outcome, Plan, SignerEngine, SignerInput, SignerState,
-};
+use pki_rotate::{Engine, Event, Outcome, Plan, SignerEngine, SignerInput, SignerState};
 use rand_core::CryptoRng;
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -45,7 +43,6 @@ impl AbiInput {
 }
 
 impl Engine for AbiSigner {
-    const KIND: &'static str = SignerEngine::KIND;
     type Document = SignerState;
     type Input = AbiInput;
     type Plan = Plan;
@@ -61,24 +58,6 @@ impl Engine for AbiSigner {
         rng: &mut R,
     ) -> pki_rotate::Result<Outcome<'d, SignerState, Event>> {
         SignerEngine::apply(doc, plan, rng)
-    }
-
-    fn to_files(doc: &SignerState) -> pki_rotate::Result<Files> {
-        SignerEngine::to_files(doc)
-    }
-
-    fn from_files(files: &Files) -> pki_rotate::Result<SignerState> {
-        SignerEngine::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &Files) -> pki_rotate::Result<pki_rotate::document::SecretData> {
-        SignerEngine::files_to_secret_data(files)
-    }
-
-    fn files_from_secret_data(
-        data: &pki_rotate::document::SecretData,
-    ) -> pki_rotate::Result<Files> {
-        SignerEngine::files_from_secret_data(data)
     }
 
     fn rebase(input: &mut AbiInput, read: &SignerState, fresh: &SignerState) {
@@ -136,7 +115,9 @@ pub unsafe extern "C" fn pki_signer_store_create(
         let key = unsafe { key_in(key, key_len) }?;
         // SAFETY: NULL or a live handle (contract).
         let signer = unsafe { handle(signer, "signer") }?;
-        let revision = Driver::new(&*store.inner).create::<AbiSigner>(key, &signer.state)?;
+        let revision = store
+            .driver::<SignerState>()
+            .create::<AbiSigner>(key, &signer.state)?;
         if !out_revision.is_null() {
             // SAFETY: non-NULL; valid for a write (contract).
             unsafe { write_out(out_revision, revision_buffer(&revision)) };
@@ -179,7 +160,7 @@ pub unsafe extern "C" fn pki_signer_store_load(
         // SAFETY: pointer and length from the caller (contract).
         let key = unsafe { key_in(key, key_len) }?;
         out_ptr(out_signer, "out_signer")?;
-        let (state, revision) = Driver::new(&*store.inner).load::<AbiSigner>(key)?;
+        let (state, revision) = store.driver::<SignerState>().load::<AbiSigner>(key)?;
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_signer, into_handle(pki_signer::loaded(state))) };
         if !out_revision.is_null() {
@@ -336,7 +317,9 @@ pub unsafe extern "C" fn pki_signer_store_step_guarded(
             },
         };
         let step =
-            Driver::new(&*store.inner).step::<AbiSigner, _>(key, &input, now, &mut os_rng())?;
+            store
+                .driver::<SignerState>()
+                .step::<AbiSigner, _>(key, &input, now, &mut os_rng())?;
         let result = into_handle(pki_step::new(step));
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_step, result) };

@@ -8,9 +8,9 @@
 //! - `pki_store_new_callbacks`: the embedder's own Secret-shaped storage
 //!   with compare-and-swap (a Kubernetes client with `resourceVersion`, a
 //!   database row with a version column), reached through C function
-//!   pointers. The documented Secret mapping of the document's engine (a
-//!   signer, a key ring, a credential) sits in between, as pki-rotate's
-//!   `SecretStore` does for one engine.
+//!   pointers. The documented Secret mapping of the document's kind (a
+//!   signer, a CA set, a key ring, a credential: the kind the calling
+//!   function works on) sits in between, as pki-rotate's `SecretStore`.
 //!
 //! - `pki_store_open_url`: a store URL, `etcd://HOST:PORT/PREFIX` (the etcd
 //!   store of pki-etcd): several controller replicas may step the same
@@ -31,12 +31,9 @@ use crate::abi::{
 };
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::secret::pki_secret;
-use pki_rotate::credential::CredentialEngine;
-use pki_rotate::document::Files;
-use pki_rotate::document::SecretData;
+use pki_rotate::document::{Document, Files, SecretData};
 use pki_rotate::{
-    Engine, FsStore, KeyRingEngine, MemoryStore, Revision, RotateError, SecretBackend,
-    SignerEngine, Store,
+    Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
 };
 use std::ffi::{c_char, c_void};
 
@@ -48,7 +45,7 @@ use std::ffi::{c_char, c_void};
 /// threads (or processes, for a directory) race through compare-and-swap,
 /// and exactly one wins each race. Free with `pki_store_free`.
 pub struct pki_store {
-    pub(crate) inner: Box<dyn Store + Send + Sync>,
+    pub(crate) backing: Backing,
 }
 
 /// Opens the directory store at `path` (`path_len` bytes, no NUL needed),
@@ -87,7 +84,7 @@ pub unsafe extern "C" fn pki_store_open_dir(
         );
         let store = FsStore::open_or_create(path)?;
         let store = into_handle(pki_store {
-            inner: Box::new(store),
+            backing: Backing::Files(Box::new(store)),
         });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_store, store) };
@@ -131,7 +128,7 @@ pub unsafe extern "C" fn pki_store_open_url(
             other => Failure::new(pki_result::PKI_RESULT_STORE, other.to_string()),
         })?;
         let store = into_handle(pki_store {
-            inner: Box::new(store),
+            backing: Backing::Files(Box::new(store)),
         });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_store, store) };
@@ -156,7 +153,7 @@ pub unsafe extern "C" fn pki_store_new_memory(out_store: *mut *mut pki_store) ->
     boundary(|| {
         out_ptr(out_store, "out_store")?;
         let store = into_handle(pki_store {
-            inner: Box::new(MemoryStore::new()),
+            backing: Backing::Files(Box::new(MemoryStore::new())),
         });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_store, store) };
@@ -289,7 +286,7 @@ type PutFn = unsafe extern "C" fn(
 type ReleaseFn = unsafe extern "C" fn(*mut c_void);
 
 /// The embedder's storage as a pki-rotate Secret backend.
-struct CallbackBackend {
+pub(crate) struct CallbackBackend {
     get: GetFn,
     put: PutFn,
     release: Option<ReleaseFn>,
@@ -426,71 +423,37 @@ impl SecretBackend for CallbackBackend {
     }
 }
 
-/// The callback store's documents through their engine's Secret mapping.
-/// The document tells which engine it belongs to (its state file), not its
-/// key: a signer kept under any key reads as it always did, and a key ring
-/// or a credential gets its own mapping.
-struct CallbackStore {
-    backend: CallbackBackend,
+/// What a `pki_store` keeps documents in.
+pub(crate) enum Backing {
+    /// A store of files: a directory, memory, etcd. It keeps any kind of
+    /// document as its files.
+    Files(Box<dyn Store + Send + Sync>),
+    /// The embedder's Secret-shaped storage: each kind of document has its
+    /// own documented Secret mapping, chosen by the kind the caller works
+    /// on (a `pki_set_*` call reads and writes a CA set), never guessed
+    /// from the data.
+    Secrets(CallbackBackend),
 }
 
-/// Which engine's Secret mapping a document uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mapping {
-    Signer,
-    KeyRing,
-    Credential,
+/// A `pki_store` seen as a store of documents of kind `D`.
+pub(crate) enum KindStore<'s, D> {
+    Files(&'s (dyn Store + Send + Sync)),
+    Secrets(SecretStore<D, &'s CallbackBackend>),
 }
 
-impl Mapping {
-    fn of_files(files: &Files) -> Self {
-        if files
-            .get(pki_rotate::keyring::document::STATE_FILE)
-            .is_some()
-        {
-            Mapping::KeyRing
-        } else if files.iter().any(|(p, _)| {
-            p.starts_with("creds/")
-                && p.ends_with(&format!(
-                    "/{}",
-                    pki_rotate::credential::document::STATE_FILE
-                ))
-        }) {
-            Mapping::Credential
-        } else {
-            Mapping::Signer
-        }
-    }
-
-    fn of_data(data: &SecretData) -> Self {
-        let keyring_state =
-            pki_rotate::document::secret_data_key(pki_rotate::keyring::document::STATE_FILE, &[]);
-        if data.contains_key(&keyring_state) {
-            Mapping::KeyRing
-        } else if data.contains_key(pki_rotate::credential::document::STATE_FILE) {
-            Mapping::Credential
-        } else {
-            Mapping::Signer
-        }
-    }
-}
-
-impl Store for CallbackStore {
+impl<D: Document> Store for KindStore<'_, D> {
     fn location(&self) -> String {
-        self.backend.location()
+        match self {
+            KindStore::Files(s) => s.location(),
+            KindStore::Secrets(s) => s.location(),
+        }
     }
 
     fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        pki_rotate::store::validate_key(key)?;
-        let Some((data, revision)) = self.backend.get(key)? else {
-            return Ok(None);
-        };
-        let files = match Mapping::of_data(&data) {
-            Mapping::Signer => SignerEngine::files_from_secret_data(&data)?,
-            Mapping::KeyRing => KeyRingEngine::files_from_secret_data(&data)?,
-            Mapping::Credential => CredentialEngine::files_from_secret_data(&data)?,
-        };
-        Ok(Some((files, revision)))
+        match self {
+            KindStore::Files(s) => s.get(key),
+            KindStore::Secrets(s) => s.get(key),
+        }
     }
 
     fn put(
@@ -499,23 +462,39 @@ impl Store for CallbackStore {
         expected: Option<&Revision>,
         files: &Files,
     ) -> pki_rotate::Result<Revision> {
-        pki_rotate::store::validate_key(key)?;
-        let data = match Mapping::of_files(files) {
-            Mapping::Signer => SignerEngine::files_to_secret_data(files)?,
-            Mapping::KeyRing => KeyRingEngine::files_to_secret_data(files)?,
-            Mapping::Credential => CredentialEngine::files_to_secret_data(files)?,
-        };
-        self.backend.put(key, expected, &data)
+        match self {
+            KindStore::Files(s) => s.put(key, expected, files),
+            KindStore::Secrets(s) => s.put(key, expected, files),
+        }
+    }
+}
+
+impl pki_store {
+    /// The store as a store of documents of kind `D`.
+    pub(crate) fn of<D: Document>(&self) -> KindStore<'_, D> {
+        match &self.backing {
+            Backing::Files(s) => KindStore::Files(&**s),
+            Backing::Secrets(b) => KindStore::Secrets(SecretStore::new(b)),
+        }
+    }
+
+    /// A driver over the documents of kind `D`.
+    pub(crate) fn driver<D: Document>(&self) -> Driver<KindStore<'_, D>> {
+        Driver::new(self.of::<D>())
     }
 }
 
 /// Creates a store over the embedder's Secret-shaped storage: documents are
-/// kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
-/// `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
-/// `certs.NAME.tls.crt`…; a key ring's: `keys.key-ring.json`,
-/// `keys.active.key`, `keys.public.pem`, `keys.jwks.json`; a credential's:
-/// `state.json`, `current`, `old`, `stray-R-A`), each with a revision the
-/// storage assigns, and written by compare-and-swap. This is what a Kubernetes client does with
+/// kept as Secret data under the documented keys of their kind — a
+/// signer's: `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`,
+/// `pki-state.json`, `certs.NAME.tls.crt`…; a CA set's: every path with `/`
+/// as `.` (`set.state.json`, `targets.T.trust.CA.crt`…); a key ring's:
+/// `keys.key-ring.json`, `keys.active.key`, `keys.public.pem`,
+/// `keys.jwks.json`; a credential's: `state.json`, `current`, `old`,
+/// `stray-R-A`. The kind is the one the function called works on
+/// (`pki_set_*` a set, `pki_keyring_*` a key ring…), never guessed from
+/// the data. Each document has a revision the storage assigns, and is
+/// written by compare-and-swap. This is what a Kubernetes client does with
 /// a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
 /// (`expected` NULL) or updates it with the `resourceVersion` read, and a
 /// 409 Conflict is `PKI_RESULT_CONFLICT`.
@@ -576,7 +555,7 @@ pub unsafe extern "C" fn pki_store_new_callbacks(
             location,
         };
         let store = into_handle(pki_store {
-            inner: Box::new(CallbackStore { backend }),
+            backing: Backing::Secrets(backend),
         });
         // SAFETY: checked non-NULL; valid for a write (contract).
         unsafe { write_out(out_store, store) };

@@ -36,7 +36,6 @@
 //! [`Action::Mint`] or [`Action::Revoke`] to perform and report, or
 //! [`Action::Wait`] until a time.
 
-use crate::document::Files;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
 use pki_core::datetime::rfc3339;
@@ -788,7 +787,6 @@ impl std::fmt::Display for Event {
 pub struct CredentialEngine;
 
 impl Engine for CredentialEngine {
-    const KIND: &'static str = document::KIND;
     type Document = CredentialState;
     type Input = CredentialInput;
     type Plan = Plan;
@@ -804,22 +802,6 @@ impl Engine for CredentialEngine {
         _rng: &mut R,
     ) -> Result<Outcome<'d, CredentialState, Event>> {
         apply(doc, plan)
-    }
-
-    fn to_files(doc: &CredentialState) -> Result<Files> {
-        doc.to_files()
-    }
-
-    fn from_files(files: &Files) -> Result<CredentialState> {
-        CredentialState::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
-        document::secret_data_from_files(files)
-    }
-
-    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
-        document::files_from_secret_data(data)
     }
 }
 

@@ -34,6 +34,40 @@ use crate::error::{Result, RotateError};
 use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
+/// A document: an engine's whole state as plain data, and the forms stores
+/// keep it in. The state types implement it ([`crate::SignerState`],
+/// [`crate::SetState`], [`crate::KeyRing`], [`crate::CredentialState`]);
+/// engines ([`crate::Engine`]) decide over them but know nothing of how
+/// they are stored, so two engines over one document (the signer and the
+/// external CA) share one codec.
+///
+/// The kind and version are the envelope's: reading checks them before
+/// anything else, so a store holding another kind of document says so
+/// ([`RotateError::UnsupportedDocument`]) instead of being read as this one.
+pub trait Document: Clone + std::fmt::Debug + Sized {
+    /// The kind in the envelope: `"signer"`, `"ca-set"`, `"key-ring"`,
+    /// `"credential"`.
+    const KIND: &'static str;
+    /// The format version this build writes; older ones are migrated when
+    /// read.
+    const VERSION: u32;
+
+    /// The document as the files a store keeps (and consumers read).
+    fn to_files(&self) -> Result<Files>;
+
+    /// Reads a document back from its files, migrating older versions. A
+    /// missing or malformed file is an error naming it.
+    fn from_files(files: &Files) -> Result<Self>;
+
+    /// The files as a Kubernetes Secret's data, under this kind's
+    /// documented keys (see [`secret_data_key`]).
+    fn files_to_secret_data(files: &Files) -> Result<SecretData>;
+
+    /// The files back from Secret data: this kind decides which keys it
+    /// expects and which of them are secret.
+    fn files_from_secret_data(data: &SecretData) -> Result<Files>;
+}
+
 /// One file of a document.
 #[derive(Clone, PartialEq, Eq)]
 pub struct File {

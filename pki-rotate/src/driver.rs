@@ -9,6 +9,7 @@
 //! bound. So two controller replicas stepping the same document at once
 //! both end on the same result, and a rotation happens once.
 
+use crate::document::Document;
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
 use crate::store::{Revision, Store};
@@ -71,14 +72,15 @@ impl<S: Store> Driver<S> {
     /// Reads and decodes the document at `key`.
     pub fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
         let (files, revision) = self.store.get(key)?.ok_or_else(|| self.not_found(key))?;
-        let doc = E::from_files(&files).map_err(|e| e.within(&describe(&self.store, key)))?;
+        let doc =
+            E::Document::from_files(&files).map_err(|e| e.within(&describe(&self.store, key)))?;
         Ok((doc, revision))
     }
 
     /// Stores a new document at `key`; fails with
     /// [`RotateError::AlreadyInitialized`] when one exists.
     pub fn create<E: Engine>(&self, key: &str, doc: &E::Document) -> Result<Revision> {
-        let files = E::to_files(doc)?;
+        let files = doc.to_files()?;
         self.store.put(key, None, &files).map_err(|e| match e {
             RotateError::Conflict { .. } => {
                 RotateError::AlreadyInitialized(describe(&self.store, key))
@@ -125,7 +127,7 @@ impl<S: Store> Driver<S> {
                     attempts: attempt,
                 });
             };
-            let files = E::to_files(&next)?;
+            let files = next.to_files()?;
             match self.store.put(key, Some(&revision), &files) {
                 Ok(revision) => {
                     return Ok(Step {

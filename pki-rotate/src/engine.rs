@@ -7,20 +7,17 @@
 //! retrying when another writer got there first, is the
 //! [`driver`](crate::driver)'s job.
 
-use crate::document::{Files, SecretData};
+use crate::document::Document;
 use crate::error::Result;
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
 
-/// A rotation engine: the service-CA signer, and the ones to come.
+/// A rotation engine: the decisions over one kind of [`Document`]. How the
+/// document is stored is the document's business, not the engine's.
 pub trait Engine {
-    /// The document kind in the envelope (`"signer"`), also the default
-    /// store key of the CLI.
-    const KIND: &'static str;
-
     /// The engine's whole state, plain data.
-    type Document: Clone + std::fmt::Debug;
+    type Document: Document;
     /// What the caller asks for besides time (a forced rotation, changed
     /// requests…). `Default` asks for nothing: the controller's periodic step.
     type Input: Default + Clone;
@@ -38,20 +35,6 @@ pub trait Engine {
         plan: Self::Plan,
         rng: &mut R,
     ) -> Result<Outcome<'d, Self::Document, Self::Event>>;
-
-    /// The document as the files a store keeps.
-    fn to_files(doc: &Self::Document) -> Result<Files>;
-
-    /// Reads a document back from its files, migrating older versions.
-    fn from_files(files: &Files) -> Result<Self::Document>;
-
-    /// The files as a Kubernetes Secret's data, under the engine's
-    /// documented keys (see [`crate::document`]).
-    fn files_to_secret_data(files: &Files) -> Result<SecretData>;
-
-    /// The files back from Secret data: the engine decides which keys it
-    /// expects and which of them are secret.
-    fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
     /// Adjusts `input` after the driver lost a write: the caller read
     /// `read`, but another writer stored `fresh` in between, so the two

@@ -58,7 +58,7 @@ use crate::error::{Result, RotateError};
 use crate::leaf::{LeafReason, LeafRequest};
 use crate::preflight::{MatrixInputs, Side};
 use crate::signer::{
-    Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, document,
+    Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState,
 };
 use pki_core::{
     Bundle, CaImport, Certificate, CertificateAuthority, cross_sign, datetime::rfc3339,
@@ -660,7 +660,6 @@ pub enum ExternalPlan {
 pub struct ExternalEngine;
 
 impl Engine for ExternalEngine {
-    const KIND: &'static str = document::KIND;
     type Document = SignerState;
     type Input = ExternalInput;
     type Plan = ExternalPlan;
@@ -676,24 +675,6 @@ impl Engine for ExternalEngine {
         rng: &mut R,
     ) -> Result<Outcome<'d, SignerState, Event>> {
         apply(doc, plan, rng)
-    }
-
-    fn to_files(doc: &SignerState) -> Result<crate::document::Files> {
-        doc.to_files()
-    }
-
-    fn from_files(files: &crate::document::Files) -> Result<SignerState> {
-        SignerState::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &crate::document::Files) -> Result<crate::document::SecretData> {
-        document::secret_data_from_files(files)
-    }
-
-    fn files_from_secret_data(
-        data: &crate::document::SecretData,
-    ) -> Result<crate::document::Files> {
-        document::files_from_secret_data(data)
     }
 }
 

@@ -35,7 +35,6 @@
 //!   retires them ([`KeyRingInput::retire()`]). Retiring a key whose grace
 //!   has not ended is refused.
 
-use crate::document::Files;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
 use pki_core::datetime::rfc3339;
@@ -693,7 +692,6 @@ impl std::fmt::Display for KeyRingEvent {
 pub struct KeyRingEngine;
 
 impl Engine for KeyRingEngine {
-    const KIND: &'static str = document::KIND;
     type Document = KeyRing;
     type Input = KeyRingInput;
     type Plan = KeyRingPlan;
@@ -709,22 +707,6 @@ impl Engine for KeyRingEngine {
         rng: &mut R,
     ) -> Result<Outcome<'d, KeyRing, KeyRingEvent>> {
         apply(doc, plan, rng)
-    }
-
-    fn to_files(doc: &KeyRing) -> Result<Files> {
-        doc.to_files()
-    }
-
-    fn from_files(files: &Files) -> Result<KeyRing> {
-        KeyRing::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
-        crate::document::files_to_secret_data(files, &[])
-    }
-
-    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
-        crate::document::files_from_secret_data(data, &[], document::FILES.iter().copied())
     }
 
     /// A forced rotation that lost the race to another writer's rotation

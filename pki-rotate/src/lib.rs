@@ -4,8 +4,9 @@
 //! - [`engine`]: the shape of every engine (`plan`, `apply` → [`Outcome`]).
 //! - [`signer`]: the service-CA engine, [`SignerEngine`], whose document is
 //!   [`SignerState`].
-//! - [`document`]: the versioned envelope, the files form stores keep, and
-//!   the Kubernetes Secret form.
+//! - [`document`]: the [`Document`] trait every state type implements (its
+//!   kind and version in a versioned envelope, the files form stores keep,
+//!   the Kubernetes Secret form); engines decide, documents are stored.
 //! - [`store`]: the [`Store`] trait (keyed documents, opaque revisions,
 //!   compare-and-swap), [`MemoryStore`] and the directory store [`FsStore`].
 //! - [`driver`]: [`Driver::step`], the one load → plan → apply → write loop.
@@ -52,7 +53,7 @@ pub use credential::{
     CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
     Secret as CredentialSecret,
 };
-pub use document::{File, Files};
+pub use document::{Document, File, Files};
 pub use driver::{Driver, Step};
 pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};

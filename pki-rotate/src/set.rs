@@ -920,7 +920,6 @@ fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
 pub struct SetEngine;
 
 impl Engine for SetEngine {
-    const KIND: &'static str = KIND;
     type Document = SetState;
     type Input = SetInput;
     type Plan = SetPlan;
@@ -936,22 +935,6 @@ impl Engine for SetEngine {
         rng: &mut R,
     ) -> Result<Outcome<'d, SetState, SetEvent>> {
         apply(doc, plan, rng)
-    }
-
-    fn to_files(doc: &SetState) -> Result<Files> {
-        document::to_files(doc)
-    }
-
-    fn from_files(files: &Files) -> Result<SetState> {
-        document::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
-        crate::document::files_to_secret_data(files, &[])
-    }
-
-    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
-        document::files_from_secret_data(data)
     }
 }
 

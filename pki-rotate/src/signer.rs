@@ -21,7 +21,6 @@
 //! - the bundle becomes [new CA, bridge A] (plus the old self-signed CA while
 //!   it is valid, when the policy keeps it).
 
-use crate::document::Files;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
 use crate::leaf::{IssuedLeaf, Leaf, LeafDecision, LeafReason, LeafRequest, validate_leaf_name};
@@ -35,6 +34,10 @@ use std::collections::BTreeMap;
 use time::{Duration, OffsetDateTime};
 
 pub mod document;
+
+/// The store key of the signer's document (the CLI's, and the default of
+/// every embedder that keeps one signer per store).
+pub const STORE_KEY: &str = "signer";
 
 pub use crate::leaf::DEFAULT_LEAF_LIFETIME;
 /// Default refresh fraction: a leaf is re-issued when less than 20% of its
@@ -579,7 +582,6 @@ impl Plan {
 pub struct SignerEngine;
 
 impl Engine for SignerEngine {
-    const KIND: &'static str = document::KIND;
     type Document = SignerState;
     type Input = SignerInput;
     type Plan = Plan;
@@ -595,22 +597,6 @@ impl Engine for SignerEngine {
         rng: &mut R,
     ) -> Result<Outcome<'d, SignerState, Event>> {
         apply(doc, plan, rng)
-    }
-
-    fn to_files(doc: &SignerState) -> Result<Files> {
-        doc.to_files()
-    }
-
-    fn from_files(files: &Files) -> Result<SignerState> {
-        SignerState::from_files(files)
-    }
-
-    fn files_to_secret_data(files: &Files) -> Result<crate::document::SecretData> {
-        document::secret_data_from_files(files)
-    }
-
-    fn files_from_secret_data(data: &crate::document::SecretData) -> Result<Files> {
-        document::files_from_secret_data(data)
     }
 
     /// A forced rotation whose write lost to a concurrent rotation is

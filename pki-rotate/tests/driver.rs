@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use pki_rotate::Document as _;
 use pki_rotate::{
     Driver, Engine, Files, ForcedRotation, FsStore, LeafRequest, MemoryStore, Revision,
     RotateError, SignerEngine, SignerInput, SignerPolicy, SignerState, Store,
@@ -129,7 +130,7 @@ fn a_lost_write_is_decided_again_from_the_fresh_document() {
     assert!(!step.changed);
     assert_eq!(step.document.history.len(), 1);
     let (files, _) = store.get(KEY).unwrap().unwrap();
-    assert_eq!(SignerEngine::from_files(&files).unwrap().history.len(), 1);
+    assert_eq!(SignerState::from_files(&files).unwrap().history.len(), 1);
 }
 
 #[test]
@@ -161,7 +162,7 @@ fn a_document_that_keeps_changing_ends_in_too_many_conflicts() {
     // Three attempts, each lost to an interfering write.
     assert_eq!(writes.load(Ordering::SeqCst), 3);
     let (files, _) = store.get(KEY).unwrap().unwrap();
-    assert!(SignerEngine::from_files(&files).unwrap().history.is_empty());
+    assert!(SignerState::from_files(&files).unwrap().history.is_empty());
 }
 
 /// A store whose writes fail: a broken backend, not a conflict.
@@ -443,7 +444,7 @@ impl pki_rotate::SecretBackend for Secrets {
 #[test]
 fn a_secret_backend_keeps_the_signer_under_its_documented_keys() {
     let s = initial();
-    let store = pki_rotate::SecretStore::<SignerEngine, _>::new(Secrets::default());
+    let store = pki_rotate::SecretStore::<SignerState, _>::new(Secrets::default());
     Driver::new(&store).create::<SignerEngine>(KEY, &s).unwrap();
     let steps = race(&store, 3, rotation_time(&s), |_| SignerInput::default());
     assert_one_rotation(&store, &steps, &s);

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use pki_rotate::Document as _;
 use pki_rotate::signer::document::{SIGNER_BRIDGE, leaf_cert_path, leaf_pem_path};
 use pki_rotate::{
     Driver, FsStore, LeafChange, LeafRequest, Revision, RotateError, SignerEngine, SignerInput,

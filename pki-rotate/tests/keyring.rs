@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{KeyAlgorithm, PrivateKey};
+use pki_rotate::Document as _;
 use pki_rotate::keyring::document::{ACTIVE_KEY, JWKS, PUBLIC_PEM, STATE_FILE};
 use pki_rotate::keyring::{JoseError, Jwks, KeyRingEvent, KeyRotationReason};
 use pki_rotate::{
@@ -580,9 +581,9 @@ fn files_round_trip_and_a_swapped_key_is_refused() {
         r.active.kid
     );
     // Secret data form.
-    let data = KeyRingEngine::files_to_secret_data(&files).unwrap();
+    let data = KeyRing::files_to_secret_data(&files).unwrap();
     assert!(data.contains_key("keys.active.key"));
-    assert_eq!(KeyRingEngine::files_from_secret_data(&data).unwrap(), files);
+    assert_eq!(KeyRing::files_from_secret_data(&data).unwrap(), files);
 
     let mut swapped = files.clone();
     let other = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(42)).unwrap();

@@ -8,6 +8,7 @@
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, KeyAlgorithm, Purpose, VerifyOptions, verify_chain,
 };
+use pki_rotate::Document as _;
 use pki_rotate::set::{ImportedCa, SetEvent, fingerprint, material};
 use pki_rotate::{
     Driver, Engine, FsStore, LeafSpec, MemoryStore, Roles, RotateError, SetEngine, SetInput,
@@ -269,7 +270,7 @@ fn full_rotation_moves_client_certs_then_serving_certs_then_trust() {
     assert!(s.cas.values().all(|c| c.next.is_none()));
     assert_eq!(s.cas["cluster"].current.signer.cert, next.signer.cert);
     // Old keys are gone from the files too.
-    let files = SetEngine::to_files(&s).unwrap();
+    let files = SetState::to_files(&s).unwrap();
     let old_pem = old_cluster.to_pem();
     assert!(
         files
@@ -717,7 +718,7 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     assert!(rot.timeline.last().unwrap().note.contains("abort"));
     assert_eq!(done.history.last().unwrap().outcome, "completed");
     // The old CA keys are destroyed: in no file of the document.
-    let files = SetEngine::to_files(&done).unwrap();
+    let files = SetState::to_files(&done).unwrap();
     for (name, ca) in &old.cas {
         let mut old_keys = vec![ca.current.signer.key.to_pkcs8_pem().unwrap().to_string()];
         old_keys.push(ca.current.signer.cert.to_pem());
@@ -944,9 +945,9 @@ fn files_round_trip_and_fingerprints_match_the_published_tree() {
     let mut r = rng(10);
     let s = start(&gep18(10), false, T0, &mut r);
     let s = ack(&s, "control-plane", T0, &mut r);
-    let files = SetEngine::to_files(&s).unwrap();
-    let back = SetEngine::from_files(&files).unwrap();
-    assert_eq!(SetEngine::to_files(&back).unwrap(), files);
+    let files = SetState::to_files(&s).unwrap();
+    let back = SetState::from_files(&files).unwrap();
+    assert_eq!(SetState::to_files(&back).unwrap(), files);
     for t in s.targets.keys() {
         let prefix = format!("targets/{t}/");
         let fp = fingerprint(
@@ -969,9 +970,9 @@ fn files_round_trip_and_fingerprints_match_the_published_tree() {
             .unwrap()
             .secret
     );
-    let data = SetEngine::files_to_secret_data(&files).unwrap();
-    let from_secret = SetEngine::files_from_secret_data(&data).unwrap();
-    let again = SetEngine::to_files(&SetEngine::from_files(&from_secret).unwrap()).unwrap();
+    let data = SetState::files_to_secret_data(&files).unwrap();
+    let from_secret = SetState::files_from_secret_data(&data).unwrap();
+    let again = SetState::to_files(&SetState::from_files(&from_secret).unwrap()).unwrap();
     assert_eq!(again, files);
 }
 
@@ -1105,13 +1106,13 @@ fn crash_at_every_store_write_leaves_old_or_new_document() {
                 .get("set")
                 .unwrap()
                 .unwrap();
-            let doc = SetEngine::from_files(&before.0).unwrap();
+            let doc = SetState::from_files(&before.0).unwrap();
             let input = op(&doc);
             // The document this step writes, from the same RNG state.
             let mut same = r.clone();
             let outcome = SetEngine::step(&doc, &input, T0, &mut same).unwrap();
             let events = outcome.events.clone();
-            let expected = SetEngine::to_files(&outcome.into_document()).unwrap();
+            let expected = SetState::to_files(&outcome.into_document()).unwrap();
             let count = Arc::new(AtomicUsize::new(0));
             let store = failing_store(dir.path(), fail_at, count.clone());
             let result = Driver::new(&store).step::<SetEngine, _>("set", &input, T0, &mut r);
@@ -1120,7 +1121,7 @@ fn crash_at_every_store_write_leaves_old_or_new_document() {
                 .get("set")
                 .unwrap()
                 .unwrap();
-            let after = SetEngine::from_files(&files).unwrap();
+            let after = SetState::from_files(&files).unwrap();
             let crashed = count.load(Ordering::SeqCst) > fail_at;
             if result.is_err() {
                 assert!(crashed, "{label}: {:?}", result.err());
@@ -1333,7 +1334,7 @@ proptest! {
             now += Duration::hours(1);
             let plain = FsStore::open(tmp.path()).unwrap();
             let (before_files, _) = plain.get("set").unwrap().unwrap();
-            let s = SetEngine::from_files(&before_files).unwrap();
+            let s = SetState::from_files(&before_files).unwrap();
             let input = match &op {
                 Op::Start(one) => SetInput::Start { reason: "p".into(), imports: vec![], one_at_a_time: *one },
                 Op::Ack(i) => SetInput::Ack { target: TARGETS[*i].into(), fingerprint: s.expected_fingerprint(TARGETS[*i]).unwrap() },
@@ -1345,7 +1346,7 @@ proptest! {
             // What the step decides, from the same RNG state as the driver's.
             let mut same = r.clone();
             let expected = SetEngine::step(&s, &input, now, &mut same)
-                .map(|o| SetEngine::to_files(&o.into_document()).unwrap());
+                .map(|o| SetState::to_files(&o.into_document()).unwrap());
             let count = Arc::new(AtomicUsize::new(0));
             let store = match crash {
                 Some(k) => failing_store(tmp.path(), k, count.clone()),
@@ -1354,7 +1355,7 @@ proptest! {
             let result = Driver::new(&store).step::<SetEngine, _>("set", &input, now, &mut r);
             drop(store);
             let (files, _) = plain.get("set").unwrap().unwrap();
-            let after = SetEngine::from_files(&files).unwrap();
+            let after = SetState::from_files(&files).unwrap();
             let crashed = crash.is_some_and(|k| count.load(Ordering::SeqCst) > k);
             // A commit that fails leaves the old document; one that fails
             // after the switch is live and reports success.
@@ -1570,8 +1571,8 @@ fn engine_is_deterministic() {
     let a = start(&gep18(13), false, T0, &mut rng(99));
     let b = start(&gep18(13), false, T0, &mut rng(99));
     assert_eq!(
-        SetEngine::to_files(&a).unwrap(),
-        SetEngine::to_files(&b).unwrap()
+        SetState::to_files(&a).unwrap(),
+        SetState::to_files(&b).unwrap()
     );
 }
 
@@ -1745,15 +1746,15 @@ fn an_imported_intermediate_under_an_external_root_rotates_with_every_published_
     assert_eq!(status.cas["cluster"].current_root, Some(root.cert.id()));
     assert_eq!(status.cas["etcd"].current_root, None);
     // The document keeps the chain through files and Secret data.
-    let doc = SetEngine::to_files(&s).unwrap();
+    let doc = SetState::to_files(&s).unwrap();
     assert!(doc.get("set/cas/cluster/ca-chain.crt").is_some());
-    let back = SetEngine::from_files(&doc).unwrap();
+    let back = SetState::from_files(&doc).unwrap();
     assert_eq!(back.cas["cluster"].current.chain, vec![root.cert.clone()]);
-    assert_eq!(SetEngine::to_files(&back).unwrap(), doc);
-    let data = SetEngine::files_to_secret_data(&doc).unwrap();
-    let from_secret = SetEngine::files_from_secret_data(&data).unwrap();
+    assert_eq!(SetState::to_files(&back).unwrap(), doc);
+    let data = SetState::files_to_secret_data(&doc).unwrap();
+    let from_secret = SetState::files_from_secret_data(&data).unwrap();
     assert_eq!(
-        SetEngine::to_files(&SetEngine::from_files(&from_secret).unwrap()).unwrap(),
+        SetState::to_files(&SetState::from_files(&from_secret).unwrap()).unwrap(),
         doc
     );
 }
@@ -1764,7 +1765,7 @@ fn an_imported_ca_with_the_chain_in_the_document_mid_rotation_round_trips() {
     let s0 = gep18(41);
     let (root, import) = org_intermediate(T0, 400, "cluster-org", &mut r);
     let s = step(&s0, start_with(vec![import]), T0, &mut r).unwrap();
-    let doc = SetEngine::to_files(&s).unwrap();
+    let doc = SetState::to_files(&s).unwrap();
     let state: serde_json::Value =
         serde_json::from_slice(doc.get("set/state.json").unwrap()).unwrap();
     assert_eq!(state["cas"]["cluster"]["next"]["chain"], true);
@@ -1773,7 +1774,7 @@ fn an_imported_ca_with_the_chain_in_the_document_mid_rotation_round_trips() {
         state["cas"]["etcd"]["next"].get("chain").is_none(),
         "{state}"
     );
-    let back = SetEngine::from_files(&doc).unwrap();
+    let back = SetState::from_files(&doc).unwrap();
     assert_eq!(
         back.cas["cluster"].next.as_ref().unwrap().chain,
         vec![root.cert]
@@ -1788,7 +1789,7 @@ fn an_imported_ca_with_the_chain_in_the_document_mid_rotation_round_trips() {
         };
         bad.insert(p, f).unwrap();
     }
-    let err = SetEngine::from_files(&bad).unwrap_err();
+    let err = SetState::from_files(&bad).unwrap_err();
     assert!(err.to_string().contains("next-ca-chain.crt"), "{err}");
 }
 
@@ -1863,7 +1864,7 @@ fn a_set_document_written_before_imported_chains_loads_finishes_and_is_written_t
         }
     }
     walk(&base, &base, &mut files);
-    let s = SetEngine::from_files(&files).unwrap();
+    let s = SetState::from_files(&files).unwrap();
     assert_eq!(s.step(), SetStep::TrustBoth);
     assert!(s.cas.values().all(|c| c.current.chain.is_empty()));
     assert!(
@@ -1875,7 +1876,7 @@ fn a_set_document_written_before_imported_chains_loads_finishes_and_is_written_t
             .is_some()
     );
     // Written back: the same state and target files, byte for byte.
-    let again = SetEngine::to_files(&s).unwrap();
+    let again = SetState::to_files(&s).unwrap();
     for (path, f) in files.iter() {
         assert_eq!(again.get(path), Some(f.contents.as_slice()), "{path}");
     }
@@ -1893,7 +1894,7 @@ fn a_set_document_written_before_imported_chains_loads_finishes_and_is_written_t
 #[test]
 fn a_document_whose_target_loads_bundles_of_an_unknown_ca_is_refused() {
     let s = gep18(90);
-    let mut files = SetEngine::to_files(&s).unwrap();
+    let mut files = SetState::to_files(&s).unwrap();
     let state = "set/state.json";
     let mut doc: serde_json::Value = serde_json::from_slice(files.get(state).unwrap()).unwrap();
     let target = doc["targets"]
@@ -1909,14 +1910,14 @@ fn a_document_whose_target_loads_bundles_of_an_unknown_ca_is_refused() {
             pki_rotate::File::public(serde_json::to_vec(&doc).unwrap()),
         )
         .unwrap();
-    let err = SetEngine::from_files(&files).unwrap_err().to_string();
+    let err = SetState::from_files(&files).unwrap_err().to_string();
     assert!(err.contains("unknown CA \"c luster\""), "{err}");
 }
 
 #[test]
 fn a_document_whose_leaf_names_a_target_it_does_not_have_is_refused() {
     let s = gep18(91);
-    let mut files = SetEngine::to_files(&s).unwrap();
+    let mut files = SetState::to_files(&s).unwrap();
     let state = "set/state.json";
     let mut doc: serde_json::Value = serde_json::from_slice(files.get(state).unwrap()).unwrap();
     let leaf = doc["leaves"].as_object().unwrap().values().next().unwrap();
@@ -1928,7 +1929,7 @@ fn a_document_whose_leaf_names_a_target_it_does_not_have_is_refused() {
             pki_rotate::File::public(serde_json::to_vec(&doc).unwrap()),
         )
         .unwrap();
-    let err = SetEngine::from_files(&files).unwrap_err().to_string();
+    let err = SetState::from_files(&files).unwrap_err().to_string();
     assert!(
         err.contains(&format!("unknown target \"{target}\"")),
         "{err}"

@@ -361,7 +361,7 @@ fn documents(out: &mut Out) {
         let at = NOW + Duration::days(1 + i as i64);
         set = SetEngine::step(&set, input, at, &mut rng).unwrap().into_document();
     }
-    let files = SetEngine::to_files(&set).unwrap();
+    let files = SetState::to_files(&set).unwrap();
     out.put("documents", "set-trust-both", join_document_files(DocumentKind::Set, &files));
 
     // A key ring one rotation in: an active key and one in its grace.
@@ -369,7 +369,7 @@ fn documents(out: &mut Out) {
     let ring = KeyRingEngine::step(&ring, &KeyRingInput::forced("drill"), NOW + Duration::days(1), &mut rng)
         .unwrap()
         .into_document();
-    let files = KeyRingEngine::to_files(&ring).unwrap();
+    let files = KeyRing::to_files(&ring).unwrap();
     out.put("documents", "key-ring", join_document_files(DocumentKind::KeyRing, &files));
 
     // A credential that minted once and is due for its next rotation.
@@ -393,7 +393,7 @@ fn documents(out: &mut Out) {
             .unwrap_or(cred);
         at += Duration::minutes(1);
     }
-    let files = CredentialEngine::to_files(&cred).unwrap();
+    let files = CredentialState::to_files(&cred).unwrap();
     out.put("documents", "credential", join_document_files(DocumentKind::Credential, &files));
 }
 

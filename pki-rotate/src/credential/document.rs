@@ -34,7 +34,7 @@ use crate::credential::{
     Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
     Secret, StrayCredential, validate_credential_name,
 };
-use crate::document::{Envelope, File, Files, SecretData};
+use crate::document::{Document as DocumentForm, Envelope, File, Files, SecretData};
 use crate::error::{Result, RotateError};
 use time::{Duration, OffsetDateTime};
 use zeroize::Zeroizing;
@@ -142,9 +142,22 @@ impl CredentialState {
             history: self.history.clone(),
         }
     }
+}
+
+fn parse(location: &str, bytes: &[u8]) -> Result<Document> {
+    Envelope::probe(location, bytes)?.check(location, KIND, VERSION, |_| false)?;
+    let doc: Document =
+        serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?;
+    validate_credential_name(&doc.name)?;
+    Ok(doc)
+}
+
+impl DocumentForm for CredentialState {
+    const KIND: &'static str = KIND;
+    const VERSION: u32 = VERSION;
 
     /// The files form (see the module's table).
-    pub fn to_files(&self) -> Result<Files> {
+    fn to_files(&self) -> Result<Files> {
         self.validate()?;
         let mut files = Files::new();
         let state = credential_path(&self.name, STATE_FILE);
@@ -177,7 +190,7 @@ impl CredentialState {
     /// Reads the files form. The document is found by its one
     /// `creds/NAME/state.json`; a missing credential file it names is an
     /// error naming it.
-    pub fn from_files(files: &Files) -> Result<Self> {
+    fn from_files(files: &Files) -> Result<Self> {
         let (state_path, json) = files
             .iter()
             .find(|(p, _)| {
@@ -263,14 +276,14 @@ impl CredentialState {
         })?;
         Ok(state)
     }
-}
 
-fn parse(location: &str, bytes: &[u8]) -> Result<Document> {
-    Envelope::probe(location, bytes)?.check(location, KIND, VERSION, |_| false)?;
-    let doc: Document =
-        serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?;
-    validate_credential_name(&doc.name)?;
-    Ok(doc)
+    fn files_to_secret_data(files: &Files) -> Result<SecretData> {
+        secret_data_from_files(files)
+    }
+
+    fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+        files_from_secret_data(data)
+    }
 }
 
 /// The credential's files under Secret data keys: the file names inside

@@ -1,5 +1,5 @@
 use super::*;
-use crate::document::File;
+use crate::document::{Document, File, Files};
 use crate::driver::Driver;
 use crate::store::MemoryStore;
 use proptest::prelude::*;
@@ -465,9 +465,9 @@ fn strays_round_trip_through_files_and_secret_data_and_stay_out_of_state_json() 
     let json = String::from_utf8(files.get("creds/db/state.json").unwrap().to_vec()).unwrap();
     assert!(!json.contains("user:stray"), "{json}");
     assert_eq!(CredentialState::from_files(&files).unwrap(), d);
-    let data = CredentialEngine::files_to_secret_data(&files).unwrap();
+    let data = CredentialState::files_to_secret_data(&files).unwrap();
     assert_eq!(
-        CredentialEngine::files_from_secret_data(&data).unwrap(),
+        CredentialState::files_from_secret_data(&data).unwrap(),
         files
     );
     // Without its file the document is damaged, not silently stray-less.
@@ -534,13 +534,13 @@ fn files_round_trip_with_every_file_secret() {
         "no credential in state.json: {json}"
     );
     assert_eq!(CredentialState::from_files(&files).unwrap(), d);
-    let data = CredentialEngine::files_to_secret_data(&files).unwrap();
+    let data = CredentialState::files_to_secret_data(&files).unwrap();
     assert_eq!(
         data.keys().collect::<Vec<_>>(),
         ["current", "old", "state.json"]
     );
     assert_eq!(
-        CredentialEngine::files_from_secret_data(&data).unwrap(),
+        CredentialState::files_from_secret_data(&data).unwrap(),
         files
     );
 }

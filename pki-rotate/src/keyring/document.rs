@@ -31,7 +31,7 @@
 use super::{
     AcceptedKey, ActiveKey, KeyOrigin, KeyRing, KeyRingPolicy, KeyRotationRecord, PublicKey,
 };
-use crate::document::{Envelope, File, Files};
+use crate::document::{Document as DocumentForm, Envelope, File, Files, SecretData};
 use crate::error::{Result, RotateError};
 use pki_core::{KeyAlgorithm, PrivateKey};
 use std::collections::BTreeSet;
@@ -162,34 +162,6 @@ impl KeyRing {
         })
     }
 
-    /// The files a store keeps (see the module docs).
-    pub fn to_files(&self) -> Result<Files> {
-        let doc = self.document(false)?;
-        let mut state = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(KIND, e))?;
-        state.push(b'\n');
-        let mut files = Files::new();
-        files.insert(STATE_FILE, File::public(state))?;
-        let key = self.active.key.to_pkcs8_pem()?;
-        files.insert(ACTIVE_KEY, File::secret(key.as_bytes().to_vec()))?;
-        files.insert(PUBLIC_PEM, File::public(self.public_pem().into_bytes()))?;
-        files.insert(JWKS, File::public(self.jwks().to_json().into_bytes()))?;
-        Ok(files)
-    }
-
-    /// Reads the ring back from its files: the state file and the active key.
-    pub fn from_files(files: &Files) -> Result<Self> {
-        let state = files
-            .get(STATE_FILE)
-            .ok_or_else(|| RotateError::corrupt(STATE_FILE, "is missing"))?;
-        let doc = parse(STATE_FILE, state)?;
-        let key_pem = files
-            .get(ACTIVE_KEY)
-            .ok_or_else(|| RotateError::corrupt(ACTIVE_KEY, "is missing"))?;
-        let key =
-            PrivateKey::from_pem(key_pem).map_err(|e| RotateError::material(ACTIVE_KEY, e))?;
-        Self::from_document(STATE_FILE, doc, key)
-    }
-
     /// The whole ring as one JSON document, with the active key inline.
     pub fn to_json(&self) -> Result<Zeroizing<String>> {
         let doc = self.document(true)?;
@@ -281,6 +253,47 @@ impl KeyRing {
             forced_reasons: doc.forced_reasons,
             history: doc.history,
         })
+    }
+}
+
+impl DocumentForm for KeyRing {
+    const KIND: &'static str = KIND;
+    const VERSION: u32 = VERSION;
+
+    /// The files a store keeps (see the module docs).
+    fn to_files(&self) -> Result<Files> {
+        let doc = self.document(false)?;
+        let mut state = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(KIND, e))?;
+        state.push(b'\n');
+        let mut files = Files::new();
+        files.insert(STATE_FILE, File::public(state))?;
+        let key = self.active.key.to_pkcs8_pem()?;
+        files.insert(ACTIVE_KEY, File::secret(key.as_bytes().to_vec()))?;
+        files.insert(PUBLIC_PEM, File::public(self.public_pem().into_bytes()))?;
+        files.insert(JWKS, File::public(self.jwks().to_json().into_bytes()))?;
+        Ok(files)
+    }
+
+    /// Reads the ring back from its files: the state file and the active key.
+    fn from_files(files: &Files) -> Result<Self> {
+        let state = files
+            .get(STATE_FILE)
+            .ok_or_else(|| RotateError::corrupt(STATE_FILE, "is missing"))?;
+        let doc = parse(STATE_FILE, state)?;
+        let key_pem = files
+            .get(ACTIVE_KEY)
+            .ok_or_else(|| RotateError::corrupt(ACTIVE_KEY, "is missing"))?;
+        let key =
+            PrivateKey::from_pem(key_pem).map_err(|e| RotateError::material(ACTIVE_KEY, e))?;
+        Self::from_document(STATE_FILE, doc, key)
+    }
+
+    fn files_to_secret_data(files: &Files) -> Result<SecretData> {
+        crate::document::files_to_secret_data(files, &[])
+    }
+
+    fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+        crate::document::files_from_secret_data(data, &[], FILES.iter().copied())
     }
 }
 

@@ -27,7 +27,7 @@ use super::{
     Ack, CaPair, Failure, LeafSpec, Roles, Rotation, RotationSummary, SetCa, SetLeaf, SetState,
     TargetSpec, material,
 };
-use crate::document::{Envelope, File, Files, SecretData};
+use crate::document::{Document as DocumentForm, Envelope, File, Files, SecretData};
 use crate::error::{Result, RotateError};
 use crate::leaf::IssuedLeaf;
 use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
@@ -112,7 +112,7 @@ fn put_ca(files: &mut Files, ca: &str, slot: &str, authority: &CertificateAuthor
 }
 
 /// The set as files: state, CA certificates and keys, every target's tree.
-pub fn to_files(state: &SetState) -> Result<Files> {
+fn to_files(state: &SetState) -> Result<Files> {
     let mut files = Files::new();
     let mut cas = BTreeMap::new();
     for (name, ca) in &state.cas {
@@ -229,7 +229,7 @@ fn parse(bytes: &[u8]) -> Result<Document> {
 }
 
 /// Reads the set back from its files.
-pub fn from_files(files: &Files) -> Result<SetState> {
+fn from_files(files: &Files) -> Result<SetState> {
     let doc = parse(need(files, STATE_FILE)?)?;
     let mut cas = BTreeMap::new();
     for (name, c) in &doc.cas {
@@ -344,7 +344,7 @@ pub fn from_files(files: &Files) -> Result<SetState> {
 
 /// Reads the files back from Secret data (`/` → `.` in every key): the
 /// state first, then every path it implies.
-pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+fn files_from_secret_data(data: &SecretData) -> Result<Files> {
     let key = crate::document::secret_data_key(STATE_FILE, &[]);
     let state = data
         .get(&key)
@@ -388,4 +388,26 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         }
     }
     crate::document::files_from_secret_data(data, &[], paths.iter().map(|(p, s)| (p.as_str(), *s)))
+}
+
+impl DocumentForm for SetState {
+    const KIND: &'static str = super::KIND;
+    const VERSION: u32 = VERSION;
+
+    fn to_files(&self) -> Result<Files> {
+        to_files(self)
+    }
+
+    fn from_files(files: &Files) -> Result<Self> {
+        from_files(files)
+    }
+
+    /// Every path with `/` replaced by `.`.
+    fn files_to_secret_data(files: &Files) -> Result<SecretData> {
+        crate::document::files_to_secret_data(files, &[])
+    }
+
+    fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+        files_from_secret_data(data)
+    }
 }

@@ -47,7 +47,9 @@
 //! The names `tls.crt` and `tls.key` make the Secret usable as a
 //! `kubernetes.io/tls` Secret of the CA itself.
 
-use crate::document::{Envelope, File, Files, SecretData, files_to_secret_data};
+use crate::document::{
+    Document as DocumentForm, Envelope, File, Files, SecretData, files_to_secret_data,
+};
 use crate::error::{Result, RotateError};
 use crate::external::{ExternalCa, ExternalRecord};
 use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
@@ -280,8 +282,27 @@ impl SignerState {
         assemble(doc, "material", get, leaf)
     }
 
+    /// The files under Kubernetes Secret data keys (see the module's table),
+    /// plus `forced-rotation-reason` when a forced rotation was recorded.
+    pub fn to_secret_data(&self) -> Result<SecretData> {
+        secret_data_from_files(&self.to_files()?)
+    }
+
+    /// Reads Secret data written by [`SignerState::to_secret_data`] (possibly
+    /// after a round trip through a Kubernetes Secret). Keys the document
+    /// does not expect are ignored. `forced-rotation-reason`, when present,
+    /// is the recorded reason (empty = none), overriding the document's.
+    pub fn from_secret_data(data: &SecretData) -> Result<Self> {
+        Self::from_files(&files_from_secret_data(data)?)
+    }
+}
+
+impl DocumentForm for SignerState {
+    const KIND: &'static str = KIND;
+    const VERSION: u32 = VERSION;
+
     /// The files form: PEM files plus `pki-state.json` (without material).
-    pub fn to_files(&self) -> Result<Files> {
+    fn to_files(&self) -> Result<Files> {
         let mut files = Files::new();
         let doc = self.document(false)?;
         let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
@@ -327,7 +348,7 @@ impl SignerState {
     /// Reads the files form (version 1 or 2). A missing or malformed file
     /// is an error naming it. Which files are secret is decided here, not
     /// by the flags the files carry.
-    pub fn from_files(files: &Files) -> Result<Self> {
+    fn from_files(files: &Files) -> Result<Self> {
         let json = files
             .get(STATE_FILE)
             .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
@@ -360,18 +381,12 @@ impl SignerState {
         assemble(doc, "store", get, leaf)
     }
 
-    /// The files under Kubernetes Secret data keys (see the module's table),
-    /// plus `forced-rotation-reason` when a forced rotation was recorded.
-    pub fn to_secret_data(&self) -> Result<SecretData> {
-        secret_data_from_files(&self.to_files()?)
+    fn files_to_secret_data(files: &Files) -> Result<SecretData> {
+        secret_data_from_files(files)
     }
 
-    /// Reads Secret data written by [`SignerState::to_secret_data`] (possibly
-    /// after a round trip through a Kubernetes Secret). Keys the document
-    /// does not expect are ignored. `forced-rotation-reason`, when present,
-    /// is the recorded reason (empty = none), overriding the document's.
-    pub fn from_secret_data(data: &SecretData) -> Result<Self> {
-        Self::from_files(&files_from_secret_data(data)?)
+    fn files_from_secret_data(data: &SecretData) -> Result<Files> {
+        files_from_secret_data(data)
     }
 }
 

@@ -3,8 +3,7 @@
 //! behind [`SecretBackend`], and the engine's documented Secret mapping in
 //! between.
 
-use crate::document::{Files, SecretData};
-use crate::engine::Engine;
+use crate::document::{Document, Files, SecretData};
 use crate::error::Result;
 use crate::store::{Revision, Store, validate_key};
 use std::marker::PhantomData;
@@ -24,18 +23,35 @@ pub trait SecretBackend {
     fn put(&self, key: &str, expected: Option<&Revision>, data: &SecretData) -> Result<Revision>;
 }
 
-/// Documents of engine `E` kept through a [`SecretBackend`].
-pub struct SecretStore<E, B> {
-    backend: B,
-    engine: PhantomData<fn() -> E>,
+impl<B: SecretBackend + ?Sized> SecretBackend for &B {
+    fn location(&self) -> String {
+        (**self).location()
+    }
+    fn get(&self, key: &str) -> Result<Option<(SecretData, Revision)>> {
+        (**self).get(key)
+    }
+    fn put(&self, key: &str, expected: Option<&Revision>, data: &SecretData) -> Result<Revision> {
+        (**self).put(key, expected, data)
+    }
 }
 
-impl<E, B> SecretStore<E, B> {
-    /// A store for documents of `E` over `backend`.
+/// Documents of kind `D` kept through a [`SecretBackend`], under `D`'s
+/// documented Secret keys. The kind is the store's type, so nothing is
+/// guessed from the data: one backend serves several kinds through one
+/// `SecretStore` per kind (`SecretStore::<SetState, _>::new(&backend)`),
+/// and a Secret holding another kind is refused when read
+/// ([`crate::RotateError::UnsupportedDocument`]).
+pub struct SecretStore<D, B> {
+    backend: B,
+    kind: PhantomData<fn() -> D>,
+}
+
+impl<D, B> SecretStore<D, B> {
+    /// A store for documents of kind `D` over `backend`.
     pub fn new(backend: B) -> Self {
         SecretStore {
             backend,
-            engine: PhantomData,
+            kind: PhantomData,
         }
     }
 
@@ -45,7 +61,7 @@ impl<E, B> SecretStore<E, B> {
     }
 }
 
-impl<E, B: std::fmt::Debug> std::fmt::Debug for SecretStore<E, B> {
+impl<D, B: std::fmt::Debug> std::fmt::Debug for SecretStore<D, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecretStore")
             .field("backend", &self.backend)
@@ -53,7 +69,7 @@ impl<E, B: std::fmt::Debug> std::fmt::Debug for SecretStore<E, B> {
     }
 }
 
-impl<E: Engine, B: SecretBackend> Store for SecretStore<E, B> {
+impl<D: Document, B: SecretBackend> Store for SecretStore<D, B> {
     fn location(&self) -> String {
         self.backend.location()
     }
@@ -62,13 +78,13 @@ impl<E: Engine, B: SecretBackend> Store for SecretStore<E, B> {
         validate_key(key)?;
         match self.backend.get(key)? {
             None => Ok(None),
-            Some((data, revision)) => Ok(Some((E::files_from_secret_data(&data)?, revision))),
+            Some((data, revision)) => Ok(Some((D::files_from_secret_data(&data)?, revision))),
         }
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         validate_key(key)?;
-        let data = E::files_to_secret_data(files)?;
+        let data = D::files_to_secret_data(files)?;
         self.backend.put(key, expected, &data)
     }
 }
