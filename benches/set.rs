@@ -52,6 +52,7 @@ fn set_with_targets() -> SetState {
         let c_ca = client[i % client.len()];
         let inputs = [
             SetInput::Issue {
+                replace: false,
                 name: format!("serving-{i:02}"),
                 spec: LeafSpec {
                     ca: s_ca.into(),
@@ -65,6 +66,7 @@ fn set_with_targets() -> SetState {
                 },
             },
             SetInput::Issue {
+                replace: false,
                 name: format!("client-{i:02}"),
                 spec: LeafSpec {
                     ca: c_ca.into(),
@@ -132,6 +134,7 @@ fn full_rotation(s: &SetState) -> SetState {
     for _ in 0..3 {
         s = ack_all(s, now, &mut rng);
         let advance = SetInput::Advance {
+            from: None,
             override_reason: None,
         };
         s = SetEngine::step(&s, &advance, now, &mut rng)

@@ -124,18 +124,22 @@ pub fn run(dir: Option<&Path>) -> CliResult {
     let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
     let setup = [
         SetInput::Issue {
+            replace: false,
             name: "kube-apiserver".into(),
             spec: spec("cluster", true, "api.demo", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "apiserver-etcd-client".into(),
             spec: spec("etcd", false, "", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "etcd-server".into(),
             spec: spec("etcd", true, "etcd.demo", "etcd"),
         },
         SetInput::Issue {
+            replace: false,
             name: "kubelet".into(),
             spec: spec("cluster", false, "", "node-1"),
         },
@@ -224,6 +228,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         run_step(
             label,
             SetInput::Advance {
+                from: None,
                 override_reason: None,
             },
             now,

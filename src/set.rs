@@ -125,8 +125,14 @@ pub enum SetCommand {
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Advance without every acknowledgement, for this reason (recorded).
+        /// An override applies to the step it was given in: the same reason
+        /// again once the set moved on is nothing to do.
         #[arg(long = "override", value_name = "REASON")]
         override_reason: Option<String>,
+        /// Advance only from this step: once the set left it, nothing to
+        /// do (a rerun is safe); from another step, refused.
+        #[arg(long, value_name = "STEP", value_parser = parse_step)]
+        from: Option<SetStep>,
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
@@ -190,6 +196,10 @@ pub struct IssueArgs {
     /// Certificate lifetime, like 365d (cut at the CA's expiry).
     #[arg(long, default_value = "365d", value_parser = parse_duration)]
     lifetime: Duration,
+    /// Move the certificate although another target loads it (that target
+    /// loses it).
+    #[arg(long)]
+    replace: bool,
     /// The time to act at: RFC 3339 or "now".
     #[arg(long, default_value = "now", value_parser = parse_time)]
     now: OffsetDateTime,
@@ -253,6 +263,7 @@ pub fn run(command: SetCommand) -> CliResult {
                 lifetime: a.lifetime,
             };
             let input = SetInput::Issue {
+                replace: a.replace,
                 name: a.name.clone(),
                 spec,
             };
@@ -321,8 +332,16 @@ pub fn run(command: SetCommand) -> CliResult {
         SetCommand::Advance {
             dir,
             override_reason,
+            from,
             now,
-        } => step(&dir, &SetInput::Advance { override_reason }, now),
+        } => step(
+            &dir,
+            &SetInput::Advance {
+                from,
+                override_reason,
+            },
+            now,
+        ),
         SetCommand::Abort {
             dir,
             override_reason,
@@ -365,7 +384,7 @@ fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
     let store = dir.open()?;
     let step = Driver::new(store).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
     print_events(&step.events);
-    if !step.changed {
+    if !step.changed && step.events.is_empty() {
         crate::outln!("nothing to change");
     }
     let state = &step.document;
@@ -375,6 +394,11 @@ fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
         crate::outln!("step: {}", state.step());
     }
     Ok(())
+}
+
+fn parse_step(s: &str) -> Result<SetStep, String> {
+    s.parse()
+        .map_err(|e: pki_rotate::RotateError| e.to_string())
 }
 
 fn print_events(events: &[SetEvent]) {

@@ -142,18 +142,22 @@ fn initial(rng: &mut ChaCha20Rng) -> SetState {
     .unwrap();
     let inputs = [
         SetInput::Issue {
+            replace: false,
             name: "kube-apiserver".into(),
             spec: spec("cluster", true, "api.example", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "apiserver-etcd-client".into(),
             spec: spec("etcd", false, "", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "etcd-server".into(),
             spec: spec("etcd", true, "etcd.example", "etcd"),
         },
         SetInput::Issue {
+            replace: false,
             name: "kubelet".into(),
             spec: spec("cluster", false, "", "node-1"),
         },
@@ -227,6 +231,7 @@ fn advance(
     let next = SetEngine::step(
         s,
         &SetInput::Advance {
+            from: None,
             override_reason: None,
         },
         at,
@@ -535,18 +540,22 @@ fn openssl_made_intermediates_imported_for_cluster_and_front_proxy_keep_mutual_t
     .unwrap();
     for input in [
         SetInput::Issue {
+            replace: false,
             name: "kube-apiserver".into(),
             spec: spec("cluster", true, "api.example", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "kubelet".into(),
             spec: spec("cluster", false, "", "node-1"),
         },
         SetInput::Issue {
+            replace: false,
             name: "aggregator".into(),
             spec: spec("front-proxy", false, "", "apiserver"),
         },
         SetInput::Issue {
+            replace: false,
             name: "metrics-server".into(),
             spec: spec("metrics", true, "metrics.example", "metrics"),
         },

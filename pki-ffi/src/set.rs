@@ -157,6 +157,7 @@ pub unsafe extern "C" fn pki_set_issue(
             lifetime: pki_rotate::set::DEFAULT_SET_LEAF_LIFETIME,
         };
         let input = SetInput::Issue {
+            replace: false,
             name: name.to_string(),
             spec,
         };
@@ -312,6 +313,7 @@ pub unsafe extern "C" fn pki_set_advance(
         // SAFETY: pointer and length from the caller (contract).
         let reason = unsafe { opt_str(override_reason, override_reason_len, "override_reason") }?;
         let input = SetInput::Advance {
+            from: None,
             override_reason: reason.map(str::to_string),
         };
         step(store, &input, time_in(now, "now")?)

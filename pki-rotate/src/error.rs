@@ -16,6 +16,16 @@ use time::OffsetDateTime;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RotateError {
+    /// A reason, name or message given by a caller that cannot be stored
+    /// or printed as it is (empty, too long, or with a control character
+    /// that could forge a line or a terminal escape in status).
+    #[error("{what} {reason}")]
+    InvalidText {
+        /// What the text is (`"the override reason"`, …).
+        what: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// An error from the certificate model.
     #[error(transparent)]
     Core(#[from] pki_core::Error),

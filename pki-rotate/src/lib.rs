@@ -48,6 +48,7 @@ pub mod set;
 pub mod signer;
 pub mod status;
 pub mod store;
+pub mod text;
 
 pub use credential::{
     CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,

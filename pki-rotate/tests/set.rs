@@ -8,197 +8,22 @@
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, KeyAlgorithm, Purpose, VerifyOptions, verify_chain,
 };
+mod support;
+
 use pki_rotate::Document as _;
 use pki_rotate::set::{ImportedCa, SetEvent, fingerprint, material};
 use pki_rotate::{
-    Driver, Engine, FsStore, LeafSpec, MemoryStore, Roles, RotateError, SetEngine, SetInput,
-    SetState, SetStep, Store,
+    Driver, Engine, FsStore, MemoryStore, RotateError, SetEngine, SetInput, SetState, SetStep,
+    Store,
 };
 use proptest::prelude::*;
 use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use time::{Duration, OffsetDateTime, macros::datetime};
 
-/// 2026-01-01: the set is created.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    ChaCha20Rng::seed_from_u64(seed)
-}
-
-fn roles(s: &str) -> Roles {
-    s.parse().unwrap()
-}
-
-fn spec(ca: &str, serving: bool, client: bool, dns: &str, target: &str) -> LeafSpec {
-    LeafSpec {
-        ca: ca.into(),
-        serving,
-        client,
-        dns_names: if dns.is_empty() {
-            vec![]
-        } else {
-            vec![dns.into()]
-        },
-        ip_addresses: vec![],
-        common_name: None,
-        target: target.into(),
-        lifetime: Duration::days(90),
-    }
-}
-
-fn set_of(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|s| s.to_string()).collect()
-}
-
-/// GEP-18's shoot in small: the cluster CA (serving+client), the etcd CA
-/// (serving+client), front-proxy (client) and metrics (serving), with a
-/// control plane, an etcd server, a node and an extension API server.
-fn gep18(seed: u64) -> SetState {
-    let cas = [
-        ("cluster".to_string(), roles("serving+client")),
-        ("etcd".to_string(), roles("serving+client")),
-        ("front-proxy".to_string(), roles("client")),
-        ("metrics".to_string(), roles("serving")),
-    ];
-    let mut r = rng(seed + 1000);
-    let mut s = SetState::new(
-        &cas,
-        KeyAlgorithm::EcdsaP256,
-        Duration::days(730),
-        T0,
-        &mut r,
-    )
-    .unwrap();
-    let inputs = vec![
-        SetInput::Issue {
-            name: "kube-apiserver".into(),
-            spec: spec("cluster", true, false, "api.example", "control-plane"),
-        },
-        SetInput::Issue {
-            name: "apiserver-etcd-client".into(),
-            spec: spec("etcd", false, true, "", "control-plane"),
-        },
-        SetInput::Issue {
-            name: "aggregator".into(),
-            spec: spec("front-proxy", false, true, "", "control-plane"),
-        },
-        SetInput::Issue {
-            name: "etcd-server".into(),
-            spec: spec("etcd", true, false, "etcd.example", "etcd"),
-        },
-        SetInput::Issue {
-            name: "kubelet".into(),
-            spec: spec("cluster", false, true, "", "node-1"),
-        },
-        SetInput::Issue {
-            name: "metrics-server".into(),
-            spec: spec("metrics", true, false, "metrics.example", "metrics"),
-        },
-        SetInput::Target {
-            name: "control-plane".into(),
-            trusts: Some(set_of(&["etcd", "metrics"])),
-            client_ca: Some(set_of(&["cluster"])),
-        },
-        SetInput::Target {
-            name: "etcd".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["etcd"])),
-        },
-        SetInput::Target {
-            name: "node-1".into(),
-            trusts: Some(set_of(&["cluster"])),
-            client_ca: None,
-        },
-        SetInput::Target {
-            name: "metrics".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["front-proxy"])),
-        },
-    ];
-    for input in inputs {
-        s = step(&s, input, T0, &mut r).unwrap();
-    }
-    s
-}
-
-fn step(
-    s: &SetState,
-    input: SetInput,
-    now: OffsetDateTime,
-    r: &mut ChaCha20Rng,
-) -> pki_rotate::Result<SetState> {
-    Ok(SetEngine::step(s, &input, now, r)?.into_document())
-}
-
-fn start(s: &SetState, one: bool, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
-    step(
-        s,
-        SetInput::Start {
-            reason: "yearly".into(),
-            imports: vec![],
-            one_at_a_time: one,
-        },
-        now,
-        r,
-    )
-    .unwrap()
-}
-
-fn ack(s: &SetState, t: &str, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
-    let fp = s.expected_fingerprint(t).unwrap();
-    step(
-        s,
-        SetInput::Ack {
-            target: t.into(),
-            fingerprint: fp,
-        },
-        now,
-        r,
-    )
-    .unwrap()
-}
-
-fn ack_all(s: &SetState, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
-    let mut s = s.clone();
-    // Acks may move certificates (and change other targets' files): repeat
-    // until every target has loaded its current files.
-    for _ in 0..10 {
-        let pending: Vec<String> = s
-            .targets
-            .keys()
-            .filter(|t| !s.is_loaded(t))
-            .cloned()
-            .collect();
-        if pending.is_empty() {
-            break;
-        }
-        for t in pending {
-            s = ack(&s, &t, now, r);
-        }
-    }
-    s
-}
-
-fn advance(s: &SetState, now: OffsetDateTime, r: &mut ChaCha20Rng) -> pki_rotate::Result<SetState> {
-    step(
-        s,
-        SetInput::Advance {
-            override_reason: None,
-        },
-        now,
-        r,
-    )
-}
-
-fn abort() -> SetInput {
-    SetInput::Abort {
-        override_reason: None,
-    }
-}
+use support::set::*;
 
 fn issuer_of(s: &SetState, leaf: &str) -> Certificate {
     let cert = &s.leaves[leaf].issued.cert;
@@ -305,6 +130,7 @@ fn each_step_only_from_its_predecessor() {
     let s = gep18(2);
     for input in [
         SetInput::Advance {
+            from: None,
             override_reason: None,
         },
         abort(),
@@ -343,6 +169,7 @@ fn each_step_only_from_its_predecessor() {
     let s = step(
         &s,
         SetInput::Advance {
+            from: None,
             override_reason: Some("node-1 is being replaced".into()),
         },
         T0,
@@ -906,14 +733,17 @@ fn unknown_ca_role_mismatch_and_bad_names_are_typed_errors() {
     let s = gep18(9);
     let bad = [
         SetInput::Issue {
+            replace: false,
             name: "x".into(),
             spec: spec("nope", true, false, "x.example", "t"),
         },
         SetInput::Issue {
+            replace: false,
             name: "x".into(),
             spec: spec("metrics", false, true, "", "t"),
         },
         SetInput::Issue {
+            replace: false,
             name: "Bad Name".into(),
             spec: spec("metrics", true, false, "x.example", "t"),
         },
@@ -988,6 +818,7 @@ fn ack_of(t: &'static str) -> InputFor {
 
 fn overridden(reason: &str) -> SetInput {
     SetInput::Advance {
+        from: None,
         override_reason: Some(reason.into()),
     }
 }
@@ -1053,6 +884,7 @@ fn crash_at_every_store_write_leaves_old_or_new_document() {
         (
             "reverting to idle",
             Box::new(|_| SetInput::Advance {
+                from: None,
                 override_reason: None,
             }),
             step_is(SetStep::Idle),
@@ -1076,7 +908,10 @@ fn crash_at_every_store_write_leaves_old_or_new_document() {
         ),
         (
             "advance to trust-new",
-            Box::new(|_| overridden("crash test")),
+            Box::new(|_| SetInput::Advance {
+                from: Some(SetStep::UpdateCerts),
+                override_reason: Some("crash test".into()),
+            }),
             step_is(SetStep::TrustNew),
         ),
         (
@@ -1338,7 +1173,8 @@ proptest! {
             let input = match &op {
                 Op::Start(one) => SetInput::Start { reason: "p".into(), imports: vec![], one_at_a_time: *one },
                 Op::Ack(i) => SetInput::Ack { target: TARGETS[*i].into(), fingerprint: s.expected_fingerprint(TARGETS[*i]).unwrap() },
-                Op::Advance => SetInput::Advance { override_reason: None },
+                Op::Advance => SetInput::Advance {
+ from: None, override_reason: None },
                 Op::Fail(i) => SetInput::Fail { target: TARGETS[*i].into(), reason: "f".into() },
                 Op::Retry(i) => SetInput::Retry { target: TARGETS[*i].into() },
                 Op::Abort => abort(),
@@ -1499,6 +1335,7 @@ fn set_leaf_dns_names_follow_the_signers_rules() {
         let err = step(
             &s,
             SetInput::Issue {
+                replace: false,
                 name: "x".into(),
                 spec: spec("metrics", true, false, dns, "metrics"),
             },
@@ -1512,6 +1349,7 @@ fn set_leaf_dns_names_follow_the_signers_rules() {
     step(
         &s,
         SetInput::Issue {
+            replace: false,
             name: "x".into(),
             spec: spec("metrics", true, false, "*.metrics.example", "metrics"),
         },
@@ -1541,6 +1379,7 @@ fn an_override_that_moves_client_certs_early_warns_in_status() {
     let s = step(
         &s,
         SetInput::Advance {
+            from: None,
             override_reason: Some("control-plane reloads later".into()),
         },
         T0,

@@ -334,6 +334,7 @@ fn documents(out: &mut Out) {
             .unwrap();
     let inputs = [
         SetInput::Issue {
+ replace: false,
             name: "apiserver".into(),
             spec: LeafSpec {
                 ca: "cluster".into(),

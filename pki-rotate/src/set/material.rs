@@ -214,37 +214,210 @@ fn reference_name(name: &str) -> String {
     }
 }
 
-/// Checks one transition: every target's material before and after, as a
-/// client, against every target's material before and after, as a server,
-/// in both directions: the server's serving certificates against the
-/// client's `trust/` bundle, the client's client certificates against the
-/// server's `client-ca/` bundle. The first red cell is the error, naming
-/// the pair.
-pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Result<()> {
-    let mut versions: Vec<(String, String, TargetMaterial)> = Vec::new();
+/// The public part of what a target loaded, kept with its
+/// acknowledgement: the bundles (PEM) and each leaf's chain as it presents
+/// it (leaf first, PEM). No key: the pre-flight verifies certificates.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadedMaterial {
+    /// `trust/CA.crt` by CA.
+    #[serde(default)]
+    pub trust: BTreeMap<String, String>,
+    /// `client-ca/CA.crt` by CA.
+    #[serde(default)]
+    pub client_ca: BTreeMap<String, String>,
+    /// The leaves by name.
+    #[serde(default)]
+    pub leaves: BTreeMap<String, LoadedLeaf>,
+}
+
+/// One leaf a target loaded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadedLeaf {
+    /// Its CA in the set.
+    pub ca: String,
+    /// Serving certificate.
+    pub serving: bool,
+    /// Client certificate.
+    pub client: bool,
+    /// The certificate, then what follows it in the chain it presents.
+    pub chain: String,
+}
+
+impl LoadedMaterial {
+    /// What target `name` of `state` loads now.
+    pub fn of(state: &SetState, name: &str) -> LoadedMaterial {
+        let m = target_material(state, name);
+        let pem = |certs: &mut dyn Iterator<Item = &Certificate>| -> String {
+            certs.map(Certificate::to_pem).collect()
+        };
+        LoadedMaterial {
+            trust: m
+                .trust
+                .iter()
+                .map(|(ca, b)| (ca.clone(), b.to_pem()))
+                .collect(),
+            client_ca: m
+                .client_ca
+                .iter()
+                .map(|(ca, b)| (ca.clone(), b.to_pem()))
+                .collect(),
+            leaves: m
+                .leaves
+                .iter()
+                .map(|l| {
+                    (
+                        l.name.clone(),
+                        LoadedLeaf {
+                            ca: l.ca.clone(),
+                            serving: l.serving,
+                            client: l.client,
+                            chain: pem(&mut std::iter::once(&l.cert).chain(&l.chain)),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The material, parsed; `location` names it in errors.
+    pub fn material(&self, location: &str) -> Result<TargetMaterial> {
+        let bundle = |what: &str, pem: &str| {
+            Bundle::from_pem(pem.as_bytes())
+                .map_err(|e| RotateError::material(format!("{location}: {what}"), e))
+        };
+        let mut m = TargetMaterial::default();
+        for (ca, pem) in &self.trust {
+            m.trust
+                .insert(ca.clone(), bundle(&format!("trust/{ca}.crt"), pem)?);
+        }
+        for (ca, pem) in &self.client_ca {
+            m.client_ca
+                .insert(ca.clone(), bundle(&format!("client-ca/{ca}.crt"), pem)?);
+        }
+        for (name, leaf) in &self.leaves {
+            let certs = Certificate::all_from_pem(leaf.chain.as_bytes()).map_err(|e| {
+                RotateError::material(format!("{location}: certs/{name}/tls.crt"), e)
+            })?;
+            let Some((cert, chain)) = certs.split_first() else {
+                return Err(RotateError::corrupt(
+                    format!("{location}: certs/{name}/tls.crt"),
+                    "holds no certificate",
+                ));
+            };
+            m.leaves.push(HeldLeaf {
+                name: name.clone(),
+                ca: leaf.ca.clone(),
+                serving: leaf.serving,
+                client: leaf.client,
+                cert: cert.clone(),
+                chain: chain.to_vec(),
+            });
+        }
+        Ok(m)
+    }
+}
+
+/// One version of the files a target may hold during a transition.
+struct Version {
+    target: String,
+    /// How to name it in a red cell.
+    label: String,
+    material: TargetMaterial,
+    /// Files it is given by this transition (else files it may hold
+    /// already).
+    after: bool,
+}
+
+/// What a target may hold already: certificates and bundles by SHA-256.
+#[derive(Default)]
+struct Known {
+    certs: std::collections::HashSet<[u8; 32]>,
+    bundles: std::collections::HashSet<[u8; 32]>,
+}
+
+impl Known {
+    fn add(&mut self, m: &TargetMaterial) {
+        self.bundles.extend(
+            m.trust
+                .values()
+                .chain(m.client_ca.values())
+                .map(Bundle::fingerprint),
+        );
+        self.certs
+            .extend(m.leaves.iter().map(|l| l.cert.fingerprint_sha256()));
+    }
+}
+
+/// The red cells of one transition from `before` to `after` at `now`: a
+/// certificate or bundle the transition gives a target that another
+/// target, holding anything it may hold, would not accept — in both
+/// directions (the server's serving certificates against the client's
+/// `trust/` bundle, the client's client certificates against the server's
+/// `client-ca/` bundle). A target may hold what it acknowledged last (kept
+/// with the acknowledgement), the files the document gave it before the
+/// transition (it may have loaded them without acknowledging yet), and
+/// what the transition gives it. Cells between material that is not new
+/// are not this transition's doing and are not checked; a certificate a
+/// target already held that has expired is broken whatever happens. One
+/// line per red cell, naming the pair; empty when the transition is green.
+pub fn red_cells(before: &SetState, after: &SetState, now: OffsetDateTime) -> Vec<String> {
     let names: std::collections::BTreeSet<&String> =
         before.targets.keys().chain(after.targets.keys()).collect();
+    let mut versions: Vec<Version> = Vec::new();
+    let mut known: BTreeMap<String, Known> = BTreeMap::new();
     let (b, a) = (before.step(), after.step());
-    let label = |s: SetStep, which: &str| {
-        if a == b {
-            format!("{s} material {which}")
-        } else {
-            format!("{s} material")
-        }
-    };
     for name in names {
+        let k = known.entry(name.clone()).or_default();
         let mut fps = Vec::new();
-        for (state, which) in [(before, label(b, "before")), (after, label(a, "after"))] {
-            if !state.targets.contains_key(name) {
-                continue;
-            }
-            let fp = target_fingerprint(state, name);
-            if fps.contains(&fp) {
-                continue;
-            }
-            fps.push(fp);
-            versions.push((name.clone(), which, target_material(state, name)));
+        // What it acknowledged last: an acknowledgement this transition
+        // records replaces the one before, and one a retry forgets still
+        // says what the target may hold.
+        if let Some(ack) = after.acks.get(name).or(before.acks.get(name))
+            && let Some(loaded) = &ack.loaded
+            && let Ok(m) = loaded.material(&format!("acknowledgement of target {name}"))
+        {
+            k.add(&m);
+            fps.push(ack.fingerprint.clone());
+            versions.push(Version {
+                target: name.clone(),
+                label: format!(
+                    "holding what it loaded at {}",
+                    pki_core::datetime::rfc3339(ack.at)
+                ),
+                material: m,
+                after: false,
+            });
         }
+        if before.targets.contains_key(name) {
+            let fp = target_fingerprint(before, name);
+            if !fps.contains(&fp) {
+                let m = target_material(before, name);
+                k.add(&m);
+                fps.push(fp);
+                versions.push(Version {
+                    target: name.clone(),
+                    label: format!("holding its {b} files"),
+                    material: m,
+                    after: false,
+                });
+            }
+        }
+        if after.targets.contains_key(name) {
+            let fp = target_fingerprint(after, name);
+            if !fps.contains(&fp) {
+                versions.push(Version {
+                    target: name.clone(),
+                    label: format!("given its {a} files"),
+                    material: target_material(after, name),
+                    after: true,
+                });
+            }
+        }
+    }
+    if !versions.iter().any(|v| v.after) {
+        return Vec::new();
     }
     let cache = SignatureCache::new();
     // A leaf's chain follows from its issuer, so the leaf alone keys it.
@@ -276,29 +449,67 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
             })
             .clone()
     };
-    for (c_name, c_which, client) in &versions {
-        for (s_name, s_which, server) in &versions {
-            for leaf in server.leaves.iter().filter(|l| l.serving) {
-                if let Some(bundle) = client.trust.get(&leaf.ca)
-                    && let Some(e) = check(&leaf.cert, &leaf.chain, bundle, true)
-                {
-                    return Err(RotateError::SetTrustBroken(format!(
-                        "client target \"{c_name}\" ({c_which}) would reject serving certificate {} of target \"{s_name}\" ({s_which}) with its trust/{}.crt: {e}",
-                        leaf.name, leaf.ca
-                    )));
+    let is_new_cert = |v: &Version, cert: &Certificate| {
+        v.after
+            && !known
+                .get(&v.target)
+                .is_some_and(|k| k.certs.contains(&cert.fingerprint_sha256()))
+    };
+    let is_new_bundle = |v: &Version, bundle: &Bundle| {
+        v.after
+            && !known
+                .get(&v.target)
+                .is_some_and(|k| k.bundles.contains(&bundle.fingerprint()))
+    };
+    let usable = |cert: &Certificate| cert.not_before() <= now && now <= cert.not_after();
+    let mut red = Vec::new();
+    for client in &versions {
+        for server in &versions {
+            if !client.after && !server.after {
+                continue;
+            }
+            for leaf in server.material.leaves.iter().filter(|l| l.serving) {
+                let Some(bundle) = client.material.trust.get(&leaf.ca) else {
+                    continue;
+                };
+                let new_leaf = is_new_cert(server, &leaf.cert);
+                if !(new_leaf || (is_new_bundle(client, bundle) && usable(&leaf.cert))) {
+                    continue;
+                }
+                if let Some(e) = check(&leaf.cert, &leaf.chain, bundle, true) {
+                    red.push(format!(
+                        "client target \"{}\" ({}) would reject serving certificate {} of target \"{}\" ({}) with its trust/{}.crt: {e}",
+                        client.target, client.label, leaf.name, server.target, server.label, leaf.ca
+                    ));
                 }
             }
-            for leaf in client.leaves.iter().filter(|l| l.client) {
-                if let Some(bundle) = server.client_ca.get(&leaf.ca)
-                    && let Some(e) = check(&leaf.cert, &leaf.chain, bundle, false)
-                {
-                    return Err(RotateError::SetTrustBroken(format!(
-                        "server target \"{s_name}\" ({s_which}) would reject client certificate {} of target \"{c_name}\" ({c_which}) with its client-ca/{}.crt: {e}",
-                        leaf.name, leaf.ca
-                    )));
+            for leaf in client.material.leaves.iter().filter(|l| l.client) {
+                let Some(bundle) = server.material.client_ca.get(&leaf.ca) else {
+                    continue;
+                };
+                let new_leaf = is_new_cert(client, &leaf.cert);
+                if !(new_leaf || (is_new_bundle(server, bundle) && usable(&leaf.cert))) {
+                    continue;
+                }
+                if let Some(e) = check(&leaf.cert, &leaf.chain, bundle, false) {
+                    red.push(format!(
+                        "server target \"{}\" ({}) would reject client certificate {} of CA {} of target \"{}\" ({}) with its client-ca/{}.crt: {e}",
+                        server.target, server.label, leaf.name, leaf.ca, client.target, client.label, leaf.ca
+                    ));
                 }
             }
         }
     }
-    Ok(())
+    red.dedup();
+    red
+}
+
+/// [`red_cells`] as a result: the first cells as the error.
+pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Result<()> {
+    let red = red_cells(before, after, now);
+    if red.is_empty() {
+        Ok(())
+    } else {
+        Err(RotateError::SetTrustBroken(red.join("; ")))
+    }
 }

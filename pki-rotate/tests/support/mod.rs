@@ -1,0 +1,3 @@
+//! Helpers the integration tests share.
+
+pub mod set;

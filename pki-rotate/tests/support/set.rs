@@ -1,0 +1,200 @@
+//! The CA set fixtures the set tests share: GEP-18's shoot in small, and
+//! the engine called one request at a time.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use pki_core::KeyAlgorithm;
+use pki_rotate::{Engine, LeafSpec, Roles, SetEngine, SetInput, SetState};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::collections::BTreeSet;
+use time::{Duration, OffsetDateTime, macros::datetime};
+
+/// 2026-01-01: the set is created.
+pub const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+pub fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+pub fn roles(s: &str) -> Roles {
+    s.parse().unwrap()
+}
+
+pub fn spec(ca: &str, serving: bool, client: bool, dns: &str, target: &str) -> LeafSpec {
+    LeafSpec {
+        ca: ca.into(),
+        serving,
+        client,
+        dns_names: if dns.is_empty() {
+            vec![]
+        } else {
+            vec![dns.into()]
+        },
+        ip_addresses: vec![],
+        common_name: None,
+        target: target.into(),
+        lifetime: Duration::days(90),
+    }
+}
+
+pub fn set_of(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// GEP-18's shoot in small: the cluster CA (serving+client), the etcd CA
+/// (serving+client), front-proxy (client) and metrics (serving), with a
+/// control plane, an etcd server, a node and an extension API server.
+pub fn gep18(seed: u64) -> SetState {
+    let cas = [
+        ("cluster".to_string(), roles("serving+client")),
+        ("etcd".to_string(), roles("serving+client")),
+        ("front-proxy".to_string(), roles("client")),
+        ("metrics".to_string(), roles("serving")),
+    ];
+    let mut r = rng(seed + 1000);
+    let mut s = SetState::new(
+        &cas,
+        KeyAlgorithm::EcdsaP256,
+        Duration::days(730),
+        T0,
+        &mut r,
+    )
+    .unwrap();
+    let inputs = vec![
+        SetInput::Issue {
+            replace: false,
+            name: "kube-apiserver".into(),
+            spec: spec("cluster", true, false, "api.example", "control-plane"),
+        },
+        SetInput::Issue {
+            replace: false,
+            name: "apiserver-etcd-client".into(),
+            spec: spec("etcd", false, true, "", "control-plane"),
+        },
+        SetInput::Issue {
+            replace: false,
+            name: "aggregator".into(),
+            spec: spec("front-proxy", false, true, "", "control-plane"),
+        },
+        SetInput::Issue {
+            replace: false,
+            name: "etcd-server".into(),
+            spec: spec("etcd", true, false, "etcd.example", "etcd"),
+        },
+        SetInput::Issue {
+            replace: false,
+            name: "kubelet".into(),
+            spec: spec("cluster", false, true, "", "node-1"),
+        },
+        SetInput::Issue {
+            replace: false,
+            name: "metrics-server".into(),
+            spec: spec("metrics", true, false, "metrics.example", "metrics"),
+        },
+        SetInput::Target {
+            name: "control-plane".into(),
+            trusts: Some(set_of(&["etcd", "metrics"])),
+            client_ca: Some(set_of(&["cluster"])),
+        },
+        SetInput::Target {
+            name: "etcd".into(),
+            trusts: None,
+            client_ca: Some(set_of(&["etcd"])),
+        },
+        SetInput::Target {
+            name: "node-1".into(),
+            trusts: Some(set_of(&["cluster"])),
+            client_ca: None,
+        },
+        SetInput::Target {
+            name: "metrics".into(),
+            trusts: None,
+            client_ca: Some(set_of(&["front-proxy"])),
+        },
+    ];
+    for input in inputs {
+        s = step(&s, input, T0, &mut r).unwrap();
+    }
+    s
+}
+
+pub fn step(
+    s: &SetState,
+    input: SetInput,
+    now: OffsetDateTime,
+    r: &mut ChaCha20Rng,
+) -> pki_rotate::Result<SetState> {
+    Ok(SetEngine::step(s, &input, now, r)?.into_document())
+}
+
+pub fn start(s: &SetState, one: bool, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
+    step(
+        s,
+        SetInput::Start {
+            reason: "yearly".into(),
+            imports: vec![],
+            one_at_a_time: one,
+        },
+        now,
+        r,
+    )
+    .unwrap()
+}
+
+pub fn ack(s: &SetState, t: &str, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
+    let fp = s.expected_fingerprint(t).unwrap();
+    step(
+        s,
+        SetInput::Ack {
+            target: t.into(),
+            fingerprint: fp,
+        },
+        now,
+        r,
+    )
+    .unwrap()
+}
+
+pub fn ack_all(s: &SetState, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
+    let mut s = s.clone();
+    // Acks may move certificates (and change other targets' files): repeat
+    // until every target has loaded its current files.
+    for _ in 0..10 {
+        let pending: Vec<String> = s
+            .targets
+            .keys()
+            .filter(|t| !s.is_loaded(t))
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        for t in pending {
+            s = ack(&s, &t, now, r);
+        }
+    }
+    s
+}
+
+pub fn advance(
+    s: &SetState,
+    now: OffsetDateTime,
+    r: &mut ChaCha20Rng,
+) -> pki_rotate::Result<SetState> {
+    step(
+        s,
+        SetInput::Advance {
+            from: None,
+            override_reason: None,
+        },
+        now,
+        r,
+    )
+}
+
+pub fn abort() -> SetInput {
+    SetInput::Abort {
+        override_reason: None,
+    }
+}
