@@ -28,6 +28,20 @@ impl From<RotateError> for CliError {
     }
 }
 
+impl CliError {
+    /// `e`, and when it is a refusal an operator may override, how to do it
+    /// with this command's flag (`--allow-trust-break REASON`, `--force
+    /// REASON`): the library names no flag.
+    pub fn with_override_hint(e: RotateError, flag: &str) -> Self {
+        let overridable = matches!(e, RotateError::TrustBreak { .. });
+        let mut error = CliError::from(e);
+        if overridable {
+            error.message = format!("{}; to go ahead anyway, pass {flag}", error.message);
+        }
+        error
+    }
+}
+
 impl From<pki_core::Error> for CliError {
     fn from(e: pki_core::Error) -> Self {
         CliError::new(e.to_string())

@@ -110,7 +110,9 @@ pub fn rotate_to(
         service_accounts,
     }));
     let store = dir.open()?;
-    let step = Driver::new(store).step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())?;
+    let step = Driver::new(store)
+        .step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())
+        .map_err(|e| CliError::with_override_hint(e, "--force REASON"))?;
     if json {
         return crate::rotate::print_json(&step);
     }

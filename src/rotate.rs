@@ -1,7 +1,9 @@
 //! `pki rotate`: rotate the CA if due or forced; re-issue stale leaves.
 
-use crate::common::{CliResult, StoreArg, print_events, step_signer, when};
-use pki_rotate::{Event, ForcedRotation, SignerInput, SignerState, Step};
+use crate::common::{
+    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, step_signer, when,
+};
+use pki_rotate::{Driver, Event, ForcedRotation, SignerEngine, SignerInput, SignerState, Step};
 use time::OffsetDateTime;
 
 pub fn run(dir: &StoreArg, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
@@ -88,7 +90,10 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
         allow_trust_break: args.allow_trust_break.map(str::to_string),
         ..SignerInput::default()
     };
-    let step = step_signer(args.dir, &input, args.now)?;
+    let store = args.dir.open()?;
+    let step = Driver::new(store)
+        .step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())
+        .map_err(|e| CliError::with_override_hint(e, "--allow-trust-break REASON"))?;
     let state = &step.document;
     let rotated = rotated(&step);
     if args.json {

@@ -241,7 +241,7 @@ pub enum RotateError {
     /// [`crate::preflight::rotation_trust_breaks`]); it is refused unless
     /// the operator allows it with a reason.
     #[error(
-        "rotation refused: it breaks trust: {}; to rotate anyway, pass --allow-trust-break REASON",
+        "rotation refused: it breaks trust: {}; it goes ahead only with an operator's reason, recorded",
         .breaks.join("; ")
     )]
     TrustBreak {

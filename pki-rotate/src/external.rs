@@ -631,6 +631,9 @@ pub enum ExternalPlan {
     Nothing {
         /// The plan's time.
         now: OffsetDateTime,
+        /// The request was carried out before (the CA supplied is the one
+        /// in use): what was done, and when.
+        already_done: Option<String>,
     },
     /// Rotate to a validated (or forced) replacement.
     Replace {
@@ -686,7 +689,10 @@ pub fn plan(
     now: OffsetDateTime,
 ) -> Result<ExternalPlan> {
     match input {
-        ExternalInput::Nothing => Ok(ExternalPlan::Nothing { now }),
+        ExternalInput::Nothing => Ok(ExternalPlan::Nothing {
+            now,
+            already_done: None,
+        }),
         ExternalInput::RenewSameKey => {
             if state.external.is_some() {
                 return Err(RotateError::ImportedCaRenewal {
@@ -707,6 +713,27 @@ pub fn plan(
                 Some(r) if r.trim().is_empty() => return Err(RotateError::EmptyForcedReason),
                 other => other.clone(),
             };
+            if let Some(reason) = &force {
+                crate::text::check_reason("the forced rotation's reason", reason)?;
+            }
+            // The request's identity is the CA it supplies: the one in use
+            // already (a rerun after a lost reply, or after a kill) is done.
+            if replacement.import.cert == state.ca.cert {
+                let since = state
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|r| r.to == state.ca.cert.id())
+                    .map(|r| format!(" since {}", rfc3339(r.at)))
+                    .unwrap_or_default();
+                return Ok(ExternalPlan::Nothing {
+                    now,
+                    already_done: Some(format!(
+                        "CA {} is the CA in use{since}",
+                        state.ca.cert.id()
+                    )),
+                });
+            }
             let validation = Validation::run(
                 state,
                 &replacement.import,
@@ -741,10 +768,13 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     rng: &mut R,
 ) -> Result<Outcome<'d, SignerState, Event>> {
     match plan {
-        ExternalPlan::Nothing { now } => Ok(Outcome {
+        ExternalPlan::Nothing { now, already_done } => Ok(Outcome {
             document: Cow::Borrowed(state),
-            events: Vec::new(),
-            next_wake: now,
+            events: already_done
+                .map(|note| Event::AlreadyDone { note })
+                .into_iter()
+                .collect(),
+            next_wake: crate::signer::next_check(state, &state.policy, now),
         }),
         ExternalPlan::RenewSameKey { now } => renew(state, now, rng),
         ExternalPlan::Replace {
@@ -856,6 +886,7 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
         to: new.cert.id(),
         previous_trusted_until: trusted_until,
         overridden,
+        forced_reasons: Vec::new(),
     });
     next.previous = Some(PreviousCa {
         id: old.cert.id(),
@@ -891,6 +922,23 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
                 at: cell.at,
                 source: Box::new(source),
             });
+        }
+    }
+
+    // The guard every rotation runs: consumers that may still hold the
+    // material of the previous rotation (within the reload interval), or a
+    // bundle of an expired CA. Refused unless forced, then recorded.
+    let breaks = crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now);
+    if !breaks.is_empty() {
+        let Some(reason) = &force else {
+            return Err(RotateError::TrustBreak {
+                breaks: breaks.iter().map(ToString::to_string).collect(),
+            });
+        };
+        if let Some(record) = next.history.last_mut() {
+            record
+                .overridden
+                .extend(breaks.iter().map(|b| b.overridden(reason)));
         }
     }
 
@@ -936,6 +984,7 @@ fn renew<'d, R: CryptoRng + ?Sized + 'static>(
         to: next.ca.cert.id(),
         previous_trusted_until: Some(old.cert.not_after()),
         overridden: Vec::new(),
+        forced_reasons: Vec::new(),
     });
     // Same key and SKI: a leaf of the old certificate is a leaf of the new.
     let probe = state.issue_leaf(&probe_request(state), now, rng)?;

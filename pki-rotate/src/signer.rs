@@ -130,6 +130,20 @@ pub struct RotationRecord {
     /// purpose), each with what it found; the reason is in `reason`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overridden: Vec<OverriddenCheck>,
+    /// Forced rotations this rotation satisfied besides its own reason, in
+    /// the order they were recorded: a forced request that coincided with
+    /// it or lost a race to it. Appended to, never rewritten, so every
+    /// forced request that reported success is in the history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced_reasons: Vec<String>,
+}
+
+impl RotationRecord {
+    /// Whether this rotation satisfied a forced rotation for `reason`.
+    pub fn satisfied(&self, reason: &str) -> bool {
+        matches!(&self.reason, RotationReason::Forced { reason: r } if r == reason)
+            || self.forced_reasons.iter().any(|r| r == reason)
+    }
 }
 
 /// A safety check that failed and was overridden by an operator.
@@ -399,6 +413,11 @@ pub enum Event {
         /// Id of the CA the concurrent rotation made.
         by: String,
     },
+    /// The request was carried out before: nothing changes.
+    AlreadyDone {
+        /// What was done, and when.
+        note: String,
+    },
 }
 
 impl std::fmt::Display for Event {
@@ -432,6 +451,7 @@ impl std::fmt::Display for Event {
                 f,
                 "forced rotation ({reason}) already done by a concurrent rotation to {by}; recorded as forced"
             ),
+            Event::AlreadyDone { note } => write!(f, "nothing to do: {note}"),
         }
     }
 }
@@ -652,6 +672,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         if f.reason.trim().is_empty() {
             return Err(RotateError::EmptyForcedReason);
         }
+        crate::text::check_reason("the forced rotation's reason", &f.reason)?;
         if let Some(g) = f.grace
             && g <= Duration::ZERO
         {
@@ -665,10 +686,11 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             latest.at == now && !matches!(latest.reason, RotationReason::Forced { .. })
         }) && f.grace.is_none()
             && !f.no_bridges;
-        if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) && coinciding {
+        let recorded = already_forced(state, &f.reason);
+        if !recorded && coinciding {
             record_forced_reason = Some(f.reason.clone());
             relabel_latest_rotation = true;
-        } else if state.forced_rotation_reason.as_deref() != Some(f.reason.as_str()) {
+        } else if !recorded {
             record_forced_reason = Some(f.reason.clone());
             let bridge_until = if f.no_bridges {
                 None
@@ -688,7 +710,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     }
     if let Some(reason) = &input.satisfied_forced_reason
         && forced.is_none()
-        && state.forced_rotation_reason.as_deref() != Some(reason.as_str())
+        && !already_forced(state, reason)
         && !state.history.is_empty()
     {
         record_forced_reason = Some(reason.clone());
@@ -826,6 +848,14 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     })
 }
 
+/// Whether a forced rotation for `reason` is recorded as done: by the
+/// latest rotation (its own reason or one it satisfied), or as the reason
+/// the document keeps (written by releases before the list existed).
+fn already_forced(state: &SignerState, reason: &str) -> bool {
+    state.forced_rotation_reason.as_deref() == Some(reason)
+        || state.history.last().is_some_and(|r| r.satisfied(reason))
+}
+
 /// A leaf request with its issued certificate, if any.
 type LeafEntry<'a> = (&'a LeafRequest, Option<&'a IssuedLeaf>);
 
@@ -941,6 +971,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
             to: new.cert.id(),
             previous_trusted_until: trusted_until,
             overridden: Vec::new(),
+            forced_reasons: Vec::new(),
         });
         let new_probe = crate::leaf::issue_leaf(&new, &probe_request(&plan.policy), now, rng)?;
         next.previous = Some(PreviousCa {
@@ -991,9 +1022,17 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
         if plan.relabel_latest_rotation
             && let Some(latest) = next.history.last_mut()
         {
-            latest.reason = RotationReason::Forced {
-                reason: reason.clone(),
-            };
+            // A due rotation that a forced request coincided with is
+            // recorded as forced (its reason says so once); every further
+            // forced request it satisfied is appended, never written over.
+            match latest.reason {
+                RotationReason::Expiring { .. } if latest.forced_reasons.is_empty() => {
+                    latest.reason = RotationReason::Forced {
+                        reason: reason.clone(),
+                    };
+                }
+                _ => latest.forced_reasons.push(reason.clone()),
+            }
             events.push(Event::ForcedRotationSatisfied {
                 reason: reason.clone(),
                 by: latest.to.clone(),
@@ -1076,7 +1115,11 @@ fn normal_bridge_until(
         .max(pki_core::datetime::truncate(now + min_trust))
 }
 
-fn next_check(state: &SignerState, policy: &SignerPolicy, now: OffsetDateTime) -> OffsetDateTime {
+pub(crate) fn next_check(
+    state: &SignerState,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+) -> OffsetDateTime {
     // Rotation needs less than M left: at NotAfter - M exactly, M is left,
     // so the first second the decision changes is one later.
     let due = state.rotation_due_at(policy);

@@ -1,0 +1,61 @@
+//! Every mutating command is safe to rerun, as an operator does after a
+//! kill or a lost reply: a rerun of what was done is "nothing to do" (exit
+//! 0, nothing written), and a second change within the reload interval is
+//! refused by the guard every rotation runs unless forced for a reason.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::{ok, openssl_root, refused, tree};
+
+#[test]
+fn rotate_to_the_ca_in_use_again_is_nothing_to_do_and_another_within_the_interval_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    ok(&["init", d, "--cn", "service-ca"]);
+    ok(&["issue", d, "web", "--dns", "web.example"]);
+    let (y, y_key) = openssl_root(tmp.path(), "Y", 800);
+    let (z, z_key) = openssl_root(tmp.path(), "Z", 800);
+    ok(&["rotate", d, "--to", &y, "--key-file", &y_key]);
+    let before = tree(&dir);
+    let out = ok(&["rotate", d, "--to", &y, "--key-file", &y_key]);
+    assert!(out.contains("nothing to do"), "{out}");
+    assert!(tree(&dir) == before, "a rerun of --to wrote to the store");
+
+    let err = refused(&["rotate", d, "--to", &z, "--key-file", &z_key]);
+    assert!(
+        err.contains("breaks trust") && err.contains("--force"),
+        "{err}"
+    );
+    assert!(tree(&dir) == before, "a refused --to wrote to the store");
+
+    ok(&[
+        "rotate",
+        d,
+        "--to",
+        &z,
+        "--key-file",
+        &z_key,
+        "--force",
+        "Y was issued in error",
+    ]);
+    let status: serde_json::Value = serde_json::from_str(&ok(&["status", d, "--json"])).unwrap();
+    let last = status["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["reason"]["kind"], "forced", "{last}");
+    assert!(
+        last["overridden"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["name"] == "bundle-of-two-rotations-ago"),
+        "{last}"
+    );
+}

@@ -1,0 +1,112 @@
+//! Running the `pki` binary from the CLI tests: its output, the one-line
+//! refusal contract (exit 1, one line on stderr, no panic), and a snapshot
+//! of a store directory to prove a refusal wrote nothing.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `pki ARGS`.
+pub fn pki(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pki"))
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+/// Bytes as text, lossily.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `pki ARGS`, which must succeed; its stdout.
+pub fn ok(args: &[&str]) -> String {
+    let o = pki(args);
+    assert!(
+        o.status.success(),
+        "pki {args:?} failed ({:?}): {}",
+        o.status.code(),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// Runs `pki ARGS`, which must exit with `code` and exactly one line on
+/// stderr, without a panic; that line.
+pub fn fails_with(code: i32, args: &[&str]) -> String {
+    let o = pki(args);
+    let err = text(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "pki {args:?}: {}{err}",
+        text(&o.stdout)
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    err
+}
+
+/// Exit 1 (refused) with one line on stderr; that line.
+pub fn refused(args: &[&str]) -> String {
+    fails_with(1, args)
+}
+
+/// Every file under `dir` (links as their targets; the lock file aside), to
+/// prove a command wrote nothing.
+pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            if rel == ".lock" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(rel, target.display().to_string().into_bytes());
+            } else if meta.is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// A self-signed CA made by OpenSSL (P-256, valid from now for `days`):
+/// its certificate and key files in `dir`.
+pub fn openssl_root(dir: &Path, name: &str, days: u32) -> (String, String) {
+    let crt = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ])
+        .args(["-subj", &format!("/CN={name}"), "-days", &days.to_string()])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl req: {}", text(&out.stderr));
+    (crt.display().to_string(), key.display().to_string())
+}
