@@ -740,6 +740,7 @@ pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result
         if reason.trim().is_empty() {
             return Err(RotateError::EmptyForcedReason);
         }
+        crate::text::check_reason("the forced rotation's reason", reason)?;
         if !ring.forced_reasons.contains(reason) {
             if input.already_rotated {
                 plan.record_forced = Some(reason.clone());

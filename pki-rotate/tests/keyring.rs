@@ -650,3 +650,13 @@ fn rsa_rings_sign_rs256_tokens() {
     assert_eq!(header["kid"], r.active.kid.as_str());
     r.verify_token(token.as_bytes(), T0).unwrap();
 }
+
+#[test]
+fn a_forced_reason_with_control_characters_is_refused() {
+    let r = ring();
+    for bad in ["drill\nforged line", "\u{1b}[31mred"] {
+        let err = KeyRingEngine::plan(&r, &KeyRingInput::forced(bad), T0 + Duration::hours(1))
+            .unwrap_err();
+        assert!(err.to_string().contains("control character"), "{err}");
+    }
+}
