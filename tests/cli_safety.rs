@@ -59,3 +59,44 @@ fn rotate_to_the_ca_in_use_again_is_nothing_to_do_and_another_within_the_interva
         "{last}"
     );
 }
+
+#[test]
+fn a_foreign_bridge_written_into_the_store_is_refused_and_status_check_says_broken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let d = dir.to_str().unwrap();
+    ok(&["init", d, "--cn", "service-ca"]);
+    ok(&["issue", d, "web", "--dns", "web.example"]);
+    ok(&["rotate", d, "--force", "yearly drill"]);
+    assert!(dir.join("signer/intermediate-ca.crt").exists());
+    // Any writer of the store: replace bridge B by another CA certificate,
+    // through the store itself so that every digest is consistent.
+    let (foreign, _) = openssl_root(tmp.path(), "service-ca", 800);
+    let store = pki_rotate::FsStore::open(&dir).unwrap();
+    let (mut files, revision) = pki_rotate::Store::get(&store, "signer").unwrap().unwrap();
+    files
+        .insert(
+            "signer/intermediate-ca.crt",
+            pki_rotate::File::public(std::fs::read(&foreign).unwrap()),
+        )
+        .unwrap();
+    pki_rotate::Store::put(&store, "signer", Some(&revision), &files).unwrap();
+    drop(store);
+    let before = tree(&dir);
+
+    let o = cli::pki(&["status", d, "--check"]);
+    assert_eq!(o.status.code(), Some(4), "{}", cli::text(&o.stdout));
+    assert!(
+        cli::text(&o.stdout).contains("bridge B"),
+        "{}",
+        cli::text(&o.stdout)
+    );
+    let err = refused(&["issue", d, "api", "--dns", "api.example"]);
+    assert!(
+        err.contains("bridge B") && err.contains("inconsistent"),
+        "{err}"
+    );
+    let err = refused(&["rotate", d]);
+    assert!(err.contains("bridge B"), "{err}");
+    assert!(tree(&dir) == before, "a refused command wrote to the store");
+}

@@ -513,9 +513,11 @@ impl From<RotateError> for Failure {
             E::InvalidRefreshFraction(_) => PKI_RESULT_INVALID_REFRESH_FRACTION,
             E::UnknownLeaf(_) => PKI_RESULT_UNKNOWN_LEAF,
             E::UnsupportedDocument { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
-            E::CorruptState { .. } | E::Json { .. } | E::Material { .. } => {
-                PKI_RESULT_CORRUPT_STATE
-            }
+            E::CorruptState { .. }
+            | E::Json { .. }
+            | E::Material { .. }
+            | E::InconsistentDocument { .. } => PKI_RESULT_CORRUPT_STATE,
+            E::InvalidText { .. } => PKI_RESULT_INVALID_ARGUMENT,
             E::Conflict { .. } | E::TooManyConflicts { .. } => PKI_RESULT_CONFLICT,
             E::NotInitialized(_) => PKI_RESULT_NOT_INITIALIZED,
             E::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,

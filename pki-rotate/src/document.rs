@@ -66,6 +66,16 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// The files back from Secret data: this kind decides which keys it
     /// expects and which of them are secret.
     fn files_from_secret_data(data: &SecretData) -> Result<Files>;
+
+    /// What the document says that does not hold, one sentence each: a
+    /// store keeps its files intact, but any writer of the store can write
+    /// a well-formed document whose parts do not belong together (a bridge
+    /// certifying another CA). The driver refuses to decide over such a
+    /// document ([`RotateError::InconsistentDocument`]), so nothing is
+    /// written from it; status reports it as broken. Empty by default.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// One file of a document.

@@ -104,6 +104,13 @@ impl<S: Store> Driver<S> {
         let mut first_read: Option<E::Document> = None;
         for attempt in 1..=self.max_attempts {
             let (doc, revision) = self.load::<E>(key)?;
+            let problems = doc.problems();
+            if !problems.is_empty() {
+                return Err(RotateError::InconsistentDocument {
+                    location: describe(&self.store, key),
+                    problems,
+                });
+            }
             match &first_read {
                 // A retry: the document changed under the caller; let the
                 // engine see what the concurrent writer already did.

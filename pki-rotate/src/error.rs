@@ -26,6 +26,15 @@ pub enum RotateError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A document that reads, but whose parts do not belong together (see
+    /// [`crate::Document::problems`]): nothing is decided over it.
+    #[error("{location} is inconsistent: {}; nothing was written", .problems.join("; "))]
+    InconsistentDocument {
+        /// The store and document.
+        location: String,
+        /// What does not hold, one sentence each.
+        problems: Vec<String>,
+    },
     /// An error from the certificate model.
     #[error(transparent)]
     Core(#[from] pki_core::Error),

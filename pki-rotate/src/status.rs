@@ -418,7 +418,9 @@ impl SignerStatus {
             })
             .collect();
 
-        let mut problems = Vec::new();
+        // What the document says that does not hold (a foreign bridge):
+        // the driver refuses to act on it; status says it is broken.
+        let mut problems = crate::Document::problems(state);
         if now > ca.not_after() {
             problems.push(format!(
                 "the CA {} expired at {}",

@@ -385,6 +385,53 @@ impl DocumentForm for SignerState {
         secret_data_from_files(files)
     }
 
+    /// Bridge B must be the current CA (its Subject and key) certified by
+    /// the previous CA's key: it goes into every serving chain, so a
+    /// foreign certificate there would make clients holding the old bundle
+    /// reject every server.
+    fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(bridge) = &self.bridge else {
+            return problems;
+        };
+        let ca = &self.ca.cert;
+        if bridge.subject() != ca.subject() {
+            problems.push(format!(
+                "bridge B {} has subject \"{}\", not the CA's \"{}\"",
+                bridge.id(),
+                bridge.subject(),
+                ca.subject()
+            ));
+        }
+        if bridge.spki_sha256() != ca.spki_sha256() {
+            problems.push(format!(
+                "bridge B {} certifies another key than the CA {}'s",
+                bridge.id(),
+                ca.id()
+            ));
+        }
+        // The previous CA: kept as its certificate, or the first of the
+        // chain that follows bridge B (an imported previous CA).
+        let previous = self
+            .previous
+            .as_ref()
+            .and_then(|p| p.certificate.as_ref())
+            .and_then(|pem| Certificate::from_pem(pem.as_bytes()).ok())
+            .or_else(|| self.bridge_chain.first().cloned());
+        // Documents of the first release kept no previous CA certificate:
+        // the Subject and key checks above still hold for them.
+        if let Some(previous) = previous
+            && let Err(e) = pki_core::verify_signature(previous.public_key(), bridge)
+        {
+            problems.push(format!(
+                "bridge B {} is not signed by the previous CA {}: {e}",
+                bridge.id(),
+                previous.id()
+            ));
+        }
+        problems
+    }
+
     fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         files_from_secret_data(data)
     }
