@@ -822,3 +822,110 @@ fn a_crash_while_the_spare_is_updated_leaves_one_the_next_run_removes() {
         spare.display()
     )));
 }
+
+/// Set by [`store_writes_under_a_umask`] for the copy of this test binary it
+/// runs under a umask: the directory to write the store in.
+const UMASK_CHILD_DIR: &str = "PKI_FS_HARDENING_UMASK_DIR";
+
+/// Every entry under `dir`, links not followed: relative path → mode bits,
+/// with `d` for a directory and `l` for a link in front.
+fn modes_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let relative = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let mode = meta.permissions().mode() & 0o7777;
+            let kind = if meta.is_dir() {
+                "d"
+            } else if meta.file_type().is_symlink() {
+                "l"
+            } else {
+                "-"
+            };
+            out.insert(relative, format!("{kind}{mode:04o}"));
+            if meta.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Not a test of its own: the body [`a_store_written_under_any_umask_sets_every_mode_itself`]
+/// runs in a copy of this binary started under a umask (it does nothing
+/// when run directly). Four commits: the second makes the spare, the third
+/// and fourth start from it.
+#[test]
+fn store_writes_under_a_umask() {
+    let Some(dir) = std::env::var_os(UMASK_CHILD_DIR) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let store = create(dir, &initial(300));
+    let mut revision = None;
+    for round in 0..3u8 {
+        let mut files = pki_rotate::Files::new();
+        files
+            .insert("extra/key.pem", pki_rotate::File::secret(vec![round; 8]))
+            .unwrap();
+        files
+            .insert("extra/public.pem", pki_rotate::File::public(vec![round; 4]))
+            .unwrap();
+        revision = Some(store.put("extra", revision.as_ref(), &files).unwrap());
+    }
+    let (files, _) = store.get("extra").unwrap().unwrap();
+    assert_eq!(files.get("extra/key.pem").unwrap().to_vec(), vec![2u8; 8]);
+}
+
+#[test]
+fn a_store_written_under_any_umask_sets_every_mode_itself() {
+    // 0277 clears the owner's write bit: nothing may keep the umask's mode.
+    for umask in ["000", "077", "0277"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "store_writes_under_a_umask", "--test-threads=1"])
+            .env(UMASK_CHILD_DIR, &dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "umask {umask}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let modes = modes_under(&dir);
+        assert!(
+            modes.contains_key(".spare/.mirrors"),
+            "umask {umask}: {modes:?}"
+        );
+        for (path, mode) in &modes {
+            let private = path.ends_with(".key")
+                || path.ends_with("key.pem")
+                // Bookkeeping is private too: the lock and the spare's mark.
+                || path == ".lock"
+                || path.ends_with(".mirrors");
+            match mode.as_bytes()[0] {
+                b'l' => {}
+                b'd' => assert_eq!(mode, "d0700", "umask {umask}: {path}"),
+                _ if private => assert_eq!(mode, "-0600", "umask {umask}: {path}"),
+                // Public files are 0644 whatever the umask; a document may
+                // keep others private.
+                _ => assert!(
+                    mode == "-0644" || mode == "-0600",
+                    "umask {umask}: {path} {mode}"
+                ),
+            }
+        }
+    }
+}

@@ -38,7 +38,8 @@
 //! generation needs, and removes, links or writes only the rest; one
 //! `syncfs` flushes it (elsewhere than Linux, each new file and directory is
 //! flushed). A spare that an interrupted run left out of date is removed by
-//! the next run holding the lock. Secret files get mode 0600 and every
+//! the next run holding the lock. Secret files and the store's bookkeeping
+//! (the lock, the spare's mark) get mode 0600, other files 0644 and every
 //! directory 0700, whatever the umask.
 //!
 //! Hardening, because a directory other local users can reach is attacked
@@ -249,6 +250,8 @@ impl FsStore {
                 .mode(0o700)
                 .create(&root)
                 .map_err(io(&root))?;
+            // Exactly 0700, whatever the umask cleared.
+            fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).map_err(io(&root))?;
         }
         let store = FsStore::at(root);
         store.check_root()?;
@@ -1012,10 +1015,12 @@ impl FsStore {
             link_or_copy(&live.join(relative), &path)?;
         }
         // Not flushed: the mark only spares the next run a removal, and a
-        // spare is walked and checked before it is used again.
+        // spare is walked and checked before it is used again. Its mode is
+        // set, not left to the umask: the walk refuses a file others can
+        // write, and would refuse the store's own mark.
         let mark = spare.join(SPARE_MARK);
         let _ = fs::remove_file(&mark);
-        fs::write(&mark, number.to_string()).map_err(io(&mark))
+        write_unsynced(&mark, &File::secret(number.to_string())).map(drop)
     }
 
     /// Makes `gen_name` current by renaming a new link over `.data`. On
