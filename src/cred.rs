@@ -15,7 +15,6 @@ use pki_rotate::credential::{
     credential_key, document::CREDS_DIR, next_action, validate_credential_name,
 };
 use pki_rotate::{Driver, FsStore, RotateError, Store};
-use std::fs::File;
 use std::path::PathBuf;
 use std::time::Duration as StdDuration;
 use time::OffsetDateTime;
@@ -231,7 +230,7 @@ fn reconcile_one<S: Store>(
     // One reconciler per credential at a time on this machine: two would
     // race to run the same recorded mint.
     let lock_path = capture.join(".lock");
-    let lock = File::create(&lock_path)
+    let lock = hooks::private_file(&lock_path, false)
         .and_then(|f| f.lock().map(|()| f))
         .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
     let hooks = doc.hooks.clone();

@@ -1,0 +1,281 @@
+//! The edges of the `pki` binary (issue 17, "Safety by construction"): a
+//! directory store under any umask, refused commands that leave the file
+//! system as they found it, inputs that are not regular files, and the
+//! messages and outputs of commands at the edge of what a store holds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+// 2026-01-01: the simulated creation time of every store here.
+const T0: &str = "2026-01-01T00:00:00Z";
+// T0 + 31 days: a credential that expires after 720h is due.
+const CRED_DUE: &str = "2026-02-01T00:00:00Z";
+// A mint hook that prints a new credential each time (sh has no $RANDOM).
+const MINT: &str = "echo secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \\n')";
+const REVOKE: &str = "cat >/dev/null";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pki")
+}
+
+fn pki(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run pki")
+}
+
+/// `pki ARGS` started by a shell that set `umask` first.
+fn pki_umask(umask: &str, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(bin())
+        .args(args)
+        .output()
+        .expect("run pki")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn succeeded(args: &[&str], o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "pki {args:?} failed ({:?}): {}{}",
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+fn ok(args: &[&str]) -> String {
+    succeeded(args, pki(args))
+}
+
+/// Every entry under `dir`, links not followed: relative path → kind and
+/// mode (`d0700`, `-0600`, `l0777`).
+fn modes(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let kind = if meta.is_dir() {
+                'd'
+            } else if meta.file_type().is_symlink() {
+                'l'
+            } else {
+                '-'
+            };
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            out.insert(
+                rel,
+                format!("{kind}{:04o}", meta.permissions().mode() & 0o7777),
+            );
+            if meta.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The mode of the file a path leads to (links followed).
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Every directory of the store is 0700, no file is writable by group or
+/// others, and the private files and the bookkeeping are 0600.
+fn assert_store_modes(dir: &Path, umask: &str, private: &[&str]) {
+    for (path, m) in modes(dir) {
+        match m.as_bytes()[0] {
+            b'l' => {}
+            b'd' => assert_eq!(m, "d0700", "umask {umask}: {path}"),
+            _ => assert!(m == "-0600" || m == "-0644", "umask {umask}: {path} is {m}"),
+        }
+    }
+    for path in private {
+        assert_eq!(mode(&dir.join(path)), 0o600, "umask {umask}: {path}");
+    }
+}
+
+#[test]
+fn every_write_of_a_directory_store_succeeds_under_any_umask_with_its_own_modes() {
+    for umask in ["000", "077"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let other = tmp.path().join("other");
+        ok(&["init", other.to_str().unwrap(), "--now", T0]);
+        let ca = other.join("signer/tls.crt");
+        let key = other.join("signer/tls.key");
+        let dir = tmp.path().join("pki");
+        let d = dir.to_str().unwrap();
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["init", d, "--now", T0],
+            vec!["issue", d, "web", "--dns", "web.ns.svc", "--now", T0],
+            vec!["issue", d, "api", "--dns", "api.ns.svc", "--now", T0],
+            vec!["keys", "init", d, "--now", T0],
+            vec!["keys", "rotate", d, "--force", "drill", "--now", T0],
+            vec!["set", "init", d, "--ca", "cluster:serving", "--now", T0],
+            vec![
+                "set",
+                "issue",
+                d,
+                "apiserver",
+                "--ca",
+                "cluster",
+                "--serving",
+                "--dns",
+                "api.cluster",
+                "--target",
+                "master",
+                "--now",
+                T0,
+            ],
+            vec![
+                "cred",
+                "init",
+                d,
+                "db",
+                "--expire",
+                "720h",
+                "--grace",
+                "10m",
+                "--mint-cmd",
+                MINT,
+                "--revoke-cmd",
+                REVOKE,
+                "--now",
+                T0,
+            ],
+            vec!["cred", "reconcile", d, "--now", CRED_DUE],
+            vec![
+                "rotate",
+                d,
+                "--to",
+                ca.to_str().unwrap(),
+                "--key-file",
+                key.to_str().unwrap(),
+                "--force",
+                "move to the other CA",
+                "--now",
+                T0,
+            ],
+            vec![
+                "issue",
+                d,
+                "metrics",
+                "--dns",
+                "metrics.ns.svc",
+                "--now",
+                T0,
+            ],
+        ];
+        for args in &commands {
+            succeeded(args, pki_umask(umask, args));
+        }
+        // A rotation happened in `cred reconcile`: both credentials are live.
+        assert!(dir.join("creds/db/old").exists());
+        assert!(dir.join(".spare/.mirrors").exists());
+        assert_store_modes(
+            &dir,
+            umask,
+            &[
+                ".lock",
+                ".spare/.mirrors",
+                "certs/web/tls.key",
+                "certs/metrics/tls.key",
+                "keys/active.key",
+                "targets/master/certs/apiserver/tls.key",
+                "creds/db/current",
+                "creds/db/old",
+                ".cred-capture/db/.lock",
+            ],
+        );
+        ok(&["status", d, "--now", T0]);
+        ok(&["cred", "status", d, "--now", CRED_DUE]);
+    }
+}
+
+#[test]
+fn the_mint_hooks_capture_files_are_private_under_any_umask() {
+    for umask in ["000", "077"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pki");
+        let d = dir.to_str().unwrap();
+        let slow = tmp.path().join("slow");
+        // Slow once the flag exists: pki is killed while the hook runs, so
+        // every capture file is there to look at.
+        let mint = format!("if [ -e '{}' ]; then sleep 2; fi; {MINT}", slow.display());
+        let init = [
+            "cred",
+            "init",
+            d,
+            "db",
+            "--expire",
+            "720h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            REVOKE,
+            "--now",
+            T0,
+        ];
+        succeeded(&init, pki_umask(umask, &init));
+        std::fs::write(&slow, "").unwrap();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+            .arg(bin())
+            .args(["cred", "reconcile", d, "--now", CRED_DUE])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let capture = dir.join(".cred-capture/db");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let has = |ext: &str| {
+            std::fs::read_dir(&capture)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .any(|e| e.file_name().to_string_lossy().ends_with(ext))
+                })
+                .unwrap_or(false)
+        };
+        while !has(".pid") {
+            assert!(std::time::Instant::now() < deadline, "no .pid file");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The hook goes on without pki; its wrapper records its status.
+        while !has(".status") {
+            assert!(std::time::Instant::now() < deadline, "no .status file");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let found = modes(&dir.join(".cred-capture"));
+        for ext in [".out", ".err", ".pid", ".status"] {
+            assert!(found.keys().any(|p| p.ends_with(ext)), "{ext}: {found:?}");
+        }
+        for (path, m) in &found {
+            let expected = if m.starts_with('d') { "d0700" } else { "-0600" };
+            assert_eq!(m, expected, "umask {umask}: .cred-capture/{path}");
+        }
+        // The next run adopts what the killed one captured.
+        let reconcile = ["cred", "reconcile", d, "--now", CRED_DUE];
+        succeeded(&reconcile, pki_umask(umask, &reconcile));
+        assert!(dir.join("creds/db/old").exists());
+    }
+}
