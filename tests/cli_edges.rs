@@ -56,6 +56,29 @@ fn ok(args: &[&str]) -> String {
     succeeded(args, pki(args))
 }
 
+/// Exit 1, exactly one line on stderr, no panic text; returns stderr.
+fn refused_output(args: &[&str], o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "pki {args:?}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let err = text(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(err.starts_with("pki: "), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    err
+}
+
+fn refused(args: &[&str]) -> String {
+    refused_output(args, &pki(args))
+}
+
 /// Every entry under `dir`, links not followed: relative path → kind and
 /// mode (`d0700`, `-0600`, `l0777`).
 fn modes(dir: &Path) -> BTreeMap<String, String> {
@@ -277,5 +300,58 @@ fn the_mint_hooks_capture_files_are_private_under_any_umask() {
         let reconcile = ["cred", "reconcile", d, "--now", CRED_DUE];
         succeeded(&reconcile, pki_umask(umask, &reconcile));
         assert!(dir.join("creds/db/old").exists());
+    }
+}
+
+/// Everything under `dir`, links not followed: path → kind, mode, content.
+fn snapshot(dir: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
+    modes(dir)
+        .into_iter()
+        .map(|(path, m)| {
+            let full = dir.join(&path);
+            let content = match m.as_bytes()[0] {
+                b'-' => std::fs::read(&full).unwrap(),
+                b'l' => std::fs::read_link(&full)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                _ => Vec::new(),
+            };
+            (path, (m, content))
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_init_leaves_the_file_system_as_it_found_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A directory holding a file where a store publishes a link.
+    for (planted, command) in [
+        ("signer", vec!["init"]),
+        ("ca-bundle.crt", vec!["init"]),
+        ("keys", vec!["keys", "init"]),
+        ("targets", vec!["set", "init", "--ca", "cluster:serving"]),
+    ] {
+        let dir = tmp.path().join(format!("with-{planted}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(dir.join(planted), "not pki's").unwrap();
+        let before = snapshot(tmp.path());
+        let mut args = command.clone();
+        let d = dir.to_str().unwrap();
+        args.insert(if command[0] == "init" { 1 } else { 2 }, d);
+        args.extend(["--now", T0]);
+        let err = refused(&args);
+        assert!(err.contains(planted), "{args:?}: {err}");
+        assert_eq!(snapshot(tmp.path()), before, "{args:?} left something");
+    }
+    // A time certificates cannot encode: the directory is not created.
+    for now in ["1969-12-31T00:00:00Z", "9999-06-01T00:00:00Z"] {
+        let before = snapshot(tmp.path());
+        let dir = tmp.path().join("new");
+        let err = refused(&["init", dir.to_str().unwrap(), "--now", now]);
+        assert!(err.contains("1970 to 9999"), "{err}");
+        assert!(!dir.exists(), "{now}: created {}", dir.display());
+        assert_eq!(snapshot(tmp.path()), before, "{now}");
     }
 }

@@ -929,3 +929,44 @@ fn a_store_written_under_any_umask_sets_every_mode_itself() {
         }
     }
 }
+
+/// Everything under `dir`, links not followed: path → kind, mode, content.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, (String, Vec<u8>)> {
+    modes_under(dir)
+        .into_iter()
+        .map(|(path, mode)| {
+            let full = dir.join(&path);
+            let content = match mode.as_bytes()[0] {
+                b'-' => std::fs::read(&full).unwrap(),
+                b'l' => std::fs::read_link(&full)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                _ => Vec::new(),
+            };
+            (path, (mode, content))
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_first_write_leaves_the_directory_as_it_found_it() {
+    for planted in ["signer", "ca-bundle.crt"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        std::fs::create_dir(&dir).unwrap();
+        set_mode(&dir, 0o700);
+        std::fs::write(dir.join(planted), "someone else's file").unwrap();
+        let before = snapshot(&dir);
+        let store = FsStore::open_or_create(&dir).unwrap();
+        // What `pki init` does: read, then create.
+        assert!(store.get(KEY).unwrap().is_none());
+        assert!(store.keys().unwrap().is_empty());
+        let err = Driver::new(&store)
+            .create::<SignerEngine>(KEY, &initial(310))
+            .unwrap_err();
+        assert!(matches!(err, RotateError::DamagedStore { .. }), "{err}");
+        assert!(err.to_string().contains(planted), "{err}");
+        assert_eq!(snapshot(&dir), before, "{planted}: left something behind");
+    }
+}

@@ -335,6 +335,15 @@ impl FsStore {
     /// checked, for the read to use rather than walk it a second time.
     fn reader_lock(&self) -> Result<(Option<lock::Lock>, Option<Current>)> {
         let path = self.lock_path();
+        // No lock file and no `.data`: no run ever wrote here (a writer
+        // creates the lock before anything else), so there is nothing to
+        // read or finish, and a read creates nothing either: a command
+        // refused after it leaves the directory as it found it.
+        if fs::symlink_metadata(&path).is_err()
+            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
+        {
+            return Ok((None, None));
+        }
         match lock::try_exclusive(&path) {
             Ok(Some(held)) => {
                 let current = self.current()?;
@@ -1202,6 +1211,12 @@ impl Store for FsStore {
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         validate_key(key)?;
+        if fs::symlink_metadata(self.root.join(DATA_LINK)).is_err() {
+            // The first write: refuse what the commit would refuse before
+            // the lock file is created, so a refused `init` leaves nothing.
+            self.check_root()?;
+            self.check_published(&Manifest::default(), files.top_level_names().into_iter())?;
+        }
         let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
         let current = self.current()?;
         let found = current
