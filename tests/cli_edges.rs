@@ -309,8 +309,10 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
         .into_iter()
         .map(|(path, m)| {
             let full = dir.join(&path);
+            let meta = std::fs::symlink_metadata(&full).unwrap();
             let content = match m.as_bytes()[0] {
-                b'-' => std::fs::read(&full).unwrap(),
+                // Not a FIFO: reading one would wait for a writer.
+                b'-' if meta.is_file() => std::fs::read(&full).unwrap(),
                 b'l' => std::fs::read_link(&full)
                     .unwrap()
                     .into_os_string()
@@ -354,4 +356,88 @@ fn a_refused_init_leaves_the_file_system_as_it_found_it() {
         assert!(!dir.exists(), "{now}: created {}", dir.display());
         assert_eq!(snapshot(tmp.path()), before, "{now}");
     }
+}
+
+/// `pki ARGS`, killed (and the test failed) if it runs longer than 20 s.
+fn pki_within_deadline(args: &[&str]) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("pki {args:?} still ran after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_fifo_or_a_directory_given_as_an_input_file_is_refused_without_waiting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |p: &str| tmp.path().join(p).display().to_string();
+    let fifo = t("input.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (d, keys, set, new) = (t("pki"), t("keys"), t("set"), t("new"));
+    ok(&["init", &d, "--now", T0]);
+    ok(&["keys", "init", &keys, "--now", T0]);
+    ok(&["set", "init", &set, "--ca", "cluster:serving", "--now", T0]);
+    let (ca, key) = (t("pki/signer/tls.crt"), t("pki/signer/tls.key"));
+    let before = snapshot(tmp.path());
+    let import = format!("cluster={fifo}");
+    let with = |head: &[&str], tail: &[&str]| -> Vec<String> {
+        head.iter().chain(tail).map(|s| s.to_string()).collect()
+    };
+    let ca_args = |flag: &str, input: &str| -> Vec<Vec<String>> {
+        vec![
+            with(&[flag, input], &[]),
+            with(&[flag, &ca, "--key-file", input], &[]),
+            with(&[flag, &ca, "--key-file", &key, "--chain", input], &[]),
+        ]
+    };
+    for input in [fifo.as_str(), tmp.path().to_str().unwrap()] {
+        let mut commands: Vec<Vec<String>> = Vec::new();
+        for (head, flag) in [
+            (vec!["init", new.as_str()], "--import"),
+            (vec!["rotate", d.as_str()], "--to"),
+            (vec!["validate", d.as_str()], "--to"),
+        ] {
+            for tail in ca_args(flag, input) {
+                commands.push(with(
+                    &head,
+                    &tail.iter().map(String::as_str).collect::<Vec<_>>(),
+                ));
+            }
+        }
+        let sa = ["--service-account-keys", input];
+        commands.push(with(&["rotate", &d, "--to", &ca, "--key-file", &key], &sa));
+        commands.push(with(
+            &["validate", &d, "--to", &ca, "--key-file", &key],
+            &sa,
+        ));
+        commands.push(with(&["keys", "init", &new, "--import", input], &[]));
+        let import = if input == fifo {
+            import.clone()
+        } else {
+            format!("cluster={input}")
+        };
+        commands.push(with(&["set", "start", &set, "--import", &import], &[]));
+        for args in &commands {
+            let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+            args.extend(["--now", T0]);
+            let err = refused_output(&args, &pki_within_deadline(&args));
+            assert!(
+                err.contains(input) && err.contains("not a regular file"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    assert_eq!(snapshot(tmp.path()), before, "a refused read changed files");
 }
