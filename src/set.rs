@@ -10,7 +10,9 @@ use crate::common::{
 use clap::{Args, Subcommand};
 use pki_core::KeyAlgorithm;
 use pki_rotate::set::{ImportedCa, STORE_KEY};
-use pki_rotate::{Driver, LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStep};
+use pki_rotate::{
+    Driver, LeafSpec, Roles, RotateError, SetEngine, SetEvent, SetInput, SetState, SetStep,
+};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -329,8 +331,9 @@ pub fn run(command: SetCommand) -> CliResult {
             now,
         } => step(&dir, &SetInput::Abort { override_reason }, now),
         SetCommand::Status { dir, json, now } => {
-            let store = dir.open()?;
-            let (state, _) = Driver::new(store).load::<SetEngine>(STORE_KEY)?;
+            let (state, _) = Driver::new(open(&dir)?)
+                .load::<SetEngine>(STORE_KEY)
+                .map_err(not_initialized(&dir))?;
             let status = state.status(now);
             if json {
                 let text = serde_json::to_string_pretty(&status)
@@ -361,9 +364,33 @@ fn read_import(
     Ok(ImportedCa::new(ca, validated))
 }
 
+/// Opens the store; a directory without one gets the set's hint.
+fn open(dir: &StoreArg) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
+    if let StoreArg::Dir(path) = dir
+        && std::fs::symlink_metadata(path.join(".data")).is_err()
+    {
+        return Err(no_set(dir));
+    }
+    dir.open()
+}
+
+/// A store without the set's document: the hint names `pki set init`,
+/// not the signer's `pki init`.
+fn not_initialized(dir: &StoreArg) -> impl Fn(RotateError) -> CliError + '_ {
+    move |e| match e {
+        RotateError::NotInitialized(_) => no_set(dir),
+        other => other.into(),
+    }
+}
+
+fn no_set(dir: &StoreArg) -> CliError {
+    CliError::new(format!("no CA set in {dir} (run `pki set init` first)"))
+}
+
 fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
-    let store = dir.open()?;
-    let step = Driver::new(store).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
+    let step = Driver::new(open(dir)?)
+        .step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())
+        .map_err(not_initialized(dir))?;
     print_events(&step.events);
     if !step.changed {
         crate::outln!("nothing to change");

@@ -441,3 +441,43 @@ fn a_fifo_or_a_directory_given_as_an_input_file_is_refused_without_waiting() {
     }
     assert_eq!(snapshot(tmp.path()), before, "a refused read changed files");
 }
+
+#[test]
+fn set_commands_on_a_store_without_a_set_name_pki_set_init() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("pki").display().to_string();
+    let missing = tmp.path().join("missing").display().to_string();
+    ok(&["init", &d, "--now", T0]);
+    for dir in [d.as_str(), missing.as_str()] {
+        for args in [
+            vec!["set", "status", dir],
+            vec!["set", "status", dir, "--json"],
+            vec!["set", "advance", dir],
+            vec!["set", "abort", dir],
+            vec!["set", "start", dir],
+            vec!["set", "target", dir, "master", "--trusts", "cluster"],
+            vec!["set", "ack", dir, "master", "--fingerprint", "x"],
+            vec![
+                "set",
+                "issue",
+                dir,
+                "web",
+                "--ca",
+                "cluster",
+                "--serving",
+                "--dns",
+                "web",
+                "--target",
+                "master",
+            ],
+        ] {
+            let err = refused(&args);
+            assert!(
+                err.contains("no CA set") && err.contains("`pki set init`"),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains("`pki init`"), "{args:?}: {err}");
+        }
+    }
+    assert!(!Path::new(&missing).exists());
+}
