@@ -481,3 +481,62 @@ fn set_commands_on_a_store_without_a_set_name_pki_set_init() {
     }
     assert!(!Path::new(&missing).exists());
 }
+
+#[test]
+fn validate_json_reports_an_input_it_cannot_read_as_a_failed_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |p: &str| tmp.path().join(p).display().to_string();
+    let (d, other) = (t("pki"), t("other"));
+    ok(&["init", &d, "--now", T0]);
+    ok(&["init", &other, "--now", T0]);
+    let (ca, key) = (t("other/signer/tls.crt"), t("other/signer/tls.key"));
+    let missing = t("missing.pem");
+    let garbage = t("garbage.pem");
+    std::fs::write(&garbage, "not PEM at all").unwrap();
+    for (bad, flags) in [
+        (&missing, vec!["--to", missing.as_str()]),
+        (&garbage, vec!["--to", garbage.as_str()]),
+        (
+            &missing,
+            vec!["--to", ca.as_str(), "--key-file", missing.as_str()],
+        ),
+        (
+            &missing,
+            vec![
+                "--to",
+                ca.as_str(),
+                "--key-file",
+                key.as_str(),
+                "--chain",
+                missing.as_str(),
+            ],
+        ),
+        (
+            &missing,
+            vec![
+                "--to",
+                ca.as_str(),
+                "--key-file",
+                key.as_str(),
+                "--service-account-keys",
+                missing.as_str(),
+            ],
+        ),
+    ] {
+        let mut args = vec!["validate", d.as_str()];
+        args.extend(&flags);
+        args.extend(["--json", "--now", T0]);
+        let o = pki(&args);
+        let err = refused_output(&args, &o);
+        assert!(err.contains(bad.as_str()), "{args:?}: {err}");
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {}", text(&o.stdout)));
+        assert_eq!(report["ok"], false, "{report}");
+        let checks = report["checks"].as_array().unwrap();
+        let failed: Vec<_> = checks.iter().filter(|c| c["ok"] == false).collect();
+        assert_eq!(failed.len(), 1, "{report}");
+        assert!(failed[0]["name"].is_string(), "{report}");
+        let detail = failed[0]["detail"].as_str().unwrap();
+        assert!(detail.contains(bad.as_str()), "{report}");
+    }
+}
