@@ -148,7 +148,7 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
 }
 
 /// The names of the credentials in the store.
-fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
+pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
     let keys = match dir {
         StoreArg::Dir(path) => FsStore::open(path)?.keys()?,
         StoreArg::Url(url) => pki_etcd::EtcdStore::from_url(url)

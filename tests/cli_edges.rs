@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -539,4 +542,90 @@ fn validate_json_reports_an_input_it_cannot_read_as_a_failed_check() {
         let detail = failed[0]["detail"].as_str().unwrap();
         assert!(detail.contains(bad.as_str()), "{report}");
     }
+}
+
+/// `cred init STORE NAME` with the test hooks, its capture files in `capture`.
+fn cred_init(store: &str, name: &str, capture: &Path) {
+    ok(&[
+        "cred",
+        "init",
+        store,
+        name,
+        "--expire",
+        "720h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        MINT,
+        "--revoke-cmd",
+        REVOKE,
+        "--capture-dir",
+        capture.to_str().unwrap(),
+        "--now",
+        T0,
+    ]);
+}
+
+/// What `pki export` wrote for credential `name`: current and old, 0600.
+fn exported_credential(out: &Path, name: &str) -> (String, String) {
+    let read = |file: &str| {
+        let path = out.join("creds").join(name).join(file);
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let (current, old) = (read("current"), read("old"));
+    assert!(current.starts_with("secret-") && old.starts_with("secret-"));
+    assert_ne!(current, old);
+    (current, old)
+}
+
+#[test]
+fn export_writes_credentials_also_from_an_etcd_store_that_holds_only_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = tmp.path().join("capture");
+    // A directory store: the signer's files and the credential's.
+    let dir = tmp.path().join("pki");
+    let d = dir.to_str().unwrap();
+    ok(&["init", d, "--now", T0]);
+    cred_init(d, "db", &capture);
+    ok(&["cred", "reconcile", d, "--now", CRED_DUE]);
+    let out = tmp.path().join("out-dir");
+    ok(&["export", d, out.to_str().unwrap()]);
+    assert!(out.join("ca-bundle.crt").exists());
+    let (current, old) = exported_credential(&out, "db");
+    assert_eq!(
+        current,
+        std::fs::read_to_string(dir.join("creds/db/current")).unwrap()
+    );
+    assert_eq!(
+        old,
+        std::fs::read_to_string(dir.join("creds/db/old")).unwrap()
+    );
+
+    // An etcd store with two credentials and nothing else.
+    let server = etcd::Etcd::start();
+    let url = server.url("creds-only");
+    cred_init(&url, "db", &capture);
+    cred_init(&url, "queue", &capture);
+    for name in ["db", "queue"] {
+        ok(&[
+            "cred",
+            "reconcile",
+            &url,
+            name,
+            "--capture-dir",
+            capture.to_str().unwrap(),
+            "--now",
+            CRED_DUE,
+        ]);
+    }
+    let out = tmp.path().join("out-etcd");
+    let printed = ok(&["export", &url, out.to_str().unwrap()]);
+    assert!(
+        printed.contains("creds/db") && printed.contains("creds/queue"),
+        "{printed}"
+    );
+    exported_credential(&out, "db");
+    exported_credential(&out, "queue");
+    assert!(!out.join("ca-bundle.crt").exists());
 }
