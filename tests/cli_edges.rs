@@ -629,3 +629,71 @@ fn export_writes_credentials_also_from_an_etcd_store_that_holds_only_credentials
     exported_credential(&out, "queue");
     assert!(!out.join("ca-bundle.crt").exists());
 }
+
+#[test]
+fn cred_commands_on_a_store_with_others_nested_under_its_prefix_see_only_its_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = tmp.path().join("capture");
+    let cap = capture.to_str().unwrap();
+    let server = etcd::Etcd::start();
+    let outer = server.url("p");
+    cred_init(&outer, "db", &capture);
+    // Stores nested under the outer one's prefix: at p/creds its signer's
+    // key is the outer store's creds/signer; at p/inner its keys are
+    // inner/…; a third sits under the credential's own key.
+    for inner in ["p/creds", "p/inner", "p/creds/db"] {
+        let url = server.url(inner);
+        ok(&["init", &url, "--now", T0]);
+        cred_init(&url, "nested", &capture);
+    }
+    let out = ok(&["cred", "status", &outer, "--now", T0]);
+    assert!(out.starts_with("db: "), "{out}");
+    assert!(!out.contains("signer") && !out.contains("nested"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["cred", "status", &outer, "--json", "--now", T0])).unwrap();
+    let names: Vec<&str> = json["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["db"], "{json}");
+    ok(&[
+        "cred",
+        "reconcile",
+        &outer,
+        "--capture-dir",
+        cap,
+        "--now",
+        CRED_DUE,
+    ]);
+    let exported = tmp.path().join("out");
+    ok(&["export", &outer, exported.to_str().unwrap()]);
+    exported_credential(&exported, "db");
+    assert!(!exported.join("creds/signer").exists());
+    // Asked for by name, the nested signer is refused naming it.
+    let err = refused(&["cred", "reconcile", &outer, "signer", "--capture-dir", cap]);
+    assert!(err.contains("\"signer\"") && !err.contains("NAME"), "{err}");
+    // The nested stores still work.
+    ok(&["cred", "status", &server.url("p/creds"), "--now", T0]);
+    ok(&["status", &server.url("p/creds"), "--now", T0]);
+
+    // A directory store with another one inside it.
+    let dir = tmp.path().join("pki");
+    let d = dir.to_str().unwrap();
+    cred_init(d, "db", &capture);
+    let inner = dir.join("inner");
+    ok(&["init", inner.to_str().unwrap(), "--now", T0]);
+    cred_init(inner.to_str().unwrap(), "nested", &capture);
+    let out = ok(&["cred", "status", d, "--now", T0]);
+    assert!(out.starts_with("db: ") && !out.contains("nested"), "{out}");
+    ok(&[
+        "cred",
+        "reconcile",
+        d,
+        "--capture-dir",
+        cap,
+        "--now",
+        CRED_DUE,
+    ]);
+}
