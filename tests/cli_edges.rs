@@ -697,3 +697,43 @@ fn cred_commands_on_a_store_with_others_nested_under_its_prefix_see_only_its_cre
         CRED_DUE,
     ]);
 }
+
+#[test]
+fn init_inside_another_directory_stores_published_files_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let capture = tmp.path().join("capture");
+    let dir = tmp.path().join("pki");
+    let d = dir.to_str().unwrap();
+    cred_init(d, "db", &capture);
+    let before = snapshot(tmp.path());
+    for (command, inside, extra) in [
+        (vec!["init"], "creds/inner", vec![]),
+        (vec!["keys", "init"], "creds/db/inner", vec![]),
+        (
+            vec!["set", "init"],
+            "creds/inner",
+            vec!["--ca", "cluster:serving"],
+        ),
+    ] {
+        let inside = dir.join(inside);
+        let mut args = command.clone();
+        args.push(inside.to_str().unwrap());
+        args.extend(extra);
+        args.extend(["--now", T0]);
+        let err = refused(&args);
+        assert!(
+            err.contains("inside the directory store") && err.contains(d),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(snapshot(tmp.path()), before);
+    ok(&[
+        "cred",
+        "reconcile",
+        d,
+        "--capture-dir",
+        capture.to_str().unwrap(),
+        "--now",
+        CRED_DUE,
+    ]);
+}

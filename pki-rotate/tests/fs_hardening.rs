@@ -970,3 +970,41 @@ fn a_refused_first_write_leaves_the_directory_as_it_found_it() {
         assert_eq!(snapshot(&dir), before, "{planted}: left something behind");
     }
 }
+
+#[test]
+fn a_store_inside_another_stores_published_files_is_refused_before_anything_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outer = tmp.path().join("outer");
+    let store = create(&outer, &initial(320));
+    let before = snapshot(tmp.path());
+    // Through a published link (certs -> .data/certs), through .data, and
+    // straight into the generation or the spare: the outer store's next
+    // write replaces that directory, and the inner store with it.
+    let generation = std::fs::read_link(outer.join(".data")).unwrap();
+    for inside in [
+        outer.join("certs/inner"),
+        outer.join("certs/web/deeper/inner"),
+        outer.join(".data/inner"),
+        outer.join(&generation).join("inner"),
+    ] {
+        let err = FsStore::open_or_create(&inside).unwrap_err();
+        assert!(matches!(err, RotateError::UnsafeStore { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&*outer.to_string_lossy()), "{text}");
+        assert!(text.contains("inside the directory store"), "{text}");
+        assert_eq!(snapshot(tmp.path()), before, "{}", inside.display());
+    }
+    // Beside the published files, a nested store is fine.
+    let beside = FsStore::open_or_create(outer.join("inner")).unwrap();
+    Driver::new(&beside)
+        .create::<SignerEngine>(KEY, &initial(321))
+        .unwrap();
+    step(
+        &store,
+        &SignerInput::default(),
+        rotation_time(&initial(320)),
+        322,
+    )
+    .unwrap();
+    assert!(beside.get(KEY).unwrap().is_some());
+}

@@ -242,8 +242,14 @@ impl FsStore {
     /// Opens the store in `root`, creating the directory (mode 0700) when it
     /// does not exist. A directory without a store is an empty store: its
     /// first `put` creates the layout.
+    ///
+    /// A `root` inside another directory store's files (reached through
+    /// one of its published links, `.data`, a generation or the spare) is
+    /// refused before anything is created: that store's next write
+    /// replaces the directory, and this store would silently go with it.
     pub fn open_or_create(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
+        check_not_inside_a_store(&root)?;
         if !root.is_dir() {
             DirBuilder::new()
                 .recursive(true)
@@ -1331,6 +1337,49 @@ impl<'a> Target<'a> {
             self.dirs.insert(relative[..end].to_string());
         }
     }
+}
+
+/// Refuses `root` when it lies in a generation directory (or the spare) of
+/// another store: the nearest existing ancestor, links resolved, has a
+/// `.gen-N` or `.spare` component whose parent holds a `.data` link.
+fn check_not_inside_a_store(root: &Path) -> Result<()> {
+    let mut existing = root;
+    while fs::symlink_metadata(existing).is_err() {
+        existing = match existing.parent() {
+            Some(p) if p.as_os_str().is_empty() => Path::new("."),
+            Some(p) => p,
+            // Nothing exists up to `/`: creating fails on its own.
+            None => return Ok(()),
+        };
+    }
+    // Unresolvable: the operations that follow fail with their own error.
+    let Ok(resolved) = fs::canonicalize(existing) else {
+        return Ok(());
+    };
+    for ancestor in resolved.ancestors() {
+        let Some(name) = ancestor.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let generation = name == SPARE
+            || name
+                .strip_prefix(GEN_PREFIX)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if let Some(store) = ancestor.parent()
+            && generation
+            && fs::symlink_metadata(store.join(DATA_LINK)).is_ok()
+        {
+            return Err(RotateError::UnsafeStore {
+                path: root.to_path_buf(),
+                reason: format!(
+                    "lies inside the directory store {} (in {name}, which its next write \
+                     replaces, removing what is there): choose a directory outside its \
+                     published files",
+                    store.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether `path` lies inside the directory `dir` (both relative).
