@@ -123,7 +123,7 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
 /// happened and the next run retries. Errors are the refusals: an
 /// unreachable store, an unknown credential, a lock that times out.
 pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> CliResult {
-    let store = dir.open()?;
+    let store = open(dir)?;
     let names = match name {
         Some(n) => {
             validate_credential_name(n)?;
@@ -161,12 +161,32 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
     }
 }
 
+/// Opens an existing store; a directory without one gets the credentials'
+/// hint, not the signer's `pki init`.
+fn open(dir: &StoreArg) -> CliResult<Box<dyn Store + Send + Sync>> {
+    if let StoreArg::Dir(path) = dir
+        && std::fs::symlink_metadata(path.join(".data")).is_err()
+    {
+        return Err(no_store(dir));
+    }
+    dir.open()
+}
+
+fn no_store(dir: &StoreArg) -> CliError {
+    CliError::new(format!(
+        "no credentials in {dir}: no pki store there (run `pki cred init` first)"
+    ))
+}
+
 /// The names of the credentials in the store: the documents at
 /// `creds/NAME` that are credentials (see [`is_credential`]).
 pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
     let (keys, store): (_, Box<dyn Store>) = match dir {
         StoreArg::Dir(path) => {
-            let store = FsStore::open(path)?;
+            let store = FsStore::open(path).map_err(|e| match e {
+                RotateError::NotInitialized(_) => no_store(dir),
+                other => other.into(),
+            })?;
             (store.keys()?, Box::new(store))
         }
         StoreArg::Url(url) => {
@@ -379,7 +399,7 @@ fn reconcile_one<S: Store>(
 /// among the credentials (0 ok, 3 an action is due, 4 a hook is failing).
 pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResult {
     let now = clock.now();
-    let store = dir.open()?;
+    let store = open(dir)?;
     let driver = Driver::new(store);
     let mut statuses = Vec::new();
     for name in list(dir)? {

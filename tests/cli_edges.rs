@@ -737,3 +737,20 @@ fn init_inside_another_directory_stores_published_files_is_refused() {
         CRED_DUE,
     ]);
 }
+
+#[test]
+fn cred_commands_where_there_is_no_store_name_pki_cred_init() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing").display().to_string();
+    for args in [
+        vec!["cred", "status", missing.as_str()],
+        vec!["cred", "status", missing.as_str(), "--json"],
+        vec!["cred", "reconcile", missing.as_str()],
+        vec!["cred", "reconcile", missing.as_str(), "db"],
+    ] {
+        let err = refused(&args);
+        assert!(err.contains("`pki cred init`"), "{args:?}: {err}");
+        assert!(!err.contains("`pki init`"), "{args:?}: {err}");
+    }
+    assert!(!Path::new(&missing).exists());
+}
