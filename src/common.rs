@@ -185,9 +185,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Reads a whole input file, refusing one larger than `max` bytes without
 /// reading past the limit (a device like `/dev/zero` never ends).
 pub fn read_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
-    use std::io::Read;
     let file =
         std::fs::File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    read_from(file, path, max)
+}
+
+/// Reads `file` (opened from `path`) whole, up to `max` bytes.
+fn read_from(file: std::fs::File, path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -199,6 +204,62 @@ pub fn read_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
         )));
     }
     Ok(bytes)
+}
+
+/// Opens an input file named on the command line (a CA, a key, a chain,
+/// a key set to import) without waiting on it: a FIFO (named pipe), a
+/// socket, a directory or a block device is refused, one line naming it.
+/// The open itself does not block (`O_NONBLOCK`: opening a FIFO waits for
+/// a writer); a character device such as `/dev/zero` is read, bounded by
+/// the caller's cap, and a read that would wait fails instead.
+pub fn open_input(path: &std::path::Path) -> CliResult<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::FileTypeExt;
+    let fail = |e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
+    let not_regular = |kind: &str| {
+        CliError::new(format!(
+            "{}: is {kind}, not a regular file: give the path of a file",
+            path.display()
+        ))
+    };
+    let describe = |t: std::fs::FileType| {
+        if t.is_fifo() {
+            Some("a FIFO (named pipe)")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else if t.is_dir() {
+            Some("a directory")
+        } else if t.is_block_device() {
+            Some("a block device")
+        } else {
+            None
+        }
+    };
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => {
+            // Opening a socket fails (ENXIO): say what it is.
+            if let Some(kind) = std::fs::metadata(path)
+                .ok()
+                .and_then(|m| describe(m.file_type()))
+            {
+                return Err(not_regular(kind));
+            }
+            return Err(fail(e.into()));
+        }
+    };
+    let meta = file.metadata().map_err(fail)?;
+    match describe(meta.file_type()) {
+        Some(kind) => Err(not_regular(kind)),
+        None => Ok(file),
+    }
+}
+
+/// Reads a whole input file like [`read_capped`], refusing anything but a
+/// regular file or a character device without waiting (see [`open_input`]).
+pub fn read_input_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
+    read_from(open_input(path)?, path, max)
 }
 
 /// Makes a message one line: control characters (a newline in a name

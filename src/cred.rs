@@ -12,10 +12,11 @@ use hooks::{Attempt, HookResult};
 use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
 use pki_rotate::credential::{
     Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event, Hooks,
-    credential_key, document::CREDS_DIR, next_action, validate_credential_name,
+    credential_key,
+    document::{CREDS_DIR, STATE_FILE},
+    next_action, validate_credential_name,
 };
-use pki_rotate::{Driver, FsStore, RotateError, Store};
-use std::fs::File;
+use pki_rotate::{Driver, Files, FsStore, RotateError, Store};
 use std::path::PathBuf;
 use std::time::Duration as StdDuration;
 use time::OffsetDateTime;
@@ -122,7 +123,7 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
 /// happened and the next run retries. Errors are the refusals: an
 /// unreachable store, an unknown credential, a lock that times out.
 pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> CliResult {
-    let store = dir.open()?;
+    let store = open(dir)?;
     let names = match name {
         Some(n) => {
             validate_credential_name(n)?;
@@ -131,6 +132,18 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
         None => list(dir)?,
     };
     let driver = Driver::new(store);
+    if let Some(name) = name {
+        // Named on the command line, it may be another store's document.
+        let key = credential_key(name);
+        if let Some((files, _)) = driver.store().get(&key)?
+            && !is_credential(&files, name, dir)?
+        {
+            return Err(CliError::new(format!(
+                "no credential \"{name}\" in {dir}: the document at {key} is not a credential \
+                 (a store nested under this one's prefix keeps it)"
+            )));
+        }
+    }
     let mut errors = Vec::new();
     for name in &names {
         if let Err(e) = reconcile_one(&driver, dir, name, options) {
@@ -148,20 +161,73 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
     }
 }
 
-/// The names of the credentials in the store.
-fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
-    let keys = match dir {
-        StoreArg::Dir(path) => FsStore::open(path)?.keys()?,
-        StoreArg::Url(url) => pki_etcd::EtcdStore::from_url(url)
-            .map_err(|e| CliError::new(e.to_string()))?
-            .keys()?,
+/// Opens an existing store; a directory without one gets the credentials'
+/// hint, not the signer's `pki init`.
+fn open(dir: &StoreArg) -> CliResult<Box<dyn Store + Send + Sync>> {
+    if let StoreArg::Dir(path) = dir
+        && std::fs::symlink_metadata(path.join(".data")).is_err()
+    {
+        return Err(no_store(dir));
+    }
+    dir.open()
+}
+
+fn no_store(dir: &StoreArg) -> CliError {
+    CliError::new(format!(
+        "no credentials in {dir}: no pki store there (run `pki cred init` first)"
+    ))
+}
+
+/// The names of the credentials in the store: the documents at
+/// `creds/NAME` that are credentials (see [`is_credential`]).
+pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
+    let (keys, store): (_, Box<dyn Store>) = match dir {
+        StoreArg::Dir(path) => {
+            let store = FsStore::open(path).map_err(|e| match e {
+                RotateError::NotInitialized(_) => no_store(dir),
+                other => other.into(),
+            })?;
+            (store.keys()?, Box::new(store))
+        }
+        StoreArg::Url(url) => {
+            let store =
+                pki_etcd::EtcdStore::from_url(url).map_err(|e| CliError::new(e.to_string()))?;
+            (store.keys()?, Box::new(store))
+        }
     };
-    Ok(keys
+    let mut names = Vec::new();
+    let candidates = keys
         .iter()
         .filter_map(|k| k.strip_prefix(CREDS_DIR)?.strip_prefix('/'))
-        .filter(|n| !n.contains('/'))
-        .map(str::to_string)
-        .collect())
+        .filter(|n| !n.contains('/'));
+    for name in candidates {
+        if let Some((files, _)) = store.get(&credential_key(name))?
+            && is_credential(&files, name, dir)?
+        {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Whether the document at `creds/NAME` is the credential NAME: its files
+/// are its own, under `creds/NAME/`. A store nested under this one's
+/// prefix at `PREFIX/creds` keeps its own documents there (its signer at
+/// `creds/signer`, with the signer's files): not a credential, so not
+/// listed. A credential without its `state.json` is damaged: an error
+/// naming it.
+fn is_credential(files: &Files, name: &str, dir: &StoreArg) -> CliResult<bool> {
+    let own = format!("{CREDS_DIR}/{name}/");
+    let state = format!("{own}{STATE_FILE}");
+    if files.get(&state).is_some() {
+        return Ok(true);
+    }
+    if files.iter().any(|(path, _)| path.starts_with(&own)) {
+        return Err(CliError::new(format!(
+            "credential \"{name}\" in {dir} is damaged: {state} is missing"
+        )));
+    }
+    Ok(false)
 }
 
 /// The capture directory of one credential: inside a directory store, or
@@ -231,7 +297,7 @@ fn reconcile_one<S: Store>(
     // One reconciler per credential at a time on this machine: two would
     // race to run the same recorded mint.
     let lock_path = capture.join(".lock");
-    let lock = File::create(&lock_path)
+    let lock = hooks::private_file(&lock_path, false)
         .and_then(|f| f.lock().map(|()| f))
         .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
     let hooks = doc.hooks.clone();
@@ -333,7 +399,7 @@ fn reconcile_one<S: Store>(
 /// among the credentials (0 ok, 3 an action is due, 4 a hook is failing).
 pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResult {
     let now = clock.now();
-    let store = dir.open()?;
+    let store = open(dir)?;
     let driver = Driver::new(store);
     let mut statuses = Vec::new();
     for name in list(dir)? {

@@ -3,7 +3,7 @@
 //! sets the validation compares.
 
 use crate::common::{
-    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_capped, when,
+    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_input_capped, when,
 };
 use pki_core::CaImport;
 use pki_rotate::{
@@ -24,7 +24,7 @@ pub struct CaFiles {
 
 impl CaFiles {
     pub fn read(&self) -> CliResult<CaImport> {
-        let read = |path: &Path| read_capped(path, self.max_input_size);
+        let read = |path: &Path| read_input_capped(path, self.max_input_size);
         let ca = read(&self.ca)?;
         let key = self.key.as_deref().map(read).transpose()?;
         let chain = self.chain.as_deref().map(read).transpose()?;
@@ -52,13 +52,28 @@ pub fn service_account_keys(
     proposed: Option<&Path>,
     max_input_size: u64,
 ) -> CliResult<ServiceAccountKeys> {
-    let proposed = match proposed {
-        Some(path) => Some(
-            ServiceAccountKeys::keys_from_pem(&read_capped(path, max_input_size)?)
-                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
+    let proposed = proposed_keys(proposed, max_input_size)?;
+    with_current_keys(dir, proposed)
+}
+
+/// The proposed key set from `--service-account-keys FILE`, if given.
+pub fn proposed_keys(
+    proposed: Option<&Path>,
+    max_input_size: u64,
+) -> CliResult<Option<Vec<Vec<u8>>>> {
+    proposed
+        .map(|path| {
+            ServiceAccountKeys::keys_from_pem(&read_input_capped(path, max_input_size)?)
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+        })
+        .transpose()
+}
+
+/// The key ring's current public keys beside the `proposed` set.
+pub fn with_current_keys(
+    dir: &StoreArg,
+    proposed: Option<Vec<Vec<u8>>>,
+) -> CliResult<ServiceAccountKeys> {
     let current = ServiceAccountKeys::from_store(&dir.open()?, None)?.current;
     Ok(ServiceAccountKeys { current, proposed })
 }

@@ -41,15 +41,27 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         ..SignerPolicy::default()
     };
     policy.validate()?;
-    // Checked before the store directory is created, so a refused name
-    // leaves nothing behind.
+    // Everything that can refuse runs before the store directory is
+    // created, so a refused `init` leaves nothing behind.
     pki_core::common_name_to_name(args.common_name)?;
-    let store = args.dir.open_or_create()?;
-    // Refuse before generating a key: creating would fail the same way.
-    if store.get(SIGNER)?.is_some() {
+    // An existing store is opened (a directory that does not exist is
+    // not created yet) and refused before a key is generated: creating
+    // would fail the same way.
+    let existing = match args.dir {
+        StoreArg::Dir(path) if std::fs::symlink_metadata(path).is_err() => None,
+        dir => Some(dir.open_or_create()?),
+    };
+    if let Some(store) = &existing
+        && store.get(SIGNER)?.is_some()
+    {
         return Err(pki_rotate::RotateError::AlreadyInitialized(args.dir.to_string()).into());
     }
+    // Refuses a time outside what certificates can encode, among others.
     let state = SignerState::new(args.common_name, policy, args.now, &mut os_rng())?;
+    let store = match existing {
+        Some(store) => store,
+        None => args.dir.open_or_create()?,
+    };
     Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
     let ca = &state.ca.cert;
     crate::outln!(

@@ -126,13 +126,13 @@ pub fn run(command: KeysCommand) -> CliResult {
         } => rotate(&dir, force, retire, now),
         KeysCommand::Status { dir, json, now } => status(&dir, json, now),
         KeysCommand::Sign { dir, claims, now } => {
-            let claims = read_input(&claims, "claims")?;
+            let claims = read_input(&claims, "claims", false)?;
             let (ring, _) = load(&dir)?;
             crate::outln!("{}", ring.sign_token(&claims, now)?);
             Ok(())
         }
         KeysCommand::Verify { dir, token, now } => {
-            let token = read_input(&token, "token")?;
+            let token = read_input(&token, "token", false)?;
             let (ring, _) = load(&dir)?;
             match ring.verify_token(&token, now) {
                 Ok((kid, _)) => {
@@ -147,13 +147,19 @@ pub fn run(command: KeysCommand) -> CliResult {
 
 /// Reads a file named on the command line ("-": stdin), bounded so that a
 /// wrong path (a device, a huge file) fails instead of filling memory.
-fn read_input(path: &Path, what: &str) -> CliResult<Vec<u8>> {
+/// `file_only`: a FIFO or a directory is refused without waiting on it
+/// (see [`crate::common::open_input`]).
+fn read_input(path: &Path, what: &str, file_only: bool) -> CliResult<Vec<u8>> {
     use std::io::Read;
     const MAX: u64 = 1024 * 1024;
     let name = path.display();
     let mut bytes = Vec::new();
     let result = if path == Path::new("-") {
         std::io::stdin().take(MAX + 1).read_to_end(&mut bytes)
+    } else if file_only {
+        let file = crate::common::open_input(path)
+            .map_err(|e| CliError::new(format!("{what} file {}", e.message)))?;
+        file.take(MAX + 1).read_to_end(&mut bytes)
     } else {
         std::fs::File::open(path).and_then(|f| f.take(MAX + 1).read_to_end(&mut bytes))
     };
@@ -202,7 +208,7 @@ fn init(
     let mut rng = os_rng();
     let ring = match import {
         Some(path) => {
-            let bytes = read_input(path, "key set")?;
+            let bytes = read_input(path, "key set", true)?;
             let keys = ImportedKeys::parse(&path.display().to_string(), &bytes)?;
             KeyRing::import(policy, keys, now, &mut rng)?
         }

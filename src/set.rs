@@ -5,12 +5,14 @@
 
 use crate::common::{
     CliError, CliResult, DEFAULT_MAX_INPUT, StoreArg, os_rng, parse_duration, parse_size,
-    parse_time, read_capped, when,
+    parse_time, read_input_capped, when,
 };
 use clap::{Args, Subcommand};
 use pki_core::KeyAlgorithm;
 use pki_rotate::set::{ImportedCa, STORE_KEY};
-use pki_rotate::{Driver, LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStep};
+use pki_rotate::{
+    Driver, LeafSpec, Roles, RotateError, SetEngine, SetEvent, SetInput, SetState, SetStep,
+};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -348,8 +350,9 @@ pub fn run(command: SetCommand) -> CliResult {
             now,
         } => step(&dir, &SetInput::Abort { override_reason }, now),
         SetCommand::Status { dir, json, now } => {
-            let store = dir.open()?;
-            let (state, _) = Driver::new(store).load::<SetEngine>(STORE_KEY)?;
+            let (state, _) = Driver::new(open(&dir)?)
+                .load::<SetEngine>(STORE_KEY)
+                .map_err(not_initialized(&dir))?;
             let status = state.status(now);
             if json {
                 let text = serde_json::to_string_pretty(&status)
@@ -372,7 +375,7 @@ fn read_import(
     now: OffsetDateTime,
 ) -> CliResult<ImportedCa> {
     let bytes = zeroize::Zeroizing::new(
-        read_capped(file, max_input_size)
+        read_input_capped(file, max_input_size)
             .map_err(|e| CliError::new(format!("--import {ca}: {}", e.message)))?,
     );
     let validated = pki_core::import_ca_file(&bytes, now)
@@ -380,9 +383,33 @@ fn read_import(
     Ok(ImportedCa::new(ca, validated))
 }
 
+/// Opens the store; a directory without one gets the set's hint.
+fn open(dir: &StoreArg) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
+    if let StoreArg::Dir(path) = dir
+        && std::fs::symlink_metadata(path.join(".data")).is_err()
+    {
+        return Err(no_set(dir));
+    }
+    dir.open()
+}
+
+/// A store without the set's document: the hint names `pki set init`,
+/// not the signer's `pki init`.
+fn not_initialized(dir: &StoreArg) -> impl Fn(RotateError) -> CliError + '_ {
+    move |e| match e {
+        RotateError::NotInitialized(_) => no_set(dir),
+        other => other.into(),
+    }
+}
+
+fn no_set(dir: &StoreArg) -> CliError {
+    CliError::new(format!("no CA set in {dir} (run `pki set init` first)"))
+}
+
 fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
-    let store = dir.open()?;
-    let step = Driver::new(store).step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
+    let step = Driver::new(open(dir)?)
+        .step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())
+        .map_err(not_initialized(dir))?;
     print_events(&step.events);
     if !step.changed && step.events.is_empty() {
         crate::outln!("nothing to change");

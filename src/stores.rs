@@ -1,6 +1,7 @@
 //! Store URLs (`etcd://HOST:PORT/PREFIX`) and `pki export`.
 
 use crate::common::{CliError, CliResult, StoreArg};
+use pki_rotate::credential::credential_key;
 use pki_rotate::{Files, Store};
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::Write;
@@ -36,7 +37,8 @@ pub fn open_url(url: &str) -> CliResult<Box<dyn Store + Send + Sync>> {
     }
 }
 
-/// `pki export STORE OUTDIR`: every document's files, in the directory layout.
+/// `pki export STORE OUTDIR`: every document's files (the signer's, the
+/// set's, the key ring's, each credential's), in the directory layout.
 pub fn export(store: &StoreArg, out: &Path) -> CliResult {
     let opened = store.open()?;
     if fs::symlink_metadata(out.join(".data")).is_ok() {
@@ -45,8 +47,14 @@ pub fn export(store: &StoreArg, out: &Path) -> CliResult {
             out.display()
         )));
     }
+    // The fixed documents, then every credential (`creds/NAME`).
+    let keys: Vec<String> = EXPORTED_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .chain(crate::cred::list(store)?.iter().map(|n| credential_key(n)))
+        .collect();
     let mut found = 0;
-    for key in EXPORTED_KEYS {
+    for key in &keys {
         let Some((files, revision)) = opened.get(key)? else {
             continue;
         };

@@ -2,8 +2,12 @@
 //! without changing anything.
 
 use crate::common::{CliError, CliResult, StoreArg, load_signer};
-use crate::external::{CaFiles, service_account_keys};
+use crate::external::{CaFiles, proposed_keys, with_current_keys};
 use time::OffsetDateTime;
+
+/// The check `--json` reports failed when an input file cannot be read or
+/// holds no usable CA or key (the other checks need what it holds).
+pub const INPUTS_READABLE: &str = "inputs-readable";
 
 pub fn run(
     dir: &StoreArg,
@@ -12,14 +16,29 @@ pub fn run(
     json: bool,
     now: OffsetDateTime,
 ) -> CliResult {
-    let import = files.read()?;
+    let inputs = files.read().and_then(|import| {
+        Ok((
+            import,
+            proposed_keys(service_account_file, files.max_input_size)?,
+        ))
+    });
+    let (import, proposed) = match inputs {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            if json {
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "checks": [{"name": INPUTS_READABLE, "ok": false, "detail": e.message}],
+                }))?;
+            }
+            return Err(e);
+        }
+    };
     let state = load_signer(dir)?;
-    let keys = service_account_keys(dir, service_account_file, files.max_input_size)?;
+    let keys = with_current_keys(dir, proposed)?;
     let report = pki_rotate::validate_replacement(&state, &import, &keys, now);
     if json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
-        crate::outln!("{text}");
+        print_json(&report)?;
     } else {
         for check in &report.checks {
             let mark = if check.ok { "ok  " } else { "FAIL" };
@@ -36,4 +55,11 @@ pub fn run(
             failed.join(", ")
         )))
     }
+}
+
+fn print_json(report: &impl serde::Serialize) -> CliResult {
+    let text = serde_json::to_string_pretty(report)
+        .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
+    crate::outln!("{text}");
+    Ok(())
 }

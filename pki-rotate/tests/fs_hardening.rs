@@ -823,3 +823,189 @@ fn a_crash_while_the_spare_is_updated_leaves_one_the_next_run_removes() {
         spare.display()
     )));
 }
+
+/// Set by [`store_writes_under_a_umask`] for the copy of this test binary it
+/// runs under a umask: the directory to write the store in.
+const UMASK_CHILD_DIR: &str = "PKI_FS_HARDENING_UMASK_DIR";
+
+/// Every entry under `dir`, links not followed: relative path → mode bits,
+/// with `d` for a directory and `l` for a link in front.
+fn modes_under(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let relative = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let mode = meta.permissions().mode() & 0o7777;
+            let kind = if meta.is_dir() {
+                "d"
+            } else if meta.file_type().is_symlink() {
+                "l"
+            } else {
+                "-"
+            };
+            out.insert(relative, format!("{kind}{mode:04o}"));
+            if meta.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Not a test of its own: the body [`a_store_written_under_any_umask_sets_every_mode_itself`]
+/// runs in a copy of this binary started under a umask (it does nothing
+/// when run directly). Four commits: the second makes the spare, the third
+/// and fourth start from it.
+#[test]
+fn store_writes_under_a_umask() {
+    let Some(dir) = std::env::var_os(UMASK_CHILD_DIR) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let store = create(dir, &initial(300));
+    let mut revision = None;
+    for round in 0..3u8 {
+        let mut files = pki_rotate::Files::new();
+        files
+            .insert("extra/key.pem", pki_rotate::File::secret(vec![round; 8]))
+            .unwrap();
+        files
+            .insert("extra/public.pem", pki_rotate::File::public(vec![round; 4]))
+            .unwrap();
+        revision = Some(store.put("extra", revision.as_ref(), &files).unwrap());
+    }
+    let (files, _) = store.get("extra").unwrap().unwrap();
+    assert_eq!(files.get("extra/key.pem").unwrap().to_vec(), vec![2u8; 8]);
+}
+
+#[test]
+fn a_store_written_under_any_umask_sets_every_mode_itself() {
+    // 0277 clears the owner's write bit: nothing may keep the umask's mode.
+    for umask in ["000", "077", "0277"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "store_writes_under_a_umask", "--test-threads=1"])
+            .env(UMASK_CHILD_DIR, &dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "umask {umask}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let modes = modes_under(&dir);
+        assert!(
+            modes.contains_key(".spare/.mirrors"),
+            "umask {umask}: {modes:?}"
+        );
+        for (path, mode) in &modes {
+            let private = path.ends_with(".key")
+                || path.ends_with("key.pem")
+                // Bookkeeping is private too: the lock and the spare's mark.
+                || path == ".lock"
+                || path.ends_with(".mirrors");
+            match mode.as_bytes()[0] {
+                b'l' => {}
+                b'd' => assert_eq!(mode, "d0700", "umask {umask}: {path}"),
+                _ if private => assert_eq!(mode, "-0600", "umask {umask}: {path}"),
+                // Public files are 0644 whatever the umask; a document may
+                // keep others private.
+                _ => assert!(
+                    mode == "-0644" || mode == "-0600",
+                    "umask {umask}: {path} {mode}"
+                ),
+            }
+        }
+    }
+}
+
+/// Everything under `dir`, links not followed: path → kind, mode, content.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, (String, Vec<u8>)> {
+    modes_under(dir)
+        .into_iter()
+        .map(|(path, mode)| {
+            let full = dir.join(&path);
+            let content = match mode.as_bytes()[0] {
+                b'-' => std::fs::read(&full).unwrap(),
+                b'l' => std::fs::read_link(&full)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                _ => Vec::new(),
+            };
+            (path, (mode, content))
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_first_write_leaves_the_directory_as_it_found_it() {
+    for planted in ["signer", "ca-bundle.crt"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        std::fs::create_dir(&dir).unwrap();
+        set_mode(&dir, 0o700);
+        std::fs::write(dir.join(planted), "someone else's file").unwrap();
+        let before = snapshot(&dir);
+        let store = FsStore::open_or_create(&dir).unwrap();
+        // What `pki init` does: read, then create.
+        assert!(store.get(KEY).unwrap().is_none());
+        assert!(store.keys().unwrap().is_empty());
+        let err = Driver::new(&store)
+            .create::<SignerEngine>(KEY, &initial(310))
+            .unwrap_err();
+        assert!(matches!(err, RotateError::DamagedStore { .. }), "{err}");
+        assert!(err.to_string().contains(planted), "{err}");
+        assert_eq!(snapshot(&dir), before, "{planted}: left something behind");
+    }
+}
+
+#[test]
+fn a_store_inside_another_stores_published_files_is_refused_before_anything_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outer = tmp.path().join("outer");
+    let store = create(&outer, &initial(320));
+    let before = snapshot(tmp.path());
+    // Through a published link (certs -> .data/certs), through .data, and
+    // straight into the generation or the spare: the outer store's next
+    // write replaces that directory, and the inner store with it.
+    let generation = std::fs::read_link(outer.join(".data")).unwrap();
+    for inside in [
+        outer.join("certs/inner"),
+        outer.join("certs/web/deeper/inner"),
+        outer.join(".data/inner"),
+        outer.join(&generation).join("inner"),
+    ] {
+        let err = FsStore::open_or_create(&inside).unwrap_err();
+        assert!(matches!(err, RotateError::UnsafeStore { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&*outer.to_string_lossy()), "{text}");
+        assert!(text.contains("inside the directory store"), "{text}");
+        assert_eq!(snapshot(tmp.path()), before, "{}", inside.display());
+    }
+    // Beside the published files, a nested store is fine.
+    let beside = FsStore::open_or_create(outer.join("inner")).unwrap();
+    Driver::new(&beside)
+        .create::<SignerEngine>(KEY, &initial(321))
+        .unwrap();
+    step(
+        &store,
+        &SignerInput::default(),
+        rotation_time(&initial(320)),
+        322,
+    )
+    .unwrap();
+    assert!(beside.get(KEY).unwrap().is_some());
+}

@@ -32,7 +32,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `$1` with `sh -c` and records its exit status in `$2` when it ends.
-const WRAPPER: &str = r#"sh -c "$1"; rc=$?; printf '%s\n' "$rc" > "$2"; exit "$rc""#;
+/// The status file is written under umask 077 (in a subshell: the hook
+/// keeps the caller's umask), so it is 0600 like the other capture files.
+const WRAPPER: &str = r#"sh -c "$1"; rc=$?; (umask 077; printf '%s\n' "$rc" > "$2"); exit "$rc""#;
 
 /// How often a wait checks on a hook.
 const POLL: Duration = Duration::from_millis(20);
@@ -72,17 +74,33 @@ fn io_err(path: &Path, e: std::io::Error) -> String {
     format!("{}: {e}", path.display())
 }
 
-/// Creates `dir` (and its parents) 0700 whatever the umask.
+/// Makes `dir` 0700, creating it and each missing parent 0700 whatever the
+/// umask (parents that exist keep their mode: they may be the user's).
 pub fn private_dir(dir: &Path) -> Result<(), String> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| io_err(dir, e))?;
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(path) = at.filter(|p| !p.as_os_str().is_empty()) {
+        if fs::symlink_metadata(path).is_ok() {
+            break;
+        }
+        missing.push(path);
+        at = path.parent();
+    }
+    for path in missing.iter().rev() {
+        match DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+                .map_err(|e| io_err(path, e))?,
+            // Another run made it meanwhile.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(path, e)),
+        }
+    }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| io_err(dir, e))
 }
 
-fn private_file(path: &Path, create_new: bool) -> std::io::Result<File> {
+/// Opens a file 0600 whatever the umask: a new one (`create_new`), or
+/// created or truncated.
+pub fn private_file(path: &Path, create_new: bool) -> std::io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(true).mode(0o600);
     if create_new {
@@ -186,7 +204,9 @@ fn run_mint(
         .spawn()
         .map_err(|e| format!("cannot start the mint hook: {e}"))?;
     let pid_path = attempt.path("pid");
-    if let Err(e) = fs::write(&pid_path, child.id().to_string()) {
+    let recorded = private_file(&pid_path, false)
+        .and_then(|mut f| f.write_all(child.id().to_string().as_bytes()));
+    if let Err(e) = recorded {
         kill_group(child.id());
         let _ = child.wait();
         return Err(io_err(&pid_path, e));

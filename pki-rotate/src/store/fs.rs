@@ -38,7 +38,8 @@
 //! generation needs, and removes, links or writes only the rest; one
 //! `syncfs` flushes it (elsewhere than Linux, each new file and directory is
 //! flushed). A spare that an interrupted run left out of date is removed by
-//! the next run holding the lock. Secret files get mode 0600 and every
+//! the next run holding the lock. Secret files and the store's bookkeeping
+//! (the lock, the spare's mark) get mode 0600, other files 0644 and every
 //! directory 0700, whatever the umask.
 //!
 //! Hardening, because a directory other local users can reach is attacked
@@ -241,14 +242,22 @@ impl FsStore {
     /// Opens the store in `root`, creating the directory (mode 0700) when it
     /// does not exist. A directory without a store is an empty store: its
     /// first `put` creates the layout.
+    ///
+    /// A `root` inside another directory store's files (reached through
+    /// one of its published links, `.data`, a generation or the spare) is
+    /// refused before anything is created: that store's next write
+    /// replaces the directory, and this store would silently go with it.
     pub fn open_or_create(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
+        check_not_inside_a_store(&root)?;
         if !root.is_dir() {
             DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&root)
                 .map_err(io(&root))?;
+            // Exactly 0700, whatever the umask cleared.
+            fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).map_err(io(&root))?;
         }
         let store = FsStore::at(root);
         store.check_root()?;
@@ -332,6 +341,15 @@ impl FsStore {
     /// checked, for the read to use rather than walk it a second time.
     fn reader_lock(&self) -> Result<(Option<lock::Lock>, Option<Current>)> {
         let path = self.lock_path();
+        // No lock file and no `.data`: no run ever wrote here (a writer
+        // creates the lock before anything else), so there is nothing to
+        // read or finish, and a read creates nothing either: a command
+        // refused after it leaves the directory as it found it.
+        if fs::symlink_metadata(&path).is_err()
+            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
+        {
+            return Ok((None, None));
+        }
         match lock::try_exclusive(&path) {
             Ok(Some(held)) => {
                 let current = self.current()?;
@@ -1012,10 +1030,12 @@ impl FsStore {
             link_or_copy(&live.join(relative), &path)?;
         }
         // Not flushed: the mark only spares the next run a removal, and a
-        // spare is walked and checked before it is used again.
+        // spare is walked and checked before it is used again. Its mode is
+        // set, not left to the umask: the walk refuses a file others can
+        // write, and would refuse the store's own mark.
         let mark = spare.join(SPARE_MARK);
         let _ = fs::remove_file(&mark);
-        fs::write(&mark, number.to_string()).map_err(io(&mark))
+        write_unsynced(&mark, &File::secret(number.to_string())).map(drop)
     }
 
     /// Makes `gen_name` current by renaming a new link over `.data`. On
@@ -1197,6 +1217,12 @@ impl Store for FsStore {
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         validate_key(key)?;
+        if fs::symlink_metadata(self.root.join(DATA_LINK)).is_err() {
+            // The first write: refuse what the commit would refuse before
+            // the lock file is created, so a refused `init` leaves nothing.
+            self.check_root()?;
+            self.check_published(&Manifest::default(), files.top_level_names().into_iter())?;
+        }
         let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
         let current = self.current()?;
         let found = current
@@ -1311,6 +1337,49 @@ impl<'a> Target<'a> {
             self.dirs.insert(relative[..end].to_string());
         }
     }
+}
+
+/// Refuses `root` when it lies in a generation directory (or the spare) of
+/// another store: the nearest existing ancestor, links resolved, has a
+/// `.gen-N` or `.spare` component whose parent holds a `.data` link.
+fn check_not_inside_a_store(root: &Path) -> Result<()> {
+    let mut existing = root;
+    while fs::symlink_metadata(existing).is_err() {
+        existing = match existing.parent() {
+            Some(p) if p.as_os_str().is_empty() => Path::new("."),
+            Some(p) => p,
+            // Nothing exists up to `/`: creating fails on its own.
+            None => return Ok(()),
+        };
+    }
+    // Unresolvable: the operations that follow fail with their own error.
+    let Ok(resolved) = fs::canonicalize(existing) else {
+        return Ok(());
+    };
+    for ancestor in resolved.ancestors() {
+        let Some(name) = ancestor.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let generation = name == SPARE
+            || name
+                .strip_prefix(GEN_PREFIX)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if let Some(store) = ancestor.parent()
+            && generation
+            && fs::symlink_metadata(store.join(DATA_LINK)).is_ok()
+        {
+            return Err(RotateError::UnsafeStore {
+                path: root.to_path_buf(),
+                reason: format!(
+                    "lies inside the directory store {} (in {name}, which its next write \
+                     replaces, removing what is there): choose a directory outside its \
+                     published files",
+                    store.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether `path` lies inside the directory `dir` (both relative).

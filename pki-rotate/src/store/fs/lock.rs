@@ -9,7 +9,7 @@ use super::safety::{check_owner_and_mode, effective_uid};
 use crate::error::{Result, RotateError};
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,12 @@ fn open(path: &Path) -> Result<fs::File> {
         });
     }
     check_owner_and_mode(path, &meta, effective_uid())?;
+    // Created 0600 less the umask: set it exactly, so that a umask that
+    // clears the owner's write bit cannot make the next run's open fail.
+    if meta.permissions().mode() & 0o7777 != 0o600 {
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(|e| RotateError::io(path, e))?;
+    }
     Ok(file)
 }
 
