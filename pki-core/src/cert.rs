@@ -539,6 +539,12 @@ impl Certificate {
             || self.canonical_subject() == child.canonical_issuer()
     }
 
+    /// Whether the certificate carries a nameConstraints extension (or one
+    /// that does not decode): the names of the leaves below it matter.
+    pub fn has_name_constraints(&self) -> bool {
+        !matches!(self.name_constraints(), Ok(None))
+    }
+
     /// The nameConstraints extension, decoded once.
     pub(crate) fn name_constraints(&self) -> Result<Option<Arc<NameConstraints>>, der::Error> {
         self.0

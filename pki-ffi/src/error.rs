@@ -525,7 +525,7 @@ impl From<RotateError> for Failure {
             E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
             E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
             E::Expired { .. } => PKI_RESULT_EXPIRED,
-            E::ValidationFailed { .. } => PKI_RESULT_VALIDATION_FAILED,
+            E::ValidationFailed { .. } | E::LeafRefused { .. } => PKI_RESULT_VALIDATION_FAILED,
             E::ImportedCaRenewal { .. } | E::ImportedCaRotation { .. } => PKI_RESULT_IMPORTED_CA,
             E::TrustBreak { .. } => PKI_RESULT_TRUST_BREAK,
             E::SetUnknownCa(_) => PKI_RESULT_SET_UNKNOWN_CA,

@@ -35,6 +35,16 @@ pub enum RotateError {
         /// What does not hold, one sentence each.
         problems: Vec<String>,
     },
+    /// A leaf the CA cannot issue so that clients accept it (a name outside
+    /// an imported CA's name constraints, a path length the chain forbids):
+    /// refused before anything is written.
+    #[error("certificate {name} refused: {reason}")]
+    LeafRefused {
+        /// The leaf's name.
+        name: String,
+        /// Why its certificate would not verify.
+        reason: String,
+    },
     /// An error from the certificate model.
     #[error(transparent)]
     Core(#[from] pki_core::Error),

@@ -85,6 +85,90 @@ pub mod check {
     pub const VALID_FOR_24H: &str = "valid-for-24h";
     /// The service-account key set keeps every current key.
     pub const SERVICE_ACCOUNT_KEY_KEPT: &str = "service-account-key-kept";
+    /// A leaf the CA issues (and every leaf the store keeps, when the
+    /// chain constrains names) verifies against the root clients will
+    /// trust: nothing above it forbids it (a path length, a name
+    /// constraint, an expiry).
+    pub const ISSUES_VERIFIABLE_LEAVES: &str = "issues-verifiable-leaves";
+}
+
+/// The requests a CA must be able to issue for: a serving certificate for
+/// the probe name, or when the chain constrains names (which the probe
+/// name is outside of), a client certificate without names and every leaf
+/// the store keeps, with its own names.
+pub(crate) fn probe_requests<'a>(
+    lifetime: Duration,
+    constrained: bool,
+    leaves: impl Iterator<Item = (&'a str, &'a LeafRequest)>,
+) -> Vec<(Option<&'a str>, LeafRequest)> {
+    if !constrained {
+        let mut probe = LeafRequest::server(vec![crate::preflight::PROBE_NAME.to_string()]);
+        probe.lifetime = lifetime;
+        return vec![(None, probe)];
+    }
+    let nameless = LeafRequest {
+        kind: crate::LeafKind::Client,
+        dns_names: Vec::new(),
+        ip_addresses: Vec::new(),
+        lifetime,
+    };
+    std::iter::once((None, nameless))
+        .chain(leaves.map(|(name, r)| (Some(name), r.clone())))
+        .collect()
+}
+
+/// Checks that `ca`, presented with `chain_after_leaf` and trusted through
+/// `root`, issues leaves that verify: the [`check::ISSUES_VERIFIABLE_LEAVES`]
+/// check of imports and replacements.
+pub(crate) fn check_issuance<'a>(
+    ca: &CertificateAuthority,
+    chain_after_leaf: &[Certificate],
+    root: &Certificate,
+    lifetime: Duration,
+    leaves: impl Iterator<Item = (&'a str, &'a LeafRequest)>,
+    now: OffsetDateTime,
+) -> Check {
+    let constrained = std::iter::once(&ca.cert)
+        .chain(chain_after_leaf)
+        .chain([root])
+        .any(Certificate::has_name_constraints);
+    let bundle = Bundle::from_certs([root.clone()]);
+    let limit = chain_after_leaf
+        .iter()
+        .chain([root])
+        .filter(|c| *c != &ca.cert)
+        .map(Certificate::not_after)
+        .min();
+    let requests = probe_requests(lifetime, constrained, leaves);
+    for (leaf, request) in &requests {
+        if let Err(e) =
+            crate::preflight::probe_issuance(ca, chain_after_leaf, &bundle, request, limit, now)
+        {
+            let what = match leaf {
+                Some(name) => format!("certificate {name} ({})", request.names().join(", ")),
+                None => "a leaf".to_string(),
+            };
+            return Check::new(
+                check::ISSUES_VERIFIABLE_LEAVES,
+                false,
+                format!(
+                    "{what} issued by {} would not verify for clients trusting {}: {e}",
+                    ca.cert.id(),
+                    root.id()
+                ),
+            );
+        }
+    }
+    Check::new(
+        check::ISSUES_VERIFIABLE_LEAVES,
+        true,
+        format!(
+            "{} probe leaf(s) issued by {} verify against {}",
+            requests.len(),
+            ca.cert.id(),
+            root.id()
+        ),
+    )
 }
 
 /// What an imported CA brings besides itself.
@@ -513,85 +597,19 @@ impl Validation {
         service_accounts: &ServiceAccountKeys,
         now: OffsetDateTime,
     ) -> Self {
-        let cert = &import.cert;
-        let mut checks = Vec::new();
-        checks.push(match &import.key {
-            None => Check::new(check::KEY_MATCHES, false, "no private key supplied"),
-            Some(k) if k.matches(cert.public_key()) => Check::new(
-                check::KEY_MATCHES,
-                true,
-                format!("the {} key belongs to {}", k.algorithm(), cert.id()),
-            ),
-            Some(_) => Check::new(
-                check::KEY_MATCHES,
-                false,
-                format!("the private key supplied does not belong to {}", cert.id()),
-            ),
-        });
-        checks.push(match pki_core::check_can_sign_certificates(cert) {
-            Ok(()) => Check::new(check::IS_CA, true, "cA:TRUE, may sign certificates"),
-            Err(e) => Check::new(check::IS_CA, false, e.to_string()),
-        });
-        checks.push(if import.is_self_signed() {
-            Check::new(check::CHAIN_SUPPLIED, true, "self-signed: no chain needed")
-        } else if import.chain.is_empty() {
-            Check::new(
-                check::CHAIN_SUPPLIED,
-                false,
-                format!(
-                    "{} is signed by \"{}\" but came alone: an intermediate topology needs the chain up to the root (--chain, or the certificates after the CA in the same file)",
-                    cert.id(),
-                    cert.issuer()
-                ),
-            )
-        } else {
-            Check::new(
-                check::CHAIN_SUPPLIED,
-                true,
-                format!(
-                    "{} certificate(s) above the CA{}",
-                    import.chain.len(),
-                    if import.root().is_some() {
-                        ", up to a root"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-        });
+        let mut checks = import_checks(
+            import,
+            state.leaves.iter().map(|(n, l)| (n.as_str(), &l.request)),
+            now,
+        );
         let (topology, trust) = topology(state, import, now);
-        checks.push(match trust {
-            Ok(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, true, detail),
-            Err(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, false, detail),
-        });
-        let left = cert.not_after() - now;
-        checks.push(if now < cert.not_before() {
-            Check::new(
-                check::VALID_FOR_24H,
-                false,
-                format!("not valid before {}", rfc3339(cert.not_before())),
-            )
-        } else if left <= MIN_REPLACEMENT_VALIDITY {
-            Check::new(
-                check::VALID_FOR_24H,
-                false,
-                format!(
-                    "expires at {} ({} left): a replacement needs more than 24h",
-                    rfc3339(cert.not_after()),
-                    pki_core::policy::human(left.max(Duration::ZERO))
-                ),
-            )
-        } else {
-            Check::new(
-                check::VALID_FOR_24H,
-                true,
-                format!(
-                    "valid until {} ({} left)",
-                    rfc3339(cert.not_after()),
-                    pki_core::policy::human(left)
-                ),
-            )
-        });
+        checks.insert(
+            3,
+            match trust {
+                Ok(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, true, detail),
+                Err(detail) => Check::new(check::CHAINS_TO_CURRENT_TRUST, false, detail),
+            },
+        );
         checks.push(check_service_account_keys(service_accounts));
         let ok = checks.iter().all(|c| c.ok);
         Validation {
@@ -599,6 +617,147 @@ impl Validation {
             topology,
         }
     }
+}
+
+/// The checks of a CA supplied from outside that hold whatever the store
+/// holds, in report order: its key, that it may sign certificates, its
+/// chain, its validity (to the earliest NotAfter of it and its chain),
+/// and that the leaves it issues (and `leaves`, when the chain constrains
+/// names) verify against its root. `init --import` refuses when one
+/// fails; `validate` and `rotate --to` run the same list and add the
+/// checks against the store (continuity of trust, service-account keys).
+pub fn import_checks<'a>(
+    import: &CaImport,
+    leaves: impl Iterator<Item = (&'a str, &'a LeafRequest)>,
+    now: OffsetDateTime,
+) -> Vec<Check> {
+    let cert = &import.cert;
+    let mut checks = Vec::new();
+    checks.push(match &import.key {
+        None => Check::new(check::KEY_MATCHES, false, "no private key supplied"),
+        Some(k) if k.matches(cert.public_key()) => Check::new(
+            check::KEY_MATCHES,
+            true,
+            format!("the {} key belongs to {}", k.algorithm(), cert.id()),
+        ),
+        Some(_) => Check::new(
+            check::KEY_MATCHES,
+            false,
+            format!("the private key supplied does not belong to {}", cert.id()),
+        ),
+    });
+    checks.push(match pki_core::check_can_sign_certificates(cert) {
+        Ok(()) => Check::new(check::IS_CA, true, "cA:TRUE, may sign certificates"),
+        Err(e) => Check::new(check::IS_CA, false, e.to_string()),
+    });
+    checks.push(if import.is_self_signed() {
+        Check::new(check::CHAIN_SUPPLIED, true, "self-signed: no chain needed")
+    } else if import.chain.is_empty() {
+        Check::new(
+            check::CHAIN_SUPPLIED,
+            false,
+            format!(
+                "{} is signed by \"{}\" but came alone: an intermediate topology needs the chain up to the root (--chain, or the certificates after the CA in the same file)",
+                cert.id(),
+                cert.issuer()
+            ),
+        )
+    } else {
+        Check::new(
+            check::CHAIN_SUPPLIED,
+            true,
+            format!(
+                "{} certificate(s) above the CA{}",
+                import.chain.len(),
+                if import.root().is_some() {
+                    ", up to a root"
+                } else {
+                    ""
+                }
+            ),
+        )
+    });
+    // A leaf stops verifying when any certificate of its path expires.
+    let (until, first) = std::iter::once(cert)
+        .chain(&import.chain)
+        .map(|c| (c.not_after(), c))
+        .min_by_key(|(t, _)| *t)
+        .unwrap_or((cert.not_after(), cert));
+    let whose = if first == cert {
+        String::new()
+    } else {
+        format!(" (its chain's {})", first.id())
+    };
+    let left = until - now;
+    checks.push(if now < cert.not_before() {
+        Check::new(
+            check::VALID_FOR_24H,
+            false,
+            format!("not valid before {}", rfc3339(cert.not_before())),
+        )
+    } else if left <= MIN_REPLACEMENT_VALIDITY {
+        Check::new(
+            check::VALID_FOR_24H,
+            false,
+            format!(
+                "expires at {}{whose} ({} left): a CA needs more than 24h",
+                rfc3339(until),
+                pki_core::policy::human(left.max(Duration::ZERO))
+            ),
+        )
+    } else {
+        Check::new(
+            check::VALID_FOR_24H,
+            true,
+            format!(
+                "valid until {}{whose} ({} left)",
+                rfc3339(until),
+                pki_core::policy::human(left)
+            ),
+        )
+    });
+    // A probe needs the CA's key and a certificate that may sign: when an
+    // earlier check found either missing, that check is the failure, and
+    // this one says it did not run.
+    let blocked: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.ok && (c.name == check::KEY_MATCHES || c.name == check::IS_CA))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !blocked.is_empty() {
+        let detail = format!(
+            "not run: no leaf can be issued until {} passes",
+            blocked.join(" and ")
+        );
+        checks.push(Check::new(check::ISSUES_VERIFIABLE_LEAVES, true, detail));
+        return checks;
+    }
+    checks.push(match import.authority() {
+        Ok(ca) => {
+            let suffix: Vec<Certificate> = if import.is_self_signed() {
+                Vec::new()
+            } else {
+                std::iter::once(cert.clone())
+                    .chain(import.intermediates().iter().cloned())
+                    .collect()
+            };
+            let root = import.root().or(import.chain.last()).unwrap_or(cert);
+            check_issuance(
+                &ca,
+                &suffix,
+                root,
+                crate::leaf::DEFAULT_LEAF_LIFETIME,
+                leaves,
+                now,
+            )
+        }
+        Err(e) => Check::new(
+            check::ISSUES_VERIFIABLE_LEAVES,
+            false,
+            format!("nothing can be issued: {e}"),
+        ),
+    });
+    checks
 }
 
 /// A replacement CA proposed by an operator.
@@ -893,7 +1052,13 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
         not_after: old.cert.not_after(),
         trusted_until,
         certificate: is_self_signed(&old.cert).then(|| old.cert.to_pem()),
-        probe: old_probe.as_ref().map(|p| p.cert.to_pem()),
+        probe: old_probe.as_ref().map(|p| {
+            state
+                .serving_chain(&p.cert)
+                .iter()
+                .map(Certificate::to_pem)
+                .collect()
+        }),
     });
     next.ca = new;
     next.external = Some(external);
@@ -1031,22 +1196,24 @@ impl SignerState {
         now: OffsetDateTime,
     ) -> Result<Self> {
         policy.validate()?;
-        let ca = import.authority()?;
-        // Reported as the validation check it is (`chain-supplied`), which
-        // `CaImport::validate` would report as a chain without its root.
-        if !import.is_self_signed() && import.chain.is_empty() {
+        // The checks of every supplied CA that hold whatever the store
+        // holds (validate and rotate --to run the same): what can never
+        // verify is refused before it is written.
+        let failed: Vec<OverriddenCheck> = import_checks(import, std::iter::empty(), now)
+            .into_iter()
+            .filter(|c| !c.ok)
+            .map(|c| OverriddenCheck {
+                name: c.name,
+                detail: c.detail,
+            })
+            .collect();
+        if !failed.is_empty() {
             return Err(RotateError::ValidationFailed {
-                failed: vec![OverriddenCheck {
-                    name: check::CHAIN_SUPPLIED.into(),
-                    detail: format!(
-                        "{} is signed by \"{}\" but came alone: supply the chain up to the root",
-                        ca.cert.id(),
-                        ca.cert.issuer()
-                    ),
-                }],
+                failed,
                 forced: false,
             });
         }
+        let ca = import.authority()?;
         let validated = import.validate(now)?;
         let root = validated.root().clone();
         Ok(SignerState {

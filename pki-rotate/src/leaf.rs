@@ -79,7 +79,7 @@ impl LeafKind {
         }
     }
 
-    fn profile(self) -> Profile {
+    pub(crate) fn profile(self) -> Profile {
         match self {
             LeafKind::Server => Profile::Server,
             LeafKind::Client => Profile::Client,
@@ -158,7 +158,7 @@ impl LeafRequest {
         missing
     }
 
-    fn common_name(&self) -> String {
+    pub(crate) fn common_name(&self) -> String {
         match (self.dns_names.first(), self.ip_addresses.first()) {
             (Some(d), _) => d.clone(),
             (None, Some(ip)) => ip.to_string(),

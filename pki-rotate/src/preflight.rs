@@ -242,9 +242,13 @@ pub fn rotation_trust_breaks(
             cause: e.to_string(),
         });
     }
-    if let Some(probe) = parse(previous.probe.as_ref())
-        && probe.is_valid_at(now)
-        && let Err(e) = check(&[probe], &after.bundle, now, &cache)
+    let old_chain = previous
+        .probe
+        .as_ref()
+        .and_then(|pem| Certificate::all_from_pem(pem.as_bytes()).ok())
+        .filter(|chain| chain.first().is_some_and(|c| c.is_valid_at(now)));
+    if let Some(old_chain) = old_chain
+        && let Err(e) = check(&old_chain, &after.bundle, now, &cache)
     {
         breaks.push(TrustBreak {
             check: "bundle-of-two-rotations-ago",
@@ -258,4 +262,67 @@ pub fn rotation_trust_breaks(
         });
     }
     breaks
+}
+
+/// Whether `ca` can issue a leaf of `request` that consumers accept: a
+/// probe leaf, issued by `ca` exactly as a real one would be (its names,
+/// its kind, its NotAfter cut at `not_after_limit`), presented with
+/// `chain_after_leaf` (what follows a leaf of `ca` in the chain servers
+/// send), verified against `bundle` (what consumers trust) at `now`, by
+/// the verifier every check uses: path length, name constraints, key
+/// usage, validity. The probe is never kept; its key and serial come from
+/// a fixed seed, so the check is a pure function of its inputs. Returns
+/// why it does not verify.
+pub fn probe_issuance(
+    ca: &pki_core::CertificateAuthority,
+    chain_after_leaf: &[Certificate],
+    bundle: &Bundle,
+    request: &crate::LeafRequest,
+    not_after_limit: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<(), String> {
+    use rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x0070_726f_6265);
+    let key = pki_core::PrivateKey::generate(pki_core::KeyAlgorithm::EcdsaP256, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let mut params = pki_core::CertificateParams::new(
+        request.kind.profile(),
+        &request.common_name(),
+        now,
+        request.lifetime,
+    )
+    .map_err(|e| e.to_string())?;
+    params.dns_names = request.dns_names.clone();
+    params.ip_addresses = request.ip_addresses.clone();
+    params.not_after_limit = not_after_limit;
+    let public = key.public_key().map_err(|e| e.to_string())?;
+    let probe = ca
+        .issue(&params, &public, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let purposes: &[Purpose] = match request.kind {
+        crate::LeafKind::Server => &[Purpose::ServerAuth],
+        crate::LeafKind::Client => &[Purpose::ClientAuth],
+        crate::LeafKind::ServerClient => &[Purpose::ServerAuth, Purpose::ClientAuth],
+    };
+    let cache = SignatureCache::new();
+    for &purpose in purposes {
+        let mut opts = VerifyOptions::new(now, purpose);
+        if purpose == Purpose::ServerAuth {
+            opts.name = probe
+                .dns_names()
+                .into_iter()
+                .next()
+                .map(|d| ExpectedName::Dns(d.replacen("*.", "host.", 1)))
+                .or_else(|| {
+                    probe
+                        .ip_addresses()
+                        .into_iter()
+                        .next()
+                        .map(ExpectedName::Ip)
+                });
+        }
+        verify_chain_cached(&probe, chain_after_leaf, bundle, &opts, &cache)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

@@ -104,8 +104,10 @@ pub struct PreviousCa {
     /// not refreshed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate: Option<String>,
-    /// A probe leaf it issued at the rotation (PEM): stands for the serving
-    /// certificates of servers that have not refreshed, in trust checks.
+    /// A probe leaf it issued at the rotation, followed by the chain it was
+    /// served with (PEM): stands for the serving chains of servers that
+    /// have not refreshed, in trust checks. Documents written before the
+    /// chain was kept hold the probe alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
 }
@@ -747,6 +749,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         match change {
             LeafChange::Request { name, request } | LeafChange::Replace { name, request } => {
                 request.validate()?;
+                check_issuable(state, name, request, now)?;
                 let before = lookup_leaf(state, &overrides, name).map(|(r, _)| r);
                 if let (Some(before), LeafChange::Request { .. }) = (before, change) {
                     refuse_narrowing(name, before, request)?;
@@ -845,6 +848,44 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         compromise,
         skip_trust_break_check: input.skip_trust_break_check,
         next_check: next_check(state, &policy, now),
+    })
+}
+
+/// Refuses a leaf an imported CA cannot issue so that clients accept it:
+/// when the external chain constrains names, a probe with the leaf's names
+/// verifies against the bundle first (a CA pki generated constrains
+/// nothing, and a probe per request would cost a signature).
+fn check_issuable(
+    state: &SignerState,
+    name: &str,
+    request: &LeafRequest,
+    now: OffsetDateTime,
+) -> Result<()> {
+    let Some(external) = &state.external else {
+        return Ok(());
+    };
+    let constrained = std::iter::once(&state.ca.cert)
+        .chain(&external.chain)
+        .any(Certificate::has_name_constraints);
+    if !constrained {
+        return Ok(());
+    }
+    let suffix = external.serving_suffix(&state.ca.cert);
+    crate::preflight::probe_issuance(
+        &state.ca,
+        &suffix,
+        &state.bundle,
+        request,
+        state.leaf_not_after_limit(),
+        now,
+    )
+    .map_err(|e| RotateError::LeafRefused {
+        name: name.to_string(),
+        reason: format!(
+            "{} issued by {} would not verify for the clients of this store: {e}",
+            request.names().join(", "),
+            state.ca.cert.id()
+        ),
     })
 }
 
@@ -979,7 +1020,13 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
             not_after: old.cert.not_after(),
             trusted_until,
             certificate: Some(old.cert.to_pem()),
-            probe: old_probe.as_ref().map(|p| p.cert.to_pem()),
+            probe: old_probe.as_ref().map(|p| {
+                state
+                    .serving_chain(&p.cert)
+                    .iter()
+                    .map(Certificate::to_pem)
+                    .collect()
+            }),
         });
         next.ca = new;
         next.bridge = bridge_b;

@@ -539,9 +539,13 @@ fn trust_now(state: &SignerState, now: OffsetDateTime) -> Vec<crate::preflight::
     let parse = |pem: Option<&String>| pem.and_then(|p| Certificate::from_pem(p.as_bytes()).ok());
     // Once the previous CA has expired, servers and clients holding only its
     // material are broken by expiry, not by the rotation: leave its cells out.
-    let old_chain = parse(previous.and_then(|p| p.probe.as_ref()))
-        .filter(|c| c.is_valid_at(now))
-        .map(|c| vec![c]);
+    // The old serving chain as servers that have not refreshed present it:
+    // the probe and what followed it (an imported CA's intermediates), so
+    // status builds the chain the way a client does.
+    let old_chain = previous
+        .and_then(|p| p.probe.as_ref())
+        .and_then(|pem| Certificate::all_from_pem(pem.as_bytes()).ok())
+        .filter(|chain| chain.first().is_some_and(|c| c.is_valid_at(now)));
     let old_bundle = parse(previous.and_then(|p| p.certificate.as_ref()))
         .filter(|c| c.is_valid_at(now))
         .map(|c| pki_core::Bundle::from_certs([c]));

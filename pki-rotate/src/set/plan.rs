@@ -197,7 +197,11 @@ fn check_new_ca(
 /// certificate that may sign certificates, the path to the root verifying.
 /// Returns when its leaves stop verifying: the earliest NotAfter of the CA
 /// and its chain.
-fn check_import(import: &ImportedCa, now: OffsetDateTime) -> Result<OffsetDateTime> {
+fn check_import(
+    doc: &SetState,
+    import: &ImportedCa,
+    now: OffsetDateTime,
+) -> Result<OffsetDateTime> {
     let refuse = |e: pki_core::Error| RotateError::SetCaRefused {
         ca: import.ca.clone(),
         reason: e.to_string(),
@@ -210,6 +214,49 @@ fn check_import(import: &ImportedCa, now: OffsetDateTime) -> Result<OffsetDateTi
     }
     .validate(now)
     .map_err(refuse)?;
+    // What can never verify is refused before it is written: a leaf of
+    // this CA (each leaf of the set's CA, when the chain constrains names)
+    // must verify for clients trusting the root its bundles will hold.
+    let pair = super::CaPair {
+        signer: import.authority.clone(),
+        client_signer: None,
+        chain: import.chain.clone(),
+    };
+    let requests: Vec<(&str, crate::LeafRequest)> = doc
+        .leaves
+        .iter()
+        .filter(|(_, l)| l.spec.ca == import.ca && l.spec.serving)
+        .map(|(name, l)| {
+            let kind = if l.spec.client {
+                crate::LeafKind::ServerClient
+            } else {
+                crate::LeafKind::Server
+            };
+            (
+                name.as_str(),
+                crate::LeafRequest {
+                    kind,
+                    dns_names: l.spec.dns_names.clone(),
+                    ip_addresses: l.spec.ip_addresses.clone(),
+                    lifetime: l.spec.lifetime,
+                },
+            )
+        })
+        .collect();
+    let check = crate::external::check_issuance(
+        &import.authority,
+        &pair.chain_after_leaf(&import.authority),
+        pair.root(),
+        super::DEFAULT_SET_LEAF_LIFETIME,
+        requests.iter().map(|(n, r)| (*n, r)),
+        now,
+    );
+    if !check.ok {
+        return Err(RotateError::SetCaRefused {
+            ca: import.ca.clone(),
+            reason: check.detail,
+        });
+    }
     Ok(validated.not_after())
 }
 
@@ -319,7 +366,7 @@ fn check_start(doc: &SetState, imports: &[ImportedCa], now: OffsetDateTime) -> R
                 ),
             });
         }
-        import_not_after.insert(&import.ca, check_import(import, now)?);
+        import_not_after.insert(&import.ca, check_import(doc, import, now)?);
     }
     let mut cas = Vec::new();
     for (name, ca) in &doc.cas {
