@@ -40,7 +40,7 @@
 //!
 //! Checks, on every certificate of the path unless said otherwise:
 //!
-//! - signature: ECDSA P-256 with SHA-256/384, RSA PKCS#1 v1.5 (2048 to
+//! - signature: ECDSA P-256 or P-384 with SHA-256/384, RSA PKCS#1 v1.5 (2048 to
 //!   8192 bits) with SHA-256/384/512, over the TBSCertificate bytes exactly
 //!   as encoded; the inner and outer algorithms must be equal;
 //! - validity at the given time (truncated to seconds, both ends inclusive),

@@ -57,7 +57,7 @@ pub enum VerifyError {
         issuer: String,
     },
     /// A certificate is signed with an algorithm this verifier does not accept.
-    /// Supported: ECDSA P-256 with SHA-256 or SHA-384, RSA PKCS#1 v1.5 with
+    /// Supported: ECDSA P-256 or P-384 with SHA-256 or SHA-384, RSA PKCS#1 v1.5 with
     /// SHA-256, SHA-384 or SHA-512.
     #[error("certificate {cert} is signed with unsupported algorithm {oid}")]
     UnsupportedSignatureAlgorithm {
