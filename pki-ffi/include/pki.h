@@ -563,6 +563,10 @@ enum pki_key_type
    * RSA 4096 bits.
    */
   PKI_KEY_TYPE_RSA4096 = 3,
+  /**
+   * ECDSA P-384 with SHA-384. Not a key type of the key ring.
+   */
+  PKI_KEY_TYPE_P384 = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
