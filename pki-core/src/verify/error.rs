@@ -87,6 +87,17 @@ pub enum VerifyError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The leaf's own public key is weak or of a refused kind: RSA under
+    /// 2048 bits or not a whole number of bytes, DSA, or an EC key on a
+    /// curve other than P-256, P-384 or P-521 (the same floor issuers'
+    /// keys meet).
+    #[error("public key of certificate {cert} is refused: {reason}")]
+    WeakPublicKey {
+        /// The certificate.
+        cert: String,
+        /// What is wrong with its key.
+        reason: String,
+    },
     /// A certificate used as an issuer is not a CA (basicConstraints
     /// missing or cA FALSE, RFC 5280 §4.2.1.9).
     #[error("certificate {cert} cannot issue certificates: {reason}")]

@@ -369,6 +369,40 @@ fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
     }
 }
 
+const SECP521R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.35");
+const DSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10040.4.1");
+
+/// Refuses a certificate's own key when it is weak: RSA below 2048 bits
+/// (or not a whole number of bytes, or with an even exponent), DSA, an EC
+/// key on a curve other than P-256, P-384 or P-521 (P-192 and P-224
+/// among them) or with explicit parameters. Issuers' keys meet the same
+/// floor when their signatures are checked; this applies it to the leaf,
+/// whose key is never used here. Other key types are not judged.
+pub(crate) fn check_key_strength(spki: &SubjectPublicKeyInfoOwned) -> Result<(), String> {
+    match spki.algorithm.oid {
+        RSA_ENCRYPTION => rsa_key(spki).map(|_| ()).map_err(|f| match f {
+            SigFailure::UnsupportedKey(reason) => reason,
+            _ => "not an RSA public key".to_owned(),
+        }),
+        EC_PUBLIC_KEY => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
+            match curve {
+                Some(SECP256R1 | SECP384R1 | SECP521R1) => Ok(()),
+                Some(other) => Err(format!(
+                    "EC key on curve {other} (accepted: P-256, P-384, P-521)"
+                )),
+                None => Err("EC key without a named curve (explicit or missing parameters)".into()),
+            }
+        }
+        DSA => Err("DSA key (DSA is not accepted)".into()),
+        _ => Ok(()),
+    }
+}
+
 fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
     use rsa::pkcs1::DecodeRsaPublicKey;
     use rsa::traits::PublicKeyParts;
