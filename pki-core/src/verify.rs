@@ -45,8 +45,9 @@
 //!   as encoded; the inner and outer algorithms must be equal;
 //! - validity at the given time (truncated to seconds, both ends inclusive),
 //!   the anchor included;
-//! - issuers: v3 (a trust anchor may be v1), basicConstraints critical with
-//!   cA, keyCertSign when keyUsage is present, pathLenConstraint (self-issued
+//! - issuers: v3 (a trust anchor may be v1), basicConstraints with cA
+//!   (critical on trust anchors; RFC 5280 §6.1.4(k) asks no more of
+//!   intermediates), keyCertSign when keyUsage is present, pathLenConstraint (self-issued
 //!   intermediates do not count), nameConstraints (DNS, IP with mask,
 //!   directoryName, rfc822Name including the subject's emailAddress
 //!   attributes, URI host; other name types fail closed) on every

@@ -1674,17 +1674,21 @@ mod malformed_input {
 }
 
 mod rfc5280_gaps {
-    //! Names must be well formed before constraints apply to them, and
-    //! the profile checks RFC 5280 asks of a leaf and of a nameConstraints
-    //! extension.
+    //! Names must be well formed before constraints apply to them, the
+    //! profile checks RFC 5280 asks of a leaf and of a nameConstraints
+    //! extension, and a CA whose basicConstraints is not critical
+    //! (accepted, as RFC 5280 §6.1.4(k) and NIST PKITS 4.6.4 say).
 
     use super::custom::{self, CN};
     use super::*;
     use der::Tag;
-    use der::asn1::Ia5String;
+    use der::asn1::{Ia5String, OctetString};
+    use x509_cert::ext::Extension;
     use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
     use x509_cert::ext::pkix::name::GeneralName;
-    use x509_cert::ext::pkix::{NameConstraints, SubjectAltName};
+    use x509_cert::ext::pkix::{
+        BasicConstraints, KeyUsage, KeyUsages, NameConstraints, SubjectAltName,
+    };
 
     fn dns_name(s: &str) -> GeneralName {
         GeneralName::DnsName(Ia5String::new(s).unwrap())
@@ -1847,6 +1851,51 @@ mod rfc5280_gaps {
             matches!(err, VerifyError::MalformedCertificate { ref reason, .. } if reason.contains("empty subject")),
             "{err:?}"
         );
+    }
+
+    /// An extension exactly as given (criticality included).
+    fn raw_ext<T: der::Encode + der::oid::AssociatedOid>(value: &T, critical: bool) -> Extension {
+        Extension {
+            extn_id: T::OID,
+            critical,
+            extn_value: OctetString::new(value.to_der().unwrap()).unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_intermediate_whose_basic_constraints_is_not_critical_is_a_ca() {
+        // NIST PKITS 4.6.4 (Valid basicConstraints Not Critical Test4);
+        // RFC 5280 §6.1.4(k) asks only for cA = TRUE. A trust anchor's
+        // must still be critical (x509-limbo
+        // rfc5280::root-non-critical-basic-constraints, in the
+        // conformance test).
+        let root = new_root("root", 1);
+        let subject = custom::name(&[(CN, Tag::Utf8String, "non-critical")]);
+        let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(4)).unwrap();
+        let bc = BasicConstraints {
+            ca: true,
+            path_len_constraint: None,
+        };
+        let ku = KeyUsage(KeyUsages::KeyCertSign | KeyUsages::CRLSign);
+        let cert = custom::issue(
+            &root,
+            root.cert.subject().clone(),
+            subject.clone(),
+            &key,
+            vec![raw_ext(&bc, false), raw_ext(&ku, true)],
+        );
+        assert_eq!(cert.basic_constraints().map(|b| b.critical), Some(false));
+        let ca = CertificateAuthority::new(cert, key).unwrap();
+        let leaf_subject = custom::name(&[(CN, Tag::Utf8String, "web")]);
+        let leaf = custom::server_leaf(&ca, subject, leaf_subject, vec![], 5);
+        let path = verify_chain(
+            &leaf,
+            std::slice::from_ref(&ca.cert),
+            &bundle(&[&root.cert]),
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(path.certs.len(), 3);
     }
 }
 

@@ -140,7 +140,7 @@ pub(crate) fn check_cert(
     check_extensions(cert)?;
     let is_issuer = role != Role::Leaf;
     if is_issuer {
-        check_is_ca(cert)?;
+        check_is_ca(cert, role)?;
     }
     if role == Role::Leaf {
         check_leaf_profile(cert)?;
@@ -302,8 +302,15 @@ fn check_leaf_profile(cert: &Certificate) -> Result<(), VerifyError> {
     })
 }
 
-/// RFC 5280 §4.2.1.9: an issuer needs basicConstraints, critical, with cA.
-fn check_is_ca(cert: &Certificate) -> Result<(), VerifyError> {
+/// RFC 5280 §4.2.1.9: an issuer needs basicConstraints with cA.
+///
+/// A conforming CA marks the extension critical, but path validation asks
+/// only for cA (§6.1.4(k)): an intermediate whose basicConstraints is not
+/// critical is accepted (NIST PKITS 4.6.4). A trust anchor's must be
+/// critical (x509-limbo `rfc5280::root-non-critical-basic-constraints`,
+/// core tier): an anchor is configured, not validated, so its profile is
+/// all there is to check.
+fn check_is_ca(cert: &Certificate, role: Role) -> Result<(), VerifyError> {
     let not_a_ca = |reason| VerifyError::NotACa {
         cert: cert.id(),
         reason,
@@ -314,10 +321,10 @@ fn check_is_ca(cert: &Certificate) -> Result<(), VerifyError> {
     if !bc.ca {
         return Err(not_a_ca("basicConstraints cA is FALSE"));
     }
-    if !bc.critical {
+    if !bc.critical && role == Role::Anchor {
         return Err(VerifyError::malformed(
             cert,
-            "basicConstraints of a CA is not critical (RFC 5280 §4.2.1.9)",
+            "basicConstraints of a trust anchor is not critical (RFC 5280 §4.2.1.9)",
         ));
     }
     Ok(())
