@@ -221,7 +221,8 @@ enum pki_result
    */
   PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH = 505,
   /**
-   * An issuer's public key is refused.
+   * A public key is refused: an issuer's, or the leaf's own when it is
+   * weak.
    */
   PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY = 506,
   /**
