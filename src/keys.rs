@@ -96,7 +96,14 @@ pub enum KeysCommand {
 }
 
 fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
-    s.parse().map_err(|e: pki_core::Error| e.to_string())
+    match s.parse().map_err(|e: pki_core::Error| e.to_string())? {
+        KeyAlgorithm::EcdsaP384 => Err(
+            "the key ring signs ES256 (p256) or RS256 (rsa2048, rsa3072, rsa4096) tokens; \
+             p384 (ES384) is not supported"
+                .into(),
+        ),
+        other => Ok(other),
+    }
 }
 
 pub fn run(command: KeysCommand) -> CliResult {

@@ -62,7 +62,7 @@ enum Command {
         /// Common name of the CA.
         #[arg(long, default_value = "service-ca")]
         cn: String,
-        /// Key type: p256, rsa2048, rsa3072 or rsa4096.
+        /// Key type: p256, p384, rsa2048, rsa3072 or rsa4096.
         #[arg(long, default_value = "p256", value_parser = parse_key)]
         key: KeyAlgorithm,
         /// CA lifetime D, like 790d.

@@ -29,7 +29,7 @@ pub enum SetCommand {
         /// A CA and its roles: NAME:serving, NAME:client or NAME:serving+client (repeat).
         #[arg(long = "ca", required = true, num_args = 1.., value_parser = parse_ca_roles)]
         cas: Vec<(String, Roles)>,
-        /// Key type: p256, rsa2048, rsa3072 or rsa4096.
+        /// Key type: p256, p384, rsa2048, rsa3072 or rsa4096.
         #[arg(long, default_value = "p256", value_parser = parse_key)]
         key: KeyAlgorithm,
         /// Lifetime of the set's CAs, like 1825d.

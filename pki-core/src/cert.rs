@@ -1,6 +1,7 @@
 //! Parsed X.509 certificates that keep their original DER.
 
 mod layout;
+mod pre1970;
 
 use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
@@ -59,6 +60,10 @@ pub struct Certificate(Arc<Parsed>);
 struct Parsed {
     // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
     der: Vec<u8>,
+    /// What `x509-cert` decodes instead of `der` when the notBefore is a
+    /// UTCTime of 1950 to 1969 (see `pre1970`); None for every other
+    /// certificate.
+    decodable: Option<Box<[u8]>>,
     /// The decoded structure, once asked for (boxed: held inline, even
     /// empty, it would be most of this struct).
     tree: OnceLock<Box<x509_cert::Certificate>>,
@@ -127,8 +132,9 @@ impl fmt::Debug for Certificate {
 }
 
 /// Decodes a certificate that was decoded before. Every [`Certificate`] was
-/// made by decoding exactly these bytes (`Certificate::from_der_vec`), and
-/// DER decoding is deterministic, so this cannot fail.
+/// made by decoding exactly these bytes (`Certificate::from_der_vec`: its
+/// DER, or the copy with a stand-in notBefore), and DER decoding is
+/// deterministic, so this cannot fail.
 #[allow(clippy::expect_used)]
 fn decode_again(der: &[u8]) -> x509_cert::Certificate {
     x509_cert::Certificate::from_der(der).expect("a parsed certificate decodes again")
@@ -240,9 +246,19 @@ impl Certificate {
 
     /// [`Certificate::from_der`] without copying the buffer.
     pub(crate) fn from_der_vec(der: Vec<u8>) -> Result<Self> {
-        let inner = x509_cert::Certificate::from_der(&der)
-            .map_err(|source| Error::CertificateDecode { source })?;
-        Self::from_parsed(der, inner)
+        match x509_cert::Certificate::from_der(&der) {
+            Ok(inner) => Self::from_parsed(der, inner, None),
+            Err(source) => {
+                // `der` 0.8 holds no time before 1970: a notBefore of 1950
+                // to 1969 is read here and decoded through a stand-in.
+                let Some((decodable, not_before)) = pre1970::decodable(&der) else {
+                    return Err(Error::CertificateDecode { source });
+                };
+                let inner = x509_cert::Certificate::from_der(&decodable)
+                    .map_err(|_| Error::CertificateDecode { source })?;
+                Self::from_parsed(der, inner, Some((decodable.into(), not_before)))
+            }
+        }
     }
 
     pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
@@ -251,7 +267,13 @@ impl Certificate {
         Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
     }
 
-    fn from_parsed(der: Vec<u8>, inner: x509_cert::Certificate) -> Result<Self> {
+    /// `pre1970`: the DER decoded in place of `der` and the real notBefore,
+    /// when `der` itself cannot be decoded for a notBefore before 1970.
+    fn from_parsed(
+        der: Vec<u8>,
+        inner: x509_cert::Certificate,
+        pre1970: Option<(Box<[u8]>, OffsetDateTime)>,
+    ) -> Result<Self> {
         // x509-cert decoded (or encoded) this DER, so the walk cannot fail;
         // if it did, the certificate would be refused, not misread.
         let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
@@ -259,14 +281,20 @@ impl Certificate {
         })?;
         let tbs = inner.tbs_certificate();
         let read = read_extensions(tbs)?;
+        // The one place that reads the tree's validity (clippy.toml).
+        #[allow(clippy::disallowed_methods)]
         let validity = tbs.validity();
-        let not_before = crate::datetime::from_x509(&validity.not_before);
+        let (decodable, not_before) = match pre1970 {
+            Some((decodable, not_before)) => (Some(decodable), not_before),
+            None => (None, crate::datetime::from_x509(&validity.not_before)),
+        };
         let not_after = crate::datetime::from_x509(&validity.not_after);
         Ok(Certificate(Arc::new(Parsed {
             not_before,
             not_after,
             validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
             der,
+            decodable,
             tree: OnceLock::new(),
             layout,
             ski: read.ski,
@@ -331,10 +359,19 @@ impl Certificate {
 
     /// The decoded structure, for checks pki-core does not wrap. Decoded on
     /// the first call and kept.
+    ///
+    /// One field may differ from the certificate: `der` 0.8 cannot hold a
+    /// time before 1970, so for a certificate whose notBefore is a UTCTime
+    /// of 1950 to 1969 the tree's notBefore is 1970-01-01T00:00:00Z (a later
+    /// time, so never a looser check). [`Certificate::not_before`] is the
+    /// real time; [`Certificate::der`] and [`Certificate::tbs_der`] are the
+    /// bytes as signed. See `docs/pre-1970-utctime.md`.
     pub fn x509(&self) -> &x509_cert::Certificate {
-        self.0
-            .tree
-            .get_or_init(|| Box::new(decode_again(&self.0.der)))
+        self.0.tree.get_or_init(|| {
+            Box::new(decode_again(
+                self.0.decodable.as_deref().unwrap_or(&self.0.der),
+            ))
+        })
     }
 
     /// Subject distinguished name.

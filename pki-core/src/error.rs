@@ -192,6 +192,17 @@ pub enum Error {
         /// The verifier's reason.
         reason: String,
     },
+    /// A signature in a chain cannot be checked: it uses an algorithm, or
+    /// its issuer has a key, that pki does not support. The chain may well
+    /// be intact; pki cannot tell.
+    #[error("cannot check the signature of {certificate}: {source}")]
+    UnsupportedSignature {
+        /// The signed certificate (subject and id).
+        certificate: String,
+        /// What the verifier does not support.
+        #[source]
+        source: Box<crate::verify::VerifyError>,
+    },
     /// A CA must sign but no private key was supplied for it.
     #[error("no private key supplied for CA {certificate}")]
     MissingPrivateKey {

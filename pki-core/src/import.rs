@@ -30,7 +30,9 @@ use crate::error::{Error, Result};
 use crate::issue::CertificateAuthority;
 use crate::key::PrivateKey;
 use crate::pem;
-use crate::verify::{Purpose, VerifiedPath, VerifyOptions, verify_chain, verify_signature};
+use crate::verify::{
+    Purpose, VerifiedPath, VerifyError, VerifyOptions, verify_chain, verify_signature,
+};
 use rand_core::CryptoRng;
 use time::{Duration, OffsetDateTime};
 
@@ -214,7 +216,7 @@ impl CaImport {
     /// not self-signed needs its root in the chain.
     pub fn verify_to_root(&self, at: OffsetDateTime) -> Result<VerifiedPath> {
         // A root is its own path: only its validity is left to check.
-        if self.is_self_signed() {
+        if self_signed(&self.cert)? {
             if !self.cert.is_valid_at(at) {
                 return Err(Error::ChainVerification {
                     certificate: self.cert.id(),
@@ -229,6 +231,11 @@ impl CaImport {
             return Ok(VerifiedPath {
                 certs: vec![self.cert.clone()],
             });
+        }
+        // A root whose signature cannot be checked is reported as such,
+        // not as a chain that ends short of a root.
+        if let Some(last) = self.chain.last() {
+            self_signed(last)?;
         }
         let root = self.root().ok_or_else(|| Error::ChainHasNoRoot {
             last: self.chain.last().unwrap_or(&self.cert).id(),
@@ -340,8 +347,37 @@ pub fn is_self_signed(cert: &Certificate) -> bool {
 }
 
 /// Whether `issuer` issued `child`: names chain and the signature verifies.
-fn issued(issuer: &Certificate, child: &Certificate) -> bool {
-    issuer.subject_matches_issuer_of(child) && verify_signature(issuer.public_key(), child).is_ok()
+/// A signature that cannot be checked (an algorithm or key pki does not
+/// support) is [`Error::UnsupportedSignature`], never a "no": the chain
+/// may be intact.
+fn issued(issuer: &Certificate, child: &Certificate) -> Result<bool> {
+    if !issuer.subject_matches_issuer_of(child) {
+        return Ok(false);
+    }
+    signature_outcome(issuer, child)
+}
+
+/// [`is_self_signed`], with [`Error::UnsupportedSignature`] for a
+/// self-issued certificate whose signature cannot be checked.
+fn self_signed(cert: &Certificate) -> Result<bool> {
+    if !cert.looks_self_signed() {
+        return Ok(false);
+    }
+    signature_outcome(cert, cert)
+}
+
+fn signature_outcome(issuer: &Certificate, child: &Certificate) -> Result<bool> {
+    match verify_signature(issuer.public_key(), child) {
+        Ok(()) => Ok(true),
+        Err(
+            e @ (VerifyError::UnsupportedSignatureAlgorithm { .. }
+            | VerifyError::UnsupportedPublicKey { .. }),
+        ) => Err(Error::UnsupportedSignature {
+            certificate: describe(child),
+            source: Box::new(e),
+        }),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Checks that `chain` lists the issuers of `ca` in order (each
@@ -355,7 +391,7 @@ pub fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()
     for (i, next) in chain.iter().enumerate() {
         // Positions as the operator sees them: the CA is certificate 1.
         let position = i + 2;
-        if is_self_signed(child) {
+        if self_signed(child)? {
             return Err(Error::ChainOutOfOrder {
                 position,
                 certificate: describe(next),
@@ -365,8 +401,8 @@ pub fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()
                 ),
             });
         }
-        if !issued(next, child) {
-            let reason = match chain.iter().position(|c| issued(c, child)) {
+        if !issued(next, child)? {
+            let reason = match chain.iter().position(|c| issued(c, child).unwrap_or(false)) {
                 Some(j) => format!(
                     "the issuer of {} is certificate {}; list the CA first, then each issuer, up to the root",
                     describe(child),
@@ -452,7 +488,10 @@ pub fn chain_root(certs: &[Certificate]) -> Option<&Certificate> {
         if is_self_signed(current) {
             return Some(current);
         }
-        match certs.iter().find(|c| *c != current && issued(c, current)) {
+        match certs
+            .iter()
+            .find(|c| *c != current && issued(c, current).unwrap_or(false))
+        {
             Some(issuer) => current = issuer,
             None => break,
         }

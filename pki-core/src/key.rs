@@ -1,4 +1,5 @@
-//! Private keys: ECDSA P-256 (the default) and RSA 2048/3072/4096.
+//! Private keys: ECDSA P-256 (the default), ECDSA P-384 and RSA
+//! 2048/3072/4096.
 //!
 //! Keys are generated from an injected RNG, written as PKCS#8, and read from
 //! PKCS#8, SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`). The private
@@ -7,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::pem;
+use curve::{Curve, P256, P384};
 use der::Decode;
 use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey, EncodePublicKey};
 use rand_core::CryptoRng;
@@ -30,6 +32,9 @@ pub enum KeyAlgorithm {
     #[default]
     #[serde(rename = "p256")]
     EcdsaP256,
+    /// ECDSA over NIST P-384, signing with SHA-384.
+    #[serde(rename = "p384")]
+    EcdsaP384,
     /// RSA with a 2048-bit modulus, PKCS#1 v1.5 signatures with SHA-256.
     Rsa2048,
     /// RSA with a 3072-bit modulus.
@@ -43,6 +48,7 @@ impl KeyAlgorithm {
     pub fn as_str(self) -> &'static str {
         match self {
             KeyAlgorithm::EcdsaP256 => "p256",
+            KeyAlgorithm::EcdsaP384 => "p384",
             KeyAlgorithm::Rsa2048 => "rsa2048",
             KeyAlgorithm::Rsa3072 => "rsa3072",
             KeyAlgorithm::Rsa4096 => "rsa4096",
@@ -51,7 +57,10 @@ impl KeyAlgorithm {
 
     /// Whether this is an RSA algorithm (leaf key usage then includes keyEncipherment).
     pub fn is_rsa(self) -> bool {
-        !matches!(self, KeyAlgorithm::EcdsaP256)
+        matches!(
+            self,
+            KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096
+        )
     }
 }
 
@@ -66,19 +75,20 @@ impl FromStr for KeyAlgorithm {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "p256" | "ecdsa-p256" => Ok(KeyAlgorithm::EcdsaP256),
+            "p384" | "ecdsa-p384" => Ok(KeyAlgorithm::EcdsaP384),
             "rsa2048" => Ok(KeyAlgorithm::Rsa2048),
             "rsa3072" => Ok(KeyAlgorithm::Rsa3072),
             "rsa4096" => Ok(KeyAlgorithm::Rsa4096),
             other => Err(Error::UnsupportedKey {
                 reason: format!(
-                    "unknown key type \"{other}\" (expected p256, rsa2048, rsa3072 or rsa4096)"
+                    "unknown key type \"{other}\" (expected p256, p384, rsa2048, rsa3072 or rsa4096)"
                 ),
             }),
         }
     }
 }
 
-/// When a P-256 key's stored public point is compared with the one its
+/// When an EC key's stored public point is compared with the one its
 /// scalar gives.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum PointCheck {
@@ -89,16 +99,18 @@ enum PointCheck {
     AtFirstSignature,
 }
 
+mod curve;
 #[cfg(feature = "ring")]
 mod fast;
 
 #[derive(Clone)]
 enum KeyInner {
-    P256(Box<P256Key>),
+    P256(Box<EcKey<P256>>),
+    P384(Box<EcKey<P384>>),
     Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
 }
 
-/// A P-256 key, ready to sign only once it has to.
+/// An EC key (P-256 or P-384), ready to sign only once it has to.
 ///
 /// Making a signing key computes the public point (a scalar multiplication),
 /// and a store holding thousands of leaves would pay that for every key on
@@ -106,25 +118,38 @@ enum KeyInner {
 /// PKCS#8 keeps its scalar, the public point the file carries and the file's
 /// own DER; the signing key is made on first use, and then the point it
 /// derives must equal the one the file carried.
-#[derive(Clone)]
-struct P256Key {
-    secret: p256::SecretKey,
+struct EcKey<C: Curve> {
+    secret: C::Secret,
     /// The uncompressed public point stored beside the scalar, if any.
     stored_public: Option<Box<[u8]>>,
     /// The PKCS#8 DER the key was read from, handed out again unchanged.
     stored_pkcs8: Option<Zeroizing<Vec<u8>>>,
-    signing: OnceLock<p256::ecdsa::SigningKey>,
+    signing: OnceLock<C::Signing>,
     /// The key as ring's key pair, once it signed through the OS RNG.
     #[cfg(feature = "ring")]
     ring: OnceLock<Option<std::sync::Arc<ring::signature::EcdsaKeyPair>>>,
 }
 
-impl P256Key {
-    fn from_signing_key(key: p256::ecdsa::SigningKey) -> Self {
+// By hand: a derive would ask `C: Clone` of the marker type.
+impl<C: Curve> Clone for EcKey<C> {
+    fn clone(&self) -> Self {
+        EcKey {
+            secret: self.secret.clone(),
+            stored_public: self.stored_public.clone(),
+            stored_pkcs8: self.stored_pkcs8.clone(),
+            signing: self.signing.clone(),
+            #[cfg(feature = "ring")]
+            ring: self.ring.clone(),
+        }
+    }
+}
+
+impl<C: Curve> EcKey<C> {
+    fn from_signing_key(key: C::Signing) -> Self {
         let signing = OnceLock::new();
-        let secret = p256::SecretKey::from(&key);
+        let secret = C::secret_of(&key);
         let _ = signing.set(key);
-        P256Key {
+        EcKey {
             secret,
             stored_public: None,
             stored_pkcs8: None,
@@ -137,20 +162,20 @@ impl P256Key {
     /// The signing key; the first call derives the public point and checks it
     /// against the stored one, so a file whose two halves disagree can never
     /// sign.
-    fn signing_key(&self) -> Result<&p256::ecdsa::SigningKey> {
+    fn signing_key(&self) -> Result<&C::Signing> {
         if let Some(key) = self.signing.get() {
             return Ok(key);
         }
-        let key = p256::ecdsa::SigningKey::from(&self.secret);
-        if let Some(stored) = &self.stored_public {
-            let derived = key.verifying_key().to_sec1_point(false);
-            if derived.as_bytes() != stored.as_ref() {
-                return Err(Error::KeyDecode {
-                    reason:
-                        "the P-256 key's stored public point does not belong to its private scalar"
-                            .into(),
-                });
-            }
+        let key = C::signing(&self.secret);
+        if let Some(stored) = &self.stored_public
+            && C::point(&key).as_slice() != stored.as_ref()
+        {
+            return Err(Error::KeyDecode {
+                reason: format!(
+                    "the {} key's stored public point does not belong to its private scalar",
+                    C::NAME
+                ),
+            });
         }
         Ok(self.signing.get_or_init(|| key))
     }
@@ -159,15 +184,104 @@ impl P256Key {
     /// there is one (a point decode, no scalar multiplication).
     fn public_key_der(&self) -> Result<spki::Document> {
         match (&self.stored_public, self.signing.get()) {
-            (_, Some(key)) => key.verifying_key().to_public_key_der(),
-            (Some(stored), None) => p256::PublicKey::from_sec1_bytes(stored)
-                .map_err(|_| Error::KeyDecode {
-                    reason: "the P-256 key's stored public point is not on the curve".into(),
+            (_, Some(key)) => C::verifying_of(key).to_public_key_der(),
+            (Some(stored), None) => C::verifying_from_point(stored)
+                .ok_or_else(|| Error::KeyDecode {
+                    reason: format!(
+                        "the {} key's stored public point is not on the curve",
+                        C::NAME
+                    ),
                 })?
                 .to_public_key_der(),
-            (None, None) => self.signing_key()?.verifying_key().to_public_key_der(),
+            (None, None) => C::verifying_of(self.signing_key()?).to_public_key_der(),
         }
         .map_err(Error::crypto)
+    }
+}
+
+impl<C: Curve> EcKey<C> {
+    /// Reads the EC key of a PKCS#8 `PrivateKeyInfo` whose algorithm
+    /// names this curve.
+    fn from_pkcs8(
+        der: &[u8],
+        info: pkcs8::PrivateKeyInfoRef<'_>,
+        check: PointCheck,
+    ) -> Result<PrivateKey> {
+        let bad = |e: &dyn fmt::Display| Error::KeyDecode {
+            reason: format!("PKCS#8 {} key: {e}", C::NAME),
+        };
+        let sec1 =
+            sec1::EcPrivateKey::from_der(info.private_key.as_bytes()).map_err(|e| bad(&e))?;
+        if let Some(curve) = sec1.parameters.and_then(|p| p.named_curve())
+            && curve != C::OID
+        {
+            return Err(bad(&format!("inner parameters name curve {curve}")));
+        }
+        let secret = C::secret_from_slice(sec1.private_key).map_err(|e| bad(&e))?;
+        // Only the uncompressed form can be compared byte for byte with
+        // what we derive; anything else is derived on first use.
+        let stored_public = sec1
+            .public_key
+            .filter(|p| p.len() == C::POINT_LEN && p[0] == 4)
+            .map(Box::from);
+        let stored_pkcs8 = stored_public
+            .is_some()
+            .then(|| Zeroizing::new(der.to_vec()));
+        let key = EcKey::<C> {
+            secret,
+            stored_public,
+            stored_pkcs8,
+            signing: OnceLock::new(),
+            #[cfg(feature = "ring")]
+            ring: OnceLock::new(),
+        };
+        if check == PointCheck::Now {
+            key.signing_key()?;
+        }
+        Ok(PrivateKey {
+            inner: C::inner(key),
+        })
+    }
+
+    /// Reads a SEC1 `ECPrivateKey` of this curve; a public point it
+    /// carries must be the scalar's.
+    fn from_sec1(der: &[u8]) -> Result<PrivateKey> {
+        let secret = C::secret_from_sec1_der(der).map_err(|e| Error::KeyDecode {
+            reason: format!("SEC1 {} key: {e}", C::NAME),
+        })?;
+        Ok(PrivateKey {
+            inner: C::inner(EcKey::from_signing_key(C::signing(&secret))),
+        })
+    }
+
+    /// PKCS#8 DER: the bytes the key was read from, or a new encoding.
+    fn pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
+        if let Some(der) = &self.stored_pkcs8 {
+            return Ok(der.clone());
+        }
+        let doc = C::pkcs8(self.signing_key()?).map_err(Error::crypto)?;
+        Ok(Zeroizing::new(doc.as_bytes().to_vec()))
+    }
+
+    /// Signs with ring when the caller draws from the operating system's
+    /// RNG (feature `ring`), else with RustCrypto's deterministic ECDSA.
+    fn sign<P: BuilderProfile>(
+        &self,
+        builder: CertificateBuilder<P>,
+        os_randomness: bool,
+    ) -> Result<x509_cert::Certificate> {
+        #[cfg(feature = "ring")]
+        let builder = if os_randomness {
+            match fast::sign(self, builder)? {
+                Ok(cert) => return Ok(cert),
+                Err(builder) => builder,
+            }
+        } else {
+            builder
+        };
+        #[cfg(not(feature = "ring"))]
+        let _ = os_randomness;
+        C::sign(builder, self.signing_key()?).map_err(Error::crypto)
     }
 }
 
@@ -188,30 +302,28 @@ const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
     der::asn1::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
 const EC_PUBLIC_KEY: der::asn1::ObjectIdentifier =
     der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-const SECP256R1: der::asn1::ObjectIdentifier =
-    der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
 
 impl PrivateKey {
     /// Generates a new key of the given type from `rng`.
     ///
     /// Same RNG stream, same key: generation is deterministic in its input.
-    /// With the `ring` feature, a P-256 key generated through
+    /// With the `ring` feature, an EC key generated through
     /// [`crate::OsRng`] comes from ring (see [`crate::OsRng`]).
     pub fn generate<R: CryptoRng + ?Sized + 'static>(
         algorithm: KeyAlgorithm,
         rng: &mut R,
     ) -> Result<Self> {
         #[cfg(feature = "ring")]
-        if algorithm == KeyAlgorithm::EcdsaP256 && crate::rng::is_os_rng::<R>() {
-            return fast::generate_p256();
+        if crate::rng::is_os_rng::<R>() {
+            match algorithm {
+                KeyAlgorithm::EcdsaP256 => return fast::generate::<P256>(),
+                KeyAlgorithm::EcdsaP384 => return fast::generate::<P384>(),
+                _ => {}
+            }
         }
         let inner = match algorithm {
-            KeyAlgorithm::EcdsaP256 => {
-                use p256::elliptic_curve::Generate;
-                KeyInner::P256(Box::new(P256Key::from_signing_key(
-                    p256::ecdsa::SigningKey::generate_from_rng(rng),
-                )))
-            }
+            KeyAlgorithm::EcdsaP256 => P256::inner(EcKey::from_signing_key(P256::generate(rng))),
+            KeyAlgorithm::EcdsaP384 => P384::inner(EcKey::from_signing_key(P384::generate(rng))),
             KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => {
                 let bits = match algorithm {
                     KeyAlgorithm::Rsa2048 => 2048,
@@ -229,6 +341,7 @@ impl PrivateKey {
     pub fn algorithm(&self) -> KeyAlgorithm {
         match &self.inner {
             KeyInner::P256(_) => KeyAlgorithm::EcdsaP256,
+            KeyInner::P384(_) => KeyAlgorithm::EcdsaP384,
             KeyInner::Rsa(k) => match k.as_ref().as_ref().size() * 8 {
                 0..=2048 => KeyAlgorithm::Rsa2048,
                 2049..=3072 => KeyAlgorithm::Rsa3072,
@@ -241,6 +354,7 @@ impl PrivateKey {
     pub fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
         let der = match &self.inner {
             KeyInner::P256(k) => k.public_key_der()?,
+            KeyInner::P384(k) => k.public_key_der()?,
             KeyInner::Rsa(k) => k
                 .as_ref()
                 .as_ref()
@@ -259,10 +373,8 @@ impl PrivateKey {
     /// PKCS#8 DER of the private key.
     pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
         let doc = match &self.inner {
-            KeyInner::P256(k) => match &k.stored_pkcs8 {
-                Some(der) => return Ok(der.clone()),
-                None => k.signing_key()?.to_pkcs8_der(),
-            },
+            KeyInner::P256(k) => return k.pkcs8_der(),
+            KeyInner::P384(k) => return k.pkcs8_der(),
             KeyInner::Rsa(k) => k.as_ref().as_ref().to_pkcs8_der(),
         }
         .map_err(Error::crypto)?;
@@ -279,14 +391,14 @@ impl PrivateKey {
     /// or `RSA PRIVATE KEY` (PKCS#1). The input must hold exactly one key block;
     /// other blocks (such as a certificate in the same file) are ignored.
     ///
-    /// A P-256 key whose file also carries a public point is checked: the
+    /// An EC key whose file also carries a public point is checked: the
     /// point must be the one its private scalar gives.
     pub fn from_pem(input: &[u8]) -> Result<Self> {
         Self::from_pem_checked(input, PointCheck::Now)
     }
 
     /// Like [`PrivateKey::from_pem`], for keys a store wrote and vouches for
-    /// (its integrity check has already matched the bytes): a P-256 key's
+    /// (its integrity check has already matched the bytes): an EC key's
     /// public point is taken from the file, and checked against the private
     /// scalar at the key's first signature instead of now. Loading a store
     /// of thousands of leaves then costs no scalar multiplication per key.
@@ -320,8 +432,8 @@ impl PrivateKey {
         }
     }
 
-    /// Reads a PKCS#8 DER private key (P-256 or RSA ≥ 2048 bits). A P-256
-    /// key's stored public point, when present, must match its scalar.
+    /// Reads a PKCS#8 DER private key (P-256, P-384 or RSA ≥ 2048 bits).
+    /// An EC key's stored public point, when present, must match its scalar.
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self> {
         Self::from_pkcs8_der_checked(der, PointCheck::Now)
     }
@@ -342,67 +454,51 @@ impl PrivateKey {
                 .parameters
                 .as_ref()
                 .and_then(|p| p.decode_as::<der::asn1::ObjectIdentifier>().ok());
-            if curve != Some(SECP256R1) {
-                return Err(Error::UnsupportedKey {
+            match curve {
+                Some(P256::OID) => EcKey::<P256>::from_pkcs8(der, info, check),
+                Some(P384::OID) => EcKey::<P384>::from_pkcs8(der, info, check),
+                other => Err(Error::UnsupportedKey {
                     reason: format!(
-                        "EC key on curve {} (only P-256 is supported)",
-                        curve
+                        "EC key on curve {} (supported: P-256, P-384)",
+                        other
                             .map(|c| c.to_string())
                             .unwrap_or_else(|| "<none>".into())
                     ),
-                });
+                }),
             }
-            let bad = |e: &dyn fmt::Display| Error::KeyDecode {
-                reason: format!("PKCS#8 P-256 key: {e}"),
-            };
-            let sec1 =
-                sec1::EcPrivateKey::from_der(info.private_key.as_bytes()).map_err(|e| bad(&e))?;
-            if let Some(curve) = sec1.parameters.and_then(|p| p.named_curve())
-                && curve != SECP256R1
-            {
-                return Err(bad(&format!("inner parameters name curve {curve}")));
-            }
-            let secret = p256::SecretKey::from_slice(sec1.private_key).map_err(|e| bad(&e))?;
-            // Only the uncompressed form can be compared byte for byte with
-            // what we derive; anything else is derived on first use.
-            let stored_public = sec1
-                .public_key
-                .filter(|p| p.len() == 65 && p[0] == 4)
-                .map(Box::from);
-            let stored_pkcs8 = stored_public
-                .is_some()
-                .then(|| Zeroizing::new(der.to_vec()));
-            let key = P256Key {
-                secret,
-                stored_public,
-                stored_pkcs8,
-                signing: OnceLock::new(),
-                #[cfg(feature = "ring")]
-                ring: OnceLock::new(),
-            };
-            if check == PointCheck::Now {
-                key.signing_key()?;
-            }
-            Ok(PrivateKey {
-                inner: KeyInner::P256(Box::new(key)),
-            })
         } else {
             Err(Error::UnsupportedKey {
-                reason: format!("PKCS#8 key algorithm {oid} (supported: P-256, RSA)"),
+                reason: format!("PKCS#8 key algorithm {oid} (supported: P-256, P-384, RSA)"),
             })
         }
     }
 
-    /// Reads a SEC1 DER EC private key (P-256 only).
+    /// Reads a SEC1 DER EC private key (P-256 or P-384). The curve is the
+    /// one the key names, or without parameters the one its scalar's
+    /// length gives.
     pub fn from_sec1_der(der: &[u8]) -> Result<Self> {
-        let secret = p256::SecretKey::from_sec1_der(der).map_err(|e| Error::KeyDecode {
-            reason: format!("SEC1 EC key (P-256 expected): {e}"),
-        })?;
-        Ok(PrivateKey {
-            inner: KeyInner::P256(Box::new(P256Key::from_signing_key(
-                p256::ecdsa::SigningKey::from(secret),
-            ))),
-        })
+        let bad = |e: &dyn fmt::Display| Error::KeyDecode {
+            reason: format!("SEC1 EC key: {e}"),
+        };
+        let sec1 = sec1::EcPrivateKey::from_der(der).map_err(|e| bad(&e))?;
+        let curve = match sec1.parameters.and_then(|p| p.named_curve()) {
+            Some(oid) => oid,
+            None if sec1.private_key.len() == P256::SCALAR_LEN => P256::OID,
+            None if sec1.private_key.len() == P384::SCALAR_LEN => P384::OID,
+            None => {
+                return Err(bad(&format!(
+                    "no named curve, and a scalar of {} bytes fits neither P-256 nor P-384",
+                    sec1.private_key.len()
+                )));
+            }
+        };
+        match curve {
+            P256::OID => EcKey::<P256>::from_sec1(der),
+            P384::OID => EcKey::<P384>::from_sec1(der),
+            other => Err(Error::UnsupportedKey {
+                reason: format!("EC key on curve {other} (supported: P-256, P-384)"),
+            }),
+        }
     }
 
     /// Reads a PKCS#1 DER RSA private key (at least 2048 bits).
@@ -448,27 +544,19 @@ impl PrivateKey {
 
     /// Signs the certificate a builder describes. `os_randomness`: the
     /// caller draws from the operating system's RNG, so with the `ring`
-    /// feature a P-256 key signs with ring (see [`crate::OsRng`]).
+    /// feature an EC key signs with ring (see [`crate::OsRng`]).
     pub(crate) fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
         os_randomness: bool,
     ) -> Result<x509_cert::Certificate> {
-        #[cfg(feature = "ring")]
-        let builder = match &self.inner {
-            KeyInner::P256(k) if os_randomness => match fast::sign(k, builder)? {
-                Ok(cert) => return Ok(cert),
-                Err(builder) => builder,
-            },
-            _ => builder,
-        };
-        #[cfg(not(feature = "ring"))]
-        let _ = os_randomness;
         match &self.inner {
-            KeyInner::P256(k) => builder.build::<_, p256::ecdsa::DerSignature>(k.signing_key()?),
-            KeyInner::Rsa(k) => builder.build::<_, rsa::pkcs1v15::Signature>(k.as_ref()),
+            KeyInner::P256(k) => k.sign(builder, os_randomness),
+            KeyInner::P384(k) => k.sign(builder, os_randomness),
+            KeyInner::Rsa(k) => builder
+                .build::<_, rsa::pkcs1v15::Signature>(k.as_ref())
+                .map_err(Error::crypto),
         }
-        .map_err(Error::crypto)
     }
 }
 

@@ -6,7 +6,7 @@
 /// pki-core never draws randomness of its own: every function takes an RNG
 /// and its output is a function of the RNG's stream, so a seeded RNG gives
 /// the same keys, serials and certificates every time. This RNG's stream
-/// cannot be repeated, and with the `ring` feature P-256 keys generated and
+/// cannot be repeated, and with the `ring` feature EC keys generated and
 /// certificates signed through it use ring, which draws on the same
 /// operating-system randomness itself and computes several times faster
 /// than RustCrypto. Without the feature, or with any other RNG, the

@@ -40,13 +40,14 @@
 //!
 //! Checks, on every certificate of the path unless said otherwise:
 //!
-//! - signature: ECDSA P-256 with SHA-256/384, RSA PKCS#1 v1.5 (2048 to
+//! - signature: ECDSA P-256 or P-384 with SHA-256/384, RSA PKCS#1 v1.5 (2048 to
 //!   8192 bits) with SHA-256/384/512, over the TBSCertificate bytes exactly
 //!   as encoded; the inner and outer algorithms must be equal;
 //! - validity at the given time (truncated to seconds, both ends inclusive),
 //!   the anchor included;
-//! - issuers: v3 (a trust anchor may be v1), basicConstraints critical with
-//!   cA, keyCertSign when keyUsage is present, pathLenConstraint (self-issued
+//! - issuers: v3 (a trust anchor may be v1), basicConstraints with cA
+//!   (critical on trust anchors; RFC 5280 §6.1.4(k) asks no more of
+//!   intermediates), keyCertSign when keyUsage is present, pathLenConstraint (self-issued
 //!   intermediates do not count), nameConstraints (DNS, IP with mask,
 //!   directoryName, rfc822Name including the subject's emailAddress
 //!   attributes, URI host; other name types fail closed) on every

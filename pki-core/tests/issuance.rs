@@ -360,27 +360,142 @@ fn a_repeated_extension_is_refused_by_name() {
     );
 }
 
-#[test]
-fn utc_time_before_1970_is_refused_when_parsed() {
-    // der 0.8 cannot represent years before 1970 (docs/pre-1970-utctime.md):
-    // a NotBefore of 1950-01-01 (UTCTime "500101000000Z") is a decode error,
-    // not a panic and not a misread date.
-    let (leaf, _) = server(&root(1), Duration::days(30));
-    let not_before = pki_core::datetime::to_x509(leaf.not_before()).unwrap();
-    let x509_cert::time::Time::UtcTime(utc) = not_before else {
+/// DER length octets.
+fn der_len(n: usize) -> Vec<u8> {
+    match n {
+        0..=127 => vec![n as u8],
+        128..=255 => vec![0x81, n as u8],
+        _ => vec![0x82, (n >> 8) as u8, n as u8],
+    }
+}
+
+/// `cert` with its notBefore UTCTime set to `utc` (13 bytes, same length)
+/// and signed again by `ca`: a certificate pki-core cannot issue itself.
+fn with_not_before(cert: &Certificate, utc: &[u8; 13], ca: &CertificateAuthority) -> Vec<u8> {
+    use der::Encode;
+    use p256::pkcs8::DecodePrivateKey;
+    use signature::Signer;
+    let not_before = pki_core::datetime::to_x509(cert.not_before()).unwrap();
+    let x509_cert::time::Time::UtcTime(t) = not_before else {
         panic!("2025 is a UTCTime");
     };
-    let encoded = der::Encode::to_der(&utc).unwrap();
-    let at = leaf
-        .der()
+    let encoded = t.to_der().unwrap();
+    let mut tbs = cert.tbs_der().to_vec();
+    let at = tbs
         .windows(encoded.len())
         .position(|w| w == encoded.as_slice())
         .unwrap();
+    tbs[at + 2..at + 15].copy_from_slice(utc);
+    let key = p256::ecdsa::SigningKey::from_pkcs8_der(&ca.key.to_pkcs8_der().unwrap()).unwrap();
+    let signature: p256::ecdsa::DerSignature = key.sign(&tbs);
+    let mut bits = vec![0x03];
+    bits.extend(der_len(signature.as_bytes().len() + 1));
+    bits.push(0);
+    bits.extend_from_slice(signature.as_bytes());
+    let mut content = tbs;
+    content.extend(cert.x509().signature_algorithm().to_der().unwrap());
+    content.extend(bits);
+    let mut der = vec![0x30];
+    der.extend(der_len(content.len()));
+    der.extend(content);
+    der
+}
+
+#[test]
+fn a_utc_time_not_before_of_1950_is_read_and_its_chain_verifies() {
+    // NIST PKITS 4.2.3 (Valid pre2000 UTC notBefore Date): RFC 5280 reads
+    // UTCTime "500101120000Z" as 1950-01-01T12:00:00Z. der 0.8 holds no
+    // time before 1970 (docs/pre-1970-utctime.md), so pki-core reads it
+    // itself; the signature covers the bytes as they are.
+    use pki_core::verify::{Purpose, VerifyError, VerifyOptions, verify_chain};
+    let ca = root(1);
+    let (leaf, _) = server(&ca, Duration::days(30));
+    let der = with_not_before(&leaf, b"500101120000Z", &ca);
+    let cert = Certificate::from_der(&der).unwrap();
+    assert_eq!(cert.not_before(), datetime!(1950-01-01 12:00 UTC));
+    assert_eq!(cert.not_after(), leaf.not_after());
+    assert_eq!(cert.der(), der.as_slice());
+    // The decoded tree holds the documented stand-in, never the real time.
+    assert_eq!(
+        der::Encode::to_der(cert.x509().tbs_certificate())
+            .unwrap()
+            .windows(13)
+            .filter(|w| *w == b"700101000000Z")
+            .count(),
+        1
+    );
+    assert_eq!(
+        Certificate::from_pem(cert.to_pem().as_bytes()).unwrap(),
+        cert
+    );
+
+    let anchors = Bundle::from_certs([ca.cert.clone()]);
+    let opts = VerifyOptions::new(NOW + Duration::days(1), Purpose::ServerAuth);
+    let path = verify_chain(&cert, &[], &anchors, &opts).unwrap();
+    assert_eq!(path.certs.len(), 2);
+    assert!(cert.is_valid_at(datetime!(1960-06-01 00:00 UTC)));
+    assert!(!cert.is_valid_at(datetime!(1950-01-01 11:59:59 UTC)));
+
+    // OpenSSL reads the same certificate and trusts the same chain.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.cert.to_pem()).unwrap();
+    std::fs::write(dir.path().join("leaf.pem"), cert.to_pem()).unwrap();
+    let at = (NOW + Duration::days(1)).unix_timestamp().to_string();
+    let o = std::process::Command::new("openssl")
+        .current_dir(dir.path())
+        .args([
+            "verify",
+            "-x509_strict",
+            "-purpose",
+            "sslserver",
+            "-attime",
+            &at,
+        ])
+        .args(["-CAfile", "ca.pem", "leaf.pem"])
+        .output()
+        .expect("openssl is installed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // Another year in the signed bytes, without signing again: the
+    // signature is checked over the original TBSCertificate, not over
+    // the stand-in.
+    let mut other = der.clone();
+    let at = other
+        .windows(13)
+        .position(|w| w == b"500101120000Z")
+        .unwrap();
+    other[at + 1] = b'1';
+    let forged = Certificate::from_der(&other).unwrap();
+    assert_eq!(forged.not_before(), datetime!(1951-01-01 12:00 UTC));
+    assert!(matches!(
+        verify_chain(&forged, &[], &anchors, &opts),
+        Err(VerifyError::BadSignature { .. })
+    ));
+}
+
+#[test]
+fn a_not_after_before_1970_and_a_malformed_early_time_are_still_refused() {
+    let ca = root(1);
+    let (leaf, _) = server(&ca, Duration::days(30));
+    // A notAfter of 1960: expired for half a century, refused when parsed.
+    let not_after = pki_core::datetime::to_x509(leaf.not_after()).unwrap();
+    let x509_cert::time::Time::UtcTime(t) = not_after else {
+        panic!("2026 is a UTCTime");
+    };
+    let encoded = der::Encode::to_der(&t).unwrap();
     let mut der = leaf.der().to_vec();
-    der[at + 2..at + 2 + 12].copy_from_slice(b"500101000000");
+    let at = der
+        .windows(encoded.len())
+        .position(|w| w == encoded.as_slice())
+        .unwrap();
+    der[at + 2..at + 14].copy_from_slice(b"600101000000");
     let err = Certificate::from_der(&der).unwrap_err();
     assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
     assert!(err.to_string().contains("UTCTime"), "{err}");
+    // A notBefore of 1950 that is not a valid date (February 30th).
+    let der = with_not_before(&leaf, b"500230000000Z", &ca);
+    let err = Certificate::from_der(&der).unwrap_err();
+    assert!(matches!(err, Error::CertificateDecode { .. }), "{err}");
 }
 
 /// With the `ring` feature, keys and certificates made through the

@@ -87,6 +87,8 @@ const (
 	KeyRSA2048 KeyType = C.PKI_KEY_TYPE_RSA2048
 	KeyRSA3072 KeyType = C.PKI_KEY_TYPE_RSA3072
 	KeyRSA4096 KeyType = C.PKI_KEY_TYPE_RSA4096
+	// KeyP384 is for CAs; the key ring refuses it.
+	KeyP384 KeyType = C.PKI_KEY_TYPE_P384
 )
 
 // Policy says how long CAs live and when they rotate.

@@ -221,7 +221,8 @@ enum pki_result
    */
   PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH = 505,
   /**
-   * An issuer's public key is refused.
+   * A public key is refused: an issuer's, or the leaf's own when it is
+   * weak.
    */
   PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY = 506,
   /**
@@ -563,6 +564,10 @@ enum pki_key_type
    * RSA 4096 bits.
    */
   PKI_KEY_TYPE_RSA4096 = 3,
+  /**
+   * ECDSA P-384 with SHA-384. Not a key type of the key ring.
+   */
+  PKI_KEY_TYPE_P384 = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -107,7 +107,8 @@ pub enum pki_result {
     PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM = 504,
     /// Inner and outer signature algorithms differ.
     PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH = 505,
-    /// An issuer's public key is refused.
+    /// A public key is refused: an issuer's, or the leaf's own when it is
+    /// weak.
     PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY = 506,
     /// An issuer is not a CA.
     PKI_RESULT_VERIFY_NOT_A_CA = 507,
@@ -494,6 +495,7 @@ impl From<pki_core::Error> for Failure {
             | E::ChainOutOfOrder { .. }
             | E::ChainHasNoRoot { .. }
             | E::ChainVerification { .. }
+            | E::UnsupportedSignature { .. }
             | E::MissingPrivateKey { .. } => PKI_RESULT_IMPORT,
             _ => PKI_RESULT_UNEXPECTED,
         };
@@ -560,7 +562,9 @@ impl From<VerifyError> for Failure {
                 PKI_RESULT_VERIFY_UNSUPPORTED_SIGNATURE_ALGORITHM
             }
             E::SignatureAlgorithmMismatch { .. } => PKI_RESULT_VERIFY_SIGNATURE_ALGORITHM_MISMATCH,
-            E::UnsupportedPublicKey { .. } => PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY,
+            E::UnsupportedPublicKey { .. } | E::WeakPublicKey { .. } => {
+                PKI_RESULT_VERIFY_UNSUPPORTED_PUBLIC_KEY
+            }
             E::NotACa { .. } => PKI_RESULT_VERIFY_NOT_A_CA,
             E::PathLenExceeded { .. } => PKI_RESULT_VERIFY_PATH_LEN_EXCEEDED,
             E::MissingKeyCertSign { .. } => PKI_RESULT_VERIFY_MISSING_KEY_CERT_SIGN,

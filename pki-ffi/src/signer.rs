@@ -49,6 +49,8 @@ pub enum pki_key_type {
     PKI_KEY_TYPE_RSA3072 = 2,
     /// RSA 4096 bits.
     PKI_KEY_TYPE_RSA4096 = 3,
+    /// ECDSA P-384 with SHA-384. Not a key type of the key ring.
+    PKI_KEY_TYPE_P384 = 4,
 }
 
 fn key_type_in(key_type: u32) -> Result<KeyAlgorithm, Failure> {
@@ -57,9 +59,11 @@ fn key_type_in(key_type: u32) -> Result<KeyAlgorithm, Failure> {
         1 => KeyAlgorithm::Rsa2048,
         2 => KeyAlgorithm::Rsa3072,
         3 => KeyAlgorithm::Rsa4096,
+        4 => KeyAlgorithm::EcdsaP384,
         other => {
             return Err(Failure::invalid(format!(
-                "key type {other} is not a pki_key_type (0 = P-256, 1-3 = RSA 2048/3072/4096)"
+                "key type {other} is not a pki_key_type (0 = P-256, 1-3 = RSA 2048/3072/4096, \
+                 4 = P-384)"
             )));
         }
     })

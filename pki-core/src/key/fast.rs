@@ -1,16 +1,17 @@
-//! P-256 key generation and signing with ring, for randomness from the
+//! P-256 and P-384 key generation and signing with ring, for randomness from the
 //! operating system (`feature = "ring"`).
 //!
 //! Everything pki-core draws from an RNG is a function of the RNG's
 //! stream: a seeded RNG gives the same keys, serials and certificates every
-//! time, which is what makes engines testable. RustCrypto's P-256 keeps that
+//! time, which is what makes engines testable. RustCrypto's ECDSA keeps that
 //! property; ring cannot, since it draws its randomness from the operating
 //! system itself (its RNG trait is sealed). So ring is used exactly when the
 //! caller passes the operating system's RNG ([`crate::OsRng`]), whose stream
 //! cannot be repeated anyway: the CLI and the C ABI do, and generate keys and
 //! sign several times faster for it. Any other RNG takes the RustCrypto path.
 
-use super::{P256Key, PrivateKey};
+use super::curve::Curve;
+use super::{EcKey, PrivateKey};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
@@ -18,11 +19,7 @@ use x509_cert::der::asn1::BitString;
 use x509_cert::spki::{AlgorithmIdentifierOwned, DynSignatureAlgorithmIdentifier};
 use zeroize::Zeroizing;
 
-use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
-
-/// ecdsa-with-SHA256 (RFC 5758 §3.2), parameters absent.
-const ECDSA_WITH_SHA256: x509_cert::der::oid::ObjectIdentifier =
-    x509_cert::der::oid::ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+use ring::signature::EcdsaKeyPair;
 
 fn failed(what: &str) -> Error {
     Error::KeyDecode {
@@ -30,29 +27,24 @@ fn failed(what: &str) -> Error {
     }
 }
 
-/// A new P-256 key from the operating system's randomness.
-pub(super) fn generate_p256() -> Result<PrivateKey> {
+/// A new key on curve `C` from the operating system's randomness.
+pub(super) fn generate<C: Curve>() -> Result<PrivateKey> {
     let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
-        .map_err(|_| failed("generate a P-256 key"))?;
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(C::ring_signing(), &rng)
+        .map_err(|_| failed(&format!("generate a {} key", C::NAME)))?;
     // ring computed the public point it stores beside the scalar: it is
     // taken as it is, not derived again with RustCrypto.
     let der = Zeroizing::new(pkcs8.as_ref().to_vec());
     PrivateKey::from_pkcs8_der_checked(&der, super::PointCheck::AtFirstSignature)
 }
 
-impl P256Key {
+impl<C: Curve> EcKey<C> {
     /// The uncompressed public point: the stored one, or derived.
     fn public_point(&self) -> Result<Vec<u8>> {
         match (&self.stored_public, self.signing.get()) {
             (Some(stored), _) => Ok(stored.to_vec()),
-            (None, Some(key)) => Ok(key.verifying_key().to_sec1_point(false).as_bytes().to_vec()),
-            (None, None) => Ok(self
-                .signing_key()?
-                .verifying_key()
-                .to_sec1_point(false)
-                .as_bytes()
-                .to_vec()),
+            (None, Some(key)) => Ok(C::point(key)),
+            (None, None) => Ok(C::point(self.signing_key()?)),
         }
     }
 
@@ -63,9 +55,9 @@ impl P256Key {
         self.ring
             .get_or_init(|| {
                 let point = self.public_point().ok()?;
-                let scalar = Zeroizing::new(self.secret.to_bytes());
+                let scalar = C::secret_bytes(&self.secret);
                 EcdsaKeyPair::from_private_key_and_public_key(
-                    &ECDSA_P256_SHA256_ASN1_SIGNING,
+                    C::ring_signing(),
                     scalar.as_slice(),
                     &point,
                     &ring::rand::SystemRandom::new(),
@@ -79,21 +71,22 @@ impl P256Key {
 
 /// What the certificate builder needs of a signer besides the signature:
 /// its public key and the signature algorithm.
-struct RingSigner {
-    verifying: p256::ecdsa::VerifyingKey,
+struct RingSigner<C: Curve> {
+    verifying: C::Verifying,
 }
 
-impl signature::Keypair for RingSigner {
-    type VerifyingKey = p256::ecdsa::VerifyingKey;
+impl<C: Curve> signature::Keypair for RingSigner<C> {
+    type VerifyingKey = C::Verifying;
     fn verifying_key(&self) -> Self::VerifyingKey {
-        self.verifying
+        self.verifying.clone()
     }
 }
 
-impl DynSignatureAlgorithmIdentifier for RingSigner {
+impl<C: Curve> DynSignatureAlgorithmIdentifier for RingSigner<C> {
     fn signature_algorithm_identifier(&self) -> x509_cert::spki::Result<AlgorithmIdentifierOwned> {
+        // RFC 5758 §3.2: the parameters are absent.
         Ok(AlgorithmIdentifierOwned {
-            oid: ECDSA_WITH_SHA256,
+            oid: C::SIGNATURE_OID,
             parameters: None,
         })
     }
@@ -101,17 +94,17 @@ impl DynSignatureAlgorithmIdentifier for RingSigner {
 
 /// Signs the certificate `builder` describes with ring, or returns the
 /// builder when ring cannot use the key.
-pub(super) fn sign<P: BuilderProfile>(
-    key: &P256Key,
+pub(super) fn sign<C: Curve, P: BuilderProfile>(
+    key: &EcKey<C>,
     mut builder: CertificateBuilder<P>,
 ) -> Result<std::result::Result<x509_cert::Certificate, CertificateBuilder<P>>> {
     let Some(pair) = key.ring_pair() else {
         return Ok(Err(builder));
     };
     let point = key.public_point()?;
-    let verifying = p256::ecdsa::VerifyingKey::from_sec1_bytes(&point)
-        .map_err(|_| failed("read the key's public point"))?;
-    let signer = RingSigner { verifying };
+    let verifying =
+        C::verifying_from_point(&point).ok_or_else(|| failed("read the key's public point"))?;
+    let signer = RingSigner::<C> { verifying };
     let tbs = builder.finalize(&signer).map_err(Error::crypto)?;
     let signature = pair
         .sign(&ring::rand::SystemRandom::new(), &tbs)

@@ -57,7 +57,7 @@ pub enum VerifyError {
         issuer: String,
     },
     /// A certificate is signed with an algorithm this verifier does not accept.
-    /// Supported: ECDSA P-256 with SHA-256 or SHA-384, RSA PKCS#1 v1.5 with
+    /// Supported: ECDSA P-256 or P-384 with SHA-256 or SHA-384, RSA PKCS#1 v1.5 with
     /// SHA-256, SHA-384 or SHA-512.
     #[error("certificate {cert} is signed with unsupported algorithm {oid}")]
     UnsupportedSignatureAlgorithm {
@@ -85,6 +85,17 @@ pub enum VerifyError {
         /// The issuer (a certificate id, or `spki:<hex>` for a bare key).
         issuer: String,
         /// What is wrong with it.
+        reason: String,
+    },
+    /// The leaf's own public key is weak or of a refused kind: RSA under
+    /// 2048 bits or not a whole number of bytes, DSA, or an EC key on a
+    /// curve other than P-256, P-384 or P-521 (the same floor issuers'
+    /// keys meet).
+    #[error("public key of certificate {cert} is refused: {reason}")]
+    WeakPublicKey {
+        /// The certificate.
+        cert: String,
+        /// What is wrong with its key.
         reason: String,
     },
     /// A certificate used as an issuer is not a CA (basicConstraints

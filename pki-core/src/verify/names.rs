@@ -98,6 +98,67 @@ pub(crate) fn dns_matches(presented: &str, reference: &str) -> bool {
     presented.split('.').all(valid_label) && presented == reference
 }
 
+/// Whether `name` is a well-formed presented dNSName: host name labels
+/// (letters, digits, hyphens not at either end, underscores), the
+/// left-most label possibly a whole-label wildcard, one trailing dot
+/// tolerated. `.example.com`, `a..b` and `f*.example.com` are not.
+pub(crate) fn valid_presented_dns(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let host = name.strip_prefix("*.").unwrap_or(name);
+    name.len() <= 253 && host.split('.').all(valid_label)
+}
+
+/// Whether `address` is a Mailbox (RFC 5321 §4.1.2, as RFC 5280 §4.2.1.6
+/// asks of an rfc822Name): a dot-string or quoted-string local part, `@`,
+/// and a host name. `invalid@address@example.com` is not (its local part
+/// holds an unquoted `@`); address literals (`user@[192.0.2.1]`) are not
+/// accepted either.
+pub(crate) fn valid_mailbox(address: &str) -> bool {
+    let Some((local, domain)) = address.rsplit_once('@') else {
+        return false;
+    };
+    valid_local_part(local) && !domain.ends_with('.') && reference_dns_name(domain).is_some()
+}
+
+fn valid_local_part(local: &str) -> bool {
+    if let Some(quoted) = local
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        // quoted-string: printable ASCII, `"` and `\` only escaped.
+        let mut bytes = quoted.bytes();
+        while let Some(b) = bytes.next() {
+            match b {
+                b'\\' => {
+                    if !bytes.next().is_some_and(|c| (32..=126).contains(&c)) {
+                        return false;
+                    }
+                }
+                b'"' => return false,
+                32..=126 => {}
+                _ => return false,
+            }
+        }
+        return true;
+    }
+    // Dot-string: atoms of atext joined by single dots.
+    let atext = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~".contains(&b);
+    local
+        .split('.')
+        .all(|atom| !atom.is_empty() && atom.bytes().all(atext))
+}
+
+/// Whether `constraint` is a well-formed dNSName constraint (RFC 5280
+/// §4.2.1.10): a host name, to which zero or more labels may be added on
+/// the left, or empty (every name). A leading period (`.example.com`) is
+/// the syntax of rfc822Name and URI constraints, not of dNSName ones, and
+/// a wildcard has no meaning in a constraint: both are refused, as the
+/// x509-limbo cases `rfc5280::nc::invalid-dnsname-leading-period` and
+/// `invalid-dnsname-wildcard` expect.
+pub(crate) fn valid_dns_constraint(constraint: &str) -> bool {
+    constraint.is_empty() || reference_dns_name(constraint).is_some()
+}
+
 /// A name of a certificate that name constraints apply to.
 enum Subject<'a> {
     /// A subjectAltName entry.
@@ -151,9 +212,6 @@ pub(crate) fn check_name_constraints(
 ) -> Result<(), VerifyError> {
     let permitted = nc.permitted_subtrees.as_deref().unwrap_or_default();
     let excluded = nc.excluded_subtrees.as_deref().unwrap_or_default();
-    if permitted.is_empty() && excluded.is_empty() {
-        return Ok(());
-    }
     let violation =
         |name: &Subject<'_>, reason: &'static str| VerifyError::NameConstraintViolation {
             cert: cert.id(),
@@ -179,6 +237,23 @@ pub(crate) fn check_name_constraints(
         }
     }
     names.extend(cert.subject_alt_names().iter().map(Subject::Alt));
+
+    // A name that is not well formed cannot be shown to lie inside or
+    // outside a subtree: `.example.com` ends with `example.com` although
+    // it names no host. So under any constraint, every dNSName and
+    // rfc822Name must be well formed, whatever the kinds constrained (as
+    // Go and rustls-webpki do).
+    for name in &names {
+        match name {
+            Subject::Alt(GeneralName::DnsName(d)) if !valid_presented_dns(d.as_str()) => {
+                return Err(violation(name, "malformed dNSName"));
+            }
+            Subject::Alt(GeneralName::Rfc822Name(e)) if !valid_mailbox(e.as_str()) => {
+                return Err(violation(name, "malformed rfc822Name"));
+            }
+            _ => {}
+        }
+    }
 
     // Subtrees by kind, sorted out once per kind met.
     fn by_kind(trees: &[GeneralSubtree], kind: Kind) -> Vec<&GeneralName> {
@@ -369,15 +444,13 @@ fn host_within(host: &str, constraint: &str) -> bool {
 }
 
 /// RFC 5280 §4.2.1.10 for dNSName: a constraint `example.com` covers that
-/// host and every name below it; `.example.com` covers only names below;
-/// an empty constraint covers everything.
+/// host and every name below it; an empty constraint covers everything.
+/// Constraints with a leading period never get here: the CA that carries
+/// one is refused as malformed ([`valid_dns_constraint`]).
 fn dns_within(name: &str, constraint: &str) -> bool {
     let (name, c) = (comparable(name), comparable(constraint));
     if c.is_empty() {
         return true;
-    }
-    if let Some(domain) = c.strip_prefix('.') {
-        return name.len() > domain.len() + 1 && name.ends_with(&c);
     }
     name == c || (name.len() > c.len() && name.ends_with(&format!(".{c}")))
 }
@@ -429,9 +502,59 @@ mod tests {
         assert!(dns_within("example.com", "example.com"));
         assert!(dns_within("a.example.com", "example.com"));
         assert!(!dns_within("badexample.com", "example.com"));
-        assert!(!dns_within("example.com", ".example.com"));
-        assert!(dns_within("a.example.com", ".example.com"));
         assert!(dns_within("anything", ""));
+        assert!(valid_dns_constraint("example.com"));
+        assert!(valid_dns_constraint(""));
+        assert!(!valid_dns_constraint(".example.com"));
+        assert!(!valid_dns_constraint("*.example.com"));
+        assert!(!valid_dns_constraint("a..example.com"));
+    }
+
+    #[test]
+    fn presented_dns_names_must_be_host_names_or_whole_label_wildcards() {
+        for good in [
+            "example.com",
+            "a-b.example.com",
+            "_srv.example.com",
+            "*.example.com",
+            "x.",
+        ] {
+            assert!(valid_presented_dns(good), "{good}");
+        }
+        for bad in [
+            ".example.com",
+            "a..b",
+            "",
+            "f*.example.com",
+            "-a.example",
+            "a b.example",
+        ] {
+            assert!(!valid_presented_dns(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mailboxes_have_one_unquoted_at_sign_and_a_host() {
+        for good in [
+            "ops@example.com",
+            "first.last+tag@mail.example",
+            "\"a@b\"@example.com",
+        ] {
+            assert!(valid_mailbox(good), "{good}");
+        }
+        for bad in [
+            "invalid@address@example.com",
+            "no-at-sign",
+            "@example.com",
+            "ops@",
+            "a..b@example.com",
+            ".a@example.com",
+            "ops@.example.com",
+            "ops@[192.0.2.1]",
+            "\"unterminated@example.com",
+        ] {
+            assert!(!valid_mailbox(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::cert::{Certificate, EKU_ANY, ObjectIdentifier};
 use std::sync::Arc;
 use time::OffsetDateTime;
 use x509_cert::certificate::Version;
+use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{AuthorityInfoAccessSyntax, KeyUsages, NameConstraints};
 
 const BASIC_CONSTRAINTS: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.19");
@@ -139,7 +140,10 @@ pub(crate) fn check_cert(
     check_extensions(cert)?;
     let is_issuer = role != Role::Leaf;
     if is_issuer {
-        check_is_ca(cert)?;
+        check_is_ca(cert, role)?;
+    }
+    if role == Role::Leaf {
+        check_leaf_profile(cert)?;
     }
     check_key_identifiers(cert, role)?;
     check_ca_consistency(cert, is_issuer)?;
@@ -259,8 +263,54 @@ fn check_extensions(cert: &Certificate) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// RFC 5280 §4.2.1.9: an issuer needs basicConstraints, critical, with cA.
-fn check_is_ca(cert: &Certificate) -> Result<(), VerifyError> {
+/// What RFC 5280 asks of the certificate being verified, beyond what
+/// every certificate must be:
+///
+/// - no nameConstraints unless it is a CA ("MUST be used only in a CA
+///   certificate", §4.2.1.10);
+/// - an empty subject only with a subjectAltName marked critical
+///   (§4.2.1.6);
+/// - a public key that is not weak: issuers' keys are checked when their
+///   signatures are, and the leaf's key signs the TLS handshake.
+fn check_leaf_profile(cert: &Certificate) -> Result<(), VerifyError> {
+    let extensions = cert
+        .x509()
+        .tbs_certificate()
+        .extensions()
+        .map(|e| e.as_slice())
+        .unwrap_or_default();
+    if !cert.is_ca() && extensions.iter().any(|e| e.extn_id == NAME_CONSTRAINTS) {
+        return Err(VerifyError::malformed(
+            cert,
+            "nameConstraints in an end-entity certificate (RFC 5280 §4.2.1.10: CA certificates only)",
+        ));
+    }
+    if cert.subject().is_empty() {
+        let san = extensions.iter().find(|e| e.extn_id == SUBJECT_ALT_NAME);
+        if !san.is_some_and(|e| e.critical) {
+            return Err(VerifyError::malformed(
+                cert,
+                "empty subject without a critical subjectAltName (RFC 5280 §4.2.1.6)",
+            ));
+        }
+    }
+    super::signature::check_key_strength(cert.public_key()).map_err(|reason| {
+        VerifyError::WeakPublicKey {
+            cert: cert.id(),
+            reason,
+        }
+    })
+}
+
+/// RFC 5280 §4.2.1.9: an issuer needs basicConstraints with cA.
+///
+/// A conforming CA marks the extension critical, but path validation asks
+/// only for cA (§6.1.4(k)): an intermediate whose basicConstraints is not
+/// critical is accepted (NIST PKITS 4.6.4). A trust anchor's must be
+/// critical (x509-limbo `rfc5280::root-non-critical-basic-constraints`,
+/// core tier): an anchor is configured, not validated, so its profile is
+/// all there is to check.
+fn check_is_ca(cert: &Certificate, role: Role) -> Result<(), VerifyError> {
     let not_a_ca = |reason| VerifyError::NotACa {
         cert: cert.id(),
         reason,
@@ -271,10 +321,10 @@ fn check_is_ca(cert: &Certificate) -> Result<(), VerifyError> {
     if !bc.ca {
         return Err(not_a_ca("basicConstraints cA is FALSE"));
     }
-    if !bc.critical {
+    if !bc.critical && role == Role::Anchor {
         return Err(VerifyError::malformed(
             cert,
-            "basicConstraints of a CA is not critical (RFC 5280 §4.2.1.9)",
+            "basicConstraints of a trust anchor is not critical (RFC 5280 §4.2.1.9)",
         ));
     }
     Ok(())
@@ -373,10 +423,45 @@ fn check_leaf_key_usage(cert: &Certificate, purpose: Purpose) -> Result<(), Veri
     }
 }
 
-/// The decoded nameConstraints of a CA, if it has them.
+/// The decoded nameConstraints of a CA, if it has them, refused when
+/// malformed:
+///
+/// - neither permittedSubtrees nor excludedSubtrees, or both empty (RFC
+///   5280 §4.2.1.10: "it is not permissible for both to be empty"; CA/B
+///   Forum 7.1.2.5.2; x509-limbo `webpki::nc::intermediate-permitted-
+///   excluded-subtrees-both-*`);
+/// - a dNSName subtree that is not a host name, such as `.example.com`
+///   (see [`super::names::valid_dns_constraint`]).
 pub(crate) fn name_constraints(
     cert: &Certificate,
 ) -> Result<Option<Arc<NameConstraints>>, VerifyError> {
-    cert.name_constraints()
-        .map_err(|e| VerifyError::malformed(cert, format!("nameConstraints: {e}")))
+    let nc = cert
+        .name_constraints()
+        .map_err(|e| VerifyError::malformed(cert, format!("nameConstraints: {e}")))?;
+    let Some(nc) = nc else {
+        return Ok(None);
+    };
+    let permitted = nc.permitted_subtrees.as_deref().unwrap_or_default();
+    let excluded = nc.excluded_subtrees.as_deref().unwrap_or_default();
+    if permitted.is_empty() && excluded.is_empty() {
+        return Err(VerifyError::malformed(
+            cert,
+            "nameConstraints with no permitted and no excluded subtree (RFC 5280 §4.2.1.10)",
+        ));
+    }
+    for tree in permitted.iter().chain(excluded) {
+        if let GeneralName::DnsName(d) = &tree.base
+            && !super::names::valid_dns_constraint(d.as_str())
+        {
+            return Err(VerifyError::malformed(
+                cert,
+                format!(
+                    "nameConstraints dNSName \"{}\" is not a host name (a leading period or \
+                     a wildcard has no meaning in a dNSName constraint, RFC 5280 §4.2.1.10)",
+                    d.as_str().escape_debug()
+                ),
+            ));
+        }
+    }
+    Ok(Some(nc))
 }

@@ -22,6 +22,7 @@ const RSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.11354
 const RSA_SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.13");
 const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 const SECP256R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+const SECP384R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.34");
 const RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
 
 /// Smallest and largest RSA moduli accepted, in bits. 2048 is the floor of
@@ -204,13 +205,34 @@ mod rust_crypto {
     ) -> Result<(), SigFailure> {
         match signed.scheme {
             Scheme::Ecdsa(hash) => {
-                let key = p256_key(spki)?;
-                let sig = ecdsa_signature(signed)?;
-                let ok = match hash {
-                    Hash::Sha256 => key.verify(signed.tbs, &sig),
-                    Hash::Sha384 => key.verify_prehash(&Sha384::digest(signed.tbs), &sig),
-                    // Not produced by `scheme`.
-                    Hash::Sha512 => key.verify_prehash(&Sha512::digest(signed.tbs), &sig),
+                let digest = |hash| -> Vec<u8> {
+                    match hash {
+                        Hash::Sha256 => Sha256::digest(signed.tbs).to_vec(),
+                        Hash::Sha384 => Sha384::digest(signed.tbs).to_vec(),
+                        // Not produced by `scheme`.
+                        Hash::Sha512 => Sha512::digest(signed.tbs).to_vec(),
+                    }
+                };
+                // Each curve's own hash through `verify`, any other as a
+                // prehash (FIPS 186-5 §6.4.1: a shorter digest is the
+                // integer it encodes).
+                let ok = match ec_key(spki)? {
+                    EcPublicKey::P256(key) => {
+                        let sig = p256::ecdsa::Signature::from_der(signed.signature)
+                            .map_err(|_| SigFailure::Invalid)?;
+                        match hash {
+                            Hash::Sha256 => key.verify(signed.tbs, &sig),
+                            other => key.verify_prehash(&digest(other), &sig),
+                        }
+                    }
+                    EcPublicKey::P384(key) => {
+                        let sig = p384::ecdsa::Signature::from_der(signed.signature)
+                            .map_err(|_| SigFailure::Invalid)?;
+                        match hash {
+                            Hash::Sha384 => key.verify(signed.tbs, &sig),
+                            other => key.verify_prehash(&digest(other), &sig),
+                        }
+                    }
                 };
                 ok.map_err(|_| SigFailure::Invalid)
             }
@@ -250,17 +272,35 @@ mod ring_backend {
         let (algorithm, key, signature): (&dyn rs::VerificationAlgorithm, Vec<u8>, Vec<u8>) =
             match signed.scheme {
                 Scheme::Ecdsa(hash) => {
-                    let algorithm: &dyn rs::VerificationAlgorithm = match hash {
-                        Hash::Sha256 => &rs::ECDSA_P256_SHA256_ASN1,
-                        Hash::Sha384 => &rs::ECDSA_P256_SHA384_ASN1,
-                        // Not produced by `scheme`; ring has no P-256 with SHA-512.
-                        Hash::Sha512 => return rust_crypto::check(spki, signed),
-                    };
-                    let key = p256_key(spki)?.to_sec1_point(false).as_bytes().to_vec();
-                    // Re-encoded from the parsed signature, so that ring sees
-                    // exactly what the RustCrypto parser accepted.
-                    let signature = ecdsa_signature(signed)?.to_der().as_bytes().to_vec();
-                    (algorithm, key, signature)
+                    // Keys and signatures are re-encoded from what the
+                    // RustCrypto parsers accepted, so that ring sees exactly
+                    // that.
+                    let invalid = |_| SigFailure::Invalid;
+                    match ec_key(spki)? {
+                        EcPublicKey::P256(key) => {
+                            let algorithm: &dyn rs::VerificationAlgorithm = match hash {
+                                Hash::Sha256 => &rs::ECDSA_P256_SHA256_ASN1,
+                                Hash::Sha384 => &rs::ECDSA_P256_SHA384_ASN1,
+                                // Not produced by `scheme`; ring has no SHA-512 here.
+                                Hash::Sha512 => return rust_crypto::check(spki, signed),
+                            };
+                            let sig = p256::ecdsa::Signature::from_der(signed.signature)
+                                .map_err(invalid)?;
+                            let point = key.to_sec1_point(false).as_bytes().to_vec();
+                            (algorithm, point, sig.to_der().as_bytes().to_vec())
+                        }
+                        EcPublicKey::P384(key) => {
+                            let algorithm: &dyn rs::VerificationAlgorithm = match hash {
+                                Hash::Sha256 => &rs::ECDSA_P384_SHA256_ASN1,
+                                Hash::Sha384 => &rs::ECDSA_P384_SHA384_ASN1,
+                                Hash::Sha512 => return rust_crypto::check(spki, signed),
+                            };
+                            let sig = p384::ecdsa::Signature::from_der(signed.signature)
+                                .map_err(invalid)?;
+                            let point = key.to_sec1_point(false).as_bytes().to_vec();
+                            (algorithm, point, sig.to_der().as_bytes().to_vec())
+                        }
+                    }
                 }
                 Scheme::RsaPkcs1(hash) => {
                     rsa_key(spki)?;
@@ -283,11 +323,13 @@ mod ring_backend {
     }
 }
 
-fn ecdsa_signature(signed: &Signed<'_>) -> Result<p256::ecdsa::Signature, SigFailure> {
-    p256::ecdsa::Signature::from_der(signed.signature).map_err(|_| SigFailure::Invalid)
+/// An ECDSA public key on a curve this verifier accepts.
+enum EcPublicKey {
+    P256(p256::ecdsa::VerifyingKey),
+    P384(p384::ecdsa::VerifyingKey),
 }
 
-fn p256_key(spki: &SubjectPublicKeyInfoOwned) -> Result<p256::ecdsa::VerifyingKey, SigFailure> {
+fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
     if spki.algorithm.oid != EC_PUBLIC_KEY {
         // An ECDSA signature cannot come from a key of another type.
         return Err(SigFailure::Invalid);
@@ -298,10 +340,10 @@ fn p256_key(spki: &SubjectPublicKeyInfoOwned) -> Result<p256::ecdsa::VerifyingKe
         .as_ref()
         .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
     match curve {
-        Some(SECP256R1) => {}
+        Some(SECP256R1 | SECP384R1) => {}
         Some(other) => {
             return Err(SigFailure::UnsupportedKey(format!(
-                "EC key on curve {other} (only P-256 is accepted)"
+                "EC key on curve {other} (accepted: P-256, P-384)"
             )));
         }
         None => {
@@ -313,8 +355,52 @@ fn p256_key(spki: &SubjectPublicKeyInfoOwned) -> Result<p256::ecdsa::VerifyingKe
     let bytes = spki.subject_public_key.as_bytes().ok_or_else(|| {
         SigFailure::UnsupportedKey("EC public key BIT STRING has unused bits".into())
     })?;
-    p256::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
-        .map_err(|_| SigFailure::UnsupportedKey("EC public key is not a valid P-256 point".into()))
+    let not_a_point = |name: &str| {
+        SigFailure::UnsupportedKey(format!("EC public key is not a valid {name} point"))
+    };
+    if curve == Some(SECP384R1) {
+        p384::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
+            .map(EcPublicKey::P384)
+            .map_err(|_| not_a_point("P-384"))
+    } else {
+        p256::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
+            .map(EcPublicKey::P256)
+            .map_err(|_| not_a_point("P-256"))
+    }
+}
+
+const SECP521R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.35");
+const DSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10040.4.1");
+
+/// Refuses a certificate's own key when it is weak: RSA below 2048 bits
+/// (or not a whole number of bytes, or with an even exponent), DSA, an EC
+/// key on a curve other than P-256, P-384 or P-521 (P-192 and P-224
+/// among them) or with explicit parameters. Issuers' keys meet the same
+/// floor when their signatures are checked; this applies it to the leaf,
+/// whose key is never used here. Other key types are not judged.
+pub(crate) fn check_key_strength(spki: &SubjectPublicKeyInfoOwned) -> Result<(), String> {
+    match spki.algorithm.oid {
+        RSA_ENCRYPTION => rsa_key(spki).map(|_| ()).map_err(|f| match f {
+            SigFailure::UnsupportedKey(reason) => reason,
+            _ => "not an RSA public key".to_owned(),
+        }),
+        EC_PUBLIC_KEY => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
+            match curve {
+                Some(SECP256R1 | SECP384R1 | SECP521R1) => Ok(()),
+                Some(other) => Err(format!(
+                    "EC key on curve {other} (accepted: P-256, P-384, P-521)"
+                )),
+                None => Err("EC key without a named curve (explicit or missing parameters)".into()),
+            }
+        }
+        DSA => Err("DSA key (DSA is not accepted)".into()),
+        _ => Ok(()),
+    }
 }
 
 fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
@@ -407,6 +493,14 @@ mod backends_agree {
             &mut rng,
         )
         .unwrap();
+        let p384 = CertificateAuthority::generate_root(
+            "q",
+            KeyAlgorithm::EcdsaP384,
+            at,
+            Duration::days(90),
+            &mut rng,
+        )
+        .unwrap();
         let rsa = CertificateAuthority::generate_root(
             "r",
             KeyAlgorithm::Rsa2048,
@@ -417,8 +511,10 @@ mod backends_agree {
         .unwrap();
         let certs = [
             p256.cert.clone(),
+            p384.cert.clone(),
             rsa.cert.clone(),
             leaf(&p256, KeyAlgorithm::EcdsaP256, &mut rng),
+            leaf(&p384, KeyAlgorithm::EcdsaP256, &mut rng),
             leaf(&rsa, KeyAlgorithm::EcdsaP256, &mut rng),
         ];
         let mut checked = (0, 0);
@@ -436,7 +532,7 @@ mod backends_agree {
                 let Ok(signed) = signed_parts(variant) else {
                     continue;
                 };
-                for issuer in [&p256.cert, &rsa.cert] {
+                for issuer in [&p256.cert, &p384.cert, &rsa.cert] {
                     let a = rust_crypto::check(issuer.public_key(), &signed);
                     let b = ring_backend::check(issuer.public_key(), &signed);
                     assert_eq!(a, b, "{variant:?} by {issuer:?}");
@@ -449,7 +545,7 @@ mod backends_agree {
             }
         }
         // Each original verifies with its issuer; the rest do not.
-        assert_eq!(checked.0, 4);
+        assert_eq!(checked.0, 6);
         assert!(checked.1 > 20, "{checked:?}");
     }
 }

@@ -165,7 +165,15 @@ impl PublicKey {
         match spki.algorithm.oid.to_string().as_str() {
             "1.2.840.10045.2.1" => p256::ecdsa::VerifyingKey::from_public_key_der(der)
                 .map(PublicKey::P256)
-                .map_err(|e| unsupported("EC public key", format!("not a P-256 key: {e}"))),
+                .map_err(|e| {
+                    unsupported(
+                        "EC public key",
+                        format!(
+                            "not a P-256 key ({e}): the key ring signs ES256 tokens with P-256 \
+                             and RS256 with RSA; P-384 (ES384) is not supported"
+                        ),
+                    )
+                }),
             "1.2.840.113549.1.1.1" => {
                 let key = rsa::RsaPublicKey::from_public_key_der(der)
                     .map_err(|e| malformed("RSA public key", e))?;
