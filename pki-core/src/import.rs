@@ -454,7 +454,7 @@ pub fn check_can_sign_certificates(cert: &Certificate) -> Result<()> {
 /// extension copied), a fresh serial, valid from `issued_at` minus the
 /// default backdate for `lifetime`. Certificates the old one issued verify
 /// under the new one, and SPKI pins do not change.
-pub fn renew_same_key<R: CryptoRng + ?Sized + 'static>(
+pub fn renew_same_key<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     issued_at: OffsetDateTime,
     lifetime: Duration,

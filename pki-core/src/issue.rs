@@ -113,7 +113,7 @@ impl CertificateParams {
     }
 
     /// Issues a self-signed certificate for `key` (normally a root CA).
-    pub fn self_signed<R: CryptoRng + ?Sized + 'static>(
+    pub fn self_signed<R: CryptoRng + ?Sized>(
         &self,
         key: &PrivateKey,
         rng: &mut R,
@@ -135,7 +135,7 @@ impl CertificateParams {
     }
 
     /// Issues a certificate for `public_key`, signed by `issuer`.
-    pub fn signed_by<R: CryptoRng + ?Sized + 'static>(
+    pub fn signed_by<R: CryptoRng + ?Sized>(
         &self,
         public_key: &SubjectPublicKeyInfoOwned,
         issuer: &CertificateAuthority,
@@ -310,7 +310,7 @@ impl CertificateAuthority {
     }
 
     /// Generates a key and a self-signed root CA in one step.
-    pub fn generate_root<R: CryptoRng + ?Sized + 'static>(
+    pub fn generate_root<R: CryptoRng + ?Sized>(
         common_name: &str,
         algorithm: crate::key::KeyAlgorithm,
         issued_at: OffsetDateTime,
@@ -324,7 +324,7 @@ impl CertificateAuthority {
     }
 
     /// Issues `params` for `public_key`.
-    pub fn issue<R: CryptoRng + ?Sized + 'static>(
+    pub fn issue<R: CryptoRng + ?Sized>(
         &self,
         params: &CertificateParams,
         public_key: &SubjectPublicKeyInfoOwned,
@@ -339,7 +339,7 @@ impl CertificateAuthority {
 /// extensions except the AuthorityKeyIdentifier), the signer's subject as
 /// issuer, AKI = the signer's SKI, a fresh serial, NotBefore = the target's
 /// NotBefore and NotAfter = `not_after`.
-pub fn cross_sign<R: CryptoRng + ?Sized + 'static>(
+pub fn cross_sign<R: CryptoRng + ?Sized>(
     target: &Certificate,
     signer: &CertificateAuthority,
     not_after: OffsetDateTime,
@@ -350,7 +350,7 @@ pub fn cross_sign<R: CryptoRng + ?Sized + 'static>(
 
 /// [`cross_sign`] with a NotBefore of the caller's choosing: same-key
 /// renewal re-signs a CA with its own key over a new validity window.
-pub(crate) fn resign<R: CryptoRng + ?Sized + 'static>(
+pub(crate) fn resign<R: CryptoRng + ?Sized>(
     target: &Certificate,
     signer: &CertificateAuthority,
     not_before: OffsetDateTime,
@@ -463,7 +463,7 @@ fn authority_key_id(issuer_ski: &[u8]) -> Result<AuthorityKeyIdentifier> {
 
 /// 16 random bytes with the top bit cleared (positive) and the next bit set,
 /// so the DER INTEGER is always exactly 16 bytes long.
-fn random_serial<R: CryptoRng + ?Sized + 'static>(rng: &mut R) -> Result<SerialNumber> {
+fn random_serial<R: CryptoRng + ?Sized>(rng: &mut R) -> Result<SerialNumber> {
     let mut bytes = [0u8; 16];
     rng.fill_bytes(&mut bytes);
     bytes[0] = (bytes[0] & 0x7f) | 0x40;
@@ -496,7 +496,7 @@ impl x509_cert::builder::Profile for FixedProfile {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn build<R: CryptoRng + ?Sized + 'static>(
+fn build<R: CryptoRng + ?Sized>(
     issuer: Name,
     subject: Name,
     extensions: Vec<Extension>,
@@ -524,11 +524,7 @@ fn build<R: CryptoRng + ?Sized + 'static>(
     };
     let builder = CertificateBuilder::new(profile, random_serial(rng)?, validity, spki)
         .map_err(Error::issuance)?;
-    #[cfg(feature = "ring")]
-    let os_randomness = crate::rng::is_os_rng::<R>();
-    #[cfg(not(feature = "ring"))]
-    let os_randomness = false;
-    let cert = signing_key.sign(builder, os_randomness)?;
+    let cert = signing_key.sign(builder, &crate::CryptoProvider::get_default())?;
     Certificate::from_x509(cert)
 }
 

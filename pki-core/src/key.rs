@@ -263,15 +263,15 @@ impl<C: Curve> EcKey<C> {
         Ok(Zeroizing::new(doc.as_bytes().to_vec()))
     }
 
-    /// Signs with ring when the caller draws from the operating system's
-    /// RNG (feature `ring`), else with RustCrypto's deterministic ECDSA.
+    /// Signs with ring under the ring provider, else with RustCrypto's
+    /// deterministic ECDSA.
     fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
-        os_randomness: bool,
+        with_ring: bool,
     ) -> Result<x509_cert::Certificate> {
         #[cfg(feature = "ring")]
-        let builder = if os_randomness {
+        let builder = if with_ring {
             match fast::sign(self, builder)? {
                 Ok(cert) => return Ok(cert),
                 Err(builder) => builder,
@@ -280,7 +280,7 @@ impl<C: Curve> EcKey<C> {
             builder
         };
         #[cfg(not(feature = "ring"))]
-        let _ = os_randomness;
+        let _ = with_ring;
         C::sign(builder, self.signing_key()?).map_err(Error::crypto)
     }
 }
@@ -304,23 +304,30 @@ const EC_PUBLIC_KEY: der::asn1::ObjectIdentifier =
     der::asn1::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 
 impl PrivateKey {
-    /// Generates a new key of the given type from `rng`.
-    ///
-    /// Same RNG stream, same key: generation is deterministic in its input.
-    /// With the `ring` feature, an EC key generated through
-    /// [`crate::OsRng`] comes from ring (see [`crate::OsRng`]).
-    pub fn generate<R: CryptoRng + ?Sized + 'static>(
+    /// Generates a new key of the given type with the default provider
+    /// ([`crate::CryptoProvider::get_default`]).
+    pub fn generate<R: CryptoRng + ?Sized>(algorithm: KeyAlgorithm, rng: &mut R) -> Result<Self> {
+        Self::generate_with(&crate::CryptoProvider::get_default(), algorithm, rng)
+    }
+
+    /// Generates a new key of the given type with `provider`: from `rng`
+    /// under RustCrypto (same RNG stream, same key), an EC key from the
+    /// operating system through ring under ring.
+    pub fn generate_with<R: CryptoRng + ?Sized>(
+        provider: &crate::CryptoProvider,
         algorithm: KeyAlgorithm,
         rng: &mut R,
     ) -> Result<Self> {
         #[cfg(feature = "ring")]
-        if crate::rng::is_os_rng::<R>() {
+        if provider.signing() == crate::Backend::Ring {
             match algorithm {
                 KeyAlgorithm::EcdsaP256 => return fast::generate::<P256>(),
                 KeyAlgorithm::EcdsaP384 => return fast::generate::<P384>(),
                 _ => {}
             }
         }
+        #[cfg(not(feature = "ring"))]
+        let _ = provider;
         let inner = match algorithm {
             KeyAlgorithm::EcdsaP256 => P256::inner(EcKey::from_signing_key(P256::generate(rng))),
             KeyAlgorithm::EcdsaP384 => P384::inner(EcKey::from_signing_key(P384::generate(rng))),
@@ -542,17 +549,23 @@ impl PrivateKey {
             || self.matches(cert.public_key())
     }
 
-    /// Signs the certificate a builder describes. `os_randomness`: the
-    /// caller draws from the operating system's RNG, so with the `ring`
-    /// feature an EC key signs with ring (see [`crate::OsRng`]).
+    /// Signs the certificate a builder describes with `provider`'s
+    /// signing backend (an EC key signs with ring under the ring provider).
     pub(crate) fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
-        os_randomness: bool,
+        provider: &crate::CryptoProvider,
     ) -> Result<x509_cert::Certificate> {
+        #[cfg(feature = "ring")]
+        let with_ring = provider.signing() == crate::Backend::Ring;
+        #[cfg(not(feature = "ring"))]
+        let with_ring = {
+            let _ = provider;
+            false
+        };
         match &self.inner {
-            KeyInner::P256(k) => k.sign(builder, os_randomness),
-            KeyInner::P384(k) => k.sign(builder, os_randomness),
+            KeyInner::P256(k) => k.sign(builder, with_ring),
+            KeyInner::P384(k) => k.sign(builder, with_ring),
             KeyInner::Rsa(k) => builder
                 .build::<_, rsa::pkcs1v15::Signature>(k.as_ref())
                 .map_err(Error::crypto),
@@ -567,6 +580,9 @@ mod tests {
     use rand_core::SeedableRng;
 
     fn rng() -> ChaCha20Rng {
+        crate::CryptoProvider::rust_crypto()
+            .install_default()
+            .expect("only the deterministic provider is installed in tests");
         ChaCha20Rng::seed_from_u64(7)
     }
 

@@ -1,8 +1,12 @@
 //! pki-core: the pure model of X.509 CA rotation.
 //!
 //! Keys, certificates, issuance profiles, cross-signing, bundles, lineage
-//! (AKI/SKI) and the validity math. No clock, no files, no globals: time and
-//! randomness are arguments, so the same inputs give the same outputs.
+//! (AKI/SKI) and the validity math. No clock, no files: time and randomness
+//! are arguments. The one process-wide setting is the crypto provider
+//! ([`CryptoProvider`]), installed once or taken from the build: ring by
+//! default (fast; EC keys and signatures from the operating system), or
+//! RustCrypto, under which the same inputs and RNG seed give the same
+//! outputs — as the example below installs.
 //!
 //! ```
 //! use pki_core::{Bundle, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
@@ -10,6 +14,7 @@
 //! use rand_core::SeedableRng;
 //! use time::{Duration, macros::datetime};
 //!
+//! pki_core::CryptoProvider::rust_crypto().install_default().expect("first install");
 //! let mut rng = ChaCha20Rng::seed_from_u64(1);
 //! let now = datetime!(2026-01-01 00:00 UTC);
 //! let ca = CertificateAuthority::generate_root("service-ca", KeyAlgorithm::EcdsaP256, now, Duration::days(790), &mut rng)?;
@@ -36,6 +41,7 @@ mod key;
 mod lineage;
 pub mod pem;
 pub mod policy;
+mod provider;
 mod rng;
 pub mod verify;
 
@@ -56,6 +62,7 @@ pub use issue::{
 pub use key::{KeyAlgorithm, PrivateKey};
 pub use lineage::{Lineage, LineageRule, issued_by};
 pub use policy::RotationPolicy;
+pub use provider::{Backend, CryptoProvider};
 pub use rng::{OsRng, os_rng};
 pub use verify::{
     Budget, ExpectedName, Purpose, SignatureCache, VerifiedPath, VerifyError, VerifyOptions,

@@ -22,6 +22,10 @@ const ECDSA_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.100
 const ECDSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
 
 fn rng(seed: u64) -> ChaCha20Rng {
+    // Keys and signatures from this stream: the same seed, the same output.
+    pki_core::CryptoProvider::rust_crypto()
+        .install_default()
+        .expect("only the deterministic provider is installed in tests");
     ChaCha20Rng::seed_from_u64(seed)
 }
 

@@ -74,7 +74,7 @@ func TestImportValidateAndRotateToASuppliedCA(t *testing.T) {
 
 	next := makeCA(t, "cluster-ca-2", inter, 0)
 	report := must(signer.ValidateReplacement(pemOf(t, next, inter, root), nil, nil, now))
-	if !report.OK || len(report.Checks) != 6 {
+	if !report.OK || len(report.Checks) != 7 {
 		t.Fatalf("good replacement: %+v", report)
 	}
 	report = must(signer.ValidateReplacement(pemOf(t, next), nil, nil, now))

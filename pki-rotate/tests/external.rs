@@ -21,6 +21,10 @@ const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 const KEY: &str = "signer";
 
 fn rng(seed: u64) -> ChaCha20Rng {
+    // Keys and signatures from this stream: the same seed, the same output.
+    pki_core::CryptoProvider::rust_crypto()
+        .install_default()
+        .expect("only the deterministic provider is installed in tests");
     ChaCha20Rng::seed_from_u64(seed)
 }
 

@@ -76,6 +76,10 @@ struct Run {
 }
 
 fn run(policy: SignerPolicy, steps: &[Step], seed: u64) -> Run {
+    // Keys and signatures from this stream: the same seed, the same output.
+    pki_core::CryptoProvider::rust_crypto()
+        .install_default()
+        .expect("only the deterministic provider is installed in tests");
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut s = SignerState::new("prop-ca", policy, T0, &mut rng).unwrap();
     let mut request = LeafRequest::server(vec!["svc.ns.svc".into()]);

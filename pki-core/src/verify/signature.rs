@@ -185,13 +185,10 @@ pub(crate) fn check(
     spki: &SubjectPublicKeyInfoOwned,
     signed: &Signed<'_>,
 ) -> Result<(), SigFailure> {
-    #[cfg(feature = "ring")]
-    {
-        ring_backend::check(spki, signed)
-    }
-    #[cfg(not(feature = "ring"))]
-    {
-        rust_crypto::check(spki, signed)
+    match crate::CryptoProvider::get_default().verification() {
+        #[cfg(feature = "ring")]
+        crate::Backend::Ring => ring_backend::check(spki, signed),
+        crate::Backend::RustCrypto => rust_crypto::check(spki, signed),
     }
 }
 
