@@ -3227,12 +3227,16 @@ void pki_store_free(struct pki_store *store);
 
 /**
  * Creates a store over the embedder's Secret-shaped storage: documents are
- * kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
- * `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
- * `certs.NAME.tls.crt`…; a key ring's: `keys.key-ring.json`,
- * `keys.active.key`, `keys.public.pem`, `keys.jwks.json`; a credential's:
- * `state.json`, `current`, `old`, `stray-R-A`), each with a revision the
- * storage assigns, and written by compare-and-swap. This is what a Kubernetes client does with
+ * kept as Secret data under the documented keys of their kind — a
+ * signer's: `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`,
+ * `pki-state.json`, `certs.NAME.tls.crt`…; a CA set's: every path with `/`
+ * as `.` (`set.state.json`, `targets.T.trust.CA.crt`…); a key ring's:
+ * `keys.key-ring.json`, `keys.active.key`, `keys.public.pem`,
+ * `keys.jwks.json`; a credential's: `state.json`, `current`, `old`,
+ * `stray-R-A`. The kind is the one the function called works on
+ * (`pki_set_*` a set, `pki_keyring_*` a key ring…), never guessed from
+ * the data. Each document has a revision the storage assigns, and is
+ * written by compare-and-swap. This is what a Kubernetes client does with
  * a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
  * (`expected` NULL) or updates it with the `resourceVersion` read, and a
  * 409 Conflict is `PKI_RESULT_CONFLICT`.
