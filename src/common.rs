@@ -8,23 +8,49 @@ use pki_rotate::{
 use std::path::PathBuf;
 use time::OffsetDateTime;
 
+/// The exit status of a command refused or failed with the store unchanged.
+pub const EXIT_FAILED: u8 = 1;
+
+/// The exit status of a command whose store write may have landed (its
+/// answer was lost): the store may hold the new document or the old one,
+/// and rerunning the command is safe.
+pub const EXIT_UNKNOWN_OUTCOME: u8 = 5;
+
 /// A failed command: a one-line reason and the exit status.
 #[derive(Debug)]
 pub struct CliError {
     pub message: String,
+    /// [`EXIT_FAILED`], or [`EXIT_UNKNOWN_OUTCOME`] for a write that may
+    /// have landed.
+    pub status: u8,
 }
 
 impl CliError {
     pub fn new(message: impl Into<String>) -> Self {
         CliError {
             message: message.into(),
+            status: EXIT_FAILED,
         }
+    }
+
+    /// The same failure (and exit status) with its message rewritten.
+    pub fn map_message(mut self, f: impl FnOnce(String) -> String) -> Self {
+        self.message = f(self.message);
+        self
     }
 }
 
 impl From<RotateError> for CliError {
     fn from(e: RotateError) -> Self {
-        CliError::new(e.to_string())
+        let status = if e.is_unknown_outcome() {
+            EXIT_UNKNOWN_OUTCOME
+        } else {
+            EXIT_FAILED
+        };
+        CliError {
+            message: e.to_string(),
+            status,
+        }
     }
 }
 

@@ -110,10 +110,7 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
     // the credential exists and `reconcile` retries it. Only a failure to
     // run the steps at all is an error.
     reconcile_one(&driver, args.dir, args.name, &args.options).map_err(|e| {
-        CliError::new(format!(
-            "{} (the credential is recorded: `pki cred reconcile` retries)",
-            e.message
-        ))
+        e.map_message(|m| format!("{m} (the credential is recorded: `pki cred reconcile` retries)"))
     })
 }
 
@@ -144,20 +141,20 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
             )));
         }
     }
-    let mut errors = Vec::new();
+    let mut errors: Vec<CliError> = Vec::new();
     for name in &names {
         if let Err(e) = reconcile_one(&driver, dir, name, options) {
-            errors.push(e.message);
+            errors.push(e);
         }
     }
-    match errors.len() {
-        0 => Ok(()),
-        1 => Err(CliError::new(errors.remove(0))),
-        n => Err(CliError::new(format!(
-            "{} (and {} more failed)",
-            errors[0],
-            n - 1
-        ))),
+    // A write that may have landed is the one to report: exit 1 would
+    // say that nothing changed.
+    errors.sort_by_key(|e| std::cmp::Reverse(e.status));
+    let more = errors.len().saturating_sub(1);
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some(first) if more == 0 => Err(first),
+        Some(first) => Err(first.map_message(|m| format!("{m} (and {more} more failed)"))),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The `pki` command-line tool: rotate a service CA kept in a directory.
 //!
 //! Exit status: 0 on success, 1 when an operation is refused or fails (with
-//! a one-line reason on stderr), 2 on bad usage; `pki status --check` exits
+//! a one-line reason on stderr, the store unchanged), 2 on bad usage, 5 when
+//! the outcome is unknown (a store write's answer was lost: it may have
+//! landed, and rerunning the command is safe); `pki status --check` exits
 //! 3 when an action is due and 4 when trust is broken or something expired.
 
 mod common;
@@ -40,7 +42,7 @@ use time::{Duration, OffsetDateTime};
     name = "pki",
     version,
     about = "Rotate X.509 certificate authorities without breaking trust",
-    after_help = "TIME is RFC 3339, like 2027-02-01T00:00:00Z, or \"now\"; DUR is like 790d, 13h, 2h30m.\nExit status: 0 success, 1 refused or failed (one line on stderr), 2 bad usage;\n`pki status --check`: 0 nothing due, 3 an action is due, 4 trust broken or something expired."
+    after_help = "TIME is RFC 3339, like 2027-02-01T00:00:00Z, or \"now\"; DUR is like 790d, 13h, 2h30m.\nExit status: 0 success, 1 refused or failed (one line on stderr, the store unchanged), 2 bad usage,\n5 outcome unknown (a store write may have landed; rerunning is safe);\n`pki status --check`: 0 nothing due, 3 an action is due, 4 trust broken or something expired."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -665,15 +667,18 @@ fn main() -> ExitCode {
         common::set_lock_timeout(timeout);
     }
     let result = run(cli);
-    if let Some(e) = common::stdout_error() {
+    // A write that may have landed outranks a failure to print: exit 1
+    // would tell the caller the store is unchanged.
+    let unknown = matches!(&result, Err(e) if e.status == common::EXIT_UNKNOWN_OUTCOME);
+    if !unknown && let Some(e) = common::stdout_error() {
         eprintln!("pki: {}", common::one_line(&e));
-        return ExitCode::from(1);
+        return ExitCode::from(common::EXIT_FAILED);
     }
     match result {
         Ok(()) => ExitCode::from(common::exit_status()),
         Err(e) => {
             eprintln!("pki: {}", common::one_line(&e.message));
-            ExitCode::from(1)
+            ExitCode::from(e.status)
         }
     }
 }

@@ -1,35 +1,24 @@
 //! The CLI against a real etcd server on 127.0.0.1 (started by the test):
 //! every signer command takes `etcd://HOST:PORT/PREFIX` for DIR, `pki export`
 //! writes what it holds in the directory layout, `pki rotate` processes
-//! racing at the rotation point rotate once, and an unreachable server is
-//! one line and exit 1 within a bounded time.
+//! racing at the rotation point rotate once, an unreachable server is one
+//! line and exit 1 within a bounded time, and a write whose answer is lost
+//! exits 5 and is safe to rerun.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "../pki-etcd/tests/support/etcd.rs"]
 mod etcd;
+#[path = "../pki-etcd/tests/support/proxy.rs"]
+mod proxy;
 
-use std::process::{Command, Output};
+use cli::{fails_with, ok, pki};
+use std::process::Command;
 
 const T0: &str = "2026-01-01T00:00:00Z";
 const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn every_signer_command_works_on_an_etcd_url_and_export_writes_the_layout() {
@@ -134,4 +123,41 @@ fn an_unreachable_server_is_one_line_and_exit_1_in_bounded_time() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.starts_with("pki: etcd://127.0.0.1:"), "{err}");
+}
+
+/// How every head manifest starts (`{"format":1,"files":{...},"dirs":[...]}`):
+/// of a write's requests, only the commit carries these bytes.
+const MANIFEST_START: &[u8] = br#"{"format":1,"files":{"#;
+
+#[test]
+fn a_rotation_whose_commit_answer_is_lost_exits_5_and_the_rerun_is_nothing_to_do() {
+    let server = etcd::Etcd::start();
+    let url = server.url("lost");
+    ok(&["init", &url, "--now", T0]);
+    ok(&["issue", &url, "web", "--dns", "web.ns.svc", "--now", T0]);
+    // Through the proxy, etcd applies the commit but its answer, and every
+    // answer after it, is lost.
+    let proxy = proxy::Proxy::start(&server.endpoint());
+    proxy.lose_replies_once_sent(MANIFEST_START);
+    let lossy = proxy.url("lost");
+    let later = "2026-02-01T00:00:00Z";
+    let started = std::time::Instant::now();
+    let err = fails_with(5, &["rotate", &lossy, "--force", "r", "--now", later]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert!(proxy.losing(), "the commit never went out");
+    assert!(
+        err.starts_with(&format!("pki: the write of document \"signer\" to {lossy}")),
+        "{err}"
+    );
+    assert!(err.contains("may have landed"), "{err}");
+    assert!(err.contains("rerunning the command is safe"), "{err}");
+
+    // It landed: the same command straight to etcd finds the reason
+    // recorded, and one rotation it is.
+    let out = ok(&["rotate", &url, "--force", "r", "--now", later]);
+    assert!(out.contains("nothing to do"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["status", &url, "--json", "--now", later])).unwrap();
+    assert_eq!(json["rotations"], 1, "{json}");
+    assert_eq!(json["forced_rotation_reason"], "r", "{json}");
 }

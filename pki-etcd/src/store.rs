@@ -40,6 +40,9 @@ pub struct EtcdOptions {
     /// How long connecting, and checking that the server answers, may take.
     pub connect_timeout: Duration,
     /// How long one request may take before it fails as a backend error.
+    /// A commit that gets no answer within it is checked with one more
+    /// request, bounded the same way (see [`RotateError::UnknownOutcome`]),
+    /// so a write that loses its answer fails within twice this.
     pub request_timeout: Duration,
     /// The most operations etcd accepts in one transaction.
     pub max_txn_ops: usize,
@@ -112,6 +115,41 @@ enum Fail {
 }
 
 impl Fail {
+    /// Whether the request may have reached etcd and been applied although
+    /// it failed: anything but a refusal etcd answered with, or a request
+    /// that was never sent (a hook, a connection that could not be made).
+    /// When in doubt, yes: claiming that nothing changed must be certain.
+    fn may_have_been_applied(&self) -> bool {
+        use tonic::Code;
+        match self {
+            Fail::Hook(_) | Fail::Other(_) => false,
+            Fail::Timeout(_) => true,
+            Fail::Etcd(etcd_client::Error::GRpcStatus(s)) => match s.code() {
+                // etcd checked the request and refused it (too large, too
+                // many operations, not allowed): it was not applied.
+                Code::InvalidArgument
+                | Code::PermissionDenied
+                | Code::Unauthenticated
+                | Code::FailedPrecondition
+                | Code::OutOfRange
+                | Code::Unimplemented => false,
+                // etcd's own "request timed out" and "leader changed" are
+                // Unavailable too, and a proposal behind them may still be
+                // applied: only a connection never made is certain.
+                Code::Unavailable => !never_connected(s),
+                _ => true,
+            },
+            Fail::Etcd(etcd_client::Error::TransportError(e)) => !never_connected(e),
+            Fail::Etcd(
+                etcd_client::Error::InvalidArgs(_)
+                | etcd_client::Error::InvalidUri(_)
+                | etcd_client::Error::InvalidMetadataValue(_)
+                | etcd_client::Error::Utf8Error(_),
+            ) => false,
+            Fail::Etcd(_) => true,
+        }
+    }
+
     fn is_compacted(&self) -> bool {
         matches!(self, Fail::Etcd(etcd_client::Error::GRpcStatus(s)) if s.message().contains("compacted"))
     }
@@ -137,6 +175,27 @@ impl Fail {
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect()
     }
+}
+
+/// Whether `e` says the connection to etcd could not be made (refused,
+/// no route): then no request went out on it.
+fn never_connected(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::HostUnreachable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::AddrNotAvailable
+            )
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// `e` and its sources, each level once: transports wrap the same message
@@ -286,9 +345,11 @@ impl EtcdStore {
 
     /// Installs a hook called before each etcd request of a `put`, with the
     /// name of the step (`read head`, `write blobs 1/2`, `commit`, `list
-    /// garbage`, `delete garbage 1/1`, `discard blobs`). An error it returns
-    /// fails the `put` at that point as a backend error. Tests use it to
-    /// stop etcd before each step.
+    /// garbage`, `delete garbage 1/1`, `discard blobs`, and `check commit`
+    /// when the commit got no answer). An error it returns fails the `put`
+    /// at that point: as a backend error before the commit is sent, as
+    /// [`RotateError::UnknownOutcome`] at `check commit`. Tests use it to
+    /// stop etcd, or lose its answers, before each step.
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.write_hook = hook;
     }
@@ -514,6 +575,59 @@ impl EtcdStore {
         Ok(())
     }
 
+    /// Finds out whether a commit that got no answer was applied, with one
+    /// read of the head bounded by the request timeout. It was when the
+    /// head holds, byte for byte, the manifest this attempt wrote and that
+    /// manifest names blobs of this attempt (whose nonce no other writer
+    /// knows): then the document's revision is the head's. In every other
+    /// case the outcome is unknown, even when the head is still the one
+    /// read: etcd may apply the transaction later (it is queued, or behind
+    /// a leader change), so an unchanged head proves nothing.
+    fn resolve_commit(&self, key: &str, lost: Lost<'_>) -> Result<Revision> {
+        let unknown = |found: String| RotateError::UnknownOutcome {
+            store: self.url.to_string(),
+            key: key.to_string(),
+            detail: format!("no answer to the commit: {}; {found}", lost.fail.describe()),
+        };
+        self.step("check commit")
+            .map_err(|f| unknown(format!("the head was not read again: {}", f.describe())))?;
+        let mut kv = self.kv.clone();
+        let head_key = lost.keys.head.clone();
+        let mut answer = self
+            .run(async move { kv.get(head_key, None).await })
+            .map_err(|f| {
+                unknown(format!(
+                    "reading the head again failed too: {}",
+                    f.describe()
+                ))
+            })?;
+        let Some(head) = answer.take_kvs().into_iter().next() else {
+            return Err(unknown(
+                "there is no head yet, and the commit may still be applied".into(),
+            ));
+        };
+        let revision = head.mod_revision();
+        if Some(revision) == lost.read {
+            return Err(unknown(format!(
+                "the head is still at revision {revision}, the one this write read, and the commit may still be applied"
+            )));
+        }
+        if head.value() != lost.head_value {
+            return Err(unknown(format!(
+                "the head is now at revision {revision} with another manifest"
+            )));
+        }
+        if !lost.provable {
+            return Err(unknown(format!(
+                "the head at revision {revision} holds the same manifest, but this write added no blob that would tell it from another writer's"
+            )));
+        }
+        // Landed: the head is this attempt's, so phase 3 applies as after
+        // an answered commit (see `put`), best effort likewise.
+        let _ = self.collect_garbage(lost.keys, lost.manifest, revision);
+        Ok(Revision::new(revision.to_string()))
+    }
+
     /// Groups the new blobs into transactions within etcd's limits.
     fn batches<'b, 'a>(
         &self,
@@ -562,6 +676,22 @@ impl From<RotateError> for ReadFail {
     fn from(e: RotateError) -> Self {
         ReadFail::Error(e)
     }
+}
+
+/// A commit that got no answer, and what [`EtcdStore::resolve_commit`]
+/// needs to find out whether it was applied.
+struct Lost<'a> {
+    keys: &'a DocKeys,
+    manifest: &'a Manifest,
+    /// The head's value the commit writes.
+    head_value: &'a [u8],
+    /// The head's mod_revision when this attempt read it (None: no head).
+    read: Option<i64>,
+    /// Whether the manifest names blobs of this attempt, so that the head
+    /// holding it proves this commit was applied.
+    provable: bool,
+    /// How the commit failed.
+    fail: Fail,
 }
 
 /// A blob a write attempt adds.
@@ -740,15 +870,38 @@ impl Store for EtcdStore {
         let mut kv = self.kv.clone();
         let txn = Txn::new()
             .when(vec![compare])
-            .and_then(vec![TxnOp::put(keys.head.clone(), head_value, None)])
+            .and_then(vec![TxnOp::put(
+                keys.head.clone(),
+                head_value.clone(),
+                None,
+            )])
             .or_else(vec![TxnOp::get(
                 keys.head.clone(),
                 Some(GetOptions::new().with_keys_only()),
             )]);
         // When this request fails without an answer the transaction may or
-        // may not have been applied, so this attempt's blobs are left alone:
-        // the next successful write collects them if they are garbage.
-        let response = self.run(async move { kv.txn(txn).await }).map_err(fail)?;
+        // may not have been applied (and one still in flight may be applied
+        // later), so this is no plain backend error: `resolve_commit` reads
+        // the head again to find out, and says the outcome is unknown when
+        // it cannot. This attempt's blobs are left alone then: the head may
+        // reference them, now or once a delayed commit is applied. If it
+        // never is, they are garbage that the next successful write
+        // collects (phase 3, second case: a commit comparing with a
+        // mod_revision that another commit changed can never apply).
+        let provable = !new_blobs.is_empty();
+        let lost = |f: Fail| Lost {
+            keys: &keys,
+            manifest: &manifest,
+            head_value: &head_value,
+            read: found,
+            provable,
+            fail: f,
+        };
+        let response = match self.run(async move { kv.txn(txn).await }) {
+            Ok(response) => response,
+            Err(f) if f.may_have_been_applied() => return self.resolve_commit(key, lost(f)),
+            Err(f) => return Err(fail(f)),
+        };
         if !response.succeeded() {
             let found = response.op_responses().into_iter().find_map(|r| match r {
                 etcd_client::TxnOpResponse::Get(g) => {
@@ -768,15 +921,11 @@ impl Store for EtcdStore {
             }
             return Err(conflict(found.flatten()));
         }
-        let revision = response
-            .header()
-            .map(|h| h.revision())
-            .filter(|r| *r > 0)
-            .ok_or_else(|| {
-                fail(Fail::Other(
-                    "etcd's answer to the commit has no revision".into(),
-                ))
-            })?;
+        let Some(revision) = response.header().map(|h| h.revision()).filter(|r| *r > 0) else {
+            // Applied, but of unknown revision: read it.
+            let f = Fail::Other("etcd's answer to the commit has no revision".into());
+            return self.resolve_commit(key, lost(f));
+        };
 
         // Phase 3: garbage. A blob is removed when the head just committed
         // (at `revision`) does not reference it and it was created before
@@ -802,5 +951,46 @@ impl Store for EtcdStore {
         // here, and the next write collects what is left.
         let _ = self.collect_garbage(&keys, &manifest, revision);
         Ok(Revision::new(revision.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tonic::{Code, Status};
+
+    fn status(code: Code, source: Option<std::io::ErrorKind>) -> Fail {
+        let mut s = Status::new(code, "test");
+        if let Some(kind) = source {
+            s.set_source(Arc::new(std::io::Error::from(kind)));
+        }
+        Fail::Etcd(etcd_client::Error::GRpcStatus(s))
+    }
+
+    #[test]
+    fn only_a_refusal_or_a_request_never_sent_is_certain_not_to_have_landed() {
+        use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
+        let cases = [
+            // No answer: it may have been applied, or be applied later.
+            (Fail::Timeout(Duration::from_secs(1)), true),
+            (status(Code::Cancelled, None), true),
+            (status(Code::DeadlineExceeded, None), true),
+            (status(Code::Unknown, Some(ConnectionReset)), true),
+            (status(Code::Unavailable, Some(ConnectionReset)), true),
+            // etcd's "request timed out" and "leader changed".
+            (status(Code::Unavailable, None), true),
+            (status(Code::Internal, None), true),
+            // Never sent: a hook, a connection that could not be made.
+            (Fail::Hook(std::io::Error::other("stop")), false),
+            (status(Code::Unavailable, Some(ConnectionRefused)), false),
+            // etcd answered with a refusal.
+            (status(Code::InvalidArgument, None), false),
+            (status(Code::PermissionDenied, None), false),
+            (status(Code::FailedPrecondition, None), false),
+        ];
+        for (fail, may) in cases {
+            assert_eq!(fail.may_have_been_applied(), may, "{}", fail.describe());
+        }
     }
 }

@@ -41,6 +41,7 @@ const (
 	CodeConflict            Code = C.PKI_RESULT_CONFLICT
 	CodeNotInitialized      Code = C.PKI_RESULT_NOT_INITIALIZED
 	CodeAlreadyInitialized  Code = C.PKI_RESULT_ALREADY_INITIALIZED
+	CodeUnknownOutcome      Code = C.PKI_RESULT_UNKNOWN_OUTCOME
 	CodeVerifyExpired       Code = C.PKI_RESULT_VERIFY_EXPIRED
 	CodeVerifyUnknownIssuer Code = C.PKI_RESULT_VERIFY_UNKNOWN_ISSUER
 	CodeVerifyNameMismatch  Code = C.PKI_RESULT_VERIFY_NAME_MISMATCH
@@ -110,7 +111,13 @@ var (
 	// ErrNotInitialized: the store holds no document at the key.
 	ErrNotInitialized error = &Error{Code: CodeNotInitialized}
 	// ErrAlreadyInitialized: Create found a document at the key.
-	ErrAlreadyInitialized  error = &Error{Code: CodeAlreadyInitialized}
+	ErrAlreadyInitialized error = &Error{Code: CodeAlreadyInitialized}
+	// ErrUnknownOutcome: a store write was sent but its answer was lost
+	// (a timeout, a dropped connection), so it may have landed: the store
+	// may hold the new document or the old one. Unlike every other error,
+	// it does not promise that nothing changed. Stepping again with the
+	// same request is safe: one that landed is then nothing to do.
+	ErrUnknownOutcome      error = &Error{Code: CodeUnknownOutcome}
 	ErrVerifyExpired       error = &Error{Code: CodeVerifyExpired}
 	ErrVerifyUnknownIssuer error = &Error{Code: CodeVerifyUnknownIssuer}
 	ErrVerifyNameMismatch  error = &Error{Code: CodeVerifyNameMismatch}

@@ -2,6 +2,7 @@ package pki_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -253,5 +254,29 @@ func TestAClientTrustingAnotherCARefusesTheServer(t *testing.T) {
 	}
 	if err := x509Verify(server, client, day(1)); err == nil {
 		t.Fatal("crypto/x509 accepted an unrelated bundle")
+	}
+}
+
+func TestAWriteThatMayHaveLandedIsErrUnknownOutcomeAlone(t *testing.T) {
+	// What a step returns when the library answers PKI_RESULT_UNKNOWN_OUTCOME,
+	// wrapped the way a controller might.
+	var err error = &pki.Error{
+		Code:    pki.CodeUnknownOutcome,
+		Message: `the write of document "signer" to etcd://127.0.0.1:2379/pki may have landed (no answer to the commit); rerunning the command is safe`,
+	}
+	err = fmt.Errorf("reconcile: %w", err)
+	if !errors.Is(err, pki.ErrUnknownOutcome) {
+		t.Fatalf("%v is not ErrUnknownOutcome", err)
+	}
+	for _, other := range []error{pki.ErrStore, pki.ErrConflict, pki.ErrAlreadyInitialized} {
+		if errors.Is(err, other) {
+			t.Errorf("%v also matches %v", err, other)
+		}
+	}
+	if got := pki.CodeUnknownOutcome.String(); got != "PKI_RESULT_UNKNOWN_OUTCOME" {
+		t.Errorf("the library names code %d %q", uint32(pki.CodeUnknownOutcome), got)
+	}
+	if !strings.Contains(err.Error(), "PKI_RESULT_UNKNOWN_OUTCOME") {
+		t.Errorf("message without its code: %q", err)
 	}
 }

@@ -393,7 +393,7 @@ func TestResultCodesKeepTheirNumbers(t *testing.T) {
 		pki.CodeClockBeforeCA: 300, pki.CodeEmptyForcedReason: 301, pki.CodeTrustCheckFailed: 305,
 		pki.CodeUnknownLeaf: 307, pki.CodeUnsupportedVersion: 400, pki.CodeCorruptState: 401,
 		pki.CodeStore: 402, pki.CodeConflict: 403, pki.CodeNotInitialized: 404,
-		pki.CodeAlreadyInitialized: 405, pki.CodeVerifyExpired: 500,
+		pki.CodeAlreadyInitialized: 405, pki.CodeUnknownOutcome: 406, pki.CodeVerifyExpired: 500,
 		pki.CodeVerifyUnknownIssuer: 502, pki.CodeVerifyNameMismatch: 514,
 		pki.CodeTrustBreak: 740,
 	}

@@ -94,6 +94,14 @@ pub enum pki_result {
     PKI_RESULT_NOT_INITIALIZED = 404,
     /// A document already exists where one was to be created.
     PKI_RESULT_ALREADY_INITIALIZED = 405,
+    /// A store write was sent but its answer was lost (a timeout, a
+    /// connection dropped after the request went out), and the store could
+    /// not find out whether it was applied: the document may be the new one
+    /// or the old one. Unlike every other failure, this one does not promise
+    /// that the store is unchanged. Stepping again with the same request is
+    /// safe: one that landed is recorded in the document and is then
+    /// nothing to do.
+    PKI_RESULT_UNKNOWN_OUTCOME = 406,
 
     /// A certificate of the path is expired at the verification time.
     PKI_RESULT_VERIFY_EXPIRED = 500,
@@ -285,6 +293,7 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         PKI_RESULT_ALREADY_INITIALIZED,
         "PKI_RESULT_ALREADY_INITIALIZED\0",
     ),
+    (PKI_RESULT_UNKNOWN_OUTCOME, "PKI_RESULT_UNKNOWN_OUTCOME\0"),
     (PKI_RESULT_VERIFY_EXPIRED, "PKI_RESULT_VERIFY_EXPIRED\0"),
     (
         PKI_RESULT_VERIFY_NOT_YET_VALID,
@@ -523,6 +532,7 @@ impl From<RotateError> for Failure {
             E::Conflict { .. } | E::TooManyConflicts { .. } => PKI_RESULT_CONFLICT,
             E::NotInitialized(_) => PKI_RESULT_NOT_INITIALIZED,
             E::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,
+            E::UnknownOutcome { .. } => PKI_RESULT_UNKNOWN_OUTCOME,
             E::InvalidKey { .. } => PKI_RESULT_INVALID_ARGUMENT,
             E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
             E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
@@ -767,6 +777,7 @@ mod tests {
             PKI_RESULT_CONFLICT => 403,
             PKI_RESULT_NOT_INITIALIZED => 404,
             PKI_RESULT_ALREADY_INITIALIZED => 405,
+            PKI_RESULT_UNKNOWN_OUTCOME => 406,
             PKI_RESULT_VERIFY_EXPIRED => 500,
             PKI_RESULT_VERIFY_NOT_YET_VALID => 501,
             PKI_RESULT_VERIFY_UNKNOWN_ISSUER => 502,
@@ -823,7 +834,7 @@ mod tests {
     }
 
     /// How many codes `pinned` lists.
-    const PINNED_CODES: usize = 88;
+    const PINNED_CODES: usize = 89;
 
     #[test]
     fn every_result_code_keeps_its_pinned_number() {
@@ -847,6 +858,41 @@ mod tests {
             assert!(name.ends_with('\0'));
             assert_eq!(format!("{code:?}\0"), *name);
         }
+    }
+
+    #[test]
+    fn a_write_that_may_have_landed_has_its_own_code_and_name() {
+        assert_eq!(PKI_RESULT_UNKNOWN_OUTCOME as u32, 406);
+        for other in [PKI_RESULT_STORE, PKI_RESULT_CONFLICT] {
+            assert_ne!(PKI_RESULT_UNKNOWN_OUTCOME, other);
+        }
+        // SAFETY: pki_result_name returns a static NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(pki_result_name(406)) };
+        assert_eq!(name.to_str(), Ok("PKI_RESULT_UNKNOWN_OUTCOME"));
+
+        let e = RotateError::UnknownOutcome {
+            store: "etcd://127.0.0.1:2379/pki".into(),
+            key: "signer".into(),
+            detail: "no answer to the commit".into(),
+        };
+        let text = e.to_string();
+        let failure = Failure::from(e);
+        assert_eq!(failure.code, PKI_RESULT_UNKNOWN_OUTCOME);
+        assert_eq!(failure.message, text);
+        assert!(
+            failure.message.contains("rerunning the command is safe"),
+            "{}",
+            failure.message
+        );
+        let code = boundary(|| {
+            Err(Failure::from(RotateError::UnknownOutcome {
+                store: "s".into(),
+                key: "k".into(),
+                detail: "d".into(),
+            }))
+        });
+        assert_eq!(code, PKI_RESULT_UNKNOWN_OUTCOME);
+        with_last_error(|m| assert!(m.contains("may have landed"), "{m}"));
     }
 
     #[test]

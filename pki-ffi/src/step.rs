@@ -211,13 +211,15 @@ pub struct pki_step {
 ///
 /// On success the caller owns `*out_step` and frees it with
 /// `pki_step_free`; nothing is written on failure, and a failed step leaves
-/// the store unchanged.
+/// the store unchanged, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
+/// answer was lost and it may have landed (step again: it is safe).
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (bad key, reason not UTF-8),
 /// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT` (too many concurrent
 /// writers: step again), `PKI_RESULT_STORE` (I/O or backend failure: not
-/// retried), `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+/// retried), `PKI_RESULT_UNKNOWN_OUTCOME` (the write may have landed: step
+/// again), `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
 /// `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
 /// `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
 /// `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,

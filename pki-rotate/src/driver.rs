@@ -92,7 +92,9 @@ impl<S: Store> Driver<S> {
     /// One controller step on the document at `key`: plan and apply at
     /// `now` with `input`, and write the result when it changed. Retries
     /// from a fresh read when another writer changed the document in
-    /// between; every other error ends the step with the store unchanged.
+    /// between; every other error ends the step with the store unchanged,
+    /// except [`RotateError::UnknownOutcome`] (the write's answer was lost:
+    /// it may have landed), which ends the step too and says so.
     pub fn step<E: Engine, R: CryptoRng + ?Sized + 'static>(
         &self,
         key: &str,
@@ -147,6 +149,15 @@ impl<S: Store> Driver<S> {
                     });
                 }
                 Err(e) if e.is_conflict() => continue,
+                // A write that may have landed is reported, not retried.
+                // Retrying would be safe (a request the document already
+                // records is "nothing to do"), but it would hide what
+                // happened: a retry that finds the write landed returns
+                // `changed: false` without this step's events, so the
+                // caller would never learn that this call rotated a CA. A
+                // lost answer also means the backend is slow or
+                // unreachable, where a retry only waits again. The caller
+                // steps again (the CLI exits 5 saying rerunning is safe).
                 Err(e) => return Err(e),
             }
         }

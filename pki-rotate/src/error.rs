@@ -8,11 +8,15 @@ use time::OffsetDateTime;
 
 /// Everything that can make a rotation or a store operation fail. A failed
 /// operation changes nothing: engines are pure and stores commit atomically.
+/// The one exception says so in its name: [`RotateError::UnknownOutcome`],
+/// a write whose answer was lost, which may have landed.
 ///
-/// Two variants matter to a controller that shares its store with other
+/// Three variants matter to a controller that shares its store with other
 /// replicas: [`RotateError::Conflict`] means "someone else wrote first:
-/// reload and try again", everything else means "this cannot succeed as
-/// asked". [`RotateError::is_conflict`] tells them apart.
+/// reload and try again", [`RotateError::UnknownOutcome`] means "the write
+/// may or may not have landed: step again, which is safe", everything else
+/// means "this cannot succeed as asked". [`RotateError::is_conflict`] and
+/// [`RotateError::is_unknown_outcome`] tell them apart.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RotateError {
@@ -136,6 +140,26 @@ pub enum RotateError {
         /// The revision in the store now, when the store knows it (None:
         /// no document, or not reported).
         found: Option<Revision>,
+    },
+    /// A write was sent but its answer never came (a timeout, a connection
+    /// lost after the request went out), and the store could not find out
+    /// whether it was applied: the document may be the new one or the old
+    /// one, and a transaction still in flight may yet be applied. Unlike
+    /// every other error, this one does not promise that nothing changed.
+    /// Rerunning is safe: every mutating request is recorded in the
+    /// document, so a repeat of one that landed is "nothing to do".
+    #[error(
+        "the write of document \"{}\" to {store} may have landed ({detail}); rerunning the command is safe",
+        .key.escape_debug()
+    )]
+    UnknownOutcome {
+        /// Which store (its URL or address).
+        store: String,
+        /// The document's key in that store.
+        key: String,
+        /// What happened to the request, and what the store found when it
+        /// tried to resolve the outcome.
+        detail: String,
     },
     /// The driver kept losing the compare-and-swap to other writers.
     #[error("{key}: gave up after {attempts} attempts, each lost to a concurrent writer")]
@@ -458,6 +482,15 @@ impl RotateError {
     /// may succeed. Every other error is final for the same inputs.
     pub fn is_conflict(&self) -> bool {
         matches!(self, RotateError::Conflict { .. })
+    }
+
+    /// Whether a write may have landed though it reported no success (its
+    /// answer was lost): the store may hold the new document or the old
+    /// one. Stepping again is safe (the engines recognise a request they
+    /// already applied); retrying it blindly as a conflict is not what the
+    /// driver does (see [`crate::Driver::step`]).
+    pub fn is_unknown_outcome(&self) -> bool {
+        matches!(self, RotateError::UnknownOutcome { .. })
     }
 
     /// Prefixes the location of a document error with where the document

@@ -47,7 +47,9 @@ impl std::fmt::Display for Revision {
 ///
 /// Implementations must make [`Store::put`] atomic: after it returns, a
 /// reader sees either the whole previous document or the whole new one,
-/// and when it fails the store is exactly as it was.
+/// and when it fails the store is exactly as it was, with one exception
+/// named for it: [`RotateError::UnknownOutcome`], a write whose answer was
+/// lost and that may have landed (a remote store that cannot tell).
 pub trait Store {
     /// Where the store is, for messages: a directory, a URL.
     fn location(&self) -> String;
@@ -58,7 +60,10 @@ pub trait Store {
     /// Writes `files` as the document at `key` if its revision is still
     /// `expected` (`None`: only if no document exists, i.e. create), and
     /// returns the new revision. A changed document fails with
-    /// [`RotateError::Conflict`] and nothing is written.
+    /// [`RotateError::Conflict`] and nothing is written. A write that was
+    /// sent but whose outcome the store cannot establish fails with
+    /// [`RotateError::UnknownOutcome`], never with an error that promises
+    /// nothing changed.
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
 }
 

@@ -200,6 +200,57 @@ fn a_broken_backend_is_reported_at_once_not_retried() {
     assert_eq!(store.1.load(Ordering::SeqCst), 1);
 }
 
+/// A store whose writes land but whose answers are lost: the write is
+/// applied, then reported as an unknown outcome.
+struct LostReplies(MemoryStore, AtomicUsize);
+
+impl Store for LostReplies {
+    fn location(&self) -> String {
+        "lossy".into()
+    }
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        self.0.get(key)
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.put(key, expected, files)?;
+        Err(RotateError::UnknownOutcome {
+            store: "lossy".into(),
+            key: key.into(),
+            detail: "no answer".into(),
+        })
+    }
+}
+
+#[test]
+fn a_write_that_may_have_landed_is_reported_not_retried_and_a_rerun_is_nothing_to_do() {
+    let s = initial();
+    let store = LostReplies(memory_store(&s), AtomicUsize::new(0));
+    let input = SignerInput::forced(ForcedRotation::new("key ceremony"));
+    let err = Driver::new(&store)
+        .step::<SignerEngine, _>(KEY, &input, T0 + Duration::days(1), &mut rng(8))
+        .unwrap_err();
+    assert!(err.is_unknown_outcome(), "{err}");
+    assert!(!err.is_conflict());
+    let text = err.to_string();
+    assert!(
+        text.contains("may have landed") && text.contains("rerunning the command is safe"),
+        "{text}"
+    );
+    assert_eq!(store.1.load(Ordering::SeqCst), 1, "retried");
+    // It landed; the same request again is nothing to do, on any store.
+    let step = Driver::new(&store.0)
+        .step::<SignerEngine, _>(KEY, &input, T0 + Duration::days(1), &mut rng(9))
+        .unwrap();
+    assert!(!step.changed);
+    assert_eq!(step.document.history.len(), 1);
+}
+
 #[test]
 fn a_missing_document_is_not_initialized() {
     let store = MemoryStore::new();

@@ -46,6 +46,7 @@
   PIN(PKI_RESULT_CONFLICT, 403) \
   PIN(PKI_RESULT_NOT_INITIALIZED, 404) \
   PIN(PKI_RESULT_ALREADY_INITIALIZED, 405) \
+  PIN(PKI_RESULT_UNKNOWN_OUTCOME, 406) \
   PIN(PKI_RESULT_VERIFY_EXPIRED, 500) \
   PIN(PKI_RESULT_VERIFY_NOT_YET_VALID, 501) \
   PIN(PKI_RESULT_VERIFY_UNKNOWN_ISSUER, 502) \
@@ -111,6 +112,9 @@ int main(void) {
   PINNED_CODES(RUNTIME_PIN)
   /* A lost compare-and-swap is never confused with a broken store. */
   CHECK(PKI_RESULT_CONFLICT != PKI_RESULT_STORE);
+  /* Nor is a write that may have landed with either. */
+  CHECK(PKI_RESULT_UNKNOWN_OUTCOME != PKI_RESULT_STORE);
+  CHECK(PKI_RESULT_UNKNOWN_OUTCOME != PKI_RESULT_CONFLICT);
   CHECK(strcmp(pki_result_name(6), "PKI_RESULT_UNKNOWN") == 0);
   return check_summary("codes");
 }
