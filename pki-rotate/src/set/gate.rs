@@ -276,8 +276,10 @@ impl SetState {
         Books::of(self).stranded_by_abort()
     }
 
-    /// Server targets that may still reject moved client certificates
-    /// (see [`Books::client_move_warnings`]).
+    /// Server targets that may still reject moved client certificates: a
+    /// CA's client certificates moved (by an override) while the target,
+    /// which verifies them, has loaded no bundle accepting the new client
+    /// CA since. One line per target and CA.
     pub fn client_move_warnings(&self) -> Vec<String> {
         Books::of(self).client_move_warnings()
     }
