@@ -87,6 +87,7 @@ mod url;
 
 pub use layout::{BLOBS_SEGMENT, MANIFEST_FORMAT};
 pub use store::{
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS, EtcdOptions, EtcdStore, OpenError,
+    AsyncEtcdStore, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS, EtcdOptions, EtcdStore,
+    OpenError,
 };
 pub use url::{DEFAULT_PORT, EtcdUrl, SCHEME, UrlError, is_etcd_url};

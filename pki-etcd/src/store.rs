@@ -1,16 +1,17 @@
-//! [`EtcdStore`]: the [`Store`] trait over etcd v3.
+//! [`EtcdStore`] and [`AsyncEtcdStore`]: the [`Store`] and [`AsyncStore`]
+//! traits over etcd v3. The requests live in [`client`], the meaning of a
+//! failed one in [`fail`].
 
-use crate::layout::{DocKeys, Entry, MANIFEST_FORMAT, Manifest, blob_id, prefix_end, sha256_hex};
+mod client;
+mod fail;
+
+pub use client::AsyncEtcdStore;
+
 use crate::url::{EtcdUrl, UrlError};
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp,
-};
-use pki_rotate::store::{WriteHook, validate_key};
-use pki_rotate::{File, Files, Result, Revision, RotateError, Store};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use pki_rotate::store::WriteHook;
+use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Store};
 use std::future::Future;
 use std::time::Duration;
-use zeroize::Zeroizing;
 
 /// etcd's default `--max-txn-ops`: operations in one transaction.
 pub const DEFAULT_MAX_TXN_OPS: usize = 128;
@@ -20,18 +21,18 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1_572_864;
 
 /// Room left in every request for its framing and the raft header that etcd
 /// counts against `--max-request-bytes` with the request.
-const REQUEST_MARGIN: usize = 16 * 1024;
+pub(crate) const REQUEST_MARGIN: usize = 16 * 1024;
 
 /// Bytes counted per operation besides its key and value (protobuf tags,
 /// lengths, the compare that goes with a blob's put).
-const PER_OP_OVERHEAD: usize = 64;
+pub(crate) const PER_OP_OVERHEAD: usize = 64;
 
 /// Keys per page when reading a document's blobs or listing its garbage.
-const PAGE_KEYS: i64 = 256;
+pub(crate) const PAGE_KEYS: i64 = 256;
 
 /// How often `get` starts over when the revision it reads at was compacted
 /// between its two requests.
-const GET_ATTEMPTS: u32 = 3;
+pub(crate) const GET_ATTEMPTS: u32 = 3;
 
 /// How an [`EtcdStore`] talks to etcd. The limits must match the server's
 /// (`--max-txn-ops`, `--max-request-bytes`); the defaults are etcd's.
@@ -90,148 +91,14 @@ pub enum OpenError {
     Store(#[from] RotateError),
 }
 
-/// What a backend error says: what the store was doing and what happened.
-/// One line, whatever the transport said.
-#[derive(Debug)]
-struct Failure {
-    doing: String,
-    detail: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.doing, self.detail)
-    }
-}
-
-impl std::error::Error for Failure {}
-
-/// Why one request failed.
-enum Fail {
-    Etcd(etcd_client::Error),
-    Timeout(Duration),
-    Hook(std::io::Error),
-    Other(String),
-}
-
-impl Fail {
-    /// Whether the request may have reached etcd and been applied although
-    /// it failed: anything but a refusal etcd answered with, or a request
-    /// that was never sent (a hook, a connection that could not be made).
-    /// When in doubt, yes: claiming that nothing changed must be certain.
-    fn may_have_been_applied(&self) -> bool {
-        use tonic::Code;
-        match self {
-            Fail::Hook(_) | Fail::Other(_) => false,
-            Fail::Timeout(_) => true,
-            Fail::Etcd(etcd_client::Error::GRpcStatus(s)) => match s.code() {
-                // etcd checked the request and refused it (too large, too
-                // many operations, not allowed): it was not applied.
-                Code::InvalidArgument
-                | Code::PermissionDenied
-                | Code::Unauthenticated
-                | Code::FailedPrecondition
-                | Code::OutOfRange
-                | Code::Unimplemented => false,
-                // etcd's own "request timed out" and "leader changed" are
-                // Unavailable too, and a proposal behind them may still be
-                // applied: only a connection never made is certain.
-                Code::Unavailable => !never_connected(s),
-                _ => true,
-            },
-            Fail::Etcd(etcd_client::Error::TransportError(e)) => !never_connected(e),
-            Fail::Etcd(
-                etcd_client::Error::InvalidArgs(_)
-                | etcd_client::Error::InvalidUri(_)
-                | etcd_client::Error::InvalidMetadataValue(_)
-                | etcd_client::Error::Utf8Error(_),
-            ) => false,
-            Fail::Etcd(_) => true,
-        }
-    }
-
-    fn is_compacted(&self) -> bool {
-        matches!(self, Fail::Etcd(etcd_client::Error::GRpcStatus(s)) if s.message().contains("compacted"))
-    }
-
-    fn describe(&self) -> String {
-        let text = match self {
-            Fail::Etcd(etcd_client::Error::GRpcStatus(s)) => {
-                // The status's own Display carries metadata; its sources
-                // say what the transport saw (connection refused…).
-                let mut text = format!("{:?}: {}", s.code(), s.message());
-                extend_with_sources(&mut text, std::error::Error::source(s));
-                text
-            }
-            Fail::Etcd(etcd_client::Error::TransportError(e)) => {
-                format!("transport error: {}", chain(e))
-            }
-            Fail::Etcd(e) => e.to_string(),
-            Fail::Timeout(d) => format!("no answer from etcd within {d:?}"),
-            Fail::Hook(e) => format!("hook: {e}"),
-            Fail::Other(s) => s.clone(),
-        };
-        text.chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect()
-    }
-}
-
-/// Whether `e` says the connection to etcd could not be made (refused,
-/// no route): then no request went out on it.
-fn never_connected(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::HostUnreachable
-                    | std::io::ErrorKind::NetworkUnreachable
-                    | std::io::ErrorKind::AddrNotAvailable
-            )
-        {
-            return true;
-        }
-        next = e.source();
-    }
-    false
-}
-
-/// `e` and its sources, each level once: transports wrap the same message
-/// at several levels.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    extend_with_sources(&mut text, e.source());
-    text
-}
-
-fn extend_with_sources(text: &mut String, mut source: Option<&dyn std::error::Error>) {
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-}
-
-/// Documents in etcd v3, for controller replicas that share them: every
-/// write is a transaction that compares the document's `mod_revision`, so
-/// of several replicas writing from the same read exactly one wins and the
-/// others get [`RotateError::Conflict`].
-///
-/// The [`Store`] trait is synchronous; the store runs its own small tokio
-/// runtime and blocks on it. It is `Send + Sync`: share one store between
-/// threads. Do not call it from inside an async task (use
-/// `tokio::task::spawn_blocking`).
+/// Documents in etcd v3 behind the blocking [`Store`] trait: an
+/// [`AsyncEtcdStore`] on a small tokio runtime of its own, which every call
+/// blocks on. For the CLI, the C ABI and threads; from async code use
+/// [`AsyncEtcdStore`] (calling this one from inside a tokio task would
+/// block a worker thread). It is `Send + Sync`: share one store between
+/// threads.
 pub struct EtcdStore {
-    url: EtcdUrl,
-    options: EtcdOptions,
-    kv: KvClient,
-    write_hook: Option<WriteHook>,
-    read_hook: Option<WriteHook>,
+    store: AsyncEtcdStore,
     // Last, and an Option, so that Drop can shut it down without blocking.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -239,8 +106,8 @@ pub struct EtcdStore {
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStore")
-            .field("url", &self.url.to_string())
-            .field("options", &self.options)
+            .field("url", &self.store.url().to_string())
+            .field("options", self.store.options())
             .finish()
     }
 }
@@ -277,720 +144,78 @@ impl EtcdStore {
     /// Connects to the store at `url` and checks that the server answers.
     /// Every failure is a [`RotateError::Backend`] naming the URL.
     pub fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
-        let backend = |detail: Fail| backend_error(url, "connecting", detail);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("pki-etcd")
             .enable_all()
             .build()
-            .map_err(|e| backend(Fail::Other(format!("cannot start a tokio runtime: {e}"))))?;
-        let mut connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            .with_timeout(options.request_timeout)
-            .with_keep_alive(Duration::from_secs(10), options.request_timeout);
-        if let Some((name, password)) = &options.user {
-            connect = connect.with_user(name.clone(), password.clone());
-        }
-        let endpoints: Vec<String> = url
-            .endpoints()
-            .iter()
-            .map(|e| format!("http://{e}"))
-            .collect();
-        let limit = options.connect_timeout;
-        let client = runtime
-            .block_on(async {
-                match tokio::time::timeout(limit, Client::connect(&endpoints, Some(connect))).await
-                {
-                    Ok(r) => r.map_err(Fail::Etcd),
-                    Err(_) => Err(Fail::Timeout(limit)),
-                }
-            })
-            .map_err(backend)?;
-        // A page of blobs can be larger than tonic's default 4 MiB limit on
-        // a decoded answer: allow a full page of the largest blobs etcd takes.
-        let page_bytes = (PAGE_KEYS as usize).saturating_mul(options.max_request_bytes);
-        let kv = client
-            .kv_client()
-            .max_decoding_message_size(page_bytes.saturating_add(4 << 20));
-        let store = EtcdStore {
-            url: url.clone(),
-            options,
-            kv,
-            write_hook: None,
-            read_hook: None,
+            .map_err(|e| {
+                fail::backend_error(
+                    url,
+                    "connecting",
+                    fail::Fail::Other(format!("cannot start a tokio runtime: {e}")),
+                )
+            })?;
+        let store = runtime.block_on(AsyncEtcdStore::open(url, options))?;
+        Ok(EtcdStore {
+            store,
             runtime: Some(runtime),
-        };
-        // The client connects lazily: ask something cheap now, so that an
-        // unreachable server is reported here and within the bound.
-        let probe = format!("{}/", store.url.prefix());
-        let mut kv = store.kv.clone();
-        store
-            .run_within(limit, async move {
-                kv.get(probe, Some(GetOptions::new().with_count_only()))
-                    .await
-            })
-            .map_err(backend)?;
-        Ok(store)
+        })
+    }
+
+    /// The store for async code, on this store's own runtime's connection.
+    pub fn as_async(&self) -> &AsyncEtcdStore {
+        &self.store
     }
 
     /// The store's address.
     pub fn url(&self) -> &EtcdUrl {
-        &self.url
+        self.store.url()
     }
 
     /// The options it was opened with.
     pub fn options(&self) -> &EtcdOptions {
-        &self.options
+        self.store.options()
     }
 
-    /// Installs a hook called before each etcd request of a `put`, with the
-    /// name of the step (`read head`, `write blobs 1/2`, `commit`, `list
-    /// garbage`, `delete garbage 1/1`, `discard blobs`, and `check commit`
-    /// when the commit got no answer). An error it returns fails the `put`
-    /// at that point: as a backend error before the commit is sent, as
-    /// [`RotateError::UnknownOutcome`] at `check commit`. Tests use it to
-    /// stop etcd, or lose its answers, before each step.
+    /// See [`AsyncEtcdStore::set_write_hook`].
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
-        self.write_hook = hook;
+        self.store.set_write_hook(hook);
     }
 
-    /// Installs a hook called before each etcd request of a `get`, with the
-    /// name of the step (`read head`, `read blobs 1`, `read blobs 2`…). An
-    /// error it returns fails the `get` as a backend error. Tests use it to
-    /// commit another document between a read's requests.
+    /// See [`AsyncEtcdStore::set_read_hook`].
     pub fn set_read_hook(&mut self, hook: Option<WriteHook>) {
-        self.read_hook = hook;
-    }
-
-    fn read_step(&self, name: &str) -> std::result::Result<(), Fail> {
-        match &self.read_hook {
-            Some(hook) => hook(name).map_err(Fail::Hook),
-            None => Ok(()),
-        }
+        self.store.set_read_hook(hook);
     }
 
     /// The keys under the prefix that hold a document, in order (what
     /// `pki export` walks).
     pub fn keys(&self) -> Result<Vec<String>> {
-        let root = format!("{}/", self.url.prefix());
-        let mut keys = Vec::new();
-        self.scan(
-            &root,
-            GetOptions::new().with_keys_only(),
-            |_| Ok(()),
-            |item| {
-                // Blob keys have a segment starting with '.', store keys none.
-                let key = item
-                    .key()
-                    .strip_prefix(root.as_bytes())
-                    .and_then(|k| std::str::from_utf8(k).ok());
-                if let Some(key) = key
-                    && validate_key(key).is_ok()
-                {
-                    keys.push(key.to_string());
-                }
-            },
-        )
-        .map_err(|f| self.backend("listing documents", f))?;
-        Ok(keys)
+        self.block_on(self.store.keys())
     }
 
-    /// Visits every key-value whose key starts with `prefix`, a page of
-    /// [`PAGE_KEYS`] at a time, each requested with `options` (the range
-    /// and the limit are added here). `before` runs before each page's
-    /// request, with the page's number.
-    fn scan(
-        &self,
-        prefix: &str,
-        options: GetOptions,
-        mut before: impl FnMut(usize) -> std::result::Result<(), Fail>,
-        mut each: impl FnMut(KeyValue),
-    ) -> std::result::Result<(), Fail> {
-        let end = prefix_end(prefix);
-        let mut start = prefix.as_bytes().to_vec();
-        for page in 1.. {
-            before(page)?;
-            let mut kv = self.kv.clone();
-            let options = options
-                .clone()
-                .with_range(end.clone())
-                .with_limit(PAGE_KEYS);
-            let from = std::mem::take(&mut start);
-            let mut answer = self.run(async move { kv.get(from, Some(options)).await })?;
-            let more = answer.more();
-            let kvs = answer.take_kvs();
-            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
-                break;
-            };
-            kvs.into_iter().for_each(&mut each);
-            if !more {
-                break;
-            }
-            // The next page starts just after the last key of this one.
-            start = last;
-            start.push(0);
-        }
-        Ok(())
-    }
-
-    fn step(&self, name: &str) -> std::result::Result<(), Fail> {
-        match &self.write_hook {
-            Some(hook) => hook(name).map_err(Fail::Hook),
-            None => Ok(()),
+    fn block_on<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        match &self.runtime {
+            Some(runtime) => runtime.block_on(work),
+            None => Err(fail::backend_error(
+                self.store.url(),
+                "waiting for etcd",
+                fail::Fail::Other("the store is shut down".into()),
+            )),
         }
     }
-
-    fn run_within<T>(
-        &self,
-        limit: Duration,
-        request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> std::result::Result<T, Fail> {
-        let runtime = self
-            .runtime
-            .as_ref()
-            .ok_or_else(|| Fail::Other("the store is shut down".into()))?;
-        runtime.block_on(async {
-            match tokio::time::timeout(limit, request).await {
-                Ok(r) => r.map_err(Fail::Etcd),
-                Err(_) => Err(Fail::Timeout(limit)),
-            }
-        })
-    }
-
-    /// Runs one request within the request timeout.
-    fn run<T>(
-        &self,
-        request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> std::result::Result<T, Fail> {
-        self.run_within(self.options.request_timeout, request)
-    }
-
-    fn backend(&self, doing: impl Into<String>, fail: Fail) -> RotateError {
-        backend_error(&self.url, doing, fail)
-    }
-
-    /// Where a document's errors point: the URL and the key.
-    fn doc_location(&self, key: &str) -> String {
-        format!("{} (document \"{key}\")", self.url)
-    }
-
-    /// Bytes one request may carry besides its framing.
-    fn request_budget(&self) -> usize {
-        self.options
-            .max_request_bytes
-            .saturating_sub(REQUEST_MARGIN)
-            .max(1)
-    }
-
-    /// One consistent read of a document: the head, then its blobs at the
-    /// revision of that answer.
-    fn read(&self, key: &str) -> std::result::Result<Option<(Files, Revision)>, ReadFail> {
-        let keys = DocKeys::new(self.url.prefix(), key);
-        let doing = format!("reading document \"{key}\"");
-        self.read_step("read head")
-            .map_err(|f| self.backend(&doing, f))?;
-        let mut kv = self.kv.clone();
-        let head_key = keys.head.clone();
-        let mut response = self
-            .run(async move { kv.get(head_key, None).await })
-            .map_err(|f| self.backend(&doing, f))?;
-        // Every blob the head references exists at the revision of this
-        // answer (see the garbage collection rule in `put`), so the blobs
-        // are read at that revision: one snapshot, whatever commits and
-        // collections happen meanwhile. Not at the head's mod_revision,
-        // which is the same document but may be long compacted away when
-        // the document has not changed for a while.
-        let at = response.header().map_or(0, |h| h.revision());
-        let Some(head) = response.take_kvs().into_iter().next() else {
-            return Ok(None);
-        };
-        let revision = Revision::new(head.mod_revision().to_string());
-        let location = self.doc_location(key);
-        let manifest = Manifest::decode(&format!("{location}: head {}", keys.head), head.value())?;
-        let wanted: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
-        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
-        if !wanted.is_empty() {
-            self.scan(
-                &keys.blobs,
-                GetOptions::new().with_revision(at),
-                |page| self.read_step(&format!("read blobs {page}")),
-                |item| {
-                    let (k, v) = item.into_key_value();
-                    let v = Zeroizing::new(v);
-                    if let Some(id) = keys.blob_id_of(&k)
-                        && wanted.contains(id)
-                    {
-                        blobs.insert(id.to_string(), v);
-                    }
-                },
-            )
-            .map_err(|f| match f {
-                f if f.is_compacted() => ReadFail::Compacted,
-                f => ReadFail::Error(self.backend(&doing, f)),
-            })?;
-        }
-        let files = manifest.files(&location, &keys, |id| {
-            blobs.get(id).map(|bytes| File {
-                contents: bytes.clone(),
-                secret: false,
-            })
-        })?;
-        Ok(Some((files, revision)))
-    }
-
-    /// Removes every blob of `key` that `manifest` (just committed at
-    /// `revision`) does not reference and that was created before it.
-    fn collect_garbage(
-        &self,
-        keys: &DocKeys,
-        manifest: &Manifest,
-        revision: i64,
-    ) -> std::result::Result<(), Fail> {
-        let referenced: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
-        let mut garbage: Vec<Vec<u8>> = Vec::new();
-        self.step("list garbage")?;
-        self.scan(
-            &keys.blobs,
-            GetOptions::new().with_keys_only(),
-            |_| Ok(()),
-            |item| {
-                let unreferenced = keys
-                    .blob_id_of(item.key())
-                    .is_none_or(|id| !referenced.contains(id));
-                if unreferenced && item.create_revision() < revision {
-                    garbage.push(item.key().to_vec());
-                }
-            },
-        )?;
-        let batches: Vec<&[Vec<u8>]> = garbage.chunks(self.options.max_txn_ops.max(1)).collect();
-        for (i, batch) in batches.iter().enumerate() {
-            self.step(&format!("delete garbage {}/{}", i + 1, batches.len()))?;
-            let ops: Vec<TxnOp> = batch
-                .iter()
-                .map(|k| TxnOp::delete(k.clone(), None))
-                .collect();
-            let mut kv = self.kv.clone();
-            self.run(async move { kv.txn(Txn::new().and_then(ops)).await })?;
-        }
-        Ok(())
-    }
-
-    /// Finds out whether a commit that got no answer was applied, with one
-    /// read of the head bounded by the request timeout. It was when the
-    /// head holds, byte for byte, the manifest this attempt wrote and that
-    /// manifest names blobs of this attempt (whose nonce no other writer
-    /// knows): then the document's revision is the head's. In every other
-    /// case the outcome is unknown, even when the head is still the one
-    /// read: etcd may apply the transaction later (it is queued, or behind
-    /// a leader change), so an unchanged head proves nothing.
-    fn resolve_commit(&self, key: &str, lost: Lost<'_>) -> Result<Revision> {
-        let unknown = |found: String| RotateError::UnknownOutcome {
-            store: self.url.to_string(),
-            key: key.to_string(),
-            detail: format!("no answer to the commit: {}; {found}", lost.fail.describe()),
-        };
-        self.step("check commit")
-            .map_err(|f| unknown(format!("the head was not read again: {}", f.describe())))?;
-        let mut kv = self.kv.clone();
-        let head_key = lost.keys.head.clone();
-        let mut answer = self
-            .run(async move { kv.get(head_key, None).await })
-            .map_err(|f| {
-                unknown(format!(
-                    "reading the head again failed too: {}",
-                    f.describe()
-                ))
-            })?;
-        let Some(head) = answer.take_kvs().into_iter().next() else {
-            return Err(unknown(
-                "there is no head yet, and the commit may still be applied".into(),
-            ));
-        };
-        let revision = head.mod_revision();
-        if Some(revision) == lost.read {
-            return Err(unknown(format!(
-                "the head is still at revision {revision}, the one this write read, and the commit may still be applied"
-            )));
-        }
-        if head.value() != lost.head_value {
-            return Err(unknown(format!(
-                "the head is now at revision {revision} with another manifest"
-            )));
-        }
-        if !lost.provable {
-            return Err(unknown(format!(
-                "the head at revision {revision} holds the same manifest, but this write added no blob that would tell it from another writer's"
-            )));
-        }
-        // Landed: the head is this attempt's, so phase 3 applies as after
-        // an answered commit (see `put`), best effort likewise.
-        let _ = self.collect_garbage(lost.keys, lost.manifest, revision);
-        Ok(Revision::new(revision.to_string()))
-    }
-
-    /// Groups the new blobs into transactions within etcd's limits.
-    fn batches<'b, 'a>(
-        &self,
-        key: &str,
-        keys: &DocKeys,
-        blobs: &'b [NewBlob<'a>],
-    ) -> Result<Vec<&'b [NewBlob<'a>]>> {
-        let budget = self.request_budget();
-        let max_ops = self.options.max_txn_ops.max(1);
-        let mut batches = Vec::new();
-        let (mut begin, mut bytes) = (0, 0);
-        for (i, NewBlob { id, file, path }) in blobs.iter().enumerate() {
-            let cost = 2 * keys.blob(id).len() + file.contents.len() + PER_OP_OVERHEAD;
-            if cost > budget {
-                return Err(self.backend(
-                    format!("writing document \"{key}\""),
-                    Fail::Other(format!(
-                        "file {path} is {} bytes, more than one etcd request may carry ({} bytes)",
-                        file.contents.len(),
-                        self.options.max_request_bytes
-                    )),
-                ));
-            }
-            if i > begin && (bytes + cost > budget || i - begin == max_ops) {
-                batches.push(&blobs[begin..i]);
-                begin = i;
-                bytes = 0;
-            }
-            bytes += cost;
-        }
-        if begin < blobs.len() {
-            batches.push(&blobs[begin..]);
-        }
-        Ok(batches)
-    }
-}
-
-/// Why one read of a document failed.
-enum ReadFail {
-    /// The revision it read at was compacted between its requests: read again.
-    Compacted,
-    Error(RotateError),
-}
-
-impl From<RotateError> for ReadFail {
-    fn from(e: RotateError) -> Self {
-        ReadFail::Error(e)
-    }
-}
-
-/// A commit that got no answer, and what [`EtcdStore::resolve_commit`]
-/// needs to find out whether it was applied.
-struct Lost<'a> {
-    keys: &'a DocKeys,
-    manifest: &'a Manifest,
-    /// The head's value the commit writes.
-    head_value: &'a [u8],
-    /// The head's mod_revision when this attempt read it (None: no head).
-    read: Option<i64>,
-    /// Whether the manifest names blobs of this attempt, so that the head
-    /// holding it proves this commit was applied.
-    provable: bool,
-    /// How the commit failed.
-    fail: Fail,
-}
-
-/// A blob a write attempt adds.
-struct NewBlob<'a> {
-    id: String,
-    file: &'a File,
-    /// The first path it holds the bytes of, for messages.
-    path: &'a str,
-}
-
-fn backend_error(url: &EtcdUrl, doing: impl Into<String>, fail: Fail) -> RotateError {
-    RotateError::Backend {
-        store: url.to_string(),
-        source: Box::new(Failure {
-            doing: doing.into(),
-            detail: fail.describe(),
-        }),
-    }
-}
-
-fn nonce() -> std::result::Result<String, Fail> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| Fail::Other(format!("no randomness for a blob id: {e}")))?;
-    Ok(hex::encode(bytes))
-}
-
-fn parse_revision(revision: &Revision) -> Option<i64> {
-    revision.as_str().parse::<i64>().ok().filter(|r| *r > 0)
 }
 
 impl Store for EtcdStore {
     fn location(&self) -> String {
-        self.url.to_string()
+        AsyncStore::location(&self.store)
     }
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
-        validate_key(key)?;
-        let mut attempt = 1;
-        loop {
-            match self.read(key) {
-                Ok(found) => return Ok(found),
-                Err(ReadFail::Error(e)) => return Err(e),
-                Err(ReadFail::Compacted) if attempt < GET_ATTEMPTS => attempt += 1,
-                Err(ReadFail::Compacted) => {
-                    return Err(self.backend(
-                        format!("reading document \"{key}\""),
-                        Fail::Other(format!(
-                            "the revision read at was compacted away, {GET_ATTEMPTS} times in a row"
-                        )),
-                    ));
-                }
-            }
-        }
+        self.block_on(AsyncStore::get(&self.store, key))
     }
 
-    /// Writes the document in three phases (see the crate docs):
-    ///
-    /// 1. the blobs of the files that changed since the head this writer
-    ///    read, under ids no other writer uses, in transactions within
-    ///    etcd's limits (unreferenced, so invisible to readers);
-    /// 2. one transaction that puts the head if its `mod_revision` is still
-    ///    `expected` (or, to create, if it does not exist);
-    /// 3. garbage collection of the blobs no head references.
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
-        validate_key(key)?;
-        let keys = DocKeys::new(self.url.prefix(), key);
-        let doing = format!("writing document \"{key}\"");
-        let fail = |f: Fail| self.backend(&doing, f);
-        let conflict = |found: Option<i64>| RotateError::Conflict {
-            key: key.to_string(),
-            expected: expected.cloned(),
-            found: found.map(|r| Revision::new(r.to_string())),
-        };
-
-        // Read the head: a stale `expected` is a conflict before anything
-        // is written, and the head's manifest says which blobs to keep.
-        self.step("read head").map_err(fail)?;
-        let mut kv = self.kv.clone();
-        let head_key = keys.head.clone();
-        let mut current = self
-            .run(async move { kv.get(head_key, None).await })
-            .map_err(fail)?;
-        let head = current.take_kvs().into_iter().next();
-        let found = head.as_ref().map(|h| h.mod_revision());
-        // A revision that is not etcd's (another store's token) matches
-        // nothing: a conflict, so the caller reads again.
-        let compare = match (expected.map(parse_revision), found) {
-            (None, None) => Compare::create_revision(keys.head.clone(), CompareOp::Equal, 0),
-            (Some(Some(e)), Some(f)) if e == f => {
-                Compare::mod_revision(keys.head.clone(), CompareOp::Equal, e)
-            }
-            _ => return Err(conflict(found)),
-        };
-        // A head that does not decode shares nothing: its blobs become
-        // garbage once the new head is committed.
-        let reusable: HashMap<String, String> = head
-            .as_ref()
-            .and_then(|h| Manifest::decode("", h.value()).ok())
-            .map(|m| m.files.into_values().map(|e| (e.sha256, e.blob)).collect())
-            .unwrap_or_default();
-
-        // The new manifest: files whose bytes the read head already holds
-        // keep their blob; the others get blobs of this attempt.
-        let nonce = nonce().map_err(fail)?;
-        let mut manifest = Manifest {
-            format: MANIFEST_FORMAT,
-            files: BTreeMap::new(),
-            dirs: files.dirs().map(str::to_string).collect(),
-        };
-        let mut new_blobs: Vec<NewBlob> = Vec::new();
-        let mut written: HashMap<String, String> = HashMap::new();
-        for (path, file) in files.iter() {
-            let sha256 = sha256_hex(&file.contents);
-            let blob = match reusable.get(&sha256).or_else(|| written.get(&sha256)) {
-                Some(id) => id.clone(),
-                None => {
-                    let id = blob_id(&nonce, new_blobs.len());
-                    new_blobs.push(NewBlob {
-                        id: id.clone(),
-                        file,
-                        path,
-                    });
-                    written.insert(sha256.clone(), id.clone());
-                    id
-                }
-            };
-            manifest.files.insert(
-                path.to_string(),
-                Entry {
-                    sha256,
-                    blob,
-                    secret: file.secret,
-                },
-            );
-        }
-        let head_value =
-            serde_json::to_vec(&manifest).map_err(|e| fail(Fail::Other(e.to_string())))?;
-        if head_value.len() + keys.head.len() + PER_OP_OVERHEAD > self.request_budget() {
-            return Err(fail(Fail::Other(format!(
-                "the manifest of {} files is {} bytes, more than one etcd request may carry ({} bytes)",
-                manifest.files.len(),
-                head_value.len(),
-                self.options.max_request_bytes
-            ))));
-        }
-
-        // Phase 1: the blobs. Each batch also checks that none of its keys
-        // exists, so a blob is never overwritten, whatever the odds of two
-        // writers drawing the same nonce.
-        let batches = self.batches(key, &keys, &new_blobs)?;
-        for (i, batch) in batches.iter().enumerate() {
-            self.step(&format!("write blobs {}/{}", i + 1, batches.len()))
-                .map_err(fail)?;
-            let compares: Vec<Compare> = batch
-                .iter()
-                .map(|b| Compare::create_revision(keys.blob(&b.id), CompareOp::Equal, 0))
-                .collect();
-            let puts: Vec<TxnOp> = batch
-                .iter()
-                .map(|b| TxnOp::put(keys.blob(&b.id), b.file.contents.to_vec(), None))
-                .collect();
-            let mut kv = self.kv.clone();
-            let response = self
-                .run(async move { kv.txn(Txn::new().when(compares).and_then(puts)).await })
-                .map_err(fail)?;
-            if !response.succeeded() {
-                return Err(fail(Fail::Other(format!(
-                    "blob ids of attempt {nonce} are already taken; nothing was committed"
-                ))));
-            }
-        }
-
-        // Phase 2: the one transaction that makes the new document current.
-        self.step("commit").map_err(fail)?;
-        let mut kv = self.kv.clone();
-        let txn = Txn::new()
-            .when(vec![compare])
-            .and_then(vec![TxnOp::put(
-                keys.head.clone(),
-                head_value.clone(),
-                None,
-            )])
-            .or_else(vec![TxnOp::get(
-                keys.head.clone(),
-                Some(GetOptions::new().with_keys_only()),
-            )]);
-        // When this request fails without an answer the transaction may or
-        // may not have been applied (and one still in flight may be applied
-        // later), so this is no plain backend error: `resolve_commit` reads
-        // the head again to find out, and says the outcome is unknown when
-        // it cannot. This attempt's blobs are left alone then: the head may
-        // reference them, now or once a delayed commit is applied. If it
-        // never is, they are garbage that the next successful write
-        // collects (phase 3, second case: a commit comparing with a
-        // mod_revision that another commit changed can never apply).
-        let provable = !new_blobs.is_empty();
-        let lost = |f: Fail| Lost {
-            keys: &keys,
-            manifest: &manifest,
-            head_value: &head_value,
-            read: found,
-            provable,
-            fail: f,
-        };
-        let response = match self.run(async move { kv.txn(txn).await }) {
-            Ok(response) => response,
-            Err(f) if f.may_have_been_applied() => return self.resolve_commit(key, lost(f)),
-            Err(f) => return Err(fail(f)),
-        };
-        if !response.succeeded() {
-            let found = response.op_responses().into_iter().find_map(|r| match r {
-                etcd_client::TxnOpResponse::Get(g) => {
-                    Some(g.kvs().first().map(|kv| kv.mod_revision()))
-                }
-                _ => None,
-            });
-            // The head this attempt's blobs were written for was never
-            // committed, and nobody else knows the nonce: remove them.
-            if !new_blobs.is_empty() && self.step("discard blobs").is_ok() {
-                let mut kv = self.kv.clone();
-                let from = keys.blob(&format!("{nonce}-"));
-                let _ = self.run(async move {
-                    kv.delete(from, Some(etcd_client::DeleteOptions::new().with_prefix()))
-                        .await
-                });
-            }
-            return Err(conflict(found.flatten()));
-        }
-        let Some(revision) = response.header().map(|h| h.revision()).filter(|r| *r > 0) else {
-            // Applied, but of unknown revision: read it.
-            let f = Fail::Other("etcd's answer to the commit has no revision".into());
-            return self.resolve_commit(key, lost(f));
-        };
-
-        // Phase 3: garbage. A blob is removed when the head just committed
-        // (at `revision`) does not reference it and it was created before
-        // that revision. This never removes a blob that a committed head, or
-        // one that can still be committed, references:
-        // - a head committed later than this one chains, through the
-        //   mod_revision compares, onto this head or a successor of it. Its
-        //   writer read that head at a revision >= `revision` and wrote its
-        //   new blobs after that read, so they were created after
-        //   `revision`; the blobs it kept are referenced by the head it
-        //   read, and by induction along the chain were either referenced
-        //   here or created after `revision`. In particular a writer that
-        //   read this new head never loses a blob.
-        // - a writer still in flight that read an older head can never
-        //   commit: its compare names a mod_revision that is no longer the
-        //   head's. Its blobs are garbage whatever happens, so removing
-        //   them here is safe, and leaving them (created after the listing)
-        //   is too: that writer discards them when it loses, or the next
-        //   successful write collects them if it died.
-        // - readers read blobs at the revision of their head read, at which
-        //   every referenced blob still exists.
-        // It is best effort: the document is committed whatever happens
-        // here, and the next write collects what is left.
-        let _ = self.collect_garbage(&keys, &manifest, revision);
-        Ok(Revision::new(revision.to_string()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-    use tonic::{Code, Status};
-
-    fn status(code: Code, source: Option<std::io::ErrorKind>) -> Fail {
-        let mut s = Status::new(code, "test");
-        if let Some(kind) = source {
-            s.set_source(Arc::new(std::io::Error::from(kind)));
-        }
-        Fail::Etcd(etcd_client::Error::GRpcStatus(s))
-    }
-
-    #[test]
-    fn only_a_refusal_or_a_request_never_sent_is_certain_not_to_have_landed() {
-        use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
-        let cases = [
-            // No answer: it may have been applied, or be applied later.
-            (Fail::Timeout(Duration::from_secs(1)), true),
-            (status(Code::Cancelled, None), true),
-            (status(Code::DeadlineExceeded, None), true),
-            (status(Code::Unknown, Some(ConnectionReset)), true),
-            (status(Code::Unavailable, Some(ConnectionReset)), true),
-            // etcd's "request timed out" and "leader changed".
-            (status(Code::Unavailable, None), true),
-            (status(Code::Internal, None), true),
-            // Never sent: a hook, a connection that could not be made.
-            (Fail::Hook(std::io::Error::other("stop")), false),
-            (status(Code::Unavailable, Some(ConnectionRefused)), false),
-            // etcd answered with a refusal.
-            (status(Code::InvalidArgument, None), false),
-            (status(Code::PermissionDenied, None), false),
-            (status(Code::FailedPrecondition, None), false),
-        ];
-        for (fail, may) in cases {
-            assert_eq!(fail.may_have_been_applied(), may, "{}", fail.describe());
-        }
+        self.block_on(AsyncStore::put(&self.store, key, expected, files))
     }
 }

@@ -1,18 +1,22 @@
 //! The driver: the one load → plan → apply → compare-and-swap loop.
 //!
 //! Every caller — the CLI, the C ABI, the Go package, a Rust controller —
-//! runs an engine through [`Driver::step`]: read the document and its
-//! revision, plan and apply at the time given, and, only when something
-//! changed, write the new document if the revision is still the one read.
-//! When another writer got there first the store reports a conflict; the
-//! driver reads again and decides again from the fresh document, up to a
-//! bound. So two controller replicas stepping the same document at once
-//! both end on the same result, and a rotation happens once.
+//! runs an engine through [`Driver::step`] (or, from async code,
+//! [`AsyncDriver::step`]): read the document and its revision, plan and
+//! apply at the time given, and, only when something changed, write the new
+//! document if the revision is still the one read. When another writer got
+//! there first the store reports a conflict; the driver reads again and
+//! decides again from the fresh document, up to a bound. So two controller
+//! replicas stepping the same document at once both end on the same result,
+//! and a rotation happens once.
+//!
+//! The two drivers differ only in how they wait for the store: what each
+//! round decides is one function, [`Rounds::decide`].
 
-use crate::document::Document;
+use crate::document::{Document, Files};
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
-use crate::store::{Revision, Store};
+use crate::store::{AsyncStore, Revision, Store};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
@@ -24,6 +28,15 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
 /// Runs engines over documents in a store.
 #[derive(Debug, Clone)]
 pub struct Driver<S> {
+    store: S,
+    max_attempts: u32,
+}
+
+/// Runs engines over documents in an [`AsyncStore`], from async code: a
+/// controller on tokio (kube-rs, an operator's reconcile loop) steps a
+/// document without blocking a worker thread.
+#[derive(Debug, Clone)]
+pub struct AsyncDriver<S> {
     store: S,
     max_attempts: u32,
 }
@@ -43,6 +56,133 @@ pub struct Step<D, E> {
     pub next_wake: OffsetDateTime,
     /// How many load-decide-write rounds it took (1 without contention).
     pub attempts: u32,
+}
+
+/// What a round decided: done without a write, or a document to write
+/// with compare-and-swap.
+enum Round<D, E> {
+    Done(Step<D, E>),
+    Write {
+        next: D,
+        files: Files,
+        read: Revision,
+        events: Vec<E>,
+        next_wake: OffsetDateTime,
+    },
+}
+
+/// The rounds of one step: the input as rebased so far and the document
+/// first read. Shared by both drivers.
+struct Rounds<'i, E: Engine> {
+    input: Cow<'i, E::Input>,
+    first_read: Option<E::Document>,
+}
+
+impl<'i, E: Engine> Rounds<'i, E> {
+    fn new(input: &'i E::Input) -> Self {
+        Rounds {
+            input: Cow::Borrowed(input),
+            first_read: None,
+        }
+    }
+
+    /// Decides round `attempt` from the document just read: refuses an
+    /// inconsistent one, lets the engine see what a concurrent writer did
+    /// (on a retry), plans and applies.
+    fn decide<R: CryptoRng + ?Sized + 'static>(
+        &mut self,
+        location: &str,
+        (doc, revision): (E::Document, Revision),
+        attempt: u32,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Round<E::Document, E::Event>> {
+        let problems = doc.problems();
+        if !problems.is_empty() {
+            return Err(RotateError::InconsistentDocument {
+                location: location.to_string(),
+                problems,
+            });
+        }
+        match &self.first_read {
+            // A retry: the document changed under the caller; let the
+            // engine see what the concurrent writer already did.
+            Some(read) => E::rebase(self.input.to_mut(), read, &doc),
+            None => self.first_read = Some(doc.clone()),
+        }
+        let outcome = E::step(&doc, &self.input, now, rng)?;
+        let next_wake = outcome.next_wake;
+        let events = outcome.events;
+        let next = match outcome.document {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(next) => Some(next),
+        };
+        Ok(match next {
+            None => Round::Done(Step {
+                document: doc,
+                revision,
+                events,
+                changed: false,
+                next_wake,
+                attempts: attempt,
+            }),
+            Some(next) => Round::Write {
+                files: next.to_files()?,
+                next,
+                read: revision,
+                events,
+                next_wake,
+            },
+        })
+    }
+}
+
+/// What a write ended in: the step done, or another round.
+fn written<D, E>(
+    written: Result<Revision>,
+    next: D,
+    events: Vec<E>,
+    next_wake: OffsetDateTime,
+    attempt: u32,
+) -> Result<Option<Step<D, E>>> {
+    match written {
+        Ok(revision) => Ok(Some(Step {
+            document: next,
+            revision,
+            events,
+            changed: true,
+            next_wake,
+            attempts: attempt,
+        })),
+        Err(e) if e.is_conflict() => Ok(None),
+        // A write that may have landed is reported, not retried. Retrying
+        // would be safe (a request the document already records is "nothing
+        // to do"), but it would hide what happened: a retry that finds the
+        // write landed returns `changed: false` without this step's events,
+        // so the caller would never learn that this call rotated a CA. A
+        // lost answer also means the backend is slow or unreachable, where
+        // a retry only waits again. The caller steps again (the CLI exits 5
+        // saying rerunning is safe).
+        Err(e) => Err(e),
+    }
+}
+
+fn decode<E: Engine>(location: &str, files: &Files) -> Result<E::Document> {
+    E::Document::from_files(files).map_err(|e| e.within(location))
+}
+
+fn too_many(key: &str, attempts: u32) -> RotateError {
+    RotateError::TooManyConflicts {
+        key: key.to_string(),
+        attempts,
+    }
+}
+
+fn created(location: String, written: Result<Revision>) -> Result<Revision> {
+    written.map_err(|e| match e {
+        RotateError::Conflict { .. } => RotateError::AlreadyInitialized(location),
+        other => other,
+    })
 }
 
 impl<S: Store> Driver<S> {
@@ -65,28 +205,24 @@ impl<S: Store> Driver<S> {
         &self.store
     }
 
-    fn not_found(&self, key: &str) -> RotateError {
-        RotateError::NotInitialized(describe(&self.store, key))
-    }
-
     /// Reads and decodes the document at `key`.
     pub fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
-        let (files, revision) = self.store.get(key)?.ok_or_else(|| self.not_found(key))?;
-        let doc =
-            E::Document::from_files(&files).map_err(|e| e.within(&describe(&self.store, key)))?;
-        Ok((doc, revision))
+        let location = describe(&self.store.location(), key);
+        let (files, revision) = self
+            .store
+            .get(key)?
+            .ok_or(RotateError::NotInitialized(location.clone()))?;
+        Ok((decode::<E>(&location, &files)?, revision))
     }
 
     /// Stores a new document at `key`; fails with
     /// [`RotateError::AlreadyInitialized`] when one exists.
     pub fn create<E: Engine>(&self, key: &str, doc: &E::Document) -> Result<Revision> {
         let files = doc.to_files()?;
-        self.store.put(key, None, &files).map_err(|e| match e {
-            RotateError::Conflict { .. } => {
-                RotateError::AlreadyInitialized(describe(&self.store, key))
-            }
-            other => other,
-        })
+        created(
+            describe(&self.store.location(), key),
+            self.store.put(key, None, &files),
+        )
     }
 
     /// One controller step on the document at `key`: plan and apply at
@@ -102,76 +238,108 @@ impl<S: Store> Driver<S> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
-        let mut input = Cow::Borrowed(input);
-        let mut first_read: Option<E::Document> = None;
+        let location = describe(&self.store.location(), key);
+        let mut rounds = Rounds::<E>::new(input);
         for attempt in 1..=self.max_attempts {
-            let (doc, revision) = self.load::<E>(key)?;
-            let problems = doc.problems();
-            if !problems.is_empty() {
-                return Err(RotateError::InconsistentDocument {
-                    location: describe(&self.store, key),
-                    problems,
-                });
-            }
-            match &first_read {
-                // A retry: the document changed under the caller; let the
-                // engine see what the concurrent writer already did.
-                Some(read) => E::rebase(input.to_mut(), read, &doc),
-                None => first_read = Some(doc.clone()),
-            }
-            let outcome = E::step(&doc, &input, now, rng)?;
-            let next_wake = outcome.next_wake;
-            let events = outcome.events;
-            let next = match outcome.document {
-                Cow::Borrowed(_) => None,
-                Cow::Owned(next) => Some(next),
-            };
-            let Some(next) = next else {
-                return Ok(Step {
-                    document: doc,
-                    revision,
+            let loaded = self.load::<E>(key)?;
+            match rounds.decide(&location, loaded, attempt, now, rng)? {
+                Round::Done(step) => return Ok(step),
+                Round::Write {
+                    next,
+                    files,
+                    read,
                     events,
-                    changed: false,
                     next_wake,
-                    attempts: attempt,
-                });
-            };
-            let files = next.to_files()?;
-            match self.store.put(key, Some(&revision), &files) {
-                Ok(revision) => {
-                    return Ok(Step {
-                        document: next,
-                        revision,
-                        events,
-                        changed: true,
-                        next_wake,
-                        attempts: attempt,
-                    });
+                } => {
+                    let put = self.store.put(key, Some(&read), &files);
+                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
+                        return Ok(step);
+                    }
                 }
-                Err(e) if e.is_conflict() => continue,
-                // A write that may have landed is reported, not retried.
-                // Retrying would be safe (a request the document already
-                // records is "nothing to do"), but it would hide what
-                // happened: a retry that finds the write landed returns
-                // `changed: false` without this step's events, so the
-                // caller would never learn that this call rotated a CA. A
-                // lost answer also means the backend is slow or
-                // unreachable, where a retry only waits again. The caller
-                // steps again (the CLI exits 5 saying rerunning is safe).
-                Err(e) => return Err(e),
             }
         }
-        Err(RotateError::TooManyConflicts {
-            key: key.to_string(),
-            attempts: self.max_attempts,
-        })
+        Err(too_many(key, self.max_attempts))
     }
 }
 
-fn describe<S: Store + ?Sized>(store: &S, key: &str) -> String {
-    let location = store.location();
+impl<S: AsyncStore> AsyncDriver<S> {
+    /// A driver over `store`, retrying up to [`DEFAULT_MAX_ATTEMPTS`] times.
+    pub fn new(store: S) -> Self {
+        AsyncDriver {
+            store,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+
+    /// Sets how many rounds a step may take (at least 1).
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Reads and decodes the document at `key`.
+    pub async fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
+        let location = describe(&self.store.location(), key);
+        let (files, revision) = self
+            .store
+            .get(key)
+            .await?
+            .ok_or(RotateError::NotInitialized(location.clone()))?;
+        Ok((decode::<E>(&location, &files)?, revision))
+    }
+
+    /// Stores a new document at `key`; fails with
+    /// [`RotateError::AlreadyInitialized`] when one exists.
+    pub async fn create<E: Engine>(&self, key: &str, doc: &E::Document) -> Result<Revision> {
+        let files = doc.to_files()?;
+        created(
+            describe(&self.store.location(), key),
+            self.store.put(key, None, &files).await,
+        )
+    }
+
+    /// [`Driver::step`], awaiting the store instead of blocking on it. The
+    /// engine runs between two awaits and holds no borrow of the RNG across
+    /// them, so a controller passes its own RNG (the OS's in production).
+    pub async fn step<E: Engine, R: CryptoRng + ?Sized + 'static>(
+        &self,
+        key: &str,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Step<E::Document, E::Event>> {
+        let location = describe(&self.store.location(), key);
+        let mut rounds = Rounds::<E>::new(input);
+        for attempt in 1..=self.max_attempts {
+            let loaded = self.load::<E>(key).await?;
+            match rounds.decide(&location, loaded, attempt, now, rng)? {
+                Round::Done(step) => return Ok(step),
+                Round::Write {
+                    next,
+                    files,
+                    read,
+                    events,
+                    next_wake,
+                } => {
+                    let put = self.store.put(key, Some(&read), &files).await;
+                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
+                        return Ok(step);
+                    }
+                }
+            }
+        }
+        Err(too_many(key, self.max_attempts))
+    }
+}
+
+fn describe(location: &str, key: &str) -> String {
     if key == crate::store::LEGACY_KEY {
-        location
+        location.to_string()
     } else {
         format!("{location} (document \"{key}\")")
     }

@@ -55,7 +55,7 @@ pub use credential::{
     Secret as CredentialSecret,
 };
 pub use document::{Document, File, Files};
-pub use driver::{Driver, Step};
+pub use driver::{AsyncDriver, Driver, Step};
 pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};
 pub use external::{
@@ -74,4 +74,6 @@ pub use signer::{
     SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
 pub use store::DEFAULT_LOCK_TIMEOUT;
-pub use store::{FsStore, MemoryStore, Revision, SecretBackend, SecretStore, Store};
+pub use store::{
+    AsyncStore, FsStore, MemoryStore, ReadyStore, Revision, SecretBackend, SecretStore, Store,
+};

@@ -67,6 +67,71 @@ pub trait Store {
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
 }
 
+/// A [`Store`] for async code: the same contract (keyed documents, opaque
+/// revisions, an atomic compare-and-swap `put`), with futures a controller
+/// awaits on its own runtime instead of calls that block a thread. The
+/// etcd store implements both; [`crate::AsyncDriver`] runs engines over
+/// this one.
+pub trait AsyncStore: Send + Sync {
+    /// Where the store is, for messages.
+    fn location(&self) -> String;
+
+    /// The document at `key` and its revision, or None.
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<(Files, Revision)>>> + Send;
+
+    /// Writes `files` at `key` if its revision is still `expected` (None:
+    /// create), as [`Store::put`].
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send;
+}
+
+impl<S: AsyncStore + ?Sized> AsyncStore for &S {
+    fn location(&self) -> String {
+        (**self).location()
+    }
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<(Files, Revision)>>> + Send {
+        (**self).get(key)
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send {
+        (**self).put(key, expected, files)
+    }
+}
+
+/// A [`Store`] whose calls never wait (memory), seen as an [`AsyncStore`]:
+/// each future is ready at once. For tests of async controllers, and for
+/// embedders whose own store answers from memory. A store that does I/O
+/// (a directory) would block the runtime's thread: give it a thread of its
+/// own instead.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadyStore<S>(pub S);
+
+impl<S: Store + Send + Sync> AsyncStore for ReadyStore<S> {
+    fn location(&self) -> String {
+        self.0.location()
+    }
+    async fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        self.0.get(key)
+    }
+    async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        self.0.put(key, expected, files)
+    }
+}
+
 impl<S: Store + ?Sized> Store for &S {
     fn location(&self) -> String {
         (**self).location()
