@@ -11,7 +11,7 @@
 //! and a rotation happens once.
 //!
 //! The two drivers differ only in how they wait for the store: what each
-//! round decides is one function, [`Rounds::decide`].
+//! round decides is one function (`Rounds::decide`).
 
 use crate::document::{Document, Files};
 use crate::engine::Engine;
