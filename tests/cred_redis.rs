@@ -118,6 +118,7 @@ impl Setup {
 set -e
 echo "$PKI_CRED_NAME" >> {r}/mint.log
 [ -f {r}/mint-fails ] && {{ echo "cloud API said no" >&2; exit 3; }}
+[ -f {r}/mint-fails-escapes ] && {{ printf 'boom \033[2J\033[31mred\rpki: cred db: fake line \302\233 \342\200\256x\n' >&2; exit 3; }}
 [ -f {r}/mint-hangs ] && sleep 1000
 [ -f {r}/mint-prints-nothing ] && exit 0
 u="cred-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
@@ -298,7 +299,12 @@ fn recorded(o: &Output) -> String {
         stderr(o)
     );
     let e = stderr(o);
-    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e:?}");
+    assert_eq!(
+        e.trim_end().lines().count(),
+        1,
+        "one line: {e:?}\nstdout: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert!(e.starts_with("pki: cred db: "), "{e}");
     e
 }
@@ -789,4 +795,62 @@ fn kill_9_after_a_failed_mint_printed_adopts_the_failure_and_revokes_what_it_pri
     assert!(s.redis.logs_in(&current));
     let users = s.redis.cred_users();
     assert_eq!(users, BTreeSet::from([user(&current).to_string()]));
+}
+
+#[test]
+fn hook_text_with_terminal_escapes_is_stored_and_printed_escaped_and_bad_names_refused() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    s.knob("mint-fails-escapes", true);
+    let o = s.reconcile(DUE, &[]);
+    let e = recorded(&o);
+    let clean = |text: &str| {
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}')
+    };
+    assert!(clean(&e), "{e:?}");
+    assert!(e.contains("\\u{1b}[2J"), "{e}");
+    let state = std::fs::read_to_string(Path::new(&s.dir).join("creds/db/state.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let message = doc["failure"]["message"].as_str().unwrap();
+    assert!(clean(message), "stored: {message:?}");
+    for args in [
+        vec!["cred", "status", s.dir.as_str(), "--now", DUE],
+        vec!["cred", "status", s.dir.as_str(), "--json", "--now", DUE],
+    ] {
+        let o = s.pki(&args);
+        ok(&o);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(clean(&text), "{args:?}: {text:?}");
+        assert!(!text.contains("\\u001b"), "{args:?}: {text}");
+        assert_eq!(
+            text.lines().filter(|l| l.contains("fake line")).count(),
+            1,
+            "{text}"
+        );
+    }
+    // Names with control characters never get that far.
+    let mint = format!("{}/mint.sh", s.root.display());
+    for name in ["db\u{1b}[2J", "db\nfake", "db\r"] {
+        let e = refused(&s.pki(&[
+            "cred",
+            "init",
+            &s.dir,
+            name,
+            "--expire",
+            "2h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            "true",
+            "--now",
+            T0,
+        ]));
+        assert!(clean(&e) && e.contains("invalid credential name"), "{e:?}");
+        let e = refused(&s.reconcile(DUE, &[name]));
+        assert!(clean(&e), "{e:?}");
+    }
 }

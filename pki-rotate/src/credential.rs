@@ -29,7 +29,8 @@
 //! never revoked, and an old credential is kept until its revocation is
 //! reported. At most two credentials are live: a rotation never starts
 //! while an old one waits for revocation. A failed hook is recorded with
-//! an exponential retry-after (capped), never a half-written state.
+//! an exponential retry-after (capped), never a half-written state. Text
+//! from hooks (failure messages) is stored with control characters escaped.
 //!
 //! [`next_action`] tells the embedder what to do now: a bookkeeping
 //! [`Action::Step`] (run the driver with [`CredentialInput::Step`]), a
@@ -55,6 +56,8 @@ pub const BACKOFF_BASE: Duration = Duration::seconds(30);
 pub const BACKOFF_CAP: Duration = Duration::hours(1);
 /// How many rotations the history keeps (oldest dropped first).
 pub const HISTORY_LIMIT: usize = 100;
+/// The longest failure message kept, in bytes (longer ones are cut, with `…`).
+pub const MESSAGE_LIMIT: usize = 500;
 
 /// The store key of the credential `name`: `creds/NAME`.
 pub fn credential_key(name: &str) -> String {
@@ -75,6 +78,42 @@ pub fn validate_credential_name(name: &str) -> Result<()> {
     } else {
         Err(RotateError::InvalidCredentialName(name.to_string()))
     }
+}
+
+/// Text from outside (a hook's failure message) as it is stored and
+/// printed: one line (runs of whitespace, newlines included, become one
+/// space), every other control or invisible formatting character escaped
+/// (`\u{1b}`), at most [`MESSAGE_LIMIT`] bytes. Nothing stored carries a
+/// terminal escape or a fake line. Idempotent.
+pub fn sanitize_message(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(MESSAGE_LIMIT + 8));
+    for word in message.split_whitespace() {
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        for c in word.chars() {
+            // escape_debug leaves printable characters alone; quotes and
+            // backslashes are printable and stay as they are (so that
+            // sanitizing twice changes nothing).
+            if matches!(c, '\\' | '"' | '\'') || c.escape_debug().len() == 1 {
+                line.push(c);
+            } else {
+                line.extend(c.escape_unicode());
+            }
+        }
+    }
+    if line.is_empty() {
+        line = "failed without a message".to_string();
+    }
+    if line.len() > MESSAGE_LIMIT {
+        let mut cut = MESSAGE_LIMIT;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
 }
 
 /// A credential's bytes, as the mint hook printed them (trimmed). Zeroized
@@ -565,7 +604,8 @@ pub enum CredentialInput {
         rotation: u64,
         /// The attempt.
         attempt: u32,
-        /// What went wrong, for status.
+        /// What went wrong, for status (stored sanitized:
+        /// [`sanitize_message`]).
         message: String,
         /// What the mint printed before it failed or was killed, if
         /// anything: it may be a live credential, so it is kept and
@@ -582,7 +622,7 @@ pub enum CredentialInput {
     RevokeFailed {
         /// Its rotation.
         rotation: u64,
-        /// What went wrong, for status.
+        /// What went wrong, for status (stored sanitized).
         message: String,
     },
     /// What the failed mint attempt `rotation`/`attempt` printed is
@@ -600,7 +640,7 @@ pub enum CredentialInput {
         rotation: u64,
         /// The failed attempt.
         attempt: u32,
-        /// What went wrong, for status.
+        /// What went wrong, for status (stored sanitized).
         message: String,
     },
 }
@@ -759,7 +799,7 @@ impl std::fmt::Display for Event {
                 failure.action,
                 failure.rotation,
                 failure.failures,
-                failure.message,
+                sanitize_message(&failure.message),
                 rfc3339(failure.retry_after)
             ),
             Event::StrayKept {
@@ -975,7 +1015,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                         action: HookAction::Revoke,
                         rotation: *rotation,
                         failures,
-                        message: one_line(message),
+                        message: sanitize_message(message),
                         at: now,
                         retry_after: retry_after(failures, now),
                     },
@@ -1032,7 +1072,7 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                         action: HookAction::RevokeStray,
                         rotation: *rotation,
                         failures,
-                        message: one_line(message),
+                        message: sanitize_message(message),
                         at: now,
                         retry_after: retry_after(failures, now),
                     },
@@ -1061,30 +1101,12 @@ fn mint_failure(
             action: HookAction::Mint,
             rotation,
             failures: attempt,
-            message: one_line(message),
+            message: sanitize_message(message),
             at: now,
             retry_after: retry_after(attempt, now),
         },
         stray,
     }
-}
-
-/// Status lines and single-line stderr need one line.
-fn one_line(message: &str) -> String {
-    let joined: Vec<&str> = message.split_whitespace().collect();
-    let mut line = joined.join(" ");
-    if line.is_empty() {
-        line = "failed without a message".to_string();
-    }
-    if line.len() > 500 {
-        let mut cut = 500;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push('…');
-    }
-    line
 }
 
 /// Carries out `plan`: one step, one new document.

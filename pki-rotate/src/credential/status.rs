@@ -2,7 +2,7 @@
 //! never a credential's value.
 
 use crate::credential::{
-    Action, CredentialState, HookFailure, RotationRecord, StepKind, next_action,
+    Action, CredentialState, HookFailure, RotationRecord, StepKind, next_action, sanitize_message,
 };
 use time::OffsetDateTime;
 
@@ -101,7 +101,8 @@ pub struct CredentialInfo {
 }
 
 impl CredentialStatus {
-    /// The status of `doc` at `now`.
+    /// The status of `doc` at `now`. Text from hooks is shown sanitized,
+    /// even from documents written before it was stored so.
     pub fn of(doc: &CredentialState, now: OffsetDateTime) -> Self {
         let action = next_action(doc, now);
         let (next_action_name, next_at) = match &action {
@@ -154,7 +155,7 @@ impl CredentialStatus {
                 until: grace_end.unwrap_or(o.minted_at),
             }),
             mint: doc.mint,
-            failure: doc.failure.clone(),
+            failure: doc.failure.as_ref().map(sanitized),
             strays: doc
                 .strays
                 .iter()
@@ -162,12 +163,20 @@ impl CredentialStatus {
                     rotation: s.rotation,
                     attempt: s.attempt,
                     captured_at: s.captured_at,
-                    failure: s.failure.clone(),
+                    failure: s.failure.as_ref().map(sanitized),
                 })
                 .collect(),
             next_action: next_action_name,
             next_at,
             history: doc.history.clone(),
         }
+    }
+}
+
+/// A failure with its message as it may be printed.
+fn sanitized(f: &HookFailure) -> HookFailure {
+    HookFailure {
+        message: sanitize_message(&f.message),
+        ..f.clone()
     }
 }

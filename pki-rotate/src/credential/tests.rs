@@ -864,3 +864,48 @@ fn the_model_exercises_a_failed_mint_that_minted() {
     act(&mut world, &driver, T0, false, false, false);
     assert!(load().strays.is_empty() && world.live.is_empty());
 }
+
+#[test]
+fn hook_messages_are_stored_on_one_line_with_control_characters_escaped() {
+    let (started, due) = minting_second();
+    let raw =
+        "boom\u{1b}[2J\u{1b}[31mred\rpki: cred db: fake line\npki: ok \u{9b}31m \u{202e}x \u{7f}";
+    let d = step(
+        &started,
+        CredentialInput::MintFailed {
+            rotation: 2,
+            attempt: 1,
+            message: raw.into(),
+            captured: None,
+        },
+        due,
+    )
+    .unwrap();
+    let stored = &d.failure.as_ref().unwrap().message;
+    assert!(
+        !stored.chars().any(|c| c.is_control() || c == '\u{202e}'),
+        "{stored:?}"
+    );
+    assert!(
+        stored.contains("\\u{1b}[2J") && stored.contains("fake line pki: ok"),
+        "{stored}"
+    );
+    assert_eq!(sanitize_message(stored), *stored, "idempotent");
+    let printed = Event::Failed {
+        name: "db".into(),
+        failure: d.failure.clone().unwrap(),
+    }
+    .to_string();
+    assert!(!printed.chars().any(char::is_control), "{printed:?}");
+    // A document written before messages were sanitized shows them sanitized.
+    let mut legacy = d.clone();
+    legacy.failure.as_mut().unwrap().message = raw.into();
+    let status = status::CredentialStatus::of(&legacy, due);
+    let text = serde_json::to_string(&status).unwrap();
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{7f}') && !text.contains("\\u001b"),
+        "{text}"
+    );
+    assert_eq!(sanitize_message("  \n\t "), "failed without a message");
+    assert!(sanitize_message(&"é".repeat(400)).len() <= MESSAGE_LIMIT + '…'.len_utf8());
+}
