@@ -11,8 +11,8 @@ use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
 use hooks::{Attempt, HookResult};
 use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
 use pki_rotate::credential::{
-    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event, Hooks,
-    credential_key, document::CREDS_DIR, next_action, validate_credential_name,
+    Action, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
+    Event, Hooks, Next, advance, credential_key, document::CREDS_DIR, validate_credential_name,
 };
 use pki_rotate::{Driver, FsStore, RotateError, Store};
 use std::fs::File;
@@ -25,6 +25,11 @@ pub const CAPTURE_DIR: &str = ".cred-capture";
 
 /// The default `--hook-timeout`.
 pub const DEFAULT_HOOK_TIMEOUT: &str = "2m";
+
+/// How many hooks one reconcile of a credential runs at most. A rotation
+/// runs two (mint, revoke), plus one revocation per stray; a failing hook
+/// ends the run with a wait. Only a guard against a bug looping.
+const MAX_HOOK_RUNS: u32 = 64;
 
 /// How the commands read time: `--now TIME` pins it (every step of the run
 /// happens at that time); the default reads the clock before each step.
@@ -206,32 +211,30 @@ fn print_events(events: &[Event]) {
     }
 }
 
-/// Runs every due step of `name` until it must wait. A failed hook is
-/// recorded (with its retry time) and reported on stderr, one line each.
+/// Runs every due step of `name` until it must wait: what
+/// `pki_rotate::credential::advance` asks for, one hook at a time, each
+/// result reported through the driver. A failed hook is recorded (with its
+/// retry time) and reported on stderr, one line each.
 fn reconcile_one<S: Store>(
     driver: &Driver<S>,
     dir: &StoreArg,
     name: &str,
     options: &RunOptions,
 ) -> CliResult {
-    let key = credential_key(name);
-    let load = || {
-        driver
-            .load::<CredentialEngine>(&key)
-            .map(|(doc, _)| doc)
-            .map_err(|e| match e {
-                RotateError::NotInitialized(_) => CliError::new(format!(
-                    "no credential \"{name}\" in {dir} (run `pki cred init` first)"
-                )),
-                other => other.into(),
-            })
+    let not_found = |e: RotateError| match e {
+        RotateError::NotInitialized(_) => CliError::new(format!(
+            "no credential \"{name}\" in {dir} (run `pki cred init` first)"
+        )),
+        other => other.into(),
     };
-    let doc = load()?;
+    let (doc, _) = driver
+        .load::<CredentialEngine>(&credential_key(name))
+        .map_err(not_found)?;
     let capture = capture_dir(dir, name, options)?;
     // One reconciler per credential at a time on this machine: two would
     // race to run the same recorded mint.
     let lock_path = capture.join(".lock");
-    let lock = File::create(&lock_path)
+    let _lock = File::create(&lock_path)
         .and_then(|f| f.lock().map(|()| f))
         .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
     let hooks = doc.hooks.clone();
@@ -242,61 +245,66 @@ fn reconcile_one<S: Store>(
             ))
         })
     };
-    let step = |input: &CredentialInput, now| -> CliResult<()> {
-        let step = driver.step::<CredentialEngine, _>(&key, input, now, &mut os_rng())?;
-        print_events(&step.events);
-        Ok(())
-    };
-    // Each pass commits one step; a rotation has five (more when a failed
-    // mint left strays), so this bound is only a guard against a bug looping.
-    for committed in 0..64u32 {
-        if options.max_steps.is_some_and(|max| committed >= max) {
-            crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
-            return Ok(());
-        }
-        let doc = load()?;
+    let report = |input: &CredentialInput| -> CliResult<bool> {
         let now = options.clock.now();
-        hooks::remove_stale(&capture, doc.mint.map(|m| (m.rotation, m.attempt)));
-        match next_action(&doc, now) {
-            Action::Step(_) => {
-                step(&CredentialInput::Step, now)?;
+        let step =
+            driver.step::<CredentialEngine, _>(&credential_key(name), input, now, &mut os_rng())?;
+        print_events(&step.events);
+        Ok(step.changed)
+    };
+    hooks::remove_stale(&capture, doc.mint.map(|m| (m.rotation, m.attempt)));
+    let mut committed = 0u32;
+    let budget_spent = |committed: u32| options.max_steps.is_some_and(|max| committed >= max);
+    for _ in 0..MAX_HOOK_RUNS {
+        let now = options.clock.now();
+        let advanced = advance(
+            driver,
+            name,
+            AdvanceOptions {
+                max_steps: options.max_steps.map(|max| max.saturating_sub(committed)),
+            },
+            now,
+            &mut os_rng(),
+        )
+        .map_err(not_found)?;
+        print_events(&advanced.events);
+        committed += advanced.steps;
+        let action = match advanced.next {
+            Next::Act(action) if !budget_spent(committed) => action,
+            // --max-steps spent (advance stops with a step still due only
+            // for it): stop, whatever is due.
+            _ => {
+                crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
+                return Ok(());
+            }
+        };
+        let changed = match action {
+            Action::Wait { until, reason } => {
+                crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
+                return Ok(());
             }
             Action::Mint { rotation, attempt } => {
                 let hooks = need_hooks()?;
                 let files = Attempt::new(&capture, rotation, attempt);
                 let result = hooks::mint(&files, name, &hooks.mint, options.hook_timeout)
                     .map_err(CliError::new)?;
-                let now = options.clock.now();
-                let input = match result {
-                    HookResult::Done(value) => CredentialInput::Minted {
-                        rotation,
-                        attempt,
-                        value,
-                    },
-                    HookResult::Failed { message, captured } => CredentialInput::MintFailed {
-                        rotation,
-                        attempt,
-                        message,
-                        captured,
-                    },
-                };
-                step(&input, now)?;
+                let changed = report(&mint_report(rotation, attempt, result))?;
                 // Only now: until the result (and any stray) is committed,
                 // the capture is what a resumed run adopts.
                 files.remove();
+                changed
             }
             Action::Revoke { rotation, value } => {
                 let hooks = need_hooks()?;
                 let result =
                     hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
                         .map_err(CliError::new)?;
-                let input = match result {
+                report(&match result {
                     HookResult::Done(()) => CredentialInput::Revoked { rotation },
                     HookResult::Failed { message, .. } => {
                         CredentialInput::RevokeFailed { rotation, message }
                     }
-                };
-                step(&input, options.clock.now())?;
+                })?
             }
             Action::RevokeStray {
                 rotation,
@@ -307,26 +315,42 @@ fn reconcile_one<S: Store>(
                 let result =
                     hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
                         .map_err(CliError::new)?;
-                let input = match result {
+                report(&match result {
                     HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
                     HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
                         rotation,
                         attempt,
                         message,
                     },
-                };
-                step(&input, options.clock.now())?;
+                })?
             }
-            Action::Wait { until, reason } => {
-                crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
-                drop(lock);
-                return Ok(());
-            }
-        }
+        };
+        committed += u32::from(changed);
     }
     Err(CliError::new(format!(
-        "cred {name}: still stepping after 64 steps: refusing to loop"
+        "cred {name}: still running hooks after {MAX_HOOK_RUNS}: refusing to loop"
     )))
+}
+
+/// What a mint hook's result is reported as.
+fn mint_report(
+    rotation: u64,
+    attempt: u32,
+    result: HookResult<pki_rotate::CredentialSecret>,
+) -> CredentialInput {
+    match result {
+        HookResult::Done(value) => CredentialInput::Minted {
+            rotation,
+            attempt,
+            value,
+        },
+        HookResult::Failed { message, captured } => CredentialInput::MintFailed {
+            rotation,
+            attempt,
+            message,
+            captured,
+        },
+    }
 }
 
 /// `pki cred status`; with `check`, the exit status says the worst health

@@ -37,6 +37,14 @@
 #define PKI_CRED_ACTION_REVOKE_STRAY 4
 
 /**
+ * The most steps one `pki_cred_next` commits before it fails with
+ * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
+ * rotation has at most two bookkeeping steps in a row. The CLI's
+ * reconcile has the same bound: both run `pki_rotate::credential::advance`.
+ */
+#define PKI_CRED_ADVANCE_MAX_STEPS 8
+
+/**
  * The result of every fallible `pki_` function.
  *
  * `PKI_RESULT_OK` is 0; the others come in blocks of 100 per domain
@@ -1186,7 +1194,10 @@ pki_result pki_cred_create(const struct pki_store *store,
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
  * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_UNEXPECTED` (still stepping after
+ * `PKI_CRED_ADVANCE_MAX_STEPS` steps; each was committed) or
+ * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
@@ -3227,12 +3238,16 @@ void pki_store_free(struct pki_store *store);
 
 /**
  * Creates a store over the embedder's Secret-shaped storage: documents are
- * kept as Secret data (the signer's documented keys: `tls.crt`, `tls.key`,
- * `ca-bundle.crt`, `intermediate-ca.crt`, `pki-state.json`,
- * `certs.NAME.tls.crt`…; a key ring's: `keys.key-ring.json`,
- * `keys.active.key`, `keys.public.pem`, `keys.jwks.json`; a credential's:
- * `state.json`, `current`, `old`, `stray-R-A`), each with a revision the
- * storage assigns, and written by compare-and-swap. This is what a Kubernetes client does with
+ * kept as Secret data under the documented keys of their kind — a
+ * signer's: `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`,
+ * `pki-state.json`, `certs.NAME.tls.crt`…; a CA set's: every path with `/`
+ * as `.` (`set.state.json`, `targets.T.trust.CA.crt`…); a key ring's:
+ * `keys.key-ring.json`, `keys.active.key`, `keys.public.pem`,
+ * `keys.jwks.json`; a credential's: `state.json`, `current`, `old`,
+ * `stray-R-A`. The kind is the one the function called works on
+ * (`pki_set_*` a set, `pki_keyring_*` a key ring…), never guessed from
+ * the data. Each document has a revision the storage assigns, and is
+ * written by compare-and-swap. This is what a Kubernetes client does with
  * a Secret's `resourceVersion`: `get` reads the Secret, `put` creates it
  * (`expected` NULL) or updates it with the `resourceVersion` read, and a
  * 409 Conflict is `PKI_RESULT_CONFLICT`.

@@ -11,6 +11,10 @@
 //! `pki_cred_report_revoked` or `pki_cred_report_revoke_failed`; WAIT:
 //! come back at `pki_cred_action_wait_until`.
 //!
+//! `pki_cred_next` is `pki_rotate::credential::advance`, the function the
+//! CLI's `pki cred reconcile` runs: the same steps, the same actions, the
+//! same bound (`PKI_CRED_ADVANCE_MAX_STEPS`).
+//!
 //! A mint that fails after it minted (it returned a credential, then an
 //! error; it timed out) is reported with what it returned through
 //! `pki_cred_report_mint_failed_captured`: pki keeps it and asks for its
@@ -25,8 +29,8 @@ use crate::store::{KindStore, pki_store};
 use pki_rotate::Driver;
 use pki_rotate::credential::status::CredentialStatus;
 use pki_rotate::credential::{
-    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Secret,
-    credential_key, next_action, validate_credential_name,
+    Action, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
+    Next, Secret, advance, credential_key, validate_credential_name,
 };
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -43,6 +47,14 @@ pub const PKI_CRED_ACTION_WAIT: u32 = 3;
 /// `pki_cred_report_stray_revoke_failed`. Asked for only after a
 /// `pki_cred_report_mint_failed_captured` with a credential.
 pub const PKI_CRED_ACTION_REVOKE_STRAY: u32 = 4;
+
+/// The most steps one `pki_cred_next` commits before it fails with
+/// `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
+/// rotation has at most two bookkeeping steps in a row. The CLI's
+/// reconcile has the same bound: both run `pki_rotate::credential::advance`.
+pub const PKI_CRED_ADVANCE_MAX_STEPS: u32 = 8;
+// cbindgen needs the literal; the bound is the engine's.
+const _: () = assert!(PKI_CRED_ADVANCE_MAX_STEPS == pki_rotate::credential::ADVANCE_MAX_STEPS);
 
 /// What the embedder does next for one credential. Immutable; free with
 /// `pki_cred_action_free`.
@@ -118,7 +130,10 @@ pub unsafe extern "C" fn pki_cred_create(
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
 /// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME`,
+/// `PKI_RESULT_UNEXPECTED` (still stepping after
+/// `PKI_CRED_ADVANCE_MAX_STEPS` steps; each was committed) or
+/// `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
@@ -146,54 +161,48 @@ pub unsafe extern "C" fn pki_cred_next(
     })
 }
 
+/// The one advance, as an action handle.
 fn next(store: &pki_store, name: &str, now: OffsetDateTime) -> Result<pki_cred_action, Failure> {
-    let driver = driver(store);
-    let key = credential_key(name);
-    let mut rng = crate::abi::os_rng();
-    // A rotation has two bookkeeping steps in a row; the bound only guards
-    // against a bug looping.
-    for _ in 0..8 {
-        let (doc, _) = driver.load::<CredentialEngine>(&key)?;
-        let action = |kind, rotation, attempt, wait_until, credential: &[u8]| pki_cred_action {
-            kind,
+    let advanced = advance(
+        &driver(store),
+        name,
+        AdvanceOptions::default(),
+        now,
+        &mut crate::abi::os_rng(),
+    )?;
+    let action = |kind, rotation, attempt, credential: &[u8]| pki_cred_action {
+        kind,
+        rotation,
+        attempt,
+        wait_until: time_out(advanced.next_wake),
+        credential: CText::from_bytes(credential),
+    };
+    Ok(match &advanced.next {
+        Next::Act(Action::Mint { rotation, attempt }) => {
+            action(PKI_CRED_ACTION_MINT, *rotation, *attempt, &[])
+        }
+        Next::Act(Action::Revoke { rotation, value }) => {
+            action(PKI_CRED_ACTION_REVOKE, *rotation, 0, value.as_bytes())
+        }
+        Next::Act(Action::RevokeStray {
             rotation,
             attempt,
-            wait_until,
-            credential: CText::from_bytes(credential),
-        };
-        return Ok(match next_action(&doc, now) {
-            Action::Step(_) => {
-                driver.step::<CredentialEngine, _>(&key, &CredentialInput::Step, now, &mut rng)?;
-                continue;
-            }
-            Action::Mint { rotation, attempt } => {
-                action(PKI_CRED_ACTION_MINT, rotation, attempt, time_out(now), &[])
-            }
-            Action::Revoke { rotation, value } => action(
-                PKI_CRED_ACTION_REVOKE,
-                rotation,
-                0,
-                time_out(now),
-                value.as_bytes(),
-            ),
-            Action::RevokeStray {
-                rotation,
-                attempt,
-                value,
-            } => action(
-                PKI_CRED_ACTION_REVOKE_STRAY,
-                rotation,
-                attempt,
-                time_out(now),
-                value.as_bytes(),
-            ),
-            Action::Wait { until, .. } => action(PKI_CRED_ACTION_WAIT, 0, 0, time_out(until), &[]),
-        });
-    }
-    Err(Failure::new(
-        pki_result::PKI_RESULT_UNEXPECTED,
-        format!("credential \"{name}\": still stepping after 8 steps"),
-    ))
+            value,
+        }) => action(
+            PKI_CRED_ACTION_REVOKE_STRAY,
+            *rotation,
+            *attempt,
+            value.as_bytes(),
+        ),
+        Next::Act(Action::Wait { .. }) => action(PKI_CRED_ACTION_WAIT, 0, 0, &[]),
+        // Only a step limit stops advance with a step due; none is given.
+        Next::Step(_) => {
+            return Err(Failure::new(
+                pki_result::PKI_RESULT_UNEXPECTED,
+                format!("credential \"{name}\": a step is still due after advancing"),
+            ));
+        }
+    })
 }
 
 /// `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`

@@ -4,7 +4,8 @@
  * directory store whose published jwks.json matches what the API reads,
  * and the embedder's Secret-shaped storage through callbacks; a credential
  * rotation whose failed mint returned a credential (revoked before the
- * retry); and bad input of every kind, answered with a code, never a crash.
+ * retry), and the one bound of `pki_cred_next` on a store that loses its
+ * writes; and bad input of every kind, answered with a code, never a crash.
  *
  * Usage: keys_cred DIR   (DIR: a writable scratch directory)
  */
@@ -140,6 +141,8 @@ struct fake {
   unsigned long version[SLOTS];
   unsigned long counter;
   int releases;
+  int forget;       /* acknowledge writes without keeping them */
+  unsigned puts;    /* writes asked for */
 };
 
 static int slot_of(struct fake *f, const char *key, size_t key_len, int create) {
@@ -208,6 +211,11 @@ static uint32_t fake_put(void *user_data, const char *key, size_t key_len,
   int i = slot_of(f, key, key_len, expected == NULL);
   char current[32];
   int n;
+  f->puts++;
+  if (f->forget && i >= 0 && f->data[i] != NULL) {
+    set_revision(reply, f->version[i]);
+    return PKI_RESULT_OK;
+  }
   if (i < 0) {
     return expected == NULL ? PKI_RESULT_UNEXPECTED : PKI_RESULT_CONFLICT;
   }
@@ -401,6 +409,40 @@ static void credentials(void) {
   pki_store_free(store);
 }
 
+/* pki_cred_next on a store that acknowledges writes and keeps none: a step
+ * is due again after each; it stops after PKI_CRED_ADVANCE_MAX_STEPS
+ * writes, the bound the CLI's reconcile has too (one advance). */
+static void credential_bound(void) {
+  struct fake f;
+  pki_store_callbacks cb;
+  pki_store *store = NULL;
+  pki_cred_action *action = NULL;
+  int i;
+
+  memset(&f, 0, sizeof f);
+  memset(&cb, 0, sizeof cb);
+  cb.get = fake_get;
+  cb.put = fake_put;
+  CHECK_OK(pki_store_new_callbacks(&cb, &f, &store));
+  if (store == NULL) {
+    return;
+  }
+  CHECK_OK(pki_cred_create(store, LIT("db"), HOUR, 60));
+  CHECK(next(store, T0).kind == PKI_CRED_ACTION_MINT);
+  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("user-1:pw"), T0));
+  /* Due: keep as old, then record the mint; each write is lost, so keeping
+   * as old is due again and again. */
+  f.forget = 1;
+  f.puts = 0;
+  CHECK_CODE(pki_cred_next(store, LIT("db"), T0 + HOUR, &action), PKI_RESULT_UNEXPECTED);
+  CHECK(action == NULL);
+  CHECK(f.puts == PKI_CRED_ADVANCE_MAX_STEPS);
+  pki_store_free(store);
+  for (i = 0; i < SLOTS; i++) {
+    pki_secret_free(f.data[i]);
+  }
+}
+
 /* ------------------------------------------------- bad key ring input */
 
 static void keyring_misuse(void) {
@@ -461,6 +503,7 @@ int main(int argc, char **argv) {
   callback_store();
   dir_store(argv[1]);
   credentials();
+  credential_bound();
   keyring_misuse();
   return check_summary("keys_cred");
 }
