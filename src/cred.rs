@@ -5,6 +5,7 @@
 //! and reports their results through the driver, one committed step at a
 //! time (see `pki_rotate::credential`).
 
+mod capture;
 mod hooks;
 
 use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
@@ -12,11 +13,11 @@ use hooks::{Attempt, HookResult};
 use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
 use pki_rotate::credential::{
     Action, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
-    Event, Hooks, Next, advance, credential_key, document::CREDS_DIR, validate_credential_name,
+    Event, Hooks, Next, WaitReason, advance, credential_key, document::CREDS_DIR,
+    validate_credential_name,
 };
 use pki_rotate::{Driver, FsStore, RotateError, Store};
-use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
 use time::OffsetDateTime;
 
@@ -231,12 +232,11 @@ fn reconcile_one<S: Store>(
         .load::<CredentialEngine>(&credential_key(name))
         .map_err(not_found)?;
     let capture = capture_dir(dir, name, options)?;
-    // One reconciler per credential at a time on this machine: two would
-    // race to run the same recorded mint.
-    let lock_path = capture.join(".lock");
-    let _lock = File::create(&lock_path)
-        .and_then(|f| f.lock().map(|()| f))
-        .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
+    // One reconciler per capture directory at a time; reconcilers with
+    // other capture directories are kept apart by the owner recorded with
+    // each mint attempt (see capture.rs).
+    let _lock = capture::lock(&capture).map_err(CliError::new)?;
+    let owner = capture::owner(&capture).map_err(CliError::new)?;
     let hooks = doc.hooks.clone();
     let need_hooks = || {
         hooks.clone().ok_or_else(|| {
@@ -252,7 +252,7 @@ fn reconcile_one<S: Store>(
         print_events(&step.events);
         Ok(step.changed)
     };
-    hooks::remove_stale(&capture, doc.mint.map(|m| (m.rotation, m.attempt)));
+    settle_leftovers(&capture, &doc, options, &report);
     let mut committed = 0u32;
     let budget_spent = |committed: u32| options.max_steps.is_some_and(|max| committed >= max);
     for _ in 0..MAX_HOOK_RUNS {
@@ -261,6 +261,7 @@ fn reconcile_one<S: Store>(
             driver,
             name,
             AdvanceOptions {
+                owner: Some(&owner),
                 max_steps: options.max_steps.map(|max| max.saturating_sub(committed)),
             },
             now,
@@ -280,7 +281,15 @@ fn reconcile_one<S: Store>(
         };
         let changed = match action {
             Action::Wait { until, reason } => {
-                crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
+                match (reason, &advanced.document.mint) {
+                    (WaitReason::MintElsewhere, Some(m)) => crate::outln!(
+                        "cred {name}: rotation {} attempt {} is minted by another reconciler ({}): only it runs that mint; nothing to do here",
+                        m.rotation,
+                        m.attempt,
+                        m.owner.as_deref().unwrap_or("no owner")
+                    ),
+                    _ => crate::outln!("cred {name}: waiting {reason}: {}", when(until, now)),
+                }
                 return Ok(());
             }
             Action::Mint { rotation, attempt } => {
@@ -353,6 +362,44 @@ fn mint_report(
     }
 }
 
+/// Reports what the captures of earlier attempts hold, when their result
+/// may not be committed (a report that failed or lost a race), then
+/// removes them: what a mint printed is recorded (as current, or as a
+/// stray to revoke, or found already recorded) and never just deleted. The
+/// attempt this capture directory still has to run is left for the mint.
+/// A report that fails leaves its capture for the next run, with a line on
+/// stderr: it must not stop the rest (a stray to revoke first, say).
+fn settle_leftovers(
+    capture: &Path,
+    doc: &CredentialState,
+    options: &RunOptions,
+    report: &dyn Fn(&CredentialInput) -> CliResult<bool>,
+) {
+    let pending = doc.mint.as_ref().map(|m| (m.rotation, m.attempt));
+    for (rotation, attempt) in hooks::attempts(capture) {
+        if Some((rotation, attempt)) == pending {
+            // Ours: the mint adopts it. Another owner's: not this
+            // directory's business (a capture directory shared by stores).
+            continue;
+        }
+        let files = Attempt::new(capture, rotation, attempt);
+        let outcome = hooks::leftover(&files, options.hook_timeout)
+            .map_err(CliError::new)
+            .and_then(|result| match result {
+                None => Ok(()),
+                Some(result) => report(&mint_report(rotation, attempt, result)).map(|_| ()),
+            });
+        match outcome {
+            Ok(()) => files.remove(),
+            Err(e) => eprintln!(
+                "pki: cred {}: the capture of rotation {rotation} attempt {attempt} is kept for the next run: {}",
+                doc.name,
+                crate::common::one_line(&e.message)
+            ),
+        }
+    }
+}
+
 /// `pki cred status`; with `check`, the exit status says the worst health
 /// among the credentials (0 ok, 3 an action is due, 4 a hook is failing).
 pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResult {
@@ -407,10 +454,14 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
         }
         if let Some(m) = &s.mint {
             crate::outln!(
-                "  minting  rotation {} attempt {}, started {}",
+                "  minting  rotation {} attempt {}, started {}{}",
                 m.rotation,
                 m.attempt,
-                pki_core::datetime::rfc3339(m.started_at)
+                pki_core::datetime::rfc3339(m.started_at),
+                m.owner
+                    .as_deref()
+                    .map(|o| format!(", run by {o}"))
+                    .unwrap_or_default()
             );
         }
         let failed = |f: &pki_rotate::credential::HookFailure| {

@@ -4,8 +4,12 @@
 //! whether any credential leaked.
 //!
 //! Times are pinned with `--now` from 2026-01-01 (T0): expiry 2h, grace 10m.
+//! Some tests keep the credential in a real etcd instead of a directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -122,6 +126,7 @@ echo "$PKI_CRED_NAME" >> {r}/mint.log
 fails_after=; [ -f {r}/mint-fails-after-minting ] && fails_after=1
 [ -f {r}/mint-fails ] && {{ echo "cloud API said no" >&2; exit 3; }}
 [ -f {r}/mint-fails-escapes ] && {{ printf 'boom \033[2J\033[31mred\rpki: cred db: fake line \302\233 \342\200\256x\n' >&2; exit 3; }}
+[ -f {r}/mint-slow ] && sleep 0.5
 [ -f {r}/mint-hangs ] && sleep 1000
 [ -f {r}/mint-prints-nothing ] && exit 0
 u="cred-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
@@ -178,6 +183,8 @@ exit 0
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_pki"));
         c.args(args);
+        // Where captures of a store URL go: inside the test directory.
+        c.env("XDG_STATE_HOME", self.root.join("state"));
         c
     }
 
@@ -856,4 +863,233 @@ fn hook_text_with_terminal_escapes_is_stored_and_printed_escaped_and_bad_names_r
         let e = refused(&s.reconcile(DUE, &[name]));
         assert!(clean(&e), "{e:?}");
     }
+}
+
+// ---- Two reconcilers, late reports ----
+
+/// The credential document as the store holds it, read without the CLI.
+fn load_from_etcd(server: &etcd::Etcd, prefix: &str) -> pki_rotate::CredentialState {
+    let driver = pki_rotate::Driver::new(server.store(prefix));
+    driver
+        .load::<pki_rotate::CredentialEngine>("creds/db")
+        .unwrap()
+        .0
+}
+
+/// The ACL users of the credentials the document records: current, old
+/// and strays to revoke.
+fn recorded_users(doc: &pki_rotate::CredentialState) -> BTreeSet<String> {
+    let value = |v: &pki_rotate::CredentialSecret| {
+        let text = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        user(text.lines().next().unwrap_or_default()).to_string()
+    };
+    doc.current
+        .iter()
+        .chain(doc.old.iter())
+        .map(|c| value(&c.value))
+        .chain(doc.strays.iter().map(|s| value(&s.value)))
+        .collect()
+}
+
+/// What the hooks did, checked against Redis and the document: every
+/// credential minted is revoked or live, never both; every live one is
+/// recorded; at most two are live.
+fn check_no_leak(s: &Setup, doc: &pki_rotate::CredentialState, context: &str) {
+    let minted: BTreeSet<String> = s.minted().iter().map(|c| user(c).to_string()).collect();
+    let revoked: BTreeSet<String> = s.revoked().iter().map(|c| user(c).to_string()).collect();
+    let live = s.redis.cred_users();
+    assert_eq!(
+        minted.len(),
+        s.minted().len(),
+        "{context}: a credential minted twice?"
+    );
+    assert_eq!(
+        minted,
+        revoked.union(&live).cloned().collect::<BTreeSet<_>>(),
+        "{context}: minted = revoked + live"
+    );
+    assert!(revoked.is_disjoint(&live), "{context}: revoked yet live");
+    assert!(live.len() <= 2, "{context}: {live:?}");
+    let recorded = recorded_users(doc);
+    assert!(
+        live.is_subset(&recorded),
+        "{context}: live {live:?}, recorded {recorded:?}"
+    );
+}
+
+/// Runs `pki cred reconcile URL db --now NOW` for each URL at once.
+fn race(s: &Setup, urls: &[&str], now: &str) -> Vec<Output> {
+    let children: Vec<Child> = urls
+        .iter()
+        .map(|url| {
+            s.command(&["cred", "reconcile", url, "db", "--now", now])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
+}
+
+#[test]
+fn two_reconcilers_on_one_etcd_store_under_two_url_spellings_mint_once_and_leak_nothing() {
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let ip = server.url("p");
+    let name = ip.replace("127.0.0.1", "localhost");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    ok(&s.pki(&[
+        "cred",
+        "init",
+        &ip,
+        "db",
+        "--expire",
+        "2h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        &mint,
+        "--revoke-cmd",
+        &revoke,
+        "--now",
+        T0,
+    ]));
+    // Both hooks would run at once: each mint takes half a second.
+    s.knob("mint-slow", true);
+    let mut owners_told_to_wait = 0;
+    for round in 1..=3i64 {
+        let due = format!("2026-01-01T{:02}:00:00Z", 2 * round);
+        let grace_end = format!("2026-01-01T{:02}:10:00Z", 2 * round);
+        let urls = if round % 2 == 0 {
+            [ip.as_str(), name.as_str()]
+        } else {
+            [name.as_str(), ip.as_str()]
+        };
+        for o in race(&s, &urls, &due) {
+            ok(&o);
+            let out = String::from_utf8_lossy(&o.stdout);
+            owners_told_to_wait += usize::from(out.contains("minted by another reconciler"));
+        }
+        let doc = load_from_etcd(&server, "p");
+        check_no_leak(&s, &doc, &format!("round {round}, in the grace"));
+        assert_eq!(
+            s.mint_runs(),
+            1 + round as usize,
+            "round {round}: one mint per rotation, whoever won"
+        );
+        assert_eq!(doc.current.as_ref().unwrap().rotation, 1 + round as u64);
+        // Both at the end of the grace: both may revoke (idempotent).
+        for o in race(&s, &urls, &grace_end) {
+            ok(&o);
+        }
+        let doc = load_from_etcd(&server, "p");
+        check_no_leak(&s, &doc, &format!("round {round}, after the grace"));
+        assert!(doc.old.is_none() && doc.strays.is_empty() && doc.mint.is_none());
+        assert_eq!(s.redis.cred_users().len(), 1, "round {round}");
+    }
+    // At least once the loser saw the winner's recorded mint and left it
+    // alone (the hooks take long enough for the race to be real).
+    assert!(owners_told_to_wait >= 1, "the race never happened");
+}
+
+#[test]
+fn a_capture_whose_report_never_landed_is_recorded_and_revoked_not_deleted() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    // A credential the mint hook made for attempt 1/1, whose report lost
+    // to another one: it is only in the capture file.
+    let lost = "cred-lostreport:0123456789abcdef";
+    assert_eq!(
+        s.redis.cli(&[
+            "ACL",
+            "SETUSER",
+            user(lost),
+            "on",
+            ">0123456789abcdef",
+            "~*",
+            "+@all"
+        ]),
+        "OK"
+    );
+    assert!(s.redis.logs_in(lost));
+    let capture = Path::new(&s.dir).join(".cred-capture/db");
+    std::fs::write(capture.join("1-1.out"), format!("{lost}\n")).unwrap();
+    std::fs::write(capture.join("1-1.status"), "0\n").unwrap();
+    let o = s.reconcile("2026-01-01T01:00:00Z", &[]);
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("reported after the document moved on") && out.contains("revoked the stray"),
+        "{out}"
+    );
+    assert!(!s.redis.logs_in(lost), "revoked, not forgotten");
+    assert!(s.revoked().iter().any(|r| r == lost));
+    assert!(!capture.join("1-1.out").exists());
+    assert_eq!(s.redis.cred_users().len(), 1);
+    assert_eq!(s.mint_runs(), 1);
+}
+
+#[test]
+fn the_capture_directory_lock_and_owner_are_private_whatever_the_umask() {
+    // A store URL: its captures live under XDG_STATE_HOME, made by pki
+    // alone (a directory store refuses to work under umask 000 at all).
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let url = server.url("p");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    let state = s.root.join("state");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 000; exec "$@""#)
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_pki"))
+        .args([
+            "cred",
+            "init",
+            &url,
+            "db",
+            "--expire",
+            "2h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            &revoke,
+            "--now",
+            T0,
+        ])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    ok(&o);
+    let base = state.join("pki/cred-capture");
+    let urls: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(urls.len(), 1, "{urls:?}");
+    let capture = urls[0].join("db");
+    for dir in [
+        state.join("pki"),
+        base.clone(),
+        urls[0].clone(),
+        capture.clone(),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
+    for f in [".lock", ".owner"] {
+        assert_eq!(mode(&capture.join(f)), 0o600, "{f}");
+    }
+    let owner = std::fs::read_to_string(capture.join(".owner")).unwrap();
+    assert!(
+        pki_rotate::credential::validate_owner(owner.trim()).is_ok(),
+        "{owner:?}"
+    );
 }

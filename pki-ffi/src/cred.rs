@@ -18,7 +18,9 @@
 //! A mint that fails after it minted (it returned a credential, then an
 //! error; it timed out) is reported with what it returned through
 //! `pki_cred_report_mint_failed_captured`: pki keeps it and asks for its
-//! revocation (REVOKE_STRAY) before the next attempt, so it cannot leak.
+//! revocation (REVOKE_STRAY) before the next attempt, so it cannot leak. So
+//! is a mint reported after the document moved on (another replica
+//! reported that attempt first).
 
 use crate::abi::{
     bytes_in, free_handle, handle, into_handle, out_ptr, str_in, time_in, time_out, write_out,
@@ -42,10 +44,9 @@ pub const PKI_CRED_ACTION_REVOKE: u32 = 2;
 /// `pki_cred_action_kind`: nothing to do before `pki_cred_action_wait_until`.
 pub const PKI_CRED_ACTION_WAIT: u32 = 3;
 /// `pki_cred_action_kind`: revoke the action's credential, what the failed
-/// mint attempt (`pki_cred_action_rotation`, `pki_cred_action_attempt`)
-/// returned; then `pki_cred_report_stray_revoked` or
-/// `pki_cred_report_stray_revoke_failed`. Asked for only after a
-/// `pki_cred_report_mint_failed_captured` with a credential.
+/// (or late) mint attempt (`pki_cred_action_rotation`,
+/// `pki_cred_action_attempt`) returned; then `pki_cred_report_stray_revoked`
+/// or `pki_cred_report_stray_revoke_failed`.
 pub const PKI_CRED_ACTION_REVOKE_STRAY: u32 = 4;
 
 /// The most steps one `pki_cred_next` commits before it fails with
@@ -293,11 +294,15 @@ fn report(store: &pki_store, name: &str, input: CredentialInput, now: i64) -> Re
 /// (`credential_len` bytes, surrounding whitespace trimmed): it becomes
 /// current, with `now` as its mint time. An empty credential, or one already
 /// in use, is recorded as a failed attempt instead. Reporting the same mint
-/// twice is accepted.
+/// twice is accepted. A mint of an attempt the document no longer waits for
+/// (another replica reported it first, or it was superseded) is kept as a
+/// stray credential and revoked (`PKI_CRED_ACTION_REVOKE_STRAY`): never
+/// dropped; only while a stray of that same attempt is still kept is it
+/// refused (keep it, and report it again once that one is revoked).
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT`
-/// (not the attempt the document waits for: nothing recorded),
+/// (an attempt that never started: nothing recorded),
 /// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
 /// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
 ///

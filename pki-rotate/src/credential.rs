@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! current ─(mint_time + expire passed)─▶ keep current as old
-//!         ─▶ start mint (rotation id and attempt recorded BEFORE the hook runs)
+//!         ─▶ start mint (rotation id, attempt and owner recorded BEFORE the hook runs)
 //!         ─▶ embedder mints, reports Minted ─▶ current = new, mint time recorded
 //!         ─▶ wait until mint_time + grace
 //!         ─▶ embedder revokes old (idempotent), reports Revoked ─▶ old forgotten
@@ -26,16 +26,25 @@
 //! the C ABI's `pki_cred_next` both call it.
 //!
 //! A mint hook may fail after it minted: it times out, or prints a
-//! credential and then exits non-zero. What it printed is reported with the
-//! failure ([`CredentialInput::MintFailed`]'s `captured`) and kept as a
-//! [`StrayCredential`]: never used, but maybe live in the outside system,
-//! so it is revoked ([`Action::RevokeStray`]) before the next attempt may
-//! mint. That keeps DESIGN's promise that at most the old and the new
-//! credential are live and none leaks.
+//! credential and then exits non-zero. What it printed is reported with the failure ([`CredentialInput::MintFailed`]'s
+//! `captured`) and kept as a [`StrayCredential`]: never used, but maybe live
+//! in the outside system, so it is revoked ([`Action::RevokeStray`]) before
+//! the next attempt may mint. A mint reported after the document moved on
+//! (another embedder reported that attempt first, or it was superseded) is
+//! kept the same way: a report is never dropped. That keeps DESIGN's promise
+//! that none leaks.
+//!
+//! **One minter per attempt.** A mint attempt is recorded, by
+//! compare-and-swap, before any hook runs, together with its owner (the
+//! embedder that stepped with [`CredentialInput::StepAs`]). Two reconcilers
+//! racing on one store both try to record it; one wins, and the other is
+//! told to wait ([`WaitReason::MintElsewhere`]): it never runs the mint for
+//! an attempt another embedder owns, so the attempt is minted once whatever
+//! URL spelling or host each reconciler uses.
 //!
 //! So a crash between any two steps resumes at the right one: a recorded
-//! mint attempt is never started again (the embedder adopts what it
-//! captured, or reports the attempt failed), the current credential is never revoked,
+//! mint attempt is never started again (its owner adopts what it captured,
+//! or reports the attempt failed), the current credential is never revoked,
 //! and an old credential is kept until its revocation is reported. At most
 //! two credentials are live: a rotation never starts while an old one waits
 //! for revocation. A failed hook is recorded with an exponential
@@ -64,6 +73,9 @@ pub const BACKOFF_BASE: Duration = Duration::seconds(30);
 pub const BACKOFF_CAP: Duration = Duration::hours(1);
 /// How many rotations the history keeps (oldest dropped first).
 pub const HISTORY_LIMIT: usize = 100;
+/// How long an embedder waits before looking again at a mint another
+/// embedder owns ([`WaitReason::MintElsewhere`]).
+pub const MINT_ELSEWHERE_RECHECK: Duration = Duration::seconds(30);
 /// The longest failure message kept, in bytes (longer ones are cut, with `…`).
 pub const MESSAGE_LIMIT: usize = 500;
 
@@ -85,6 +97,21 @@ pub fn validate_credential_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(RotateError::InvalidCredentialName(name.to_string()))
+    }
+}
+
+/// Checks a mint owner (see [`MintAttempt::owner`]): 1-128 characters of
+/// `[A-Za-z0-9._:@/-]`, so it prints as it is, on one line.
+pub fn validate_owner(owner: &str) -> Result<()> {
+    let ok = !owner.is_empty()
+        && owner.len() <= 128
+        && owner.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'@' | b'/' | b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(RotateError::InvalidMintOwner(owner.to_string()))
     }
 }
 
@@ -223,7 +250,7 @@ pub struct Credential {
 /// reports the result. Recorded before the hook runs, so after a crash the
 /// embedder knows a hook may have run for it and adopts what it captured
 /// instead of minting again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MintAttempt {
     /// The rotation it mints for.
     pub rotation: u64,
@@ -232,6 +259,22 @@ pub struct MintAttempt {
     /// When it was recorded.
     #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
+    /// Who runs it: the embedder whose step recorded it
+    /// ([`CredentialInput::StepAs`]). Only that embedder is asked to mint
+    /// it; others wait ([`WaitReason::MintElsewhere`]). None: recorded by
+    /// an embedder that gave no owner (or by an older build): any embedder
+    /// may run it (two that do mint twice, and the report that comes second
+    /// is kept as a stray and revoked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl MintAttempt {
+    /// Whether the embedder `owner` (None: one that gave no owner) runs
+    /// this attempt.
+    pub fn run_by(&self, owner: Option<&str>) -> bool {
+        self.owner.is_none() || self.owner.as_deref() == owner
+    }
 }
 
 /// Which outside action a hook performs.
@@ -387,6 +430,11 @@ impl CredentialState {
             if m.attempt == 0 || m.rotation >= self.next_rotation {
                 return bad("its mint in progress has an impossible rotation or attempt");
             }
+            if let Some(owner) = &m.owner
+                && validate_owner(owner).is_err()
+            {
+                return bad("its mint in progress has an unusable owner");
+            }
             let kept = match (&self.old, &self.current) {
                 (Some(o), Some(c)) => o.rotation == c.rotation,
                 (None, None) => true,
@@ -440,7 +488,7 @@ impl CredentialState {
 }
 
 /// A bookkeeping step the engine takes by itself when stepped with
-/// [`CredentialInput::Step`].
+/// [`CredentialInput::Step`] or [`CredentialInput::StepAs`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepKind {
     /// The current credential expired: keep it as old.
@@ -458,6 +506,9 @@ pub enum WaitReason {
     Grace,
     /// The last attempt failed; the next waits for its retry time.
     Backoff,
+    /// The mint in progress belongs to another embedder
+    /// ([`MintAttempt::owner`]): only it runs the mint; look again later.
+    MintElsewhere,
 }
 
 impl std::fmt::Display for WaitReason {
@@ -466,6 +517,7 @@ impl std::fmt::Display for WaitReason {
             WaitReason::Expiry => "until the credential expires",
             WaitReason::Grace => "until the grace period ends",
             WaitReason::Backoff => "until the failed step may be retried",
+            WaitReason::MintElsewhere => "for the mint another reconciler runs",
         })
     }
 }
@@ -490,7 +542,7 @@ pub enum Action {
         /// The old credential.
         value: Secret,
     },
-    /// Revoke what a failed mint attempt printed (already gone, or
+    /// Revoke what a failed or late mint attempt printed (already gone, or
     /// never a credential, is success) and report
     /// [`CredentialInput::StrayRevoked`] or
     /// [`CredentialInput::StrayRevokeFailed`].
@@ -533,6 +585,8 @@ pub enum Change {
         rotation: u64,
         /// The attempt.
         attempt: u32,
+        /// Who runs it.
+        owner: Option<String>,
     },
     /// Record the minted credential as current, with its mint time.
     RecordMint {
@@ -549,6 +603,17 @@ pub enum Change {
         failure: HookFailure,
         /// For a failed mint: what it printed, kept to be revoked.
         stray: Option<Secret>,
+    },
+    /// Keep what a mint reported after the document moved on (another
+    /// embedder reported the attempt first, or it was superseded) as a
+    /// stray credential, to revoke.
+    KeepLateMint {
+        /// The attempt's rotation.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// What it printed.
+        value: Secret,
     },
     /// Forget a stray credential: it is revoked.
     RecordStrayRevoke {
@@ -649,7 +714,17 @@ pub enum Event {
         /// The failed attempt.
         attempt: u32,
     },
-    /// What a failed mint attempt printed was revoked.
+    /// A mint was reported after the document moved on: what it printed
+    /// was kept to be revoked.
+    LateMintKept {
+        /// The credential.
+        name: String,
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// What a failed or late mint attempt printed was revoked.
     StrayRevoked {
         /// The credential.
         name: String,
@@ -697,6 +772,14 @@ impl std::fmt::Display for Event {
                 f,
                 "cred {name}: the failed mint of rotation {rotation} (attempt {attempt}) printed something: kept as a stray credential, revoked before the next attempt"
             ),
+            Event::LateMintKept {
+                name,
+                rotation,
+                attempt,
+            } => write!(
+                f,
+                "cred {name}: the mint of rotation {rotation} (attempt {attempt}) was reported after the document moved on: kept as a stray credential, revoked before the next attempt"
+            ),
             Event::StrayRevoked {
                 name,
                 rotation,
@@ -712,9 +795,19 @@ impl std::fmt::Display for Event {
 /// What the embedder reports, or asks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum CredentialInput {
-    /// Take the next bookkeeping step, if one is due (the periodic step).
+    /// Take the next bookkeeping step, if one is due (the periodic step),
+    /// as an embedder that gives no owner: a mint attempt it starts has no
+    /// owner, and it is asked to run only attempts without one.
     #[default]
     Step,
+    /// The same as [`CredentialInput::Step`] for the embedder `owner` (a
+    /// stable name of the place where it captures mint output, so that it
+    /// survives a restart): a mint attempt it starts is recorded as its
+    /// own, and it is never asked to run one another owner started.
+    StepAs {
+        /// Who steps ([`validate_owner`]).
+        owner: String,
+    },
     /// The mint of this attempt printed `value`.
     Minted {
         /// The rotation of the attempt.
@@ -770,6 +863,16 @@ pub enum CredentialInput {
     },
 }
 
+impl CredentialInput {
+    /// Who steps: the owner of [`CredentialInput::StepAs`], None otherwise.
+    fn owner(&self) -> Option<&str> {
+        match self {
+            CredentialInput::StepAs { owner } => Some(owner),
+            _ => None,
+        }
+    }
+}
+
 /// The credential step machine as an [`Engine`].
 #[derive(Debug, Clone, Copy)]
 pub struct CredentialEngine;
@@ -793,14 +896,21 @@ impl Engine for CredentialEngine {
     }
 }
 
-/// What the document asks for at `now` with nothing reported: a
-/// bookkeeping step, or the embedder's action. Pure: the same document and
-/// time give the same answer.
-fn due(doc: &CredentialState, now: OffsetDateTime) -> Next {
+/// What the document asks for at `now` with nothing reported, for the
+/// embedder `owner`: a bookkeeping step, or the embedder's action. Pure:
+/// the same document, owner and time give the same answer.
+fn due(doc: &CredentialState, owner: Option<&str>, now: OffsetDateTime) -> Next {
     if let Some(m) = &doc.mint {
-        return Next::Act(Action::Mint {
-            rotation: m.rotation,
-            attempt: m.attempt,
+        return Next::Act(if m.run_by(owner) {
+            Action::Mint {
+                rotation: m.rotation,
+                attempt: m.attempt,
+            }
+        } else {
+            Action::Wait {
+                until: now + MINT_ELSEWHERE_RECHECK,
+                reason: WaitReason::MintElsewhere,
+            }
         });
     }
     // Before anything else may mint, what failed attempts printed is
@@ -903,6 +1013,28 @@ fn waiting_for(doc: &CredentialState) -> String {
 }
 
 impl CredentialState {
+    /// Whether mint attempt `attempt` of `rotation` was ever started, as far
+    /// as the document can tell (a rotation older than the history: yes).
+    fn attempted(&self, rotation: u64, attempt: u32) -> bool {
+        if rotation == 0 || attempt == 0 || rotation >= self.next_rotation {
+            return false;
+        }
+        if let Some(m) = self.mint.as_ref().filter(|m| m.rotation == rotation) {
+            return attempt <= m.attempt;
+        }
+        if let Some(f) = self
+            .failure
+            .as_ref()
+            .filter(|f| f.action == HookAction::Mint && f.rotation == rotation)
+        {
+            return attempt <= f.failures;
+        }
+        if let Some(r) = self.history.iter().find(|r| r.rotation == rotation) {
+            return attempt <= r.attempts;
+        }
+        self.history.first().is_none_or(|r| rotation < r.rotation)
+    }
+
     /// The attempt the next [`Change::StartMint`] records: a retry
     /// continues the failed rotation; otherwise a new one.
     fn next_attempt(&self) -> (u64, u32) {
@@ -911,6 +1043,52 @@ impl CredentialState {
             _ => (self.next_rotation, 1),
         }
     }
+}
+
+/// A mint reported for an attempt the document no longer waits for
+/// (another embedder reported it first, or it was superseded): what it
+/// printed is kept as a stray, unless the document already holds it.
+fn late_mint(
+    doc: &CredentialState,
+    rotation: u64,
+    attempt: u32,
+    printed: Option<&Secret>,
+    what: &str,
+) -> Result<Option<Change>> {
+    if !doc.attempted(rotation, attempt) {
+        return Err(unexpected(
+            doc,
+            format!(
+                "reported {what} of rotation {rotation} attempt {attempt}, which was never started, but {}",
+                waiting_for(doc)
+            ),
+        ));
+    }
+    let Some(value) = printed.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    // Already recorded (a repeated report): nothing to keep, and a live
+    // credential must never be revoked as a stray.
+    if doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value) {
+        return Ok(None);
+    }
+    if doc
+        .strays
+        .iter()
+        .any(|s| (s.rotation, s.attempt) == (rotation, attempt))
+    {
+        return Err(unexpected(
+            doc,
+            format!(
+                "reported {what} of rotation {rotation} attempt {attempt} after the document moved on, and a stray credential of that attempt is already kept: keep this credential and report it again once that one is revoked"
+            ),
+        ));
+    }
+    Ok(Some(Change::KeepLateMint {
+        rotation,
+        attempt,
+        value: value.clone(),
+    }))
 }
 
 fn mint_failure(
@@ -938,11 +1116,15 @@ fn mint_failure(
 /// the same plan.
 pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Result<Plan> {
     doc.validate()?;
+    let owner = input.owner();
+    if let Some(owner) = owner {
+        validate_owner(owner)?;
+    }
     let change = decide(doc, input, now)?;
     let next = match &change {
-        None => due(doc, now),
+        None => due(doc, owner, now),
         // Look ahead: what the document asks for once the change is in.
-        Some(change) => due(&transition(doc, change, now)?.0, now),
+        Some(change) => due(&transition(doc, change, now)?.0, owner, now),
     };
     let next_wake = match &next {
         Next::Act(Action::Wait { until, .. }) => (*until).max(now),
@@ -968,31 +1150,27 @@ fn decide(
             .is_some_and(|m| m.rotation == rotation && m.attempt == attempt)
     };
     match input {
-        CredentialInput::Step => Ok(match due(doc, now) {
-            Next::Step(StepKind::KeepOld) => Some(Change::KeepOld),
-            Next::Step(StepKind::StartMint) => {
-                let (rotation, attempt) = doc.next_attempt();
-                Some(Change::StartMint { rotation, attempt })
-            }
-            Next::Act(_) => None,
-        }),
+        CredentialInput::Step | CredentialInput::StepAs { .. } => {
+            Ok(match due(doc, input.owner(), now) {
+                Next::Step(StepKind::KeepOld) => Some(Change::KeepOld),
+                Next::Step(StepKind::StartMint) => {
+                    let (rotation, attempt) = doc.next_attempt();
+                    Some(Change::StartMint {
+                        rotation,
+                        attempt,
+                        owner: input.owner().map(str::to_string),
+                    })
+                }
+                Next::Act(_) => None,
+            })
+        }
         CredentialInput::Minted {
             rotation,
             attempt,
             value,
         } => {
             if !awaited(*rotation, *attempt) {
-                return match &doc.current {
-                    // A concurrent embedder reported the same mint first.
-                    Some(c) if c.rotation == *rotation && c.value == *value => Ok(None),
-                    _ => Err(unexpected(
-                        doc,
-                        format!(
-                            "reported a mint of rotation {rotation} attempt {attempt}, but {}",
-                            waiting_for(doc)
-                        ),
-                    )),
-                };
+                return late_mint(doc, *rotation, *attempt, Some(value), "a mint");
             }
             // A mint that printed nothing, or a credential already in use
             // (revoking the old one would then revoke the new one), is a
@@ -1021,22 +1199,7 @@ fn decide(
             captured,
         } => {
             if !awaited(*rotation, *attempt) {
-                return match &doc.failure {
-                    Some(f)
-                        if f.action == HookAction::Mint
-                            && f.rotation == *rotation
-                            && f.failures >= *attempt =>
-                    {
-                        Ok(None)
-                    }
-                    _ => Err(unexpected(
-                        doc,
-                        format!(
-                            "reported a failed mint of rotation {rotation} attempt {attempt}, but {}",
-                            waiting_for(doc)
-                        ),
-                    )),
-                };
+                return late_mint(doc, *rotation, *attempt, captured.as_ref(), "a failed mint");
             }
             // A live credential printed again is not a new one: taking it
             // for a stray would revoke it.
@@ -1199,11 +1362,16 @@ fn transition(
             next.old = Some(current);
             vec![Event::KeptOld { name, rotation }]
         }
-        Change::StartMint { rotation, attempt } => {
+        Change::StartMint {
+            rotation,
+            attempt,
+            owner,
+        } => {
             next.mint = Some(MintAttempt {
                 rotation: *rotation,
                 attempt: *attempt,
                 started_at: at,
+                owner: owner.clone(),
             });
             next.next_rotation = next.next_rotation.max(rotation + 1);
             vec![Event::MintStarted {
@@ -1265,6 +1433,24 @@ fn transition(
             next.failure = Some(failure.clone());
             events
         }
+        Change::KeepLateMint {
+            rotation,
+            attempt,
+            value,
+        } => {
+            next.strays.push(StrayCredential {
+                rotation: *rotation,
+                attempt: *attempt,
+                captured_at: at,
+                value: value.clone(),
+                failure: None,
+            });
+            vec![Event::LateMintKept {
+                name,
+                rotation: *rotation,
+                attempt: *attempt,
+            }]
+        }
         Change::RecordStrayRevoke { rotation, attempt } => {
             next.strays
                 .retain(|s| (s.rotation, s.attempt) != (*rotation, *attempt));
@@ -1306,10 +1492,11 @@ fn transition(
 }
 
 /// What the document asks for at `now`, as [`status`] reports it: the
-/// bookkeeping step due, or the embedder's action. The same decision
-/// [`plan`] makes for a step.
+/// bookkeeping step due, or what the owner of the mint in progress (if
+/// any) must do. The same decision [`plan`] makes for a step.
 pub(crate) fn due_for_status(doc: &CredentialState, now: OffsetDateTime) -> Next {
-    due(doc, now)
+    let owner = doc.mint.as_ref().and_then(|m| m.owner.as_deref());
+    due(doc, owner, now)
 }
 
 #[cfg(test)]

@@ -121,20 +121,51 @@ impl Attempt {
     }
 }
 
-/// Removes the capture files of every attempt but `keep` (stale: their
-/// results are committed, or they were never started).
-pub fn remove_stale(dir: &Path, keep: Option<(u64, u32)>) {
+/// The mint attempts (rotation, attempt) with capture files in `dir`, in
+/// order. Other files are removed, but for dotfiles (the lock, the owner).
+pub fn attempts(dir: &Path) -> Vec<(u64, u32)> {
     let Ok(entries) = fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
-    let keep = keep.map(|(r, a)| format!("{r}-{a}."));
+    let mut found = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || keep.as_deref().is_some_and(|k| name.starts_with(k)) {
+        if name.starts_with('.') {
             continue;
         }
-        let _ = fs::remove_file(entry.path());
+        let parsed = name.split_once('.').and_then(|(stem, ext)| {
+            let (r, a) = stem.split_once('-')?;
+            ["out", "err", "status", "pid"]
+                .contains(&ext)
+                .then_some(())?;
+            Some((r.parse::<u64>().ok()?, a.parse::<u32>().ok()?))
+        });
+        match parsed {
+            Some(attempt) => {
+                found.insert(attempt);
+            }
+            // Leftovers of a revoke, or nothing of ours.
+            None => {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
+    found.into_iter().collect()
+}
+
+/// What the capture of an attempt whose result may not be committed holds:
+/// None when its hook printed nothing (or never ran).
+pub fn leftover(
+    attempt: &Attempt,
+    timeout: Duration,
+) -> Result<Option<HookResult<Secret>>, String> {
+    if !attempt.path("out").exists() {
+        return Ok(None);
+    }
+    Ok(match adopt(attempt, timeout)? {
+        HookResult::Failed { captured: None, .. } => None,
+        result => Some(result),
+    })
 }
 
 /// Runs the mint hook once for `attempt`, or, when an earlier run started

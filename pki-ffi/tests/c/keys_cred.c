@@ -4,7 +4,7 @@
  * directory store whose published jwks.json matches what the API reads,
  * and the embedder's Secret-shaped storage through callbacks; a credential
  * rotation whose failed mint returned a credential (revoked before the
- * retry), and the one bound of `pki_cred_next` on a store that loses its
+ * retry), a late mint report kept as a stray, and the one bound of `pki_cred_next` on a store that loses its
  * writes; and bad input of every kind, answered with a code, never a crash.
  *
  * Usage: keys_cred DIR   (DIR: a writable scratch directory)
@@ -373,9 +373,17 @@ static void credentials(void) {
   CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.attempt == 2);
-  CHECK_CODE(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("x"), T0 + 30),
+  /* A report of an attempt that never started is refused; a late report of
+   * attempt 1 (another replica's mint, reported after the document moved
+   * on) is kept as a stray and revoked: never dropped. */
+  CHECK_CODE(pki_cred_report_minted(store, LIT("db"), 1, 9, BLIT("x"), T0 + 30),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
+  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("x"), T0 + 30));
   CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 2, BLIT("user-2:pw"), T0 + 30));
+  a = next(store, T0 + 30);
+  CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
+        strcmp(a.credential, "x") == 0);
+  CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
   CHECK_CODE(pki_cred_current(store, LIT("db"), NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_OK(pki_cred_current(store, LIT("db"), &current));
   CHECK(current != NULL && pki_buffer_data(current).len == 9);

@@ -23,7 +23,11 @@ pub const ADVANCE_MAX_STEPS: u32 = 8;
 
 /// How [`advance`] runs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AdvanceOptions {
+pub struct AdvanceOptions<'a> {
+    /// Who steps (see [`CredentialInput::StepAs`]): a mint attempt it
+    /// records is its own, and it is never asked to run another owner's
+    /// (it is told to wait instead). None: an embedder that gives no owner.
+    pub owner: Option<&'a str>,
     /// Stop after this many committed steps even when more are due (to
     /// watch a rotation one step at a time); [`Advance::next`] is then
     /// [`Next::Step`]. None: until the embedder must act.
@@ -65,12 +69,17 @@ impl Advance {
 pub fn advance<S: Store, R: CryptoRng + ?Sized + 'static>(
     driver: &Driver<S>,
     name: &str,
-    options: AdvanceOptions,
+    options: AdvanceOptions<'_>,
     now: OffsetDateTime,
     rng: &mut R,
 ) -> Result<Advance> {
     let key = credential_key(name);
-    let input = CredentialInput::Step;
+    let input = match options.owner {
+        Some(owner) => CredentialInput::StepAs {
+            owner: owner.to_string(),
+        },
+        None => CredentialInput::Step,
+    };
     let done = |plan: Plan, events, steps, document| {
         let (next, next_wake) = match plan.change.as_ref().and_then(Change::step_kind) {
             // Stopped by max_steps with this step due.

@@ -41,8 +41,8 @@ pub struct CredentialStatus {
     /// What happens next: `mint`, `revoke`, `revoke-stray`, `keep-old`,
     /// `start-mint`, `wait`.
     pub next_action: &'static str,
-    /// Why it waits, for `wait`: `expiry`, `grace`, `backoff` (absent
-    /// otherwise).
+    /// Why it waits, for `wait`: `expiry`, `grace`, `backoff`,
+    /// `mint-elsewhere` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_reason: Option<&'static str>,
     /// When it happens (now, or the end of the wait).
@@ -106,10 +106,10 @@ pub struct CredentialInfo {
 }
 
 impl CredentialStatus {
-    /// The status of `doc` at `now`: the decision
-    /// [`plan`](crate::credential::plan) makes for a step. Text from hooks
-    /// is shown sanitized, even from documents written before it was stored
-    /// so.
+    /// The status of `doc` at `now`: the decision [`plan`](crate::credential::plan)
+    /// makes for a step of the owner of the mint in progress (if any). Text
+    /// from hooks is shown sanitized, even from documents written before it
+    /// was stored so.
     pub fn of(doc: &CredentialState, now: OffsetDateTime) -> Self {
         let next = due_for_status(doc, now);
         let (next_action_name, next_at, wait_reason) = match &next {
@@ -167,7 +167,7 @@ impl CredentialStatus {
                 minted_at: o.minted_at,
                 until: grace_end.unwrap_or(o.minted_at),
             }),
-            mint: doc.mint,
+            mint: doc.mint.clone(),
             failure: doc.failure.as_ref().map(sanitized),
             strays: doc
                 .strays
@@ -200,5 +200,6 @@ fn reason_name(reason: WaitReason) -> &'static str {
         WaitReason::Expiry => "expiry",
         WaitReason::Grace => "grace",
         WaitReason::Backoff => "backoff",
+        WaitReason::MintElsewhere => "mint-elsewhere",
     }
 }

@@ -679,7 +679,10 @@ fn act(
     let mut rng = rand_core::UnwrapErr(NoRng);
     // One committed bookkeeping step at most, so that crashes fall between
     // any two; then the action, if one is due.
-    let options = AdvanceOptions { max_steps: Some(1) };
+    let options = AdvanceOptions {
+        owner: None,
+        max_steps: Some(1),
+    };
     let advanced = advance(driver, "db", options, now, &mut rng).unwrap();
     let doc = advanced.document;
     let mut report = |input: CredentialInput| {
@@ -922,6 +925,7 @@ fn a_step_plan_holds_the_change_what_comes_next_and_the_wake_up() {
                 Some(Change::StartMint {
                     rotation: 1,
                     attempt: 1,
+                    owner: None,
                 }),
                 Next::Act(Action::Mint {
                     rotation: 1,
@@ -957,15 +961,18 @@ fn a_step_plan_holds_the_change_what_comes_next_and_the_wake_up() {
         ),
         (
             (
-                "kept: record the attempt, then mint it",
+                "kept: record the attempt as the stepping owner's, then mint it",
                 &kept,
-                CredentialInput::Step,
+                CredentialInput::StepAs {
+                    owner: "host-a:1".into(),
+                },
                 at,
             ),
             (
                 Some(Change::StartMint {
                     rotation: 2,
                     attempt: 1,
+                    owner: Some("host-a:1".into()),
                 }),
                 Next::Act(Action::Mint {
                     rotation: 2,
@@ -1011,7 +1018,14 @@ fn a_step_plan_holds_the_change_what_comes_next_and_the_wake_up() {
         assert_eq!(outcome.next_wake, p.next_wake, "{case}");
         // What the plan said comes next is what the new document asks for.
         let after = outcome.into_document();
-        assert_eq!(due(&after, now), p.next, "{case}");
+        assert_eq!(due(&after, input_owner(&input), now), p.next, "{case}");
+    }
+}
+
+fn input_owner(input: &CredentialInput) -> Option<&str> {
+    match input {
+        CredentialInput::StepAs { owner } => Some(owner),
+        _ => None,
     }
 }
 
@@ -1040,14 +1054,20 @@ fn advance_takes_every_due_bookkeeping_step_and_stops_where_the_embedder_acts() 
         })
     ));
     // Step by step: one committed step, and it says another is due.
-    let one = AdvanceOptions { max_steps: Some(1) };
+    let one = AdvanceOptions {
+        owner: None,
+        max_steps: Some(1),
+    };
     let a = advance(&driver, "db", one, due, rng).unwrap();
     assert_eq!(
         (a.steps, a.next.clone(), a.next_wake),
         (1, Next::Step(StepKind::StartMint), due)
     );
     assert_eq!(a.events.len(), 1);
-    let zero = AdvanceOptions { max_steps: Some(0) };
+    let zero = AdvanceOptions {
+        owner: None,
+        max_steps: Some(0),
+    };
     let z = advance(&driver, "db", zero, due, rng).unwrap();
     assert_eq!((z.steps, z.next), (0, Next::Step(StepKind::StartMint)));
     // Then all the rest at once, up to the mint.
@@ -1087,6 +1107,10 @@ fn advance_takes_every_due_bookkeeping_step_and_stops_where_the_embedder_acts() 
             .load::<CredentialEngine>(&credential_key("db"))
             .unwrap()
             .0
+    );
+    assert_eq!(
+        c.document.mint.as_ref().map(|m| m.owner.clone()),
+        Some(None)
     );
 }
 
@@ -1129,6 +1153,158 @@ fn advance_gives_up_after_its_one_bound_on_a_store_that_loses_its_writes() {
     match err {
         RotateError::CredentialNotSettling { steps, .. } => assert_eq!(steps, ADVANCE_MAX_STEPS),
         other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_mint_attempt_is_run_only_by_the_owner_that_recorded_it() {
+    let store = store_with(&with_first());
+    let driver = Driver::new(&store);
+    let rng = &mut rand_core::UnwrapErr(NoRng);
+    let due = T0 + Duration::hours(720);
+    let a = AdvanceOptions {
+        owner: Some("host-a:aa"),
+        max_steps: None,
+    };
+    let b = AdvanceOptions {
+        owner: Some("host-b:bb"),
+        max_steps: None,
+    };
+    let first = advance(&driver, "db", a, due, rng).unwrap();
+    assert_eq!(
+        first.next,
+        Next::Act(Action::Mint {
+            rotation: 2,
+            attempt: 1
+        })
+    );
+    // The other reconciler is told to wait, whatever it asks.
+    for embedder in [b, AdvanceOptions::default()] {
+        let other = advance(&driver, "db", embedder, due, rng).unwrap();
+        assert_eq!(other.steps, 0);
+        assert_eq!(
+            other.next,
+            Next::Act(Action::Wait {
+                until: due + MINT_ELSEWHERE_RECHECK,
+                reason: WaitReason::MintElsewhere
+            })
+        );
+    }
+    // The owner, after a restart, is asked again (to adopt its capture).
+    assert_eq!(
+        advance(&driver, "db", a, due, rng).unwrap().next,
+        first.next
+    );
+    let status = status::CredentialStatus::of(&first.document, due);
+    assert_eq!((status.state, status.next_action), ("minting", "mint"));
+    assert_eq!(status.mint.unwrap().owner.as_deref(), Some("host-a:aa"));
+    // The owner survives the files form; an older document has none.
+    let files = first.document.to_files().unwrap();
+    let json = String::from_utf8(files.get("creds/db/state.json").unwrap().to_vec()).unwrap();
+    assert!(json.contains("\"mint_owner\": \"host-a:aa\""), "{json}");
+    assert_eq!(CredentialState::from_files(&files).unwrap(), first.document);
+    let mut f = files.clone();
+    f.insert(
+        "creds/db/state.json",
+        File::secret(
+            json.replace("\"mint_owner\": \"host-a:aa\",", "")
+                .into_bytes(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        CredentialState::from_files(&f).unwrap().mint.unwrap().owner,
+        None
+    );
+    // Bad owners are refused before anything is written.
+    for bad in ["", "host a", "x\u{1b}[2J", &"o".repeat(129)] {
+        let e = plan(
+            &first.document,
+            &CredentialInput::StepAs { owner: bad.into() },
+            due,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, RotateError::InvalidMintOwner(_)),
+            "{bad:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_mint_reported_after_the_document_moved_on_is_kept_as_a_stray_and_revoked() {
+    let (started, due) = minting_second();
+    // Two embedders without owners both ran attempt 2/1; one reported first.
+    let won = step(&started, minted(2, 1, "two-a"), due).unwrap();
+    let late = step(&won, minted(2, 1, "two-b"), due).unwrap();
+    assert_eq!(late.current, won.current, "the first report stands");
+    assert_eq!(late.strays.len(), 1);
+    assert_eq!((late.strays[0].rotation, late.strays[0].attempt), (2, 1));
+    assert_eq!(late.strays[0].value, Secret::new("two-b"));
+    let outcome = apply(&won, plan(&won, &minted(2, 1, "two-b"), due).unwrap()).unwrap();
+    assert!(matches!(
+        outcome.events[..],
+        [Event::LateMintKept {
+            rotation: 2,
+            attempt: 1,
+            ..
+        }]
+    ));
+    // Revoked before anything else (even during the grace).
+    assert_eq!(
+        next_action(&late, due),
+        Next::Act(Action::RevokeStray {
+            rotation: 2,
+            attempt: 1,
+            value: Secret::new("two-b")
+        })
+    );
+    // Reported again: already kept. The winner's report again: current.
+    assert_eq!(step(&late, minted(2, 1, "two-b"), due).unwrap(), late);
+    assert_eq!(step(&late, minted(2, 1, "two-a"), due).unwrap(), late);
+    // A third mint of the same attempt while that stray is kept: refused,
+    // so its embedder keeps it and reports again later (never dropped).
+    let e = step(&late, minted(2, 1, "two-c"), due).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("report it again once that one is revoked"),
+        "{e}"
+    );
+    let revoked = step(
+        &late,
+        CredentialInput::StrayRevoked {
+            rotation: 2,
+            attempt: 1,
+        },
+        due,
+    )
+    .unwrap();
+    let again = step(&revoked, minted(2, 1, "two-c"), due).unwrap();
+    assert_eq!(again.strays[0].value, Secret::new("two-c"));
+    // A failed mint that printed, reported late, is kept the same way; one
+    // that printed nothing is nothing to keep.
+    let failed_late = step(&won, mint_failed(2, 1, Some("two-d")), due).unwrap();
+    assert_eq!(failed_late.strays[0].value, Secret::new("two-d"));
+    assert_eq!(step(&won, mint_failed(2, 1, None), due).unwrap(), won);
+    // A superseded attempt reported while the next one runs: kept.
+    let retried = step(
+        &step(
+            &step(&started, mint_failed(2, 1, None), due).unwrap(),
+            CredentialInput::Step,
+            due + Duration::seconds(30),
+        )
+        .unwrap(),
+        CredentialInput::Step,
+        due + Duration::seconds(30),
+    )
+    .unwrap();
+    assert_eq!(retried.mint.as_ref().map(|m| m.attempt), Some(2));
+    let kept = step(&retried, minted(2, 1, "two-e"), due).unwrap();
+    assert_eq!(kept.strays[0].value, Secret::new("two-e"));
+    assert_eq!(kept.mint, retried.mint, "the attempt in progress goes on");
+    // Attempts that never started are refused, not kept.
+    for (r, a) in [(2, 3), (3, 1), (0, 1), (2, 0)] {
+        assert!(step(&retried, minted(r, a, "x"), due).is_err(), "{r}/{a}");
     }
 }
 
