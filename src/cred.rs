@@ -27,6 +27,10 @@ pub const CAPTURE_DIR: &str = ".cred-capture";
 /// The default `--hook-timeout`.
 pub const DEFAULT_HOOK_TIMEOUT: &str = "2m";
 
+/// The default `--max-output`: far more than any credential, far less
+/// than a store value may hold (etcd refuses requests over 1.5 MiB).
+pub const DEFAULT_MAX_OUTPUT: &str = "64K";
+
 /// How many hooks one reconcile of a credential runs at most. A rotation
 /// runs two (mint, revoke), plus one revocation per stray; a failing hook
 /// ends the run with a wait. Only a guard against a bug looping.
@@ -64,6 +68,8 @@ pub struct RunOptions {
     pub capture_dir: Option<PathBuf>,
     /// Stop after this many committed steps (None: until one must wait).
     pub max_steps: Option<u32>,
+    /// The most bytes the mint hook may print (`--max-output`).
+    pub max_output: u64,
 }
 
 /// Parses `--hook-timeout` (bad usage when wrong).
@@ -295,8 +301,14 @@ fn reconcile_one<S: Store>(
             Action::Mint { rotation, attempt } => {
                 let hooks = need_hooks()?;
                 let files = Attempt::new(&capture, rotation, attempt);
-                let result = hooks::mint(&files, name, &hooks.mint, options.hook_timeout)
-                    .map_err(CliError::new)?;
+                let result = hooks::mint(
+                    &files,
+                    name,
+                    &hooks.mint,
+                    options.hook_timeout,
+                    options.max_output,
+                )
+                .map_err(CliError::new)?;
                 let changed = report(&mint_report(rotation, attempt, result))?;
                 // Only now: until the result (and any stray) is committed,
                 // the capture is what a resumed run adopts.
@@ -383,7 +395,7 @@ fn settle_leftovers(
             continue;
         }
         let files = Attempt::new(capture, rotation, attempt);
-        let outcome = hooks::leftover(&files, options.hook_timeout)
+        let outcome = hooks::leftover(&files, options.hook_timeout, options.max_output)
             .map_err(CliError::new)
             .and_then(|result| match result {
                 None => Ok(()),

@@ -137,6 +137,7 @@ printf '%s:%s\n' "$u" "$p" >> {r}/minted.log
 if [ -f {r}/mint-sleeps ]; then touch {r}/mint-sleeping; while [ -f {r}/mint-sleeps ]; do sleep 0.05; done; fi
 [ -f {r}/mint-kills-pki-before-print ] && while [ ! -s {r}/pki.pid ]; do sleep 0.01; done && kill -9 "$(cat {r}/pki.pid)"
 printf '%s:%s\n' "$u" "$p"
+[ -f {r}/mint-floods ] && head -c "$(cat {r}/mint-floods)" /dev/zero | tr '\0' x
 [ -f {r}/mint-kills-pki-after-print ] && kill -9 "$(cat {r}/pki.pid)"
 [ -n "$fails_after" ] && {{ echo "lost the reply after creating the user" >&2; exit 5; }}
 [ -f {r}/mint-hangs-after-minting ] && sleep 1001
@@ -1092,4 +1093,101 @@ fn the_capture_directory_lock_and_owner_are_private_whatever_the_umask() {
         pki_rotate::credential::validate_owner(owner.trim()).is_ok(),
         "{owner:?}"
     );
+}
+
+// ---- Capped mint output ----
+
+#[test]
+fn a_mint_hook_that_floods_its_output_is_capped_failed_and_what_it_printed_is_revoked() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").unwrap();
+    // 100 MB after the credential.
+    std::fs::write(s.root.join("mint-floods"), "100000000").unwrap();
+    let started = Instant::now();
+    let e = recorded_lines(&s.reconcile(DUE, &[]));
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(
+        e[0].contains("printed more than 64 KiB (--max-output)"),
+        "{e:?}"
+    );
+    // What it printed up to the cap was revoked through the revoke hook,
+    // in the same run; the current credential is untouched.
+    let flooded = s.minted()[1].clone();
+    assert!(!s.redis.logs_in(&flooded), "revoked");
+    let revoked = std::fs::read_to_string(s.root.join("revoke.log")).unwrap();
+    assert!(revoked.contains(&flooded));
+    assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
+    for entry in std::fs::read_dir(Path::new(&s.dir).join("creds/db")).unwrap() {
+        let len = entry.unwrap().metadata().unwrap().len();
+        assert!(len <= 64 * 1024, "nothing over the cap is stored: {len}");
+    }
+    let capture_bytes: u64 = std::fs::read_dir(Path::new(&s.dir).join(".cred-capture/db"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(capture_bytes <= 64 * 1024 + 4096, "{capture_bytes}");
+    // A smaller cap counts too; within it the mint works.
+    std::fs::write(s.root.join("mint-floods"), "2000").unwrap();
+    let e = recorded_lines(&s.reconcile("2026-01-01T02:00:30Z", &["--max-output", "1K"]));
+    assert!(e[0].contains("more than 1 KiB"), "{e:?}");
+    let o = s.reconcile("2026-01-01T02:01:30Z", &[]);
+    ok(&o);
+    let second = s.file("current").unwrap();
+    assert!(second.starts_with("cred-") && second.len() > 2000);
+    // Bad sizes are bad usage.
+    let o = s.reconcile(DUE, &["--max-output", "lots"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    s.knob("mint-floods", false);
+    ok(&s.reconcile("2026-01-01T02:12:00Z", &[]));
+    check_no_leak_dir(&s);
+}
+
+/// `check_no_leak` for the directory store of `s`.
+fn check_no_leak_dir(s: &Setup) {
+    let store = pki_rotate::FsStore::open(Path::new(&s.dir)).unwrap();
+    let doc = pki_rotate::Driver::new(store)
+        .load::<pki_rotate::CredentialEngine>("creds/db")
+        .unwrap()
+        .0;
+    check_no_leak(s, &doc, "directory store");
+}
+
+#[test]
+fn a_mint_hook_that_prints_megabytes_into_etcd_is_capped_and_later_reconciles_work() {
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let url = server.url("p");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    ok(&s.pki(&[
+        "cred",
+        "init",
+        &url,
+        "db",
+        "--expire",
+        "2h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        &mint,
+        "--revoke-cmd",
+        &revoke,
+        "--now",
+        T0,
+    ]));
+    std::fs::write(s.root.join("mint-floods"), "4000000").unwrap();
+    let o = s.pki(&["cred", "reconcile", &url, "--now", DUE]);
+    let e = recorded_lines(&o);
+    assert!(e[0].contains("printed more than 64 KiB"), "{e:?}");
+    s.knob("mint-floods", false);
+    for now in ["2026-01-01T02:01:00Z", "2026-01-01T02:12:00Z"] {
+        let o = s.pki(&["cred", "reconcile", &url, "--now", now]);
+        ok(&o);
+        assert_eq!(stderr(&o), "", "{now}");
+    }
+    let doc = load_from_etcd(&server, "p");
+    assert_eq!(doc.current.as_ref().unwrap().rotation, 2);
+    check_no_leak(&s, &doc, "etcd");
+    assert_eq!(s.redis.cred_users().len(), 1);
 }

@@ -25,8 +25,9 @@
 //! act, with one bound ([`ADVANCE_MAX_STEPS`]): the CLI's reconcile loop and
 //! the C ABI's `pki_cred_next` both call it.
 //!
-//! A mint hook may fail after it minted: it times out, or prints a
-//! credential and then exits non-zero. What it printed is reported with the failure ([`CredentialInput::MintFailed`]'s
+//! A mint hook may fail after it minted: it times out, prints more than the
+//! embedder accepts, or prints a credential and then exits non-zero. What
+//! it printed is reported with the failure ([`CredentialInput::MintFailed`]'s
 //! `captured`) and kept as a [`StrayCredential`]: never used, but maybe live
 //! in the outside system, so it is revoked ([`Action::RevokeStray`]) before
 //! the next attempt may mint. A mint reported after the document moved on
