@@ -36,6 +36,28 @@
 #define PKI_CRED_ACTION_REVOKE_STRAY 4
 
 /**
+ * `pki_cred_action_wait_reason`: the current credential is not due yet.
+ */
+#define PKI_CRED_WAIT_EXPIRY 1
+
+/**
+ * `pki_cred_action_wait_reason`: the old credential stays usable until the
+ * grace period ends.
+ */
+#define PKI_CRED_WAIT_GRACE 2
+
+/**
+ * `pki_cred_action_wait_reason`: a hook failed; its retry waits.
+ */
+#define PKI_CRED_WAIT_BACKOFF 3
+
+/**
+ * `pki_cred_action_wait_reason`: the mint in progress belongs to another
+ * owner (`pki_cred_next_as`): only it runs the mint; look again later.
+ */
+#define PKI_CRED_WAIT_MINT_ELSEWHERE 4
+
+/**
  * The most steps one `pki_cred_next` commits before it fails with
  * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
  * rotation has at most two bookkeeping steps in a row. The CLI's
@@ -1185,7 +1207,9 @@ pki_result pki_cred_create(const struct pki_store *store,
 /**
  * Takes every bookkeeping step that is due at `now` (keep the current
  * credential as old, record a mint attempt), each committed on its own,
- * and says what the embedder must do next.
+ * and says what the embedder must do next. A mint attempt it records has
+ * no owner; it asks to run only attempts without one (see
+ * `pki_cred_next_as`).
  *
  * On success the caller owns `*out_action` and frees it with
  * `pki_cred_action_free`.
@@ -1208,6 +1232,29 @@ pki_result pki_cred_next(const struct pki_store *store,
                          size_t name_len,
                          int64_t now,
                          struct pki_cred_action **out_action);
+
+/**
+ * As `pki_cred_next`, for the embedder `owner` (`owner_len` bytes: 1-128
+ * of `A-Z a-z 0-9 . _ : @ / -`; a name that stays the same across restarts
+ * of the replica that keeps its mint captures): a mint attempt it records
+ * is its own, and a mint attempt another owner recorded is never handed to
+ * it — it gets `PKI_CRED_ACTION_WAIT` with `PKI_CRED_WAIT_MINT_ELSEWHERE`.
+ * So replicas racing on one store mint once per attempt.
+ *
+ * Returns as `pki_cred_next`, and `PKI_RESULT_INVALID_ARGUMENT` for an
+ * unusable owner.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_next`, with `owner` NULL or valid for `owner_len` bytes.
+ */
+pki_result pki_cred_next_as(const struct pki_store *store,
+                            const char *name,
+                            size_t name_len,
+                            const char *owner,
+                            size_t owner_len,
+                            int64_t now,
+                            struct pki_cred_action **out_action);
 
 /**
  * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
@@ -1241,12 +1288,35 @@ uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
 
 /**
  * Unix seconds: the end of a wait (the time asked for otherwise); 0 for NULL.
+ * The same as `pki_cred_action_next_wake`.
  *
  * # Safety
  *
  * `action` must be NULL or a live `pki_cred_action`.
  */
 int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
+
+/**
+ * Unix seconds: when to call `pki_cred_next` again if nothing else
+ * happens — the time asked for when an action is due now, the end of the
+ * wait for `PKI_CRED_ACTION_WAIT` (the engine's next wake-up); 0 for NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+int64_t pki_cred_action_next_wake(const struct pki_cred_action *action);
+
+/**
+ * Why a `PKI_CRED_ACTION_WAIT` waits: `PKI_CRED_WAIT_EXPIRY`,
+ * `PKI_CRED_WAIT_GRACE`, `PKI_CRED_WAIT_BACKOFF` or
+ * `PKI_CRED_WAIT_MINT_ELSEWHERE`; 0 for other actions or NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+uint32_t pki_cred_action_wait_reason(const struct pki_cred_action *action);
 
 /**
  * The credential to revoke, old or stray (empty for other actions).
@@ -1301,7 +1371,8 @@ pki_result pki_cred_report_minted(const struct pki_store *store,
 
 /**
  * Reports that the mint of `rotation`/`attempt` failed and minted nothing
- * (`message`, `message_len` bytes of UTF-8, is shown in the status):
+ * (`message`, `message_len` bytes of UTF-8, is shown in the status, on one
+ * line with control characters escaped):
  * recorded with a retry time (30 s, doubling, at most 1 h). When the mint
  * may have made a credential before failing, report it with
  * `pki_cred_report_mint_failed_captured` instead.

@@ -115,6 +115,8 @@ fn private_file(path: &Path, create_new: bool) -> std::io::Result<File> {
 /// The capture files of one mint attempt.
 pub struct Attempt {
     dir: PathBuf,
+    rotation: u64,
+    attempt: u32,
     stem: String,
 }
 
@@ -122,6 +124,8 @@ impl Attempt {
     pub fn new(dir: &Path, rotation: u64, attempt: u32) -> Self {
         Attempt {
             dir: dir.to_path_buf(),
+            rotation,
+            attempt,
             stem: format!("{rotation}-{attempt}"),
         }
     }
@@ -238,6 +242,8 @@ fn run_mint(
         .arg(command)
         .arg(attempt.path("status"))
         .env("PKI_CRED_NAME", name)
+        .env("PKI_CRED_ROTATION", attempt.rotation.to_string())
+        .env("PKI_CRED_ATTEMPT", attempt.attempt.to_string())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(err)

@@ -4,8 +4,10 @@
  * directory store whose published jwks.json matches what the API reads,
  * and the embedder's Secret-shaped storage through callbacks; a credential
  * rotation whose failed mint returned a credential (revoked before the
- * retry), a late mint report kept as a stray, and the one bound of `pki_cred_next` on a store that loses its
- * writes; and bad input of every kind, answered with a code, never a crash.
+ * retry), a late mint report kept as a stray, owners that keep replicas
+ * from minting one attempt twice, and the one bound of `pki_cred_next`
+ * on a store that loses its writes; and bad input of every kind, answered
+ * with a code, never a crash.
  *
  * Usage: keys_cred DIR   (DIR: a writable scratch directory)
  */
@@ -316,15 +318,14 @@ struct action {
   uint64_t rotation;
   uint32_t attempt;
   int64_t wait_until;
+  uint32_t wait_reason;
   char credential[64];
 };
 
-static struct action next(const pki_store *store, int64_t now) {
+static struct action action_of(pki_cred_action *action) {
   struct action a;
-  pki_cred_action *action = NULL;
   pki_bytes c;
   memset(&a, 0, sizeof a);
-  CHECK_OK(pki_cred_next(store, LIT("db"), now, &action));
   if (action == NULL) {
     return a;
   }
@@ -332,12 +333,26 @@ static struct action next(const pki_store *store, int64_t now) {
   a.rotation = pki_cred_action_rotation(action);
   a.attempt = pki_cred_action_attempt(action);
   a.wait_until = pki_cred_action_wait_until(action);
+  a.wait_reason = pki_cred_action_wait_reason(action);
+  CHECK(pki_cred_action_next_wake(action) == a.wait_until);
   c = pki_cred_action_credential(action);
   if (c.len > 0 && c.len < sizeof a.credential) {
     memcpy(a.credential, c.data, c.len);
   }
   pki_cred_action_free(action);
   return a;
+}
+
+static struct action next(const pki_store *store, int64_t now) {
+  pki_cred_action *action = NULL;
+  CHECK_OK(pki_cred_next(store, LIT("db"), now, &action));
+  return action_of(action);
+}
+
+static struct action next_as(const pki_store *store, const char *owner, int64_t now) {
+  pki_cred_action *action = NULL;
+  CHECK_OK(pki_cred_next_as(store, LIT("db"), owner, strlen(owner), now, &action));
+  return action_of(action);
 }
 
 static void credentials(void) {
@@ -394,7 +409,8 @@ static void credentials(void) {
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 2 && a.attempt == 1);
   CHECK_OK(pki_cred_report_minted(store, LIT("db"), 2, 1, BLIT("user-3:pw"), T0 + 30 + HOUR));
   a = next(store, T0 + 30 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR &&
+        a.wait_reason == PKI_CRED_WAIT_GRACE);
   a = next(store, T0 + 90 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE && a.rotation == 1 &&
         strcmp(a.credential, "user-2:pw") == 0);
@@ -402,7 +418,20 @@ static void credentials(void) {
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
   CHECK_OK(pki_cred_report_revoked(store, LIT("db"), 1, T0 + 90 + HOUR));
   a = next(store, T0 + 90 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR &&
+        a.wait_reason == PKI_CRED_WAIT_EXPIRY);
+
+  /* Two replicas with owners: the one that records the attempt mints it;
+   * the other waits, and so does a caller without an owner. */
+  a = next_as(store, "replica-a", T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 3 && a.wait_reason == 0);
+  a = next_as(store, "replica-b", T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  a = next(store, T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  CHECK_CODE(pki_cred_next_as(store, LIT("db"), LIT("no spaces"), T0, &action),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(action == NULL);
 
   /* Bad input: codes, no crash, nothing recorded. */
   CHECK_CODE(pki_cred_report_mint_failed_captured(NULL, LIT("db"), 3, 1, LIT("x"), NULL, 0, T0),
@@ -413,6 +442,7 @@ static void credentials(void) {
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
   CHECK_CODE(pki_cred_report_stray_revoked(store, NULL, 2, 1, 1, T0), PKI_RESULT_NULL_PARAMETER);
   CHECK(pki_cred_action_kind(NULL) == 0 && pki_cred_action_credential(NULL).len == 0);
+  CHECK(pki_cred_action_next_wake(NULL) == 0 && pki_cred_action_wait_reason(NULL) == 0);
   pki_cred_action_free(NULL);
   pki_store_free(store);
 }
