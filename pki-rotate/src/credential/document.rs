@@ -24,13 +24,13 @@
 //! attempt recorded as started: `rotation`, `attempt`, `started_at`, or
 //! null), `mint_owner` (who runs that attempt; written only when there is
 //! one, so that older builds, which would run any attempt, refuse the
-//! document rather than ignore the owner), `failure` (`action`, `rotation`, `failures`, `message`, `at`,
-//! `retry_after`, or null), `strays` (`rotation`, `attempt`, `captured_at`,
-//! `failure`; the values live in their own files; written only when not
-//! empty, so documents without strays stay readable by older builds, and
-//! older builds refuse, rather than ignore, a document with strays),
-//! `next_rotation`, `history` (`rotation`, `minted_at`, `attempts`,
-//! `revoked_at`).
+//! document rather than ignore the owner), `failure` (`action`, `rotation`,
+//! `failures`, `message` (stored sanitized), `at`, `retry_after`, or null),
+//! `strays` (`rotation`, `attempt`, `captured_at`, `failure`; the values
+//! live in their own files; written only when not empty, so documents
+//! without strays stay readable by older builds, and older builds refuse,
+//! rather than ignore, a document with strays), `next_rotation`, `history`
+//! (`rotation`, `minted_at`, `attempts`, `revoked_at`).
 
 use crate::credential::{
     Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
