@@ -5,19 +5,20 @@
 //! and reports their results through the driver, one committed step at a
 //! time (see `pki_rotate::credential`).
 
+mod capture;
 mod hooks;
 
 use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
 use hooks::{Attempt, HookResult};
 use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
 use pki_rotate::credential::{
-    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event, Hooks,
-    credential_key,
+    Action, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
+    Event, Hooks, Next, WaitReason, advance, credential_key,
     document::{CREDS_DIR, STATE_FILE},
-    next_action, validate_credential_name,
+    validate_credential_name,
 };
 use pki_rotate::{Driver, Files, FsStore, RotateError, Store};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
 use time::OffsetDateTime;
 
@@ -26,6 +27,15 @@ pub const CAPTURE_DIR: &str = ".cred-capture";
 
 /// The default `--hook-timeout`.
 pub const DEFAULT_HOOK_TIMEOUT: &str = "2m";
+
+/// The default `--max-output`: far more than any credential, far less
+/// than a store value may hold (etcd refuses requests over 1.5 MiB).
+pub const DEFAULT_MAX_OUTPUT: &str = "64K";
+
+/// How many hooks one reconcile of a credential runs at most. A rotation
+/// runs two (mint, revoke), plus one revocation per stray; a failing hook
+/// ends the run with a wait. Only a guard against a bug looping.
+const MAX_HOOK_RUNS: u32 = 64;
 
 /// How the commands read time: `--now TIME` pins it (every step of the run
 /// happens at that time); the default reads the clock before each step.
@@ -59,6 +69,8 @@ pub struct RunOptions {
     pub capture_dir: Option<PathBuf>,
     /// Stop after this many committed steps (None: until one must wait).
     pub max_steps: Option<u32>,
+    /// The most bytes the mint hook may print (`--max-output`).
+    pub max_output: u64,
 }
 
 /// Parses `--hook-timeout` (bad usage when wrong).
@@ -269,34 +281,31 @@ fn print_events(events: &[Event]) {
     }
 }
 
-/// Runs every due step of `name` until it must wait. A failed hook is
-/// recorded (with its retry time) and reported on stderr, one line each.
+/// Runs every due step of `name` until it must wait: what
+/// `pki_rotate::credential::advance` asks for, one hook at a time, each
+/// result reported through the driver. A failed hook is recorded (with its
+/// retry time) and reported on stderr, one line each.
 fn reconcile_one<S: Store>(
     driver: &Driver<S>,
     dir: &StoreArg,
     name: &str,
     options: &RunOptions,
 ) -> CliResult {
-    let key = credential_key(name);
-    let load = || {
-        driver
-            .load::<CredentialEngine>(&key)
-            .map(|(doc, _)| doc)
-            .map_err(|e| match e {
-                RotateError::NotInitialized(_) => CliError::new(format!(
-                    "no credential \"{name}\" in {dir} (run `pki cred init` first)"
-                )),
-                other => other.into(),
-            })
+    let not_found = |e: RotateError| match e {
+        RotateError::NotInitialized(_) => CliError::new(format!(
+            "no credential \"{name}\" in {dir} (run `pki cred init` first)"
+        )),
+        other => other.into(),
     };
-    let doc = load()?;
+    let (doc, _) = driver
+        .load::<CredentialEngine>(&credential_key(name))
+        .map_err(not_found)?;
     let capture = capture_dir(dir, name, options)?;
-    // One reconciler per credential at a time on this machine: two would
-    // race to run the same recorded mint.
-    let lock_path = capture.join(".lock");
-    let lock = hooks::private_file(&lock_path, false)
-        .and_then(|f| f.lock().map(|()| f))
-        .map_err(|e| CliError::new(format!("{}: {e}", lock_path.display())))?;
+    // One reconciler per capture directory at a time; reconcilers with
+    // other capture directories are kept apart by the owner recorded with
+    // each mint attempt (see capture.rs).
+    let _lock = capture::lock(&capture).map_err(CliError::new)?;
+    let owner = capture::owner(&capture).map_err(CliError::new)?;
     let hooks = doc.hooks.clone();
     let need_hooks = || {
         hooks.clone().ok_or_else(|| {
@@ -305,61 +314,81 @@ fn reconcile_one<S: Store>(
             ))
         })
     };
-    let step = |input: &CredentialInput, now| -> CliResult<()> {
-        let step = driver.step::<CredentialEngine, _>(&key, input, now, &mut os_rng())?;
-        print_events(&step.events);
-        Ok(())
-    };
-    // Each pass commits one step; a rotation has five (more when a failed
-    // mint left strays), so this bound is only a guard against a bug looping.
-    for committed in 0..64u32 {
-        if options.max_steps.is_some_and(|max| committed >= max) {
-            crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
-            return Ok(());
-        }
-        let doc = load()?;
+    let report = |input: &CredentialInput| -> CliResult<bool> {
         let now = options.clock.now();
-        hooks::remove_stale(&capture, doc.mint.map(|m| (m.rotation, m.attempt)));
-        match next_action(&doc, now) {
-            Action::Step(_) => {
-                step(&CredentialInput::Step, now)?;
+        let step =
+            driver.step::<CredentialEngine, _>(&credential_key(name), input, now, &mut os_rng())?;
+        print_events(&step.events);
+        Ok(step.changed)
+    };
+    settle_leftovers(&capture, &doc, options, &report);
+    let mut committed = 0u32;
+    let budget_spent = |committed: u32| options.max_steps.is_some_and(|max| committed >= max);
+    for _ in 0..MAX_HOOK_RUNS {
+        let now = options.clock.now();
+        let advanced = advance(
+            driver,
+            name,
+            AdvanceOptions {
+                owner: Some(&owner),
+                max_steps: options.max_steps.map(|max| max.saturating_sub(committed)),
+            },
+            now,
+            &mut os_rng(),
+        )
+        .map_err(not_found)?;
+        print_events(&advanced.events);
+        committed += advanced.steps;
+        let action = match advanced.next {
+            Next::Act(action) if !budget_spent(committed) => action,
+            // --max-steps spent (advance stops with a step still due only
+            // for it): stop, whatever is due.
+            _ => {
+                crate::outln!("cred {name}: stopped after {committed} steps (--max-steps)");
+                return Ok(());
+            }
+        };
+        let changed = match action {
+            Action::Wait { until, reason } => {
+                match (reason, &advanced.document.mint) {
+                    (WaitReason::MintElsewhere, Some(m)) => crate::outln!(
+                        "cred {name}: rotation {} attempt {} is minted by another reconciler ({}): only it runs that mint; nothing to do here",
+                        m.rotation,
+                        m.attempt,
+                        m.owner.as_deref().unwrap_or("no owner")
+                    ),
+                    _ => crate::outln!("cred {name}: waiting {reason}: {}", when(until, now)),
+                }
+                return Ok(());
             }
             Action::Mint { rotation, attempt } => {
                 let hooks = need_hooks()?;
                 let files = Attempt::new(&capture, rotation, attempt);
-                let result = hooks::mint(&files, name, &hooks.mint, options.hook_timeout)
-                    .map_err(CliError::new)?;
-                let now = options.clock.now();
-                let input = match result {
-                    HookResult::Done(value) => CredentialInput::Minted {
-                        rotation,
-                        attempt,
-                        value,
-                    },
-                    HookResult::Failed { message, captured } => CredentialInput::MintFailed {
-                        rotation,
-                        attempt,
-                        message,
-                        captured,
-                    },
-                };
-                step(&input, now)?;
+                let result = hooks::mint(
+                    &files,
+                    name,
+                    &hooks.mint,
+                    options.hook_timeout,
+                    options.max_output,
+                )
+                .map_err(CliError::new)?;
+                let changed = report(&mint_report(rotation, attempt, result))?;
                 // Only now: until the result (and any stray) is committed,
                 // the capture is what a resumed run adopts.
                 files.remove();
+                changed
             }
             Action::Revoke { rotation, value } => {
                 let hooks = need_hooks()?;
                 let result =
                     hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
                         .map_err(CliError::new)?;
-                let input = match result {
+                report(&match result {
                     HookResult::Done(()) => CredentialInput::Revoked { rotation },
                     HookResult::Failed { message, .. } => {
                         CredentialInput::RevokeFailed { rotation, message }
                     }
-                };
-                step(&input, options.clock.now())?;
+                })?
             }
             Action::RevokeStray {
                 rotation,
@@ -370,26 +399,80 @@ fn reconcile_one<S: Store>(
                 let result =
                     hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
                         .map_err(CliError::new)?;
-                let input = match result {
+                report(&match result {
                     HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
                     HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
                         rotation,
                         attempt,
                         message,
                     },
-                };
-                step(&input, options.clock.now())?;
+                })?
             }
-            Action::Wait { until, reason } => {
-                crate::outln!("cred {name}: waiting {reason}: {}", when(until, now));
-                drop(lock);
-                return Ok(());
-            }
-        }
+        };
+        committed += u32::from(changed);
     }
     Err(CliError::new(format!(
-        "cred {name}: still stepping after 64 steps: refusing to loop"
+        "cred {name}: still running hooks after {MAX_HOOK_RUNS}: refusing to loop"
     )))
+}
+
+/// What a mint hook's result is reported as.
+fn mint_report(
+    rotation: u64,
+    attempt: u32,
+    result: HookResult<pki_rotate::CredentialSecret>,
+) -> CredentialInput {
+    match result {
+        HookResult::Done(value) => CredentialInput::Minted {
+            rotation,
+            attempt,
+            value,
+        },
+        HookResult::Failed { message, captured } => CredentialInput::MintFailed {
+            rotation,
+            attempt,
+            message,
+            captured,
+        },
+    }
+}
+
+/// Reports what the captures of earlier attempts hold, when their result
+/// may not be committed (a report that failed or lost a race), then
+/// removes them: what a mint printed is recorded (as current, or as a
+/// stray to revoke, or found already recorded) and never just deleted. The
+/// attempt this capture directory still has to run is left for the mint.
+/// A report that fails leaves its capture for the next run, with a line on
+/// stderr: it must not stop the rest (a stray to revoke first, say).
+fn settle_leftovers(
+    capture: &Path,
+    doc: &CredentialState,
+    options: &RunOptions,
+    report: &dyn Fn(&CredentialInput) -> CliResult<bool>,
+) {
+    let pending = doc.mint.as_ref().map(|m| (m.rotation, m.attempt));
+    for (rotation, attempt) in hooks::attempts(capture) {
+        if Some((rotation, attempt)) == pending {
+            // Ours: the mint adopts it. Another owner's: not this
+            // directory's business (a capture directory shared by stores).
+            continue;
+        }
+        let files = Attempt::new(capture, rotation, attempt);
+        let outcome = hooks::leftover(&files, options.hook_timeout, options.max_output)
+            .map_err(CliError::new)
+            .and_then(|result| match result {
+                None => Ok(()),
+                Some(result) => report(&mint_report(rotation, attempt, result)).map(|_| ()),
+            });
+        match outcome {
+            Ok(()) => files.remove(),
+            Err(e) => eprintln!(
+                "pki: cred {}: the capture of rotation {rotation} attempt {attempt} is kept for the next run: {}",
+                doc.name,
+                crate::common::one_line(&e.message)
+            ),
+        }
+    }
 }
 
 /// `pki cred status`; with `check`, the exit status says the worst health
@@ -446,10 +529,14 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
         }
         if let Some(m) = &s.mint {
             crate::outln!(
-                "  minting  rotation {} attempt {}, started {}",
+                "  minting  rotation {} attempt {}, started {}{}",
                 m.rotation,
                 m.attempt,
-                pki_core::datetime::rfc3339(m.started_at)
+                pki_core::datetime::rfc3339(m.started_at),
+                m.owner
+                    .as_deref()
+                    .map(|o| format!(", run by {o}"))
+                    .unwrap_or_default()
             );
         }
         let failed = |f: &pki_rotate::credential::HookFailure| {

@@ -415,6 +415,10 @@ struct CredRunArgs {
     /// at a time (default: run until a step must wait).
     #[arg(long, value_name = "N")]
     max_steps: Option<u32>,
+    /// The most the mint hook may print, like 64K or 1M: over it the mint
+    /// failed, and what it printed up to the cap is revoked.
+    #[arg(long, default_value = cred::DEFAULT_MAX_OUTPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_output: u64,
 }
 
 impl CredRunArgs {
@@ -424,6 +428,7 @@ impl CredRunArgs {
             hook_timeout: self.hook_timeout,
             capture_dir: self.capture_dir,
             max_steps: self.max_steps,
+            max_output: self.max_output,
         }
     }
 }

@@ -4,8 +4,12 @@
 //! whether any credential leaked.
 //!
 //! Times are pinned with `--now` from 2026-01-01 (T0): expiry 2h, grace 10m.
+//! Some tests keep the credential in a real etcd instead of a directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -117,7 +121,12 @@ impl Setup {
             r#"#!/bin/sh
 set -e
 echo "$PKI_CRED_NAME" >> {r}/mint.log
+# Knobs that act after pki may be killed are read now: the test removes
+# them as soon as pki is dead, while this hook may still be running.
+fails_after=; [ -f {r}/mint-fails-after-minting ] && fails_after=1
 [ -f {r}/mint-fails ] && {{ echo "cloud API said no" >&2; exit 3; }}
+[ -f {r}/mint-fails-escapes ] && {{ printf 'boom \033[2J\033[31mred\rpki: cred db: fake line \302\233 \342\200\256x\n' >&2; exit 3; }}
+[ -f {r}/mint-slow ] && sleep 0.5
 [ -f {r}/mint-hangs ] && sleep 1000
 [ -f {r}/mint-prints-nothing ] && exit 0
 u="cred-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
@@ -128,8 +137,9 @@ printf '%s:%s\n' "$u" "$p" >> {r}/minted.log
 if [ -f {r}/mint-sleeps ]; then touch {r}/mint-sleeping; while [ -f {r}/mint-sleeps ]; do sleep 0.05; done; fi
 [ -f {r}/mint-kills-pki-before-print ] && while [ ! -s {r}/pki.pid ]; do sleep 0.01; done && kill -9 "$(cat {r}/pki.pid)"
 printf '%s:%s\n' "$u" "$p"
+[ -f {r}/mint-floods ] && head -c "$(cat {r}/mint-floods)" /dev/zero | tr '\0' x
 [ -f {r}/mint-kills-pki-after-print ] && kill -9 "$(cat {r}/pki.pid)"
-[ -f {r}/mint-fails-after-minting ] && {{ echo "lost the reply after creating the user" >&2; exit 5; }}
+[ -n "$fails_after" ] && {{ echo "lost the reply after creating the user" >&2; exit 5; }}
 [ -f {r}/mint-hangs-after-minting ] && sleep 1001
 exit 0
 "#
@@ -174,6 +184,8 @@ exit 0
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_pki"));
         c.args(args);
+        // Where captures of a store URL go: inside the test directory.
+        c.env("XDG_STATE_HOME", self.root.join("state"));
         c
     }
 
@@ -298,7 +310,12 @@ fn recorded(o: &Output) -> String {
         stderr(o)
     );
     let e = stderr(o);
-    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e:?}");
+    assert_eq!(
+        e.trim_end().lines().count(),
+        1,
+        "one line: {e:?}\nstdout: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert!(e.starts_with("pki: cred db: "), "{e}");
     e
 }
@@ -789,4 +806,388 @@ fn kill_9_after_a_failed_mint_printed_adopts_the_failure_and_revokes_what_it_pri
     assert!(s.redis.logs_in(&current));
     let users = s.redis.cred_users();
     assert_eq!(users, BTreeSet::from([user(&current).to_string()]));
+}
+
+#[test]
+fn hook_text_with_terminal_escapes_is_stored_and_printed_escaped_and_bad_names_refused() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    s.knob("mint-fails-escapes", true);
+    let o = s.reconcile(DUE, &[]);
+    let e = recorded(&o);
+    let clean = |text: &str| {
+        !text
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}')
+    };
+    assert!(clean(&e), "{e:?}");
+    assert!(e.contains("\\u{1b}[2J"), "{e}");
+    let state = std::fs::read_to_string(Path::new(&s.dir).join("creds/db/state.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let message = doc["failure"]["message"].as_str().unwrap();
+    assert!(clean(message), "stored: {message:?}");
+    for args in [
+        vec!["cred", "status", s.dir.as_str(), "--now", DUE],
+        vec!["cred", "status", s.dir.as_str(), "--json", "--now", DUE],
+    ] {
+        let o = s.pki(&args);
+        ok(&o);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(clean(&text), "{args:?}: {text:?}");
+        assert!(!text.contains("\\u001b"), "{args:?}: {text}");
+        assert_eq!(
+            text.lines().filter(|l| l.contains("fake line")).count(),
+            1,
+            "{text}"
+        );
+    }
+    // Names with control characters never get that far.
+    let mint = format!("{}/mint.sh", s.root.display());
+    for name in ["db\u{1b}[2J", "db\nfake", "db\r"] {
+        let e = refused(&s.pki(&[
+            "cred",
+            "init",
+            &s.dir,
+            name,
+            "--expire",
+            "2h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            "true",
+            "--now",
+            T0,
+        ]));
+        assert!(clean(&e) && e.contains("invalid credential name"), "{e:?}");
+        let e = refused(&s.reconcile(DUE, &[name]));
+        assert!(clean(&e), "{e:?}");
+    }
+}
+
+// ---- Two reconcilers, late reports ----
+
+/// The credential document as the store holds it, read without the CLI.
+fn load_from_etcd(server: &etcd::Etcd, prefix: &str) -> pki_rotate::CredentialState {
+    let driver = pki_rotate::Driver::new(server.store(prefix));
+    driver
+        .load::<pki_rotate::CredentialEngine>("creds/db")
+        .unwrap()
+        .0
+}
+
+/// The ACL users of the credentials the document records: current, old
+/// and strays to revoke.
+fn recorded_users(doc: &pki_rotate::CredentialState) -> BTreeSet<String> {
+    let value = |v: &pki_rotate::CredentialSecret| {
+        let text = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        user(text.lines().next().unwrap_or_default()).to_string()
+    };
+    doc.current
+        .iter()
+        .chain(doc.old.iter())
+        .map(|c| value(&c.value))
+        .chain(doc.strays.iter().map(|s| value(&s.value)))
+        .collect()
+}
+
+/// What the hooks did, checked against Redis and the document: every
+/// credential minted is revoked or live, never both; every live one is
+/// recorded; at most two are live.
+fn check_no_leak(s: &Setup, doc: &pki_rotate::CredentialState, context: &str) {
+    let minted: BTreeSet<String> = s.minted().iter().map(|c| user(c).to_string()).collect();
+    let revoked: BTreeSet<String> = s.revoked().iter().map(|c| user(c).to_string()).collect();
+    let live = s.redis.cred_users();
+    assert_eq!(
+        minted.len(),
+        s.minted().len(),
+        "{context}: a credential minted twice?"
+    );
+    assert_eq!(
+        minted,
+        revoked.union(&live).cloned().collect::<BTreeSet<_>>(),
+        "{context}: minted = revoked + live"
+    );
+    assert!(revoked.is_disjoint(&live), "{context}: revoked yet live");
+    assert!(live.len() <= 2, "{context}: {live:?}");
+    let recorded = recorded_users(doc);
+    assert!(
+        live.is_subset(&recorded),
+        "{context}: live {live:?}, recorded {recorded:?}"
+    );
+}
+
+/// Runs `pki cred reconcile URL db --now NOW` for each URL at once.
+fn race(s: &Setup, urls: &[&str], now: &str) -> Vec<Output> {
+    let children: Vec<Child> = urls
+        .iter()
+        .map(|url| {
+            s.command(&["cred", "reconcile", url, "db", "--now", now])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
+}
+
+#[test]
+fn two_reconcilers_on_one_etcd_store_under_two_url_spellings_mint_once_and_leak_nothing() {
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let ip = server.url("p");
+    let name = ip.replace("127.0.0.1", "localhost");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    ok(&s.pki(&[
+        "cred",
+        "init",
+        &ip,
+        "db",
+        "--expire",
+        "2h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        &mint,
+        "--revoke-cmd",
+        &revoke,
+        "--now",
+        T0,
+    ]));
+    // Both hooks would run at once: each mint takes half a second.
+    s.knob("mint-slow", true);
+    let mut owners_told_to_wait = 0;
+    for round in 1..=3i64 {
+        let due = format!("2026-01-01T{:02}:00:00Z", 2 * round);
+        let grace_end = format!("2026-01-01T{:02}:10:00Z", 2 * round);
+        let urls = if round % 2 == 0 {
+            [ip.as_str(), name.as_str()]
+        } else {
+            [name.as_str(), ip.as_str()]
+        };
+        for o in race(&s, &urls, &due) {
+            ok(&o);
+            let out = String::from_utf8_lossy(&o.stdout);
+            owners_told_to_wait += usize::from(out.contains("minted by another reconciler"));
+        }
+        let doc = load_from_etcd(&server, "p");
+        check_no_leak(&s, &doc, &format!("round {round}, in the grace"));
+        assert_eq!(
+            s.mint_runs(),
+            1 + round as usize,
+            "round {round}: one mint per rotation, whoever won"
+        );
+        assert_eq!(doc.current.as_ref().unwrap().rotation, 1 + round as u64);
+        // Both at the end of the grace: both may revoke (idempotent).
+        for o in race(&s, &urls, &grace_end) {
+            ok(&o);
+        }
+        let doc = load_from_etcd(&server, "p");
+        check_no_leak(&s, &doc, &format!("round {round}, after the grace"));
+        assert!(doc.old.is_none() && doc.strays.is_empty() && doc.mint.is_none());
+        assert_eq!(s.redis.cred_users().len(), 1, "round {round}");
+    }
+    // At least once the loser saw the winner's recorded mint and left it
+    // alone (the hooks take long enough for the race to be real).
+    assert!(owners_told_to_wait >= 1, "the race never happened");
+}
+
+#[test]
+fn a_capture_whose_report_never_landed_is_recorded_and_revoked_not_deleted() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    // A credential the mint hook made for attempt 1/1, whose report lost
+    // to another one: it is only in the capture file.
+    let lost = "cred-lostreport:0123456789abcdef";
+    assert_eq!(
+        s.redis.cli(&[
+            "ACL",
+            "SETUSER",
+            user(lost),
+            "on",
+            ">0123456789abcdef",
+            "~*",
+            "+@all"
+        ]),
+        "OK"
+    );
+    assert!(s.redis.logs_in(lost));
+    let capture = Path::new(&s.dir).join(".cred-capture/db");
+    std::fs::write(capture.join("1-1.out"), format!("{lost}\n")).unwrap();
+    std::fs::write(capture.join("1-1.status"), "0\n").unwrap();
+    let o = s.reconcile("2026-01-01T01:00:00Z", &[]);
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("reported after the document moved on") && out.contains("revoked the stray"),
+        "{out}"
+    );
+    assert!(!s.redis.logs_in(lost), "revoked, not forgotten");
+    assert!(s.revoked().iter().any(|r| r == lost));
+    assert!(!capture.join("1-1.out").exists());
+    assert_eq!(s.redis.cred_users().len(), 1);
+    assert_eq!(s.mint_runs(), 1);
+}
+
+#[test]
+fn the_capture_directory_lock_and_owner_are_private_whatever_the_umask() {
+    // A store URL: its captures live under XDG_STATE_HOME, made by pki
+    // alone (a directory store refuses to work under umask 000 at all).
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let url = server.url("p");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    let state = s.root.join("state");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 000; exec "$@""#)
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_pki"))
+        .args([
+            "cred",
+            "init",
+            &url,
+            "db",
+            "--expire",
+            "2h",
+            "--grace",
+            "10m",
+            "--mint-cmd",
+            &mint,
+            "--revoke-cmd",
+            &revoke,
+            "--now",
+            T0,
+        ])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    ok(&o);
+    let base = state.join("pki/cred-capture");
+    let urls: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(urls.len(), 1, "{urls:?}");
+    let capture = urls[0].join("db");
+    for dir in [
+        state.join("pki"),
+        base.clone(),
+        urls[0].clone(),
+        capture.clone(),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
+    for f in [".lock", ".owner"] {
+        assert_eq!(mode(&capture.join(f)), 0o600, "{f}");
+    }
+    let owner = std::fs::read_to_string(capture.join(".owner")).unwrap();
+    assert!(
+        pki_rotate::credential::validate_owner(owner.trim()).is_ok(),
+        "{owner:?}"
+    );
+}
+
+// ---- Capped mint output ----
+
+#[test]
+fn a_mint_hook_that_floods_its_output_is_capped_failed_and_what_it_printed_is_revoked() {
+    let s = Setup::new();
+    ok(&s.init(&[]));
+    let first = s.file("current").unwrap();
+    // 100 MB after the credential.
+    std::fs::write(s.root.join("mint-floods"), "100000000").unwrap();
+    let started = Instant::now();
+    let e = recorded_lines(&s.reconcile(DUE, &[]));
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(
+        e[0].contains("printed more than 64 KiB (--max-output)"),
+        "{e:?}"
+    );
+    // What it printed up to the cap was revoked through the revoke hook,
+    // in the same run; the current credential is untouched.
+    let flooded = s.minted()[1].clone();
+    assert!(!s.redis.logs_in(&flooded), "revoked");
+    let revoked = std::fs::read_to_string(s.root.join("revoke.log")).unwrap();
+    assert!(revoked.contains(&flooded));
+    assert_eq!(s.file("current").as_deref(), Some(first.as_str()));
+    for entry in std::fs::read_dir(Path::new(&s.dir).join("creds/db")).unwrap() {
+        let len = entry.unwrap().metadata().unwrap().len();
+        assert!(len <= 64 * 1024, "nothing over the cap is stored: {len}");
+    }
+    let capture_bytes: u64 = std::fs::read_dir(Path::new(&s.dir).join(".cred-capture/db"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(capture_bytes <= 64 * 1024 + 4096, "{capture_bytes}");
+    // A smaller cap counts too; within it the mint works.
+    std::fs::write(s.root.join("mint-floods"), "2000").unwrap();
+    let e = recorded_lines(&s.reconcile("2026-01-01T02:00:30Z", &["--max-output", "1K"]));
+    assert!(e[0].contains("more than 1 KiB"), "{e:?}");
+    let o = s.reconcile("2026-01-01T02:01:30Z", &[]);
+    ok(&o);
+    let second = s.file("current").unwrap();
+    assert!(second.starts_with("cred-") && second.len() > 2000);
+    // Bad sizes are bad usage.
+    let o = s.reconcile(DUE, &["--max-output", "lots"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    s.knob("mint-floods", false);
+    ok(&s.reconcile("2026-01-01T02:12:00Z", &[]));
+    check_no_leak_dir(&s);
+}
+
+/// `check_no_leak` for the directory store of `s`.
+fn check_no_leak_dir(s: &Setup) {
+    let store = pki_rotate::FsStore::open(Path::new(&s.dir)).unwrap();
+    let doc = pki_rotate::Driver::new(store)
+        .load::<pki_rotate::CredentialEngine>("creds/db")
+        .unwrap()
+        .0;
+    check_no_leak(s, &doc, "directory store");
+}
+
+#[test]
+fn a_mint_hook_that_prints_megabytes_into_etcd_is_capped_and_later_reconciles_work() {
+    let server = etcd::Etcd::start();
+    let s = Setup::new();
+    let url = server.url("p");
+    let mint = format!("{}/mint.sh", s.root.display());
+    let revoke = format!("{}/revoke.sh", s.root.display());
+    ok(&s.pki(&[
+        "cred",
+        "init",
+        &url,
+        "db",
+        "--expire",
+        "2h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        &mint,
+        "--revoke-cmd",
+        &revoke,
+        "--now",
+        T0,
+    ]));
+    std::fs::write(s.root.join("mint-floods"), "4000000").unwrap();
+    let o = s.pki(&["cred", "reconcile", &url, "--now", DUE]);
+    let e = recorded_lines(&o);
+    assert!(e[0].contains("printed more than 64 KiB"), "{e:?}");
+    s.knob("mint-floods", false);
+    for now in ["2026-01-01T02:01:00Z", "2026-01-01T02:12:00Z"] {
+        let o = s.pki(&["cred", "reconcile", &url, "--now", now]);
+        ok(&o);
+        assert_eq!(stderr(&o), "", "{now}");
+    }
+    let doc = load_from_etcd(&server, "p");
+    assert_eq!(doc.current.as_ref().unwrap().rotation, 2);
+    check_no_leak(&s, &doc, "etcd");
+    assert_eq!(s.redis.cred_users().len(), 1);
 }

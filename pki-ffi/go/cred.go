@@ -30,19 +30,44 @@ const (
 	CredRevoke CredActionKind = C.PKI_CRED_ACTION_REVOKE
 	// CredWait: nothing to do before WaitUntil.
 	CredWait CredActionKind = C.PKI_CRED_ACTION_WAIT
-	// CredRevokeStray: revoke Credential, what the failed mint attempt
-	// Rotation/Attempt returned (already gone is success), then
-	// ReportStrayRevoked or ReportStrayRevokeFailed. Asked for only after
-	// ReportMintFailedCaptured with a credential.
+	// CredRevokeStray: revoke Credential, what the failed (or late) mint
+	// attempt Rotation/Attempt returned (already gone is success), then
+	// ReportStrayRevoked or ReportStrayRevokeFailed.
 	CredRevokeStray CredActionKind = C.PKI_CRED_ACTION_REVOKE_STRAY
 )
 
+// CredWaitReason says why a CredWait waits.
+type CredWaitReason uint32
+
+// Why a credential waits.
+const (
+	// CredWaitExpiry: the current credential is not due yet.
+	CredWaitExpiry CredWaitReason = C.PKI_CRED_WAIT_EXPIRY
+	// CredWaitGrace: the old credential stays usable until the grace ends.
+	CredWaitGrace CredWaitReason = C.PKI_CRED_WAIT_GRACE
+	// CredWaitBackoff: a hook failed; its retry waits.
+	CredWaitBackoff CredWaitReason = C.PKI_CRED_WAIT_BACKOFF
+	// CredWaitMintElsewhere: the mint in progress belongs to another owner
+	// (NextCredentialActionAs): only it runs the mint; look again later.
+	CredWaitMintElsewhere CredWaitReason = C.PKI_CRED_WAIT_MINT_ELSEWHERE
+)
+
+// CredAdvanceMaxSteps is the most steps one NextCredentialAction commits
+// (the bound the CLI's reconcile has too: both run the same advance).
+const CredAdvanceMaxSteps = C.PKI_CRED_ADVANCE_MAX_STEPS
+
 // CredAction is the next action of a credential minted by an outside system.
 type CredAction struct {
-	Kind       CredActionKind
-	Rotation   uint64
-	Attempt    uint32
-	WaitUntil  time.Time
+	Kind     CredActionKind
+	Rotation uint64
+	Attempt  uint32
+	// WaitUntil is the end of a wait (the time asked for otherwise): the
+	// same as NextWake.
+	WaitUntil time.Time
+	// NextWake is when to ask again if nothing else happens.
+	NextWake time.Time
+	// WaitReason says why a CredWait waits (0 for other actions).
+	WaitReason CredWaitReason
 	Credential []byte // the credential to revoke (CredRevoke, CredRevokeStray)
 }
 
@@ -64,7 +89,9 @@ func (s *Store) CreateCredential(name string, expire, grace time.Duration) error
 }
 
 // NextCredentialAction takes every bookkeeping step due at now (each
-// committed on its own) and returns what the embedder must do next.
+// committed on its own) and returns what the embedder must do next. A
+// mint attempt it records has no owner; it is asked to run only attempts
+// without one (see NextCredentialActionAs).
 func (s *Store) NextCredentialAction(name string, now time.Time) (CredAction, error) {
 	h, err := s.handle()
 	if err != nil {
@@ -78,14 +105,44 @@ func (s *Store) NextCredentialAction(name string, now time.Time) (CredAction, er
 	if err != nil {
 		return CredAction{}, err
 	}
+	return takeCredAction(a), nil
+}
+
+// NextCredentialActionAs is NextCredentialAction for the replica owner (1-128
+// characters of A-Z a-z 0-9 . _ : @ / -, the same across its restarts): a
+// mint attempt it records is its own, and one another owner recorded is
+// never handed to it (it gets CredWait with CredWaitMintElsewhere), so
+// replicas sharing a store mint once per attempt.
+func (s *Store) NextCredentialActionAs(name, owner string, now time.Time) (CredAction, error) {
+	h, err := s.handle()
+	if err != nil {
+		return CredAction{}, err
+	}
+	np, nn := strArg(name)
+	op, on := strArg(owner)
+	var a *C.pki_cred_action
+	err = call(func() C.pki_result { return C.pki_cred_next_as(h, np, nn, op, on, unixTime(now), &a) })
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(owner)
+	runtime.KeepAlive(s)
+	if err != nil {
+		return CredAction{}, err
+	}
+	return takeCredAction(a), nil
+}
+
+// takeCredAction copies an action out and frees it.
+func takeCredAction(a *C.pki_cred_action) CredAction {
 	defer C.pki_cred_action_free(a)
 	return CredAction{
 		Kind:       CredActionKind(C.pki_cred_action_kind(a)),
 		Rotation:   uint64(C.pki_cred_action_rotation(a)),
 		Attempt:    uint32(C.pki_cred_action_attempt(a)),
 		WaitUntil:  fromUnix(C.pki_cred_action_wait_until(a)),
+		NextWake:   fromUnix(C.pki_cred_action_next_wake(a)),
+		WaitReason: CredWaitReason(C.pki_cred_action_wait_reason(a)),
 		Credential: goBytes(C.pki_cred_action_credential(a)),
-	}, nil
+	}
 }
 
 // ReportMinted records credential (whitespace trimmed) as the mint of

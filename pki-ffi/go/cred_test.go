@@ -202,3 +202,69 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 		t.Fatalf("a stray never recorded is refused, got %v", err)
 	}
 }
+
+func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *testing.T) {
+	store, err := pki.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.CreateCredential("db", time.Hour, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	replicas := []string{"replica-a", "replica-b"}
+	now := t0
+	elsewhere := 0
+	// Both replicas step every minute for five hours; whoever is told to
+	// mint first asks the other before it reports.
+	for now.Before(t0.Add(5 * time.Hour)) {
+		for i, r := range replicas {
+			a, err := store.NextCredentialActionAs("db", r, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch a.Kind {
+			case pki.CredMint:
+				other, err := store.NextCredentialActionAs("db", replicas[1-i], now)
+				if err != nil || other.Kind != pki.CredWait || other.WaitReason != pki.CredWaitMintElsewhere {
+					t.Fatalf("%s must wait for %s's mint: %+v %v", replicas[1-i], r, other, err)
+				}
+				elsewhere++
+				c := sys.mint(a.Rotation, a.Attempt)
+				if err := store.ReportMinted("db", a.Rotation, a.Attempt, c, now); err != nil {
+					t.Fatal(err)
+				}
+			case pki.CredRevoke:
+				delete(sys.live, string(a.Credential))
+				if err := store.ReportRevoked("db", a.Rotation, now); err != nil {
+					t.Fatal(err)
+				}
+			case pki.CredWait:
+				if !a.NextWake.Equal(a.WaitUntil) || !a.NextWake.After(now) || a.WaitReason == 0 {
+					t.Fatalf("a wait says until when and why: %+v", a)
+				}
+			}
+			if len(sys.live) > 2 {
+				t.Fatalf("more than old and new live: %v", sys.live)
+			}
+		}
+		now = now.Add(time.Minute)
+	}
+	for k, n := range sys.mints {
+		if n != 1 {
+			t.Fatalf("minted %d times for rotation/attempt %v", n, k)
+		}
+	}
+	if elsewhere < 5 {
+		t.Fatalf("five rotations, each minted by one replica: %d", elsewhere)
+	}
+	var perr *pki.Error
+	if _, err := store.NextCredentialActionAs("db", "no spaces", now); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidArgument {
+		t.Fatalf("a bad owner is refused, got %v", err)
+	}
+	if pki.CredAdvanceMaxSteps != 8 {
+		t.Fatalf("CredAdvanceMaxSteps %d", pki.CredAdvanceMaxSteps)
+	}
+}

@@ -29,12 +29,41 @@
 
 /**
  * `pki_cred_action_kind`: revoke the action's credential, what the failed
- * mint attempt (`pki_cred_action_rotation`, `pki_cred_action_attempt`)
- * returned; then `pki_cred_report_stray_revoked` or
- * `pki_cred_report_stray_revoke_failed`. Asked for only after a
- * `pki_cred_report_mint_failed_captured` with a credential.
+ * (or late) mint attempt (`pki_cred_action_rotation`,
+ * `pki_cred_action_attempt`) returned; then `pki_cred_report_stray_revoked`
+ * or `pki_cred_report_stray_revoke_failed`.
  */
 #define PKI_CRED_ACTION_REVOKE_STRAY 4
+
+/**
+ * `pki_cred_action_wait_reason`: the current credential is not due yet.
+ */
+#define PKI_CRED_WAIT_EXPIRY 1
+
+/**
+ * `pki_cred_action_wait_reason`: the old credential stays usable until the
+ * grace period ends.
+ */
+#define PKI_CRED_WAIT_GRACE 2
+
+/**
+ * `pki_cred_action_wait_reason`: a hook failed; its retry waits.
+ */
+#define PKI_CRED_WAIT_BACKOFF 3
+
+/**
+ * `pki_cred_action_wait_reason`: the mint in progress belongs to another
+ * owner (`pki_cred_next_as`): only it runs the mint; look again later.
+ */
+#define PKI_CRED_WAIT_MINT_ELSEWHERE 4
+
+/**
+ * The most steps one `pki_cred_next` commits before it fails with
+ * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
+ * rotation has at most two bookkeeping steps in a row. The CLI's
+ * reconcile has the same bound: both run `pki_rotate::credential::advance`.
+ */
+#define PKI_CRED_ADVANCE_MAX_STEPS 8
 
 /**
  * The result of every fallible `pki_` function.
@@ -1193,7 +1222,9 @@ pki_result pki_cred_create(const struct pki_store *store,
 /**
  * Takes every bookkeeping step that is due at `now` (keep the current
  * credential as old, record a mint attempt), each committed on its own,
- * and says what the embedder must do next.
+ * and says what the embedder must do next. A mint attempt it records has
+ * no owner; it asks to run only attempts without one (see
+ * `pki_cred_next_as`).
  *
  * On success the caller owns `*out_action` and frees it with
  * `pki_cred_action_free`.
@@ -1201,7 +1232,10 @@ pki_result pki_cred_create(const struct pki_store *store,
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
  * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_UNEXPECTED` (still stepping after
+ * `PKI_CRED_ADVANCE_MAX_STEPS` steps; each was committed) or
+ * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
@@ -1213,6 +1247,29 @@ pki_result pki_cred_next(const struct pki_store *store,
                          size_t name_len,
                          int64_t now,
                          struct pki_cred_action **out_action);
+
+/**
+ * As `pki_cred_next`, for the embedder `owner` (`owner_len` bytes: 1-128
+ * of `A-Z a-z 0-9 . _ : @ / -`; a name that stays the same across restarts
+ * of the replica that keeps its mint captures): a mint attempt it records
+ * is its own, and a mint attempt another owner recorded is never handed to
+ * it — it gets `PKI_CRED_ACTION_WAIT` with `PKI_CRED_WAIT_MINT_ELSEWHERE`.
+ * So replicas racing on one store mint once per attempt.
+ *
+ * Returns as `pki_cred_next`, and `PKI_RESULT_INVALID_ARGUMENT` for an
+ * unusable owner.
+ *
+ * # Safety
+ *
+ * As for `pki_cred_next`, with `owner` NULL or valid for `owner_len` bytes.
+ */
+pki_result pki_cred_next_as(const struct pki_store *store,
+                            const char *name,
+                            size_t name_len,
+                            const char *owner,
+                            size_t owner_len,
+                            int64_t now,
+                            struct pki_cred_action **out_action);
 
 /**
  * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
@@ -1246,12 +1303,35 @@ uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
 
 /**
  * Unix seconds: the end of a wait (the time asked for otherwise); 0 for NULL.
+ * The same as `pki_cred_action_next_wake`.
  *
  * # Safety
  *
  * `action` must be NULL or a live `pki_cred_action`.
  */
 int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
+
+/**
+ * Unix seconds: when to call `pki_cred_next` again if nothing else
+ * happens — the time asked for when an action is due now, the end of the
+ * wait for `PKI_CRED_ACTION_WAIT` (the engine's next wake-up); 0 for NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+int64_t pki_cred_action_next_wake(const struct pki_cred_action *action);
+
+/**
+ * Why a `PKI_CRED_ACTION_WAIT` waits: `PKI_CRED_WAIT_EXPIRY`,
+ * `PKI_CRED_WAIT_GRACE`, `PKI_CRED_WAIT_BACKOFF` or
+ * `PKI_CRED_WAIT_MINT_ELSEWHERE`; 0 for other actions or NULL.
+ *
+ * # Safety
+ *
+ * `action` must be NULL or a live `pki_cred_action`.
+ */
+uint32_t pki_cred_action_wait_reason(const struct pki_cred_action *action);
 
 /**
  * The credential to revoke, old or stray (empty for other actions).
@@ -1278,11 +1358,15 @@ void pki_cred_action_free(struct pki_cred_action *action);
  * (`credential_len` bytes, surrounding whitespace trimmed): it becomes
  * current, with `now` as its mint time. An empty credential, or one already
  * in use, is recorded as a failed attempt instead. Reporting the same mint
- * twice is accepted.
+ * twice is accepted. A mint of an attempt the document no longer waits for
+ * (another replica reported it first, or it was superseded) is kept as a
+ * stray credential and revoked (`PKI_CRED_ACTION_REVOKE_STRAY`): never
+ * dropped; only while a stray of that same attempt is still kept is it
+ * refused (keep it, and report it again once that one is revoked).
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT`
- * (not the attempt the document waits for: nothing recorded),
+ * (an attempt that never started: nothing recorded),
  * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
  * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
  *
@@ -1302,7 +1386,8 @@ pki_result pki_cred_report_minted(const struct pki_store *store,
 
 /**
  * Reports that the mint of `rotation`/`attempt` failed and minted nothing
- * (`message`, `message_len` bytes of UTF-8, is shown in the status):
+ * (`message`, `message_len` bytes of UTF-8, is shown in the status, on one
+ * line with control characters escaped):
  * recorded with a retry time (30 s, doubling, at most 1 h). When the mint
  * may have made a credential before failing, report it with
  * `pki_cred_report_mint_failed_captured` instead.

@@ -9,32 +9,48 @@
 //!
 //! ```text
 //! current ─(mint_time + expire passed)─▶ keep current as old
-//!         ─▶ start mint (rotation id and attempt recorded BEFORE the hook runs)
+//!         ─▶ start mint (rotation id, attempt and owner recorded BEFORE the hook runs)
 //!         ─▶ embedder mints, reports Minted ─▶ current = new, mint time recorded
 //!         ─▶ wait until mint_time + grace
 //!         ─▶ embedder revokes old (idempotent), reports Revoked ─▶ old forgotten
 //! ```
 //!
-//! A mint hook may fail after it minted: it times out, or prints a
-//! credential and then exits non-zero. What it printed is reported with the
-//! failure ([`CredentialInput::MintFailed`]'s `captured`) and kept as a
-//! [`StrayCredential`]: never used, but maybe live in the outside system,
-//! so it is revoked ([`Action::RevokeStray`]) before the next attempt may
-//! mint. That keeps DESIGN's promise that at most the old and the new
-//! credential are live and none leaks.
+//! **The plan decides.** [`plan`] returns a [`Plan`] holding the one change
+//! to commit (a bookkeeping step, or the record of a report), what comes
+//! once it is committed ([`Next`]: another bookkeeping step, or the
+//! [`Action`] the embedder must run: mint attempt R/A, revoke the old
+//! credential, revoke a stray one, or wait until a time, with why) and the
+//! next wake-up. [`apply`] only carries the change out. [`advance`] takes
+//! every due bookkeeping step through the driver until the embedder must
+//! act, with one bound ([`ADVANCE_MAX_STEPS`]): the CLI's reconcile loop and
+//! the C ABI's `pki_cred_next` both call it.
+//!
+//! A mint hook may fail after it minted: it times out, prints more than the
+//! embedder accepts, or prints a credential and then exits non-zero. What
+//! it printed is reported with the failure ([`CredentialInput::MintFailed`]'s
+//! `captured`) and kept as a [`StrayCredential`]: never used, but maybe live
+//! in the outside system, so it is revoked ([`Action::RevokeStray`]) before
+//! the next attempt may mint. A mint reported after the document moved on
+//! (another embedder reported that attempt first, or it was superseded) is
+//! kept the same way: a report is never dropped. That keeps DESIGN's promise
+//! that none leaks.
+//!
+//! **One minter per attempt.** A mint attempt is recorded, by
+//! compare-and-swap, before any hook runs, together with its owner (the
+//! embedder that stepped with [`CredentialInput::StepAs`]). Two reconcilers
+//! racing on one store both try to record it; one wins, and the other is
+//! told to wait ([`WaitReason::MintElsewhere`]): it never runs the mint for
+//! an attempt another embedder owns, so the attempt is minted once whatever
+//! URL spelling or host each reconciler uses.
 //!
 //! So a crash between any two steps resumes at the right one: a recorded
-//! mint attempt is never started again (the embedder adopts what it
-//! captured, or reports the attempt failed), the current credential is
-//! never revoked, and an old credential is kept until its revocation is
-//! reported. At most two credentials are live: a rotation never starts
-//! while an old one waits for revocation. A failed hook is recorded with
-//! an exponential retry-after (capped), never a half-written state.
-//!
-//! [`next_action`] tells the embedder what to do now: a bookkeeping
-//! [`Action::Step`] (run the driver with [`CredentialInput::Step`]), a
-//! [`Action::Mint`] or [`Action::Revoke`] to perform and report, or
-//! [`Action::Wait`] until a time.
+//! mint attempt is never started again (its owner adopts what it captured,
+//! or reports the attempt failed), the current credential is never revoked,
+//! and an old credential is kept until its revocation is reported. At most
+//! two credentials are live: a rotation never starts while an old one waits
+//! for revocation. A failed hook is recorded with an exponential
+//! retry-after (capped), never a half-written state. Text from hooks
+//! (failure messages) is stored with control characters escaped.
 
 use crate::engine::{Engine, Outcome};
 use crate::error::{Result, RotateError};
@@ -45,8 +61,11 @@ use std::borrow::Cow;
 use time::{Duration, OffsetDateTime};
 use zeroize::Zeroizing;
 
+mod advance;
 pub mod document;
 pub mod status;
+
+pub use advance::{ADVANCE_MAX_STEPS, Advance, AdvanceOptions, advance};
 
 /// The first retry after a failed hook waits this long; each further
 /// consecutive failure doubles it, up to [`BACKOFF_CAP`].
@@ -55,6 +74,11 @@ pub const BACKOFF_BASE: Duration = Duration::seconds(30);
 pub const BACKOFF_CAP: Duration = Duration::hours(1);
 /// How many rotations the history keeps (oldest dropped first).
 pub const HISTORY_LIMIT: usize = 100;
+/// How long an embedder waits before looking again at a mint another
+/// embedder owns ([`WaitReason::MintElsewhere`]).
+pub const MINT_ELSEWHERE_RECHECK: Duration = Duration::seconds(30);
+/// The longest failure message kept, in bytes (longer ones are cut, with `…`).
+pub const MESSAGE_LIMIT: usize = 500;
 
 /// The store key of the credential `name`: `creds/NAME`.
 pub fn credential_key(name: &str) -> String {
@@ -75,6 +99,57 @@ pub fn validate_credential_name(name: &str) -> Result<()> {
     } else {
         Err(RotateError::InvalidCredentialName(name.to_string()))
     }
+}
+
+/// Checks a mint owner (see [`MintAttempt::owner`]): 1-128 characters of
+/// `[A-Za-z0-9._:@/-]`, so it prints as it is, on one line.
+pub fn validate_owner(owner: &str) -> Result<()> {
+    let ok = !owner.is_empty()
+        && owner.len() <= 128
+        && owner.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'@' | b'/' | b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(RotateError::InvalidMintOwner(owner.to_string()))
+    }
+}
+
+/// Text from outside (a hook's failure message) as it is stored and
+/// printed: one line (runs of whitespace, newlines included, become one
+/// space), every other control or invisible formatting character escaped
+/// (`\u{1b}`), at most [`MESSAGE_LIMIT`] bytes. Nothing stored carries a
+/// terminal escape or a fake line. Idempotent.
+pub fn sanitize_message(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(MESSAGE_LIMIT + 8));
+    for word in message.split_whitespace() {
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        for c in word.chars() {
+            // escape_debug leaves printable characters alone; quotes and
+            // backslashes are printable and stay as they are (so that
+            // sanitizing twice changes nothing).
+            if matches!(c, '\\' | '"' | '\'') || c.escape_debug().len() == 1 {
+                line.push(c);
+            } else {
+                line.extend(c.escape_unicode());
+            }
+        }
+    }
+    if line.is_empty() {
+        line = "failed without a message".to_string();
+    }
+    if line.len() > MESSAGE_LIMIT {
+        let mut cut = MESSAGE_LIMIT;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
 }
 
 /// A credential's bytes, as the mint hook printed them (trimmed). Zeroized
@@ -176,7 +251,7 @@ pub struct Credential {
 /// reports the result. Recorded before the hook runs, so after a crash the
 /// embedder knows a hook may have run for it and adopts what it captured
 /// instead of minting again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MintAttempt {
     /// The rotation it mints for.
     pub rotation: u64,
@@ -185,6 +260,22 @@ pub struct MintAttempt {
     /// When it was recorded.
     #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
+    /// Who runs it: the embedder whose step recorded it
+    /// ([`CredentialInput::StepAs`]). Only that embedder is asked to mint
+    /// it; others wait ([`WaitReason::MintElsewhere`]). None: recorded by
+    /// an embedder that gave no owner (or by an older build): any embedder
+    /// may run it (two that do mint twice, and the report that comes second
+    /// is kept as a stray and revoked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl MintAttempt {
+    /// Whether the embedder `owner` (None: one that gave no owner) runs
+    /// this attempt.
+    pub fn run_by(&self, owner: Option<&str>) -> bool {
+        self.owner.is_none() || self.owner.as_deref() == owner
+    }
 }
 
 /// Which outside action a hook performs.
@@ -340,6 +431,11 @@ impl CredentialState {
             if m.attempt == 0 || m.rotation >= self.next_rotation {
                 return bad("its mint in progress has an impossible rotation or attempt");
             }
+            if let Some(owner) = &m.owner
+                && validate_owner(owner).is_err()
+            {
+                return bad("its mint in progress has an unusable owner");
+            }
             let kept = match (&self.old, &self.current) {
                 (Some(o), Some(c)) => o.rotation == c.rotation,
                 (None, None) => true,
@@ -393,7 +489,7 @@ impl CredentialState {
 }
 
 /// A bookkeeping step the engine takes by itself when stepped with
-/// [`CredentialInput::Step`].
+/// [`CredentialInput::Step`] or [`CredentialInput::StepAs`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepKind {
     /// The current credential expired: keep it as old.
@@ -411,6 +507,9 @@ pub enum WaitReason {
     Grace,
     /// The last attempt failed; the next waits for its retry time.
     Backoff,
+    /// The mint in progress belongs to another embedder
+    /// ([`MintAttempt::owner`]): only it runs the mint; look again later.
+    MintElsewhere,
 }
 
 impl std::fmt::Display for WaitReason {
@@ -419,15 +518,14 @@ impl std::fmt::Display for WaitReason {
             WaitReason::Expiry => "until the credential expires",
             WaitReason::Grace => "until the grace period ends",
             WaitReason::Backoff => "until the failed step may be retried",
+            WaitReason::MintElsewhere => "for the mint another reconciler runs",
         })
     }
 }
 
-/// What the embedder does next.
+/// What the embedder must do: run a hook and report its result, or wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Step the driver with [`CredentialInput::Step`]: it commits this step.
-    Step(StepKind),
     /// Mint once for this recorded attempt (or adopt what an earlier run
     /// of it captured) and report [`CredentialInput::Minted`] or
     /// [`CredentialInput::MintFailed`].
@@ -445,14 +543,14 @@ pub enum Action {
         /// The old credential.
         value: Secret,
     },
-    /// Revoke what a failed mint attempt printed (already gone, or never
-    /// a credential, is success) and report
+    /// Revoke what a failed or late mint attempt printed (already gone, or
+    /// never a credential, is success) and report
     /// [`CredentialInput::StrayRevoked`] or
     /// [`CredentialInput::StrayRevokeFailed`].
     RevokeStray {
-        /// The failed attempt's rotation.
+        /// The attempt's rotation.
         rotation: u64,
-        /// The failed attempt.
+        /// The attempt.
         attempt: u32,
         /// What it printed.
         value: Secret,
@@ -466,167 +564,30 @@ pub enum Action {
     },
 }
 
-/// What the document asks for at `now`. Pure: the same document and time
-/// give the same action.
-pub fn next_action(doc: &CredentialState, now: OffsetDateTime) -> Action {
-    if let Some(m) = &doc.mint {
-        return Action::Mint {
-            rotation: m.rotation,
-            attempt: m.attempt,
-        };
-    }
-    // Before anything else may mint, what failed attempts printed is
-    // revoked: otherwise a third credential could be live.
-    if let Some(stray) = doc.strays.iter().find(|s| s.due(now)) {
-        return Action::RevokeStray {
-            rotation: stray.rotation,
-            attempt: stray.attempt,
-            value: stray.value.clone(),
-        };
-    }
-    if let Some(until) = doc
-        .strays
-        .iter()
-        .filter_map(|s| s.failure.as_ref().map(|f| f.retry_after))
-        .min()
-    {
-        return Action::Wait {
-            until,
-            reason: WaitReason::Backoff,
-        };
-    }
-    let backoff = doc
-        .failure
-        .as_ref()
-        .map(|f| f.retry_after)
-        .filter(|t| *t > now)
-        .map(|until| Action::Wait {
-            until,
-            reason: WaitReason::Backoff,
-        });
-    match (&doc.old, &doc.current) {
-        (Some(old), Some(current)) if old.rotation != current.rotation => {
-            let grace_end = current.minted_at + doc.policy.grace;
-            if now < grace_end {
-                return Action::Wait {
-                    until: grace_end,
-                    reason: WaitReason::Grace,
-                };
-            }
-            backoff.unwrap_or_else(|| Action::Revoke {
-                rotation: old.rotation,
-                value: old.value.clone(),
-            })
-        }
-        // Kept as old, or nothing minted yet: mint.
-        (Some(_), Some(_)) | (_, None) => backoff.unwrap_or(Action::Step(StepKind::StartMint)),
-        (None, Some(current)) => {
-            let due = current.minted_at + doc.policy.expire;
-            if now >= due {
-                Action::Step(StepKind::KeepOld)
-            } else {
-                Action::Wait {
-                    until: due,
-                    reason: WaitReason::Expiry,
-                }
-            }
-        }
-    }
-}
-
-/// The next retry time after `failures` consecutive failures at `now`.
-pub fn retry_after(failures: u32, now: OffsetDateTime) -> OffsetDateTime {
-    let exponent = failures.saturating_sub(1).min(20);
-    let wait = BACKOFF_BASE
-        .checked_mul(1i32 << exponent)
-        .unwrap_or(BACKOFF_CAP)
-        .min(BACKOFF_CAP);
-    now + wait
-}
-
-/// What the embedder reports, or asks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum CredentialInput {
-    /// Take the next bookkeeping step, if one is due (the periodic step).
-    #[default]
-    Step,
-    /// The mint of this attempt printed `value`.
-    Minted {
-        /// The rotation of the attempt.
-        rotation: u64,
-        /// The attempt.
-        attempt: u32,
-        /// The new credential.
-        value: Secret,
-    },
-    /// The mint of this attempt failed.
-    MintFailed {
-        /// The rotation of the attempt.
-        rotation: u64,
-        /// The attempt.
-        attempt: u32,
-        /// What went wrong, for status.
-        message: String,
-        /// What the mint printed before it failed or was killed, if
-        /// anything: it may be a live credential, so it is kept and
-        /// revoked before the next attempt. None when nothing was printed
-        /// (or the embedder knows nothing was minted).
-        captured: Option<Secret>,
-    },
-    /// The old credential of this rotation is revoked (or was already).
-    Revoked {
-        /// Its rotation.
-        rotation: u64,
-    },
-    /// Revoking the old credential of this rotation failed.
-    RevokeFailed {
-        /// Its rotation.
-        rotation: u64,
-        /// What went wrong, for status.
-        message: String,
-    },
-    /// What the failed mint attempt `rotation`/`attempt` printed is
-    /// revoked (or was already gone).
-    StrayRevoked {
-        /// The rotation of the failed attempt.
-        rotation: u64,
-        /// The failed attempt.
-        attempt: u32,
-    },
-    /// Revoking what the failed mint attempt `rotation`/`attempt` printed
-    /// failed.
-    StrayRevokeFailed {
-        /// The rotation of the failed attempt.
-        rotation: u64,
-        /// The failed attempt.
-        attempt: u32,
-        /// What went wrong, for status.
-        message: String,
-    },
-}
-
-/// The decision: exactly one step, or nothing.
+/// What comes once a plan's change is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// Nothing changes (waiting, an action is the embedder's, or the
-    /// report was already recorded).
-    Nothing {
-        /// The time of the plan.
-        at: OffsetDateTime,
-    },
+pub enum Next {
+    /// Another bookkeeping step is due at the same time: step again
+    /// ([`advance`] does).
+    Step(StepKind),
+    /// The embedder acts, or waits.
+    Act(Action),
+}
+
+/// One change to a credential's document: a bookkeeping step, or the
+/// record of what the embedder reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
     /// Keep the current credential as old.
-    KeepOld {
-        /// The time of the plan.
-        at: OffsetDateTime,
-    },
+    KeepOld,
     /// Record a mint attempt as started.
     StartMint {
         /// The rotation.
         rotation: u64,
         /// The attempt.
         attempt: u32,
-        /// The time of the plan.
-        at: OffsetDateTime,
+        /// Who runs it.
+        owner: Option<String>,
     },
     /// Record the minted credential as current, with its mint time.
     RecordMint {
@@ -636,8 +597,6 @@ pub enum Plan {
         attempt: u32,
         /// The credential.
         value: Secret,
-        /// The mint time.
-        at: OffsetDateTime,
     },
     /// Record a failed step with its retry time.
     RecordFailure {
@@ -646,20 +605,29 @@ pub enum Plan {
         /// For a failed mint: what it printed, kept to be revoked.
         stray: Option<Secret>,
     },
+    /// Keep what a mint reported after the document moved on (another
+    /// embedder reported the attempt first, or it was superseded) as a
+    /// stray credential, to revoke.
+    KeepLateMint {
+        /// The attempt's rotation.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// What it printed.
+        value: Secret,
+    },
     /// Forget a stray credential: it is revoked.
     RecordStrayRevoke {
-        /// The failed attempt's rotation.
+        /// The attempt's rotation.
         rotation: u64,
-        /// The failed attempt.
+        /// The attempt.
         attempt: u32,
-        /// The time of the plan.
-        at: OffsetDateTime,
     },
     /// Record a failed revocation of a stray credential.
     RecordStrayFailure {
-        /// The failed attempt's rotation.
+        /// The attempt's rotation.
         rotation: u64,
-        /// The failed attempt.
+        /// The attempt.
         attempt: u32,
         /// The failure.
         failure: HookFailure,
@@ -668,9 +636,34 @@ pub enum Plan {
     RecordRevoke {
         /// Its rotation.
         rotation: u64,
-        /// The time of the plan.
-        at: OffsetDateTime,
     },
+}
+
+impl Change {
+    /// The bookkeeping step this change is, if it is one.
+    pub fn step_kind(&self) -> Option<StepKind> {
+        match self {
+            Change::KeepOld => Some(StepKind::KeepOld),
+            Change::StartMint { .. } => Some(StepKind::StartMint),
+            _ => None,
+        }
+    }
+}
+
+/// The decision: the change to commit (if any), what comes after it, and
+/// when to look again. Made by [`plan`]; [`apply`] only carries it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The time of the plan (the time of the change).
+    pub at: OffsetDateTime,
+    /// The one change to commit; None: nothing changes (waiting, the
+    /// action is the embedder's, or the report was already recorded).
+    pub change: Option<Change>,
+    /// What comes once the change is committed.
+    pub next: Next,
+    /// When to step again if nothing else happens: `at` when a step or an
+    /// action is due, the end of the wait otherwise.
+    pub next_wake: OffsetDateTime,
 }
 
 /// What a step did.
@@ -722,13 +715,23 @@ pub enum Event {
         /// The failed attempt.
         attempt: u32,
     },
-    /// What a failed mint attempt printed was revoked.
+    /// A mint was reported after the document moved on: what it printed
+    /// was kept to be revoked.
+    LateMintKept {
+        /// The credential.
+        name: String,
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// What a failed or late mint attempt printed was revoked.
     StrayRevoked {
         /// The credential.
         name: String,
-        /// The rotation of the failed attempt.
+        /// The rotation of the attempt.
         rotation: u64,
-        /// The failed attempt.
+        /// The attempt.
         attempt: u32,
     },
 }
@@ -759,7 +762,7 @@ impl std::fmt::Display for Event {
                 failure.action,
                 failure.rotation,
                 failure.failures,
-                failure.message,
+                sanitize_message(&failure.message),
                 rfc3339(failure.retry_after)
             ),
             Event::StrayKept {
@@ -770,6 +773,14 @@ impl std::fmt::Display for Event {
                 f,
                 "cred {name}: the failed mint of rotation {rotation} (attempt {attempt}) printed something: kept as a stray credential, revoked before the next attempt"
             ),
+            Event::LateMintKept {
+                name,
+                rotation,
+                attempt,
+            } => write!(
+                f,
+                "cred {name}: the mint of rotation {rotation} (attempt {attempt}) was reported after the document moved on: kept as a stray credential, revoked before the next attempt"
+            ),
             Event::StrayRevoked {
                 name,
                 rotation,
@@ -778,6 +789,87 @@ impl std::fmt::Display for Event {
                 f,
                 "cred {name}: revoked the stray credential of rotation {rotation} (attempt {attempt})"
             ),
+        }
+    }
+}
+
+/// What the embedder reports, or asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CredentialInput {
+    /// Take the next bookkeeping step, if one is due (the periodic step),
+    /// as an embedder that gives no owner: a mint attempt it starts has no
+    /// owner, and it is asked to run only attempts without one.
+    #[default]
+    Step,
+    /// The same as [`CredentialInput::Step`] for the embedder `owner` (a
+    /// stable name of the place where it captures mint output, so that it
+    /// survives a restart): a mint attempt it starts is recorded as its
+    /// own, and it is never asked to run one another owner started.
+    StepAs {
+        /// Who steps ([`validate_owner`]).
+        owner: String,
+    },
+    /// The mint of this attempt printed `value`.
+    Minted {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// The new credential.
+        value: Secret,
+    },
+    /// The mint of this attempt failed.
+    MintFailed {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// What went wrong, for status (stored sanitized:
+        /// [`sanitize_message`]).
+        message: String,
+        /// What the mint printed before it failed or was killed, if
+        /// anything: it may be a live credential, so it is kept and
+        /// revoked before the next attempt. None when nothing was printed
+        /// (or the embedder knows nothing was minted).
+        captured: Option<Secret>,
+    },
+    /// The old credential of this rotation is revoked (or was already).
+    Revoked {
+        /// Its rotation.
+        rotation: u64,
+    },
+    /// Revoking the old credential of this rotation failed.
+    RevokeFailed {
+        /// Its rotation.
+        rotation: u64,
+        /// What went wrong, for status (stored sanitized).
+        message: String,
+    },
+    /// What the mint attempt `rotation`/`attempt` printed, kept as a stray,
+    /// is revoked (or was already gone).
+    StrayRevoked {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// Revoking what the mint attempt `rotation`/`attempt` printed failed.
+    StrayRevokeFailed {
+        /// The rotation of the attempt.
+        rotation: u64,
+        /// The attempt.
+        attempt: u32,
+        /// What went wrong, for status (stored sanitized).
+        message: String,
+    },
+}
+
+impl CredentialInput {
+    /// Who steps: the owner of [`CredentialInput::StepAs`], None otherwise.
+    fn owner(&self) -> Option<&str> {
+        match self {
+            CredentialInput::StepAs { owner } => Some(owner),
+            _ => None,
         }
     }
 }
@@ -803,6 +895,96 @@ impl Engine for CredentialEngine {
     ) -> Result<Outcome<'d, CredentialState, Event>> {
         apply(doc, plan)
     }
+}
+
+/// What the document asks for at `now` with nothing reported, for the
+/// embedder `owner`: a bookkeeping step, or the embedder's action. Pure:
+/// the same document, owner and time give the same answer.
+fn due(doc: &CredentialState, owner: Option<&str>, now: OffsetDateTime) -> Next {
+    if let Some(m) = &doc.mint {
+        return Next::Act(if m.run_by(owner) {
+            Action::Mint {
+                rotation: m.rotation,
+                attempt: m.attempt,
+            }
+        } else {
+            Action::Wait {
+                until: now + MINT_ELSEWHERE_RECHECK,
+                reason: WaitReason::MintElsewhere,
+            }
+        });
+    }
+    // Before anything else may mint, what failed attempts printed is
+    // revoked: otherwise a third credential could be live.
+    if let Some(stray) = doc.strays.iter().find(|s| s.due(now)) {
+        return Next::Act(Action::RevokeStray {
+            rotation: stray.rotation,
+            attempt: stray.attempt,
+            value: stray.value.clone(),
+        });
+    }
+    if let Some(until) = doc
+        .strays
+        .iter()
+        .filter_map(|s| s.failure.as_ref().map(|f| f.retry_after))
+        .min()
+    {
+        return Next::Act(Action::Wait {
+            until,
+            reason: WaitReason::Backoff,
+        });
+    }
+    let backoff = doc
+        .failure
+        .as_ref()
+        .map(|f| f.retry_after)
+        .filter(|t| *t > now)
+        .map(|until| {
+            Next::Act(Action::Wait {
+                until,
+                reason: WaitReason::Backoff,
+            })
+        });
+    match (&doc.old, &doc.current) {
+        (Some(old), Some(current)) if old.rotation != current.rotation => {
+            let grace_end = current.minted_at + doc.policy.grace;
+            if now < grace_end {
+                return Next::Act(Action::Wait {
+                    until: grace_end,
+                    reason: WaitReason::Grace,
+                });
+            }
+            backoff.unwrap_or_else(|| {
+                Next::Act(Action::Revoke {
+                    rotation: old.rotation,
+                    value: old.value.clone(),
+                })
+            })
+        }
+        // Kept as old, or nothing minted yet: mint.
+        (Some(_), Some(_)) | (_, None) => backoff.unwrap_or(Next::Step(StepKind::StartMint)),
+        (None, Some(current)) => {
+            let due = current.minted_at + doc.policy.expire;
+            if now >= due {
+                Next::Step(StepKind::KeepOld)
+            } else {
+                Next::Act(Action::Wait {
+                    until: due,
+                    reason: WaitReason::Expiry,
+                })
+            }
+        }
+    }
+}
+
+/// The next retry time after `failures` consecutive failures at `now`.
+pub fn retry_after(failures: u32, now: OffsetDateTime) -> OffsetDateTime {
+    let exponent = failures.saturating_sub(1).min(20);
+    let wait = BACKOFF_BASE
+        .checked_mul(1i32 << exponent)
+        .unwrap_or(BACKOFF_CAP)
+        .min(BACKOFF_CAP);
+    now + wait
 }
 
 fn unexpected(doc: &CredentialState, reason: String) -> RotateError {
@@ -831,71 +1013,185 @@ fn waiting_for(doc: &CredentialState) -> String {
     }
 }
 
-/// Decides the one step `input` asks for at `now`.
+impl CredentialState {
+    /// Whether mint attempt `attempt` of `rotation` was ever started, as far
+    /// as the document can tell (a rotation older than the history: yes).
+    fn attempted(&self, rotation: u64, attempt: u32) -> bool {
+        if rotation == 0 || attempt == 0 || rotation >= self.next_rotation {
+            return false;
+        }
+        if let Some(m) = self.mint.as_ref().filter(|m| m.rotation == rotation) {
+            return attempt <= m.attempt;
+        }
+        if let Some(f) = self
+            .failure
+            .as_ref()
+            .filter(|f| f.action == HookAction::Mint && f.rotation == rotation)
+        {
+            return attempt <= f.failures;
+        }
+        if let Some(r) = self.history.iter().find(|r| r.rotation == rotation) {
+            return attempt <= r.attempts;
+        }
+        self.history.first().is_none_or(|r| rotation < r.rotation)
+    }
+
+    /// The attempt the next [`Change::StartMint`] records: a retry
+    /// continues the failed rotation; otherwise a new one.
+    fn next_attempt(&self) -> (u64, u32) {
+        match &self.failure {
+            Some(f) if f.action == HookAction::Mint => (f.rotation, f.failures + 1),
+            _ => (self.next_rotation, 1),
+        }
+    }
+}
+
+/// A mint reported for an attempt the document no longer waits for
+/// (another embedder reported it first, or it was superseded): what it
+/// printed is kept as a stray, unless the document already holds it.
+fn late_mint(
+    doc: &CredentialState,
+    rotation: u64,
+    attempt: u32,
+    printed: Option<&Secret>,
+    what: &str,
+) -> Result<Option<Change>> {
+    if !doc.attempted(rotation, attempt) {
+        return Err(unexpected(
+            doc,
+            format!(
+                "reported {what} of rotation {rotation} attempt {attempt}, which was never started, but {}",
+                waiting_for(doc)
+            ),
+        ));
+    }
+    let Some(value) = printed.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    // Already recorded (a repeated report): nothing to keep, and a live
+    // credential must never be revoked as a stray.
+    if doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value) {
+        return Ok(None);
+    }
+    if doc
+        .strays
+        .iter()
+        .any(|s| (s.rotation, s.attempt) == (rotation, attempt))
+    {
+        return Err(unexpected(
+            doc,
+            format!(
+                "reported {what} of rotation {rotation} attempt {attempt} after the document moved on, and a stray credential of that attempt is already kept: keep this credential and report it again once that one is revoked"
+            ),
+        ));
+    }
+    Ok(Some(Change::KeepLateMint {
+        rotation,
+        attempt,
+        value: value.clone(),
+    }))
+}
+
+fn mint_failure(
+    rotation: u64,
+    attempt: u32,
+    message: &str,
+    stray: Option<Secret>,
+    now: OffsetDateTime,
+) -> Change {
+    Change::RecordFailure {
+        failure: HookFailure {
+            action: HookAction::Mint,
+            rotation,
+            failures: attempt,
+            message: sanitize_message(message),
+            at: now,
+            retry_after: retry_after(attempt, now),
+        },
+        stray,
+    }
+}
+
+/// Decides the one change `input` asks for at `now`, and what comes after
+/// it: the whole decision. Pure: the same document, input and time give
+/// the same plan.
 pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Result<Plan> {
     doc.validate()?;
-    let nothing = Plan::Nothing { at: now };
+    let owner = input.owner();
+    if let Some(owner) = owner {
+        validate_owner(owner)?;
+    }
+    let change = decide(doc, input, now)?;
+    let next = match &change {
+        None => due(doc, owner, now),
+        // Look ahead: what the document asks for once the change is in.
+        Some(change) => due(&transition(doc, change, now)?.0, owner, now),
+    };
+    let next_wake = match &next {
+        Next::Act(Action::Wait { until, .. }) => (*until).max(now),
+        _ => now,
+    };
+    Ok(Plan {
+        at: now,
+        change,
+        next,
+        next_wake,
+    })
+}
+
+/// The change `input` asks for.
+fn decide(
+    doc: &CredentialState,
+    input: &CredentialInput,
+    now: OffsetDateTime,
+) -> Result<Option<Change>> {
+    let awaited = |rotation: u64, attempt: u32| {
+        doc.mint
+            .as_ref()
+            .is_some_and(|m| m.rotation == rotation && m.attempt == attempt)
+    };
     match input {
-        CredentialInput::Step => Ok(match next_action(doc, now) {
-            Action::Step(StepKind::KeepOld) => Plan::KeepOld { at: now },
-            Action::Step(StepKind::StartMint) => {
-                // A retry continues the failed rotation; otherwise a new one.
-                let (rotation, attempt) = match &doc.failure {
-                    Some(f) if f.action == HookAction::Mint => (f.rotation, f.failures + 1),
-                    _ => (doc.next_rotation, 1),
-                };
-                Plan::StartMint {
-                    rotation,
-                    attempt,
-                    at: now,
+        CredentialInput::Step | CredentialInput::StepAs { .. } => {
+            Ok(match due(doc, input.owner(), now) {
+                Next::Step(StepKind::KeepOld) => Some(Change::KeepOld),
+                Next::Step(StepKind::StartMint) => {
+                    let (rotation, attempt) = doc.next_attempt();
+                    Some(Change::StartMint {
+                        rotation,
+                        attempt,
+                        owner: input.owner().map(str::to_string),
+                    })
                 }
-            }
-            Action::Mint { .. }
-            | Action::Revoke { .. }
-            | Action::RevokeStray { .. }
-            | Action::Wait { .. } => nothing,
-        }),
+                Next::Act(_) => None,
+            })
+        }
         CredentialInput::Minted {
             rotation,
             attempt,
             value,
         } => {
-            if let Some(m) = &doc.mint
-                && m.rotation == *rotation
-                && m.attempt == *attempt
-            {
-                // A mint that printed nothing, or a credential already in
-                // use (revoking the old one would then revoke the new one),
-                // is a failed attempt: recorded, retried with backoff.
-                let reused = doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value);
-                let refused = if value.is_empty() {
-                    Some("the mint reported an empty credential")
-                } else if reused {
-                    Some("the mint reported the credential already in use, not a new one")
-                } else {
-                    None
-                };
-                if let Some(message) = refused {
-                    return Ok(mint_failure(*rotation, *attempt, message, None, now));
-                }
-                return Ok(Plan::RecordMint {
+            if !awaited(*rotation, *attempt) {
+                return late_mint(doc, *rotation, *attempt, Some(value), "a mint");
+            }
+            // A mint that printed nothing, or a credential already in use
+            // (revoking the old one would then revoke the new one), is a
+            // failed attempt: recorded, retried with backoff.
+            let reused = doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value);
+            let refused = if value.is_empty() {
+                Some("the mint reported an empty credential")
+            } else if reused {
+                Some("the mint reported the credential already in use, not a new one")
+            } else {
+                None
+            };
+            Ok(Some(match refused {
+                Some(message) => mint_failure(*rotation, *attempt, message, None, now),
+                None => Change::RecordMint {
                     rotation: *rotation,
                     attempt: *attempt,
                     value: value.clone(),
-                    at: now,
-                });
-            }
-            match &doc.current {
-                // A concurrent embedder reported the same mint first.
-                Some(c) if c.rotation == *rotation && c.value == *value => Ok(nothing),
-                _ => Err(unexpected(
-                    doc,
-                    format!(
-                        "reported a mint of rotation {rotation} attempt {attempt}, but {}",
-                        waiting_for(doc)
-                    ),
-                )),
-            }
+                },
+            }))
         }
         CredentialInput::MintFailed {
             rotation,
@@ -903,35 +1199,17 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
             message,
             captured,
         } => {
-            if let Some(m) = &doc.mint
-                && m.rotation == *rotation
-                && m.attempt == *attempt
-            {
-                // A live credential printed again is not a new one: taking
-                // it for a stray would revoke it.
-                let stray = captured
-                    .as_ref()
-                    .filter(|v| !v.is_empty() && !doc.is_live(v))
-                    .filter(|v| !doc.strays.iter().any(|s| s.value == **v))
-                    .cloned();
-                return Ok(mint_failure(*rotation, *attempt, message, stray, now));
+            if !awaited(*rotation, *attempt) {
+                return late_mint(doc, *rotation, *attempt, captured.as_ref(), "a failed mint");
             }
-            match &doc.failure {
-                Some(f)
-                    if f.action == HookAction::Mint
-                        && f.rotation == *rotation
-                        && f.failures >= *attempt =>
-                {
-                    Ok(nothing)
-                }
-                _ => Err(unexpected(
-                    doc,
-                    format!(
-                        "reported a failed mint of rotation {rotation} attempt {attempt}, but {}",
-                        waiting_for(doc)
-                    ),
-                )),
-            }
+            // A live credential printed again is not a new one: taking it
+            // for a stray would revoke it.
+            let stray = captured
+                .as_ref()
+                .filter(|v| !v.is_empty() && !doc.is_live(v))
+                .filter(|v| !doc.strays.iter().any(|s| s.value == **v))
+                .cloned();
+            Ok(Some(mint_failure(*rotation, *attempt, message, stray, now)))
         }
         CredentialInput::Revoked { rotation } => {
             if doc
@@ -947,13 +1225,12 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 ));
             }
             match &doc.old {
-                Some(o) if o.rotation == *rotation => Ok(Plan::RecordRevoke {
+                Some(o) if o.rotation == *rotation => Ok(Some(Change::RecordRevoke {
                     rotation: *rotation,
-                    at: now,
-                }),
+                })),
                 // Already forgotten (a concurrent embedder reported it), or
                 // never known: nothing to keep, nothing to change.
-                _ if *rotation < doc.next_rotation => Ok(nothing),
+                _ if *rotation < doc.next_rotation => Ok(None),
                 _ => Err(unexpected(
                     doc,
                     format!(
@@ -970,17 +1247,17 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                     }
                     _ => 1,
                 };
-                Ok(Plan::RecordFailure {
+                Ok(Some(Change::RecordFailure {
                     failure: HookFailure {
                         action: HookAction::Revoke,
                         rotation: *rotation,
                         failures,
-                        message: one_line(message),
+                        message: sanitize_message(message),
                         at: now,
                         retry_after: retry_after(failures, now),
                     },
                     stray: None,
-                })
+                }))
             }
             _ => Err(unexpected(
                 doc,
@@ -996,15 +1273,14 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
                 .iter()
                 .any(|s| s.rotation == *rotation && s.attempt == *attempt)
             {
-                return Ok(Plan::RecordStrayRevoke {
+                return Ok(Some(Change::RecordStrayRevoke {
                     rotation: *rotation,
                     attempt: *attempt,
-                    at: now,
-                });
+                }));
             }
             if *rotation < doc.next_rotation {
                 // Already forgotten: a concurrent embedder reported it.
-                Ok(nothing)
+                Ok(None)
             } else {
                 Err(unexpected(
                     doc,
@@ -1025,18 +1301,18 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
         {
             Some(stray) => {
                 let failures = stray.failure.as_ref().map_or(1, |f| f.failures + 1);
-                Ok(Plan::RecordStrayFailure {
+                Ok(Some(Change::RecordStrayFailure {
                     rotation: *rotation,
                     attempt: *attempt,
                     failure: HookFailure {
                         action: HookAction::RevokeStray,
                         rotation: *rotation,
                         failures,
-                        message: one_line(message),
+                        message: sanitize_message(message),
                         at: now,
                         retry_after: retry_after(failures, now),
                     },
-                })
+                }))
             }
             None => Err(unexpected(
                 doc,
@@ -1049,56 +1325,34 @@ pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime)
     }
 }
 
-fn mint_failure(
-    rotation: u64,
-    attempt: u32,
-    message: &str,
-    stray: Option<Secret>,
-    now: OffsetDateTime,
-) -> Plan {
-    Plan::RecordFailure {
-        failure: HookFailure {
-            action: HookAction::Mint,
-            rotation,
-            failures: attempt,
-            message: one_line(message),
-            at: now,
-            retry_after: retry_after(attempt, now),
-        },
-        stray,
-    }
-}
-
-/// Status lines and single-line stderr need one line.
-fn one_line(message: &str) -> String {
-    let joined: Vec<&str> = message.split_whitespace().collect();
-    let mut line = joined.join(" ");
-    if line.is_empty() {
-        line = "failed without a message".to_string();
-    }
-    if line.len() > 500 {
-        let mut cut = 500;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push('…');
-    }
-    line
-}
-
-/// Carries out `plan`: one step, one new document.
+/// Carries out `plan`: its change, if any, as one new document. Decides
+/// nothing: what comes next and the wake-up are the plan's.
 pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, CredentialState, Event>> {
-    let (at, next, events) = match plan {
-        Plan::Nothing { at } => {
-            return Ok(Outcome {
-                document: Cow::Borrowed(doc),
-                events: Vec::new(),
-                next_wake: wake(doc, at),
-            });
-        }
-        Plan::KeepOld { at } => {
-            let mut next = doc.clone();
+    let Some(change) = plan.change else {
+        return Ok(Outcome {
+            document: Cow::Borrowed(doc),
+            events: Vec::new(),
+            next_wake: plan.next_wake,
+        });
+    };
+    let (next, events) = transition(doc, &change, plan.at)?;
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake: plan.next_wake,
+    })
+}
+
+/// The document once `change` is made at `at`, and what happened.
+fn transition(
+    doc: &CredentialState,
+    change: &Change,
+    at: OffsetDateTime,
+) -> Result<(CredentialState, Vec<Event>)> {
+    let mut next = doc.clone();
+    let name = doc.name.clone();
+    let events = match change {
+        Change::KeepOld => {
             let current = next.current.clone().ok_or_else(|| {
                 RotateError::corrupt(
                     format!("credential \"{}\"", doc.name),
@@ -1107,78 +1361,59 @@ pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, Credential
             })?;
             let rotation = current.rotation;
             next.old = Some(current);
-            (
-                at,
-                next,
-                vec![Event::KeptOld {
-                    name: doc.name.clone(),
-                    rotation,
-                }],
-            )
+            vec![Event::KeptOld { name, rotation }]
         }
-        Plan::StartMint {
+        Change::StartMint {
             rotation,
             attempt,
-            at,
+            owner,
         } => {
-            let mut next = doc.clone();
             next.mint = Some(MintAttempt {
-                rotation,
-                attempt,
+                rotation: *rotation,
+                attempt: *attempt,
                 started_at: at,
+                owner: owner.clone(),
             });
             next.next_rotation = next.next_rotation.max(rotation + 1);
-            (
-                at,
-                next,
-                vec![Event::MintStarted {
-                    name: doc.name.clone(),
-                    rotation,
-                    attempt,
-                }],
-            )
+            vec![Event::MintStarted {
+                name,
+                rotation: *rotation,
+                attempt: *attempt,
+            }]
         }
-        Plan::RecordMint {
+        Change::RecordMint {
             rotation,
             attempt,
             value,
-            at,
         } => {
-            let mut next = doc.clone();
             next.current = Some(Credential {
-                rotation,
+                rotation: *rotation,
                 minted_at: at,
-                value,
+                value: value.clone(),
             });
             next.mint = None;
             next.failure = None;
             next.history.push(RotationRecord {
-                rotation,
+                rotation: *rotation,
                 minted_at: at,
-                attempts: attempt,
+                attempts: *attempt,
                 revoked_at: None,
             });
             if next.history.len() > HISTORY_LIMIT {
                 let excess = next.history.len() - HISTORY_LIMIT;
                 next.history.drain(..excess);
             }
-            (
-                at,
-                next,
-                vec![Event::Minted {
-                    name: doc.name.clone(),
-                    rotation,
-                }],
-            )
+            vec![Event::Minted {
+                name,
+                rotation: *rotation,
+            }]
         }
-        Plan::RecordFailure { failure, stray } => {
-            let mut next = doc.clone();
+        Change::RecordFailure { failure, stray } => {
             if failure.action == HookAction::Mint {
                 next.mint = None;
             }
-            let at = failure.at;
             let mut events = vec![Event::Failed {
-                name: doc.name.clone(),
+                name: name.clone(),
                 failure: failure.clone(),
             }];
             // One commit with the failure: a crash cannot forget it.
@@ -1186,89 +1421,83 @@ pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, Credential
                 next.strays.push(StrayCredential {
                     rotation: failure.rotation,
                     attempt: failure.failures,
-                    captured_at: at,
-                    value,
+                    captured_at: failure.at,
+                    value: value.clone(),
                     failure: None,
                 });
                 events.push(Event::StrayKept {
-                    name: doc.name.clone(),
+                    name,
                     rotation: failure.rotation,
                     attempt: failure.failures,
                 });
             }
-            next.failure = Some(failure);
-            (at, next, events)
+            next.failure = Some(failure.clone());
+            events
         }
-        Plan::RecordStrayRevoke {
+        Change::KeepLateMint {
             rotation,
             attempt,
-            at,
+            value,
         } => {
-            let mut next = doc.clone();
-            next.strays
-                .retain(|s| (s.rotation, s.attempt) != (rotation, attempt));
-            (
-                at,
-                next,
-                vec![Event::StrayRevoked {
-                    name: doc.name.clone(),
-                    rotation,
-                    attempt,
-                }],
-            )
+            next.strays.push(StrayCredential {
+                rotation: *rotation,
+                attempt: *attempt,
+                captured_at: at,
+                value: value.clone(),
+                failure: None,
+            });
+            vec![Event::LateMintKept {
+                name,
+                rotation: *rotation,
+                attempt: *attempt,
+            }]
         }
-        Plan::RecordStrayFailure {
+        Change::RecordStrayRevoke { rotation, attempt } => {
+            next.strays
+                .retain(|s| (s.rotation, s.attempt) != (*rotation, *attempt));
+            vec![Event::StrayRevoked {
+                name,
+                rotation: *rotation,
+                attempt: *attempt,
+            }]
+        }
+        Change::RecordStrayFailure {
             rotation,
             attempt,
             failure,
         } => {
-            let mut next = doc.clone();
-            let at = failure.at;
             for s in &mut next.strays {
-                if (s.rotation, s.attempt) == (rotation, attempt) {
+                if (s.rotation, s.attempt) == (*rotation, *attempt) {
                     s.failure = Some(failure.clone());
                 }
             }
-            (
-                at,
-                next,
-                vec![Event::Failed {
-                    name: doc.name.clone(),
-                    failure,
-                }],
-            )
+            vec![Event::Failed {
+                name,
+                failure: failure.clone(),
+            }]
         }
-        Plan::RecordRevoke { rotation, at } => {
-            let mut next = doc.clone();
+        Change::RecordRevoke { rotation } => {
             next.old = None;
             next.failure = None;
-            if let Some(r) = next.history.iter_mut().find(|r| r.rotation == rotation) {
+            if let Some(r) = next.history.iter_mut().find(|r| r.rotation == *rotation) {
                 r.revoked_at = Some(at);
             }
-            (
-                at,
-                next,
-                vec![Event::Revoked {
-                    name: doc.name.clone(),
-                    rotation,
-                }],
-            )
+            vec![Event::Revoked {
+                name,
+                rotation: *rotation,
+            }]
         }
     };
     next.validate()?;
-    let next_wake = wake(&next, at);
-    Ok(Outcome {
-        document: Cow::Owned(next),
-        events,
-        next_wake,
-    })
+    Ok((next, events))
 }
 
-fn wake(doc: &CredentialState, now: OffsetDateTime) -> OffsetDateTime {
-    match next_action(doc, now) {
-        Action::Wait { until, .. } => until.max(now),
-        _ => now,
-    }
+/// What the document asks for at `now`, as [`status`] reports it: the
+/// bookkeeping step due, or what the owner of the mint in progress (if
+/// any) must do. The same decision [`plan`] makes for a step.
+pub(crate) fn due_for_status(doc: &CredentialState, now: OffsetDateTime) -> Next {
+    let owner = doc.mint.as_ref().and_then(|m| m.owner.as_deref());
+    due(doc, owner, now)
 }
 
 #[cfg(test)]

@@ -422,6 +422,25 @@ pub enum RotateError {
         /// What was reported and what the document waits for.
         reason: String,
     },
+    /// A mint owner (who runs a credential's mint attempt) that is empty,
+    /// too long or holds characters outside `[A-Za-z0-9._:@/-]`.
+    #[error(
+        "invalid mint owner \"{}\": use 1-128 characters of A-Z, a-z, 0-9 and . _ : @ / -",
+        .0.escape_debug()
+    )]
+    InvalidMintOwner(String),
+    /// Advancing a credential kept finding another bookkeeping step due
+    /// after the bound: a store that does not keep what is written, or a
+    /// bug. Each step taken was committed.
+    #[error(
+        "credential \"{name}\": still stepping after {steps} steps: refusing to loop (a store that does not keep its writes?)"
+    )]
+    CredentialNotSettling {
+        /// The credential.
+        name: String,
+        /// The steps taken.
+        steps: u32,
+    },
     /// The key ring refused something: a policy, a token, an import, a
     /// retirement (boxed to keep this enum small).
     #[error(transparent)]

@@ -21,6 +21,15 @@
 //! that fails (non-zero exit, timeout, pki killed with it) may still have
 //! minted: whatever it printed goes with the failure to the engine, which
 //! keeps it as a stray credential to revoke.
+//!
+//! What the mint hook prints is capped (`--max-output`, 64 KiB by
+//! default): pki watches the capture file while the hook runs and kills
+//! the hook's process group once it holds more than the cap. Over the cap
+//! the mint failed, and the first cap bytes go with the failure, to be
+//! revoked like any stray. When pki kills a hook (timeout, over the cap)
+//! it says so in `R-A.status` first (`timeout`, `over-cap`), so that a run
+//! that adopts the attempt after a crash reads the same outcome. Only the
+//! end of a hook's stderr is read (the last line becomes the message).
 
 use pki_rotate::credential::Secret;
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -38,6 +47,14 @@ const WRAPPER: &str = r#"sh -c "$1"; rc=$?; (umask 077; printf '%s\n' "$rc" > "$
 
 /// How often a wait checks on a hook.
 const POLL: Duration = Duration::from_millis(20);
+
+/// How much of the end of a hook's stderr is read for its failure message.
+const STDERR_TAIL: u64 = 4096;
+
+/// What `R-A.status` holds when pki killed the hook after its timeout.
+const KILLED_TIMEOUT: &str = "timeout";
+/// What `R-A.status` holds when pki killed the hook for printing too much.
+const KILLED_OVER_CAP: &str = "over-cap";
 
 /// What a hook run came to.
 pub enum HookResult<T> {
@@ -116,6 +133,8 @@ pub fn private_file(path: &Path, create_new: bool) -> std::io::Result<File> {
 /// The capture files of one mint attempt.
 pub struct Attempt {
     dir: PathBuf,
+    rotation: u64,
+    attempt: u32,
     stem: String,
 }
 
@@ -123,6 +142,8 @@ impl Attempt {
     pub fn new(dir: &Path, rotation: u64, attempt: u32) -> Self {
         Attempt {
             dir: dir.to_path_buf(),
+            rotation,
+            attempt,
             stem: format!("{rotation}-{attempt}"),
         }
     }
@@ -139,36 +160,77 @@ impl Attempt {
     }
 }
 
-/// Removes the capture files of every attempt but `keep` (stale: their
-/// results are committed, or they were never started).
-pub fn remove_stale(dir: &Path, keep: Option<(u64, u32)>) {
+/// The mint attempts (rotation, attempt) with capture files in `dir`, in
+/// order. Other files are removed, but for dotfiles (the lock, the owner).
+pub fn attempts(dir: &Path) -> Vec<(u64, u32)> {
     let Ok(entries) = fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
-    let keep = keep.map(|(r, a)| format!("{r}-{a}."));
+    let mut found = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || keep.as_deref().is_some_and(|k| name.starts_with(k)) {
+        if name.starts_with('.') {
             continue;
         }
-        let _ = fs::remove_file(entry.path());
+        let parsed = name.split_once('.').and_then(|(stem, ext)| {
+            let (r, a) = stem.split_once('-')?;
+            ["out", "err", "status", "pid"]
+                .contains(&ext)
+                .then_some(())?;
+            Some((r.parse::<u64>().ok()?, a.parse::<u32>().ok()?))
+        });
+        match parsed {
+            Some(attempt) => {
+                found.insert(attempt);
+            }
+            // Leftovers of a revoke, or nothing of ours.
+            None => {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
+    found.into_iter().collect()
+}
+
+/// What the capture of an attempt whose result may not be committed holds:
+/// None when its hook printed nothing (or never ran).
+pub fn leftover(
+    attempt: &Attempt,
+    timeout: Duration,
+    cap: u64,
+) -> Result<Option<HookResult<Secret>>, String> {
+    if !attempt.path("out").exists() {
+        return Ok(None);
+    }
+    Ok(match adopt(attempt, timeout, cap)? {
+        HookResult::Failed { captured: None, .. } => None,
+        result => Some(result),
+    })
 }
 
 /// Runs the mint hook once for `attempt`, or, when an earlier run started
-/// it, waits for that run and adopts what it captured.
+/// it, waits for that run and adopts what it captured. What the hook
+/// prints beyond `cap` bytes makes it fail.
 pub fn mint(
     attempt: &Attempt,
     name: &str,
     command: &str,
     timeout: Duration,
+    cap: u64,
 ) -> Result<HookResult<Secret>, String> {
     let out_path = attempt.path("out");
     match private_file(&out_path, true) {
-        Ok(out) => run_mint(attempt, out, name, command, timeout),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => adopt(attempt, timeout),
+        Ok(out) => run_mint(attempt, out, name, command, timeout, cap),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => adopt(attempt, timeout, cap),
         Err(e) => Err(io_err(&out_path, e)),
     }
+}
+
+/// How a mint hook run ended.
+enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    OverCap,
 }
 
 fn run_mint(
@@ -177,6 +239,7 @@ fn run_mint(
     name: &str,
     command: &str,
     timeout: Duration,
+    cap: u64,
 ) -> Result<HookResult<Secret>, String> {
     let out_path = attempt.path("out");
     // The lock lives as long as any descriptor of this open file: ours,
@@ -197,6 +260,8 @@ fn run_mint(
         .arg(command)
         .arg(attempt.path("status"))
         .env("PKI_CRED_NAME", name)
+        .env("PKI_CRED_ROTATION", attempt.rotation.to_string())
+        .env("PKI_CRED_ATTEMPT", attempt.attempt.to_string())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(err)
@@ -211,26 +276,111 @@ fn run_mint(
         let _ = child.wait();
         return Err(io_err(&pid_path, e));
     }
-    let status = wait(&mut child, timeout);
+    let ended = wait_mint(&mut child, attempt, &out, timeout, cap);
     // Read in every case: a hook that failed or was killed may have
     // minted, and what it printed is the only way to revoke that.
-    let mut printed = zeroize::Zeroizing::new(Vec::new());
-    out.rewind()
-        .and_then(|()| out.read_to_end(&mut printed))
-        .map_err(|e| io_err(&out_path, e))?;
-    Ok(match status {
-        None => mint_failed(
+    let printed = read_capped(&mut out, &out_path, cap)?;
+    if ended_over_cap(&ended, &printed, cap) {
+        return Ok(over_cap(&printed, cap));
+    }
+    Ok(match ended {
+        Ended::TimedOut => mint_failed(
             format!(
                 "mint hook timed out after {} and was killed",
                 human(timeout)
             ),
             &printed,
         ),
-        Some(status) if !status.success() => {
+        Ended::Exited(status) if !status.success() => {
             mint_failed(failure("mint", status, &attempt.path("err")), &printed)
         }
-        Some(_) => printed_credential(&printed),
+        Ended::Exited(_) | Ended::OverCap => printed_credential(&printed),
     })
+}
+
+fn ended_over_cap(ended: &Ended, printed: &[u8], cap: u64) -> bool {
+    matches!(ended, Ended::OverCap) || printed.len() as u64 > cap
+}
+
+/// Waits for the mint hook up to `timeout`, and no longer than it keeps
+/// its output within `cap`; a hook stopped for either is killed with its
+/// process group, the reason written to `R-A.status` first.
+fn wait_mint(
+    child: &mut Child,
+    attempt: &Attempt,
+    out: &File,
+    timeout: Duration,
+    cap: u64,
+) -> Ended {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ended::Exited(status),
+            Ok(None) => {}
+            Err(_) => {
+                kill_group(child.id());
+                let _ = child.wait();
+                return Ended::TimedOut;
+            }
+        }
+        let (why, ended) = if out.metadata().is_ok_and(|m| m.len() > cap) {
+            (KILLED_OVER_CAP, Ended::OverCap)
+        } else if Instant::now() >= deadline {
+            (KILLED_TIMEOUT, Ended::TimedOut)
+        } else {
+            std::thread::sleep(POLL);
+            continue;
+        };
+        let _ = fs::write(attempt.path("status"), format!("{why}\n"));
+        kill_group(child.id());
+        let _ = child.wait();
+        return ended;
+    }
+}
+
+/// Reads the capture from its start, at most `cap + 1` bytes (one more
+/// than the cap says it was over), and cuts the file there: a hook that
+/// printed far more leaves no more than that on disk.
+fn read_capped(
+    out: &mut File,
+    path: &Path,
+    cap: u64,
+) -> Result<zeroize::Zeroizing<Vec<u8>>, String> {
+    let mut printed = zeroize::Zeroizing::new(Vec::new());
+    out.rewind()
+        .and_then(|()| out.take(cap.saturating_add(1)).read_to_end(&mut printed))
+        .map_err(|e| io_err(path, e))?;
+    if printed.len() as u64 > cap {
+        // Best effort: only disk space is at stake, the decision is taken.
+        if let Ok(f) = OpenOptions::new().write(true).open(path) {
+            let _ = f.set_len(cap.saturating_add(1));
+        }
+    }
+    Ok(printed)
+}
+
+/// A mint that printed more than `cap` bytes: failed, and what it printed
+/// up to the cap is kept to be revoked (it may hold a credential).
+fn over_cap(printed: &[u8], cap: u64) -> HookResult<Secret> {
+    let kept = &printed[..printed
+        .len()
+        .min(usize::try_from(cap).unwrap_or(usize::MAX))];
+    mint_failed(
+        format!(
+            "mint hook printed more than {} (--max-output) and was stopped; what it printed up to the cap is revoked",
+            size(cap)
+        ),
+        kept,
+    )
+}
+
+/// A byte count as people write it.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
 }
 
 fn printed_credential(printed: &[u8]) -> HookResult<Secret> {
@@ -243,40 +393,58 @@ fn printed_credential(printed: &[u8]) -> HookResult<Secret> {
 }
 
 /// An earlier run (a pki that died) started this attempt: wait for its hook
-/// to end, then take what it printed.
-fn adopt(attempt: &Attempt, timeout: Duration) -> Result<HookResult<Secret>, String> {
+/// to end (killing it after `timeout`, or once it printed more than `cap`
+/// bytes), then take what it printed.
+fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Secret>, String> {
     let out_path = attempt.path("out");
     let mut out = File::open(&out_path).map_err(|e| io_err(&out_path, e))?;
     let deadline = Instant::now() + timeout;
-    let mut killed = false;
+    let mut killed: Option<(&str, Instant)> = None;
     loop {
         match out.try_lock() {
             Ok(()) => break,
             Err(fs::TryLockError::WouldBlock) => {}
             Err(fs::TryLockError::Error(e)) => return Err(io_err(&out_path, e)),
         }
-        if Instant::now() >= deadline && !killed {
-            // Still running after a whole timeout of ours: kill it as if we
-            // had started it.
-            if let Some(pgid) = fs::read_to_string(attempt.path("pid"))
-                .ok()
-                .and_then(|p| p.trim().parse::<u32>().ok())
-            {
-                kill_group(pgid);
+        match killed {
+            None => {
+                // Still running after a whole timeout of ours, or printing
+                // too much: kill it as if we had started it.
+                let why = if out.metadata().is_ok_and(|m| m.len() > cap) {
+                    Some(KILLED_OVER_CAP)
+                } else if Instant::now() >= deadline {
+                    Some(KILLED_TIMEOUT)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    let _ = fs::write(attempt.path("status"), format!("{why}\n"));
+                    if let Some(pgid) = fs::read_to_string(attempt.path("pid"))
+                        .ok()
+                        .and_then(|p| p.trim().parse::<u32>().ok())
+                    {
+                        kill_group(pgid);
+                    }
+                    killed = Some((why, Instant::now()));
+                }
             }
-            killed = true;
-        } else if killed && Instant::now() >= deadline + Duration::from_secs(5) {
-            return Err(format!(
-                "{}: the mint hook of an earlier run still holds it and could not be killed",
-                out_path.display()
-            ));
+            Some((_, at)) if at.elapsed() >= Duration::from_secs(5) => {
+                return Err(format!(
+                    "{}: the mint hook of an earlier run still holds it and could not be killed",
+                    out_path.display()
+                ));
+            }
+            Some(_) => {}
         }
         std::thread::sleep(POLL);
     }
-    let mut printed = zeroize::Zeroizing::new(Vec::new());
-    out.read_to_end(&mut printed)
-        .map_err(|e| io_err(&out_path, e))?;
-    if killed {
+    let printed = read_capped(&mut out, &out_path, cap)?;
+    let status = fs::read_to_string(attempt.path("status")).unwrap_or_default();
+    let status = status.trim();
+    if printed.len() as u64 > cap || status == KILLED_OVER_CAP {
+        return Ok(over_cap(&printed, cap));
+    }
+    if status == KILLED_TIMEOUT {
         return Ok(mint_failed(
             format!(
                 "mint hook of an earlier run timed out after {} and was killed",
@@ -285,10 +453,7 @@ fn adopt(attempt: &Attempt, timeout: Duration) -> Result<HookResult<Secret>, Str
             &printed,
         ));
     }
-    let status = fs::read_to_string(attempt.path("status"))
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok());
-    Ok(match status {
+    Ok(match status.parse::<i32>().ok() {
         Some(0) => printed_credential(&printed),
         Some(code) => mint_failed(
             with_stderr(
@@ -385,9 +550,16 @@ fn failure(hook: &str, status: ExitStatus, err_path: &Path) -> String {
     with_stderr(what, err_path)
 }
 
-/// Adds the last line the hook wrote on stderr.
+/// Adds the last line the hook wrote on stderr (only the end of the file
+/// is read: a hook may write a lot there). The engine stores it sanitized.
 fn with_stderr(what: String, err_path: &Path) -> String {
-    let err = fs::read(err_path).unwrap_or_default();
+    let mut err = Vec::new();
+    if let Ok(mut f) = File::open(err_path) {
+        let len = f.metadata().map_or(0, |m| m.len());
+        let _ = f
+            .seek(std::io::SeekFrom::Start(len.saturating_sub(STDERR_TAIL)))
+            .and_then(|_| f.take(STDERR_TAIL).read_to_end(&mut err));
+    }
     let text = String::from_utf8_lossy(&err);
     match text.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
         Some(line) => format!("{what}: {line}"),

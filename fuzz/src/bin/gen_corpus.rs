@@ -381,11 +381,16 @@ fn documents(out: &mut Out) {
     let mut cred = CredentialState::new("db", policy, None).unwrap();
     let mut at = NOW;
     for _ in 0..4 {
-        let input = match pki_rotate::credential::next_action(&cred, at) {
-            pki_rotate::credential::Action::Mint { rotation, attempt } => CredentialInput::Minted {
-                rotation,
-                attempt,
-                value: CredentialSecret::new(format!("secret-{rotation}-{attempt}")),
+        use pki_rotate::credential::{Action, Next};
+        // A step's plan that changes nothing and asks for a mint: report one.
+        let input = match pki_rotate::credential::plan(&cred, &CredentialInput::Step, at) {
+            Ok(p) if p.change.is_none() => match p.next {
+                Next::Act(Action::Mint { rotation, attempt }) => CredentialInput::Minted {
+                    rotation,
+                    attempt,
+                    value: CredentialSecret::new(format!("secret-{rotation}-{attempt}")),
+                },
+                _ => CredentialInput::Step,
             },
             _ => CredentialInput::Step,
         };

@@ -4,7 +4,10 @@
  * directory store whose published jwks.json matches what the API reads,
  * and the embedder's Secret-shaped storage through callbacks; a credential
  * rotation whose failed mint returned a credential (revoked before the
- * retry); and bad input of every kind, answered with a code, never a crash.
+ * retry), a late mint report kept as a stray, owners that keep replicas
+ * from minting one attempt twice, and the one bound of `pki_cred_next`
+ * on a store that loses its writes; and bad input of every kind, answered
+ * with a code, never a crash.
  *
  * Usage: keys_cred DIR   (DIR: a writable scratch directory)
  */
@@ -140,6 +143,8 @@ struct fake {
   unsigned long version[SLOTS];
   unsigned long counter;
   int releases;
+  int forget;       /* acknowledge writes without keeping them */
+  unsigned puts;    /* writes asked for */
 };
 
 static int slot_of(struct fake *f, const char *key, size_t key_len, int create) {
@@ -208,6 +213,11 @@ static uint32_t fake_put(void *user_data, const char *key, size_t key_len,
   int i = slot_of(f, key, key_len, expected == NULL);
   char current[32];
   int n;
+  f->puts++;
+  if (f->forget && i >= 0 && f->data[i] != NULL) {
+    set_revision(reply, f->version[i]);
+    return PKI_RESULT_OK;
+  }
   if (i < 0) {
     return expected == NULL ? PKI_RESULT_UNEXPECTED : PKI_RESULT_CONFLICT;
   }
@@ -308,15 +318,14 @@ struct action {
   uint64_t rotation;
   uint32_t attempt;
   int64_t wait_until;
+  uint32_t wait_reason;
   char credential[64];
 };
 
-static struct action next(const pki_store *store, int64_t now) {
+static struct action action_of(pki_cred_action *action) {
   struct action a;
-  pki_cred_action *action = NULL;
   pki_bytes c;
   memset(&a, 0, sizeof a);
-  CHECK_OK(pki_cred_next(store, LIT("db"), now, &action));
   if (action == NULL) {
     return a;
   }
@@ -324,12 +333,26 @@ static struct action next(const pki_store *store, int64_t now) {
   a.rotation = pki_cred_action_rotation(action);
   a.attempt = pki_cred_action_attempt(action);
   a.wait_until = pki_cred_action_wait_until(action);
+  a.wait_reason = pki_cred_action_wait_reason(action);
+  CHECK(pki_cred_action_next_wake(action) == a.wait_until);
   c = pki_cred_action_credential(action);
   if (c.len > 0 && c.len < sizeof a.credential) {
     memcpy(a.credential, c.data, c.len);
   }
   pki_cred_action_free(action);
   return a;
+}
+
+static struct action next(const pki_store *store, int64_t now) {
+  pki_cred_action *action = NULL;
+  CHECK_OK(pki_cred_next(store, LIT("db"), now, &action));
+  return action_of(action);
+}
+
+static struct action next_as(const pki_store *store, const char *owner, int64_t now) {
+  pki_cred_action *action = NULL;
+  CHECK_OK(pki_cred_next_as(store, LIT("db"), owner, strlen(owner), now, &action));
+  return action_of(action);
 }
 
 static void credentials(void) {
@@ -365,9 +388,17 @@ static void credentials(void) {
   CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.attempt == 2);
-  CHECK_CODE(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("x"), T0 + 30),
+  /* A report of an attempt that never started is refused; a late report of
+   * attempt 1 (another replica's mint, reported after the document moved
+   * on) is kept as a stray and revoked: never dropped. */
+  CHECK_CODE(pki_cred_report_minted(store, LIT("db"), 1, 9, BLIT("x"), T0 + 30),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
+  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("x"), T0 + 30));
   CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 2, BLIT("user-2:pw"), T0 + 30));
+  a = next(store, T0 + 30);
+  CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
+        strcmp(a.credential, "x") == 0);
+  CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
   CHECK_CODE(pki_cred_current(store, LIT("db"), NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_OK(pki_cred_current(store, LIT("db"), &current));
   CHECK(current != NULL && pki_buffer_data(current).len == 9);
@@ -378,7 +409,8 @@ static void credentials(void) {
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 2 && a.attempt == 1);
   CHECK_OK(pki_cred_report_minted(store, LIT("db"), 2, 1, BLIT("user-3:pw"), T0 + 30 + HOUR));
   a = next(store, T0 + 30 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR &&
+        a.wait_reason == PKI_CRED_WAIT_GRACE);
   a = next(store, T0 + 90 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE && a.rotation == 1 &&
         strcmp(a.credential, "user-2:pw") == 0);
@@ -386,7 +418,20 @@ static void credentials(void) {
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
   CHECK_OK(pki_cred_report_revoked(store, LIT("db"), 1, T0 + 90 + HOUR));
   a = next(store, T0 + 90 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR &&
+        a.wait_reason == PKI_CRED_WAIT_EXPIRY);
+
+  /* Two replicas with owners: the one that records the attempt mints it;
+   * the other waits, and so does a caller without an owner. */
+  a = next_as(store, "replica-a", T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 3 && a.wait_reason == 0);
+  a = next_as(store, "replica-b", T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  a = next(store, T0 + 30 + 2 * HOUR);
+  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  CHECK_CODE(pki_cred_next_as(store, LIT("db"), LIT("no spaces"), T0, &action),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(action == NULL);
 
   /* Bad input: codes, no crash, nothing recorded. */
   CHECK_CODE(pki_cred_report_mint_failed_captured(NULL, LIT("db"), 3, 1, LIT("x"), NULL, 0, T0),
@@ -397,8 +442,43 @@ static void credentials(void) {
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
   CHECK_CODE(pki_cred_report_stray_revoked(store, NULL, 2, 1, 1, T0), PKI_RESULT_NULL_PARAMETER);
   CHECK(pki_cred_action_kind(NULL) == 0 && pki_cred_action_credential(NULL).len == 0);
+  CHECK(pki_cred_action_next_wake(NULL) == 0 && pki_cred_action_wait_reason(NULL) == 0);
   pki_cred_action_free(NULL);
   pki_store_free(store);
+}
+
+/* pki_cred_next on a store that acknowledges writes and keeps none: a step
+ * is due again after each; it stops after PKI_CRED_ADVANCE_MAX_STEPS
+ * writes, the bound the CLI's reconcile has too (one advance). */
+static void credential_bound(void) {
+  struct fake f;
+  pki_store_callbacks cb;
+  pki_store *store = NULL;
+  pki_cred_action *action = NULL;
+  int i;
+
+  memset(&f, 0, sizeof f);
+  memset(&cb, 0, sizeof cb);
+  cb.get = fake_get;
+  cb.put = fake_put;
+  CHECK_OK(pki_store_new_callbacks(&cb, &f, &store));
+  if (store == NULL) {
+    return;
+  }
+  CHECK_OK(pki_cred_create(store, LIT("db"), HOUR, 60));
+  CHECK(next(store, T0).kind == PKI_CRED_ACTION_MINT);
+  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("user-1:pw"), T0));
+  /* Due: keep as old, then record the mint; each write is lost, so keeping
+   * as old is due again and again. */
+  f.forget = 1;
+  f.puts = 0;
+  CHECK_CODE(pki_cred_next(store, LIT("db"), T0 + HOUR, &action), PKI_RESULT_UNEXPECTED);
+  CHECK(action == NULL);
+  CHECK(f.puts == PKI_CRED_ADVANCE_MAX_STEPS);
+  pki_store_free(store);
+  for (i = 0; i < SLOTS; i++) {
+    pki_secret_free(f.data[i]);
+  }
 }
 
 /* ------------------------------------------------- bad key ring input */
@@ -461,6 +541,7 @@ int main(int argc, char **argv) {
   callback_store();
   dir_store(argv[1]);
   credentials();
+  credential_bound();
   keyring_misuse();
   return check_summary("keys_cred");
 }

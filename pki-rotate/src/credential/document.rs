@@ -7,7 +7,7 @@
 //! | `state.json` | the document below (secret: the hook commands may carry an admin password) | `state.json` |
 //! | `current` | the current credential, as the mint hook printed it (trimmed) | `current` |
 //! | `old` | the previous credential, from the new mint until its revocation is recorded | `old` |
-//! | `stray-R-A` | what the failed mint attempt A of rotation R printed, until its revocation is recorded | `stray-R-A` |
+//! | `stray-R-A` | what the failed (or late-reported) mint attempt A of rotation R printed, until its revocation is recorded | `stray-R-A` |
 //!
 //! Every file is secret (mode 0600). `old` exists only while the old
 //! credential differs from the current one: the grace period (and a
@@ -22,13 +22,15 @@
 //! `hooks` (`mint`, `revoke`, or null), `current` and `old` (`rotation`,
 //! `minted_at`, or null: the values live in their own files), `mint` (the
 //! attempt recorded as started: `rotation`, `attempt`, `started_at`, or
-//! null), `failure` (`action`, `rotation`, `failures`, `message`, `at`,
-//! `retry_after`, or null), `strays` (`rotation`, `attempt`, `captured_at`,
-//! `failure`; the values live in their own files; written only when not
-//! empty, so documents without strays stay readable by older builds, and
-//! older builds refuse, rather than ignore, a document with strays),
-//! `next_rotation`, `history` (`rotation`, `minted_at`, `attempts`,
-//! `revoked_at`).
+//! null), `mint_owner` (who runs that attempt; written only when there is
+//! one, so that older builds, which would run any attempt, refuse the
+//! document rather than ignore the owner), `failure` (`action`, `rotation`,
+//! `failures`, `message` (stored sanitized), `at`, `retry_after`, or null),
+//! `strays` (`rotation`, `attempt`, `captured_at`, `failure`; the values
+//! live in their own files; written only when not empty, so documents
+//! without strays stay readable by older builds, and older builds refuse,
+//! rather than ignore, a document with strays), `next_rotation`, `history`
+//! (`rotation`, `minted_at`, `attempts`, `revoked_at`).
 
 use crate::credential::{
     Credential, CredentialPolicy, CredentialState, HookFailure, Hooks, MintAttempt, RotationRecord,
@@ -76,12 +78,23 @@ struct Document {
     hooks: Option<Hooks>,
     current: Option<CredentialJson>,
     old: Option<CredentialJson>,
-    mint: Option<MintAttempt>,
+    mint: Option<MintJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mint_owner: Option<String>,
     failure: Option<HookFailure>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     strays: Vec<StrayJson>,
     next_rotation: u64,
     history: Vec<RotationRecord>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MintJson {
+    rotation: u64,
+    attempt: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    started_at: OffsetDateTime,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -126,7 +139,12 @@ impl CredentialState {
             hooks: self.hooks.clone(),
             current: self.current.as_ref().map(meta),
             old: self.old.as_ref().map(meta),
-            mint: self.mint,
+            mint: self.mint.as_ref().map(|m| MintJson {
+                rotation: m.rotation,
+                attempt: m.attempt,
+                started_at: m.started_at,
+            }),
+            mint_owner: self.mint.as_ref().and_then(|m| m.owner.clone()),
             failure: self.failure.clone(),
             strays: self
                 .strays
@@ -255,6 +273,18 @@ impl DocumentForm for CredentialState {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        if doc.mint.is_none() && doc.mint_owner.is_some() {
+            return Err(RotateError::corrupt(
+                state_path,
+                "has a mint_owner but no mint in progress",
+            ));
+        }
+        let mint = doc.mint.as_ref().map(|m| MintAttempt {
+            rotation: m.rotation,
+            attempt: m.attempt,
+            started_at: m.started_at,
+            owner: doc.mint_owner.clone(),
+        });
         let state = CredentialState {
             name: doc.name,
             policy: CredentialPolicy {
@@ -264,7 +294,7 @@ impl DocumentForm for CredentialState {
             hooks: doc.hooks,
             current,
             old,
-            mint: doc.mint,
+            mint,
             failure: doc.failure,
             strays,
             next_rotation: doc.next_rotation,

@@ -2,7 +2,8 @@
 //! never a credential's value.
 
 use crate::credential::{
-    Action, CredentialState, HookFailure, RotationRecord, StepKind, next_action,
+    Action, CredentialState, HookFailure, Next, RotationRecord, StepKind, WaitReason,
+    due_for_status, sanitize_message,
 };
 use time::OffsetDateTime;
 
@@ -40,6 +41,10 @@ pub struct CredentialStatus {
     /// What happens next: `mint`, `revoke`, `revoke-stray`, `keep-old`,
     /// `start-mint`, `wait`.
     pub next_action: &'static str,
+    /// Why it waits, for `wait`: `expiry`, `grace`, `backoff`,
+    /// `mint-elsewhere` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_reason: Option<&'static str>,
     /// When it happens (now, or the end of the wait).
     #[serde(with = "time::serde::rfc3339")]
     pub next_at: OffsetDateTime,
@@ -101,27 +106,36 @@ pub struct CredentialInfo {
 }
 
 impl CredentialStatus {
-    /// The status of `doc` at `now`.
+    /// The status of `doc` at `now`: the decision [`plan`](crate::credential::plan)
+    /// makes for a step of the owner of the mint in progress (if any). Text
+    /// from hooks is shown sanitized, even from documents written before it
+    /// was stored so.
     pub fn of(doc: &CredentialState, now: OffsetDateTime) -> Self {
-        let action = next_action(doc, now);
-        let (next_action_name, next_at) = match &action {
-            Action::Step(StepKind::KeepOld) => ("keep-old", now),
-            Action::Step(StepKind::StartMint) => ("start-mint", now),
-            Action::Mint { .. } => ("mint", now),
-            Action::Revoke { .. } => ("revoke", now),
-            Action::RevokeStray { .. } => ("revoke-stray", now),
-            Action::Wait { until, .. } => ("wait", *until),
+        let next = due_for_status(doc, now);
+        let (next_action_name, next_at, wait_reason) = match &next {
+            Next::Step(StepKind::KeepOld) => ("keep-old", now, None),
+            Next::Step(StepKind::StartMint) => ("start-mint", now, None),
+            Next::Act(Action::Mint { .. }) => ("mint", now, None),
+            Next::Act(Action::Revoke { .. }) => ("revoke", now, None),
+            Next::Act(Action::RevokeStray { .. }) => ("revoke-stray", now, None),
+            Next::Act(Action::Wait { until, reason }) => {
+                ("wait", *until, Some(reason_name(*reason)))
+            }
+        };
+        let action = match &next {
+            Next::Act(action) => Some(action),
+            Next::Step(_) => None,
         };
         let backoff = doc.failure.as_ref().is_some_and(|f| f.retry_after > now);
         let state = if doc.mint.is_some() {
             "minting"
-        } else if matches!(action, Action::RevokeStray { .. }) {
+        } else if matches!(action, Some(Action::RevokeStray { .. })) {
             "revoking-stray"
         } else if backoff || !doc.strays.is_empty() {
             "failing"
         } else if doc.in_grace() {
             match action {
-                Action::Revoke { .. } => "revoking",
+                Some(Action::Revoke { .. }) => "revoking",
                 _ => "grace",
             }
         } else if doc.old.is_some() || doc.current.is_none() {
@@ -132,7 +146,7 @@ impl CredentialStatus {
         let grace_end = doc.current.as_ref().map(|c| c.minted_at + doc.policy.grace);
         let health = if doc.failure.is_some() || doc.strays.iter().any(|s| s.failure.is_some()) {
             Health::Failing
-        } else if matches!(action, Action::Wait { .. }) {
+        } else if matches!(action, Some(Action::Wait { .. })) {
             Health::Ok
         } else {
             Health::ActionDue
@@ -153,8 +167,8 @@ impl CredentialStatus {
                 minted_at: o.minted_at,
                 until: grace_end.unwrap_or(o.minted_at),
             }),
-            mint: doc.mint,
-            failure: doc.failure.clone(),
+            mint: doc.mint.clone(),
+            failure: doc.failure.as_ref().map(sanitized),
             strays: doc
                 .strays
                 .iter()
@@ -162,12 +176,30 @@ impl CredentialStatus {
                     rotation: s.rotation,
                     attempt: s.attempt,
                     captured_at: s.captured_at,
-                    failure: s.failure.clone(),
+                    failure: s.failure.as_ref().map(sanitized),
                 })
                 .collect(),
             next_action: next_action_name,
+            wait_reason,
             next_at,
             history: doc.history.clone(),
         }
+    }
+}
+
+/// A failure with its message as it may be printed.
+fn sanitized(f: &HookFailure) -> HookFailure {
+    HookFailure {
+        message: sanitize_message(&f.message),
+        ..f.clone()
+    }
+}
+
+fn reason_name(reason: WaitReason) -> &'static str {
+    match reason {
+        WaitReason::Expiry => "expiry",
+        WaitReason::Grace => "grace",
+        WaitReason::Backoff => "backoff",
+        WaitReason::MintElsewhere => "mint-elsewhere",
     }
 }

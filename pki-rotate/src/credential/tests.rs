@@ -20,6 +20,17 @@ fn fresh() -> CredentialState {
     CredentialState::new("db", policy(), None).unwrap()
 }
 
+/// What a step of `doc` at `now` decides first: the bookkeeping step it
+/// commits, or (nothing to commit) what the embedder must do: read from
+/// the plan.
+fn next_action(doc: &CredentialState, now: OffsetDateTime) -> Next {
+    let plan = plan(doc, &CredentialInput::Step, now).unwrap();
+    match plan.change.as_ref().and_then(Change::step_kind) {
+        Some(kind) => Next::Step(kind),
+        None => plan.next,
+    }
+}
+
 fn step(
     doc: &CredentialState,
     input: CredentialInput,
@@ -40,7 +51,10 @@ fn minted(rotation: u64, attempt: u32, v: &str) -> CredentialInput {
 /// A document with credential 1 current, minted at T0.
 fn with_first() -> CredentialState {
     let d = step(&fresh(), CredentialInput::Step, T0).unwrap();
-    assert_eq!(d.mint.map(|m| (m.rotation, m.attempt)), Some((1, 1)));
+    assert_eq!(
+        d.mint.as_ref().map(|m| (m.rotation, m.attempt)),
+        Some((1, 1))
+    );
     step(&d, minted(1, 1, "one"), T0).unwrap()
 }
 
@@ -49,23 +63,23 @@ fn a_whole_rotation_takes_one_committed_step_at_a_time() {
     let d = with_first();
     assert_eq!(
         next_action(&d, T0),
-        Action::Wait {
+        Next::Act(Action::Wait {
             until: T0 + Duration::hours(720),
             reason: WaitReason::Expiry
-        }
+        })
     );
     let due = T0 + Duration::hours(720);
-    assert_eq!(next_action(&d, due), Action::Step(StepKind::KeepOld));
+    assert_eq!(next_action(&d, due), Next::Step(StepKind::KeepOld));
     let kept = step(&d, CredentialInput::Step, due).unwrap();
     assert_eq!(kept.old, kept.current, "kept as old, nothing minted yet");
-    assert_eq!(next_action(&kept, due), Action::Step(StepKind::StartMint));
+    assert_eq!(next_action(&kept, due), Next::Step(StepKind::StartMint));
     let started = step(&kept, CredentialInput::Step, due).unwrap();
     assert_eq!(
         next_action(&started, due),
-        Action::Mint {
+        Next::Act(Action::Mint {
             rotation: 2,
             attempt: 1
-        }
+        })
     );
     // Stepping again while the mint is the embedder's changes nothing.
     assert_eq!(step(&started, CredentialInput::Step, due).unwrap(), started);
@@ -77,10 +91,10 @@ fn a_whole_rotation_takes_one_committed_step_at_a_time() {
     let grace_end = t + Duration::minutes(10);
     assert_eq!(
         next_action(&new, t),
-        Action::Wait {
+        Next::Act(Action::Wait {
             until: grace_end,
             reason: WaitReason::Grace
-        }
+        })
     );
     let outcome = CredentialEngine::step(
         &new,
@@ -93,10 +107,10 @@ fn a_whole_rotation_takes_one_committed_step_at_a_time() {
     assert_eq!(outcome.next_wake, grace_end);
     assert_eq!(
         next_action(&new, grace_end),
-        Action::Revoke {
+        Next::Act(Action::Revoke {
             rotation: 1,
             value: Secret::new("one")
-        }
+        })
     );
     let done = step(&new, CredentialInput::Revoked { rotation: 1 }, grace_end).unwrap();
     assert!(done.old.is_none());
@@ -168,7 +182,7 @@ fn a_mint_that_reuses_a_live_credential_or_is_empty_is_a_failed_attempt() {
         assert!(d.mint.is_none(), "the attempt is over");
         assert_eq!(
             next_action(&d, f.retry_after),
-            Action::Step(StepKind::StartMint)
+            Next::Step(StepKind::StartMint)
         );
     }
     // Reports of another attempt are refused, not recorded.
@@ -182,7 +196,10 @@ fn failures_back_off_exponentially_up_to_the_cap_and_keep_the_rotation() {
     let mut now = T0;
     let mut waits = Vec::new();
     for attempt in 1..=10u32 {
-        assert_eq!(d.mint.map(|m| (m.rotation, m.attempt)), Some((1, attempt)));
+        assert_eq!(
+            d.mint.as_ref().map(|m| (m.rotation, m.attempt)),
+            Some((1, attempt))
+        );
         d = step(
             &d,
             CredentialInput::MintFailed {
@@ -244,10 +261,10 @@ fn a_failed_revoke_keeps_the_old_credential_and_retries() {
     );
     assert_eq!(
         next_action(&d, end),
-        Action::Wait {
+        Next::Act(Action::Wait {
             until: end + Duration::seconds(30),
             reason: WaitReason::Backoff
-        }
+        })
     );
     let d = fail(&d, end + Duration::seconds(30));
     assert_eq!(d.failure.as_ref().unwrap().failures, 2);
@@ -293,11 +310,11 @@ fn a_mint_that_failed_after_printing_is_revoked_before_the_next_attempt() {
     );
     assert_eq!(d.current, started.current, "never used");
     // Revoked at once, not after the mint's backoff, and before any retry.
-    let revoke = Action::RevokeStray {
+    let revoke = Next::Act(Action::RevokeStray {
         rotation: 2,
         attempt: 1,
         value: Secret::new("stray"),
-    };
+    });
     assert_eq!(next_action(&d, due), revoke);
     let retry = d.failure.as_ref().unwrap().retry_after;
     assert_eq!(
@@ -326,10 +343,10 @@ fn a_mint_that_failed_after_printing_is_revoked_before_the_next_attempt() {
     assert_eq!((f.action, f.failures), (HookAction::RevokeStray, 1));
     assert_eq!(
         next_action(&failed, due),
-        Action::Wait {
+        Next::Act(Action::Wait {
             until: due + Duration::seconds(30),
             reason: WaitReason::Backoff
-        }
+        })
     );
     assert_eq!(
         step(&failed, CredentialInput::Step, retry).unwrap(),
@@ -362,7 +379,10 @@ fn a_mint_that_failed_after_printing_is_revoked_before_the_next_attempt() {
     );
     // Then the mint is retried as attempt 2 of the same rotation.
     let again = step(&done, CredentialInput::Step, retry).unwrap();
-    assert_eq!(again.mint.map(|m| (m.rotation, m.attempt)), Some((2, 2)));
+    assert_eq!(
+        again.mint.as_ref().map(|m| (m.rotation, m.attempt)),
+        Some((2, 2))
+    );
     // Reports about strays that never were are refused.
     assert!(
         step(
@@ -400,7 +420,7 @@ fn a_failed_mint_that_printed_a_live_credential_or_nothing_keeps_no_stray() {
         );
         assert_eq!(
             next_action(&d, d.failure.as_ref().unwrap().retry_after),
-            Action::Step(StepKind::StartMint)
+            Next::Step(StepKind::StartMint)
         );
     }
     // A first mint that fails after printing: no current credential yet,
@@ -409,11 +429,11 @@ fn a_failed_mint_that_printed_a_live_credential_or_nothing_keeps_no_stray() {
     let d = step(&d, mint_failed(1, 1, Some("first")), T0).unwrap();
     assert!(matches!(
         next_action(&d, T0 + Duration::hours(1)),
-        Action::RevokeStray {
+        Next::Act(Action::RevokeStray {
             rotation: 1,
             attempt: 1,
             ..
-        }
+        })
     ));
 }
 
@@ -656,15 +676,24 @@ fn act(
     crash: bool,
 ) {
     let key = credential_key("db");
-    let (doc, _) = driver.load::<CredentialEngine>(&key).unwrap();
     let mut rng = rand_core::UnwrapErr(NoRng);
+    // One committed bookkeeping step at most, so that crashes fall between
+    // any two; then the action, if one is due.
+    let options = AdvanceOptions {
+        owner: None,
+        max_steps: Some(1),
+    };
+    let advanced = advance(driver, "db", options, now, &mut rng).unwrap();
+    let doc = advanced.document;
     let mut report = |input: CredentialInput| {
         driver
             .step::<CredentialEngine, _>(&key, &input, now, &mut rng)
             .unwrap();
     };
-    match next_action(&doc, now) {
-        Action::Step(_) => report(CredentialInput::Step),
+    let Next::Act(action) = advanced.next else {
+        return;
+    };
+    match action {
         Action::Mint { rotation, attempt } => {
             let capture = match world.captures.get(&(rotation, attempt)) {
                 // Adopt what an earlier run printed: never mint again for it.
@@ -812,7 +841,7 @@ proptest! {
         for _ in 0..50 {
             let (doc, _) = driver.load::<CredentialEngine>(&credential_key("db")).unwrap();
             match next_action(&doc, now) {
-                Action::Wait { until, reason } => {
+                Next::Act(Action::Wait { until, reason }) => {
                     if reason == WaitReason::Expiry && doc.old.is_none() { break; }
                     now = until;
                 }
@@ -851,9 +880,9 @@ fn the_model_exercises_a_failed_mint_that_minted() {
             .unwrap()
             .0
     };
-    // Start the first mint, then it fails after minting, crashing once
-    // before the report.
-    act(&mut world, &driver, T0, false, false, false);
+    // Start the first mint (advance records it, then the embedder runs
+    // it): it fails after minting, and the embedder crashes before the
+    // report.
     act(&mut world, &driver, T0, true, true, true);
     check(&mut world, &load());
     assert_eq!(world.live.len(), 1);
@@ -863,4 +892,463 @@ fn the_model_exercises_a_failed_mint_that_minted() {
     check(&mut world, &doc);
     act(&mut world, &driver, T0, false, false, false);
     assert!(load().strays.is_empty() && world.live.is_empty());
+}
+
+// ---- Plans decide; one advance ----
+
+#[test]
+fn a_step_plan_holds_the_change_what_comes_next_and_the_wake_up() {
+    let at = T0 + Duration::hours(720);
+    let d = with_first();
+    let kept = step(&d, CredentialInput::Step, at).unwrap();
+    let started = step(&kept, CredentialInput::Step, at).unwrap();
+    let grace_end = at + Duration::minutes(10);
+    let fresh = fresh();
+    // (case, document, input, time), then the plan: (change, what comes
+    // next, wake-up).
+    type Case<'a> = (
+        &'a str,
+        &'a CredentialState,
+        CredentialInput,
+        OffsetDateTime,
+    );
+    type Decision = (Option<Change>, Next, OffsetDateTime);
+    let cases: Vec<(Case<'_>, Decision)> = vec![
+        (
+            (
+                "nothing minted yet: record the first attempt, then mint it",
+                &fresh,
+                CredentialInput::Step,
+                T0,
+            ),
+            (
+                Some(Change::StartMint {
+                    rotation: 1,
+                    attempt: 1,
+                    owner: None,
+                }),
+                Next::Act(Action::Mint {
+                    rotation: 1,
+                    attempt: 1,
+                }),
+                T0,
+            ),
+        ),
+        (
+            (
+                "not due: nothing, wait for the expiry",
+                &d,
+                CredentialInput::Step,
+                T0,
+            ),
+            (
+                None,
+                Next::Act(Action::Wait {
+                    until: at,
+                    reason: WaitReason::Expiry,
+                }),
+                at,
+            ),
+        ),
+        (
+            (
+                "due: keep the current one as old, then another step",
+                &d,
+                CredentialInput::Step,
+                at,
+            ),
+            (Some(Change::KeepOld), Next::Step(StepKind::StartMint), at),
+        ),
+        (
+            (
+                "kept: record the attempt as the stepping owner's, then mint it",
+                &kept,
+                CredentialInput::StepAs {
+                    owner: "host-a:1".into(),
+                },
+                at,
+            ),
+            (
+                Some(Change::StartMint {
+                    rotation: 2,
+                    attempt: 1,
+                    owner: Some("host-a:1".into()),
+                }),
+                Next::Act(Action::Mint {
+                    rotation: 2,
+                    attempt: 1,
+                }),
+                at,
+            ),
+        ),
+        (
+            (
+                "the minted credential: record it, then wait for the grace",
+                &started,
+                minted(2, 1, "two"),
+                at,
+            ),
+            (
+                Some(Change::RecordMint {
+                    rotation: 2,
+                    attempt: 1,
+                    value: Secret::new("two"),
+                }),
+                Next::Act(Action::Wait {
+                    until: grace_end,
+                    reason: WaitReason::Grace,
+                }),
+                grace_end,
+            ),
+        ),
+    ];
+    for ((case, doc, input, now), (change, next, wake)) in cases {
+        let p = plan(doc, &input, now).unwrap();
+        assert_eq!(p.change, change, "{case}");
+        assert_eq!(p.next, next, "{case}");
+        assert_eq!(p.next_wake, wake, "{case}");
+        assert_eq!(
+            plan(doc, &input, now).unwrap(),
+            p,
+            "{case}: same inputs, same plan"
+        );
+        // apply carries it out and takes the wake-up from the plan.
+        let outcome = apply(doc, p.clone()).unwrap();
+        assert_eq!(outcome.changed(), p.change.is_some(), "{case}");
+        assert_eq!(outcome.next_wake, p.next_wake, "{case}");
+        // What the plan said comes next is what the new document asks for.
+        let after = outcome.into_document();
+        assert_eq!(due(&after, input_owner(&input), now), p.next, "{case}");
+    }
+}
+
+fn input_owner(input: &CredentialInput) -> Option<&str> {
+    match input {
+        CredentialInput::StepAs { owner } => Some(owner),
+        _ => None,
+    }
+}
+
+fn store_with(doc: &CredentialState) -> MemoryStore {
+    let store = MemoryStore::new();
+    Driver::new(&store)
+        .create::<CredentialEngine>(&credential_key("db"), doc)
+        .unwrap();
+    store
+}
+
+#[test]
+fn advance_takes_every_due_bookkeeping_step_and_stops_where_the_embedder_acts() {
+    let store = store_with(&with_first());
+    let driver = Driver::new(&store);
+    let rng = &mut rand_core::UnwrapErr(NoRng);
+    let due = T0 + Duration::hours(720);
+    let not_yet = advance(&driver, "db", AdvanceOptions::default(), T0, rng).unwrap();
+    assert_eq!(not_yet.steps, 0);
+    assert_eq!(not_yet.next_wake, due);
+    assert!(matches!(
+        not_yet.action(),
+        Some(Action::Wait {
+            reason: WaitReason::Expiry,
+            ..
+        })
+    ));
+    // Step by step: one committed step, and it says another is due.
+    let one = AdvanceOptions {
+        owner: None,
+        max_steps: Some(1),
+    };
+    let a = advance(&driver, "db", one, due, rng).unwrap();
+    assert_eq!(
+        (a.steps, a.next.clone(), a.next_wake),
+        (1, Next::Step(StepKind::StartMint), due)
+    );
+    assert_eq!(a.events.len(), 1);
+    let zero = AdvanceOptions {
+        owner: None,
+        max_steps: Some(0),
+    };
+    let z = advance(&driver, "db", zero, due, rng).unwrap();
+    assert_eq!((z.steps, z.next), (0, Next::Step(StepKind::StartMint)));
+    // Then all the rest at once, up to the mint.
+    let b = advance(&driver, "db", AdvanceOptions::default(), due, rng).unwrap();
+    assert_eq!(b.steps, 1);
+    assert_eq!(
+        b.next,
+        Next::Act(Action::Mint {
+            rotation: 2,
+            attempt: 1
+        })
+    );
+    assert_eq!(b.next_wake, due);
+    assert!(matches!(
+        b.events[..],
+        [Event::MintStarted {
+            rotation: 2,
+            attempt: 1,
+            ..
+        }]
+    ));
+    // A fresh document from due: both steps in one call.
+    let store = store_with(&with_first());
+    let driver = Driver::new(&store);
+    let c = advance(&driver, "db", AdvanceOptions::default(), due, rng).unwrap();
+    assert_eq!(c.steps, 2);
+    assert_eq!(
+        c.next,
+        Next::Act(Action::Mint {
+            rotation: 2,
+            attempt: 1
+        })
+    );
+    assert_eq!(
+        c.document,
+        driver
+            .load::<CredentialEngine>(&credential_key("db"))
+            .unwrap()
+            .0
+    );
+    assert_eq!(
+        c.document.mint.as_ref().map(|m| m.owner.clone()),
+        Some(None)
+    );
+}
+
+/// A store that acknowledges every write and keeps none: a step is always
+/// due again.
+struct ForgetfulStore(MemoryStore);
+
+impl crate::store::Store for ForgetfulStore {
+    fn location(&self) -> String {
+        "a store that forgets".into()
+    }
+    fn get(&self, key: &str) -> Result<Option<(Files, crate::store::Revision)>> {
+        self.0.get(key)
+    }
+    fn put(
+        &self,
+        _key: &str,
+        expected: Option<&crate::store::Revision>,
+        _files: &Files,
+    ) -> Result<crate::store::Revision> {
+        Ok(expected
+            .cloned()
+            .unwrap_or_else(|| crate::store::Revision::new("0")))
+    }
+}
+
+#[test]
+fn advance_gives_up_after_its_one_bound_on_a_store_that_loses_its_writes() {
+    let store = ForgetfulStore(store_with(&with_first()));
+    let driver = Driver::new(&store);
+    let due = T0 + Duration::hours(720);
+    let err = advance(
+        &driver,
+        "db",
+        AdvanceOptions::default(),
+        due,
+        &mut rand_core::UnwrapErr(NoRng),
+    )
+    .unwrap_err();
+    match err {
+        RotateError::CredentialNotSettling { steps, .. } => assert_eq!(steps, ADVANCE_MAX_STEPS),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_mint_attempt_is_run_only_by_the_owner_that_recorded_it() {
+    let store = store_with(&with_first());
+    let driver = Driver::new(&store);
+    let rng = &mut rand_core::UnwrapErr(NoRng);
+    let due = T0 + Duration::hours(720);
+    let a = AdvanceOptions {
+        owner: Some("host-a:aa"),
+        max_steps: None,
+    };
+    let b = AdvanceOptions {
+        owner: Some("host-b:bb"),
+        max_steps: None,
+    };
+    let first = advance(&driver, "db", a, due, rng).unwrap();
+    assert_eq!(
+        first.next,
+        Next::Act(Action::Mint {
+            rotation: 2,
+            attempt: 1
+        })
+    );
+    // The other reconciler is told to wait, whatever it asks.
+    for embedder in [b, AdvanceOptions::default()] {
+        let other = advance(&driver, "db", embedder, due, rng).unwrap();
+        assert_eq!(other.steps, 0);
+        assert_eq!(
+            other.next,
+            Next::Act(Action::Wait {
+                until: due + MINT_ELSEWHERE_RECHECK,
+                reason: WaitReason::MintElsewhere
+            })
+        );
+    }
+    // The owner, after a restart, is asked again (to adopt its capture).
+    assert_eq!(
+        advance(&driver, "db", a, due, rng).unwrap().next,
+        first.next
+    );
+    let status = status::CredentialStatus::of(&first.document, due);
+    assert_eq!((status.state, status.next_action), ("minting", "mint"));
+    assert_eq!(status.mint.unwrap().owner.as_deref(), Some("host-a:aa"));
+    // The owner survives the files form; an older document has none.
+    let files = first.document.to_files().unwrap();
+    let json = String::from_utf8(files.get("creds/db/state.json").unwrap().to_vec()).unwrap();
+    assert!(json.contains("\"mint_owner\": \"host-a:aa\""), "{json}");
+    assert_eq!(CredentialState::from_files(&files).unwrap(), first.document);
+    let mut f = files.clone();
+    f.insert(
+        "creds/db/state.json",
+        File::secret(
+            json.replace("\"mint_owner\": \"host-a:aa\",", "")
+                .into_bytes(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        CredentialState::from_files(&f).unwrap().mint.unwrap().owner,
+        None
+    );
+    // Bad owners are refused before anything is written.
+    for bad in ["", "host a", "x\u{1b}[2J", &"o".repeat(129)] {
+        let e = plan(
+            &first.document,
+            &CredentialInput::StepAs { owner: bad.into() },
+            due,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, RotateError::InvalidMintOwner(_)),
+            "{bad:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_mint_reported_after_the_document_moved_on_is_kept_as_a_stray_and_revoked() {
+    let (started, due) = minting_second();
+    // Two embedders without owners both ran attempt 2/1; one reported first.
+    let won = step(&started, minted(2, 1, "two-a"), due).unwrap();
+    let late = step(&won, minted(2, 1, "two-b"), due).unwrap();
+    assert_eq!(late.current, won.current, "the first report stands");
+    assert_eq!(late.strays.len(), 1);
+    assert_eq!((late.strays[0].rotation, late.strays[0].attempt), (2, 1));
+    assert_eq!(late.strays[0].value, Secret::new("two-b"));
+    let outcome = apply(&won, plan(&won, &minted(2, 1, "two-b"), due).unwrap()).unwrap();
+    assert!(matches!(
+        outcome.events[..],
+        [Event::LateMintKept {
+            rotation: 2,
+            attempt: 1,
+            ..
+        }]
+    ));
+    // Revoked before anything else (even during the grace).
+    assert_eq!(
+        next_action(&late, due),
+        Next::Act(Action::RevokeStray {
+            rotation: 2,
+            attempt: 1,
+            value: Secret::new("two-b")
+        })
+    );
+    // Reported again: already kept. The winner's report again: current.
+    assert_eq!(step(&late, minted(2, 1, "two-b"), due).unwrap(), late);
+    assert_eq!(step(&late, minted(2, 1, "two-a"), due).unwrap(), late);
+    // A third mint of the same attempt while that stray is kept: refused,
+    // so its embedder keeps it and reports again later (never dropped).
+    let e = step(&late, minted(2, 1, "two-c"), due).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("report it again once that one is revoked"),
+        "{e}"
+    );
+    let revoked = step(
+        &late,
+        CredentialInput::StrayRevoked {
+            rotation: 2,
+            attempt: 1,
+        },
+        due,
+    )
+    .unwrap();
+    let again = step(&revoked, minted(2, 1, "two-c"), due).unwrap();
+    assert_eq!(again.strays[0].value, Secret::new("two-c"));
+    // A failed mint that printed, reported late, is kept the same way; one
+    // that printed nothing is nothing to keep.
+    let failed_late = step(&won, mint_failed(2, 1, Some("two-d")), due).unwrap();
+    assert_eq!(failed_late.strays[0].value, Secret::new("two-d"));
+    assert_eq!(step(&won, mint_failed(2, 1, None), due).unwrap(), won);
+    // A superseded attempt reported while the next one runs: kept.
+    let retried = step(
+        &step(
+            &step(&started, mint_failed(2, 1, None), due).unwrap(),
+            CredentialInput::Step,
+            due + Duration::seconds(30),
+        )
+        .unwrap(),
+        CredentialInput::Step,
+        due + Duration::seconds(30),
+    )
+    .unwrap();
+    assert_eq!(retried.mint.as_ref().map(|m| m.attempt), Some(2));
+    let kept = step(&retried, minted(2, 1, "two-e"), due).unwrap();
+    assert_eq!(kept.strays[0].value, Secret::new("two-e"));
+    assert_eq!(kept.mint, retried.mint, "the attempt in progress goes on");
+    // Attempts that never started are refused, not kept.
+    for (r, a) in [(2, 3), (3, 1), (0, 1), (2, 0)] {
+        assert!(step(&retried, minted(r, a, "x"), due).is_err(), "{r}/{a}");
+    }
+}
+
+#[test]
+fn hook_messages_are_stored_on_one_line_with_control_characters_escaped() {
+    let (started, due) = minting_second();
+    let raw =
+        "boom\u{1b}[2J\u{1b}[31mred\rpki: cred db: fake line\npki: ok \u{9b}31m \u{202e}x \u{7f}";
+    let d = step(
+        &started,
+        CredentialInput::MintFailed {
+            rotation: 2,
+            attempt: 1,
+            message: raw.into(),
+            captured: None,
+        },
+        due,
+    )
+    .unwrap();
+    let stored = &d.failure.as_ref().unwrap().message;
+    assert!(
+        !stored.chars().any(|c| c.is_control() || c == '\u{202e}'),
+        "{stored:?}"
+    );
+    assert!(
+        stored.contains("\\u{1b}[2J") && stored.contains("fake line pki: ok"),
+        "{stored}"
+    );
+    assert_eq!(sanitize_message(stored), *stored, "idempotent");
+    let printed = Event::Failed {
+        name: "db".into(),
+        failure: d.failure.clone().unwrap(),
+    }
+    .to_string();
+    assert!(!printed.chars().any(char::is_control), "{printed:?}");
+    // A document written before messages were sanitized shows them sanitized.
+    let mut legacy = d.clone();
+    legacy.failure.as_mut().unwrap().message = raw.into();
+    let status = status::CredentialStatus::of(&legacy, due);
+    let text = serde_json::to_string(&status).unwrap();
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{7f}') && !text.contains("\\u001b"),
+        "{text}"
+    );
+    assert_eq!(sanitize_message("  \n\t "), "failed without a message");
+    assert!(sanitize_message(&"é".repeat(400)).len() <= MESSAGE_LIMIT + '…'.len_utf8());
 }
