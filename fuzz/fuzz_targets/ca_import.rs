@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
             let b = (*b as usize).min(rest.len() - a);
             let (main, tail) = rest.split_at(rest.len() - a - b);
             let (key, chain) = tail.split_at(a);
-            (main, (!key.is_empty()).then_some(key), (!chain.is_empty()).then_some(chain))
+            (
+                main,
+                (!key.is_empty()).then_some(key),
+                (!chain.is_empty()).then_some(chain),
+            )
         }
         _ => (data, None, None),
     };
@@ -26,7 +30,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(import) => {
             let mut child = &import.cert;
             for issuer in &import.chain {
-                assert!(issuer.subject_matches_issuer_of(child), "chain out of order accepted");
+                assert!(
+                    issuer.subject_matches_issuer_of(child),
+                    "chain out of order accepted"
+                );
                 child = issuer;
             }
             let _ = import.authority();

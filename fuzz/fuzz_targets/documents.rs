@@ -11,23 +11,26 @@
 
 use libfuzzer_sys::fuzz_target;
 use pki_fuzz::{DocumentKind, NOW};
-use pki_rotate::{CredentialEngine, Engine, Files, KeyRingEngine, SetEngine};
+use pki_rotate::{CredentialEngine, Document, Engine, Files, KeyRingEngine, SetEngine};
 use time::macros::datetime;
 
 fn round_trip<E: Engine>(files: &Files) {
-    let Ok(doc) = E::from_files(files) else {
+    let Ok(doc) = E::Document::from_files(files) else {
         return;
     };
-    let written = E::to_files(&doc).expect("an accepted document writes its files");
-    let back = E::from_files(&written).expect("a document reads its own files back");
+    let written = doc
+        .to_files()
+        .expect("an accepted document writes its files");
+    let back = E::Document::from_files(&written).expect("a document reads its own files back");
     assert_eq!(
-        E::to_files(&back).expect("and writes them again"),
+        back.to_files().expect("and writes them again"),
         written,
         "a document read back writes other files"
     );
-    if let Ok(data) = E::files_to_secret_data(&written) {
-        let files = E::files_from_secret_data(&data).expect("its own Secret data reads back");
-        E::from_files(&files).expect("a document reads back from its Secret data");
+    if let Ok(data) = E::Document::files_to_secret_data(&written) {
+        let files =
+            E::Document::files_from_secret_data(&data).expect("its own Secret data reads back");
+        E::Document::from_files(&files).expect("a document reads back from its Secret data");
     }
     for now in [
         NOW,

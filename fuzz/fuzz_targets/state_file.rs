@@ -13,6 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use pki_rotate::Document as _;
 use pki_rotate::SignerState;
 use pki_rotate::status::SignerStatus;
 

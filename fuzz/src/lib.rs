@@ -598,12 +598,7 @@ pub fn split_state_input(data: &[u8]) -> (&[u8], Files) {
 pub fn join_state_files(files: &Files) -> Vec<u8> {
     let mut parts: Vec<Vec<u8>> = STATE_SLOTS
         .iter()
-        .map(|(path, _)| {
-            files
-                .get(*path)
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default()
-        })
+        .map(|(path, _)| files.get(*path).map(<[u8]>::to_vec).unwrap_or_default())
         .collect();
     for (path, _) in files.iter() {
         let Some(name) = path
@@ -612,12 +607,7 @@ pub fn join_state_files(files: &Files) -> Vec<u8> {
         else {
             continue;
         };
-        let get = |p: String| {
-            files
-                .get(&p)
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default()
-        };
+        let get = |p: String| files.get(&p).map(<[u8]>::to_vec).unwrap_or_default();
         parts.push(name.as_bytes().to_vec());
         parts.push(get(leaf_cert_path(name)));
         parts.push(get(leaf_key_path(name)));

@@ -19,6 +19,7 @@ use p256::pkcs8::DecodePrivateKey;
 use p256::pkcs8::der::Decode;
 use pki_core::{Bundle, Certificate, pem};
 use pki_fuzz::{NOW, SEED, join_state_files, pool};
+use pki_rotate::Document as _;
 use pki_rotate::{
     Engine, ForcedRotation, LeafRequest, SignerEngine, SignerInput, SignerPolicy, SignerState,
     leaf::LeafKind,
@@ -318,23 +319,31 @@ fn documents(out: &mut Out) {
     use pki_fuzz::{DocumentKind, join_document_files};
     use pki_rotate::{
         CredentialEngine, CredentialInput, CredentialPolicy, CredentialSecret, CredentialState,
-        KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, LeafSpec, Roles, SetEngine,
-        SetInput, SetState,
+        KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, LeafSpec, Roles, SetEngine, SetInput,
+        SetState,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(SEED);
 
     // A set in trust-both: a serving+client CA (split at start), an etcd
     // CA, a leaf and a target that trusts it.
     let cas = [
-        ("cluster".to_string(), "serving+client".parse::<Roles>().unwrap()),
+        (
+            "cluster".to_string(),
+            "serving+client".parse::<Roles>().unwrap(),
+        ),
         ("etcd".to_string(), "serving".parse::<Roles>().unwrap()),
     ];
-    let mut set =
-        SetState::new(&cas, pki_core::KeyAlgorithm::EcdsaP256, Duration::days(790), NOW, &mut rng)
-            .unwrap();
+    let mut set = SetState::new(
+        &cas,
+        pki_core::KeyAlgorithm::EcdsaP256,
+        Duration::days(790),
+        NOW,
+        &mut rng,
+    )
+    .unwrap();
     let inputs = [
         SetInput::Issue {
- replace: false,
+            replace: false,
             name: "apiserver".into(),
             spec: LeafSpec {
                 ca: "cluster".into(),
@@ -360,18 +369,33 @@ fn documents(out: &mut Out) {
     ];
     for (i, input) in inputs.iter().enumerate() {
         let at = NOW + Duration::days(1 + i as i64);
-        set = SetEngine::step(&set, input, at, &mut rng).unwrap().into_document();
+        set = SetEngine::step(&set, input, at, &mut rng)
+            .unwrap()
+            .into_document();
     }
     let files = SetState::to_files(&set).unwrap();
-    out.put("documents", "set-trust-both", join_document_files(DocumentKind::Set, &files));
+    out.put(
+        "documents",
+        "set-trust-both",
+        join_document_files(DocumentKind::Set, &files),
+    );
 
     // A key ring one rotation in: an active key and one in its grace.
     let ring = KeyRing::new(KeyRingPolicy::default(), NOW, &mut rng).unwrap();
-    let ring = KeyRingEngine::step(&ring, &KeyRingInput::forced("drill"), NOW + Duration::days(1), &mut rng)
-        .unwrap()
-        .into_document();
+    let ring = KeyRingEngine::step(
+        &ring,
+        &KeyRingInput::forced("drill"),
+        NOW + Duration::days(1),
+        &mut rng,
+    )
+    .unwrap()
+    .into_document();
     let files = KeyRing::to_files(&ring).unwrap();
-    out.put("documents", "key-ring", join_document_files(DocumentKind::KeyRing, &files));
+    out.put(
+        "documents",
+        "key-ring",
+        join_document_files(DocumentKind::KeyRing, &files),
+    );
 
     // A credential that minted once and is due for its next rotation.
     let policy = CredentialPolicy {
@@ -400,7 +424,11 @@ fn documents(out: &mut Out) {
         at += Duration::minutes(1);
     }
     let files = CredentialState::to_files(&cred).unwrap();
-    out.put("documents", "credential", join_document_files(DocumentKind::Credential, &files));
+    out.put(
+        "documents",
+        "credential",
+        join_document_files(DocumentKind::Credential, &files),
+    );
 }
 
 /// The import parser's input: the CA file, then the key and chain files at
@@ -423,7 +451,9 @@ fn ca_import(out: &mut Out) {
         Duration::days(700),
     )
     .unwrap();
-    let ca = root.issue(&params, &key.public_key().unwrap(), &mut rng).unwrap();
+    let ca = root
+        .issue(&params, &key.public_key().unwrap(), &mut rng)
+        .unwrap();
     let key_pem = key.to_pkcs8_pem().unwrap();
     let one_file = format!("{}{}{}", ca.to_pem(), key_pem.as_str(), root.cert.to_pem());
     let mut all = vec![0u8, 0u8];
