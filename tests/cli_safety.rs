@@ -100,3 +100,67 @@ fn a_foreign_bridge_written_into_the_store_is_refused_and_status_check_says_brok
     assert!(err.contains("bridge B"), "{err}");
     assert!(tree(&dir) == before, "a refused command wrote to the store");
 }
+
+#[test]
+fn repeated_and_racing_overrides_advance_a_set_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.to_str().unwrap();
+    const T: &str = "2026-03-01T00:00:00Z";
+    ok(&[
+        "set",
+        "init",
+        d,
+        "--ca",
+        "cluster:serving+client",
+        "--now",
+        "2026-01-01T00:00:00Z",
+    ]);
+    ok(&[
+        "set",
+        "issue",
+        d,
+        "api",
+        "--ca",
+        "cluster",
+        "--serving",
+        "--dns",
+        "api.example",
+        "--target",
+        "t1",
+        "--now",
+        "2026-01-01T00:00:00Z",
+    ]);
+    ok(&["set", "target", d, "t2", "--trusts", "cluster"]);
+    ok(&["set", "start", d, "--reason", "yearly", "--now", T]);
+    // Three identical commands in a row, then eight at once: t1 and t2 never
+    // acknowledged anything, and the override passes one gate only.
+    for _ in 0..3 {
+        ok(&["set", "advance", d, "--override", "t1 down", "--now", T]);
+    }
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let d = d.to_string();
+            std::thread::spawn(move || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_pki"))
+                    .args(["set", "advance", &d, "--override", "t1 down", "--now", T])
+                    .output()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        let o = h.join().unwrap();
+        assert!(o.status.success(), "{}", cli::text(&o.stderr));
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["set", "status", d, "--json", "--now", T])).unwrap();
+    assert_eq!(status["step"], "update-certs", "{status}");
+    assert_eq!(status["overrides"].as_array().unwrap().len(), 1, "{status}");
+    assert!(
+        status["cas"]["cluster"]["next"].is_string(),
+        "the old CA keys are kept until completed: {status}"
+    );
+    let out = ok(&["set", "advance", d, "--override", "t1 down", "--now", T]);
+    assert!(out.contains("nothing to do"), "{out}");
+}
