@@ -47,10 +47,24 @@ impl From<RotateError> for CliError {
         } else {
             EXIT_FAILED
         };
-        CliError {
-            message: e.to_string(),
-            status,
+        // The library names no command: how to go on is the CLI's to say.
+        let hint = match &e {
+            RotateError::LeafChangeNeedsReplace { .. } => {
+                Some("pass --replace to do it on purpose")
+            }
+            RotateError::ImportedCaRenewal { .. } | RotateError::ImportedCaRotation { .. } => {
+                Some("use `pki rotate --to FILE`")
+            }
+            RotateError::SetUnknownTarget(_) => {
+                Some("targets come from `pki set target` or `pki set issue --target`")
+            }
+            _ => None,
+        };
+        let mut message = e.to_string();
+        if let Some(hint) = hint {
+            message = format!("{message} ({hint})");
         }
+        CliError { message, status }
     }
 }
 
@@ -59,7 +73,10 @@ impl CliError {
     /// with this command's flag (`--allow-trust-break REASON`, `--force
     /// REASON`): the library names no flag.
     pub fn with_override_hint(e: RotateError, flag: &str) -> Self {
-        let overridable = matches!(e, RotateError::TrustBreak { .. });
+        let overridable = matches!(
+            e,
+            RotateError::TrustBreak { .. } | RotateError::ValidationFailed { forced: false, .. }
+        );
         let mut error = CliError::from(e);
         if overridable {
             error.message = format!("{}; to go ahead anyway, pass {flag}", error.message);

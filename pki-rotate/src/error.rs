@@ -271,7 +271,7 @@ pub enum RotateError {
     /// A leaf request would change the leaf's kind or drop some of its
     /// names; that takes an explicit replacement (`pki issue --replace`).
     #[error(
-        "certificate \"{}\": {changes}; pass --replace to do that on purpose (clients relying on it may stop working)",
+        "certificate \"{}\": {changes}; that takes an explicit replacement (clients relying on it may stop working)",
         .name.escape_debug()
     )]
     LeafChangeNeedsReplace {
@@ -302,7 +302,7 @@ pub enum RotateError {
     },
     /// Same-key renewal of an imported CA: only its issuer can renew it.
     #[error(
-        "CA {ca} was imported: renewal needs the external signer; have it issue a new certificate on the same key and use `pki rotate --to` with it"
+        "CA {ca} was imported: renewal needs the external signer; have it issue a new certificate on the same key and supply that as the replacement"
     )]
     ImportedCaRenewal {
         /// The CA's id.
@@ -311,7 +311,7 @@ pub enum RotateError {
     /// A forced service-CA rotation of an imported CA: pki does not
     /// generate the replacement of a CA someone else signed.
     #[error(
-        "CA {ca} was imported: pki does not generate its replacement (forced reason \"{reason}\"); supply the new CA with `pki rotate --to`"
+        "CA {ca} was imported: pki does not generate its replacement (forced reason \"{reason}\"); supply the new CA as the replacement"
     )]
     ImportedCaRotation {
         /// The CA's id.
@@ -323,7 +323,7 @@ pub enum RotateError {
     #[error("no CA named \"{}\" in the set", .0.escape_debug())]
     SetUnknownCa(String),
     /// A CA set operation names a target the set does not have.
-    #[error("no target named \"{}\" in the set (targets come from `set target` or `set issue --target`)", .0.escape_debug())]
+    #[error("no target named \"{}\" in the set", .0.escape_debug())]
     SetUnknownTarget(String),
     /// A CA set request is not valid as given (a bad name, a role the CA
     /// does not have, a lifetime that cannot work).
@@ -557,7 +557,7 @@ fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: boo
     let hint = if forced {
         "key-matches and is-ca cannot be forced"
     } else {
-        "--force REASON overrides all but key-matches and is-ca"
+        "an operator's reason overrides all but key-matches and is-ca"
     };
     format!(
         "supplied CA refused, failed check(s): {} ({hint})",
