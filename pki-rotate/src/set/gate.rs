@@ -277,7 +277,7 @@ impl SetState {
     }
 
     /// Server targets that may still reject moved client certificates
-    /// (see [`Books::client_move_warnings`]).
+    /// (see `Books::client_move_warnings`).
     pub fn client_move_warnings(&self) -> Vec<String> {
         Books::of(self).client_move_warnings()
     }
