@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod external;
 pub mod maker;
 pub mod openssl;
 
