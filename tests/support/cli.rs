@@ -6,6 +6,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -117,6 +118,65 @@ pub fn tree_with_lock(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(dir, dir, &mut out);
     out
+}
+
+/// Every entry under `dir`, links not followed: relative path → kind and
+/// mode (`d0700`, `-0600`, `l0777`).
+pub fn modes(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let kind = if meta.is_dir() {
+                'd'
+            } else if meta.file_type().is_symlink() {
+                'l'
+            } else {
+                '-'
+            };
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            out.insert(
+                rel,
+                format!("{kind}{:04o}", meta.permissions().mode() & 0o7777),
+            );
+            if meta.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The mode of the file a path leads to (links followed).
+pub fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Everything under `dir`, links not followed: path → kind, mode, content.
+pub fn snapshot(dir: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
+    modes(dir)
+        .into_iter()
+        .map(|(path, m)| {
+            let full = dir.join(&path);
+            let meta = std::fs::symlink_metadata(&full).unwrap();
+            let content = match m.as_bytes()[0] {
+                // Not a FIFO: reading one would wait for a writer.
+                b'-' if meta.is_file() => std::fs::read(&full).unwrap(),
+                b'l' => std::fs::read_link(&full)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                _ => Vec::new(),
+            };
+            (path, (m, content))
+        })
+        .collect()
 }
 
 /// A self-signed CA made by OpenSSL (P-256, valid from now for `days`):
