@@ -7,6 +7,7 @@ pub mod cli;
 pub mod external;
 pub mod maker;
 pub mod openssl;
+pub mod set;
 pub mod store;
 
 // The binary's own handshake modules (src/main.rs declares `mod tls;` and
