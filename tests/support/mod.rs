@@ -8,6 +8,7 @@ pub mod external;
 pub mod maker;
 pub mod openssl;
 pub mod set;
+pub mod set_engine;
 pub mod store;
 
 // The binary's own handshake modules (src/main.rs declares `mod tls;` and
