@@ -36,6 +36,7 @@ mod plan;
 mod state;
 
 pub use apply::apply;
+pub(crate) use apply::{probe_request, refuse_untrusted};
 pub use event::Event;
 pub use external_leaf::{ExternalLeaf, reconcile_external};
 pub use input::{ForcedRotation, LeafChange, SignerInput};

@@ -4,10 +4,11 @@
 use super::{ExternalCa, ExternalPlan, Topology};
 use crate::engine::Outcome;
 use crate::error::{Result, RotateError};
-use crate::leaf::{LeafReason, LeafRequest};
-use crate::preflight::{MatrixInputs, Side};
+use crate::leaf::LeafReason;
+use crate::preflight::{MatrixInputs, Side, TrustCell};
 use crate::signer::{
-    Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState,
+    Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, probe_request,
+    refuse_untrusted,
 };
 use pki_core::{Bundle, Certificate, CertificateAuthority, cross_sign, is_self_signed};
 use rand_core::CryptoRng;
@@ -41,12 +42,6 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     }
 }
 
-fn probe_request(state: &SignerState) -> LeafRequest {
-    let mut request = LeafRequest::server(vec![crate::preflight::PROBE_NAME.to_string()]);
-    request.lifetime = state.policy.rotation.lifetime;
-    request
-}
-
 #[allow(clippy::too_many_arguments)]
 fn replace<'d, R: CryptoRng + ?Sized + 'static>(
     state: &'d SignerState,
@@ -62,7 +57,7 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
     let mut next = state.clone();
     let mut events = Vec::new();
     let old_probe = if old.cert.is_valid_at(now) {
-        Some(state.issue_leaf(&probe_request(state), now, rng)?)
+        Some(state.issue_leaf(&probe_request(&state.policy), now, rng)?)
     } else {
         None
     };
@@ -157,7 +152,7 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
     next.ca = new;
     next.external = Some(external);
 
-    let new_probe = next.issue_leaf(&probe_request(state), now, rng)?;
+    let new_probe = next.issue_leaf(&probe_request(&state.policy), now, rng)?;
     let old_chain = old_probe.as_ref().map(|p| state.serving_chain(&p.cert));
     let new_chain = next.serving_chain(&new_probe.cert);
     let inputs = MatrixInputs {
@@ -166,23 +161,18 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
         old_bundle: Some(&state.bundle),
         new_bundle: &next.bundle,
     };
-    for cell in crate::preflight::matrix(&inputs, &[now]) {
-        // The one cell a forced, unbridgeable rotation announced.
-        let announced = topology == Topology::Break
+    // The one cell a forced, unbridgeable rotation announced.
+    let announced = |cell: &TrustCell| {
+        topology == Topology::Break
             && force.is_some()
             && cell.chain == Side::New
-            && cell.bundle == Side::Old;
-        if let Err(source) = cell.result
-            && !announced
-        {
-            return Err(RotateError::TrustCheckFailed {
-                chain: cell.chain,
-                bundle: cell.bundle,
-                at: cell.at,
-                source: Box::new(source),
-            });
-        }
-    }
+            && cell.bundle == Side::Old
+    };
+    refuse_untrusted(
+        crate::preflight::matrix(&inputs, &[now])
+            .into_iter()
+            .filter(|cell| !announced(cell)),
+    )?;
 
     // The guard every rotation runs: consumers that may still hold the
     // material of the previous rotation (within the reload interval), or a
@@ -246,7 +236,7 @@ fn renew<'d, R: CryptoRng + ?Sized + 'static>(
         forced_reasons: Vec::new(),
     });
     // Same key and SKI: a leaf of the old certificate is a leaf of the new.
-    let probe = state.issue_leaf(&probe_request(state), now, rng)?;
+    let probe = state.issue_leaf(&probe_request(&state.policy), now, rng)?;
     let chain = state.serving_chain(&probe.cert);
     let cells = crate::preflight::matrix(
         &MatrixInputs {
@@ -257,16 +247,7 @@ fn renew<'d, R: CryptoRng + ?Sized + 'static>(
         },
         &[now],
     );
-    for cell in cells {
-        if let Err(source) = cell.result {
-            return Err(RotateError::TrustCheckFailed {
-                chain: cell.chain,
-                bundle: cell.bundle,
-                at: cell.at,
-                source: Box::new(source),
-            });
-        }
-    }
+    refuse_untrusted(cells)?;
     Ok(Outcome {
         document: Cow::Owned(next),
         events: vec![Event::Rotated {

@@ -8,6 +8,7 @@ use super::{
 use crate::engine::Outcome;
 use crate::error::{Result, RotateError};
 use crate::leaf::{Leaf, LeafRequest};
+use crate::preflight::TrustCell;
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, CertificateParams, PrivateKey, cross_sign,
 };
@@ -228,7 +229,9 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
     })
 }
 
-fn probe_request(policy: &SignerPolicy) -> LeafRequest {
+/// A serving certificate for the probe name, with the lifetime of the
+/// policy's CAs: issued to prove trust across a rotation.
+pub(crate) fn probe_request(policy: &SignerPolicy) -> LeafRequest {
     let mut request = LeafRequest::server(vec![crate::preflight::PROBE_NAME.to_string()]);
     request.lifetime = policy.rotation.lifetime;
     request
@@ -260,7 +263,13 @@ fn preflight_rotation(
         old_bundle: old_chain.as_ref().map(|_| &before.bundle),
         new_bundle: &after.bundle,
     };
-    for cell in crate::preflight::matrix(&inputs, &times) {
+    refuse_untrusted(crate::preflight::matrix(&inputs, &times))
+}
+
+/// Refuses a change at the first cell of its pre-flight matrix whose
+/// serving chain does not verify against the bundle.
+pub(crate) fn refuse_untrusted(cells: impl IntoIterator<Item = TrustCell>) -> Result<()> {
+    for cell in cells {
         if let Err(source) = cell.result {
             return Err(RotateError::TrustCheckFailed {
                 chain: cell.chain,
