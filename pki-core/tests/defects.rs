@@ -70,57 +70,26 @@ mod rfc5280_gaps {
     //! extension, and a CA whose basicConstraints is not critical
     //! (accepted, as RFC 5280 §6.1.4(k) and NIST PKITS 4.6.4 say).
 
-    use super::custom::{self, CN};
+    use super::custom::{self, CN, constrained_ca, dns_name, email, subtrees, verify_leaf};
     use super::*;
     use der::Tag;
-    use der::asn1::{Ia5String, OctetString};
+    use der::asn1::OctetString;
     use x509_cert::ext::Extension;
-    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
     use x509_cert::ext::pkix::name::GeneralName;
     use x509_cert::ext::pkix::{
         BasicConstraints, KeyUsage, KeyUsages, NameConstraints, SubjectAltName,
     };
 
-    fn dns_name(s: &str) -> GeneralName {
-        GeneralName::DnsName(Ia5String::new(s).unwrap())
-    }
-
-    fn email(s: &str) -> GeneralName {
-        GeneralName::Rfc822Name(Ia5String::new(s).unwrap())
-    }
-
     fn permitting(bases: Vec<GeneralName>) -> NameConstraints {
         NameConstraints {
-            permitted_subtrees: Some(
-                bases
-                    .into_iter()
-                    .map(|base| GeneralSubtree {
-                        base,
-                        minimum: 0,
-                        maximum: None,
-                    })
-                    .collect(),
-            ),
+            permitted_subtrees: subtrees(bases),
             excluded_subtrees: None,
         }
     }
 
     /// root → CA with `nc` → leaf with the subjectAltNames `sans`.
     fn verify_under(nc: NameConstraints, sans: Vec<GeneralName>) -> Result<(), VerifyError> {
-        let root = new_root("root", 1);
-        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
-        let nc = custom::ext(&nc, &subject);
-        let ca = custom::ca(&root, subject, vec![nc], 2);
-        let subject = custom::name(&[(CN, Tag::Utf8String, "web")]);
-        let san = custom::ext(&SubjectAltName(sans), &subject);
-        let leaf = custom::server_leaf(&ca, ca.cert.subject().clone(), subject, vec![san], 3);
-        verify_chain(
-            &leaf,
-            std::slice::from_ref(&ca.cert),
-            &bundle(&[&root.cert]),
-            &opts(),
-        )
-        .map(|_| ())
+        verify_leaf(&constrained_ca(nc), None, sans)
     }
 
     fn assert_malformed(result: Result<(), VerifyError>, says: &str) {

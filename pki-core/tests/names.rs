@@ -333,68 +333,15 @@ mod email_and_uri_constraints {
     //! rfc822Name constraints (on subjectAltName e-mail addresses and on
     //! the subject DN's emailAddress attributes) and URI constraints.
 
-    use super::custom::{self, CN, EMAIL};
+    use super::custom::{self, CN, constrained_ca, dns_name, email, subtrees, verify_leaf};
     use super::*;
     use der::Tag;
     use der::asn1::Ia5String;
-    use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+    use x509_cert::ext::pkix::NameConstraints;
     use x509_cert::ext::pkix::name::GeneralName;
-    use x509_cert::ext::pkix::{NameConstraints, SubjectAltName};
-
-    fn email(s: &str) -> GeneralName {
-        GeneralName::Rfc822Name(Ia5String::new(s).unwrap())
-    }
 
     fn uri(s: &str) -> GeneralName {
         GeneralName::UniformResourceIdentifier(Ia5String::new(s).unwrap())
-    }
-
-    fn dns(s: &str) -> GeneralName {
-        GeneralName::DnsName(Ia5String::new(s).unwrap())
-    }
-
-    fn trees(bases: Vec<GeneralName>) -> Option<Vec<GeneralSubtree>> {
-        Some(
-            bases
-                .into_iter()
-                .map(|base| GeneralSubtree {
-                    base,
-                    minimum: 0,
-                    maximum: None,
-                })
-                .collect(),
-        )
-    }
-
-    fn ca_with(nc: NameConstraints) -> (CertificateAuthority, CertificateAuthority) {
-        let root = new_root("root", 1);
-        let subject = custom::name(&[(CN, Tag::Utf8String, "constrained")]);
-        let nc = custom::ext(&nc, &subject);
-        let ca = custom::ca(&root, subject, vec![nc], 2);
-        (root, ca)
-    }
-
-    /// A leaf with the subject `CN=web` (plus `emailAddress=<dn_email>`
-    /// when given) and the subjectAltNames `sans`.
-    fn verify_leaf(
-        (root, ca): &(CertificateAuthority, CertificateAuthority),
-        dn_email: Option<&str>,
-        sans: Vec<GeneralName>,
-    ) -> Result<(), VerifyError> {
-        let mut rdns = vec![(CN, Tag::Utf8String, "web")];
-        if let Some(e) = dn_email {
-            rdns.push((EMAIL, Tag::Ia5String, e));
-        }
-        let subject = custom::name(&rdns);
-        let san = custom::ext(&SubjectAltName(sans), &subject);
-        let leaf = custom::server_leaf(ca, ca.cert.subject().clone(), subject, vec![san], 3);
-        verify_chain(
-            &leaf,
-            std::slice::from_ref(&ca.cert),
-            &bundle(&[&root.cert]),
-            &opts(),
-        )
-        .map(|_| ())
     }
 
     fn assert_violation(result: Result<(), VerifyError>, name: &str) {
@@ -408,24 +355,24 @@ mod email_and_uri_constraints {
     fn subject_email_address_outside_a_permitted_rfc822_subtree_is_refused() {
         // The leaf has no e-mail subjectAltName, only a DNS one: the DN's
         // emailAddress must still be checked.
-        let ca = ca_with(NameConstraints {
-            permitted_subtrees: trees(vec![email(".example.com")]),
+        let ca = constrained_ca(NameConstraints {
+            permitted_subtrees: subtrees(vec![email(".example.com")]),
             excluded_subtrees: None,
         });
-        verify_leaf(&ca, Some("ops@mail.example.com"), vec![dns("web")]).unwrap();
+        verify_leaf(&ca, Some("ops@mail.example.com"), vec![dns_name("web")]).unwrap();
         assert_violation(
-            verify_leaf(&ca, Some("attacker@evil.test"), vec![dns("web")]),
+            verify_leaf(&ca, Some("attacker@evil.test"), vec![dns_name("web")]),
             "email:attacker@evil.test",
         );
     }
 
     #[test]
     fn subject_email_address_in_an_excluded_rfc822_subtree_is_refused() {
-        let ca = ca_with(NameConstraints {
+        let ca = constrained_ca(NameConstraints {
             permitted_subtrees: None,
-            excluded_subtrees: trees(vec![email("evil.test")]),
+            excluded_subtrees: subtrees(vec![email("evil.test")]),
         });
-        verify_leaf(&ca, Some("ops@good.test"), vec![dns("web")]).unwrap();
+        verify_leaf(&ca, Some("ops@good.test"), vec![dns_name("web")]).unwrap();
         assert_violation(
             verify_leaf(&ca, Some("OPS@EVIL.test"), vec![]),
             "email:OPS@EVIL.test",
@@ -434,8 +381,8 @@ mod email_and_uri_constraints {
 
     #[test]
     fn rfc822_subject_alt_names_are_checked_against_mailbox_host_and_domain_subtrees() {
-        let ca = ca_with(NameConstraints {
-            permitted_subtrees: trees(vec![
+        let ca = constrained_ca(NameConstraints {
+            permitted_subtrees: subtrees(vec![
                 email("root@admin.test"),
                 email("example.com"),
                 email(".corp.test"),
@@ -462,9 +409,9 @@ mod email_and_uri_constraints {
 
     #[test]
     fn uri_subject_alt_names_are_checked_by_host() {
-        let ca = ca_with(NameConstraints {
-            permitted_subtrees: trees(vec![uri(".example.com"), uri("api.test")]),
-            excluded_subtrees: trees(vec![uri("secret.example.com")]),
+        let ca = constrained_ca(NameConstraints {
+            permitted_subtrees: subtrees(vec![uri(".example.com"), uri("api.test")]),
+            excluded_subtrees: subtrees(vec![uri("secret.example.com")]),
         });
         verify_leaf(
             &ca,
@@ -495,7 +442,7 @@ mod email_and_uri_constraints {
         // with 10,000 names: 10^8 comparisons if nothing stops them.
         let root = new_root("root", 1);
         let excluded: Vec<GeneralName> = (0..2000)
-            .map(|i| dns(&format!("excluded-{i}.example")))
+            .map(|i| dns_name(&format!("excluded-{i}.example")))
             .collect();
         let mut cas: Vec<CertificateAuthority> = Vec::new();
         for level in 0..5 {
@@ -503,7 +450,7 @@ mod email_and_uri_constraints {
             let subject = custom::name(&[(CN, Tag::Utf8String, &format!("ca-{level}"))]);
             let nc = NameConstraints {
                 permitted_subtrees: None,
-                excluded_subtrees: trees(excluded.clone()),
+                excluded_subtrees: subtrees(excluded.clone()),
             };
             let nc = custom::ext(&nc, &subject);
             let ca = custom::ca(parent, subject, vec![nc], 10 + level);

@@ -4,19 +4,26 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
-use super::fixtures::{NOW, rng};
+use super::fixtures::{NOW, bundle, new_root, opts, rng};
 use der::Encode;
-use der::asn1::{Any, OctetString, SetOfVec};
+use der::Tag;
+use der::asn1::{Any, Ia5String, OctetString, SetOfVec};
 use der::referenced::OwnedToRef;
 use p256::pkcs8::DecodePrivateKey;
-use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, ObjectIdentifier, PrivateKey};
+use pki_core::{
+    Certificate, CertificateAuthority, KeyAlgorithm, ObjectIdentifier, PrivateKey, VerifyError,
+    verify_chain,
+};
 use time::Duration;
 use x509_cert::attr::AttributeTypeAndValue;
 use x509_cert::builder::{Builder, CertificateBuilder};
 use x509_cert::certificate::TbsCertificate;
+use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
+use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BasicConstraints, KeyUsage, KeyUsages, SubjectKeyIdentifier,
 };
+use x509_cert::ext::pkix::{NameConstraints, SubjectAltName};
 use x509_cert::ext::{Extension, ToExtension};
 use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
 use x509_cert::serial_number::SerialNumber;
@@ -172,4 +179,62 @@ pub fn server_leaf(
     ];
     extensions.extend(more);
     issue(ca, issuer_name, subject, &key, extensions)
+}
+
+/// A DNS name (dNSName), for a subjectAltName or a constraint.
+pub fn dns_name(s: &str) -> GeneralName {
+    GeneralName::DnsName(Ia5String::new(s).unwrap())
+}
+
+/// An e-mail address, host or domain (rfc822Name).
+pub fn email(s: &str) -> GeneralName {
+    GeneralName::Rfc822Name(Ia5String::new(s).unwrap())
+}
+
+/// Name-constraint subtrees of these bases, without minimum or maximum.
+pub fn subtrees(bases: Vec<GeneralName>) -> Option<Vec<GeneralSubtree>> {
+    Some(
+        bases
+            .into_iter()
+            .map(|base| GeneralSubtree {
+                base,
+                minimum: 0,
+                maximum: None,
+            })
+            .collect(),
+    )
+}
+
+/// A root and, under it, the CA `CN=constrained` with the name
+/// constraints `nc`.
+pub fn constrained_ca(nc: NameConstraints) -> (CertificateAuthority, CertificateAuthority) {
+    let root = new_root("root", 1);
+    let subject = name(&[(CN, Tag::Utf8String, "constrained")]);
+    let nc = ext(&nc, &subject);
+    let ca = ca(&root, subject, vec![nc], 2);
+    (root, ca)
+}
+
+/// Verifies a leaf of `ca` with the subject `CN=web` (plus
+/// `emailAddress=<dn_email>` when given) and the subjectAltNames `sans`,
+/// for a client trusting `root`.
+pub fn verify_leaf(
+    (root, ca): &(CertificateAuthority, CertificateAuthority),
+    dn_email: Option<&str>,
+    sans: Vec<GeneralName>,
+) -> Result<(), VerifyError> {
+    let mut rdns = vec![(CN, Tag::Utf8String, "web")];
+    if let Some(e) = dn_email {
+        rdns.push((EMAIL, Tag::Ia5String, e));
+    }
+    let subject = name(&rdns);
+    let san = ext(&SubjectAltName(sans), &subject);
+    let leaf = server_leaf(ca, ca.cert.subject().clone(), subject, vec![san], 3);
+    verify_chain(
+        &leaf,
+        std::slice::from_ref(&ca.cert),
+        &bundle(&[&root.cert]),
+        &opts(),
+    )
+    .map(|_| ())
 }
