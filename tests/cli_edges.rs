@@ -5,10 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// The etcd test support of pki-etcd (an `etcd` started for the test), by
+// path: it lives with the crate whose store it tests.
 #[path = "../pki-etcd/tests/support/etcd.rs"]
 mod etcd;
+mod support;
 
-use std::collections::BTreeMap;
+use support::cli::{mode, modes, ok, pki, refused, refused_output, snapshot, succeeded, text};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -25,10 +29,6 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pki")
 }
 
-fn pki(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run pki")
-}
-
 /// `pki ARGS` started by a shell that set `umask` first.
 fn pki_umask(umask: &str, args: &[&str]) -> Output {
     Command::new("sh")
@@ -38,86 +38,6 @@ fn pki_umask(umask: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run pki")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn succeeded(args: &[&str], o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed ({:?}): {}{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
-
-fn ok(args: &[&str]) -> String {
-    succeeded(args, pki(args))
-}
-
-/// Exit 1, exactly one line on stderr, no panic text; returns stderr.
-fn refused_output(args: &[&str], o: &Output) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "pki {args:?}: {}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let err = text(&o.stderr);
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("pki: "), "{err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("internal error"),
-        "{err}"
-    );
-    err
-}
-
-fn refused(args: &[&str]) -> String {
-    refused_output(args, &pki(args))
-}
-
-/// Every entry under `dir`, links not followed: relative path → kind and
-/// mode (`d0700`, `-0600`, `l0777`).
-fn modes(dir: &Path) -> BTreeMap<String, String> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let path = e.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let kind = if meta.is_dir() {
-                'd'
-            } else if meta.file_type().is_symlink() {
-                'l'
-            } else {
-                '-'
-            };
-            let rel = path.strip_prefix(base).unwrap().display().to_string();
-            out.insert(
-                rel,
-                format!("{kind}{:04o}", meta.permissions().mode() & 0o7777),
-            );
-            if meta.is_dir() {
-                walk(base, &path, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-/// The mode of the file a path leads to (links followed).
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
 }
 
 /// Every directory of the store is 0700, no file is writable by group or
@@ -304,27 +224,6 @@ fn the_mint_hooks_capture_files_are_private_under_any_umask() {
         succeeded(&reconcile, pki_umask(umask, &reconcile));
         assert!(dir.join("creds/db/old").exists());
     }
-}
-
-/// Everything under `dir`, links not followed: path → kind, mode, content.
-fn snapshot(dir: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
-    modes(dir)
-        .into_iter()
-        .map(|(path, m)| {
-            let full = dir.join(&path);
-            let meta = std::fs::symlink_metadata(&full).unwrap();
-            let content = match m.as_bytes()[0] {
-                // Not a FIFO: reading one would wait for a writer.
-                b'-' if meta.is_file() => std::fs::read(&full).unwrap(),
-                b'l' => std::fs::read_link(&full)
-                    .unwrap()
-                    .into_os_string()
-                    .into_encoded_bytes(),
-                _ => Vec::new(),
-            };
-            (path, (m, content))
-        })
-        .collect()
 }
 
 #[test]

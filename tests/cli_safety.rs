@@ -5,10 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/cli.rs"]
-mod cli;
+mod support;
 
-use cli::{ok, openssl_root, refused, tree};
+use support::cli::{self, ok, openssl_root, refused, tree};
 
 #[test]
 fn rotate_to_the_ca_in_use_again_is_nothing_to_do_and_another_within_the_interval_is_refused() {

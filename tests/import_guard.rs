@@ -9,14 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/maker.rs"]
-mod maker;
+mod support;
 
-use cli::{ok, pki, refused, text, tree};
-use maker::{Maker, openssl_verifies_serving_chain};
 use std::path::Path;
+use support::cli::{ok, pki, refused, text, tree};
+use support::maker::{Maker, openssl_verifies_serving_chain};
 
 /// The failed checks of `pki validate DIR --to FILE --json`.
 fn failed_checks(dir: &str, to: &str) -> Vec<String> {

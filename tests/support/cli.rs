@@ -1,10 +1,12 @@
 //! Running the `pki` binary from the CLI tests: its output, the one-line
-//! refusal contract (exit 1, one line on stderr, no panic), and a snapshot
-//! of a store directory to prove a refusal wrote nothing.
+//! refusal contract (exit 1, one line on stderr starting `pki: `, no
+//! panic), and a snapshot of a store directory to prove a refusal wrote
+//! nothing.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -21,22 +23,36 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Runs `pki ARGS`, which must succeed; its stdout.
-pub fn ok(args: &[&str]) -> String {
-    let o = pki(args);
+/// What a command printed on stdout.
+pub fn stdout(o: &Output) -> String {
+    text(&o.stdout)
+}
+
+/// What a command printed on stderr.
+pub fn stderr(o: &Output) -> String {
+    text(&o.stderr)
+}
+
+/// `o`, the output of `pki ARGS`, must be a success; its stdout.
+pub fn succeeded(args: &[&str], o: Output) -> String {
     assert!(
         o.status.success(),
-        "pki {args:?} failed ({:?}): {}",
+        "pki {args:?} failed ({:?}): {}{}",
         o.status.code(),
+        text(&o.stdout),
         text(&o.stderr)
     );
     text(&o.stdout)
 }
 
-/// Runs `pki ARGS`, which must exit with `code` and exactly one line on
-/// stderr, without a panic; that line.
-pub fn fails_with(code: i32, args: &[&str]) -> String {
-    let o = pki(args);
+/// Runs `pki ARGS`, which must succeed; its stdout.
+pub fn ok(args: &[&str]) -> String {
+    succeeded(args, pki(args))
+}
+
+/// `o`, the output of `pki ARGS`, must have exited with `code` without a
+/// panic; a refusal (exit 1) prints exactly one line, `pki: …`. Its stderr.
+pub fn exited_with(code: i32, args: &[&str], o: &Output) -> String {
     let err = text(&o.stderr);
     assert_eq!(
         o.status.code(),
@@ -44,7 +60,10 @@ pub fn fails_with(code: i32, args: &[&str]) -> String {
         "pki {args:?}: {}{err}",
         text(&o.stdout)
     );
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    if code == 1 {
+        assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+        assert!(err.starts_with("pki: "), "{err}");
+    }
     assert!(
         !err.contains("panicked") && !err.contains("internal error"),
         "{err}"
@@ -52,7 +71,20 @@ pub fn fails_with(code: i32, args: &[&str]) -> String {
     err
 }
 
-/// Exit 1 (refused) with one line on stderr; that line.
+/// Runs `pki ARGS`, which must exit with `code` (see [`exited_with`]); its
+/// stderr.
+pub fn fails_with(code: i32, args: &[&str]) -> String {
+    exited_with(code, args, &pki(args))
+}
+
+/// `o`, the output of `pki ARGS`, must be a refusal: exit 1 with one line
+/// on stderr, without a panic; that line.
+pub fn refused_output(args: &[&str], o: &Output) -> String {
+    exited_with(1, args, o)
+}
+
+/// Runs `pki ARGS`, which must be refused (see [`refused_output`]); the
+/// line it printed.
 pub fn refused(args: &[&str]) -> String {
     fails_with(1, args)
 }
@@ -60,13 +92,18 @@ pub fn refused(args: &[&str]) -> String {
 /// Every file under `dir` (links as their targets; the lock file aside), to
 /// prove a command wrote nothing.
 pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = tree_with_lock(dir);
+    out.remove(".lock");
+    out
+}
+
+/// Every file under `dir` (links as their targets), the lock file
+/// included: to prove a refused command did not even take the lock.
+pub fn tree_with_lock(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
             let rel = path.strip_prefix(base).unwrap().display().to_string();
-            if rel == ".lock" {
-                continue;
-            }
             let meta = std::fs::symlink_metadata(&path).unwrap();
             if meta.file_type().is_symlink() {
                 let target = std::fs::read_link(&path).unwrap();
@@ -81,6 +118,65 @@ pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(dir, dir, &mut out);
     out
+}
+
+/// Every entry under `dir`, links not followed: relative path → kind and
+/// mode (`d0700`, `-0600`, `l0777`).
+pub fn modes(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let kind = if meta.is_dir() {
+                'd'
+            } else if meta.file_type().is_symlink() {
+                'l'
+            } else {
+                '-'
+            };
+            let rel = path.strip_prefix(base).unwrap().display().to_string();
+            out.insert(
+                rel,
+                format!("{kind}{:04o}", meta.permissions().mode() & 0o7777),
+            );
+            if meta.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The mode of the file a path leads to (links followed).
+pub fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Everything under `dir`, links not followed: path → kind, mode, content.
+pub fn snapshot(dir: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
+    modes(dir)
+        .into_iter()
+        .map(|(path, m)| {
+            let full = dir.join(&path);
+            let meta = std::fs::symlink_metadata(&full).unwrap();
+            let content = match m.as_bytes()[0] {
+                // Not a FIFO: reading one would wait for a writer.
+                b'-' if meta.is_file() => std::fs::read(&full).unwrap(),
+                b'l' => std::fs::read_link(&full)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+                _ => Vec::new(),
+            };
+            (path, (m, content))
+        })
+        .collect()
 }
 
 /// A self-signed CA made by OpenSSL (P-256, valid from now for `days`):

@@ -4,12 +4,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use super::cli::text;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 pub fn openssl(dir: &Path, args: &[&str]) {
     let o = Command::new("openssl")

@@ -5,13 +5,19 @@ use super::material;
 use crate::document::Files;
 use crate::error::{Result, RotateError};
 use crate::leaf::IssuedLeaf;
-use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, ValidatedCa};
+use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm};
 use rand_core::CryptoRng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
 
 use super::MIN_CA_VALIDITY;
+
+mod event;
+mod input;
+
+pub use event::SetEvent;
+pub use input::{ImportedCa, SetInput};
 
 /// What a CA signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -369,220 +375,6 @@ pub struct SetState {
     pub rotation: Option<Rotation>,
     /// Finished rotations, oldest first.
     pub history: Vec<RotationSummary>,
-}
-
-/// A CA to import at start (StarlingX's upload): certificate, key and
-/// the chain above it. The engine checks it again at start
-/// ([`pki_core::CaImport::validate`] at the start's time): a caller that
-/// built it by hand gets the same refusals as one that read a file with
-/// [`pki_core::import_ca_file`].
-#[derive(Debug, Clone)]
-pub struct ImportedCa {
-    /// The CA's name in the set.
-    pub ca: String,
-    /// Its certificate and key.
-    pub authority: CertificateAuthority,
-    /// The certificates above it, its issuer first, the root last; empty
-    /// when it is self-signed.
-    pub chain: Vec<Certificate>,
-}
-
-impl ImportedCa {
-    /// The new CA for `ca`, as [`pki_core::import_ca_file`] or
-    /// [`pki_core::CaImport::validate`] returned it.
-    pub fn new(ca: impl Into<String>, validated: ValidatedCa) -> Self {
-        ImportedCa {
-            ca: ca.into(),
-            authority: validated.authority,
-            chain: validated.chain,
-        }
-    }
-}
-
-/// What a caller asks of the set. The default asks for nothing.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub enum SetInput {
-    /// Nothing: report only.
-    #[default]
-    Nothing,
-    /// Add or change a leaf; it is issued now. The same spec again is
-    /// nothing to do.
-    Issue {
-        /// The leaf's name.
-        name: String,
-        /// What it should look like.
-        spec: LeafSpec,
-        /// Move the leaf although another target loads it (that target
-        /// loses it); without it such a request is refused.
-        replace: bool,
-    },
-    /// Create a target or change the bundles it loads (None keeps a list).
-    Target {
-        /// The target.
-        name: String,
-        /// CAs whose servers it verifies.
-        trusts: Option<BTreeSet<String>>,
-        /// CAs whose clients it verifies.
-        client_ca: Option<BTreeSet<String>>,
-    },
-    /// Start a rotation: Idle (or Completed) → TrustBoth.
-    Start {
-        /// Why.
-        reason: String,
-        /// CAs supplied instead of generated.
-        imports: Vec<ImportedCa>,
-        /// Move serving certificates one target at a time.
-        one_at_a_time: bool,
-    },
-    /// A target loaded the files with this fingerprint.
-    Ack {
-        /// The target.
-        target: String,
-        /// What it loaded.
-        fingerprint: String,
-    },
-    /// A target failed to load its files.
-    Fail {
-        /// The target.
-        target: String,
-        /// Why.
-        reason: String,
-    },
-    /// A failed target will try again.
-    Retry {
-        /// The target.
-        target: String,
-    },
-    /// Go to the next step; an override reason passes a gate that still
-    /// waits, and accepts the red cells of the pre-flight, recorded. An
-    /// override applies to the step it was given in: the same reason again
-    /// once it moved the set on is nothing to do.
-    Advance {
-        /// The operator's reason to pass without every acknowledgement.
-        override_reason: Option<String>,
-        /// The step the caller means to leave: once the set left it in this
-        /// rotation the request is nothing to do, and from another step it
-        /// is refused. None: the current step.
-        from: Option<SetStep>,
-    },
-    /// Abort to the safe target of the current step
-    /// ([`SetState::abort_target`]); refused when it would strand a target
-    /// ([`SetState::stranded_by_abort`]) unless an override reason is given.
-    Abort {
-        /// The operator's reason to abort although it strands targets.
-        override_reason: Option<String>,
-    },
-}
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum SetEvent {
-    /// The step changed.
-    Step {
-        /// From.
-        from: SetStep,
-        /// To.
-        to: SetStep,
-        /// Why or how.
-        note: String,
-    },
-    /// A leaf was issued.
-    Issued {
-        /// The leaf.
-        name: String,
-        /// The target that loads it.
-        target: String,
-        /// Its certificate's id.
-        id: String,
-        /// The CA certificate that signed it.
-        issuer: String,
-    },
-    /// A new CA was made or imported.
-    NewCa {
-        /// The CA's name.
-        ca: String,
-        /// `ca` or `client-ca`.
-        role: String,
-        /// Its certificate's id.
-        id: String,
-        /// Imported rather than generated.
-        imported: bool,
-    },
-    /// A target acknowledged its files.
-    Acked {
-        /// The target.
-        target: String,
-        /// The fingerprint.
-        fingerprint: String,
-    },
-    /// A target failed.
-    Failed {
-        /// The target.
-        target: String,
-        /// Why.
-        reason: String,
-    },
-    /// A failed target is pending again.
-    Retrying {
-        /// The target.
-        target: String,
-    },
-    /// A target's bundles changed.
-    TargetChanged {
-        /// The target.
-        target: String,
-    },
-    /// Old CA keys were destroyed.
-    OldKeysDestroyed {
-        /// Ids of the destroyed CA certificates.
-        ids: Vec<String>,
-    },
-    /// The request was applied before: nothing changes.
-    AlreadyDone {
-        /// What was done, and when.
-        note: String,
-    },
-}
-
-impl std::fmt::Display for SetEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetEvent::Step { from, to, note } => write!(f, "step {from} -> {to}: {note}"),
-            SetEvent::Issued {
-                name,
-                target,
-                id,
-                issuer,
-            } => write!(
-                f,
-                "issued {name} ({id}) for target {target}, signed by {issuer}"
-            ),
-            SetEvent::NewCa {
-                ca,
-                role,
-                id,
-                imported,
-            } => write!(
-                f,
-                "{} new {role} for {ca}: {id}",
-                if *imported { "imported" } else { "generated" }
-            ),
-            SetEvent::Acked {
-                target,
-                fingerprint,
-            } => write!(f, "target {target} loaded {fingerprint}"),
-            SetEvent::Failed { target, reason } => write!(f, "target {target} failed: {reason}"),
-            SetEvent::Retrying { target } => write!(f, "target {target} pending again (retry)"),
-            SetEvent::TargetChanged { target } => write!(f, "target {target} bundles changed"),
-            SetEvent::OldKeysDestroyed { ids } => {
-                write!(f, "destroyed old CA keys {}", ids.join(", "))
-            }
-            SetEvent::AlreadyDone { note } => write!(f, "nothing to do: {note}"),
-        }
-    }
 }
 
 /// Names of CAs, targets and leaves become file and directory names.

@@ -1,3 +1,4 @@
 //! Helpers the integration tests share.
 
+pub mod fs;
 pub mod set;

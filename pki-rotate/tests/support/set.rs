@@ -1,13 +1,15 @@
-//! The CA set fixtures the set tests share: GEP-18's shoot in small, and
-//! the engine called one request at a time.
+//! The CA set fixtures the set tests share: GEP-18's shoot in small, the
+//! engine called one request at a time, and what a target holds and
+//! verifies.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use pki_core::KeyAlgorithm;
+use pki_core::{Bundle, Certificate, KeyAlgorithm, Purpose, VerifyOptions, verify_chain};
+use pki_rotate::set::material;
 use pki_rotate::{Engine, LeafSpec, Roles, SetEngine, SetInput, SetState};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 /// 2026-01-01: the set is created.
@@ -201,4 +203,63 @@ pub fn abort() -> SetInput {
     SetInput::Abort {
         override_reason: None,
     }
+}
+
+pub fn issuer_of(s: &SetState, leaf: &str) -> Certificate {
+    let cert = &s.leaves[leaf].issued.cert;
+    s.cas
+        .values()
+        .flat_map(|ca| {
+            let mut v = vec![ca.current.signer.cert.clone()];
+            v.extend(ca.current.client_signer.as_ref().map(|c| c.cert.clone()));
+            if let Some(n) = &ca.next {
+                v.push(n.signer.cert.clone());
+                v.extend(n.client_signer.as_ref().map(|c| c.cert.clone()));
+            }
+            v
+        })
+        .find(|c| pki_core::issued_by(cert, c).issued_by)
+        .expect("an issuer in the set")
+}
+
+/// What a target holds once it acknowledged: its trust and client-ca
+/// bundles and leaves, parsed from the files it was given.
+#[derive(Clone)]
+pub struct Loaded {
+    pub trust: BTreeMap<String, Bundle>,
+    pub client_ca: BTreeMap<String, Bundle>,
+    pub serving: Vec<(String, Certificate)>,
+    pub client: Vec<(String, Certificate)>,
+}
+
+pub fn loaded(s: &SetState, t: &str) -> Loaded {
+    let m = material::target_material(s, t);
+    Loaded {
+        trust: m.trust,
+        client_ca: m.client_ca,
+        serving: m
+            .leaves
+            .iter()
+            .filter(|l| l.serving)
+            .map(|l| (l.ca.clone(), l.cert.clone()))
+            .collect(),
+        client: m
+            .leaves
+            .iter()
+            .filter(|l| l.client)
+            .map(|l| (l.ca.clone(), l.cert.clone()))
+            .collect(),
+    }
+}
+
+pub fn verifies(cert: &Certificate, bundle: &Bundle, purpose: Purpose, at: OffsetDateTime) -> bool {
+    let mut opts = VerifyOptions::new(at, purpose);
+    if purpose == Purpose::ServerAuth {
+        opts.name = cert
+            .dns_names()
+            .into_iter()
+            .next()
+            .map(pki_core::ExpectedName::Dns);
+    }
+    verify_chain(cert, &[], bundle, &opts).is_ok()
 }

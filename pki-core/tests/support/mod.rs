@@ -1,0 +1,4 @@
+//! Helpers the path-validation tests share.
+
+pub mod custom;
+pub mod fixtures;

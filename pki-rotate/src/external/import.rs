@@ -1,0 +1,78 @@
+//! Starting a signer from an imported CA, and keeping the signer's own
+//! rotation away from it.
+
+use super::{ExternalCa, import_checks};
+use crate::error::{Result, RotateError};
+use crate::signer::{OverriddenCheck, RotationReason, SignerState};
+use pki_core::{Bundle, CaImport};
+use time::OffsetDateTime;
+
+impl SignerState {
+    /// A signer whose CA is `import`: the key must match and the CA must
+    /// verify up to the root of its chain (or be self-signed) and be valid
+    /// at `now`. The bundle holds the root; serving chains carry the CA
+    /// and the intermediates.
+    pub fn import(
+        import: &CaImport,
+        policy: crate::signer::SignerPolicy,
+        now: OffsetDateTime,
+    ) -> Result<Self> {
+        policy.validate()?;
+        // The checks of every supplied CA that hold whatever the store
+        // holds (validate and rotate --to run the same): what can never
+        // verify is refused before it is written.
+        let failed: Vec<OverriddenCheck> = import_checks(import, std::iter::empty(), now)
+            .into_iter()
+            .filter(|c| !c.ok)
+            .map(|c| OverriddenCheck {
+                name: c.name,
+                detail: c.detail,
+            })
+            .collect();
+        if !failed.is_empty() {
+            return Err(RotateError::ValidationFailed {
+                failed,
+                forced: false,
+            });
+        }
+        let ca = import.authority()?;
+        let validated = import.validate(now)?;
+        let root = validated.root().clone();
+        Ok(SignerState {
+            policy,
+            ca,
+            bridge: None,
+            bridge_chain: Vec::new(),
+            bundle: Bundle::from_certs([root]),
+            previous: None,
+            forced_rotation_reason: None,
+            leaves: Default::default(),
+            history: Vec::new(),
+            external: Some(ExternalCa {
+                imported_at: now,
+                chain: import.chain.clone(),
+            }),
+        })
+    }
+}
+
+/// The signer's automatic rotation leaves an imported CA alone (its
+/// replacement must come from its issuer), and a forced one is refused.
+pub(crate) fn hold_rotation(
+    state: &SignerState,
+    rotation: &mut Option<crate::signer::RotationDecision>,
+) -> Result<()> {
+    if state.external.is_none() {
+        return Ok(());
+    }
+    match rotation.as_ref().map(|r| &r.reason) {
+        Some(RotationReason::Forced { reason }) => Err(RotateError::ImportedCaRotation {
+            ca: state.ca.cert.id(),
+            reason: reason.clone(),
+        }),
+        _ => {
+            *rotation = None;
+            Ok(())
+        }
+    }
+}

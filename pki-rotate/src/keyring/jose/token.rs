@@ -1,0 +1,231 @@
+//! Compact JWS (RFC 7515) for JWTs (RFC 7519): signing with ES256 or
+//! RS256, and parsing and verifying tokens.
+
+use super::{Algorithm, JoseError, MAX_TOKEN_BYTES, PublicKey, malformed, unsupported};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as Base64UrlUnpadded;
+use serde_json::{Map, Value};
+use sha2::Sha256;
+use signature::{SignatureEncoding, Signer};
+
+/// A private key that signs tokens, built from a pki-core key.
+pub(crate) enum TokenSigner {
+    P256(p256::ecdsa::SigningKey),
+    Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
+}
+
+impl TokenSigner {
+    /// Reads the key back from its PKCS#8 form: pki-core keeps its key
+    /// types private, and PKCS#8 is the one form both sides speak.
+    pub(crate) fn new(key: &pki_core::PrivateKey) -> Result<Self, JoseError> {
+        use p256::pkcs8::DecodePrivateKey;
+        let der = key
+            .to_pkcs8_der()
+            .map_err(|e| unsupported("active key", e))?;
+        if key.algorithm().is_rsa() {
+            let k = rsa::RsaPrivateKey::from_pkcs8_der(&der)
+                .map_err(|e| unsupported("active key", e))?;
+            Ok(TokenSigner::Rsa(Box::new(rsa::pkcs1v15::SigningKey::new(
+                k,
+            ))))
+        } else {
+            p256::ecdsa::SigningKey::from_pkcs8_der(&der)
+                .map(TokenSigner::P256)
+                .map_err(|e| unsupported("active key", e))
+        }
+    }
+
+    fn algorithm(&self) -> Algorithm {
+        match self {
+            TokenSigner::P256(_) => Algorithm::Es256,
+            TokenSigner::Rsa(_) => Algorithm::Rs256,
+        }
+    }
+
+    fn sign(&self, input: &[u8]) -> Result<Vec<u8>, JoseError> {
+        match self {
+            // RFC 6979 deterministic ECDSA: same key and message, same token.
+            TokenSigner::P256(k) => {
+                let s: p256::ecdsa::Signature = k
+                    .try_sign(input)
+                    .map_err(|e| unsupported("active key", e))?;
+                Ok(s.to_bytes().to_vec())
+            }
+            TokenSigner::Rsa(k) => {
+                let s: rsa::pkcs1v15::Signature = k
+                    .try_sign(input)
+                    .map_err(|e| unsupported("active key", e))?;
+                Ok(s.to_vec())
+            }
+        }
+    }
+}
+
+/// Signs `claims` (a JSON object, used byte for byte as the payload) as a
+/// compact JWS with header `{"alg","kid","typ":"JWT"}`.
+pub(crate) fn sign(signer: &TokenSigner, kid: &str, claims: &[u8]) -> Result<String, JoseError> {
+    parse_claims(claims)?;
+    let header = serde_json::json!({
+        "alg": signer.algorithm().as_str(),
+        "kid": kid,
+        "typ": "JWT",
+    });
+    let mut token = Base64UrlUnpadded.encode(header.to_string().as_bytes());
+    token.push('.');
+    token.push_str(&Base64UrlUnpadded.encode(claims));
+    let sig = signer.sign(token.as_bytes())?;
+    token.push('.');
+    token.push_str(&Base64UrlUnpadded.encode(&sig));
+    Ok(token)
+}
+
+/// Reads a claims set: a JSON object.
+pub fn parse_claims(claims: &[u8]) -> Result<Map<String, Value>, JoseError> {
+    if claims.len() > MAX_TOKEN_BYTES {
+        return Err(JoseError::TooLarge {
+            what: "claims",
+            len: claims.len(),
+            max: MAX_TOKEN_BYTES,
+        });
+    }
+    match serde_json::from_slice::<Value>(claims) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(malformed("claims", "is not a JSON object")),
+        Err(e) => Err(malformed("claims", format!("not JSON: {e}"))),
+    }
+}
+
+/// A compact JWS, split and decoded but not verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedToken {
+    /// The header's `alg`.
+    pub algorithm: Algorithm,
+    /// The header's `kid`.
+    pub kid: String,
+    /// The claims.
+    pub claims: Map<String, Value>,
+    signing_input: Vec<u8>,
+    signature: Vec<u8>,
+}
+
+impl ParsedToken {
+    /// Splits and decodes a compact JWS. Surrounding ASCII whitespace (a
+    /// final newline in a token file) is ignored.
+    pub fn parse(token: &[u8]) -> Result<Self, JoseError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(JoseError::TooLarge {
+                what: "token",
+                len: token.len(),
+                max: MAX_TOKEN_BYTES,
+            });
+        }
+        let token = token.trim_ascii();
+        let text = std::str::from_utf8(token).map_err(|_| malformed("token", "is not ASCII"))?;
+        let parts: Vec<&str> = text.split('.').collect();
+        if parts.len() != 3 {
+            return Err(malformed(
+                "token",
+                format!(
+                    "has {} dot-separated parts, a compact JWS has 3",
+                    parts.len()
+                ),
+            ));
+        }
+        let decode = |part: &str, what: &str| {
+            Base64UrlUnpadded
+                .decode(part)
+                .map_err(|_| malformed(format!("token {what}"), "is not unpadded base64url"))
+        };
+        let header_bytes = decode(parts[0], "header")?;
+        let header: Map<String, Value> = match serde_json::from_slice(&header_bytes) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err(malformed("token header", "is not a JSON object")),
+            Err(e) => return Err(malformed("token header", format!("not JSON: {e}"))),
+        };
+        let alg = header
+            .get("alg")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("token header", "has no string \"alg\""))?;
+        let algorithm = Algorithm::parse(alg)?;
+        if let Some(crit) = header.get("crit") {
+            return Err(JoseError::CriticalHeader(crit.to_string()));
+        }
+        let kid = header
+            .get("kid")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("token header", "has no string \"kid\""))?
+            .to_string();
+        let payload = decode(parts[1], "payload")?;
+        let claims = parse_claims(&payload).map_err(|e| match e {
+            JoseError::Malformed { reason, .. } => malformed("token payload", reason),
+            other => other,
+        })?;
+        let signature = decode(parts[2], "signature")?;
+        Ok(ParsedToken {
+            algorithm,
+            kid,
+            claims,
+            signing_input: text.as_bytes()[..parts[0].len() + 1 + parts[1].len()].to_vec(),
+            signature,
+        })
+    }
+
+    /// Checks the signature with `key` (which the caller found by `kid`).
+    pub fn verify_signature(&self, key: &PublicKey) -> Result<(), JoseError> {
+        if key.algorithm() != self.algorithm {
+            return Err(JoseError::AlgorithmMismatch {
+                alg: self.algorithm.as_str().to_string(),
+                kid: self.kid.clone(),
+                kty: key.kty(),
+            });
+        }
+        if key.verify(&self.signing_input, &self.signature) {
+            Ok(())
+        } else {
+            Err(JoseError::BadSignature(self.kid.clone()))
+        }
+    }
+
+    /// Checks `exp` and `nbf`, when present, against `now` (Unix seconds):
+    /// valid while nbf ≤ now < exp (RFC 7519 §4.1.4-5, no leeway).
+    pub fn check_time(&self, now: i64) -> Result<(), JoseError> {
+        let number = |name: &str| -> Result<Option<i64>, JoseError> {
+            match self.claims.get(name) {
+                None => Ok(None),
+                Some(Value::Number(n)) => {
+                    // NumericDate may be fractional: compare on whole seconds,
+                    // rounding toward the stricter side.
+                    if let Some(i) = n.as_i64() {
+                        Ok(Some(i))
+                    } else if let Some(f) = n.as_f64().filter(|f| f.is_finite()) {
+                        Ok(Some(if name == "exp" {
+                            f.floor() as i64
+                        } else {
+                            f.ceil() as i64
+                        }))
+                    } else {
+                        Err(malformed(
+                            format!("token claim \"{name}\""),
+                            "is out of range",
+                        ))
+                    }
+                }
+                Some(_) => Err(malformed(
+                    format!("token claim \"{name}\""),
+                    "is not a NumericDate",
+                )),
+            }
+        };
+        if let Some(exp) = number("exp")?
+            && now >= exp
+        {
+            return Err(JoseError::Expired { exp, now });
+        }
+        if let Some(nbf) = number("nbf")?
+            && now < nbf
+        {
+            return Err(JoseError::NotYetValid { nbf, now });
+        }
+        Ok(())
+    }
+}

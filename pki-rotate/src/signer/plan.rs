@@ -1,0 +1,467 @@
+//! Deciding: whether the CA rotates and why, which leaves are issued, what
+//! leaves the bundle, and when to look again.
+
+use super::{LeafChange, SignerInput, SignerPolicy, SignerState};
+use crate::error::{Result, RotateError};
+use crate::leaf::{IssuedLeaf, LeafDecision, LeafReason, LeafRequest, validate_leaf_name};
+use pki_core::Certificate;
+use std::collections::BTreeMap;
+use time::{Duration, OffsetDateTime};
+
+/// Why the CA is rotated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RotationReason {
+    /// Less than the minimum trust M of validity remains.
+    Expiring {
+        /// Validity left at the time of the decision, in seconds.
+        remaining_seconds: i64,
+        /// M, in seconds.
+        min_trust_seconds: i64,
+    },
+    /// An operator asked for it with a reason not seen before.
+    Forced {
+        /// The operator's reason.
+        reason: String,
+    },
+    /// An operator supplied the new CA (`pki rotate --to`), and it passed
+    /// every validation check.
+    Supplied,
+    /// The CA was renewed on its own key and Subject (`pki rotate
+    /// --renew-same-key`): nothing it issued changes.
+    RenewedSameKey,
+}
+
+impl std::fmt::Display for RotationReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RotationReason::Expiring {
+                remaining_seconds,
+                min_trust_seconds,
+            } if *remaining_seconds <= 0 => write!(
+                f,
+                "CA expired {} ago (minimum trust {})",
+                pki_core::policy::human(Duration::seconds(-*remaining_seconds)),
+                pki_core::policy::human(Duration::seconds(*min_trust_seconds))
+            ),
+            RotationReason::Expiring {
+                remaining_seconds,
+                min_trust_seconds,
+            } => write!(
+                f,
+                "CA has {} left, less than the minimum trust {}",
+                pki_core::policy::human(Duration::seconds(*remaining_seconds)),
+                pki_core::policy::human(Duration::seconds(*min_trust_seconds))
+            ),
+            RotationReason::Forced { reason } => write!(f, "forced: {reason}"),
+            RotationReason::Supplied => f.write_str("replaced by a supplied CA"),
+            RotationReason::RenewedSameKey => f.write_str("renewed on the same key"),
+        }
+    }
+}
+
+/// The decision to rotate the CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RotationDecision {
+    /// Why.
+    pub reason: RotationReason,
+    /// Bridge A's NotAfter (None: no bridges).
+    pub bridge_until: Option<OffsetDateTime>,
+}
+
+/// What `plan` decided; `apply` carries it out on the same document.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The time the plan was made for.
+    pub now: OffsetDateTime,
+    /// The policy in force after the plan (the input's or the document's).
+    pub policy: SignerPolicy,
+    /// Whether `policy` differs from the document's.
+    pub policy_changed: bool,
+    /// The CA rotation, if any.
+    pub rotation: Option<RotationDecision>,
+    /// The new forced-rotation reason to record (set whenever a forced rotation runs).
+    pub record_forced_reason: Option<String>,
+    /// The latest rotation, done concurrently by another writer, is
+    /// recorded as forced with `record_forced_reason` instead of rotating again.
+    pub relabel_latest_rotation: bool,
+    /// Leaf requests that change (only those that differ from the document).
+    pub leaf_changes: Vec<LeafChange>,
+    /// One decision per leaf that must be (re-)issued.
+    pub leaves: Vec<LeafDecision>,
+    /// Bundle members that expired and are dropped.
+    pub prune: Vec<Certificate>,
+    /// Bridge B expired and is dropped from serving chains.
+    pub drop_bridge: bool,
+    /// The operator's reason to rotate although trust breaks (from the input).
+    pub allow_trust_break: Option<String>,
+    /// The rotation is a forced one for a compromised key (no bridges).
+    pub compromise: bool,
+    /// Skip the trust-break pre-flight (from the input).
+    pub skip_trust_break_check: bool,
+    /// When the next decision about the *current* document could differ
+    /// without any input changing. After a plan that changes something, the
+    /// wake-up time is the outcome's, computed from the new document.
+    pub next_check: OffsetDateTime,
+}
+
+impl Plan {
+    /// Whether the plan changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rotation.is_none()
+            && self.leaves.is_empty()
+            && self.leaf_changes.is_empty()
+            && self.prune.is_empty()
+            && !self.drop_bridge
+            && self.record_forced_reason.is_none()
+            && !self.policy_changed
+    }
+}
+
+/// Decides what to do at `now`.
+///
+/// `input.forced` asks for a rotation; it runs only when its reason differs
+/// from the recorded one. A forced rotation that coincides with an automatic
+/// one is a single rotation, recorded with the forced reason.
+pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Result<Plan> {
+    let policy = input.policy.unwrap_or(state.policy);
+    policy.validate()?;
+    let forced = input.forced.as_ref();
+    let ca = &state.ca.cert;
+    if now < ca.not_before() {
+        return Err(RotateError::ClockBeforeCa {
+            now,
+            not_before: ca.not_before(),
+        });
+    }
+    // Everything below adds at most D (or the forced grace) to `now`; refuse
+    // a time where that leaves the encodable range instead of overflowing.
+    pki_core::datetime::add(now, policy.rotation.lifetime)?;
+    if let Some(g) = forced.and_then(|f| f.grace) {
+        pki_core::datetime::add(now, g)?;
+    }
+    let min_trust = policy.rotation.min_trust;
+    let remaining = ca.not_after() - now;
+
+    let mut record_forced_reason = None;
+    let mut rotation = None;
+    let mut relabel_latest_rotation = false;
+    if let Some(f) = forced {
+        if f.reason.trim().is_empty() {
+            return Err(RotateError::EmptyForcedReason);
+        }
+        crate::text::check_reason("the forced rotation's reason", &f.reason)?;
+        if let Some(g) = f.grace
+            && g <= Duration::ZERO
+        {
+            return Err(RotateError::InvalidGrace(g));
+        }
+        // A rotation at this very instant that no forced reason asked for
+        // (a due one, by another replica that read and wrote first) is the
+        // one this request asks for: forced and due at once make a single
+        // rotation, recorded as forced. An emergency still rotates.
+        let coinciding = state.history.last().is_some_and(|latest| {
+            latest.at == now && !matches!(latest.reason, RotationReason::Forced { .. })
+        }) && f.grace.is_none()
+            && !f.no_bridges;
+        let recorded = already_forced(state, &f.reason);
+        if !recorded && coinciding {
+            record_forced_reason = Some(f.reason.clone());
+            relabel_latest_rotation = true;
+        } else if !recorded {
+            record_forced_reason = Some(f.reason.clone());
+            let bridge_until = if f.no_bridges {
+                None
+            } else {
+                Some(match f.grace {
+                    Some(g) => now + g,
+                    None => normal_bridge_until(ca, now, min_trust),
+                })
+            };
+            rotation = Some(RotationDecision {
+                reason: RotationReason::Forced {
+                    reason: f.reason.clone(),
+                },
+                bridge_until,
+            });
+        }
+    }
+    if let Some(reason) = &input.satisfied_forced_reason
+        && forced.is_none()
+        && !already_forced(state, reason)
+        && !state.history.is_empty()
+    {
+        record_forced_reason = Some(reason.clone());
+        relabel_latest_rotation = true;
+    }
+    if rotation.is_none() && remaining < min_trust {
+        rotation = Some(RotationDecision {
+            reason: RotationReason::Expiring {
+                remaining_seconds: remaining.whole_seconds(),
+                min_trust_seconds: min_trust.whole_seconds(),
+            },
+            bridge_until: Some(normal_bridge_until(ca, now, min_trust)),
+        });
+    }
+    crate::external::hold_rotation(state, &mut rotation)?;
+    // Bridges from an expired CA would themselves be expired or vouch for a dead key.
+    if let Some(r) = rotation.as_mut()
+        && now > ca.not_after()
+    {
+        r.bridge_until = None;
+    }
+
+    // The requests after the input's changes, as the leaves the input
+    // names (None: removed) over the document's: only real changes are
+    // kept, and a plan without leaf changes copies nothing per leaf.
+    let mut overrides: BTreeMap<&str, Option<LeafEntry<'_>>> = BTreeMap::new();
+    let known = |overrides: &BTreeMap<&str, Option<LeafEntry<'_>>>, name: &str| {
+        lookup_leaf(state, overrides, name).is_some()
+    };
+    let mut leaf_changes = Vec::new();
+    let mut renew = Vec::new();
+    for change in &input.leaves {
+        validate_leaf_name(change.name())?;
+        match change {
+            LeafChange::Request { name, request } | LeafChange::Replace { name, request } => {
+                request.validate()?;
+                check_issuable(state, name, request, now)?;
+                let before = lookup_leaf(state, &overrides, name).map(|(r, _)| r);
+                if let (Some(before), LeafChange::Request { .. }) = (before, change) {
+                    refuse_narrowing(name, before, request)?;
+                }
+                let issued = state.leaves.get(name).and_then(|l| l.issued.as_ref());
+                if before != Some(request) {
+                    leaf_changes.push(LeafChange::Request {
+                        name: name.clone(),
+                        request: request.clone(),
+                    });
+                }
+                overrides.insert(name, Some((request, issued)));
+            }
+            LeafChange::Remove { name } => {
+                if !known(&overrides, name) {
+                    return Err(RotateError::UnknownLeaf(name.clone()));
+                }
+                overrides.insert(name, None);
+                leaf_changes.push(change.clone());
+            }
+            LeafChange::Renew { name } => {
+                if !known(&overrides, name) {
+                    return Err(RotateError::UnknownLeaf(name.clone()));
+                }
+                renew.push(name.as_str());
+            }
+        }
+    }
+
+    let mut leaves = Vec::new();
+    let mut consider = |name: &str, request: &LeafRequest, issued: Option<&IssuedLeaf>| {
+        let reason = if rotation.is_some() {
+            Some(LeafReason::IssuerRotated)
+        } else {
+            crate::leaf::decide(request, issued, ca, now, policy.leaf_refresh_fraction)
+                .or_else(|| renew.contains(&name).then_some(LeafReason::Renewed))
+        };
+        leaves.extend(reason.map(|reason| LeafDecision {
+            name: name.to_string(),
+            reason,
+        }));
+    };
+    for (name, leaf) in &state.leaves {
+        if !overrides.contains_key(name.as_str()) {
+            consider(name, &leaf.request, leaf.issued.as_ref());
+        }
+    }
+    for (name, entry) in &overrides {
+        if let Some((request, issued)) = entry {
+            consider(name, request, *issued);
+        }
+    }
+    // In name order, as one pass over the merged requests would give.
+    if !overrides.is_empty() {
+        leaves.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    let mut prune = Vec::new();
+    let mut drop_bridge = false;
+    if rotation.is_none() {
+        prune = state
+            .bundle
+            .certs()
+            .iter()
+            // The current CA's own anchor stays even when expired: an
+            // imported CA's external root is the only certificate clients
+            // trust it by, and a bundle without it would leave the store
+            // unreadable instead of reporting the expiry.
+            .filter(|c| {
+                c.not_after() < now
+                    && *c != ca
+                    && state
+                        .external
+                        .as_ref()
+                        .and_then(|e| e.root())
+                        .is_none_or(|root| *c != root)
+            })
+            .cloned()
+            .collect();
+        drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
+    }
+
+    let compromise = forced.is_some_and(|f| f.no_bridges) && rotation.is_some();
+    Ok(Plan {
+        now,
+        policy,
+        policy_changed: policy != state.policy,
+        rotation,
+        record_forced_reason,
+        relabel_latest_rotation,
+        leaf_changes,
+        leaves,
+        prune,
+        drop_bridge,
+        allow_trust_break: input.allow_trust_break.clone(),
+        compromise,
+        skip_trust_break_check: input.skip_trust_break_check,
+        next_check: next_check(state, &policy, now),
+    })
+}
+
+/// Refuses a leaf an imported CA cannot issue so that clients accept it:
+/// when the external chain constrains names, a probe with the leaf's names
+/// verifies against the bundle first (a CA pki generated constrains
+/// nothing, and a probe per request would cost a signature).
+fn check_issuable(
+    state: &SignerState,
+    name: &str,
+    request: &LeafRequest,
+    now: OffsetDateTime,
+) -> Result<()> {
+    let Some(external) = &state.external else {
+        return Ok(());
+    };
+    let constrained = std::iter::once(&state.ca.cert)
+        .chain(&external.chain)
+        .any(Certificate::has_name_constraints);
+    if !constrained {
+        return Ok(());
+    }
+    let suffix = external.serving_suffix(&state.ca.cert);
+    crate::preflight::probe_issuance(
+        &state.ca,
+        &suffix,
+        &state.bundle,
+        request,
+        state.leaf_not_after_limit(),
+        now,
+    )
+    .map_err(|e| RotateError::LeafRefused {
+        name: name.to_string(),
+        reason: format!(
+            "{} issued by {} would not verify for the clients of this store: {e}",
+            request.names().join(", "),
+            state.ca.cert.id()
+        ),
+    })
+}
+
+/// Whether a forced rotation for `reason` is recorded as done: by the
+/// latest rotation (its own reason or one it satisfied), or as the reason
+/// the document keeps (written by releases before the list existed).
+fn already_forced(state: &SignerState, reason: &str) -> bool {
+    state.forced_rotation_reason.as_deref() == Some(reason)
+        || state.history.last().is_some_and(|r| r.satisfied(reason))
+}
+
+/// A leaf request with its issued certificate, if any.
+type LeafEntry<'a> = (&'a LeafRequest, Option<&'a IssuedLeaf>);
+
+/// The leaf `name` after the input's changes so far (`overrides`, where
+/// None means removed) over `state`'s.
+fn lookup_leaf<'a>(
+    state: &'a SignerState,
+    overrides: &BTreeMap<&str, Option<LeafEntry<'a>>>,
+    name: &str,
+) -> Option<LeafEntry<'a>> {
+    match overrides.get(name) {
+        Some(entry) => *entry,
+        None => state
+            .leaves
+            .get(name)
+            .map(|l| (&l.request, l.issued.as_ref())),
+    }
+}
+
+/// A plain request may add names and change the lifetime of an existing
+/// leaf; changing its kind or dropping names breaks whoever relies on them,
+/// so that needs [`LeafChange::Replace`].
+fn refuse_narrowing(name: &str, before: &LeafRequest, after: &LeafRequest) -> Result<()> {
+    let mut changes = Vec::new();
+    if before.kind != after.kind {
+        changes.push(format!(
+            "its kind would change from {} to {}",
+            before.kind, after.kind
+        ));
+    }
+    let dropped = before.names_missing_from(after);
+    if !dropped.is_empty() {
+        changes.push(format!("it would lose {}", dropped.join(", ")));
+    }
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(RotateError::LeafChangeNeedsReplace {
+        name: name.to_string(),
+        changes: changes.join(" and "),
+    })
+}
+
+fn normal_bridge_until(
+    old: &Certificate,
+    now: OffsetDateTime,
+    min_trust: Duration,
+) -> OffsetDateTime {
+    old.not_after()
+        .max(pki_core::datetime::truncate(now + min_trust))
+}
+
+pub(crate) fn next_check(
+    state: &SignerState,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+) -> OffsetDateTime {
+    // Rotation needs less than M left: at NotAfter - M exactly, M is left,
+    // so the first second the decision changes is one later.
+    let due = state.rotation_due_at(policy);
+    let mut t = due.checked_add(Duration::SECOND).unwrap_or(due);
+    let mut consider = |x: OffsetDateTime| {
+        if x > now && x < t {
+            t = x;
+        }
+    };
+    // The leaves' earliest refresh after `now`, in Unix nanoseconds: one
+    // comparison of integers per leaf.
+    let now_nanos = now.unix_timestamp_nanos();
+    let earliest = state
+        .leaves
+        .values()
+        .filter_map(|leaf| leaf.issued.as_ref())
+        .map(|issued| crate::leaf::refresh_at_nanos(&issued.cert, policy.leaf_refresh_fraction))
+        .filter(|&at| at > now_nanos)
+        .min();
+    if let Some(at) = earliest.and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at).ok()) {
+        consider(at);
+    }
+    for c in state.bundle.certs() {
+        // Certificates may end at 9999-12-31T23:59:59, the last encodable second.
+        if let Some(t) = c.not_after().checked_add(Duration::SECOND) {
+            consider(t);
+        }
+    }
+    if let Some(b) = &state.bridge
+        && let Some(t) = b.not_after().checked_add(Duration::SECOND)
+    {
+        consider(t);
+    }
+    t.max(now)
+}

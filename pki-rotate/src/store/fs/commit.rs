@@ -1,0 +1,392 @@
+//! Committing: building the next generation (from the spare when there is
+//! one), switching `.data` to it, and what happens once it is live.
+
+use super::manifest::{Current, KeyEntry, Manifest, check_disjoint};
+use super::safety::{
+    DAMAGED_ADVICE, Entry, Kind, Tree, check_tree, describe, digest, read_regular,
+};
+use super::write::{flush, link_or_copy, make_dir, sync_dir, write_unsynced};
+use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST, MANIFEST_FORMAT, SPARE, io, reason};
+use crate::document::{File, Files};
+use crate::error::{Result, RotateError};
+use crate::store::Revision;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+impl FsStore {
+    pub(super) fn commit(
+        &self,
+        current: Option<&Current>,
+        key: &str,
+        files: &Files,
+    ) -> Result<Revision> {
+        let number = match current {
+            None => 1,
+            Some(c) => c.number.checked_add(1).ok_or_else(|| {
+                RotateError::corrupt(
+                    self.root.join(DATA_LINK).display().to_string(),
+                    format!(
+                        "points to generation {}, the last one this store can count: \
+                         refusing to wrap to generation 0; copy the documents into a new store",
+                        c.number
+                    ),
+                )
+            })?,
+        };
+        let gen_name = format!("{GEN_PREFIX}{number:09}");
+        let final_dir = self.root.join(&gen_name);
+
+        let mut manifest = current
+            .map(|c| c.manifest.clone())
+            .unwrap_or_else(|| Manifest {
+                format: MANIFEST_FORMAT,
+                keys: BTreeMap::new(),
+            });
+        manifest.format = MANIFEST_FORMAT;
+        check_disjoint(&manifest, key, files)?;
+        // Stores of format 1 recorded no digests: take them from the files
+        // as they are now (the next read checks them against this).
+        if let Some(c) = current {
+            for (other, entry) in manifest.keys.iter_mut() {
+                if other == key {
+                    continue;
+                }
+                for relative in entry.files.keys() {
+                    if !entry.sha256.contains_key(relative) {
+                        let path = c.dir.join(relative);
+                        let (contents, _) =
+                            read_regular(&path)?.ok_or_else(|| RotateError::DamagedStore {
+                                path: self.root.join(relative),
+                                found: describe(&path),
+                                expected: format!("a regular file ({})", c.name()),
+                                advice: DAMAGED_ADVICE.into(),
+                            })?;
+                        entry.sha256.insert(relative.clone(), digest(&contents));
+                    }
+                }
+            }
+        }
+        let entry = KeyEntry {
+            revision: number,
+            files: files
+                .iter()
+                .map(|(p, f)| (p.to_string(), f.secret))
+                .collect(),
+            sha256: files
+                .iter()
+                .map(|(p, f)| (p.to_string(), digest(&f.contents)))
+                .collect(),
+            dirs: files.dirs().map(str::to_string).collect(),
+        };
+        let previous_entry = manifest.keys.insert(key.to_string(), entry);
+        let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
+
+        let written = self.write_generation(&final_dir, current, &target);
+        if let Err(e) = written {
+            // The previous generation is untouched; leftovers of a crash
+            // here are removed by the next run that holds the lock.
+            let _ = fs::remove_dir_all(&final_dir);
+            return Err(e);
+        }
+        self.switch_data_link(&gen_name, number, current)?;
+
+        // From here on generation `number` is live: what fails now is
+        // reported as a warning saying so, never as a failed commit.
+        let previous = match current {
+            Some(c) => format!("generation {}", c.number),
+            None => "an empty store".to_string(),
+        };
+        let synced = self
+            .step("sync directory")
+            .and_then(|()| sync_dir(&self.root));
+        match synced {
+            Ok(()) => {
+                let mut leftovers = self.old_generations(&gen_name);
+                if let Some(c) = current {
+                    // Retired or warned about: either way not removed again.
+                    self.retire(c, &final_dir, number, &target);
+                    leftovers.retain(|n| *n != c.name());
+                }
+                self.remove_generations(&leftovers, false);
+            }
+            Err(e) => self.notice(format!(
+                "warning: {}: generation {number} is live, but flushing the directory to disk \
+                 failed ({}): after a power loss the store may come back at {previous}, which \
+                 is kept until the next run",
+                self.root.display(),
+                reason(&e)
+            )),
+        }
+        // A store whose links were removed by hand gets them back.
+        self.publish(&manifest, number, false);
+        Ok(Revision::new(number.to_string()))
+    }
+
+    /// Builds the generation `target` describes in `tmp`, its final name:
+    /// nothing reads a generation before `.data` points to it, and one left
+    /// half-built by a crash is removed by the next run like any generation
+    /// `.data` does not point to. It starts from the spare when there is one
+    /// (the previous generation kept up to date): entries that are already
+    /// the right file stay, and only what differs is removed, linked or
+    /// written. Everything is on disk when it returns.
+    pub(super) fn write_generation(
+        &self,
+        tmp: &Path,
+        current: Option<&Current>,
+        target: &Target<'_>,
+    ) -> Result<()> {
+        if fs::symlink_metadata(tmp).is_ok() {
+            fs::remove_dir_all(tmp).map_err(io(tmp))?;
+        }
+        self.step("create generation directory")?;
+        let spare = self.root.join(SPARE);
+        let reused = match current {
+            Some(_) if fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir()) => {
+                fs::rename(&spare, tmp).map_err(io(tmp))?;
+                true
+            }
+            _ => {
+                make_dir(tmp)?;
+                false
+            }
+        };
+        // What is in the directory being built: the spare's entries (they
+        // become the new generation's, so they pass the same checks), or
+        // nothing.
+        let mut existing = if reused {
+            check_tree(tmp)?
+        } else {
+            Tree::new()
+        };
+        let mut touched = BTreeSet::from([tmp.to_path_buf()]);
+        let mut written = Vec::new();
+        let parent_of = |relative: &str| match relative.rsplit_once('/') {
+            Some((parent, _)) => tmp.join(parent),
+            None => tmp.to_path_buf(),
+        };
+
+        // Whatever the target does not have, deepest first.
+        let mut extra: Vec<(&String, &Entry)> = existing
+            .iter()
+            .filter(|(relative, e)| match e.kind {
+                Kind::Dir => !target.dirs.contains(relative.as_str()),
+                Kind::File => !target.files.contains_key(relative.as_str()),
+                Kind::Other => true,
+            })
+            .collect();
+        extra.sort_by(|a, b| b.0.cmp(a.0));
+        let mut removed = Vec::new();
+        for (relative, e) in extra {
+            if removed.iter().any(|r: &String| is_under(relative, r)) {
+                continue;
+            }
+            self.step(&format!("unlink {relative}"))?;
+            let path = tmp.join(relative);
+            match e.kind {
+                Kind::Dir => fs::remove_dir_all(&path),
+                _ => fs::remove_file(&path),
+            }
+            .map_err(io(&path))?;
+            touched.insert(parent_of(relative));
+            removed.push(relative.clone());
+        }
+        for relative in &removed {
+            existing.retain(|r, _| r != relative && !is_under(r, relative));
+        }
+
+        for dir in &target.dirs {
+            if existing.get(dir).is_none_or(|e| e.kind != Kind::Dir) {
+                make_dir(&tmp.join(dir))?;
+                touched.insert(parent_of(dir));
+                touched.insert(tmp.join(dir));
+            }
+        }
+        for (relative, source) in &target.files {
+            let path = tmp.join(relative);
+            let present = existing.get(relative.as_str());
+            match source {
+                Source::Link => {
+                    let Some(c) = current else { continue };
+                    let wanted = c.tree.get(relative.as_str()).map(|e| e.id);
+                    if present.is_some_and(|e| e.kind == Kind::File && Some(e.id) == wanted) {
+                        continue;
+                    }
+                    self.step(&format!("link {relative}"))?;
+                    if present.is_some() {
+                        fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                    link_or_copy(&c.dir.join(relative), &path)?;
+                }
+                Source::Write(file) => {
+                    self.step(&format!("write {relative}"))?;
+                    if present.is_some() {
+                        fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                    write_unsynced(&path, file)?;
+                    written.push(path);
+                }
+            }
+            touched.insert(parent_of(relative));
+        }
+        self.step("flush generation")?;
+        flush(&self.root, &written, &touched)
+    }
+
+    /// Makes `gen_name` current by renaming a new link over `.data`. On
+    /// failure the temporary link and the new generation are removed and
+    /// the error says the store is unchanged; if the rename took effect
+    /// although it reported an error, that is a warning, not a failure.
+    pub(super) fn switch_data_link(
+        &self,
+        gen_name: &str,
+        number: u64,
+        current: Option<&Current>,
+    ) -> Result<()> {
+        let tmp_link = self.root.join(format!("{DATA_LINK}.tmp"));
+        let data = self.root.join(DATA_LINK);
+        let _ = fs::remove_file(&tmp_link);
+        let switched = self
+            .step("create data link")
+            .and_then(|()| std::os::unix::fs::symlink(gen_name, &tmp_link).map_err(io(&tmp_link)))
+            .and_then(|()| self.step("switch data link"))
+            .and_then(|()| fs::rename(&tmp_link, &data).map_err(io(&data)));
+        let Err(e) = switched else {
+            return Ok(());
+        };
+        let _ = fs::remove_file(&tmp_link);
+        if self.current_target().as_deref() == Some(gen_name) {
+            self.notice(format!(
+                "warning: {}: switching to generation {number} reported an error ({}), but it is live",
+                data.display(),
+                reason(&e)
+            ));
+            return Ok(());
+        }
+        let _ = fs::remove_dir_all(self.root.join(gen_name));
+        let unchanged = match current {
+            Some(c) => format!("the store is unchanged at generation {}", c.number),
+            None => "the store is unchanged (still empty)".to_string(),
+        };
+        let kind = match &e {
+            RotateError::Io { source, .. } => source.kind(),
+            _ => std::io::ErrorKind::Other,
+        };
+        Err(RotateError::Io {
+            path: data,
+            source: std::io::Error::new(
+                kind,
+                format!(
+                    "switching to generation {number} failed ({}); {unchanged}",
+                    reason(&e)
+                ),
+            ),
+        })
+    }
+}
+
+/// Where a file of the next generation comes from.
+pub(super) enum Source<'a> {
+    /// Unchanged: the current generation's file, hard-linked.
+    Link,
+    /// New or changed: written.
+    Write(std::borrow::Cow<'a, File>),
+}
+
+/// What the next generation holds: every file with where it comes from,
+/// and every directory (parents included).
+#[derive(Default)]
+pub(super) struct Target<'a> {
+    pub(super) files: BTreeMap<String, Source<'a>>,
+    pub(super) dirs: BTreeSet<String>,
+}
+
+impl<'a> Target<'a> {
+    /// The next generation: the other keys' files as they are, this key's
+    /// `files` (those whose committed digest and secrecy did not change are
+    /// linked, not rewritten) and the new manifest.
+    fn new(
+        current: Option<&Current>,
+        key: &str,
+        previous_entry: Option<&KeyEntry>,
+        files: &'a Files,
+        manifest: &Manifest,
+    ) -> Result<Target<'a>> {
+        let mut target = Target::default();
+        if let Some(c) = current {
+            for (other, entry) in &c.manifest.keys {
+                if other == key {
+                    continue;
+                }
+                for relative in entry.files.keys() {
+                    target.add_file(relative, Source::Link);
+                }
+                for d in &entry.dirs {
+                    target.add_dir(d);
+                }
+            }
+        }
+        let new_digests = manifest.keys.get(key).map(|e| &e.sha256);
+        for (relative, file) in files.iter() {
+            let unchanged = match (current, previous_entry) {
+                (Some(c), Some(prev)) if prev.files.get(relative) == Some(&file.secret) => {
+                    match (
+                        prev.sha256.get(relative),
+                        new_digests.and_then(|d| d.get(relative)),
+                    ) {
+                        (Some(old), Some(new)) => old == new,
+                        // A store of format 1 has no digest: compare bytes.
+                        _ => same_contents(&c.dir.join(relative), &file.contents),
+                    }
+                }
+                _ => false,
+            };
+            let source = if unchanged {
+                Source::Link
+            } else {
+                Source::Write(std::borrow::Cow::Borrowed(file))
+            };
+            target.add_file(relative, source);
+        }
+        for d in files.dirs() {
+            target.add_dir(d);
+        }
+        let manifest_json = serde_json::to_vec_pretty(manifest)
+            .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
+        target.add_file(
+            MANIFEST,
+            Source::Write(std::borrow::Cow::Owned(File::public(manifest_json))),
+        );
+        Ok(target)
+    }
+
+    fn add_file(&mut self, relative: &str, source: Source<'a>) {
+        if let Some((parent, _)) = relative.rsplit_once('/') {
+            self.add_dir(parent);
+        }
+        self.files.insert(relative.to_string(), source);
+    }
+
+    fn add_dir(&mut self, relative: &str) {
+        for (end, _) in relative
+            .match_indices('/')
+            .chain(std::iter::once((relative.len(), "")))
+        {
+            self.dirs.insert(relative[..end].to_string());
+        }
+    }
+}
+
+/// Whether `path` lies inside the directory `dir` (both relative).
+pub(super) fn is_under(path: &str, dir: &str) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
+pub(super) fn same_contents(path: &Path, contents: &[u8]) -> bool {
+    match fs::metadata(path) {
+        Ok(meta) if meta.len() == contents.len() as u64 => fs::read(path)
+            .map(|old| zeroize::Zeroizing::new(old).as_slice() == contents)
+            .unwrap_or(false),
+        _ => false,
+    }
+}

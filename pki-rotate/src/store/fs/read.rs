@@ -1,0 +1,295 @@
+//! Reading: the reader's lock, the current generation after the safety
+//! walk, and each committed file checked against its manifest digest.
+
+use super::manifest::{Current, KeyEntry, Manifest, legacy_manifest};
+use super::safety::{
+    DAMAGED_ADVICE, Entry, Kind, check_owner_and_mode, check_tree, describe, digest, effective_uid,
+    read_regular,
+};
+use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
+use crate::document::{File, Files};
+use crate::error::{Result, RotateError};
+use crate::store::Revision;
+use std::fs;
+
+impl FsStore {
+    /// A reader never waits: it takes the lock exclusively when it is free
+    /// and then finishes what an interrupted run left (missing links, old
+    /// generations); else it takes it shared, else it reads without it (a
+    /// writer holds it, or the store cannot be written here, such as a
+    /// read-only mount). A lock file that is unsafe is refused either way.
+    ///
+    /// With the exclusive lock, also returns the current generation it
+    /// checked, for the read to use rather than walk it a second time.
+    pub(super) fn reader_lock(&self) -> Result<(Option<lock::Lock>, Option<Current>)> {
+        let path = self.lock_path();
+        // No lock file and no `.data`: no run ever wrote here (a writer
+        // creates the lock before anything else), so there is nothing to
+        // read or finish, and a read creates nothing either: a command
+        // refused after it leaves the directory as it found it.
+        if fs::symlink_metadata(&path).is_err()
+            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
+        {
+            return Ok((None, None));
+        }
+        match lock::try_exclusive(&path) {
+            Ok(Some(held)) => {
+                let current = self.current()?;
+                if let Some(c) = &current {
+                    self.check_published(&c.manifest, std::iter::empty())?;
+                }
+                self.tidy(current.as_ref());
+                Ok((Some(held), current))
+            }
+            Ok(None) => match lock::try_shared(&path) {
+                Ok(held) => Ok((held, None)),
+                Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+                Err(_) => Ok((None, None)),
+            },
+            Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+            Err(_) => Ok((None, None)),
+        }
+    }
+
+    /// The current generation, after checking that the store is safe: the
+    /// root, `.data` and everything in the generation are this user's and
+    /// not writable by others.
+    pub(super) fn current(&self) -> Result<Option<Current>> {
+        self.check_root()?;
+        let link = self.root.join(DATA_LINK);
+        let meta = match fs::symlink_metadata(&link) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RotateError::io(&link, e)),
+        };
+        check_owner_and_mode(&link, &meta, effective_uid())?;
+        let target = fs::read_link(&link).map_err(|_| {
+            RotateError::corrupt(
+                link.display().to_string(),
+                format!(
+                    "is {}, not a link to a generation directory",
+                    describe(&link)
+                ),
+            )
+        })?;
+        let name = target.to_string_lossy().into_owned();
+        let number = name
+            .strip_prefix(GEN_PREFIX)
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|_| !name.contains('/'))
+            .ok_or_else(|| {
+                RotateError::corrupt(
+                    link.display().to_string(),
+                    format!("points to \"{name}\", not a generation directory"),
+                )
+            })?;
+        let dir = self.root.join(&name);
+        let tree = check_tree(&dir)?;
+        let manifest_path = dir.join(MANIFEST);
+        let manifest = match fs::read(&manifest_path) {
+            Ok(bytes) => {
+                let m: Manifest = serde_json::from_slice(&bytes)
+                    .map_err(|e| RotateError::json(manifest_path.display().to_string(), e))?;
+                if m.format != MANIFEST_FORMAT && m.format != 1 {
+                    return Err(RotateError::corrupt(
+                        manifest_path.display().to_string(),
+                        format!(
+                            "store format {} is not supported (this build reads 1 to {MANIFEST_FORMAT})",
+                            m.format
+                        ),
+                    ));
+                }
+                m
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => legacy_manifest(&dir, number)?,
+            Err(e) => return Err(RotateError::io(&manifest_path, e)),
+        };
+        Ok(Some(Current {
+            number,
+            dir,
+            manifest,
+            tree,
+        }))
+    }
+
+    /// One read of `key` from the generation `.data` points to now, or from
+    /// `checked` when the caller has just checked it under the lock; also
+    /// returns which generation that was.
+    pub(super) fn read_once(
+        &self,
+        key: &str,
+        checked: Option<Current>,
+    ) -> (Option<String>, Result<Option<(Files, Revision)>>) {
+        // Taken first: a writer may switch and remove the generation while
+        // it is checked, and the caller then reads again from the new one.
+        let before = self.current_target();
+        let current = match checked {
+            Some(c) => c,
+            None => match self.current() {
+                Ok(Some(c)) => c,
+                Ok(None) => return (None, Ok(None)),
+                Err(e) => return (before, Err(e)),
+            },
+        };
+        let name = Some(current.name());
+        if let Err(e) = self.check_published(&current.manifest, std::iter::empty()) {
+            return (name, Err(e));
+        }
+        let Some(entry) = current.manifest.keys.get(key) else {
+            return (name, Ok(None));
+        };
+        let result = self
+            .read_key(&current, entry)
+            .map(|files| Some((files, Revision::new(entry.revision.to_string()))));
+        (name, result)
+    }
+
+    pub(super) fn current_target(&self) -> Option<String> {
+        fs::read_link(self.root.join(DATA_LINK))
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
+    }
+
+    pub(super) fn read_key(&self, current: &Current, entry: &KeyEntry) -> Result<Files> {
+        let mut files = Files::new();
+        for d in &entry.dirs {
+            self.expect_dir(current, d)?;
+            files.insert_dir(d.clone())?;
+        }
+        let mut checked = Vec::with_capacity(entry.files.len());
+        for (relative, &secret) in &entry.files {
+            let (contents, on_disk) = self.read_committed(current, entry, relative)?;
+            checked.push((relative.clone(), on_disk));
+            files.insert(relative.clone(), File { contents, secret })?;
+        }
+        self.remember_verified(current, checked);
+        Ok(files)
+    }
+
+    /// Verifies every document's files before a commit links them into the
+    /// next generation: damage is refused, never carried forward unnoticed.
+    pub(super) fn verify_all(&self, current: &Current) -> Result<()> {
+        for entry in current.manifest.keys.values() {
+            self.verify_key(current, entry)?;
+        }
+        Ok(())
+    }
+
+    /// Checks that every file of `entry` is still what was committed, like
+    /// [`FsStore::read_key`] but without keeping the contents; a file this
+    /// store checked earlier and that is still the same, unmodified file
+    /// (same inode, size, modification and change times) is not read again.
+    pub(super) fn verify_key(&self, current: &Current, entry: &KeyEntry) -> Result<()> {
+        for d in &entry.dirs {
+            self.expect_dir(current, d)?;
+        }
+        let mut checked = Vec::new();
+        {
+            let verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+            let same_generation = verified.generation == current.name();
+            for relative in entry.files.keys() {
+                let known = same_generation
+                    && entry.sha256.contains_key(relative)
+                    && current.tree.get(relative).is_some_and(|on_disk| {
+                        on_disk.kind == Kind::File && verified.files.get(relative) == Some(on_disk)
+                    });
+                if !known {
+                    checked.push(relative.clone());
+                }
+            }
+        }
+        let mut read = Vec::with_capacity(checked.len());
+        for relative in checked {
+            let (_, on_disk) = self.read_committed(current, entry, &relative)?;
+            read.push((relative, on_disk));
+        }
+        self.remember_verified(current, read);
+        Ok(())
+    }
+
+    /// Reads one committed file of `entry` and checks it: a regular file,
+    /// the one the safety walk saw, with the committed SHA-256.
+    pub(super) fn read_committed(
+        &self,
+        current: &Current,
+        entry: &KeyEntry,
+        relative: &str,
+    ) -> Result<(zeroize::Zeroizing<Vec<u8>>, Entry)> {
+        if let Some((parent, _)) = relative.rsplit_once('/') {
+            self.expect_dir(current, parent)?;
+        }
+        let path = current.dir.join(relative);
+        let generation = current.name();
+        let committed = entry.sha256.get(relative);
+        let expected = match committed {
+            Some(d) => format!(
+                "a regular file with SHA-256 {}… ({generation})",
+                d.get(..16).unwrap_or(d)
+            ),
+            None => format!("a regular file ({generation})"),
+        };
+        let damaged = |found: String| RotateError::DamagedStore {
+            path: self.root.join(relative),
+            found,
+            expected: expected.clone(),
+            advice: DAMAGED_ADVICE.into(),
+        };
+        let walked = current.tree.get(relative);
+        if walked.is_none_or(|w| w.kind != Kind::File) {
+            return Err(damaged(describe(&path)));
+        }
+        let Some((contents, on_disk)) = read_regular(&path)? else {
+            return Err(damaged(describe(&path)));
+        };
+        if walked.map(|w| w.id) != Some(on_disk.id) {
+            return Err(damaged(
+                "another file than the one checked a moment before (replaced while being read)"
+                    .into(),
+            ));
+        }
+        if let Some(committed) = committed {
+            let found = digest(&contents);
+            if found != *committed {
+                return Err(damaged(format!(
+                    "a regular file with other content (SHA-256 {}…)",
+                    &found[..16]
+                )));
+            }
+        }
+        Ok((contents, on_disk))
+    }
+
+    /// Records files whose content was checked against the manifest.
+    pub(super) fn remember_verified(&self, current: &Current, checked: Vec<(String, Entry)>) {
+        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = current.name();
+        if verified.generation != generation {
+            *verified = Verified {
+                generation,
+                files: Default::default(),
+            };
+        }
+        verified.files.extend(checked);
+    }
+
+    /// Each directory on the way to a committed file must be a real one: a
+    /// link there would send reads outside the generation.
+    pub(super) fn expect_dir(&self, current: &Current, relative: &str) -> Result<()> {
+        for (end, _) in relative
+            .match_indices('/')
+            .chain(std::iter::once((relative.len(), "")))
+        {
+            let walked = &relative[..end];
+            if current.tree.get(walked).is_none_or(|e| e.kind != Kind::Dir) {
+                let path = current.dir.join(walked);
+                return Err(RotateError::DamagedStore {
+                    path: self.root.join(walked),
+                    found: describe(&path),
+                    expected: format!("a directory ({})", current.name()),
+                    advice: DAMAGED_ADVICE.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

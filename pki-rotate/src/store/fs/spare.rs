@@ -1,0 +1,155 @@
+//! The spare: the generation a commit replaced, kept up to date with the
+//! live one so the next commit touches only what changed.
+
+use super::commit::{Source, Target};
+use super::manifest::Current;
+use super::safety::{Kind, read_regular};
+use super::write::{link_or_copy, make_dir, write_unsynced};
+use super::{FsStore, SPARE, SPARE_MARK, io, reason};
+use crate::document::File;
+use crate::error::Result;
+use std::fs;
+use std::path::Path;
+
+impl FsStore {
+    /// Whether a spare exists that is not a mirror of generation `current`.
+    pub(super) fn spare_is_stale(&self, current: Option<u64>) -> bool {
+        let spare = self.root.join(SPARE);
+        if fs::symlink_metadata(&spare).is_err() {
+            return false;
+        }
+        let mark = read_regular(&spare.join(SPARE_MARK))
+            .ok()
+            .flatten()
+            .and_then(|(bytes, _)| String::from_utf8(bytes.to_vec()).ok());
+        match (mark, current) {
+            (Some(mark), Some(n)) => mark.trim() != n.to_string(),
+            _ => true,
+        }
+    }
+
+    /// Removes the spare; `leftover`: an interrupted run left it, so the
+    /// removal is reported.
+    pub(super) fn remove_spare(&self, leftover: bool) {
+        let spare = self.root.join(SPARE);
+        let gone = self.step(&format!("remove {SPARE}")).and_then(|()| {
+            match fs::symlink_metadata(&spare) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&spare),
+                Ok(_) => fs::remove_file(&spare),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+            .map_err(io(&spare))
+        });
+        match gone {
+            Ok(()) if leftover => self.notice(format!(
+                "removed {} (left by an interrupted run)",
+                spare.display()
+            )),
+            Ok(()) => {}
+            Err(e) => self.notice(format!(
+                "warning: {}: could not remove this out-of-date copy of the store ({}); it may \
+                 still hold old private keys, and the next run retries",
+                spare.display(),
+                reason(&e)
+            )),
+        }
+    }
+
+    /// Once generation `number` is live and on disk, the previous one is no
+    /// longer needed, but it holds private keys the new one replaced. It
+    /// becomes the spare: renamed away (readers holding its name start over,
+    /// as when it was deleted), then brought up to date with the new one by
+    /// replacing only what this commit changed, so that it holds no key the
+    /// live generation does not. Anything failing here deletes it instead.
+    pub(super) fn retire(&self, previous: &Current, live: &Path, number: u64, target: &Target<'_>) {
+        let name = previous.name();
+        let spare = self.root.join(SPARE);
+        if fs::symlink_metadata(&spare).is_ok() {
+            self.remove_spare(false);
+        }
+        let renamed = self
+            .step(&format!("remove {name}"))
+            .and_then(|()| fs::rename(&previous.dir, &spare).map_err(io(&spare)));
+        if let Err(e) = renamed {
+            self.notice(format!(
+                "warning: {}: could not remove this old generation ({}); it still holds \
+                 private keys, and the next run retries",
+                previous.dir.display(),
+                reason(&e)
+            ));
+            return;
+        }
+        if let Err(e) = self.mirror(&spare, previous, live, number, target) {
+            self.notice(format!(
+                "warning: {}: could not bring this copy of the store up to date ({}); \
+                 removing it",
+                spare.display(),
+                reason(&e)
+            ));
+            self.remove_spare(false);
+        }
+    }
+
+    /// Brings `spare` (a copy of `previous`) up to date with `live`.
+    pub(super) fn mirror(
+        &self,
+        spare: &Path,
+        previous: &Current,
+        live: &Path,
+        number: u64,
+        target: &Target<'_>,
+    ) -> Result<()> {
+        self.step("update spare")?;
+        let mut gone: Vec<&String> = previous
+            .tree
+            .iter()
+            .filter(|(relative, e)| match e.kind {
+                Kind::Dir => !target.dirs.contains(relative.as_str()),
+                _ => !target.files.contains_key(relative.as_str()),
+            })
+            .map(|(relative, _)| relative)
+            .collect();
+        gone.sort_by(|a, b| b.cmp(a));
+        for relative in gone {
+            let path = spare.join(relative);
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
+                Ok(_) => fs::remove_file(&path),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+            .map_err(io(&path))?;
+        }
+        for dir in &target.dirs {
+            if previous.tree.get(dir).is_none_or(|e| e.kind != Kind::Dir) {
+                let path = spare.join(dir);
+                if fs::symlink_metadata(&path).is_err() {
+                    make_dir(&path)?;
+                }
+            }
+        }
+        for (relative, source) in &target.files {
+            let unchanged = matches!(source, Source::Link)
+                && previous
+                    .tree
+                    .get(relative.as_str())
+                    .is_some_and(|e| e.kind == Kind::File);
+            if unchanged {
+                continue;
+            }
+            let path = spare.join(relative);
+            if fs::symlink_metadata(&path).is_ok() {
+                fs::remove_file(&path).map_err(io(&path))?;
+            }
+            link_or_copy(&live.join(relative), &path)?;
+        }
+        // Not flushed: the mark only spares the next run a removal, and a
+        // spare is walked and checked before it is used again. Its mode is
+        // set, not left to the umask: the walk refuses a file others can
+        // write, and would refuse the store's own mark.
+        let mark = spare.join(SPARE_MARK);
+        let _ = fs::remove_file(&mark);
+        write_unsynced(&mark, &File::secret(number.to_string())).map(drop)
+    }
+}
