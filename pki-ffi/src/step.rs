@@ -52,7 +52,7 @@ impl Engine for AbiSigner {
         SignerEngine::plan(doc, &input.signer_input(doc), now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d SignerState,
         plan: Plan,
         rng: &mut R,

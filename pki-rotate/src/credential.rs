@@ -888,7 +888,7 @@ impl Engine for CredentialEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d CredentialState,
         plan: Plan,
         _rng: &mut R,

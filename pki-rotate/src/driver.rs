@@ -89,7 +89,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
     /// Decides round `attempt` from the document just read: refuses an
     /// inconsistent one, lets the engine see what a concurrent writer did
     /// (on a retry), plans and applies.
-    fn decide<R: CryptoRng + ?Sized + 'static>(
+    fn decide<R: CryptoRng + ?Sized>(
         &mut self,
         location: &str,
         (doc, revision): (E::Document, Revision),
@@ -231,7 +231,7 @@ impl<S: Store> Driver<S> {
     /// between; every other error ends the step with the store unchanged,
     /// except [`RotateError::UnknownOutcome`] (the write's answer was lost:
     /// it may have landed), which ends the step too and says so.
-    pub fn step<E: Engine, R: CryptoRng + ?Sized + 'static>(
+    pub fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: &str,
         input: &E::Input,
@@ -306,7 +306,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
     /// [`Driver::step`], awaiting the store instead of blocking on it. The
     /// engine runs between two awaits and holds no borrow of the RNG across
     /// them, so a controller passes its own RNG (the OS's in production).
-    pub async fn step<E: Engine, R: CryptoRng + ?Sized + 'static>(
+    pub async fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: &str,
         input: &E::Input,

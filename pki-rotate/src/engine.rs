@@ -30,7 +30,7 @@ pub trait Engine {
     fn plan(doc: &Self::Document, input: &Self::Input, now: OffsetDateTime) -> Result<Self::Plan>;
 
     /// Carries out `plan`, made from `doc`, with `rng`.
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         plan: Self::Plan,
         rng: &mut R,
@@ -46,7 +46,7 @@ pub trait Engine {
     }
 
     /// Plans and applies in one call.
-    fn step<'d, R: CryptoRng + ?Sized + 'static>(
+    fn step<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         input: &Self::Input,
         now: OffsetDateTime,

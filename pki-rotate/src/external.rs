@@ -226,7 +226,7 @@ impl Engine for ExternalEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d SignerState,
         plan: ExternalPlan,
         rng: &mut R,

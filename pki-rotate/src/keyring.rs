@@ -143,7 +143,7 @@ impl Engine for KeyRingEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d KeyRing,
         plan: KeyRingPlan,
         rng: &mut R,

@@ -387,7 +387,7 @@ fn names_match_in_any_order(cert: &Certificate, request: &LeafRequest) -> bool {
 }
 
 /// Issues a fresh key and certificate for `request` from `ca`.
-pub fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
+pub fn issue_leaf<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     request: &LeafRequest,
     now: OffsetDateTime,
@@ -398,7 +398,7 @@ pub fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
 
 /// [`issue_leaf`], with the NotAfter also cut at `not_after_limit` (the
 /// earliest NotAfter of the certificates above `ca`).
-pub fn issue_leaf_within<R: CryptoRng + ?Sized + 'static>(
+pub fn issue_leaf_within<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     request: &LeafRequest,
     now: OffsetDateTime,

@@ -125,7 +125,7 @@ impl Engine for SetEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d SetState,
         plan: SetPlan,
         rng: &mut R,

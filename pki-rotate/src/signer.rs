@@ -112,7 +112,7 @@ impl Engine for SignerEngine {
         plan(doc, input, now)
     }
 
-    fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+    fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d SignerState,
         plan: Plan,
         rng: &mut R,

@@ -17,7 +17,7 @@ use rand_core::SeedableRng;
 /// operators who let the CA expire or force rotations back to back, and the
 /// invariants below must hold for those too (the refusals themselves are
 /// tested in guarded_changes.rs).
-fn reconcile<R: rand_core::CryptoRng + ?Sized + 'static>(
+fn reconcile<R: rand_core::CryptoRng + ?Sized>(
     state: &SignerState,
     policy: &SignerPolicy,
     now: OffsetDateTime,

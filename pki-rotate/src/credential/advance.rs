@@ -66,7 +66,7 @@ impl Advance {
 /// its own through `driver` (compare-and-swap, retried on conflict), and
 /// returns what the embedder must do next: the plan of the document now in
 /// the store. At most [`ADVANCE_MAX_STEPS`] steps.
-pub fn advance<S: Store, R: CryptoRng + ?Sized + 'static>(
+pub fn advance<S: Store, R: CryptoRng + ?Sized>(
     driver: &Driver<S>,
     name: &str,
     options: AdvanceOptions<'_>,

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use time::OffsetDateTime;
 
 /// Carries out `plan` with `rng`.
-pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     plan: ExternalPlan,
     rng: &mut R,
@@ -43,7 +43,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn replace<'d, R: CryptoRng + ?Sized + 'static>(
+fn replace<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     now: OffsetDateTime,
     new: CertificateAuthority,
@@ -208,7 +208,7 @@ fn replace<'d, R: CryptoRng + ?Sized + 'static>(
     })
 }
 
-fn renew<'d, R: CryptoRng + ?Sized + 'static>(
+fn renew<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     now: OffsetDateTime,
     rng: &mut R,

@@ -11,7 +11,7 @@ use rand_core::CryptoRng;
 use std::borrow::Cow;
 
 /// Carries out `plan`: a new active key from `rng` when rotating.
-pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+pub fn apply<'d, R: CryptoRng + ?Sized>(
     ring: &'d KeyRing,
     plan: KeyRingPlan,
     rng: &mut R,

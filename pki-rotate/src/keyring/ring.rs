@@ -151,7 +151,7 @@ pub struct KeyRing {
 
 impl KeyRing {
     /// A new ring with a freshly generated active key.
-    pub fn new<R: CryptoRng + ?Sized + 'static>(
+    pub fn new<R: CryptoRng + ?Sized>(
         policy: KeyRingPolicy,
         now: OffsetDateTime,
         rng: &mut R,
@@ -172,7 +172,7 @@ impl KeyRing {
     /// rotated out it is accepted for the grace period like any active key.
     /// Every other key stays accepted until retired. Without a private key a new
     /// active key is generated. Duplicate keys are kept once.
-    pub fn import<R: CryptoRng + ?Sized + 'static>(
+    pub fn import<R: CryptoRng + ?Sized>(
         policy: KeyRingPolicy,
         keys: ImportedKeys,
         now: OffsetDateTime,

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 /// Issues leaf `name` of `spec` from `pair`'s CA for it, within the
 /// NotAfter of that CA and of its chain.
-fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
+fn issue_leaf<R: CryptoRng + ?Sized>(
     pair: &CaPair,
     name: &str,
     spec: &LeafSpec,
@@ -55,7 +55,7 @@ fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
 }
 
 /// Makes the new generation of every CA the plan's start lists.
-fn start_cas<R: CryptoRng + ?Sized + 'static>(
+fn start_cas<R: CryptoRng + ?Sized>(
     next: &mut SetState,
     start: super::plan::StartPlan,
     now: OffsetDateTime,
@@ -152,7 +152,7 @@ fn retire_cas(next: &mut SetState, to: SetStep, events: &mut Vec<SetEvent>) {
 /// pre-flight trust matrix against what every target may hold: a red cell
 /// refuses the plan, unless it carries an override reason, with which the
 /// red cells are recorded.
-pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+pub fn apply<'d, R: CryptoRng + ?Sized>(
     doc: &'d SetState,
     plan: SetPlan,
     rng: &mut R,

@@ -397,7 +397,7 @@ pub fn validate_name(what: &str, name: &str) -> Result<()> {
 
 impl SetState {
     /// A new set: one self-signed CA per `(name, roles)`, subject `CN=name`.
-    pub fn new<R: CryptoRng + ?Sized + 'static>(
+    pub fn new<R: CryptoRng + ?Sized>(
         cas: &[(String, Roles)],
         key_algorithm: KeyAlgorithm,
         ca_lifetime: Duration,

@@ -18,7 +18,7 @@ use time::{Duration, OffsetDateTime};
 
 /// Executes `plan`, made from `state`, with `rng`. When the plan is empty
 /// the outcome borrows `state`: nothing is copied.
-pub fn apply<'d, R: CryptoRng + ?Sized + 'static>(
+pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     plan: Plan,
     rng: &mut R,

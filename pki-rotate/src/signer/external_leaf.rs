@@ -24,7 +24,7 @@ pub struct ExternalLeaf {
 /// Reconciles a leaf kept outside the signer state (in Kubernetes, each
 /// serving certificate lives in its own Secret): keeps `previous` when it is
 /// up to date, else issues a fresh key and certificate from the current CA.
-pub fn reconcile_external<R: CryptoRng + ?Sized + 'static>(
+pub fn reconcile_external<R: CryptoRng + ?Sized>(
     state: &SignerState,
     request: &LeafRequest,
     previous: Option<IssuedLeaf>,

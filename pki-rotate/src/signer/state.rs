@@ -109,7 +109,7 @@ pub struct SignerState {
 
 impl SignerState {
     /// Creates a signer with a new self-signed CA of subject `CN=<common_name>`.
-    pub fn new<R: CryptoRng + ?Sized + 'static>(
+    pub fn new<R: CryptoRng + ?Sized>(
         common_name: &str,
         policy: SignerPolicy,
         now: OffsetDateTime,
@@ -187,7 +187,7 @@ impl SignerState {
 
     /// Issues a leaf of the current CA, its NotAfter within the CA's and
     /// the chain's ([`SignerState::leaf_not_after_limit`]).
-    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized + 'static>(
+    pub(crate) fn issue_leaf<R: CryptoRng + ?Sized>(
         &self,
         request: &LeafRequest,
         now: OffsetDateTime,

@@ -27,7 +27,7 @@ pub fn plan(
     SignerEngine::plan(state, &input(policy, forced), now)
 }
 
-pub fn apply<R: CryptoRng + ?Sized + 'static>(
+pub fn apply<R: CryptoRng + ?Sized>(
     state: &SignerState,
     plan: Plan,
     rng: &mut R,
@@ -36,7 +36,7 @@ pub fn apply<R: CryptoRng + ?Sized + 'static>(
     Ok((outcome.document.into_owned(), outcome.events))
 }
 
-pub fn reconcile<R: CryptoRng + ?Sized + 'static>(
+pub fn reconcile<R: CryptoRng + ?Sized>(
     state: &SignerState,
     policy: &SignerPolicy,
     now: OffsetDateTime,
