@@ -7,6 +7,14 @@
 pub use pki_core as core;
 pub use pki_rotate as rotate;
 
+// Real TLS handshakes over loopback (rustls), with and without client
+// certificates: how `pki demo` and the tests prove that chains and bundles
+// work together. Tools of this crate, not a stable API.
+#[doc(hidden)]
+pub mod mtls;
+#[doc(hidden)]
+pub mod tls;
+
 /// The README's library example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -6,6 +6,7 @@
 //! landed, and rerunning the command is safe); `pki status --check` exits
 //! 3 when an action is due and 4 when trust is broken or something expired.
 
+use pki::{mtls, tls};
 mod common;
 mod completions;
 mod cred;
@@ -17,7 +18,6 @@ mod init;
 mod inspect;
 mod issue;
 mod keys;
-mod mtls;
 mod pin;
 mod remove;
 mod renew;
@@ -25,7 +25,6 @@ mod rotate;
 mod set;
 mod status;
 mod stores;
-mod tls;
 mod validate;
 mod verify;
 

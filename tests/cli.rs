@@ -3,59 +3,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../pki-rotate/tests/support/tree.rs"]
-mod tree;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
-use tree::copy_tree;
+use std::process::Command;
+use support::cli::{ok, pki, refused, stderr, stdout};
+use support::tree::copy_tree;
 
 // 2026-01-01: the simulated creation time of every store here.
 const T0: &str = "2026-01-01T00:00:00Z";
 // T0 + 396 days: just past the rotation point of the default policy (D - M = 395d).
 const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(o.status.success(), "pki {args:?} failed: {}", stderr(&o));
-    stdout(&o)
-}
-
-/// Exit 1, exactly one line on stderr, no panic text.
-fn refused(args: &[&str]) -> String {
-    let o = pki(args);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "pki {args:?}: {}{}",
-        stdout(&o),
-        stderr(&o)
-    );
-    let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("pki: "), "{err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("internal error"),
-        "{err}"
-    );
-    err
-}
 
 /// Replaces a committed file and records its SHA-256 in the generation's
 /// manifest, as another build could have written it: the document's own

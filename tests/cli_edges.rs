@@ -5,11 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-// The etcd test support of pki-etcd (an `etcd` started for the test), by
-// path: it lives with the crate whose store it tests.
-#[path = "../pki-etcd/tests/support/etcd.rs"]
-mod etcd;
 mod support;
+
+use support::etcd;
 
 use support::cli::{mode, modes, ok, pki, refused, refused_output, snapshot, succeeded, text};
 

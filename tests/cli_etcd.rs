@@ -7,15 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "../pki-etcd/tests/support/etcd.rs"]
-mod etcd;
-#[path = "../pki-etcd/tests/support/proxy.rs"]
-mod proxy;
+mod support;
 
-use cli::{fails_with, ok, pki};
 use std::process::Command;
+use support::cli::{fails_with, ok, pki};
+use support::{etcd, proxy};
 
 const T0: &str = "2026-01-01T00:00:00Z";
 const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";

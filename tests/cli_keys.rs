@@ -6,42 +6,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use support::cli::{ok, pki, refused};
 
 // 2026-01-01T00:00:00Z: every ring here is created then.
 const T0: &str = "2026-01-01T00:00:00Z";
 const T0_UNIX: i64 = 1_767_225_600;
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-/// Exit 1, exactly one line on stderr, no panic text.
-fn refused(args: &[&str]) -> String {
-    let o = pki(args);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(1), "pki {args:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("pki: "), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("internal error"));
-    err
-}
 
 fn at(seconds_after_t0: i64) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp(T0_UNIX + seconds_after_t0).unwrap();

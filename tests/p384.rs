@@ -4,25 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use std::process::Command;
+use support::cli::{ok, pki};
 
 fn openssl(args: &[&str]) -> String {
     let o = Command::new("openssl")

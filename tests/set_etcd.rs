@@ -5,30 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../pki-etcd/tests/support/etcd.rs"]
-mod etcd;
+mod support;
 
-use std::process::{Command, Output};
+use support::etcd;
+
+use support::cli::ok;
 
 const T0: &str = "2026-01-01T00:00:00Z";
 const T1: &str = "2026-03-01T00:00:00Z";
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn ack_all(url: &str, out: &std::path::Path) {
     for target in ["control-plane", "node-1"] {

@@ -8,29 +8,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+use support::cli::{ok, pki};
 
 // 2026-01-01: the simulated creation time of the store.
 const T0: &str = "2026-01-01T00:00:00Z";
-
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = pki(args);
-    assert!(
-        o.status.success(),
-        "pki {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 /// Validates `json` against `docs/<schema>`; panics with every error.
 fn validate(schema: &str, json: &str, what: &str) {

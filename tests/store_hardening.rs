@@ -4,39 +4,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
+use support::cli::{pki, refused, stderr};
 
 // 2026-01-01: the simulated creation time of every store here.
 const T0: &str = "2026-01-01T00:00:00Z";
 // T0 + 396 days: just past the rotation point of the default policy (D - M = 395d).
 const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
 
-fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn ok(args: &[&str]) -> Output {
     let o = pki(args);
     assert!(o.status.success(), "pki {args:?} failed: {}", stderr(&o));
     o
-}
-
-/// Exit 1 with one line on stderr.
-fn refused(args: &[&str]) -> String {
-    let o = pki(args);
-    assert_eq!(o.status.code(), Some(1), "pki {args:?}: {}", stderr(&o));
-    let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    err
 }
 
 fn mode(path: &Path) -> u32 {

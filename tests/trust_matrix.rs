@@ -16,22 +16,23 @@
 //! and the old serving chain must stop verifying once the old leaf and the
 //! old CA have expired, which shows the checks can fail.
 
-#[path = "support/openssl.rs"]
-mod openssl;
-#[path = "../pki-rotate/tests/support/engine.rs"]
 mod support;
-#[path = "../src/tls.rs"]
-mod tls;
+// The signer engine called as pki-rotate's own tests call it: shared across
+// the two crates' tests by path, since a test support crate of either
+// would link a second copy of the engines' types.
+#[path = "../pki-rotate/tests/support/engine.rs"]
+mod signer_engine;
 
-use openssl::Verdict;
 use pki::core::{Bundle, Certificate, KeyAlgorithm, PrivateKey};
 use pki::rotate::{
     Event, ForcedRotation, LeafReason, LeafRequest, RotationReason, SignerPolicy, SignerState,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+use signer_engine::{plan, reconcile};
 use std::sync::OnceLock;
-use support::{plan, reconcile};
+use support::openssl::{self, Verdict};
+use support::tls;
 use time::{Duration, OffsetDateTime, macros::datetime};
 use tls::{HandshakeError, handshake};
 

@@ -5,8 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/etcd.rs"]
-mod etcd;
+mod support;
+
+use support::etcd;
 
 use etcd::{Etcd, quick_options};
 use pki_etcd::{AsyncEtcdStore, EtcdUrl};

@@ -7,10 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/etcd.rs"]
-mod etcd;
-#[path = "support/proxy.rs"]
-mod proxy;
+mod support;
+
+use support::{etcd, proxy};
 
 use etcd::{Etcd, quick_options};
 use pki_etcd::{EtcdOptions, EtcdStore};

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{Certificate, RotationPolicy};
-#[path = "support/engine.rs"]
 mod support;
 
 use pki_rotate::{Engine, SignerEngine};
@@ -24,7 +23,7 @@ fn reconcile<R: rand_core::CryptoRng + ?Sized>(
     forced: Option<&ForcedRotation>,
     rng: &mut R,
 ) -> pki_rotate::Result<(SignerState, Vec<Event>, OffsetDateTime)> {
-    let mut input = support::input(policy, forced);
+    let mut input = support::engine::input(policy, forced);
     input.allow_trust_break = Some("property test schedule".into());
     let outcome = SignerEngine::step(state, &input, now, rng)?;
     let wake = outcome.next_wake;

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{KeyAlgorithm, issued_by};
-#[path = "support/engine.rs"]
 mod support;
 
 use pki_rotate::{
@@ -12,7 +11,7 @@ use pki_rotate::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use support::{apply, plan, reconcile};
+use support::engine::{apply, plan, reconcile};
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: the day the signer is created in every case.

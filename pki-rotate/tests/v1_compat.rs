@@ -4,8 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/tree.rs"]
-mod tree;
+mod support;
+
+use support::tree;
 
 use pki_core::{ExpectedName, Purpose, VerifyOptions, verify_chain};
 use pki_rotate::Document as _;

@@ -4,18 +4,26 @@
 #![allow(dead_code)]
 
 pub mod cli;
+// etcd started on 127.0.0.1 and a proxy that loses its answers: pki-etcd's
+// own test support, shared by path (a support crate depending on pki-etcd
+// would link a second copy of its types into pki-etcd's tests).
+#[path = "../../pki-etcd/tests/support/etcd.rs"]
+pub mod etcd;
+#[path = "../../pki-etcd/tests/support/proxy.rs"]
+pub mod proxy;
+// Copying pki-rotate's store fixtures (tests/data), as its own tests do.
 pub mod external;
 pub mod maker;
 pub mod openssl;
 pub mod set;
 pub mod set_engine;
 pub mod store;
+#[path = "../../pki-rotate/tests/support/tree.rs"]
+pub mod tree;
+// The signer engine called as pki-rotate's own tests call it.
+#[path = "../../pki-rotate/tests/support/engine.rs"]
+pub mod signer_engine;
 
-// The binary's own handshake modules (src/main.rs declares `mod tls;` and
-// `mod mtls;`, and `pki demo` runs them), included by path so that the
-// tests shake hands exactly as the binary does. Serving them from
-// src/lib.rs instead would need main.rs to use them from there.
-#[path = "../../src/mtls.rs"]
-pub mod mtls;
-#[path = "../../src/tls.rs"]
-pub mod tls;
+// The handshakes `pki demo` runs, from the crate's library.
+#[allow(unused_imports)]
+pub use pki::{mtls, tls};

@@ -1,4 +1,6 @@
 //! Helpers the integration tests share.
 
+pub mod engine;
 pub mod fs;
 pub mod set;
+pub mod tree;
