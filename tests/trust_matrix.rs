@@ -17,11 +17,6 @@
 //! old CA have expired, which shows the checks can fail.
 
 mod support;
-// The signer engine called as pki-rotate's own tests call it: shared across
-// the two crates' tests by path, since a test support crate of either
-// would link a second copy of the engines' types.
-#[path = "../pki-rotate/tests/support/engine.rs"]
-mod signer_engine;
 
 use pki::core::{Bundle, Certificate, KeyAlgorithm, PrivateKey};
 use pki::rotate::{
@@ -29,9 +24,9 @@ use pki::rotate::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
-use signer_engine::{plan, reconcile};
 use std::sync::OnceLock;
 use support::openssl::{self, Verdict};
+use support::signer_engine::{plan, reconcile};
 use support::tls;
 use time::{Duration, OffsetDateTime, macros::datetime};
 use tls::{HandshakeError, handshake};
