@@ -99,7 +99,7 @@ fn set_with_targets() -> SetState {
 fn ack_all(mut s: SetState, now: OffsetDateTime, rng: &mut ChaCha20Rng) -> SetState {
     loop {
         let pending: Vec<String> = s
-            .targets
+            .targets()
             .keys()
             .filter(|t| !s.is_loaded(t))
             .cloned()

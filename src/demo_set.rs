@@ -43,7 +43,7 @@ fn cell(client: &SetState, server: &SetState, pair: usize, at: OffsetDateTime) -
     let (Some(trust), Some(client_ca)) = (cm.trust.get(ca), sm.client_ca.get(ca)) else {
         return "n/a".into();
     };
-    let (c, s) = (&client.leaves[cl].issued, &server.leaves[sl].issued);
+    let (c, s) = (&client.leaves()[cl].issued, &server.leaves()[sl].issued);
     match mutual_handshake(
         Identity {
             chain: std::slice::from_ref(&s.cert),
@@ -194,7 +194,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
      -> CliResult<()> {
         for _ in 0..3 {
             let (s, _) = Driver::new(&store).load::<SetEngine>(STORE_KEY)?;
-            for t in s.targets.keys().filter(|t| !s.is_loaded(t)) {
+            for t in s.targets().keys().filter(|t| !s.is_loaded(t)) {
                 let (s, _) = Driver::new(&store).load::<SetEngine>(STORE_KEY)?;
                 let fingerprint = s.expected_fingerprint(t)?;
                 run(

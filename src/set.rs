@@ -243,7 +243,7 @@ pub fn run(command: SetCommand) -> CliResult {
             let state = SetState::new(&cas, key, lifetime, now, &mut os_rng())?;
             let store = dir.open_or_create()?;
             Driver::new(store).create::<SetEngine>(STORE_KEY, &state)?;
-            for (name, ca) in &state.cas {
+            for (name, ca) in state.cas() {
                 crate::outln!(
                     "created CA {name} ({}): {}, valid until {}",
                     ca.roles,

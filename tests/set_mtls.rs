@@ -58,7 +58,7 @@ struct Held {
 
 fn held(s: &SetState, target: &str, leaf: &str, ca: &str) -> Held {
     let m = material::target_material(s, target);
-    let l = &s.leaves[leaf];
+    let l = &s.leaves()[leaf];
     Held {
         trust: m.trust.get(ca).cloned(),
         client_ca: m.client_ca.get(ca).cloned(),
@@ -182,7 +182,7 @@ fn gep18_cluster_and_etcd_rotation_keeps_mutual_tls_at_every_step() {
     .unwrap()
     .into_document();
     assert!(
-        started.cas["cluster"]
+        started.cas()["cluster"]
             .next
             .as_ref()
             .unwrap()

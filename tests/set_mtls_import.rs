@@ -131,7 +131,7 @@ fn published(s: &SetState, target: &str, leaf: &str, trusts: &str, verifies: &st
     Published {
         chain: Certificate::all_from_pem(files.get(&format!("certs/{leaf}/tls.crt")).unwrap())
             .unwrap(),
-        key: s.leaves[leaf].issued.key.clone(),
+        key: s.leaves()[leaf].issued.key.clone(),
         trust: bundle(format!("trust/{trusts}.crt")),
         client_ca: bundle(format!("client-ca/{verifies}.crt")),
     }

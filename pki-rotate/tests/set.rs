@@ -19,11 +19,11 @@ use support::set::*;
 fn full_rotation_moves_client_certs_then_serving_certs_then_trust() {
     let mut r = rng(1);
     let s0 = gep18(1);
-    let old_cluster = s0.cas["cluster"].current.signer.cert.clone();
+    let old_cluster = s0.cas()["cluster"].current.signer.cert.clone();
     let t1 = T0 + Duration::days(30);
     let s = start(&s0, false, t1, &mut r);
     assert_eq!(s.step(), SetStep::TrustBoth);
-    let next = s.cas["cluster"].next.as_ref().unwrap();
+    let next = s.cas()["cluster"].next.as_ref().unwrap();
     let new_client = next
         .client_signer
         .as_ref()
@@ -64,9 +64,9 @@ fn full_rotation_moves_client_certs_then_serving_certs_then_trust() {
     let t2 = t1 + Duration::days(1);
     let s = advance(&s, t2, &mut r).unwrap();
     assert_eq!(s.step(), SetStep::Completed);
-    assert_eq!(s.rotation.as_ref().unwrap().completed_at, Some(t2));
-    assert!(s.cas.values().all(|c| c.next.is_none()));
-    assert_eq!(s.cas["cluster"].current.signer.cert, next.signer.cert);
+    assert_eq!(s.rotation().unwrap().completed_at(), Some(t2));
+    assert!(s.cas().values().all(|c| c.next.is_none()));
+    assert_eq!(s.cas()["cluster"].current.signer.cert, next.signer.cert);
     // Old keys are gone from the files too.
     let files = SetState::to_files(&s).unwrap();
     let old_pem = old_cluster.to_pem();
@@ -269,10 +269,10 @@ fn one_at_a_time_updates_serving_targets_in_turn() {
     let s = start(&gep18(5), true, T0, &mut r);
     let s = ack_all(&s, T0, &mut r);
     let s = advance(&s, T0, &mut r).unwrap();
-    let updated = |s: &SetState| s.rotation.as_ref().unwrap().updated_targets.clone();
+    let updated = |s: &SetState| s.rotation().unwrap().updated_targets().clone();
     // Serving targets: control-plane, etcd, metrics (name order).
     assert_eq!(updated(&s), set_of(&["control-plane"]));
-    assert!(!s.leaves["etcd-server"].on_next);
+    assert!(!s.leaves()["etcd-server"].on_next);
     let s = ack(&s, "etcd", T0, &mut r);
     assert_eq!(
         updated(&s),
@@ -281,7 +281,7 @@ fn one_at_a_time_updates_serving_targets_in_turn() {
     );
     let s = ack(&s, "control-plane", T0, &mut r);
     assert_eq!(updated(&s), set_of(&["control-plane", "etcd"]));
-    assert!(s.leaves["etcd-server"].on_next);
+    assert!(s.leaves()["etcd-server"].on_next);
     let err = advance(&s, T0, &mut r).unwrap_err();
     assert!(err.to_string().contains("not yet updated"), "{err}");
     let s = ack_all(&s, T0, &mut r);
@@ -368,7 +368,10 @@ fn a_new_ca_valid_for_less_than_a_day_is_refused() {
         &mut r,
     )
     .unwrap();
-    assert_eq!(s.cas["etcd"].next.as_ref().unwrap().signer.cert, good.cert);
+    assert_eq!(
+        s.cas()["etcd"].next.as_ref().unwrap().signer.cert,
+        good.cert
+    );
     let err = SetState::new(
         &[("x".into(), roles("serving"))],
         KeyAlgorithm::EcdsaP256,
@@ -383,46 +386,46 @@ fn a_new_ca_valid_for_less_than_a_day_is_refused() {
 #[test]
 fn moving_client_certs_before_servers_loaded_is_a_red_cell() {
     // What the pre-flight exists for: had the kubelet's certificate moved
-    // to the new client CA at start, a control plane still on its idle
-    // client-ca bundle would reject it.
+    // to the new client CA while the control plane still held its idle
+    // client-ca bundle, the control plane would reject it. Only an
+    // override moves it that early; the pre-flight names the break.
     let mut r = rng(8);
-    let s0 = gep18(8);
+    // Every target holds its idle files, acknowledged.
+    let s0 = ack_all(&gep18(8), T0, &mut r);
     let started = start(&s0, false, T0, &mut r);
-    let mut moved = started.clone();
-    moved
-        .rotation
-        .as_mut()
-        .unwrap()
-        .clients_moved
-        .insert("cluster".into());
-    let moved = step(&moved, SetInput::Nothing, T0, &mut r).unwrap();
-    let kubelet_new = {
-        let mut m = moved.clone();
-        // Re-issue happens on the next material change; force it through an
-        // unrelated target change.
-        m = step(
-            &m,
-            SetInput::Target {
-                name: "spare".into(),
-                trusts: None,
-                client_ca: None,
-            },
-            T0,
-            &mut r,
-        )
-        .unwrap();
-        m
-    };
-    assert!(kubelet_new.leaves["kubelet"].on_next);
-    let err = material::preflight(&s0, &kubelet_new, T0).unwrap_err();
+    // The engine's own transition is green.
+    material::preflight(&s0, &started, T0).unwrap();
+    let s = ["etcd", "metrics", "node-1"]
+        .iter()
+        .fold(started, |s, t| ack(&s, t, T0, &mut r));
+    assert!(!s.leaves()["kubelet"].on_next, "the gate holds the kubelet");
+    let moved = step(
+        &s,
+        SetInput::Advance {
+            from: None,
+            override_reason: Some("control-plane is being replaced".into()),
+        },
+        T0,
+        &mut r,
+    )
+    .unwrap();
+    assert!(moved.leaves()["kubelet"].on_next);
+    let err = material::preflight(&s0, &moved, T0).unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("control-plane") && text.contains("kubelet"),
         "{text}"
     );
     assert!(text.contains("client-ca/cluster.crt"), "{text}");
-    // The engine's own transition is green.
-    material::preflight(&s0, &started, T0).unwrap();
+    let record = &moved.rotation().unwrap().overrides()[0];
+    assert!(
+        record
+            .red_cells
+            .iter()
+            .any(|c| c.contains("control-plane") && c.contains("kubelet")),
+        "{:?}",
+        record.red_cells
+    );
 }
 
 #[test]
@@ -476,7 +479,7 @@ fn files_round_trip_and_fingerprints_match_the_published_tree() {
     let files = SetState::to_files(&s).unwrap();
     let back = SetState::from_files(&files).unwrap();
     assert_eq!(SetState::to_files(&back).unwrap(), files);
-    for t in s.targets.keys() {
+    for t in s.targets().keys() {
         let prefix = format!("targets/{t}/");
         let fp = fingerprint(
             files
@@ -510,11 +513,11 @@ fn new_ca_subjects_stay_unique_for_rotations_in_the_same_second() {
     let cn = |c: &Certificate| c.common_name().unwrap();
     // Start, abort, revert and start again, all in one second.
     let s = start(&gep18(30), false, T0, &mut r);
-    let first = cn(&s.cas["cluster"].next.as_ref().unwrap().signer.cert);
+    let first = cn(&s.cas()["cluster"].next.as_ref().unwrap().signer.cert);
     let s = step(&s, abort(), T0, &mut r).unwrap();
     let s = advance(&ack_all(&s, T0, &mut r), T0, &mut r).unwrap();
     let s = start(&s, false, T0, &mut r);
-    let next = s.cas["cluster"].next.as_ref().unwrap();
+    let next = s.cas()["cluster"].next.as_ref().unwrap();
     assert_ne!(cn(&next.signer.cert), first);
     assert!(
         cn(&next.signer.cert).starts_with("cluster-"),
@@ -529,7 +532,7 @@ fn new_ca_subjects_stay_unique_for_rotations_in_the_same_second() {
     }
     assert_eq!(s.step(), SetStep::Completed);
     let s = start(&s, false, T0, &mut r);
-    let ca = &s.cas["cluster"];
+    let ca = &s.cas()["cluster"];
     let next = ca.next.as_ref().unwrap();
     let names: BTreeSet<String> = [
         &ca.current.signer.cert,
@@ -591,10 +594,10 @@ fn an_override_that_moves_client_certs_early_warns_in_status() {
         .fold(s, |s, t| ack(&s, t, T0, &mut r));
     assert!(s.status(T0).warnings.is_empty());
     assert!(
-        !s.rotation
+        !s.rotation()
             .as_ref()
             .unwrap()
-            .clients_moved
+            .clients_moved()
             .contains("cluster")
     );
     let s = step(

@@ -12,8 +12,8 @@ use time::Duration;
 use support::set::*;
 
 fn all_on_old(s: &SetState) -> bool {
-    s.leaves.iter().all(|(name, l)| {
-        let ca = &s.cas[&l.spec.ca].current;
+    s.leaves().iter().all(|(name, l)| {
+        let ca = &s.cas()[&l.spec.ca].current;
         let issuer = issuer_of(s, name);
         !l.on_next
             && (issuer == ca.signer.cert
@@ -61,13 +61,13 @@ fn abort_from_each_step_lands_on_its_safe_target() {
             let s = advance(&s, T0, &mut r).unwrap();
             assert_eq!(s.step(), SetStep::Idle);
             assert!(all_on_old(&s));
-            assert!(s.cas.values().all(|c| c.next.is_none()));
+            assert!(s.cas().values().all(|c| c.next.is_none()));
             // Back to the files of before the rotation, except the leaves' new keys.
             assert_eq!(
                 s.target_files().unwrap()["node-1"].get("trust/cluster.crt"),
                 s0.target_files().unwrap()["node-1"].get("trust/cluster.crt")
             );
-            assert_eq!(s.history.last().unwrap().outcome, "reverted");
+            assert_eq!(s.history().last().unwrap().outcome, "reverted");
         }
     }
 }
@@ -75,9 +75,9 @@ fn abort_from_each_step_lands_on_its_safe_target() {
 /// Every leaf is signed by the CA (or separate client CA) in use now, and
 /// the CA of its name: what "back on the old CAs" means, by signature.
 fn assert_issued_by_current(s: &SetState, old: &SetState) {
-    for (name, leaf) in &s.leaves {
-        let ca = &s.cas[&leaf.spec.ca].current;
-        let old_ca = &old.cas[&leaf.spec.ca].current;
+    for (name, leaf) in s.leaves() {
+        let ca = &s.cas()[&leaf.spec.ca].current;
+        let old_ca = &old.cas()[&leaf.spec.ca].current;
         let issuer = issuer_of(s, name);
         let expected = if leaf.spec.serving {
             &old_ca.signer.cert
@@ -105,7 +105,7 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
         .fold(s, |s, t| ack(&s, t, T0, &mut r));
     assert_eq!(s.status(T0).half, Some("clients"));
     for leaf in ["kubelet", "apiserver-etcd-client", "aggregator"] {
-        let new = s.cas[&s.leaves[leaf].spec.ca].next.as_ref().unwrap();
+        let new = s.cas()[&s.leaves()[leaf].spec.ca].next.as_ref().unwrap();
         assert_eq!(
             issuer_of(&s, leaf),
             new.client_issuer().cert,
@@ -116,7 +116,7 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
     assert_eq!(reverting.step(), SetStep::Reverting);
     assert_issued_by_current(&reverting, &s0);
     // The old CAs' keys and the new ones are both kept until idle.
-    assert!(reverting.cas.values().all(|c| c.next.is_some()));
+    assert!(reverting.cas().values().all(|c| c.next.is_some()));
     let err = step(&reverting, abort(), T0, &mut r).unwrap_err();
     assert!(err.to_string().contains("already reverting"), "{err}");
     let err = advance(&reverting, T0, &mut r).unwrap_err();
@@ -125,8 +125,8 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
     let idle = advance(&acked, T0, &mut r).unwrap();
     assert_eq!(idle.step(), SetStep::Idle);
     assert_issued_by_current(&idle, &s0);
-    for (name, ca) in &idle.cas {
-        assert_eq!(ca.current.signer.cert, s0.cas[name].current.signer.cert);
+    for (name, ca) in idle.cas() {
+        assert_eq!(ca.current.signer.cert, s0.cas()[name].current.signer.cert);
         assert!(
             ca.next.is_none() && ca.current.client_signer.is_none(),
             "{name}"
@@ -143,7 +143,7 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
             );
         }
     }
-    assert_eq!(idle.history.last().unwrap().outcome, "reverted");
+    assert_eq!(idle.history().last().unwrap().outcome, "reverted");
 }
 
 #[test]
@@ -154,24 +154,24 @@ fn abort_in_update_certs_one_at_a_time_reverts_the_serving_certs_that_moved() {
     let s = advance(&s, T0, &mut r).unwrap();
     let s = ack(&s, "control-plane", T0, &mut r);
     // control-plane's and etcd's serving certificates moved, metrics' did not.
-    let updated = s.rotation.as_ref().unwrap().updated_targets.clone();
+    let updated = s.rotation().unwrap().updated_targets().clone();
     assert_eq!(updated, set_of(&["control-plane", "etcd"]));
-    let next_of = |ca: &str| s.cas[ca].next.as_ref().unwrap().signer.cert.clone();
+    let next_of = |ca: &str| s.cas()[ca].next.as_ref().unwrap().signer.cert.clone();
     assert_eq!(issuer_of(&s, "kube-apiserver"), next_of("cluster"));
     assert_eq!(issuer_of(&s, "etcd-server"), next_of("etcd"));
     assert_eq!(
         issuer_of(&s, "metrics-server"),
-        s0.cas["metrics"].current.signer.cert
+        s0.cas()["metrics"].current.signer.cert
     );
     let reverting = step(&s, abort(), T0, &mut r).unwrap();
     assert_eq!(reverting.step(), SetStep::Reverting);
     assert_issued_by_current(&reverting, &s0);
     assert!(
         reverting
-            .rotation
+            .rotation()
             .as_ref()
             .unwrap()
-            .updated_targets
+            .updated_targets()
             .is_empty()
     );
     let idle = advance(&ack_all(&reverting, T0, &mut r), T0, &mut r).unwrap();
@@ -230,17 +230,17 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     )
     .unwrap();
     assert_eq!(done.step(), SetStep::Completed);
-    let rot = done.rotation.as_ref().unwrap();
-    assert_eq!(rot.completed_at, Some(t2));
-    let o = rot.overrides.last().unwrap();
+    let rot = done.rotation().unwrap();
+    assert_eq!(rot.completed_at(), Some(t2));
+    let o = rot.overrides().last().unwrap();
     assert_eq!((o.from, o.to), (SetStep::TrustNew, SetStep::Completed));
     assert_eq!(o.reason, "node-1 is decommissioned");
     assert_eq!(o.waiting, ["node-1"]);
-    assert!(rot.timeline.last().unwrap().note.contains("abort"));
-    assert_eq!(done.history.last().unwrap().outcome, "completed");
+    assert!(rot.timeline().last().unwrap().note.contains("abort"));
+    assert_eq!(done.history().last().unwrap().outcome, "completed");
     // The old CA keys are destroyed: in no file of the document.
     let files = SetState::to_files(&done).unwrap();
-    for (name, ca) in &old.cas {
+    for (name, ca) in old.cas() {
         let mut old_keys = vec![ca.current.signer.key.to_pkcs8_pem().unwrap().to_string()];
         old_keys.push(ca.current.signer.cert.to_pem());
         for pem in old_keys {
@@ -251,7 +251,7 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
                 "{name}: an old CA certificate or key is still in the document"
             );
         }
-        assert!(done.cas[name].next.is_none());
+        assert!(done.cas()[name].next.is_none());
     }
     assert!(files.iter().all(|(p, _)| !p.contains("/next-")));
     // Abort twice: nothing runs any more.

@@ -257,7 +257,7 @@ fn check_pairs(held: &BTreeMap<String, Loaded>, at: OffsetDateTime) -> Result<()
 }
 
 fn keys_intact(s: &SetState) -> Result<(), String> {
-    for (name, ca) in &s.cas {
+    for (name, ca) in s.cas() {
         for pair in std::iter::once(&ca.current).chain(ca.next.as_ref()) {
             if !pair.signer.key.matches(pair.signer.cert.public_key()) {
                 return Err(format!("{name}: signer key lost"));
@@ -267,7 +267,7 @@ fn keys_intact(s: &SetState) -> Result<(), String> {
             return Err(format!("{name}: new CA missing or kept outside a rotation"));
         }
     }
-    for (name, l) in &s.leaves {
+    for (name, l) in s.leaves() {
         if !l.issued.key.matches(l.issued.cert.public_key()) {
             return Err(format!("{name}: leaf key lost"));
         }
@@ -278,7 +278,7 @@ fn keys_intact(s: &SetState) -> Result<(), String> {
 /// The ids of every CA certificate the document holds a key for.
 fn ca_keys(s: &SetState) -> BTreeSet<String> {
     let mut ids = BTreeSet::new();
-    for ca in s.cas.values() {
+    for ca in s.cas().values() {
         for pair in std::iter::once(&ca.current).chain(ca.next.as_ref()) {
             ids.insert(pair.signer.cert.id());
             ids.extend(pair.client_signer.as_ref().map(|c| c.cert.id()));
@@ -297,12 +297,12 @@ fn may_drop(before: &SetState, after: &SetState) -> BTreeSet<String> {
     };
     match (before.step(), after.step()) {
         (SetStep::TrustNew, SetStep::Completed) => before
-            .cas
+            .cas()
             .values()
             .flat_map(|ca| retired(&ca.current))
             .collect(),
         (SetStep::Reverting, SetStep::Idle) => before
-            .cas
+            .cas()
             .values()
             .filter_map(|ca| ca.next.as_ref())
             .flat_map(retired)

@@ -20,7 +20,7 @@ use support::set::*;
 fn importing_the_ca_in_use_as_the_new_one_is_refused() {
     let mut r = rng(31);
     let s = gep18(31);
-    let current = s.cas["etcd"].current.signer.clone();
+    let current = s.cas()["etcd"].current.signer.clone();
     let import = |authority: CertificateAuthority| SetInput::Start {
         reason: "import".into(),
         imports: vec![ImportedCa {
@@ -51,7 +51,7 @@ fn importing_the_ca_in_use_as_the_new_one_is_refused() {
     for _ in 0..3 {
         done = advance(&ack_all(&done, T0, &mut r), T0, &mut r).unwrap();
     }
-    let client = done.cas["etcd"].current.client_signer.clone().unwrap();
+    let client = done.cas()["etcd"].current.client_signer.clone().unwrap();
     let err = step(&done, import(client), T0, &mut r).unwrap_err();
     assert!(matches!(err, RotateError::SetCaRefused { .. }), "{err}");
 }
@@ -130,7 +130,7 @@ fn published_matrix_holds(states: &[&SetState], at: OffsetDateTime) -> Result<us
                     .strip_prefix("certs/")
                     .and_then(|p| p.strip_suffix("/tls.crt"))
                 {
-                    let leaf = &s.leaves[name];
+                    let leaf = &s.leaves()[name];
                     let chain = Certificate::all_from_pem(&f.contents).unwrap();
                     servers.push((who, leaf.spec.clone(), chain));
                 }
@@ -164,11 +164,11 @@ fn an_imported_intermediate_under_an_external_root_rotates_with_every_published_
     // issued late in the rotation are cut at the root.
     let (root, import) = org_intermediate(t1, 110, "cluster-org", &mut r);
     let intermediate = import.authority.cert.clone();
-    let old_cluster = s0.cas["cluster"].current.signer.cert.clone();
+    let old_cluster = s0.cas()["cluster"].current.signer.cert.clone();
     let mut states = vec![(s0.clone(), T0)];
     let mut s = step(&s0, start_with(vec![import]), t1, &mut r).unwrap();
     assert_eq!(s.step(), SetStep::TrustBoth);
-    let next = s.cas["cluster"].next.as_ref().unwrap();
+    let next = s.cas()["cluster"].next.as_ref().unwrap();
     assert_eq!(next.chain, vec![root.cert.clone()]);
     assert!(next.client_signer.is_some(), "the client CA is split off");
     // Trust-both: the bundle for cluster holds the old CA and the external
@@ -200,7 +200,7 @@ fn an_imported_intermediate_under_an_external_root_rotates_with_every_published_
     assert!(checked > 50, "{checked} cells");
     // Completed: the imported CA is the cluster CA, its chain kept; the
     // serving chain is leaf + intermediate; the bundle is the root alone.
-    let cluster = &s.cas["cluster"];
+    let cluster = &s.cas()["cluster"];
     assert_eq!(cluster.current.signer.cert, intermediate);
     assert_eq!(cluster.current.chain, vec![root.cert.clone()]);
     let files = s.target_files().unwrap();
@@ -229,7 +229,7 @@ fn an_imported_intermediate_under_an_external_root_rotates_with_every_published_
     let doc = SetState::to_files(&s).unwrap();
     assert!(doc.get("set/cas/cluster/ca-chain.crt").is_some());
     let back = SetState::from_files(&doc).unwrap();
-    assert_eq!(back.cas["cluster"].current.chain, vec![root.cert.clone()]);
+    assert_eq!(back.cas()["cluster"].current.chain, vec![root.cert.clone()]);
     assert_eq!(SetState::to_files(&back).unwrap(), doc);
     let data = SetState::files_to_secret_data(&doc).unwrap();
     let from_secret = SetState::files_from_secret_data(&data).unwrap();
@@ -256,14 +256,14 @@ fn an_imported_ca_with_the_chain_in_the_document_mid_rotation_round_trips() {
     );
     let back = SetState::from_files(&doc).unwrap();
     assert_eq!(
-        back.cas["cluster"].next.as_ref().unwrap().chain,
+        back.cas()["cluster"].next.as_ref().unwrap().chain,
         vec![root.cert]
     );
     // A chain file that is not the CA's chain is corruption, not a root.
     let mut bad = pki_rotate::Files::new();
     for (p, f) in doc.iter() {
         let f = if p == "set/cas/cluster/next-ca-chain.crt" {
-            pki_rotate::File::public(s.cas["etcd"].current.signer.cert.to_pem())
+            pki_rotate::File::public(s.cas()["etcd"].current.signer.cert.to_pem())
         } else {
             f.clone()
         };
@@ -346,9 +346,9 @@ fn a_set_document_written_before_imported_chains_loads_finishes_and_is_written_t
     walk(&base, &base, &mut files);
     let s = SetState::from_files(&files).unwrap();
     assert_eq!(s.step(), SetStep::TrustBoth);
-    assert!(s.cas.values().all(|c| c.current.chain.is_empty()));
+    assert!(s.cas().values().all(|c| c.current.chain.is_empty()));
     assert!(
-        s.cas["cluster"]
+        s.cas()["cluster"]
             .next
             .as_ref()
             .unwrap()

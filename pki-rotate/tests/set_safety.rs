@@ -80,7 +80,7 @@ fn two_verifiers(seed: u64) -> SetState {
 fn client_certificates_move_only_once_every_server_verifying_them_loaded_trust_both() {
     let mut r = rng(1);
     let s = start(&two_verifiers(1), false, T0, &mut r);
-    let kubelet_issuer = |s: &SetState| s.leaves["kubelet"].issued.cert.issuer().to_string();
+    let kubelet_issuer = |s: &SetState| s.leaves()["kubelet"].issued.cert.issuer().to_string();
     let old_issuer = kubelet_issuer(&s);
     // The node and one of the two servers load their trust-both files.
     let s = ack(&s, "node-1", T0, &mut r);
@@ -92,10 +92,10 @@ fn client_certificates_move_only_once_every_server_verifying_them_loaded_trust_b
     );
     assert_eq!(s.status(T0).half, Some("trust"));
     assert!(
-        !s.rotation
+        !s.rotation()
             .as_ref()
             .unwrap()
-            .clients_moved
+            .clients_moved()
             .contains("cluster")
     );
     // The second server loads them: now the kubelet moves to the new
@@ -103,7 +103,7 @@ fn client_certificates_move_only_once_every_server_verifying_them_loaded_trust_b
     let s = ack(&s, "proxy", T0, &mut r);
     assert_ne!(kubelet_issuer(&s), old_issuer);
     assert_eq!(s.status(T0).half, Some("clients"));
-    let client_ca = s.cas["cluster"]
+    let client_ca = s.cas()["cluster"]
         .next
         .as_ref()
         .unwrap()
@@ -115,42 +115,43 @@ fn client_certificates_move_only_once_every_server_verifying_them_loaded_trust_b
 
 #[test]
 fn the_guard_takes_a_pending_server_to_hold_what_it_last_acknowledged() {
-    // Had the kubelet moved when only `api` loaded trust-both, `proxy`,
-    // still holding its idle client-ca bundle, would reject it. The
-    // document's own files for proxy already trust both, so only what
-    // proxy acknowledged shows the break.
+    // An override moves the kubelet to the new client CA when only `api`
+    // loaded trust-both. `proxy`, still holding its idle client-ca bundle,
+    // would reject it: the document's own files for proxy already trust
+    // both, so only what proxy acknowledged shows the break.
     let mut r = rng(2);
     let s = start(&two_verifiers(2), false, T0, &mut r);
     let s = ack(&s, "api", T0, &mut r);
-    let mut moved = s.clone();
-    moved
-        .rotation
-        .as_mut()
-        .unwrap()
-        .clients_moved
-        .insert("cluster".into());
-    // A request that re-issues what the books now say: the kubelet onto
-    // the new client CA.
-    let err = step(
-        &moved,
-        SetInput::Target {
-            name: "spare".into(),
-            trusts: None,
-            client_ca: None,
+    let s = step(&s, advance_with("proxy restarts later"), T0, &mut r).unwrap();
+    let cells = &s.rotation().unwrap().overrides()[0].red_cells;
+    assert!(
+        cells
+            .iter()
+            .any(|c| c.contains("\"proxy\" (holding what it loaded at")
+                && c.contains("kubelet")
+                && c.contains("client-ca/cluster.crt")),
+        "{cells:?}"
+    );
+    assert!(
+        !cells.iter().any(|c| c.contains("\"api\"")),
+        "api loaded trust-both: {cells:?}"
+    );
+    // Without an override nothing moves the kubelet early: the same
+    // request refused is the guard, shown by the gate.
+    let blocked = step(
+        &start(&two_verifiers(2), false, T0, &mut r),
+        SetInput::Advance {
+            override_reason: None,
+            from: None,
         },
         T0,
         &mut r,
     )
     .unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, RotateError::SetTrustBroken(_)), "{text}");
     assert!(
-        text.contains("\"proxy\" (holding what it loaded at")
-            && text.contains("kubelet")
-            && text.contains("client-ca/cluster.crt"),
-        "{text}"
+        matches!(blocked, RotateError::SetStepBlocked { .. }),
+        "{blocked}"
     );
-    assert!(!text.contains("\"api\""), "api loaded trust-both: {text}");
 }
 
 #[test]
@@ -161,7 +162,7 @@ fn an_override_passes_the_gate_it_was_given_for_once_and_records_the_red_cells()
     let once = SetEngine::step(&s, &advance_with("proxy down"), T0, &mut r).unwrap();
     let s = once.into_document();
     assert_eq!(s.step(), SetStep::UpdateCerts);
-    let record = &s.rotation.as_ref().unwrap().overrides[0];
+    let record = &s.rotation().unwrap().overrides()[0];
     assert_eq!(record.reason, "proxy down");
     assert!(
         record.red_cells.iter().any(|c| c.contains("kubelet")),
@@ -239,10 +240,10 @@ fn eight_racing_identical_overrides_advance_the_set_once() {
     });
     let (doc, _) = Driver::new(&store).load::<SetEngine>("set").unwrap();
     assert_eq!(doc.step(), SetStep::UpdateCerts);
-    let r = doc.rotation.as_ref().unwrap();
-    assert_eq!(r.overrides.len(), 1, "{:?}", r.overrides);
+    let r = doc.rotation().unwrap();
+    assert_eq!(r.overrides().len(), 1, "{:?}", r.overrides());
     assert!(
-        doc.cas.values().all(|ca| ca.next.is_some()),
+        doc.cas().values().all(|ca| ca.next.is_some()),
         "old keys kept"
     );
 }
@@ -273,7 +274,7 @@ fn issuing_a_leaf_another_target_loads_is_refused_unless_replace() {
         &mut r,
     )
     .unwrap();
-    assert_eq!(s.leaves["apiserver"].spec.target, "proxy");
+    assert_eq!(s.leaves()["apiserver"].spec.target, "proxy");
     let files = s.target_files().unwrap();
     assert!(files["api"].get("certs/apiserver/tls.key").is_none());
     assert!(files["proxy"].get("certs/apiserver/tls.key").is_some());
@@ -372,7 +373,7 @@ fn one_at_a_time_holds_a_serving_move_away_from_a_client_that_trusts_only_the_ol
     let s = step(&s, advance_with("node-1 offline"), T0, &mut r).unwrap();
     assert_eq!(s.step(), SetStep::UpdateCerts);
     let updated =
-        |s: &SetState| -> BTreeSet<String> { s.rotation.as_ref().unwrap().updated_targets.clone() };
+        |s: &SetState| -> BTreeSet<String> { s.rotation().unwrap().updated_targets().clone() };
     assert!(updated(&s).is_empty(), "{:?}", updated(&s));
     // node-1 loads its update-certs files (which trust both): the servers
     // move in turn.

@@ -36,7 +36,7 @@ pub fn ack_each(
     for _ in 0..4 {
         let s = states.last().unwrap().0.clone();
         let pending: Vec<String> = s
-            .targets
+            .targets()
             .keys()
             .filter(|t| !s.is_loaded(t))
             .cloned()

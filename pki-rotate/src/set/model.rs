@@ -316,27 +316,27 @@ pub struct TimelineEntry {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rotation {
     /// Why it was started.
-    pub reason: String,
+    pub(crate) reason: String,
     /// When.
     #[serde(with = "time::serde::rfc3339")]
-    pub started_at: OffsetDateTime,
+    pub(crate) started_at: OffsetDateTime,
     /// Move serving certificates one target at a time (StarlingX).
-    pub one_at_a_time: bool,
+    pub(crate) one_at_a_time: bool,
     /// The current step.
-    pub step: SetStep,
+    pub(crate) step: SetStep,
     /// Targets that acknowledged trust-both files (first half of TrustBoth).
-    pub trust_both_loaded: BTreeSet<String>,
+    pub(crate) trust_both_loaded: BTreeSet<String>,
     /// CAs whose client certificates moved to the new client CA.
-    pub clients_moved: BTreeSet<String>,
+    pub(crate) clients_moved: BTreeSet<String>,
     /// Targets whose serving certificates moved to the new CAs.
-    pub updated_targets: BTreeSet<String>,
+    pub(crate) updated_targets: BTreeSet<String>,
     /// Gates passed by override.
-    pub overrides: Vec<OverrideRecord>,
+    pub(crate) overrides: Vec<OverrideRecord>,
     /// What happened, in order.
-    pub timeline: Vec<TimelineEntry>,
+    pub(crate) timeline: Vec<TimelineEntry>,
     /// When it completed.
     #[serde(default, with = "time::serde::rfc3339::option")]
-    pub completed_at: Option<OffsetDateTime>,
+    pub(crate) completed_at: Option<OffsetDateTime>,
 }
 
 /// A finished rotation.
@@ -358,23 +358,105 @@ pub struct RotationSummary {
 #[derive(Debug, Clone)]
 pub struct SetState {
     /// Key type of new CAs.
-    pub key_algorithm: KeyAlgorithm,
+    pub(crate) key_algorithm: KeyAlgorithm,
     /// Lifetime of generated CAs.
-    pub ca_lifetime: Duration,
+    pub(crate) ca_lifetime: Duration,
     /// CAs by name.
-    pub cas: BTreeMap<String, SetCa>,
+    pub(crate) cas: BTreeMap<String, SetCa>,
     /// Leaves by name.
-    pub leaves: BTreeMap<String, SetLeaf>,
+    pub(crate) leaves: BTreeMap<String, SetLeaf>,
     /// Targets by name.
-    pub targets: BTreeMap<String, TargetSpec>,
+    pub(crate) targets: BTreeMap<String, TargetSpec>,
     /// Last acknowledgement per target.
-    pub acks: BTreeMap<String, Ack>,
+    pub(crate) acks: BTreeMap<String, Ack>,
     /// Targets reported as failed.
-    pub failures: BTreeMap<String, Failure>,
+    pub(crate) failures: BTreeMap<String, Failure>,
     /// The rotation in progress, or the last completed one.
-    pub rotation: Option<Rotation>,
+    pub(crate) rotation: Option<Rotation>,
     /// Finished rotations, oldest first.
-    pub history: Vec<RotationSummary>,
+    pub(crate) history: Vec<RotationSummary>,
+}
+
+impl Rotation {
+    /// Why it was started.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+    /// When it started.
+    pub fn started_at(&self) -> OffsetDateTime {
+        self.started_at
+    }
+    /// Serving certificates move one target at a time (StarlingX).
+    pub fn one_at_a_time(&self) -> bool {
+        self.one_at_a_time
+    }
+    /// Its step.
+    pub fn step(&self) -> SetStep {
+        self.step
+    }
+    /// Targets that acknowledged files trusting both generations.
+    pub fn trust_both_loaded(&self) -> &BTreeSet<String> {
+        &self.trust_both_loaded
+    }
+    /// CAs whose client certificates moved to the new client CA.
+    pub fn clients_moved(&self) -> &BTreeSet<String> {
+        &self.clients_moved
+    }
+    /// Targets whose serving certificates moved to the new CAs.
+    pub fn updated_targets(&self) -> &BTreeSet<String> {
+        &self.updated_targets
+    }
+    /// Gates passed by override, in order.
+    pub fn overrides(&self) -> &[OverrideRecord] {
+        &self.overrides
+    }
+    /// What happened, in order.
+    pub fn timeline(&self) -> &[TimelineEntry] {
+        &self.timeline
+    }
+    /// When it completed.
+    pub fn completed_at(&self) -> Option<OffsetDateTime> {
+        self.completed_at
+    }
+}
+
+impl SetState {
+    /// Key type of new CAs.
+    pub fn key_algorithm(&self) -> KeyAlgorithm {
+        self.key_algorithm
+    }
+    /// Lifetime of generated CAs.
+    pub fn ca_lifetime(&self) -> Duration {
+        self.ca_lifetime
+    }
+    /// CAs by name.
+    pub fn cas(&self) -> &BTreeMap<String, SetCa> {
+        &self.cas
+    }
+    /// Leaves by name.
+    pub fn leaves(&self) -> &BTreeMap<String, SetLeaf> {
+        &self.leaves
+    }
+    /// Targets by name.
+    pub fn targets(&self) -> &BTreeMap<String, TargetSpec> {
+        &self.targets
+    }
+    /// The last acknowledgement of each target.
+    pub fn acks(&self) -> &BTreeMap<String, Ack> {
+        &self.acks
+    }
+    /// Targets reported as failed.
+    pub fn failures(&self) -> &BTreeMap<String, Failure> {
+        &self.failures
+    }
+    /// The rotation in progress, or the last completed one.
+    pub fn rotation(&self) -> Option<&Rotation> {
+        self.rotation.as_ref()
+    }
+    /// Finished rotations, oldest first.
+    pub fn history(&self) -> &[RotationSummary] {
+        &self.history
+    }
 }
 
 /// Names of CAs, targets and leaves become file and directory names.

@@ -168,7 +168,7 @@ pub fn ack_all(s: &SetState, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetSta
     // until every target has loaded its current files.
     for _ in 0..10 {
         let pending: Vec<String> = s
-            .targets
+            .targets()
             .keys()
             .filter(|t| !s.is_loaded(t))
             .cloned()
@@ -206,8 +206,8 @@ pub fn abort() -> SetInput {
 }
 
 pub fn issuer_of(s: &SetState, leaf: &str) -> Certificate {
-    let cert = &s.leaves[leaf].issued.cert;
-    s.cas
+    let cert = &s.leaves()[leaf].issued.cert;
+    s.cas()
         .values()
         .flat_map(|ca| {
             let mut v = vec![ca.current.signer.cert.clone()];
