@@ -133,8 +133,8 @@ fn the_guard_takes_a_pending_server_to_hold_what_it_last_acknowledged() {
         "{cells:?}"
     );
     assert!(
-        !cells.iter().any(|c| c.contains("\"api\"")),
-        "api loaded trust-both: {cells:?}"
+        !cells.iter().any(|c| c.contains("server target \"api\"")),
+        "api loaded trust-both and accepts the kubelet: {cells:?}"
     );
     // Without an override nothing moves the kubelet early: the same
     // request refused is the guard, shown by the gate.
