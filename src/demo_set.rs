@@ -6,7 +6,7 @@
 
 use crate::common::{CliError, CliResult};
 use crate::mtls::{Identity, mutual_handshake};
-use pki_rotate::set::{STORE_KEY, material};
+use pki_rotate::set::{KEY, material};
 use pki_rotate::{Driver, FsStore, LeafSpec, Roles, SetEngine, SetInput, SetState};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -120,7 +120,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         t0,
         &mut rng,
     )?;
-    driver.create::<SetEngine>(STORE_KEY, &state)?;
+    driver.create::<SetEngine>(&KEY, &state)?;
     let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
     let setup = [
         SetInput::Issue {
@@ -160,7 +160,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         },
     ];
     for input in &setup {
-        driver.step::<SetEngine, _>(STORE_KEY, input, t0, &mut rng)?;
+        driver.step::<SetEngine, _>(&KEY, input, t0, &mut rng)?;
     }
     crate::outln!(
         "== t0 {}: a set with the cluster CA (serving+client) and the etcd CA, in {}",
@@ -173,8 +173,8 @@ pub fn run(dir: Option<&Path>) -> CliResult {
     let mut now = t0 + Duration::days(30);
     let mut all = true;
     let mut run_step = |label: &str, input: SetInput, now: OffsetDateTime| -> CliResult<()> {
-        let (before, _) = driver.load::<SetEngine>(STORE_KEY)?;
-        let step = driver.step::<SetEngine, _>(STORE_KEY, &input, now, &mut rng)?;
+        let (before, _) = driver.load::<SetEngine>(&KEY)?;
+        let step = driver.step::<SetEngine, _>(&KEY, &input, now, &mut rng)?;
         if !step.changed {
             return Ok(());
         }
@@ -193,9 +193,9 @@ pub fn run(dir: Option<&Path>) -> CliResult {
                    now|
      -> CliResult<()> {
         for _ in 0..3 {
-            let (s, _) = Driver::new(&store).load::<SetEngine>(STORE_KEY)?;
+            let (s, _) = Driver::new(&store).load::<SetEngine>(&KEY)?;
             for t in s.targets().keys().filter(|t| !s.is_loaded(t)) {
-                let (s, _) = Driver::new(&store).load::<SetEngine>(STORE_KEY)?;
+                let (s, _) = Driver::new(&store).load::<SetEngine>(&KEY)?;
                 let fingerprint = s.expected_fingerprint(t)?;
                 run(
                     &format!("{t} acks"),

@@ -51,9 +51,7 @@ pub fn run(args: IssueArgs<'_>) -> CliResult {
         },
         dns_names: args.dns,
         ip_addresses: args.ip,
-        lifetime: args
-            .lifetime
-            .unwrap_or(pki_rotate::leaf::DEFAULT_LEAF_LIFETIME),
+        lifetime: args.lifetime.unwrap_or(pki_rotate::DEFAULT_LEAF_LIFETIME),
     };
     let name = args.name;
     let change = if args.replace {

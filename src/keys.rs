@@ -7,7 +7,7 @@
 use crate::common::{CliError, CliResult, StoreArg, os_rng, parse_duration, parse_time, when};
 use clap::Subcommand;
 use pki_core::KeyAlgorithm;
-use pki_rotate::keyring::{STORE_KEY, document};
+use pki_rotate::keyring::{KEY, document};
 use pki_rotate::{
     Driver, ImportedKeys, KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, RotateError,
 };
@@ -202,7 +202,7 @@ fn no_ring(dir: &StoreArg) -> CliError {
 
 fn load(dir: &StoreArg) -> CliResult<(KeyRing, pki_rotate::Revision)> {
     Driver::new(open(dir)?)
-        .load::<KeyRingEngine>(STORE_KEY)
+        .load::<KeyRingEngine>(&KEY)
         .map_err(not_initialized(dir))
 }
 
@@ -223,7 +223,7 @@ fn init(
     };
     let store = dir.open_or_create()?;
     Driver::new(store)
-        .create::<KeyRingEngine>(STORE_KEY, &ring)
+        .create::<KeyRingEngine>(&KEY, &ring)
         .map_err(|e| match e {
             RotateError::AlreadyInitialized(_) => {
                 CliError::new(format!("a key ring already exists at {dir}"))
@@ -256,7 +256,7 @@ fn rotate(
     input.forced = force;
     let store = open(dir)?;
     let step = Driver::new(store)
-        .step::<KeyRingEngine, _>(STORE_KEY, &input, now, &mut os_rng())
+        .step::<KeyRingEngine, _>(&KEY, &input, now, &mut os_rng())
         .map_err(not_initialized(dir))?;
     if step.events.is_empty() {
         crate::outln!("nothing to do");

@@ -9,7 +9,7 @@ use crate::common::{
 };
 use clap::{Args, Subcommand};
 use pki_core::KeyAlgorithm;
-use pki_rotate::set::{ImportedCa, STORE_KEY};
+use pki_rotate::set::{ImportedCa, KEY};
 use pki_rotate::{
     Driver, LeafSpec, Roles, RotateError, SetEngine, SetEvent, SetInput, SetState, SetStep,
 };
@@ -242,7 +242,7 @@ pub fn run(command: SetCommand) -> CliResult {
         } => {
             let state = SetState::new(&cas, key, lifetime, now, &mut os_rng())?;
             let store = dir.open_or_create()?;
-            Driver::new(store).create::<SetEngine>(STORE_KEY, &state)?;
+            Driver::new(store).create::<SetEngine>(&KEY, &state)?;
             for (name, ca) in state.cas() {
                 crate::outln!(
                     "created CA {name} ({}): {}, valid until {}",
@@ -351,7 +351,7 @@ pub fn run(command: SetCommand) -> CliResult {
         } => step(&dir, &SetInput::Abort { override_reason }, now),
         SetCommand::Status { dir, json, now } => {
             let (state, _) = Driver::new(open(&dir)?)
-                .load::<SetEngine>(STORE_KEY)
+                .load::<SetEngine>(&KEY)
                 .map_err(not_initialized(&dir))?;
             let status = state.status(now);
             if json {
@@ -408,7 +408,7 @@ fn no_set(dir: &StoreArg) -> CliError {
 
 fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
     let step = Driver::new(open(dir)?)
-        .step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())
+        .step::<SetEngine, _>(&KEY, input, now, &mut os_rng())
         .map_err(not_initialized(dir))?;
     print_events(&step.events);
     if !step.changed && step.events.is_empty() {

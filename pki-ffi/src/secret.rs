@@ -20,7 +20,7 @@ use crate::buffer::{CText, pki_bytes};
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::signer::pki_signer;
 use pki_rotate::SignerState;
-use pki_rotate::document::{SecretData, is_secret_data_key};
+use pki_rotate::{SecretData, is_secret_data_key};
 use std::collections::BTreeMap;
 use std::ffi::c_char;
 use zeroize::Zeroizing;

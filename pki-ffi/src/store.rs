@@ -31,7 +31,7 @@ use crate::abi::{
 };
 use crate::error::{Failure, boundary, boundary_value, pki_result};
 use crate::secret::pki_secret;
-use pki_rotate::document::{Document, Files, SecretData};
+use pki_rotate::{Document, Files, SecretData};
 use pki_rotate::{
     Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
 };

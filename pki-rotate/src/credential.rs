@@ -80,6 +80,11 @@ pub const MINT_ELSEWHERE_RECHECK: Duration = Duration::seconds(30);
 /// The longest failure message kept, in bytes (longer ones are cut, with `…`).
 pub const MESSAGE_LIMIT: usize = 500;
 
+/// Credential `name`'s document key, tied to its kind.
+pub fn key(name: &str) -> crate::DocumentKey<CredentialState> {
+    crate::DocumentKey::owned(credential_key(name))
+}
+
 /// The store key of the credential `name`: `creds/NAME`.
 pub fn credential_key(name: &str) -> String {
     format!("{}/{name}", document::CREDS_DIR)

@@ -78,6 +78,111 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     }
 }
 
+/// The key of a document of kind `D` in a store: a [`crate::Driver`] given
+/// one reads and writes that kind only, so a key cannot be stepped by the
+/// engine of another kind (the CA set's document lives at `"set"`, and its
+/// kind is `"ca-set"`: the key says which). Each engine names its key
+/// (`signer::KEY`, `set::KEY`, `keyring::KEY`, `credential::key(name)`);
+/// a plain `&str` still works where the caller knows the kind.
+///
+/// ```
+/// use pki_rotate::{Driver, MemoryStore, SignerEngine, SignerPolicy, SignerState, signer};
+/// # use rand_core::SeedableRng;
+/// # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+/// # let now = time::macros::datetime!(2026-01-01 00:00 UTC);
+/// let driver = Driver::new(MemoryStore::new());
+/// let state = SignerState::new("service-ca", SignerPolicy::default(), now, &mut rng)?;
+/// driver.create::<SignerEngine>(&signer::KEY, &state)?;
+/// # Ok::<(), pki_rotate::RotateError>(())
+/// ```
+///
+/// A key of one kind given to the engine of another does not compile:
+///
+/// ```compile_fail
+/// use pki_rotate::{Driver, MemoryStore, SetEngine, signer};
+/// let driver = Driver::new(MemoryStore::new());
+/// let _ = driver.load::<SetEngine>(&signer::KEY);
+/// ```
+pub struct DocumentKey<D> {
+    name: std::borrow::Cow<'static, str>,
+    kind: std::marker::PhantomData<fn() -> D>,
+}
+
+impl<D> DocumentKey<D> {
+    /// The key `name` for documents of kind `D`.
+    pub const fn new(name: &'static str) -> Self {
+        DocumentKey {
+            name: std::borrow::Cow::Borrowed(name),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    /// A key made at run time (a credential's, named by the caller).
+    pub fn owned(name: String) -> Self {
+        DocumentKey {
+            name: std::borrow::Cow::Owned(name),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    /// The key as the store takes it.
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<D> Clone for DocumentKey<D> {
+    fn clone(&self) -> Self {
+        DocumentKey {
+            name: self.name.clone(),
+            kind: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for DocumentKey<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DocumentKey").field(&self.name).finish()
+    }
+}
+
+impl<D> std::fmt::Display for DocumentKey<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// What a driver accepts as the key of a document of kind `D`: a
+/// [`DocumentKey<D>`] (checked by the compiler), or a plain store key.
+pub trait KeyOf<D> {
+    /// The key as the store takes it.
+    fn key(&self) -> &str;
+}
+
+impl<D> KeyOf<D> for DocumentKey<D> {
+    fn key(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<D> KeyOf<D> for &DocumentKey<D> {
+    fn key(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<D> KeyOf<D> for &str {
+    fn key(&self) -> &str {
+        self
+    }
+}
+
+impl<D> KeyOf<D> for &String {
+    fn key(&self) -> &str {
+        self
+    }
+}
+
 /// One file of a document.
 #[derive(Clone, PartialEq, Eq)]
 pub struct File {

@@ -13,7 +13,7 @@
 //! The two drivers differ only in how they wait for the store: what each
 //! round decides is one function (`Rounds::decide`).
 
-use crate::document::{Document, Files};
+use crate::document::{Document, Files, KeyOf};
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
 use crate::store::{AsyncStore, Revision, Store};
@@ -206,7 +206,8 @@ impl<S: Store> Driver<S> {
     }
 
     /// Reads and decodes the document at `key`.
-    pub fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
+    pub fn load<E: Engine>(&self, key: impl KeyOf<E::Document>) -> Result<(E::Document, Revision)> {
+        let key = key.key();
         let location = describe(&self.store.location(), key);
         let (files, revision) = self
             .store
@@ -217,7 +218,12 @@ impl<S: Store> Driver<S> {
 
     /// Stores a new document at `key`; fails with
     /// [`RotateError::AlreadyInitialized`] when one exists.
-    pub fn create<E: Engine>(&self, key: &str, doc: &E::Document) -> Result<Revision> {
+    pub fn create<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        doc: &E::Document,
+    ) -> Result<Revision> {
+        let key = key.key();
         let files = doc.to_files()?;
         created(
             describe(&self.store.location(), key),
@@ -233,11 +239,12 @@ impl<S: Store> Driver<S> {
     /// it may have landed), which ends the step too and says so.
     pub fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
-        key: &str,
+        key: impl KeyOf<E::Document>,
         input: &E::Input,
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
+        let key = key.key();
         let location = describe(&self.store.location(), key);
         let mut rounds = Rounds::<E>::new(input);
         for attempt in 1..=self.max_attempts {
@@ -283,7 +290,11 @@ impl<S: AsyncStore> AsyncDriver<S> {
     }
 
     /// Reads and decodes the document at `key`.
-    pub async fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
+    pub async fn load<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+    ) -> Result<(E::Document, Revision)> {
+        let key = key.key();
         let location = describe(&self.store.location(), key);
         let (files, revision) = self
             .store
@@ -295,7 +306,12 @@ impl<S: AsyncStore> AsyncDriver<S> {
 
     /// Stores a new document at `key`; fails with
     /// [`RotateError::AlreadyInitialized`] when one exists.
-    pub async fn create<E: Engine>(&self, key: &str, doc: &E::Document) -> Result<Revision> {
+    pub async fn create<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        doc: &E::Document,
+    ) -> Result<Revision> {
+        let key = key.key();
         let files = doc.to_files()?;
         created(
             describe(&self.store.location(), key),
@@ -308,11 +324,12 @@ impl<S: AsyncStore> AsyncDriver<S> {
     /// them, so a controller passes its own RNG (the OS's in production).
     pub async fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
-        key: &str,
+        key: impl KeyOf<E::Document>,
         input: &E::Input,
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
+        let key = key.key();
         let location = describe(&self.store.location(), key);
         let mut rounds = Rounds::<E>::new(input);
         for attempt in 1..=self.max_attempts {

@@ -63,6 +63,9 @@ pub use status::{KeyReport, KeyRingStatus, PolicyReport};
 
 /// The store key the CLI keeps the key ring under.
 pub const STORE_KEY: &str = "keys";
+
+/// The key ring's document key, tied to its kind.
+pub const KEY: crate::DocumentKey<KeyRing> = crate::DocumentKey::new(STORE_KEY);
 /// Default lifetime of an active key.
 pub const DEFAULT_LIFETIME: Duration = Duration::days(90);
 /// Default grace period of a rotated-out key.

@@ -1,15 +1,19 @@
 //! pki-rotate: CA rotation engines as pure decisions over documents, the
 //! stores that keep the documents, and the driver that runs one over the other.
 //!
-//! - [`engine`]: the shape of every engine (`plan`, `apply` → [`Outcome`]).
-//! - [`signer`]: the service-CA engine, [`SignerEngine`], whose document is
-//!   [`SignerState`].
-//! - [`document`]: the [`Document`] trait every state type implements (its
-//!   kind and version in a versioned envelope, the files form stores keep,
-//!   the Kubernetes Secret form); engines decide, documents are stored.
+//! - [`Engine`]: the shape of every engine (`plan`, `apply` → [`Outcome`]);
+//!   the engines are [`signer`] (service-CA, [`SignerEngine`] over
+//!   [`SignerState`]), [`set`] (a CA set in gated steps), [`keyring`]
+//!   (signing keys), [`credential`] (credentials minted elsewhere) and
+//!   [`external`] (CAs signed by someone else's root).
+//! - [`Document`]: the trait every state type implements (its kind and
+//!   version in a versioned envelope, the files form stores keep, the
+//!   Kubernetes Secret form); engines decide, documents are stored.
 //! - [`store`]: the [`Store`] trait (keyed documents, opaque revisions,
-//!   compare-and-swap), [`MemoryStore`] and the directory store [`FsStore`].
-//! - [`driver`]: [`Driver::step`], the one load → plan → apply → write loop.
+//!   compare-and-swap) and [`AsyncStore`], [`MemoryStore`] and the
+//!   directory store [`FsStore`].
+//! - [`Driver::step`] (and [`AsyncDriver::step`]): the one load → plan →
+//!   apply → write loop.
 //!
 //! ```
 //! use pki_rotate::{Driver, FsStore, SignerEngine, SignerInput, SignerPolicy, SignerState};
@@ -36,26 +40,29 @@
 //! ```
 
 pub mod credential;
-pub mod document;
-pub mod driver;
-pub mod engine;
+mod document;
+mod driver;
+mod engine;
 mod error;
 pub mod external;
 pub mod keyring;
-pub mod leaf;
+mod leaf;
 pub mod preflight;
 pub mod set;
 pub mod signer;
 pub mod status;
 pub mod store;
-pub mod text;
+mod text;
 
 pub use credential::{
     CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
     Secret as CredentialSecret,
 };
-pub use document::{Document, File, Files};
-pub use driver::{AsyncDriver, Driver, Step};
+pub use document::{
+    Document, DocumentKey, Envelope, File, Files, KeyOf, SecretData, files_from_secret_data,
+    files_to_secret_data, is_secret_data_key, secret_data_key, validate_path,
+};
+pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, Step};
 pub use engine::{Engine, Outcome};
 pub use error::{Result, RotateError};
 pub use external::{
@@ -65,7 +72,11 @@ pub use external::{
 pub use keyring::{
     ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
 };
-pub use leaf::{IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest};
+pub use leaf::{
+    DEFAULT_LEAF_LIFETIME, IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest,
+    check_leaf_dns_name, decide_leaf, issue_leaf, issue_leaf_within, refresh_at,
+    validate_leaf_name,
+};
 pub use set::{
     LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
 };
@@ -77,3 +88,4 @@ pub use store::DEFAULT_LOCK_TIMEOUT;
 pub use store::{
     AsyncStore, FsStore, MemoryStore, ReadyStore, Revision, SecretBackend, SecretStore, Store,
 };
+pub use text::{MAX_REASON_LEN, check_reason};

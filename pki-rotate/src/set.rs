@@ -104,6 +104,9 @@ pub use status::SetStatus;
 pub const KIND: &str = "ca-set";
 /// The store key of the set's document.
 pub const STORE_KEY: &str = "set";
+
+/// The set's document key, tied to its kind (`"ca-set"`).
+pub const KEY: crate::DocumentKey<SetState> = crate::DocumentKey::new(STORE_KEY);
 /// A new CA must be valid for more than this from the rotation's start.
 pub const MIN_CA_VALIDITY: Duration = Duration::hours(24);
 /// Default lifetime of the set's CAs.

@@ -48,6 +48,9 @@ pub use state::{OverriddenCheck, PreviousCa, RotationRecord, SignerState};
 /// every embedder that keeps one signer per store).
 pub const STORE_KEY: &str = "signer";
 
+/// The signer's document key, tied to its kind.
+pub const KEY: crate::DocumentKey<SignerState> = crate::DocumentKey::new(STORE_KEY);
+
 pub use crate::leaf::DEFAULT_LEAF_LIFETIME;
 /// Default refresh fraction: a leaf is re-issued when less than 20% of its
 /// lifetime remains (cert-manager renews at two thirds; 20% left is the same

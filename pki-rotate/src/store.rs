@@ -5,7 +5,7 @@
 //! with an opaque [`Revision`] that the store assigns. Writing is a
 //! compare-and-swap: [`Store::put`] names the revision the writer read, and
 //! fails with [`RotateError::Conflict`] when the document changed since.
-//! The [`driver`](crate::driver) turns that into the load → plan → apply →
+//! The [`Driver`](crate::Driver) turns that into the load → plan → apply →
 //! write loop with retries; nobody else writes it.
 
 use crate::document::Files;

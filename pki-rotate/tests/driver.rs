@@ -65,7 +65,7 @@ fn a_step_with_nothing_due_writes_nothing() {
     assert_eq!(store.get(KEY).unwrap().unwrap().1, before);
     // The wake-up time is the leaf's refresh time, not the time of the step.
     let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
-    assert_eq!(step.next_wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+    assert_eq!(step.next_wake, pki_rotate::refresh_at(leaf, 0.2));
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn next_wake_after_a_rotation_comes_from_the_new_document() {
     assert_eq!(step.document.history.len(), 1);
     // The new leaf (issued now, one year) is refreshed first, at 80% of its life.
     let leaf = &step.document.leaves["web"].issued.as_ref().unwrap().cert;
-    assert_eq!(step.next_wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+    assert_eq!(step.next_wake, pki_rotate::refresh_at(leaf, 0.2));
     assert!(
         step.next_wake > now + Duration::days(290),
         "{}",
@@ -452,7 +452,7 @@ fn a_forced_rotation_that_loses_to_an_automatic_one_is_recorded_on_it() {
 }
 
 /// Secret data by key with its resourceVersion.
-type SecretMap = std::collections::BTreeMap<String, (pki_rotate::document::SecretData, u64)>;
+type SecretMap = std::collections::BTreeMap<String, (pki_rotate::SecretData, u64)>;
 
 /// Secret-shaped storage with a resourceVersion, as a Kubernetes client has.
 #[derive(Default)]
@@ -464,10 +464,7 @@ impl pki_rotate::SecretBackend for Secrets {
     fn location(&self) -> String {
         "secrets".into()
     }
-    fn get(
-        &self,
-        key: &str,
-    ) -> pki_rotate::Result<Option<(pki_rotate::document::SecretData, Revision)>> {
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(pki_rotate::SecretData, Revision)>> {
         let inner = self.inner.lock().unwrap();
         Ok(inner
             .1
@@ -478,7 +475,7 @@ impl pki_rotate::SecretBackend for Secrets {
         &self,
         key: &str,
         expected: Option<&Revision>,
-        data: &pki_rotate::document::SecretData,
+        data: &pki_rotate::SecretData,
     ) -> pki_rotate::Result<Revision> {
         let mut inner = self.inner.lock().unwrap();
         let found = inner.1.get(key).map(|(_, v)| Revision::new(v.to_string()));

@@ -324,7 +324,7 @@ fn next_check_is_the_rotation_point_or_an_earlier_leaf_refresh() {
     let s = signer();
     let p = plan(&s, &s.policy, T0 + Duration::days(1), None).unwrap();
     let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
-    let refresh = pki_rotate::leaf::refresh_at(leaf, 0.2);
+    let refresh = pki_rotate::refresh_at(leaf, 0.2);
     assert_eq!(p.next_check, refresh.min(rotation_point(&s)));
 }
 
@@ -451,7 +451,7 @@ fn reconcile_wakes_up_for_the_leaf_it_just_issued() {
         .unwrap();
     let (s, _, wake) = reconcile(&s, &s.policy.clone(), T0, None, &mut rng(2)).unwrap();
     let leaf = &s.leaves["web"].issued.as_ref().unwrap().cert;
-    assert_eq!(wake, pki_rotate::leaf::refresh_at(leaf, 0.2));
+    assert_eq!(wake, pki_rotate::refresh_at(leaf, 0.2));
     assert!(wake < rotation_point(&s));
 }
 

@@ -10,7 +10,7 @@ use support::tree;
 
 use pki_core::{ExpectedName, Purpose, VerifyOptions, verify_chain};
 use pki_rotate::Document as _;
-use pki_rotate::document::SecretData;
+use pki_rotate::SecretData;
 use pki_rotate::signer::document::{SIGNER_KEY, STATE_FILE};
 use pki_rotate::{
     Driver, FsStore, LeafRequest, Revision, RotationReason, SignerEngine, SignerInput, SignerState,
