@@ -408,6 +408,11 @@ fn reconcile_one<S: Store>(
                     },
                 })?
             }
+            other => {
+                return Err(CliError::new(format!(
+                    "cred {name}: the engine asks for {other:?}, which this pki cannot run"
+                )));
+            }
         };
         committed += u32::from(changed);
     }

@@ -279,6 +279,13 @@ fn next(
                 format!("credential \"{name}\": a step is still due after advancing"),
             ));
         }
+        // An action this build of the C ABI does not know yet.
+        other => {
+            return Err(Failure::new(
+                pki_result::PKI_RESULT_UNEXPECTED,
+                format!("credential \"{name}\": an action the C ABI cannot express: {other:?}"),
+            ));
+        }
     })
 }
 

@@ -292,7 +292,9 @@ fn reason_code(reason: &LeafReason) -> pki_leaf_reason {
         LeafReason::Expired { .. } => pki_leaf_reason::PKI_LEAF_NEAR_EXPIRY,
         // A new kind is a changed request; `pki_leaf_reconcile` never renews
         // on request, and a renewal asked for is a changed request too.
-        LeafReason::KindChanged { .. } | LeafReason::Renewed => {
+        // A reason added later reads as a changed request until it has a
+        // code of its own.
+        LeafReason::KindChanged { .. } | LeafReason::Renewed | _ => {
             pki_leaf_reason::PKI_LEAF_REQUEST_CHANGED
         }
     }

@@ -286,6 +286,7 @@ impl MintAttempt {
 /// Which outside action a hook performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum HookAction {
     /// Minting a new credential.
     Mint,
@@ -530,6 +531,7 @@ impl std::fmt::Display for WaitReason {
 
 /// What the embedder must do: run a hook and report its result, or wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Mint once for this recorded attempt (or adopt what an earlier run
     /// of it captured) and report [`CredentialInput::Minted`] or
@@ -571,6 +573,7 @@ pub enum Action {
 
 /// What comes once a plan's change is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Next {
     /// Another bookkeeping step is due at the same time: step again
     /// ([`advance`] does).
@@ -673,6 +676,7 @@ pub struct Plan {
 
 /// What a step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// The current credential was kept as old.
     KeptOld {
@@ -800,6 +804,7 @@ impl std::fmt::Display for Event {
 
 /// What the embedder reports, or asks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CredentialInput {
     /// Take the next bookkeeping step, if one is due (the periodic step),
     /// as an embedder that gives no owner: a mint attempt it starts has no

@@ -168,6 +168,7 @@ pub struct Replacement {
 
 /// What an operator asks of an external CA.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub enum ExternalInput {
     /// Nothing: the engine changes nothing.
     #[default]

@@ -206,6 +206,7 @@ pub fn check_leaf_dns_name(name: &str) -> Result<()> {
 /// Why a leaf is (re-)issued.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum LeafReason {
     /// Nothing was issued for this name yet.
     NotYetIssued,

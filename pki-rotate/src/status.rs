@@ -142,6 +142,7 @@ pub struct LeafStatus {
 /// Something the engine would do at the report time (`pki rotate` does it).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum PendingAction {
     /// Rotate the CA.
     RotateCa {

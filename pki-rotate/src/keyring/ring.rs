@@ -84,6 +84,7 @@ impl AcceptedKey {
 /// Why the active key was rotated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum KeyRotationReason {
     /// The active key reached the policy's lifetime.
     Age {

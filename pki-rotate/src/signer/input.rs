@@ -30,6 +30,7 @@ impl ForcedRotation {
 
 /// A change to the leaves a signer keeps, carried by [`SignerInput`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeafChange {
     /// Add the leaf `name`, or change its request. It is issued (or
     /// re-issued, when its names or kind changed) in the same step.

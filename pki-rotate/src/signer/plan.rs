@@ -11,6 +11,7 @@ use time::{Duration, OffsetDateTime};
 /// Why the CA is rotated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum RotationReason {
     /// Less than the minimum trust M of validity remains.
     Expiring {
