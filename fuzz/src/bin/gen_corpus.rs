@@ -21,8 +21,8 @@ use pki_core::{Bundle, Certificate, pem};
 use pki_fuzz::{NOW, SEED, join_state_files, pool};
 use pki_rotate::Document as _;
 use pki_rotate::{
-    Engine, ForcedRotation, LeafRequest, SignerEngine, SignerInput, SignerPolicy, SignerState,
-    leaf::LeafKind,
+    Engine, ForcedRotation, LeafKind, LeafRequest, SignerEngine, SignerInput, SignerPolicy,
+    SignerState,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
