@@ -2110,8 +2110,8 @@ struct pki_bytes pki_step_revision(const struct pki_step *step);
 /**
  * How many read-decide-write rounds the step took: 1 without contention,
  * one more for each write lost to another writer (for a credential
- * advance, the rounds of all the steps it committed; 0 when it only
- * read). NULL gives 0.
+ * advance, the rounds of all the steps it took; for a create, 1). NULL
+ * gives 0.
  *
  * # Safety
  *

@@ -174,8 +174,8 @@ pub unsafe extern "C" fn pki_step_revision(step: *const pki_step) -> pki_bytes {
 
 /// How many read-decide-write rounds the step took: 1 without contention,
 /// one more for each write lost to another writer (for a credential
-/// advance, the rounds of all the steps it committed; 0 when it only
-/// read). NULL gives 0.
+/// advance, the rounds of all the steps it took; for a create, 1). NULL
+/// gives 0.
 ///
 /// # Safety
 ///
