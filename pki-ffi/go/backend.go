@@ -50,10 +50,11 @@ func recovered(reply *C.pki_store_reply, what string, code *C.uint32_t) {
 	}
 }
 
-func setRevision(reply *C.pki_store_reply, revision string) error {
+// answer sets the reply: data (nil for a put) and the revision.
+func answer(reply *C.pki_store_reply, data *C.pki_secret, revision string) error {
 	p, n := strArg(revision)
 	err := call(func() C.pki_result {
-		return C.pki_store_reply_set_revision(reply, (*C.uint8_t)(unsafe.Pointer(p)), n)
+		return C.pki_store_reply_set(reply, data, (*C.uint8_t)(unsafe.Pointer(p)), n)
 	})
 	runtime.KeepAlive(revision)
 	return err
@@ -74,11 +75,8 @@ func pkiGoBackendGet(backend C.uintptr_t, key *C.char, keyLen C.size_t, reply *C
 		return failed(reply, "SecretBackend.Get data", err)
 	}
 	defer C.pki_secret_free(sec)
-	if err := call(func() C.pki_result { return C.pki_store_reply_set_data(reply, sec) }); err != nil {
-		return failed(reply, "SecretBackend.Get data", err)
-	}
-	if err := setRevision(reply, revision); err != nil {
-		return failed(reply, "SecretBackend.Get revision", err)
+	if err := answer(reply, sec, revision); err != nil {
+		return failed(reply, "SecretBackend.Get answer", err)
 	}
 	return C.PKI_RESULT_OK
 }
@@ -102,7 +100,7 @@ func pkiGoBackendPut(backend C.uintptr_t, key *C.char, keyLen C.size_t, expected
 		replyMessage(reply, "SecretBackend.Put returned an empty revision")
 		return C.PKI_RESULT_STORE
 	}
-	if err := setRevision(reply, revision); err != nil {
+	if err := answer(reply, nil, revision); err != nil {
 		return failed(reply, "SecretBackend.Put revision", err)
 	}
 	return C.PKI_RESULT_OK

@@ -52,19 +52,7 @@ func ParseBundle(pem []byte) (*Bundle, error) {
 }
 
 // PEM writes the bundle, one CERTIFICATE block per member, in order.
-func (b *Bundle) PEM() ([]byte, error) {
-	h, err := b.handle()
-	if err != nil {
-		return nil, err
-	}
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_bundle_to_pem(h, &out) })
-	runtime.KeepAlive(b)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(out), nil
-}
+func (b *Bundle) PEM() ([]byte, error) { return b.export(C.PKI_BUNDLE_PEM) }
 
 // Len is the number of certificates (0 for a closed bundle).
 func (b *Bundle) Len() int {
@@ -119,51 +107,47 @@ func (b *Bundle) PruneExpired(now time.Time) (*Bundle, int, error) {
 // Fingerprint is SHA-256 over the sorted fingerprints of the members: the
 // same set in any order gives the same value.
 func (b *Bundle) Fingerprint() ([32]byte, error) {
-	return b.digest(func(h *C.pki_bundle, out *C.pki_sha256) C.pki_result {
-		return C.pki_bundle_fingerprint(h, out)
-	})
+	return b.digest(C.PKI_BUNDLE_FINGERPRINT)
 }
 
 // RootPin is SHA-256 of the DER of the first self-signed root (ErrNoRoot
 // when there is none).
 func (b *Bundle) RootPin() ([32]byte, error) {
-	return b.digest(func(h *C.pki_bundle, out *C.pki_sha256) C.pki_result {
-		return C.pki_bundle_root_pin(h, out)
-	})
+	return b.digest(C.PKI_BUNDLE_ROOT_PIN)
 }
 
-func (b *Bundle) digest(f func(*C.pki_bundle, *C.pki_sha256) C.pki_result) ([32]byte, error) {
-	var d [32]byte
+// export writes one form of the bundle (a pki_bundle_output).
+func (b *Bundle) export(output C.uint32_t) ([]byte, error) {
 	h, err := b.handle()
 	if err != nil {
-		return d, err
+		return nil, err
 	}
-	var out C.pki_sha256
-	err = call(func() C.pki_result { return f(h, &out) })
+	var out *C.pki_buffer
+	err = call(func() C.pki_result { return C.pki_bundle_export(h, output, &out) })
 	runtime.KeepAlive(b)
+	if err != nil {
+		return nil, err
+	}
+	return takeBuffer(out), nil
+}
+
+func (b *Bundle) digest(output C.uint32_t) ([32]byte, error) {
+	var d [32]byte
+	raw, err := b.export(output)
 	if err != nil {
 		return d, err
 	}
-	for i := range d {
-		d[i] = byte(out.bytes[i])
-	}
+	copy(d[:], raw)
 	return d, nil
 }
 
 // SPKIPins are SHA-256 digests of each member's SubjectPublicKeyInfo,
 // deduplicated, in bundle order.
 func (b *Bundle) SPKIPins() ([][32]byte, error) {
-	h, err := b.handle()
+	raw, err := b.export(C.PKI_BUNDLE_SPKI_PINS)
 	if err != nil {
 		return nil, err
 	}
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_bundle_spki_pins(h, &out) })
-	runtime.KeepAlive(b)
-	if err != nil {
-		return nil, err
-	}
-	raw := takeBuffer(out)
 	pins := make([][32]byte, len(raw)/32)
 	for i := range pins {
 		copy(pins[i][:], raw[i*32:])

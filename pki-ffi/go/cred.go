@@ -5,7 +5,6 @@ package pki
 import "C"
 
 import (
-	"runtime"
 	"time"
 )
 
@@ -28,7 +27,7 @@ const (
 	// CredRevoke: revoke Credential (already revoked is success), then
 	// ReportRevoked or ReportRevokeFailed.
 	CredRevoke CredActionKind = C.PKI_CRED_ACTION_REVOKE
-	// CredWait: nothing to do before WaitUntil.
+	// CredWait: nothing to do before the step's NextWake.
 	CredWait CredActionKind = C.PKI_CRED_ACTION_WAIT
 	// CredRevokeStray: revoke Credential, what the failed (or late) mint
 	// attempt Rotation/Attempt returned (already gone is success), then
@@ -48,258 +47,137 @@ const (
 	// CredWaitBackoff: a hook failed; its retry waits.
 	CredWaitBackoff CredWaitReason = C.PKI_CRED_WAIT_BACKOFF
 	// CredWaitMintElsewhere: the mint in progress belongs to another owner
-	// (NextCredentialActionAs): only it runs the mint; look again later.
+	// (AdvanceAs): only it runs the mint; look again later.
 	CredWaitMintElsewhere CredWaitReason = C.PKI_CRED_WAIT_MINT_ELSEWHERE
 )
 
-// CredAdvanceMaxSteps is the most steps one NextCredentialAction commits
-// (the bound the CLI's reconcile has too: both run the same advance).
+// CredAdvanceMaxSteps is the most steps one advance commits (the bound
+// the CLI's reconcile has too: both run the same advance).
 const CredAdvanceMaxSteps = C.PKI_CRED_ADVANCE_MAX_STEPS
 
-// CredAction is the next action of a credential minted by an outside system.
+// CredAction is the next action of a credential minted by an outside
+// system, as an advance's Step.Action holds it. A wait ends at the step's
+// NextWake.
 type CredAction struct {
 	Kind     CredActionKind
 	Rotation uint64
 	Attempt  uint32
-	// WaitUntil is the end of a wait (the time asked for otherwise): the
-	// same as NextWake.
-	WaitUntil time.Time
-	// NextWake is when to ask again if nothing else happens.
-	NextWake time.Time
 	// WaitReason says why a CredWait waits (0 for other actions).
 	WaitReason CredWaitReason
-	Credential []byte // the credential to revoke (CredRevoke, CredRevokeStray)
+	// Credential is the credential to revoke (CredRevoke, CredRevokeStray).
+	Credential []byte
 }
 
-// CreateCredential records the credential name (store key creds/NAME) with
-// nothing minted yet: rotated once expire has passed since its mint, the
-// previous one revoked grace after its successor's mint.
-func (s *Store) CreateCredential(name string, expire, grace time.Duration) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	err = call(func() C.pki_result {
-		return C.pki_cred_create(h, np, nn, C.int64_t(expire/time.Second), C.int64_t(grace/time.Second))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	return err
+// Credential is a credential minted by an outside system, kept in a Store
+// (store key creds/NAME): the embedder advances it, performs the action
+// the step names (mint, revoke), and reports the result; pki commits each
+// step before the next, so a crash anywhere resumes without minting twice
+// for one attempt, revoking the current credential or forgetting an old
+// one.
+type Credential struct {
+	store *Store
+	name  string
 }
 
-// NextCredentialAction takes every bookkeeping step due at now (each
-// committed on its own) and returns what the embedder must do next. A
-// mint attempt it records has no owner; it is asked to run only attempts
-// without one (see NextCredentialActionAs).
-func (s *Store) NextCredentialAction(name string, now time.Time) (CredAction, error) {
-	h, err := s.handle()
-	if err != nil {
-		return CredAction{}, err
-	}
-	np, nn := strArg(name)
-	var a *C.pki_cred_action
-	err = call(func() C.pki_result { return C.pki_cred_next(h, np, nn, unixTime(now), &a) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return CredAction{}, err
-	}
-	return takeCredAction(a), nil
+// CredentialOf returns the credential name kept in store.
+func CredentialOf(store *Store, name string) *Credential {
+	return &Credential{store: store, name: name}
 }
 
-// NextCredentialActionAs is NextCredentialAction for the replica owner (1-128
-// characters of A-Z a-z 0-9 . _ : @ / -, the same across its restarts): a
-// mint attempt it records is its own, and one another owner recorded is
-// never handed to it (it gets CredWait with CredWaitMintElsewhere), so
-// replicas sharing a store mint once per attempt.
-func (s *Store) NextCredentialActionAs(name, owner string, now time.Time) (CredAction, error) {
-	h, err := s.handle()
-	if err != nil {
-		return CredAction{}, err
-	}
-	np, nn := strArg(name)
-	op, on := strArg(owner)
-	var a *C.pki_cred_action
-	err = call(func() C.pki_result { return C.pki_cred_next_as(h, np, nn, op, on, unixTime(now), &a) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(owner)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return CredAction{}, err
-	}
-	return takeCredAction(a), nil
+func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_cred_create(store, key, keyLen, input, inputLen, now, out)
 }
 
-// takeCredAction copies an action out and frees it.
-func takeCredAction(a *C.pki_cred_action) CredAction {
-	defer C.pki_cred_action_free(a)
-	return CredAction{
-		Kind:       CredActionKind(C.pki_cred_action_kind(a)),
-		Rotation:   uint64(C.pki_cred_action_rotation(a)),
-		Attempt:    uint32(C.pki_cred_action_attempt(a)),
-		WaitUntil:  fromUnix(C.pki_cred_action_wait_until(a)),
-		NextWake:   fromUnix(C.pki_cred_action_next_wake(a)),
-		WaitReason: CredWaitReason(C.pki_cred_action_wait_reason(a)),
-		Credential: goBytes(C.pki_cred_action_credential(a)),
-	}
+func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_cred_step(store, key, keyLen, input, inputLen, now, out)
+}
+
+func credRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
+	return C.pki_cred_read(store, key, keyLen, output, now, out)
+}
+
+func (c *Credential) step(request any, now time.Time) (*Step, error) {
+	return c.store.step(credStep, c.name, request, now)
+}
+
+// Create records the credential with nothing minted yet (the first
+// advance asks for a mint): rotated once expire has passed since its mint,
+// the previous one revoked grace after its successor's mint.
+func (c *Credential) Create(expire, grace time.Duration, now time.Time) (*Step, error) {
+	return c.store.step(credCreate, c.name, map[string]int64{
+		"expire_seconds": seconds(expire), "grace_seconds": seconds(grace),
+	}, now)
+}
+
+// Advance takes every bookkeeping step due at now (each committed on its
+// own); the step's Action says what the embedder must do next. A mint
+// attempt it records has no owner; it is asked to run only attempts
+// without one (see AdvanceAs).
+func (c *Credential) Advance(now time.Time) (*Step, error) { return c.step(nil, now) }
+
+// AdvanceAs is Advance for the replica owner (1-128 characters of A-Z a-z
+// 0-9 . _ : @ / -, the same across its restarts): a mint attempt it records
+// is its own, and one another owner recorded is never handed to it (it
+// gets CredWait with CredWaitMintElsewhere), so replicas sharing a store
+// mint once per attempt.
+func (c *Credential) AdvanceAs(owner string, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"advance": map[string]string{"owner": owner}}, now)
 }
 
 // ReportMinted records credential (whitespace trimmed) as the mint of
 // rotation/attempt; an empty credential or one already in use is recorded
 // as a failed attempt instead.
-func (s *Store) ReportMinted(name string, rotation uint64, attempt uint32, credential []byte, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	cp, cn := bytesArg(credential)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_minted(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), cp, cn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(credential)
-	runtime.KeepAlive(s)
-	return err
+func (c *Credential) ReportMinted(rotation uint64, attempt uint32, credential []byte, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"minted": map[string]any{
+		"rotation": rotation, "attempt": attempt, "credential_base64": append([]byte{}, credential...),
+	}}, now)
 }
 
-// ReportMintFailed records a failed mint attempt; it is retried after a backoff.
-func (s *Store) ReportMintFailed(name string, rotation uint64, attempt uint32, message string, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
+// ReportMintFailed records a failed mint attempt, retried after a backoff.
+// captured is what the mint returned before it failed, if anything (nil:
+// nothing): it may be live, so pki keeps it and asks for its revocation
+// (CredRevokeStray) before the next attempt.
+func (c *Credential) ReportMintFailed(rotation uint64, attempt uint32, message string, captured []byte, now time.Time) (*Step, error) {
+	body := map[string]any{"rotation": rotation, "attempt": attempt, "message": message}
+	if captured != nil {
+		body["captured_base64"] = captured
 	}
-	np, nn := strArg(name)
-	mp, mn := strArg(message)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_mint_failed(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(message)
-	runtime.KeepAlive(s)
-	return err
-}
-
-// ReportMintFailedCaptured records a failed mint attempt that may have
-// minted: captured is what it returned before failing (nil or empty:
-// nothing). pki keeps it and asks for its revocation (CredRevokeStray)
-// before the next attempt, so it cannot leak.
-func (s *Store) ReportMintFailedCaptured(name string, rotation uint64, attempt uint32, message string, captured []byte, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	mp, mn := strArg(message)
-	cp, cn := bytesArg(captured)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_mint_failed_captured(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, cp, cn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(message)
-	runtime.KeepAlive(captured)
-	runtime.KeepAlive(s)
-	return err
+	return c.step(map[string]any{"mint_failed": body}, now)
 }
 
 // ReportStrayRevoked records that the stray credential of the failed mint
 // rotation/attempt is revoked.
-func (s *Store) ReportStrayRevoked(name string, rotation uint64, attempt uint32, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_stray_revoked(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	return err
+func (c *Credential) ReportStrayRevoked(rotation uint64, attempt uint32, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"stray_revoked": map[string]any{"rotation": rotation, "attempt": attempt}}, now)
 }
 
 // ReportStrayRevokeFailed records a failed revocation of a stray
 // credential; it is retried after a backoff, and no mint runs meanwhile.
-func (s *Store) ReportStrayRevokeFailed(name string, rotation uint64, attempt uint32, message string, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	mp, mn := strArg(message)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_stray_revoke_failed(h, np, nn, C.uint64_t(rotation), C.uint32_t(attempt), mp, mn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(message)
-	runtime.KeepAlive(s)
-	return err
+func (c *Credential) ReportStrayRevokeFailed(rotation uint64, attempt uint32, message string, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"stray_revoke_failed": map[string]any{
+		"rotation": rotation, "attempt": attempt, "message": message,
+	}}, now)
 }
 
 // ReportRevoked records that the old credential of rotation is revoked.
-func (s *Store) ReportRevoked(name string, rotation uint64, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	err = call(func() C.pki_result { return C.pki_cred_report_revoked(h, np, nn, C.uint64_t(rotation), unixTime(now)) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	return err
+func (c *Credential) ReportRevoked(rotation uint64, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"revoked": map[string]any{"rotation": rotation}}, now)
 }
 
 // ReportRevokeFailed records a failed revocation; the old credential is
 // kept and the revocation retried after a backoff.
-func (s *Store) ReportRevokeFailed(name string, rotation uint64, message string, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	np, nn := strArg(name)
-	mp, mn := strArg(message)
-	err = call(func() C.pki_result {
-		return C.pki_cred_report_revoke_failed(h, np, nn, C.uint64_t(rotation), mp, mn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(message)
-	runtime.KeepAlive(s)
-	return err
+func (c *Credential) ReportRevokeFailed(rotation uint64, message string, now time.Time) (*Step, error) {
+	return c.step(map[string]any{"revoke_failed": map[string]any{"rotation": rotation, "message": message}}, now)
 }
 
-// CredentialStatusJSON is the credential's status at now, as `pki cred
-// status --json` reports each credential (never a credential's value).
-func (s *Store) CredentialStatusJSON(name string, now time.Time) ([]byte, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	np, nn := strArg(name)
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_cred_status_json(h, np, nn, unixTime(now), &out) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(out), nil
+// Status is the credential's status at now, as `pki cred status --json`
+// reports each credential (never a credential's value).
+func (c *Credential) Status(now time.Time) ([]byte, error) {
+	return c.store.read(credRead, c.name, C.PKI_CRED_STATUS, now)
 }
 
-// CurrentCredential is the credential consumers use; before the first
-// mint the error matches ErrNotFound.
-func (s *Store) CurrentCredential(name string) ([]byte, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	np, nn := strArg(name)
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_cred_current(h, np, nn, &out) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(out), nil
+// Current is the credential consumers use; before the first mint the
+// error matches ErrNotFound.
+func (c *Credential) Current() ([]byte, error) {
+	return c.store.read(credRead, c.name, C.PKI_CRED_CURRENT, time.Unix(0, 0))
 }

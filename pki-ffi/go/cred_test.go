@@ -26,34 +26,61 @@ func (o *outside) mint(rotation uint64, attempt uint32) []byte {
 	return []byte(c)
 }
 
+// seen is an advance's action and when its step says to advance again.
+type seen struct {
+	pki.CredAction
+	WaitUntil time.Time
+	NextWake  time.Time
+}
+
+// advanced reads the action of an advance's step.
+func advanced(st *pki.Step, err error) (seen, error) {
+	if err != nil {
+		return seen{}, err
+	}
+	if st.Action == nil {
+		return seen{}, errors.New("an advance without an action")
+	}
+	return seen{*st.Action, st.NextWake, st.NextWake}, nil
+}
+
+// reported drops a report's step, keeping its error.
+func reported(st *pki.Step, err error) error {
+	if err == nil && st.Action != nil {
+		return errors.New("a report with an action")
+	}
+	return err
+}
+
 func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T) {
 	store, err := pki.NewMemoryStore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := pki.CredentialOf(store, "db")
 	var perr *pki.Error
-	if err := store.CreateCredential("db", time.Hour, time.Hour); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialPolicy {
+	if err := reported(db.Create(time.Hour, time.Hour, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialPolicy {
 		t.Fatalf("grace = expiry must be refused, got %v", err)
 	}
-	if err := store.CreateCredential("Bad Name", time.Hour, time.Minute); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialName {
+	if err := reported(pki.CredentialOf(store, "Bad Name").Create(time.Hour, time.Minute, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialName {
 		t.Fatalf("bad name must be refused, got %v", err)
 	}
-	if err := store.CreateCredential("db", time.Hour, 10*time.Minute); err != nil {
+	if err := reported(db.Create(time.Hour, 10*time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CurrentCredential("db"); !errors.Is(err, pki.ErrNotFound) {
+	if _, err := db.Current(); !errors.Is(err, pki.ErrNotFound) {
 		t.Fatalf("no credential before the first mint, got %v", err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
 	crashed := false
 	// A controller loop over four hours, stepping once a minute; it
 	// "crashes" once right after a mint, before reporting it.
 	var captured []byte
 	for now.Before(t0.Add(4 * time.Hour)) {
-		a, err := store.NextCredentialAction("db", now)
+		a, err := advanced(db.Advance(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,11 +95,11 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 				continue // the report is lost; the next round adopts c
 			}
 			captured = nil
-			if err := store.ReportMinted("db", a.Rotation, a.Attempt, c, now); err != nil {
+			if err := reported(db.ReportMinted(a.Rotation, a.Attempt, c, now)); err != nil {
 				t.Fatal(err)
 			}
 		case pki.CredRevoke:
-			cur, err := store.CurrentCredential("db")
+			cur, err := db.Current()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +107,7 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 				t.Fatal("asked to revoke the current credential")
 			}
 			delete(sys.live, string(a.Credential))
-			if err := store.ReportRevoked("db", a.Rotation, now); err != nil {
+			if err := reported(db.ReportRevoked(a.Rotation, now)); err != nil {
 				t.Fatal(err)
 			}
 		case pki.CredWait:
@@ -95,21 +122,21 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 			t.Fatalf("minted %d times for rotation/attempt %v", n, k)
 		}
 	}
-	cur, err := store.CurrentCredential("db")
+	cur, err := db.Current()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sys.live) != 1 || !sys.live[string(cur)] {
 		t.Fatalf("exactly the current credential is live: %v, current %s", sys.live, cur)
 	}
-	status, err := store.CredentialStatusJSON("db", now)
+	status, err := db.Status(now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(status), `"state":"idle"`) || strings.Contains(string(status), string(cur)) {
 		t.Fatalf("status: %s", status)
 	}
-	if err := store.ReportRevoked("db", 4, now); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
+	if err := reported(db.ReportRevoked(4, now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
 		t.Fatalf("revoking the current credential must be refused, got %v", err)
 	}
 }
@@ -120,26 +147,27 @@ func TestCredentialMintFailureIsRetriedWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.CreateCredential("db", time.Hour, time.Minute); err != nil {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := pki.CredentialOf(store, "db")
+	if err := reported(db.Create(time.Hour, time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a, err := store.NextCredentialAction("db", t0)
+	a, err := advanced(db.Advance(t0))
 	if err != nil || a.Kind != pki.CredMint {
 		t.Fatalf("%v %v", a, err)
 	}
-	if err := store.ReportMintFailed("db", a.Rotation, a.Attempt, "quota exceeded", t0); err != nil {
+	if err := reported(db.ReportMintFailed(a.Rotation, a.Attempt, "quota exceeded", nil, t0)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := store.NextCredentialAction("db", t0)
+	w, err := advanced(db.Advance(t0))
 	if err != nil || w.Kind != pki.CredWait || !w.WaitUntil.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("%+v %v", w, err)
 	}
-	status, _ := store.CredentialStatusJSON("db", t0)
+	status, _ := db.Status(t0)
 	if !strings.Contains(string(status), "quota exceeded") {
 		t.Fatalf("status: %s", status)
 	}
-	b, err := store.NextCredentialAction("db", w.WaitUntil)
+	b, err := advanced(db.Advance(w.WaitUntil))
 	if err != nil || b.Kind != pki.CredMint || b.Rotation != a.Rotation || b.Attempt != 2 {
 		t.Fatalf("%+v %v", b, err)
 	}
@@ -151,21 +179,22 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.CreateCredential("db", time.Hour, 10*time.Minute); err != nil {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := pki.CredentialOf(store, "db")
+	if err := reported(db.Create(time.Hour, 10*time.Minute, now)); err != nil {
 		t.Fatal(err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a, err := store.NextCredentialAction("db", now)
+	a, err := advanced(db.Advance(now))
 	if err != nil || a.Kind != pki.CredMint {
 		t.Fatalf("want a mint, got %+v %v", a, err)
 	}
 	// The mint made a credential, then failed (a lost reply).
 	stray := sys.mint(a.Rotation, a.Attempt)
-	if err := store.ReportMintFailedCaptured("db", a.Rotation, a.Attempt, "lost reply", stray, now); err != nil {
+	if err := reported(db.ReportMintFailed(a.Rotation, a.Attempt, "lost reply", stray, now)); err != nil {
 		t.Fatal(err)
 	}
-	status, err := store.CredentialStatusJSON("db", now)
+	status, err := db.Status(now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +203,7 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 	}
 	// No mint before the stray is revoked, even past the mint's backoff.
 	for _, at := range []time.Time{now, now.Add(time.Minute)} {
-		a, err = store.NextCredentialAction("db", at)
+		a, err = advanced(db.Advance(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,22 +212,22 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 		}
 	}
 	delete(sys.live, string(a.Credential))
-	if err := store.ReportStrayRevoked("db", a.Rotation, a.Attempt, now.Add(time.Minute)); err != nil {
+	if err := reported(db.ReportStrayRevoked(a.Rotation, a.Attempt, now.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
-	a, err = store.NextCredentialAction("db", now.Add(time.Minute))
+	a, err = advanced(db.Advance(now.Add(time.Minute)))
 	if err != nil || a.Kind != pki.CredMint || a.Attempt != 2 {
 		t.Fatalf("want attempt 2, got %+v %v", a, err)
 	}
 	good := sys.mint(a.Rotation, a.Attempt)
-	if err := store.ReportMinted("db", a.Rotation, a.Attempt, good, now.Add(time.Minute)); err != nil {
+	if err := reported(db.ReportMinted(a.Rotation, a.Attempt, good, now.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
 	if len(sys.live) != 1 || !sys.live[string(good)] {
 		t.Fatalf("only the current credential is live: %v", sys.live)
 	}
 	var perr *pki.Error
-	if err := store.ReportStrayRevokeFailed("db", 9, 1, "x", now); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
+	if err := reported(db.ReportStrayRevokeFailed(9, 1, "x", now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
 		t.Fatalf("a stray never recorded is refused, got %v", err)
 	}
 }
@@ -209,11 +238,12 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.CreateCredential("db", time.Hour, 10*time.Minute); err != nil {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := pki.CredentialOf(store, "db")
+	if err := reported(db.Create(time.Hour, 10*time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	replicas := []string{"replica-a", "replica-b"}
 	now := t0
 	elsewhere := 0
@@ -221,24 +251,24 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 	// mint first asks the other before it reports.
 	for now.Before(t0.Add(5 * time.Hour)) {
 		for i, r := range replicas {
-			a, err := store.NextCredentialActionAs("db", r, now)
+			a, err := advanced(db.AdvanceAs(r, now))
 			if err != nil {
 				t.Fatal(err)
 			}
 			switch a.Kind {
 			case pki.CredMint:
-				other, err := store.NextCredentialActionAs("db", replicas[1-i], now)
+				other, err := advanced(db.AdvanceAs(replicas[1-i], now))
 				if err != nil || other.Kind != pki.CredWait || other.WaitReason != pki.CredWaitMintElsewhere {
 					t.Fatalf("%s must wait for %s's mint: %+v %v", replicas[1-i], r, other, err)
 				}
 				elsewhere++
 				c := sys.mint(a.Rotation, a.Attempt)
-				if err := store.ReportMinted("db", a.Rotation, a.Attempt, c, now); err != nil {
+				if err := reported(db.ReportMinted(a.Rotation, a.Attempt, c, now)); err != nil {
 					t.Fatal(err)
 				}
 			case pki.CredRevoke:
 				delete(sys.live, string(a.Credential))
-				if err := store.ReportRevoked("db", a.Rotation, now); err != nil {
+				if err := reported(db.ReportRevoked(a.Rotation, now)); err != nil {
 					t.Fatal(err)
 				}
 			case pki.CredWait:
@@ -261,7 +291,7 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 		t.Fatalf("five rotations, each minted by one replica: %d", elsewhere)
 	}
 	var perr *pki.Error
-	if _, err := store.NextCredentialActionAs("db", "no spaces", now); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidArgument {
+	if _, err := advanced(db.AdvanceAs("no spaces", now)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidArgument {
 		t.Fatalf("a bad owner is refused, got %v", err)
 	}
 	if pki.CredAdvanceMaxSteps != 8 {

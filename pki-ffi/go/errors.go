@@ -24,7 +24,7 @@ const (
 	CodeNullParameter       Code = C.PKI_RESULT_NULL_PARAMETER
 	CodePanic               Code = C.PKI_RESULT_PANIC
 	CodeInvalidArgument     Code = C.PKI_RESULT_INVALID_ARGUMENT
-	CodeBuilderConsumed     Code = C.PKI_RESULT_BUILDER_CONSUMED
+	CodeBuilderConsumed     Code = C.PKI_RESULT_BUILDER_CONSUMED // no longer returned; the number stays taken
 	CodeNotFound            Code = C.PKI_RESULT_NOT_FOUND
 	CodePEM                 Code = C.PKI_RESULT_PEM
 	CodeNoPEMBlock          Code = C.PKI_RESULT_NO_PEM_BLOCK
@@ -47,7 +47,7 @@ const (
 	CodeVerifyNameMismatch  Code = C.PKI_RESULT_VERIFY_NAME_MISMATCH
 	// CodeTrustBreak: Store.Step refused a rotation that would cut
 	// consumers off (the message says who and until when);
-	// ReconcileOptions.AllowTrustBreak overrides it with a reason.
+	// SignerInput.AllowTrustBreak overrides it with a reason.
 	CodeTrustBreak Code = C.PKI_RESULT_TRUST_BREAK
 )
 
@@ -122,7 +122,7 @@ var (
 	ErrVerifyUnknownIssuer error = &Error{Code: CodeVerifyUnknownIssuer}
 	ErrVerifyNameMismatch  error = &Error{Code: CodeVerifyNameMismatch}
 	// ErrTrustBreak: a rotation would cut consumers off and no reason to
-	// allow it was given (ReconcileOptions.AllowTrustBreak).
+	// allow it was given (SignerInput.AllowTrustBreak).
 	ErrTrustBreak error = &Error{Code: CodeTrustBreak}
 
 	// ErrParse matches every input-parsing failure (codes 100-199).

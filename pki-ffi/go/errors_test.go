@@ -71,7 +71,7 @@ func TestEveryErrorPathReturnsAnErrorNeverAPanic(t *testing.T) {
 		return err
 	})
 	expect(t, "bad key type", pki.ErrInvalidArgument, func() error {
-		_, err := pki.NewSigner("x", pki.KeyType(42), nil, t0)
+		_, err := pki.NewSigner("x", pki.KeyType("p42"), nil, t0)
 		return err
 	})
 	expect(t, "empty common name", nil, func() error {
@@ -116,11 +116,11 @@ func TestEveryErrorPathReturnsAnErrorNeverAPanic(t *testing.T) {
 		return err
 	})
 	expect(t, "empty forced reason", pki.ErrEmptyForcedReason, func() error {
-		_, err := good.Reconcile(t0, &pki.ReconcileOptions{Forced: &pki.ForcedRotation{}})
+		_, err := good.Reconcile(t0, &pki.SignerInput{Forced: &pki.ForcedRotation{}})
 		return err
 	})
 	expect(t, "invalid policy at reconcile", pki.ErrInvalidPolicy, func() error {
-		_, err := good.Reconcile(t0, &pki.ReconcileOptions{Policy: &pki.Policy{}})
+		_, err := good.Reconcile(t0, &pki.SignerInput{Policy: &pki.Policy{}})
 		return err
 	})
 	expect(t, "leaf without names", pki.ErrInvalidArgument, func() error {
@@ -128,7 +128,7 @@ func TestEveryErrorPathReturnsAnErrorNeverAPanic(t *testing.T) {
 		return err
 	})
 	expect(t, "leaf with a bad kind", pki.ErrInvalidArgument, func() error {
-		_, err := good.ReconcileLeaf(pki.LeafRequest{Kind: 9, DNSNames: []string{"a"}}, t0, nil, nil)
+		_, err := good.ReconcileLeaf(pki.LeafRequest{Kind: "both", DNSNames: []string{"a"}}, t0, nil, nil)
 		return err
 	})
 	expect(t, "leaf with a bad IP", pki.ErrInvalidArgument, func() error {
@@ -212,7 +212,7 @@ func TestEveryErrorPathReturnsAnErrorNeverAPanic(t *testing.T) {
 		_, err := bundle.Merge(closedBundle)
 		return err
 	})
-	if closed.Generation() != 0 || closedBundle.Len() != 0 {
+	if closedBundle.Len() != 0 {
 		t.Error("getters of closed handles should give zero values")
 	}
 	closed.Close()

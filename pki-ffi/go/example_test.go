@@ -59,7 +59,7 @@ func ExampleSigner_Secret() {
 		log.Fatal(err)
 	}
 	defer signer.Close()
-	r, err := signer.Reconcile(now.AddDate(0, 0, 1), &pki.ReconcileOptions{
+	r, err := signer.Reconcile(now.AddDate(0, 0, 1), &pki.SignerInput{
 		Forced: &pki.ForcedRotation{Reason: "rotate-after-incident-42"},
 	})
 	if err != nil {
@@ -118,4 +118,38 @@ func ExampleBundle_VerifyChain() {
 	// Output:
 	// <nil>
 	// true
+}
+
+// A credential minted by an outside system: advance, do what the step's
+// action says, report it; each create, advance and report is a Step.
+func ExampleCredential_Advance() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store, err := pki.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	db := pki.CredentialOf(store, "db")
+	if _, err := db.Create(time.Hour, 10*time.Minute, now); err != nil {
+		log.Fatal(err)
+	}
+	st, err := db.Advance(now)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Action.Kind == pki.CredMint, st.Action.Rotation, st.Action.Attempt)
+	st, err = db.ReportMinted(st.Action.Rotation, st.Action.Attempt, []byte("user-1:pw"), now)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Changed, st.Events[0].Kind)
+	st, err = db.Advance(now)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Action.Kind == pki.CredWait, st.NextWake.Sub(now))
+	// Output:
+	// true 1 1
+	// true minted
+	// true 1h0m0s
 }

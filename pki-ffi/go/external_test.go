@@ -57,6 +57,17 @@ func pemOf(t *testing.T, ca *goCA, chain ...*goCA) []byte {
 	return out
 }
 
+// to asks a signer step to rotate to the CA pem, checking keys (nil: none)
+// and overriding failed checks for force ("": no override).
+func to(pem []byte, keys *pki.ServiceAccountKeys, force string) *pki.SignerInput {
+	return &pki.SignerInput{RotateTo: &pki.Replacement{CA: pki.CAImport{CA: pem}, Keys: keys, Force: force}}
+}
+
+// asked is a replacement to validate.
+func asked(pem []byte, keys *pki.ServiceAccountKeys) pki.Replacement {
+	return pki.Replacement{CA: pki.CAImport{CA: pem}, Keys: keys}
+}
+
 func TestImportValidateAndRotateToASuppliedCA(t *testing.T) {
 	root := makeCA(t, "Org Root", nil, 2)
 	inter := makeCA(t, "Org Intermediate", root, 1)
@@ -73,24 +84,24 @@ func TestImportValidateAndRotateToASuppliedCA(t *testing.T) {
 	}
 
 	next := makeCA(t, "cluster-ca-2", inter, 0)
-	report := must(signer.ValidateReplacement(pemOf(t, next, inter, root), nil, nil, now))
+	report := must(signer.ValidateReplacement(asked(pemOf(t, next, inter, root), nil), now))
 	if !report.OK || len(report.Checks) != 7 {
 		t.Fatalf("good replacement: %+v", report)
 	}
-	report = must(signer.ValidateReplacement(pemOf(t, next), nil, nil, now))
+	report = must(signer.ValidateReplacement(asked(pemOf(t, next), nil), now))
 	if failed := report.Failed(); len(failed) != 1 || failed[0] != "chain-supplied" {
 		t.Fatalf("replacement without its chain: %+v", report)
 	}
 
-	rotated := must(signer.RotateTo(pemOf(t, next, inter, root), nil, nil, "", now))
+	rotated := must(signer.Reconcile(now, to(pemOf(t, next, inter, root), nil, "")))
 	rotated.Close()
 
 	otherRoot := makeCA(t, "Other Root", nil, 2)
 	stranger := makeCA(t, "cluster-ca-3", otherRoot, 0)
-	if _, err := signer.RotateTo(pemOf(t, stranger, otherRoot), nil, nil, "", now); !errors.Is(err, pki.ErrValidationFailed) {
+	if _, err := signer.Reconcile(now, to(pemOf(t, stranger, otherRoot), nil, "")); !errors.Is(err, pki.ErrValidationFailed) {
 		t.Fatalf("another root without force: %v", err)
 	}
-	forced := must(signer.RotateTo(pemOf(t, stranger, otherRoot), nil, nil, "org root replaced", now))
+	forced := must(signer.Reconcile(now, to(pemOf(t, stranger, otherRoot), nil, "org root replaced")))
 	forced.Close()
 
 	twoKeys := append(pemOf(t, cluster, inter, root), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: must(x509.MarshalPKCS8PrivateKey(root.key))})...)
@@ -115,18 +126,18 @@ func TestServiceAccountKeySetsReachValidationAndRotation(t *testing.T) {
 	kept, other := publicPEM(t), publicPEM(t)
 	dropped := &pki.ServiceAccountKeys{Current: kept, Proposed: other}
 
-	report := must(signer.ValidateReplacementWithKeys(pemOf(t, next), nil, nil, dropped, now))
+	report := must(signer.ValidateReplacement(asked(pemOf(t, next), dropped), now))
 	if failed := report.Failed(); len(failed) != 1 || failed[0] != "service-account-key-kept" {
 		t.Fatalf("a proposed key set that drops the current key: %+v", report)
 	}
 	keeps := &pki.ServiceAccountKeys{Current: kept, Proposed: append(append([]byte{}, other...), kept...)}
-	if report := must(signer.ValidateReplacementWithKeys(pemOf(t, next), nil, nil, keeps, now)); !report.OK {
+	if report := must(signer.ValidateReplacement(asked(pemOf(t, next), keeps), now)); !report.OK {
 		t.Fatalf("a proposed key set that keeps the current key: %+v", report)
 	}
-	if _, err := signer.RotateToWithKeys(pemOf(t, next), nil, nil, dropped, "", now); !errors.Is(err, pki.ErrValidationFailed) {
+	if _, err := signer.Reconcile(now, to(pemOf(t, next), dropped, "")); !errors.Is(err, pki.ErrValidationFailed) {
 		t.Fatalf("rotation dropping the current key without force: %v", err)
 	}
-	forced := must(signer.RotateToWithKeys(pemOf(t, next), nil, nil, dropped, "key ring moved", now))
+	forced := must(signer.Reconcile(now, to(pemOf(t, next), dropped, "key ring moved")))
 	forced.Close()
 }
 
@@ -140,16 +151,16 @@ func TestStoreRotateToWritesTheSuppliedCAOnce(t *testing.T) {
 			defer store.Close()
 			signer := must(pki.ImportSigner(pemOf(t, root), nil, nil, nil, now))
 			defer signer.Close()
-			created := must(store.Create(pki.DefaultKey, signer))
+			created := must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, now)).Revision
 
 			stranger := makeCA(t, "cluster-ca", makeCA(t, "Other Root", nil, 2), 0)
-			if _, err := store.RotateTo(pki.DefaultKey, pemOf(t, stranger), nil, nil, nil, "", now); !errors.Is(err, pki.ErrValidationFailed) {
+			if _, err := store.Step(pki.DefaultKey, now, to(pemOf(t, stranger), nil, "")); !errors.Is(err, pki.ErrValidationFailed) {
 				t.Fatalf("a CA under another root, without its chain: %v", err)
 			}
 			if _, rev := must2(store.Load(pki.DefaultKey)); rev != created {
 				t.Fatalf("a refused rotation wrote revision %q", rev)
 			}
-			st := must(store.RotateTo(pki.DefaultKey, pemOf(t, next), nil, nil, nil, "", now))
+			st := must(store.Step(pki.DefaultKey, now, to(pemOf(t, next), nil, "")))
 			defer st.Close()
 			if !st.Changed || rotations(st) != 1 || st.Attempts != 1 || st.Revision == created {
 				t.Fatalf("rotation to a supplied CA: %+v", st)
@@ -166,11 +177,11 @@ func TestStoreStepRefusesATrustBreakUnlessAReasonAllowsIt(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, signer))
+	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	day := 24 * time.Hour
-	step(t, store, t0.Add(day), &pki.ReconcileOptions{Forced: &pki.ForcedRotation{Reason: "first"}})
+	step(t, store, t0.Add(day), &pki.SignerInput{Forced: &pki.ForcedRotation{Reason: "first"}})
 	// A day later, clients may still hold the bundle of two rotations ago.
-	second := &pki.ReconcileOptions{Forced: &pki.ForcedRotation{Reason: "second"}}
+	second := &pki.SignerInput{Forced: &pki.ForcedRotation{Reason: "second"}}
 	if _, err := store.Step(pki.DefaultKey, t0.Add(2*day), second); !errors.Is(err, pki.ErrTrustBreak) {
 		t.Fatalf("a rotation a day after another: %v", err)
 	}

@@ -5,8 +5,8 @@ package pki
 import "C"
 
 import (
+	"encoding/json"
 	"runtime"
-	"strings"
 	"time"
 )
 
@@ -44,182 +44,156 @@ var (
 // KeyRingPolicy says which keys a key ring makes and how long it keeps them.
 type KeyRingPolicy struct {
 	// Key is the type of new active keys (KeyP256: ES256 tokens; RSA: RS256).
-	Key KeyType
+	Key KeyType `json:"key_type,omitempty"`
 	// Lifetime: rotate the active key once it is this old.
-	Lifetime time.Duration
+	Lifetime time.Duration `json:"-"`
 	// Grace: how long a rotated-out key stays accepted, from the rotation.
-	Grace time.Duration
+	Grace time.Duration `json:"-"`
 	// MaxTokenLifetime: the longest token lifetime (0: not stated). The
 	// grace must cover it, and Sign refuses claims that outlive it.
-	MaxTokenLifetime time.Duration
+	MaxTokenLifetime time.Duration `json:"-"`
 }
 
-// DefaultKeyRingPolicy is P-256 keys, 90 days of lifetime, 24 hours of grace.
+// DefaultKeyRingPolicy is the library's default: P-256 keys, 90 days of
+// lifetime, 24 hours of grace, no stated token lifetime. A nil
+// *KeyRingPolicy means it.
 func DefaultKeyRingPolicy() KeyRingPolicy {
-	p := C.pki_keyring_policy_default()
-	return KeyRingPolicy{
-		Key:              KeyType(p.key_type),
-		Lifetime:         time.Duration(p.lifetime_seconds) * time.Second,
-		Grace:            time.Duration(p.grace_seconds) * time.Second,
-		MaxTokenLifetime: time.Duration(p.max_token_lifetime_seconds) * time.Second,
-	}
+	return KeyRingPolicy{Key: KeyP256, Lifetime: 90 * 24 * time.Hour, Grace: 24 * time.Hour}
 }
 
-func (p *KeyRingPolicy) toC() *C.pki_keyring_policy {
+func (p *KeyRingPolicy) toJSON() map[string]any {
 	if p == nil {
 		return nil
 	}
-	return &C.pki_keyring_policy{
-		key_type:                   C.uint32_t(p.Key),
-		lifetime_seconds:           C.int64_t(p.Lifetime / time.Second),
-		grace_seconds:              C.int64_t(p.Grace / time.Second),
-		max_token_lifetime_seconds: C.int64_t(p.MaxTokenLifetime / time.Second),
+	m := map[string]any{
+		"lifetime_seconds":           seconds(p.Lifetime),
+		"grace_seconds":              seconds(p.Grace),
+		"max_token_lifetime_seconds": seconds(p.MaxTokenLifetime),
 	}
+	if p.Key != "" {
+		m["key_type"] = p.Key
+	}
+	return m
 }
 
-// KeyRing holds one active signing key for service-account tokens and the
-// public keys still accepted. It is immutable: Rotate returns a new
-// KeyRing. Close frees it; a finalizer frees it too if Close is forgotten.
+// KeyRingKey is the store key the pki CLI keeps its key ring under (a
+// directory store publishes keys/active.key, keys/public.pem and
+// keys/jwks.json).
+const KeyRingKey = "keys"
+
+// KeyRing is a key ring of service-account token signing keys kept in a
+// Store under a key: one active signing key and the public keys still
+// accepted. Every change is one driver step with compare-and-swap, so
+// controller replicas sharing the store rotate once; a refused call leaves
+// the store as it was. A program that keeps the ring itself uses a memory
+// store, State, and KeyRingSpec.State.
 type KeyRing struct {
-	ptr *C.pki_keyring
+	store *Store
+	key   string
 }
 
-func newKeyRing(ptr *C.pki_keyring) *KeyRing {
-	k := &KeyRing{ptr: ptr}
-	runtime.SetFinalizer(k, (*KeyRing).Close)
-	return k
+// KeyRingOf returns the key ring kept in store under KeyRingKey (the CLI's).
+func KeyRingOf(store *Store) *KeyRing { return KeyRingAt(store, KeyRingKey) }
+
+// KeyRingAt returns the key ring kept in store under key.
+func KeyRingAt(store *Store, key string) *KeyRing { return &KeyRing{store: store, key: key} }
+
+// KeyRingSpec says which ring KeyRing.Create makes: a new one with Policy
+// (nil: DefaultKeyRingPolicy), one over an imported key set (Import: PEM
+// keys, k3s's service.key, the first private key signs and every other
+// key stays accepted until retired; or a JWK Set of public keys), or a
+// saved ring (State, alone).
+type KeyRingSpec struct {
+	Policy *KeyRingPolicy
+	Import []byte
+	State  []byte
 }
 
-// Close frees the key ring. Safe to call more than once, but not
-// concurrently with other methods of the same KeyRing.
-func (k *KeyRing) Close() {
-	if k == nil || k.ptr == nil {
-		return
+func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_keyring_create(store, key, keyLen, input, inputLen, now, out)
+}
+
+func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_keyring_step(store, key, keyLen, input, inputLen, now, out)
+}
+
+func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
+	return C.pki_keyring_read(store, key, keyLen, output, now, out)
+}
+
+// Create makes the ring spec says at now. A ring already there is an
+// error matching ErrAlreadyInitialized, and nothing is written.
+func (k *KeyRing) Create(spec KeyRingSpec, now time.Time) (*Step, error) {
+	req := map[string]any{}
+	if spec.State != nil {
+		req["state"] = json.RawMessage(spec.State)
 	}
-	C.pki_keyring_free(k.ptr)
-	k.ptr = nil
-	runtime.SetFinalizer(k, nil)
-}
-
-// NewKeyRing creates a key ring with a new active key at now (nil policy:
-// DefaultKeyRingPolicy).
-func NewKeyRing(policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
-	var out *C.pki_keyring
-	err := call(func() C.pki_result { return C.pki_keyring_new(policy.toC(), unixTime(now), &out) })
-	if err != nil {
-		return nil, err
+	if p := spec.Policy.toJSON(); p != nil {
+		req["policy"] = p
 	}
-	return newKeyRing(out), nil
-}
-
-// ImportKeyRing adopts an existing key set: PEM keys (k3s's service.key;
-// the first private key signs, every other key stays accepted until
-// retired; the first, once rotated out, leaves after the grace) or a JWK Set
-// of public keys.
-func ImportKeyRing(keys []byte, policy *KeyRingPolicy, now time.Time) (*KeyRing, error) {
-	var out *C.pki_keyring
-	p, n := bytesArg(keys)
-	err := call(func() C.pki_result {
-		return C.pki_keyring_import(p, n, policy.toC(), unixTime(now), &out)
-	})
-	runtime.KeepAlive(keys)
-	if err != nil {
-		return nil, err
+	if spec.Import != nil {
+		req["import"] = string(spec.Import)
 	}
-	return newKeyRing(out), nil
-}
-
-// LoadKeyRing reads a key ring from the document State returned.
-func LoadKeyRing(state []byte) (*KeyRing, error) {
-	var out *C.pki_keyring
-	p, n := bytesArg(state)
-	err := call(func() C.pki_result { return C.pki_keyring_from_state(p, n, &out) })
-	runtime.KeepAlive(state)
-	if err != nil {
-		return nil, err
-	}
-	return newKeyRing(out), nil
-}
-
-func (k *KeyRing) export(output C.uint32_t) ([]byte, error) {
-	if k == nil || k.ptr == nil {
-		return nil, ErrClosed
-	}
-	var buf *C.pki_buffer
-	err := call(func() C.pki_result { return C.pki_keyring_export(k.ptr, output, &buf) })
-	runtime.KeepAlive(k)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(buf), nil
-}
-
-// State is the whole ring as one JSON document, the active private key
-// inline: keep it as secret as the key.
-func (k *KeyRing) State() ([]byte, error) { return k.export(C.PKI_KEYRING_STATE) }
-
-// PublicPEM is every published public key as PUBLIC KEY PEM, active first
-// (what kube-apiserver's --service-account-key-file takes).
-func (k *KeyRing) PublicPEM() ([]byte, error) { return k.export(C.PKI_KEYRING_PUBLIC_PEM) }
-
-// JWKS is the JWK Set {"keys": [...]} with RFC 7638 thumbprints as kid
-// (what an OIDC discovery endpoint serves).
-func (k *KeyRing) JWKS() ([]byte, error) { return k.export(C.PKI_KEYRING_JWKS) }
-
-// ActiveKeyPEM is the active private key, PKCS#8 PEM (secret).
-func (k *KeyRing) ActiveKeyPEM() ([]byte, error) { return k.export(C.PKI_KEYRING_ACTIVE_KEY) }
-
-// ActiveKid is the active key's id (its RFC 7638 thumbprint).
-func (k *KeyRing) ActiveKid() (string, error) {
-	b, err := k.export(C.PKI_KEYRING_ACTIVE_KID)
-	return string(b), err
-}
-
-// KeyRingStep is what Rotate did.
-type KeyRingStep struct {
-	// Ring is the ring after the step (a new handle; Close it).
-	Ring *KeyRing
-	// Changed says whether anything changed (store Ring.State() then).
-	Changed bool
-	// NextCheck is when to step again.
-	NextCheck time.Time
+	return k.store.step(keyringCreate, k.key, req, now)
 }
 
 // Rotate runs one controller step at now: rotates the active key when it
 // reached its lifetime or when forced names a reason not acted on before
-// ("" forces nothing), and drops accepted keys whose grace has ended.
-func (k *KeyRing) Rotate(now time.Time, forced string) (*KeyRingStep, error) {
-	if k == nil || k.ptr == nil {
-		return nil, ErrClosed
+// ("" forces nothing), retires the keys whose kids are in retire (imported
+// keys, or keys past their grace), and drops accepted keys whose grace has
+// ended.
+func (k *KeyRing) Rotate(now time.Time, forced string, retire ...string) (*Step, error) {
+	req := map[string]any{"retire": append([]string{}, retire...)}
+	if forced != "" {
+		req["forced"] = forced
 	}
-	var (
-		out     *C.pki_keyring
-		changed C.bool
-		next    C.int64_t
-	)
-	err := call(func() C.pki_result {
-		if forced == "" {
-			return C.pki_keyring_rotate(k.ptr, nil, 0, unixTime(now), &out, &changed, &next)
-		}
-		p, n := strArg(forced)
-		return C.pki_keyring_rotate(k.ptr, p, n, unixTime(now), &out, &changed, &next)
-	})
-	runtime.KeepAlive(k)
-	if err != nil {
-		return nil, err
-	}
-	return &KeyRingStep{Ring: newKeyRing(out), Changed: bool(changed), NextCheck: fromUnix(next)}, nil
+	return k.store.step(keyringStep, k.key, req, now)
 }
 
+func (k *KeyRing) read(output C.uint32_t, now time.Time) ([]byte, error) {
+	return k.store.read(keyringRead, k.key, output, now)
+}
+
+// State is the whole ring as one JSON document, the active private key
+// inline: keep it as secret as the key.
+func (k *KeyRing) State() ([]byte, error) { return k.read(C.PKI_KEYRING_STATE, time.Unix(0, 0)) }
+
+// PublicPEM is every published public key as PUBLIC KEY PEM, active first
+// (what kube-apiserver's --service-account-key-file takes).
+func (k *KeyRing) PublicPEM() ([]byte, error) {
+	return k.read(C.PKI_KEYRING_PUBLIC_PEM, time.Unix(0, 0))
+}
+
+// JWKS is the JWK Set {"keys": [...]} with RFC 7638 thumbprints as kid
+// (what an OIDC discovery endpoint serves).
+func (k *KeyRing) JWKS() ([]byte, error) { return k.read(C.PKI_KEYRING_JWKS, time.Unix(0, 0)) }
+
+// ActiveKeyPEM is the active private key, PKCS#8 PEM (secret).
+func (k *KeyRing) ActiveKeyPEM() ([]byte, error) {
+	return k.read(C.PKI_KEYRING_ACTIVE_KEY, time.Unix(0, 0))
+}
+
+// ActiveKid is the active key's id (its RFC 7638 thumbprint).
+func (k *KeyRing) ActiveKid() (string, error) {
+	b, err := k.read(C.PKI_KEYRING_ACTIVE_KID, time.Unix(0, 0))
+	return string(b), err
+}
+
+// Status is the ring's status at now, as `pki keys status --json` prints
+// it (no private key).
+func (k *KeyRing) Status(now time.Time) ([]byte, error) { return k.read(C.PKI_KEYRING_STATUS, now) }
+
 // Sign signs claims (a JSON object, used byte for byte as the payload)
-// with the active key: a compact JWS, header {"alg","kid","typ":"JWT"}.
+// with the active key at now: a compact JWS, header {"alg","kid","typ":"JWT"}.
 func (k *KeyRing) Sign(claims []byte, now time.Time) (string, error) {
-	if k == nil || k.ptr == nil {
-		return "", ErrClosed
+	h, err := k.store.handle()
+	if err != nil {
+		return "", err
 	}
 	var buf *C.pki_buffer
+	kp, kn := strArg(k.key)
 	p, n := bytesArg(claims)
-	err := call(func() C.pki_result { return C.pki_keyring_sign(k.ptr, p, n, unixTime(now), &buf) })
+	err = call(func() C.pki_result { return C.pki_keyring_sign(h, kp, kn, p, n, unixTime(now), &buf) })
 	runtime.KeepAlive(k)
 	runtime.KeepAlive(claims)
 	if err != nil {
@@ -232,183 +206,14 @@ func (k *KeyRing) Sign(claims []byte, now time.Time) (string, error) {
 // kid), and its exp and nbf when present. nil means accepted; otherwise
 // errors.Is(err, ErrTokenRejected) and a specific sentinel say why.
 func (k *KeyRing) Verify(token []byte, now time.Time) error {
-	if k == nil || k.ptr == nil {
-		return ErrClosed
+	h, err := k.store.handle()
+	if err != nil {
+		return err
 	}
+	kp, kn := strArg(k.key)
 	p, n := bytesArg(token)
-	err := call(func() C.pki_result { return C.pki_keyring_verify(k.ptr, p, n, unixTime(now)) })
+	err = call(func() C.pki_result { return C.pki_keyring_verify(h, kp, kn, p, n, unixTime(now)) })
 	runtime.KeepAlive(k)
 	runtime.KeepAlive(token)
 	return err
-}
-
-// A key ring kept in a Store, under the key "keys" (the CLI's: a directory
-// store publishes keys/active.key, keys/public.pem and keys/jwks.json).
-// Every change is one driver step with compare-and-swap, so controller
-// replicas sharing the store rotate once; a refused call leaves the store
-// as it was.
-
-// CreateKeyRing creates a key ring with a new active key at now in the
-// store (nil policy: DefaultKeyRingPolicy). A ring already there is an
-// *Error with CodeAlreadyInitialized, and nothing is written.
-func (s *Store) CreateKeyRing(policy *KeyRingPolicy, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	err = call(func() C.pki_result { return C.pki_keyring_store_create(h, policy.toC(), unixTime(now)) })
-	runtime.KeepAlive(s)
-	return err
-}
-
-// ImportKeyRing creates a key ring in the store over an existing key set,
-// as the package-level ImportKeyRing reads it.
-func (s *Store) ImportKeyRing(keys []byte, policy *KeyRingPolicy, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	p, n := bytesArg(keys)
-	err = call(func() C.pki_result {
-		return C.pki_keyring_store_import(h, p, n, policy.toC(), unixTime(now))
-	})
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(s)
-	return err
-}
-
-// KeyRingRotation is what RotateKeyRing did.
-type KeyRingRotation struct {
-	// Changed says whether the step wrote a new ring.
-	Changed bool
-	// NextCheck is when to step again.
-	NextCheck time.Time
-}
-
-// RotateKeyRing runs one controller step on the stored ring at now:
-// rotates the active key when it reached its lifetime or when forced names
-// a reason not acted on before ("" forces nothing), retires the keys
-// whose kids are in retire (imported keys, or keys past their grace), and
-// drops accepted keys whose grace has ended.
-func (s *Store) RotateKeyRing(now time.Time, forced string, retire []string) (KeyRingRotation, error) {
-	h, err := s.handle()
-	if err != nil {
-		return KeyRingRotation{}, err
-	}
-	var (
-		changed C.bool
-		next    C.int64_t
-	)
-	kids := strings.Join(retire, ",")
-	err = call(func() C.pki_result {
-		var fp, rp *C.char
-		var fn, rn C.size_t
-		if forced != "" {
-			fp, fn = strArg(forced)
-		}
-		if kids != "" {
-			rp, rn = strArg(kids)
-		}
-		return C.pki_keyring_store_rotate(h, fp, fn, rp, rn, unixTime(now), &changed, &next)
-	})
-	runtime.KeepAlive(forced)
-	runtime.KeepAlive(kids)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return KeyRingRotation{}, err
-	}
-	return KeyRingRotation{Changed: bool(changed), NextCheck: fromUnix(next)}, nil
-}
-
-func (s *Store) exportKeyRing(output C.uint32_t) ([]byte, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	var buf *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_keyring_store_export(h, output, &buf) })
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(buf), nil
-}
-
-// KeyRingJWKS is the stored ring's JWK Set (kid = RFC 7638 thumbprint).
-func (s *Store) KeyRingJWKS() ([]byte, error) { return s.exportKeyRing(C.PKI_KEYRING_JWKS) }
-
-// KeyRingPublicPEM is every public key the stored ring publishes, as
-// PUBLIC KEY PEM, active first.
-func (s *Store) KeyRingPublicPEM() ([]byte, error) {
-	return s.exportKeyRing(C.PKI_KEYRING_PUBLIC_PEM)
-}
-
-// KeyRingActiveKid is the stored ring's active key id.
-func (s *Store) KeyRingActiveKid() (string, error) {
-	b, err := s.exportKeyRing(C.PKI_KEYRING_ACTIVE_KID)
-	return string(b), err
-}
-
-// SignToken signs claims with the stored ring's active key at now: a
-// compact JWS, header {"alg","kid","typ":"JWT"}.
-func (s *Store) SignToken(claims []byte, now time.Time) (string, error) {
-	h, err := s.handle()
-	if err != nil {
-		return "", err
-	}
-	var buf *C.pki_buffer
-	p, n := bytesArg(claims)
-	err = call(func() C.pki_result { return C.pki_keyring_store_sign(h, p, n, unixTime(now), &buf) })
-	runtime.KeepAlive(claims)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return "", err
-	}
-	return string(takeBuffer(buf)), nil
-}
-
-// VerifyToken checks a compact JWS at now against the keys the stored ring
-// accepts then. nil means accepted; otherwise errors.Is(err,
-// ErrTokenRejected) and a specific sentinel say why.
-func (s *Store) VerifyToken(token []byte, now time.Time) error {
-	h, err := s.handle()
-	if err != nil {
-		return err
-	}
-	p, n := bytesArg(token)
-	err = call(func() C.pki_result { return C.pki_keyring_store_verify(h, p, n, unixTime(now)) })
-	runtime.KeepAlive(token)
-	runtime.KeepAlive(s)
-	return err
-}
-
-// KeyRingStatusJSON is the stored ring's status at now, as `pki keys
-// status --json` prints it (no private key).
-func (s *Store) KeyRingStatusJSON(now time.Time) ([]byte, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	var buf *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_keyring_store_status_json(h, unixTime(now), &buf) })
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return takeBuffer(buf), nil
-}
-
-// LoadKeyRing reads the stored ring as an immutable KeyRing snapshot.
-func (s *Store) LoadKeyRing() (*KeyRing, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	var out *C.pki_keyring
-	err = call(func() C.pki_result { return C.pki_keyring_store_load(h, &out) })
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return newKeyRing(out), nil
 }

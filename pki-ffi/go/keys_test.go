@@ -101,17 +101,31 @@ func verifyWithGo(t *testing.T, jwks []byte, token string) error {
 	return fmt.Errorf("no key %s in the JWK Set", header.Kid)
 }
 
+// memoryRing is a key ring in a memory store of its own.
+func memoryRing(t *testing.T) *pki.KeyRing {
+	t.Helper()
+	store, err := pki.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return pki.KeyRingOf(store)
+}
+
 func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 	for _, key := range []pki.KeyType{pki.KeyP256, pki.KeyRSA2048} {
 		policy := pki.DefaultKeyRingPolicy()
 		policy.Key = key
 		policy.Grace = time.Hour
 		policy.MaxTokenLifetime = 30 * time.Minute
-		ring, err := pki.NewKeyRing(&policy, t0)
+		ring := memoryRing(t)
+		created, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ring.Close()
+		if !created.Changed || !created.NextWake.Equal(t0.Add(90*24*time.Hour)) {
+			t.Fatalf("created: changed %v, next wake %v", created.Changed, created.NextWake)
+		}
 		claims := fmt.Sprintf(`{"sub":"system:serviceaccount:default:web","exp":%d}`, t0.Add(20*time.Minute).Unix())
 		token, err := ring.Sign([]byte(claims), t0)
 		if err != nil {
@@ -122,63 +136,61 @@ func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer step.Ring.Close()
-		if !step.Changed || !step.NextCheck.Equal(rotatedAt.Add(time.Hour)) {
-			t.Fatalf("changed %v, next check %v", step.Changed, step.NextCheck)
+		if !step.Changed || !step.NextWake.Equal(rotatedAt.Add(time.Hour)) {
+			t.Fatalf("changed %v, next check %v", step.Changed, step.NextWake)
 		}
-		jwks, err := step.Ring.JWKS()
+		if len(step.Events) != 1 || step.Events[0].Kind != "rotated" {
+			t.Fatalf("the rotation's events: %+v", step.Events)
+		}
+		jwks, err := ring.JWKS()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := verifyWithGo(t, jwks, token); err != nil {
 			t.Fatalf("Go crypto rejects the old token during the grace: %v", err)
 		}
-		if err := step.Ring.Verify([]byte(token), rotatedAt.Add(5*time.Minute)); err != nil {
+		if err := ring.Verify([]byte(token), rotatedAt.Add(5*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		// The same reason again changes nothing.
-		again, err := step.Ring.Rotate(rotatedAt.Add(time.Minute), "drill")
+		again, err := ring.Rotate(rotatedAt.Add(time.Minute), "drill")
 		if err != nil {
 			t.Fatal(err)
 		}
-		again.Ring.Close()
 		if again.Changed {
 			t.Fatal("the same forced reason rotated again")
 		}
 		// After the grace the library refuses the old key, and the step
 		// removes it from the JWK Set, so Go finds no key either.
 		end := rotatedAt.Add(time.Hour)
-		if err := step.Ring.Verify([]byte(token), end); !errors.Is(err, pki.ErrTokenRejected) {
+		if err := ring.Verify([]byte(token), end); !errors.Is(err, pki.ErrTokenRejected) {
 			t.Fatalf("after the grace: %v", err)
 		}
-		later, err := step.Ring.Rotate(end, "")
-		if err != nil {
+		if _, err := ring.Rotate(end, ""); err != nil {
 			t.Fatal(err)
 		}
-		defer later.Ring.Close()
-		jwks, _ = later.Ring.JWKS()
+		jwks, _ = ring.JWKS()
 		if err := verifyWithGo(t, jwks, token); err == nil {
 			t.Fatal("Go crypto still finds the removed key")
 		}
 		// A new token verifies with Go, and the state round-trips.
-		fresh, err := later.Ring.Sign([]byte(fmt.Sprintf(`{"exp":%d}`, end.Add(time.Minute).Unix())), end)
+		fresh, err := ring.Sign([]byte(fmt.Sprintf(`{"exp":%d}`, end.Add(time.Minute).Unix())), end)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := verifyWithGo(t, jwks, fresh); err != nil {
 			t.Fatal(err)
 		}
-		state, err := later.Ring.State()
+		state, err := ring.State()
 		if err != nil {
 			t.Fatal(err)
 		}
-		loaded, err := pki.LoadKeyRing(state)
-		if err != nil {
+		loaded := memoryRing(t)
+		if _, err := loaded.Create(pki.KeyRingSpec{State: state}, end); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := loaded.ActiveKid()
-		b, _ := later.Ring.ActiveKid()
-		loaded.Close()
+		b, _ := ring.ActiveKid()
 		if a != b || a == "" {
 			t.Fatalf("kid %q after load, %q before", a, b)
 		}
@@ -189,17 +201,16 @@ func TestKeyRingRefusalsHaveTheirCodes(t *testing.T) {
 	policy := pki.DefaultKeyRingPolicy()
 	policy.Grace = 10 * time.Minute
 	policy.MaxTokenLifetime = time.Hour
-	if _, err := pki.NewKeyRing(&policy, t0); !errors.Is(err, pki.ErrKeyRingPolicy) {
+	if _, err := memoryRing(t).Create(pki.KeyRingSpec{Policy: &policy}, t0); !errors.Is(err, pki.ErrKeyRingPolicy) {
 		t.Fatalf("grace shorter than tokens: %v", err)
 	}
-	if _, err := pki.ImportKeyRing([]byte("not keys"), nil, t0); !errors.Is(err, pki.ErrKeyRingImport) {
+	if _, err := memoryRing(t).Create(pki.KeyRingSpec{Import: []byte("not keys")}, t0); !errors.Is(err, pki.ErrKeyRingImport) {
 		t.Fatalf("import: %v", err)
 	}
-	ring, err := pki.NewKeyRing(nil, t0)
-	if err != nil {
+	ring := memoryRing(t)
+	if _, err := ring.Create(pki.KeyRingSpec{}, t0); err != nil {
 		t.Fatal(err)
 	}
-	defer ring.Close()
 	if _, err := ring.Sign([]byte("{"), t0); !errors.Is(err, pki.ErrTokenRejected) {
 		t.Fatalf("bad claims: %v", err)
 	}
@@ -212,15 +223,18 @@ func TestKeyRingRefusalsHaveTheirCodes(t *testing.T) {
 	}
 	// Importing the ring's own key and public key set keeps its kid.
 	keyPEM, _ := ring.ActiveKeyPEM()
-	imported, err := pki.ImportKeyRing(keyPEM, nil, t0)
-	if err != nil {
+	imported := memoryRing(t)
+	if _, err := imported.Create(pki.KeyRingSpec{Import: keyPEM}, t0); err != nil {
 		t.Fatal(err)
 	}
-	defer imported.Close()
 	a, _ := ring.ActiveKid()
 	b, _ := imported.ActiveKid()
 	if a != b {
 		t.Fatalf("imported kid %s, want %s", b, a)
+	}
+	var closed *pki.KeyRing = pki.KeyRingOf(nil)
+	if _, err := closed.JWKS(); !errors.Is(err, pki.ErrClosed) {
+		t.Fatalf("a ring of no store: %v", err)
 	}
 }
 
@@ -232,63 +246,69 @@ func TestStoredKeyRingRotatesWithGraceOnEveryKindOfStore(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			store := newStore()
 			defer store.Close()
+			ring := pki.KeyRingOf(store)
 			var perr *pki.Error
-			if _, err := store.KeyRingJWKS(); !errors.As(err, &perr) || perr.Code != pki.CodeNotInitialized {
+			if _, err := ring.JWKS(); !errors.As(err, &perr) || perr.Code != pki.CodeNotInitialized {
 				t.Fatalf("no ring yet, got %v", err)
 			}
-			if err := store.CreateKeyRing(&policy, t0); err != nil {
+			if _, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0); err != nil {
 				t.Fatal(err)
 			}
-			if err := store.CreateKeyRing(&policy, t0); !errors.As(err, &perr) || perr.Code != pki.CodeAlreadyInitialized {
+			if _, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0); !errors.As(err, &perr) || perr.Code != pki.CodeAlreadyInitialized {
 				t.Fatalf("a second create must be refused, got %v", err)
 			}
-			first, err := store.KeyRingActiveKid()
+			first, err := ring.ActiveKid()
 			if err != nil {
 				t.Fatal(err)
 			}
-			token, err := store.SignToken([]byte(`{"sub":"a"}`), t0)
+			token, err := ring.Sign([]byte(`{"sub":"a"}`), t0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := store.RotateKeyRing(t0.Add(time.Minute), "compromise drill", nil)
-			if err != nil || !r.Changed || !r.NextCheck.Equal(t0.Add(time.Minute+time.Hour)) {
+			r, err := ring.Rotate(t0.Add(time.Minute), "compromise drill")
+			if err != nil || !r.Changed || !r.NextWake.Equal(t0.Add(time.Minute+time.Hour)) {
 				t.Fatalf("forced rotation: %+v %v", r, err)
 			}
-			if r, err := store.RotateKeyRing(t0.Add(2*time.Minute), "compromise drill", nil); err != nil || r.Changed {
+			if r, err := ring.Rotate(t0.Add(2*time.Minute), "compromise drill"); err != nil || r.Changed {
 				t.Fatalf("the same reason again changes nothing: %+v %v", r, err)
 			}
-			if kid, _ := store.KeyRingActiveKid(); kid == first {
+			if kid, _ := ring.ActiveKid(); kid == first {
 				t.Fatal("the active key did not change")
 			}
-			jwks, err := store.KeyRingJWKS()
+			jwks, err := ring.JWKS()
 			if err != nil || !strings.Contains(string(jwks), first) {
 				t.Fatalf("the old key is published during the grace: %s %v", jwks, err)
 			}
-			if err := store.VerifyToken([]byte(token), t0.Add(30*time.Minute)); err != nil {
+			if err := ring.Verify([]byte(token), t0.Add(30*time.Minute)); err != nil {
 				t.Fatalf("a token of the old key verifies during the grace: %v", err)
 			}
-			if _, err := store.RotateKeyRing(t0.Add(time.Hour), "", []string{first}); !errors.As(err, &perr) || perr.Code != pki.CodeKeyRingRetire {
+			if _, err := ring.Rotate(t0.Add(time.Hour), "", first); !errors.As(err, &perr) || perr.Code != pki.CodeKeyRingRetire {
 				t.Fatalf("retiring a key in its grace is refused, got %v", err)
 			}
-			if r, err := store.RotateKeyRing(t0.Add(time.Minute+time.Hour), "", nil); err != nil || !r.Changed {
+			if r, err := ring.Rotate(t0.Add(time.Minute+time.Hour), ""); err != nil || !r.Changed {
 				t.Fatalf("the grace ended: %+v %v", r, err)
+			} else if len(r.Events) != 1 || r.Events[0].Kind != "expired" || !strings.Contains(string(r.Status), `"active"`) {
+				t.Fatalf("the step says what it did: %+v %s", r.Events, r.Status)
 			}
-			pem, err := store.KeyRingPublicPEM()
+			pem, err := ring.PublicPEM()
 			if err != nil || strings.Count(string(pem), "BEGIN PUBLIC KEY") != 1 {
 				t.Fatalf("only the active key is left: %s %v", pem, err)
 			}
-			if err := store.VerifyToken([]byte(token), t0.Add(2*time.Hour)); !errors.Is(err, pki.ErrTokenRejected) {
+			if err := ring.Verify([]byte(token), t0.Add(2*time.Hour)); !errors.Is(err, pki.ErrTokenRejected) {
 				t.Fatalf("the old key's token is rejected after the grace, got %v", err)
 			}
-			ring, err := store.LoadKeyRing()
+			state, err := ring.State()
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer ring.Close()
-			if kid, _ := ring.ActiveKid(); kid == first {
-				t.Fatal("the snapshot is the stored ring")
+			copied := memoryRing(t)
+			if _, err := copied.Create(pki.KeyRingSpec{State: state}, t0.Add(2*time.Hour)); err != nil {
+				t.Fatal(err)
 			}
-			status, err := store.KeyRingStatusJSON(t0.Add(2 * time.Hour))
+			if kid, _ := copied.ActiveKid(); kid == first {
+				t.Fatal("the copy is the stored ring")
+			}
+			status, err := ring.Status(t0.Add(2 * time.Hour))
 			if err != nil || !strings.Contains(string(status), `"forced_reasons":["compromise drill"]`) {
 				t.Fatalf("status: %s %v", status, err)
 			}

@@ -4,19 +4,20 @@ package pki
 import "C"
 
 import (
+	"encoding/json"
 	"net"
 	"runtime"
 	"time"
 )
 
 // LeafKind is what a leaf certificate is for.
-type LeafKind uint32
+type LeafKind string
 
 // Leaf kinds.
 const (
-	LeafServer       LeafKind = C.PKI_LEAF_KIND_SERVER
-	LeafClient       LeafKind = C.PKI_LEAF_KIND_CLIENT
-	LeafServerClient LeafKind = C.PKI_LEAF_KIND_SERVER_CLIENT
+	LeafServer       LeafKind = "server"
+	LeafClient       LeafKind = "client"
+	LeafServerClient LeafKind = "server+client"
 )
 
 // LeafReason says why a leaf was (re-)issued, or that it was not.
@@ -34,6 +35,7 @@ const (
 
 // LeafRequest is what a serving or client certificate should look like.
 type LeafRequest struct {
+	// Kind is LeafServer when empty.
 	Kind        LeafKind
 	DNSNames    []string
 	IPAddresses []net.IP
@@ -61,40 +63,21 @@ type Leaf struct {
 // Reissued reports whether the leaf differs from the one given.
 func (l *Leaf) Reissued() bool { return l.Reason != LeafUpToDate }
 
-func buildRequest(req LeafRequest) (*C.pki_leaf_request, error) {
-	var b *C.pki_leaf_builder
-	if err := call(func() C.pki_result { return C.pki_leaf_builder_new(C.uint32_t(req.Kind), &b) }); err != nil {
-		return nil, err
-	}
-	defer C.pki_leaf_builder_free(b)
-	for _, name := range req.DNSNames {
-		p, n := strArg(name)
-		err := call(func() C.pki_result { return C.pki_leaf_builder_add_dns_name(b, p, n) })
-		runtime.KeepAlive(name)
-		if err != nil {
-			return nil, err
-		}
-	}
+// toJSON is the request as the C API reads it (every leaf function's).
+func (req LeafRequest) toJSON() map[string]any {
+	ips := make([]string, 0, len(req.IPAddresses))
 	for _, ip := range req.IPAddresses {
-		text := ip.String()
-		p, n := strArg(text)
-		err := call(func() C.pki_result { return C.pki_leaf_builder_add_ip_address(b, p, n) })
-		runtime.KeepAlive(text)
-		if err != nil {
-			return nil, err
-		}
+		ips = append(ips, ip.String())
 	}
+	kind := req.Kind
+	if kind == "" {
+		kind = LeafServer
+	}
+	m := map[string]any{"kind": kind, "dns_names": append([]string{}, req.DNSNames...), "ip_addresses": ips}
 	if req.Lifetime != 0 {
-		secs := C.int64_t(req.Lifetime / time.Second)
-		if err := call(func() C.pki_result { return C.pki_leaf_builder_set_lifetime(b, secs) }); err != nil {
-			return nil, err
-		}
+		m["lifetime_seconds"] = seconds(req.Lifetime)
 	}
-	var out *C.pki_leaf_request
-	if err := call(func() C.pki_result { return C.pki_leaf_builder_build(b, &out) }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return m
 }
 
 // ReconcileLeaf keeps one leaf issued by the current CA at now. Pass the
@@ -107,11 +90,11 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	if err != nil {
 		return nil, err
 	}
-	r, err := buildRequest(req)
+	request, err := json.Marshal(req.toJSON())
 	if err != nil {
 		return nil, err
 	}
-	defer C.pki_leaf_request_free(r)
+	rp, rn := inputArg(request)
 	var (
 		chainP, keyP *C.uint8_t
 		chainN, keyN C.size_t
@@ -122,9 +105,10 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	}
 	var out *C.pki_leaf
 	err = call(func() C.pki_result {
-		return C.pki_leaf_reconcile(h, r, unixTime(now), chainP, chainN, keyP, keyN, &out)
+		return C.pki_leaf_reconcile(h, rp, rn, unixTime(now), chainP, chainN, keyP, keyN, &out)
 	})
 	runtime.KeepAlive(s)
+	runtime.KeepAlive(request)
 	runtime.KeepAlive(chainPEM)
 	runtime.KeepAlive(keyPEM)
 	if err != nil {

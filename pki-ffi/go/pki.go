@@ -1,14 +1,19 @@
 // Package pki rotates X.509 certificate authorities without breaking trust.
 //
-// It wraps pki's C library (pki-ffi) with cgo. A Signer holds a CA, its
-// bridges and its bundle; a Store keeps it (a directory, memory, or the
-// caller's Secret-shaped storage through a SecretBackend), and Store.Step
-// rotates it when due (or when forced), writing by compare-and-swap so that
-// racing controller replicas rotate once; Step.NextCheck says when to step
-// again. ReconcileLeaf keeps serving and client certificates issued by the
-// current CA, with the bridge that lets clients that still trust the
-// previous CA accept them. Signer.Secret and LoadSecret map the state to a
-// Kubernetes Secret's Data as it is.
+// It wraps pki's C library (pki-ffi) with cgo, and mirrors its one
+// surface: every engine (a signer, a CA set, a key ring, a credential) is
+// kept in a Store, and every change of one is a step that returns a *Step:
+// whether it wrote, what happened (Events), when to step again (NextWake),
+// the document's revision, the rounds it took, and the status of the
+// document now in the store. Racing controller replicas write by
+// compare-and-swap and change a document once.
+//
+// A Signer holds a CA, its bridges and its bundle; Store.Step rotates it
+// when due (or when forced), ReconcileLeaf keeps serving and client
+// certificates issued by the current CA, with the bridge that lets clients
+// that still trust the previous CA accept them, and Signer.Secret and
+// LoadSecret map it to a Kubernetes Secret's Data as it is. SetOf, KeyRingOf
+// and CredentialOf reach the other engines in a store.
 //
 // Time is always an argument: the library never reads the clock. PEM goes
 // in and out as []byte. Every failure is an *Error with the library's code
@@ -34,6 +39,7 @@ package pki
 import "C"
 
 import (
+	"encoding/json"
 	"runtime"
 	"time"
 	"unsafe"
@@ -60,6 +66,24 @@ func strArg(s string) (*C.char, C.size_t) {
 	return (*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.size_t(len(s))
 }
 
+// jsonArg marshals a request for the C API: the one way inputs cross it.
+// A nil request is NULL (the engine's default input).
+func jsonArg(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// inputArg is a marshalled request as a C argument (NULL for nil).
+func inputArg(b []byte) (*C.char, C.size_t) {
+	if b == nil {
+		return nil, 0
+	}
+	p, n := bytesArg(b)
+	return (*C.char)(unsafe.Pointer(p)), n
+}
+
 // goBytes copies a view of library-owned bytes into Go memory.
 func goBytes(v C.pki_bytes) []byte {
 	if v.data == nil || v.len == 0 {
@@ -72,6 +96,8 @@ func unixTime(t time.Time) C.int64_t { return C.int64_t(t.Unix()) }
 
 func fromUnix(s C.int64_t) time.Time { return time.Unix(int64(s), 0).UTC() }
 
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
+
 // takeBuffer copies a buffer the library returned and frees it.
 func takeBuffer(b *C.pki_buffer) []byte {
 	defer C.pki_buffer_free(b)
@@ -79,16 +105,16 @@ func takeBuffer(b *C.pki_buffer) []byte {
 }
 
 // KeyType is the key type of new CAs and of the leaves they issue.
-type KeyType uint32
+type KeyType string
 
 // Key types.
 const (
-	KeyP256    KeyType = C.PKI_KEY_TYPE_P256
-	KeyRSA2048 KeyType = C.PKI_KEY_TYPE_RSA2048
-	KeyRSA3072 KeyType = C.PKI_KEY_TYPE_RSA3072
-	KeyRSA4096 KeyType = C.PKI_KEY_TYPE_RSA4096
+	KeyP256    KeyType = "p256"
+	KeyRSA2048 KeyType = "rsa2048"
+	KeyRSA3072 KeyType = "rsa3072"
+	KeyRSA4096 KeyType = "rsa4096"
 	// KeyP384 is for CAs; the key ring refuses it.
-	KeyP384 KeyType = C.PKI_KEY_TYPE_P384
+	KeyP384 KeyType = "p384"
 )
 
 // Policy says how long CAs live and when they rotate.
@@ -109,35 +135,42 @@ type Policy struct {
 	KeepPreviousRoot bool
 }
 
-// DefaultPolicy is 790 days of lifetime, 395 of minimum trust, leaves
-// refreshed at 20% of their lifetime left.
-func DefaultPolicy() Policy { return policyFromC(C.pki_policy_default()) }
-
-func policyFromC(p C.pki_policy) Policy {
+// DefaultPolicy is the library's default: 790 days of lifetime, 395 of
+// minimum trust, no reload interval, leaves refreshed at 20% of their
+// lifetime left. A nil *Policy means it.
+func DefaultPolicy() Policy {
 	return Policy{
-		Lifetime:            time.Duration(p.lifetime_seconds) * time.Second,
-		MinTrust:            time.Duration(p.min_trust_seconds) * time.Second,
-		ReloadInterval:      time.Duration(p.reload_interval_seconds) * time.Second,
-		LeafRefreshFraction: float64(p.leaf_refresh_fraction),
-		KeepPreviousRoot:    bool(p.keep_previous_root),
+		Lifetime:            790 * 24 * time.Hour,
+		MinTrust:            395 * 24 * time.Hour,
+		LeafRefreshFraction: 0.2,
 	}
 }
 
-func (p *Policy) toC() *C.pki_policy {
+// policyJSON is a policy as the C API reads it: every field given.
+type policyJSON struct {
+	Lifetime         int64   `json:"lifetime_seconds"`
+	MinTrust         int64   `json:"min_trust_seconds"`
+	ReloadInterval   int64   `json:"reload_interval_seconds"`
+	RefreshFraction  float64 `json:"leaf_refresh_fraction"`
+	KeepPreviousRoot bool    `json:"keep_previous_root"`
+}
+
+func (p *Policy) toJSON() *policyJSON {
 	if p == nil {
 		return nil
 	}
-	return &C.pki_policy{
-		lifetime_seconds:        C.int64_t(p.Lifetime / time.Second),
-		min_trust_seconds:       C.int64_t(p.MinTrust / time.Second),
-		reload_interval_seconds: C.int64_t(p.ReloadInterval / time.Second),
-		leaf_refresh_fraction:   C.double(p.LeafRefreshFraction),
-		keep_previous_root:      C.bool(p.KeepPreviousRoot),
+	return &policyJSON{
+		Lifetime:         seconds(p.Lifetime),
+		MinTrust:         seconds(p.MinTrust),
+		ReloadInterval:   seconds(p.ReloadInterval),
+		RefreshFraction:  p.LeafRefreshFraction,
+		KeepPreviousRoot: p.KeepPreviousRoot,
 	}
 }
 
-// Signer is a CA with its bridges, bundle, forced-rotation reason and
-// history. It is immutable: Reconcile returns a new Signer, and one Signer
+// Signer is a CA with its bridges, bundle, forced-rotation reason, leaves
+// and history, as read from a store, a step or saved bytes. It is
+// immutable: changes go through Store.Step (or Reconcile), and one Signer
 // may be used from many goroutines at once. Close frees it; a finalizer
 // frees it too if Close is forgotten.
 type Signer struct {
@@ -168,19 +201,32 @@ func (s *Signer) handle() (*C.pki_signer, error) {
 	return s.ptr, nil
 }
 
-// NewSigner creates a signer with a new self-signed CA "CN=commonName" valid
-// from now. A nil policy means DefaultPolicy().
-func NewSigner(commonName string, key KeyType, policy *Policy, now time.Time) (*Signer, error) {
-	var out *C.pki_signer
-	cn, cnLen := strArg(commonName)
-	err := call(func() C.pki_result {
-		return C.pki_signer_new(cn, cnLen, C.uint32_t(key), policy.toC(), unixTime(now), &out)
-	})
-	runtime.KeepAlive(commonName)
+// inMemory creates the signer `spec` says in a memory store and returns
+// it: a store's create, for the programs that keep the state themselves.
+func inMemory(spec SignerSpec, now time.Time) (*Signer, error) {
+	store, err := NewMemoryStore()
 	if err != nil {
 		return nil, err
 	}
-	return newSigner(out), nil
+	defer store.Close()
+	st, err := store.Create(DefaultKey, spec, now)
+	if err != nil {
+		return nil, err
+	}
+	return st.Signer, nil
+}
+
+// NewSigner creates a signer with a new self-signed CA "CN=commonName" valid
+// from now, in memory (a memory store's Create; keep it in a Store with
+// Store.Create and SignerSpec.Signer). A nil policy means DefaultPolicy().
+func NewSigner(commonName string, key KeyType, policy *Policy, now time.Time) (*Signer, error) {
+	return inMemory(SignerSpec{CommonName: commonName, Key: key, Policy: policy}, now)
+}
+
+// ImportSigner creates, in memory, a signer whose CA is an existing one
+// (see CAImport). A nil policy means DefaultPolicy().
+func ImportSigner(caPEM, keyPEM, chainPEM []byte, policy *Policy, now time.Time) (*Signer, error) {
+	return inMemory(SignerSpec{Import: &CAImport{CA: caPEM, Key: keyPEM, Chain: chainPEM}, Policy: policy}, now)
 }
 
 // LoadState reads a signer from the versioned state bytes written by State.
@@ -196,7 +242,7 @@ func LoadState(state []byte) (*Signer, error) {
 }
 
 // State is the signer as one versioned JSON document, private keys
-// included: keep it as a secret.
+// included: keep it as a secret. SignerSpec.State takes it back.
 func (s *Signer) State() ([]byte, error) {
 	h, err := s.handle()
 	if err != nil {
@@ -255,65 +301,6 @@ func LoadSecret(data map[string][]byte) (*Signer, error) {
 	return newSigner(out), nil
 }
 
-// RequestLeaf returns a copy of the signer that also keeps the leaf name
-// (or replaces its request): a serving or client certificate whose chain
-// and key live in the signer's document, issued by the next Reconcile or
-// Store.Step and re-issued when the CA rotates, when it nears expiry or
-// when its request changes. Its refresh time is part of NextCheck. A
-// directory store publishes it as certs/NAME/tls.crt and tls.key, a Secret
-// as certs.NAME.tls.crt and certs.NAME.tls.key.
-func (s *Signer) RequestLeaf(name string, req LeafRequest) (*Signer, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
-	r, err := buildRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	defer C.pki_leaf_request_free(r)
-	var out *C.pki_signer
-	p, n := strArg(name)
-	err = call(func() C.pki_result { return C.pki_signer_request_leaf(h, p, n, r, &out) })
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	return newSigner(out), nil
-}
-
-// Generation is an in-memory counter: 0 for a signer created or loaded
-// (LoadState, LoadSecret, Store.Load, Store.Step), one more than its input
-// for the signer Reconcile returns when that reconcile changed something.
-// It is stored nowhere and is not a compare-and-swap token: a Store owns
-// revisions (Step.Revision) and Step.Changed says whether a step wrote.
-// 0 for a closed signer.
-func (s *Signer) Generation() uint64 {
-	h, err := s.handle()
-	if err != nil {
-		return 0
-	}
-	g := uint64(C.pki_signer_generation(h))
-	runtime.KeepAlive(s)
-	return g
-}
-
-// Policy is the policy the signer was created or last reconciled with.
-func (s *Signer) Policy() (Policy, error) {
-	h, err := s.handle()
-	if err != nil {
-		return Policy{}, err
-	}
-	var p C.pki_policy
-	err = call(func() C.pki_result { return C.pki_signer_policy(h, &p) })
-	runtime.KeepAlive(s)
-	if err != nil {
-		return Policy{}, err
-	}
-	return policyFromC(p), nil
-}
-
 // Bundle is the CA bundle clients should trust now.
 func (s *Signer) Bundle() (*Bundle, error) {
 	h, err := s.handle()
@@ -329,118 +316,130 @@ func (s *Signer) Bundle() (*Bundle, error) {
 	return newBundle(out), nil
 }
 
-// ForcedRotation asks for a rotation whatever the validity left. It runs
-// once per distinct Reason.
-type ForcedRotation struct {
-	Reason string
-	// Grace, when positive, is how long the old CA stays trusted instead
-	// of the normal max(old NotAfter, now + MinTrust).
-	Grace time.Duration
-	// NoBridges distrusts the old CA at once (key compromise).
-	NoBridges bool
+// Reconcile steps a copy of the signer at now in a memory store, as
+// Store.Step would, and returns the step (Step.Signer is the result). It
+// keeps nothing: to persist the signer, and to let several replicas race
+// safely, keep it in a Store and call Store.Step. in may be nil.
+func (s *Signer) Reconcile(now time.Time, in *SignerInput) (*Step, error) {
+	if _, err := s.handle(); err != nil {
+		return nil, err
+	}
+	store, err := NewMemoryStore()
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	if _, err := store.Create(DefaultKey, SignerSpec{Signer: s}, now); err != nil {
+		return nil, err
+	}
+	return store.Step(DefaultKey, now, in)
 }
 
-// EventKind says what happened.
-type EventKind uint32
+// EventKind says what happened, in kebab-case: "rotated", "leaf-reissued",
+// "bundle-pruned", "bridge-retired" (a signer); "step", "issued", "new-ca",
+// "acked" (a CA set); "rotated", "expired", "retired" (a key ring);
+// "kept-old", "mint-started", "minted", "revoked", "failed" (a credential)…
+type EventKind string
 
-// Event kinds.
+// Event kinds of a signer.
 const (
-	EventRotated       EventKind = C.PKI_EVENT_ROTATED
-	EventLeafReissued  EventKind = C.PKI_EVENT_LEAF_REISSUED
-	EventBundlePruned  EventKind = C.PKI_EVENT_BUNDLE_PRUNED
-	EventBridgeRetired EventKind = C.PKI_EVENT_BRIDGE_RETIRED
-	EventOther         EventKind = C.PKI_EVENT_OTHER
+	EventRotated       EventKind = "rotated"
+	EventLeafReissued  EventKind = "leaf-reissued"
+	EventBundlePruned  EventKind = "bundle-pruned"
+	EventBridgeRetired EventKind = "bridge-retired"
 )
 
-// Event is one thing a reconcile did.
+// Event is one thing a step did.
 type Event struct {
 	Kind EventKind
 	// Message is one line for logs and Kubernetes events.
 	Message string
-	// PreviousTrustedUntil is, for a rotation with bridges, until when the
-	// previous CA stays trusted; zero otherwise.
+	// JSON is the whole event: kind, its fields (times in RFC 3339) and
+	// message.
+	JSON json.RawMessage
+	// PreviousTrustedUntil is, for a signer's rotation with bridges, until
+	// when the previous CA stays trusted; zero otherwise.
 	PreviousTrustedUntil time.Time
 }
 
-// ReconcileOptions are the optional inputs of Reconcile.
-type ReconcileOptions struct {
-	// Forced, when set, asks for a forced rotation.
-	Forced *ForcedRotation
-	// Policy, when set, replaces the signer's policy.
-	Policy *Policy
-	// AllowTrustBreak, for Store.Step: the operator's reason to rotate even
-	// when consumers would be cut off (an expired CA; a rotation while
-	// clients may still hold the bundle of two rotations ago), recorded in
-	// the rotation's history with each break. Empty: such a rotation fails
-	// with ErrTrustBreak. Signer.Reconcile, which keeps nothing, does not
-	// check for trust breaks.
-	AllowTrustBreak string
-}
-
-// Reconciled is the outcome of Reconcile.
-type Reconciled struct {
-	// Signer is the next state (a new handle; the old one is unchanged).
-	Signer *Signer
+// Step is what one step (or create) did, whatever the engine.
+type Step struct {
+	// Changed reports whether the step wrote a new document.
+	Changed bool
 	// Events says what happened, possibly nothing.
 	Events []Event
-	// NextCheck is when to reconcile again: the engine's wake-up time of
-	// the next state (after a rotation, the new CA's, bridges' and leaves'
-	// times), always after now.
-	NextCheck time.Time
+	// NextWake is when to step again if nothing else happens: the engine's
+	// wake-up time of the document now in the store (after a rotation, the
+	// new CA's, bridges' and leaves' times), never before the step's time;
+	// for a credential advance, when its next action is due.
+	NextWake time.Time
+	// Revision is the document's revision in the store now.
+	Revision string
+	// Attempts counts the read-decide-write rounds: 1 without contention,
+	// one more per write lost to another writer.
+	Attempts int
+	// Status is the status of the document now in the store as JSON: `pki
+	// status --json`'s for a signer, `pki set status --json`'s for a CA
+	// set, `pki keys status --json`'s for a key ring, a credential's entry
+	// of `pki cred status --json`. It holds no private key.
+	Status json.RawMessage
+	// Signer is the signer document now in the store, for a signer's step.
+	Signer *Signer
+	// Action is what the embedder does next, for a credential advance.
+	Action *CredAction
 }
 
-// Reconcile rotates the CA when less than MinTrust remains or when forced
-// with a new reason, and drops expired bundle members and bridges. opts may
-// be nil. It keeps nothing: to persist the signer, and to let several
-// replicas race safely, keep it in a Store and call Store.Step.
-func (s *Signer) Reconcile(now time.Time, opts *ReconcileOptions) (*Reconciled, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
+// Close frees the step's signer, if any.
+func (st *Step) Close() {
+	if st != nil {
+		st.Signer.Close()
 	}
-	if opts == nil {
-		opts = &ReconcileOptions{}
-	}
-	forced, free := opts.Forced.toC()
-	defer free()
-	var (
-		next      *C.pki_signer
-		events    *C.pki_events
-		nextCheck C.int64_t
-	)
-	policy := opts.Policy.toC()
-	err = call(func() C.pki_result {
-		return C.pki_signer_reconcile(h, policy, unixTime(now), forced, &next, &events, &nextCheck)
-	})
-	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, err
-	}
-	defer C.pki_events_free(events)
-	evs, err := eventsFrom(events)
-	if err != nil {
-		C.pki_signer_free(next)
-		return nil, err
-	}
-	return &Reconciled{Signer: newSigner(next), Events: evs, NextCheck: fromUnix(nextCheck)}, nil
 }
 
-// eventsFrom copies a list of events into Go memory.
-func eventsFrom(events *C.pki_events) ([]Event, error) {
-	var out []Event
-	n := int(C.pki_events_len(events))
+// takeStep reads a step the library returned into a Step, and frees it.
+func takeStep(out *C.pki_step) (*Step, error) {
+	defer C.pki_step_free(out)
+	st := &Step{
+		Changed:  bool(C.pki_step_changed(out)),
+		NextWake: fromUnix(C.pki_step_next_wake(out)),
+		Revision: string(goBytes(C.pki_step_revision(out))),
+		Attempts: int(C.pki_step_attempts(out)),
+		Status:   json.RawMessage(goBytes(C.pki_step_status_json(out))),
+	}
+	n := int(C.pki_step_events_len(out))
 	for i := 0; i < n; i++ {
 		var e C.pki_event
-		if err := call(func() C.pki_result { return C.pki_events_get(events, C.size_t(i), &e) }); err != nil {
+		if err := call(func() C.pki_result { return C.pki_step_event(out, C.size_t(i), &e) }); err != nil {
 			return nil, err
 		}
-		ev := Event{Kind: EventKind(e.kind), Message: string(goBytes(e.message))}
-		if e.has_previous_trusted_until {
-			ev.PreviousTrustedUntil = fromUnix(e.previous_trusted_until)
+		ev := Event{
+			Kind:    EventKind(goBytes(e.kind)),
+			Message: string(goBytes(e.message)),
+			JSON:    json.RawMessage(goBytes(e.json)),
 		}
-		out = append(out, ev)
+		var times struct {
+			PreviousTrustedUntil *time.Time `json:"previous_trusted_until"`
+		}
+		if json.Unmarshal(ev.JSON, &times) == nil && times.PreviousTrustedUntil != nil {
+			ev.PreviousTrustedUntil = times.PreviousTrustedUntil.UTC()
+		}
+		st.Events = append(st.Events, ev)
 	}
-	return out, nil
+	var signer *C.pki_signer
+	if C.pki_step_signer(out, &signer) == C.PKI_RESULT_OK {
+		st.Signer = newSigner(signer)
+	}
+	var action C.pki_cred_action
+	if C.pki_step_action(out, &action) == C.PKI_RESULT_OK {
+		st.Action = &CredAction{
+			Kind:       CredActionKind(action.kind),
+			Rotation:   uint64(action.rotation),
+			Attempt:    uint32(action.attempt),
+			WaitReason: CredWaitReason(action.wait_reason),
+			Credential: goBytes(action.credential),
+		}
+	}
+	return st, nil
 }
 
 // LineageRule says which rule decided a lineage check.

@@ -10,7 +10,6 @@ import "C"
 
 import (
 	"encoding/json"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -29,176 +28,159 @@ const (
 	CodeSetAbortStrands     Code = C.PKI_RESULT_SET_ABORT_STRANDS
 )
 
+// SetKey is the store key the pki CLI keeps its CA set under.
+const SetKey = "set"
+
 // CASet is a set of CAs rotated in gated steps (GEP-18, StarlingX), kept
-// in a Store under the key "set" (the CLI's). Each method is one driver
-// step of the library's set engine; a refused call leaves the store as it
-// was and returns an *Error with one of the CodeSet* codes.
+// in a Store under a key. Each method that changes it is one driver step
+// of the library's set engine, returning the *Step (events, the set's
+// status); a refused call leaves the store as it was and returns an *Error
+// with one of the CodeSet* codes.
 type CASet struct {
 	store *Store
+	key   string
 }
 
-// SetOf returns the CA set kept in store.
-func SetOf(store *Store) *CASet { return &CASet{store: store} }
+// SetOf returns the CA set kept in store under SetKey (the CLI's).
+func SetOf(store *Store) *CASet { return SetAt(store, SetKey) }
+
+// SetAt returns the CA set kept in store under key.
+func SetAt(store *Store, key string) *CASet { return &CASet{store: store, key: key} }
+
+func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_set_create(store, key, keyLen, input, inputLen, now, out)
+}
+
+func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_set_step(store, key, keyLen, input, inputLen, now, out)
+}
+
+func setRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
+	return C.pki_set_read(store, key, keyLen, output, now, out)
+}
+
+func (s *CASet) step(request any, now time.Time) (*Step, error) {
+	return s.store.step(setStep, s.key, request, now)
+}
 
 // Create makes a new set: one CA per NAME:ROLES item of cas (ROLES:
 // serving, client or serving+client), valid for lifetime from now.
-func (s *CASet) Create(cas []string, lifetime time.Duration, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
+func (s *CASet) Create(cas []string, lifetime time.Duration, now time.Time) (*Step, error) {
+	type ca struct {
+		Name  string `json:"name"`
+		Roles string `json:"roles"`
 	}
-	list := strings.Join(cas, ",")
-	p, n := strArg(list)
-	err = call(func() C.pki_result {
-		return C.pki_set_create(h, p, n, C.int64_t(lifetime/time.Second), unixTime(now))
-	})
-	runtime.KeepAlive(list)
-	runtime.KeepAlive(s.store)
-	return err
+	req := struct {
+		CAs      []ca  `json:"cas"`
+		Lifetime int64 `json:"lifetime_seconds"`
+	}{CAs: []ca{}, Lifetime: seconds(lifetime)}
+	for _, item := range cas {
+		name, roles, _ := strings.Cut(item, ":")
+		req.CAs = append(req.CAs, ca{name, roles})
+	}
+	return s.store.step(setCreate, s.key, req, now)
 }
 
-// Issue issues (or re-issues) the leaf name of CA ca for target.
-func (s *CASet) Issue(name, ca string, serving, client bool, dns []string, target string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	d := strings.Join(dns, ",")
-	np, nn := strArg(name)
-	cp, cn := strArg(ca)
-	dp, dn := strArg(d)
-	tp, tn := strArg(target)
-	err = call(func() C.pki_result {
-		return C.pki_set_issue(h, np, nn, cp, cn, C.bool(serving), C.bool(client), dp, dn, tp, tn, unixTime(now))
-	})
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(ca)
-	runtime.KeepAlive(d)
-	runtime.KeepAlive(target)
-	runtime.KeepAlive(s.store)
-	return err
+// Issue issues (or re-issues) the leaf name of CA ca for target (created
+// if new): a serving certificate, a client certificate, or both.
+func (s *CASet) Issue(name, ca string, serving, client bool, dns []string, target string, now time.Time) (*Step, error) {
+	return s.step(map[string]any{"issue": map[string]any{
+		"name": name, "ca": ca, "serving": serving, "client": client,
+		"dns_names": append([]string{}, dns...), "target": target,
+	}}, now)
 }
 
 // Target creates target or sets the bundles it loads: the CAs whose
-// servers it verifies (trusts) and whose clients it verifies (clientCA).
-func (s *CASet) Target(target string, trusts, clientCA []string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
+// servers it verifies (trusts) and whose clients it verifies (clientCA);
+// a nil list is kept as it is.
+func (s *CASet) Target(target string, trusts, clientCA []string, now time.Time) (*Step, error) {
+	body := map[string]any{"name": target}
+	if trusts != nil {
+		body["trusts"] = trusts
 	}
-	t, c := strings.Join(trusts, ","), strings.Join(clientCA, ",")
-	gp, gn := strArg(target)
-	tp, tn := strArg(t)
-	cp, cn := strArg(c)
-	err = call(func() C.pki_result { return C.pki_set_target(h, gp, gn, tp, tn, cp, cn, unixTime(now)) })
-	runtime.KeepAlive(target)
-	runtime.KeepAlive(t)
-	runtime.KeepAlive(c)
-	runtime.KeepAlive(s.store)
-	return err
+	if clientCA != nil {
+		body["client_ca"] = clientCA
+	}
+	return s.step(map[string]any{"target": body}, now)
 }
 
-// Start starts a rotation (→ trust-both).
-func (s *CASet) Start(reason string, oneAtATime bool, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
+// SetImport is a CA supplied at the start of a rotation instead of a
+// generated one (StarlingX's upload): its certificate (which may also hold
+// its key and its chain), its key and its chain, as CAImport reads them.
+type SetImport struct {
+	Name string
+	CA   CAImport
+}
+
+// Start starts a rotation (→ trust-both) for reason; with oneAtATime,
+// serving certificates later move one target at a time; imports are CAs
+// supplied instead of generated.
+func (s *CASet) Start(reason string, oneAtATime bool, now time.Time, imports ...SetImport) (*Step, error) {
+	list := []map[string]any{}
+	for _, i := range imports {
+		entry := map[string]any{"name": i.Name, "ca": string(i.CA.CA)}
+		if i.CA.Key != nil {
+			entry["key"] = string(i.CA.Key)
+		}
+		if i.CA.Chain != nil {
+			entry["chain"] = string(i.CA.Chain)
+		}
+		list = append(list, entry)
 	}
-	p, n := strArg(reason)
-	err = call(func() C.pki_result { return C.pki_set_start(h, p, n, C.bool(oneAtATime), unixTime(now)) })
-	runtime.KeepAlive(reason)
-	runtime.KeepAlive(s.store)
-	return err
+	return s.step(map[string]any{"start": map[string]any{
+		"reason": reason, "one_at_a_time": oneAtATime, "imports": list,
+	}}, now)
 }
 
 // Ack records that target loaded the files with fingerprint.
-func (s *CASet) Ack(target, fingerprint string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	tp, tn := strArg(target)
-	fp, fn := strArg(fingerprint)
-	err = call(func() C.pki_result { return C.pki_set_ack(h, tp, tn, fp, fn, unixTime(now)) })
-	runtime.KeepAlive(target)
-	runtime.KeepAlive(fingerprint)
-	runtime.KeepAlive(s.store)
-	return err
+func (s *CASet) Ack(target, fingerprint string, now time.Time) (*Step, error) {
+	return s.step(map[string]any{"ack": map[string]any{"target": target, "fingerprint": fingerprint}}, now)
 }
 
 // Advance goes to the next step; a non-empty overrideReason passes a gate
 // that still waits for targets (recorded).
-func (s *CASet) Advance(overrideReason string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
+func (s *CASet) Advance(overrideReason string, now time.Time) (*Step, error) {
+	return s.AdvanceFrom("", overrideReason, now)
+}
+
+// AdvanceFrom is Advance that names the step it leaves (`pki set advance
+// --from`): once the set left it, the request is nothing to do; from
+// another step, it is refused with CodeSetWrongStep. "" is the current
+// step.
+func (s *CASet) AdvanceFrom(from, overrideReason string, now time.Time) (*Step, error) {
+	body := map[string]any{}
+	if from != "" {
+		body["from"] = from
 	}
-	var p *C.char
-	var n C.size_t
 	if overrideReason != "" {
-		p, n = strArg(overrideReason)
+		body["override_reason"] = overrideReason
 	}
-	err = call(func() C.pki_result { return C.pki_set_advance(h, p, n, unixTime(now)) })
-	runtime.KeepAlive(overrideReason)
-	runtime.KeepAlive(s.store)
-	return err
+	return s.step(map[string]any{"advance": body}, now)
 }
 
 // Fail records that target failed to load its files, for reason; it
 // blocks Advance until Retry.
-func (s *CASet) Fail(target, reason string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	tp, tn := strArg(target)
-	rp, rn := strArg(reason)
-	err = call(func() C.pki_result { return C.pki_set_fail(h, tp, tn, rp, rn, unixTime(now)) })
-	runtime.KeepAlive(target)
-	runtime.KeepAlive(reason)
-	runtime.KeepAlive(s.store)
-	return err
+func (s *CASet) Fail(target, reason string, now time.Time) (*Step, error) {
+	return s.step(map[string]any{"fail": map[string]any{"target": target, "reason": reason}}, now)
 }
 
 // Retry makes the failed target pending again: it must Ack its files anew.
-func (s *CASet) Retry(target string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	tp, tn := strArg(target)
-	err = call(func() C.pki_result { return C.pki_set_retry(h, tp, tn, unixTime(now)) })
-	runtime.KeepAlive(target)
-	runtime.KeepAlive(s.store)
-	return err
+func (s *CASet) Retry(target string, now time.Time) (*Step, error) {
+	return s.step(map[string]any{"retry": map[string]any{"target": target}}, now)
 }
 
 // Abort aborts the rotation to the safe target of its step. In trust-new it
 // rolls forward to completed, which destroys the old CA keys: refused with
 // CodeSetAbortStrands while a target has not loaded trust-new (see
 // AbortOverride).
-func (s *CASet) Abort(now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	err = call(func() C.pki_result { return C.pki_set_abort(h, unixTime(now)) })
-	runtime.KeepAlive(s.store)
-	return err
+func (s *CASet) Abort(now time.Time) (*Step, error) {
+	return s.step(map[string]any{"abort": map[string]any{}}, now)
 }
 
 // AbortOverride aborts like Abort, but an abort that would strand targets
 // proceeds for reason, which is recorded with the targets it stranded.
-func (s *CASet) AbortOverride(reason string, now time.Time) error {
-	h, err := s.store.handle()
-	if err != nil {
-		return err
-	}
-	p, n := strArg(reason)
-	err = call(func() C.pki_result { return C.pki_set_abort_override(h, p, n, unixTime(now)) })
-	runtime.KeepAlive(reason)
-	runtime.KeepAlive(s.store)
-	return err
+func (s *CASet) AbortOverride(reason string, now time.Time) (*Step, error) {
+	return s.step(map[string]any{"abort": map[string]any{"override_reason": reason}}, now)
 }
 
 // SetTargetStatus is one target in SetStatus.
@@ -215,20 +197,23 @@ type SetStatus struct {
 	Blocking []string                   `json:"blocking"`
 }
 
-// Status reads the set's status at now.
-func (s *CASet) Status(now time.Time) (*SetStatus, error) {
-	h, err := s.store.handle()
-	if err != nil {
+// SetStatusOf reads the status a CASet's Step carries.
+func SetStatusOf(st *Step) (*SetStatus, error) {
+	var status SetStatus
+	if err := json.Unmarshal(st.Status, &status); err != nil {
 		return nil, err
 	}
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_set_status_json(h, unixTime(now), &out) })
-	runtime.KeepAlive(s.store)
+	return &status, nil
+}
+
+// Status reads the set's status at now.
+func (s *CASet) Status(now time.Time) (*SetStatus, error) {
+	raw, err := s.store.read(setRead, s.key, C.PKI_SET_STATUS, now)
 	if err != nil {
 		return nil, err
 	}
 	var st SetStatus
-	if err := json.Unmarshal(takeBuffer(out), &st); err != nil {
+	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -250,18 +235,12 @@ type SetTargetPlan struct {
 // Plan reads which files each target should have now (private keys
 // included: keep the result private).
 func (s *CASet) Plan() (map[string]SetTargetPlan, error) {
-	h, err := s.store.handle()
-	if err != nil {
-		return nil, err
-	}
-	var out *C.pki_buffer
-	err = call(func() C.pki_result { return C.pki_set_plan_json(h, &out) })
-	runtime.KeepAlive(s.store)
+	raw, err := s.store.read(setRead, s.key, C.PKI_SET_PLAN, time.Unix(0, 0))
 	if err != nil {
 		return nil, err
 	}
 	plan := map[string]SetTargetPlan{}
-	if err := json.Unmarshal(takeBuffer(out), &plan); err != nil {
+	if err := json.Unmarshal(raw, &plan); err != nil {
 		return nil, err
 	}
 	return plan, nil

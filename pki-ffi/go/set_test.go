@@ -87,34 +87,41 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 		must(err)
 		return plan[target].Fingerprint
 	}
-	must(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now))
-	must(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now))
-	must(set.Issue("kubelet", "cluster", false, true, nil, "node-1", now))
-	must(set.Target("node-1", []string{"cluster"}, nil, now))
-	must(set.Target("control-plane", nil, []string{"cluster"}, now))
+	must(errOf(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now)))
+	must(errOf(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
+	must(errOf(set.Issue("kubelet", "cluster", false, true, nil, "node-1", now)))
+	must(errOf(set.Target("node-1", []string{"cluster"}, nil, now)))
+	must(errOf(set.Target("control-plane", nil, []string{"cluster"}, now)))
 	snap := snapshotDir(t, dir)
-	refused(set.Issue("x", "nope", true, false, []string{"x.example"}, "t", now), pki.CodeSetUnknownCA, snap)
-	refused(set.Target("node-1", []string{"nope"}, nil, now), pki.CodeSetUnknownCA, snap)
-	refused(set.Advance("", now), pki.CodeSetWrongStep, snap)
-	refused(set.Abort(now), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Issue("x", "nope", true, false, []string{"x.example"}, "t", now)), pki.CodeSetUnknownCA, snap)
+	refused(errOf(set.Target("node-1", []string{"nope"}, nil, now)), pki.CodeSetUnknownCA, snap)
+	refused(errOf(set.Advance("", now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Abort(now)), pki.CodeSetWrongStep, snap)
 	// What node-1 loaded while idle: a real fingerprint of the wrong step
 	// once the rotation runs.
 	idleFingerprint := fingerprint("node-1")
 
 	now = now.Add(60 * 24 * time.Hour)
-	must(set.Start("yearly", false, now))
+	started, err := set.Start("yearly", false, now)
+	must(err)
+	// The step says what happened (a new CA and its separate client CA)
+	// and where the set is now.
+	if status, err := pki.SetStatusOf(started); err != nil || !started.Changed || len(started.Events) != 2 ||
+		started.Events[0].Kind != "new-ca" || status.Step != "trust-both" || started.Attempts != 1 {
+		t.Fatalf("start: %+v %+v %v", started, status, err)
+	}
 	snap = snapshotDir(t, dir)
-	refused(set.Start("again", false, now), pki.CodeSetWrongStep, snap)
-	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
-	refused(set.Ack("ghost", fingerprint("node-1"), now), pki.CodeSetUnknownTarget, snap)
-	refused(set.Ack("node-1", idleFingerprint, now), pki.CodeSetStaleFingerprint, snap)
-	refused(set.Fail("ghost", "x", now), pki.CodeSetUnknownTarget, snap)
-	refused(set.Retry("node-1", now), pki.CodeSetInvalid, snap)
+	refused(errOf(set.Start("again", false, now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
+	refused(errOf(set.Ack("ghost", fingerprint("node-1"), now)), pki.CodeSetUnknownTarget, snap)
+	refused(errOf(set.Ack("node-1", idleFingerprint, now)), pki.CodeSetStaleFingerprint, snap)
+	refused(errOf(set.Fail("ghost", "x", now)), pki.CodeSetUnknownTarget, snap)
+	refused(errOf(set.Retry("node-1", now)), pki.CodeSetInvalid, snap)
 
 	ackAll := func() {
 		t.Helper()
 		for _, target := range []string{"control-plane", "node-1"} {
-			must(set.Ack(target, fingerprint(target), now))
+			must(errOf(set.Ack(target, fingerprint(target), now)))
 		}
 	}
 	ackAll()
@@ -130,22 +137,27 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	}
 
 	// A failed target blocks the step; retried, it must ack again.
-	must(set.Fail("node-1", "puppet apply failed", now))
+	must(errOf(set.Fail("node-1", "puppet apply failed", now)))
 	snap = snapshotDir(t, dir)
-	refused(set.Ack("node-1", fingerprint("node-1"), now), pki.CodeSetTargetFailed, snap)
-	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
-	must(set.Retry("node-1", now))
+	refused(errOf(set.Ack("node-1", fingerprint("node-1"), now)), pki.CodeSetTargetFailed, snap)
+	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
+	must(errOf(set.Retry("node-1", now)))
 	st, err = set.Status(now)
 	must(err)
 	if st.Targets["node-1"].Progress != "pending" {
 		t.Fatalf("after retry: %+v", st.Targets["node-1"])
 	}
 	snap = snapshotDir(t, dir)
-	refused(set.Advance("", now), pki.CodeSetStepBlocked, snap)
-	must(set.Ack("node-1", fingerprint("node-1"), now))
+	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
+	must(errOf(set.Ack("node-1", fingerprint("node-1"), now)))
 
 	for _, want := range []string{"update-certs", "trust-new"} {
-		must(set.Advance("", now))
+		// Naming the step it leaves: again once left is nothing to do.
+		from := map[string]string{"update-certs": "trust-both", "trust-new": "update-certs"}[want]
+		must(errOf(set.AdvanceFrom(from, "", now)))
+		if again, err := set.AdvanceFrom(from, "", now); err != nil || again.Changed {
+			t.Fatalf("advance from %s again: %+v %v", from, again, err)
+		}
 		st, err := set.Status(now)
 		must(err)
 		if st.Step != want {
@@ -158,17 +170,17 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	}
 	// Rolling forward to completed destroys the old CA keys: refused while
 	// a target has not loaded trust-new, unless overridden.
-	must(set.Ack("control-plane", fingerprint("control-plane"), now))
+	must(errOf(set.Ack("control-plane", fingerprint("control-plane"), now)))
 	snap = snapshotDir(t, dir)
-	refused(set.Abort(now), pki.CodeSetAbortStrands, snap)
-	must(set.AbortOverride("node-1 is decommissioned", now))
+	refused(errOf(set.Abort(now)), pki.CodeSetAbortStrands, snap)
+	must(errOf(set.AbortOverride("node-1 is decommissioned", now)))
 	st, err = set.Status(now)
 	must(err)
 	if st.Step != "completed" {
 		t.Fatalf("step %s after abort in trust-new", st.Step)
 	}
 	snap = snapshotDir(t, dir)
-	refused(set.Abort(now), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Abort(now)), pki.CodeSetWrongStep, snap)
 }
 
 // A CA set kept in the embedder's Secret-shaped storage is written under
@@ -188,12 +200,12 @@ func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ok(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now))
-	ok(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now))
-	ok(set.Target("control-plane", nil, []string{"cluster"}, now))
+	ok(errOf(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now)))
+	ok(errOf(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
+	ok(errOf(set.Target("control-plane", nil, []string{"cluster"}, now)))
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, now))
 	defer signer.Close()
-	if _, err := store.Create("signer", signer); err != nil {
+	if _, err := store.Create("signer", pki.SignerSpec{Signer: signer}, t0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -214,10 +226,10 @@ func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
 	}
 
 	now = now.Add(24 * time.Hour)
-	ok(set.Start("yearly", false, now))
+	ok(errOf(set.Start("yearly", false, now)))
 	plan, err := set.Plan()
 	ok(err)
-	ok(set.Ack("control-plane", plan["control-plane"].Fingerprint, now))
+	ok(errOf(set.Ack("control-plane", plan["control-plane"].Fingerprint, now)))
 	st, err := set.Status(now)
 	ok(err)
 	if st.Step != "trust-both" || st.Targets["control-plane"].Progress != "loaded" {
@@ -227,6 +239,9 @@ func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
 		t.Fatalf("the signer beside the set: %v", err)
 	}
 }
+
+// errOf drops a step, keeping its error.
+func errOf(_ *pki.Step, err error) error { return err }
 
 func keysOf(data map[string][]byte) []string {
 	keys := make([]string, 0, len(data))

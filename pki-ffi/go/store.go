@@ -56,22 +56,23 @@ static pki_result pki_go_new_secret_store(uintptr_t backend, const char *locatio
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
 	"time"
-	"unsafe"
 )
 
 // DefaultKey is the store key the pki CLI keeps its signer under.
 const DefaultKey = "signer"
 
-// Store keeps signer documents under keys, each with a revision the store
-// assigns, and writes them by compare-and-swap. Step runs pki's driver on
-// it: load, decide, write only what changed, and, when another writer got
-// there first, read again and decide again. One Store may be used by many
-// goroutines at once (or several Stores over the same directory or
-// backend, by several processes): exactly one of racing steps rotates.
+// Store keeps documents (signers, CA sets, key rings, credentials) under
+// keys, each with a revision the store assigns, and writes them by
+// compare-and-swap. Every step runs pki's driver on it: load, decide,
+// write only what changed, and, when another writer got there first, read
+// again and decide again. One Store may be used by many goroutines at once
+// (or several Stores over the same directory, URL or backend, by several
+// processes): exactly one of racing steps rotates.
 //
 // Close frees it; a finalizer frees it too if Close is forgotten.
 type Store struct {
@@ -103,46 +104,33 @@ func (s *Store) handle() (*C.pki_store, error) {
 	return s.ptr, nil
 }
 
-// OpenDirStore opens the directory store at dir, creating the directory
-// when it does not exist: the layout of the pki CLI (signer/tls.crt,
-// ca-bundle.crt, certs/NAME/tls.crt…), each write an atomic switch to a
-// complete new generation.
-func OpenDirStore(dir string) (*Store, error) {
+// OpenStore opens the store location names, as the CLI's DIR argument: a
+// store URL (etcd://HOST:PORT/PREFIX: every key lives under PREFIX/ in
+// etcd, and writes are compare-and-swap transactions, so controller
+// replicas in several pods may step the same document at once; the server
+// is contacted here with a bounded timeout, an unreachable one is ErrStore
+// now, a malformed URL ErrInvalidArgument), "memory:" (a new store in
+// memory, for tests), or a directory (created when missing: the layout of
+// the pki CLI, each write an atomic switch to a complete new generation).
+func OpenStore(location string) (*Store, error) {
 	var out *C.pki_store
-	p, n := strArg(dir)
-	err := call(func() C.pki_result { return C.pki_store_open_dir(p, n, &out) })
-	runtime.KeepAlive(dir)
+	p, n := strArg(location)
+	err := call(func() C.pki_result { return C.pki_store_open(p, n, &out) })
+	runtime.KeepAlive(location)
 	if err != nil {
 		return nil, err
 	}
 	return newStore(out), nil
 }
 
-// OpenURLStore opens the store a URL names: etcd://HOST:PORT/PREFIX. Every
-// key lives under PREFIX/ in etcd, and writes are compare-and-swap
-// transactions, so controller replicas in several pods may Step the same
-// document at once: one write wins, the others read again. The server is
-// contacted here with a bounded timeout: an unreachable one is ErrStore now,
-// a malformed URL ErrInvalidArgument.
-func OpenURLStore(url string) (*Store, error) {
-	var out *C.pki_store
-	p, n := strArg(url)
-	err := call(func() C.pki_result { return C.pki_store_open_url(p, n, &out) })
-	runtime.KeepAlive(url)
-	if err != nil {
-		return nil, err
-	}
-	return newStore(out), nil
-}
+// OpenDirStore is OpenStore of a directory.
+func OpenDirStore(dir string) (*Store, error) { return OpenStore(dir) }
 
-// NewMemoryStore is an empty store in memory, for tests.
-func NewMemoryStore() (*Store, error) {
-	var out *C.pki_store
-	if err := call(func() C.pki_result { return C.pki_store_new_memory(&out) }); err != nil {
-		return nil, err
-	}
-	return newStore(out), nil
-}
+// OpenURLStore is OpenStore of a store URL.
+func OpenURLStore(url string) (*Store, error) { return OpenStore(url) }
+
+// NewMemoryStore is OpenStore("memory:"): an empty store in memory.
+func NewMemoryStore() (*Store, error) { return OpenStore("memory:") }
 
 // SecretBackend is storage of Secret-shaped documents with compare-and-swap,
 // written by the embedder: a Kubernetes client reading and updating a
@@ -191,28 +179,129 @@ func NewSecretStore(backend SecretBackend) (*Store, error) {
 	return newStore(out), nil
 }
 
-// Create stores signer as a new document at key (DefaultKey is the CLI's)
-// and returns its revision. A document already there is never overwritten:
-// the error matches ErrAlreadyInitialized.
-func (s *Store) Create(key string, signer *Signer) (revision string, err error) {
+// stepFunc is a pki_<engine>_create or _step.
+type stepFunc func(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result
+
+// step runs one create or step of the document at key with request
+// (marshalled to JSON; nil: the engine's default input).
+func (s *Store) step(f stepFunc, key string, request any, now time.Time) (*Step, error) {
 	h, err := s.handle()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	sh, err := signer.handle()
+	input, err := jsonArg(request)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var rev *C.pki_buffer
+	var out *C.pki_step
 	kp, kn := strArg(key)
-	err = call(func() C.pki_result { return C.pki_signer_store_create(h, kp, kn, sh, &rev) })
+	ip, in := inputArg(input)
+	err = call(func() C.pki_result { return f(h, kp, kn, ip, in, unixTime(now), &out) })
+	runtime.KeepAlive(key)
+	runtime.KeepAlive(input)
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, err
+	}
+	return takeStep(out)
+}
+
+// read reads one output of the document at key.
+func (s *Store) read(f func(*C.pki_store, *C.char, C.size_t, C.uint32_t, C.int64_t, **C.pki_buffer) C.pki_result,
+	key string, output C.uint32_t, now time.Time) ([]byte, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	var out *C.pki_buffer
+	kp, kn := strArg(key)
+	err = call(func() C.pki_result { return f(h, kp, kn, output, unixTime(now), &out) })
 	runtime.KeepAlive(key)
 	runtime.KeepAlive(s)
-	runtime.KeepAlive(signer)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return string(takeBuffer(rev)), nil
+	return takeBuffer(out), nil
+}
+
+func signerCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_signer_create(store, key, keyLen, input, inputLen, now, out)
+}
+
+func signerStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+	return C.pki_signer_step(store, key, keyLen, input, inputLen, now, out)
+}
+
+// CAImport is an existing CA given as PEM: its certificate (which may
+// also hold its key and the chain above it, issuer first), its key and its
+// chain (nil: not given).
+type CAImport struct {
+	CA, Key, Chain []byte
+}
+
+// caJSON is a CA as the C API reads it.
+type caJSON struct {
+	CA    string  `json:"ca"`
+	Key   *string `json:"key,omitempty"`
+	Chain *string `json:"chain,omitempty"`
+}
+
+func optText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// SignerSpec says which signer Store.Create makes: a new CA (CommonName,
+// with Key and Policy), an existing CA (Import, with Policy), or an
+// existing signer's document (Signer, or its saved State).
+type SignerSpec struct {
+	CommonName string
+	Key        KeyType
+	Policy     *Policy
+	Import     *CAImport
+	Signer     *Signer
+	State      []byte
+}
+
+func (spec SignerSpec) request() (any, error) {
+	state := spec.State
+	if spec.Signer != nil {
+		b, err := spec.Signer.State()
+		if err != nil {
+			return nil, err
+		}
+		state = b
+	}
+	if state != nil {
+		return struct {
+			State json.RawMessage `json:"state"`
+		}{state}, nil
+	}
+	req := struct {
+		CommonName string      `json:"common_name,omitempty"`
+		Key        KeyType     `json:"key_type,omitempty"`
+		Policy     *policyJSON `json:"policy,omitempty"`
+		Import     *caJSON     `json:"import,omitempty"`
+	}{CommonName: spec.CommonName, Key: spec.Key, Policy: spec.Policy.toJSON()}
+	if spec.Import != nil {
+		req.Import = &caJSON{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
+	}
+	return req, nil
+}
+
+// Create makes the signer spec says as a new document at key (DefaultKey
+// is the CLI's) at now. A document already there is never overwritten: the
+// error matches ErrAlreadyInitialized. The step holds the signer and its
+// revision.
+func (s *Store) Create(key string, spec SignerSpec, now time.Time) (*Step, error) {
+	req, err := spec.request()
+	if err != nil {
+		return nil, err
+	}
+	return s.step(signerCreate, key, req, now)
 }
 
 // Load reads the signer document at key and its revision. A missing
@@ -227,7 +316,7 @@ func (s *Store) Load(key string) (*Signer, string, error) {
 		rev *C.pki_buffer
 	)
 	kp, kn := strArg(key)
-	err = call(func() C.pki_result { return C.pki_signer_store_load(h, kp, kn, &out, &rev) })
+	err = call(func() C.pki_result { return C.pki_signer_load(h, kp, kn, &out, &rev) })
 	runtime.KeepAlive(key)
 	runtime.KeepAlive(s)
 	if err != nil {
@@ -236,106 +325,116 @@ func (s *Store) Load(key string) (*Signer, string, error) {
 	return newSigner(out), string(takeBuffer(rev)), nil
 }
 
-// Step is what one Store.Step did.
-type Step struct {
-	// Signer is the document now in the store, written by this step or not.
-	Signer *Signer
-	// Events says what happened, possibly nothing.
-	Events []Event
-	// Changed reports whether the step wrote a new document.
-	Changed bool
-	// NextCheck is when to step again if nothing else happens: the
-	// engine's wake-up time of the document now in the store (after a
-	// rotation, the new CA's, bridges' and leaves' times), always after
-	// the step's time.
-	NextCheck time.Time
-	// Revision is the document's revision in the store now.
-	Revision string
-	// Attempts counts the read-decide-write rounds: 1 without contention,
-	// one more per write lost to another writer.
-	Attempts int
+// ForcedRotation asks for a rotation whatever the validity left. It runs
+// once per distinct Reason.
+type ForcedRotation struct {
+	Reason string `json:"reason"`
+	// Grace, when positive, is how long the old CA stays trusted instead
+	// of the normal max(old NotAfter, now + MinTrust).
+	Grace time.Duration `json:"-"`
+	// NoBridges distrusts the old CA at once (key compromise).
+	NoBridges bool `json:"no_bridges,omitempty"`
 }
 
-// Close frees the step's signer.
-func (st *Step) Close() {
-	if st != nil {
-		st.Signer.Close()
+// LeafAction is what a LeafChange does.
+type LeafAction string
+
+// Leaf actions.
+const (
+	// LeafAdd adds the leaf or changes its request (more names, another
+	// lifetime).
+	LeafAdd LeafAction = "request"
+	// LeafReplace is LeafAdd that may also change its kind or drop names.
+	LeafReplace LeafAction = "replace"
+	// LeafRemove stops keeping the leaf.
+	LeafRemove LeafAction = "remove"
+	// LeafRenew issues a new key and certificate now.
+	LeafRenew LeafAction = "renew"
+)
+
+// LeafChange is a change to the leaves a signer keeps (issued in the same
+// step; a directory store publishes leaf NAME as certs/NAME/tls.crt and
+// tls.key, a Secret as certs.NAME.tls.crt and certs.NAME.tls.key).
+type LeafChange struct {
+	Action LeafAction
+	Name   string
+	// Request is the leaf's request, for LeafAdd and LeafReplace.
+	Request LeafRequest
+}
+
+// SignerInput is what a signer step asks for besides time; the zero value
+// (or nil) is the periodic controller step.
+type SignerInput struct {
+	// Policy, when set, replaces the signer's rotation policy (not its key type).
+	Policy *Policy
+	// Forced, when set, asks for a forced rotation.
+	Forced *ForcedRotation
+	// AllowTrustBreak: the operator's reason to rotate even when consumers
+	// would be cut off (an expired CA; a rotation while clients may still
+	// hold the bundle of two rotations ago), recorded in the rotation's
+	// history with each break. Empty: such a rotation fails with
+	// ErrTrustBreak.
+	AllowTrustBreak string
+	// Leaves are changes to the leaves the signer keeps, in order.
+	Leaves []LeafChange
+	// RotateTo, alone: rotate to a supplied CA (`pki rotate --to`).
+	RotateTo *Replacement
+	// RenewSameKey, alone: a new certificate for the current CA on its own
+	// key and Subject (`pki rotate --renew-same-key`).
+	RenewSameKey bool
+}
+
+func (in *SignerInput) request() (any, error) {
+	if in == nil {
+		return nil, nil
 	}
+	type forced struct {
+		Reason    string `json:"reason"`
+		Grace     int64  `json:"grace_seconds,omitempty"`
+		NoBridges bool   `json:"no_bridges,omitempty"`
+	}
+	req := struct {
+		Policy          *policyJSON      `json:"policy,omitempty"`
+		Forced          *forced          `json:"forced,omitempty"`
+		AllowTrustBreak string           `json:"allow_trust_break,omitempty"`
+		Leaves          []map[string]any `json:"leaves,omitempty"`
+		RotateTo        *replacementJSON `json:"rotate_to,omitempty"`
+		RenewSameKey    bool             `json:"renew_same_key,omitempty"`
+	}{
+		Policy:          in.Policy.toJSON(),
+		AllowTrustBreak: in.AllowTrustBreak,
+		RenewSameKey:    in.RenewSameKey,
+	}
+	if f := in.Forced; f != nil {
+		req.Forced = &forced{Reason: f.Reason, Grace: seconds(f.Grace), NoBridges: f.NoBridges}
+	}
+	for _, l := range in.Leaves {
+		body := map[string]any{"name": l.Name}
+		if l.Action == LeafAdd || l.Action == LeafReplace {
+			for k, v := range l.Request.toJSON() {
+				body[k] = v
+			}
+		}
+		req.Leaves = append(req.Leaves, map[string]any{string(l.Action): body})
+	}
+	if in.RotateTo != nil {
+		req.RotateTo = in.RotateTo.toJSON(true)
+	}
+	return req, nil
 }
 
 // Step is one controller step on the signer document at key at now:
-// rotate when due or when opts.Forced carries a new reason, re-issue the
-// leaves the document keeps when due, prune what expired, and write the
-// result only when something changed, if the revision is still the one
-// read; otherwise read again and decide again (up to 8 rounds, then an
-// error matching ErrConflict). opts may be nil; opts.Policy replaces the
-// document's rotation policy (not its key type). A rotation that would cut
-// consumers off fails with ErrTrustBreak, writing nothing, unless
-// opts.AllowTrustBreak gives a reason.
-func (s *Store) Step(key string, now time.Time, opts *ReconcileOptions) (*Step, error) {
-	h, err := s.handle()
+// rotate when due or when in.Forced carries a new reason, change and
+// re-issue the leaves the document keeps, prune what expired, rotate to a
+// supplied CA, and write the result only when something changed, if the
+// revision is still the one read; otherwise read again and decide again
+// (up to 8 rounds, then an error matching ErrConflict). in may be nil. A
+// rotation that would cut consumers off fails with ErrTrustBreak, writing
+// nothing, unless in.AllowTrustBreak gives a reason.
+func (s *Store) Step(key string, now time.Time, in *SignerInput) (*Step, error) {
+	req, err := in.request()
 	if err != nil {
 		return nil, err
 	}
-	if opts == nil {
-		opts = &ReconcileOptions{}
-	}
-	forced, free := opts.Forced.toC()
-	defer free()
-	policy := opts.Policy.toC()
-	var out *C.pki_step
-	kp, kn := strArg(key)
-	var allow *C.char
-	var allowLen C.size_t
-	if opts.AllowTrustBreak != "" {
-		allow, allowLen = strArg(opts.AllowTrustBreak)
-	}
-	err = call(func() C.pki_result {
-		return C.pki_signer_store_step_guarded(h, kp, kn, policy, forced, allow, allowLen, unixTime(now), &out)
-	})
-	runtime.KeepAlive(key)
-	runtime.KeepAlive(s)
-	runtime.KeepAlive(opts)
-	if err != nil {
-		return nil, err
-	}
-	return takeStep(out)
-}
-
-// takeStep reads a step the library returned into a Step, and frees it.
-func takeStep(out *C.pki_step) (*Step, error) {
-	defer C.pki_step_free(out)
-	events, err := eventsFrom(C.pki_step_events(out))
-	if err != nil {
-		return nil, err
-	}
-	var signer *C.pki_signer
-	if err := call(func() C.pki_result { return C.pki_step_signer(out, &signer) }); err != nil {
-		return nil, err
-	}
-	return &Step{
-		Signer:    newSigner(signer),
-		Events:    events,
-		Changed:   bool(C.pki_step_changed(out)),
-		NextCheck: fromUnix(C.pki_step_next_check(out)),
-		Revision:  string(goBytes(C.pki_step_revision(out))),
-		Attempts:  int(C.pki_step_attempts(out)),
-	}, nil
-}
-
-// toC is the forced rotation as the C API takes it, in C memory (a Go
-// struct passed to C may not point to Go memory), and the function that
-// frees it.
-func (f *ForcedRotation) toC() (*C.pki_forced_rotation, func()) {
-	if f == nil {
-		return nil, func() {}
-	}
-	reason := C.CString(f.Reason)
-	forced := &C.pki_forced_rotation{
-		reason:        reason,
-		reason_len:    C.size_t(len(f.Reason)),
-		grace_seconds: C.int64_t(f.Grace / time.Second),
-		no_bridges:    C.bool(f.NoBridges),
-	}
-	return forced, func() { C.free(unsafe.Pointer(reason)) }
+	return s.step(signerStep, key, req, now)
 }

@@ -107,7 +107,7 @@ func stores(t *testing.T) map[string]func() *pki.Store {
 	}
 }
 
-func step(t *testing.T, store *pki.Store, now time.Time, opts *pki.ReconcileOptions) *pki.Step {
+func step(t *testing.T, store *pki.Store, now time.Time, opts *pki.SignerInput) *pki.Step {
 	t.Helper()
 	st, err := store.Step(pki.DefaultKey, now, opts)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestStepNextCheckAfterARotationIsTheNewDocumentsWakeUp(t *testing.T) {
 			defer store.Close()
 			signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 			defer signer.Close()
-			created := must(store.Create(pki.DefaultKey, signer))
+			created := must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)).Revision
 
 			// Nothing due: no write; the CA is due once less than 395 of its
 			// 790 days are left, one second after day 395.
@@ -142,8 +142,8 @@ func TestStepNextCheckAfterARotationIsTheNewDocumentsWakeUp(t *testing.T) {
 			if quiet.Changed || len(quiet.Events) != 0 || quiet.Attempts != 1 || quiet.Revision != created {
 				t.Fatalf("quiet step: %+v", quiet)
 			}
-			if want := day(395).Add(time.Second); !quiet.NextCheck.Equal(want) {
-				t.Fatalf("next check %s, want %s", quiet.NextCheck, want)
+			if want := day(395).Add(time.Second); !quiet.NextWake.Equal(want) {
+				t.Fatalf("next check %s, want %s", quiet.NextWake, want)
 			}
 
 			// The rotation. The next check is the new document's: bridge B
@@ -154,16 +154,13 @@ func TestStepNextCheckAfterARotationIsTheNewDocumentsWakeUp(t *testing.T) {
 			if !r.Changed || rotations(r) != 1 || r.Attempts != 1 || r.Revision == created {
 				t.Fatalf("rotation step: %+v", r)
 			}
-			if want := day(790).Add(time.Second); !r.NextCheck.Equal(want) {
-				t.Fatalf("next check after the rotation %s, want %s", r.NextCheck, want)
+			if want := day(790).Add(time.Second); !r.NextWake.Equal(want) {
+				t.Fatalf("next check after the rotation %s, want %s", r.NextWake, want)
 			}
 			loaded, rev := must2(store.Load(pki.DefaultKey))
 			defer loaded.Close()
 			if rev != r.Revision || !bytes.Equal(bundlePEM(t, loaded), bundlePEM(t, r.Signer)) {
 				t.Fatalf("load after the step: revision %q, step's %q", rev, r.Revision)
-			}
-			if loaded.Generation() != 0 || r.Signer.Generation() != 0 {
-				t.Fatal("signers read from a store start their generation at 0")
 			}
 		})
 	}
@@ -176,7 +173,7 @@ func TestReplicasRacingStepOverASecretBackendRotateOnce(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, signer))
+	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	before := backend.data(pki.DefaultKey)[pki.SecretCACert]
 
 	// Every replica reads resourceVersion 1 before any of them writes.
@@ -222,8 +219,8 @@ func TestReplicasRacingStepOverASecretBackendRotateOnce(t *testing.T) {
 		if !bytes.Equal(data[pki.SecretCACert], final[pki.SecretCACert]) {
 			t.Errorf("replica %d ends on another CA", i)
 		}
-		if want := day(790).Add(time.Second); !st.NextCheck.Equal(want) {
-			t.Errorf("replica %d: next check %s, want %s", i, st.NextCheck, want)
+		if want := day(790).Add(time.Second); !st.NextWake.Equal(want) {
+			t.Errorf("replica %d: next check %s, want %s", i, st.NextWake, want)
 		}
 	}
 	if rotated != 1 || changed != 1 {
@@ -254,9 +251,9 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 		_, err := memory.Step(pki.DefaultKey, t0, nil)
 		return err
 	})
-	must(memory.Create(pki.DefaultKey, signer))
+	must(memory.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	expect(t, "second create", pki.ErrAlreadyInitialized, func() error {
-		_, err := memory.Create(pki.DefaultKey, signer)
+		_, err := memory.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)
 		return err
 	})
 	expect(t, "bad key", pki.ErrInvalidArgument, func() error {
@@ -264,7 +261,7 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 		return err
 	})
 	expect(t, "empty forced reason", pki.ErrEmptyForcedReason, func() error {
-		_, err := memory.Step(pki.DefaultKey, t0, &pki.ReconcileOptions{Forced: &pki.ForcedRotation{}})
+		_, err := memory.Step(pki.DefaultKey, t0, &pki.SignerInput{Forced: &pki.ForcedRotation{}})
 		return err
 	})
 
@@ -272,7 +269,7 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	racing := newFakeSecrets()
 	racingStore := must(pki.NewSecretStore(racing))
 	defer racingStore.Close()
-	must(racingStore.Create(pki.DefaultKey, signer))
+	must(racingStore.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	racing.alwaysConflict = true
 	err := noPanic(t, "always conflicting", func() error {
 		_, err := racingStore.Step(pki.DefaultKey, day(396), nil)
@@ -289,7 +286,7 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	broken := newFakeSecrets()
 	brokenStore := must(pki.NewSecretStore(broken))
 	defer brokenStore.Close()
-	must(brokenStore.Create(pki.DefaultKey, signer))
+	must(brokenStore.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	broken.broken = errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
 	err = noPanic(t, "broken backend", func() error {
 		_, err := brokenStore.Step(pki.DefaultKey, day(396), nil)
@@ -343,13 +340,14 @@ func TestADirectoryStoreFollowedByNextCheckPublishesTrustedMaterial(t *testing.T
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	withLeaf := must(signer.RequestLeaf("web", serverRequest))
-	defer withLeaf.Close()
+	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	leaf := func(name string) *pki.SignerInput {
+		return &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: name, Request: serverRequest}}}
+	}
 	expect(t, "bad leaf name", nil, func() error {
-		_, err := signer.RequestLeaf("Web!", serverRequest)
+		_, err := store.Step(pki.DefaultKey, t0, leaf("Web!"))
 		return err
 	})
-	must(store.Create(pki.DefaultKey, withLeaf))
 
 	published := func(name string) side {
 		read := func(p string) []byte {
@@ -362,24 +360,25 @@ func TestADirectoryStoreFollowedByNextCheckPublishesTrustedMaterial(t *testing.T
 		return side{name, &pki.Leaf{ChainPEM: read("certs/web/tls.crt"), KeyPEM: read("certs/web/tls.key")}, read("ca-bundle.crt")}
 	}
 
-	// The leaf (365 days, NotBefore backdated 5 minutes) is due at 80% of
-	// its life: 292 days less 60 s after it was issued.
+	// The leaf the signer keeps is asked for and issued in the first step.
+	// It (365 days, NotBefore backdated 5 minutes) is due at 80% of its
+	// life: 292 days less 60 s after it was issued.
 	now := t0
-	st := step(t, store, now, nil)
-	if want := t0.Add(292*24*time.Hour - time.Minute); !st.NextCheck.Equal(want) {
-		t.Fatalf("next check %s, want %s", st.NextCheck, want)
+	st := step(t, store, now, leaf("web"))
+	if want := t0.Add(292*24*time.Hour - time.Minute); !st.NextWake.Equal(want) {
+		t.Fatalf("next check %s, want %s", st.NextWake, want)
 	}
 	var old side
 	for i := 0; rotations(st) == 0; i++ {
-		if !st.NextCheck.After(now) || i > 10 {
-			t.Fatalf("step %d at %s: next check %s", i, now, st.NextCheck)
+		if !st.NextWake.After(now) || i > 10 {
+			t.Fatalf("step %d at %s: next check %s", i, now, st.NextWake)
 		}
 		old = published("old")
-		now = st.NextCheck
+		now = st.NextWake
 		st = step(t, store, now, nil)
 	}
-	if want := now.Add(292*24*time.Hour - time.Minute); !st.NextCheck.Equal(want) {
-		t.Fatalf("next check after the rotation %s, want the new leaf's refresh %s", st.NextCheck, want)
+	if want := now.Add(292*24*time.Hour - time.Minute); !st.NextWake.Equal(want) {
+		t.Fatalf("next check after the rotation %s, want the new leaf's refresh %s", st.NextWake, want)
 	}
 	rotated := published("new")
 	checkMatrix(t, old, rotated, now.Add(time.Hour))
@@ -420,8 +419,8 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, signer))
-	if _, err := store.Create(pki.DefaultKey, signer); !errors.Is(err, pki.ErrAlreadyInitialized) {
+	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	if _, err := store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0); !errors.Is(err, pki.ErrAlreadyInitialized) {
 		t.Fatalf("second create: %v", err)
 	}
 
@@ -450,8 +449,8 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 		}
 		defer st.Close()
 		rotated += rotations(st)
-		if want := day(790).Add(time.Second); !st.NextCheck.Equal(want) {
-			t.Errorf("replica %d: next check %s, want %s", i, st.NextCheck, want)
+		if want := day(790).Add(time.Second); !st.NextWake.Equal(want) {
+			t.Errorf("replica %d: next check %s, want %s", i, st.NextWake, want)
 		}
 	}
 	if rotated != 1 {

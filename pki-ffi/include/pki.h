@@ -13,52 +13,51 @@
 #include <stdint.h>
 
 /**
- * `pki_cred_action_kind`: mint once for the action's rotation and attempt.
+ * `pki_cred_action.kind`: mint once for the action's rotation and attempt.
  */
 #define PKI_CRED_ACTION_MINT 1
 
 /**
- * `pki_cred_action_kind`: revoke the action's credential.
+ * `pki_cred_action.kind`: revoke the action's credential (the old one).
  */
 #define PKI_CRED_ACTION_REVOKE 2
 
 /**
- * `pki_cred_action_kind`: nothing to do before `pki_cred_action_wait_until`.
+ * `pki_cred_action.kind`: nothing to do before `pki_step_next_wake`.
  */
 #define PKI_CRED_ACTION_WAIT 3
 
 /**
- * `pki_cred_action_kind`: revoke the action's credential, what the failed
- * (or late) mint attempt (`pki_cred_action_rotation`,
- * `pki_cred_action_attempt`) returned; then `pki_cred_report_stray_revoked`
- * or `pki_cred_report_stray_revoke_failed`.
+ * `pki_cred_action.kind`: revoke the action's credential, what the failed
+ * (or late) mint attempt `rotation`/`attempt` returned; then report
+ * `stray_revoked` or `stray_revoke_failed`.
  */
 #define PKI_CRED_ACTION_REVOKE_STRAY 4
 
 /**
- * `pki_cred_action_wait_reason`: the current credential is not due yet.
+ * `pki_cred_action.wait_reason`: the current credential is not due yet.
  */
 #define PKI_CRED_WAIT_EXPIRY 1
 
 /**
- * `pki_cred_action_wait_reason`: the old credential stays usable until the
+ * `pki_cred_action.wait_reason`: the old credential stays usable until the
  * grace period ends.
  */
 #define PKI_CRED_WAIT_GRACE 2
 
 /**
- * `pki_cred_action_wait_reason`: a hook failed; its retry waits.
+ * `pki_cred_action.wait_reason`: a hook failed; its retry waits.
  */
 #define PKI_CRED_WAIT_BACKOFF 3
 
 /**
- * `pki_cred_action_wait_reason`: the mint in progress belongs to another
- * owner (`pki_cred_next_as`): only it runs the mint; look again later.
+ * `pki_cred_action.wait_reason`: the mint in progress belongs to another
+ * owner (advance with `owner`): only it runs the mint; look again later.
  */
 #define PKI_CRED_WAIT_MINT_ELSEWHERE 4
 
 /**
- * The most steps one `pki_cred_next` commits before it fails with
+ * The most steps one advance commits before it fails with
  * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
  * rotation has at most two bookkeeping steps in a row. The CLI's
  * reconcile has the same bound: both run `pki_rotate::credential::advance`.
@@ -96,7 +95,8 @@ enum pki_result
    */
   PKI_RESULT_INVALID_ARGUMENT = 3,
   /**
-   * A builder was used after `pki_leaf_builder_build` consumed it.
+   * A builder was used after it was consumed. No longer returned: leaf
+   * requests are JSON now (the number stays taken).
    */
   PKI_RESULT_BUILDER_CONSUMED = 4,
   /**
@@ -506,43 +506,6 @@ typedef uint32_t pki_leaf_reason;
 #endif // __cplusplus
 
 /**
- * What kind of event happened.
- */
-enum pki_event_kind
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * The CA was rotated.
-   */
-  PKI_EVENT_ROTATED = 1,
-  /**
-   * A leaf kept in the signer state was (re-)issued.
-   */
-  PKI_EVENT_LEAF_REISSUED = 2,
-  /**
-   * Expired certificates left the bundle.
-   */
-  PKI_EVENT_BUNDLE_PRUNED = 3,
-  /**
-   * Bridge B expired and is no longer appended to serving chains.
-   */
-  PKI_EVENT_BRIDGE_RETIRED = 4,
-  /**
-   * An event kind newer than this header; read the message.
-   */
-  PKI_EVENT_OTHER = 99,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum pki_event_kind pki_event_kind;
-#else
-typedef uint32_t pki_event_kind;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * The rule that decided a lineage check.
  */
 enum pki_lineage_rule
@@ -580,72 +543,6 @@ typedef uint32_t pki_lineage_rule;
 #endif // __cplusplus
 
 /**
- * Key types of new CAs (and of the leaves they issue).
- */
-enum pki_key_type
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * ECDSA P-256 with SHA-256: the default.
-   */
-  PKI_KEY_TYPE_P256 = 0,
-  /**
-   * RSA 2048 bits.
-   */
-  PKI_KEY_TYPE_RSA2048 = 1,
-  /**
-   * RSA 3072 bits.
-   */
-  PKI_KEY_TYPE_RSA3072 = 2,
-  /**
-   * RSA 4096 bits.
-   */
-  PKI_KEY_TYPE_RSA4096 = 3,
-  /**
-   * ECDSA P-384 with SHA-384. Not a key type of the key ring.
-   */
-  PKI_KEY_TYPE_P384 = 4,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum pki_key_type pki_key_type;
-#else
-typedef uint32_t pki_key_type;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
- * What a leaf certificate is for.
- */
-enum pki_leaf_kind
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * TLS server (extendedKeyUsage serverAuth).
-   */
-  PKI_LEAF_KIND_SERVER = 0,
-  /**
-   * TLS client (clientAuth).
-   */
-  PKI_LEAF_KIND_CLIENT = 1,
-  /**
-   * Both serverAuth and clientAuth.
-   */
-  PKI_LEAF_KIND_SERVER_CLIENT = 2,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum pki_leaf_kind pki_leaf_kind;
-#else
-typedef uint32_t pki_leaf_kind;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * What the leaf of a chain is verified for.
  */
 enum pki_purpose
@@ -671,7 +568,75 @@ typedef uint32_t pki_purpose;
 #endif // __cplusplus
 
 /**
- * Which published form [`pki_keyring_export`] writes.
+ * Which form of a bundle `pki_bundle_export` writes.
+ */
+enum pki_bundle_output
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * PEM, one `CERTIFICATE` block per member, in order.
+   */
+  PKI_BUNDLE_PEM = 0,
+  /**
+   * The fingerprint of the set (32 bytes): SHA-256 over the sorted
+   * SHA-256 fingerprints of the members, so the same set in any order
+   * gives the same value (`pki fingerprint --bundle`, in hex).
+   */
+  PKI_BUNDLE_FINGERPRINT = 1,
+  /**
+   * The root pin (32 bytes): SHA-256 of the DER of the bundle's first
+   * self-signed root (never of PEM text), as `pki pin` prints it in hex.
+   */
+  PKI_BUNDLE_ROOT_PIN = 2,
+  /**
+   * The SPKI pins: SHA-256 of each member's SubjectPublicKeyInfo DER,
+   * deduplicated (bridges share keys with roots), in bundle order, as
+   * consecutive 32-byte digests: `len / 32` pins.
+   */
+  PKI_BUNDLE_SPKI_PINS = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_bundle_output pki_bundle_output;
+#else
+typedef uint32_t pki_bundle_output;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Which report `pki_set_read` writes.
+ */
+enum pki_set_output
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The status as JSON, the same as `pki set status --json` (`step`,
+   * per-target `fingerprint` and `progress`, `blocking`, `overrides`,
+   * `timeline`…).
+   */
+  PKI_SET_STATUS = 0,
+  /**
+   * The per-target plan as JSON: which files each target should have
+   * now. `{"TARGET": {"fingerprint": "sha256:…", "files": {"trust/CA.crt":
+   * {"contents": "PEM…", "secret": false}, …}}, …}`; private keys are
+   * included (`secret: true`), so keep it private.
+   */
+  PKI_SET_PLAN = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_set_output pki_set_output;
+#else
+typedef uint32_t pki_set_output;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Which form of a key ring `pki_keyring_read` writes.
  */
 enum pki_keyring_output
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -680,7 +645,8 @@ enum pki_keyring_output
  {
   /**
    * The whole ring as one JSON document, the active private key inline
-   * (secret: keep it like a key).
+   * (secret: keep it like a key). `pki_keyring_create` takes it back as
+   * `{"state": …}`.
    */
   PKI_KEYRING_STATE = 0,
   /**
@@ -700,12 +666,46 @@ enum pki_keyring_output
    * The active key's id (its RFC 7638 thumbprint).
    */
   PKI_KEYRING_ACTIVE_KID = 4,
+  /**
+   * The status at `now` as JSON, the same as `pki keys status --json`
+   * (`active`, `accepted` with `accepted_until`, `action_due`,
+   * `next_wake`, `history`…; no private key).
+   */
+  PKI_KEYRING_STATUS = 5,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
 typedef enum pki_keyring_output pki_keyring_output;
 #else
 typedef uint32_t pki_keyring_output;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Which form of a credential `pki_cred_read` writes.
+ */
+enum pki_cred_output
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The status at `now` as JSON (the credential's entry of `pki cred
+   * status --json`): state, times, failure, next action, history; never
+   * a credential.
+   */
+  PKI_CRED_STATUS = 0,
+  /**
+   * The current credential (what consumers use), as minted (secret);
+   * `PKI_RESULT_NOT_FOUND` before the first mint.
+   */
+  PKI_CRED_CURRENT = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_cred_output pki_cred_output;
+#else
+typedef uint32_t pki_cred_output;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -726,44 +726,10 @@ typedef struct pki_buffer pki_buffer;
 typedef struct pki_bundle pki_bundle;
 
 /**
- * What the embedder does next for one credential. Immutable; free with
- * `pki_cred_action_free`.
- */
-typedef struct pki_cred_action pki_cred_action;
-
-/**
- * The events of one reconcile, in order. Free with `pki_events_free`.
- */
-typedef struct pki_events pki_events;
-
-/**
- * A key ring: one active signing key and the public keys still accepted.
- * Immutable: `pki_keyring_rotate` returns a new ring, so one handle may be
- * read from several threads at once. Free with `pki_keyring_free`.
- */
-typedef struct pki_keyring pki_keyring;
-
-/**
  * The outcome of `pki_leaf_reconcile`: the leaf to serve, its key, and why
  * it changed. Immutable. Free with `pki_leaf_free`; the key is zeroed then.
  */
 typedef struct pki_leaf pki_leaf;
-
-/**
- * Collects the request of a leaf: kind, names, lifetime.
- * `pki_leaf_builder_build` consumes it; afterwards every call on it returns
- * `PKI_RESULT_BUILDER_CONSUMED` until it is freed.
- *
- * Not synchronised: use from one thread at a time. Free with
- * `pki_leaf_builder_free` (also after building).
- */
-typedef struct pki_leaf_builder pki_leaf_builder;
-
-/**
- * A leaf request: immutable, reusable for every reconcile of the same leaf,
- * usable from several threads at once. Free with `pki_leaf_request_free`.
- */
-typedef struct pki_leaf_request pki_leaf_request;
 
 /**
  * Named blobs, like a Kubernetes Secret's `data`: keys are Secret data keys,
@@ -777,18 +743,19 @@ typedef struct pki_secret pki_secret;
 
 /**
  * A signer's whole state: its CA (certificate and key), bridges, bundle,
- * forced-rotation reason, leaves and history. Immutable: reconciling
- * returns a new `pki_signer`, so one handle may be read from several
- * threads at once.
+ * forced-rotation reason, leaves and history, as read from a store, a step
+ * or saved bytes. Immutable, so one handle may be read from several
+ * threads at once; changes go through `pki_signer_step`.
  *
  * Free with `pki_signer_free`.
  */
 typedef struct pki_signer pki_signer;
 
 /**
- * What one `pki_signer_store_step` did: the document now in the store, its
- * revision, the events, whether the step wrote, and when to step again.
- * Immutable; free with `pki_step_free`.
+ * What a step did, whatever the engine: whether it wrote, the events,
+ * when to step again, the document's revision and the rounds it took, and
+ * the status of the document now in the store. Immutable: it may be read
+ * from several threads at once. Free with `pki_step_free`.
  */
 typedef struct pki_step pki_step;
 
@@ -831,125 +798,6 @@ typedef struct pki_bytes {
 } pki_bytes;
 
 /**
- * A SHA-256 digest (fingerprints and pins). Printed as lowercase hex it
- * matches `pki pin` and `openssl x509 -fingerprint -sha256` (without colons).
- */
-typedef struct pki_sha256 {
-  /**
-   * The digest.
-   */
-  uint8_t bytes[32];
-} pki_sha256;
-
-/**
- * How a signer rotates. All durations are in seconds.
- *
- * Start from `pki_policy_default()` and change fields; the rules between
- * them (lifetime >= 2 x min trust, min trust > reload interval) are checked
- * where the policy is used and reported as `PKI_RESULT_INVALID_POLICY`.
- */
-typedef struct pki_policy {
-  /**
-   * D: lifetime of a CA certificate (default 790 days).
-   */
-  int64_t lifetime_seconds;
-  /**
-   * M: rotate when less than this remains; also the least time a
-   * rotated-out CA stays trusted (default 395 days).
-   */
-  int64_t min_trust_seconds;
-  /**
-   * I: the longest time any consumer goes without reloading; 0 = unknown
-   * (default), which skips the M > I check.
-   */
-  int64_t reload_interval_seconds;
-  /**
-   * Re-issue a leaf when less than this fraction of its lifetime remains;
-   * strictly between 0 and 1 (default 0.2).
-   */
-  double leaf_refresh_fraction;
-  /**
-   * Keep the previous self-signed CA in the bundle while it is valid,
-   * besides bridge A (default false).
-   */
-  bool keep_previous_root;
-} pki_policy;
-
-/**
- * The policy of a key ring. All durations are in seconds.
- */
-typedef struct pki_keyring_policy {
-  /**
-   * A `pki_key_type`: the type of new active keys.
-   */
-  uint32_t key_type;
-  /**
-   * Rotate the active key once it is this old.
-   */
-  int64_t lifetime_seconds;
-  /**
-   * How long a rotated-out key stays accepted, from the rotation.
-   */
-  int64_t grace_seconds;
-  /**
-   * The longest token lifetime, 0 when not stated. The grace must cover it.
-   */
-  int64_t max_token_lifetime_seconds;
-} pki_keyring_policy;
-
-/**
- * One event, as read by `pki_events_get`.
- */
-typedef struct pki_event {
-  /**
-   * What happened.
-   */
-  pki_event_kind kind;
-  /**
-   * A one-line description for logs and Kubernetes events (UTF-8,
-   * NUL-terminated). Borrowed: valid until the `pki_events` is freed.
-   */
-  struct pki_bytes message;
-  /**
-   * Whether `previous_trusted_until` is set: only for
-   * `PKI_EVENT_ROTATED` with bridges.
-   */
-  bool has_previous_trusted_until;
-  /**
-   * Until when (Unix seconds) the previous CA stays trusted; 0 when
-   * `has_previous_trusted_until` is false (the previous CA is distrusted
-   * at once, or the event is not a rotation).
-   */
-  int64_t previous_trusted_until;
-} pki_event;
-
-/**
- * A request to rotate now, whatever the validity left. Borrowed for the
- * call that receives it.
- */
-typedef struct pki_forced_rotation {
-  /**
-   * Why, as UTF-8 of `reason_len` bytes (no NUL needed); must not be
-   * empty. A forced rotation runs once per distinct reason: asking again
-   * with the reason recorded by the last forced rotation does nothing.
-   */
-  const char *reason;
-  /**
-   * Length of `reason` in bytes.
-   */
-  size_t reason_len;
-  /**
-   * Emergency: how long (seconds) the old CA stays trusted through
-   * bridge A; 0 = the normal max(old NotAfter, now + min trust).
-   */
-  int64_t grace_seconds;
-  /**
-   * Compromise: issue no bridges; the old CA is distrusted at once.
-   */
-  bool no_bridges;
-} pki_forced_rotation;
-
-/**
  * The answer of `pki_signer_check_lineage`.
  */
 typedef struct pki_lineage {
@@ -962,6 +810,60 @@ typedef struct pki_lineage {
    */
   pki_lineage_rule rule;
 } pki_lineage;
+
+/**
+ * One event of a step, as `pki_step_event` reads it. Every engine's events
+ * have this shape.
+ */
+typedef struct pki_event {
+  /**
+   * What happened, in kebab-case (`"rotated"`, `"leaf-reissued"`,
+   * `"bundle-pruned"`, `"bridge-retired"`, `"step"`, `"expired"`,
+   * `"minted"`…; see the README for every engine's kinds). UTF-8,
+   * NUL-terminated.
+   */
+  struct pki_bytes kind;
+  /**
+   * One line for logs and Kubernetes events. UTF-8, NUL-terminated.
+   */
+  struct pki_bytes message;
+  /**
+   * The whole event as a JSON object: `kind`, the event's fields (times
+   * in RFC 3339) and `message`. UTF-8, NUL-terminated.
+   */
+  struct pki_bytes json;
+} pki_event;
+
+/**
+ * What the embedder does next for a credential, as `pki_step_action`
+ * reads it after an advance.
+ */
+typedef struct pki_cred_action {
+  /**
+   * `PKI_CRED_ACTION_MINT`, `_REVOKE`, `_WAIT` or `_REVOKE_STRAY`.
+   */
+  uint32_t kind;
+  /**
+   * The rotation to mint for, whose old credential to revoke, or of the
+   * failed mint whose stray credential to revoke; 0 for a wait.
+   */
+  uint64_t rotation;
+  /**
+   * The attempt of a mint (1, then one more after each failure), or of
+   * the failed mint whose stray credential to revoke; 0 otherwise.
+   */
+  uint32_t attempt;
+  /**
+   * Why a wait waits (`PKI_CRED_WAIT_*`); 0 for other actions. It ends
+   * at `pki_step_next_wake`.
+   */
+  uint32_t wait_reason;
+  /**
+   * The credential to revoke, old or stray (empty for other actions).
+   * Borrowed: valid until the step is freed, which zeroes it.
+   */
+  struct pki_bytes credential;
+} pki_cred_action;
 
 /**
  * The embedder's storage for `pki_store_new_callbacks`. Read during that
@@ -979,8 +881,8 @@ typedef struct pki_store_callbacks {
    *
    * `key` is `key_len` bytes of `[a-z0-9._/-]`, also NUL-terminated;
    * borrowed for the call. When a document exists, set its Secret data
-   * with `pki_store_reply_set_data` and its revision with
-   * `pki_store_reply_set_revision`, and return `PKI_RESULT_OK`. When
+   * and its revision with `pki_store_reply_set`, and return
+   * `PKI_RESULT_OK`. When
    * there is none, return `PKI_RESULT_OK` without setting anything (or
    * return `PKI_RESULT_NOT_FOUND`). Any other value is a failure of the
    * backend (`PKI_RESULT_STORE` to the caller);
@@ -998,7 +900,7 @@ typedef struct pki_store_callbacks {
    *
    * Write `data` only if the stored revision still equals `expected`
    * (for NULL: only if nothing is stored), then set the new revision
-   * with `pki_store_reply_set_revision` and return `PKI_RESULT_OK`. When
+   * with `pki_store_reply_set` (data NULL) and return `PKI_RESULT_OK`. When
    * another writer got there first, write nothing and return
    * `PKI_RESULT_CONFLICT` (optionally setting the revision found): the
    * library reads again and decides again. Any other value is a failure
@@ -1082,18 +984,25 @@ void pki_buffer_free(struct pki_buffer *buffer);
 pki_result pki_bundle_from_pem(const uint8_t *pem, size_t pem_len, struct pki_bundle **out_bundle);
 
 /**
- * Writes a bundle as PEM, one `CERTIFICATE` block per member, in order.
+ * Writes one form of a bundle (see `pki_bundle_output`: its PEM, its
+ * fingerprint, its root pin, its SPKI pins) to a new buffer.
  *
- * On success the caller owns `*out_pem` and frees it with `pki_buffer_free`.
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free`.
  *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output), `PKI_RESULT_NO_ROOT`
+ * (`PKI_BUNDLE_ROOT_PIN` of a bundle without a self-signed root) or
+ * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `bundle` must be NULL or a live `pki_bundle`; `out_pem` NULL or valid for
- * one write.
+ * `bundle` must be NULL or a live `pki_bundle`; `out_buffer` NULL or valid
+ * for one write.
  */
-pki_result pki_bundle_to_pem(const struct pki_bundle *bundle, struct pki_buffer **out_pem);
+pki_result pki_bundle_export(const struct pki_bundle *bundle,
+                             uint32_t output,
+                             struct pki_buffer **out_buffer);
 
 /**
  * Number of certificates in a bundle. NULL gives 0.
@@ -1142,50 +1051,6 @@ pki_result pki_bundle_prune_expired(const struct pki_bundle *bundle,
                                     size_t *out_removed);
 
 /**
- * The fingerprint of the set: SHA-256 over the sorted SHA-256 fingerprints
- * of the members, so the same set in any order gives the same value.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `bundle` must be NULL or a live `pki_bundle`; `out_fingerprint` NULL or
- * valid for one write.
- */
-pki_result pki_bundle_fingerprint(const struct pki_bundle *bundle,
-                                  struct pki_sha256 *out_fingerprint);
-
-/**
- * The root pin: SHA-256 of the DER of the bundle's first self-signed root
- * (never of PEM text), as `pki pin` prints it in hex.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_NO_ROOT`
- * or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `bundle` must be NULL or a live `pki_bundle`; `out_pin` NULL or valid for
- * one write.
- */
-pki_result pki_bundle_root_pin(const struct pki_bundle *bundle, struct pki_sha256 *out_pin);
-
-/**
- * The SPKI pins of a bundle: SHA-256 of each member's
- * SubjectPublicKeyInfo DER, deduplicated (bridges share keys with roots),
- * in bundle order, as consecutive 32-byte digests: `len / 32` pins.
- *
- * On success the caller owns `*out_pins` and frees it with `pki_buffer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `bundle` must be NULL or a live `pki_bundle`; `out_pins` NULL or valid
- * for one write.
- */
-pki_result pki_bundle_spki_pins(const struct pki_bundle *bundle, struct pki_buffer **out_pins);
-
-/**
  * Frees a bundle. NULL is accepted (nothing happens).
  *
  * # Safety
@@ -1195,353 +1060,138 @@ pki_result pki_bundle_spki_pins(const struct pki_bundle *bundle, struct pki_buff
 void pki_bundle_free(struct pki_bundle *bundle);
 
 /**
- * Records a new credential `name` (store key `creds/NAME`, files
- * `creds/NAME/current`, `old`, `state.json`, all secret) with nothing
- * minted yet: the first `pki_cred_next` asks for a mint. Rotated once
- * `expire_seconds` have passed since its mint; the previous credential is
- * revoked `grace_seconds` after its successor's mint.
+ * Records a new credential `name` in `store` (store key `creds/NAME`,
+ * files `creds/NAME/current`, `old`, `state.json`, all secret) with
+ * nothing minted yet: the first advance asks for a mint. It is rotated
+ * once `expire_seconds` have passed since its mint; the previous
+ * credential is revoked `grace_seconds` after its successor's mint.
  *
- * `store` is borrowed; `name` is `name_len` bytes.
+ * `name` is `name_len` bytes: 1-64 of `a-z0-9._-`, not starting with `.`.
+ * `input` is `input_len` bytes of JSON: `{"expire_seconds": N,
+ * "grace_seconds": N}` (the grace shorter than the expiry). `now` is Unix
+ * seconds. `store`, `name` and `input` are borrowed.
+ *
+ * On success the caller owns `*out_step` (its status is the credential's
+ * entry of `pki cred status --json`; its next wake-up is `now`, a mint
+ * being due) and frees it with `pki_step_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8), `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (malformed input),
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
  * `PKI_RESULT_INVALID_CREDENTIAL_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_TIME`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME` or
+ * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes.
+ * `name_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
  */
 pki_result pki_cred_create(const struct pki_store *store,
                            const char *name,
                            size_t name_len,
-                           int64_t expire_seconds,
-                           int64_t grace_seconds);
+                           const char *input,
+                           size_t input_len,
+                           int64_t now,
+                           struct pki_step **out_step);
 
 /**
- * Takes every bookkeeping step that is due at `now` (keep the current
- * credential as old, record a mint attempt), each committed on its own,
- * and says what the embedder must do next. A mint attempt it records has
- * no owner; it asks to run only attempts without one (see
- * `pki_cred_next_as`).
+ * One step of the credential `name` in `store` at `now` (Unix seconds).
  *
- * On success the caller owns `*out_action` and frees it with
- * `pki_cred_action_free`.
+ * `input` is `input_len` bytes of JSON, one request:
+ *
+ * - NULL, or `{"advance": {"owner": "replica-a"}}` (`owner` optional):
+ *   take every bookkeeping step that is due (keep the current credential
+ *   as old, record a mint attempt), each committed on its own, and say
+ *   what the embedder must do next (`pki_step_action`). With an `owner`
+ *   (1-128 of `A-Z a-z 0-9 . _ : @ / -`, a name that stays the same across
+ *   restarts of the replica that keeps its mint captures), a mint attempt
+ *   it records is its own, and one another owner recorded is never handed
+ *   to it: it gets `PKI_CRED_ACTION_WAIT` with
+ *   `PKI_CRED_WAIT_MINT_ELSEWHERE`. Without, it is asked to run only
+ *   attempts without an owner. So replicas racing on one store mint once
+ *   per attempt;
+ * - `{"minted": {"rotation": R, "attempt": A, "credential": "…"}}` (or
+ *   `"credential_base64"` for bytes that are not UTF-8): the mint produced
+ *   the credential (surrounding whitespace trimmed); it becomes current,
+ *   minted at `now`. An empty credential, or one already in use, is
+ *   recorded as a failed attempt instead. The same report twice is
+ *   accepted; a mint of an attempt the document no longer waits for
+ *   (another replica reported it first) is kept as a stray credential and
+ *   revoked (REVOKE_STRAY), never dropped;
+ * - `{"mint_failed": {"rotation": R, "attempt": A, "message": "…",
+ *   "captured": "…"}}` (or `"captured_base64"`; optional: what the mint
+ *   returned before it failed, kept as a stray and revoked before the next
+ *   attempt): retried after a backoff (30 s, doubling, at most 1 h); the
+ *   message is shown in the status on one line;
+ * - `{"revoked": {"rotation": R}}`, `{"revoke_failed": {"rotation": R,
+ *   "message": "…"}}`: the old credential of that rotation is revoked (or
+ *   was already), or its revocation failed (retried after a backoff);
+ * - `{"stray_revoked": {"rotation": R, "attempt": A}}`,
+ *   `{"stray_revoke_failed": {"rotation": R, "attempt": A, "message":
+ *   "…"}}`: the same for a stray credential (no mint runs meanwhile).
+ *
+ * `store`, `name` and `input` are borrowed.
+ *
+ * On success the caller owns `*out_step` (events: `kept-old`,
+ * `mint-started`, `minted`, `revoked`, `failed`, `stray-kept`,
+ * `late-mint-kept`, `stray-revoked`; status: the credential's entry of
+ * `pki cred status --json`, never a credential) and frees it with
+ * `pki_step_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_UNEXPECTED` (still stepping after
+ * `PKI_RESULT_INVALID_ARGUMENT` (malformed input, an unusable owner),
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
+ * `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT` (a report the document does
+ * not wait for: another attempt, the current credential's revocation;
+ * nothing recorded), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
+ * `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+ * `PKI_RESULT_TIME`, `PKI_RESULT_UNEXPECTED` (still stepping after
  * `PKI_CRED_ADVANCE_MAX_STEPS` steps; each was committed) or
  * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `out_action` NULL or valid for one write.
+ * `name_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
  */
-pki_result pki_cred_next(const struct pki_store *store,
+pki_result pki_cred_step(const struct pki_store *store,
                          const char *name,
                          size_t name_len,
+                         const char *input,
+                         size_t input_len,
                          int64_t now,
-                         struct pki_cred_action **out_action);
+                         struct pki_step **out_step);
 
 /**
- * As `pki_cred_next`, for the embedder `owner` (`owner_len` bytes: 1-128
- * of `A-Z a-z 0-9 . _ : @ / -`; a name that stays the same across restarts
- * of the replica that keeps its mint captures): a mint attempt it records
- * is its own, and a mint attempt another owner recorded is never handed to
- * it — it gets `PKI_CRED_ACTION_WAIT` with `PKI_CRED_WAIT_MINT_ELSEWHERE`.
- * So replicas racing on one store mint once per attempt.
+ * Reads the credential `name` in `store` without changing it, as `output`
+ * (a `pki_cred_output`: the status at `now`, Unix seconds, or the current
+ * credential) to a new buffer.
  *
- * Returns as `pki_cred_next`, and `PKI_RESULT_INVALID_ARGUMENT` for an
- * unusable owner.
- *
- * # Safety
- *
- * As for `pki_cred_next`, with `owner` NULL or valid for `owner_len` bytes.
- */
-pki_result pki_cred_next_as(const struct pki_store *store,
-                            const char *name,
-                            size_t name_len,
-                            const char *owner,
-                            size_t owner_len,
-                            int64_t now,
-                            struct pki_cred_action **out_action);
-
-/**
- * `PKI_CRED_ACTION_MINT`, `PKI_CRED_ACTION_REVOKE`, `PKI_CRED_ACTION_WAIT`
- * or `PKI_CRED_ACTION_REVOKE_STRAY`; 0 for NULL.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-uint32_t pki_cred_action_kind(const struct pki_cred_action *action);
-
-/**
- * The rotation to mint for, whose old credential to revoke, or of the
- * failed mint whose stray credential to revoke; 0 for a wait or NULL.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-uint64_t pki_cred_action_rotation(const struct pki_cred_action *action);
-
-/**
- * The attempt of a mint (1, then one more after each failure), or of the
- * failed mint whose stray credential to revoke; 0 otherwise.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-uint32_t pki_cred_action_attempt(const struct pki_cred_action *action);
-
-/**
- * Unix seconds: the end of a wait (the time asked for otherwise); 0 for NULL.
- * The same as `pki_cred_action_next_wake`.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-int64_t pki_cred_action_wait_until(const struct pki_cred_action *action);
-
-/**
- * Unix seconds: when to call `pki_cred_next` again if nothing else
- * happens — the time asked for when an action is due now, the end of the
- * wait for `PKI_CRED_ACTION_WAIT` (the engine's next wake-up); 0 for NULL.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-int64_t pki_cred_action_next_wake(const struct pki_cred_action *action);
-
-/**
- * Why a `PKI_CRED_ACTION_WAIT` waits: `PKI_CRED_WAIT_EXPIRY`,
- * `PKI_CRED_WAIT_GRACE`, `PKI_CRED_WAIT_BACKOFF` or
- * `PKI_CRED_WAIT_MINT_ELSEWHERE`; 0 for other actions or NULL.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-uint32_t pki_cred_action_wait_reason(const struct pki_cred_action *action);
-
-/**
- * The credential to revoke, old or stray (empty for other actions).
- *
- * Borrowed: valid until `action` is freed (its memory is zeroed then).
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action`.
- */
-struct pki_bytes pki_cred_action_credential(const struct pki_cred_action *action);
-
-/**
- * Frees an action (zeroing the credential it holds). NULL is accepted.
- *
- * # Safety
- *
- * `action` must be NULL or a live `pki_cred_action` not freed before.
- */
-void pki_cred_action_free(struct pki_cred_action *action);
-
-/**
- * Reports that the mint of `rotation`/`attempt` produced `credential`
- * (`credential_len` bytes, surrounding whitespace trimmed): it becomes
- * current, with `now` as its mint time. An empty credential, or one already
- * in use, is recorded as a failed attempt instead. Reporting the same mint
- * twice is accepted. A mint of an attempt the document no longer waits for
- * (another replica reported it first, or it was superseded) is kept as a
- * stray credential and revoked (`PKI_CRED_ACTION_REVOKE_STRAY`): never
- * dropped; only while a stray of that same attempt is still kept is it
- * refused (keep it, and report it again once that one is revoked).
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free` (which zeroes it).
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT`
- * (an attempt that never started: nothing recorded),
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output),
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_NOT_FOUND` (no current credential yet),
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `credential` NULL or valid for `credential_len` bytes.
+ * `name_len` bytes; `out_buffer` NULL or valid for one write.
  */
-pki_result pki_cred_report_minted(const struct pki_store *store,
-                                  const char *name,
-                                  size_t name_len,
-                                  uint64_t rotation,
-                                  uint32_t attempt,
-                                  const uint8_t *credential,
-                                  size_t credential_len,
-                                  int64_t now);
-
-/**
- * Reports that the mint of `rotation`/`attempt` failed and minted nothing
- * (`message`, `message_len` bytes of UTF-8, is shown in the status, on one
- * line with control characters escaped):
- * recorded with a retry time (30 s, doubling, at most 1 h). When the mint
- * may have made a credential before failing, report it with
- * `pki_cred_report_mint_failed_captured` instead.
- *
- * Returns as `pki_cred_report_minted`, and `PKI_RESULT_INVALID_ARGUMENT`
- * for a message that is not UTF-8.
- *
- * # Safety
- *
- * As for `pki_cred_report_minted`, with `message` valid for `message_len` bytes.
- */
-pki_result pki_cred_report_mint_failed(const struct pki_store *store,
-                                       const char *name,
-                                       size_t name_len,
-                                       uint64_t rotation,
-                                       uint32_t attempt,
-                                       const char *message,
-                                       size_t message_len,
-                                       int64_t now);
-
-/**
- * Reports that the mint of `rotation`/`attempt` failed, and what it
- * returned before it failed (`captured`, `captured_len` bytes, trimmed;
- * NULL or empty: nothing). A mint that failed may have minted: pki keeps
- * the captured credential (secret, `creds/NAME/stray-R-A`) and asks for
- * its revocation (`PKI_CRED_ACTION_REVOKE_STRAY`) before the next
- * attempt. A captured value equal to the current or old credential is not
- * kept (it is live, not stray). Otherwise as `pki_cred_report_mint_failed`.
- *
- * Returns as `pki_cred_report_mint_failed`.
- *
- * # Safety
- *
- * As for `pki_cred_report_mint_failed`, with `captured` NULL or valid for
- * `captured_len` bytes.
- */
-pki_result pki_cred_report_mint_failed_captured(const struct pki_store *store,
-                                                const char *name,
-                                                size_t name_len,
-                                                uint64_t rotation,
-                                                uint32_t attempt,
-                                                const char *message,
-                                                size_t message_len,
-                                                const uint8_t *captured,
-                                                size_t captured_len,
-                                                int64_t now);
-
-/**
- * Reports that the stray credential of the failed mint `rotation`/`attempt`
- * is revoked (or was already gone): it is forgotten.
- *
- * Returns as `pki_cred_report_minted`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes.
- */
-pki_result pki_cred_report_stray_revoked(const struct pki_store *store,
-                                         const char *name,
-                                         size_t name_len,
-                                         uint64_t rotation,
-                                         uint32_t attempt,
-                                         int64_t now);
-
-/**
- * Reports that revoking the stray credential of the failed mint
- * `rotation`/`attempt` failed: it is kept, retried after a backoff, and
- * no mint runs meanwhile.
- *
- * Returns as `pki_cred_report_mint_failed`.
- *
- * # Safety
- *
- * As for `pki_cred_report_mint_failed`.
- */
-pki_result pki_cred_report_stray_revoke_failed(const struct pki_store *store,
-                                               const char *name,
-                                               size_t name_len,
-                                               uint64_t rotation,
-                                               uint32_t attempt,
-                                               const char *message,
-                                               size_t message_len,
-                                               int64_t now);
-
-/**
- * Reports that the old credential of `rotation` is revoked (or was
- * already): it is forgotten. Refused for the current credential.
- *
- * Returns as `pki_cred_report_minted`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes.
- */
-pki_result pki_cred_report_revoked(const struct pki_store *store,
-                                   const char *name,
-                                   size_t name_len,
-                                   uint64_t rotation,
-                                   int64_t now);
-
-/**
- * Reports that revoking the old credential of `rotation` failed: it is
- * kept, and the revocation retried after a backoff.
- *
- * Returns as `pki_cred_report_mint_failed`.
- *
- * # Safety
- *
- * As for `pki_cred_report_mint_failed`.
- */
-pki_result pki_cred_report_revoke_failed(const struct pki_store *store,
-                                         const char *name,
-                                         size_t name_len,
-                                         uint64_t rotation,
-                                         const char *message,
-                                         size_t message_len,
-                                         int64_t now);
-
-/**
- * The credential's status at `now` as JSON (the objects of `pki cred
- * status --json`'s `credentials`): state, times, failure, next action,
- * history; never a credential.
- *
- * On success the caller owns `*out_json` and frees it with `pki_buffer_free`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `out_json` NULL or valid for one write.
- */
-pki_result pki_cred_status_json(const struct pki_store *store,
-                                const char *name,
-                                size_t name_len,
-                                int64_t now,
-                                struct pki_buffer **out_json);
-
-/**
- * The current credential (what consumers use).
- *
- * On success the caller owns `*out_credential` and frees it with
- * `pki_buffer_free` (which zeroes it). `PKI_RESULT_NOT_FOUND` before the
- * first mint.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `out_credential` NULL or valid for one write.
- */
-pki_result pki_cred_current(const struct pki_store *store,
-                            const char *name,
-                            size_t name_len,
-                            struct pki_buffer **out_credential);
+pki_result pki_cred_read(const struct pki_store *store,
+                         const char *name,
+                         size_t name_len,
+                         uint32_t output,
+                         int64_t now,
+                         struct pki_buffer **out_buffer);
 
 /**
  * Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a
@@ -1580,670 +1230,170 @@ size_t pki_last_error_length(void);
 pki_result pki_last_error(char *buf, size_t len, size_t *out_written);
 
 /**
- * Creates a signer whose CA is an imported one: `ca` holds its
- * certificate (and possibly its key and the chain above it, issuer first),
- * `key` and `chain` are separate PEM inputs or NULL. The bundle holds the
- * chain's root; serving chains carry the CA and the intermediates.
+ * Creates a key ring at `key` in `store` at `now` (Unix seconds). A ring
+ * already there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
  *
- * On success the caller owns `*out_signer` and frees it once with
- * `pki_signer_free`; on failure `*out_signer` is not written.
+ * `input` is `input_len` bytes of JSON, or NULL for a new ring with the
+ * default policy:
  *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_PEM`,
- * `PKI_RESULT_KEY_DECODE`, `PKI_RESULT_UNSUPPORTED_KEY`,
- * `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_NOT_A_CA`, `PKI_RESULT_IMPORT`
- * (two keys, a key without a certificate, an encrypted key, a chain out of
- * order or without its root), `PKI_RESULT_VALIDATION_FAILED` (no chain
- * for a CA that needs one), `PKI_RESULT_INVALID_POLICY` or
- * `PKI_RESULT_PANIC`.
+ * - `{"policy": {"key_type": "p256", "lifetime_seconds": N,
+ *   "grace_seconds": N, "max_token_lifetime_seconds": N}}`: a new active
+ *   key. Every policy field is optional: P-256 (or `"rsa2048"`,
+ *   `"rsa3072"`, `"rsa4096"`; ES256 or RS256 tokens), 90 days of lifetime,
+ *   24 hours of grace, no stated token lifetime (0); the grace must cover
+ *   the longest token lifetime (`PKI_RESULT_KEYRING_POLICY`);
+ * - `{"import": "PEM or JWK Set", "policy": {…}}`: adopt an existing key
+ *   set: PEM keys (k3s's `service.key`: the first private key signs, and
+ *   leaves after the grace once rotated out; every other key stays
+ *   accepted until retired) or a JWK Set of public keys (a new active key
+ *   is generated);
+ * - `{"state": {…}}`: a saved ring (`PKI_KEYRING_STATE`), alone.
  *
- * # Safety
+ * `store`, `key` and `input` are borrowed for the call.
  *
- * `ca` must be NULL or valid for `ca_len` bytes, `key` and `chain` NULL or
- * valid for their lengths; `policy` NULL or a valid `pki_policy`;
- * `out_signer` NULL or valid for one write.
- */
-pki_result pki_signer_import(const uint8_t *ca,
-                             size_t ca_len,
-                             const uint8_t *key,
-                             size_t key_len,
-                             const uint8_t *chain,
-                             size_t chain_len,
-                             const struct pki_policy *policy,
-                             int64_t now,
-                             struct pki_signer **out_signer);
-
-/**
- * Validates a proposed replacement of `signer`'s CA at `now` and writes
- * the report as JSON: `{"ok": bool, "checks": [{"name", "ok", "detail"}]}`
- * (names: key-matches, is-ca, chain-supplied, chains-to-current-trust,
- * valid-for-24h, service-account-key-kept). A failing check is data, not
- * an error: the result is `PKI_RESULT_OK` whenever the report was made.
- * No service-account keys are compared: see
- * `pki_signer_validate_replacement_with_keys`.
- *
- * `signer` is borrowed. On success the caller owns `*out_report` and frees
- * it once with `pki_buffer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, the PEM and import
- * results of `pki_signer_import`, or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`; `ca`, `key`, `chain` as
- * for `pki_signer_import`; `out_report` NULL or valid for one write.
- */
-pki_result pki_signer_validate_replacement(const struct pki_signer *signer,
-                                           const uint8_t *ca,
-                                           size_t ca_len,
-                                           const uint8_t *key,
-                                           size_t key_len,
-                                           const uint8_t *chain,
-                                           size_t chain_len,
-                                           int64_t now,
-                                           struct pki_buffer **out_report);
-
-/**
- * `pki_signer_validate_replacement`, also comparing service-account key
- * sets (`service-account-key-kept`): `current_keys` are the keys tokens
- * are signed and verified with today and `proposed_keys` the set that
- * comes with the replacement, each PEM (`PUBLIC KEY` blocks, or private
- * keys whose public halves are taken). The check fails when the proposed
- * set drops a current key. `current_keys` NULL: no key ring to keep;
- * `proposed_keys` NULL: the set is unchanged.
- *
- * Ownership and results are those of `pki_signer_validate_replacement`;
- * a key set that holds no key, or an encrypted one, gives its PEM result
- * (`PKI_RESULT_UNEXPECTED_PEM_LABEL`, `PKI_RESULT_NO_PEM_BLOCK`,
- * `PKI_RESULT_KEY_DECODE`, `PKI_RESULT_IMPORT`…).
- *
- * # Safety
- *
- * As for `pki_signer_validate_replacement`; `current_keys` and
- * `proposed_keys` NULL or valid for their lengths.
- */
-pki_result pki_signer_validate_replacement_with_keys(const struct pki_signer *signer,
-                                                     const uint8_t *ca,
-                                                     size_t ca_len,
-                                                     const uint8_t *key,
-                                                     size_t key_len,
-                                                     const uint8_t *chain,
-                                                     size_t chain_len,
-                                                     const uint8_t *current_keys,
-                                                     size_t current_keys_len,
-                                                     const uint8_t *proposed_keys,
-                                                     size_t proposed_keys_len,
-                                                     int64_t now,
-                                                     struct pki_buffer **out_report);
-
-/**
- * Rotates `signer` to a supplied CA: validates it, refuses it when a check
- * fails unless `force` (a non-empty reason, recorded with every overridden
- * check in the history) is given, then re-issues every leaf. A
- * self-signed replacement is bridged both ways with the current CA's key
- * (when the current CA's chain and pathLenConstraints allow one more CA
- * below it); `signer` itself is not changed. No service-account keys are
- * compared: see `pki_signer_rotate_to_with_keys`; and nothing is stored:
- * see `pki_signer_store_rotate_to`.
- *
- * On success the caller owns `*out_signer` (the rotated signer) and frees
- * it once with `pki_signer_free`; on failure it is not written.
+ * On success the caller owns `*out_step` (its status is `pki keys status
+ * --json`'s) and frees it with `pki_step_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (`force` not UTF-8), the PEM and import
- * results of `pki_signer_import`, `PKI_RESULT_VALIDATION_FAILED`,
- * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_TRUST_CHECK_FAILED`,
- * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`; `ca`, `key`, `chain` as
- * for `pki_signer_import`; `force` NULL or valid for `force_len` bytes;
- * `out_signer` NULL or valid for one write.
- */
-pki_result pki_signer_rotate_to(const struct pki_signer *signer,
-                                const uint8_t *ca,
-                                size_t ca_len,
-                                const uint8_t *key,
-                                size_t key_len,
-                                const uint8_t *chain,
-                                size_t chain_len,
-                                const char *force,
-                                size_t force_len,
-                                int64_t now,
-                                struct pki_signer **out_signer);
-
-/**
- * `pki_signer_rotate_to`, also comparing service-account key sets as
- * `pki_signer_validate_replacement_with_keys` does: a proposed set that
- * drops a current key fails `service-account-key-kept`, which refuses the
- * rotation unless `force` overrides it (and records it).
- *
- * Ownership and results are those of `pki_signer_rotate_to`, plus the PEM
- * results of a malformed key set.
- *
- * # Safety
- *
- * As for `pki_signer_rotate_to`; `current_keys` and `proposed_keys` NULL
- * or valid for their lengths.
- */
-pki_result pki_signer_rotate_to_with_keys(const struct pki_signer *signer,
-                                          const uint8_t *ca,
-                                          size_t ca_len,
-                                          const uint8_t *key,
-                                          size_t key_len,
-                                          const uint8_t *chain,
-                                          size_t chain_len,
-                                          const uint8_t *current_keys,
-                                          size_t current_keys_len,
-                                          const uint8_t *proposed_keys,
-                                          size_t proposed_keys_len,
-                                          const char *force,
-                                          size_t force_len,
-                                          int64_t now,
-                                          struct pki_signer **out_signer);
-
-/**
- * Rotates the signer document at `key` in `store` to a supplied CA, the
- * way `pki rotate DIR --to FILE` does: read the document and its revision,
- * validate the CA against today's trust, rotate and re-issue every leaf,
- * and write the result only if the revision is still the one read; when
- * another writer got there first, read again and validate again from the
- * fresh document (up to 8 rounds, then `PKI_RESULT_CONFLICT`). A refused
- * or failed rotation writes nothing, not even history.
- *
- * The service-account check compares the store's key ring (the `keys`
- * document `pki keys` keeps in the same store, if any) with
- * `proposed_keys` (PEM, NULL: unchanged); to compare a key ring kept
- * elsewhere, load the signer and use `pki_signer_rotate_to_with_keys`. `force` (NULL:
- * none) overrides every failed check but `key-matches` and `is-ca`, and
- * is recorded with them in the history. `ca`, `ca_key` and `chain` are as
- * `ca`, `key` and `chain` of `pki_signer_import`; `key` as for
- * `pki_signer_store_create`. Everything is borrowed for the call.
- *
- * On success the caller owns `*out_step` (read it with the `pki_step_`
- * functions) and frees it with `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, `force` not UTF-8), the PEM and
- * import results of `pki_signer_import`, `PKI_RESULT_VALIDATION_FAILED`,
- * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_TRUST_CHECK_FAILED`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
- * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a key type the
+ * ring does not use), `PKI_RESULT_TIME`, `PKI_RESULT_KEYRING_POLICY`,
+ * `PKI_RESULT_KEYRING_IMPORT`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_ALREADY_INITIALIZED`,
+ * `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `ca` NULL or valid for `ca_len` bytes, `ca_key`,
- * `chain` and `proposed_keys` NULL or valid for their lengths; `force`
- * NULL or valid for `force_len` bytes; `out_step` NULL or valid for one
- * write.
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
  */
-pki_result pki_signer_store_rotate_to(const struct pki_store *store,
-                                      const char *key,
-                                      size_t key_len,
-                                      const uint8_t *ca,
-                                      size_t ca_len,
-                                      const uint8_t *ca_key,
-                                      size_t ca_key_len,
-                                      const uint8_t *chain,
-                                      size_t chain_len,
-                                      const uint8_t *proposed_keys,
-                                      size_t proposed_keys_len,
-                                      const char *force,
-                                      size_t force_len,
-                                      int64_t now,
-                                      struct pki_step **out_step);
-
-/**
- * P-256 keys, 90 days of lifetime, 24 hours of grace, no stated token lifetime.
- */
-struct pki_keyring_policy pki_keyring_policy_default(void);
-
-/**
- * Creates a key ring with a new active key, at `now` (Unix seconds).
- *
- * `policy` NULL means `pki_keyring_policy_default()`; it is borrowed for
- * the call. On success the caller owns `*out_ring` and frees it once with
- * `pki_keyring_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_KEYRING_POLICY` (a grace that does not cover the longest
- * token lifetime, non-positive durations) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `policy` must be NULL or valid for reads; `out_ring` NULL or valid for
- * one write.
- */
-pki_result pki_keyring_new(const struct pki_keyring_policy *policy,
-                           int64_t now,
-                           struct pki_keyring **out_ring);
-
-/**
- * Creates a key ring over an existing key set: PEM keys (k3s's
- * `service.key`; the first private key becomes active and, once rotated
- * out, stays accepted for the grace period; every other key stays
- * accepted until retired) or a JWK Set of public keys (a new active
- * key is generated).
- *
- * `keys` and `policy` are borrowed for the call (`policy` NULL: the
- * default). On success the caller owns `*out_ring` and frees it with
- * `pki_keyring_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_KEYRING_POLICY`, `PKI_RESULT_KEYRING_IMPORT` or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `keys` must be NULL or valid for `keys_len` bytes; `policy` NULL or
- * valid for reads; `out_ring` NULL or valid for one write.
- */
-pki_result pki_keyring_import(const uint8_t *keys,
-                              size_t keys_len,
-                              const struct pki_keyring_policy *policy,
+pki_result pki_keyring_create(const struct pki_store *store,
+                              const char *key,
+                              size_t key_len,
+                              const char *input,
+                              size_t input_len,
                               int64_t now,
-                              struct pki_keyring **out_ring);
+                              struct pki_step **out_step);
 
 /**
- * Reads a ring from the JSON document `pki_keyring_to_state` wrote.
+ * One controller step on the key ring at `key` in `store` at `now` (Unix
+ * seconds): rotate the active key when it reached its lifetime, or when
+ * `forced` is a reason not acted on before; retire the keys named in
+ * `retire` (imported keys, or keys past their grace); remove accepted keys
+ * whose grace has ended. Written by compare-and-swap only when something
+ * changed; a racing writer makes it read and decide again (a forced
+ * rotation racing a rotation is one rotation).
  *
- * On success the caller owns `*out_ring` and frees it with `pki_keyring_free`.
+ * `input` is `input_len` bytes of JSON, or NULL for the periodic step:
+ * `{"forced": "reason", "retire": ["kid", …]}`, both optional.
+ *
+ * On success the caller owns `*out_step` (events: `rotated`, `expired`,
+ * `retired`, `forced-rotation-satisfied`; status: `pki keys status
+ * --json`'s) and frees it with `pki_step_free`. A refused step writes
+ * nothing.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_CORRUPT_STATE` or
- * `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
+ * `PKI_RESULT_TIME`, `PKI_RESULT_EMPTY_FORCED_REASON`,
+ * `PKI_RESULT_KEYRING_RETIRE`, `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
+ * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
+ * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `state` must be NULL or valid for `state_len` bytes; `out_ring` NULL or
- * valid for one write.
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
  */
-pki_result pki_keyring_from_state(const uint8_t *state,
-                                  size_t state_len,
-                                  struct pki_keyring **out_ring);
+pki_result pki_keyring_step(const struct pki_store *store,
+                            const char *key,
+                            size_t key_len,
+                            const char *input,
+                            size_t input_len,
+                            int64_t now,
+                            struct pki_step **out_step);
 
 /**
- * Writes one form of the ring (see `pki_keyring_output`) to a new buffer.
+ * Reads the key ring at `key` in `store` without changing it, as `output`
+ * (a `pki_keyring_output`: the JWK Set, the public PEM, the active key or
+ * its id, the state, the status at `now`, Unix seconds) to a new buffer.
  *
  * On success the caller owns `*out_buffer` and frees it with
  * `pki_buffer_free` (buffers are zeroed when freed).
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `ring` must be NULL or a live `pki_keyring`; `out_buffer` NULL or valid
- * for one write.
- */
-pki_result pki_keyring_export(const struct pki_keyring *ring,
-                              uint32_t output,
-                              struct pki_buffer **out_buffer);
-
-/**
- * One controller step at `now`: rotates the active key when it reached its
- * lifetime, or when `forced_reason` (NULL: none) is a reason not acted on
- * before, and removes accepted keys whose grace has ended.
- *
- * `*out_next` receives the new ring (the caller owns it and frees it with
- * `pki_keyring_free`; it is a copy of `ring` when nothing changed),
- * `*out_changed` whether anything changed (store the new state then), and
- * `*out_next_check` (Unix seconds) when to step again. `ring` is not changed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
- * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `ring` must be NULL or a live `pki_keyring`; `forced_reason` NULL or
- * valid for `forced_reason_len` bytes of UTF-8; every `out_` pointer NULL
- * or valid for one write.
- */
-pki_result pki_keyring_rotate(const struct pki_keyring *ring,
-                              const char *forced_reason,
-                              size_t forced_reason_len,
-                              int64_t now,
-                              struct pki_keyring **out_next,
-                              bool *out_changed,
-                              int64_t *out_next_check);
-
-/**
- * Signs `claims` (a JSON object, used byte for byte as the payload) with
- * the active key at `now`: a compact JWS with header
- * `{"alg","kid","typ":"JWT"}` (ES256 for P-256 keys, RS256 for RSA).
- *
- * On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_TOKEN_MALFORMED` (claims not a JSON object),
- * `PKI_RESULT_TOKEN_LIFETIME` (claims that outlive the grace period) or
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
+ * `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE`, `PKI_RESULT_CRYPTO` or
  * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `ring` must be NULL or a live `pki_keyring`; `claims` NULL or valid for
- * `claims_len` bytes; `out_token` NULL or valid for one write.
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `out_buffer` NULL or valid for one write.
  */
-pki_result pki_keyring_sign(const struct pki_keyring *ring,
+pki_result pki_keyring_read(const struct pki_store *store,
+                            const char *key,
+                            size_t key_len,
+                            uint32_t output,
+                            int64_t now,
+                            struct pki_buffer **out_buffer);
+
+/**
+ * Signs `claims` (a JSON object, used byte for byte as the payload) with
+ * the active key of the ring at `key` in `store` at `now`: a compact JWS
+ * with header `{"alg","kid","typ":"JWT"}` (ES256 for P-256 keys, RS256 for
+ * RSA). `claims` are data, not an input: they are signed as given.
+ *
+ * On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_TIME`,
+ * `PKI_RESULT_TOKEN_MALFORMED` (claims not a JSON object),
+ * `PKI_RESULT_TOKEN_LIFETIME` (claims that outlive the grace period),
+ * `PKI_RESULT_KEYRING_CLOCK_BEHIND`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `claims` NULL or valid for `claims_len` bytes;
+ * `out_token` NULL or valid for one write.
+ */
+pki_result pki_keyring_sign(const struct pki_store *store,
+                            const char *key,
+                            size_t key_len,
                             const uint8_t *claims,
                             size_t claims_len,
                             int64_t now,
                             struct pki_buffer **out_token);
 
 /**
- * Verifies a compact JWS at `now` against the active key and the accepted
- * keys still in their grace (by `kid`), then `exp` and `nbf` when present.
- * `PKI_RESULT_OK` means accepted; every other code says why not.
+ * Verifies a compact JWS at `now` against the ring at `key` in `store`:
+ * the active key and the accepted keys still in their grace (by `kid`),
+ * then `exp` and `nbf` when present. `PKI_RESULT_OK` means accepted;
+ * every other code says why not.
  *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_TIME`,
  * `PKI_RESULT_TOKEN_MALFORMED`, `PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM`,
  * `PKI_RESULT_TOKEN_UNKNOWN_KID`, `PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED`,
  * `PKI_RESULT_TOKEN_BAD_SIGNATURE`, `PKI_RESULT_TOKEN_EXPIRED`,
- * `PKI_RESULT_TOKEN_NOT_YET_VALID` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_TOKEN_NOT_YET_VALID`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `ring` must be NULL or a live `pki_keyring`; `token` NULL or valid for
- * `token_len` bytes.
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `token` NULL or valid for `token_len` bytes.
  */
-pki_result pki_keyring_verify(const struct pki_keyring *ring,
+pki_result pki_keyring_verify(const struct pki_store *store,
+                              const char *key,
+                              size_t key_len,
                               const uint8_t *token,
                               size_t token_len,
                               int64_t now);
-
-/**
- * Creates a key ring with a new active key at `now` (Unix seconds) in
- * `store`, under the store key `keys` (a directory store publishes
- * `keys/active.key` 0600, `keys/public.pem`, `keys/jwks.json`). Fails when
- * a ring is there already; nothing is written then.
- *
- * `store` and `policy` are borrowed for the call (`policy` NULL: the
- * default).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_KEYRING_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `policy` NULL or valid for
- * reads.
- */
-pki_result pki_keyring_store_create(const struct pki_store *store,
-                                    const struct pki_keyring_policy *policy,
-                                    int64_t now);
-
-/**
- * Creates a key ring over an existing key set in `store`, under the store
- * key `keys`: as `pki_keyring_import` (PEM keys, the first private key
- * active; or a JWK Set), then stored as `pki_keyring_store_create` does.
- *
- * Returns as `pki_keyring_store_create`, and `PKI_RESULT_KEYRING_IMPORT`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `keys` NULL or valid for
- * `keys_len` bytes; `policy` NULL or valid for reads.
- */
-pki_result pki_keyring_store_import(const struct pki_store *store,
-                                    const uint8_t *keys,
-                                    size_t keys_len,
-                                    const struct pki_keyring_policy *policy,
-                                    int64_t now);
-
-/**
- * One controller step on the ring in `store` at `now`: rotates the active
- * key when it reached its lifetime, or when `forced_reason` (NULL: none) is
- * a reason not acted on before; retires the keys named in `retire` (NULL:
- * none; comma-separated kids: imported keys, or keys past their grace);
- * removes accepted keys whose grace has ended. Written by compare-and-swap
- * only when something changed; a racing writer makes it read and decide
- * again (a forced rotation racing a rotation is one rotation).
- *
- * `*out_changed` receives whether anything changed and `*out_next_check`
- * (Unix seconds) when to step again; either may be NULL. A refused step
- * writes nothing, to the store or to the outputs.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (text not UTF-8), `PKI_RESULT_TIME`,
- * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_KEYRING_RETIRE`,
- * `PKI_RESULT_KEYRING_CLOCK_BEHIND`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `forced_reason` NULL or
- * valid for `forced_reason_len` bytes; `retire` NULL or valid for
- * `retire_len` bytes; each `out_` pointer NULL or valid for one write.
- */
-pki_result pki_keyring_store_rotate(const struct pki_store *store,
-                                    const char *forced_reason,
-                                    size_t forced_reason_len,
-                                    const char *retire,
-                                    size_t retire_len,
-                                    int64_t now,
-                                    bool *out_changed,
-                                    int64_t *out_next_check);
-
-/**
- * Writes one form of the ring in `store` (see `pki_keyring_output`: the
- * JWK Set, the public PEM, the active key id…) to a new buffer, read at
- * the store's current revision.
- *
- * On success the caller owns `*out_buffer` and frees it with
- * `pki_buffer_free` (buffers are zeroed when freed).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output),
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `out_buffer` NULL or valid
- * for one write.
- */
-pki_result pki_keyring_store_export(const struct pki_store *store,
-                                    uint32_t output,
-                                    struct pki_buffer **out_buffer);
-
-/**
- * Signs `claims` with the active key of the ring in `store` at `now`, as
- * `pki_keyring_sign` does.
- *
- * On success the caller owns `*out_token` and frees it with `pki_buffer_free`.
- *
- * Returns as `pki_keyring_sign`, and `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE` or
- * `PKI_RESULT_STORE`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `claims` NULL or valid for
- * `claims_len` bytes; `out_token` NULL or valid for one write.
- */
-pki_result pki_keyring_store_sign(const struct pki_store *store,
-                                  const uint8_t *claims,
-                                  size_t claims_len,
-                                  int64_t now,
-                                  struct pki_buffer **out_token);
-
-/**
- * Verifies a compact JWS at `now` against the ring in `store`, as
- * `pki_keyring_verify` does. `PKI_RESULT_OK` means accepted.
- *
- * Returns as `pki_keyring_verify`, and `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_STORE`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `token` NULL or valid for
- * `token_len` bytes.
- */
-pki_result pki_keyring_store_verify(const struct pki_store *store,
-                                    const uint8_t *token,
-                                    size_t token_len,
-                                    int64_t now);
-
-/**
- * The status of the ring in `store` at `now` as JSON, the same as `pki
- * keys status --json` (`active`, `accepted` with `accepted_until`,
- * `action_due`, `next_wake`, `history`…; no private key).
- *
- * On success the caller owns `*out_json` and frees it with
- * `pki_buffer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
- * for one write.
- */
-pki_result pki_keyring_store_status_json(const struct pki_store *store,
-                                         int64_t now,
-                                         struct pki_buffer **out_json);
-
-/**
- * Reads the ring in `store` as an in-memory `pki_keyring`: a snapshot at
- * the store's current revision, for the `pki_keyring_*` readers. Changes
- * go through `pki_keyring_store_rotate`, not through the snapshot.
- *
- * On success the caller owns `*out_ring` and frees it with `pki_keyring_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `out_ring` NULL or valid
- * for one write.
- */
-pki_result pki_keyring_store_load(const struct pki_store *store, struct pki_keyring **out_ring);
-
-/**
- * Frees a key ring. NULL is accepted.
- *
- * # Safety
- *
- * `ring` must be NULL or a live `pki_keyring` not freed before; it must
- * not be used afterwards.
- */
-void pki_keyring_free(struct pki_keyring *ring);
-
-/**
- * Starts a leaf request of `kind` (a `pki_leaf_kind`), without names, with
- * the default lifetime (365 days, cut at the CA's NotAfter).
- *
- * On success the caller owns `*out_builder` and frees it with
- * `pki_leaf_builder_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (unknown kind) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `out_builder` must be NULL or valid for one write.
- */
-pki_result pki_leaf_builder_new(uint32_t kind, struct pki_leaf_builder **out_builder);
-
-/**
- * Adds a DNS subjectAltName (`name_len` bytes of UTF-8, no NUL needed).
- * The first DNS name is also the subject's commonName.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (empty, not UTF-8),
- * `PKI_RESULT_BUILDER_CONSUMED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `builder` must be NULL or a live `pki_leaf_builder` not used by another
- * thread during the call; `name` NULL or valid for `name_len` bytes.
- */
-pki_result pki_leaf_builder_add_dns_name(struct pki_leaf_builder *builder,
-                                         const char *name,
-                                         size_t name_len);
-
-/**
- * Adds an IP address subjectAltName, given as text (`10.0.0.1`, `::1`).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (not an IP address),
- * `PKI_RESULT_BUILDER_CONSUMED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * As for `pki_leaf_builder_add_dns_name`.
- */
-pki_result pki_leaf_builder_add_ip_address(struct pki_leaf_builder *builder,
-                                           const char *ip,
-                                           size_t ip_len);
-
-/**
- * Sets the requested lifetime in seconds (positive; the certificate's
- * NotAfter is still cut at the CA's NotAfter).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (not positive),
- * `PKI_RESULT_BUILDER_CONSUMED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `builder` must be NULL or a live `pki_leaf_builder` not used by another
- * thread during the call.
- */
-pki_result pki_leaf_builder_set_lifetime(struct pki_leaf_builder *builder,
-                                         int64_t lifetime_seconds);
-
-/**
- * Finishes the request. Consumes the builder's contents: later calls on
- * `builder` (other than `pki_leaf_builder_free`) return
- * `PKI_RESULT_BUILDER_CONSUMED`. The builder itself must still be freed.
- *
- * On success the caller owns `*out_request` and frees it with
- * `pki_leaf_request_free`. On failure the builder is not consumed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (no DNS name and no IP address),
- * `PKI_RESULT_BUILDER_CONSUMED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `builder` must be NULL or a live `pki_leaf_builder` not used by another
- * thread during the call; `out_request` NULL or valid for one write.
- */
-pki_result pki_leaf_builder_build(struct pki_leaf_builder *builder,
-                                  struct pki_leaf_request **out_request);
-
-/**
- * Frees a builder, consumed or not. NULL is accepted (nothing happens).
- *
- * # Safety
- *
- * `builder` must be NULL or a live `pki_leaf_builder` not freed before.
- */
-void pki_leaf_builder_free(struct pki_leaf_builder *builder);
-
-/**
- * Frees a leaf request. NULL is accepted (nothing happens).
- *
- * # Safety
- *
- * `request` must be NULL or a live `pki_leaf_request` not freed before.
- */
-void pki_leaf_request_free(struct pki_leaf_request *request);
 
 /**
  * Reconciles one leaf against the signer's current CA at `now` (Unix
@@ -2252,6 +1402,13 @@ void pki_leaf_request_free(struct pki_leaf_request *request);
  * current CA (AKI != SKI, e.g. after a rotation), when its names or kind no
  * longer match the request, or when less than the signer policy's refresh
  * fraction of its lifetime remains; otherwise it is returned as it is.
+ *
+ * `request` is `request_len` bytes of JSON, the leaf request every leaf
+ * function takes: `{"kind": "server", "dns_names": ["web.example"],
+ * "ip_addresses": ["10.0.0.1"], "lifetime_seconds": 31536000}` (`kind`:
+ * `"server"`, `"client"` or `"server+client"`; at least one name; the
+ * first DNS name is also the subject's commonName; the lifetime, 365 days
+ * by default, is cut at the CA's NotAfter).
  *
  * `prev_chain_pem` (the serving chain, leaf first) and `prev_key_pem` are
  * the leaf the caller has now; pass both NULL (lengths ignored) when there
@@ -2265,24 +1422,26 @@ void pki_leaf_request_free(struct pki_leaf_request *request);
  * On success the caller owns `*out_leaf` and frees it with `pki_leaf_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (only one of the previous chain and key),
- * `PKI_RESULT_PEM`, `PKI_RESULT_UNEXPECTED_PEM_LABEL`,
- * `PKI_RESULT_NO_PEM_BLOCK`, `PKI_RESULT_CERTIFICATE_DECODE`,
- * `PKI_RESULT_MALFORMED_EXTENSION`, `PKI_RESULT_KEY_DECODE`,
- * `PKI_RESULT_UNSUPPORTED_KEY`, `PKI_RESULT_RSA_KEY_TOO_SMALL`,
- * `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`
- * (e.g. the CA is not valid at `now`), `PKI_RESULT_EXPIRED`,
- * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (a malformed request: unknown kind, an
+ * empty DNS name, a bad IP address, no name, a lifetime that is not
+ * positive; only one of the previous chain and key), `PKI_RESULT_PEM`,
+ * `PKI_RESULT_UNEXPECTED_PEM_LABEL`, `PKI_RESULT_NO_PEM_BLOCK`,
+ * `PKI_RESULT_CERTIFICATE_DECODE`, `PKI_RESULT_MALFORMED_EXTENSION`,
+ * `PKI_RESULT_KEY_DECODE`, `PKI_RESULT_UNSUPPORTED_KEY`,
+ * `PKI_RESULT_RSA_KEY_TOO_SMALL`, `PKI_RESULT_KEY_MISMATCH`,
+ * `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE` (e.g. the CA is not valid at
+ * `now`), `PKI_RESULT_EXPIRED`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `signer` must be NULL or a live `pki_signer`; `request` NULL or a live
- * `pki_leaf_request`; `prev_chain_pem` NULL or valid for `prev_chain_pem_len`
- * bytes; `prev_key_pem` NULL or valid for `prev_key_pem_len` bytes;
- * `out_leaf` NULL or valid for one write.
+ * `signer` must be NULL or a live `pki_signer`; `request` NULL or valid
+ * for `request_len` bytes; `prev_chain_pem` NULL or valid for
+ * `prev_chain_pem_len` bytes; `prev_key_pem` NULL or valid for
+ * `prev_key_pem_len` bytes; `out_leaf` NULL or valid for one write.
  */
 pki_result pki_leaf_reconcile(const struct pki_signer *signer,
-                              const struct pki_leaf_request *request,
+                              const char *request,
+                              size_t request_len,
                               int64_t now,
                               const uint8_t *prev_chain_pem,
                               size_t prev_chain_pem_len,
@@ -2422,25 +1581,6 @@ pki_result pki_secret_entry(const struct pki_secret *secret,
                             struct pki_bytes *out_value);
 
 /**
- * Looks up the value of entry `key`.
- *
- * Borrowed: the view is valid until the secret is freed or changed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (key not UTF-8), `PKI_RESULT_NOT_FOUND`
- * or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `secret` must be NULL or a live `pki_secret`; `key` NULL or valid for
- * `key_len` bytes; `out_value` NULL or valid for one write.
- */
-pki_result pki_secret_get(const struct pki_secret *secret,
-                          const char *key,
-                          size_t key_len,
-                          struct pki_bytes *out_value);
-
-/**
  * Frees a secret and zeroes its values. NULL is accepted (nothing happens).
  *
  * # Safety
@@ -2452,9 +1592,10 @@ void pki_secret_free(struct pki_secret *secret);
 /**
  * Saves a signer as Secret-shaped named blobs (see the table in the
  * README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
- * (after a rotation), `forced-rotation-reason` (after a forced rotation)
- * and `pki-state.json`. A Go controller copies them to `Secret.Data` as
- * they are.
+ * (after a rotation), `forced-rotation-reason` (after a forced rotation),
+ * `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
+ * leaves it keeps. A Go controller copies them to `Secret.Data` as they
+ * are; a callback store uses the same keys.
  *
  * `signer` is borrowed. On success the caller owns `*out_secret` and frees
  * it with `pki_secret_free`.
@@ -2492,303 +1633,310 @@ pki_result pki_signer_to_secret(const struct pki_signer *signer, struct pki_secr
 pki_result pki_signer_from_secret(const struct pki_secret *secret, struct pki_signer **out_signer);
 
 /**
- * Creates a CA set in `store`: one new CA per item of `cas`, a
- * comma-separated list of `NAME:ROLES` (ROLES: `serving`, `client` or
- * `serving+client`), with P-256 keys valid for `lifetime_seconds` from
- * `now` (Unix seconds). Fails when a set exists there already.
+ * Creates a CA set at `key` in `store` (`"set"` is the CLI's): one new CA
+ * per item of `cas`, valid from `now` (Unix seconds). A document already
+ * there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
+ *
+ * `input` is `input_len` bytes of JSON: `{"cas": [{"name": "cluster",
+ * "roles": "serving+client"}, {"name": "etcd", "roles": "serving"}],
+ * "key_type": "p256", "lifetime_seconds": 157680000}`. `roles` is
+ * `"serving"`, `"client"` or `"serving+client"`; `key_type` as for
+ * `pki_signer_create` (default `"p256"`); `lifetime_seconds` the CAs'
+ * lifetime (default 1825 days). `store`, `key` and `input` are borrowed.
+ *
+ * On success the caller owns `*out_step` (its status is `pki set status
+ * --json`'s) and frees it with `pki_step_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_INVALID`,
- * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
+ * `PKI_RESULT_SET_INVALID` (no CA, a bad name or role, a lifetime too
+ * short), `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `cas` NULL or valid for
- * `cas_len` bytes.
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
  */
 pki_result pki_set_create(const struct pki_store *store,
-                          const char *cas,
-                          size_t cas_len,
-                          int64_t lifetime_seconds,
-                          int64_t now);
-
-/**
- * Issues (or re-issues) the leaf `name` of CA `ca` for `target` (created
- * if new): a serving certificate when `serving`, a client certificate when
- * `client`, both when both; `dns` is a comma-separated list of DNS names
- * (empty for a client certificate). Valid for 365 days, cut at the CA's
- * NotAfter.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
- * `PKI_RESULT_SET_INVALID`, `PKI_RESULT_SET_TRUST_BROKEN`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; each text pointer NULL or
- * valid for its length.
- */
-pki_result pki_set_issue(const struct pki_store *store,
-                         const char *name,
-                         size_t name_len,
-                         const char *ca,
-                         size_t ca_len,
-                         bool serving,
-                         bool client,
-                         const char *dns,
-                         size_t dns_len,
-                         const char *target,
-                         size_t target_len,
-                         int64_t now);
-
-/**
- * Creates `target` or sets the bundles it loads: `trusts` (CAs whose
- * servers it verifies) and `client_ca` (CAs whose clients it verifies),
- * comma-separated; NULL keeps a list as it is.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
- * `PKI_RESULT_SET_INVALID`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; each text pointer NULL or
- * valid for its length.
- */
-pki_result pki_set_target(const struct pki_store *store,
-                          const char *target,
-                          size_t target_len,
-                          const char *trusts,
-                          size_t trusts_len,
-                          const char *client_ca,
-                          size_t client_ca_len,
-                          int64_t now);
-
-/**
- * Starts a rotation (idle or completed → trust-both) for `reason`; with
- * `one_at_a_time`, serving certificates later move one target at a time.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP` (a rotation
- * runs), `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_INVALID`,
- * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `reason` NULL or valid for
- * `reason_len` bytes.
- */
-pki_result pki_set_start(const struct pki_store *store,
-                         const char *reason,
-                         size_t reason_len,
-                         bool one_at_a_time,
-                         int64_t now);
-
-/**
- * Records that `target` loaded the files with `fingerprint` (see
- * `pki_set_plan_json`). Acknowledging the current fingerprint again
- * changes nothing; another fingerprint is refused.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
- * `PKI_RESULT_SET_STALE_FINGERPRINT`, `PKI_RESULT_SET_TARGET_FAILED`,
- * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; each text pointer NULL or
- * valid for its length.
- */
-pki_result pki_set_ack(const struct pki_store *store,
-                       const char *target,
-                       size_t target_len,
-                       const char *fingerprint,
-                       size_t fingerprint_len,
-                       int64_t now);
-
-/**
- * Goes to the next step. When targets have not acknowledged their files
- * (or failed), it is refused with `PKI_RESULT_SET_STEP_BLOCKED` unless
- * `override_reason` (NULL: none) gives a reason, which is recorded.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
- * `PKI_RESULT_SET_STEP_BLOCKED`, `PKI_RESULT_SET_TRUST_BROKEN`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
- * or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `override_reason` NULL or
- * valid for `override_reason_len` bytes.
- */
-pki_result pki_set_advance(const struct pki_store *store,
-                           const char *override_reason,
-                           size_t override_reason_len,
-                           int64_t now);
-
-/**
- * Records that `target` failed to load its files, for `reason`: it blocks
- * `pki_set_advance` until `pki_set_retry` makes it pending again.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
- * `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
- * (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; each text pointer NULL or
- * valid for its length.
- */
-pki_result pki_set_fail(const struct pki_store *store,
-                        const char *target,
-                        size_t target_len,
-                        const char *reason,
-                        size_t reason_len,
-                        int64_t now);
-
-/**
- * Makes the failed `target` pending again: it must acknowledge its files
- * anew (`pki_set_ack`) before the step can advance.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
- * `PKI_RESULT_SET_INVALID` (it has not failed),
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
- * or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `target` NULL or valid for
- * `target_len` bytes.
- */
-pki_result pki_set_retry(const struct pki_store *store,
-                         const char *target,
-                         size_t target_len,
-                         int64_t now);
-
-/**
- * Aborts the rotation: before trust-new, to reverting (targets ack, then
- * advance to idle, every leaf back on the old CAs); in trust-new, forward
- * to completed, which destroys the old CA keys and so is refused with
- * `PKI_RESULT_SET_ABORT_STRANDS` while a target has not acknowledged its
- * trust-new files (see `pki_set_abort_override`). Refused with
- * `PKI_RESULT_SET_WRONG_STEP` when nothing runs or it already reverts.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_ABORT_STRANDS`,
- * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`.
- */
-pki_result pki_set_abort(const struct pki_store *store, int64_t now);
-
-/**
- * Aborts like `pki_set_abort`, but an abort that would strand targets
- * proceeds for `override_reason`, which is recorded with the targets it
- * stranded (the status's `overrides`).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
- * `PKI_RESULT_SET_INVALID` (an empty reason where one is needed),
- * `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `override_reason` NULL or
- * valid for `override_reason_len` bytes.
- */
-pki_result pki_set_abort_override(const struct pki_store *store,
-                                  const char *override_reason,
-                                  size_t override_reason_len,
-                                  int64_t now);
-
-/**
- * The status as JSON, the same as `pki set status --json` (`step`,
- * per-target `fingerprint` and `progress`, `blocking`, `overrides`,
- * `timeline`…).
- *
- * On success the caller owns `*out_json` and frees it with
- * `pki_buffer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
- * for one write.
- */
-pki_result pki_set_status_json(const struct pki_store *store,
-                               int64_t now,
-                               struct pki_buffer **out_json);
-
-/**
- * The per-target plan as JSON: which files each target should have now.
- * `{"TARGET": {"fingerprint": "sha256:…", "files": {"trust/CA.crt":
- * {"contents": "PEM…", "secret": false}, …}}, …}`; private keys are
- * included (`secret: true`), so the caller must keep the buffer private.
- *
- * On success the caller owns `*out_json` and frees it with
- * `pki_buffer_free` (which zeroizes it).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
- * for one write.
- */
-pki_result pki_set_plan_json(const struct pki_store *store, struct pki_buffer **out_json);
-
-/**
- * The default policy: lifetime 790 days, minimum trust 395 days, no reload
- * interval, leaf refresh at 20% of lifetime left, previous root not kept.
- *
- * Returned by value; nothing to free.
- */
-struct pki_policy pki_policy_default(void);
-
-/**
- * Creates a signer with a new self-signed CA of subject `CN=<common_name>`,
- * valid from `now` (Unix seconds) for the policy's lifetime.
- *
- * `common_name` is UTF-8 of `common_name_len` bytes (no NUL needed).
- * `key_type` is a `pki_key_type`. `policy` NULL means `pki_policy_default()`;
- * it is borrowed for the call.
- *
- * On success the caller owns `*out_signer` and frees it once with
- * `pki_signer_free`; on failure `*out_signer` is not written.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (key type, UTF-8), `PKI_RESULT_INVALID_POLICY`,
- * `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_ISSUANCE` (empty or
- * unusable name), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `common_name` must be NULL or valid for `common_name_len` bytes; `policy`
- * NULL or a valid `pki_policy`; `out_signer` NULL or valid for one write.
- */
-pki_result pki_signer_new(const char *common_name,
-                          size_t common_name_len,
-                          uint32_t key_type,
-                          const struct pki_policy *policy,
+                          const char *key,
+                          size_t key_len,
+                          const char *input,
+                          size_t input_len,
                           int64_t now,
-                          struct pki_signer **out_signer);
+                          struct pki_step **out_step);
+
+/**
+ * One step of the CA set at `key` in `store` at `now` (Unix seconds):
+ * pki-rotate's `Driver::step` with the set engine, written by
+ * compare-and-swap (a racing writer makes it read and decide again), the
+ * same as the `pki set` commands. A refused request writes nothing.
+ *
+ * `input` is `input_len` bytes of JSON, one request; NULL asks for nothing
+ * (a report: the step's status is the set's now):
+ *
+ * - `{"issue": {"name": "web", "ca": "cluster", "serving": true, "client":
+ *   false, "dns_names": […], "ip_addresses": […], "common_name": "…",
+ *   "target": "node-1", "lifetime_seconds": N, "replace": false}}`: issue
+ *   (or re-issue) the leaf `name` of CA `ca` for `target` (created if new);
+ *   365 days by default, cut at the CA's NotAfter; `replace` moves a leaf
+ *   another target has;
+ * - `{"target": {"name": "node-1", "trusts": ["cluster"], "client_ca":
+ *   ["etcd"]}}`: create a target or set the bundles it loads (a list
+ *   absent is kept);
+ * - `{"start": {"reason": "…", "one_at_a_time": false, "imports": [{"name":
+ *   "cluster", "ca": PEM, "key": PEM, "chain": PEM}]}}`: start a rotation
+ *   (idle or completed → trust-both), with CAs supplied instead of
+ *   generated (`ca` may hold the key and chain too, as StarlingX uploads
+ *   them); `one_at_a_time` moves serving certificates one target at a time;
+ * - `{"ack": {"target": "node-1", "fingerprint": "sha256:…"}}`: the target
+ *   loaded the files with that fingerprint (again: nothing to do);
+ * - `{"fail": {"target": "node-1", "reason": "…"}}`, `{"retry": {"target":
+ *   "node-1"}}`: a target failed to load its files (it blocks advance),
+ *   and will try again;
+ * - `{"advance": {"override_reason": "…", "from": "trust-both"}}`: go to
+ *   the next step; both fields optional. `override_reason` passes a gate
+ *   that still waits for targets (recorded; the same reason again in the
+ *   same step is nothing to do); `from` names the step being left (once
+ *   left, the request is nothing to do; from another step, refused);
+ * - `{"abort": {"override_reason": "…"}}`: abort to the safe target of
+ *   the step (before trust-new: reverting, then advance to idle; in
+ *   trust-new: forward to completed, refused with
+ *   `PKI_RESULT_SET_ABORT_STRANDS` while a target has not loaded it,
+ *   unless `override_reason`, recorded with the targets it strands).
+ *
+ * `store`, `key` and `input` are borrowed for the call.
+ *
+ * On success the caller owns `*out_step` (events: `step`, `issued`,
+ * `new-ca`, `acked`, `failed`, `retrying`, `target-changed`,
+ * `old-keys-destroyed`, `already-done`; status: `pki set status --json`'s,
+ * with each target's fingerprint to acknowledge) and frees it with
+ * `pki_step_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
+ * `PKI_RESULT_SET_UNKNOWN_TARGET`, `PKI_RESULT_SET_INVALID`,
+ * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_STEP_BLOCKED`,
+ * `PKI_RESULT_SET_STALE_FINGERPRINT`, `PKI_RESULT_SET_TARGET_FAILED`,
+ * `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_TRUST_BROKEN`,
+ * `PKI_RESULT_SET_ABORT_STRANDS`, the PEM and import results of an
+ * imported CA, `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
+ * `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
+ */
+pki_result pki_set_step(const struct pki_store *store,
+                        const char *key,
+                        size_t key_len,
+                        const char *input,
+                        size_t input_len,
+                        int64_t now,
+                        struct pki_step **out_step);
+
+/**
+ * Reads the CA set at `key` in `store` without changing it, as `output`
+ * (a `pki_set_output`: the status at `now`, Unix seconds, or the
+ * per-target plan) to a new buffer.
+ *
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free` (which zeroes it).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
+ * `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `out_buffer` NULL or valid for one write.
+ */
+pki_result pki_set_read(const struct pki_store *store,
+                        const char *key,
+                        size_t key_len,
+                        uint32_t output,
+                        int64_t now,
+                        struct pki_buffer **out_buffer);
+
+/**
+ * Creates a signer document at `key` in `store`, from `input` (JSON, see
+ * below), at `now` (Unix seconds). A document already there is never
+ * overwritten: `PKI_RESULT_ALREADY_INITIALIZED`, and nothing is written.
+ *
+ * `input` is `input_len` bytes of JSON, one of:
+ *
+ * - a new self-signed CA `CN=<common_name>`, valid from `now`:
+ *   `{"common_name": "service-ca", "key_type": "p256", "policy": {…}}`;
+ * - an imported CA (signed by someone else's root; the bundle holds the
+ *   chain's root, serving chains carry the CA and the intermediates):
+ *   `{"import": {"ca": PEM, "key": PEM, "chain": PEM}, "policy": {…}}`,
+ *   where `ca` holds the certificate and may also hold its key and the
+ *   chain above it (issuer first), and `key` and `chain` are optional;
+ * - a saved document (`pki_signer_to_state`'s bytes, as a JSON value):
+ *   `{"state": {…}}`.
+ *
+ * `key_type` is `"p256"` (default), `"p384"`, `"rsa2048"`, `"rsa3072"` or
+ * `"rsa4096"`: the type of the CAs the signer makes. `policy` fields, all
+ * optional, replace those of the default policy: `lifetime_seconds` (D,
+ * 790 days), `min_trust_seconds` (M, 395 days), `reload_interval_seconds`
+ * (I, 0 = unknown), `leaf_refresh_fraction` (0.2) and `keep_previous_root`
+ * (false); lifetime >= 2 x M and M > I are checked.
+ *
+ * `key` is `key_len` bytes: `/`-separated segments of `a-z`, `0-9`, `.`,
+ * `_`, `-` (1 to 200 bytes; `"signer"` is the CLI's). `store`, `key` and
+ * `input` are borrowed for the call.
+ *
+ * On success the caller owns `*out_step` (changed, the revision, the next
+ * wake-up, the status, and the signer through `pki_step_signer`) and frees
+ * it with `pki_step_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
+ * `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
+ * `PKI_RESULT_ISSUANCE` (an unusable name), `PKI_RESULT_TIME`, the PEM
+ * and import results (`PKI_RESULT_PEM`, `PKI_RESULT_KEY_DECODE`,
+ * `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_NOT_A_CA`, `PKI_RESULT_IMPORT`,
+ * `PKI_RESULT_VALIDATION_FAILED`…), `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION` (a saved state),
+ * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
+ */
+pki_result pki_signer_create(const struct pki_store *store,
+                             const char *key,
+                             size_t key_len,
+                             const char *input,
+                             size_t input_len,
+                             int64_t now,
+                             struct pki_step **out_step);
+
+/**
+ * One controller step on the signer document at `key` in `store` at `now`
+ * (Unix seconds): pki-rotate's `Driver::step`, the loop the CLI runs.
+ * Read the document and its revision, decide, and, only when something
+ * changed, write the result if the revision is still the one read; when
+ * another writer changed it in between (another replica, another process),
+ * read again and decide again from the fresh document, so racing replicas
+ * rotate once and end on the same CA (after 8 lost writes in a row:
+ * `PKI_RESULT_CONFLICT`). A refused step writes nothing.
+ *
+ * `input` is `input_len` bytes of JSON; NULL (or `{}`) is the periodic
+ * step: rotate when less than the minimum trust is left, re-issue the
+ * leaves the document keeps when due, prune what expired. Every field is
+ * optional:
+ *
+ * - `"policy": {…}`: changes the fields named (as for
+ *   `pki_signer_create`; not the key type) and records them;
+ * - `"forced": {"reason": "…", "grace_seconds": 0, "no_bridges": false}`:
+ *   rotate now, once per distinct reason (the reason recorded by the last
+ *   forced rotation does nothing); `grace_seconds` (0: normal) is how long
+ *   the old CA stays trusted through bridge A; `no_bridges` distrusts it at
+ *   once (compromise);
+ * - `"allow_trust_break": "reason"`: rotate even when consumers would be
+ *   cut off (an expired CA; clients that may still hold the bundle of two
+ *   rotations ago, within the reload interval, M when the policy sets
+ *   none); without it such a rotation is `PKI_RESULT_TRUST_BREAK` (the
+ *   message names who breaks and until when). The reason is recorded with
+ *   each break in the rotation's history (`overridden`); a compromise
+ *   rotation is not refused;
+ * - `"leaves": [...]`: changes to the leaves the document keeps, in order,
+ *   each issued in the same step; a directory store publishes leaf NAME as
+ *   `certs/NAME/tls.crt` (leaf, then bridge B) and `tls.key`:
+ *   `{"request": {"name": "web", "kind": "server", "dns_names": […],
+ *   "ip_addresses": […], "lifetime_seconds": N}}` adds a leaf or extends its
+ *   request (`kind`: `"server"`, `"client"`, `"server+client"`),
+ *   `{"replace": {…}}` may also change its kind or drop names,
+ *   `{"remove": {"name": "web"}}` stops keeping it, `{"renew": {"name":
+ *   "web"}}` re-issues it now;
+ * - `"rotate_to": {"ca": PEM, "key": PEM, "chain": PEM, "current_keys":
+ *   PEM, "proposed_keys": PEM, "force": "reason"}` (alone): `pki rotate
+ *   --to`. Validate the supplied CA against today's trust, rotate, re-issue
+ *   every leaf; a self-signed replacement is bridged both ways. A failed
+ *   check is `PKI_RESULT_VALIDATION_FAILED` unless `force` gives a reason,
+ *   recorded with every overridden check (`key-matches` and `is-ca` cannot
+ *   be). `service-account-key-kept` compares `proposed_keys` (absent:
+ *   unchanged) with `current_keys`, or, when `current_keys` is absent, with
+ *   the key ring the store keeps under `keys` (as `pki keys` does);
+ * - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
+ *   certificate for the current CA on its own key and Subject
+ *   (`PKI_RESULT_IMPORTED_CA` for an imported CA).
+ *
+ * `key` is as for `pki_signer_create`; `store`, `key` and `input` are
+ * borrowed for the call.
+ *
+ * On success the caller owns `*out_step` and frees it with
+ * `pki_step_free`. Nothing is written on failure, and a failed step leaves
+ * the store unchanged, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
+ * answer was lost and it may have landed (step again: it is safe).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a blank
+ * `allow_trust_break`, a bad leaf request), `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT` (too many concurrent writers: step again),
+ * `PKI_RESULT_STORE` (I/O or backend failure: not retried),
+ * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_CLOCK_BEFORE_CA`,
+ * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_INVALID_GRACE`,
+ * `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
+ * `PKI_RESULT_INVALID_LEAF_NAME`, `PKI_RESULT_UNKNOWN_LEAF`,
+ * `PKI_RESULT_TRUST_CHECK_FAILED`, `PKI_RESULT_TRUST_BREAK`,
+ * `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`, the PEM and
+ * import results of a supplied CA, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+ * NULL or valid for one write.
+ */
+pki_result pki_signer_step(const struct pki_store *store,
+                           const char *key,
+                           size_t key_len,
+                           const char *input,
+                           size_t input_len,
+                           int64_t now,
+                           struct pki_step **out_step);
+
+/**
+ * Reads the signer document at `key` in `store` without changing it.
+ *
+ * `key` is as for `pki_signer_create`; `store` and `key` are borrowed.
+ *
+ * On success the caller owns `*out_signer` and frees it with
+ * `pki_signer_free`, and, when `out_revision` is not NULL,
+ * `*out_revision` (the document's revision, opaque UTF-8; free with
+ * `pki_buffer_free`). `out_revision` NULL is accepted.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_NOT_INITIALIZED` (no
+ * document at `key`), `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `out_signer` NULL or valid for one write;
+ * `out_revision` NULL or valid for one write.
+ */
+pki_result pki_signer_load(const struct pki_store *store,
+                           const char *key,
+                           size_t key_len,
+                           struct pki_signer **out_signer,
+                           struct pki_buffer **out_revision);
 
 /**
  * Loads a signer from its versioned state bytes (the JSON document written
@@ -2800,8 +1948,8 @@ pki_result pki_signer_new(const char *common_name,
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_UNSUPPORTED_STATE_VERSION` (a version this build does not
  * read: the state is never reset), `PKI_RESULT_CORRUPT_STATE` (malformed
- * JSON, missing or invalid material, zero length), `PKI_RESULT_INVALID_LEAF_NAME`
- * or `PKI_RESULT_PANIC`.
+ * JSON, missing or invalid material, zero length),
+ * `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
@@ -2816,7 +1964,7 @@ pki_result pki_signer_from_state(const uint8_t *state,
  * Saves a signer as its versioned state bytes: one JSON document with the
  * kind and format version, the policy, the leaves, the history and every
  * certificate and key as PEM. It holds the CA's private key: store it as a
- * secret.
+ * secret. `pki_signer_create` takes it back as `{"state": …}`.
  *
  * `signer` is borrowed. On success the caller owns `*out_state` and frees
  * it with `pki_buffer_free` (which zeroes it).
@@ -2830,33 +1978,6 @@ pki_result pki_signer_from_state(const uint8_t *state,
  * for one write.
  */
 pki_result pki_signer_to_state(const struct pki_signer *signer, struct pki_buffer **out_state);
-
-/**
- * An in-memory counter: 0 for a signer created, loaded (from state bytes,
- * Secret blobs or a store) or returned by a store step, and one more than
- * its input for the signer `pki_signer_reconcile` returns when that
- * reconcile changed something. It is not stored anywhere and is not a
- * compare-and-swap token: stores own their revisions (`pki_step_revision`),
- * and `pki_step_changed` says whether a store step wrote. NULL gives 0.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`.
- */
-uint64_t pki_signer_generation(const struct pki_signer *signer);
-
-/**
- * Writes the policy a signer was created or last reconciled with to
- * `*out_policy`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`; `out_policy` NULL or valid
- * for one write.
- */
-pki_result pki_signer_policy(const struct pki_signer *signer, struct pki_policy *out_policy);
 
 /**
  * The CA bundle clients should trust (current CA, bridge A, and the
@@ -2875,6 +1996,41 @@ pki_result pki_signer_policy(const struct pki_signer *signer, struct pki_policy 
 pki_result pki_signer_bundle(const struct pki_signer *signer, struct pki_bundle **out_bundle);
 
 /**
+ * Validates a proposed replacement of `signer`'s CA at `now` (k3s's
+ * validateCA; `pki validate --to`) and writes the report as JSON: `{"ok":
+ * bool, "checks": [{"name", "ok", "detail"}]}` (names: key-matches, is-ca,
+ * chain-supplied, chains-to-current-trust, valid-for-24h,
+ * service-account-key-kept). A failing check is data, not an error: the
+ * result is `PKI_RESULT_OK` whenever the report was made. Nothing changes.
+ *
+ * `input` is `input_len` bytes of JSON: `{"ca": PEM, "key": PEM, "chain":
+ * PEM, "current_keys": PEM, "proposed_keys": PEM}`, as `rotate_to` of
+ * `pki_signer_step` without `force`. `ca` is required; the others are
+ * optional. `current_keys` are the service-account keys tokens are
+ * verified with today (absent: no key ring to keep), `proposed_keys` the
+ * set that comes with the replacement (absent: unchanged): `PUBLIC KEY`
+ * blocks, or private keys whose public halves are taken.
+ *
+ * `signer` and `input` are borrowed. On success the caller owns
+ * `*out_report` and frees it once with `pki_buffer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (malformed input), `PKI_RESULT_TIME`, the
+ * PEM and import results of `pki_signer_create`'s `import` (also for a
+ * malformed key set), or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `signer` must be NULL or a live `pki_signer`; `input` NULL or valid for
+ * `input_len` bytes; `out_report` NULL or valid for one write.
+ */
+pki_result pki_signer_validate(const struct pki_signer *signer,
+                               const char *input,
+                               size_t input_len,
+                               int64_t now,
+                               struct pki_buffer **out_report);
+
+/**
  * Frees a signer (its CA key is zeroed). NULL is accepted (nothing happens).
  *
  * The caller owned `signer`; it must not be used afterwards. Objects read
@@ -2885,118 +2041,6 @@ pki_result pki_signer_bundle(const struct pki_signer *signer, struct pki_bundle 
  * `signer` must be NULL or a live `pki_signer` not freed before.
  */
 void pki_signer_free(struct pki_signer *signer);
-
-/**
- * Returns a copy of `signer` that also keeps the leaf `name` (a serving or
- * client certificate whose key and chain live in the signer's document),
- * or whose request is replaced by `request` when it keeps one already. The
- * next reconcile or store step issues it, and then re-issues it when the
- * CA rotates, when it nears expiry or when its request changes; a
- * directory store publishes it as `certs/NAME/tls.crt` (leaf, then bridge
- * B when present) and `certs/NAME/tls.key`.
- *
- * `name` is `name_len` bytes: 1-64 of `a-z`, `0-9`, `-`, `_`, `.`, not
- * starting with `.`. `signer` and `request` are borrowed for the call.
- *
- * On success the caller owns `*out_signer` and frees it with
- * `pki_signer_free`; its generation is `signer`'s.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (name not UTF-8),
- * `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`; `name` NULL or valid for
- * `name_len` bytes; `request` NULL or a live `pki_leaf_request`;
- * `out_signer` NULL or valid for one write.
- */
-pki_result pki_signer_request_leaf(const struct pki_signer *signer,
-                                   const char *name,
-                                   size_t name_len,
-                                   const struct pki_leaf_request *request,
-                                   struct pki_signer **out_signer);
-
-/**
- * Number of events. NULL gives 0.
- *
- * # Safety
- *
- * `events` must be NULL or a live `pki_events`.
- */
-size_t pki_events_len(const struct pki_events *events);
-
-/**
- * Reads event `index` (from 0) into `*out_event`. The message it points to
- * is borrowed from `events`: valid until `events` is freed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_FOUND` (index out of range) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `events` must be NULL or a live `pki_events`; `out_event` NULL or valid
- * for one write.
- */
-pki_result pki_events_get(const struct pki_events *events,
-                          size_t index,
-                          struct pki_event *out_event);
-
-/**
- * Frees an event list. NULL is accepted (nothing happens). Views read from
- * it must not be used afterwards.
- *
- * # Safety
- *
- * `events` must be NULL or a live `pki_events` not freed before.
- */
-void pki_events_free(struct pki_events *events);
-
-/**
- * Reconciles a signer at `now` (Unix seconds): rotates the CA when less
- * than the minimum trust remains or when `forced` carries a reason not
- * recorded yet (bridges A and B are issued and the pre-flight trust matrix
- * must pass), drops expired bundle members and an expired bridge B.
- *
- * `signer` is borrowed and not changed. `policy` NULL means the signer's
- * own policy; otherwise it replaces it (the key type of new CAs stays the
- * signer's). `forced` NULL means no forced rotation. Both are borrowed for
- * the call.
- *
- * On success the caller owns `*out_signer` (the next state, with the
- * generation increased when anything changed; free with `pki_signer_free`)
- * and `*out_events` (what happened, possibly nothing; free with
- * `pki_events_free`), and `*out_next_check` holds the time (Unix seconds)
- * at which a controller should reconcile again: the engine's wake-up time
- * of the next state (after a rotation, the new CA's, bridges' and leaves'
- * times), always after `now`. Nothing is written on failure.
- *
- * This function keeps nothing: to persist the state and let several
- * controller replicas race safely, use a `pki_store` and
- * `pki_signer_store_step`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (reason not UTF-8),
- * `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
- * `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
- * `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,
- * `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`,
- * `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `signer` must be NULL or a live `pki_signer`; `policy` NULL or a valid
- * `pki_policy`; `forced` NULL or a valid `pki_forced_rotation` whose
- * `reason` is NULL or valid for `reason_len` bytes; each output pointer
- * NULL or valid for one write.
- */
-pki_result pki_signer_reconcile(const struct pki_signer *signer,
-                                const struct pki_policy *policy,
-                                int64_t now,
-                                const struct pki_forced_rotation *forced,
-                                struct pki_signer **out_signer,
-                                struct pki_events **out_events,
-                                int64_t *out_next_check);
 
 /**
  * Checks whether a certificate was issued by the signer's current CA, by
@@ -3028,179 +2072,8 @@ pki_result pki_signer_check_lineage(const struct pki_signer *signer,
                                     struct pki_buffer **out_reason);
 
 /**
- * Stores `signer` as a new document at `key` in `store`. Fails when a
- * document exists there already: nothing is overwritten.
- *
- * `key` is `key_len` bytes: `/`-separated segments of `a-z`, `0-9`, `.`,
- * `_`, `-` (1 to 200 bytes; `"signer"` is the CLI's). `store` and `signer`
- * are borrowed for the call.
- *
- * On success, when `out_revision` is not NULL, the caller owns
- * `*out_revision` (the document's revision in the store, opaque UTF-8) and
- * frees it with `pki_buffer_free`. `out_revision` NULL is accepted.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_ALREADY_INITIALIZED`,
- * `PKI_RESULT_STORE` (I/O or backend failure), `PKI_RESULT_CRYPTO` or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `signer` NULL or a live `pki_signer`; `out_revision`
- * NULL or valid for one write.
- */
-pki_result pki_signer_store_create(const struct pki_store *store,
-                                   const char *key,
-                                   size_t key_len,
-                                   const struct pki_signer *signer,
-                                   struct pki_buffer **out_revision);
-
-/**
- * Reads the signer document at `key` in `store`.
- *
- * `key` is as for `pki_signer_store_create`; `store` is borrowed.
- *
- * On success the caller owns `*out_signer` (generation 0) and frees it
- * with `pki_signer_free`, and, when `out_revision` is not NULL,
- * `*out_revision` (free with `pki_buffer_free`). `out_revision` NULL is
- * accepted.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key), `PKI_RESULT_NOT_INITIALIZED` (no
- * document at `key`), `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE` or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `out_signer` NULL or valid for one write;
- * `out_revision` NULL or valid for one write.
- */
-pki_result pki_signer_store_load(const struct pki_store *store,
-                                 const char *key,
-                                 size_t key_len,
-                                 struct pki_signer **out_signer,
-                                 struct pki_buffer **out_revision);
-
-/**
- * One controller step on the signer document at `key`: read it and its
- * revision, rotate when due (less than the minimum trust left) or when
- * `forced` carries a reason not recorded yet, re-issue the leaves it keeps
- * when due, prune what expired, and, only when something changed, write
- * the result if the revision is still the one read. When another writer
- * changed the document in between (another replica, another process), the
- * step reads again and decides again from the fresh document, so racing
- * replicas rotate once and end on the same CA; after 8 lost writes in a
- * row it gives up with `PKI_RESULT_CONFLICT`. This is pki-rotate's
- * `Driver::step`, the same loop the CLI runs.
- *
- * A rotation that would cut consumers off is refused with
- * `PKI_RESULT_TRUST_BREAK`, naming who breaks and until when: rotating a
- * CA that has already expired (no bridge can be made from it), or rotating
- * while clients may still hold the bundle of two rotations ago (within the
- * reload interval, M when the policy sets none, of the previous rotation).
- * A compromise rotation (`no_bridges`) distrusts the old CA on purpose and
- * is not refused. To rotate anyway, use `pki_signer_store_step_guarded`
- * with a reason.
- *
- * `key` is as for `pki_signer_store_create`. `policy` NULL keeps the
- * document's policy; otherwise it replaces its rotation parameters (the key
- * type of new CAs stays the document's). `forced` NULL asks for no forced
- * rotation. `store`, `policy` and `forced` are borrowed for the call.
- * `now` is Unix seconds.
- *
- * On success the caller owns `*out_step` and frees it with
- * `pki_step_free`; nothing is written on failure, and a failed step leaves
- * the store unchanged, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
- * answer was lost and it may have landed (step again: it is safe).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, reason not UTF-8),
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT` (too many concurrent
- * writers: step again), `PKI_RESULT_STORE` (I/O or backend failure: not
- * retried), `PKI_RESULT_UNKNOWN_OUTCOME` (the write may have landed: step
- * again), `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
- * `PKI_RESULT_CLOCK_BEFORE_CA`, `PKI_RESULT_EMPTY_FORCED_REASON`,
- * `PKI_RESULT_INVALID_GRACE`, `PKI_RESULT_INVALID_POLICY`,
- * `PKI_RESULT_INVALID_REFRESH_FRACTION`, `PKI_RESULT_TRUST_CHECK_FAILED`,
- * `PKI_RESULT_TRUST_BREAK`, `PKI_RESULT_TIME`, `PKI_RESULT_ISSUANCE`,
- * `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `policy` NULL or a valid `pki_policy`; `forced` NULL or
- * a valid `pki_forced_rotation` whose `reason` is NULL or valid for
- * `reason_len` bytes; `out_step` NULL or valid for one write.
- */
-pki_result pki_signer_store_step(const struct pki_store *store,
-                                 const char *key,
-                                 size_t key_len,
-                                 const struct pki_policy *policy,
-                                 const struct pki_forced_rotation *forced,
-                                 int64_t now,
-                                 struct pki_step **out_step);
-
-/**
- * `pki_signer_store_step`, with the operator's reason to rotate even when
- * consumers would be cut off: with `allow_trust_break` (`allow_trust_break_len`
- * bytes of UTF-8, not blank) such a rotation is made, and each break is
- * recorded with the reason in the history entry's `overridden` checks
- * (`previous-ca-expired`, `bundle-of-two-rotations-ago`). NULL allows
- * nothing: exactly `pki_signer_store_step`.
- *
- * Ownership, outputs and results are those of `pki_signer_store_step`;
- * `allow_trust_break` is borrowed for the call. A blank reason is
- * `PKI_RESULT_INVALID_ARGUMENT`.
- *
- * # Safety
- *
- * As for `pki_signer_store_step`; `allow_trust_break` NULL or valid for
- * `allow_trust_break_len` bytes.
- */
-pki_result pki_signer_store_step_guarded(const struct pki_store *store,
-                                         const char *key,
-                                         size_t key_len,
-                                         const struct pki_policy *policy,
-                                         const struct pki_forced_rotation *forced,
-                                         const char *allow_trust_break,
-                                         size_t allow_trust_break_len,
-                                         int64_t now,
-                                         struct pki_step **out_step);
-
-/**
- * The signer document now in the store after a step (written by it or
- * not), as a new handle with generation 0.
- *
- * On success the caller owns `*out_signer` and frees it with
- * `pki_signer_free`; it stays valid after the step is freed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
- * one write.
- */
-pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
-
-/**
- * What the step did, in order (possibly nothing): read with
- * `pki_events_len` and `pki_events_get`.
- *
- * Borrowed: valid until `step` is freed; do not free it. NULL gives NULL.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-const struct pki_events *pki_step_events(const struct pki_step *step);
-
-/**
- * Whether the step wrote a new document (a rotation, a leaf issued, a
- * bundle pruned, a policy or forced reason recorded). NULL gives false.
+ * Whether the step wrote a new document (a create always does). NULL
+ * gives false.
  *
  * # Safety
  *
@@ -3209,16 +2082,18 @@ const struct pki_events *pki_step_events(const struct pki_step *step);
 bool pki_step_changed(const struct pki_step *step);
 
 /**
- * When to step again if nothing else happens (Unix seconds, after the
- * step's `now`): the engine's wake-up time of the document now in the
- * store, so after a rotation the new CA's, bridges' and leaves' times.
- * NULL gives 0.
+ * When to step again if nothing else happens (Unix seconds): the engine's
+ * wake-up time of the document now in the store (after a signer's
+ * rotation, the new CA's, bridges' and leaves' times; for a credential,
+ * the time its next action is due). Never before the step's `now`; equal
+ * to it when something is due at once (a credential to mint, a document
+ * just created with work due). NULL gives 0.
  *
  * # Safety
  *
  * `step` must be NULL or a live `pki_step`.
  */
-int64_t pki_step_next_check(const struct pki_step *step);
+int64_t pki_step_next_wake(const struct pki_step *step);
 
 /**
  * The document's revision in the store after the step: opaque UTF-8 text
@@ -3234,7 +2109,9 @@ struct pki_bytes pki_step_revision(const struct pki_step *step);
 
 /**
  * How many read-decide-write rounds the step took: 1 without contention,
- * one more for each write lost to another writer. NULL gives 0.
+ * one more for each write lost to another writer (for a credential
+ * advance, the rounds of all the steps it took; for a create, 1). NULL
+ * gives 0.
  *
  * # Safety
  *
@@ -3243,8 +2120,83 @@ struct pki_bytes pki_step_revision(const struct pki_step *step);
 uint32_t pki_step_attempts(const struct pki_step *step);
 
 /**
- * Frees a step (the keys of its document are zeroed). NULL is accepted.
- * Signers read from it stay valid; its events and revision view do not.
+ * The status of the document now in the store at the step's `now`, as
+ * JSON (UTF-8, also NUL-terminated): for a signer `pki status --json`'s
+ * report, for a CA set `pki set status --json`'s, for a key ring `pki keys
+ * status --json`'s, for a credential the entry of `pki cred status
+ * --json`. It holds no private key and no credential.
+ *
+ * Borrowed: valid until `step` is freed. NULL gives an empty view.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+struct pki_bytes pki_step_status_json(const struct pki_step *step);
+
+/**
+ * The number of events of the step (0 when nothing happened). NULL gives 0.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+size_t pki_step_events_len(const struct pki_step *step);
+
+/**
+ * Reads event `index` (from 0 to `pki_step_events_len` - 1, in the order
+ * they happened) into `*out_event`. The views are borrowed from `step`:
+ * valid until `step` is freed.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_FOUND` (index out of range) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`; `out_event` NULL or valid for
+ * one write.
+ */
+pki_result pki_step_event(const struct pki_step *step, size_t index, struct pki_event *out_event);
+
+/**
+ * The signer document now in the store after a signer's create or step,
+ * as a new handle.
+ *
+ * On success the caller owns `*out_signer` and frees it with
+ * `pki_signer_free`; it stays valid after the step is freed.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
+ * one write.
+ */
+pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
+
+/**
+ * The embedder's next action after a credential advance (`pki_cred_step`
+ * without a report): mint, revoke, revoke a stray, or wait (until
+ * `pki_step_next_wake`). Its `credential` view is borrowed from `step`:
+ * valid until `step` is freed, which zeroes it.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_FOUND` (the step is not a credential advance) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`; `out_action` NULL or valid for
+ * one write.
+ */
+pki_result pki_step_action(const struct pki_step *step, struct pki_cred_action *out_action);
+
+/**
+ * Frees a step (a signer document it holds has its keys zeroed, an action
+ * its credential). NULL is accepted. Signers read from it stay valid; its
+ * views (revision, status, events, action) do not.
  *
  * # Safety
  *
@@ -3253,66 +2205,39 @@ uint32_t pki_step_attempts(const struct pki_step *step);
 void pki_step_free(struct pki_step *step);
 
 /**
- * Opens the directory store at `path` (`path_len` bytes, no NUL needed),
- * creating the directory (mode 0700) when it does not exist. It is the
- * directory layout of the `pki` CLI: the signer document at key `"signer"`
- * publishes `signer/tls.crt`, `signer/tls.key`, `ca-bundle.crt`,
- * `certs/NAME/…`; every write switches to a complete new generation in one
- * atomic rename, under an exclusive lock.
+ * Opens the store `location` names (`location_len` bytes, no NUL needed),
+ * as the CLI's `DIR` argument does:
+ *
+ * - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (the etcd store:
+ *   every key lives under `PREFIX/`; writes are compare-and-swap
+ *   transactions on the document's revision, so controller replicas in
+ *   several processes may step the same document at once). The server is
+ *   contacted here with a bounded timeout (5 s): an unreachable server
+ *   fails now, not at the first step. Any `SCHEME://` is read as a URL;
+ * - `memory:`: a new, empty store in memory, whose documents live as long
+ *   as the store (tests, and programs that copy documents in and out);
+ * - anything else: the directory store at that path, created (mode 0700)
+ *   when missing. It is the CLI's layout (`signer/tls.crt`,
+ *   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
+ *   every write switches to a complete new generation in one atomic
+ *   rename, under an exclusive lock. (A directory whose name looks like a
+ *   URL or is `memory:` is reached as `./memory:`.)
  *
  * On success the caller owns `*out_store` and frees it with
  * `pki_store_free`.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (empty path), `PKI_RESULT_STORE` (the
- * directory cannot be created) or `PKI_RESULT_PANIC`.
+ * `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
+ * valid store URL: the message says which part), `PKI_RESULT_STORE` (the
+ * directory cannot be created, the server cannot be reached) or
+ * `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `path` must be NULL or valid for `path_len` bytes; `out_store` NULL or
- * valid for one write.
+ * `location` must be NULL or valid for `location_len` bytes; `out_store`
+ * NULL or valid for one write.
  */
-pki_result pki_store_open_dir(const char *path, size_t path_len, struct pki_store **out_store);
-
-/**
- * Opens the store a URL names: `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`
- * (`url_len` bytes, no NUL needed). Every key of the store lives under
- * `PREFIX/` in etcd; writes are compare-and-swap transactions on the
- * document's revision, so controller replicas in several processes may
- * step the same document at once. The server is contacted once here, with
- * a bounded timeout (5 s): an unreachable server fails now, not at the
- * first step.
- *
- * On success the caller owns `*out_store` and frees it with
- * `pki_store_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8, or not a valid store URL: the
- * message says which part), `PKI_RESULT_STORE` (the server cannot be
- * reached) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `url` must be NULL or valid for `url_len` bytes; `out_store` NULL or
- * valid for one write.
- */
-pki_result pki_store_open_url(const char *url, size_t url_len, struct pki_store **out_store);
-
-/**
- * Creates an empty store in memory: documents live as long as the store.
- * For tests and for programs that keep documents somewhere pki does not
- * know (they copy them in and out).
- *
- * On success the caller owns `*out_store` and frees it with
- * `pki_store_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `out_store` must be NULL or valid for one write.
- */
-pki_result pki_store_new_memory(struct pki_store **out_store);
+pki_result pki_store_open(const char *location, size_t location_len, struct pki_store **out_store);
 
 /**
  * Frees a store. NULL is accepted (nothing happens). A callback store
@@ -3368,41 +2293,31 @@ pki_result pki_store_new_callbacks(const struct pki_store_callbacks *callbacks,
                                    struct pki_store **out_store);
 
 /**
- * Answers a `get` callback with the document's Secret data: a copy of
- * `data` is taken, so free your `pki_secret` when you like. Set the
- * revision too.
+ * Answers a callback: for `get`, the document's Secret data (`data`, a
+ * copy is taken, so free your `pki_secret` when you like) and its
+ * revision; for a successful `put`, `data` NULL and the new revision; for
+ * a `put` that returns `PKI_RESULT_CONFLICT`, `data` NULL and the revision
+ * found (optional). A `get` that finds no document does not call it.
  *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (the reply is a `put` callback's) or
- * `PKI_RESULT_PANIC`.
+ * The revision is opaque to the library and only compared for equality:
+ * `revision_len` bytes (1 to 1024) of UTF-8 text without NUL, such as a
+ * `resourceVersion` or a number in decimal. It is copied.
  *
- * # Safety
- *
- * `reply` must be NULL or the reply passed to the running callback;
- * `data` NULL or a live `pki_secret`.
- */
-pki_result pki_store_reply_set_data(struct pki_store_reply *reply, const struct pki_secret *data);
-
-/**
- * Answers with a revision: for `get`, the document's; for a successful
- * `put`, the new one; for a `put` that returns `PKI_RESULT_CONFLICT`, the
- * one found (optional). The revision is opaque to the library and only
- * compared for equality: `revision_len` bytes (1 to 1024) of UTF-8 text
- * without NUL, such as a `resourceVersion` or a number in decimal. It is
- * copied.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (empty, too long, not UTF-8, holds a NUL)
- * or `PKI_RESULT_PANIC`.
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` (`reply` or
+ * `revision` NULL), `PKI_RESULT_INVALID_ARGUMENT` (a revision empty, too
+ * long, not UTF-8 or holding a NUL; data given to a `put` callback's
+ * reply) or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
  * `reply` must be NULL or the reply passed to the running callback;
- * `revision` NULL or valid for `revision_len` bytes.
+ * `data` NULL or a live `pki_secret`; `revision` NULL or valid for
+ * `revision_len` bytes.
  */
-pki_result pki_store_reply_set_revision(struct pki_store_reply *reply,
-                                        const uint8_t *revision,
-                                        size_t revision_len);
+pki_result pki_store_reply_set(struct pki_store_reply *reply,
+                               const struct pki_secret *data,
+                               const uint8_t *revision,
+                               size_t revision_len);
 
 /**
  * Explains a failure of the callback, for the caller's last error

@@ -1,9 +1,97 @@
-//! Helpers that turn raw ABI arguments into Rust values, checking NULL,
-//! lengths and UTF-8, and write outputs back.
+//! The one preamble of every `pki_` function, and the conversions it runs:
+//! raw ABI arguments into Rust values (NULL, lengths, UTF-8, JSON checked),
+//! results back into output pointers.
+//!
+//! Every fallible function is written as
+//!
+//! ```ignore
+//! ffi!(out_step => {
+//!     store = handle(store, "store");
+//!     key = key_in(key, key_len);
+//!     input = json_or_default::<SignerStepIn>(input, input_len, "input");
+//!     now = time_in(now, "now");
+//! } step_signer(store, key, input, now))
+//! ```
+//!
+//! which runs inside the panic boundary, converts every argument in
+//! parameter order (a failure returns its code, and the message, naming
+//! the parameter, goes to the thread's last error), checks the output
+//! pointers, runs the body and writes its value to the output only when
+//! everything succeeded. Getters go through
+//! [`getter`], frees through [`free`].
 
 use crate::error::Failure;
+use serde::de::DeserializeOwned;
 use std::ffi::c_char;
 use time::OffsetDateTime;
+
+/// The preamble of a fallible ABI function; see the module documentation.
+///
+/// Forms: `ffi!({ args } body)` (no output; `body` is a
+/// `Result<(), Failure>`), `ffi!(out => { args } body)` (`body` gives the
+/// value written to `*out`), `ffi!(out, opt? => { args } body)` (`body`
+/// gives a pair; the second goes to `*opt` when `opt` is not NULL) and
+/// `ffi!(a, b => { args } body)` (two outputs, both required).
+///
+/// The conversions in `{ args }` are `name = expression;`, run in order
+/// (a later one may use an earlier one's value): they dereference the
+/// caller's pointers, which the function's documented contract makes NULL
+/// or valid, and fail with the code and message of the first bad argument.
+macro_rules! ffi {
+    (@args { $($arg:ident = $conv:expr;)* }) => {
+        $(
+            #[allow(unused_unsafe)]
+            // SAFETY: every pointer argument is NULL or valid for its
+            // length, and every handle NULL or live, by the calling
+            // function's documented contract; each conversion refuses NULL.
+            let $arg = unsafe { $conv }?;
+        )*
+    };
+    ({ $($args:tt)* } $body:expr) => {
+        $crate::error::boundary(|| {
+            ffi!(@args { $($args)* });
+            $body
+        })
+    };
+    ($out:ident => { $($args:tt)* } $body:expr) => {
+        $crate::error::boundary(|| {
+            ffi!(@args { $($args)* });
+            $crate::abi::out_ptr($out, stringify!($out))?;
+            let value = $body?;
+            // SAFETY: checked non-NULL above; valid for one write (contract).
+            unsafe { $crate::abi::write_out($out, value) };
+            Ok(())
+        })
+    };
+    ($out:ident, $opt:ident ? => { $($args:tt)* } $body:expr) => {
+        $crate::error::boundary(|| {
+            ffi!(@args { $($args)* });
+            $crate::abi::out_ptr($out, stringify!($out))?;
+            let (value, optional) = $body?;
+            // SAFETY: `$out` checked non-NULL above, `$opt` NULL (skipped)
+            // or valid; both valid for one write (contract).
+            unsafe {
+                $crate::abi::write_out($out, value);
+                $crate::abi::write_opt($opt, optional);
+            }
+            Ok(())
+        })
+    };
+    ($out:ident, $out2:ident => { $($args:tt)* } $body:expr) => {
+        $crate::error::boundary(|| {
+            ffi!(@args { $($args)* });
+            $crate::abi::out_ptr($out, stringify!($out))?;
+            $crate::abi::out_ptr($out2, stringify!($out2))?;
+            let (value, value2) = $body?;
+            // SAFETY: both checked non-NULL above; valid for one write (contract).
+            unsafe {
+                $crate::abi::write_out($out, value);
+                $crate::abi::write_out($out2, value2);
+            }
+            Ok(())
+        })
+    };
+}
 
 /// Borrows `len` bytes at `ptr`. NULL is an error whatever `len` is.
 ///
@@ -47,6 +135,85 @@ pub(crate) unsafe fn str_in<'a>(
             e.valid_up_to()
         ))
     })
+}
+
+/// Borrows optional bytes: NULL is None.
+///
+/// # Safety
+///
+/// `ptr` must be NULL or valid for reads of `len` bytes for `'a`.
+pub(crate) unsafe fn opt_bytes<'a>(
+    ptr: *const u8,
+    len: usize,
+    what: &str,
+) -> Result<Option<&'a [u8]>, Failure> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and valid for `len` bytes (caller contract).
+    unsafe { bytes_in(ptr, len, what) }.map(Some)
+}
+
+/// Borrows optional UTF-8 text: NULL is None.
+///
+/// # Safety
+///
+/// As for [`opt_bytes`].
+pub(crate) unsafe fn opt_str<'a>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<Option<&'a str>, Failure> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and valid for `len` bytes (caller contract).
+    unsafe { str_in(ptr, len, what) }.map(Some)
+}
+
+/// The store key argument of the store functions (checked by the store).
+///
+/// # Safety
+///
+/// As for [`str_in`].
+pub(crate) unsafe fn key_in<'a>(key: *const c_char, key_len: usize) -> Result<&'a str, Failure> {
+    // SAFETY: same contract as ours.
+    unsafe { str_in(key, key_len, "key") }
+}
+
+/// Reads a JSON input into `T`; NULL is an error. Malformed JSON, a field
+/// of the wrong type, an unknown field or a missing one is
+/// `PKI_RESULT_INVALID_ARGUMENT`, with serde's message (what and where).
+///
+/// # Safety
+///
+/// As for [`bytes_in`].
+pub(crate) unsafe fn json_in<T: DeserializeOwned>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<T, Failure> {
+    // SAFETY: same contract as ours.
+    let bytes = unsafe { bytes_in(ptr.cast::<u8>(), len, what) }?;
+    serde_json::from_slice(bytes).map_err(|e| Failure::invalid(format!("parameter `{what}`: {e}")))
+}
+
+/// [`json_in`], except that NULL is `T::default()`: the engine's default
+/// input (its periodic step).
+///
+/// # Safety
+///
+/// `ptr` must be NULL or valid for reads of `len` bytes.
+pub(crate) unsafe fn json_or_default<T: DeserializeOwned + Default>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> Result<T, Failure> {
+    if ptr.is_null() {
+        return Ok(T::default());
+    }
+    // SAFETY: non-NULL, and valid for `len` bytes (contract).
+    unsafe { json_in(ptr, len, what) }
 }
 
 /// Borrows the object behind a handle.
@@ -93,6 +260,35 @@ pub(crate) unsafe fn write_out<T>(ptr: *mut T, value: T) {
     unsafe { ptr.write(value) }
 }
 
+/// Writes `value` to an optional output: NULL skips it (and drops `value`,
+/// freeing a handle made for it).
+///
+/// # Safety
+///
+/// `ptr` must be NULL, or aligned and valid for one write of `T`.
+pub(crate) unsafe fn write_opt<T: Dropped>(ptr: *mut T, value: T) {
+    if ptr.is_null() {
+        value.dropped();
+    } else {
+        // SAFETY: non-NULL; valid for a write (caller contract).
+        unsafe { write_out(ptr, value) }
+    }
+}
+
+/// What to do with the value of an optional output nobody asked for.
+pub(crate) trait Dropped {
+    /// Releases it.
+    fn dropped(self);
+}
+
+impl<T> Dropped for *mut T {
+    fn dropped(self) {
+        // SAFETY: the value was made by `into_handle` for the output and
+        // was never given to C.
+        unsafe { free_handle(self) }
+    }
+}
+
 /// Moves `value` to the heap and gives C the pointer (a handle it frees later).
 pub(crate) fn into_handle<T>(value: T) -> *mut T {
     Box::into_raw(Box::new(value))
@@ -110,6 +306,17 @@ pub(crate) unsafe fn free_handle<T>(ptr: *mut T) {
         // (caller contract).
         drop(unsafe { Box::from_raw(ptr) });
     }
+}
+
+/// The body of every `pki_<object>_free`: frees a handle inside the panic
+/// boundary. NULL is accepted.
+///
+/// # Safety
+///
+/// As for [`free_handle`].
+pub(crate) unsafe fn free<T>(ptr: *mut T) {
+    // SAFETY: our caller's contract.
+    crate::error::boundary_value((), || unsafe { free_handle(ptr) })
 }
 
 /// A Unix time (seconds) as an instant.
@@ -140,8 +347,8 @@ pub(crate) fn os_rng() -> pki_core::OsRng {
     pki_core::os_rng()
 }
 
-/// Reads something from the object behind a handle inside the panic
-/// boundary; NULL (or a panic) gives `fallback`.
+/// The body of every getter: reads something from the object behind a
+/// handle inside the panic boundary; NULL (or a panic) gives `fallback`.
 ///
 /// # Safety
 ///

@@ -1,7 +1,6 @@
 //! Owned byte buffers handed to C, and borrowed byte views.
 
-use crate::abi::free_handle;
-use crate::error::boundary_value;
+use crate::abi::{free, getter};
 use zeroize::Zeroizing;
 
 /// Bytes returned by the library (PEM, state documents, pins). May hold
@@ -97,13 +96,8 @@ impl CText {
 /// `buffer` must be NULL or a live `pki_buffer`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_buffer_data(buffer: *const pki_buffer) -> pki_bytes {
-    boundary_value(pki_bytes::EMPTY, || {
-        // SAFETY: NULL or a live handle (caller contract).
-        match unsafe { buffer.as_ref() } {
-            Some(b) => b.bytes.view(),
-            None => pki_bytes::EMPTY,
-        }
-    })
+    // SAFETY: NULL or a live handle (contract).
+    unsafe { getter(buffer, pki_bytes::EMPTY, |b| b.bytes.view()) }
 }
 
 /// Frees a buffer and zeroes its memory. NULL is accepted (nothing happens).
@@ -115,6 +109,6 @@ pub unsafe extern "C" fn pki_buffer_data(buffer: *const pki_buffer) -> pki_bytes
 /// `buffer` must be NULL or a live `pki_buffer` not freed before.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_buffer_free(buffer: *mut pki_buffer) {
-    // SAFETY: NULL or a live handle freed once (caller contract).
-    boundary_value((), || unsafe { free_handle(buffer) })
+    // SAFETY: NULL or a live handle freed once (contract).
+    unsafe { free(buffer) }
 }

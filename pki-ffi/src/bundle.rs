@@ -1,8 +1,8 @@
-//! CA bundles: parse, write, merge, prune, fingerprint and pins.
+//! CA bundles: parse, merge, prune, and export (PEM, fingerprint, pins).
 
-use crate::abi::{bytes_in, free_handle, getter, handle, into_handle, out_ptr, time_in, write_out};
+use crate::abi::{bytes_in, free, getter, handle, into_handle, time_in};
 use crate::buffer::pki_buffer;
-use crate::error::{boundary, boundary_value, pki_result};
+use crate::error::{Failure, pki_result};
 use pki_core::Bundle;
 
 /// An ordered set of CA certificates, deduplicated by DER. Immutable:
@@ -18,23 +18,23 @@ impl pki_bundle {
     }
 }
 
-/// A SHA-256 digest (fingerprints and pins). Printed as lowercase hex it
-/// matches `pki pin` and `openssl x509 -fingerprint -sha256` (without colons).
-#[repr(C)]
+/// Which form of a bundle `pki_bundle_export` writes.
+#[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct pki_sha256 {
-    /// The digest.
-    pub bytes: [u8; 32],
-}
-
-/// Hands a new bundle to C.
-///
-/// # Safety
-///
-/// `out` must be non-NULL and valid for one write.
-unsafe fn give_bundle(out: *mut *mut pki_bundle, bundle: Bundle) {
-    // SAFETY: our caller's contract.
-    unsafe { write_out(out, into_handle(pki_bundle::new(bundle))) }
+pub enum pki_bundle_output {
+    /// PEM, one `CERTIFICATE` block per member, in order.
+    PKI_BUNDLE_PEM = 0,
+    /// The fingerprint of the set (32 bytes): SHA-256 over the sorted
+    /// SHA-256 fingerprints of the members, so the same set in any order
+    /// gives the same value (`pki fingerprint --bundle`, in hex).
+    PKI_BUNDLE_FINGERPRINT = 1,
+    /// The root pin (32 bytes): SHA-256 of the DER of the bundle's first
+    /// self-signed root (never of PEM text), as `pki pin` prints it in hex.
+    PKI_BUNDLE_ROOT_PIN = 2,
+    /// The SPKI pins: SHA-256 of each member's SubjectPublicKeyInfo DER,
+    /// deduplicated (bridges share keys with roots), in bundle order, as
+    /// consecutive 32-byte digests: `len / 32` pins.
+    PKI_BUNDLE_SPKI_PINS = 3,
 }
 
 /// Parses a PEM bundle. Every block must be a `CERTIFICATE`; text between
@@ -59,40 +59,48 @@ pub unsafe extern "C" fn pki_bundle_from_pem(
     pem_len: usize,
     out_bundle: *mut *mut pki_bundle,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: pointer and length from the caller (contract).
-        let pem = unsafe { bytes_in(pem, pem_len, "pem") }?;
-        out_ptr(out_bundle, "out_bundle")?;
-        let bundle = Bundle::from_pem(pem)?;
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { give_bundle(out_bundle, bundle) };
-        Ok(())
-    })
+    ffi!(out_bundle => {
+        pem = bytes_in(pem, pem_len, "pem");
+    } Bundle::from_pem(pem).map(|b| into_handle(pki_bundle::new(b))))
 }
 
-/// Writes a bundle as PEM, one `CERTIFICATE` block per member, in order.
+/// Writes one form of a bundle (see `pki_bundle_output`: its PEM, its
+/// fingerprint, its root pin, its SPKI pins) to a new buffer.
 ///
-/// On success the caller owns `*out_pem` and frees it with `pki_buffer_free`.
+/// On success the caller owns `*out_buffer` and frees it with
+/// `pki_buffer_free`.
 ///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (an unknown output), `PKI_RESULT_NO_ROOT`
+/// (`PKI_BUNDLE_ROOT_PIN` of a bundle without a self-signed root) or
+/// `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
-/// `bundle` must be NULL or a live `pki_bundle`; `out_pem` NULL or valid for
-/// one write.
+/// `bundle` must be NULL or a live `pki_bundle`; `out_buffer` NULL or valid
+/// for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_bundle_to_pem(
+pub unsafe extern "C" fn pki_bundle_export(
     bundle: *const pki_bundle,
-    out_pem: *mut *mut pki_buffer,
+    output: u32,
+    out_buffer: *mut *mut pki_buffer,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        out_ptr(out_pem, "out_pem")?;
-        let pem = bundle.bundle.to_pem();
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_pem, into_handle(pki_buffer::new(pem.as_bytes()))) };
-        Ok(())
+    ffi!(out_buffer => {
+        bundle = handle(bundle, "bundle");
+    } {
+        let b = &bundle.bundle;
+        let bytes = match output {
+            0 => b.to_pem().into_bytes(),
+            1 => b.fingerprint().to_vec(),
+            2 => b.root_pin_sha256()?.to_vec(),
+            3 => b.spki_pins_sha256().concat(),
+            other => {
+                return Err(Failure::invalid(format!(
+                    "output {other} is not a pki_bundle_output (0-3)"
+                )));
+            }
+        };
+        Ok::<_, Failure>(into_handle(pki_buffer::new(&bytes)))
     })
 }
 
@@ -124,17 +132,13 @@ pub unsafe extern "C" fn pki_bundle_merge(
     second: *const pki_bundle,
     out_bundle: *mut *mut pki_bundle,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let first = unsafe { handle(first, "first") }?;
-        // SAFETY: NULL or a live handle (contract).
-        let second = unsafe { handle(second, "second") }?;
-        out_ptr(out_bundle, "out_bundle")?;
+    ffi!(out_bundle => {
+        first = handle(first, "first");
+        second = handle(second, "second");
+    } {
         let mut merged = first.bundle.clone();
         merged.merge(&second.bundle);
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { give_bundle(out_bundle, merged) };
-        Ok(())
+        Ok::<_, Failure>(into_handle(pki_bundle::new(merged)))
     })
 }
 
@@ -158,99 +162,13 @@ pub unsafe extern "C" fn pki_bundle_prune_expired(
     out_bundle: *mut *mut pki_bundle,
     out_removed: *mut usize,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        out_ptr(out_bundle, "out_bundle")?;
-        out_ptr(out_removed, "out_removed")?;
-        let now = time_in(now, "now")?;
+    ffi!(out_bundle, out_removed => {
+        bundle = handle(bundle, "bundle");
+        now = time_in(now, "now");
+    } {
         let mut kept = bundle.bundle.clone();
         let removed = kept.prune_expired(now).len();
-        // SAFETY: both checked non-NULL; valid for a write (contract).
-        unsafe {
-            give_bundle(out_bundle, kept);
-            write_out(out_removed, removed);
-        }
-        Ok(())
-    })
-}
-
-/// The fingerprint of the set: SHA-256 over the sorted SHA-256 fingerprints
-/// of the members, so the same set in any order gives the same value.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `bundle` must be NULL or a live `pki_bundle`; `out_fingerprint` NULL or
-/// valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_bundle_fingerprint(
-    bundle: *const pki_bundle,
-    out_fingerprint: *mut pki_sha256,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        out_ptr(out_fingerprint, "out_fingerprint")?;
-        let bytes = bundle.bundle.fingerprint();
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_fingerprint, pki_sha256 { bytes }) };
-        Ok(())
-    })
-}
-
-/// The root pin: SHA-256 of the DER of the bundle's first self-signed root
-/// (never of PEM text), as `pki pin` prints it in hex.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_NO_ROOT`
-/// or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `bundle` must be NULL or a live `pki_bundle`; `out_pin` NULL or valid for
-/// one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_bundle_root_pin(
-    bundle: *const pki_bundle,
-    out_pin: *mut pki_sha256,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        out_ptr(out_pin, "out_pin")?;
-        let bytes = bundle.bundle.root_pin_sha256()?;
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_pin, pki_sha256 { bytes }) };
-        Ok(())
-    })
-}
-
-/// The SPKI pins of a bundle: SHA-256 of each member's
-/// SubjectPublicKeyInfo DER, deduplicated (bridges share keys with roots),
-/// in bundle order, as consecutive 32-byte digests: `len / 32` pins.
-///
-/// On success the caller owns `*out_pins` and frees it with `pki_buffer_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `bundle` must be NULL or a live `pki_bundle`; `out_pins` NULL or valid
-/// for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_bundle_spki_pins(
-    bundle: *const pki_bundle,
-    out_pins: *mut *mut pki_buffer,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        out_ptr(out_pins, "out_pins")?;
-        let bytes = bundle.bundle.spki_pins_sha256().concat();
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_pins, into_handle(pki_buffer::new(&bytes))) };
-        Ok(())
+        Ok::<_, Failure>((into_handle(pki_bundle::new(kept)), removed))
     })
 }
 
@@ -262,5 +180,5 @@ pub unsafe extern "C" fn pki_bundle_spki_pins(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_bundle_free(bundle: *mut pki_bundle) {
     // SAFETY: NULL or a live handle freed once (contract).
-    boundary_value((), || unsafe { free_handle(bundle) })
+    unsafe { free(bundle) }
 }

@@ -24,7 +24,8 @@ pub enum pki_result {
     /// An argument is out of range or malformed (bad enum value, text that is
     /// not UTF-8, an IP address that does not parse, a length too large…).
     PKI_RESULT_INVALID_ARGUMENT = 3,
-    /// A builder was used after `pki_leaf_builder_build` consumed it.
+    /// A builder was used after it was consumed. No longer returned: leaf
+    /// requests are JSON now (the number stays taken).
     PKI_RESULT_BUILDER_CONSUMED = 4,
     /// A looked-up entry does not exist.
     PKI_RESULT_NOT_FOUND = 5,

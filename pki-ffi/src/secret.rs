@@ -13,11 +13,9 @@
 //! The mapping itself is pki-rotate's (`pki_rotate::signer::document`),
 //! documented and tested there; this module only moves the bytes.
 
-use crate::abi::{
-    bytes_in, free_handle, getter, handle, handle_mut, into_handle, out_ptr, str_in, write_out,
-};
+use crate::abi::{bytes_in, free, getter, handle, handle_mut, into_handle, str_in};
 use crate::buffer::{CText, pki_bytes};
-use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::error::{Failure, pki_result};
 use crate::signer::pki_signer;
 use pki_rotate::SignerState;
 use pki_rotate::{SecretData, is_secret_data_key};
@@ -72,15 +70,9 @@ impl pki_secret {
 /// `out_secret` must be NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_secret_new(out_secret: *mut *mut pki_secret) -> pki_result {
-    boundary(|| {
-        out_ptr(out_secret, "out_secret")?;
-        let secret = into_handle(pki_secret {
-            entries: BTreeMap::new(),
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_secret, secret) };
-        Ok(())
-    })
+    ffi!(out_secret => {} Ok::<_, Failure>(into_handle(pki_secret {
+        entries: BTreeMap::new(),
+    })))
 }
 
 /// Sets entry `key` to a copy of `value`, replacing any previous value.
@@ -105,13 +97,11 @@ pub unsafe extern "C" fn pki_secret_set(
     value: *const u8,
     value_len: usize,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle used by this thread only (contract).
-        let secret = unsafe { handle_mut(secret, "secret") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let key = unsafe { str_in(key, key_len, "key") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let value = unsafe { bytes_in(value, value_len, "value") }?;
+    ffi!({
+        secret = handle_mut(secret, "secret");
+        key = str_in(key, key_len, "key");
+        value = bytes_in(value, value_len, "value");
+    } {
         if !is_secret_data_key(key) {
             return Err(Failure::invalid(format!(
                 "\"{key}\" is not a Secret data key (1-253 of a-z, A-Z, 0-9, '-', '_', '.')"
@@ -151,60 +141,16 @@ pub unsafe extern "C" fn pki_secret_entry(
     out_key: *mut pki_bytes,
     out_value: *mut pki_bytes,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let secret = unsafe { handle(secret, "secret") }?;
-        out_ptr(out_key, "out_key")?;
-        out_ptr(out_value, "out_value")?;
+    ffi!(out_key, out_value => {
+        secret = handle(secret, "secret");
+    } {
         let (key, value) = secret.entries.values().nth(index).ok_or_else(|| {
             Failure::new(
                 pki_result::PKI_RESULT_NOT_FOUND,
                 format!("entry {index} of {}", secret.entries.len()),
             )
         })?;
-        // SAFETY: both checked non-NULL; valid for a write (contract).
-        unsafe {
-            write_out(out_key, key.view());
-            write_out(out_value, value.view());
-        }
-        Ok(())
-    })
-}
-
-/// Looks up the value of entry `key`.
-///
-/// Borrowed: the view is valid until the secret is freed or changed.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (key not UTF-8), `PKI_RESULT_NOT_FOUND`
-/// or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `secret` must be NULL or a live `pki_secret`; `key` NULL or valid for
-/// `key_len` bytes; `out_value` NULL or valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_secret_get(
-    secret: *const pki_secret,
-    key: *const c_char,
-    key_len: usize,
-    out_value: *mut pki_bytes,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let secret = unsafe { handle(secret, "secret") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let key = unsafe { str_in(key, key_len, "key") }?;
-        out_ptr(out_value, "out_value")?;
-        let (_, value) = secret.entries.get(key).ok_or_else(|| {
-            Failure::new(
-                pki_result::PKI_RESULT_NOT_FOUND,
-                format!("no entry \"{key}\""),
-            )
-        })?;
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_value, value.view()) };
-        Ok(())
+        Ok::<_, Failure>((key.view(), value.view()))
     })
 }
 
@@ -216,14 +162,15 @@ pub unsafe extern "C" fn pki_secret_get(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_secret_free(secret: *mut pki_secret) {
     // SAFETY: NULL or a live handle freed once (contract).
-    boundary_value((), || unsafe { free_handle(secret) })
+    unsafe { free(secret) }
 }
 
 /// Saves a signer as Secret-shaped named blobs (see the table in the
 /// README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
-/// (after a rotation), `forced-rotation-reason` (after a forced rotation)
-/// and `pki-state.json`. A Go controller copies them to `Secret.Data` as
-/// they are.
+/// (after a rotation), `forced-rotation-reason` (after a forced rotation),
+/// `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
+/// leaves it keeps. A Go controller copies them to `Secret.Data` as they
+/// are; a callback store uses the same keys.
 ///
 /// `signer` is borrowed. On success the caller owns `*out_secret` and frees
 /// it with `pki_secret_free`.
@@ -240,14 +187,11 @@ pub unsafe extern "C" fn pki_signer_to_secret(
     signer: *const pki_signer,
     out_secret: *mut *mut pki_secret,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let signer = unsafe { handle(signer, "signer") }?;
-        out_ptr(out_secret, "out_secret")?;
+    ffi!(out_secret => {
+        signer = handle(signer, "signer");
+    } {
         let secret = pki_secret::from_data(&signer.state.to_secret_data()?);
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_secret, into_handle(secret)) };
-        Ok(())
+        Ok::<_, Failure>(into_handle(secret))
     })
 }
 
@@ -274,14 +218,10 @@ pub unsafe extern "C" fn pki_signer_from_secret(
     secret: *const pki_secret,
     out_signer: *mut *mut pki_signer,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let secret = unsafe { handle(secret, "secret") }?;
-        out_ptr(out_signer, "out_signer")?;
+    ffi!(out_signer => {
+        secret = handle(secret, "secret");
+    } {
         let state = SignerState::from_secret_data(&secret.to_data())?;
-        let signer = into_handle(pki_signer::loaded(state));
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_signer, signer) };
-        Ok(())
+        Ok::<_, Failure>(into_handle(pki_signer { state }))
     })
 }

@@ -1,540 +1,241 @@
-//! A CA set rotated in gated steps (GEP-18, StarlingX) in a store, under
-//! the store key `set` (the CLI's): create, issue, target, start, ack,
-//! fail, retry, advance, abort, and read the status and the per-target
-//! plan as JSON. Every call is one `Driver::step` of pki-rotate's
-//! `SetEngine`: a refused call leaves the store unchanged.
-//!
-//! Lists are passed as comma-separated text (`"cluster:serving+client,etcd:client"`,
-//! `"etcd,metrics"`); text parameters are pointer and length, UTF-8, no
-//! NUL terminator needed.
+//! A CA set rotated in gated steps (GEP-18, StarlingX) in a store: create,
+//! step (issue, target, start, ack, fail, retry, advance, abort), and read
+//! the status or the per-target plan. Every change is one `Driver::step` of
+//! pki-rotate's `SetEngine`: a refused step leaves the store unchanged.
 
-use crate::abi::{handle, into_handle, os_rng, out_ptr, str_in, time_in, write_out};
+use crate::abi::{handle, into_handle, json_in, json_or_default, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
-use crate::error::{Failure, boundary, pki_result};
+use crate::error::{Failure, pki_result};
+use crate::input::{SetCreateIn, SetStepIn};
+use crate::step::{EventEntry, pki_step, status_json};
 use crate::store::pki_store;
-use pki_rotate::set::{STORE_KEY, fingerprint};
-use pki_rotate::{LeafSpec, Roles, SetEngine, SetInput, SetState};
-use std::collections::BTreeSet;
+use pki_rotate::set::fingerprint;
+use pki_rotate::{SetEngine, SetState};
 use std::ffi::c_char;
 use time::OffsetDateTime;
 
-fn list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
+fn status(doc: &SetState, now: OffsetDateTime) -> String {
+    status_json(&doc.status(now))
 }
 
-/// Borrows optional text: NULL is None.
+/// Creates a CA set at `key` in `store` (`"set"` is the CLI's): one new CA
+/// per item of `cas`, valid from `now` (Unix seconds). A document already
+/// there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
 ///
-/// # Safety
+/// `input` is `input_len` bytes of JSON: `{"cas": [{"name": "cluster",
+/// "roles": "serving+client"}, {"name": "etcd", "roles": "serving"}],
+/// "key_type": "p256", "lifetime_seconds": 157680000}`. `roles` is
+/// `"serving"`, `"client"` or `"serving+client"`; `key_type` as for
+/// `pki_signer_create` (default `"p256"`); `lifetime_seconds` the CAs'
+/// lifetime (default 1825 days). `store`, `key` and `input` are borrowed.
 ///
-/// `ptr` must be NULL or valid for `len` bytes.
-unsafe fn opt_str<'a>(
-    ptr: *const c_char,
-    len: usize,
-    what: &str,
-) -> Result<Option<&'a str>, Failure> {
-    if ptr.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: non-NULL and valid for `len` bytes (caller contract).
-    unsafe { str_in(ptr, len, what) }.map(Some)
-}
-
-fn step(store: &pki_store, input: &SetInput, now: OffsetDateTime) -> Result<(), Failure> {
-    store
-        .driver::<SetState>()
-        .step::<SetEngine, _>(STORE_KEY, input, now, &mut os_rng())?;
-    Ok(())
-}
-
-fn load(store: &pki_store) -> Result<SetState, Failure> {
-    Ok(store.driver::<SetState>().load::<SetEngine>(STORE_KEY)?.0)
-}
-
-/// Creates a CA set in `store`: one new CA per item of `cas`, a
-/// comma-separated list of `NAME:ROLES` (ROLES: `serving`, `client` or
-/// `serving+client`), with P-256 keys valid for `lifetime_seconds` from
-/// `now` (Unix seconds). Fails when a set exists there already.
+/// On success the caller owns `*out_step` (its status is `pki set status
+/// --json`'s) and frees it with `pki_step_free`.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_INVALID`,
-/// `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
+/// `PKI_RESULT_SET_INVALID` (no CA, a bad name or role, a lifetime too
+/// short), `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
+/// `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `cas` NULL or valid for
-/// `cas_len` bytes.
+/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+/// NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_set_create(
     store: *const pki_store,
-    cas: *const c_char,
-    cas_len: usize,
-    lifetime_seconds: i64,
+    key: *const c_char,
+    key_len: usize,
+    input: *const c_char,
+    input_len: usize,
     now: i64,
+    out_step: *mut *mut pki_step,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let cas = unsafe { str_in(cas, cas_len, "cas") }?;
-        let now = time_in(now, "now")?;
-        let mut parsed = Vec::new();
-        for item in list(cas) {
-            let (name, roles) = item
-                .split_once(':')
-                .ok_or_else(|| Failure::invalid(format!("\"{item}\" is not NAME:ROLES")))?;
-            let roles: Roles = roles.parse()?;
-            parsed.push((name.to_string(), roles));
-        }
-        let state = SetState::new(
-            &parsed,
-            pki_core::KeyAlgorithm::EcdsaP256,
-            crate::abi::seconds(lifetime_seconds),
+    ffi!(out_step => {
+        store = handle(store, "store");
+        key = key_in(key, key_len);
+        input = json_in::<SetCreateIn>(input, input_len, "input");
+        now = time_in(now, "now");
+    } {
+        let doc = SetState::new(
+            &input.cas()?,
+            input.algorithm(),
+            input.lifetime(),
             now,
             &mut os_rng(),
         )?;
-        store
-            .driver::<SetState>()
-            .create::<SetEngine>(STORE_KEY, &state)?;
-        Ok(())
+        store.create::<SetEngine>(key, &doc, now, status).map(into_handle)
     })
 }
 
-/// Issues (or re-issues) the leaf `name` of CA `ca` for `target` (created
-/// if new): a serving certificate when `serving`, a client certificate when
-/// `client`, both when both; `dns` is a comma-separated list of DNS names
-/// (empty for a client certificate). Valid for 365 days, cut at the CA's
-/// NotAfter.
+/// One step of the CA set at `key` in `store` at `now` (Unix seconds):
+/// pki-rotate's `Driver::step` with the set engine, written by
+/// compare-and-swap (a racing writer makes it read and decide again), the
+/// same as the `pki set` commands. A refused request writes nothing.
+///
+/// `input` is `input_len` bytes of JSON, one request; NULL asks for nothing
+/// (a report: the step's status is the set's now):
+///
+/// - `{"issue": {"name": "web", "ca": "cluster", "serving": true, "client":
+///   false, "dns_names": […], "ip_addresses": […], "common_name": "…",
+///   "target": "node-1", "lifetime_seconds": N, "replace": false}}`: issue
+///   (or re-issue) the leaf `name` of CA `ca` for `target` (created if new);
+///   365 days by default, cut at the CA's NotAfter; `replace` moves a leaf
+///   another target has;
+/// - `{"target": {"name": "node-1", "trusts": ["cluster"], "client_ca":
+///   ["etcd"]}}`: create a target or set the bundles it loads (a list
+///   absent is kept);
+/// - `{"start": {"reason": "…", "one_at_a_time": false, "imports": [{"name":
+///   "cluster", "ca": PEM, "key": PEM, "chain": PEM}]}}`: start a rotation
+///   (idle or completed → trust-both), with CAs supplied instead of
+///   generated (`ca` may hold the key and chain too, as StarlingX uploads
+///   them); `one_at_a_time` moves serving certificates one target at a time;
+/// - `{"ack": {"target": "node-1", "fingerprint": "sha256:…"}}`: the target
+///   loaded the files with that fingerprint (again: nothing to do);
+/// - `{"fail": {"target": "node-1", "reason": "…"}}`, `{"retry": {"target":
+///   "node-1"}}`: a target failed to load its files (it blocks advance),
+///   and will try again;
+/// - `{"advance": {"override_reason": "…", "from": "trust-both"}}`: go to
+///   the next step; both fields optional. `override_reason` passes a gate
+///   that still waits for targets (recorded; the same reason again in the
+///   same step is nothing to do); `from` names the step being left (once
+///   left, the request is nothing to do; from another step, refused);
+/// - `{"abort": {"override_reason": "…"}}`: abort to the safe target of
+///   the step (before trust-new: reverting, then advance to idle; in
+///   trust-new: forward to completed, refused with
+///   `PKI_RESULT_SET_ABORT_STRANDS` while a target has not loaded it,
+///   unless `override_reason`, recorded with the targets it strands).
+///
+/// `store`, `key` and `input` are borrowed for the call.
+///
+/// On success the caller owns `*out_step` (events: `step`, `issued`,
+/// `new-ca`, `acked`, `failed`, `retrying`, `target-changed`,
+/// `old-keys-destroyed`, `already-done`; status: `pki set status --json`'s,
+/// with each target's fingerprint to acknowledge) and frees it with
+/// `pki_step_free`.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
-/// `PKI_RESULT_SET_INVALID`, `PKI_RESULT_SET_TRUST_BROKEN`,
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
-/// valid for its length.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn pki_set_issue(
-    store: *const pki_store,
-    name: *const c_char,
-    name_len: usize,
-    ca: *const c_char,
-    ca_len: usize,
-    serving: bool,
-    client: bool,
-    dns: *const c_char,
-    dns_len: usize,
-    target: *const c_char,
-    target_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointers and lengths from the caller (contract).
-        let (name, ca, dns, target) = unsafe {
-            (
-                str_in(name, name_len, "name")?,
-                str_in(ca, ca_len, "ca")?,
-                str_in(dns, dns_len, "dns")?,
-                str_in(target, target_len, "target")?,
-            )
-        };
-        let spec = LeafSpec {
-            ca: ca.to_string(),
-            serving,
-            client,
-            dns_names: list(dns),
-            ip_addresses: Vec::new(),
-            common_name: None,
-            target: target.to_string(),
-            lifetime: pki_rotate::set::DEFAULT_SET_LEAF_LIFETIME,
-        };
-        let input = SetInput::Issue {
-            replace: false,
-            name: name.to_string(),
-            spec,
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Creates `target` or sets the bundles it loads: `trusts` (CAs whose
-/// servers it verifies) and `client_ca` (CAs whose clients it verifies),
-/// comma-separated; NULL keeps a list as it is.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
-/// `PKI_RESULT_SET_INVALID`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
-/// valid for its length.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_target(
-    store: *const pki_store,
-    target: *const c_char,
-    target_len: usize,
-    trusts: *const c_char,
-    trusts_len: usize,
-    client_ca: *const c_char,
-    client_ca_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointers and lengths from the caller (contract).
-        let (target, trusts, client_ca) = unsafe {
-            (
-                str_in(target, target_len, "target")?,
-                opt_str(trusts, trusts_len, "trusts")?,
-                opt_str(client_ca, client_ca_len, "client_ca")?,
-            )
-        };
-        let set = |v: Option<&str>| v.map(|t| list(t).into_iter().collect::<BTreeSet<_>>());
-        let input = SetInput::Target {
-            name: target.to_string(),
-            trusts: set(trusts),
-            client_ca: set(client_ca),
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Starts a rotation (idle or completed → trust-both) for `reason`; with
-/// `one_at_a_time`, serving certificates later move one target at a time.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP` (a rotation
-/// runs), `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_INVALID`,
-/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `reason` NULL or valid for
-/// `reason_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_start(
-    store: *const pki_store,
-    reason: *const c_char,
-    reason_len: usize,
-    one_at_a_time: bool,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let reason = unsafe { str_in(reason, reason_len, "reason") }?;
-        let input = SetInput::Start {
-            reason: reason.to_string(),
-            imports: Vec::new(),
-            one_at_a_time,
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Records that `target` loaded the files with `fingerprint` (see
-/// `pki_set_plan_json`). Acknowledging the current fingerprint again
-/// changes nothing; another fingerprint is refused.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
+/// `PKI_RESULT_SET_UNKNOWN_TARGET`, `PKI_RESULT_SET_INVALID`,
+/// `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_STEP_BLOCKED`,
 /// `PKI_RESULT_SET_STALE_FINGERPRINT`, `PKI_RESULT_SET_TARGET_FAILED`,
-/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+/// `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_TRUST_BROKEN`,
+/// `PKI_RESULT_SET_ABORT_STRANDS`, the PEM and import results of an
+/// imported CA, `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
+/// `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
-/// valid for its length.
+/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
+/// NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_ack(
+pub unsafe extern "C" fn pki_set_step(
     store: *const pki_store,
-    target: *const c_char,
-    target_len: usize,
-    fingerprint: *const c_char,
-    fingerprint_len: usize,
+    key: *const c_char,
+    key_len: usize,
+    input: *const c_char,
+    input_len: usize,
     now: i64,
+    out_step: *mut *mut pki_step,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointers and lengths from the caller (contract).
-        let (target, fp) = unsafe {
-            (
-                str_in(target, target_len, "target")?,
-                str_in(fingerprint, fingerprint_len, "fingerprint")?,
-            )
-        };
-        let input = SetInput::Ack {
-            target: target.to_string(),
-            fingerprint: fp.to_string(),
-        };
-        step(store, &input, time_in(now, "now")?)
+    ffi!(out_step => {
+        store = handle(store, "store");
+        key = key_in(key, key_len);
+        input = json_or_default::<SetStepIn>(input, input_len, "input");
+        now = time_in(now, "now");
+    } {
+        let input = input.input(now)?;
+        let step = store
+            .driver::<SetState>()
+            .step::<SetEngine, _>(key, &input, now, &mut os_rng())?;
+        let (out, _) = pki_step::of_driver(step, EventEntry::of, |d| status(d, now));
+        Ok::<_, Failure>(into_handle(out))
     })
 }
 
-/// Goes to the next step. When targets have not acknowledged their files
-/// (or failed), it is refused with `PKI_RESULT_SET_STEP_BLOCKED` unless
-/// `override_reason` (NULL: none) gives a reason, which is recorded.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
-/// `PKI_RESULT_SET_STEP_BLOCKED`, `PKI_RESULT_SET_TRUST_BROKEN`,
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
-/// or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `override_reason` NULL or
-/// valid for `override_reason_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_advance(
-    store: *const pki_store,
-    override_reason: *const c_char,
-    override_reason_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let reason = unsafe { opt_str(override_reason, override_reason_len, "override_reason") }?;
-        let input = SetInput::Advance {
-            from: None,
-            override_reason: reason.map(str::to_string),
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
+/// Which report `pki_set_read` writes.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum pki_set_output {
+    /// The status as JSON, the same as `pki set status --json` (`step`,
+    /// per-target `fingerprint` and `progress`, `blocking`, `overrides`,
+    /// `timeline`…).
+    PKI_SET_STATUS = 0,
+    /// The per-target plan as JSON: which files each target should have
+    /// now. `{"TARGET": {"fingerprint": "sha256:…", "files": {"trust/CA.crt":
+    /// {"contents": "PEM…", "secret": false}, …}}, …}`; private keys are
+    /// included (`secret: true`), so keep it private.
+    PKI_SET_PLAN = 1,
 }
 
-/// Records that `target` failed to load its files, for `reason`: it blocks
-/// `pki_set_advance` until `pki_set_retry` makes it pending again.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
-/// `PKI_RESULT_SET_WRONG_STEP` (no rotation runs), `PKI_RESULT_SET_INVALID`
-/// (an empty reason), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
-/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; each text pointer NULL or
-/// valid for its length.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_fail(
-    store: *const pki_store,
-    target: *const c_char,
-    target_len: usize,
-    reason: *const c_char,
-    reason_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointers and lengths from the caller (contract).
-        let (target, reason) = unsafe {
-            (
-                str_in(target, target_len, "target")?,
-                str_in(reason, reason_len, "reason")?,
-            )
-        };
-        let input = SetInput::Fail {
-            target: target.to_string(),
-            reason: reason.to_string(),
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Makes the failed `target` pending again: it must acknowledge its files
-/// anew (`pki_set_ack`) before the step can advance.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_TARGET`,
-/// `PKI_RESULT_SET_INVALID` (it has not failed),
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`
-/// or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `target` NULL or valid for
-/// `target_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_retry(
-    store: *const pki_store,
-    target: *const c_char,
-    target_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let target = unsafe { str_in(target, target_len, "target") }?;
-        let input = SetInput::Retry {
-            target: target.to_string(),
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Aborts the rotation: before trust-new, to reverting (targets ack, then
-/// advance to idle, every leaf back on the old CAs); in trust-new, forward
-/// to completed, which destroys the old CA keys and so is refused with
-/// `PKI_RESULT_SET_ABORT_STRANDS` while a target has not acknowledged its
-/// trust-new files (see `pki_set_abort_override`). Refused with
-/// `PKI_RESULT_SET_WRONG_STEP` when nothing runs or it already reverts.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_ABORT_STRANDS`,
-/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_abort(store: *const pki_store, now: i64) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        let input = SetInput::Abort {
-            override_reason: None,
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// Aborts like `pki_set_abort`, but an abort that would strand targets
-/// proceeds for `override_reason`, which is recorded with the targets it
-/// stranded (the status's `overrides`).
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_WRONG_STEP`,
-/// `PKI_RESULT_SET_INVALID` (an empty reason where one is needed),
-/// `PKI_RESULT_SET_TRUST_BROKEN`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `override_reason` NULL or
-/// valid for `override_reason_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_abort_override(
-    store: *const pki_store,
-    override_reason: *const c_char,
-    override_reason_len: usize,
-    now: i64,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let reason = unsafe { str_in(override_reason, override_reason_len, "override_reason") }?;
-        let input = SetInput::Abort {
-            override_reason: Some(reason.to_string()),
-        };
-        step(store, &input, time_in(now, "now")?)
-    })
-}
-
-/// The status as JSON, the same as `pki set status --json` (`step`,
-/// per-target `fingerprint` and `progress`, `blocking`, `overrides`,
-/// `timeline`…).
-///
-/// On success the caller owns `*out_json` and frees it with
-/// `pki_buffer_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
-/// for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_status_json(
-    store: *const pki_store,
-    now: i64,
-    out_json: *mut *mut pki_buffer,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        out_ptr(out_json, "out_json")?;
-        let state = load(store)?;
-        let json = serde_json::to_vec(&state.status(time_in(now, "now")?))
-            .map_err(|e| Failure::invalid(format!("status: {e}")))?;
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_json, into_handle(pki_buffer::new(&json))) };
-        Ok(())
-    })
-}
-
-/// The per-target plan as JSON: which files each target should have now.
-/// `{"TARGET": {"fingerprint": "sha256:…", "files": {"trust/CA.crt":
-/// {"contents": "PEM…", "secret": false}, …}}, …}`; private keys are
-/// included (`secret: true`), so the caller must keep the buffer private.
-///
-/// On success the caller owns `*out_json` and frees it with
-/// `pki_buffer_free` (which zeroizes it).
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `store` must be NULL or a live `pki_store`; `out_json` NULL or valid
-/// for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_plan_json(
-    store: *const pki_store,
-    out_json: *mut *mut pki_buffer,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let store = unsafe { handle(store, "store") }?;
-        out_ptr(out_json, "out_json")?;
-        let state = load(store)?;
-        let mut plan = serde_json::Map::new();
-        for (target, files) in state.target_files()? {
-            let fp = fingerprint(files.iter().map(|(p, f)| (p, f.contents.as_slice())));
-            let mut entries = serde_json::Map::new();
-            for (path, file) in files.iter() {
-                entries.insert(
-                    path.to_string(),
-                    serde_json::json!({
-                        "contents": String::from_utf8_lossy(&file.contents),
-                        "secret": file.secret,
-                    }),
-                );
-            }
-            plan.insert(
-                target,
-                serde_json::json!({ "fingerprint": fp, "files": entries }),
+fn plan_json(state: &SetState) -> Result<zeroize::Zeroizing<Vec<u8>>, Failure> {
+    let mut plan = serde_json::Map::new();
+    for (target, files) in state.target_files()? {
+        let fp = fingerprint(files.iter().map(|(p, f)| (p, f.contents.as_slice())));
+        let mut entries = serde_json::Map::new();
+        for (path, file) in files.iter() {
+            entries.insert(
+                path.to_string(),
+                serde_json::json!({
+                    "contents": String::from_utf8_lossy(&file.contents),
+                    "secret": file.secret,
+                }),
             );
         }
-        let json = zeroize::Zeroizing::new(
-            serde_json::to_vec(&plan).map_err(|e| Failure::invalid(format!("plan: {e}")))?,
+        plan.insert(
+            target,
+            serde_json::json!({ "fingerprint": fp, "files": entries }),
         );
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_json, into_handle(pki_buffer::new(&json))) };
-        Ok(())
+    }
+    Ok(zeroize::Zeroizing::new(
+        serde_json::to_vec(&plan).map_err(|e| Failure::invalid(format!("plan: {e}")))?,
+    ))
+}
+
+/// Reads the CA set at `key` in `store` without changing it, as `output`
+/// (a `pki_set_output`: the status at `now`, Unix seconds, or the
+/// per-target plan) to a new buffer.
+///
+/// On success the caller owns `*out_buffer` and frees it with
+/// `pki_buffer_free` (which zeroes it).
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
+/// `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
+/// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+/// `key_len` bytes; `out_buffer` NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_set_read(
+    store: *const pki_store,
+    key: *const c_char,
+    key_len: usize,
+    output: u32,
+    now: i64,
+    out_buffer: *mut *mut pki_buffer,
+) -> pki_result {
+    ffi!(out_buffer => {
+        store = handle(store, "store");
+        key = key_in(key, key_len);
+        now = time_in(now, "now");
+    } {
+        if output > 1 {
+            return Err(Failure::invalid(format!(
+                "output {output} is not a pki_set_output (0-1)"
+            )));
+        }
+        let (state, _) = store.driver::<SetState>().load::<SetEngine>(key)?;
+        let bytes = match output {
+            0 => zeroize::Zeroizing::new(status(&state, now).into_bytes()),
+            _ => plan_json(&state)?,
+        };
+        Ok::<_, Failure>(into_handle(pki_buffer::new(&bytes)))
     })
 }

@@ -2,9 +2,11 @@
 //!
 //! A `pki_store` is one of pki-rotate's stores behind an opaque handle:
 //!
-//! - `pki_store_open_dir`: the directory store (`FsStore`), the layout the
-//!   CLI and consumers read, committed atomically;
-//! - `pki_store_new_memory`: a store in memory (`MemoryStore`), for tests;
+//! - `pki_store_open`: a directory (`FsStore`, the layout the CLI and
+//!   consumers read, committed atomically), a store URL
+//!   (`etcd://HOST:PORT/PREFIX`, the etcd store of pki-etcd: several
+//!   controller replicas may step the same document at once; exactly one
+//!   write wins, the others read again), or `memory:` (`MemoryStore`);
 //! - `pki_store_new_callbacks`: the embedder's own Secret-shaped storage
 //!   with compare-and-swap (a Kubernetes client with `resourceVersion`, a
 //!   database row with a version column), reached through C function
@@ -12,30 +14,28 @@
 //!   signer, a CA set, a key ring, a credential: the kind the calling
 //!   function works on) sits in between, as pki-rotate's `SecretStore`.
 //!
-//! - `pki_store_open_url`: a store URL, `etcd://HOST:PORT/PREFIX` (the etcd
-//!   store of pki-etcd): several controller replicas may step the same
-//!   document at once; exactly one write wins, the others read again.
-//!
 //! # Callbacks
 //!
 //! A callback answers through a `pki_store_reply`, a write-only object the
-//! library passes in and owns: the callback sets the data, the revision or
-//! a message with the `pki_store_reply_set_*` functions, and returns a
+//! library passes in and owns: the callback sets the data and its revision
+//! with `pki_store_reply_set`, or a message with
+//! `pki_store_reply_set_message`, and returns a
 //! `pki_result` value. The reply lives only during the callback. Every
 //! setter runs in its own panic boundary, so nothing unwinds through the
 //! embedder's frames; a callback must not unwind either (no C++ exception,
 //! no `longjmp` out of it, no Go panic: the Go package recovers them).
 
-use crate::abi::{
-    bytes_in, free_handle, handle, handle_mut, into_handle, out_ptr, str_in, write_out,
-};
-use crate::error::{Failure, boundary, boundary_value, pki_result};
+use crate::abi::{bytes_in, free, handle, handle_mut, into_handle, opt_str, os_rng};
+use crate::error::{Failure, pki_result};
 use crate::secret::pki_secret;
+use crate::step::pki_step;
+use pki_rotate::Engine;
 use pki_rotate::{Document, Files, SecretData};
 use pki_rotate::{
     Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
 };
 use std::ffi::{c_char, c_void};
+use time::OffsetDateTime;
 
 /// Where signer documents live, under keys (`"signer"`, `"tenants/a"`…),
 /// each with a revision the store assigns: a directory, memory, or the
@@ -48,116 +48,73 @@ pub struct pki_store {
     pub(crate) backing: Backing,
 }
 
-/// Opens the directory store at `path` (`path_len` bytes, no NUL needed),
-/// creating the directory (mode 0700) when it does not exist. It is the
-/// directory layout of the `pki` CLI: the signer document at key `"signer"`
-/// publishes `signer/tls.crt`, `signer/tls.key`, `ca-bundle.crt`,
-/// `certs/NAME/…`; every write switches to a complete new generation in one
-/// atomic rename, under an exclusive lock.
+/// What `pki_store_open` names as an in-memory store.
+const MEMORY_LOCATION: &str = "memory:";
+
+/// Opens the store `location` names (`location_len` bytes, no NUL needed),
+/// as the CLI's `DIR` argument does:
+///
+/// - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (the etcd store:
+///   every key lives under `PREFIX/`; writes are compare-and-swap
+///   transactions on the document's revision, so controller replicas in
+///   several processes may step the same document at once). The server is
+///   contacted here with a bounded timeout (5 s): an unreachable server
+///   fails now, not at the first step. Any `SCHEME://` is read as a URL;
+/// - `memory:`: a new, empty store in memory, whose documents live as long
+///   as the store (tests, and programs that copy documents in and out);
+/// - anything else: the directory store at that path, created (mode 0700)
+///   when missing. It is the CLI's layout (`signer/tls.crt`,
+///   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
+///   every write switches to a complete new generation in one atomic
+///   rename, under an exclusive lock. (A directory whose name looks like a
+///   URL or is `memory:` is reached as `./memory:`.)
 ///
 /// On success the caller owns `*out_store` and frees it with
 /// `pki_store_free`.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (empty path), `PKI_RESULT_STORE` (the
-/// directory cannot be created) or `PKI_RESULT_PANIC`.
+/// `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
+/// valid store URL: the message says which part), `PKI_RESULT_STORE` (the
+/// directory cannot be created, the server cannot be reached) or
+/// `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
-/// `path` must be NULL or valid for `path_len` bytes; `out_store` NULL or
-/// valid for one write.
+/// `location` must be NULL or valid for `location_len` bytes; `out_store`
+/// NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_open_dir(
-    path: *const c_char,
-    path_len: usize,
+pub unsafe extern "C" fn pki_store_open(
+    location: *const c_char,
+    location_len: usize,
     out_store: *mut *mut pki_store,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: pointer and length from the caller (contract).
-        let path = unsafe { bytes_in(path.cast::<u8>(), path_len, "path") }?;
-        out_ptr(out_store, "out_store")?;
-        if path.is_empty() {
-            return Err(Failure::invalid("parameter `path` is empty"));
-        }
-        let path = std::path::Path::new(
-            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path),
-        );
-        let store = FsStore::open_or_create(path)?;
-        let store = into_handle(pki_store {
-            backing: Backing::Files(Box::new(store)),
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_store, store) };
-        Ok(())
-    })
+    ffi!(out_store => {
+        location = bytes_in(location.cast::<u8>(), location_len, "location");
+    } open(location).map(into_handle))
 }
 
-/// Opens the store a URL names: `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`
-/// (`url_len` bytes, no NUL needed). Every key of the store lives under
-/// `PREFIX/` in etcd; writes are compare-and-swap transactions on the
-/// document's revision, so controller replicas in several processes may
-/// step the same document at once. The server is contacted once here, with
-/// a bounded timeout (5 s): an unreachable server fails now, not at the
-/// first step.
-///
-/// On success the caller owns `*out_store` and frees it with
-/// `pki_store_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (not UTF-8, or not a valid store URL: the
-/// message says which part), `PKI_RESULT_STORE` (the server cannot be
-/// reached) or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `url` must be NULL or valid for `url_len` bytes; `out_store` NULL or
-/// valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_open_url(
-    url: *const c_char,
-    url_len: usize,
-    out_store: *mut *mut pki_store,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: pointer and length from the caller (contract).
-        let url = unsafe { str_in(url, url_len, "url") }?;
-        out_ptr(out_store, "out_store")?;
-        let store = pki_etcd::EtcdStore::from_url(url).map_err(|e| match e {
+fn open(location: &[u8]) -> Result<pki_store, Failure> {
+    if location.is_empty() {
+        return Err(Failure::invalid("parameter `location` is empty"));
+    }
+    let files: Box<dyn Store + Send + Sync> = if location == MEMORY_LOCATION.as_bytes() {
+        Box::new(MemoryStore::new())
+    } else if location.windows(3).any(|w| w == b"://") {
+        let url = std::str::from_utf8(location)
+            .map_err(|_| Failure::invalid("parameter `location`: a store URL must be UTF-8"))?;
+        Box::new(pki_etcd::EtcdStore::from_url(url).map_err(|e| match e {
             pki_etcd::OpenError::Url(e) => Failure::invalid(e.to_string()),
             pki_etcd::OpenError::Store(e) => Failure::from(e),
             other => Failure::new(pki_result::PKI_RESULT_STORE, other.to_string()),
-        })?;
-        let store = into_handle(pki_store {
-            backing: Backing::Files(Box::new(store)),
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_store, store) };
-        Ok(())
-    })
-}
-
-/// Creates an empty store in memory: documents live as long as the store.
-/// For tests and for programs that keep documents somewhere pki does not
-/// know (they copy them in and out).
-///
-/// On success the caller owns `*out_store` and frees it with
-/// `pki_store_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `out_store` must be NULL or valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_new_memory(out_store: *mut *mut pki_store) -> pki_result {
-    boundary(|| {
-        out_ptr(out_store, "out_store")?;
-        let store = into_handle(pki_store {
-            backing: Backing::Files(Box::new(MemoryStore::new())),
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_store, store) };
-        Ok(())
+        })?)
+    } else {
+        let path = std::path::Path::new(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(location),
+        );
+        Box::new(FsStore::open_or_create(path)?)
+    };
+    Ok(pki_store {
+        backing: Backing::Files(files),
     })
 }
 
@@ -173,7 +130,7 @@ pub unsafe extern "C" fn pki_store_new_memory(out_store: *mut *mut pki_store) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_store_free(store: *mut pki_store) {
     // SAFETY: NULL or a live handle freed once (contract).
-    boundary_value((), || unsafe { free_handle(store) })
+    unsafe { free(store) }
 }
 
 /// What a store callback is answering; see `pki_store_callbacks`.
@@ -222,8 +179,8 @@ pub struct pki_store_callbacks {
     ///
     /// `key` is `key_len` bytes of `[a-z0-9._/-]`, also NUL-terminated;
     /// borrowed for the call. When a document exists, set its Secret data
-    /// with `pki_store_reply_set_data` and its revision with
-    /// `pki_store_reply_set_revision`, and return `PKI_RESULT_OK`. When
+    /// and its revision with `pki_store_reply_set`, and return
+    /// `PKI_RESULT_OK`. When
     /// there is none, return `PKI_RESULT_OK` without setting anything (or
     /// return `PKI_RESULT_NOT_FOUND`). Any other value is a failure of the
     /// backend (`PKI_RESULT_STORE` to the caller);
@@ -246,7 +203,7 @@ pub struct pki_store_callbacks {
     ///
     /// Write `data` only if the stored revision still equals `expected`
     /// (for NULL: only if nothing is stored), then set the new revision
-    /// with `pki_store_reply_set_revision` and return `PKI_RESULT_OK`. When
+    /// with `pki_store_reply_set` (data NULL) and return `PKI_RESULT_OK`. When
     /// another writer got there first, write nothing and return
     /// `PKI_RESULT_CONFLICT` (optionally setting the revision found): the
     /// library reads again and decides again. Any other value is a failure
@@ -372,7 +329,8 @@ impl SecretBackend for CallbackBackend {
                 "get callback for \"{key}\" set data without a revision"
             ))),
             (None, Some(_)) => Err(self.broken(format!(
-                "get callback for \"{key}\" set a revision without data"
+                "get callback for \"{key}\" set a revision without data (pki_store_reply_set \
+                 with data NULL)"
             ))),
         }
     }
@@ -482,6 +440,32 @@ impl pki_store {
     pub(crate) fn driver<D: Document>(&self) -> Driver<KindStore<'_, D>> {
         Driver::new(self.of::<D>())
     }
+
+    /// Stores `doc` as a new document at `key` (never over one) and says so
+    /// as a step: changed, its revision, one round, no events, the status
+    /// of `doc`, and when to step it: now when the engine has work due at
+    /// once, the engine's wake-up time otherwise.
+    pub(crate) fn create<E: Engine>(
+        &self,
+        key: &str,
+        doc: &E::Document,
+        now: OffsetDateTime,
+        status: impl FnOnce(&E::Document, OffsetDateTime) -> String,
+    ) -> Result<pki_step, Failure> {
+        let revision = self.driver::<E::Document>().create::<E>(key, doc)?;
+        let next_wake = match E::step(doc, &E::Input::default(), now, &mut os_rng()) {
+            Ok(outcome) if !outcome.changed() => outcome.next_wake,
+            _ => now,
+        };
+        Ok(pki_step::new(
+            true,
+            next_wake,
+            1,
+            &revision,
+            Vec::new(),
+            &status(doc, now),
+        ))
+    }
 }
 
 /// Creates a store over the embedder's Secret-shaped storage: documents are
@@ -524,103 +508,56 @@ pub unsafe extern "C" fn pki_store_new_callbacks(
     user_data: *mut c_void,
     out_store: *mut *mut pki_store,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a valid pki_store_callbacks (contract).
-        let callbacks = unsafe { handle(callbacks, "callbacks") }?;
-        out_ptr(out_store, "out_store")?;
-        let get = callbacks
-            .get
-            .ok_or_else(|| Failure::null("callbacks.get"))?;
-        let put = callbacks
-            .put
-            .ok_or_else(|| Failure::null("callbacks.put"))?;
-        let location = if callbacks.location.is_null() {
-            "callback store".to_string()
-        } else {
-            // SAFETY: non-NULL and valid for `location_len` bytes (contract).
-            unsafe {
-                crate::abi::str_in(
-                    callbacks.location,
-                    callbacks.location_len,
-                    "callbacks.location",
-                )
-            }?
-            .to_string()
-        };
+    ffi!(out_store => {
+        callbacks = handle(callbacks, "callbacks");
+        location = opt_str(callbacks.location, callbacks.location_len, "callbacks.location");
+    } {
+        let get = callbacks.get.ok_or_else(|| Failure::null("callbacks.get"))?;
+        let put = callbacks.put.ok_or_else(|| Failure::null("callbacks.put"))?;
         let backend = CallbackBackend {
             get,
             put,
             release: callbacks.release,
             user_data,
-            location,
+            location: location.unwrap_or("callback store").to_string(),
         };
-        let store = into_handle(pki_store {
+        Ok::<_, Failure>(into_handle(pki_store {
             backing: Backing::Secrets(backend),
-        });
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_store, store) };
-        Ok(())
+        }))
     })
 }
 
-/// Answers a `get` callback with the document's Secret data: a copy of
-/// `data` is taken, so free your `pki_secret` when you like. Set the
-/// revision too.
+/// Answers a callback: for `get`, the document's Secret data (`data`, a
+/// copy is taken, so free your `pki_secret` when you like) and its
+/// revision; for a successful `put`, `data` NULL and the new revision; for
+/// a `put` that returns `PKI_RESULT_CONFLICT`, `data` NULL and the revision
+/// found (optional). A `get` that finds no document does not call it.
 ///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (the reply is a `put` callback's) or
-/// `PKI_RESULT_PANIC`.
+/// The revision is opaque to the library and only compared for equality:
+/// `revision_len` bytes (1 to 1024) of UTF-8 text without NUL, such as a
+/// `resourceVersion` or a number in decimal. It is copied.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` (`reply` or
+/// `revision` NULL), `PKI_RESULT_INVALID_ARGUMENT` (a revision empty, too
+/// long, not UTF-8 or holding a NUL; data given to a `put` callback's
+/// reply) or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
 ///
 /// `reply` must be NULL or the reply passed to the running callback;
-/// `data` NULL or a live `pki_secret`.
+/// `data` NULL or a live `pki_secret`; `revision` NULL or valid for
+/// `revision_len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_reply_set_data(
+pub unsafe extern "C" fn pki_store_reply_set(
     reply: *mut pki_store_reply,
     data: *const pki_secret,
-) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or the live reply of the running callback (contract).
-        let reply = unsafe { handle_mut(reply, "reply") }?;
-        // SAFETY: NULL or a live handle (contract).
-        let data = unsafe { handle(data, "data") }?;
-        if reply.op != Op::Get {
-            return Err(Failure::invalid(
-                "only a get callback answers with data; a put callback sets the new revision",
-            ));
-        }
-        reply.data = Some(data.to_data());
-        Ok(())
-    })
-}
-
-/// Answers with a revision: for `get`, the document's; for a successful
-/// `put`, the new one; for a `put` that returns `PKI_RESULT_CONFLICT`, the
-/// one found (optional). The revision is opaque to the library and only
-/// compared for equality: `revision_len` bytes (1 to 1024) of UTF-8 text
-/// without NUL, such as a `resourceVersion` or a number in decimal. It is
-/// copied.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (empty, too long, not UTF-8, holds a NUL)
-/// or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `reply` must be NULL or the reply passed to the running callback;
-/// `revision` NULL or valid for `revision_len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_reply_set_revision(
-    reply: *mut pki_store_reply,
     revision: *const u8,
     revision_len: usize,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or the live reply of the running callback (contract).
-        let reply = unsafe { handle_mut(reply, "reply") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let bytes = unsafe { bytes_in(revision, revision_len, "revision") }?;
+    ffi!({
+        reply = handle_mut(reply, "reply");
+        bytes = bytes_in(revision, revision_len, "revision");
+    } {
         if bytes.is_empty() || bytes.len() > MAX_REVISION_LEN || bytes.contains(&0) {
             return Err(Failure::invalid(format!(
                 "a revision is 1 to {MAX_REVISION_LEN} bytes of UTF-8 without NUL, got {} bytes",
@@ -629,10 +566,19 @@ pub unsafe extern "C" fn pki_store_reply_set_revision(
         }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             Failure::invalid(format!(
-                "a revision must be UTF-8 text (encode binary versions in hex or decimal): invalid at byte {}",
+                "a revision must be UTF-8 text (encode binary versions in hex or decimal): \
+                 invalid at byte {}",
                 e.valid_up_to()
             ))
         })?;
+        // SAFETY: NULL or a live handle (contract).
+        let data = unsafe { data.as_ref() };
+        if data.is_some() && reply.op != Op::Get {
+            return Err(Failure::invalid(
+                "only a get callback answers with data; a put callback sets the new revision",
+            ));
+        }
+        reply.data = data.map(pki_secret::to_data);
         reply.revision = Some(Revision::new(text));
         Ok(())
     })
@@ -653,11 +599,10 @@ pub unsafe extern "C" fn pki_store_reply_set_message(
     message: *const c_char,
     message_len: usize,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or the live reply of the running callback (contract).
-        let reply = unsafe { handle_mut(reply, "reply") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let bytes = unsafe { bytes_in(message.cast::<u8>(), message_len, "message") }?;
+    ffi!({
+        reply = handle_mut(reply, "reply");
+        bytes = bytes_in(message.cast::<u8>(), message_len, "message");
+    } {
         reply.message = Some(String::from_utf8_lossy(bytes).into_owned());
         Ok(())
     })

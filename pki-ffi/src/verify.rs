@@ -1,9 +1,9 @@
 //! Path validation of a serving or client chain against a bundle.
 
-use crate::abi::{bytes_in, handle, into_handle, out_ptr, str_in, time_in, write_out};
+use crate::abi::{bytes_in, handle, into_handle, opt_str, time_in};
 use crate::buffer::pki_buffer;
 use crate::bundle::pki_bundle;
-use crate::error::{Failure, boundary, pki_result};
+use crate::error::{Failure, pki_result};
 use pki_core::{Certificate, ExpectedName, Purpose, VerifyOptions, verify_chain};
 use std::ffi::c_char;
 
@@ -56,18 +56,12 @@ pub unsafe extern "C" fn pki_verify_chain(
     name_len: usize,
     out_path: *mut *mut pki_buffer,
 ) -> pki_result {
-    boundary(|| {
-        // SAFETY: NULL or a live handle (contract).
-        let bundle = unsafe { handle(bundle, "bundle") }?;
-        // SAFETY: pointer and length from the caller (contract).
-        let pem = unsafe { bytes_in(chain_pem, chain_pem_len, "chain_pem") }?;
-        let name = if name.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL, valid for `name_len` bytes (contract).
-            Some(unsafe { str_in(name, name_len, "name") }?)
-        };
-        out_ptr(out_path, "out_path")?;
+    ffi!(out_path => {
+        bundle = handle(bundle, "bundle");
+        pem = bytes_in(chain_pem, chain_pem_len, "chain_pem");
+        name = opt_str(name, name_len, "name");
+        at = time_in(at, "at");
+    } {
         let purpose = match purpose {
             0 => Purpose::ServerAuth,
             1 => Purpose::ClientAuth,
@@ -77,7 +71,6 @@ pub unsafe extern "C" fn pki_verify_chain(
                 )));
             }
         };
-        let at = time_in(at, "at")?;
         let mut chain = Certificate::all_from_pem(pem)?;
         if chain.is_empty() {
             return Err(pki_core::Error::NoPemBlock { what: "chain" }.into());
@@ -87,8 +80,6 @@ pub unsafe extern "C" fn pki_verify_chain(
         opts.name = name.map(|n| ExpectedName::Dns(n.to_string()));
         let path = verify_chain(&leaf, &chain, &bundle.bundle, &opts)?;
         let pem: String = path.certs.iter().map(Certificate::to_pem).collect();
-        // SAFETY: checked non-NULL; valid for a write (contract).
-        unsafe { write_out(out_path, into_handle(pki_buffer::new(pem.as_bytes()))) };
-        Ok(())
+        Ok::<_, Failure>(into_handle(pki_buffer::new(pem.as_bytes())))
     })
 }

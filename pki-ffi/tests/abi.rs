@@ -48,47 +48,62 @@ struct Fixture {
     key_pem: Vec<u8>,
 }
 
+const REQUEST: &str = r#"{"kind": "server", "dns_names": ["ffi.example"]}"#;
+
+/// A memory store holding a signer created at T0.
+fn store_with_signer() -> *mut pki_store {
+    let input = r#"{"common_name": "ffi-ca"}"#;
+    // SAFETY: every pointer below is a live handle or a local valid for the call.
+    unsafe {
+        let mut store = ptr::null_mut();
+        ok(pki_store_open(c"memory:".as_ptr(), 7, &mut store));
+        let mut step = ptr::null_mut();
+        ok(pki_signer_create(
+            store,
+            c"signer".as_ptr(),
+            6,
+            input.as_ptr().cast(),
+            input.len(),
+            T0,
+            &mut step,
+        ));
+        pki_step_free(step);
+        store
+    }
+}
+
 /// A signer rotated once, its bundle, and a leaf of the new CA (with bridge B).
 fn fixture() -> Fixture {
     // SAFETY: every pointer below is a live handle or a local valid for the call.
     unsafe {
-        let mut s = ptr::null_mut();
-        ok(pki_signer_new(
-            c"ffi-ca".as_ptr(),
+        let store = store_with_signer();
+        let mut step = ptr::null_mut();
+        ok(pki_signer_step(
+            store,
+            c"signer".as_ptr(),
             6,
+            ptr::null(),
             0,
-            ptr::null(),
-            T0,
-            &mut s,
-        ));
-        let (mut next, mut ev, mut at) = (ptr::null_mut(), ptr::null_mut(), 0i64);
-        ok(pki_signer_reconcile(
-            s,
-            ptr::null(),
             T0 + 396 * DAY,
-            ptr::null(),
-            &mut next,
-            &mut ev,
-            &mut at,
+            &mut step,
         ));
-        assert_eq!(pki_events_len(ev), 1);
-        pki_events_free(ev);
-        pki_signer_free(s);
+        let mut ev = std::mem::MaybeUninit::uninit();
+        ok(pki_step_event(step, 0, ev.as_mut_ptr()));
+        assert_eq!(view(ev.assume_init().kind), b"rotated");
+        assert_eq!(
+            pki_step_event(step, 1, ev.as_mut_ptr()),
+            pki_result::PKI_RESULT_NOT_FOUND
+        );
+        let mut next = ptr::null_mut();
+        ok(pki_step_signer(step, &mut next));
+        pki_step_free(step);
+        pki_store_free(store);
 
-        let mut b = ptr::null_mut();
-        ok(pki_leaf_builder_new(0, &mut b));
-        ok(pki_leaf_builder_add_dns_name(
-            b,
-            c"ffi.example".as_ptr(),
-            11,
-        ));
-        let mut req = ptr::null_mut();
-        ok(pki_leaf_builder_build(b, &mut req));
-        pki_leaf_builder_free(b);
         let mut leaf = ptr::null_mut();
         ok(pki_leaf_reconcile(
             next,
-            req,
+            REQUEST.as_ptr().cast(),
+            REQUEST.len(),
             T0 + 396 * DAY,
             ptr::null(),
             0,
@@ -99,14 +114,17 @@ fn fixture() -> Fixture {
         let chain_pem = view(pki_leaf_chain_pem(leaf));
         let key_pem = view(pki_leaf_key_pem(leaf));
         pki_leaf_free(leaf);
-        pki_leaf_request_free(req);
 
         let mut state = ptr::null_mut();
         ok(pki_signer_to_state(next, &mut state));
         let mut bundle = ptr::null_mut();
         ok(pki_signer_bundle(next, &mut bundle));
         let mut pem = ptr::null_mut();
-        ok(pki_bundle_to_pem(bundle, &mut pem));
+        ok(pki_bundle_export(
+            bundle,
+            pki_bundle_output::PKI_BUNDLE_PEM as u32,
+            &mut pem,
+        ));
         pki_bundle_free(bundle);
         pki_signer_free(next);
         Fixture {
@@ -182,16 +200,6 @@ fn mutated_inputs_return_codes_and_never_panic() {
             f.bundle_pem.len(),
             &mut bundle,
         ));
-        let mut b = ptr::null_mut();
-        ok(pki_leaf_builder_new(0, &mut b));
-        ok(pki_leaf_builder_add_dns_name(
-            b,
-            c"ffi.example".as_ptr(),
-            11,
-        ));
-        let mut req = ptr::null_mut();
-        ok(pki_leaf_builder_build(b, &mut req));
-        pki_leaf_builder_free(b);
 
         let mut codes = std::collections::BTreeMap::<String, usize>::new();
         let mut record = |r: pki_result| {
@@ -225,10 +233,25 @@ fn mutated_inputs_return_codes_and_never_panic() {
             pki_buffer_free(path);
 
             let key = mutate(&mut rng, &f.key_pem);
+            let request = mutate(&mut rng, REQUEST.as_bytes());
             let mut leaf = ptr::null_mut();
             record(pki_leaf_reconcile(
                 signer,
-                req,
+                request.as_ptr().cast(),
+                request.len(),
+                T0 + 400 * DAY,
+                ptr::null(),
+                0,
+                ptr::null(),
+                0,
+                &mut leaf,
+            ));
+            pki_leaf_free(leaf);
+            let mut leaf = ptr::null_mut();
+            record(pki_leaf_reconcile(
+                signer,
+                REQUEST.as_ptr().cast(),
+                REQUEST.len(),
                 T0 + 400 * DAY,
                 chain.as_ptr(),
                 chain.len(),
@@ -252,10 +275,71 @@ fn mutated_inputs_return_codes_and_never_panic() {
         }
         // The mutations reached past the parsers.
         assert!(codes.len() >= 4, "{codes:?}");
-        pki_leaf_request_free(req);
         pki_bundle_free(bundle);
         pki_signer_free(signer);
     }
+}
+
+/// Mutations of valid JSON inputs (every engine's create and step) return
+/// a code, never a panic, and reach past the JSON parser.
+#[test]
+fn mutated_json_inputs_return_codes_and_never_panic() {
+    let mut rng = Rng(0xfeed_face_0123_4567);
+    let inputs: [(&str, &[u8]); 8] = [
+        ("signer-create", br#"{"common_name": "a", "key_type": "p256", "policy": {"lifetime_seconds": 100000000}}"#),
+        ("signer-step", br#"{"forced": {"reason": "r", "grace_seconds": 60}, "leaves": [{"request": {"name": "w", "kind": "server", "dns_names": ["w.example"]}}]}"#),
+        ("set-create", br#"{"cas": [{"name": "cluster", "roles": "serving+client"}], "lifetime_seconds": 100000000}"#),
+        ("set-step", br#"{"issue": {"name": "web", "ca": "cluster", "serving": true, "dns_names": ["w"], "target": "t"}}"#),
+        ("keyring-create", br#"{"policy": {"key_type": "p256", "grace_seconds": 3600}}"#),
+        ("keyring-step", br#"{"forced": "r", "retire": ["kid"]}"#),
+        ("cred-create", br#"{"expire_seconds": 3600, "grace_seconds": 60}"#),
+        ("cred-step", br#"{"minted": {"rotation": 1, "attempt": 1, "credential_base64": "b25l"}}"#),
+    ];
+    let mut codes = std::collections::BTreeMap::<String, usize>::new();
+    // SAFETY: all pointers are locals valid for the calls, or live handles.
+    unsafe {
+        for _ in 0..60 {
+            let mut store = ptr::null_mut();
+            ok(pki_store_open(c"memory:".as_ptr(), 7, &mut store));
+            for (what, input) in inputs {
+                let input = mutate(&mut rng, input);
+                let (p, n) = (input.as_ptr().cast(), input.len());
+                let mut step = ptr::null_mut();
+                let r = match what {
+                    "signer-create" => {
+                        pki_signer_create(store, c"signer".as_ptr(), 6, p, n, T0, &mut step)
+                    }
+                    "signer-step" => {
+                        pki_signer_step(store, c"signer".as_ptr(), 6, p, n, T0, &mut step)
+                    }
+                    "set-create" => pki_set_create(store, c"set".as_ptr(), 3, p, n, T0, &mut step),
+                    "set-step" => pki_set_step(store, c"set".as_ptr(), 3, p, n, T0, &mut step),
+                    "keyring-create" => {
+                        pki_keyring_create(store, c"keys".as_ptr(), 4, p, n, T0, &mut step)
+                    }
+                    "keyring-step" => {
+                        pki_keyring_step(store, c"keys".as_ptr(), 4, p, n, T0, &mut step)
+                    }
+                    "cred-create" => pki_cred_create(store, c"db".as_ptr(), 2, p, n, T0, &mut step),
+                    _ => pki_cred_step(store, c"db".as_ptr(), 2, p, n, T0, &mut step),
+                };
+                assert_ne!(r, pki_result::PKI_RESULT_PANIC, "{what}: {}", last_error());
+                assert_eq!(r == pki_result::PKI_RESULT_OK, !step.is_null());
+                *codes.entry(format!("{what} {r:?}")).or_default() += 1;
+                pki_step_free(step);
+            }
+            pki_store_free(store);
+        }
+    }
+    // Some mutations still parse and reach the engines.
+    assert!(
+        codes
+            .keys()
+            .filter(|k| !k.ends_with("INVALID_ARGUMENT"))
+            .count()
+            >= 8,
+        "{codes:?}"
+    );
 }
 
 #[test]
@@ -269,8 +353,6 @@ fn the_unmutated_fixture_verifies_and_its_leaf_is_up_to_date() {
             f.state.len(),
             &mut signer,
         ));
-        // Stores own revisions now: a loaded signer starts counting at 0.
-        assert_eq!(pki_signer_generation(signer), 0);
         let mut bundle = ptr::null_mut();
         ok(pki_bundle_from_pem(
             f.bundle_pem.as_ptr(),
@@ -290,20 +372,11 @@ fn the_unmutated_fixture_verifies_and_its_leaf_is_up_to_date() {
         ));
         assert_eq!(take(path).windows(5).filter(|w| w == b"BEGIN").count(), 2);
 
-        let mut b = ptr::null_mut();
-        ok(pki_leaf_builder_new(0, &mut b));
-        ok(pki_leaf_builder_add_dns_name(
-            b,
-            c"ffi.example".as_ptr(),
-            11,
-        ));
-        let mut req = ptr::null_mut();
-        ok(pki_leaf_builder_build(b, &mut req));
-        pki_leaf_builder_free(b);
         let mut leaf = ptr::null_mut();
         ok(pki_leaf_reconcile(
             signer,
-            req,
+            REQUEST.as_ptr().cast(),
+            REQUEST.len(),
             T0 + 400 * DAY,
             f.chain_pem.as_ptr(),
             f.chain_pem.len(),
@@ -317,7 +390,6 @@ fn the_unmutated_fixture_verifies_and_its_leaf_is_up_to_date() {
         );
         assert_eq!(view(pki_leaf_chain_pem(leaf)), f.chain_pem);
         pki_leaf_free(leaf);
-        pki_leaf_request_free(req);
         pki_bundle_free(bundle);
         pki_signer_free(signer);
     }
@@ -352,8 +424,7 @@ unsafe extern "C" fn answer_get(
                 v.len(),
             ));
         }
-        ok(pki_store_reply_set_data(reply, sec));
-        ok(pki_store_reply_set_revision(reply, b"7".as_ptr(), 1));
+        ok(pki_store_reply_set(reply, sec, b"7".as_ptr(), 1));
         pki_secret_free(sec);
     }
     0
@@ -369,7 +440,7 @@ unsafe extern "C" fn answer_put(
     reply: *mut pki_store_reply,
 ) -> u32 {
     // SAFETY: the reply of the running callback; a local revision.
-    unsafe { ok(pki_store_reply_set_revision(reply, b"8".as_ptr(), 1)) };
+    unsafe { ok(pki_store_reply_set(reply, ptr::null(), b"8".as_ptr(), 1)) };
     0
 }
 
@@ -425,12 +496,12 @@ fn mutated_documents_from_a_callback_store_return_codes_and_never_panic() {
 
         // Unmutated, the document steps; then every mutation returns a code.
         let mut step = ptr::null_mut();
-        ok(pki_signer_store_step(
+        ok(pki_signer_step(
             store,
             c"signer".as_ptr(),
             6,
             ptr::null(),
-            ptr::null(),
+            0,
             T0 + 400 * DAY,
             &mut step,
         ));
@@ -445,12 +516,12 @@ fn mutated_documents_from_a_callback_store_return_codes_and_never_panic() {
             }
             *answer.entries.lock().expect("lock") = entries;
             let mut step = ptr::null_mut();
-            let r = pki_signer_store_step(
+            let r = pki_signer_step(
                 store,
                 c"signer".as_ptr(),
                 6,
                 ptr::null(),
-                ptr::null(),
+                0,
                 T0 + 400 * DAY,
                 &mut step,
             );

@@ -25,6 +25,15 @@ fn ffi_dir() -> PathBuf {
 
 /// Compiles `tests/c/<source>` (C11, or C++17 for `.cpp`) into `out_dir`.
 fn build(source: &str, out_dir: &Path) -> PathBuf {
+    build_path(&ffi_dir().join("tests/c").join(source), out_dir)
+}
+
+/// Compiles the C or C++ file at `path` into `out_dir`.
+fn build_path(path: &Path, out_dir: &Path) -> PathBuf {
+    let source = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a source file name");
     let cpp = source.ends_with(".cpp");
     let (compiler, std) = if cpp {
         ("g++", "-std=c++17")
@@ -39,7 +48,7 @@ fn build(source: &str, out_dir: &Path) -> PathBuf {
         .args(SANITIZERS)
         .arg("-I")
         .arg(ffi_dir().join("include"))
-        .arg(ffi_dir().join("tests/c").join(source))
+        .arg(path)
         .arg(static_lib())
         .args(["-lpthread", "-ldl", "-lm", "-o"])
         .arg(&exe)
@@ -47,7 +56,8 @@ fn build(source: &str, out_dir: &Path) -> PathBuf {
         .expect("run the C compiler");
     assert!(
         output.status.success(),
-        "{compiler} failed on tests/c/{source}:\n{}",
+        "{compiler} failed on {}:\n{}",
+        path.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     exe
@@ -213,4 +223,30 @@ fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
         out.contains("keys_cred: ") && out.contains(" 0 failed"),
         "{out}"
     );
+}
+
+#[test]
+fn readme_c_example_compiles_and_runs() {
+    let readme =
+        std::fs::read_to_string(ffi_dir().join("README.md")).expect("read pki-ffi/README.md");
+    let section = readme
+        .find("## C example")
+        .expect("the README has a C example section");
+    let start = section
+        + readme[section..]
+            .find("```c\n")
+            .expect("the section has a C example")
+        + "```c\n".len();
+    let end = start + readme[start..].find("```").expect("the C example ends");
+    let dir = scratch("c-readme");
+    let source = dir.join("readme_example.c");
+    std::fs::write(&source, &readme[start..end]).expect("write the example");
+    let exe = build_path(&source, &dir);
+    let store = dir.join("store");
+    let out = run(&exe, &[&store]);
+    assert!(
+        out.contains("rotated: rotated CA") && out.contains("wrote: 1"),
+        "{out}"
+    );
+    assert!(store.join("signer/tls.crt").is_file());
 }

@@ -9,6 +9,12 @@
 
 namespace {
 
+struct store_deleter {
+  void operator()(pki_store *s) const { pki_store_free(s); }
+};
+struct step_deleter {
+  void operator()(pki_step *s) const { pki_step_free(s); }
+};
 struct signer_deleter {
   void operator()(pki_signer *s) const { pki_signer_free(s); }
 };
@@ -29,13 +35,24 @@ std::string last_error() {
 }  // namespace
 
 int main() {
-  const std::string cn = "cpp-ca";
-  pki_policy policy = pki_policy_default();
-  pki_signer *raw = nullptr;
+  const std::string location = "memory:";
+  pki_store *store_raw = nullptr;
+  if (pki_store_open(location.data(), location.size(), &store_raw) != PKI_RESULT_OK) {
+    return 1;
+  }
+  std::unique_ptr<pki_store, store_deleter> store(store_raw);
+  const std::string key = "signer";
+  const std::string input = R"({"common_name": "cpp-ca", "key_type": "p256"})";
+  pki_step *step_raw = nullptr;
   // 2026-01-01T00:00:00Z
-  if (pki_signer_new(cn.data(), cn.size(), PKI_KEY_TYPE_P256, &policy, 1767225600, &raw) !=
-      PKI_RESULT_OK) {
-    std::fprintf(stderr, "pki_signer_new: %s\n", last_error().c_str());
+  if (pki_signer_create(store.get(), key.data(), key.size(), input.data(), input.size(),
+                        1767225600, &step_raw) != PKI_RESULT_OK) {
+    std::fprintf(stderr, "pki_signer_create: %s\n", last_error().c_str());
+    return 1;
+  }
+  std::unique_ptr<pki_step, step_deleter> step(step_raw);
+  pki_signer *raw = nullptr;
+  if (pki_step_signer(step.get(), &raw) != PKI_RESULT_OK) {
     return 1;
   }
   std::unique_ptr<pki_signer, signer_deleter> signer(raw);

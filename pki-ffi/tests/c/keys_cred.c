@@ -5,9 +5,9 @@
  * and the embedder's Secret-shaped storage through callbacks; a credential
  * rotation whose failed mint returned a credential (revoked before the
  * retry), a late mint report kept as a stray, owners that keep replicas
- * from minting one attempt twice, and the one bound of `pki_cred_next`
- * on a store that loses its writes; and bad input of every kind, answered
- * with a code, never a crash.
+ * from minting one attempt twice, and the one bound of an advance on a
+ * store that loses its writes; and bad input of every kind, answered with
+ * a code, never a crash.
  *
  * Usage: keys_cred DIR   (DIR: a writable scratch directory)
  */
@@ -48,7 +48,7 @@ static char *text_of(const pki_buffer *buffer) {
 static char *export_text(const pki_store *store, uint32_t output) {
   pki_buffer *buf = NULL;
   char *s;
-  CHECK_OK(pki_keyring_store_export(store, output, &buf));
+  CHECK_OK(pki_keyring_read(store, LIT("keys"), output, T0, &buf));
   if (buf == NULL) {
     return NULL;
   }
@@ -57,58 +57,88 @@ static char *export_text(const pki_store *store, uint32_t output) {
   return s;
 }
 
+/* One step of the ring at "keys"; `changed` and `next_check` (either may
+ * be NULL) are written on success only. */
+static pki_result ring_step(const pki_store *store, const char *input, size_t input_len,
+                            int64_t now, bool *changed, int64_t *next_check) {
+  pki_step *step = NULL;
+  pki_result r = pki_keyring_step(store, LIT("keys"), input, input_len, now, &step);
+  if (r == PKI_RESULT_OK) {
+    if (changed != NULL) {
+      *changed = pki_step_changed(step);
+    }
+    if (next_check != NULL) {
+      *next_check = pki_step_next_wake(step);
+    }
+  }
+  pki_step_free(step);
+  return r;
+}
+
+/* Creates the ring at "keys" from `input`; returns the code. */
+static pki_result ring_create(const pki_store *store, const char *input, size_t input_len) {
+  pki_step *step = NULL;
+  pki_result r = pki_keyring_create(store, LIT("keys"), input, input_len, T0, &step);
+  pki_step_free(step);
+  return r;
+}
+
+#define POLICY "{\"policy\": {\"grace_seconds\": 3600, \"lifetime_seconds\": 2592000}}"
+
 /* A key ring through one rotation on `store`; `label` names the store. */
 static void keyring_rotation(const pki_store *store, const char *label) {
-  pki_keyring_policy policy = pki_keyring_policy_default();
-  pki_buffer *token = NULL, *json = NULL;
-  pki_keyring *snapshot = NULL;
+  pki_buffer *token = NULL, *json = NULL, *state = NULL;
+  pki_store *copy = NULL;
+  pki_step *created = NULL;
   char *first, *second, *jwks, *pem;
+  char retire[256];
   bool changed = false;
   int64_t next_check = 0;
+  text input = {0};
+  int n;
 
   printf("key ring on %s\n", label);
-  policy.grace_seconds = HOUR;
-  policy.lifetime_seconds = 30 * DAY;
-  CHECK_CODE(pki_keyring_store_export(store, PKI_KEYRING_JWKS, &token),
+  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_JWKS, T0, &token),
              PKI_RESULT_NOT_INITIALIZED);
   CHECK(token == NULL);
-  CHECK_CODE(pki_keyring_store_rotate(store, NULL, 0, NULL, 0, T0, &changed, &next_check),
-             PKI_RESULT_NOT_INITIALIZED);
-  CHECK_OK(pki_keyring_store_create(store, &policy, T0));
-  CHECK_CODE(pki_keyring_store_create(store, &policy, T0), PKI_RESULT_ALREADY_INITIALIZED);
+  CHECK_CODE(ring_step(store, NULL, 0, T0, &changed, &next_check), PKI_RESULT_NOT_INITIALIZED);
+  CHECK_OK(pki_keyring_create(store, LIT("keys"), LIT(POLICY), T0, &created));
+  CHECK(pki_step_changed(created) && pki_step_next_wake(created) == T0 + 30 * DAY &&
+        strstr((const char *)pki_step_status_json(created).data, "\"active\"") != NULL);
+  pki_step_free(created);
+  CHECK_CODE(ring_create(store, LIT(POLICY)), PKI_RESULT_ALREADY_INITIALIZED);
   first = export_text(store, PKI_KEYRING_ACTIVE_KID);
-  CHECK_OK(pki_keyring_store_sign(store, BLIT("{\"sub\":\"a\"}"), T0, &token));
+  CHECK_OK(pki_keyring_sign(store, LIT("keys"), BLIT("{\"sub\":\"a\"}"), T0, &token));
   if (token == NULL || first == NULL) {
     free(first);
     return;
   }
-  CHECK_OK(pki_keyring_store_verify(store, pki_buffer_data(token).data,
-                                    pki_buffer_data(token).len, T0));
+  CHECK_OK(pki_keyring_verify(store, LIT("keys"), pki_buffer_data(token).data,
+                              pki_buffer_data(token).len, T0));
 
   /* Nothing due: unchanged, next check at the end of the lifetime. */
-  CHECK_OK(pki_keyring_store_rotate(store, NULL, 0, NULL, 0, T0 + 60, &changed, &next_check));
+  CHECK_OK(ring_step(store, NULL, 0, T0 + 60, &changed, &next_check));
   CHECK(!changed && next_check == T0 + 30 * DAY);
   /* Forced once per reason; the old key stays accepted for the grace. */
-  CHECK_OK(pki_keyring_store_rotate(store, LIT("drill"), NULL, 0, T0 + 60, &changed,
-                                    &next_check));
+  CHECK_OK(ring_step(store, LIT("{\"forced\": \"drill\"}"), T0 + 60, &changed, &next_check));
   CHECK(changed && next_check == T0 + 60 + HOUR);
-  CHECK_OK(pki_keyring_store_rotate(store, LIT("drill"), NULL, 0, T0 + 120, &changed, NULL));
+  CHECK_OK(ring_step(store, LIT("{\"forced\": \"drill\"}"), T0 + 120, &changed, NULL));
   CHECK(!changed);
   second = export_text(store, PKI_KEYRING_ACTIVE_KID);
   CHECK(second != NULL && strcmp(first, second) != 0);
   jwks = export_text(store, PKI_KEYRING_JWKS);
   CHECK(jwks != NULL && strstr(jwks, first) != NULL && strstr(jwks, second) != NULL);
   free(jwks);
-  CHECK_OK(pki_keyring_store_verify(store, pki_buffer_data(token).data,
-                                    pki_buffer_data(token).len, T0 + 60 + HOUR - 1));
+  CHECK_OK(pki_keyring_verify(store, LIT("keys"), pki_buffer_data(token).data,
+                              pki_buffer_data(token).len, T0 + 60 + HOUR - 1));
   /* Retiring a key in its grace, or an unknown one, is refused. */
-  CHECK_CODE(pki_keyring_store_rotate(store, NULL, 0, first, strlen(first), T0 + 120, NULL, NULL),
+  n = snprintf(retire, sizeof retire, "{\"retire\": [\"%s\"]}", first);
+  CHECK_CODE(ring_step(store, retire, (size_t)n, T0 + 120, NULL, NULL),
              PKI_RESULT_KEYRING_RETIRE);
-  CHECK_CODE(pki_keyring_store_rotate(store, NULL, 0, LIT("nobody"), T0 + 120, NULL, NULL),
+  CHECK_CODE(ring_step(store, LIT("{\"retire\": [\"nobody\"]}"), T0 + 120, NULL, NULL),
              PKI_RESULT_KEYRING_RETIRE);
   /* The grace ends: the old key is removed, its tokens rejected. */
-  CHECK_OK(pki_keyring_store_rotate(store, NULL, 0, NULL, 0, T0 + 60 + HOUR, &changed,
-                                    &next_check));
+  CHECK_OK(ring_step(store, NULL, 0, T0 + 60 + HOUR, &changed, &next_check));
   CHECK(changed && next_check == T0 + 60 + 30 * DAY);
   pem = export_text(store, PKI_KEYRING_PUBLIC_PEM);
   CHECK(pem != NULL && strstr(strstr(pem, "BEGIN PUBLIC KEY") + 1, "BEGIN PUBLIC KEY") == NULL);
@@ -116,16 +146,24 @@ static void keyring_rotation(const pki_store *store, const char *label) {
   jwks = export_text(store, PKI_KEYRING_JWKS);
   CHECK(jwks != NULL && strstr(jwks, first) == NULL);
   free(jwks);
-  CHECK_CODE(pki_keyring_store_verify(store, pki_buffer_data(token).data,
-                                      pki_buffer_data(token).len, T0 + 60 + HOUR),
-             PKI_RESULT_TOKEN_UNKNOWN_KID);
-  /* A snapshot reads like the store; the status names the forced reason. */
-  CHECK_OK(pki_keyring_store_load(store, &snapshot));
-  CHECK_CODE(pki_keyring_verify(snapshot, pki_buffer_data(token).data,
+  CHECK_CODE(pki_keyring_verify(store, LIT("keys"), pki_buffer_data(token).data,
                                 pki_buffer_data(token).len, T0 + 60 + HOUR),
              PKI_RESULT_TOKEN_UNKNOWN_KID);
-  pki_keyring_free(snapshot);
-  CHECK_OK(pki_keyring_store_status_json(store, T0 + 2 * HOUR, &json));
+  /* A copy made from the saved state reads like the store; the status
+   * names the forced reason. */
+  CHECK_OK(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATE, T0, &state));
+  text_add(&input, LIT("{\"state\": "));
+  text_add(&input, (const char *)pki_buffer_data(state).data, pki_buffer_data(state).len);
+  text_add(&input, LIT("}"));
+  CHECK_OK(pki_store_open(LIT("memory:"), &copy));
+  CHECK_OK(ring_create(copy, input.data, input.len));
+  CHECK_CODE(pki_keyring_verify(copy, LIT("keys"), pki_buffer_data(token).data,
+                                pki_buffer_data(token).len, T0 + 60 + HOUR),
+             PKI_RESULT_TOKEN_UNKNOWN_KID);
+  pki_store_free(copy);
+  pki_buffer_free(state);
+  text_free(&input);
+  CHECK_OK(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATUS, T0 + 2 * HOUR, &json));
   CHECK(json != NULL && contains(pki_buffer_data(json), "\"forced_reasons\":[\"drill\"]"));
   pki_buffer_free(json);
   pki_buffer_free(token);
@@ -171,10 +209,11 @@ static int slot_of(struct fake *f, const char *key, size_t key_len, int create) 
   return -1;
 }
 
-static void set_revision(pki_store_reply *reply, unsigned long version) {
-  char text[32];
-  int n = snprintf(text, sizeof text, "%lu", version);
-  pki_store_reply_set_revision(reply, (const uint8_t *)text, (size_t)n);
+/* Answers with `data` (NULL for a put) and the revision `version`. */
+static void set_revision(pki_store_reply *reply, const pki_secret *data, unsigned long version) {
+  char rev[32];
+  int n = snprintf(rev, sizeof rev, "%lu", version);
+  pki_store_reply_set(reply, data, (const uint8_t *)rev, (size_t)n);
 }
 
 static pki_secret *copy_secret(const pki_secret *src) {
@@ -201,8 +240,7 @@ static uint32_t fake_get(void *user_data, const char *key, size_t key_len,
   if (i < 0) {
     return PKI_RESULT_OK; /* not found */
   }
-  pki_store_reply_set_data(reply, f->data[i]);
-  set_revision(reply, f->version[i]);
+  set_revision(reply, f->data[i], f->version[i]);
   return PKI_RESULT_OK;
 }
 
@@ -215,7 +253,7 @@ static uint32_t fake_put(void *user_data, const char *key, size_t key_len,
   int n;
   f->puts++;
   if (f->forget && i >= 0 && f->data[i] != NULL) {
-    set_revision(reply, f->version[i]);
+    set_revision(reply, NULL, f->version[i]);
     return PKI_RESULT_OK;
   }
   if (i < 0) {
@@ -230,7 +268,7 @@ static uint32_t fake_put(void *user_data, const char *key, size_t key_len,
   }
   f->data[i] = copy_secret(data);
   f->version[i] = ++f->counter;
-  set_revision(reply, f->version[i]);
+  set_revision(reply, NULL, f->version[i]);
   return PKI_RESULT_OK;
 }
 
@@ -257,9 +295,9 @@ static void callback_store(void) {
   slot = slot_of(&f, LIT("keys"), 0);
   CHECK(slot >= 0);
   if (slot >= 0) {
-    CHECK_OK(pki_secret_get(f.data[slot], LIT("keys.key-ring.json"), &state));
+    CHECK_OK(secret_get(f.data[slot], LIT("keys.key-ring.json"), &state));
     CHECK(contains(state, "\"kind\": \"key-ring\"") || contains(state, "\"kind\":\"key-ring\""));
-    CHECK_OK(pki_secret_get(f.data[slot], LIT("keys.jwks.json"), &state));
+    CHECK_OK(secret_get(f.data[slot], LIT("keys.jwks.json"), &state));
   }
   pki_store_free(store);
   CHECK(f.releases == 1);
@@ -297,7 +335,7 @@ static void dir_store(const char *dir) {
   char *published, *exported;
 
   snprintf(path, sizeof path, "%s/ring", dir);
-  CHECK_OK(pki_store_open_dir(path, strlen(path), &store));
+  CHECK_OK(pki_store_open(path, strlen(path), &store));
   if (store == NULL) {
     return;
   }
@@ -314,6 +352,7 @@ static void dir_store(const char *dir) {
 /* ------------------------------------------------- credentials */
 
 struct action {
+  pki_result result;
   uint32_t kind;
   uint64_t rotation;
   uint32_t attempt;
@@ -322,101 +361,143 @@ struct action {
   char credential[64];
 };
 
-static struct action action_of(pki_cred_action *action) {
+/* An advance of the credential "db" (`input` NULL, or with an owner). */
+static struct action advance(const pki_store *store, const char *input, int64_t now) {
   struct action a;
-  pki_bytes c;
+  pki_step *step = NULL;
+  pki_cred_action action;
   memset(&a, 0, sizeof a);
-  if (action == NULL) {
+  a.result = pki_cred_step(store, LIT("db"), input, input ? strlen(input) : 0, now, &step);
+  if (a.result != PKI_RESULT_OK) {
     return a;
   }
-  a.kind = pki_cred_action_kind(action);
-  a.rotation = pki_cred_action_rotation(action);
-  a.attempt = pki_cred_action_attempt(action);
-  a.wait_until = pki_cred_action_wait_until(action);
-  a.wait_reason = pki_cred_action_wait_reason(action);
-  CHECK(pki_cred_action_next_wake(action) == a.wait_until);
-  c = pki_cred_action_credential(action);
-  if (c.len > 0 && c.len < sizeof a.credential) {
-    memcpy(a.credential, c.data, c.len);
+  CHECK_OK(pki_step_action(step, &action));
+  a.kind = action.kind;
+  a.rotation = action.rotation;
+  a.attempt = action.attempt;
+  a.wait_until = pki_step_next_wake(step);
+  a.wait_reason = action.wait_reason;
+  if (action.credential.len > 0 && action.credential.len < sizeof a.credential) {
+    memcpy(a.credential, action.credential.data, action.credential.len);
   }
-  pki_cred_action_free(action);
+  CHECK_CODE(pki_step_action(step, NULL), PKI_RESULT_NULL_PARAMETER);
+  pki_step_free(step);
   return a;
 }
 
 static struct action next(const pki_store *store, int64_t now) {
-  pki_cred_action *action = NULL;
-  CHECK_OK(pki_cred_next(store, LIT("db"), now, &action));
-  return action_of(action);
+  struct action a = advance(store, NULL, now);
+  CHECK_OK(a.result);
+  return a;
 }
 
 static struct action next_as(const pki_store *store, const char *owner, int64_t now) {
-  pki_cred_action *action = NULL;
-  CHECK_OK(pki_cred_next_as(store, LIT("db"), owner, strlen(owner), now, &action));
-  return action_of(action);
+  char input[256];
+  struct action a;
+  snprintf(input, sizeof input, "{\"advance\": {\"owner\": \"%s\"}}", owner);
+  a = advance(store, input, now);
+  CHECK_OK(a.result);
+  return a;
+}
+
+/* A report (JSON text) about the credential "db"; the step is a report's:
+ * no action. */
+static pki_result report(const pki_store *store, const char *input, int64_t now) {
+  pki_step *step = NULL;
+  pki_cred_action action;
+  pki_result r = pki_cred_step(store, LIT("db"), input, strlen(input), now, &step);
+  if (r == PKI_RESULT_OK) {
+    CHECK_CODE(pki_step_action(step, &action), PKI_RESULT_NOT_FOUND);
+  }
+  pki_step_free(step);
+  return r;
+}
+
+static pki_result cred_create(const pki_store *store, const char *name, const char *input) {
+  pki_step *step = NULL;
+  pki_result r = pki_cred_create(store, name, strlen(name), input, strlen(input), T0, &step);
+  pki_step_free(step);
+  return r;
 }
 
 static void credentials(void) {
   pki_store *store = NULL;
   pki_buffer *json = NULL, *current = NULL;
-  pki_cred_action *action = NULL;
+  pki_step *step = NULL;
   struct action a;
 
-  CHECK_OK(pki_store_new_memory(&store));
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
   if (store == NULL) {
     return;
   }
-  CHECK_CODE(pki_cred_create(store, LIT("db"), HOUR, HOUR), PKI_RESULT_INVALID_CREDENTIAL_POLICY);
-  CHECK_CODE(pki_cred_create(store, LIT("No/Such"), HOUR, 60),
+  CHECK_CODE(cred_create(store, "db", "{\"expire_seconds\": 3600, \"grace_seconds\": 3600}"),
+             PKI_RESULT_INVALID_CREDENTIAL_POLICY);
+  CHECK_CODE(cred_create(store, "No/Such", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
              PKI_RESULT_INVALID_CREDENTIAL_NAME);
-  CHECK_CODE(pki_cred_next(store, LIT("db"), T0, &action), PKI_RESULT_NOT_INITIALIZED);
-  CHECK(action == NULL);
-  CHECK_OK(pki_cred_create(store, LIT("db"), HOUR, 60));
-  CHECK_CODE(pki_cred_create(store, LIT("db"), HOUR, 60), PKI_RESULT_ALREADY_INITIALIZED);
+  CHECK_CODE(pki_cred_step(store, LIT("db"), NULL, 0, T0, &step), PKI_RESULT_NOT_INITIALIZED);
+  CHECK(step == NULL);
+  CHECK_OK(pki_cred_create(store, LIT("db"), LIT("{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
+                           T0, &step));
+  /* A new credential: a mint is due at once. */
+  CHECK(pki_step_changed(step) && pki_step_next_wake(step) == T0 &&
+        strstr((const char *)pki_step_status_json(step).data, "\"name\":\"db\"") != NULL);
+  pki_step_free(step);
+  CHECK_CODE(cred_create(store, "db", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
+             PKI_RESULT_ALREADY_INITIALIZED);
 
   a = next(store, T0);
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 1 && a.attempt == 1);
   /* The mint made "user-1:pw", then timed out: it must be revoked. */
-  CHECK_OK(pki_cred_report_mint_failed_captured(store, LIT("db"), 1, 1, LIT("timed out"),
-                                                BLIT("user-1:pw\n"), T0));
+  CHECK_OK(report(store,
+                  "{\"mint_failed\": {\"rotation\": 1, \"attempt\": 1, \"message\": \"timed out\", "
+                  "\"captured\": \"user-1:pw\\n\"}}",
+                  T0));
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "user-1:pw") == 0);
-  CHECK_OK(pki_cred_status_json(store, LIT("db"), T0 + 30, &json));
+  CHECK_OK(pki_cred_read(store, LIT("db"), PKI_CRED_STATUS, T0 + 30, &json));
   CHECK(json != NULL && contains(pki_buffer_data(json), "\"strays\":[{\"rotation\":1") &&
         !contains(pki_buffer_data(json), "user-1"));
   pki_buffer_free(json);
-  CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
+  CHECK_OK(report(store, "{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}", T0 + 30));
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.attempt == 2);
   /* A report of an attempt that never started is refused; a late report of
    * attempt 1 (another replica's mint, reported after the document moved
    * on) is kept as a stray and revoked: never dropped. */
-  CHECK_CODE(pki_cred_report_minted(store, LIT("db"), 1, 9, BLIT("x"), T0 + 30),
+  CHECK_CODE(report(store, "{\"minted\": {\"rotation\": 1, \"attempt\": 9, \"credential\": \"x\"}}",
+                    T0 + 30),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
-  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("x"), T0 + 30));
-  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 2, BLIT("user-2:pw"), T0 + 30));
+  CHECK_OK(report(store, "{\"minted\": {\"rotation\": 1, \"attempt\": 1, \"credential\": \"x\"}}",
+                  T0 + 30));
+  CHECK_OK(report(store,
+                  "{\"minted\": {\"rotation\": 1, \"attempt\": 2, \"credential\": \"user-2:pw\"}}",
+                  T0 + 30));
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "x") == 0);
-  CHECK_OK(pki_cred_report_stray_revoked(store, LIT("db"), 1, 1, T0 + 30));
-  CHECK_CODE(pki_cred_current(store, LIT("db"), NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_cred_current(store, LIT("db"), &current));
+  CHECK_OK(report(store, "{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}", T0 + 30));
+  CHECK_CODE(pki_cred_read(store, LIT("db"), PKI_CRED_CURRENT, T0, NULL),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_OK(pki_cred_read(store, LIT("db"), PKI_CRED_CURRENT, T0, &current));
   CHECK(current != NULL && pki_buffer_data(current).len == 9);
   pki_buffer_free(current);
 
   /* One rotation: mint, grace, revoke of the old one. */
   a = next(store, T0 + 30 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 2 && a.attempt == 1);
-  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 2, 1, BLIT("user-3:pw"), T0 + 30 + HOUR));
+  CHECK_OK(report(store,
+                  "{\"minted\": {\"rotation\": 2, \"attempt\": 1, \"credential\": \"user-3:pw\"}}",
+                  T0 + 30 + HOUR));
   a = next(store, T0 + 30 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR &&
         a.wait_reason == PKI_CRED_WAIT_GRACE);
   a = next(store, T0 + 90 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE && a.rotation == 1 &&
         strcmp(a.credential, "user-2:pw") == 0);
-  CHECK_CODE(pki_cred_report_revoked(store, LIT("db"), 2, T0 + 90 + HOUR),
+  CHECK_CODE(report(store, "{\"revoked\": {\"rotation\": 2}}", T0 + 90 + HOUR),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
-  CHECK_OK(pki_cred_report_revoked(store, LIT("db"), 1, T0 + 90 + HOUR));
+  CHECK_OK(report(store, "{\"revoked\": {\"rotation\": 1}}", T0 + 90 + HOUR));
   a = next(store, T0 + 90 + HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR &&
         a.wait_reason == PKI_CRED_WAIT_EXPIRY);
@@ -429,32 +510,45 @@ static void credentials(void) {
   CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
   a = next(store, T0 + 30 + 2 * HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
-  CHECK_CODE(pki_cred_next_as(store, LIT("db"), LIT("no spaces"), T0, &action),
+  step = NULL;
+  CHECK_CODE(pki_cred_step(store, LIT("db"), LIT("{\"advance\": {\"owner\": \"no spaces\"}}"), T0,
+                           &step),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK(action == NULL);
+  CHECK(step == NULL);
 
   /* Bad input: codes, no crash, nothing recorded. */
-  CHECK_CODE(pki_cred_report_mint_failed_captured(NULL, LIT("db"), 3, 1, LIT("x"), NULL, 0, T0),
+  CHECK_CODE(pki_cred_step(NULL, LIT("db"),
+                           LIT("{\"mint_failed\": {\"rotation\": 3, \"attempt\": 1, \"message\": \"x\"}}"),
+                           T0, &step),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_cred_report_mint_failed_captured(store, LIT("db"), 3, 1, "\xff", 1, NULL, 0, T0),
+  CHECK_CODE(report(store,
+                    "{\"mint_failed\": {\"rotation\": 3, \"attempt\": 1, \"message\": \"\xff\"}}",
+                    T0),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_cred_report_stray_revoke_failed(store, LIT("db"), 7, 1, LIT("x"), T0),
+  CHECK_CODE(report(store,
+                    "{\"stray_revoke_failed\": {\"rotation\": 7, \"attempt\": 1, \"message\": \"x\"}}",
+                    T0),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
-  CHECK_CODE(pki_cred_report_stray_revoked(store, NULL, 2, 1, 1, T0), PKI_RESULT_NULL_PARAMETER);
-  CHECK(pki_cred_action_kind(NULL) == 0 && pki_cred_action_credential(NULL).len == 0);
-  CHECK(pki_cred_action_next_wake(NULL) == 0 && pki_cred_action_wait_reason(NULL) == 0);
-  pki_cred_action_free(NULL);
+  CHECK_CODE(pki_cred_step(store, NULL, 2, LIT("{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}"),
+                           T0, &step),
+             PKI_RESULT_NULL_PARAMETER);
+  {
+    pki_cred_action action;
+    CHECK_CODE(pki_step_action(NULL, &action), PKI_RESULT_NULL_PARAMETER);
+    CHECK(pki_step_next_wake(NULL) == 0 && pki_step_events_len(NULL) == 0);
+  }
+  pki_step_free(NULL);
   pki_store_free(store);
 }
 
-/* pki_cred_next on a store that acknowledges writes and keeps none: a step
+/* An advance on a store that acknowledges writes and keeps none: a step
  * is due again after each; it stops after PKI_CRED_ADVANCE_MAX_STEPS
  * writes, the bound the CLI's reconcile has too (one advance). */
 static void credential_bound(void) {
   struct fake f;
   pki_store_callbacks cb;
   pki_store *store = NULL;
-  pki_cred_action *action = NULL;
+  pki_step *step = NULL;
   int i;
 
   memset(&f, 0, sizeof f);
@@ -465,15 +559,17 @@ static void credential_bound(void) {
   if (store == NULL) {
     return;
   }
-  CHECK_OK(pki_cred_create(store, LIT("db"), HOUR, 60));
+  CHECK_OK(cred_create(store, "db", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"));
   CHECK(next(store, T0).kind == PKI_CRED_ACTION_MINT);
-  CHECK_OK(pki_cred_report_minted(store, LIT("db"), 1, 1, BLIT("user-1:pw"), T0));
+  CHECK_OK(report(store,
+                  "{\"minted\": {\"rotation\": 1, \"attempt\": 1, \"credential\": \"user-1:pw\"}}",
+                  T0));
   /* Due: keep as old, then record the mint; each write is lost, so keeping
    * as old is due again and again. */
   f.forget = 1;
   f.puts = 0;
-  CHECK_CODE(pki_cred_next(store, LIT("db"), T0 + HOUR, &action), PKI_RESULT_UNEXPECTED);
-  CHECK(action == NULL);
+  CHECK_CODE(pki_cred_step(store, LIT("db"), NULL, 0, T0 + HOUR, &step), PKI_RESULT_UNEXPECTED);
+  CHECK(step == NULL);
   CHECK(f.puts == PKI_CRED_ADVANCE_MAX_STEPS);
   pki_store_free(store);
   for (i = 0; i < SLOTS; i++) {
@@ -485,45 +581,49 @@ static void credential_bound(void) {
 
 static void keyring_misuse(void) {
   pki_store *store = NULL;
-  pki_keyring_policy policy = pki_keyring_policy_default();
   pki_buffer *buf = NULL;
-  pki_keyring *ring = NULL;
+  pki_step *step = NULL;
   bool changed = true;
   int64_t next_check = 42;
 
-  CHECK_CODE(pki_keyring_store_create(NULL, NULL, T0), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_store_new_memory(&store));
+  CHECK_CODE(pki_keyring_create(NULL, LIT("keys"), NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
   if (store == NULL) {
     return;
   }
-  policy.grace_seconds = 0;
-  CHECK_CODE(pki_keyring_store_create(store, &policy, T0), PKI_RESULT_KEYRING_POLICY);
-  policy = pki_keyring_policy_default();
-  policy.key_type = 99;
-  CHECK_CODE(pki_keyring_store_create(store, &policy, T0), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_keyring_store_import(store, BLIT("not a key"), NULL, T0),
-             PKI_RESULT_KEYRING_IMPORT);
-  CHECK_CODE(pki_keyring_store_import(store, NULL, 0, NULL, T0), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_keyring_store_load(store, &ring), PKI_RESULT_NOT_INITIALIZED);
-  CHECK(ring == NULL);
-  CHECK_OK(pki_keyring_store_create(store, NULL, T0));
-  CHECK_CODE(pki_keyring_store_rotate(store, LIT(""), NULL, 0, T0, &changed, &next_check),
-             PKI_RESULT_EMPTY_FORCED_REASON);
-  CHECK_CODE(pki_keyring_store_rotate(store, "\xff", 1, NULL, 0, T0, &changed, &next_check),
+  CHECK_CODE(ring_create(store, LIT("{\"policy\": {\"grace_seconds\": 0}}")),
+             PKI_RESULT_KEYRING_POLICY);
+  CHECK_CODE(ring_create(store, LIT("{\"policy\": {\"key_type\": \"p99\"}}")),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_keyring_store_rotate(store, NULL, 0, NULL, 0, T0 - 1, &changed, &next_check),
+  CHECK_CODE(ring_create(store, LIT("{\"policy\": {\"key_type\": \"p384\"}}")),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(ring_create(store, LIT("{\"import\": \"not a key\"}")), PKI_RESULT_KEYRING_IMPORT);
+  CHECK_CODE(pki_keyring_create(store, NULL, 4, NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATE, T0, &buf),
+             PKI_RESULT_NOT_INITIALIZED);
+  CHECK(buf == NULL && step == NULL);
+  CHECK_OK(ring_create(store, NULL, 0));
+  CHECK_CODE(ring_step(store, LIT("{\"forced\": \"\"}"), T0, &changed, &next_check),
+             PKI_RESULT_EMPTY_FORCED_REASON);
+  CHECK_CODE(ring_step(store, LIT("{\"forced\": \"\xff\"}"), T0, &changed, &next_check),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(ring_step(store, NULL, 0, T0 - 1, &changed, &next_check),
              PKI_RESULT_KEYRING_CLOCK_BEHIND);
   CHECK(changed && next_check == 42); /* outputs untouched on failure */
-  CHECK_CODE(pki_keyring_store_export(store, 99, &buf), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_keyring_store_export(store, PKI_KEYRING_JWKS, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_keyring_step(store, LIT("keys"), NULL, 0, T0, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_keyring_read(store, LIT("keys"), 99, T0, &buf), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_JWKS, T0, NULL),
+             PKI_RESULT_NULL_PARAMETER);
   CHECK(buf == NULL);
-  CHECK_CODE(pki_keyring_store_sign(store, BLIT("[1]"), T0, &buf), PKI_RESULT_TOKEN_MALFORMED);
-  CHECK_CODE(pki_keyring_store_sign(store, BLIT("{}"), T0 - 1, &buf),
+  CHECK_CODE(pki_keyring_sign(store, LIT("keys"), BLIT("[1]"), T0, &buf),
+             PKI_RESULT_TOKEN_MALFORMED);
+  CHECK_CODE(pki_keyring_sign(store, LIT("keys"), BLIT("{}"), T0 - 1, &buf),
              PKI_RESULT_KEYRING_CLOCK_BEHIND);
   CHECK(buf == NULL);
-  CHECK_CODE(pki_keyring_store_verify(store, BLIT("a.b"), T0), PKI_RESULT_TOKEN_MALFORMED);
-  CHECK_CODE(pki_keyring_store_verify(store, NULL, 0, T0), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_keyring_store_status_json(store, T0, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_keyring_verify(store, LIT("keys"), BLIT("a.b"), T0), PKI_RESULT_TOKEN_MALFORMED);
+  CHECK_CODE(pki_keyring_verify(store, LIT("keys"), NULL, 0, T0), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATUS, T0, NULL),
+             PKI_RESULT_NULL_PARAMETER);
   pki_store_free(store);
 }
 
@@ -533,7 +633,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: keys_cred DIR\n");
     return 2;
   }
-  CHECK_OK(pki_store_new_memory(&memory));
+  CHECK_OK(pki_store_open(LIT("memory:"), &memory));
   if (memory != NULL) {
     keyring_rotation(memory, "memory");
     pki_store_free(memory);

@@ -1,6 +1,7 @@
 /*
  * Misuse of the C API: NULL for every pointer, zero lengths, garbage bytes,
- * truncated PEM, bad enum values, freeing NULL, using a consumed builder.
+ * truncated PEM, malformed and mistyped JSON inputs, bad enum values,
+ * freeing NULL.
  * Every call must return its documented code (never crash), outputs must not
  * be written on failure, and ASan/LSan/UBSan must report nothing.
  */
@@ -68,7 +69,12 @@ static void test_last_error(void) {
                ? PKI_RESULT_OK
                : PKI_RESULT_UNEXPECTED);
   CHECK(pki_last_error_length() > 0);
-  CHECK(strlen(pki_policy_default().lifetime_seconds > 0 ? "x" : "") == 1);
+  {
+    pki_store *memory = NULL;
+    CHECK(pki_store_open(LIT("memory:"), &memory) == PKI_RESULT_OK &&
+          pki_last_error_length() == 0);
+    pki_store_free(memory);
+  }
 }
 
 /* Frees of NULL do nothing; getters of NULL give empty values. */
@@ -77,10 +83,10 @@ static void test_null_frees_and_getters(void) {
   pki_buffer_free(NULL);
   pki_bundle_free(NULL);
   pki_signer_free(NULL);
-  pki_events_free(NULL);
+  pki_step_free(NULL);
   pki_secret_free(NULL);
-  pki_leaf_builder_free(NULL);
-  pki_leaf_request_free(NULL);
+  pki_store_free(NULL);
+  pki_leaf_free(NULL);
   pki_leaf_free(NULL);
   b = pki_buffer_data(NULL);
   CHECK(b.data == NULL && b.len == 0);
@@ -93,63 +99,90 @@ static void test_null_frees_and_getters(void) {
   CHECK(pki_leaf_reason_code(NULL) == PKI_LEAF_UP_TO_DATE);
   CHECK(pki_leaf_not_after(NULL) == 0 && pki_leaf_refresh_at(NULL) == 0);
   CHECK(pki_bundle_len(NULL) == 0);
-  CHECK(pki_events_len(NULL) == 0);
+  CHECK(pki_step_revision(NULL).data == NULL && pki_step_status_json(NULL).len == 0);
   CHECK(pki_secret_len(NULL) == 0);
-  CHECK(pki_signer_generation(NULL) == 0);
+  CHECK(!pki_step_changed(NULL) && pki_step_next_wake(NULL) == 0 && pki_step_attempts(NULL) == 0);
 }
 
-static void test_signer(pki_signer **out_signer, pki_leaf_request **out_req) {
-  pki_policy policy = pki_policy_default(), bad;
-  pki_signer *s = SENTINEL(pki_signer), *signer = NULL, *next = SENTINEL(pki_signer);
-  pki_events *ev = SENTINEL(pki_events);
+/* The leaf request of the leaf tests. */
+static const char req[] = "{\"kind\": \"server\", \"dns_names\": [\"misuse.example\"]}";
+
+/* Creates a signer at "signer" in `store` from `input` (a string literal). */
+#define CREATE(store, input, now, out) \
+  pki_signer_create(store, LIT("signer"), input, sizeof(input) - 1, now, out)
+/* Steps the signer at "signer" in `store` with `input` (a string literal). */
+#define STEP(store, input, now, out) \
+  pki_signer_step(store, LIT("signer"), input, sizeof(input) - 1, now, out)
+
+static void test_signer(pki_store *store, pki_signer **out_signer) {
+  pki_step *st = SENTINEL(pki_step), *created = NULL, *quiet = NULL;
+  pki_signer *s = SENTINEL(pki_signer), *signer = NULL;
   pki_buffer *buf = SENTINEL(pki_buffer), *state = NULL;
   pki_bundle *bundle = SENTINEL(pki_bundle);
-  pki_forced_rotation forced;
   pki_event event;
-  int64_t next_check = 42;
-  pki_policy got;
+  char input[256];
   size_t half;
+  int n;
 
-  CHECK_CODE(pki_signer_new(NULL, 4, PKI_KEY_TYPE_P256, NULL, T0, &s),
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), NULL, 4, T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, NULL, T0, NULL),
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\"}", T0, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_create(NULL, LIT("signer"), LIT("{\"common_name\": \"ca\"}"), T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_new(not_utf8, sizeof not_utf8, PKI_KEY_TYPE_P256, NULL, T0, &s),
+  CHECK_CODE(pki_signer_create(store, NULL, 6, LIT("{\"common_name\": \"ca\"}"), T0, &st),
+             PKI_RESULT_NULL_PARAMETER);
+  n = snprintf(input, sizeof input, "{\"common_name\": \"%.*s\"}", (int)sizeof not_utf8,
+               not_utf8);
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_FAILS(pki_signer_new("", 0, PKI_KEY_TYPE_P256, NULL, T0, &s));
-  CHECK_CODE(pki_signer_new(LIT("ca"), 17, NULL, T0, &s), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, NULL, INT64_MAX, &s),
-             PKI_RESULT_TIME);
-  bad = policy;
-  bad.lifetime_seconds = 0;
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, &bad, T0, &s),
+  CHECK_FAILS(CREATE(store, "{\"common_name\": \"\"}", T0, &st));
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"key_type\": \"p17\"}", T0, &st),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"colour\": \"red\"}", T0, &st),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\"", T0, &st), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\"}", INT64_MAX, &st), PKI_RESULT_TIME);
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"policy\": {\"lifetime_seconds\": 0}}",
+                    T0, &st),
              PKI_RESULT_INVALID_POLICY);
-  bad = policy;
-  bad.min_trust_seconds = policy.lifetime_seconds - DAY;
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, &bad, T0, &s),
+  n = snprintf(input, sizeof input,
+               "{\"common_name\": \"ca\", \"policy\": {\"min_trust_seconds\": %lld}}",
+               (long long)(790 * DAY - DAY));
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_POLICY);
-  bad = policy;
-  bad.reload_interval_seconds = policy.min_trust_seconds;
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, &bad, T0, &s),
+  n = snprintf(input, sizeof input,
+               "{\"common_name\": \"ca\", \"policy\": {\"reload_interval_seconds\": %lld}}",
+               (long long)(395 * DAY));
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_POLICY);
-  bad = policy;
-  bad.leaf_refresh_fraction = 1.5;
-  CHECK_CODE(pki_signer_new(LIT("ca"), PKI_KEY_TYPE_P256, &bad, T0, &s),
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"policy\": {\"leaf_refresh_fraction\": 1.5}}",
+                    T0, &st),
              PKI_RESULT_INVALID_REFRESH_FRACTION);
-  CHECK(s == SENTINEL(pki_signer));
+  CHECK(st == SENTINEL(pki_step));
 
-  CHECK_OK(pki_signer_new(LIT("misuse-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
+  CHECK_OK(CREATE(store, "{\"common_name\": \"misuse-ca\"}", T0, &created));
+  CHECK_CODE(CREATE(store, "{\"common_name\": \"misuse-ca\"}", T0, &st),
+             PKI_RESULT_ALREADY_INITIALIZED);
+  if (created == NULL) {
+    exit(check_summary("misuse"));
+  }
+  CHECK_OK(pki_step_signer(created, &signer));
+  CHECK(signer != NULL);
   if (signer == NULL) {
     exit(check_summary("misuse"));
   }
-  CHECK_OK(pki_signer_policy(signer, &got));
-  CHECK(got.lifetime_seconds == policy.lifetime_seconds &&
-        got.leaf_refresh_fraction == policy.leaf_refresh_fraction);
-  CHECK_CODE(pki_signer_policy(NULL, &got), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_policy(signer, NULL), PKI_RESULT_NULL_PARAMETER);
+  /* The default policy. */
+  CHECK_OK(pki_signer_to_state(signer, &state));
+  CHECK(strstr((const char *)pki_buffer_data(state).data, "\"lifetime\": \"790d\"") != NULL &&
+        strstr((const char *)pki_buffer_data(state).data, "\"leaf_refresh_fraction\": 0.2") != NULL);
+  pki_buffer_free(state);
+  state = NULL;
+  CHECK_CODE(pki_step_signer(NULL, &s), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_step_signer(created, NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_signer_bundle(NULL, &bundle), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_signer_bundle(signer, NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK(bundle == SENTINEL(pki_bundle));
+  pki_step_free(created);
 
   /* State bytes. */
   CHECK_CODE(pki_signer_to_state(NULL, &buf), PKI_RESULT_NULL_PARAMETER);
@@ -172,116 +205,121 @@ static void test_signer(pki_signer **out_signer, pki_leaf_request **out_req) {
   CHECK(s == SENTINEL(pki_signer));
   pki_buffer_free(state);
 
-  /* Reconcile. */
-  memset(&forced, 0, sizeof forced);
-  CHECK_CODE(pki_signer_reconcile(NULL, NULL, T0, NULL, &next, &ev, &next_check),
+  /* Steps. */
+  CHECK_CODE(pki_signer_step(NULL, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, NULL, NULL, &ev, &next_check),
-             PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, NULL, &next, NULL, &next_check),
-             PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, NULL, &next, &ev, NULL),
-             PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, &forced, &next, &ev, &next_check),
-             PKI_RESULT_NULL_PARAMETER);
-  forced.reason = "";
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, &forced, &next, &ev, &next_check),
+  CHECK_CODE(pki_signer_step(store, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_step(store, LIT("other"), NULL, 0, T0, &st), PKI_RESULT_NOT_INITIALIZED);
+  CHECK_CODE(pki_signer_step(store, LIT("../x"), NULL, 0, T0, &st), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(STEP(store, "{\"forced\": {\"reason\": \"\"}}", T0, &st),
              PKI_RESULT_EMPTY_FORCED_REASON);
-  forced.reason = not_utf8;
-  forced.reason_len = sizeof not_utf8;
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, &forced, &next, &ev, &next_check),
+  n = snprintf(input, sizeof input, "{\"forced\": {\"reason\": \"%.*s\"}}", (int)sizeof not_utf8,
+               not_utf8);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  forced.reason = "drill";
-  forced.reason_len = 5;
-  forced.grace_seconds = -DAY;
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0, &forced, &next, &ev, &next_check),
+  n = snprintf(input, sizeof input,
+               "{\"forced\": {\"reason\": \"drill\", \"grace_seconds\": %lld}}", (long long)-DAY);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_GRACE);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, T0 - DAY, NULL, &next, &ev, &next_check),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 - DAY, &st),
              PKI_RESULT_CLOCK_BEFORE_CA);
-  CHECK_CODE(pki_signer_reconcile(signer, NULL, INT64_MIN, NULL, &next, &ev, &next_check),
-             PKI_RESULT_TIME);
-  bad = policy;
-  bad.min_trust_seconds = 0;
-  CHECK_CODE(pki_signer_reconcile(signer, &bad, T0, NULL, &next, &ev, &next_check),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
+  CHECK_CODE(STEP(store, "{\"policy\": {\"min_trust_seconds\": 0}}", T0, &st),
              PKI_RESULT_INVALID_POLICY);
-  CHECK(next == SENTINEL(pki_signer) && ev == SENTINEL(pki_events) && next_check == 42);
+  CHECK_CODE(STEP(store, "{\"forced\": \"drill\"}", T0, &st), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(STEP(store, "{\"allow_trust_break\": \" \"}", T0, &st), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(STEP(store, "{\"renew_same_key\": true, \"forced\": {\"reason\": \"x\"}}", T0, &st),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), (const char *)garbage, sizeof garbage, T0, &st),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(st == SENTINEL(pki_step));
 
   /* Events. */
-  CHECK_OK(pki_signer_reconcile(signer, NULL, T0 + DAY, NULL, &next, &ev, &next_check));
-  CHECK(pki_events_len(ev) == 0);
-  CHECK_CODE(pki_events_get(ev, 0, &event), PKI_RESULT_NOT_FOUND);
-  CHECK_CODE(pki_events_get(NULL, 0, &event), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_events_get(ev, 0, NULL), PKI_RESULT_NULL_PARAMETER);
-  pki_events_free(ev);
-  pki_signer_free(next);
-
-  /* A request for the leaf tests. */
+  CHECK_OK(pki_signer_step(store, LIT("signer"), NULL, 0, T0 + DAY, &quiet));
+  CHECK(step_events(quiet) == 0);
+  CHECK_CODE(pki_step_event(quiet, 0, &event), PKI_RESULT_NOT_FOUND);
+  CHECK_CODE(pki_step_event(NULL, 0, &event), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_step_event(quiet, 0, NULL), PKI_RESULT_NULL_PARAMETER);
   {
-    pki_leaf_builder *b = NULL;
-    CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER, &b));
-    CHECK_OK(pki_leaf_builder_add_dns_name(b, LIT("misuse.example")));
-    CHECK_OK(pki_leaf_builder_build(b, out_req));
-    pki_leaf_builder_free(b);
+    pki_cred_action action;
+    CHECK_CODE(pki_step_action(quiet, &action), PKI_RESULT_NOT_FOUND);
   }
+  pki_step_free(quiet);
+
   *out_signer = signer;
 }
 
-static void test_builder(void) {
-  pki_leaf_builder *b = SENTINEL(pki_leaf_builder);
-  pki_leaf_request *req = SENTINEL(pki_leaf_request), *req2 = SENTINEL(pki_leaf_request);
+/* Leaf requests are JSON: every malformed one is refused, and nothing is
+ * written. */
+static void test_request(const pki_signer *signer) {
+  pki_leaf *out = SENTINEL(pki_leaf), *leaf = NULL;
+  char input[256];
+  int n;
+#define RECONCILE(input, out) \
+  pki_leaf_reconcile(signer, input, sizeof(input) - 1, T0, NULL, 0, NULL, 0, out)
 
-  CHECK_CODE(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_new(3, &b), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK(b == SENTINEL(pki_leaf_builder));
-  CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_CLIENT, &b));
-
-  CHECK_CODE(pki_leaf_builder_add_dns_name(NULL, LIT("a")), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_add_dns_name(b, NULL, 1), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_add_dns_name(b, "", 0), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_add_dns_name(b, not_utf8, sizeof not_utf8),
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"dns_names\": [\"a\"]}", NULL),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(RECONCILE("{\"kind\": \"both\", \"dns_names\": [\"a\"]}", &out),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_add_ip_address(NULL, LIT("::1")), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_add_ip_address(b, NULL, 3), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_add_ip_address(b, LIT("300.1.1.1")), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_add_ip_address(b, "", 0), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_set_lifetime(NULL, DAY), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_builder_set_lifetime(b, 0), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_set_lifetime(b, -DAY), PKI_RESULT_INVALID_ARGUMENT);
-  /* No names: refused, and the builder is not consumed. */
-  CHECK_CODE(pki_leaf_builder_build(b, &req), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_builder_build(NULL, &req), PKI_RESULT_NULL_PARAMETER);
-  CHECK(req == SENTINEL(pki_leaf_request));
-  CHECK_OK(pki_leaf_builder_add_ip_address(b, LIT("::1")));
-  CHECK_CODE(pki_leaf_builder_build(b, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_leaf_builder_build(b, &req));
-
-  /* Consumed: every use but free returns BUILDER_CONSUMED. */
-  CHECK_CODE(pki_leaf_builder_add_dns_name(b, LIT("late.example")), PKI_RESULT_BUILDER_CONSUMED);
-  CHECK_CODE(pki_leaf_builder_add_ip_address(b, LIT("10.0.0.1")), PKI_RESULT_BUILDER_CONSUMED);
-  CHECK_CODE(pki_leaf_builder_set_lifetime(b, DAY), PKI_RESULT_BUILDER_CONSUMED);
-  CHECK_CODE(pki_leaf_builder_build(b, &req2), PKI_RESULT_BUILDER_CONSUMED);
-  CHECK(req2 == SENTINEL(pki_leaf_request));
-  pki_leaf_builder_free(b);
-  pki_leaf_request_free(req);
+  CHECK(out == SENTINEL(pki_leaf));
+  CHECK_CODE(pki_leaf_reconcile(NULL, LIT(req), T0, NULL, 0, NULL, 0, &out),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_leaf_reconcile(signer, NULL, 1, T0, NULL, 0, NULL, 0, &out),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"dns_names\": [\"\"]}", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  n = snprintf(input, sizeof input, "{\"kind\": \"client\", \"dns_names\": [\"%.*s\"]}",
+               (int)sizeof not_utf8, not_utf8);
+  CHECK_CODE(pki_leaf_reconcile(signer, input, (size_t)n, T0, NULL, 0, NULL, 0, &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": [\"::1\"],", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": \"::1\"}", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": [\"300.1.1.1\"]}", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": [\"\"]}", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip\": [\"::1\"]}", &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": [\"::1\"], \"lifetime_seconds\": 0}",
+                       &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  n = snprintf(input, sizeof input,
+               "{\"kind\": \"client\", \"ip_addresses\": [\"::1\"], \"lifetime_seconds\": %lld}",
+               (long long)-DAY);
+  CHECK_CODE(pki_leaf_reconcile(signer, input, (size_t)n, T0, NULL, 0, NULL, 0, &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  /* No names. */
+  CHECK_CODE(RECONCILE("{\"kind\": \"client\"}", &out), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_leaf_reconcile(signer, req, 0, T0, NULL, 0, NULL, 0, &out),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(out == SENTINEL(pki_leaf));
+  CHECK_OK(RECONCILE("{\"kind\": \"client\", \"ip_addresses\": [\"::1\"]}", &leaf));
+  CHECK(pki_leaf_not_after(leaf) > T0);
+  pki_leaf_free(leaf);
+#undef RECONCILE
 }
 
-static void test_leaf(const pki_signer *signer, const pki_leaf_request *req) {
+static void test_leaf(const pki_signer *signer) {
   pki_leaf *a = NULL, *b = NULL, *out = SENTINEL(pki_leaf);
   pki_bytes chain, key, other_key;
   size_t half;
 
-  CHECK_CODE(pki_leaf_reconcile(NULL, req, T0, NULL, 0, NULL, 0, &out),
+  CHECK_CODE(pki_leaf_reconcile(NULL, LIT(req), T0, NULL, 0, NULL, 0, &out),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_reconcile(signer, NULL, T0, NULL, 0, NULL, 0, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, NULL, 0, T0, NULL, 0, NULL, 0, &out),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, NULL, 0, NULL, 0, NULL),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, NULL, 0, NULL, 0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0 - DAY, NULL, 0, NULL, 0, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0 - DAY, NULL, 0, NULL, 0, &out),
              PKI_RESULT_ISSUANCE);
   CHECK(out == SENTINEL(pki_leaf));
 
-  CHECK_OK(pki_leaf_reconcile(signer, req, T0, NULL, 0, NULL, 0, &a));
-  CHECK_OK(pki_leaf_reconcile(signer, req, T0, NULL, 0, NULL, 0, &b));
+  CHECK_OK(pki_leaf_reconcile(signer, LIT(req), T0, NULL, 0, NULL, 0, &a));
+  CHECK_OK(pki_leaf_reconcile(signer, LIT(req), T0, NULL, 0, NULL, 0, &b));
   if (a == NULL || b == NULL) {
     exit(check_summary("misuse"));
   }
@@ -291,34 +329,34 @@ static void test_leaf(const pki_signer *signer, const pki_leaf_request *req) {
   CHECK(pki_leaf_not_after(a) > T0 && pki_leaf_refresh_at(a) < pki_leaf_not_after(a));
 
   /* Only one of chain and key. */
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, chain.len, NULL, 0, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, chain.len, NULL, 0, &out),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, NULL, 0, key.data, key.len, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, NULL, 0, key.data, key.len, &out),
              PKI_RESULT_INVALID_ARGUMENT);
   /* Zero lengths, garbage, truncation, wrong labels, a key of another leaf. */
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, 0, key.data, key.len, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, 0, key.data, key.len, &out),
              PKI_RESULT_NO_PEM_BLOCK);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, chain.len, key.data, 0, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, chain.len, key.data, 0, &out),
              PKI_RESULT_NO_PEM_BLOCK);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, garbage, sizeof garbage, key.data, key.len,
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, garbage, sizeof garbage, key.data, key.len,
                                 &out),
              PKI_RESULT_PEM);
   half = chain.len / 2;
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, half, key.data, key.len, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, half, key.data, key.len, &out),
              PKI_RESULT_PEM);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, chain.len, key.data,
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, chain.len, key.data,
                                 key.len / 2, &out),
              PKI_RESULT_PEM);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, (const uint8_t *)bad_der_pem,
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, (const uint8_t *)bad_der_pem,
                                 sizeof bad_der_pem - 1, key.data, key.len, &out),
              PKI_RESULT_PEM);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, key.data, key.len, key.data, key.len, &out),
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, key.data, key.len, key.data, key.len, &out),
              PKI_RESULT_UNEXPECTED_PEM_LABEL);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, chain.len,
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, chain.len,
                                 (const uint8_t *)key_label_pem, sizeof key_label_pem - 1,
                                 &out),
              PKI_RESULT_KEY_DECODE);
-  CHECK_CODE(pki_leaf_reconcile(signer, req, T0, chain.data, chain.len, other_key.data,
+  CHECK_CODE(pki_leaf_reconcile(signer, LIT(req), T0, chain.data, chain.len, other_key.data,
                                 other_key.len, &out),
              PKI_RESULT_KEY_MISMATCH);
   CHECK(out == SENTINEL(pki_leaf));
@@ -345,16 +383,16 @@ static void test_leaf(const pki_signer *signer, const pki_leaf_request *req) {
   pki_leaf_free(b);
 }
 
-static void test_bundle(const pki_signer *signer, const pki_leaf_request *req) {
+static void test_bundle(const pki_signer *signer) {
   pki_bundle *bundle = NULL, *other = NULL, *out = SENTINEL(pki_bundle), *merged = NULL;
   pki_buffer *pem = NULL, *buf = SENTINEL(pki_buffer), *pins = NULL;
-  pki_sha256 fp, fp2;
+  pki_buffer *fp = SENTINEL(pki_buffer), *fp2 = NULL, *pin = NULL;
   pki_leaf *leaf = NULL;
   pki_bytes chain;
   size_t removed = 7;
 
   CHECK_OK(pki_signer_bundle(signer, &bundle));
-  CHECK_OK(pki_bundle_to_pem(bundle, &pem));
+  CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_PEM, &pem));
 
   CHECK_CODE(pki_bundle_from_pem(NULL, 3, &out), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_bundle_from_pem(pki_buffer_data(pem).data, pki_buffer_data(pem).len, NULL),
@@ -372,8 +410,9 @@ static void test_bundle(const pki_signer *signer, const pki_leaf_request *req) {
              PKI_RESULT_UNEXPECTED_PEM_LABEL);
   CHECK(out == SENTINEL(pki_bundle));
 
-  CHECK_CODE(pki_bundle_to_pem(NULL, &buf), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_to_pem(bundle, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(NULL, PKI_BUNDLE_PEM, &buf), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(bundle, PKI_BUNDLE_PEM, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(bundle, 4, &buf), PKI_RESULT_INVALID_ARGUMENT);
   CHECK_CODE(pki_bundle_merge(NULL, bundle, &out), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_bundle_merge(bundle, NULL, &out), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_bundle_merge(bundle, bundle, NULL), PKI_RESULT_NULL_PARAMETER);
@@ -381,32 +420,35 @@ static void test_bundle(const pki_signer *signer, const pki_leaf_request *req) {
   CHECK_CODE(pki_bundle_prune_expired(bundle, T0, NULL, &removed), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_bundle_prune_expired(bundle, T0, &out, NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_bundle_prune_expired(bundle, INT64_MAX, &out, &removed), PKI_RESULT_TIME);
-  CHECK_CODE(pki_bundle_fingerprint(NULL, &fp), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_fingerprint(bundle, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_root_pin(NULL, &fp), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_root_pin(bundle, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_spki_pins(NULL, &buf), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_bundle_spki_pins(bundle, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(NULL, PKI_BUNDLE_FINGERPRINT, &fp), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(bundle, PKI_BUNDLE_FINGERPRINT, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(NULL, PKI_BUNDLE_ROOT_PIN, &fp), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(bundle, PKI_BUNDLE_ROOT_PIN, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(NULL, PKI_BUNDLE_SPKI_PINS, &buf), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_bundle_export(bundle, PKI_BUNDLE_SPKI_PINS, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK(fp == SENTINEL(pki_buffer));
+  fp = NULL;
   CHECK(out == SENTINEL(pki_bundle) && buf == SENTINEL(pki_buffer) && removed == 7);
 
   /* The working paths. */
   CHECK_OK(pki_bundle_merge(bundle, bundle, &merged));
   CHECK(pki_bundle_len(merged) == 1);
-  CHECK_OK(pki_bundle_fingerprint(bundle, &fp));
-  CHECK_OK(pki_bundle_fingerprint(merged, &fp2));
-  CHECK(memcmp(fp.bytes, fp2.bytes, 32) == 0);
-  CHECK_OK(pki_bundle_root_pin(bundle, &fp));
-  CHECK_OK(pki_bundle_spki_pins(bundle, &pins));
+  CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_FINGERPRINT, &fp));
+  CHECK_OK(pki_bundle_export(merged, PKI_BUNDLE_FINGERPRINT, &fp2));
+  CHECK(pki_buffer_data(fp).len == 32 && pki_buffer_data(fp2).len == 32 &&
+        memcmp(pki_buffer_data(fp).data, pki_buffer_data(fp2).data, 32) == 0);
+  CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_ROOT_PIN, &pin));
+  CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_SPKI_PINS, &pins));
   CHECK(pki_buffer_data(pins).len == 32);
   CHECK_OK(pki_bundle_prune_expired(bundle, T0 + 1000 * DAY, &out, &removed));
   CHECK(removed == 1 && pki_bundle_len(out) == 0);
   pki_bundle_free(out);
 
   /* A bundle without a self-signed root has no root pin. */
-  CHECK_OK(pki_leaf_reconcile(signer, req, T0, NULL, 0, NULL, 0, &leaf));
+  CHECK_OK(pki_leaf_reconcile(signer, LIT(req), T0, NULL, 0, NULL, 0, &leaf));
   chain = pki_leaf_chain_pem(leaf);
   CHECK_OK(pki_bundle_from_pem(chain.data, chain.len, &other));
-  CHECK_CODE(pki_bundle_root_pin(other, &fp), PKI_RESULT_NO_ROOT);
+  CHECK_CODE(pki_bundle_export(other, PKI_BUNDLE_ROOT_PIN, &buf), PKI_RESULT_NO_ROOT);
 
   /* Verification failures. */
   {
@@ -445,6 +487,9 @@ static void test_bundle(const pki_signer *signer, const pki_leaf_request *req) {
   pki_bundle_free(other);
   pki_bundle_free(merged);
   pki_buffer_free(pins);
+  pki_buffer_free(fp);
+  pki_buffer_free(fp2);
+  pki_buffer_free(pin);
   pki_buffer_free(pem);
   pki_bundle_free(bundle);
 }
@@ -476,10 +521,10 @@ static void test_secret(const pki_signer *signer) {
   CHECK_CODE(pki_secret_entry(good, 0, NULL, &value), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_secret_entry(good, 0, &key, NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_secret_entry(good, 1000, &key, &value), PKI_RESULT_NOT_FOUND);
-  CHECK_CODE(pki_secret_get(NULL, LIT("tls.crt"), &value), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_secret_get(good, NULL, 3, &value), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_secret_get(good, LIT("tls.crt"), NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_secret_get(good, LIT("nope"), &value), PKI_RESULT_NOT_FOUND);
+  CHECK_CODE(secret_get(NULL, LIT("tls.crt"), &value), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_secret_set(good, NULL, 3, value.data, 0), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_secret_entry(good, 0, NULL, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(secret_get(good, LIT("nope"), &value), PKI_RESULT_NOT_FOUND);
 
   CHECK_CODE(pki_signer_from_secret(NULL, &s), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_signer_from_secret(good, NULL), PKI_RESULT_NULL_PARAMETER);
@@ -494,17 +539,17 @@ static void test_secret(const pki_signer *signer) {
     }
   }
   CHECK_CODE(pki_signer_from_secret(broken, &s), PKI_RESULT_CORRUPT_STATE);
-  CHECK_OK(pki_secret_get(good, LIT("tls.crt"), &value));
+  CHECK_OK(secret_get(good, LIT("tls.crt"), &value));
   CHECK_OK(pki_secret_set(broken, LIT("tls.crt"), value.data, value.len));
   CHECK_OK(pki_secret_set(broken, LIT("tls.key"), (const uint8_t *)"", 0));
   CHECK_CODE(pki_signer_from_secret(broken, &s), PKI_RESULT_CORRUPT_STATE);
-  CHECK_OK(pki_secret_get(good, LIT("tls.key"), &value));
+  CHECK_OK(secret_get(good, LIT("tls.key"), &value));
   CHECK_OK(pki_secret_set(broken, LIT("tls.key"), value.data, value.len));
   CHECK_OK(pki_secret_set(broken, LIT("pki-state.json"), garbage, sizeof garbage));
   CHECK_CODE(pki_signer_from_secret(broken, &s), PKI_RESULT_CORRUPT_STATE);
   CHECK_OK(pki_secret_set(broken, LIT("pki-state.json"), BLIT("{\"version\": 2}")));
   CHECK_CODE(pki_signer_from_secret(broken, &s), PKI_RESULT_UNSUPPORTED_STATE_VERSION);
-  CHECK_OK(pki_secret_get(good, LIT("pki-state.json"), &value));
+  CHECK_OK(secret_get(good, LIT("pki-state.json"), &value));
   CHECK_OK(pki_secret_set(broken, LIT("pki-state.json"), value.data, value.len));
   CHECK_OK(pki_secret_set(broken, LIT("forced-rotation-reason"), (const uint8_t *)not_utf8,
                           sizeof not_utf8));
@@ -522,15 +567,16 @@ static void test_secret(const pki_signer *signer) {
 
 int main(void) {
   pki_signer *signer = NULL;
-  pki_leaf_request *req = NULL;
+  pki_store *store = NULL;
   test_last_error();
   test_null_frees_and_getters();
-  test_signer(&signer, &req);
-  test_builder();
-  test_leaf(signer, req);
-  test_bundle(signer, req);
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  test_signer(store, &signer);
+  test_request(signer);
+  test_leaf(signer);
+  test_bundle(signer);
   test_secret(signer);
-  pki_leaf_request_free(req);
   pki_signer_free(signer);
+  pki_store_free(store);
   return check_summary("misuse");
 }

@@ -1,6 +1,7 @@
 /*
- * A full rotation through the C API: create a signer, issue a serving
- * certificate, save and load the state (bytes and Secret-shaped blobs),
+ * A full rotation through the C API: create a signer in a memory store,
+ * issue a serving certificate, save and load the state (bytes and
+ * Secret-shaped blobs, then a new store created from the loaded state),
  * rotate automatically and then by force, re-issue the leaf, and check every
  * served chain (old/new) against every client bundle (old/new) with
  * pki_verify_chain and with `openssl verify`.
@@ -23,57 +24,68 @@ static void stop_if_failed(void) {
   }
 }
 
-/* Reconciles the signer (freeing the old handle) and checks the events and
- * the exact time to reconcile again. */
+/* The store the signer is kept in: a memory store, replaced by a new one
+ * created from the round-tripped state (see round_trip). */
+static pki_store *store;
+
+/* Steps the signer in the store (freeing the old handle) and checks the
+ * events and the exact time to step again; returns the signer now stored. */
 static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced,
                              size_t want_events, int64_t want_next_check,
                              int64_t *trusted_until) {
   pki_signer *next = NULL;
-  pki_events *events = NULL;
-  int64_t next_check = 0;
-  pki_forced_rotation f;
+  pki_step *step = NULL;
+  pki_event ev;
+  int64_t next_check;
+  text input = {0};
   size_t i;
-  memset(&f, 0, sizeof f);
   if (forced != NULL) {
-    f.reason = forced;
-    f.reason_len = strlen(forced);
+    /* A second rotation within M of the first breaks trust for clients
+     * that still hold the bundle of two rotations ago: this drill says so. */
+    text_add(&input, LIT("{\"forced\": {\"reason\": "));
+    text_json(&input, forced, strlen(forced));
+    text_add(&input, LIT("}, \"allow_trust_break\": \"drill\"}"));
   }
-  CHECK_OK(pki_signer_reconcile(signer, NULL, now, forced ? &f : NULL, &next,
-                                &events, &next_check));
+  CHECK_OK(pki_signer_step(store, LIT("signer"), input.data, input.len, now, &step));
+  text_free(&input);
   stop_if_failed();
+  next_check = pki_step_next_wake(step);
   if (next_check != want_next_check) {
     fprintf(stderr, "next check at +%llds, want +%llds\n", (long long)(next_check - T0),
             (long long)(want_next_check - T0));
   }
   CHECK(next_check == want_next_check);
-  CHECK(pki_events_len(events) == want_events);
-  for (i = 0; i < pki_events_len(events); i++) {
-    pki_event ev;
-    CHECK_OK(pki_events_get(events, i, &ev));
+  CHECK(step_events(step) == want_events);
+  for (i = 0; i < pki_step_events_len(step); i++) {
+    CHECK_OK(pki_step_event(step, i, &ev));
     printf("event at +%lldd: %s\n", (long long)((now - T0) / DAY),
            (const char *)ev.message.data);
     CHECK(strlen((const char *)ev.message.data) == ev.message.len);
-    if (ev.kind == PKI_EVENT_ROTATED && trusted_until != NULL) {
-      CHECK(ev.has_previous_trusted_until);
-      *trusted_until = ev.previous_trusted_until;
+    if (strcmp((const char *)ev.kind.data, "rotated") == 0 && trusted_until != NULL) {
+      CHECK(strstr((const char *)ev.json.data, "\"previous_trusted_until\":\"") != NULL);
+      *trusted_until = json_time((const char *)ev.json.data, "previous_trusted_until");
     }
   }
-  /* An in-memory counter of the reconciles that changed something. */
-  CHECK(pki_signer_generation(next) ==
-        pki_signer_generation(signer) + (want_events > 0 ? 1 : 0));
-  pki_events_free(events);
+  /* Whether the step wrote: exactly when something happened. */
+  CHECK(pki_step_changed(step) == (want_events > 0));
+  CHECK_OK(pki_step_signer(step, &next));
+  pki_step_free(step);
   pki_signer_free(signer);
   return next;
 }
 
+/* The request of the leaf: a server certificate for HOST and 127.0.0.1. */
+static const char req[] = "{\"kind\": \"server\", \"dns_names\": [\"" HOST
+                          "\"], \"ip_addresses\": [\"127.0.0.1\"], "
+                          "\"lifetime_seconds\": 31536000}";
+
 /* Reconciles a leaf against the signer; `prev` may be NULL. */
-static pki_leaf *leaf_reconcile(const pki_signer *signer, const pki_leaf_request *req,
-                                int64_t now, const pki_leaf *prev,
+static pki_leaf *leaf_reconcile(const pki_signer *signer, int64_t now, const pki_leaf *prev,
                                 pki_leaf_reason want) {
   pki_leaf *out = NULL;
   pki_bytes chain = pki_leaf_chain_pem(prev);
   pki_bytes key = pki_leaf_key_pem(prev);
-  CHECK_OK(pki_leaf_reconcile(signer, req, now, chain.data, chain.len, key.data,
+  CHECK_OK(pki_leaf_reconcile(signer, LIT(req), now, chain.data, chain.len, key.data,
                               key.len, &out));
   stop_if_failed();
   CHECK(pki_leaf_reason_code(out) == want);
@@ -98,7 +110,7 @@ static void save_side(const char *side, const pki_leaf *leaf, const pki_bundle *
   pki_buffer *pem = NULL;
   snprintf(name, sizeof name, "%s-chain.pem", side);
   CHECK(write_file(dir, name, pki_leaf_chain_pem(leaf)) == 0);
-  CHECK_OK(pki_bundle_to_pem(bundle, &pem));
+  CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_PEM, &pem));
   snprintf(name, sizeof name, "%s-bundle.pem", side);
   CHECK(write_file(dir, name, pki_buffer_data(pem)) == 0);
   pki_buffer_free(pem);
@@ -146,24 +158,27 @@ static void check_matrix(const pki_leaf *old_leaf, const pki_bundle *old_bundle,
 }
 
 /* Saves as state bytes and as Secret-shaped blobs, loads both, and checks
- * that the three states are the same bytes. */
+ * that the three states are the same bytes; then keeps the signer loaded
+ * from the Secret in a new memory store, created from its state. */
 static pki_signer *round_trip(pki_signer *signer, int has_bridge) {
   pki_buffer *state = NULL, *state2 = NULL, *state3 = NULL;
-  pki_signer *from_state = NULL, *from_secret = NULL;
+  pki_signer *from_state = NULL, *from_secret = NULL, *stored = NULL;
   pki_secret *secret = NULL, *copy = NULL;
   pki_bytes value, key;
+  pki_step *created = NULL;
+  text input = {0};
   size_t i;
 
   CHECK_OK(pki_signer_to_state(signer, &state));
   CHECK_OK(pki_signer_from_state(pki_buffer_data(state).data, pki_buffer_data(state).len,
                                  &from_state));
   CHECK_OK(pki_signer_to_secret(from_state, &secret));
-  CHECK_OK(pki_secret_get(secret, LIT("tls.crt"), &value));
-  CHECK_OK(pki_secret_get(secret, LIT("tls.key"), &value));
+  CHECK_OK(secret_get(secret, LIT("tls.crt"), &value));
+  CHECK_OK(secret_get(secret, LIT("tls.key"), &value));
   CHECK(strstr((const char *)value.data, "PRIVATE KEY") != NULL);
-  CHECK_OK(pki_secret_get(secret, LIT("ca-bundle.crt"), &value));
-  CHECK_OK(pki_secret_get(secret, LIT("pki-state.json"), &value));
-  CHECK_CODE(pki_secret_get(secret, LIT("intermediate-ca.crt"), &value),
+  CHECK_OK(secret_get(secret, LIT("ca-bundle.crt"), &value));
+  CHECK_OK(secret_get(secret, LIT("pki-state.json"), &value));
+  CHECK_CODE(secret_get(secret, LIT("intermediate-ca.crt"), &value),
              has_bridge ? PKI_RESULT_OK : PKI_RESULT_NOT_FOUND);
 
   /* Copy entry by entry, as a controller copies Secret.Data. */
@@ -185,14 +200,29 @@ static pki_signer *round_trip(pki_signer *signer, int has_bridge) {
         memcmp(pki_buffer_data(state).data, pki_buffer_data(state3).data,
                pki_buffer_data(state).len) == 0);
 
+  /* The loaded state, kept in a new store, is the signer from now on. */
+  text_add(&input, LIT("{\"state\": "));
+  text_add(&input, (const char *)pki_buffer_data(state3).data, pki_buffer_data(state3).len);
+  text_add(&input, LIT("}"));
+  pki_store_free(store);
+  store = NULL;
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_signer_create(store, LIT("signer"), input.data, input.len, T0, &created));
+  CHECK(pki_step_changed(created));
+  CHECK_OK(pki_step_signer(created, &stored));
+  stop_if_failed();
+  pki_step_free(created);
+  text_free(&input);
+
   pki_buffer_free(state);
   pki_buffer_free(state2);
   pki_buffer_free(state3);
   pki_secret_free(secret);
   pki_secret_free(copy);
   pki_signer_free(from_state);
+  pki_signer_free(from_secret);
   pki_signer_free(signer);
-  return from_secret;
+  return stored;
 }
 
 static pki_bundle *bundle_of(const pki_signer *signer) {
@@ -202,10 +232,9 @@ static pki_bundle *bundle_of(const pki_signer *signer) {
 }
 
 int main(int argc, char **argv) {
-  pki_policy policy = pki_policy_default();
   pki_signer *signer = NULL;
-  pki_leaf_builder *builder = NULL;
-  pki_leaf_request *req = NULL;
+  pki_step *created = NULL;
+  pki_buffer *state = NULL;
   pki_leaf *leaf0, *leaf1, *leaf2, *leaf3, *same;
   pki_bundle *bundle1, *bundle2, *bundle3;
   pki_lineage lineage;
@@ -219,29 +248,31 @@ int main(int argc, char **argv) {
   dir = argv[1];
   printf("pki %s\n", pki_version());
 
-  CHECK(policy.lifetime_seconds == 790 * DAY && policy.min_trust_seconds == 395 * DAY);
-  CHECK_OK(pki_signer_new(LIT("service-ca"), PKI_KEY_TYPE_P256, &policy, T0, &signer));
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_signer_create(store, LIT("signer"),
+                             LIT("{\"common_name\": \"service-ca\", \"key_type\": \"p256\"}"),
+                             T0, &created));
   stop_if_failed();
-
-  CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER, &builder));
-  CHECK_OK(pki_leaf_builder_add_dns_name(builder, LIT(HOST)));
-  CHECK_OK(pki_leaf_builder_add_ip_address(builder, LIT("127.0.0.1")));
-  CHECK_OK(pki_leaf_builder_set_lifetime(builder, 365 * DAY));
-  CHECK_OK(pki_leaf_builder_build(builder, &req));
-  pki_leaf_builder_free(builder);
+  CHECK_OK(pki_step_signer(created, &signer));
+  pki_step_free(created);
+  /* The default policy: D = 790 days, M = 395 days. */
+  CHECK_OK(pki_signer_to_state(signer, &state));
+  CHECK(strstr((const char *)pki_buffer_data(state).data, "\"lifetime\": \"790d\"") != NULL &&
+        strstr((const char *)pki_buffer_data(state).data, "\"min_trust\": \"395d\"") != NULL);
+  pki_buffer_free(state);
   stop_if_failed();
 
   /* First issue, then nothing to do a day later. */
-  leaf0 = leaf_reconcile(signer, req, T0, NULL, PKI_LEAF_NOT_YET_ISSUED);
+  leaf0 = leaf_reconcile(signer, T0, NULL, PKI_LEAF_NOT_YET_ISSUED);
   CHECK(count_certs(pki_leaf_chain_pem(leaf0)) == 1);
-  same = leaf_reconcile(signer, req, T0 + DAY, leaf0, PKI_LEAF_UP_TO_DATE);
+  same = leaf_reconcile(signer, T0 + DAY, leaf0, PKI_LEAF_UP_TO_DATE);
   CHECK(pki_leaf_chain_pem(same).len == pki_leaf_chain_pem(leaf0).len);
   CHECK(memcmp(pki_leaf_key_pem(same).data, pki_leaf_key_pem(leaf0).data,
                pki_leaf_key_pem(leaf0).len) == 0);
   pki_leaf_free(same);
 
   signer = round_trip(signer, 0);
-  CHECK(pki_signer_generation(signer) == 0); /* loaded */
+  CHECK(signer != NULL); /* loaded, and kept in the new store */
   /* Nothing due: the next thing is the rotation, due once less than M = 395
    * days of the CA's 790 are left: one second after T0 + 395 days. The CA
    * was issued at T0 (NotBefore is backdated 5 minutes, NotAfter is T0 + 790
@@ -249,7 +280,7 @@ int main(int argc, char **argv) {
   signer = reconcile(signer, T0 + 10 * DAY, NULL, 0, T0 + 395 * DAY + 1, NULL);
 
   /* Near the end of its life the leaf is renewed, still by the first CA. */
-  leaf1 = leaf_reconcile(signer, req, T0 + 390 * DAY, leaf0, PKI_LEAF_NEAR_EXPIRY);
+  leaf1 = leaf_reconcile(signer, T0 + 390 * DAY, leaf0, PKI_LEAF_NEAR_EXPIRY);
   bundle1 = bundle_of(signer);
 
   /* Automatic rotation: less than M = 395 days left. The next check is the
@@ -269,7 +300,7 @@ int main(int argc, char **argv) {
   printf("lineage of the old leaf: %s\n", (const char *)pki_buffer_data(reason).data);
   pki_buffer_free(reason);
 
-  leaf2 = leaf_reconcile(signer, req, t_rotate, leaf1, PKI_LEAF_WRONG_ISSUER);
+  leaf2 = leaf_reconcile(signer, t_rotate, leaf1, PKI_LEAF_WRONG_ISSUER);
   CHECK(count_certs(pki_leaf_chain_pem(leaf2)) == 2);
   CHECK_OK(pki_signer_check_lineage(signer, pki_leaf_chain_pem(leaf2).data,
                                     pki_leaf_chain_pem(leaf2).len, &lineage, NULL));
@@ -288,7 +319,7 @@ int main(int argc, char **argv) {
   signer = reconcile(signer, t_forced + DAY, "key-compromise-drill", 0, t_forced + 395 * DAY + 1,
                      NULL);
   bundle3 = bundle_of(signer);
-  leaf3 = leaf_reconcile(signer, req, t_forced + DAY, leaf2, PKI_LEAF_WRONG_ISSUER);
+  leaf3 = leaf_reconcile(signer, t_forced + DAY, leaf2, PKI_LEAF_WRONG_ISSUER);
   check_matrix(leaf2, bundle2, leaf3, bundle3, t_forced + 2 * DAY);
   signer = round_trip(signer, 1);
 
@@ -299,7 +330,7 @@ int main(int argc, char **argv) {
   pki_bundle_free(bundle1);
   pki_bundle_free(bundle2);
   pki_bundle_free(bundle3);
-  pki_leaf_request_free(req);
   pki_signer_free(signer);
+  pki_store_free(store);
   return check_summary("rotation");
 }

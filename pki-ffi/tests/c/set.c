@@ -135,7 +135,7 @@ static int status_value(const pki_store *store, int64_t now, const char *key, ch
   pki_buffer *json = NULL;
   const char *text, *at, *end;
   int rc = 1;
-  if (pki_set_status_json(store, now, &json) != PKI_RESULT_OK) {
+  if (pki_set_read(store, LIT("set"), PKI_SET_STATUS, now, &json) != PKI_RESULT_OK) {
     return 1;
   }
   /* Textual buffers are NUL-terminated after their length. */
@@ -169,10 +169,38 @@ static int step_is(const pki_store *store, int64_t now, const char *want) {
          strcmp(step, want) == 0;
 }
 
+/* One step of the set with `input` (JSON text, NULL: nothing); the step is
+ * checked to say what the status says, and freed. */
+static pki_result set_step(const pki_store *store, int64_t now, const char *input) {
+  pki_step *step = NULL;
+  pki_result r = pki_set_step(store, LIT("set"), input, input ? strlen(input) : 0, now, &step);
+  if (r == PKI_RESULT_OK) {
+    char from_step[64], from_read[64];
+    pki_buffer *json = NULL;
+    CHECK(json_string((const char *)pki_step_status_json(step).data, "step", from_step,
+                      sizeof from_step));
+    CHECK_OK(pki_set_read(store, LIT("set"), PKI_SET_STATUS, now, &json));
+    CHECK(json_string((const char *)pki_buffer_data(json).data, "step", from_read,
+                      sizeof from_read) &&
+          strcmp(from_step, from_read) == 0);
+    pki_buffer_free(json);
+  }
+  pki_step_free(step);
+  return r;
+}
+
+/* The ack of `target` with fingerprint `fp`, as JSON. */
+static const char *ack_input(const char *target, const char *fp) {
+  static char input[512];
+  snprintf(input, sizeof input, "{\"ack\": {\"target\": \"%s\", \"fingerprint\": \"%s\"}}",
+           target, fp);
+  return input;
+}
+
 static void ack(const pki_store *store, int64_t now, const char *target) {
   char fp[128];
   fingerprint_of(store, now, target, fp, sizeof fp);
-  CHECK_OK(pki_set_ack(store, target, strlen(target), fp, strlen(fp), now));
+  CHECK_OK(set_step(store, now, ack_input(target, fp)));
 }
 
 static void ack_all(const pki_store *store, int64_t now) {
@@ -182,6 +210,7 @@ static void ack_all(const pki_store *store, int64_t now) {
 
 int main(int argc, char **argv) {
   pki_store *store = NULL;
+  pki_step *step = NULL;
   char stale[128], path[1200];
   int64_t now = T0;
   if (argc != 2) {
@@ -189,51 +218,75 @@ int main(int argc, char **argv) {
     return 2;
   }
   snprintf(root, sizeof root, "%s/set", argv[1]);
-  CHECK_OK(pki_store_open_dir(root, strlen(root), &store));
+  CHECK_OK(pki_store_open(root, strlen(root), &store));
   stop_if_failed();
 
-  CHECK_OK(pki_set_create(store, LIT("cluster:serving+client"), 730 * DAY, now));
-  CHECK_OK(pki_set_issue(store, LIT("api"), LIT("cluster"), true, false, LIT("api.example"),
-                         LIT("control-plane"), now));
-  CHECK_OK(pki_set_issue(store, LIT("kubelet"), LIT("cluster"), false, true, LIT(""),
-                         LIT("node-1"), now));
-  CHECK_OK(pki_set_target(store, LIT("node-1"), LIT("cluster"), NULL, 0, now));
-  CHECK_OK(pki_set_target(store, LIT("control-plane"), NULL, 0, LIT("cluster"), now));
+  CHECK_OK(pki_set_create(store, LIT("set"),
+                          LIT("{\"cas\": [{\"name\": \"cluster\", \"roles\": \"serving+client\"}],"
+                              " \"lifetime_seconds\": 63072000}"),
+                          now, &step));
+  CHECK(pki_step_changed(step) && strstr((const char *)pki_step_status_json(step).data,
+                                         "\"step\":\"idle\"") != NULL);
+  pki_step_free(step);
+  CHECK_OK(set_step(store, now,
+                    "{\"issue\": {\"name\": \"api\", \"ca\": \"cluster\", \"serving\": true, "
+                    "\"dns_names\": [\"api.example\"], \"target\": \"control-plane\"}}"));
+  CHECK_OK(set_step(store, now,
+                    "{\"issue\": {\"name\": \"kubelet\", \"ca\": \"cluster\", \"client\": true, "
+                    "\"target\": \"node-1\"}}"));
+  CHECK_OK(set_step(store, now, "{\"target\": {\"name\": \"node-1\", \"trusts\": [\"cluster\"]}}"));
+  CHECK_OK(set_step(store, now,
+                    "{\"target\": {\"name\": \"control-plane\", \"client_ca\": [\"cluster\"]}}"));
   CHECK(step_is(store, now, "idle"));
   stop_if_failed();
 
   /* Nothing runs yet. */
-  REFUSED(pki_set_issue(store, LIT("x"), LIT("nope"), true, false, LIT("x.example"), LIT("t"),
-                        now),
+  REFUSED(set_step(store, now,
+                   "{\"issue\": {\"name\": \"x\", \"ca\": \"nope\", \"serving\": true, "
+                   "\"dns_names\": [\"x.example\"], \"target\": \"t\"}}"),
           PKI_RESULT_SET_UNKNOWN_CA);
-  REFUSED(pki_set_target(store, LIT("node-1"), LIT("nope"), NULL, 0, now),
+  REFUSED(set_step(store, now, "{\"target\": {\"name\": \"node-1\", \"trusts\": [\"nope\"]}}"),
           PKI_RESULT_SET_UNKNOWN_CA);
-  REFUSED(pki_set_ack(store, LIT("ghost"), LIT("sha256:00"), now),
-          PKI_RESULT_SET_UNKNOWN_TARGET);
-  REFUSED(pki_set_advance(store, NULL, 0, now), PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_fail(store, LIT("node-1"), LIT("x"), now), PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_fail(NULL, LIT("node-1"), LIT("x"), now), PKI_RESULT_NULL_PARAMETER);
-  REFUSED(pki_set_retry(store, NULL, 3, now), PKI_RESULT_NULL_PARAMETER);
+  REFUSED(set_step(store, now, ack_input("ghost", "sha256:00")), PKI_RESULT_SET_UNKNOWN_TARGET);
+  REFUSED(set_step(store, now, "{\"advance\": {}}"), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"fail\": {\"target\": \"node-1\", \"reason\": \"x\"}}"),
+          PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(pki_set_step(NULL, LIT("set"), LIT("{\"fail\": {\"target\": \"node-1\", \"reason\": \"x\"}}"),
+                       now, &step),
+          PKI_RESULT_NULL_PARAMETER);
+  REFUSED(pki_set_step(store, NULL, 3, LIT("{\"retry\": {\"target\": \"node-1\"}}"), now, &step),
+          PKI_RESULT_NULL_PARAMETER);
+  REFUSED(set_step(store, now, "{\"retry\": {\"target\": \"node-1\", \"why\": \"x\"}}"),
+          PKI_RESULT_INVALID_ARGUMENT);
+  REFUSED(set_step(store, now, "{\"rotate\": {}}"), PKI_RESULT_INVALID_ARGUMENT);
+  /* No request: a report, the store unchanged. */
+  REFUSED(set_step(store, now, NULL), PKI_RESULT_OK);
   /* What node-1 loaded while idle: a real fingerprint, of the wrong step
    * once the rotation starts. */
   fingerprint_of(store, now, "node-1", stale, sizeof stale);
 
   /* t1: start-ca-rotation. */
   now += 60 * DAY;
-  CHECK_OK(pki_set_start(store, LIT("yearly"), false, now));
+  CHECK_OK(pki_set_step(store, LIT("set"), LIT("{\"start\": {\"reason\": \"yearly\"}}"), now,
+                        &step));
+  /* A new cluster CA, and a separate new client CA for its client certs. */
+  CHECK(pki_step_changed(step) && step_count(step, "new-ca") == 2);
+  pki_step_free(step);
   CHECK(step_is(store, now, "trust-both"));
   stop_if_failed();
-  REFUSED(pki_set_start(store, LIT("again"), false, now), PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_ack(store, LIT("node-1"), stale, strlen(stale), now),
-          PKI_RESULT_SET_STALE_FINGERPRINT);
+  REFUSED(set_step(store, now, "{\"start\": {\"reason\": \"again\"}}"), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, ack_input("node-1", stale)), PKI_RESULT_SET_STALE_FINGERPRINT);
   CHECK(strstr(last_error(), "trust-both") != NULL);
-  REFUSED(pki_set_advance(store, NULL, 0, now), PKI_RESULT_SET_STEP_BLOCKED);
+  REFUSED(set_step(store, now, "{\"advance\": {}}"), PKI_RESULT_SET_STEP_BLOCKED);
   CHECK(strstr(last_error(), "node-1") != NULL);
-  REFUSED(pki_set_fail(store, LIT("ghost"), LIT("x"), now), PKI_RESULT_SET_UNKNOWN_TARGET);
-  REFUSED(pki_set_fail(store, LIT("node-1"), LIT(""), now), PKI_RESULT_SET_INVALID);
-  REFUSED(pki_set_retry(store, LIT("ghost"), now), PKI_RESULT_SET_UNKNOWN_TARGET);
-  REFUSED(pki_set_retry(store, LIT("node-1"), now), PKI_RESULT_SET_INVALID);
+  REFUSED(set_step(store, now, "{\"fail\": {\"target\": \"ghost\", \"reason\": \"x\"}}"),
+          PKI_RESULT_SET_UNKNOWN_TARGET);
+  REFUSED(set_step(store, now, "{\"fail\": {\"target\": \"node-1\", \"reason\": \"\"}}"),
+          PKI_RESULT_SET_INVALID);
+  REFUSED(set_step(store, now, "{\"retry\": {\"target\": \"ghost\"}}"),
+          PKI_RESULT_SET_UNKNOWN_TARGET);
+  REFUSED(set_step(store, now, "{\"retry\": {\"target\": \"node-1\"}}"), PKI_RESULT_SET_INVALID);
 
   /* The control plane loads first: the kubelet's certificate moves to the
    * new client CA, so node-1's fingerprint changes before it acks. */
@@ -242,57 +295,79 @@ int main(int argc, char **argv) {
   ack(store, now, "node-1");
 
   /* A failed target blocks, is retried to pending, and must ack again. */
-  CHECK_OK(pki_set_fail(store, LIT("node-1"), LIT("puppet apply failed"), now));
-  REFUSED(pki_set_ack(store, LIT("node-1"), stale, strlen(stale), now),
-          PKI_RESULT_SET_TARGET_FAILED);
-  REFUSED(pki_set_advance(store, NULL, 0, now), PKI_RESULT_SET_STEP_BLOCKED);
+  CHECK_OK(set_step(store, now,
+                    "{\"fail\": {\"target\": \"node-1\", \"reason\": \"puppet apply failed\"}}"));
+  REFUSED(set_step(store, now, ack_input("node-1", stale)), PKI_RESULT_SET_TARGET_FAILED);
+  REFUSED(set_step(store, now, "{\"advance\": {}}"), PKI_RESULT_SET_STEP_BLOCKED);
   CHECK(strstr(last_error(), "puppet apply failed") != NULL);
-  CHECK_OK(pki_set_retry(store, LIT("node-1"), now));
-  REFUSED(pki_set_advance(store, NULL, 0, now), PKI_RESULT_SET_STEP_BLOCKED);
+  CHECK_OK(set_step(store, now, "{\"retry\": {\"target\": \"node-1\"}}"));
+  REFUSED(set_step(store, now, "{\"advance\": {}}"), PKI_RESULT_SET_STEP_BLOCKED);
   ack(store, now, "node-1");
 
-  /* t2: complete-ca-rotation. */
+  /* t2: complete-ca-rotation. Advancing `from` a step already left is
+   * nothing to do; from another step, refused. */
   now += DAY;
-  CHECK_OK(pki_set_advance(store, NULL, 0, now));
+  CHECK_OK(set_step(store, now, "{\"advance\": {\"from\": \"trust-both\"}}"));
   CHECK(step_is(store, now, "update-certs"));
+  REFUSED(set_step(store, now, "{\"advance\": {\"from\": \"trust-both\"}}"), PKI_RESULT_OK);
+  REFUSED(set_step(store, now, "{\"advance\": {\"from\": \"trust-new\"}}"),
+          PKI_RESULT_SET_WRONG_STEP);
   fingerprint_of(store, now, "control-plane", stale, sizeof stale);
   ack_all(store, now);
-  CHECK_OK(pki_set_advance(store, NULL, 0, now));
+  CHECK_OK(set_step(store, now, "{\"advance\": {}}"));
   CHECK(step_is(store, now, "trust-new"));
   stop_if_failed();
   /* control-plane's update-certs files are the previous step's. */
-  REFUSED(pki_set_ack(store, LIT("control-plane"), stale, strlen(stale), now),
+  REFUSED(set_step(store, now, ack_input("control-plane", stale)),
           PKI_RESULT_SET_STALE_FINGERPRINT);
   /* Rolling forward destroys the old CA keys: not while a target has not
    * loaded trust-new, unless overridden with a reason. */
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_ABORT_STRANDS);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_ABORT_STRANDS);
   ack(store, now, "control-plane");
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_ABORT_STRANDS);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_ABORT_STRANDS);
   CHECK(strstr(last_error(), "node-1") != NULL && strstr(last_error(), "control-plane") == NULL);
-  REFUSED(pki_set_abort_override(store, LIT(" "), now), PKI_RESULT_SET_INVALID);
-  REFUSED(pki_set_abort_override(store, NULL, 0, now), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_set_abort_override(store, LIT("node-1 is decommissioned"), now));
+  REFUSED(set_step(store, now, "{\"abort\": {\"override_reason\": \" \"}}"),
+          PKI_RESULT_SET_INVALID);
+  REFUSED(pki_set_step(store, LIT("set"), LIT("{\"abort\": {\"override_reason\": \"x\"}}"), now,
+                       NULL),
+          PKI_RESULT_NULL_PARAMETER);
+  CHECK_OK(set_step(store, now, "{\"abort\": {\"override_reason\": \"node-1 is decommissioned\"}}"));
   CHECK(step_is(store, now, "completed"));
   CHECK(snprintf(path, sizeof path, "%s/set/cas/cluster/next-ca.key", root) <
         (int)sizeof path);
   CHECK(access(path, F_OK) != 0);
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_abort_override(store, LIT("again"), now), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"abort\": {\"override_reason\": \"again\"}}"),
+          PKI_RESULT_SET_WRONG_STEP);
   stop_if_failed();
 
   /* A second rotation, aborted in trust-both: reverting, then idle. */
   now += DAY;
-  CHECK_OK(pki_set_start(store, LIT("practice abort"), false, now));
+  CHECK_OK(set_step(store, now, "{\"start\": {\"reason\": \"practice abort\"}}"));
   ack(store, now, "control-plane");
-  CHECK_OK(pki_set_abort(store, now));
+  CHECK_OK(set_step(store, now, "{\"abort\": {}}"));
   CHECK(step_is(store, now, "reverting"));
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_WRONG_STEP);
   CHECK(strstr(last_error(), "already reverting") != NULL);
-  REFUSED(pki_set_advance(store, NULL, 0, now), PKI_RESULT_SET_STEP_BLOCKED);
+  REFUSED(set_step(store, now, "{\"advance\": {}}"), PKI_RESULT_SET_STEP_BLOCKED);
   ack_all(store, now);
-  CHECK_OK(pki_set_advance(store, NULL, 0, now));
+  CHECK_OK(set_step(store, now, "{\"advance\": {}}"));
   CHECK(step_is(store, now, "idle"));
-  REFUSED(pki_set_abort(store, now), PKI_RESULT_SET_WRONG_STEP);
+  REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_WRONG_STEP);
+
+  /* The plan: each target's files and the fingerprint it acknowledges. */
+  {
+    pki_buffer *plan = NULL;
+    char fp[128];
+    CHECK_OK(pki_set_read(store, LIT("set"), PKI_SET_PLAN, now, &plan));
+    CHECK(strstr((const char *)pki_buffer_data(plan).data, "\"trust/cluster.crt\"") != NULL);
+    fingerprint_of(store, now, "node-1", fp, sizeof fp);
+    CHECK(strstr((const char *)pki_buffer_data(plan).data, fp) != NULL);
+    pki_buffer_free(plan);
+    CHECK_CODE(pki_set_read(store, LIT("set"), 2, now, &plan), PKI_RESULT_INVALID_ARGUMENT);
+    CHECK_CODE(pki_set_read(store, LIT("other"), PKI_SET_STATUS, now, &plan),
+               PKI_RESULT_NOT_INITIALIZED);
+  }
 
   pki_store_free(store);
   return check_summary("set");

@@ -41,7 +41,7 @@ static const char *last_error(void) {
 }
 
 static void check_next_check(const pki_step *step, int64_t want) {
-  int64_t got = pki_step_next_check(step);
+  int64_t got = pki_step_next_wake(step);
   if (got != want) {
     fprintf(stderr, "next check at T0%+llds, want T0%+llds\n", (long long)(got - T0),
             (long long)(want - T0));
@@ -49,30 +49,24 @@ static void check_next_check(const pki_step *step, int64_t want) {
   CHECK(got == want);
 }
 
-/* The reason the forced rotations of these tests break trust on purpose. */
-#define ALLOW "test store"
-#define ALLOW_LEN (sizeof(ALLOW) - 1)
+/* A forced rotation here comes days after the previous one, which cuts off
+ * clients still holding the bundle of two rotations ago: allowed, for a
+ * reason (checked refused without one below). */
+#define DRILL "{\"forced\": {\"reason\": \"drill\"}, \"allow_trust_break\": \"test store\"}"
+/* The signer of these tests. */
+#define SERVICE_CA "{\"common_name\": \"service-ca\", \"key_type\": \"p256\"}"
 
-/* Steps `key` and checks what the step did; returns the step. */
-static pki_step *step_ok(const pki_store *store, const char *key, const char *forced,
+/* Steps `key` with `input` (JSON text, NULL: the periodic step) and checks
+ * what the step did; returns the step. */
+static pki_step *step_ok(const pki_store *store, const char *key, const char *input,
                          int64_t now, int want_changed, size_t want_events,
                          uint32_t want_attempts, int64_t want_next_check) {
   pki_step *step = NULL;
-  pki_forced_rotation f;
-  memset(&f, 0, sizeof f);
-  if (forced != NULL) {
-    f.reason = forced;
-    f.reason_len = strlen(forced);
-  }
-  /* A forced rotation here comes days after the previous one, which cuts
-   * off clients still holding the bundle of two rotations ago: allowed,
-   * for a reason (checked refused without one below). */
-  CHECK_OK(pki_signer_store_step_guarded(store, key, strlen(key), NULL, forced ? &f : NULL,
-                                         forced ? ALLOW : NULL, forced ? ALLOW_LEN : 0, now,
-                                         &step));
+  CHECK_OK(pki_signer_step(store, key, strlen(key), input, input ? strlen(input) : 0, now,
+                           &step));
   stop_if_failed();
   CHECK(pki_step_changed(step) == (want_changed != 0));
-  CHECK(pki_events_len(pki_step_events(step)) == want_events);
+  CHECK(step_events(step) == want_events);
   CHECK(pki_step_attempts(step) == want_attempts);
   check_next_check(step, want_next_check);
   CHECK(pki_last_error_length() == 0);
@@ -80,54 +74,72 @@ static pki_step *step_ok(const pki_store *store, const char *key, const char *fo
 }
 
 static int step_rotated(const pki_step *step) {
-  const pki_events *events = pki_step_events(step);
-  size_t i;
-  for (i = 0; i < pki_events_len(events); i++) {
-    pki_event ev;
-    if (pki_events_get(events, i, &ev) == PKI_RESULT_OK && ev.kind == PKI_EVENT_ROTATED) {
-      return 1;
-    }
+  return step_count(step, "rotated") > 0;
+}
+
+/* Creates the signer at `key`; returns its revision (to free). */
+static pki_buffer *create(pki_store *store, const char *key) {
+  pki_step *step = NULL;
+  pki_buffer *rev = NULL;
+  pki_bytes r;
+  CHECK_OK(pki_signer_create(store, key, strlen(key), LIT(SERVICE_CA), T0, &step));
+  stop_if_failed();
+  r = pki_step_revision(step);
+  CHECK(pki_step_changed(step) && pki_step_attempts(step) == 1 && step_events(step) == 0);
+  /* Nothing is due before the CA is: one second after NotAfter - M. */
+  check_next_check(step, T0 + 395 * DAY + 1);
+  /* A revision as a buffer, as a load gives it. */
+  {
+    pki_signer *s = NULL;
+    CHECK_OK(pki_signer_load(store, key, strlen(key), &s, &rev));
+    CHECK(bytes_equal(pki_buffer_data(rev), r));
+    pki_signer_free(s);
   }
-  return 0;
+  pki_step_free(step);
+  return rev;
 }
 
 /* ---------------------------------------------------------------- memory */
 
 static void test_memory_store(void) {
-  pki_store *store = NULL;
-  pki_signer *signer = NULL, *loaded = NULL, *s = (pki_signer *)(void *)&dir;
-  pki_buffer *created = NULL, *rev = NULL, *r = (pki_buffer *)(void *)&dir;
+  pki_store *store = NULL, *none = (pki_store *)(void *)&dir;
+  pki_signer *loaded = NULL, *s = (pki_signer *)(void *)&dir;
+  pki_buffer *created = NULL, *rev = NULL, *r = (pki_buffer *)(void *)&dir, *edge = NULL;
   pki_step *step, *quiet, *st = (pki_step *)(void *)&dir;
   pki_bundle *bundle = NULL;
-  pki_forced_rotation empty, drill;
-  pki_policy bad = pki_policy_default();
+  pki_event ev;
   pki_bytes view;
 
-  CHECK_CODE(pki_store_new_memory(NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_store_new_memory(&store));
-  CHECK_OK(pki_signer_new(LIT("service-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
+  CHECK_CODE(pki_store_open(LIT("memory:"), NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open(NULL, 7, &none), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open("", 0, &none), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(none == (pki_store *)(void *)&dir);
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
   stop_if_failed();
 
   /* Create once; a second create overwrites nothing. */
-  CHECK_CODE(pki_signer_store_load(store, LIT("signer"), &s, NULL), PKI_RESULT_NOT_INITIALIZED);
-  CHECK_OK(pki_signer_store_create(store, LIT("signer"), signer, &created));
+  CHECK_CODE(pki_signer_load(store, LIT("signer"), &s, NULL), PKI_RESULT_NOT_INITIALIZED);
+  created = create(store, "signer");
   CHECK(pki_buffer_data(created).len > 0);
-  CHECK_CODE(pki_signer_store_create(store, LIT("signer"), signer, &r),
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_ALREADY_INITIALIZED);
   CHECK(contains(last_error(), "already exists"));
-  CHECK_CODE(pki_signer_store_create(store, LIT("Bad Key"), signer, &r),
+  CHECK_CODE(pki_signer_create(store, LIT("Bad Key"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_store_create(NULL, LIT("signer"), signer, &r), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_create(store, NULL, 6, signer, &r), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_create(store, LIT("signer"), NULL, &r), PKI_RESULT_NULL_PARAMETER);
-  CHECK(r == (pki_buffer *)(void *)&dir);
-  CHECK_OK(pki_signer_store_create(store, LIT("edge"), signer, NULL));
+  CHECK_CODE(pki_signer_create(NULL, LIT("signer"), LIT(SERVICE_CA), T0, &st),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_create(store, NULL, 6, LIT(SERVICE_CA), T0, &st),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), NULL, 5, T0, &st),
+             PKI_RESULT_NULL_PARAMETER);
+  CHECK(st == (pki_step *)(void *)&dir);
+  edge = create(store, "edge");
 
-  CHECK_OK(pki_signer_store_load(store, LIT("signer"), &loaded, &rev));
+  CHECK_OK(pki_signer_load(store, LIT("signer"), &loaded, &rev));
   CHECK(bytes_equal(pki_buffer_data(rev), pki_buffer_data(created)));
-  CHECK(pki_signer_generation(loaded) == 0);
-  CHECK_CODE(pki_signer_store_load(store, LIT("signer"), NULL, &rev), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_load(store, LIT("missing"), &s, &r), PKI_RESULT_NOT_INITIALIZED);
+  CHECK(loaded != NULL);
+  CHECK_CODE(pki_signer_load(store, LIT("signer"), NULL, &rev), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_load(store, LIT("missing"), &s, &r), PKI_RESULT_NOT_INITIALIZED);
   CHECK(s == (pki_signer *)(void *)&dir && r == (pki_buffer *)(void *)&dir);
   pki_buffer_free(rev);
   pki_signer_free(loaded);
@@ -153,6 +165,8 @@ static void test_memory_store(void) {
   pki_signer_free(loaded);
   CHECK_CODE(pki_step_signer(step, NULL), PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_step_signer(NULL, &s), PKI_RESULT_NULL_PARAMETER);
+  /* The status is `pki status --json`'s, of the new document. */
+  CHECK(contains((const char *)pki_step_status_json(step).data, "\"rotations\":1"));
 
   /* Stepping again at the same time finds nothing to do. */
   quiet = step_ok(store, "signer", NULL, T0 + 396 * DAY, 0, 0, 1, T0 + 790 * DAY + 1);
@@ -172,59 +186,55 @@ static void test_memory_store(void) {
   /* Four days after a rotation, another cuts off clients that still hold
    * the first bundle: refused without a reason, naming until when, and
    * nothing written. */
-  memset(&drill, 0, sizeof drill);
-  drill.reason = "drill";
-  drill.reason_len = 5;
   st = (pki_step *)(void *)&dir;
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, &drill, T0 + 400 * DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"forced\": {\"reason\": \"drill\"}}"),
+                             T0 + 400 * DAY, &st),
              PKI_RESULT_TRUST_BREAK);
   CHECK(contains(last_error(), "until"));
   CHECK(st == (pki_step *)(void *)&dir);
-  CHECK_CODE(pki_signer_store_step_guarded(store, LIT("signer"), NULL, &drill, LIT(" "),
-                                           T0 + 400 * DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+                             LIT("{\"forced\": {\"reason\": \"drill\"}, \"allow_trust_break\": \" \"}"),
+                             T0 + 400 * DAY, &st),
              PKI_RESULT_INVALID_ARGUMENT);
 
   /* A forced rotation runs once per reason; the third CA is due first. */
-  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
+  step = step_ok(store, "signer", DRILL, T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
   CHECK(step_rotated(step));
   pki_step_free(step);
-  step = step_ok(store, "signer", "drill", T0 + 401 * DAY, 0, 0, 1, T0 + 795 * DAY + 1);
+  step = step_ok(store, "signer", DRILL, T0 + 401 * DAY, 0, 0, 1, T0 + 795 * DAY + 1);
   pki_step_free(step);
 
   /* Misuse: codes, and no output written. */
-  memset(&empty, 0, sizeof empty);
-  empty.reason = "";
-  bad.min_trust_seconds = 0;
-  CHECK_CODE(pki_signer_store_step(NULL, LIT("signer"), NULL, NULL, T0, &st),
+  CHECK_CODE(pki_signer_step(NULL, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_step(store, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_step(store, NULL, 6, NULL, NULL, T0, &st), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, NULL, T0, NULL),
-             PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_store_step(store, LIT("../signer"), NULL, NULL, T0, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("../signer"), NULL, 0, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_store_step(store, LIT("missing"), NULL, NULL, T0, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("missing"), NULL, 0, T0, &st),
              PKI_RESULT_NOT_INITIALIZED);
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), &bad, NULL, T0 + 500 * DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"policy\": {\"min_trust_seconds\": 0}}"),
+                             T0 + 500 * DAY, &st),
              PKI_RESULT_INVALID_POLICY);
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, &empty, T0 + 500 * DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"forced\": {\"reason\": \"\"}}"),
+                             T0 + 500 * DAY, &st),
              PKI_RESULT_EMPTY_FORCED_REASON);
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, NULL, T0 - DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 - DAY, &st),
              PKI_RESULT_CLOCK_BEFORE_CA);
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, NULL, INT64_MIN, &st),
-             PKI_RESULT_TIME);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
   CHECK(st == (pki_step *)(void *)&dir);
 
   /* Getters of NULL give zero values; freeing NULL does nothing. */
-  CHECK(pki_step_events(NULL) == NULL);
+  CHECK_CODE(pki_step_event(NULL, 0, &ev), PKI_RESULT_NULL_PARAMETER);
   CHECK(!pki_step_changed(NULL));
-  CHECK(pki_step_next_check(NULL) == 0 && pki_step_attempts(NULL) == 0);
+  CHECK(pki_step_next_wake(NULL) == 0 && pki_step_attempts(NULL) == 0);
   view = pki_step_revision(NULL);
   CHECK(view.data == NULL && view.len == 0);
   pki_step_free(NULL);
   pki_store_free(NULL);
 
   pki_buffer_free(created);
-  pki_signer_free(signer);
+  pki_buffer_free(edge);
   pki_store_free(store);
 }
 
@@ -237,7 +247,7 @@ struct fake_secrets {
   unsigned long counter;  /* last resourceVersion handed out */
   int interfere;          /* writes by another replica before our put; -1: always */
   int broken;             /* puts fail like an unreachable API server */
-  int bad_get;            /* get answers data without a revision */
+  int bad_get;            /* get answers a revision without data */
   int gets, puts, conflicts, releases;
 };
 
@@ -258,10 +268,11 @@ static pki_secret *copy_secret(const pki_secret *src) {
   return copy;
 }
 
-static void set_revision(pki_store_reply *reply, unsigned long version) {
+/* Answers with `data` (NULL for a put) and the revision `version`. */
+static void set_revision(pki_store_reply *reply, const pki_secret *data, unsigned long version) {
   char text[32];
   int n = snprintf(text, sizeof text, "%lu", version);
-  pki_store_reply_set_revision(reply, (const uint8_t *)text, (size_t)n);
+  pki_store_reply_set(reply, data, (const uint8_t *)text, (size_t)n);
 }
 
 static int is_key(const char *key, size_t key_len) {
@@ -276,14 +287,16 @@ static uint32_t fake_get(void *user_data, const char *key, size_t key_len,
   /* A failing call inside a callback must not leak its message into the
    * caller's last error. */
   if (f->data != NULL) {
-    pki_secret_get(f->data, LIT("no-such-entry"), &unused);
+    pki_secret_entry(f->data, 100000, &unused, &unused);
   }
   if (!is_key(key, key_len) || f->data == NULL) {
     return PKI_RESULT_OK; /* not found */
   }
-  pki_store_reply_set_data(reply, f->data);
   if (!f->bad_get) {
-    set_revision(reply, f->version);
+    set_revision(reply, f->data, f->version);
+  } else {
+    /* Data without a revision cannot be said: a revision without data. */
+    set_revision(reply, NULL, f->version);
   }
   return PKI_RESULT_OK;
 }
@@ -317,14 +330,18 @@ static uint32_t fake_put(void *user_data, const char *key, size_t key_len,
                          expected[expected_len] != '\0')) {
     f->conflicts++;
     if (f->data != NULL) {
-      set_revision(reply, f->version);
+      set_revision(reply, NULL, f->version);
     }
     return PKI_RESULT_CONFLICT;
   }
   pki_secret_free(f->data);
   f->data = copy_secret(data);
   f->version = ++f->counter;
-  set_revision(reply, f->version);
+  /* Data in a put's answer is refused: the caller keeps its own. */
+  if (pki_store_reply_set(reply, data, (const uint8_t *)"1", 1) != PKI_RESULT_INVALID_ARGUMENT) {
+    return PKI_RESULT_UNEXPECTED;
+  }
+  set_revision(reply, NULL, f->version);
   return PKI_RESULT_OK;
 }
 
@@ -336,10 +353,9 @@ static void test_callback_store(void) {
   struct fake_secrets f;
   pki_store_callbacks cb;
   pki_store *store = NULL, *s = (pki_store *)(void *)&dir;
-  pki_signer *signer = NULL, *loaded = NULL;
+  pki_signer *loaded = NULL;
   pki_step *step = NULL, *st = (pki_step *)(void *)&dir;
   pki_buffer *rev = NULL;
-  pki_forced_rotation forced;
   pki_bytes before, after;
   pki_result r;
   int puts;
@@ -359,25 +375,22 @@ static void test_callback_store(void) {
   CHECK_OK(pki_store_new_callbacks(&cb, &f, &store));
   stop_if_failed();
 
-  CHECK_CODE(pki_signer_store_load(store, LIT("signer"), &loaded, NULL),
-             PKI_RESULT_NOT_INITIALIZED);
+  CHECK_CODE(pki_signer_load(store, LIT("signer"), &loaded, NULL), PKI_RESULT_NOT_INITIALIZED);
   CHECK(contains(last_error(), "kube-system"));
-  CHECK_OK(pki_signer_new(LIT("service-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
-  CHECK_OK(pki_signer_store_create(store, LIT("signer"), signer, &rev));
+  rev = create(store, "signer");
   CHECK(f.data != NULL && f.version == 1);
   CHECK(strcmp((const char *)pki_buffer_data(rev).data, "1") == 0);
-  CHECK_CODE(pki_signer_store_create(store, LIT("signer"), signer, NULL),
+  CHECK_CODE(pki_signer_create(store, LIT("signer"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_ALREADY_INITIALIZED);
-  pki_buffer_free(rev);
   stop_if_failed();
 
   /* The Secret holds the documented keys. */
   {
     pki_bytes v;
-    CHECK_OK(pki_secret_get(f.data, LIT("tls.crt"), &v));
-    CHECK_OK(pki_secret_get(f.data, LIT("tls.key"), &v));
-    CHECK_OK(pki_secret_get(f.data, LIT("ca-bundle.crt"), &v));
-    CHECK_OK(pki_secret_get(f.data, LIT("pki-state.json"), &v));
+    CHECK_OK(secret_get(f.data, LIT("tls.crt"), &v));
+    CHECK_OK(secret_get(f.data, LIT("tls.key"), &v));
+    CHECK_OK(secret_get(f.data, LIT("ca-bundle.crt"), &v));
+    CHECK_OK(secret_get(f.data, LIT("pki-state.json"), &v));
   }
 
   /* Another replica writes between our read and our write at the rotation
@@ -394,23 +407,19 @@ static void test_callback_store(void) {
     CHECK(strcmp((const char *)pki_step_revision(step).data, want) == 0);
   }
   pki_step_free(step);
-  CHECK_OK(pki_secret_get(f.data, LIT("tls.crt"), &before));
+  CHECK_OK(secret_get(f.data, LIT("tls.crt"), &before));
 
   /* Writers that always get there first: PKI_RESULT_CONFLICT after the
    * driver's 8 attempts, not PKI_RESULT_STORE; nothing written. */
-  memset(&forced, 0, sizeof forced);
-  forced.reason = "drill";
-  forced.reason_len = 5;
   f.interfere = -1;
   puts = f.puts;
-  r = pki_signer_store_step_guarded(store, LIT("signer"), NULL, &forced, ALLOW, ALLOW_LEN,
-                                    T0 + 400 * DAY, &st);
+  r = pki_signer_step(store, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_CONFLICT);
   CHECK(r != PKI_RESULT_STORE);
   CHECK(contains(last_error(), "8 attempts"));
   CHECK(f.puts - puts == 8);
   CHECK(st == (pki_step *)(void *)&dir);
-  CHECK_OK(pki_secret_get(f.data, LIT("tls.crt"), &after));
+  CHECK_OK(secret_get(f.data, LIT("tls.crt"), &after));
   CHECK(bytes_equal(before, after));
 
   /* A broken backend: PKI_RESULT_STORE with the backend's message, and no
@@ -418,29 +427,29 @@ static void test_callback_store(void) {
   f.interfere = 0;
   f.broken = 1;
   puts = f.puts;
-  r = pki_signer_store_step_guarded(store, LIT("signer"), NULL, &forced, ALLOW, ALLOW_LEN,
-                                    T0 + 400 * DAY, &st);
+  r = pki_signer_step(store, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_STORE);
   CHECK(contains(last_error(), "connection refused"));
   CHECK(contains(last_error(), "kube-system"));
   CHECK(f.puts - puts == 1);
   f.broken = 0;
 
-  /* A get that answers data without a revision is a broken backend too. */
+  /* A get that answers a revision without data is a broken backend too
+   * (data without a revision cannot be answered at all). */
   f.bad_get = 1;
-  CHECK_CODE(pki_signer_store_step(store, LIT("signer"), NULL, NULL, T0 + 400 * DAY, &st),
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 + 400 * DAY, &st),
              PKI_RESULT_STORE);
-  CHECK(contains(last_error(), "without a revision"));
+  CHECK(contains(last_error(), "without data"));
   f.bad_get = 0;
   CHECK(st == (pki_step *)(void *)&dir);
 
   /* Healthy again: the forced rotation goes through. */
-  step = step_ok(store, "signer", "drill", T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
+  step = step_ok(store, "signer", DRILL, T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
   pki_step_free(step);
-  CHECK_OK(pki_signer_store_load(store, LIT("signer"), &loaded, NULL));
+  CHECK_OK(pki_signer_load(store, LIT("signer"), &loaded, NULL));
   pki_signer_free(loaded);
 
-  pki_signer_free(signer);
+  pki_buffer_free(rev);
   CHECK(f.releases == 0);
   pki_store_free(store);
   CHECK(f.releases == 1);
@@ -507,41 +516,41 @@ static void openssl_verify(const char *chain, const char *bundle, int64_t at) {
   CHECK(rc == 0);
 }
 
+/* Asks the signer to keep the server leaf NAME for HOST, for 365 days. */
+#define LEAF(name)                                                                      \
+  "{\"leaves\": [{\"request\": {\"name\": \"" name "\", \"kind\": \"server\", "      \
+  "\"dns_names\": [\"" HOST "\"], \"lifetime_seconds\": 31536000}}]}"
+
 static void test_dir_store(void) {
   char path[1024];
   struct stat st;
   pki_store *store = NULL, *again = NULL;
-  pki_signer *signer = NULL, *with_leaf = NULL, *s = NULL;
-  pki_leaf_builder *builder = NULL;
-  pki_leaf_request *req = NULL;
-  pki_step *step;
+  pki_signer *s = NULL;
+  pki_step *step, *refused = NULL;
   pki_buffer *rev = NULL;
   int64_t t_rotate = T0 + 395 * DAY + 1;
 
   snprintf(path, sizeof path, "%s/store", dir);
-  CHECK_CODE(pki_store_open_dir(NULL, 3, &store), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_store_open_dir("", 0, &store), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_OK(pki_store_open_dir(path, strlen(path), &store));
+  CHECK_CODE(pki_store_open(NULL, 3, &store), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open("", 0, &store), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_OK(pki_store_open(path, strlen(path), &store));
 
-  CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER, &builder));
-  CHECK_OK(pki_leaf_builder_add_dns_name(builder, LIT(HOST)));
-  CHECK_OK(pki_leaf_builder_set_lifetime(builder, 365 * DAY));
-  CHECK_OK(pki_leaf_builder_build(builder, &req));
-  pki_leaf_builder_free(builder);
-  CHECK_OK(pki_signer_new(LIT("service-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
+  rev = create(store, "signer");
+  pki_buffer_free(rev);
+  rev = NULL;
   stop_if_failed();
-  CHECK_CODE(pki_signer_request_leaf(signer, LIT("Web!"), req, &s), PKI_RESULT_INVALID_LEAF_NAME);
-  CHECK_CODE(pki_signer_request_leaf(signer, LIT("web"), NULL, &s), PKI_RESULT_NULL_PARAMETER);
-  CHECK(s == NULL);
-  CHECK_OK(pki_signer_request_leaf(signer, LIT("web"), req, &with_leaf));
-  CHECK_OK(pki_signer_store_create(store, LIT("signer"), with_leaf, NULL));
-  stop_if_failed();
+  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT(LEAF("Web!")), T0, &refused),
+             PKI_RESULT_INVALID_LEAF_NAME);
+  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+                             LIT("{\"leaves\": [{\"request\": {\"name\": \"web\"}}]}"), T0, &refused),
+             PKI_RESULT_INVALID_ARGUMENT);
+  CHECK(refused == NULL);
 
-  /* A controller that steps exactly when told. The first step issues the
-   * leaf the document keeps; its refresh time is the next check: NotAfter -
-   * 20% of its lifetime, and its lifetime is 365 days plus the 5 minutes
-   * NotBefore is backdated, so T0 + 365 days - 73 days - 60 s. */
-  step = step_ok(store, "signer", NULL, T0, 1, 1, 1, T0 + 292 * DAY - 60);
+  /* A controller that steps exactly when told. The first step asks for the
+   * leaf the document keeps and issues it; its refresh time is the next
+   * check: NotAfter - 20% of its lifetime, and its lifetime is 365 days plus
+   * the 5 minutes NotBefore is backdated, so T0 + 365 days - 73 days - 60 s. */
+  step = step_ok(store, "signer", LEAF("web"), T0, 1, 1, 1, T0 + 292 * DAY - 60);
   pki_step_free(step);
   /* The leaf is renewed; the CA's rotation comes next, at the first second
    * less than M is left: T0 + 395 days + 1 s. */
@@ -576,17 +585,14 @@ static void test_dir_store(void) {
   /* Another handle on the directory (another process, say) reads what the
    * step wrote, at the step's revision. */
   snprintf(path, sizeof path, "%s/store", dir);
-  CHECK_OK(pki_store_open_dir(path, strlen(path), &again));
-  CHECK_OK(pki_signer_store_load(again, LIT("signer"), &s, &rev));
+  CHECK_OK(pki_store_open(path, strlen(path), &again));
+  CHECK_OK(pki_signer_load(again, LIT("signer"), &s, &rev));
   CHECK(bytes_equal(pki_buffer_data(rev), pki_step_revision(step)));
   pki_buffer_free(rev);
   pki_signer_free(s);
   pki_store_free(again);
   pki_step_free(step);
 
-  pki_leaf_request_free(req);
-  pki_signer_free(with_leaf);
-  pki_signer_free(signer);
   pki_store_free(store);
 }
 

@@ -1,7 +1,7 @@
 /*
  * The last error is per thread: threads that fail differently at the same
  * time each read their own message, and handles that are immutable
- * (signer, bundle, leaf request) are shared between threads. A store is
+ * (signer, bundle) are shared between threads, with one leaf request. A store is
  * shared too: threads stepping one document at the rotation point rotate
  * it once.
  */
@@ -17,7 +17,8 @@
 #define ROUNDS 20
 
 static pki_signer *shared_signer;
-static pki_leaf_request *shared_request;
+static const char shared_request[] =
+    "{\"kind\": \"server+client\", \"dns_names\": [\"threads.example\"]}";
 
 struct result {
   int ok;
@@ -35,12 +36,13 @@ static void *worker(void *arg) {
     /* A failure whose message is specific to this thread and round... */
     char cn[64];
     int n = snprintf(cn, sizeof cn, "thread-%p-%d", (void *)res, round);
-    if (pki_signer_new(cn, (size_t)n, 99, NULL, T0, NULL) != PKI_RESULT_NULL_PARAMETER) {
+    if (pki_leaf_reconcile(NULL, cn, (size_t)n, T0, NULL, 0, NULL, 0, NULL) !=
+        PKI_RESULT_NULL_PARAMETER) {
       res->ok = 0;
     }
     /* ...then work on shared handles from every thread at once... */
-    if (pki_leaf_reconcile(shared_signer, shared_request, T0 + round * DAY, NULL, 0, NULL, 0,
-                           &leaf) != PKI_RESULT_OK ||
+    if (pki_leaf_reconcile(shared_signer, LIT(shared_request), T0 + round * DAY, NULL, 0, NULL,
+                           0, &leaf) != PKI_RESULT_OK ||
         pki_signer_bundle(shared_signer, &bundle) != PKI_RESULT_OK) {
       res->ok = 0;
     }
@@ -71,20 +73,13 @@ struct stepped {
 static void *stepper(void *arg) {
   struct stepped *res = (struct stepped *)arg;
   pki_step *step = NULL;
-  size_t i;
   pthread_barrier_wait(&start_line);
   /* Every thread at the same simulated time, the rotation point. */
-  res->ok = pki_signer_store_step(shared_store, LIT("signer"), NULL, NULL, T0 + 396 * DAY,
-                                  &step) == PKI_RESULT_OK &&
-            pki_step_next_check(step) == T0 + 790 * DAY + 1;
+  res->ok = pki_signer_step(shared_store, LIT("signer"), NULL, 0, T0 + 396 * DAY, &step) ==
+                PKI_RESULT_OK &&
+            pki_step_next_wake(step) == T0 + 790 * DAY + 1;
   res->changed = pki_step_changed(step);
-  for (i = 0; i < pki_events_len(pki_step_events(step)); i++) {
-    pki_event ev;
-    if (pki_events_get(pki_step_events(step), i, &ev) == PKI_RESULT_OK &&
-        ev.kind == PKI_EVENT_ROTATED) {
-      res->rotated++;
-    }
-  }
+  res->rotated += (int)step_count(step, "rotated");
   pki_step_free(step);
   return NULL;
 }
@@ -92,12 +87,13 @@ static void *stepper(void *arg) {
 static void test_racing_steps(void) {
   pthread_t threads[THREADS];
   struct stepped results[THREADS];
-  pki_signer *signer = NULL;
+  pki_step *created = NULL;
   int i, rotated = 0, changed = 0;
 
-  CHECK_OK(pki_store_new_memory(&shared_store));
-  CHECK_OK(pki_signer_new(LIT("race-ca"), PKI_KEY_TYPE_P256, NULL, T0, &signer));
-  CHECK_OK(pki_signer_store_create(shared_store, LIT("signer"), signer, NULL));
+  CHECK_OK(pki_store_open(LIT("memory:"), &shared_store));
+  CHECK_OK(pki_signer_create(shared_store, LIT("signer"), LIT("{\"common_name\": \"race-ca\"}"),
+                             T0, &created));
+  pki_step_free(created);
   CHECK(pthread_barrier_init(&start_line, NULL, THREADS) == 0);
   memset(results, 0, sizeof results);
   for (i = 0; i < THREADS; i++) {
@@ -111,21 +107,22 @@ static void test_racing_steps(void) {
   }
   CHECK(rotated == 1 && changed == 1);
   pthread_barrier_destroy(&start_line);
-  pki_signer_free(signer);
   pki_store_free(shared_store);
 }
 
 int main(void) {
   pthread_t threads[THREADS];
   struct result results[THREADS];
-  pki_leaf_builder *b = NULL;
+  pki_store *store = NULL;
+  pki_step *created = NULL;
   int i;
 
-  CHECK_OK(pki_signer_new(LIT("threads-ca"), PKI_KEY_TYPE_P256, NULL, T0, &shared_signer));
-  CHECK_OK(pki_leaf_builder_new(PKI_LEAF_KIND_SERVER_CLIENT, &b));
-  CHECK_OK(pki_leaf_builder_add_dns_name(b, LIT("threads.example")));
-  CHECK_OK(pki_leaf_builder_build(b, &shared_request));
-  pki_leaf_builder_free(b);
+  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_signer_create(store, LIT("signer"), LIT("{\"common_name\": \"threads-ca\"}"), T0,
+                             &created));
+  CHECK_OK(pki_step_signer(created, &shared_signer));
+  pki_step_free(created);
+  pki_store_free(store);
 
   /* The main thread's own failure stays its own while the others run. */
   CHECK_CODE(pki_bundle_merge(NULL, NULL, NULL), PKI_RESULT_NULL_PARAMETER);
@@ -142,7 +139,6 @@ int main(void) {
     CHECK_OK(pki_last_error(msg, sizeof msg, &written));
     CHECK(strstr(msg, "`first`") != NULL);
   }
-  pki_leaf_request_free(shared_request);
   pki_signer_free(shared_signer);
   test_racing_steps();
   return check_summary("threads");

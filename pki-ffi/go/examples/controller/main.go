@@ -2,10 +2,10 @@
 // the way a Kubernetes controller would: the signer lives in a Secret, each
 // reconcile is one pki driver step (read the Secret, decide, update it with
 // the resourceVersion read), and the controller sleeps until the step's
-// NextCheck. The API server here is a fake that keeps resourceVersions and
+// NextWake. The API server here is a fake that keeps resourceVersions and
 // answers 409 Conflict like the real one, and the clock is simulated, so
 // years pass in milliseconds; a real controller passes a client-go backed
-// SecretBackend, uses time.Now() and sleeps for time.Until(NextCheck).
+// SecretBackend, uses time.Now() and sleeps for time.Until(NextWake).
 //
 //	go run ./examples/controller -years 3
 package main
@@ -97,7 +97,7 @@ func run(out io.Writer, years int, force string) (int, error) {
 	rotations, steps := 0, 0
 	var trusted []byte // the bundle clients loaded last
 	for now := start; now.Before(end); {
-		opts := &pki.ReconcileOptions{}
+		opts := &pki.SignerInput{}
 		if force != "" && !now.Before(start.AddDate(1, 0, 0)) {
 			opts.Forced = &pki.ForcedRotation{Reason: force} // runs once per reason
 		}
@@ -131,35 +131,34 @@ func run(out io.Writer, years int, force string) (int, error) {
 
 		// Sleep until the engine says something is due. It is always later
 		// than now; a controller that was told otherwise would spin.
-		if !step.NextCheck.After(now) {
-			return rotations, fmt.Errorf("at %s: next check %s is not in the future", now.Format(time.RFC3339), step.NextCheck.Format(time.RFC3339))
+		if !step.NextWake.After(now) {
+			return rotations, fmt.Errorf("at %s: next check %s is not in the future", now.Format(time.RFC3339), step.NextWake.Format(time.RFC3339))
 		}
-		now = step.NextCheck
+		now = step.NextWake
 	}
 	fmt.Fprintf(out, "%d CA rotations in %d years, %d steps; serving certificate never untrusted\n", rotations, years, steps)
 	return rotations, nil
 }
 
-// install creates the signer Secret on first start, with the serving
-// certificate the signer keeps. Another replica may have created it first.
+// install creates the signer Secret on first start (another replica may
+// have created it first), and asks it to keep the serving certificate: the
+// same request again is nothing to do, so every replica may ask.
 func install(store *pki.Store, now time.Time) error {
-	signer, err := pki.NewSigner("service-ca", pki.KeyP256, nil, now)
-	if err != nil {
+	created, err := store.Create(secretName, pki.SignerSpec{CommonName: "service-ca", Key: pki.KeyP256}, now)
+	if err != nil && !errors.Is(err, pki.ErrAlreadyInitialized) {
 		return err
 	}
-	defer signer.Close()
-	serving, err := signer.RequestLeaf("web", pki.LeafRequest{
+	created.Close()
+	serving := pki.LeafChange{Action: pki.LeafAdd, Name: "web", Request: pki.LeafRequest{
 		Kind:     pki.LeafServer,
 		DNSNames: []string{"web.ns.svc"},
 		Lifetime: 90 * 24 * time.Hour,
-	})
+	}}
+	step, err := store.Step(secretName, now, &pki.SignerInput{Leaves: []pki.LeafChange{serving}})
 	if err != nil {
 		return err
 	}
-	defer serving.Close()
-	if _, err := store.Create(secretName, serving); err != nil && !errors.Is(err, pki.ErrAlreadyInitialized) {
-		return err
-	}
+	step.Close()
 	return nil
 }
 
