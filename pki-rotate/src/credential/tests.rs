@@ -1,10 +1,13 @@
+use super::next::due;
 use super::*;
 use crate::document::{Document, File, Files};
 use crate::driver::Driver;
+use crate::error::RotateError;
 use crate::store::MemoryStore;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
 
 // 2026-01-01, a fixed start: nothing here reads the clock.
 const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
