@@ -1,9 +1,13 @@
 //! [`EtcdStore`] and [`AsyncEtcdStore`]: the [`Store`] and [`AsyncStore`]
-//! traits over etcd v3. The requests live in [`client`], the meaning of a
-//! failed one in [`fail`].
+//! traits over etcd v3. The connection and what every request shares live
+//! in [`client`], reading a document in [`read`], writing one (with the
+//! argument that its garbage collection is safe) in [`write`], the meaning
+//! of a failed request in [`fail`].
 
 mod client;
 mod fail;
+mod read;
+mod write;
 
 pub use client::AsyncEtcdStore;
 

@@ -1,5 +1,6 @@
 //! Helpers the tests of the `pki` binary share: running it, OpenSSL making
-//! and verifying CAs, and real TLS handshakes.
+//! and verifying CAs, real TLS handshakes, and a Redis server whose ACL
+//! users the credential hooks mint and revoke.
 
 #![allow(dead_code)]
 
@@ -15,6 +16,7 @@ pub mod proxy;
 pub mod external;
 pub mod maker;
 pub mod openssl;
+pub mod redis;
 pub mod set;
 pub mod set_engine;
 pub mod store;

@@ -1,0 +1,109 @@
+//! Reading a document: one consistent read (the head, then its blobs at
+//! the revision of that answer), started over when that revision is
+//! compacted away between the two requests.
+
+use super::GET_ATTEMPTS;
+use super::client::AsyncEtcdStore;
+use super::fail::Fail;
+use crate::layout::{DocKeys, Manifest};
+use etcd_client::GetOptions;
+use pki_rotate::store::validate_key;
+use pki_rotate::{File, Files, Result, Revision, RotateError};
+use std::collections::{BTreeSet, HashMap};
+use zeroize::Zeroizing;
+
+impl AsyncEtcdStore {
+    /// [`pki_rotate::AsyncStore::get`]: a consistent read, tried again
+    /// (up to [`GET_ATTEMPTS`] times) when the revision it read at was
+    /// compacted away.
+    pub(super) async fn get_document(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        validate_key(key)?;
+        let mut attempt = 1;
+        loop {
+            match self.read(key).await {
+                Ok(found) => return Ok(found),
+                Err(ReadFail::Error(e)) => return Err(e),
+                Err(ReadFail::Compacted) if attempt < GET_ATTEMPTS => attempt += 1,
+                Err(ReadFail::Compacted) => {
+                    return Err(self.backend(
+                        format!("reading document \"{key}\""),
+                        Fail::Other(format!(
+                            "the revision read at was compacted away, {GET_ATTEMPTS} times in a row"
+                        )),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// One consistent read of a document: the head, then its blobs at the
+    /// revision of that answer.
+    async fn read(&self, key: &str) -> std::result::Result<Option<(Files, Revision)>, ReadFail> {
+        let keys = DocKeys::new(self.url.prefix(), key);
+        let doing = format!("reading document \"{key}\"");
+        self.read_step("read head")
+            .map_err(|f| self.backend(&doing, f))?;
+        let mut kv = self.kv.clone();
+        let head_key = keys.head.clone();
+        let mut response = self
+            .run(async move { kv.get(head_key, None).await })
+            .await
+            .map_err(|f| self.backend(&doing, f))?;
+        // Every blob the head references exists at the revision of this
+        // answer (see the garbage collection rule in `put`), so the blobs
+        // are read at that revision: one snapshot, whatever commits and
+        // collections happen meanwhile. Not at the head's mod_revision,
+        // which is the same document but may be long compacted away when
+        // the document has not changed for a while.
+        let at = response.header().map_or(0, |h| h.revision());
+        let Some(head) = response.take_kvs().into_iter().next() else {
+            return Ok(None);
+        };
+        let revision = Revision::new(head.mod_revision().to_string());
+        let location = self.doc_location(key);
+        let manifest = Manifest::decode(&format!("{location}: head {}", keys.head), head.value())?;
+        let wanted: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
+        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
+        if !wanted.is_empty() {
+            self.scan(
+                &keys.blobs,
+                GetOptions::new().with_revision(at),
+                |page| self.read_step(&format!("read blobs {page}")),
+                |item| {
+                    let (k, v) = item.into_key_value();
+                    let v = Zeroizing::new(v);
+                    if let Some(id) = keys.blob_id_of(&k)
+                        && wanted.contains(id)
+                    {
+                        blobs.insert(id.to_string(), v);
+                    }
+                },
+            )
+            .await
+            .map_err(|f| match f {
+                f if f.is_compacted() => ReadFail::Compacted,
+                f => ReadFail::Error(self.backend(&doing, f)),
+            })?;
+        }
+        let files = manifest.files(&location, &keys, |id| {
+            blobs.get(id).map(|bytes| File {
+                contents: bytes.clone(),
+                secret: false,
+            })
+        })?;
+        Ok(Some((files, revision)))
+    }
+}
+
+/// Why one read of a document failed.
+enum ReadFail {
+    /// The revision it read at was compacted between its requests: read again.
+    Compacted,
+    Error(RotateError),
+}
+
+impl From<RotateError> for ReadFail {
+    fn from(e: RotateError) -> Self {
+        ReadFail::Error(e)
+    }
+}
