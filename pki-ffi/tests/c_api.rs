@@ -3,7 +3,7 @@
 //! and run; any nonzero exit or sanitizer report fails the test.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used, clippy::panic)]
 
 mod support;
 
@@ -225,28 +225,53 @@ fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
     );
 }
 
-#[test]
-fn readme_c_example_compiles_and_runs() {
-    let readme =
-        std::fs::read_to_string(ffi_dir().join("README.md")).expect("read pki-ffi/README.md");
-    let section = readme
-        .find("## C example")
-        .expect("the README has a C example section");
-    let start = section
-        + readme[section..]
-            .find("```c\n")
-            .expect("the section has a C example")
-        + "```c\n".len();
-    let end = start + readme[start..].find("```").expect("the C example ends");
-    let dir = scratch("c-readme");
-    let source = dir.join("readme_example.c");
-    std::fs::write(&source, &readme[start..end]).expect("write the example");
+/// Compiles the C program of section `heading` of the README at `readme`
+/// (relative to the workspace root), its first ```c block, and runs it
+/// on a new directory store; returns its output and the store.
+fn run_readme_c_example(readme: &str, heading: &str, name: &str) -> (String, PathBuf) {
+    let text = std::fs::read_to_string(workspace_root().join(readme))
+        .unwrap_or_else(|e| panic!("read {readme}: {e}"));
+    let section = text
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{readme} has no section `{heading}`"));
+    let section_end = text[section + 1..]
+        .find("\n## ")
+        .map_or(text.len(), |n| section + 1 + n);
+    let fence = text[section..section_end]
+        .find("```c\n")
+        .unwrap_or_else(|| panic!("section `{heading}` of {readme} has no ```c block"));
+    let start = section + fence + "```c\n".len();
+    let end = start + text[start..].find("```").expect("the C example ends");
+    let dir = scratch(name);
+    let source = dir.join(format!("{name}.c"));
+    std::fs::write(&source, &text[start..end]).expect("write the example");
     let exe = build_path(&source, &dir);
     let store = dir.join("store");
-    let out = run(&exe, &[&store]);
+    (run(&exe, &[&store]), store)
+}
+
+#[test]
+fn readme_c_example_compiles_and_runs() {
+    let (out, store) = run_readme_c_example("pki-ffi/README.md", "## C example", "c-readme");
     assert!(
         out.contains("rotated: rotated CA") && out.contains("wrote: 1"),
         "{out}"
     );
     assert!(store.join("signer/tls.crt").is_file());
+}
+
+#[test]
+fn root_readme_c_example_compiles_and_runs() {
+    let (out, store) = run_readme_c_example("README.md", "## From C and Go", "c-root-readme");
+    for expected in [
+        "rotated: rotated CA",
+        "leaf-reissued: ",
+        "issued: ",
+        "new-ca: ",
+    ] {
+        assert!(out.contains(expected), "no `{expected}` in:\n{out}");
+    }
+    assert!(store.join("signer/tls.crt").is_file());
+    assert!(store.join("certs/web/tls.crt").is_file());
+    assert!(store.join("targets/node-1").is_dir());
 }
