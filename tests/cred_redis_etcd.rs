@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../pki-etcd/tests/support/etcd.rs"]
-mod etcd;
 mod support;
 
 use support::cli::{mode, stderr};
+use support::etcd;
 use support::redis::{DUE, Setup, T0, check_no_leak, ok, recorded_lines};
 
 use std::process::{Child, Command, Output, Stdio};
