@@ -51,7 +51,7 @@ fn ensure_signer<S: Store>(driver: &Driver<S>, now: OffsetDateTime) -> Result<()
     state.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))?;
     match driver.create::<SignerEngine>(KEY, &state) {
         // Another replica created it first: use theirs.
-        Ok(_) | Err(RotateError::AlreadyInitialized(_)) => Ok(()),
+        Ok(_) | Err(RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_))) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -88,9 +88,10 @@ fn run(location: &str, simulate_years: Option<i64>) -> Result<(), String> {
             }
             // A store that keeps changing under us, or is briefly down:
             // log, back off, try again. Anything else needs a human.
-            Err(e @ (RotateError::TooManyConflicts { .. } | RotateError::Backend { .. }))
-                if end.is_none() =>
-            {
+            Err(
+                e @ (RotateError::Store(pki_rotate::StoreError::TooManyConflicts { .. })
+                | RotateError::Store(pki_rotate::StoreError::Backend { .. })),
+            ) if end.is_none() => {
                 eprintln!("{}  {e}; retrying in 10s", pki_core::datetime::rfc3339(now));
                 std::thread::sleep(std::time::Duration::from_secs(10));
                 now = pki_core::datetime::truncate(OffsetDateTime::now_utc());

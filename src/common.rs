@@ -49,13 +49,14 @@ impl From<RotateError> for CliError {
         };
         // The library names no command: how to go on is the CLI's to say.
         let hint = match &e {
-            RotateError::LeafChangeNeedsReplace { .. } => {
+            RotateError::Signer(pki_rotate::SignerError::LeafChangeNeedsReplace { .. }) => {
                 Some("pass --replace to do it on purpose")
             }
-            RotateError::ImportedCaRenewal { .. } | RotateError::ImportedCaRotation { .. } => {
+            RotateError::Signer(pki_rotate::SignerError::ImportedCaRenewal { .. })
+            | RotateError::Signer(pki_rotate::SignerError::ImportedCaRotation { .. }) => {
                 Some("use `pki rotate --to FILE`")
             }
-            RotateError::SetUnknownTarget(_) => {
+            RotateError::Set(pki_rotate::SetError::UnknownTarget(_)) => {
                 Some("targets come from `pki set target` or `pki set issue --target`")
             }
             _ => None,
@@ -75,7 +76,11 @@ impl CliError {
     pub fn with_override_hint(e: RotateError, flag: &str) -> Self {
         let overridable = matches!(
             e,
-            RotateError::TrustBreak { .. } | RotateError::ValidationFailed { forced: false, .. }
+            RotateError::Signer(pki_rotate::SignerError::TrustBreak { .. })
+                | RotateError::Signer(pki_rotate::SignerError::ValidationFailed {
+                    forced: false,
+                    ..
+                })
         );
         let mut error = CliError::from(e);
         if overridable {

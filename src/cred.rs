@@ -111,10 +111,12 @@ pub fn init(args: InitArgs<'_>) -> CliResult {
     driver
         .create::<CredentialEngine>(&credential_key(args.name), &doc)
         .map_err(|e| match e {
-            RotateError::AlreadyInitialized(_) => CliError::new(format!(
-                "credential \"{}\" already exists in {}",
-                args.name, args.dir
-            )),
+            RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_)) => {
+                CliError::new(format!(
+                    "credential \"{}\" already exists in {}",
+                    args.name, args.dir
+                ))
+            }
             other => other.into(),
         })?;
     crate::outln!("cred {}: created in {}", args.name, args.dir);
@@ -193,7 +195,7 @@ pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
     let (keys, store): (_, Box<dyn Store>) = match dir {
         StoreArg::Dir(path) => {
             let store = FsStore::open(path).map_err(|e| match e {
-                RotateError::NotInitialized(_) => no_store(dir),
+                RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => no_store(dir),
                 other => other.into(),
             })?;
             (store.keys()?, Box::new(store))
@@ -292,7 +294,7 @@ fn reconcile_one<S: Store>(
     options: &RunOptions,
 ) -> CliResult {
     let not_found = |e: RotateError| match e {
-        RotateError::NotInitialized(_) => CliError::new(format!(
+        RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => CliError::new(format!(
             "no credential \"{name}\" in {dir} (run `pki cred init` first)"
         )),
         other => other.into(),

@@ -90,7 +90,12 @@ pub fn init(
         .map_err(|e| CliError::new(format!("{}: {e}", files.describe())))?;
     let store = dir.open_or_create()?;
     if store.get(SIGNER)?.is_some() {
-        return Err(pki_rotate::RotateError::AlreadyInitialized(dir.to_string()).into());
+        return Err(
+            pki_rotate::RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(
+                dir.to_string(),
+            ))
+            .into(),
+        );
     }
     Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
     let ca = &state.ca.cert;

@@ -54,7 +54,12 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
     if let Some(store) = &existing
         && store.get(SIGNER)?.is_some()
     {
-        return Err(pki_rotate::RotateError::AlreadyInitialized(args.dir.to_string()).into());
+        return Err(
+            pki_rotate::RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(
+                args.dir.to_string(),
+            ))
+            .into(),
+        );
     }
     // Refuses a time outside what certificates can encode, among others.
     let state = SignerState::new(args.common_name, policy, args.now, &mut os_rng())?;

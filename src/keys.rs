@@ -181,7 +181,7 @@ fn read_input(path: &Path, what: &str, file_only: bool) -> CliResult<Vec<u8>> {
 
 fn not_initialized(dir: &StoreArg) -> impl Fn(RotateError) -> CliError + '_ {
     move |e| match e {
-        RotateError::NotInitialized(_) => no_ring(dir),
+        RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => no_ring(dir),
         other => other.into(),
     }
 }
@@ -225,7 +225,7 @@ fn init(
     Driver::new(store)
         .create::<KeyRingEngine>(&KEY, &ring)
         .map_err(|e| match e {
-            RotateError::AlreadyInitialized(_) => {
+            RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_)) => {
                 CliError::new(format!("a key ring already exists at {dir}"))
             }
             other => other.into(),

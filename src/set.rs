@@ -397,7 +397,7 @@ fn open(dir: &StoreArg) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
 /// not the signer's `pki init`.
 fn not_initialized(dir: &StoreArg) -> impl Fn(RotateError) -> CliError + '_ {
     move |e| match e {
-        RotateError::NotInitialized(_) => no_set(dir),
+        RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => no_set(dir),
         other => other.into(),
     }
 }

@@ -99,25 +99,27 @@ pub fn prefix_end(prefix: &str) -> Vec<u8> {
 impl Manifest {
     /// Decodes a head's value; `location` names it in errors.
     pub fn decode(location: &str, bytes: &[u8]) -> Result<Self, RotateError> {
-        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| RotateError::Json {
-            location: location.to_string(),
-            source: e,
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| {
+            RotateError::Document(pki_rotate::DocumentError::Json {
+                location: location.to_string(),
+                source: e,
+            })
         })?;
         if m.format != MANIFEST_FORMAT {
-            return Err(RotateError::CorruptState {
+            return Err(RotateError::Document(pki_rotate::DocumentError::Corrupt {
                 location: location.to_string(),
                 reason: format!(
                     "manifest format {} is not supported (this build reads format {MANIFEST_FORMAT}); refusing to touch it",
                     m.format
                 ),
-            });
+            }));
         }
         for (path, entry) in &m.files {
             if !is_blob_id(&entry.blob) {
-                return Err(RotateError::CorruptState {
+                return Err(RotateError::Document(pki_rotate::DocumentError::Corrupt {
                     location: format!("{location}: {path}"),
                     reason: format!("invalid blob id \"{}\"", entry.blob.escape_debug()),
-                });
+                }));
             }
         }
         Ok(m)
@@ -131,9 +133,11 @@ impl Manifest {
         keys: &DocKeys,
         blob: impl Fn(&str) -> Option<File>,
     ) -> Result<Files, RotateError> {
-        let corrupt = |path: &str, reason: String| RotateError::CorruptState {
-            location: format!("{location}: {path}"),
-            reason,
+        let corrupt = |path: &str, reason: String| {
+            RotateError::Document(pki_rotate::DocumentError::Corrupt {
+                location: format!("{location}: {path}"),
+                reason,
+            })
         };
         let mut files = Files::new();
         for (path, entry) in &self.files {

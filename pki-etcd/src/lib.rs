@@ -22,7 +22,7 @@
 //! A store is named by a URL, `etcd://HOST:PORT/PREFIX` ([`EtcdUrl`]); a
 //! malformed one is a [`UrlError`], which a command line reports as bad
 //! usage. A server that does not answer within the bounds of
-//! [`EtcdOptions`] is a [`RotateError::Backend`](pki_rotate::RotateError::Backend)
+//! [`EtcdOptions`] is a [`StoreError::Backend`](pki_rotate::StoreError::Backend)
 //! error, never a hang.
 //!
 //! # Layout

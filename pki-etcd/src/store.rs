@@ -46,7 +46,7 @@ pub struct EtcdOptions {
     pub connect_timeout: Duration,
     /// How long one request may take before it fails as a backend error.
     /// A commit that gets no answer within it is checked with one more
-    /// request, bounded the same way (see [`RotateError::UnknownOutcome`]),
+    /// request, bounded the same way (see [`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome)),
     /// so a write that loses its answer fails within twice this.
     pub request_timeout: Duration,
     /// The most operations etcd accepts in one transaction.
@@ -90,7 +90,7 @@ pub enum OpenError {
     #[error(transparent)]
     Url(#[from] UrlError),
     /// The server could not be reached or refused the client
-    /// ([`RotateError::Backend`]).
+    /// ([`StoreError::Backend`](pki_rotate::StoreError::Backend)).
     #[error(transparent)]
     Store(#[from] RotateError),
 }
@@ -146,7 +146,7 @@ impl EtcdStore {
     }
 
     /// Connects to the store at `url` and checks that the server answers.
-    /// Every failure is a [`RotateError::Backend`] naming the URL.
+    /// Every failure is a [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
     pub fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

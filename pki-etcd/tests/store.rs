@@ -65,9 +65,9 @@ fn assert_no_garbage(etcd: &Etcd, prefix: &str, key: &str) {
 
 fn expect_conflict(err: RotateError) -> (Option<Revision>, Option<Revision>) {
     match err {
-        RotateError::Conflict {
+        RotateError::Store(pki_rotate::StoreError::Conflict {
             expected, found, ..
-        } => (expected, found),
+        }) => (expected, found),
         other => panic!("expected a conflict, got {other}"),
     }
 }
@@ -154,7 +154,7 @@ fn documents_round_trip_and_stale_writes_conflict_without_writing() {
     assert_eq!(store.keys().unwrap(), ["creds/db", "signer"]);
     assert!(matches!(
         store.get("Bad Key").unwrap_err(),
-        RotateError::InvalidKey { .. }
+        RotateError::Store(pki_rotate::StoreError::InvalidKey { .. })
     ));
 }
 
@@ -183,7 +183,13 @@ fn a_missing_or_altered_blob_is_corrupt_state_naming_the_file() {
 
     etcd::put_raw(&etcd.endpoint(), &blob, b"OTHER KEY");
     let err = store.get("signer").unwrap_err();
-    assert!(matches!(err, RotateError::CorruptState { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Document(pki_rotate::DocumentError::Corrupt { .. })
+        ),
+        "{err}"
+    );
     let text = err.to_string();
     assert!(
         text.contains("signer/tls.key") && text.contains("SHA-256"),
@@ -368,7 +374,11 @@ fn killing_etcd_before_each_step_of_a_write_leaves_the_old_or_the_new_document()
             let err = result.unwrap_err();
             let unknown = i == commit && err.is_unknown_outcome();
             assert!(
-                unknown || matches!(err, RotateError::Backend { .. }),
+                unknown
+                    || matches!(
+                        err,
+                        RotateError::Store(pki_rotate::StoreError::Backend { .. })
+                    ),
                 "{step}: {err}"
             );
             let text = err.to_string();
@@ -413,7 +423,8 @@ fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
         "{:?}",
         started.elapsed()
     );
-    let OpenError::Store(err @ RotateError::Backend { .. }) = err else {
+    let OpenError::Store(err @ RotateError::Store(pki_rotate::StoreError::Backend { .. })) = err
+    else {
         panic!("expected a backend error, got {err}");
     };
     let text = err.to_string();
@@ -457,9 +468,21 @@ fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
         "{:?}",
         started.elapsed()
     );
-    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::Backend { .. })
+        ),
+        "{err}"
+    );
     let err = store.put("signer", None, &Files::new()).unwrap_err();
-    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::Backend { .. })
+        ),
+        "{err}"
+    );
     assert!(!err.is_conflict());
 }
 
@@ -498,7 +521,13 @@ fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
     doc.insert("huge.crt", File::public(vec![b'a'; 100 * 1024]))
         .unwrap();
     let err = store.put("signer", None, &doc).unwrap_err();
-    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::Backend { .. })
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("file huge.crt is 102400 bytes"),
         "{err}"

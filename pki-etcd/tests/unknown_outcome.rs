@@ -99,7 +99,9 @@ fn a_commit_whose_answer_is_lost_is_an_unknown_outcome_and_stepping_again_is_not
     assert!(proxy.losing());
     assert!(err.is_unknown_outcome(), "{err}");
     assert!(!err.is_conflict());
-    assert!(matches!(&err, RotateError::UnknownOutcome { key, .. } if key == KEY));
+    assert!(
+        matches!(&err, RotateError::Store(pki_rotate::StoreError::UnknownOutcome { key, .. }) if key == KEY)
+    );
     let message = err.to_string();
     assert!(!message.contains('\n'), "{message}");
     assert!(message.contains(&proxy.url("lost")), "{message}");

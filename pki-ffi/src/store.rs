@@ -296,10 +296,10 @@ impl CallbackBackend {
     }
 
     fn broken(&self, detail: String) -> RotateError {
-        RotateError::Backend {
+        RotateError::Store(pki_rotate::StoreError::Backend {
             store: self.location.clone(),
             source: detail.into(),
-        }
+        })
     }
 }
 
@@ -364,11 +364,11 @@ impl SecretBackend for CallbackBackend {
             )
         };
         if code == pki_result::PKI_RESULT_CONFLICT as u32 {
-            return Err(RotateError::Conflict {
+            return Err(RotateError::Store(pki_rotate::StoreError::Conflict {
                 key: key.to_string(),
                 expected: expected.cloned(),
                 found: reply.revision,
-            });
+            }));
         }
         if code != pki_result::PKI_RESULT_OK as u32 {
             return Err(self.failed("put", key, code, &reply));

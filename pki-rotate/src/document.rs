@@ -8,7 +8,7 @@
 //! engine: `"signer"`, …) and `version` (that engine's format version).
 //! Reading checks both before anything else: a document of another kind, or
 //! of a version newer than this build reads, is a clear error
-//! ([`RotateError::UnsupportedDocument`]) and is never reset or overwritten.
+//! ([`DocumentError::Unsupported`](crate::DocumentError::Unsupported)) and is never reset or overwritten.
 //! Older versions are migrated when read; the next write stores the current
 //! version.
 //!
@@ -43,7 +43,7 @@ use zeroize::Zeroizing;
 ///
 /// The kind and version are the envelope's: reading checks them before
 /// anything else, so a store holding another kind of document says so
-/// ([`RotateError::UnsupportedDocument`]) instead of being read as this one.
+/// ([`DocumentError::Unsupported`](crate::DocumentError::Unsupported)) instead of being read as this one.
 pub trait Document: Clone + std::fmt::Debug + Sized {
     /// The kind in the envelope: `"signer"`, `"ca-set"`, `"key-ring"`,
     /// `"credential"`.
@@ -71,7 +71,7 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// store keeps its files intact, but any writer of the store can write
     /// a well-formed document whose parts do not belong together (a bridge
     /// certifying another CA). The driver refuses to decide over such a
-    /// document ([`RotateError::InconsistentDocument`]), so nothing is
+    /// document ([`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)), so nothing is
     /// written from it; status reports it as broken. Empty by default.
     fn problems(&self) -> Vec<String> {
         Vec::new()
@@ -366,13 +366,13 @@ impl Envelope {
             None => legacy_kindless(self.version),
         };
         if !kind_ok || self.version == 0 || self.version > supported {
-            return Err(RotateError::UnsupportedDocument {
+            return Err(RotateError::Document(crate::DocumentError::Unsupported {
                 location: location.to_string(),
                 kind: self.kind.clone(),
                 version: self.version,
                 expected_kind,
                 supported,
-            });
+            }));
         }
         Ok(())
     }

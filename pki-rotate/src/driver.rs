@@ -99,10 +99,10 @@ impl<'i, E: Engine> Rounds<'i, E> {
     ) -> Result<Round<E::Document, E::Event>> {
         let problems = doc.problems();
         if !problems.is_empty() {
-            return Err(RotateError::InconsistentDocument {
+            return Err(RotateError::Document(crate::DocumentError::Inconsistent {
                 location: location.to_string(),
                 problems,
-            });
+            }));
         }
         match &self.first_read {
             // A retry: the document changed under the caller; let the
@@ -172,15 +172,17 @@ fn decode<E: Engine>(location: &str, files: &Files) -> Result<E::Document> {
 }
 
 fn too_many(key: &str, attempts: u32) -> RotateError {
-    RotateError::TooManyConflicts {
+    RotateError::Store(crate::StoreError::TooManyConflicts {
         key: key.to_string(),
         attempts,
-    }
+    })
 }
 
 fn created(location: String, written: Result<Revision>) -> Result<Revision> {
     written.map_err(|e| match e {
-        RotateError::Conflict { .. } => RotateError::AlreadyInitialized(location),
+        RotateError::Store(crate::StoreError::Conflict { .. }) => {
+            RotateError::Store(crate::StoreError::AlreadyInitialized(location))
+        }
         other => other,
     })
 }
@@ -209,15 +211,17 @@ impl<S: Store> Driver<S> {
     pub fn load<E: Engine>(&self, key: impl KeyOf<E::Document>) -> Result<(E::Document, Revision)> {
         let key = key.key();
         let location = describe(&self.store.location(), key);
-        let (files, revision) = self
-            .store
-            .get(key)?
-            .ok_or(RotateError::NotInitialized(location.clone()))?;
+        let (files, revision) =
+            self.store
+                .get(key)?
+                .ok_or(RotateError::Store(crate::StoreError::NotInitialized(
+                    location.clone(),
+                )))?;
         Ok((decode::<E>(&location, &files)?, revision))
     }
 
     /// Stores a new document at `key`; fails with
-    /// [`RotateError::AlreadyInitialized`] when one exists.
+    /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized) when one exists.
     pub fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -235,7 +239,7 @@ impl<S: Store> Driver<S> {
     /// `now` with `input`, and write the result when it changed. Retries
     /// from a fresh read when another writer changed the document in
     /// between; every other error ends the step with the store unchanged,
-    /// except [`RotateError::UnknownOutcome`] (the write's answer was lost:
+    /// except [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) (the write's answer was lost:
     /// it may have landed), which ends the step too and says so.
     pub fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
@@ -296,16 +300,14 @@ impl<S: AsyncStore> AsyncDriver<S> {
     ) -> Result<(E::Document, Revision)> {
         let key = key.key();
         let location = describe(&self.store.location(), key);
-        let (files, revision) = self
-            .store
-            .get(key)
-            .await?
-            .ok_or(RotateError::NotInitialized(location.clone()))?;
+        let (files, revision) = self.store.get(key).await?.ok_or(RotateError::Store(
+            crate::StoreError::NotInitialized(location.clone()),
+        ))?;
         Ok((decode::<E>(&location, &files)?, revision))
     }
 
     /// Stores a new document at `key`; fails with
-    /// [`RotateError::AlreadyInitialized`] when one exists.
+    /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized) when one exists.
     pub async fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,

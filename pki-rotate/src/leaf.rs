@@ -38,7 +38,9 @@ pub fn validate_leaf_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(RotateError::InvalidLeafName(name.to_string()))
+        Err(RotateError::Signer(crate::SignerError::InvalidLeafName(
+            name.to_string(),
+        )))
     }
 }
 

@@ -64,7 +64,9 @@ pub use document::{
 };
 pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, Step};
 pub use engine::{Engine, Outcome};
-pub use error::{Result, RotateError};
+pub use error::{
+    CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,
+};
 pub use external::{
     ExternalCa, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, ValidationReport,
     validate_replacement,

@@ -76,7 +76,7 @@
 //!   acknowledged its trust-new files (pending or failed) is stranded by
 //!   it: whatever it still holds under the old CAs could never be
 //!   re-issued or reverted. Such an abort is refused naming those targets
-//!   ([`crate::RotateError::SetAbortStrands`]) unless an override reason is
+//!   ([`SetError::AbortStrands`](crate::SetError::AbortStrands)) unless an override reason is
 //!   given, which is recorded like an advance override. (Its files are
 //!   those of trust-new, so the matrix alone cannot see this: the gate is
 //!   the one of the advance to completed, which the abort must not bypass.)

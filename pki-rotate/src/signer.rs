@@ -95,7 +95,9 @@ impl SignerPolicy {
         self.rotation.validate()?;
         let f = self.leaf_refresh_fraction;
         if !(f > 0.0 && f < 1.0) {
-            return Err(RotateError::InvalidRefreshFraction(f));
+            return Err(RotateError::Signer(
+                crate::SignerError::InvalidRefreshFraction(f),
+            ));
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! A store keeps documents under keys (`signer`, …), each as [`Files`]
 //! with an opaque [`Revision`] that the store assigns. Writing is a
 //! compare-and-swap: [`Store::put`] names the revision the writer read, and
-//! fails with [`RotateError::Conflict`] when the document changed since.
+//! fails with [`StoreError::Conflict`](crate::StoreError::Conflict) when the document changed since.
 //! The [`Driver`](crate::Driver) turns that into the load → plan → apply →
 //! write loop with retries; nobody else writes it.
 
@@ -48,7 +48,7 @@ impl std::fmt::Display for Revision {
 /// Implementations must make [`Store::put`] atomic: after it returns, a
 /// reader sees either the whole previous document or the whole new one,
 /// and when it fails the store is exactly as it was, with one exception
-/// named for it: [`RotateError::UnknownOutcome`], a write whose answer was
+/// named for it: [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome), a write whose answer was
 /// lost and that may have landed (a remote store that cannot tell).
 pub trait Store {
     /// Where the store is, for messages: a directory, a URL.
@@ -60,9 +60,9 @@ pub trait Store {
     /// Writes `files` as the document at `key` if its revision is still
     /// `expected` (`None`: only if no document exists, i.e. create), and
     /// returns the new revision. A changed document fails with
-    /// [`RotateError::Conflict`] and nothing is written. A write that was
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) and nothing is written. A write that was
     /// sent but whose outcome the store cannot establish fails with
-    /// [`RotateError::UnknownOutcome`], never with an error that promises
+    /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome), never with an error that promises
     /// nothing changed.
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
 }
@@ -161,10 +161,10 @@ impl<S: Store + ?Sized> Store for Box<S> {
 /// directory names and etcd key segments, so they stay boring.
 pub fn validate_key(key: &str) -> Result<()> {
     let bad = |reason| {
-        Err(RotateError::InvalidKey {
+        Err(RotateError::Store(crate::StoreError::InvalidKey {
             key: key.to_string(),
             reason,
-        })
+        }))
     };
     if key.is_empty() || key.len() > 200 {
         return bad("must be 1 to 200 bytes");
@@ -262,11 +262,11 @@ impl Store for MemoryStore {
             .get(key)
             .map(|(_, rev)| Revision::new(rev.to_string()));
         if found.as_ref() != expected {
-            return Err(RotateError::Conflict {
+            return Err(RotateError::Store(crate::StoreError::Conflict {
                 key: key.to_string(),
                 expected: expected.cloned(),
                 found,
-            });
+            }));
         }
         inner.revision += 1;
         let revision = inner.revision;
@@ -300,11 +300,11 @@ mod tests {
         assert_ne!(r1, r2);
         let err = store.put("signer", Some(&r1), &files("c")).unwrap_err();
         match err {
-            RotateError::Conflict {
+            RotateError::Store(crate::StoreError::Conflict {
                 key,
                 expected,
                 found,
-            } => {
+            }) => {
                 assert_eq!(key, "signer");
                 assert_eq!(expected, Some(r1));
                 assert_eq!(found, Some(r2.clone()));

@@ -160,7 +160,10 @@ fn a_document_that_keeps_changing_ends_in_too_many_conflicts() {
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), rotation_time(&s), &mut rng(7))
         .unwrap_err();
     assert!(
-        matches!(err, RotateError::TooManyConflicts { attempts: 3, .. }),
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::TooManyConflicts { attempts: 3, .. })
+        ),
         "{err}"
     );
     // Three attempts, each lost to an interfering write.
@@ -181,10 +184,10 @@ impl Store for BrokenWrites {
     }
     fn put(&self, _: &str, _: Option<&Revision>, _: &Files) -> pki_rotate::Result<Revision> {
         self.1.fetch_add(1, Ordering::SeqCst);
-        Err(RotateError::Backend {
+        Err(RotateError::Store(pki_rotate::StoreError::Backend {
             store: "broken".into(),
             source: "connection refused".into(),
-        })
+        }))
     }
 }
 
@@ -195,7 +198,13 @@ fn a_broken_backend_is_reported_at_once_not_retried() {
     let err = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), rotation_time(&s), &mut rng(8))
         .unwrap_err();
-    assert!(matches!(err, RotateError::Backend { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::Backend { .. })
+        ),
+        "{err}"
+    );
     assert!(!err.is_conflict());
     assert_eq!(store.1.load(Ordering::SeqCst), 1);
 }
@@ -219,11 +228,11 @@ impl Store for LostReplies {
     ) -> pki_rotate::Result<Revision> {
         self.1.fetch_add(1, Ordering::SeqCst);
         self.0.put(key, expected, files)?;
-        Err(RotateError::UnknownOutcome {
+        Err(RotateError::Store(pki_rotate::StoreError::UnknownOutcome {
             store: "lossy".into(),
             key: key.into(),
             detail: "no answer".into(),
-        })
+        }))
     }
 }
 
@@ -257,7 +266,13 @@ fn a_missing_document_is_not_initialized() {
     let err = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), T0, &mut rng(9))
         .unwrap_err();
-    assert!(matches!(err, RotateError::NotInitialized(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::NotInitialized(_))
+        ),
+        "{err}"
+    );
 }
 
 /// Replicas step the same document at the same simulated time, each with
@@ -480,11 +495,11 @@ impl pki_rotate::SecretBackend for Secrets {
         let mut inner = self.inner.lock().unwrap();
         let found = inner.1.get(key).map(|(_, v)| Revision::new(v.to_string()));
         if found.as_ref() != expected {
-            return Err(RotateError::Conflict {
+            return Err(RotateError::Store(pki_rotate::StoreError::Conflict {
                 key: key.into(),
                 expected: expected.cloned(),
                 found,
-            });
+            }));
         }
         inner.0 += 1;
         let version = inner.0;
@@ -560,7 +575,12 @@ fn a_forced_rotation_read_after_a_due_one_at_the_same_instant_is_that_rotation()
     // trust-break guard refuses so soon after the first.
     let later = SignerEngine::step(&rotated, &forced, now + Duration::SECOND, &mut rng(5));
     assert!(
-        matches!(later, Err(RotateError::TrustBreak { .. })),
+        matches!(
+            later,
+            Err(RotateError::Signer(
+                pki_rotate::SignerError::TrustBreak { .. }
+            ))
+        ),
         "{later:?}"
     );
 }

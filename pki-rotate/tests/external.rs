@@ -206,7 +206,7 @@ fn a_replacement_from_another_root_is_refused_naming_the_breaking_cell_and_nothi
     let err = Driver::new(&store)
         .step::<ExternalEngine, _>(KEY, &input, now, &mut rng(31))
         .unwrap_err();
-    let RotateError::ValidationFailed { failed, .. } = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::ValidationFailed { failed, .. }) = &err else {
         panic!("{err}");
     };
     assert_eq!(failed.len(), 1);
@@ -368,7 +368,7 @@ fn a_self_signed_replacement_of_a_sign_leaves_only_ca_is_refused_saying_what_bre
             &mut rng(82),
         )
         .unwrap_err();
-    let RotateError::ValidationFailed { failed, .. } = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::ValidationFailed { failed, .. }) = &err else {
         panic!("{err}");
     };
     assert_eq!(failed.len(), 1);
@@ -424,7 +424,10 @@ fn same_key_renewal_reissues_nothing_and_is_refused_on_an_imported_ca() {
         .step::<ExternalEngine, _>(KEY, &ExternalInput::RenewSameKey, now, &mut rng(81))
         .unwrap_err();
     assert!(
-        matches!(err, RotateError::ImportedCaRenewal { .. }),
+        matches!(
+            err,
+            RotateError::Signer(pki_rotate::SignerError::ImportedCaRenewal { .. })
+        ),
         "{err}"
     );
     assert_eq!(snapshot(&store), before);
@@ -493,7 +496,10 @@ fn a_self_signed_ca_is_imported_as_its_own_root_and_is_not_renewed_by_pki() {
         .step::<ExternalEngine, _>(KEY, &ExternalInput::RenewSameKey, T0, &mut rng(102))
         .unwrap_err();
     assert!(
-        matches!(err, RotateError::ImportedCaRenewal { .. }),
+        matches!(
+            err,
+            RotateError::Signer(pki_rotate::SignerError::ImportedCaRenewal { .. })
+        ),
         "{err}"
     );
     // An expired CA is not imported.

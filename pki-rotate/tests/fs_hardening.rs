@@ -84,7 +84,10 @@ fn a_tampered_bridge_b_is_refused_every_way_and_serving_chains_keep_it() {
         let err = step(&store, &input, now, 7).unwrap_err();
         let text = err.to_string();
         assert!(
-            matches!(err, RotateError::DamagedStore { .. }),
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::DamagedStore { .. })
+            ),
             "{way}: {text}"
         );
         assert!(text.contains("signer/intermediate-ca.crt"), "{way}: {text}");
@@ -111,7 +114,13 @@ fn a_replaced_published_link_is_refused_and_a_missing_one_repaired() {
     std::fs::write(signer.join("tls.crt"), b"copy").unwrap();
     let err = step(&store, &SignerInput::default(), now, 8).unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, RotateError::DamagedStore { .. }), "{text}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::DamagedStore { .. })
+        ),
+        "{text}"
+    );
     assert!(text.contains(&signer.display().to_string()), "{text}");
     assert!(text.contains("a directory"), "{text}");
     assert!(text.contains("move it away"), "{text}");
@@ -171,7 +180,10 @@ fn directories_and_files_writable_by_others_are_refused_naming_the_path() {
             };
             let text = err.to_string();
             assert!(
-                matches!(err, RotateError::UnsafeStore { .. }),
+                matches!(
+                    err,
+                    RotateError::Store(pki_rotate::StoreError::UnsafeStore { .. })
+                ),
                 "{what} {}: {text}",
                 path.display()
             );
@@ -208,7 +220,10 @@ fn paths_owned_by_another_user_are_refused() {
         let err = store.get(KEY).map(drop).unwrap_err();
         let text = err.to_string();
         assert!(
-            matches!(err, RotateError::UnsafeStore { .. }),
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::UnsafeStore { .. })
+            ),
             "{}: {text}",
             path.display()
         );
@@ -242,7 +257,13 @@ fn a_lock_file_that_is_a_link_is_refused_and_nothing_is_created_at_its_target() 
     ];
     for err in errors {
         let text = err.to_string();
-        assert!(matches!(err, RotateError::UnsafeStore { .. }), "{text}");
+        assert!(
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::UnsafeStore { .. })
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(".lock") && text.contains("symbolic link"),
             "{text}"
@@ -416,7 +437,13 @@ fn a_refused_first_write_leaves_the_directory_as_it_found_it() {
         let err = Driver::new(&store)
             .create::<SignerEngine>(KEY, &initial(310))
             .unwrap_err();
-        assert!(matches!(err, RotateError::DamagedStore { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::DamagedStore { .. })
+            ),
+            "{err}"
+        );
         assert!(err.to_string().contains(planted), "{err}");
         assert_eq!(snapshot(&dir), before, "{planted}: left something behind");
     }
@@ -439,7 +466,13 @@ fn a_store_inside_another_stores_published_files_is_refused_before_anything_is_c
         outer.join(&generation).join("inner"),
     ] {
         let err = FsStore::open_or_create(&inside).unwrap_err();
-        assert!(matches!(err, RotateError::UnsafeStore { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::UnsafeStore { .. })
+            ),
+            "{err}"
+        );
         let text = err.to_string();
         assert!(text.contains(&*outer.to_string_lossy()), "{text}");
         assert!(text.contains("inside the directory store"), "{text}");

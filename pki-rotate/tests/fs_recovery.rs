@@ -84,7 +84,9 @@ fn init_interrupted_at(fail_at: usize, crash: bool, s: &SignerState) -> Option<S
     let again = Driver::new(&store).create::<SignerEngine>(KEY, s);
     match again {
         Ok(_) => assert!(!live_before, "{what}"),
-        Err(RotateError::AlreadyInitialized(_)) => assert!(live_before, "{what}"),
+        Err(RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_))) => {
+            assert!(live_before, "{what}")
+        }
         Err(e) => panic!("{what}: second init: {e}"),
     }
     let files = s.to_files().unwrap();
@@ -272,7 +274,13 @@ fn a_writer_waits_a_bounded_time_for_a_held_lock_and_names_the_holder() {
         let input = SignerInput::request("api", LeafRequest::server(vec!["api.ns.svc".into()]));
         let err = step(&waiter, &input, T0, 17).unwrap_err();
         let text = err.to_string();
-        assert!(matches!(err, RotateError::LockTimeout { .. }), "{text}");
+        assert!(
+            matches!(
+                err,
+                RotateError::Store(pki_rotate::StoreError::LockTimeout { .. })
+            ),
+            "{text}"
+        );
         assert!(text.contains(".lock"), "{text}");
         assert!(
             text.contains(&format!("held by pid {} (", std::process::id())),

@@ -57,7 +57,7 @@ fn a_request_that_changes_the_kind_or_drops_names_needs_replace() {
     client.kind = LeafKind::Client;
     let err = SignerEngine::plan(&s, &SignerInput::request("web", client.clone()), T0).unwrap_err();
     assert!(
-        matches!(&err, RotateError::LeafChangeNeedsReplace { changes, .. } if changes.contains("from server to client")),
+        matches!(&err, RotateError::Signer(pki_rotate::SignerError::LeafChangeNeedsReplace { changes, .. }) if changes.contains("from server to client")),
         "{err}"
     );
     let fewer = LeafRequest::server(vec!["web.ns.svc".into()]);
@@ -112,7 +112,7 @@ fn renew_reissues_only_the_named_leaf_and_an_unknown_name_is_refused() {
     assert_eq!(web(&s, "api"), web(&next, "api"));
     assert!(matches!(
         SignerEngine::plan(&s, &renew("nope"), later),
-        Err(RotateError::UnknownLeaf(n)) if n == "nope"
+        Err(RotateError::Signer(pki_rotate::SignerError::UnknownLeaf(n))) if n == "nope"
     ));
 }
 
@@ -141,7 +141,7 @@ fn rotating_an_expired_ca_is_refused_unless_allowed_and_then_recorded() {
     let s = signer(SignerPolicy::default());
     let now = s.ca.cert.not_after() + Duration::days(3);
     let err = step(&s, &SignerInput::default(), now, 5).unwrap_err();
-    let RotateError::TrustBreak { breaks } = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks }) = &err else {
         panic!("{err}");
     };
     assert_eq!(breaks.len(), 1, "{breaks:?}");
@@ -171,7 +171,7 @@ fn a_second_rotation_within_the_reload_interval_is_refused_then_allowed_after_it
     let (s, _) = step(&s, &SignerInput::default(), first, 6).unwrap();
 
     let err = step(&s, &forced("again"), first + Duration::days(6), 7).unwrap_err();
-    let RotateError::TrustBreak { breaks } = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks }) = &err else {
         panic!("{err}");
     };
     // Clients with the oldest bundle, and servers with the oldest certificates.

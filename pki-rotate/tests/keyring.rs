@@ -212,7 +212,9 @@ fn a_forced_reason_rotates_once_and_the_same_reason_again_changes_no_file() {
             &KeyRingInput::forced("  "),
             at + Duration::hours(3)
         ),
-        Err(RotateError::EmptyForcedReason)
+        Err(RotateError::Signer(
+            pki_rotate::SignerError::EmptyForcedReason
+        ))
     ));
 }
 
@@ -534,10 +536,10 @@ impl Store for FailingPut<'_> {
         files: &pki_rotate::Files,
     ) -> pki_rotate::Result<pki_rotate::Revision> {
         if self.1.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(RotateError::Backend {
+            return Err(RotateError::Store(pki_rotate::StoreError::Backend {
                 store: "test".into(),
                 source: "injected crash".into(),
-            });
+            }));
         }
         self.0.put(key, expected, files)
     }
@@ -608,7 +610,9 @@ fn files_round_trip_and_a_swapped_key_is_refused() {
         .unwrap();
     assert!(matches!(
         KeyRing::from_files(&wrong_kind),
-        Err(RotateError::UnsupportedDocument { .. })
+        Err(RotateError::Document(
+            pki_rotate::DocumentError::Unsupported { .. }
+        ))
     ));
 }
 

@@ -48,7 +48,13 @@ fn full_rotation_moves_client_certs_then_serving_certs_then_trust() {
     assert_eq!(issuer_of(&s, "kube-apiserver"), old_cluster);
     // Advance is gated.
     let err = advance(&s, t1, &mut r).unwrap_err();
-    assert!(matches!(err, RotateError::SetStepBlocked { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("node-1"), "{err}");
     let s = ack_all(&s, t1, &mut r);
     let s = advance(&s, t1, &mut r).unwrap();
@@ -116,10 +122,10 @@ fn each_step_only_from_its_predecessor() {
         assert!(
             matches!(
                 err,
-                RotateError::SetWrongStep {
+                RotateError::Set(pki_rotate::SetError::WrongStep {
                     step: SetStep::Idle,
                     ..
-                }
+                })
             ),
             "{err}"
         );
@@ -184,7 +190,13 @@ fn failed_target_blocks_until_retried_and_acked() {
         &mut r,
     )
     .unwrap_err();
-    assert!(matches!(err, RotateError::SetTargetFailed { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::TargetFailed { .. })
+        ),
+        "{err}"
+    );
     let s = step(
         &s,
         SetInput::Retry {
@@ -199,7 +211,13 @@ fn failed_target_blocks_until_retried_and_acked() {
     assert!(!s.is_loaded("node-1"));
     assert_eq!(s.status(T0).targets["node-1"].progress, "pending");
     let err = advance(&s, T0, &mut r).unwrap_err();
-    assert!(matches!(err, RotateError::SetStepBlocked { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("node-1"), "{err}");
     let s = ack(&s, "node-1", T0, &mut r);
     assert!(s.is_loaded("node-1"));
@@ -234,7 +252,10 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, RotateError::SetStaleFingerprint { .. }),
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::StaleFingerprint { .. })
+        ),
         "{err}"
     );
     let s = ack(&s, "node-1", T0, &mut r);
@@ -260,7 +281,13 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
         &mut r,
     )
     .unwrap_err();
-    assert!(matches!(err, RotateError::SetUnknownTarget(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::UnknownTarget(_))
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -317,7 +344,13 @@ fn a_new_ca_valid_for_less_than_a_day_is_refused() {
         &mut r,
     )
     .unwrap_err();
-    assert!(matches!(err, RotateError::SetCaRefused { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::CaRefused { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("more than 24 hours"), "{err}");
     // Valid for 30 days: more than a day but not longer than the 90-day leaves.
     let month = CertificateAuthority::generate_root(
@@ -464,7 +497,8 @@ fn unknown_ca_role_mismatch_and_bad_names_are_typed_errors() {
         assert!(
             matches!(
                 err,
-                RotateError::SetUnknownCa(_) | RotateError::SetInvalid(_)
+                RotateError::Set(pki_rotate::SetError::UnknownCa(_))
+                    | RotateError::Set(pki_rotate::SetError::Invalid(_))
             ),
             "{input:?}: {err}"
         );
@@ -567,7 +601,10 @@ fn set_leaf_dns_names_follow_the_signers_rules() {
             &mut r,
         )
         .unwrap_err();
-        assert!(matches!(err, RotateError::SetInvalid(_)), "{dns}: {err}");
+        assert!(
+            matches!(err, RotateError::Set(pki_rotate::SetError::Invalid(_))),
+            "{dns}: {err}"
+        );
         assert!(err.to_string().contains(why), "{dns}: {err}");
     }
     step(

@@ -43,7 +43,10 @@ fn abort_from_each_step_lands_on_its_safe_target() {
         assert_eq!(s.abort_target(), None);
         let err = step(&s, abort(), T0, &mut r).unwrap_err();
         assert!(
-            matches!(err, RotateError::SetWrongStep { .. }),
+            matches!(
+                err,
+                RotateError::Set(pki_rotate::SetError::WrongStep { .. })
+            ),
             "abort twice: {err}"
         );
         if expect == SetStep::Reverting {
@@ -120,7 +123,13 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
     let err = step(&reverting, abort(), T0, &mut r).unwrap_err();
     assert!(err.to_string().contains("already reverting"), "{err}");
     let err = advance(&reverting, T0, &mut r).unwrap_err();
-    assert!(matches!(err, RotateError::SetStepBlocked { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
+        ),
+        "{err}"
+    );
     let acked = ack_all(&reverting, T0, &mut r);
     let idle = advance(&acked, T0, &mut r).unwrap();
     assert_eq!(idle.step(), SetStep::Idle);
@@ -192,7 +201,7 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     assert_eq!(s.abort_target(), Some(SetStep::Completed));
     // Nobody loaded trust-new: completing would strand every target.
     let err = step(&s, abort(), T0, &mut r).unwrap_err();
-    let RotateError::SetAbortStrands { stranded, to, .. } = &err else {
+    let RotateError::Set(pki_rotate::SetError::AbortStrands { stranded, to, .. }) = &err else {
         panic!("{err}");
     };
     assert_eq!(*to, SetStep::Completed);
@@ -205,7 +214,7 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     assert_eq!(s.status(T0).abort_strands, ["node-1"]);
     let err = step(&s, abort(), T0, &mut r).unwrap_err();
     assert!(
-        matches!(&err, RotateError::SetAbortStrands { stranded, .. } if stranded == "node-1"),
+        matches!(&err, RotateError::Set(pki_rotate::SetError::AbortStrands { stranded, .. }) if stranded == "node-1"),
         "{err}"
     );
     let err = step(
@@ -217,7 +226,10 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
         &mut r,
     )
     .unwrap_err();
-    assert!(matches!(err, RotateError::SetInvalid(_)), "{err}");
+    assert!(
+        matches!(err, RotateError::Set(pki_rotate::SetError::Invalid(_))),
+        "{err}"
+    );
     // With a reason it rolls forward, recorded like an advance override.
     let t2 = T0 + Duration::hours(5);
     let done = step(
@@ -259,10 +271,10 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     assert!(
         matches!(
             err,
-            RotateError::SetWrongStep {
+            RotateError::Set(pki_rotate::SetError::WrongStep {
                 step: SetStep::Completed,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -282,6 +294,12 @@ fn a_refused_abort_leaves_the_store_unchanged() {
     let err = driver
         .step::<SetEngine, _>("set", &abort(), T0, &mut r)
         .unwrap_err();
-    assert!(matches!(err, RotateError::SetAbortStrands { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::AbortStrands { .. })
+        ),
+        "{err}"
+    );
     assert_eq!(store.get("set").unwrap().unwrap(), before);
 }

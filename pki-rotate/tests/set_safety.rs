@@ -149,7 +149,10 @@ fn the_guard_takes_a_pending_server_to_hold_what_it_last_acknowledged() {
     )
     .unwrap_err();
     assert!(
-        matches!(blocked, RotateError::SetStepBlocked { .. }),
+        matches!(
+            blocked,
+            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
+        ),
         "{blocked}"
     );
 }
@@ -217,7 +220,13 @@ fn advance_from_a_step_already_left_is_nothing_to_do_and_from_a_future_step_is_r
         &mut r,
     )
     .unwrap_err();
-    assert!(matches!(err, RotateError::SetWrongStep { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Set(pki_rotate::SetError::WrongStep { .. })
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -308,7 +317,7 @@ fn repeating_an_issue_a_target_change_or_an_ack_changes_nothing() {
     };
     assert!(matches!(
         SetEngine::step(&started, &again, T0, &mut r).unwrap_err(),
-        RotateError::SetWrongStep { .. }
+        RotateError::Set(pki_rotate::SetError::WrongStep { .. })
     ));
     let acked = ack(&started, "api", T0, &mut r);
     let fp = acked.expected_fingerprint("api").unwrap();

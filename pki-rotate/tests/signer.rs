@@ -270,14 +270,23 @@ fn keep_previous_root_adds_the_old_self_signed_ca() {
 fn clock_before_the_ca_is_refused() {
     let s = signer();
     let err = plan(&s, &s.policy, T0 - Duration::days(1), None).unwrap_err();
-    assert!(matches!(err, RotateError::ClockBeforeCa { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Signer(pki_rotate::SignerError::ClockBeforeCa { .. })
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn empty_forced_reason_is_refused() {
     let s = signer();
     let err = plan(&s, &s.policy, T0, Some(&ForcedRotation::new("  "))).unwrap_err();
-    assert!(matches!(err, RotateError::EmptyForcedReason));
+    assert!(matches!(
+        err,
+        RotateError::Signer(pki_rotate::SignerError::EmptyForcedReason)
+    ));
 }
 
 #[test]
@@ -353,11 +362,11 @@ fn json_state_roundtrips_and_unknown_version_is_refused() {
     assert!(
         matches!(
             err,
-            RotateError::UnsupportedDocument {
+            RotateError::Document(pki_rotate::DocumentError::Unsupported {
                 version: 3,
                 supported: 2,
                 ..
-            }
+            })
         ),
         "{err}"
     );

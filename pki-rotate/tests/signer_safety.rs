@@ -112,7 +112,13 @@ fn a_second_rotate_to_within_the_reload_interval_is_refused_unless_forced_and_re
     let err = driver
         .step::<ExternalEngine, _>(KEY, &to(&z, None), now + Duration::hours(1), &mut rng(23))
         .unwrap_err();
-    assert!(matches!(err, RotateError::TrustBreak { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Signer(pki_rotate::SignerError::TrustBreak { .. })
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("two-rotations-ago")
             || err.to_string().contains("before the rotation"),

@@ -180,7 +180,7 @@ fn failure_at_each_write_leaves_old_state_and_next_run_completes_rotation() {
         })));
         let err = rotate_once(&store, now, 3).unwrap_err();
         assert!(
-            matches!(err, RotateError::Io { .. }),
+            matches!(err, RotateError::Store(pki_rotate::StoreError::Io { .. })),
             "step {fail_at}: {err}"
         );
         assert_eq!(
@@ -275,11 +275,11 @@ fn put_refuses_a_stale_revision_and_writes_nothing() {
     let before = snapshot(dir.path());
     let err = store.put(KEY, Some(&r1), &files).unwrap_err();
     match err {
-        RotateError::Conflict {
+        RotateError::Store(pki_rotate::StoreError::Conflict {
             key,
             expected,
             found,
-        } => {
+        }) => {
             assert_eq!(key, KEY);
             assert_eq!(expected, Some(r1));
             assert_eq!(found, Some(r2));
@@ -428,12 +428,18 @@ fn unknown_document_version_is_refused_not_reset() {
     let store = FsStore::open(dir.path()).unwrap();
     let err = Driver::new(&store).load::<SignerEngine>(KEY).unwrap_err();
     assert!(
-        matches!(err, RotateError::UnsupportedDocument { version: 9, .. }),
+        matches!(
+            err,
+            RotateError::Document(pki_rotate::DocumentError::Unsupported { version: 9, .. })
+        ),
         "{err}"
     );
     let err = rotate_once(&store, T0, 1).unwrap_err();
     assert!(
-        matches!(err, RotateError::UnsupportedDocument { .. }),
+        matches!(
+            err,
+            RotateError::Document(pki_rotate::DocumentError::Unsupported { .. })
+        ),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
@@ -444,13 +450,21 @@ fn missing_store_and_double_init_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(
         FsStore::open(dir.path().join("nope")),
-        Err(RotateError::NotInitialized(_))
+        Err(RotateError::Store(pki_rotate::StoreError::NotInitialized(
+            _
+        )))
     ));
     let store = create(dir.path(), &initial());
     let err = Driver::new(&store)
         .create::<SignerEngine>(KEY, &initial())
         .unwrap_err();
-    assert!(matches!(err, RotateError::AlreadyInitialized(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_))
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("already exists"), "{err}");
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Documents in etcd v3, for controller replicas that share them: every
 /// write is a transaction that compares the document's `mod_revision`, so
 /// of several replicas writing from the same read exactly one wins and the
-/// others get [`RotateError::Conflict`].
+/// others get [`StoreError::Conflict`](pki_rotate::StoreError::Conflict).
 ///
 /// This is the store for async code: it runs on the caller's tokio runtime
 /// (a kube-rs controller's), as an [`AsyncStore`] for
@@ -62,7 +62,7 @@ impl AsyncEtcdStore {
 
     /// Connects to the store at `url` on the current tokio runtime and
     /// checks that the server answers. Every failure is a
-    /// [`RotateError::Backend`] naming the URL.
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
     pub async fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
         let backend = |detail: Fail| backend_error(url, "connecting", detail);
         let mut connect = ConnectOptions::new()
@@ -126,7 +126,7 @@ impl AsyncEtcdStore {
     /// garbage`, `delete garbage 1/1`, `discard blobs`, and `check commit`
     /// when the commit got no answer). An error it returns fails the `put`
     /// at that point: as a backend error before the commit is sent, as
-    /// [`RotateError::UnknownOutcome`] at `check commit`. Tests use it to
+    /// [`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome) at `check commit`. Tests use it to
     /// stop etcd, or lose its answers, before each step.
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.write_hook = hook;

@@ -133,13 +133,13 @@ fn extend_with_sources(text: &mut String, mut source: Option<&dyn std::error::Er
 }
 
 pub(super) fn backend_error(url: &EtcdUrl, doing: impl Into<String>, fail: Fail) -> RotateError {
-    RotateError::Backend {
+    RotateError::Store(pki_rotate::StoreError::Backend {
         store: url.to_string(),
         source: Box::new(Failure {
             doing: doing.into(),
             detail: fail.describe(),
         }),
-    }
+    })
 }
 
 #[cfg(test)]

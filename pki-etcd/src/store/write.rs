@@ -24,10 +24,12 @@ impl AsyncEtcdStore {
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("writing document \"{key}\"");
         let fail = |f: Fail| self.backend(&doing, f);
-        let conflict = |found: Option<i64>| RotateError::Conflict {
-            key: key.to_string(),
-            expected: expected.cloned(),
-            found: found.map(|r| Revision::new(r.to_string())),
+        let conflict = |found: Option<i64>| {
+            RotateError::Store(pki_rotate::StoreError::Conflict {
+                key: key.to_string(),
+                expected: expected.cloned(),
+                found: found.map(|r| Revision::new(r.to_string())),
+            })
         };
 
         // Read the head: a stale `expected` is a conflict before anything
@@ -268,10 +270,12 @@ impl AsyncEtcdStore {
     /// read: etcd may apply the transaction later (it is queued, or behind
     /// a leader change), so an unchanged head proves nothing.
     async fn resolve_commit(&self, key: &str, lost: Lost<'_>) -> Result<Revision> {
-        let unknown = |found: String| RotateError::UnknownOutcome {
-            store: self.url.to_string(),
-            key: key.to_string(),
-            detail: format!("no answer to the commit: {}; {found}", lost.fail.describe()),
+        let unknown = |found: String| {
+            RotateError::Store(pki_rotate::StoreError::UnknownOutcome {
+                store: self.url.to_string(),
+                key: key.to_string(),
+                detail: format!("no answer to the commit: {}; {found}", lost.fail.describe()),
+            })
         };
         self.step("check commit")
             .map_err(|f| unknown(format!("the head was not read again: {}", f.describe())))?;

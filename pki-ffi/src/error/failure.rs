@@ -72,46 +72,63 @@ impl From<pki_core::Error> for Failure {
 
 impl From<RotateError> for Failure {
     fn from(e: RotateError) -> Self {
-        use RotateError as E;
+        use pki_rotate::{CredentialError, DocumentError, SetError, SignerError, StoreError};
         let code = match &e {
-            E::Core(inner) => return Failure::from(inner.clone()),
-            E::ClockBeforeCa { .. } => PKI_RESULT_CLOCK_BEFORE_CA,
-            E::EmptyForcedReason => PKI_RESULT_EMPTY_FORCED_REASON,
-            E::InvalidGrace(_) => PKI_RESULT_INVALID_GRACE,
-            E::InvalidLeafName(_) => PKI_RESULT_INVALID_LEAF_NAME,
-            E::InvalidRefreshFraction(_) => PKI_RESULT_INVALID_REFRESH_FRACTION,
-            E::UnknownLeaf(_) => PKI_RESULT_UNKNOWN_LEAF,
-            E::UnsupportedDocument { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
-            E::CorruptState { .. }
-            | E::Json { .. }
-            | E::Material { .. }
-            | E::InconsistentDocument { .. } => PKI_RESULT_CORRUPT_STATE,
-            E::InvalidText { .. } => PKI_RESULT_INVALID_ARGUMENT,
-            E::Conflict { .. } | E::TooManyConflicts { .. } => PKI_RESULT_CONFLICT,
-            E::NotInitialized(_) => PKI_RESULT_NOT_INITIALIZED,
-            E::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,
-            E::UnknownOutcome { .. } => PKI_RESULT_UNKNOWN_OUTCOME,
-            E::InvalidKey { .. } => PKI_RESULT_INVALID_ARGUMENT,
-            E::Io { .. } | E::Backend { .. } => PKI_RESULT_STORE,
-            E::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
-            E::Expired { .. } => PKI_RESULT_EXPIRED,
-            E::ValidationFailed { .. } | E::LeafRefused { .. } => PKI_RESULT_VALIDATION_FAILED,
-            E::ImportedCaRenewal { .. } | E::ImportedCaRotation { .. } => PKI_RESULT_IMPORTED_CA,
-            E::TrustBreak { .. } => PKI_RESULT_TRUST_BREAK,
-            E::SetUnknownCa(_) => PKI_RESULT_SET_UNKNOWN_CA,
-            E::SetUnknownTarget(_) => PKI_RESULT_SET_UNKNOWN_TARGET,
-            E::SetInvalid(_) => PKI_RESULT_SET_INVALID,
-            E::SetWrongStep { .. } => PKI_RESULT_SET_WRONG_STEP,
-            E::SetStepBlocked { .. } => PKI_RESULT_SET_STEP_BLOCKED,
-            E::SetStaleFingerprint { .. } => PKI_RESULT_SET_STALE_FINGERPRINT,
-            E::SetTargetFailed { .. } => PKI_RESULT_SET_TARGET_FAILED,
-            E::SetCaRefused { .. } => PKI_RESULT_SET_CA_REFUSED,
-            E::SetTrustBroken(_) => PKI_RESULT_SET_TRUST_BROKEN,
-            E::SetAbortStrands { .. } => PKI_RESULT_SET_ABORT_STRANDS,
-            E::InvalidCredentialName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
-            E::InvalidCredentialPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
-            E::UnexpectedCredentialReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
-            E::KeyRing(k) => crate::keys::keyring_result(k),
+            RotateError::Core(inner) => return Failure::from(inner.clone()),
+            RotateError::InvalidText { .. } => PKI_RESULT_INVALID_ARGUMENT,
+            RotateError::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
+            RotateError::Expired { .. } => PKI_RESULT_EXPIRED,
+            RotateError::KeyRing(k) => crate::keys::keyring_result(k),
+            RotateError::Store(s) => match s {
+                StoreError::Conflict { .. } | StoreError::TooManyConflicts { .. } => {
+                    PKI_RESULT_CONFLICT
+                }
+                StoreError::NotInitialized(_) => PKI_RESULT_NOT_INITIALIZED,
+                StoreError::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,
+                StoreError::UnknownOutcome { .. } => PKI_RESULT_UNKNOWN_OUTCOME,
+                StoreError::InvalidKey { .. } => PKI_RESULT_INVALID_ARGUMENT,
+                StoreError::Io { .. } | StoreError::Backend { .. } => PKI_RESULT_STORE,
+                _ => PKI_RESULT_UNEXPECTED,
+            },
+            RotateError::Document(d) => match d {
+                DocumentError::Unsupported { .. } => PKI_RESULT_UNSUPPORTED_STATE_VERSION,
+                _ => PKI_RESULT_CORRUPT_STATE,
+            },
+            RotateError::Signer(s) => match s {
+                SignerError::ClockBeforeCa { .. } => PKI_RESULT_CLOCK_BEFORE_CA,
+                SignerError::EmptyForcedReason => PKI_RESULT_EMPTY_FORCED_REASON,
+                SignerError::InvalidGrace(_) => PKI_RESULT_INVALID_GRACE,
+                SignerError::InvalidLeafName(_) => PKI_RESULT_INVALID_LEAF_NAME,
+                SignerError::InvalidRefreshFraction(_) => PKI_RESULT_INVALID_REFRESH_FRACTION,
+                SignerError::UnknownLeaf(_) => PKI_RESULT_UNKNOWN_LEAF,
+                SignerError::ValidationFailed { .. } | SignerError::LeafRefused { .. } => {
+                    PKI_RESULT_VALIDATION_FAILED
+                }
+                SignerError::ImportedCaRenewal { .. } | SignerError::ImportedCaRotation { .. } => {
+                    PKI_RESULT_IMPORTED_CA
+                }
+                SignerError::TrustBreak { .. } => PKI_RESULT_TRUST_BREAK,
+                _ => PKI_RESULT_UNEXPECTED,
+            },
+            RotateError::Set(s) => match s {
+                SetError::UnknownCa(_) => PKI_RESULT_SET_UNKNOWN_CA,
+                SetError::UnknownTarget(_) => PKI_RESULT_SET_UNKNOWN_TARGET,
+                SetError::Invalid(_) => PKI_RESULT_SET_INVALID,
+                SetError::WrongStep { .. } => PKI_RESULT_SET_WRONG_STEP,
+                SetError::StepBlocked { .. } => PKI_RESULT_SET_STEP_BLOCKED,
+                SetError::StaleFingerprint { .. } => PKI_RESULT_SET_STALE_FINGERPRINT,
+                SetError::TargetFailed { .. } => PKI_RESULT_SET_TARGET_FAILED,
+                SetError::CaRefused { .. } => PKI_RESULT_SET_CA_REFUSED,
+                SetError::TrustBroken(_) => PKI_RESULT_SET_TRUST_BROKEN,
+                SetError::AbortStrands { .. } => PKI_RESULT_SET_ABORT_STRANDS,
+                _ => PKI_RESULT_UNEXPECTED,
+            },
+            RotateError::Credential(c) => match c {
+                CredentialError::InvalidName(_) => PKI_RESULT_INVALID_CREDENTIAL_NAME,
+                CredentialError::InvalidPolicy(_) => PKI_RESULT_INVALID_CREDENTIAL_POLICY,
+                CredentialError::UnexpectedReport { .. } => PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT,
+                _ => PKI_RESULT_UNEXPECTED,
+            },
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())

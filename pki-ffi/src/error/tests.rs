@@ -139,11 +139,11 @@ fn a_write_that_may_have_landed_has_its_own_code_and_name() {
     let name = unsafe { std::ffi::CStr::from_ptr(pki_result_name(406)) };
     assert_eq!(name.to_str(), Ok("PKI_RESULT_UNKNOWN_OUTCOME"));
 
-    let e = RotateError::UnknownOutcome {
+    let e = RotateError::Store(pki_rotate::StoreError::UnknownOutcome {
         store: "etcd://127.0.0.1:2379/pki".into(),
         key: "signer".into(),
         detail: "no answer to the commit".into(),
-    };
+    });
     let text = e.to_string();
     let failure = Failure::from(e);
     assert_eq!(failure.code, PKI_RESULT_UNKNOWN_OUTCOME);
@@ -154,11 +154,13 @@ fn a_write_that_may_have_landed_has_its_own_code_and_name() {
         failure.message
     );
     let code = boundary(|| {
-        Err(Failure::from(RotateError::UnknownOutcome {
-            store: "s".into(),
-            key: "k".into(),
-            detail: "d".into(),
-        }))
+        Err(Failure::from(RotateError::Store(
+            pki_rotate::StoreError::UnknownOutcome {
+                store: "s".into(),
+                key: "k".into(),
+                detail: "d".into(),
+            },
+        )))
     });
     assert_eq!(code, PKI_RESULT_UNKNOWN_OUTCOME);
     with_last_error(|m| assert!(m.contains("may have landed"), "{m}"));

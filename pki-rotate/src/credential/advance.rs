@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 /// rest is headroom for other writers changing the document in between
 /// (each retry of a step is the driver's, within its own bound, and is not
 /// counted here). More than this means a store that does not keep its
-/// writes, or a bug: [`RotateError::CredentialNotSettling`].
+/// writes, or a bug: [`CredentialError::NotSettling`](crate::CredentialError::NotSettling).
 pub const ADVANCE_MAX_STEPS: u32 = 8;
 
 /// How [`advance`] runs.
@@ -113,8 +113,10 @@ pub fn advance<S: Store, R: CryptoRng + ?Sized>(
             return Ok(done(plan, events, steps, step.document));
         }
     }
-    Err(RotateError::CredentialNotSettling {
-        name: name.to_string(),
-        steps,
-    })
+    Err(RotateError::Credential(
+        crate::CredentialError::NotSettling {
+            name: name.to_string(),
+            steps,
+        },
+    ))
 }

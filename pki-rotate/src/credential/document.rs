@@ -301,7 +301,9 @@ impl DocumentForm for CredentialState {
             history: doc.history,
         };
         state.validate().map_err(|e| match e {
-            RotateError::CorruptState { reason, .. } => RotateError::corrupt(state_path, reason),
+            RotateError::Document(crate::DocumentError::Corrupt { reason, .. }) => {
+                RotateError::corrupt(state_path, reason)
+            }
             other => other,
         })?;
         Ok(state)

@@ -31,10 +31,10 @@ pub struct Plan {
 }
 
 fn unexpected(doc: &CredentialState, reason: String) -> RotateError {
-    RotateError::UnexpectedCredentialReport {
+    RotateError::Credential(crate::CredentialError::UnexpectedReport {
         name: doc.name.clone(),
         reason,
-    }
+    })
 }
 
 fn waiting_for(doc: &CredentialState) -> String {

@@ -22,23 +22,29 @@ impl CredentialPolicy {
     /// while the old credential still waits: three would be live).
     pub fn validate(&self) -> Result<()> {
         if self.expire <= Duration::ZERO {
-            return Err(RotateError::InvalidCredentialPolicy(format!(
-                "expiry must be positive, got {}",
-                human(self.expire)
-            )));
+            return Err(RotateError::Credential(
+                crate::CredentialError::InvalidPolicy(format!(
+                    "expiry must be positive, got {}",
+                    human(self.expire)
+                )),
+            ));
         }
         if self.grace < Duration::ZERO {
-            return Err(RotateError::InvalidCredentialPolicy(format!(
-                "grace period must not be negative, got {}",
-                human(self.grace)
-            )));
+            return Err(RotateError::Credential(
+                crate::CredentialError::InvalidPolicy(format!(
+                    "grace period must not be negative, got {}",
+                    human(self.grace)
+                )),
+            ));
         }
         if self.grace >= self.expire {
-            return Err(RotateError::InvalidCredentialPolicy(format!(
-                "grace period {} must be shorter than the expiry {}: the next rotation would be due before the old credential is revoked",
-                human(self.grace),
-                human(self.expire)
-            )));
+            return Err(RotateError::Credential(
+                crate::CredentialError::InvalidPolicy(format!(
+                    "grace period {} must be shorter than the expiry {}: the next rotation would be due before the old credential is revoked",
+                    human(self.grace),
+                    human(self.expire)
+                )),
+            ));
         }
         Ok(())
     }

@@ -21,7 +21,9 @@ pub fn validate_credential_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(RotateError::InvalidCredentialName(name.to_string()))
+        Err(RotateError::Credential(
+            crate::CredentialError::InvalidName(name.to_string()),
+        ))
     }
 }
 
@@ -36,7 +38,9 @@ pub fn validate_owner(owner: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(RotateError::InvalidMintOwner(owner.to_string()))
+        Err(RotateError::Credential(
+            crate::CredentialError::InvalidMintOwner(owner.to_string()),
+        ))
     }
 }
 

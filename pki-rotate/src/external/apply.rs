@@ -180,9 +180,9 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     let breaks = crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now);
     if !breaks.is_empty() {
         let Some(reason) = &force else {
-            return Err(RotateError::TrustBreak {
+            return Err(RotateError::Signer(crate::SignerError::TrustBreak {
                 breaks: breaks.iter().map(ToString::to_string).collect(),
-            });
+            }));
         };
         if let Some(record) = next.history.last_mut() {
             record

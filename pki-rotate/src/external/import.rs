@@ -30,10 +30,10 @@ impl SignerState {
             })
             .collect();
         if !failed.is_empty() {
-            return Err(RotateError::ValidationFailed {
+            return Err(RotateError::Signer(crate::SignerError::ValidationFailed {
                 failed,
                 forced: false,
-            });
+            }));
         }
         let ca = import.authority()?;
         let validated = import.validate(now)?;
@@ -66,10 +66,12 @@ pub(crate) fn hold_rotation(
         return Ok(());
     }
     match rotation.as_ref().map(|r| &r.reason) {
-        Some(RotationReason::Forced { reason }) => Err(RotateError::ImportedCaRotation {
-            ca: state.ca.cert.id(),
-            reason: reason.clone(),
-        }),
+        Some(RotationReason::Forced { reason }) => Err(RotateError::Signer(
+            crate::SignerError::ImportedCaRotation {
+                ca: state.ca.cert.id(),
+                reason: reason.clone(),
+            },
+        )),
         _ => {
             *rotation = None;
             Ok(())

@@ -22,9 +22,9 @@ pub fn plan(
         }),
         ExternalInput::RenewSameKey => {
             if state.external.is_some() {
-                return Err(RotateError::ImportedCaRenewal {
+                return Err(RotateError::Signer(crate::SignerError::ImportedCaRenewal {
                     ca: state.ca.cert.id(),
-                });
+                }));
             }
             if !state.ca.cert.is_valid_at(now) {
                 return Err(RotateError::Expired {
@@ -37,7 +37,9 @@ pub fn plan(
         }
         ExternalInput::Replace(replacement) => {
             let force = match &replacement.force {
-                Some(r) if r.trim().is_empty() => return Err(RotateError::EmptyForcedReason),
+                Some(r) if r.trim().is_empty() => {
+                    return Err(RotateError::Signer(crate::SignerError::EmptyForcedReason));
+                }
                 other => other.clone(),
             };
             if let Some(reason) = &force {
@@ -70,10 +72,10 @@ pub fn plan(
             let failed: Vec<OverriddenCheck> = validation.report.overridden();
             let hard = validation.report.failed().any(|c| !c.overridable());
             if !failed.is_empty() && (force.is_none() || hard) {
-                return Err(RotateError::ValidationFailed {
+                return Err(RotateError::Signer(crate::SignerError::ValidationFailed {
                     failed,
                     forced: force.is_some(),
-                });
+                }));
             }
             let ca = replacement.import.authority()?;
             Ok(ExternalPlan::Replace {

@@ -82,7 +82,7 @@ pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result
     };
     if let Some(reason) = &input.forced {
         if reason.trim().is_empty() {
-            return Err(RotateError::EmptyForcedReason);
+            return Err(RotateError::Signer(crate::SignerError::EmptyForcedReason));
         }
         crate::text::check_reason("the forced rotation's reason", reason)?;
         if !ring.forced_reasons.contains(reason) {

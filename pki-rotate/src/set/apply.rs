@@ -27,9 +27,9 @@ fn issue_leaf<R: CryptoRng + ?Sized>(
         (true, false) => Profile::Server,
         (false, true) => Profile::Client,
         (false, false) => {
-            return Err(RotateError::SetInvalid(format!(
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "leaf \"{name}\" must be serving, client or both"
-            )));
+            ))));
         }
     };
     let cn = spec
@@ -266,10 +266,14 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     let red = material::red_cells(doc, &next, now);
     if !red.is_empty() {
         let (Some(reason), Some(t)) = (&plan.override_reason, &transition) else {
-            return Err(RotateError::SetTrustBroken(red.join("; ")));
+            return Err(RotateError::Set(crate::SetError::TrustBroken(
+                red.join("; "),
+            )));
         };
         let Some(r) = next.rotation.as_mut() else {
-            return Err(RotateError::SetTrustBroken(red.join("; ")));
+            return Err(RotateError::Set(crate::SetError::TrustBroken(
+                red.join("; "),
+            )));
         };
         // The override this transition recorded (its gate waited), or a
         // new record: the reason accepted these cells.

@@ -510,6 +510,8 @@ pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Re
     if red.is_empty() {
         Ok(())
     } else {
-        Err(RotateError::SetTrustBroken(red.join("; ")))
+        Err(RotateError::Set(crate::SetError::TrustBroken(
+            red.join("; "),
+        )))
     }
 }

@@ -44,10 +44,10 @@ impl std::str::FromStr for Roles {
                 serving: true,
                 client: true,
             }),
-            other => Err(RotateError::SetInvalid(format!(
+            other => Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "unknown CA roles \"{}\": use serving, client or serving+client",
                 other.escape_debug()
-            ))),
+            )))),
         }
     }
 }
@@ -91,10 +91,10 @@ impl std::str::FromStr for SetStep {
             "completed" => SetStep::Completed,
             "reverting" => SetStep::Reverting,
             other => {
-                return Err(RotateError::SetInvalid(format!(
+                return Err(RotateError::Set(crate::SetError::Invalid(format!(
                     "unknown step \"{}\": use idle, trust-both, update-certs, trust-new, completed or reverting",
                     other.escape_debug()
-                )));
+                ))));
             }
         })
     }
@@ -470,10 +470,10 @@ pub fn validate_name(what: &str, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(RotateError::SetInvalid(format!(
+        Err(RotateError::Set(crate::SetError::Invalid(format!(
             "invalid {what} name \"{}\": use 1-64 characters of a-z, 0-9, '-' and '_'",
             name.escape_debug()
-        )))
+        ))))
     }
 }
 
@@ -487,15 +487,15 @@ impl SetState {
         rng: &mut R,
     ) -> Result<Self> {
         if cas.is_empty() {
-            return Err(RotateError::SetInvalid(
+            return Err(RotateError::Set(crate::SetError::Invalid(
                 "a CA set needs at least one CA (--ca NAME:ROLES)".into(),
-            ));
+            )));
         }
         if ca_lifetime <= MIN_CA_VALIDITY {
-            return Err(RotateError::SetInvalid(format!(
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "CA lifetime {} must be longer than 24 hours",
                 pki_core::policy::human(ca_lifetime),
-            )));
+            ))));
         }
         let mut map = BTreeMap::new();
         for (name, roles) in cas {
@@ -512,9 +512,9 @@ impl SetState {
                 next: None,
             };
             if map.insert(name.clone(), ca).is_some() {
-                return Err(RotateError::SetInvalid(format!(
+                return Err(RotateError::Set(crate::SetError::Invalid(format!(
                     "CA \"{name}\" is named twice"
-                )));
+                ))));
             }
         }
         Ok(SetState {
@@ -545,13 +545,13 @@ impl SetState {
     pub(super) fn ca(&self, name: &str) -> Result<&SetCa> {
         self.cas
             .get(name)
-            .ok_or_else(|| RotateError::SetUnknownCa(name.to_string()))
+            .ok_or_else(|| RotateError::Set(crate::SetError::UnknownCa(name.to_string())))
     }
 
     pub(super) fn target(&self, name: &str) -> Result<&TargetSpec> {
         self.targets
             .get(name)
-            .ok_or_else(|| RotateError::SetUnknownTarget(name.to_string()))
+            .ok_or_else(|| RotateError::Set(crate::SetError::UnknownTarget(name.to_string())))
     }
 
     /// The fingerprint target `name` must acknowledge now.

@@ -182,10 +182,10 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
                     );
                 }
                 if existing.spec.target != spec.target && !replace {
-                    return Err(RotateError::SetInvalid(format!(
+                    return Err(RotateError::Set(crate::SetError::Invalid(format!(
                         "certificate \"{name}\" is loaded by target \"{}\": moving it to \"{}\" takes it from that target; ask again with replace (--replace) to move it",
                         existing.spec.target, spec.target
-                    )));
+                    ))));
                 }
                 books.loaded.remove(&existing.spec.target);
             }
@@ -267,18 +267,18 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
         } => {
             let expected = doc.expected_fingerprint(target)?;
             if let Some(f) = doc.failures.get(target) {
-                return Err(RotateError::SetTargetFailed {
+                return Err(RotateError::Set(crate::SetError::TargetFailed {
                     target: target.clone(),
                     reason: f.reason.clone(),
-                });
+                }));
             }
             if *fingerprint != expected {
-                return Err(RotateError::SetStaleFingerprint {
+                return Err(RotateError::Set(crate::SetError::StaleFingerprint {
                     target: target.clone(),
                     given: fingerprint.clone(),
                     expected,
                     step,
-                });
+                }));
             }
             let acked = doc.acks.get(target).filter(|a| a.fingerprint == expected);
             let counted = match doc.running() {
@@ -332,9 +332,9 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
         SetInput::Retry { target } => {
             doc.target(target)?;
             if !doc.failures.contains_key(target) {
-                return Err(RotateError::SetInvalid(format!(
+                return Err(RotateError::Set(crate::SetError::Invalid(format!(
                     "target \"{target}\" has not failed: nothing to retry"
-                )));
+                ))));
             }
             books.failures.remove(target);
             // A failed target may hold anything between what it last
@@ -400,10 +400,10 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
             };
             let waiting = books.waiting();
             if !waiting.is_empty() && override_reason.is_none() {
-                return Err(RotateError::SetStepBlocked {
+                return Err(RotateError::Set(crate::SetError::StepBlocked {
                     step,
                     waiting: waiting.join(", "),
-                });
+                }));
             }
             // Leaving trust-both moves every client certificate: name the
             // servers an override leaves behind, before the move hides them.
@@ -455,12 +455,12 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
             };
             let stranded = books.stranded_by_abort();
             if !stranded.is_empty() && override_reason.is_none() {
-                return Err(RotateError::SetAbortStrands {
+                return Err(RotateError::Set(crate::SetError::AbortStrands {
                     step,
                     to,
                     stranded: stranded.join(", "),
                     why: STRAND_TRUST_NEW.into(),
-                });
+                }));
             }
             let mut note = match to {
                 SetStep::Completed => {

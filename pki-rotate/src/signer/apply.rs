@@ -153,9 +153,9 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         };
         if !breaks.is_empty() {
             let Some(allowed) = &plan.allow_trust_break else {
-                return Err(RotateError::TrustBreak {
+                return Err(RotateError::Signer(crate::SignerError::TrustBreak {
                     breaks: breaks.iter().map(ToString::to_string).collect(),
-                });
+                }));
             };
             if let Some(record) = next.history.last_mut() {
                 record

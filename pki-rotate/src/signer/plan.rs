@@ -130,10 +130,10 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     let forced = input.forced.as_ref();
     let ca = &state.ca.cert;
     if now < ca.not_before() {
-        return Err(RotateError::ClockBeforeCa {
+        return Err(RotateError::Signer(crate::SignerError::ClockBeforeCa {
             now,
             not_before: ca.not_before(),
-        });
+        }));
     }
     // Everything below adds at most D (or the forced grace) to `now`; refuse
     // a time where that leaves the encodable range instead of overflowing.
@@ -149,13 +149,13 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     let mut relabel_latest_rotation = false;
     if let Some(f) = forced {
         if f.reason.trim().is_empty() {
-            return Err(RotateError::EmptyForcedReason);
+            return Err(RotateError::Signer(crate::SignerError::EmptyForcedReason));
         }
         crate::text::check_reason("the forced rotation's reason", &f.reason)?;
         if let Some(g) = f.grace
             && g <= Duration::ZERO
         {
-            return Err(RotateError::InvalidGrace(g));
+            return Err(RotateError::Signer(crate::SignerError::InvalidGrace(g)));
         }
         // A rotation at this very instant that no forced reason asked for
         // (a due one, by another replica that read and wrote first) is the
@@ -242,14 +242,18 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             }
             LeafChange::Remove { name } => {
                 if !known(&overrides, name) {
-                    return Err(RotateError::UnknownLeaf(name.clone()));
+                    return Err(RotateError::Signer(crate::SignerError::UnknownLeaf(
+                        name.clone(),
+                    )));
                 }
                 overrides.insert(name, None);
                 leaf_changes.push(change.clone());
             }
             LeafChange::Renew { name } => {
                 if !known(&overrides, name) {
-                    return Err(RotateError::UnknownLeaf(name.clone()));
+                    return Err(RotateError::Signer(crate::SignerError::UnknownLeaf(
+                        name.clone(),
+                    )));
                 }
                 renew.push(name.as_str());
             }
@@ -356,13 +360,15 @@ fn check_issuable(
         state.leaf_not_after_limit(),
         now,
     )
-    .map_err(|e| RotateError::LeafRefused {
-        name: name.to_string(),
-        reason: format!(
-            "{} issued by {} would not verify for the clients of this store: {e}",
-            request.names().join(", "),
-            state.ca.cert.id()
-        ),
+    .map_err(|e| {
+        RotateError::Signer(crate::SignerError::LeafRefused {
+            name: name.to_string(),
+            reason: format!(
+                "{} issued by {} would not verify for the clients of this store: {e}",
+                request.names().join(", "),
+                state.ca.cert.id()
+            ),
+        })
     })
 }
 
@@ -411,10 +417,12 @@ fn refuse_narrowing(name: &str, before: &LeafRequest, after: &LeafRequest) -> Re
     if changes.is_empty() {
         return Ok(());
     }
-    Err(RotateError::LeafChangeNeedsReplace {
-        name: name.to_string(),
-        changes: changes.join(" and "),
-    })
+    Err(RotateError::Signer(
+        crate::SignerError::LeafChangeNeedsReplace {
+            name: name.to_string(),
+            changes: changes.join(" and "),
+        },
+    ))
 }
 
 fn normal_bridge_until(

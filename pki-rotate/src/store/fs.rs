@@ -48,10 +48,10 @@
 //! - **Ownership and modes.** Every operation refuses a store whose root,
 //!   `.data`, generation or published links are owned by another user, or
 //!   whose directories and files are writable by group or others
-//!   ([`RotateError::UnsafeStore`], naming the path).
+//!   ([`StoreError::UnsafeStore`](crate::StoreError::UnsafeStore), naming the path).
 //! - **Committed files are checked.** The manifest records the SHA-256 of
 //!   every file; a read finds each one a regular file with that content, or
-//!   fails with [`RotateError::DamagedStore`] naming the published path and
+//!   fails with [`StoreError::DamagedStore`](crate::StoreError::DamagedStore) naming the published path and
 //!   what is there instead (missing, a directory, a link, other content).
 //!   A published link at the root replaced by anything else is refused the
 //!   same way; a missing one is recreated.
@@ -165,7 +165,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RotateError + '_ {
 /// themselves.
 fn reason(e: &RotateError) -> String {
     match e {
-        RotateError::Io { source, .. } => source.to_string(),
+        RotateError::Store(crate::StoreError::Io { source, .. }) => source.to_string(),
         other => other.to_string(),
     }
 }
@@ -186,7 +186,9 @@ impl FsStore {
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         if fs::symlink_metadata(root.join(DATA_LINK)).is_err() {
-            return Err(RotateError::NotInitialized(root.display().to_string()));
+            return Err(RotateError::Store(crate::StoreError::NotInitialized(
+                root.display().to_string(),
+            )));
         }
         let store = FsStore::at(root);
         store.check_root()?;
@@ -335,11 +337,11 @@ impl Store for FsStore {
             .and_then(|c| c.manifest.keys.get(key))
             .map(|e| Revision::new(e.revision.to_string()));
         if found.as_ref() != expected {
-            return Err(RotateError::Conflict {
+            return Err(RotateError::Store(crate::StoreError::Conflict {
                 key: key.to_string(),
                 expected: expected.cloned(),
                 found,
-            });
+            }));
         }
         let empty = Manifest::default();
         let manifest = current.as_ref().map(|c| &c.manifest).unwrap_or(&empty);
@@ -381,7 +383,7 @@ fn check_not_inside_a_store(root: &Path) -> Result<()> {
             && generation
             && fs::symlink_metadata(store.join(DATA_LINK)).is_ok()
         {
-            return Err(RotateError::UnsafeStore {
+            return Err(RotateError::Store(crate::StoreError::UnsafeStore {
                 path: root.to_path_buf(),
                 reason: format!(
                     "lies inside the directory store {} (in {name}, which its next write \
@@ -389,7 +391,7 @@ fn check_not_inside_a_store(root: &Path) -> Result<()> {
                      published files",
                     store.display()
                 ),
-            });
+            }));
         }
     }
     Ok(())

@@ -19,7 +19,7 @@ pub trait SecretBackend {
 
     /// Writes `data` at `key` if its revision is still `expected` (None:
     /// only if absent) and returns the new revision; a changed document is
-    /// [`crate::RotateError::Conflict`] and nothing is written.
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) and nothing is written.
     fn put(&self, key: &str, expected: Option<&Revision>, data: &SecretData) -> Result<Revision>;
 }
 
@@ -40,7 +40,7 @@ impl<B: SecretBackend + ?Sized> SecretBackend for &B {
 /// guessed from the data: one backend serves several kinds through one
 /// `SecretStore` per kind (`SecretStore::<SetState, _>::new(&backend)`),
 /// and a Secret holding another kind is refused when read
-/// ([`crate::RotateError::UnsupportedDocument`]).
+/// ([`DocumentError::Unsupported`](crate::DocumentError::Unsupported)).
 pub struct SecretStore<D, B> {
     backend: B,
     kind: PhantomData<fn() -> D>,

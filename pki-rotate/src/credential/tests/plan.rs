@@ -263,7 +263,9 @@ fn advance_gives_up_after_its_one_bound_on_a_store_that_loses_its_writes() {
     )
     .unwrap_err();
     match err {
-        RotateError::CredentialNotSettling { steps, .. } => assert_eq!(steps, ADVANCE_MAX_STEPS),
+        RotateError::Credential(crate::CredentialError::NotSettling { steps, .. }) => {
+            assert_eq!(steps, ADVANCE_MAX_STEPS)
+        }
         other => panic!("{other}"),
     }
 }
@@ -337,7 +339,10 @@ fn a_mint_attempt_is_run_only_by_the_owner_that_recorded_it() {
         )
         .unwrap_err();
         assert!(
-            matches!(e, RotateError::InvalidMintOwner(_)),
+            matches!(
+                e,
+                RotateError::Credential(crate::CredentialError::InvalidMintOwner(_))
+            ),
             "{bad:?}: {e}"
         );
     }

@@ -11,7 +11,8 @@ use time::{Duration, OffsetDateTime};
 
 /// A reason as the set's rules take it (see [`crate::text::check_reason`]).
 pub(super) fn reason_ok(what: &str, text: &str) -> Result<()> {
-    crate::text::check_reason(what, text).map_err(|e| RotateError::SetInvalid(e.to_string()))
+    crate::text::check_reason(what, text)
+        .map_err(|e| RotateError::Set(crate::SetError::Invalid(e.to_string())))
 }
 
 pub(super) fn wrong_step(
@@ -19,11 +20,11 @@ pub(super) fn wrong_step(
     step: SetStep,
     reason: impl Into<String>,
 ) -> RotateError {
-    RotateError::SetWrongStep {
+    RotateError::Set(crate::SetError::WrongStep {
         action,
         step,
         reason: reason.into(),
-    }
+    })
 }
 
 /// Refuses a new CA that is not valid yet, or whose leaves would not
@@ -37,9 +38,11 @@ fn check_new_ca(
     leaf_lifetime: Duration,
     now: OffsetDateTime,
 ) -> Result<()> {
-    let refuse = |reason: String| RotateError::SetCaRefused {
-        ca: ca.to_string(),
-        reason,
+    let refuse = |reason: String| {
+        RotateError::Set(crate::SetError::CaRefused {
+            ca: ca.to_string(),
+            reason,
+        })
     };
     if not_before > now {
         return Err(refuse(format!(
@@ -75,9 +78,11 @@ fn check_import(
     import: &ImportedCa,
     now: OffsetDateTime,
 ) -> Result<OffsetDateTime> {
-    let refuse = |e: pki_core::Error| RotateError::SetCaRefused {
-        ca: import.ca.clone(),
-        reason: e.to_string(),
+    let refuse = |e: pki_core::Error| {
+        RotateError::Set(crate::SetError::CaRefused {
+            ca: import.ca.clone(),
+            reason: e.to_string(),
+        })
     };
     pki_core::check_issuing_order(&import.authority.cert, &import.chain).map_err(refuse)?;
     let validated = pki_core::CaImport {
@@ -125,10 +130,10 @@ fn check_import(
         now,
     );
     if !check.ok {
-        return Err(RotateError::SetCaRefused {
+        return Err(RotateError::Set(crate::SetError::CaRefused {
             ca: import.ca.clone(),
             reason: check.detail,
-        });
+        }));
     }
     Ok(validated.not_after())
 }
@@ -138,44 +143,47 @@ pub(super) fn check_leaf_spec(doc: &SetState, name: &str, spec: &LeafSpec) -> Re
     validate_name("target", &spec.target)?;
     let ca = doc.ca(&spec.ca)?;
     if spec.serving && !ca.roles.serving {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "CA \"{}\" has role {}: it cannot sign serving certificates",
             spec.ca, ca.roles
-        )));
+        ))));
     }
     if spec.client && !ca.roles.client {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "CA \"{}\" has role {}: it cannot sign client certificates",
             spec.ca, ca.roles
-        )));
+        ))));
     }
     if !spec.serving && !spec.client {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "certificate \"{name}\" must be serving, client or both"
-        )));
+        ))));
     }
     // The signer's rules for leaf names: no bare or top-level wildcards, no
     // IP literals as DNS names, no control characters.
     for dns in &spec.dns_names {
-        crate::leaf::check_leaf_dns_name(dns)
-            .map_err(|e| RotateError::SetInvalid(format!("certificate \"{name}\": {e}")))?;
+        crate::leaf::check_leaf_dns_name(dns).map_err(|e| {
+            RotateError::Set(crate::SetError::Invalid(format!(
+                "certificate \"{name}\": {e}"
+            )))
+        })?;
     }
     if let Some(cn) = &spec.common_name
         && (cn.is_empty() || cn.chars().any(char::is_control))
     {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "certificate \"{name}\": the common name must be non-empty text without control characters"
-        )));
+        ))));
     }
     if spec.serving && spec.dns_names.is_empty() && spec.ip_addresses.is_empty() {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "serving certificate \"{name}\" needs at least one DNS name or IP address"
-        )));
+        ))));
     }
     if spec.lifetime <= Duration::ZERO {
-        return Err(RotateError::SetInvalid(format!(
+        return Err(RotateError::Set(crate::SetError::Invalid(format!(
             "certificate \"{name}\": lifetime must be positive"
-        )));
+        ))));
     }
     Ok(())
 }
@@ -184,18 +192,18 @@ pub(super) fn check_target(doc: &SetState, name: &str, spec: &TargetSpec) -> Res
     validate_name("target", name)?;
     for ca in &spec.trusts {
         if !doc.ca(ca)?.roles.serving {
-            return Err(RotateError::SetInvalid(format!(
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "target \"{name}\" cannot trust \"{ca}\" for servers: that CA signs no serving certificates (role {})",
                 doc.cas[ca].roles
-            )));
+            ))));
         }
     }
     for ca in &spec.client_ca {
         if !doc.ca(ca)?.roles.client {
-            return Err(RotateError::SetInvalid(format!(
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "target \"{name}\" cannot verify clients of \"{ca}\": that CA signs no client certificates (role {})",
                 doc.cas[ca].roles
-            )));
+            ))));
         }
     }
     Ok(())
@@ -218,30 +226,30 @@ pub(super) fn check_start(
             .chain(&current.client_signer)
             .any(|c| c.cert.spki_sha256() == spki)
         {
-            return Err(RotateError::SetCaRefused {
+            return Err(RotateError::Set(crate::SetError::CaRefused {
                 ca: import.ca.clone(),
                 reason: format!(
                     "{} has the key of the CA in use: a rotation must replace that key, so import a CA with a new one",
                     import.authority.cert.id()
                 ),
-            });
+            }));
         }
         if !seen.insert(&import.ca) {
-            return Err(RotateError::SetInvalid(format!(
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
                 "CA \"{}\" is imported twice",
                 import.ca
-            )));
+            ))));
         }
         // Two CAs of the set on one key would be one CA: a client of one
         // would trust the other's servers, and distrusting one distrusts both.
         if let Some(other) = imported_keys.insert(spki, &import.ca) {
-            return Err(RotateError::SetCaRefused {
+            return Err(RotateError::Set(crate::SetError::CaRefused {
                 ca: import.ca.clone(),
                 reason: format!(
                     "{} has the same key as the CA imported for \"{other}\": each CA of the set needs its own",
                     import.authority.cert.id()
                 ),
-            });
+            }));
         }
         import_not_after.insert(&import.ca, check_import(doc, import, now)?);
     }
@@ -268,14 +276,14 @@ pub(super) fn check_start(
             )?,
             None => {
                 if doc.ca_lifetime <= MIN_CA_VALIDITY || doc.ca_lifetime <= leaf_lifetime {
-                    return Err(RotateError::SetCaRefused {
+                    return Err(RotateError::Set(crate::SetError::CaRefused {
                         ca: name.clone(),
                         reason: format!(
                             "the set's CA lifetime {} is not longer than 24 hours and the {} leaves it signs",
                             pki_core::policy::human(doc.ca_lifetime),
                             pki_core::policy::human(leaf_lifetime)
                         ),
-                    });
+                    }));
                 }
             }
         }

@@ -55,13 +55,14 @@ impl FsStore {
                 for relative in entry.files.keys() {
                     if !entry.sha256.contains_key(relative) {
                         let path = c.dir.join(relative);
-                        let (contents, _) =
-                            read_regular(&path)?.ok_or_else(|| RotateError::DamagedStore {
+                        let (contents, _) = read_regular(&path)?.ok_or_else(|| {
+                            RotateError::Store(crate::StoreError::DamagedStore {
                                 path: self.root.join(relative),
                                 found: describe(&path),
                                 expected: format!("a regular file ({})", c.name()),
                                 advice: DAMAGED_ADVICE.into(),
-                            })?;
+                            })
+                        })?;
                         entry.sha256.insert(relative.clone(), digest(&contents));
                     }
                 }
@@ -269,10 +270,10 @@ impl FsStore {
             None => "the store is unchanged (still empty)".to_string(),
         };
         let kind = match &e {
-            RotateError::Io { source, .. } => source.kind(),
+            RotateError::Store(crate::StoreError::Io { source, .. }) => source.kind(),
             _ => std::io::ErrorKind::Other,
         };
-        Err(RotateError::Io {
+        Err(RotateError::Store(crate::StoreError::Io {
             path: data,
             source: std::io::Error::new(
                 kind,
@@ -281,7 +282,7 @@ impl FsStore {
                     reason(&e)
                 ),
             ),
-        })
+        }))
     }
 }
 

@@ -53,20 +53,20 @@ fn open(path: &Path) -> Result<fs::File> {
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                RotateError::UnsafeStore {
+                RotateError::Store(crate::StoreError::UnsafeStore {
                     path: path.to_path_buf(),
                     reason: "is a symbolic link, not the store's lock file (remove it)".into(),
-                }
+                })
             } else {
                 RotateError::io(path, e)
             }
         })?;
     let meta = file.metadata().map_err(|e| RotateError::io(path, e))?;
     if !meta.is_file() {
-        return Err(RotateError::UnsafeStore {
+        return Err(RotateError::Store(crate::StoreError::UnsafeStore {
             path: path.to_path_buf(),
             reason: "is not a regular file, so not the store's lock file (remove it)".into(),
-        });
+        }));
     }
     check_owner_and_mode(path, &meta, effective_uid())?;
     // Created 0600 less the umask: set it exactly, so that a umask that
@@ -121,11 +121,11 @@ pub(super) fn exclusive(path: &Path, timeout: Duration) -> Result<Lock> {
         }
         let waited = started.elapsed();
         if waited >= timeout {
-            return Err(RotateError::LockTimeout {
+            return Err(RotateError::Store(crate::StoreError::LockTimeout {
                 path: path.to_path_buf(),
                 waited,
                 holder: read_holder(&file),
-            });
+            }));
         }
         std::thread::sleep(pause.min(timeout - waited));
         pause = (pause * 2).min(Duration::from_millis(200));

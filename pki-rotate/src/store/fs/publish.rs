@@ -31,7 +31,7 @@ impl FsStore {
                     let ours = meta.file_type().is_symlink()
                         && fs::read_link(&path).is_ok_and(|t| t == expected);
                     if !ours {
-                        return Err(RotateError::DamagedStore {
+                        return Err(RotateError::Store(crate::StoreError::DamagedStore {
                             found: describe(&path),
                             path,
                             expected: format!("its link to {}", expected.display()),
@@ -39,7 +39,7 @@ impl FsStore {
                                 of the committed files: move it away (the next pki command \
                                 recreates the link)"
                                 .into(),
-                        });
+                        }));
                     }
                     check_owner_and_mode(&path, &meta, effective_uid())?;
                 }

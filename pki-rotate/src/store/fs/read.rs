@@ -43,10 +43,10 @@ impl FsStore {
             }
             Ok(None) => match lock::try_shared(&path) {
                 Ok(held) => Ok((held, None)),
-                Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+                Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => Err(e),
                 Err(_) => Ok((None, None)),
             },
-            Err(e @ RotateError::UnsafeStore { .. }) => Err(e),
+            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => Err(e),
             Err(_) => Ok((None, None)),
         }
     }
@@ -228,11 +228,13 @@ impl FsStore {
             ),
             None => format!("a regular file ({generation})"),
         };
-        let damaged = |found: String| RotateError::DamagedStore {
-            path: self.root.join(relative),
-            found,
-            expected: expected.clone(),
-            advice: DAMAGED_ADVICE.into(),
+        let damaged = |found: String| {
+            RotateError::Store(crate::StoreError::DamagedStore {
+                path: self.root.join(relative),
+                found,
+                expected: expected.clone(),
+                advice: DAMAGED_ADVICE.into(),
+            })
         };
         let walked = current.tree.get(relative);
         if walked.is_none_or(|w| w.kind != Kind::File) {
@@ -282,12 +284,12 @@ impl FsStore {
             let walked = &relative[..end];
             if current.tree.get(walked).is_none_or(|e| e.kind != Kind::Dir) {
                 let path = current.dir.join(walked);
-                return Err(RotateError::DamagedStore {
+                return Err(RotateError::Store(crate::StoreError::DamagedStore {
                     path: self.root.join(walked),
                     found: describe(&path),
                     expected: format!("a directory ({})", current.name()),
                     advice: DAMAGED_ADVICE.into(),
-                });
+                }));
             }
         }
         Ok(())

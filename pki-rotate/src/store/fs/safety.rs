@@ -35,10 +35,10 @@ pub(super) fn check_owner_and_mode(path: &Path, meta: &Metadata, euid: Option<u3
     if let Some(euid) = euid
         && meta.uid() != euid
     {
-        return Err(RotateError::UnsafeStore {
+        return Err(RotateError::Store(crate::StoreError::UnsafeStore {
             path: path.to_path_buf(),
             reason: format!("is owned by uid {}, but pki runs as uid {euid}", meta.uid()),
-        });
+        }));
     }
     let writable = meta.mode() & 0o022;
     if !meta.file_type().is_symlink() && writable != 0 {
@@ -47,13 +47,13 @@ pub(super) fn check_owner_and_mode(path: &Path, meta: &Metadata, euid: Option<u3
             0o002 => "others",
             _ => "group and others",
         };
-        return Err(RotateError::UnsafeStore {
+        return Err(RotateError::Store(crate::StoreError::UnsafeStore {
             path: path.to_path_buf(),
             reason: format!(
                 "is writable by {who} (mode {:04o}); make it 0700 (chmod go-w)",
                 meta.mode() & 0o7777
             ),
-        });
+        }));
     }
     Ok(())
 }
