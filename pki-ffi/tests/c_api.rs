@@ -275,3 +275,92 @@ fn root_readme_c_example_compiles_and_runs() {
     assert!(store.join("certs/web/tls.crt").is_file());
     assert!(store.join("targets/node-1").is_dir());
 }
+
+/// Every `pki_…`/`PKI_…` name `pki.h` declares outside its comments:
+/// functions, types, enumerations and their values, constants.
+fn header_names() -> std::collections::BTreeSet<String> {
+    let header = std::fs::read_to_string(ffi_dir().join("include/pki.h")).expect("read pki.h");
+    let mut code = String::with_capacity(header.len());
+    let mut rest = header.as_str();
+    while let Some(start) = rest.find("/*") {
+        code.push_str(&rest[..start]);
+        let end = rest[start..].find("*/").expect("a closed comment");
+        rest = &rest[start + end + 2..];
+    }
+    code.push_str(rest);
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| w.starts_with("pki_") || w.starts_with("PKI_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The C names a document uses, with their line numbers: every word that
+/// starts with `pki_` or `PKI_` (so `pki_x(` in C examples and `` `pki_x` ``
+/// in the text alike), except Rust paths (`pki_rotate::…`) and words that
+/// only contain one (`libpki_ffi.a`). A name followed by `*`
+/// (`PKI_RESULT_SET_*`) is a prefix.
+fn c_names(text: &str) -> Vec<(usize, String)> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut names = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut at = 0;
+        while let Some(found) = line[at..].find(['p', 'P']).map(|i| at + i) {
+            let end = line[found..]
+                .find(|c: char| !ident(c))
+                .map_or(line.len(), |i| found + i);
+            let word = &line[found..end];
+            let after = &line[end..];
+            let inside_a_word = line[..found].ends_with(ident);
+            if !inside_a_word
+                && (word.starts_with("pki_") || word.starts_with("PKI_"))
+                && word.len() > 4
+                && !after.starts_with("::")
+            {
+                let prefix = if after.starts_with('*') { "*" } else { "" };
+                names.push((n + 1, format!("{word}{prefix}")));
+            }
+            at = end.max(found + 1);
+        }
+    }
+    names
+}
+
+#[test]
+fn readmes_name_only_c_functions_types_and_constants_the_header_declares() {
+    // Not C names: the workspace's crates and environment variables of the
+    // CLI (its hooks') and the tests.
+    const NOT_C: &[&str] = &[
+        "pki_core",
+        "pki_rotate",
+        "pki_etcd",
+        "pki_ffi",
+        "PKI_ETCD_BIN",
+        "PKI_UPDATE_DOCS",
+        "PKI_CRED_NAME",
+        "PKI_CRED_ROTATION",
+        "PKI_CRED_ATTEMPT",
+    ];
+    let declared = header_names();
+    assert!(declared.contains("pki_signer_step") && declared.contains("PKI_RESULT_OK"));
+    let mut stale = Vec::new();
+    for readme in ["README.md", "pki-ffi/README.md"] {
+        let text = std::fs::read_to_string(workspace_root().join(readme))
+            .unwrap_or_else(|e| panic!("read {readme}: {e}"));
+        for (line, name) in c_names(&text) {
+            let known = match name.strip_suffix('*') {
+                Some(prefix) => declared.iter().any(|d| d.starts_with(prefix)),
+                None => declared.contains(&name) || NOT_C.contains(&name.as_str()),
+            };
+            if !known {
+                stale.push(format!("{readme}:{line}: `{name}`"));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "names that pki.h does not declare (rewrite them in terms of the current surface):\n{}",
+        stale.join("\n")
+    );
+}
