@@ -4,46 +4,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use pki_rotate::Document as _;
 use pki_rotate::{
-    Driver, Engine, Files, ForcedRotation, FsStore, LeafRequest, MemoryStore, Revision,
-    RotateError, SignerEngine, SignerInput, SignerPolicy, SignerState, Store,
+    Driver, Engine, Files, ForcedRotation, FsStore, MemoryStore, Revision, RotateError,
+    SignerEngine, SignerInput, SignerPolicy, SignerState, Store,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use time::{Duration, OffsetDateTime, macros::datetime};
+use support::fs::{KEY, T0, rng, rotation_time};
+use time::{Duration, OffsetDateTime};
 
-// 2026-01-01: the day every signer here is created.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-const KEY: &str = "signer";
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
-
+/// The signer every test starts from: a CA and its leaf `web`.
 fn initial() -> SignerState {
-    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
-    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
-        .unwrap();
-    SignerEngine::step(&s, &SignerInput::default(), T0, &mut rng(2))
-        .unwrap()
-        .into_document()
+    support::fs::initial(1)
 }
 
 fn memory_store(s: &SignerState) -> MemoryStore {
     let store = MemoryStore::new();
     Driver::new(&store).create::<SignerEngine>(KEY, s).unwrap();
     store
-}
-
-fn rotation_time(s: &SignerState) -> OffsetDateTime {
-    s.rotation_due_at(&s.policy) + Duration::days(1)
 }
 
 #[test]
@@ -172,21 +153,48 @@ fn a_document_that_keeps_changing_ends_in_too_many_conflicts() {
     assert!(SignerState::from_files(&files).unwrap().history.is_empty());
 }
 
-/// A store whose writes fail: a broken backend, not a conflict.
-struct BrokenWrites(MemoryStore, AtomicUsize);
+/// How the writes of a [`FaultyWrites`] store fail.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// A broken backend, not a conflict: nothing is written.
+    Broken,
+    /// The write lands but its answer is lost: an unknown outcome.
+    LostReply,
+}
 
-impl Store for BrokenWrites {
+/// A store whose writes fail with its [`Fault`], counting them.
+struct FaultyWrites(MemoryStore, AtomicUsize, Fault);
+
+impl Store for FaultyWrites {
     fn location(&self) -> String {
-        "broken".into()
+        match self.2 {
+            Fault::Broken => "broken".into(),
+            Fault::LostReply => "lossy".into(),
+        }
     }
     fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
         self.0.get(key)
     }
-    fn put(&self, _: &str, _: Option<&Revision>, _: &Files) -> pki_rotate::Result<Revision> {
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
         self.1.fetch_add(1, Ordering::SeqCst);
-        Err(RotateError::Store(pki_rotate::StoreError::Backend {
-            store: "broken".into(),
-            source: "connection refused".into(),
+        Err(RotateError::Store(match self.2 {
+            Fault::Broken => pki_rotate::StoreError::Backend {
+                store: self.location(),
+                source: "connection refused".into(),
+            },
+            Fault::LostReply => {
+                self.0.put(key, expected, files)?;
+                pki_rotate::StoreError::UnknownOutcome {
+                    store: self.location(),
+                    key: key.into(),
+                    detail: "no answer".into(),
+                }
+            }
         }))
     }
 }
@@ -194,7 +202,7 @@ impl Store for BrokenWrites {
 #[test]
 fn a_broken_backend_is_reported_at_once_not_retried() {
     let s = initial();
-    let store = BrokenWrites(memory_store(&s), AtomicUsize::new(0));
+    let store = FaultyWrites(memory_store(&s), AtomicUsize::new(0), Fault::Broken);
     let err = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &SignerInput::default(), rotation_time(&s), &mut rng(8))
         .unwrap_err();
@@ -209,37 +217,10 @@ fn a_broken_backend_is_reported_at_once_not_retried() {
     assert_eq!(store.1.load(Ordering::SeqCst), 1);
 }
 
-/// A store whose writes land but whose answers are lost: the write is
-/// applied, then reported as an unknown outcome.
-struct LostReplies(MemoryStore, AtomicUsize);
-
-impl Store for LostReplies {
-    fn location(&self) -> String {
-        "lossy".into()
-    }
-    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        self.0.get(key)
-    }
-    fn put(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-    ) -> pki_rotate::Result<Revision> {
-        self.1.fetch_add(1, Ordering::SeqCst);
-        self.0.put(key, expected, files)?;
-        Err(RotateError::Store(pki_rotate::StoreError::UnknownOutcome {
-            store: "lossy".into(),
-            key: key.into(),
-            detail: "no answer".into(),
-        }))
-    }
-}
-
 #[test]
 fn a_write_that_may_have_landed_is_reported_not_retried_and_a_rerun_is_nothing_to_do() {
     let s = initial();
-    let store = LostReplies(memory_store(&s), AtomicUsize::new(0));
+    let store = FaultyWrites(memory_store(&s), AtomicUsize::new(0), Fault::LostReply);
     let input = SignerInput::forced(ForcedRotation::new("key ceremony"));
     let err = Driver::new(&store)
         .step::<SignerEngine, _>(KEY, &input, T0 + Duration::days(1), &mut rng(8))

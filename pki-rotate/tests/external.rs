@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use pki_core::{
     Bundle, CaImport, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile,
 };
@@ -12,49 +14,13 @@ use pki_rotate::{
     Driver, ExternalEngine, ExternalInput, LeafRequest, MemoryStore, Replacement, RotateError,
     RotationReason, SignerEngine, SignerInput, SignerPolicy, SignerState, Store,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
-use time::{Duration, OffsetDateTime, macros::datetime};
+use support::seed::{T0, rng, root};
+use time::{Duration, OffsetDateTime};
 
-// 2026-01-01: the day every CA here is made.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 const KEY: &str = "signer";
 
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
-
-fn root(cn: &str, days: i64, seed: u64) -> CertificateAuthority {
-    CertificateAuthority::generate_root(
-        cn,
-        KeyAlgorithm::EcdsaP256,
-        T0,
-        Duration::days(days),
-        &mut rng(seed),
-    )
-    .unwrap()
-}
-
 fn under(issuer: &CertificateAuthority, cn: &str, path_len: u8, seed: u64) -> CertificateAuthority {
-    let mut r = rng(seed);
-    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
-    let params = CertificateParams::new(
-        Profile::IntermediateCa {
-            path_len: Some(path_len),
-        },
-        cn,
-        T0,
-        Duration::days(700),
-    )
-    .unwrap();
-    let cert = issuer
-        .issue(&params, &key.public_key().unwrap(), &mut r)
-        .unwrap();
-    CertificateAuthority::new(cert, key).unwrap()
+    sub_ca(issuer, cn, Some(path_len), seed)
 }
 
 fn import_of(ca: &CertificateAuthority, chain: &[&CertificateAuthority]) -> CaImport {

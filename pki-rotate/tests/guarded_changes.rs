@@ -6,26 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use pki_rotate::preflight::Side;
 use pki_rotate::status::{Health, PendingAction, SignerStatus};
 use pki_rotate::{
     Engine, Event, ForcedRotation, LeafChange, LeafKind, LeafReason, LeafRequest, RotateError,
     SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
-use time::{Duration, OffsetDateTime, macros::datetime};
-
-// 2026-01-01: the day the signer is created in every case.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
+use support::seed::{T0, rng};
+use time::{Duration, OffsetDateTime};
 
 fn step(
     s: &SignerState,

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use pki_core::{KeyAlgorithm, PrivateKey};
 use pki_rotate::Document as _;
 use pki_rotate::keyring::document::{ACTIVE_KEY, JWKS, PUBLIC_PEM, STATE_FILE};
@@ -11,23 +13,12 @@ use pki_rotate::{
     Driver, Engine, FsStore, ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingInput,
     KeyRingPolicy, MemoryStore, RotateError, Store,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use time::{Duration, OffsetDateTime, macros::datetime};
+use support::seed::{T0, rng};
+use time::{Duration, OffsetDateTime};
 
 const KEY: &str = "keys";
-/// 2026-01-01T00:00:00Z: the ring is created then.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
 
 fn policy() -> KeyRingPolicy {
     KeyRingPolicy {

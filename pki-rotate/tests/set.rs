@@ -9,7 +9,7 @@ mod support;
 
 use pki_rotate::Document as _;
 use pki_rotate::set::{ImportedCa, fingerprint, material};
-use pki_rotate::{Engine, RotateError, SetEngine, SetInput, SetState, SetStep};
+use pki_rotate::{Engine, SetEngine, SetError, SetInput, SetState, SetStep};
 use std::collections::BTreeSet;
 use time::Duration;
 
@@ -47,14 +47,8 @@ fn full_rotation_moves_client_certs_then_serving_certs_then_trust() {
     // Serving certificates stay on the old CAs in trust-both.
     assert_eq!(issuer_of(&s, "kube-apiserver"), old_cluster);
     // Advance is gated.
-    let err = advance(&s, t1, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(advance(&s, t1, &mut r));
+    assert!(matches!(err, SetError::StepBlocked { .. }), "{err}");
     assert!(err.to_string().contains("node-1"), "{err}");
     let s = ack_all(&s, t1, &mut r);
     let s = advance(&s, t1, &mut r).unwrap();
@@ -118,14 +112,14 @@ fn each_step_only_from_its_predecessor() {
             reason: "x".into(),
         },
     ] {
-        let err = step(&s, input, T0, &mut r).unwrap_err();
+        let err = set_error(step(&s, input, T0, &mut r));
         assert!(
             matches!(
                 err,
-                RotateError::Set(pki_rotate::SetError::WrongStep {
+                SetError::WrongStep {
                     step: SetStep::Idle,
                     ..
-                })
+                }
             ),
             "{err}"
         );
@@ -180,7 +174,7 @@ fn failed_target_blocks_until_retried_and_acked() {
     let err = advance(&s, T0, &mut r).unwrap_err();
     assert!(err.to_string().contains("puppet apply failed"), "{err}");
     let fp = s.expected_fingerprint("node-1").unwrap();
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Ack {
             target: "node-1".into(),
@@ -188,15 +182,8 @@ fn failed_target_blocks_until_retried_and_acked() {
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::TargetFailed { .. })
-        ),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::TargetFailed { .. }), "{err}");
     let s = step(
         &s,
         SetInput::Retry {
@@ -210,14 +197,8 @@ fn failed_target_blocks_until_retried_and_acked() {
     // longer counts, even though its files did not change.
     assert!(!s.is_loaded("node-1"));
     assert_eq!(s.status(T0).targets["node-1"].progress, "pending");
-    let err = advance(&s, T0, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(advance(&s, T0, &mut r));
+    assert!(matches!(err, SetError::StepBlocked { .. }), "{err}");
     assert!(err.to_string().contains("node-1"), "{err}");
     let s = ack(&s, "node-1", T0, &mut r);
     assert!(s.is_loaded("node-1"));
@@ -241,7 +222,7 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
     let s0 = gep18(4);
     let old_fp = s0.expected_fingerprint("node-1").unwrap();
     let s = start(&s0, false, T0, &mut r);
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Ack {
             target: "node-1".into(),
@@ -249,15 +230,8 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::StaleFingerprint { .. })
-        ),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::StaleFingerprint { .. }), "{err}");
     let s = ack(&s, "node-1", T0, &mut r);
     let fp = s.expected_fingerprint("node-1").unwrap();
     let again = SetEngine::step(
@@ -271,7 +245,7 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
     )
     .unwrap();
     assert!(!again.changed(), "a repeated ack changes nothing");
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Ack {
             target: "nobody".into(),
@@ -279,15 +253,8 @@ fn stale_fingerprint_is_refused_and_current_ack_is_idempotent() {
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::UnknownTarget(_))
-        ),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::UnknownTarget(_)), "{err}");
 }
 
 #[test]
@@ -329,7 +296,7 @@ fn a_new_ca_valid_for_less_than_a_day_is_refused() {
         &mut r,
     )
     .unwrap();
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Start {
             reason: "import".into(),
@@ -342,15 +309,8 @@ fn a_new_ca_valid_for_less_than_a_day_is_refused() {
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::CaRefused { .. })
-        ),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::CaRefused { .. }), "{err}");
     assert!(err.to_string().contains("more than 24 hours"), "{err}");
     // Valid for 30 days: more than a day but not longer than the 90-day leaves.
     let month = CertificateAuthority::generate_root(
@@ -481,25 +441,13 @@ fn unknown_ca_role_mismatch_and_bad_names_are_typed_errors() {
             name: "Bad Name".into(),
             spec: spec("metrics", true, false, "x.example", "t"),
         },
-        SetInput::Target {
-            name: "t".into(),
-            trusts: Some(set_of(&["front-proxy"])),
-            client_ca: None,
-        },
-        SetInput::Target {
-            name: "t".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["unknown"])),
-        },
+        target("t", Some(&["front-proxy"]), None),
+        target("t", None, Some(&["unknown"])),
     ];
     for input in bad {
-        let err = step(&s, input.clone(), T0, &mut r).unwrap_err();
+        let err = set_error(step(&s, input.clone(), T0, &mut r));
         assert!(
-            matches!(
-                err,
-                RotateError::Set(pki_rotate::SetError::UnknownCa(_))
-                    | RotateError::Set(pki_rotate::SetError::Invalid(_))
-            ),
+            matches!(err, SetError::UnknownCa(_) | SetError::Invalid(_)),
             "{input:?}: {err}"
         );
     }
@@ -590,7 +538,7 @@ fn set_leaf_dns_names_follow_the_signers_rules() {
         ("10.0.0.1", "IP address"),
         ("a\u{7}b.example", "control character"),
     ] {
-        let err = step(
+        let err = set_error(step(
             &s,
             SetInput::Issue {
                 replace: false,
@@ -599,12 +547,8 @@ fn set_leaf_dns_names_follow_the_signers_rules() {
             },
             T0,
             &mut r,
-        )
-        .unwrap_err();
-        assert!(
-            matches!(err, RotateError::Set(pki_rotate::SetError::Invalid(_))),
-            "{dns}: {err}"
-        );
+        ));
+        assert!(matches!(err, SetError::Invalid(_)), "{dns}: {err}");
         assert!(err.to_string().contains(why), "{dns}: {err}");
     }
     step(

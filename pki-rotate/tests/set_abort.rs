@@ -6,7 +6,7 @@ use pki_core::Bundle;
 mod support;
 
 use pki_rotate::Document as _;
-use pki_rotate::{Driver, MemoryStore, RotateError, SetEngine, SetInput, SetState, SetStep, Store};
+use pki_rotate::{Driver, MemoryStore, SetEngine, SetError, SetInput, SetState, SetStep, Store};
 use time::Duration;
 
 use support::set::*;
@@ -41,12 +41,9 @@ fn abort_from_each_step_lands_on_its_safe_target() {
         let s = step(&s, abort(), T0, &mut r).unwrap();
         assert_eq!(s.step(), expect, "abort after {advances} advances");
         assert_eq!(s.abort_target(), None);
-        let err = step(&s, abort(), T0, &mut r).unwrap_err();
+        let err = set_error(step(&s, abort(), T0, &mut r));
         assert!(
-            matches!(
-                err,
-                RotateError::Set(pki_rotate::SetError::WrongStep { .. })
-            ),
+            matches!(err, SetError::WrongStep { .. }),
             "abort twice: {err}"
         );
         if expect == SetStep::Reverting {
@@ -122,14 +119,8 @@ fn abort_after_client_certs_moved_reverts_them_and_ends_idle_on_the_old_cas() {
     assert!(reverting.cas().values().all(|c| c.next.is_some()));
     let err = step(&reverting, abort(), T0, &mut r).unwrap_err();
     assert!(err.to_string().contains("already reverting"), "{err}");
-    let err = advance(&reverting, T0, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(advance(&reverting, T0, &mut r));
+    assert!(matches!(err, SetError::StepBlocked { .. }), "{err}");
     let acked = ack_all(&reverting, T0, &mut r);
     let idle = advance(&acked, T0, &mut r).unwrap();
     assert_eq!(idle.step(), SetStep::Idle);
@@ -200,8 +191,8 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     let old = s.clone();
     assert_eq!(s.abort_target(), Some(SetStep::Completed));
     // Nobody loaded trust-new: completing would strand every target.
-    let err = step(&s, abort(), T0, &mut r).unwrap_err();
-    let RotateError::Set(pki_rotate::SetError::AbortStrands { stranded, to, .. }) = &err else {
+    let err = set_error(step(&s, abort(), T0, &mut r));
+    let SetError::AbortStrands { stranded, to, .. } = &err else {
         panic!("{err}");
     };
     assert_eq!(*to, SetStep::Completed);
@@ -212,24 +203,20 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
         .iter()
         .fold(s, |s, t| ack(&s, t, T0, &mut r));
     assert_eq!(s.status(T0).abort_strands, ["node-1"]);
-    let err = step(&s, abort(), T0, &mut r).unwrap_err();
+    let err = set_error(step(&s, abort(), T0, &mut r));
     assert!(
-        matches!(&err, RotateError::Set(pki_rotate::SetError::AbortStrands { stranded, .. }) if stranded == "node-1"),
+        matches!(&err, SetError::AbortStrands { stranded, .. } if stranded == "node-1"),
         "{err}"
     );
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Abort {
             override_reason: Some("  ".into()),
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(err, RotateError::Set(pki_rotate::SetError::Invalid(_))),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::Invalid(_)), "{err}");
     // With a reason it rolls forward, recorded like an advance override.
     let t2 = T0 + Duration::hours(5);
     let done = step(
@@ -267,14 +254,14 @@ fn abort_in_trust_new_rolls_forward_only_once_no_target_is_stranded() {
     }
     assert!(files.iter().all(|(p, _)| !p.contains("/next-")));
     // Abort twice: nothing runs any more.
-    let err = step(&done, abort(), T0, &mut r).unwrap_err();
+    let err = set_error(step(&done, abort(), T0, &mut r));
     assert!(
         matches!(
             err,
-            RotateError::Set(pki_rotate::SetError::WrongStep {
+            SetError::WrongStep {
                 step: SetStep::Completed,
                 ..
-            })
+            }
         ),
         "{err}"
     );
@@ -291,15 +278,7 @@ fn a_refused_abort_leaves_the_store_unchanged() {
     }
     driver.create::<SetEngine>("set", &s).unwrap();
     let before = store.get("set").unwrap().unwrap();
-    let err = driver
-        .step::<SetEngine, _>("set", &abort(), T0, &mut r)
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::AbortStrands { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(driver.step::<SetEngine, _>("set", &abort(), T0, &mut r));
+    assert!(matches!(err, SetError::AbortStrands { .. }), "{err}");
     assert_eq!(store.get("set").unwrap().unwrap(), before);
 }

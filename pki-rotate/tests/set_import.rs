@@ -10,7 +10,7 @@ mod support;
 
 use pki_rotate::Document as _;
 use pki_rotate::set::ImportedCa;
-use pki_rotate::{RotateError, SetInput, SetState, SetStep};
+use pki_rotate::{SetError, SetInput, SetState, SetStep};
 use rand_chacha::ChaCha20Rng;
 use time::{Duration, OffsetDateTime, macros::datetime};
 
@@ -30,14 +30,8 @@ fn importing_the_ca_in_use_as_the_new_one_is_refused() {
         }],
         one_at_a_time: false,
     };
-    let err = step(&s, import(current.clone()), T0, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::CaRefused { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(step(&s, import(current.clone()), T0, &mut r));
+    assert!(matches!(err, SetError::CaRefused { .. }), "{err}");
     assert!(err.to_string().contains("key of the CA in use"), "{err}");
     // A new certificate on the same key is the same CA for this purpose.
     let cert = pki_core::CertificateParams::new(
@@ -50,28 +44,16 @@ fn importing_the_ca_in_use_as_the_new_one_is_refused() {
     .self_signed(&current.key, &mut r)
     .unwrap();
     let renewed = CertificateAuthority::new(cert, current.key.clone()).unwrap();
-    let err = step(&s, import(renewed), T0, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::CaRefused { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(step(&s, import(renewed), T0, &mut r));
+    assert!(matches!(err, SetError::CaRefused { .. }), "{err}");
     // After a rotation the split client CA is in use too.
     let mut done = start(&s, false, T0, &mut r);
     for _ in 0..3 {
         done = advance(&ack_all(&done, T0, &mut r), T0, &mut r).unwrap();
     }
     let client = done.cas()["etcd"].current.client_signer.clone().unwrap();
-    let err = step(&done, import(client), T0, &mut r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::CaRefused { .. })
-        ),
-        "{err}"
-    );
+    let err = set_error(step(&done, import(client), T0, &mut r));
+    assert!(matches!(err, SetError::CaRefused { .. }), "{err}");
 }
 
 /// An organisation's root, valid `root_days` from `at`, and under it an
@@ -296,14 +278,8 @@ fn imports_the_engine_cannot_use_are_refused_naming_the_ca() {
     let mut r = rng(42);
     let s = gep18(42);
     let refused = |import: ImportedCa, r: &mut ChaCha20Rng| {
-        let err = step(&s, start_with(vec![import]), T0, r).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RotateError::Set(pki_rotate::SetError::CaRefused { .. })
-            ),
-            "{err}"
-        );
+        let err = set_error(step(&s, start_with(vec![import]), T0, r));
+        assert!(matches!(err, SetError::CaRefused { .. }), "{err}");
         assert!(err.to_string().contains("\"cluster\""), "{err}");
         err.to_string()
     };

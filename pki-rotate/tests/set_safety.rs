@@ -9,7 +9,8 @@ mod support;
 
 use pki_core::KeyAlgorithm;
 use pki_rotate::{
-    Driver, Engine, MemoryStore, RotateError, SetEngine, SetEvent, SetInput, SetState, SetStep,
+    Driver, Engine, MemoryStore, RotateError, SetEngine, SetError, SetEvent, SetInput, SetState,
+    SetStep,
 };
 use std::collections::BTreeSet;
 use support::set::*;
@@ -53,21 +54,9 @@ fn two_verifiers(seed: u64) -> SetState {
             name: "kubelet".into(),
             spec: spec("cluster", false, true, "", "node-1"),
         },
-        SetInput::Target {
-            name: "api".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["cluster"])),
-        },
-        SetInput::Target {
-            name: "proxy".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["cluster"])),
-        },
-        SetInput::Target {
-            name: "node-1".into(),
-            trusts: Some(set_of(&["cluster"])),
-            client_ca: None,
-        },
+        target("api", None, Some(&["cluster"])),
+        target("proxy", None, Some(&["cluster"])),
+        target("node-1", Some(&["cluster"]), None),
     ];
     let mut s = s;
     for input in inputs {
@@ -138,7 +127,7 @@ fn the_guard_takes_a_pending_server_to_hold_what_it_last_acknowledged() {
     );
     // Without an override nothing moves the kubelet early: the same
     // request refused is the guard, shown by the gate.
-    let blocked = step(
+    let blocked = set_error(step(
         &start(&two_verifiers(2), false, T0, &mut r),
         SetInput::Advance {
             override_reason: None,
@@ -146,15 +135,8 @@ fn the_guard_takes_a_pending_server_to_hold_what_it_last_acknowledged() {
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            blocked,
-            RotateError::Set(pki_rotate::SetError::StepBlocked { .. })
-        ),
-        "{blocked}"
-    );
+    ));
+    assert!(matches!(blocked, SetError::StepBlocked { .. }), "{blocked}");
 }
 
 #[test]
@@ -210,7 +192,7 @@ fn advance_from_a_step_already_left_is_nothing_to_do_and_from_a_future_step_is_r
     let rerun = SetEngine::step(&s, &from_trust_both, T0, &mut r).unwrap();
     assert!(!rerun.changed());
     assert!(already_done(&rerun.events));
-    let err = step(
+    let err = set_error(step(
         &s,
         SetInput::Advance {
             override_reason: None,
@@ -218,15 +200,8 @@ fn advance_from_a_step_already_left_is_nothing_to_do_and_from_a_future_step_is_r
         },
         T0,
         &mut r,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RotateError::Set(pki_rotate::SetError::WrongStep { .. })
-        ),
-        "{err}"
-    );
+    ));
+    assert!(matches!(err, SetError::WrongStep { .. }), "{err}");
 }
 
 #[test]
@@ -298,11 +273,7 @@ fn repeating_an_issue_a_target_change_or_an_ack_changes_nothing() {
         name: "kubelet".into(),
         spec: spec("cluster", false, true, "", "node-1"),
     };
-    let same_target = SetInput::Target {
-        name: "api".into(),
-        trusts: None,
-        client_ca: Some(set_of(&["cluster"])),
-    };
+    let same_target = target("api", None, Some(&["cluster"]));
     for input in [same_leaf, same_target] {
         let out = SetEngine::step(&s, &input, T0, &mut r).unwrap();
         assert!(!out.changed(), "{input:?}");
@@ -317,7 +288,7 @@ fn repeating_an_issue_a_target_change_or_an_ack_changes_nothing() {
     };
     assert!(matches!(
         SetEngine::step(&started, &again, T0, &mut r).unwrap_err(),
-        RotateError::Set(pki_rotate::SetError::WrongStep { .. })
+        RotateError::Set(SetError::WrongStep { .. })
     ));
     let acked = ack(&started, "api", T0, &mut r);
     let fp = acked.expected_fingerprint("api").unwrap();

@@ -2,28 +2,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pki_core::{KeyAlgorithm, issued_by};
 mod support;
 
+use pki_core::{KeyAlgorithm, issued_by};
 use pki_rotate::{
     Event, ForcedRotation, LeafReason, LeafRequest, RotateError, RotationReason, SignerPolicy,
     SignerState,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use support::engine::{apply, plan, reconcile};
+use support::seed::{T0, rng};
 use time::{Duration, OffsetDateTime, macros::datetime};
-
-// 2026-01-01: the day the signer is created in every case.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
 
 fn signer() -> SignerState {
     let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();

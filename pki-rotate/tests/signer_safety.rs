@@ -5,40 +5,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pki_core::{CaImport, CertificateAuthority, KeyAlgorithm};
+mod support;
+
+use pki_core::{CaImport, CertificateAuthority};
 use pki_rotate::external::ServiceAccountKeys;
 use pki_rotate::{
     Driver, Engine, Event, ExternalEngine, ExternalInput, ForcedRotation, LeafRequest, MemoryStore,
     Replacement, Revision, RotateError, SignerEngine, SignerInput, SignerPolicy, SignerState,
     Store,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use time::{Duration, OffsetDateTime, macros::datetime};
+use support::seed::{T0, rng, root};
+use time::Duration;
 
-// 2026-01-01: the signer is made.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 const KEY: &str = "signer";
 
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
-
 fn self_signed(cn: &str, seed: u64) -> CertificateAuthority {
-    CertificateAuthority::generate_root(
-        cn,
-        KeyAlgorithm::EcdsaP256,
-        T0,
-        Duration::days(800),
-        &mut rng(seed),
-    )
-    .unwrap()
+    root(cn, 800, seed)
 }
 
 fn to(ca: &CertificateAuthority, force: Option<&str>) -> ExternalInput {

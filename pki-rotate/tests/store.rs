@@ -4,57 +4,28 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use pki_rotate::signer::document::{CA_BUNDLE, SIGNER_CERT, SIGNER_KEY, STATE_FILE};
 use pki_rotate::{
     Driver, File, Files, FsStore, LeafRequest, Revision, RotateError, SignerEngine, SignerInput,
     SignerPolicy, SignerState, Store,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use time::{Duration, OffsetDateTime, macros::datetime};
+use support::fs::{KEY, T0, create, rng, rotation_time};
+use time::{Duration, OffsetDateTime};
 
-// 2026-01-01: the day every signer here is created.
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-const KEY: &str = "signer";
-
-fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
-
+/// The signer every test starts from: a CA and its leaf `web`.
 fn initial() -> SignerState {
-    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
-    s.request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
-        .unwrap();
-    let outcome = pki_rotate::signer::apply(
-        &s,
-        pki_rotate::signer::plan(&s, &SignerInput::default(), T0).unwrap(),
-        &mut rng(2),
-    )
-    .unwrap();
-    outcome.into_document()
-}
-
-fn create(dir: &Path, s: &SignerState) -> FsStore {
-    let store = FsStore::open_or_create(dir).unwrap();
-    Driver::new(&store).create::<SignerEngine>(KEY, s).unwrap();
-    store
+    support::fs::initial(1)
 }
 
 fn load(store: &FsStore) -> (SignerState, Revision) {
     Driver::new(store).load::<SignerEngine>(KEY).unwrap()
-}
-
-fn rotation_time(s: &SignerState) -> OffsetDateTime {
-    s.rotation_due_at(&s.policy) + Duration::days(1)
 }
 
 /// The published files, read through the links as a consumer would.

@@ -7,23 +7,12 @@
 use pki_rotate::{
     Driver, FsStore, LeafRequest, RotateError, SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::path::Path;
-use time::{Duration, OffsetDateTime, macros::datetime};
+use time::{Duration, OffsetDateTime};
 
-// 2026-01-01: the day every signer here is created.
-pub const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+pub use super::seed::{T0, rng};
 
 pub const KEY: &str = "signer";
-
-pub fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
 
 pub fn initial(seed: u64) -> SignerState {
     let mut s =

@@ -2,5 +2,6 @@
 
 pub mod engine;
 pub mod fs;
+pub mod seed;
 pub mod set;
 pub mod tree;

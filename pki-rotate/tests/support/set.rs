@@ -2,26 +2,16 @@
 //! engine called one request at a time, and what a target holds and
 //! verifies.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pki_core::{Bundle, Certificate, KeyAlgorithm, Purpose, VerifyOptions, verify_chain};
 use pki_rotate::set::material;
-use pki_rotate::{Engine, LeafSpec, Roles, SetEngine, SetInput, SetState};
+use pki_rotate::{Engine, LeafSpec, Roles, RotateError, SetEngine, SetError, SetInput, SetState};
 use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};
-use time::{Duration, OffsetDateTime, macros::datetime};
+use time::{Duration, OffsetDateTime};
 
-/// 2026-01-01: the set is created.
-pub const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
-
-pub fn rng(seed: u64) -> ChaCha20Rng {
-    // Keys and signatures from this stream: the same seed, the same output.
-    pki_core::CryptoProvider::rust_crypto()
-        .install_default()
-        .expect("only the deterministic provider is installed in tests");
-    ChaCha20Rng::seed_from_u64(seed)
-}
+pub use super::seed::{T0, rng};
 
 pub fn roles(s: &str) -> Roles {
     s.parse().unwrap()
@@ -98,26 +88,14 @@ pub fn gep18(seed: u64) -> SetState {
             name: "metrics-server".into(),
             spec: spec("metrics", true, false, "metrics.example", "metrics"),
         },
-        SetInput::Target {
-            name: "control-plane".into(),
-            trusts: Some(set_of(&["etcd", "metrics"])),
-            client_ca: Some(set_of(&["cluster"])),
-        },
-        SetInput::Target {
-            name: "etcd".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["etcd"])),
-        },
-        SetInput::Target {
-            name: "node-1".into(),
-            trusts: Some(set_of(&["cluster"])),
-            client_ca: None,
-        },
-        SetInput::Target {
-            name: "metrics".into(),
-            trusts: None,
-            client_ca: Some(set_of(&["front-proxy"])),
-        },
+        target(
+            "control-plane",
+            Some(&["etcd", "metrics"]),
+            Some(&["cluster"]),
+        ),
+        target("etcd", None, Some(&["etcd"])),
+        target("node-1", Some(&["cluster"]), None),
+        target("metrics", None, Some(&["front-proxy"])),
     ];
     for input in inputs {
         s = step(&s, input, T0, &mut r).unwrap();
@@ -132,6 +110,24 @@ pub fn step(
     r: &mut ChaCha20Rng,
 ) -> pki_rotate::Result<SetState> {
     Ok(SetEngine::step(s, &input, now, r)?.into_document())
+}
+
+/// A `Target` request: the CAs `name` trusts and those whose clients it
+/// accepts (`None`: unchanged).
+pub fn target(name: &str, trusts: Option<&[&str]>, client_ca: Option<&[&str]>) -> SetInput {
+    SetInput::Target {
+        name: name.into(),
+        trusts: trusts.map(set_of),
+        client_ca: client_ca.map(set_of),
+    }
+}
+
+/// `result` must be a refusal of the set engine; the refusal.
+pub fn set_error<T: std::fmt::Debug>(result: pki_rotate::Result<T>) -> SetError {
+    match result {
+        Err(RotateError::Set(e)) => e,
+        other => panic!("not a refusal of the set engine: {other:?}"),
+    }
 }
 
 pub fn start(s: &SetState, one: bool, now: OffsetDateTime, r: &mut ChaCha20Rng) -> SetState {
