@@ -39,6 +39,7 @@ mod import;
 mod issue;
 mod key;
 mod lineage;
+pub mod lint;
 pub mod pem;
 pub mod policy;
 mod provider;
