@@ -45,6 +45,7 @@ mod driver;
 mod engine;
 mod error;
 pub mod external;
+pub mod forecast;
 pub mod keyring;
 mod leaf;
 pub mod preflight;
