@@ -443,6 +443,17 @@ pub(crate) fn next_check(
     // so the first second the decision changes is one later.
     let due = state.rotation_due_at(policy);
     let mut t = due.checked_add(Duration::SECOND).unwrap_or(due);
+    // An imported CA is never rotated here (only its issuer can replace
+    // it): once its rotation time has passed it is no reason to wake, or a
+    // controller would wake at once, every time, until the CA's end.
+    let end = state.ca.cert.not_after();
+    if state.external.is_some()
+        && t <= now
+        && let Some(after_end) = end.checked_add(Duration::SECOND)
+        && after_end > now
+    {
+        t = after_end;
+    }
     let mut consider = |x: OffsetDateTime| {
         if x > now && x < t {
             t = x;
