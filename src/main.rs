@@ -18,7 +18,9 @@ mod init;
 mod inspect;
 mod issue;
 mod keys;
+mod lint;
 mod pin;
+mod plan;
 mod remove;
 mod renew;
 mod rotate;
@@ -333,6 +335,11 @@ enum Command {
         #[command(subcommand)]
         command: keys::KeysCommand,
     },
+    /// Find what breaks path builders in bundles and chains before they ship.
+    Lint(lint::LintArgs),
+    /// Simulate the store's rotations, bridge expiries and leaf refreshes
+    /// until a time, and the policy checks that would bite; writes nothing.
+    Plan(plan::PlanArgs),
     /// Walk through a whole rotation on a temporary store with a simulated clock.
     Demo {
         /// `set`: a CA set rotated in gated steps, with the mutual-TLS matrix per step.
@@ -651,6 +658,8 @@ fn run(cli: Cli) -> common::CliResult {
             now,
         }) => cred::status(&dir, json, check, now),
         Command::Keys { command } => keys::run(command),
+        Command::Lint(args) => lint::run(args),
+        Command::Plan(args) => plan::run(args),
     }
 }
 

@@ -54,6 +54,22 @@ pub enum EventKind {
     KeyRemoval,
 }
 
+impl EventKind {
+    /// The kind as printed: `rotation`, `bridge-expiry`…
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Rotation => "rotation",
+            EventKind::BridgeExpiry => "bridge-expiry",
+            EventKind::LeafRefresh => "leaf-refresh",
+            EventKind::PreviousCaUntrusted => "previous-ca-untrusted",
+            EventKind::BundlePrune => "bundle-prune",
+            EventKind::CaExpiry => "ca-expiry",
+            EventKind::KeyRotation => "key-rotation",
+            EventKind::KeyRemoval => "key-removal",
+        }
+    }
+}
+
 /// One thing that will happen.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ForecastEvent {
