@@ -56,6 +56,10 @@ impl From<RotateError> for CliError {
             | RotateError::Signer(pki_rotate::SignerError::ImportedCaRotation { .. }) => {
                 Some("use `pki rotate --to FILE`")
             }
+            // The signer's: `set`, `keys` and `cred` name their own init.
+            RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => {
+                Some("run `pki init` first")
+            }
             RotateError::Set(pki_rotate::SetError::UnknownTarget(_)) => {
                 Some("targets come from `pki set target` or `pki set issue --target`")
             }
