@@ -686,6 +686,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::from(common::exit_status()),
         Err(e) => {
             eprintln!("pki: {}", common::one_line(&e.message));
+            for detail in &e.details {
+                eprintln!("  {}", common::one_line(detail));
+            }
             ExitCode::from(e.status)
         }
     }

@@ -245,3 +245,119 @@ fn readme_credential_walkthrough_runs_as_written() {
         .unwrap();
     assert!(revoke.success());
 }
+
+/// A store made at T0 with the default policy (no reload interval), rotated
+/// once when due: the next rotation within 395d is held by the guard.
+fn rotated_store() -> (tempfile::TempDir, String) {
+    let (tmp, dir) = support::store::store(&[]);
+    support::cli::ok(&[
+        "rotate",
+        &dir,
+        "--now",
+        support::store::AFTER_ROTATION_POINT,
+    ]);
+    (tmp, dir)
+}
+
+#[test]
+fn a_refused_rotation_says_in_one_short_line_what_is_refused_and_the_flag_that_allows_it() {
+    let (tmp, dir) = rotated_store();
+    let before = support::cli::tree(tmp.path());
+    let args = [
+        "rotate",
+        dir.as_str(),
+        "--force",
+        "key ceremony",
+        "--now",
+        support::store::MONTH_LATER,
+    ];
+    let err = refused(&args);
+    let first = err.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "pki: rotation refused: within the reload interval (assumed 395d) of the previous rotation; to rotate anyway, pass --allow-trust-break REASON"
+    );
+    assert!(first.len() < 160, "{first}");
+    // Then who breaks and until when, why the interval is what it is, and
+    // the emergency choices, one indented line each.
+    let details: Vec<&str> = err.lines().skip(1).collect();
+    assert!(
+        details[0].starts_with("  clients still holding the bundle"),
+        "{err}"
+    );
+    assert!(
+        details[1].starts_with("  servers still presenting"),
+        "{err}"
+    );
+    assert!(
+        details.iter().any(|l| l.contains("--reload-interval")),
+        "{err}"
+    );
+    assert!(details.iter().any(|l| l.contains("--grace DUR")), "{err}");
+    assert_eq!(
+        before,
+        support::cli::tree(tmp.path()),
+        "a refused rotation wrote"
+    );
+}
+
+#[test]
+fn an_emergency_rotation_within_the_reload_interval_goes_ahead_and_is_recorded() {
+    for emergency in [vec!["--grace", "1h"], vec!["--compromised"]] {
+        let (_tmp, dir) = rotated_store();
+        let mut args = vec!["rotate", dir.as_str(), "--force", "key on a lost laptop"];
+        args.extend(&emergency);
+        args.extend(["--now", support::store::MONTH_LATER]);
+        let out = support::cli::ok(&args);
+        assert!(
+            out.contains("trust break accepted: bundle-of-two-rotations-ago"),
+            "{out}"
+        );
+        let status = support::store::status_json(&dir, support::store::MONTH_LATER);
+        let record = &status["history"][1];
+        assert_eq!(record["reason"]["reason"], "key on a lost laptop");
+        let overridden = record["overridden"].as_array().unwrap();
+        assert_eq!(overridden.len(), 2, "{record}");
+        for o in overridden {
+            assert_eq!(o["name"], "bundle-of-two-rotations-ago");
+            let detail = o["detail"].as_str().unwrap();
+            assert!(
+                detail.starts_with("accepted by the ") && detail.contains("key on a lost laptop"),
+                "{detail}"
+            );
+        }
+    }
+}
+
+#[test]
+fn init_and_status_show_the_reload_interval_the_guard_assumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let assumed = tmp.path().join("assumed").display().to_string();
+    let set = tmp.path().join("set").display().to_string();
+    let out = support::cli::ok(&["init", &assumed, "--now", support::store::T0]);
+    assert!(
+        out.contains("reload interval 395d (assumed: M, as no --reload-interval was set)"),
+        "{out}"
+    );
+    let out = support::cli::ok(&[
+        "init",
+        &set,
+        "--reload-interval",
+        "7d",
+        "--now",
+        support::store::T0,
+    ]);
+    assert!(out.contains("reload interval 7d\n"), "{out}");
+    let human = support::cli::ok(&["status", &assumed, "--now", support::store::T0]);
+    assert!(human.contains("reload interval 395d (assumed"), "{human}");
+    let human = support::cli::ok(&["status", &set, "--now", support::store::T0]);
+    assert!(human.contains("reload interval 7d\n"), "{human}");
+    let policy = &support::store::status_json(&assumed, support::store::T0)["policy"];
+    assert_eq!(policy["reload_interval_seconds"], 395 * 86400);
+    assert_eq!(policy["reload_interval_assumed"], true);
+    assert_eq!(policy["min_trust_seconds"], 395 * 86400);
+    assert_eq!(policy["lifetime_seconds"], 790 * 86400);
+    let policy = &support::store::status_json(&set, support::store::T0)["policy"];
+    assert_eq!(policy["reload_interval_seconds"], 7 * 86400);
+    assert_eq!(policy["reload_interval_assumed"], false);
+}
