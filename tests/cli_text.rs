@@ -218,7 +218,7 @@ fn readme_credential_walkthrough_runs_as_written() {
         names
     };
     let current = std::fs::read_to_string(dir.join("creds/db/current")).unwrap();
-    assert_eq!(live(&service), [current.clone()]);
+    assert_eq!(live(&service), std::slice::from_ref(&current));
     // The first credential (printed by `cat` before the rotation) is gone.
     let first = out
         .lines()
