@@ -16,13 +16,17 @@ pub const EXIT_FAILED: u8 = 1;
 /// and rerunning the command is safe.
 pub const EXIT_UNKNOWN_OUTCOME: u8 = 5;
 
-/// A failed command: a one-line reason and the exit status.
+/// A failed command: a one-line reason, the exit status, and the details
+/// that do not fit on one short line.
 #[derive(Debug)]
 pub struct CliError {
     pub message: String,
     /// [`EXIT_FAILED`], or [`EXIT_UNKNOWN_OUTCOME`] for a write that may
     /// have landed.
     pub status: u8,
+    /// Printed after the reason, one indented line each: the reason says
+    /// what failed (and how to go on) in one line; these say why.
+    pub details: Vec<String>,
 }
 
 impl CliError {
@@ -30,6 +34,7 @@ impl CliError {
         CliError {
             message: message.into(),
             status: EXIT_FAILED,
+            details: Vec::new(),
         }
     }
 
@@ -56,6 +61,10 @@ impl From<RotateError> for CliError {
             | RotateError::Signer(pki_rotate::SignerError::ImportedCaRotation { .. }) => {
                 Some("use `pki rotate --to FILE`")
             }
+            // The signer's: `set`, `keys` and `cred` name their own init.
+            RotateError::Store(pki_rotate::StoreError::NotInitialized(_)) => {
+                Some("run `pki init` first")
+            }
             RotateError::Set(pki_rotate::SetError::UnknownTarget(_)) => {
                 Some("targets come from `pki set target` or `pki set issue --target`")
             }
@@ -65,22 +74,31 @@ impl From<RotateError> for CliError {
         if let Some(hint) = hint {
             message = format!("{message} ({hint})");
         }
-        CliError { message, status }
+        CliError {
+            message,
+            status,
+            details: Vec::new(),
+        }
     }
 }
 
 impl CliError {
     /// `e`, and when it is a refusal an operator may override, how to do it
     /// with this command's flag (`--allow-trust-break REASON`, `--force
-    /// REASON`): the library names no flag.
+    /// REASON`): the library names no flag. A trust break says in its
+    /// first line what is refused and that flag; who breaks and until when
+    /// follow, one line each.
     pub fn with_override_hint(e: RotateError, flag: &str) -> Self {
+        if let RotateError::Signer(pki_rotate::SignerError::TrustBreak { summary, breaks }) = &e {
+            let mut error = CliError::new(format!(
+                "rotation refused: {summary}; to rotate anyway, pass {flag}"
+            ));
+            error.details = breaks.clone();
+            return error;
+        }
         let overridable = matches!(
             e,
-            RotateError::Signer(pki_rotate::SignerError::TrustBreak { .. })
-                | RotateError::Signer(pki_rotate::SignerError::ValidationFailed {
-                    forced: false,
-                    ..
-                })
+            RotateError::Signer(pki_rotate::SignerError::ValidationFailed { forced: false, .. })
         );
         let mut error = CliError::from(e);
         if overridable {
@@ -409,6 +427,17 @@ pub fn when(t: OffsetDateTime, now: OffsetDateTime) -> String {
         format!("in {}", pki_core::policy::human(d))
     };
     format!("{} ({rel})", pki_core::datetime::rfc3339(t))
+}
+
+/// The reload interval the guards assume, for `init` and `status`:
+/// `7d`, or `395d (assumed: M, as no --reload-interval was set)`.
+pub fn reload_interval_text(policy: &pki_core::RotationPolicy) -> String {
+    let interval = pki_core::policy::human(policy.effective_reload_interval());
+    if policy.reload_interval.is_some() {
+        interval
+    } else {
+        format!("{interval} (assumed: M, as no --reload-interval was set)")
+    }
 }
 
 /// One controller step on the signer in `store`: the driver loads, plans

@@ -21,15 +21,32 @@ pub fn man_pages() -> CliResult<Vec<(String, Vec<u8>)>> {
             .map_err(|e| CliError::new(format!("cannot render the man page: {e}")))?;
         Ok(page)
     };
-    let top = crate::Cli::command();
+    // `help` is no page of its own: `man pki-set` is that help.
+    let top = crate::Cli::command().disable_help_subcommand(true);
     let mut pages = vec![("pki.1".to_string(), render(top.clone())?)];
-    for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let name = format!("pki-{}", sub.get_name());
+    let mut queue: Vec<(String, String, clap::Command)> = top
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| ("pki".to_string(), "pki".to_string(), s.clone()))
+        .collect();
+    // Each page is named `pki-set-init` (the file, and how the parent's
+    // SUBCOMMANDS section refers to it), and its SYNOPSIS shows what a
+    // user types, `pki set init`: clap_mangen takes the first from the
+    // command's name and the second from its bin name.
+    while let Some((parent_page, parent_words, sub)) = queue.pop() {
+        let page = format!("{parent_page}-{}", sub.get_name());
+        let words = format!("{parent_words} {}", sub.get_name());
         let sub = sub
-            .clone()
-            .name(name.clone())
+            .disable_help_subcommand(true)
+            .name(page.clone())
+            .bin_name(words.clone())
             .version(env!("CARGO_PKG_VERSION"));
-        pages.push((format!("{name}.1"), render(sub)?));
+        queue.extend(
+            sub.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| (page.clone(), words.clone(), s.clone())),
+        );
+        pages.push((format!("{page}.1"), render(sub)?));
     }
     Ok(pages)
 }

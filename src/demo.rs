@@ -129,10 +129,17 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         now: t0,
     })?;
     let t_rot = state.rotation_due_at(&state.policy) + Duration::hours(1);
-    let t_cron = t_rot - Duration::days(2);
+    // The first daily run after the leaves cross their refresh point (80%
+    // of 365d is 292d): they still have a fifth of their life left when
+    // they are re-issued, and the event says so.
+    let leaf_life = pki_rotate::DEFAULT_LEAF_LIFETIME;
+    let refresh_at = t0 + leaf_life * (1.0 - state.policy.leaf_refresh_fraction);
+    let t_cron = refresh_at + Duration::days(1);
     heading(&format!(
-        "3. {}: the daily `pki rotate DIR` re-issues certificates near their end (365d leaves, refreshed with 20% left)",
-        when(t_cron, t0)
+        "3. {}: the daily `pki rotate DIR` re-issues certificates near their end ({}d leaves, refreshed once less than {:.0}% is left)",
+        when(t_cron, t0),
+        leaf_life.whole_days(),
+        state.policy.leaf_refresh_fraction * 100.0,
     ));
     crate::rotate::run(&store, None, t_cron)?;
     let before = load_signer(&store)?;

@@ -102,6 +102,10 @@ pub fn init(
     crate::outln!("imported CA {} ({}) into {}", ca.id(), ca.subject(), dir);
     crate::outln!("  issued by       {}", ca.issuer());
     crate::outln!("  valid until     {}", when(ca.not_after(), now));
+    crate::outln!(
+        "  reload interval {}",
+        crate::common::reload_interval_text(&state.policy.rotation)
+    );
     if let Some(root) = state.bundle.certs().first() {
         crate::outln!(
             "  clients trust   {} ({})",

@@ -82,6 +82,10 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         when(state.rotation_due_at(&policy), args.now)
     );
     crate::outln!(
+        "  reload interval {}",
+        crate::common::reload_interval_text(&policy.rotation)
+    );
+    crate::outln!(
         "  clients trust   {}",
         args.dir.published(pki_rotate::signer::document::CA_BUNDLE)
     );

@@ -27,6 +27,7 @@ mod rotate;
 mod set;
 mod status;
 mod stores;
+mod suggest;
 mod validate;
 mod verify;
 
@@ -675,7 +676,10 @@ fn main() -> ExitCode {
         }
         eprintln!("pki: internal error: {}", common::one_line(&text));
     }));
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| {
+        suggest::improve(e, <Cli as clap::CommandFactory>::command(), &args).exit()
+    });
     if let Some(timeout) = cli.lock_timeout {
         common::set_lock_timeout(timeout);
     }
@@ -691,6 +695,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::from(common::exit_status()),
         Err(e) => {
             eprintln!("pki: {}", common::one_line(&e.message));
+            for detail in &e.details {
+                eprintln!("  {}", common::one_line(detail));
+            }
             ExitCode::from(e.status)
         }
     }

@@ -93,7 +93,20 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     let store = args.dir.open()?;
     let step = Driver::new(store)
         .step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())
-        .map_err(|e| CliError::with_override_hint(e, "--allow-trust-break REASON"))?;
+        .map_err(|e| {
+            let mut error = CliError::with_override_hint(e, "--allow-trust-break REASON");
+            if error.message.contains("(assumed ") {
+                error.details.push(
+                    "without `pki init --reload-interval DUR`, consumers are assumed to reload within M (--min-trust)".into(),
+                );
+            }
+            if !error.details.is_empty() {
+                error.details.push(
+                    "in an emergency, --force REASON --compromised (and, within the reload interval, --force REASON --grace DUR) is not refused: what it breaks is recorded in the history".into(),
+                );
+            }
+            error
+        })?;
     let state = &step.document;
     let rotated = rotated(&step);
     if args.json {
@@ -105,7 +118,14 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     print_events(&step.events);
     if rotated && let Some(record) = state.history.last() {
         for o in &record.overridden {
-            crate::outln!("trust break allowed: {}: {}", o.name, o.detail);
+            // What an emergency rotation broke by its nature, or what the
+            // operator allowed with --allow-trust-break.
+            let how = if o.detail.starts_with("accepted by") {
+                "accepted"
+            } else {
+                "allowed"
+            };
+            crate::outln!("trust break {how}: {}: {}", o.name, o.detail);
         }
     }
     if !args.quiet {

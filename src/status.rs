@@ -136,6 +136,16 @@ pub fn render(s: &SignerStatus) -> String {
         when(s.rotation_due_at, now)
     };
     out.push_str(&format!("  CA rotation due {due}\n"));
+    let policy = &s.policy;
+    let reload = pki_core::policy::human(time::Duration::seconds(policy.reload_interval_seconds));
+    out.push_str(&format!(
+        "  reload interval {reload}{}\n",
+        if policy.reload_interval_assumed {
+            " (assumed: M, as no --reload-interval was set)"
+        } else {
+            ""
+        }
+    ));
     if s.pending.is_empty() {
         out.push_str(&format!(
             "  next action: none now; next check {}\n",

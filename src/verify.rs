@@ -117,6 +117,11 @@ pub fn run(args: &VerifyArgs<'_>) -> CliResult {
         opts.name.map(|n| format!(" {n}")).unwrap_or_default(),
         pki_core::datetime::rfc3339(args.at)
     );
+    if path.len() == 1 {
+        crate::outln!(
+            "  (the chain's certificate is itself in the bundle: trusted as an anchor, as Go's crypto/x509 and OpenSSL do)"
+        );
+    }
     for (i, p) in path.iter().enumerate() {
         crate::outln!(
             "  {i}  {:<12} {}  {}  (issuer {}, until {})",

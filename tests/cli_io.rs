@@ -297,6 +297,18 @@ fn the_checked_in_man_pages_are_generated_from_the_cli() {
     let (fresh, checked_in) = (read(fresh.path()), read(&checked_in));
     let rotate = &fresh["pki-rotate.1"];
     assert!(rotate.contains("allow\\-trust\\-break"), "{rotate}");
+    // The SYNOPSIS shows what a user types, not the page's name.
+    assert!(rotate.contains("\\fBpki rotate\\fR ["), "{rotate}");
+    assert!(fresh["pki-set-ack.1"].contains("\\fBpki set ack\\fR "));
+    // Every page a SUBCOMMANDS section refers to exists.
+    for (file, page) in &fresh {
+        for line in page.lines() {
+            if let Some(name) = line.strip_suffix("(1)").filter(|l| l.starts_with("pki")) {
+                let target = format!("{}.1", name.replace("\\-", "-"));
+                assert!(fresh.contains_key(&target), "{file} refers to {target}");
+            }
+        }
+    }
     assert!(
         fresh == checked_in,
         "docs/man/ is out of date: run `PKI_UPDATE_DOCS=1 cargo test --test cli_ops the_checked_in_man_pages` and commit it"
@@ -394,8 +406,11 @@ fn the_cron_example_mails_only_when_something_happened_or_needs_a_human() {
     );
     let (code, out, err) = run_cron(&rotate, &expired);
     assert_eq!(code, Some(1));
+    // One line saying what is refused, then who breaks, indented.
     assert!(
-        out.is_empty() && err.trim_end().lines().count() == 1,
+        out.is_empty()
+            && err.starts_with("pki: rotation refused: the CA being replaced has expired")
+            && err.trim_end().lines().skip(1).all(|l| l.starts_with("  ")),
         "{out}{err}"
     );
 

@@ -25,6 +25,15 @@ pub enum Error {
         #[source]
         source: Option<Box<Error>>,
     },
+    /// An input given in binary DER (instead of PEM) could not be read,
+    /// or one of its objects is not what is expected here.
+    #[error("DER object {object}: {reason}")]
+    Der {
+        /// 1-based index of the object in its input.
+        object: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A PEM block has a label other than the one expected here.
     #[error("PEM block {block}: expected {expected}, found \"{found}\"")]
     UnexpectedPemLabel {

@@ -33,6 +33,7 @@
 mod bundle;
 mod cert;
 pub mod datetime;
+mod der_input;
 mod dn;
 mod error;
 mod import;

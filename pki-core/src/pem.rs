@@ -51,7 +51,22 @@ const PUBLIC_LABELS: [&str; 5] = [
 /// Text outside blocks is ignored. A block that has no END line, whose END
 /// label differs from its BEGIN label, or whose body is not valid base64 is an
 /// error naming the block.
+///
+/// Binary DER input (a certificate or a key, or several concatenated) is
+/// read too: each object becomes the block its PEM form would be.
 pub fn read_blocks(input: &[u8]) -> Result<Vec<PemBlock>> {
+    if let Some(objects) = crate::der_input::objects(input)? {
+        return objects
+            .into_iter()
+            .enumerate()
+            .map(|(i, der)| {
+                Ok(PemBlock {
+                    label: crate::der_input::label(i + 1, der)?.to_string(),
+                    der: Zeroizing::new(der.to_vec()),
+                })
+            })
+            .collect();
+    }
     let mut blocks = Vec::new();
     let mut scanner = Scanner::new(input)?;
     // Room for the whole input: the body never reallocates, so no copy of
@@ -83,6 +98,20 @@ pub(crate) fn for_each_public_block(
     mut f: impl FnMut(usize, Vec<u8>) -> Result<()>,
 ) -> Result<()> {
     debug_assert!(PUBLIC_LABELS.contains(&expected));
+    if let Some(objects) = crate::der_input::objects(input)? {
+        for (i, der) in objects.into_iter().enumerate() {
+            let index = i + 1;
+            let label = crate::der_input::label(index, der)?;
+            if label != expected {
+                return Err(Error::Der {
+                    object: index,
+                    reason: format!("expected {expected}, found {label}"),
+                });
+            }
+            f(index, der.to_vec()).map_err(crate::der_input::renamed)?;
+        }
+        return Ok(());
+    }
     let mut scanner = Scanner::new(input)?;
     let mut body = String::new();
     while let Some((index, label)) = scanner.next_block(&mut body)? {

@@ -47,6 +47,13 @@ impl Default for RotationPolicy {
 }
 
 impl RotationPolicy {
+    /// I as the guards use it: the reload interval when the policy sets
+    /// one, otherwise M, the longest a consumer can hold old material and
+    /// still be kept trusting by bridge A (the policy's only promise).
+    pub fn effective_reload_interval(&self) -> Duration {
+        self.reload_interval.unwrap_or(self.min_trust)
+    }
+
     /// A policy of lifetime D and minimum trust M, validated.
     pub fn new(lifetime: Duration, min_trust: Duration) -> Result<Self> {
         let p = RotationPolicy {

@@ -262,6 +262,18 @@ fn verify(
         names::check_expected_name(leaf, name)?;
     }
 
+    // A trust anchor given as the leaf is trusted by being in the bundle,
+    // as Go's crypto/x509 does (Verify returns the one-certificate chain
+    // when the roots hold the leaf) and OpenSSL (`openssl verify -CAfile
+    // ROOT ROOT`); rustls-webpki refuses a CA certificate as an end
+    // entity instead. The leaf's own checks above (profile, validity, the
+    // expected name) still apply: trust comes from configuration, not
+    // from a signature.
+    if anchors.certs().iter().any(|a| a == leaf) {
+        return Ok(VerifiedPath {
+            certs: vec![leaf.clone()],
+        });
+    }
     let anchors: Vec<&Certificate> = anchors.certs().iter().collect();
     let mut pool: Vec<&Certificate> = Vec::with_capacity(intermediates.len());
     for c in intermediates {

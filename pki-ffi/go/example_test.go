@@ -46,7 +46,7 @@ func Example() {
 	}
 	fmt.Println(leaf.Reason == pki.LeafWrongIssuer, "certificates served:", bytes.Count(leaf.ChainPEM, []byte("BEGIN CERTIFICATE")))
 	// Output:
-	// no certificate issued for it yet
+	// first certificate for this name
 	// true previous CA trusted until 2028-03-02
 	// true certificates served: 2
 }

@@ -245,7 +245,7 @@ pub enum LeafReason {
 impl std::fmt::Display for LeafReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeafReason::NotYetIssued => f.write_str("no certificate issued for it yet"),
+            LeafReason::NotYetIssued => f.write_str("first certificate for this name"),
             LeafReason::IssuerRotated => f.write_str("the CA was rotated"),
             LeafReason::WrongIssuer { lineage } => {
                 write!(f, "not issued by the current CA: {lineage}")
@@ -253,7 +253,7 @@ impl std::fmt::Display for LeafReason {
             LeafReason::NearExpiry { not_after } => {
                 write!(
                     f,
-                    "less than the refresh fraction of its lifetime left (expires {not_after})"
+                    "the previous certificate has less than the refresh fraction of its lifetime left (it expires {not_after})"
                 )
             }
             LeafReason::RequestChanged => f.write_str("requested names changed"),

@@ -168,6 +168,45 @@ impl TrustBreak {
             detail: format!("allowed ({reason}): {self}"),
         }
     }
+
+    /// The history entry of this break when an emergency rotation (`by`,
+    /// in words) accepted it by its nature.
+    pub fn accepted_by(&self, by: &str) -> crate::signer::OverriddenCheck {
+        crate::signer::OverriddenCheck {
+            name: self.check.to_string(),
+            detail: format!("accepted by {by}: {self}"),
+        }
+    }
+}
+
+/// The names of the checks [`rotation_trust_breaks`] makes.
+pub const PREVIOUS_CA_EXPIRED: &str = "previous-ca-expired";
+/// See [`PREVIOUS_CA_EXPIRED`].
+pub const BUNDLE_OF_TWO_ROTATIONS_AGO: &str = "bundle-of-two-rotations-ago";
+
+/// What a refusal for `breaks` refuses, in a few words for the first line
+/// of a message (the breaks themselves are the details): which guard
+/// holds, with the reload interval it assumes when the policy sets none.
+pub fn refusal_summary(breaks: &[TrustBreak], policy: &pki_core::RotationPolicy) -> String {
+    let mut parts = Vec::new();
+    if breaks.iter().any(|b| b.check == PREVIOUS_CA_EXPIRED) {
+        parts.push("the CA being replaced has expired (no bridge can be made)".to_string());
+    }
+    if breaks
+        .iter()
+        .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO)
+    {
+        let interval = pki_core::policy::human(policy.effective_reload_interval());
+        let assumed = if policy.reload_interval.is_none() {
+            "assumed "
+        } else {
+            ""
+        };
+        parts.push(format!(
+            "within the reload interval ({assumed}{interval}) of the previous rotation"
+        ));
+    }
+    parts.join(", and ")
 }
 
 /// What the four-cell matrix of [`matrix`] cannot see: consumers outside
@@ -195,17 +234,13 @@ pub fn rotation_trust_breaks(
     let cache = SignatureCache::new();
     let mut breaks = Vec::new();
     let new_chain = after.serving_chain(new_probe);
-    let reload = after
-        .policy
-        .rotation
-        .reload_interval
-        .unwrap_or(after.policy.rotation.min_trust);
+    let reload = after.policy.rotation.effective_reload_interval();
     let old_ca = &before.ca.cert;
     if now > old_ca.not_after()
         && let Err(e) = check(&new_chain, &before.bundle, now, &cache)
     {
         breaks.push(TrustBreak {
-            check: "previous-ca-expired",
+            check: PREVIOUS_CA_EXPIRED,
             consumers: format!(
                 "the CA {} expired at {}, so no bridge can be made: clients that have not reloaded the bundle since reject every certificate of the new CA",
                 old_ca.id(),
@@ -232,7 +267,7 @@ pub fn rotation_trust_breaks(
     let oldest_bundle = Bundle::from_certs([oldest_ca.clone()]);
     if let Err(e) = check(&new_chain, &oldest_bundle, now, &cache) {
         breaks.push(TrustBreak {
-            check: "bundle-of-two-rotations-ago",
+            check: BUNDLE_OF_TWO_ROTATIONS_AGO,
             consumers: format!(
                 "clients still holding the bundle from before the rotation at {} (trusting only CA {}) reject servers with certificates of the new CA",
                 rfc3339(last.at),
@@ -251,7 +286,7 @@ pub fn rotation_trust_breaks(
         && let Err(e) = check(&old_chain, &after.bundle, now, &cache)
     {
         breaks.push(TrustBreak {
-            check: "bundle-of-two-rotations-ago",
+            check: BUNDLE_OF_TWO_ROTATIONS_AGO,
             consumers: format!(
                 "servers still presenting certificates of CA {} (from before the rotation at {}) are rejected by clients that load the new bundle",
                 oldest_ca.id(),

@@ -274,6 +274,32 @@ impl Health {
     }
 }
 
+/// The rotation policy a report's decisions follow, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PolicySummary {
+    /// D: the lifetime of a CA.
+    pub lifetime_seconds: i64,
+    /// M: the CA rotates when less than this remains.
+    pub min_trust_seconds: i64,
+    /// I as the guards use it: how long a consumer may go without
+    /// reloading (M when the policy sets none).
+    pub reload_interval_seconds: i64,
+    /// Whether I is M by default rather than set by the policy.
+    pub reload_interval_assumed: bool,
+}
+
+impl PolicySummary {
+    /// The summary of `policy`.
+    pub fn of(policy: &pki_core::RotationPolicy) -> Self {
+        PolicySummary {
+            lifetime_seconds: policy.lifetime.whole_seconds(),
+            min_trust_seconds: policy.min_trust.whole_seconds(),
+            reload_interval_seconds: policy.effective_reload_interval().whole_seconds(),
+            reload_interval_assumed: policy.reload_interval.is_none(),
+        }
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SignerStatus {
@@ -291,6 +317,8 @@ pub struct SignerStatus {
     /// When the CA becomes due for rotation (NotAfter − M).
     #[serde(with = "time::serde::rfc3339")]
     pub rotation_due_at: OffsetDateTime,
+    /// The policy: D, M, and the reload interval the guards assume.
+    pub policy: PolicySummary,
     /// Bridge B (appended to serving chains), if any.
     pub bridge: Option<CertSummary>,
     /// The bundle members, in order.
@@ -463,6 +491,7 @@ impl SignerStatus {
             problems,
             ca: CertSummary::of(ca, now),
             rotation_due_at: state.rotation_due_at(&state.policy),
+            policy: PolicySummary::of(&state.policy.rotation),
             bridge: state.bridge.as_ref().map(|b| CertSummary::of(b, now)),
             bundle: state
                 .bundle

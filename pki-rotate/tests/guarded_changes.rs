@@ -131,7 +131,7 @@ fn rotating_an_expired_ca_is_refused_unless_allowed_and_then_recorded() {
     let s = signer(SignerPolicy::default());
     let now = s.ca.cert.not_after() + Duration::days(3);
     let err = step(&s, &SignerInput::default(), now, 5).unwrap_err();
-    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks }) = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks, .. }) = &err else {
         panic!("{err}");
     };
     assert_eq!(breaks.len(), 1, "{breaks:?}");
@@ -161,7 +161,7 @@ fn a_second_rotation_within_the_reload_interval_is_refused_then_allowed_after_it
     let (s, _) = step(&s, &SignerInput::default(), first, 6).unwrap();
 
     let err = step(&s, &forced("again"), first + Duration::days(6), 7).unwrap_err();
-    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks }) = &err else {
+    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { breaks, .. }) = &err else {
         panic!("{err}");
     };
     // Clients with the oldest bundle, and servers with the oldest certificates.
@@ -179,6 +179,78 @@ fn a_second_rotation_within_the_reload_interval_is_refused_then_allowed_after_it
     // Once I has passed, every consumer holds the previous step's material.
     let (next, _) = step(&s, &forced("again"), first + Duration::days(7), 9).unwrap();
     assert!(next.history.last().unwrap().overridden.is_empty());
+}
+
+#[test]
+fn an_emergency_rotation_passes_the_reload_interval_guard_and_records_what_it_breaks() {
+    // No reload interval: I is taken to be M (395d), so every rotation
+    // within 395d of the previous one is held by the guard.
+    let s = signer(SignerPolicy::default());
+    let first = s.rotation_due_at(&s.policy) + Duration::hours(1);
+    let (s, _) = step(&s, &SignerInput::default(), first, 6).unwrap();
+    let soon = first + Duration::days(30);
+    let err = step(&s, &forced("plain"), soon, 7).unwrap_err();
+    let RotateError::Signer(pki_rotate::SignerError::TrustBreak { summary, .. }) = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        summary,
+        "within the reload interval (assumed 395d) of the previous rotation"
+    );
+
+    for (emergency, words) in [
+        (
+            ForcedRotation {
+                grace: Some(Duration::hours(1)),
+                ..ForcedRotation::new("key on a lost laptop")
+            },
+            "the emergency rotation \"key on a lost laptop\", which trusts the previous CA for 1h only",
+        ),
+        (
+            ForcedRotation {
+                no_bridges: true,
+                ..ForcedRotation::new("key leaked")
+            },
+            "the compromise rotation \"key leaked\", which distrusts the previous CA at once",
+        ),
+    ] {
+        let (next, _) = step(&s, &SignerInput::forced(emergency), soon, 8).unwrap();
+        let record = next.history.last().unwrap();
+        assert_eq!(next.history.len(), 2);
+        assert_eq!(record.overridden.len(), 2, "{:?}", record.overridden);
+        for o in &record.overridden {
+            assert_eq!(o.name, "bundle-of-two-rotations-ago");
+            assert!(
+                o.detail.starts_with(&format!("accepted by {words}: ")),
+                "{}",
+                o.detail
+            );
+        }
+    }
+}
+
+#[test]
+fn a_grace_period_does_not_pass_the_expired_ca_guard_but_a_compromise_does() {
+    let s = signer(SignerPolicy::default());
+    let now = s.ca.cert.not_after() + Duration::days(3);
+    let grace = SignerInput::forced(ForcedRotation {
+        grace: Some(Duration::hours(1)),
+        ..ForcedRotation::new("lapsed")
+    });
+    let err = step(&s, &grace, now, 5).unwrap_err();
+    assert!(
+        matches!(&err, RotateError::Signer(pki_rotate::SignerError::TrustBreak { summary, .. })
+            if summary.contains("has expired")),
+        "{err}"
+    );
+    let compromise = SignerInput::forced(ForcedRotation {
+        no_bridges: true,
+        ..ForcedRotation::new("lapsed and leaked")
+    });
+    let (next, _) = step(&s, &compromise, now, 5).unwrap();
+    let record = next.history.last().unwrap();
+    assert_eq!(record.overridden.len(), 1);
+    assert_eq!(record.overridden[0].name, "previous-ca-expired");
 }
 
 #[test]

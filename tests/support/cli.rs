@@ -51,7 +51,9 @@ pub fn ok(args: &[&str]) -> String {
 }
 
 /// `o`, the output of `pki ARGS`, must have exited with `code` without a
-/// panic; a refusal (exit 1) prints exactly one line, `pki: …`. Its stderr.
+/// panic; a refusal (exit 1) prints one line, `pki: …`, followed only by
+/// its details, indented (a trust break: who breaks, until when). Its
+/// stderr.
 pub fn exited_with(code: i32, args: &[&str], o: &Output) -> String {
     let err = text(&o.stderr);
     assert_eq!(
@@ -61,8 +63,11 @@ pub fn exited_with(code: i32, args: &[&str], o: &Output) -> String {
         text(&o.stdout)
     );
     if code == 1 {
-        assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
         assert!(err.starts_with("pki: "), "{err}");
+        assert!(
+            err.trim_end().lines().skip(1).all(|l| l.starts_with("  ")),
+            "not one line and its indented details: {err}"
+        );
     }
     assert!(
         !err.contains("panicked") && !err.contains("internal error"),

@@ -64,10 +64,14 @@ pub enum SignerError {
     /// [`crate::preflight::rotation_trust_breaks`]); it is refused unless
     /// the operator allows it with a reason.
     #[error(
-        "rotation refused: it breaks trust: {}; it goes ahead only with an operator's reason, recorded",
+        "rotation refused: {summary}: it breaks trust: {}; it goes ahead only with an operator's reason, recorded",
         .breaks.join("; ")
     )]
     TrustBreak {
+        /// What is refused, in a few words: which guard holds, with the
+        /// reload interval it assumes
+        /// ([`crate::preflight::refusal_summary`]).
+        summary: String,
         /// Which consumers break and until when, one entry each.
         breaks: Vec<String>,
     },

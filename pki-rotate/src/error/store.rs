@@ -51,8 +51,9 @@ pub enum StoreError {
         /// How many times it tried.
         attempts: u32,
     },
-    /// No document exists yet at this location.
-    #[error("no pki store at {0} (run `pki init` first)")]
+    /// No document exists yet at this location. (Which command creates
+    /// it is the caller's to say: the CLI names the right `init`.)
+    #[error("no pki store at {0}")]
     NotInitialized(String),
     /// A document already exists where a new one was to be created.
     #[error("a pki store already exists at {0}")]

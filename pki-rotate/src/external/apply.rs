@@ -181,6 +181,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     if !breaks.is_empty() {
         let Some(reason) = &force else {
             return Err(RotateError::Signer(crate::SignerError::TrustBreak {
+                summary: crate::preflight::refusal_summary(&breaks, &next.policy.rotation),
                 breaks: breaks.iter().map(ToString::to_string).collect(),
             }));
         };

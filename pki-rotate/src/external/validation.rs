@@ -375,7 +375,7 @@ fn bridge_obstacle(state: &SignerState, now: OffsetDateTime) -> Option<String> {
 /// none), and no later than the old bundle's last anchor expires.
 fn break_until(state: &SignerState, now: OffsetDateTime) -> OffsetDateTime {
     let rotation = &state.policy.rotation;
-    let reload = rotation.reload_interval.unwrap_or(rotation.min_trust);
+    let reload = rotation.effective_reload_interval();
     let reloaded = now.checked_add(reload).unwrap_or(now);
     state
         .bundle

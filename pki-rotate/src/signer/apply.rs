@@ -143,24 +143,43 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             now,
             trusted_until,
         )?;
-        let declared_compromise =
-            matches!(&decision.reason, RotationReason::Forced { .. }) && plan.compromise;
-        let breaks = if declared_compromise || plan.skip_trust_break_check {
-            // A compromise rotation distrusts the previous CA on purpose.
+        let breaks = if plan.skip_trust_break_check {
             Vec::new()
         } else {
             crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now)
         };
-        if !breaks.is_empty() {
-            let Some(allowed) = &plan.allow_trust_break else {
-                return Err(RotateError::Signer(crate::SignerError::TrustBreak {
-                    breaks: breaks.iter().map(ToString::to_string).collect(),
-                }));
-            };
-            if let Some(record) = next.history.last_mut() {
+        // An emergency rotation passes the reload-interval guard. The guard
+        // protects consumers that have not reloaded since the previous
+        // rotation, on the promise that they reload within I. A forced
+        // rotation with a grace period says the previous CA stays trusted
+        // only that long: the operator has chosen, for this emergency, that
+        // consumers not reloaded by then break anyway, so refusing would
+        // only push them to an override that hides the emergency behind a
+        // generic reason. A compromise rotation distrusts the previous CA
+        // at once, breaking every consumer not yet reloaded by design, so
+        // it passes every check. Each break an emergency causes is still
+        // recorded in the history with it. A grace period does not make a
+        // bridge from an expired CA, so that check still needs an override.
+        let (accepted, refused): (Vec<_>, Vec<_>) = breaks.into_iter().partition(|b| {
+            plan.emergency.is_some()
+                && (plan.compromise || b.check == crate::preflight::BUNDLE_OF_TWO_ROTATIONS_AGO)
+        });
+        if !refused.is_empty() && plan.allow_trust_break.is_none() {
+            return Err(RotateError::Signer(crate::SignerError::TrustBreak {
+                summary: crate::preflight::refusal_summary(&refused, &next.policy.rotation),
+                breaks: refused.iter().map(ToString::to_string).collect(),
+            }));
+        }
+        if let Some(record) = next.history.last_mut() {
+            if let Some(emergency) = &plan.emergency {
                 record
                     .overridden
-                    .extend(breaks.iter().map(|b| b.overridden(allowed)));
+                    .extend(accepted.iter().map(|b| b.accepted_by(emergency)));
+            }
+            if let Some(allowed) = &plan.allow_trust_break {
+                record
+                    .overridden
+                    .extend(refused.iter().map(|b| b.overridden(allowed)));
             }
         }
     }

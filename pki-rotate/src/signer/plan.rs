@@ -100,6 +100,11 @@ pub struct Plan {
     pub compromise: bool,
     /// Skip the trust-break pre-flight (from the input).
     pub skip_trust_break_check: bool,
+    /// The rotation is a forced emergency (a grace period, or a
+    /// compromised key), in words for the history: it passes the
+    /// reload-interval guard, recording each break it causes (see
+    /// [`crate::signer::apply`]).
+    pub emergency: Option<String>,
     /// When the next decision about the *current* document could differ
     /// without any input changing. After a plan that changes something, the
     /// wake-up time is the outcome's, computed from the new document.
@@ -314,6 +319,25 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     }
 
     let compromise = forced.is_some_and(|f| f.no_bridges) && rotation.is_some();
+    let forced_rotation = rotation
+        .as_ref()
+        .is_some_and(|r| matches!(r.reason, RotationReason::Forced { .. }));
+    let emergency = forced.filter(|_| forced_rotation).and_then(|f| {
+        if f.no_bridges {
+            Some(format!(
+                "the compromise rotation \"{}\", which distrusts the previous CA at once",
+                f.reason
+            ))
+        } else {
+            f.grace.map(|g| {
+                format!(
+                    "the emergency rotation \"{}\", which trusts the previous CA for {} only",
+                    f.reason,
+                    pki_core::policy::human(g)
+                )
+            })
+        }
+    });
     Ok(Plan {
         now,
         policy,
@@ -328,6 +352,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         allow_trust_break: input.allow_trust_break.clone(),
         compromise,
         skip_trust_break_check: input.skip_trust_break_check,
+        emergency,
         next_check: next_check(state, &policy, now),
     })
 }
