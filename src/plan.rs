@@ -73,6 +73,7 @@ pub fn run(args: PlanArgs) -> CliResult {
                 pki_core::datetime::rfc3339(args.now)
             ),
             status: 2,
+            details: Vec::new(),
         });
     }
     let driver = Driver::new(args.dir.open()?);
