@@ -14,7 +14,10 @@
 //! # Ok(()) }
 //! ```
 
+mod diagnose;
 mod ops;
+
+pub(crate) use diagnose::diagnose;
 
 pub use crate::proto::etcdserverpb::{ResponseHeader, WatchResponse};
 pub use crate::proto::mvccpb::{Event, KeyValue};
@@ -491,17 +494,6 @@ impl AuthClient {
         })
         .await
         .map(drop)
-    }
-
-    /// Whether authentication is on.
-    pub async fn auth_enabled(&mut self) -> Result<bool, Error> {
-        let inner = &self.inner;
-        with_token(&self.session, pb::AuthStatusRequest {}, |r| {
-            let mut auth = inner.clone();
-            async move { auth.auth_status(r).await }
-        })
-        .await
-        .map(|s| s.enabled)
     }
 }
 

@@ -636,9 +636,6 @@ pub struct WatchResponse {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct AuthEnableRequest {}
 #[allow(clippy::all)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct AuthStatusRequest {}
-#[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 #[prost(skip_debug)]
 pub struct AuthenticateRequest {
@@ -692,17 +689,6 @@ pub struct AuthRoleGrantPermissionRequest {
 pub struct AuthEnableResponse {
     #[prost(message, optional, tag = "1")]
     pub header: ::core::option::Option<ResponseHeader>,
-}
-#[allow(clippy::all)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct AuthStatusResponse {
-    #[prost(message, optional, tag = "1")]
-    pub header: ::core::option::Option<ResponseHeader>,
-    #[prost(bool, tag = "2")]
-    pub enabled: bool,
-    /// authRevision is the current revision of auth store
-    #[prost(uint64, tag = "3")]
-    pub auth_revision: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1103,30 +1089,6 @@ pub mod auth_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("etcdserverpb.Auth", "AuthEnable"));
-            self.inner.unary(req, path, codec).await
-        }
-        pub async fn auth_status(
-            &mut self,
-            request: impl tonic::IntoRequest<super::AuthStatusRequest>,
-        ) -> std::result::Result<
-            tonic::Response<super::AuthStatusResponse>,
-            tonic::Status,
-        > {
-            self.inner
-                .ready()
-                .await
-                .map_err(|e| {
-                    tonic::Status::unknown(
-                        format!("Service was not ready: {}", e.into()),
-                    )
-                })?;
-            let codec = tonic_prost::ProstCodec::default();
-            let path = http::uri::PathAndQuery::from_static(
-                "/etcdserverpb.Auth/AuthStatus",
-            );
-            let mut req = request.into_request();
-            req.extensions_mut()
-                .insert(GrpcMethod::new("etcdserverpb.Auth", "AuthStatus"));
             self.inner.unary(req, path, codec).await
         }
         pub async fn authenticate(

@@ -64,13 +64,26 @@ impl AsyncEtcdStore {
     /// checks that the server answers. Every failure is a
     /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
     pub async fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
-        let backend = |detail: Fail| backend_error(url, "connecting", detail);
         let limit = options.connect_timeout;
+        let started = tokio::time::Instant::now();
+        let tls = options.tls.clone();
+        // A failure etcd did not explain (a broken pipe, an early end of
+        // file) gets a second look at the TLS underneath, in the time left.
+        let explain = async |fail: Fail| {
+            let left = limit.saturating_sub(started.elapsed());
+            let unexplained = matches!(&fail, Fail::Etcd(crate::client::Error::GRpcStatus(s))
+                if !s.message().starts_with("etcdserver:"));
+            let better = match unexplained {
+                true => crate::client::diagnose(url, tls.as_ref(), left).await,
+                false => None,
+            };
+            backend_error(url, "connecting", better.map_or(fail, Fail::Other))
+        };
         let client = match tokio::time::timeout(limit, Client::connect(url, &options)).await {
-            Ok(r) => r.map_err(Fail::Etcd),
-            Err(_) => Err(Fail::Timeout(limit)),
-        }
-        .map_err(backend)?;
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(explain(Fail::Etcd(e)).await),
+            Err(_) => return Err(backend_error(url, "connecting", Fail::Timeout(limit))),
+        };
         // A page of blobs can be larger than tonic's default 4 MiB limit on
         // a decoded answer: allow a full page of the largest blobs etcd takes.
         let page_bytes = (PAGE_KEYS as usize).saturating_mul(options.max_request_bytes);
@@ -88,14 +101,16 @@ impl AsyncEtcdStore {
         // unreachable server is reported here and within the bound.
         let probe = format!("{}/", store.url.prefix());
         let mut kv = store.kv.clone();
-        store
+        let answered = store
             .run_within(limit, async move {
                 kv.get(probe, Some(GetOptions::new().with_count_only()))
                     .await
             })
-            .await
-            .map_err(backend)?;
-        Ok(store)
+            .await;
+        match answered {
+            Ok(_) => Ok(store),
+            Err(fail) => Err(explain(fail).await),
+        }
     }
 
     /// The store's address.
