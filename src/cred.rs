@@ -201,8 +201,7 @@ pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
             (store.keys()?, Box::new(store))
         }
         StoreArg::Url(url) => {
-            let store =
-                pki_etcd::EtcdStore::from_url(url).map_err(|e| CliError::new(e.to_string()))?;
+            let store = crate::stores::open_etcd(url)?;
             (store.keys()?, Box::new(store))
         }
     };

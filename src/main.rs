@@ -44,7 +44,7 @@ use time::{Duration, OffsetDateTime};
     name = "pki",
     version,
     about = "Rotate X.509 certificate authorities without breaking trust",
-    after_help = "TIME is RFC 3339, like 2027-02-01T00:00:00Z, or \"now\"; DUR is like 790d, 13h, 2h30m.\nExit status: 0 success, 1 refused or failed (one line on stderr, the store unchanged), 2 bad usage,\n5 outcome unknown (a store write may have landed; rerunning is safe);\n`pki status --check`: 0 nothing due, 3 an action is due, 4 trust broken or something expired."
+    after_help = "TIME is RFC 3339, like 2027-02-01T00:00:00Z, or \"now\"; DUR is like 790d, 13h, 2h30m.\nExit status: 0 success, 1 refused or failed (one line on stderr, the store unchanged), 2 bad usage,\n5 outcome unknown (a store write may have landed; rerunning is safe);\n`pki status --check`: 0 nothing due, 3 an action is due, 4 trust broken or something expired.\nDIR may be etcd://HOST:PORT[,HOST:PORT...]/PREFIX, or etcds://... over TLS: PKI_ETCD_CACERT (the CA bundle\nthat verifies the servers), PKI_ETCD_CERT + PKI_ETCD_KEY (client certificate), PKI_ETCD_USER + PKI_ETCD_PASSWORD_FILE."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -1,4 +1,6 @@
-//! Store URLs (`etcd://HOST:PORT/PREFIX`) and `pki export`.
+//! Store URLs (`etcd://HOST:PORT/PREFIX`, `etcds://` over TLS), the
+//! environment that configures their TLS and authentication, and `pki
+//! export`.
 
 use crate::common::{CliError, CliResult, StoreArg};
 use pki_rotate::credential::credential_key;
@@ -20,7 +22,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
     if !pki_etcd::is_etcd_url(url) {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or(url);
         return Err(format!(
-            "store URL scheme \"{scheme}\" is not supported: use a directory or etcd://HOST:PORT/PREFIX"
+            "store URL scheme \"{scheme}\" is not supported: use a directory, etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX"
         ));
     }
     pki_etcd::EtcdUrl::parse(url)
@@ -31,10 +33,99 @@ pub fn check_url(url: &str) -> Result<(), String> {
 /// Opens the store a URL names: an unreachable server fails here, within
 /// the connect timeout, with one line.
 pub fn open_url(url: &str) -> CliResult<Box<dyn Store + Send + Sync>> {
-    match pki_etcd::EtcdStore::from_url(url) {
-        Ok(store) => Ok(Box::new(store)),
-        Err(e) => Err(CliError::new(e.to_string())),
-    }
+    Ok(Box::new(open_etcd(url)?))
+}
+
+/// Opens an etcd store with the TLS and authentication settings of the
+/// environment ([`etcd_options`]).
+pub fn open_etcd(url: &str) -> CliResult<pki_etcd::EtcdStore> {
+    let parsed = pki_etcd::EtcdUrl::parse(url).map_err(|e| CliError::new(e.to_string()))?;
+    let options = etcd_options(&parsed)?;
+    pki_etcd::EtcdStore::open(&parsed, options).map_err(CliError::from)
+}
+
+/// The CA bundle that verifies the etcd servers (required for `etcds://`).
+const ENV_CACERT: &str = "PKI_ETCD_CACERT";
+/// The client certificate chain, with [`ENV_KEY`].
+const ENV_CERT: &str = "PKI_ETCD_CERT";
+/// The client certificate's key.
+const ENV_KEY: &str = "PKI_ETCD_KEY";
+/// The etcd user, with [`ENV_PASSWORD_FILE`].
+const ENV_USER: &str = "PKI_ETCD_USER";
+/// A file holding the user's password.
+const ENV_PASSWORD_FILE: &str = "PKI_ETCD_PASSWORD_FILE";
+
+/// The store options the environment gives for `url`: TLS for `etcds://`
+/// (`PKI_ETCD_CACERT`, and `PKI_ETCD_CERT` with `PKI_ETCD_KEY`), a user
+/// (`PKI_ETCD_USER` with `PKI_ETCD_PASSWORD_FILE`). A variable set to the
+/// empty string counts as unset. Settings that cannot be used together,
+/// and files that cannot be read, are one-line errors naming the variable.
+pub fn etcd_options(url: &pki_etcd::EtcdUrl) -> CliResult<pki_etcd::EtcdOptions> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let fail = |message: String| CliError::new(format!("{url}: {message}"));
+    let (ca, cert, key) = (var(ENV_CACERT), var(ENV_CERT), var(ENV_KEY));
+    let identity = match (&cert, &key) {
+        (Some(cert), Some(key)) => Some((Path::new(cert), Path::new(key))),
+        (None, None) => None,
+        (Some(_), None) => return Err(fail(format!("{ENV_CERT} is set but {ENV_KEY} is not"))),
+        (None, Some(_)) => return Err(fail(format!("{ENV_KEY} is set but {ENV_CERT} is not"))),
+    };
+    let tls = match (url.tls(), ca) {
+        (true, Some(ca)) => {
+            let read = |name: &str, path: &Path| {
+                fs::read(path)
+                    .map_err(|e| fail(format!("{name}: cannot read {}: {e}", path.display())))
+            };
+            let tls = pki_etcd::EtcdTls::new(read(ENV_CACERT, Path::new(&ca))?);
+            Some(match identity {
+                Some((cert, key)) => tls.with_identity(read(ENV_CERT, cert)?, read(ENV_KEY, key)?),
+                None => tls,
+            })
+        }
+        (true, None) => {
+            return Err(fail(format!(
+                "set {ENV_CACERT} to the CA bundle that verifies the etcd servers"
+            )));
+        }
+        (false, ca) => {
+            if let Some(name) = [(ENV_CACERT, &ca), (ENV_CERT, &cert)]
+                .iter()
+                .find_map(|(name, v)| v.is_some().then_some(name))
+            {
+                return Err(fail(format!(
+                    "{name} is set but the store URL is plaintext: use etcds://"
+                )));
+            }
+            None
+        }
+    };
+    let user = match (var(ENV_USER), var(ENV_PASSWORD_FILE)) {
+        (Some(user), Some(file)) => {
+            let user = user
+                .into_string()
+                .map_err(|_| fail(format!("{ENV_USER} is not UTF-8")))?;
+            Some(
+                pki_etcd::EtcdUser::from_password_file(user, Path::new(&file))
+                    .map_err(|e| fail(format!("{ENV_PASSWORD_FILE}: {e}")))?,
+            )
+        }
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(fail(format!(
+                "{ENV_USER} is set but {ENV_PASSWORD_FILE} is not"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(fail(format!(
+                "{ENV_PASSWORD_FILE} is set but {ENV_USER} is not"
+            )));
+        }
+    };
+    Ok(pki_etcd::EtcdOptions {
+        tls,
+        user,
+        ..pki_etcd::EtcdOptions::default()
+    })
 }
 
 /// `pki export STORE OUTDIR`: every document's files (the signer's, the

@@ -75,19 +75,33 @@
 //! every request of a write and of a read, so that tests can stop the
 //! server or commit another document between any two of them.
 //!
+//! # TLS and authentication
+//!
+//! `etcds://HOST:PORT[,HOST:PORT…]/PREFIX` reaches the servers over TLS
+//! (rustls): [`EtcdOptions::tls`] holds the CA bundle that verifies them
+//! and, for an etcd started with `--client-cert-auth`, a client certificate
+//! ([`EtcdTls`]). [`EtcdOptions::user`] logs in as an etcd user
+//! ([`EtcdUser`]). Both can be given as bytes or read from files; the
+//! library reads no environment variable.
+//!
 //! # Building
 //!
-//! The etcd client compiles etcd's protobuf definitions and needs `protoc`
-//! (Debian: `apt-get install protobuf-compiler`). The tests start a real
-//! etcd server (Debian: `apt-get install etcd-server`).
+//! The gRPC code generated from etcd's protobuf definitions is checked in
+//! ([`proto`]; `regen-proto.sh` regenerates it), so building needs only a
+//! Rust toolchain. The tests start a real etcd server (Debian: `apt-get
+//! install etcd-server`).
 
+pub mod client;
 mod layout;
+mod options;
+pub mod proto;
 mod store;
 mod url;
 
 pub use layout::{BLOBS_SEGMENT, MANIFEST_FORMAT};
+pub use options::{ClientIdentity, EtcdTls, EtcdUser};
 pub use store::{
     AsyncEtcdStore, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_TXN_OPS, EtcdOptions, EtcdStore,
     OpenError,
 };
-pub use url::{DEFAULT_PORT, EtcdUrl, SCHEME, UrlError, is_etcd_url};
+pub use url::{DEFAULT_PORT, EtcdUrl, SCHEME, TLS_SCHEME, UrlError, is_etcd_url};

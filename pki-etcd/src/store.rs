@@ -11,6 +11,7 @@ mod write;
 
 pub use client::AsyncEtcdStore;
 
+use crate::options::{EtcdTls, EtcdUser};
 use crate::url::{EtcdUrl, UrlError};
 use pki_rotate::store::WriteHook;
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Store};
@@ -54,7 +55,11 @@ pub struct EtcdOptions {
     /// The largest request etcd accepts, in bytes.
     pub max_request_bytes: usize,
     /// A user name and password when etcd has authentication enabled.
-    pub user: Option<(String, String)>,
+    pub user: Option<EtcdUser>,
+    /// The CA bundle and client certificate of an `etcds://` store. Given
+    /// for an `etcd://` store, opening fails: a plaintext URL never
+    /// silently drops the TLS it was meant to have.
+    pub tls: Option<EtcdTls>,
 }
 
 impl Default for EtcdOptions {
@@ -65,6 +70,7 @@ impl Default for EtcdOptions {
             max_txn_ops: DEFAULT_MAX_TXN_OPS,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             user: None,
+            tls: None,
         }
     }
 }
@@ -76,7 +82,8 @@ impl std::fmt::Debug for EtcdOptions {
             .field("request_timeout", &self.request_timeout)
             .field("max_txn_ops", &self.max_txn_ops)
             .field("max_request_bytes", &self.max_request_bytes)
-            .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .field("user", &self.user)
+            .field("tls", &self.tls)
             .finish()
     }
 }

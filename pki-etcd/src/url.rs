@@ -1,10 +1,14 @@
-//! Store URLs: `etcd://HOST:PORT/PREFIX`.
+//! Store URLs: `etcd://HOST:PORT/PREFIX` and, over TLS,
+//! `etcds://HOST:PORT/PREFIX`.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// The scheme every etcd store URL starts with.
+/// The scheme of a plaintext etcd store URL.
 pub const SCHEME: &str = "etcd://";
+
+/// The scheme of an etcd store URL reached over TLS.
+pub const TLS_SCHEME: &str = "etcds://";
 
 /// etcd's client port, used when a URL names none.
 pub const DEFAULT_PORT: u16 = 2379;
@@ -12,8 +16,9 @@ pub const DEFAULT_PORT: u16 = 2379;
 /// Where an etcd store lives: one or more endpoints and the key prefix every
 /// key of the store lives under.
 ///
-/// Written `etcd://HOST:PORT/PREFIX`; several endpoints of one cluster are
-/// separated by commas (`etcd://10.0.0.1:2379,10.0.0.2:2379/pki/prod`).
+/// Written `etcd://HOST:PORT/PREFIX`, or `etcds://HOST:PORT/PREFIX` when
+/// the servers speak TLS; several endpoints of one cluster are separated by
+/// commas (`etcds://10.0.0.1:2379,10.0.0.2:2379/pki/prod`).
 /// HOST is a name, an IPv4 address or a bracketed IPv6 address; PORT
 /// defaults to 2379. PREFIX is required: `/`-separated segments of
 /// `[A-Za-z0-9._-]`, none empty and none starting with `.`, so there is no
@@ -22,6 +27,7 @@ pub const DEFAULT_PORT: u16 = 2379;
 pub struct EtcdUrl {
     endpoints: Vec<String>,
     prefix: String,
+    tls: bool,
 }
 
 /// A store URL, endpoint or prefix that cannot be used. A program that
@@ -30,8 +36,8 @@ pub struct EtcdUrl {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UrlError {
-    /// The text does not start with `etcd://`.
-    #[error("\"{}\" is not an etcd store URL: expected etcd://HOST:PORT/PREFIX", .url.escape_debug())]
+    /// The text does not start with `etcd://` or `etcds://`.
+    #[error("\"{}\" is not an etcd store URL: expected etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX", .url.escape_debug())]
     NotEtcd {
         /// The text given.
         url: String,
@@ -63,8 +69,9 @@ pub enum UrlError {
 }
 
 impl EtcdUrl {
-    /// A URL from its parts: endpoints as `HOST:PORT` (or `HOST`, for port
-    /// 2379) and the key prefix.
+    /// A plaintext URL from its parts: endpoints as `HOST:PORT` (or `HOST`,
+    /// for port 2379) and the key prefix. [`EtcdUrl::with_tls`] makes it a
+    /// TLS one.
     pub fn new<E: AsRef<str>>(endpoints: &[E], prefix: &str) -> Result<Self, UrlError> {
         if endpoints.is_empty() {
             return Err(UrlError::Endpoint {
@@ -80,12 +87,20 @@ impl EtcdUrl {
         Ok(EtcdUrl {
             endpoints,
             prefix: prefix.to_string(),
+            tls: false,
         })
     }
 
-    /// Parses `etcd://HOST:PORT[,HOST:PORT…]/PREFIX`.
+    /// The same store reached over TLS (`etcds://`) or not (`etcd://`).
+    pub fn with_tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Parses `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` and the same with
+    /// `etcds://`.
     pub fn parse(url: &str) -> Result<Self, UrlError> {
-        let rest = strip_scheme(url).ok_or_else(|| UrlError::NotEtcd {
+        let (rest, tls) = strip_scheme(url).ok_or_else(|| UrlError::NotEtcd {
             url: url.to_string(),
         })?;
         let incomplete = |reason| UrlError::Incomplete {
@@ -102,7 +117,12 @@ impl EtcdUrl {
             return Err(incomplete("it names no key prefix"));
         }
         let endpoints: Vec<&str> = authority.split(',').collect();
-        EtcdUrl::new(&endpoints, prefix)
+        Ok(EtcdUrl::new(&endpoints, prefix)?.with_tls(tls))
+    }
+
+    /// Whether the servers are reached over TLS (`etcds://`).
+    pub fn tls(&self) -> bool {
+        self.tls
     }
 
     /// The endpoints, as `HOST:PORT`.
@@ -118,7 +138,8 @@ impl EtcdUrl {
 
 impl fmt::Display for EtcdUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{SCHEME}{}/{}", self.endpoints.join(","), self.prefix)
+        let scheme = if self.tls { TLS_SCHEME } else { SCHEME };
+        write!(f, "{scheme}{}/{}", self.endpoints.join(","), self.prefix)
     }
 }
 
@@ -130,16 +151,21 @@ impl FromStr for EtcdUrl {
 }
 
 /// Whether `text` is meant as an etcd store URL (it starts with
-/// `etcd://`), so that a program can tell it from a directory before
-/// parsing it.
+/// `etcd://` or `etcds://`), so that a program can tell it from a
+/// directory before parsing it.
 pub fn is_etcd_url(text: &str) -> bool {
     strip_scheme(text).is_some()
 }
 
-fn strip_scheme(text: &str) -> Option<&str> {
-    let head = text.get(..SCHEME.len())?;
-    head.eq_ignore_ascii_case(SCHEME)
-        .then(|| &text[SCHEME.len()..])
+/// The text after the scheme, and whether the scheme is `etcds://`.
+fn strip_scheme(text: &str) -> Option<(&str, bool)> {
+    [(SCHEME, false), (TLS_SCHEME, true)]
+        .into_iter()
+        .find_map(|(scheme, tls)| {
+            let head = text.get(..scheme.len())?;
+            head.eq_ignore_ascii_case(scheme)
+                .then(|| (&text[scheme.len()..], tls))
+        })
 }
 
 fn parse_endpoint(endpoint: &str) -> Result<String, UrlError> {
@@ -246,6 +272,20 @@ mod tests {
         assert_eq!(u.prefix(), "pki/prod.v1");
         assert_eq!(u, u.to_string().parse().unwrap());
         assert!(is_etcd_url("etcd://x/y") && !is_etcd_url("/var/lib/pki"));
+        assert!(!u.tls());
+
+        let u = EtcdUrl::parse("etcds://a:1,b:2/pki").unwrap();
+        assert!(u.tls() && is_etcd_url("ETCDS://a/p"));
+        assert_eq!(u.endpoints(), ["a:1", "b:2"]);
+        assert_eq!(u.to_string(), "etcds://a:1,b:2/pki");
+        assert_eq!(u, u.to_string().parse().unwrap());
+        assert_eq!(
+            EtcdUrl::new(&["a:1"], "p")
+                .unwrap()
+                .with_tls(true)
+                .to_string(),
+            "etcds://a:1/p"
+        );
     }
 
     #[test]
@@ -253,6 +293,8 @@ mod tests {
         for (url, expect) in [
             ("/var/lib/pki", "not an etcd store URL"),
             ("http://h:1/p", "not an etcd store URL"),
+            ("etcdss://h:1/p", "not an etcd store URL"),
+            ("etcds://h:1", "names no key prefix"),
             ("etcd://h:1", "names no key prefix"),
             ("etcd://h:1/", "names no key prefix"),
             ("etcd://h:1/pki/", "must not start or end with '/'"),

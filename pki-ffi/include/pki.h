@@ -1230,6 +1230,46 @@ size_t pki_last_error_length(void);
 pki_result pki_last_error(char *buf, size_t len, size_t *out_written);
 
 /**
+ * Opens the etcd store at `url` (`url_len` bytes, no NUL needed):
+ * `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`, or `etcds://...` over TLS,
+ * with `options` as JSON (`options_len` bytes; NULL: no options):
+ *
+ * ```json
+ * {"ca_file": "/etc/pki/etcd/ca.crt",
+ *  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
+ *  "user": "pki", "password_file": "/etc/pki/etcd/password",
+ *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+ * ```
+ *
+ * Each of the CA bundle, the client certificate and its key is given as
+ * PEM text (`ca_pem`, `cert_pem`, `key_pem`) or as a file the library
+ * reads (`ca_file`, `cert_file`, `key_file`); the password as `password`
+ * or `password_file`. `etcds://` needs the CA bundle; TLS settings with
+ * `etcd://` are refused. The server is contacted before this returns,
+ * within the connect timeout (5 s by default): a wrong CA, a refused
+ * client certificate or a bad password fails here, with one line saying
+ * which.
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (a malformed URL or options, an unreadable
+ * file: the message says which), `PKI_RESULT_STORE` (the server cannot be
+ * reached or refuses the client) or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `url` must be NULL or valid for `url_len` bytes; `options` NULL or
+ * valid for `options_len` bytes; `out_store` NULL or valid for one write.
+ */
+pki_result pki_store_open_etcd(const char *url,
+                               size_t url_len,
+                               const char *options,
+                               size_t options_len,
+                               struct pki_store **out_store);
+
+/**
  * Creates a key ring at `key` in `store` at `now` (Unix seconds). A ring
  * already there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
  *
@@ -2214,6 +2254,8 @@ void pki_step_free(struct pki_step *step);
  *   several processes may step the same document at once). The server is
  *   contacted here with a bounded timeout (5 s): an unreachable server
  *   fails now, not at the first step. Any `SCHEME://` is read as a URL;
+ *   `etcds://`, a client certificate or an etcd user need
+ *   `pki_store_open_etcd`, which takes them as options;
  * - `memory:`: a new, empty store in memory, whose documents live as long
  *   as the store (tests, and programs that copy documents in and out);
  * - anything else: the directory store at that path, created (mode 0700)

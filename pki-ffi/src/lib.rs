@@ -49,6 +49,7 @@ mod buffer;
 mod bundle;
 mod cred;
 mod error;
+mod etcd;
 mod input;
 mod keys;
 mod leaf;
@@ -71,6 +72,7 @@ pub use cred::{
     pki_cred_output, pki_cred_read, pki_cred_step,
 };
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
+pub use etcd::pki_store_open_etcd;
 pub use keys::{
     pki_keyring_create, pki_keyring_output, pki_keyring_read, pki_keyring_sign, pki_keyring_step,
     pki_keyring_verify,

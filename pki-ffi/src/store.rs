@@ -60,6 +60,8 @@ const MEMORY_LOCATION: &str = "memory:";
 ///   several processes may step the same document at once). The server is
 ///   contacted here with a bounded timeout (5 s): an unreachable server
 ///   fails now, not at the first step. Any `SCHEME://` is read as a URL;
+///   `etcds://`, a client certificate or an etcd user need
+///   `pki_store_open_etcd`, which takes them as options;
 /// - `memory:`: a new, empty store in memory, whose documents live as long
 ///   as the store (tests, and programs that copy documents in and out);
 /// - anything else: the directory store at that path, created (mode 0700)

@@ -5,9 +5,9 @@
 
 use super::fail::{Fail, backend_error};
 use super::{EtcdOptions, OpenError, PAGE_KEYS, REQUEST_MARGIN};
+use crate::client::{Client, GetOptions, KeyValue, KvClient};
 use crate::layout::prefix_end;
 use crate::url::EtcdUrl;
-use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue, KvClient};
 use pki_rotate::store::{WriteHook, validate_key};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError};
 use std::future::Future;
@@ -64,32 +64,32 @@ impl AsyncEtcdStore {
     /// checks that the server answers. Every failure is a
     /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
     pub async fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
-        let backend = |detail: Fail| backend_error(url, "connecting", detail);
-        let mut connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            .with_timeout(options.request_timeout)
-            .with_keep_alive(Duration::from_secs(10), options.request_timeout);
-        if let Some((name, password)) = &options.user {
-            connect = connect.with_user(name.clone(), password.clone());
-        }
-        let endpoints: Vec<String> = url
-            .endpoints()
-            .iter()
-            .map(|e| format!("http://{e}"))
-            .collect();
         let limit = options.connect_timeout;
-        let client =
-            match tokio::time::timeout(limit, Client::connect(&endpoints, Some(connect))).await {
-                Ok(r) => r.map_err(Fail::Etcd),
-                Err(_) => Err(Fail::Timeout(limit)),
-            }
-            .map_err(backend)?;
+        let started = tokio::time::Instant::now();
+        let tls = options.tls.clone();
+        // A failure etcd did not explain (a broken pipe, an early end of
+        // file) gets a second look at the TLS underneath, in the time left.
+        let explain = async |fail: Fail| {
+            let left = limit.saturating_sub(started.elapsed());
+            let unexplained = matches!(&fail, Fail::Etcd(crate::client::Error::GRpcStatus(s))
+                if !s.message().starts_with("etcdserver:"));
+            let better = match unexplained {
+                true => crate::client::diagnose(url, tls.as_ref(), left).await,
+                false => None,
+            };
+            backend_error(url, "connecting", better.map_or(fail, Fail::Other))
+        };
+        let client = match tokio::time::timeout(limit, Client::connect(url, &options)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(explain(Fail::Etcd(e)).await),
+            Err(_) => return Err(backend_error(url, "connecting", Fail::Timeout(limit))),
+        };
         // A page of blobs can be larger than tonic's default 4 MiB limit on
         // a decoded answer: allow a full page of the largest blobs etcd takes.
         let page_bytes = (PAGE_KEYS as usize).saturating_mul(options.max_request_bytes);
         let kv = client
-            .kv_client()
-            .max_decoding_message_size(page_bytes.saturating_add(4 << 20));
+            .max_decoding_message_size(page_bytes.saturating_add(4 << 20))
+            .kv();
         let store = AsyncEtcdStore {
             url: url.clone(),
             options,
@@ -101,14 +101,16 @@ impl AsyncEtcdStore {
         // unreachable server is reported here and within the bound.
         let probe = format!("{}/", store.url.prefix());
         let mut kv = store.kv.clone();
-        store
+        let answered = store
             .run_within(limit, async move {
                 kv.get(probe, Some(GetOptions::new().with_count_only()))
                     .await
             })
-            .await
-            .map_err(backend)?;
-        Ok(store)
+            .await;
+        match answered {
+            Ok(_) => Ok(store),
+            Err(fail) => Err(explain(fail).await),
+        }
     }
 
     /// The store's address.
@@ -218,7 +220,7 @@ impl AsyncEtcdStore {
     async fn run_within<T>(
         &self,
         limit: Duration,
-        request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+        request: impl Future<Output = std::result::Result<T, crate::client::Error>>,
     ) -> std::result::Result<T, Fail> {
         match tokio::time::timeout(limit, request).await {
             Ok(r) => r.map_err(Fail::Etcd),
@@ -229,7 +231,7 @@ impl AsyncEtcdStore {
     /// Runs one request within the request timeout.
     pub(super) async fn run<T>(
         &self,
-        request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+        request: impl Future<Output = std::result::Result<T, crate::client::Error>>,
     ) -> std::result::Result<T, Fail> {
         self.run_within(self.options.request_timeout, request).await
     }

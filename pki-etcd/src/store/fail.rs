@@ -1,6 +1,7 @@
 //! Why a request to etcd failed, and whether it may have been applied
 //! anyway: what separates "nothing changed" from "the outcome is unknown".
 
+use crate::client::Error;
 use crate::url::EtcdUrl;
 use pki_rotate::RotateError;
 use std::time::Duration;
@@ -23,7 +24,7 @@ impl std::error::Error for Failure {}
 
 /// Why one request failed.
 pub(super) enum Fail {
-    Etcd(etcd_client::Error),
+    Etcd(crate::client::Error),
     Timeout(Duration),
     Hook(std::io::Error),
     Other(String),
@@ -39,7 +40,7 @@ impl Fail {
         match self {
             Fail::Hook(_) | Fail::Other(_) => false,
             Fail::Timeout(_) => true,
-            Fail::Etcd(etcd_client::Error::GRpcStatus(s)) => match s.code() {
+            Fail::Etcd(Error::GRpcStatus(s)) => match s.code() {
                 // etcd checked the request and refused it (too large, too
                 // many operations, not allowed): it was not applied.
                 Code::InvalidArgument
@@ -54,31 +55,25 @@ impl Fail {
                 Code::Unavailable => !never_connected(s),
                 _ => true,
             },
-            Fail::Etcd(etcd_client::Error::TransportError(e)) => !never_connected(e),
-            Fail::Etcd(
-                etcd_client::Error::InvalidArgs(_)
-                | etcd_client::Error::InvalidUri(_)
-                | etcd_client::Error::InvalidMetadataValue(_)
-                | etcd_client::Error::Utf8Error(_),
-            ) => false,
-            Fail::Etcd(_) => true,
+            // A channel that could not be set up sent nothing.
+            Fail::Etcd(Error::TransportError(_) | Error::InvalidArgs(_)) => false,
         }
     }
 
     pub(super) fn is_compacted(&self) -> bool {
-        matches!(self, Fail::Etcd(etcd_client::Error::GRpcStatus(s)) if s.message().contains("compacted"))
+        matches!(self, Fail::Etcd(Error::GRpcStatus(s)) if s.message().contains("compacted"))
     }
 
     pub(super) fn describe(&self) -> String {
         let text = match self {
-            Fail::Etcd(etcd_client::Error::GRpcStatus(s)) => {
+            Fail::Etcd(Error::GRpcStatus(s)) => {
                 // The status's own Display carries metadata; its sources
                 // say what the transport saw (connection refused…).
                 let mut text = format!("{:?}: {}", s.code(), s.message());
                 extend_with_sources(&mut text, std::error::Error::source(s));
                 text
             }
-            Fail::Etcd(etcd_client::Error::TransportError(e)) => {
+            Fail::Etcd(Error::TransportError(e)) => {
                 format!("transport error: {}", chain(e))
             }
             Fail::Etcd(e) => e.to_string(),
@@ -153,7 +148,7 @@ mod tests {
         if let Some(kind) = source {
             s.set_source(Arc::new(std::io::Error::from(kind)));
         }
-        Fail::Etcd(etcd_client::Error::GRpcStatus(s))
+        Fail::Etcd(Error::GRpcStatus(s))
     }
 
     #[test]

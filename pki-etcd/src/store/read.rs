@@ -5,8 +5,8 @@
 use super::GET_ATTEMPTS;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
+use crate::client::GetOptions;
 use crate::layout::{DocKeys, Manifest};
-use etcd_client::GetOptions;
 use pki_rotate::store::validate_key;
 use pki_rotate::{File, Files, Result, Revision, RotateError};
 use std::collections::{BTreeSet, HashMap};

@@ -6,8 +6,8 @@
 use super::PER_OP_OVERHEAD;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
+use crate::client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
 use crate::layout::{DocKeys, Entry, MANIFEST_FORMAT, Manifest, blob_id, sha256_hex};
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 use pki_rotate::store::validate_key;
 use pki_rotate::{File, Files, Result, Revision, RotateError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -171,9 +171,7 @@ impl AsyncEtcdStore {
         };
         if !response.succeeded() {
             let found = response.op_responses().into_iter().find_map(|r| match r {
-                etcd_client::TxnOpResponse::Get(g) => {
-                    Some(g.kvs().first().map(|kv| kv.mod_revision()))
-                }
+                TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision())),
                 _ => None,
             });
             // The head this attempt's blobs were written for was never
@@ -183,7 +181,7 @@ impl AsyncEtcdStore {
                 let from = keys.blob(&format!("{nonce}-"));
                 let _ = self
                     .run(async move {
-                        kv.delete(from, Some(etcd_client::DeleteOptions::new().with_prefix()))
+                        kv.delete(from, Some(DeleteOptions::new().with_prefix()))
                             .await
                     })
                     .await;

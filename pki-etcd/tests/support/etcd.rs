@@ -3,11 +3,13 @@
 //!
 //! The server is Debian's `etcd-server` (the `etcd` binary on PATH, or
 //! the one `PKI_ETCD_BIN` names). Without it the tests fail saying how to
-//! install it: they never pass by skipping.
+//! install it: they never pass by skipping. [`Etcd::start_tls`] starts one
+//! that speaks only TLS, with client certificates when asked.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pki_etcd::{EtcdOptions, EtcdStore};
+use pki_etcd::client::{Client, GetOptions};
+use pki_etcd::{EtcdOptions, EtcdStore, EtcdUrl};
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,11 +20,29 @@ use std::time::{Duration, Instant};
 /// How long a started etcd may take to answer its health check.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
+/// The certificate an etcd serves with and, with `client_ca`, the CA
+/// bundle it verifies client certificates against (`--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// `--cert-file`: the server's certificate chain, PEM.
+    pub cert: PathBuf,
+    /// `--key-file`.
+    pub key: PathBuf,
+    /// `--trusted-ca-file` with `--client-cert-auth`, when given.
+    pub client_ca: Option<PathBuf>,
+}
+
 /// One etcd server.
 pub struct Etcd {
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// Serves `/health` in plaintext whatever the client port speaks.
+    metrics_port: u16,
+    tls: Option<ServerTls>,
+    /// How the helpers here (`dump`, `put`…) reach the server: its TLS
+    /// settings and, once authentication is on, a user allowed everything.
+    admin: EtcdOptions,
     child: Option<Child>,
 }
 
@@ -41,6 +61,17 @@ fn free_port() -> u16 {
 impl Etcd {
     /// Starts a fresh server and waits until it is healthy.
     pub fn start() -> Etcd {
+        Etcd::start_with(None, EtcdOptions::default())
+    }
+
+    /// Starts a fresh server that speaks TLS only, with the certificate of
+    /// `tls`; the helpers here connect with `admin` (its CA bundle and,
+    /// when the server asks for one, a client certificate).
+    pub fn start_tls(tls: ServerTls, admin: EtcdOptions) -> Etcd {
+        Etcd::start_with(Some(tls), admin)
+    }
+
+    fn start_with(tls: Option<ServerTls>, admin: EtcdOptions) -> Etcd {
         let mut dir = tempfile::Builder::new()
             .prefix("pki-etcd-test")
             .tempdir()
@@ -52,6 +83,9 @@ impl Etcd {
             let mut etcd = Etcd {
                 client_port: free_port(),
                 peer_port: free_port(),
+                metrics_port: free_port(),
+                tls: tls.clone(),
+                admin: admin.clone(),
                 child: None,
                 dir,
             };
@@ -87,10 +121,26 @@ impl Etcd {
             .append(true)
             .open(self.log_path())
             .unwrap();
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let spawned = Command::new(binary())
+        let mut command = Command::new(binary());
+        if let Some(tls) = &self.tls {
+            command
+                .arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()));
+            if let Some(ca) = &tls.client_ca {
+                command
+                    .arg(format!("--trusted-ca-file={}", ca.display()))
+                    .arg("--client-cert-auth");
+            }
+        }
+        let spawned = command
             .arg("--name=pki-test")
+            .arg(format!(
+                "--listen-metrics-urls=http://127.0.0.1:{}",
+                self.metrics_port
+            ))
             .arg(format!("--data-dir={}", self.data_dir().display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
@@ -142,13 +192,13 @@ impl Etcd {
 
     /// Whether `/health` answers `"health":"true"`.
     fn healthy(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
         let request = format!(
             "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.client_port
+            self.metrics_port
         );
         if s.write_all(request.as_bytes()).is_err() {
             return false;
@@ -163,14 +213,42 @@ impl Etcd {
         format!("127.0.0.1:{}", self.client_port)
     }
 
-    /// `etcd://127.0.0.1:PORT/PREFIX`.
+    /// `etcd://127.0.0.1:PORT/PREFIX`, or `etcds://` for a TLS server.
     pub fn url(&self, prefix: &str) -> String {
-        format!("etcd://{}/{prefix}", self.endpoint())
+        let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://{}/{prefix}", self.endpoint())
     }
 
-    /// A store under `prefix` with short timeouts.
+    /// A store under `prefix` with short timeouts, connected as the
+    /// helpers are.
     pub fn store(&self, prefix: &str) -> EtcdStore {
-        EtcdStore::connect(&[self.endpoint()], prefix, quick_options()).unwrap()
+        let options = EtcdOptions {
+            tls: self.admin.tls.clone(),
+            user: self.admin.user.clone(),
+            ..quick_options()
+        };
+        EtcdStore::open(&EtcdUrl::parse(&self.url(prefix)).unwrap(), options).unwrap()
+    }
+
+    /// How the helpers connect (see [`Etcd::start_tls`]).
+    pub fn admin(&self) -> &EtcdOptions {
+        &self.admin
+    }
+
+    /// Connect the helpers with `admin` from now on (after turning
+    /// authentication on, or moving to another client certificate).
+    pub fn set_admin(&mut self, admin: EtcdOptions) {
+        self.admin = admin;
+    }
+
+    /// Serve with `tls` from the next restart on.
+    pub fn set_tls(&mut self, tls: ServerTls) {
+        self.tls = Some(tls);
+    }
+
+    /// Runs `f` with a client of the helpers' own (see [`Etcd::admin`]).
+    pub fn with_client<T>(&self, f: impl AsyncFnOnce(&Client) -> T) -> T {
+        with_client(&self.url("pki"), &self.admin, f)
     }
 
     /// Kills the server (SIGKILL: no clean shutdown) and waits for it.
@@ -195,7 +273,7 @@ impl Etcd {
 
     /// Every key under `prefix/` with its value, straight from etcd.
     pub fn dump(&self, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
-        dump_keys(&self.endpoint(), prefix)
+        self.with_client(async |client| dump(client, prefix).await)
     }
 
     /// Where the data lives, for messages.
@@ -220,62 +298,63 @@ pub fn quick_options() -> EtcdOptions {
 }
 
 /// Runs `f` with a client of its own (not the store under test) on a
-/// runtime of its own.
-fn with_client<T>(endpoint: &str, f: impl AsyncFnOnce(&mut etcd_client::Client) -> T) -> T {
+/// runtime of its own, connected to `url` with `options`.
+fn with_client<T>(url: &str, options: &EtcdOptions, f: impl AsyncFnOnce(&Client) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
+    let url = EtcdUrl::parse(url).unwrap();
     runtime.block_on(async {
-        let mut client = etcd_client::Client::connect([format!("http://{endpoint}")], None)
-            .await
-            .unwrap();
-        f(&mut client).await
+        let client = Client::connect(&url, options).await.unwrap();
+        f(&client).await
     })
+}
+
+fn plain(endpoint: &str) -> String {
+    format!("etcd://{endpoint}/pki")
+}
+
+async fn dump(client: &Client, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
+    let (key, options) = if prefix.is_empty() {
+        (String::from("\0"), GetOptions::new().with_all_keys())
+    } else {
+        (format!("{prefix}/"), GetOptions::new().with_prefix())
+    };
+    let response = client.kv().get(key, Some(options)).await.unwrap();
+    response
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap().to_string(),
+                kv.value().to_vec(),
+                kv.create_revision(),
+            )
+        })
+        .collect()
 }
 
 /// Every key under `prefix/` (every key when `prefix` is empty) with its
 /// value and create revision, read by a client of its own (not through the
-/// store under test).
+/// store under test) from a plaintext server.
 pub fn dump_keys(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
-    with_client(endpoint, async |client| {
-        let (key, options) = if prefix.is_empty() {
-            (
-                String::from("\0"),
-                etcd_client::GetOptions::new().with_all_keys(),
-            )
-        } else {
-            (
-                format!("{prefix}/"),
-                etcd_client::GetOptions::new().with_prefix(),
-            )
-        };
-        let response = client.get(key, Some(options)).await.unwrap();
-        response
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    kv.key_str().unwrap().to_string(),
-                    kv.value().to_vec(),
-                    kv.create_revision(),
-                )
-            })
-            .collect()
+    with_client(&plain(endpoint), &EtcdOptions::default(), async |client| {
+        dump(client, prefix).await
     })
 }
 
 /// Writes `value` at `key` directly, bypassing the store.
 pub fn put_raw(endpoint: &str, key: &str, value: &[u8]) {
-    with_client(endpoint, async |client| {
-        client.put(key, value, None).await.unwrap();
+    with_client(&plain(endpoint), &EtcdOptions::default(), async |client| {
+        client.kv().put(key, value, None).await.unwrap();
     });
 }
 
 /// Deletes `key` directly, bypassing the store.
 pub fn delete_raw(endpoint: &str, key: &str) {
-    with_client(endpoint, async |client| {
-        client.delete(key, None).await.unwrap();
+    with_client(&plain(endpoint), &EtcdOptions::default(), async |client| {
+        client.kv().delete(key, None).await.unwrap();
     });
 }
