@@ -188,3 +188,121 @@ async fn a_live_mtls_pair_keeps_talking_through_automatic_forced_and_emergency_r
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+fn set_status(d: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&["set", "status", d, "--json"])).unwrap()
+}
+
+/// Lets the helpers reload under traffic, then acknowledges every target
+/// that has not loaded the current step, as a node agent would after its
+/// reload; again until all have (a step may move client certificates once
+/// the servers acknowledged).
+async fn ack_all(live: &Live, d: &str, step: &str) {
+    for _ in 0..4 {
+        tokio::time::sleep(BETWEEN).await;
+        let status = set_status(d);
+        let pending: Vec<String> = status["targets"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, t)| t["progress"] != "loaded")
+            .map(|(name, _)| name.clone())
+            .collect();
+        if pending.is_empty() {
+            let (done, failed) = live.tally.counts();
+            println!("set {step}: every target loaded; {done} handshakes so far, {failed} failed");
+            assert_eq!(
+                failed,
+                0,
+                "{step}: failed handshakes: {:?}",
+                live.tally.errors.lock().unwrap()
+            );
+            return;
+        }
+        for target in pending {
+            let path = format!("{d}/targets/{target}");
+            let fp = ok(&["fingerprint", &path]).trim().to_string();
+            ok(&["set", "ack", d, &target, "--fingerprint", &fp]);
+        }
+    }
+    panic!(
+        "{step}: targets still pending: {}",
+        set_status(d)["targets"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_mtls_pair_keeps_talking_through_every_step_of_a_ca_set_rotation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("set");
+    let d = dir.display().to_string();
+    // The cluster CA signs the API server's serving certificate and the
+    // kubelet's client certificate: the rotation gives it a separate new
+    // client CA.
+    ok(&["set", "init", &d, "--ca", "cluster:serving+client"]);
+    ok(&[
+        "set",
+        "issue",
+        &d,
+        "api",
+        "--ca",
+        "cluster",
+        "--serving",
+        "--dns",
+        "api.test",
+        "--target",
+        "apiserver",
+    ]);
+    ok(&[
+        "set", "issue", &d, "kubelet", "--ca", "cluster", "--client", "--cn", "kubelet",
+        "--target", "node",
+    ]);
+    ok(&["set", "target", &d, "apiserver", "--client-ca", "cluster"]);
+    ok(&["set", "target", &d, "node", "--trusts", "cluster"]);
+    let target = |t: &str| dir.join("targets").join(t);
+    let live = Live::start(
+        Side {
+            cert: CertFiles::target_leaf(&dir, "apiserver", "api"),
+            trust: vec![target("apiserver").join("client-ca/cluster.crt")],
+        },
+        Side {
+            cert: CertFiles::target_leaf(&dir, "node", "kubelet"),
+            trust: vec![target("node").join("trust/cluster.crt")],
+        },
+        "api.test",
+        4,
+        (None, None),
+    )
+    .await;
+    ack_all(&live, &d, "idle").await;
+
+    ok(&["set", "start", &d, "--reason", "live rotation"]);
+    ack_all(&live, &d, "trust-both").await;
+    let old_api = leaf_der(&target("apiserver").join("certs/api/tls.crt"));
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        ok(&["set", "advance", &d]);
+        let step = set_status(&d)["step"].as_str().unwrap().to_string();
+        ack_all(&live, &d, &step).await;
+        steps.push(step);
+    }
+    assert_eq!(steps, ["update-certs", "trust-new", "completed"]);
+    // The server presents its certificate from the new CA.
+    let new_api = leaf_der(&target("apiserver").join("certs/api/tls.crt"));
+    assert_ne!(old_api, new_api);
+    live.until_seen(&new_api, LIMIT).await;
+
+    let (server_loads, client_loads) =
+        (live.server_cert.generation(), live.client_cert.generation());
+    let (server_trust, client_trust) = (
+        live.server_trust.generation(),
+        live.client_trust.generation(),
+    );
+    let tally = live.stop().await;
+    let (total, failed) = tally.counts();
+    println!(
+        "CA set rotation: {total} handshakes, {failed} failed; loads: server certificate {server_loads}, client certificate {client_loads}, server client-ca bundle {server_trust}, client trust bundle {client_trust}"
+    );
+    assert_eq!(failed, 0, "{:?}", tally.errors.lock().unwrap());
+    assert!(server_loads > 1 && client_loads > 1 && server_trust > 1 && client_trust > 1);
+}
