@@ -55,6 +55,7 @@ mod leaf;
 mod secret;
 mod set;
 mod signer;
+mod snapshot;
 mod step;
 mod store;
 mod verify;

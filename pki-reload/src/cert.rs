@@ -1,9 +1,9 @@
 //! [`CertReloader`]: the current certificate and key of a leaf, for rustls
 //! servers and clients.
 
+use crate::snapshot::{MAX_READS, read_pair_once};
 use crate::watch::{Loaded, Watched, stamp};
-use crate::{ReloadError, ReloadOptions};
-use pki_core::{Certificate, PrivateKey};
+use crate::{CertFiles, ReloadError, ReloadOptions};
 use rustls::SignatureScheme;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -11,42 +11,6 @@ use rustls::server::ClientHello;
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use zeroize::Zeroizing;
-
-/// How many times both files are read before a reload gives up on
-/// finding them from one generation. A directory store switches
-/// generations with one rename, so a second read already sees one.
-const MAX_READS: u32 = 4;
-
-/// Where a leaf's chain and key are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertFiles {
-    /// The chain: the leaf first, then what a peer needs to reach its
-    /// trust (bridge B after a signer rotation).
-    pub cert: PathBuf,
-    /// The leaf's private key.
-    pub key: PathBuf,
-}
-
-impl CertFiles {
-    /// `tls.crt` and `tls.key` in `dir`.
-    pub fn in_dir(dir: &Path) -> Self {
-        CertFiles {
-            cert: dir.join("tls.crt"),
-            key: dir.join("tls.key"),
-        }
-    }
-
-    /// The signer's leaf `name` in a directory store: `DIR/certs/NAME/`.
-    pub fn leaf(store: &Path, name: &str) -> Self {
-        Self::in_dir(&store.join("certs").join(name))
-    }
-
-    /// The leaf `name` of a CA set's target: `DIR/targets/TARGET/certs/NAME/`.
-    pub fn target_leaf(store: &Path, target: &str, name: &str) -> Self {
-        Self::in_dir(&store.join("targets").join(target).join("certs").join(name))
-    }
-}
 
 /// A leaf's certificate and key, reloaded when their files change: a
 /// server's [`ResolvesServerCert`](rustls::server::ResolvesServerCert) and
@@ -152,31 +116,23 @@ fn load(files: &CertFiles, provider: &CryptoProvider) -> Result<Loaded<Certified
     let paths = [files.cert.clone(), files.key.clone()];
     for _ in 0..MAX_READS {
         let before = stamp(&paths)?;
-        let chain_pem = std::fs::read(&files.cert).map_err(|e| ReloadError::io(&files.cert, e))?;
-        let key_pem =
-            Zeroizing::new(std::fs::read(&files.key).map_err(|e| ReloadError::io(&files.key, e))?);
+        let Some(pair) = read_pair_once(files)? else {
+            continue;
+        };
         let after = stamp(&paths)?;
         if before != after {
             continue;
         }
-        let chain = Certificate::all_from_pem(&chain_pem)
-            .map_err(|e| ReloadError::invalid(&files.cert, e))?;
-        let leaf = chain
-            .first()
-            .ok_or_else(|| ReloadError::invalid(&files.cert, "holds no certificate"))?;
-        let key = PrivateKey::from_stored_pem(&key_pem)
-            .map_err(|e| ReloadError::invalid(&files.key, e))?;
-        if !key.matches_certificate(leaf) {
-            continue;
-        }
-        let der = key
+        let der = pair
+            .key
             .to_pkcs8_der()
             .map_err(|e| ReloadError::invalid(&files.key, e))?;
         let signing = provider
             .key_provider
             .load_private_key(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der.to_vec())))
             .map_err(|e| ReloadError::Tls(e.to_string()))?;
-        let chain = chain
+        let chain = pair
+            .chain
             .iter()
             .map(|c| CertificateDer::from(c.der().to_vec()))
             .collect();

@@ -22,6 +22,11 @@
 //!   [`Acker`], it acknowledges each bundle it loads (`pki ack`), so that
 //!   `pki status` knows this consumer reloaded.
 //!
+//! - [`Snapshot`]: one consistent read of a leaf's chain and key and the
+//!   bundle, with the bundle's token, for other TLS stacks (the C ABI's
+//!   `pki_snapshot_load` and the Go package use it). Without the default
+//!   `rustls` feature the crate has only this and the acks.
+//!
 //! **When files are looked at.** On a handshake, at most once per
 //! [`ReloadOptions::check_interval`] (1 s by default): a `stat` of each
 //! file (device, inode, size, modification time; a directory store's new
@@ -61,16 +66,26 @@
 //! ```
 
 #![forbid(unsafe_code)]
+// Without rustls only snapshots and acks are built: the watcher is unused.
+#![cfg_attr(not(feature = "rustls"), allow(dead_code))]
 
 mod ack;
+#[cfg(feature = "rustls")]
 mod cert;
 mod error;
+mod files;
+mod snapshot;
+#[cfg(feature = "rustls")]
 mod trust;
 mod watch;
 
 pub use ack::{Acker, StoreAcker};
-pub use cert::{CertFiles, CertReloader};
+#[cfg(feature = "rustls")]
+pub use cert::CertReloader;
 pub use error::ReloadError;
+pub use files::CertFiles;
+pub use snapshot::Snapshot;
+#[cfg(feature = "rustls")]
 pub use trust::TrustReloader;
 
 /// How often a reloader looks at its files.

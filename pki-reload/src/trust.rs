@@ -1,9 +1,10 @@
 //! [`TrustReloader`]: the current trust bundle, as a rustls verifier of
 //! servers (for clients) and of clients (for servers).
 
+use crate::snapshot::{MAX_READS, read_bundle_once};
 use crate::watch::{Loaded, Watched, stamp};
 use crate::{Acker, ReloadError, ReloadOptions};
-use pki_core::{Bundle, Certificate};
+use pki_core::Bundle;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -138,18 +139,9 @@ fn load(
     let (certs, after) = loop {
         attempts += 1;
         let before = stamp(paths)?;
-        let mut certs = Vec::new();
-        for path in paths {
-            let pem = std::fs::read(path).map_err(|e| ReloadError::io(path, e))?;
-            let found =
-                Certificate::all_from_pem(&pem).map_err(|e| ReloadError::invalid(path, e))?;
-            if found.is_empty() {
-                return Err(ReloadError::invalid(path, "holds no certificate"));
-            }
-            certs.extend(found);
-        }
+        let (certs, _) = read_bundle_once(paths)?;
         let after = stamp(paths)?;
-        if before == after || attempts >= 4 {
+        if before == after || attempts >= MAX_READS {
             break (certs, after);
         }
     };

@@ -169,7 +169,8 @@ pub struct AckPlan {
 }
 
 /// What an ack did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum UptakeEvent {
     /// A consumer's acknowledgement was recorded.
