@@ -100,8 +100,7 @@ var (
 	ErrEmptyForcedReason  error = &Error{Code: CodeEmptyForcedReason}
 	ErrTrustCheckFailed   error = &Error{Code: CodeTrustCheckFailed}
 	ErrUnknownLeaf        error = &Error{Code: CodeUnknownLeaf}
-	// ErrUnknownBundle: an ack names a bundle the signer did not publish.
-	ErrUnknownBundle error = &Error{Code: CodeUnknownBundle}
+	ErrUnknownBundle      error = &Error{Code: CodeUnknownBundle}
 	ErrUnsupportedVersion error = &Error{Code: CodeUnsupportedVersion}
 	ErrCorruptState       error = &Error{Code: CodeCorruptState}
 	// ErrStore: a store failed (I/O, an unreachable or broken backend);
