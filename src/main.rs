@@ -322,33 +322,10 @@ enum Command {
     /// Print what a target acknowledges: SHA-256 over a target directory's
     /// file paths and contents; with --bundle, a CA bundle's token (the
     /// `bundle_fingerprint` of `pki status --json`).
-    Fingerprint {
-        /// A target directory, like DIR/targets/TARGET.
-        #[arg(required_unless_present = "bundle", conflicts_with = "bundle")]
-        path: Option<PathBuf>,
-        /// A PEM bundle: the token depends on its certificates only (any
-        /// order, any PEM layout), as `pki ack` expects it.
-        #[arg(long, value_name = "FILE")]
-        bundle: Option<PathBuf>,
-        /// Refuse a bundle file larger than this, like 16M or 1G.
-        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
-        max_input_size: u64,
-    },
+    Fingerprint(fingerprint::FingerprintArgs),
     /// Record that CONSUMER loaded the CA bundle FP (see `pki fingerprint
     /// --bundle`); `pki status` lists the consumers that lag.
-    Ack {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// Who loaded it: a host, a pod, a component.
-        consumer: String,
-        /// The bundle's fingerprint; refused unless this store published it.
-        #[arg(long, value_name = "FP")]
-        fingerprint: String,
-        /// The time of the acknowledgement, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        now: OffsetDateTime,
-    },
+    Ack(fingerprint::AckArgs),
     /// Rotate credentials minted by an outside system through mint and revoke hooks.
     #[command(subcommand)]
     Cred(CredCommand),
@@ -639,25 +616,8 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Man { outdir } => completions::man(outdir.as_deref()),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Set { command } => set::run(command),
-        Command::Fingerprint {
-            path,
-            bundle,
-            max_input_size,
-        } => match (path, bundle) {
-            (_, Some(bundle)) => fingerprint::bundle(&bundle, max_input_size),
-            (Some(path), None) => fingerprint::run(&path),
-            // clap requires one of the two.
-            (None, None) => Err(common::CliError {
-                message: "give a PATH or --bundle FILE".to_string(),
-                status: 2,
-            }),
-        },
-        Command::Ack {
-            dir,
-            consumer,
-            fingerprint,
-            now,
-        } => fingerprint::ack(&dir, &consumer, &fingerprint, now),
+        Command::Fingerprint(args) => fingerprint::fingerprint(args),
+        Command::Ack(args) => fingerprint::ack(args),
         Command::Demo {
             scenario: Some(_),
             dir,
