@@ -1,7 +1,8 @@
 //! Uptake from the CLI: `pki fingerprint --bundle` gives the token `status
 //! --json` shows, `pki ack` records which consumer loaded which published
 //! bundle (refusing any other, idempotent, racing safely on a directory and
-//! an etcd store), and `status` says who lags (`--check` exits 3).
+//! an etcd store), `status` says who lags (`--check` exits 3), and a
+//! reload helper's acker writes through the driver to an etcd store.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -343,4 +344,36 @@ fn acks_on_an_etcd_store_race_safely_and_repeat_without_a_write() {
     let never = "cd".repeat(32);
     refused(&["ack", &url, "a-0", "--fingerprint", &never, "--now", T0]);
     assert_eq!(revisions(etcd::dump_keys(&server.endpoint(), "")), before);
+}
+
+#[test]
+fn a_reload_helper_acknowledges_through_the_driver_on_an_etcd_store() {
+    use pki_reload::Acker;
+    let server = etcd::Etcd::start();
+    let url = server.url("pki/service-ca");
+    ok(&["init", &url, "--now", T0]);
+    let fp = current_bundle(&url, T0);
+    let acker = pki_reload::StoreAcker::new(server.store("pki/service-ca"), "helper");
+    acker.ack(&fp);
+    acker.ack(&"ef".repeat(32));
+    // Acks are written on threads of their own.
+    let start = std::time::Instant::now();
+    while acker.results().len() < 2 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "acks never written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let results = acker.results();
+    assert!(results.contains(&Ok(fp.clone())), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(e) if e.contains("was not published"))),
+        "{results:?}"
+    );
+    let s = status(&url, T0);
+    assert_eq!(s["consumers"][0]["name"], "helper");
+    assert_eq!(s["consumers"][0]["fingerprint"], fp.as_str());
 }
