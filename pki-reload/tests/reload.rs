@@ -182,3 +182,12 @@ fn the_trust_reloader_acknowledges_each_bundle_it_loads_by_its_pki_token() {
         [token(vec![old.cert.clone()]), both]
     );
 }
+
+#[test]
+fn the_helpers_can_be_shared_across_tokio_tasks() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<CertReloader>();
+    shared::<TrustReloader>();
+    shared::<pki_reload::StoreAcker<pki_rotate::FsStore>>();
+    shared::<pki_reload::Snapshot>();
+}
