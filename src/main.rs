@@ -323,11 +323,12 @@ enum Command {
         command: set::SetCommand,
     },
     /// Print what a target acknowledges: SHA-256 over a target directory's
-    /// file paths and contents.
-    Fingerprint {
-        /// A target directory, like DIR/targets/TARGET.
-        path: PathBuf,
-    },
+    /// file paths and contents; with --bundle, a CA bundle's token (the
+    /// `bundle_fingerprint` of `pki status --json`).
+    Fingerprint(fingerprint::FingerprintArgs),
+    /// Record that CONSUMER loaded the CA bundle FP (see `pki fingerprint
+    /// --bundle`); `pki status` lists the consumers that lag.
+    Ack(fingerprint::AckArgs),
     /// Rotate credentials minted by an outside system through mint and revoke hooks.
     #[command(subcommand)]
     Cred(CredCommand),
@@ -623,7 +624,8 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Man { outdir } => completions::man(outdir.as_deref()),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Set { command } => set::run(command),
-        Command::Fingerprint { path } => fingerprint::run(&path),
+        Command::Fingerprint(args) => fingerprint::fingerprint(args),
+        Command::Ack(args) => fingerprint::ack(args),
         Command::Demo {
             scenario: Some(_),
             dir,

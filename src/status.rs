@@ -129,6 +129,27 @@ pub fn render(s: &SignerStatus) -> String {
             ));
         }
     }
+    if !s.consumers.is_empty() {
+        out.push_str(&format!(
+            "\n  {:<24} {:<18} {:<44} STATE\n",
+            "CONSUMER", "BUNDLE", "LOADED"
+        ));
+        for c in &s.consumers {
+            let state = if c.current {
+                "current"
+            } else if c.overdue {
+                "LAGS: has not loaded the current bundle within the reload interval"
+            } else {
+                "previous bundle (within the reload interval)"
+            };
+            out.push_str(&format!(
+                "  {:<24} {:<18} {:<44} {state}\n",
+                c.name,
+                c.fingerprint.get(..16).unwrap_or(&c.fingerprint),
+                when(c.loaded_at, now)
+            ));
+        }
+    }
     out.push('\n');
     let due = if s.rotation_due_at <= now {
         format!("since {}", when(s.rotation_due_at, now))
@@ -164,6 +185,9 @@ pub fn render(s: &SignerStatus) -> String {
     }
     match s.health {
         Health::Ok => out.push_str("  health: ok\n"),
+        Health::ActionDue if s.pending.is_empty() => {
+            out.push_str("  health: an action is due: consumers lag (reload them)\n")
+        }
         Health::ActionDue => out.push_str("  health: an action is due\n"),
         Health::Broken => {
             for p in &s.problems {

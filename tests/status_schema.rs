@@ -63,6 +63,21 @@ fn every_json_output_matches_its_checked_in_schema() {
     let s = status(T0, "status of a fresh store");
     assert_eq!(s["schema_version"], 1);
     assert_eq!(s["health"], "ok");
+    assert_eq!(s["consumers"], serde_json::json!([]));
+    // A consumer that loaded the first bundle: every report below lists it.
+    let first_bundle = s["bundle_fingerprint"].as_str().unwrap().to_string();
+    ok(&[
+        "ack",
+        &dir,
+        "web-client",
+        "--fingerprint",
+        &first_bundle,
+        "--now",
+        T0,
+    ]);
+    let acked = status(T0, "status with a consumer");
+    assert_eq!(acked["consumers"][0]["name"], "web-client");
+    assert_eq!(acked["consumers"][0]["current"], true);
 
     let issued = ok(&[
         "issue",
@@ -139,6 +154,7 @@ fn every_json_output_matches_its_checked_in_schema() {
     let after = status("2027-02-01T01:00:00Z", "status after a rotation");
     assert_eq!(after["trust"].as_array().unwrap().len(), 4);
     assert_eq!(after["leaves"][1]["issuer_ca_id"], after["ca"]["id"]);
+    assert_eq!(after["consumers"][0]["current"], false);
 
     let forced = ok(&[
         "rotate",

@@ -35,6 +35,7 @@ const (
 	CodeEmptyForcedReason   Code = C.PKI_RESULT_EMPTY_FORCED_REASON
 	CodeTrustCheckFailed    Code = C.PKI_RESULT_TRUST_CHECK_FAILED
 	CodeUnknownLeaf         Code = C.PKI_RESULT_UNKNOWN_LEAF
+	CodeUnknownBundle       Code = C.PKI_RESULT_UNKNOWN_BUNDLE
 	CodeUnsupportedVersion  Code = C.PKI_RESULT_UNSUPPORTED_STATE_VERSION
 	CodeCorruptState        Code = C.PKI_RESULT_CORRUPT_STATE
 	CodeStore               Code = C.PKI_RESULT_STORE
@@ -99,6 +100,7 @@ var (
 	ErrEmptyForcedReason  error = &Error{Code: CodeEmptyForcedReason}
 	ErrTrustCheckFailed   error = &Error{Code: CodeTrustCheckFailed}
 	ErrUnknownLeaf        error = &Error{Code: CodeUnknownLeaf}
+	ErrUnknownBundle      error = &Error{Code: CodeUnknownBundle}
 	ErrUnsupportedVersion error = &Error{Code: CodeUnsupportedVersion}
 	ErrCorruptState       error = &Error{Code: CodeCorruptState}
 	// ErrStore: a store failed (I/O, an unreachable or broken backend);

@@ -390,7 +390,7 @@ func TestResultCodesKeepTheirNumbers(t *testing.T) {
 		pki.CodeBuilderConsumed: 4, pki.CodeNotFound: 5, pki.CodePEM: 100, pki.CodeNoPEMBlock: 102,
 		pki.CodeKeyMismatch: 108, pki.CodeInvalidPolicy: 203, pki.CodeNoRoot: 205,
 		pki.CodeClockBeforeCA: 300, pki.CodeEmptyForcedReason: 301, pki.CodeTrustCheckFailed: 305,
-		pki.CodeUnknownLeaf: 307, pki.CodeUnsupportedVersion: 400, pki.CodeCorruptState: 401,
+		pki.CodeUnknownLeaf: 307, pki.CodeUnknownBundle: 308, pki.CodeUnsupportedVersion: 400, pki.CodeCorruptState: 401,
 		pki.CodeStore: 402, pki.CodeConflict: 403, pki.CodeNotInitialized: 404,
 		pki.CodeAlreadyInitialized: 405, pki.CodeUnknownOutcome: 406, pki.CodeVerifyExpired: 500,
 		pki.CodeVerifyUnknownIssuer: 502, pki.CodeVerifyNameMismatch: 514,

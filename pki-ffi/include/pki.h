@@ -200,6 +200,11 @@ enum pki_result
    */
   PKI_RESULT_UNKNOWN_LEAF = 307,
   /**
+   * An ack names a CA bundle the signer did not publish (or published
+   * longer ago than it remembers); the message says how many it keeps.
+   */
+  PKI_RESULT_UNKNOWN_BUNDLE = 308,
+  /**
    * The state bytes have a format version this build does not read.
    */
   PKI_RESULT_UNSUPPORTED_STATE_VERSION = 400,
@@ -750,6 +755,13 @@ typedef struct pki_secret pki_secret;
  * Free with `pki_signer_free`.
  */
 typedef struct pki_signer pki_signer;
+
+/**
+ * One consistent view of a consumer's files (see `pki_snapshot_load`).
+ * Immutable: may be read from several threads at once. Free with
+ * `pki_snapshot_free`, which zeroes the key.
+ */
+typedef struct pki_snapshot pki_snapshot;
 
 /**
  * What a step did, whatever the engine: whether it wrote, the events,
@@ -1910,7 +1922,13 @@ pki_result pki_signer_create(const struct pki_store *store,
  *   the key ring the store keeps under `keys` (as `pki keys` does);
  * - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
  *   certificate for the current CA on its own key and Subject
- *   (`PKI_RESULT_IMPORTED_CA` for an imported CA).
+ *   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
+ * - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
+ *   the consumer loaded the bundle of that fingerprint (hex, as
+ *   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
+ *   changes, whatever is due. A bundle the signer did not publish (it
+ *   remembers its last 16) is `PKI_RESULT_UNKNOWN_BUNDLE`; the
+ *   fingerprint already recorded for the consumer writes nothing.
  *
  * `key` is as for `pki_signer_create`; `store`, `key` and `input` are
  * borrowed for the call.
@@ -1931,8 +1949,9 @@ pki_result pki_signer_create(const struct pki_store *store,
  * `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
  * `PKI_RESULT_INVALID_LEAF_NAME`, `PKI_RESULT_UNKNOWN_LEAF`,
  * `PKI_RESULT_TRUST_CHECK_FAILED`, `PKI_RESULT_TRUST_BREAK`,
- * `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`, the PEM and
- * import results of a supplied CA, `PKI_RESULT_TIME`,
+ * `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`,
+ * `PKI_RESULT_UNKNOWN_BUNDLE`, the PEM and import results of a supplied
+ * CA, `PKI_RESULT_TIME`,
  * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or
  * `PKI_RESULT_PANIC`.
  *
@@ -2110,6 +2129,97 @@ pki_result pki_signer_check_lineage(const struct pki_signer *signer,
                                     size_t cert_pem_len,
                                     struct pki_lineage *out_lineage,
                                     struct pki_buffer **out_reason);
+
+/**
+ * Reads a leaf's chain (`cert_path`, leaf first) and key (`key_path`) and
+ * the trust bundle (`bundle_path`) as one snapshot: every file's identity
+ * (device, inode, size, modification time) unchanged across the reads and
+ * the key matching the leaf's public key, reading again when not (a
+ * directory store switches generations atomically, but two opens may
+ * straddle a switch). A certificate is never returned with another
+ * generation's key.
+ *
+ * For a signer's directory store DIR: `DIR/certs/NAME/tls.crt`,
+ * `DIR/certs/NAME/tls.key` and `DIR/ca-bundle.crt`; for a CA set target:
+ * `DIR/targets/T/certs/NAME/…` and `DIR/targets/T/trust/CA.crt` (or
+ * `client-ca/CA.crt`). Paths are UTF-8, borrowed for the call.
+ *
+ * On success the caller owns `*out_snapshot` and frees it with
+ * `pki_snapshot_free`. A consumer polls: load again, and swap when
+ * `pki_snapshot_fingerprint` or the chain differs.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (a path that is not UTF-8),
+ * `PKI_RESULT_STORE` (a file cannot be read), `PKI_RESULT_PEM` (a file
+ * holds no certificate or an unusable key), `PKI_RESULT_KEY_MISMATCH`
+ * (no matching pair in four reads: the files are changing, or wrong) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * Each path must be NULL or valid for its length in bytes;
+ * `out_snapshot` NULL or valid for one write.
+ */
+pki_result pki_snapshot_load(const char *cert_path,
+                             size_t cert_path_len,
+                             const char *key_path,
+                             size_t key_path_len,
+                             const char *bundle_path,
+                             size_t bundle_path_len,
+                             struct pki_snapshot **out_snapshot);
+
+/**
+ * The chain (PEM, leaf first) as read. Borrowed: valid until `snapshot`
+ * is freed. NULL gives an empty view.
+ *
+ * # Safety
+ *
+ * `snapshot` must be NULL or a live `pki_snapshot`.
+ */
+struct pki_bytes pki_snapshot_chain_pem(const struct pki_snapshot *snapshot);
+
+/**
+ * The leaf's private key (PEM) as read, matching the chain's leaf.
+ * Borrowed: valid until `snapshot` is freed (which zeroes it). NULL gives
+ * an empty view.
+ *
+ * # Safety
+ *
+ * `snapshot` must be NULL or a live `pki_snapshot`.
+ */
+struct pki_bytes pki_snapshot_key_pem(const struct pki_snapshot *snapshot);
+
+/**
+ * The trust bundle (PEM) as read. Borrowed: valid until `snapshot` is
+ * freed. NULL gives an empty view.
+ *
+ * # Safety
+ *
+ * `snapshot` must be NULL or a live `pki_snapshot`.
+ */
+struct pki_bytes pki_snapshot_bundle_pem(const struct pki_snapshot *snapshot);
+
+/**
+ * The bundle's token as 64 lowercase hex characters: `pki fingerprint
+ * --bundle` of the same certificates, and what `pki_signer_step`'s `ack`
+ * takes. Borrowed: valid until `snapshot` is freed. NULL gives an empty
+ * view.
+ *
+ * # Safety
+ *
+ * `snapshot` must be NULL or a live `pki_snapshot`.
+ */
+struct pki_bytes pki_snapshot_fingerprint(const struct pki_snapshot *snapshot);
+
+/**
+ * Frees a snapshot and zeroes its key. NULL is accepted (nothing
+ * happens). Views read from it must not be used afterwards.
+ *
+ * # Safety
+ *
+ * `snapshot` must be NULL or a live `pki_snapshot` not freed before.
+ */
+void pki_snapshot_free(struct pki_snapshot *snapshot);
 
 /**
  * Whether the step wrote a new document (a create always does). NULL

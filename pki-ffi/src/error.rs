@@ -85,6 +85,9 @@ pub enum pki_result {
     PKI_RESULT_EXPIRED = 306,
     /// A change names a leaf the signer does not keep.
     PKI_RESULT_UNKNOWN_LEAF = 307,
+    /// An ack names a CA bundle the signer did not publish (or published
+    /// longer ago than it remembers); the message says how many it keeps.
+    PKI_RESULT_UNKNOWN_BUNDLE = 308,
 
     /// The state bytes have a format version this build does not read.
     PKI_RESULT_UNSUPPORTED_STATE_VERSION = 400,
@@ -287,6 +290,7 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
     ),
     (PKI_RESULT_EXPIRED, "PKI_RESULT_EXPIRED\0"),
     (PKI_RESULT_UNKNOWN_LEAF, "PKI_RESULT_UNKNOWN_LEAF\0"),
+    (PKI_RESULT_UNKNOWN_BUNDLE, "PKI_RESULT_UNKNOWN_BUNDLE\0"),
     (
         PKI_RESULT_UNSUPPORTED_STATE_VERSION,
         "PKI_RESULT_UNSUPPORTED_STATE_VERSION\0",

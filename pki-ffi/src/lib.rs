@@ -56,6 +56,7 @@ mod leaf;
 mod secret;
 mod set;
 mod signer;
+mod snapshot;
 mod step;
 mod store;
 mod verify;

@@ -15,8 +15,8 @@ use crate::store::pki_store;
 use pki_core::{Certificate, LineageRule};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
-    Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState,
+    AckInput, Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -89,7 +89,10 @@ fn signer_status(doc: &SignerState, now: OffsetDateTime) -> String {
 }
 
 /// A signer step as the ABI hands it out.
-fn signer_step(step: pki_rotate::Step<SignerState, Event>, now: OffsetDateTime) -> *mut pki_step {
+fn signer_step<E: serde::Serialize + std::fmt::Display>(
+    step: pki_rotate::Step<SignerState, E>,
+    now: OffsetDateTime,
+) -> *mut pki_step {
     let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
     into_handle(out.with_signer(doc))
 }
@@ -116,10 +119,20 @@ fn step(
     let alone = |what: &str| {
         Failure::invalid(format!(
             "parameter `input`: `{what}` is a request of its own: give it without `policy`, \
-             `forced`, `allow_trust_break`, `leaves` or the other of `rotate_to` and \
-             `renew_same_key`"
+             `forced`, `allow_trust_break`, `leaves` or another of `rotate_to`, \
+             `renew_same_key` and `ack`"
         ))
     };
+    if let Some(ack) = &input.ack {
+        if input.has_signer_fields() || input.renew_same_key || input.rotate_to.is_some() {
+            return Err(alone("ack"));
+        }
+        let ack = AckInput::new(ack.consumer.clone(), ack.fingerprint.clone());
+        return Ok(signer_step(
+            driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
+            now,
+        ));
+    }
     let step = if let Some(to) = &input.rotate_to {
         if input.has_signer_fields() || input.renew_same_key {
             return Err(alone("rotate_to"));
@@ -265,7 +278,13 @@ pub unsafe extern "C" fn pki_signer_create(
 ///   the key ring the store keeps under `keys` (as `pki keys` does);
 /// - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
 ///   certificate for the current CA on its own key and Subject
-///   (`PKI_RESULT_IMPORTED_CA` for an imported CA).
+///   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
+/// - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
+///   the consumer loaded the bundle of that fingerprint (hex, as
+///   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
+///   changes, whatever is due. A bundle the signer did not publish (it
+///   remembers its last 16) is `PKI_RESULT_UNKNOWN_BUNDLE`; the
+///   fingerprint already recorded for the consumer writes nothing.
 ///
 /// `key` is as for `pki_signer_create`; `store`, `key` and `input` are
 /// borrowed for the call.
@@ -286,8 +305,9 @@ pub unsafe extern "C" fn pki_signer_create(
 /// `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
 /// `PKI_RESULT_INVALID_LEAF_NAME`, `PKI_RESULT_UNKNOWN_LEAF`,
 /// `PKI_RESULT_TRUST_CHECK_FAILED`, `PKI_RESULT_TRUST_BREAK`,
-/// `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`, the PEM and
-/// import results of a supplied CA, `PKI_RESULT_TIME`,
+/// `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`,
+/// `PKI_RESULT_UNKNOWN_BUNDLE`, the PEM and import results of a supplied
+/// CA, `PKI_RESULT_TIME`,
 /// `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or
 /// `PKI_RESULT_PANIC`.
 ///

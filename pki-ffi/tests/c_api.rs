@@ -207,6 +207,17 @@ fn stores_step_the_signer_with_exact_next_checks_and_conflicts_apart_from_failur
 }
 
 #[test]
+fn a_snapshot_pairs_a_chain_with_its_own_key_and_its_token_is_acknowledged() {
+    let dir = scratch("c-snapshot");
+    let exe = build("snapshot.c", &dir);
+    let out = run(&exe, &[&dir]);
+    assert!(
+        out.contains("snapshot: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
+
+#[test]
 fn set_rotates_and_refuses_bad_input_with_codes_and_the_store_unchanged() {
     let dir = scratch("c-set");
     let exe = build("set.c", &dir);

@@ -54,6 +54,7 @@ pub mod signer;
 pub mod status;
 pub mod store;
 mod text;
+pub mod uptake;
 
 pub use credential::{
     CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
@@ -92,3 +93,4 @@ pub use store::{
     AsyncStore, FsStore, MemoryStore, ReadyStore, Revision, SecretBackend, SecretStore, Store,
 };
 pub use text::{MAX_REASON_LEN, check_reason};
+pub use uptake::{AckInput, UptakeEngine, UptakeEvent};

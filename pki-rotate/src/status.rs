@@ -257,7 +257,8 @@ impl TrustCellSummary {
 pub enum Health {
     /// Nothing is due (exit 0).
     Ok,
-    /// An action is due: `pki rotate` would do something (exit 3).
+    /// An action is due: `pki rotate` would do something, or a consumer
+    /// has not loaded the current bundle within the reload interval (exit 3).
     ActionDue,
     /// Trust is broken or something has expired (exit 4).
     Broken,
@@ -346,6 +347,29 @@ pub struct SignerStatus {
     /// previous CA whose trust window ended are marked `retired` and do not
     /// count toward the health.
     pub trust: Vec<TrustCellSummary>,
+    /// Every consumer that acknowledged a bundle, by name: what it loaded
+    /// and whether that is the current bundle. A consumer that is not
+    /// current once the reload interval since the current bundle's
+    /// publication has passed is `overdue`, which makes the health
+    /// `action-due` (unless it is `broken`).
+    pub consumers: Vec<ConsumerStatus>,
+}
+
+/// One consumer in a report.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConsumerStatus {
+    /// Its name.
+    pub name: String,
+    /// The fingerprint of the bundle it acknowledged last.
+    pub fingerprint: String,
+    /// When it acknowledged it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub loaded_at: OffsetDateTime,
+    /// Whether that is the bundle published now.
+    pub current: bool,
+    /// Not current, and the reload interval since the current bundle was
+    /// published has passed.
+    pub overdue: bool,
 }
 
 impl SignerStatus {
@@ -476,9 +500,21 @@ impl SignerStatus {
                 ));
             }
         }
+        let current_bundle = state.bundle_fingerprint();
+        let consumers: Vec<ConsumerStatus> = state
+            .consumers
+            .iter()
+            .map(|(name, record)| ConsumerStatus {
+                name: name.clone(),
+                fingerprint: record.fingerprint.clone(),
+                loaded_at: record.loaded_at,
+                current: record.fingerprint == current_bundle,
+                overdue: crate::uptake::lags(state, record, now),
+            })
+            .collect();
         let health = if !problems.is_empty() {
             Health::Broken
-        } else if !pending.is_empty() {
+        } else if !pending.is_empty() || consumers.iter().any(|c| c.overdue) {
             Health::ActionDue
         } else {
             Health::Ok
@@ -502,7 +538,7 @@ impl SignerStatus {
                     cert: CertSummary::of(c, now),
                 })
                 .collect(),
-            bundle_fingerprint: hex::encode(state.bundle.fingerprint()),
+            bundle_fingerprint: current_bundle,
             previous: state.previous.as_ref().map(|p| PreviousSummary {
                 id: p.id.clone(),
                 not_after: p.not_after,
@@ -516,6 +552,7 @@ impl SignerStatus {
             rotations: state.history.len(),
             history: state.history.clone(),
             trust,
+            consumers,
         })
     }
 }

@@ -108,6 +108,8 @@ impl From<RotateError> for Failure {
                     PKI_RESULT_IMPORTED_CA
                 }
                 SignerError::TrustBreak { .. } => PKI_RESULT_TRUST_BREAK,
+                SignerError::UnknownBundle { .. } => PKI_RESULT_UNKNOWN_BUNDLE,
+                SignerError::InvalidConsumerName(_) => PKI_RESULT_INVALID_ARGUMENT,
                 _ => PKI_RESULT_UNEXPECTED,
             },
             RotateError::Set(s) => match s {

@@ -191,6 +191,15 @@ pub(crate) struct SignerStepIn {
     pub(crate) rotate_to: Option<RotateToIn>,
     #[serde(default)]
     pub(crate) renew_same_key: bool,
+    pub(crate) ack: Option<AckIn>,
+}
+
+/// `pki_signer_step`'s `ack`: a consumer loaded a published bundle.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AckIn {
+    pub(crate) consumer: String,
+    pub(crate) fingerprint: String,
 }
 
 impl SignerStepIn {

@@ -103,6 +103,24 @@ pub enum SignerError {
         /// The forced reason given.
         reason: String,
     },
+    /// An ack names a bundle this store did not publish (or published so
+    /// long ago that it is no longer remembered).
+    #[error(
+        "bundle fingerprint \"{}\" was not published by this store (it remembers the last {kept} bundles it published; `pki status` shows the current one)",
+        .fingerprint.escape_debug()
+    )]
+    UnknownBundle {
+        /// The fingerprint given.
+        fingerprint: String,
+        /// How many published bundles the store remembers.
+        kept: usize,
+    },
+    /// A consumer name that cannot be recorded.
+    #[error(
+        "invalid consumer name \"{}\": use 1-253 characters without control characters or surrounding spaces",
+        .0.escape_debug()
+    )]
+    InvalidConsumerName(String),
 }
 
 fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {

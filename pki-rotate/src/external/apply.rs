@@ -202,6 +202,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         });
         leaf.issued = Some(issued);
     }
+    next.note_published(now);
     Ok(Outcome {
         document: Cow::Owned(next),
         events,
@@ -249,6 +250,7 @@ fn renew<'d, R: CryptoRng + ?Sized>(
         &[now],
     );
     refuse_untrusted(cells)?;
+    next.note_published(now);
     Ok(Outcome {
         document: Cow::Owned(next),
         events: vec![Event::Rotated {

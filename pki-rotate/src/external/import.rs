@@ -38,7 +38,7 @@ impl SignerState {
         let ca = import.authority()?;
         let validated = import.validate(now)?;
         let root = validated.root().clone();
-        Ok(SignerState {
+        let mut state = SignerState {
             policy,
             ca,
             bridge: None,
@@ -52,7 +52,11 @@ impl SignerState {
                 imported_at: now,
                 chain: import.chain.clone(),
             }),
-        })
+            published: Vec::new(),
+            consumers: Default::default(),
+        };
+        state.note_published(now);
+        Ok(state)
     }
 }
 

@@ -240,6 +240,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     }
     // The wake-up time must come from the document just produced: a leaf
     // issued now has its own refresh time, a new CA its own rotation time.
+    next.note_published(now);
     let next_wake = next_check(&next, &plan.policy, now);
     Ok(Outcome {
         document: Cow::Owned(next),

@@ -27,6 +27,8 @@
 //! | `previous` | the CA rotated out last: id, not_after, trusted_until, certificate, probe |
 //! | `leaves` | leaf requests by name: kind, dns_names, ip_addresses, lifetime |
 //! | `history` | rotations: at, reason, from, to, previous_trusted_until |
+//! | `published` | the last bundles published: fingerprint, at ([`crate::uptake`]); absent in older documents |
+//! | `consumers` | by name, the bundle each consumer acknowledged: fingerprint, loaded_at |
 //! | `material` | (JSON form only) PEM: ca_cert, ca_key, bridge, bundle, leaves{name: {cert, key}} |
 //!
 //! Version 1 kept the store's compare-and-swap counter in the document
@@ -54,6 +56,7 @@ use crate::error::{Result, RotateError};
 use crate::external::{ExternalCa, ExternalRecord};
 use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
+use crate::uptake::{ConsumerRecord, PublishedBundle};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
 use std::collections::BTreeMap;
 use zeroize::Zeroizing;
@@ -127,6 +130,12 @@ struct Document {
     /// Present when the CA was imported (its chain is `signer/ca-chain.crt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     external: Option<ExternalRecord>,
+    /// The bundles published last (absent before they were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    published: Vec<PublishedBundle>,
+    /// What each consumer acknowledged last.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    consumers: BTreeMap<String, ConsumerRecord>,
 }
 
 /// Version 1, as the first release wrote it.
@@ -160,6 +169,8 @@ impl From<DocumentV1> for Document {
             history: v1.history,
             material: v1.material,
             external: None,
+            published: Vec::new(),
+            consumers: BTreeMap::new(),
         }
     }
 }
@@ -243,6 +254,8 @@ impl SignerState {
             history: self.history.clone(),
             material,
             external: self.external.as_ref().map(ExternalCa::record),
+            published: self.published.clone(),
+            consumers: self.consumers.clone(),
         })
     }
 
@@ -576,7 +589,7 @@ fn assemble<'a>(
         leaves.insert(name, Leaf { request, issued });
     }
 
-    Ok(SignerState {
+    let mut state = SignerState {
         policy: doc.policy,
         ca,
         bridge,
@@ -587,7 +600,11 @@ fn assemble<'a>(
         leaves,
         history: doc.history,
         external,
-    })
+        published: doc.published,
+        consumers: doc.consumers,
+    };
+    state.adopt_current_bundle();
+    Ok(state)
 }
 
 impl SignerState {

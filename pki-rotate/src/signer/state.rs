@@ -105,6 +105,10 @@ pub struct SignerState {
     pub history: Vec<RotationRecord>,
     /// The chain above an imported CA (None: pki generated the CA).
     pub external: Option<crate::external::ExternalCa>,
+    /// The bundles published last, oldest first (see [`crate::uptake`]).
+    pub published: Vec<crate::uptake::PublishedBundle>,
+    /// What each consumer acknowledged last, by name.
+    pub consumers: BTreeMap<String, crate::uptake::ConsumerRecord>,
 }
 
 impl SignerState {
@@ -124,7 +128,7 @@ impl SignerState {
             rng,
         )?;
         let bundle = Bundle::from_certs([ca.cert.clone()]);
-        Ok(SignerState {
+        let mut state = SignerState {
             policy,
             ca,
             bridge: None,
@@ -135,7 +139,11 @@ impl SignerState {
             leaves: BTreeMap::new(),
             history: Vec::new(),
             external: None,
-        })
+            published: Vec::new(),
+            consumers: BTreeMap::new(),
+        };
+        state.note_published(now);
+        Ok(state)
     }
 
     /// Adds or changes a leaf request. The next plan issues it (new name or

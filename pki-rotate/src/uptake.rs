@@ -1,0 +1,313 @@
+//! Uptake: which consumers loaded which CA bundle the signer published.
+//!
+//! Rotation only keeps trust if consumers reload what the store publishes,
+//! and many do not (a client that reads its CA file once at start). The
+//! signer's document therefore remembers:
+//!
+//! - the fingerprints of the last [`MAX_PUBLISHED`] bundles it published,
+//!   each with its publication time ([`PublishedBundle`]): the signer and
+//!   external-CA engines record one whenever the bundle changes. A
+//!   document written before this was kept counts its current bundle as
+//!   published on read, at its latest rotation (or the CA's NotBefore when
+//!   it never rotated): the best estimate the document holds;
+//! - for each consumer that acknowledged a bundle, the fingerprint it
+//!   loaded and when ([`ConsumerRecord`]).
+//!
+//! A consumer (or a reload helper on its behalf) acknowledges with
+//! [`UptakeEngine`] through the driver, so acks race safely with each
+//! other and with rotations. An ack names a bundle the store published;
+//! any other fingerprint is refused. Acknowledging the fingerprint already
+//! recorded for the consumer changes nothing (no write).
+//!
+//! The fingerprint is [`pki_core::Bundle::fingerprint`] in lowercase hex:
+//! SHA-256 over the sorted SHA-256 digests of the certificates' DER, so the
+//! same certificates in any order or PEM layout give the same token
+//! (`pki fingerprint --bundle FILE`, `bundle_fingerprint` in `pki status
+//! --json`).
+//!
+//! A consumer lags when it has not loaded the current bundle once the
+//! reload interval I (the policy's `reload_interval`, or M when the policy
+//! sets none) has passed since that bundle was published;
+//! [`crate::status::SignerStatus`] reports it as an action due.
+
+use crate::engine::{Engine, Outcome};
+use crate::error::{Result, RotateError};
+use crate::signer::SignerState;
+use pki_core::Bundle;
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use time::{Duration, OffsetDateTime};
+
+/// How many published bundles the document remembers, newest last. A
+/// signer publishes a new bundle at a rotation, an import and when an
+/// expired member is pruned: a handful per CA lifetime, so sixteen reach
+/// back several CA lifetimes, far beyond any consumer that still counts as
+/// reloading. An ack of an older bundle is refused like an unknown one.
+pub const MAX_PUBLISHED: usize = 16;
+
+/// The longest consumer name accepted (a DNS name's length: consumers are
+/// often named after hosts or pods).
+pub const MAX_CONSUMER_NAME_LEN: usize = 253;
+
+/// A bundle the signer published.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PublishedBundle {
+    /// Its fingerprint (lowercase hex).
+    pub fingerprint: String,
+    /// When it was published.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// What a consumer last acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConsumerRecord {
+    /// The fingerprint of the bundle it loaded.
+    pub fingerprint: String,
+    /// When it acknowledged it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub loaded_at: OffsetDateTime,
+}
+
+/// A bundle's fingerprint in the form acks and reports use (lowercase hex).
+pub fn bundle_fingerprint(bundle: &Bundle) -> String {
+    hex::encode(bundle.fingerprint())
+}
+
+impl SignerState {
+    /// The fingerprint of the bundle the signer publishes now.
+    pub fn bundle_fingerprint(&self) -> String {
+        bundle_fingerprint(&self.bundle)
+    }
+
+    /// When the bundle `fingerprint` was published, if it is among the
+    /// remembered ones.
+    pub fn published_at(&self, fingerprint: &str) -> Option<OffsetDateTime> {
+        self.published
+            .iter()
+            .rev()
+            .find(|p| p.fingerprint == fingerprint)
+            .map(|p| p.at)
+    }
+
+    /// When a consumer must have loaded the current bundle: its
+    /// publication plus the reload interval (M when the policy sets none).
+    pub fn reload_deadline(&self) -> Option<OffsetDateTime> {
+        let published = self.published_at(&self.bundle_fingerprint())?;
+        let interval = self
+            .policy
+            .rotation
+            .reload_interval
+            .unwrap_or(self.policy.rotation.min_trust);
+        published.checked_add(interval)
+    }
+
+    /// Records the current bundle as published at `at` unless it is the
+    /// latest one recorded; forgets the oldest beyond [`MAX_PUBLISHED`].
+    pub(crate) fn note_published(&mut self, at: OffsetDateTime) {
+        let fingerprint = self.bundle_fingerprint();
+        if self
+            .published
+            .last()
+            .is_some_and(|p| p.fingerprint == fingerprint)
+        {
+            return;
+        }
+        // A bundle published again (a member pruned back to an earlier
+        // set) counts from its latest publication.
+        self.published.retain(|p| p.fingerprint != fingerprint);
+        self.published.push(PublishedBundle { fingerprint, at });
+        let excess = self.published.len().saturating_sub(MAX_PUBLISHED);
+        self.published.drain(..excess);
+    }
+
+    /// A document written before publications were recorded: its current
+    /// bundle counts as published at its latest rotation, or at the CA's
+    /// NotBefore when it never rotated.
+    pub(crate) fn adopt_current_bundle(&mut self) {
+        let at = self
+            .history
+            .last()
+            .map(|r| r.at)
+            .unwrap_or_else(|| self.ca.cert.not_before());
+        if self.published_at(&self.bundle_fingerprint()).is_none() {
+            self.note_published(at);
+        }
+    }
+}
+
+/// A consumer's acknowledgement: it loaded the bundle `fingerprint`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AckInput {
+    /// Who loaded it: a host, a pod, a component.
+    pub consumer: String,
+    /// The fingerprint of the bundle it loaded (hex, any case).
+    pub fingerprint: String,
+}
+
+impl AckInput {
+    /// `consumer` loaded the bundle `fingerprint`.
+    pub fn new(consumer: impl Into<String>, fingerprint: impl Into<String>) -> Self {
+        AckInput {
+            consumer: consumer.into(),
+            fingerprint: fingerprint.into(),
+        }
+    }
+}
+
+/// What [`UptakeEngine`] decided.
+#[derive(Debug, Clone)]
+pub struct AckPlan {
+    /// The plan's time.
+    pub now: OffsetDateTime,
+    /// The record to write for the consumer; None when it is already there.
+    pub record: Option<(String, ConsumerRecord)>,
+    /// Whether the acknowledged bundle is the current one.
+    pub current: bool,
+    /// When the signer should look again, as its own plan would say.
+    pub next_check: OffsetDateTime,
+}
+
+/// What an ack did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum UptakeEvent {
+    /// A consumer's acknowledgement was recorded.
+    Acknowledged {
+        /// The consumer.
+        consumer: String,
+        /// The bundle it loaded.
+        fingerprint: String,
+        /// Whether that is the bundle published now.
+        current: bool,
+    },
+}
+
+impl std::fmt::Display for UptakeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UptakeEvent::Acknowledged {
+                consumer,
+                fingerprint,
+                current,
+            } => write!(
+                f,
+                "{consumer} loaded bundle {fingerprint}{}",
+                if *current {
+                    " (current)"
+                } else {
+                    " (not the current bundle)"
+                }
+            ),
+        }
+    }
+}
+
+/// Records consumers' acknowledgements in the signer's document (same
+/// store key and files as [`crate::SignerEngine`]). It changes nothing
+/// else: an ack never rotates or re-issues anything, whatever is due.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UptakeEngine;
+
+/// Checks a consumer name: non-empty, at most [`MAX_CONSUMER_NAME_LEN`]
+/// bytes, no control characters or spaces at either end.
+pub fn validate_consumer_name(name: &str) -> Result<()> {
+    let bad = name.is_empty()
+        || name.len() > MAX_CONSUMER_NAME_LEN
+        || name.chars().any(char::is_control)
+        || name.trim() != name;
+    if bad {
+        return Err(RotateError::Signer(
+            crate::SignerError::InvalidConsumerName(name.to_string()),
+        ));
+    }
+    Ok(())
+}
+
+/// A fingerprint as given (hex, any case) in the stored form, or None when
+/// it is not 64 hex digits.
+fn normalise_fingerprint(fingerprint: &str) -> Option<String> {
+    (fingerprint.len() == 64 && fingerprint.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| fingerprint.to_ascii_lowercase())
+}
+
+impl Engine for UptakeEngine {
+    type Document = SignerState;
+    type Input = AckInput;
+    type Plan = AckPlan;
+    type Event = UptakeEvent;
+
+    fn plan(doc: &SignerState, input: &AckInput, now: OffsetDateTime) -> Result<AckPlan> {
+        validate_consumer_name(&input.consumer)?;
+        let unknown = || {
+            RotateError::Signer(crate::SignerError::UnknownBundle {
+                fingerprint: input.fingerprint.clone(),
+                kept: MAX_PUBLISHED,
+            })
+        };
+        let fingerprint = normalise_fingerprint(&input.fingerprint).ok_or_else(unknown)?;
+        doc.published_at(&fingerprint).ok_or_else(unknown)?;
+        let current = fingerprint == doc.bundle_fingerprint();
+        let recorded = doc
+            .consumers
+            .get(&input.consumer)
+            .is_some_and(|r| r.fingerprint == fingerprint);
+        Ok(AckPlan {
+            now,
+            record: (!recorded).then(|| {
+                (
+                    input.consumer.clone(),
+                    ConsumerRecord {
+                        fingerprint,
+                        loaded_at: now,
+                    },
+                )
+            }),
+            current,
+            next_check: crate::signer::next_check(doc, &doc.policy, now).max(now),
+        })
+    }
+
+    fn apply<'d, R: CryptoRng + ?Sized>(
+        doc: &'d SignerState,
+        plan: AckPlan,
+        _rng: &mut R,
+    ) -> Result<Outcome<'d, SignerState, UptakeEvent>> {
+        let Some((consumer, record)) = plan.record else {
+            return Ok(Outcome {
+                document: Cow::Borrowed(doc),
+                events: Vec::new(),
+                next_wake: plan.next_check,
+            });
+        };
+        let mut next = doc.clone();
+        let event = UptakeEvent::Acknowledged {
+            consumer: consumer.clone(),
+            fingerprint: record.fingerprint.clone(),
+            current: plan.current,
+        };
+        next.consumers.insert(consumer, record);
+        Ok(Outcome {
+            document: Cow::Owned(next),
+            events: vec![event],
+            next_wake: plan.next_check,
+        })
+    }
+}
+
+/// Whether a consumer that acknowledged `record` lags at `now`: it has not
+/// loaded the current bundle of `state` and the reload interval since that
+/// bundle's publication has passed.
+pub fn lags(state: &SignerState, record: &ConsumerRecord, now: OffsetDateTime) -> bool {
+    record.fingerprint != state.bundle_fingerprint()
+        && state.reload_deadline().is_some_and(|d| now > d)
+}
+
+/// How long ago a lagging consumer should have reloaded (zero otherwise).
+pub fn overdue_by(state: &SignerState, record: &ConsumerRecord, now: OffsetDateTime) -> Duration {
+    match state.reload_deadline() {
+        Some(d) if lags(state, record, now) => now - d,
+        _ => Duration::ZERO,
+    }
+}

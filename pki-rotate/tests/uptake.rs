@@ -1,0 +1,200 @@
+//! Uptake in the signer's document: every bundle change is recorded as
+//! published (bounded), acks name published bundles only, documents from
+//! before the record count their bundle as published, and acks racing
+//! through the driver all land.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use pki_rotate::uptake::{MAX_PUBLISHED, bundle_fingerprint};
+use pki_rotate::{
+    AckInput, Driver, Engine, Files, ForcedRotation, MemoryStore, Revision, RotateError,
+    SignerEngine, SignerError, SignerInput, SignerPolicy, SignerState, Store, UptakeEngine,
+};
+use std::sync::Barrier;
+use support::seed::{T0, rng};
+use time::Duration;
+
+fn signer() -> SignerState {
+    SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap()
+}
+
+/// A forced rotation at `now` that may break trust (rotations much closer
+/// together than any reload interval).
+fn rotate(s: &SignerState, reason: &str, now: time::OffsetDateTime, seed: u64) -> SignerState {
+    let input = SignerInput {
+        forced: Some(ForcedRotation::new(reason)),
+        allow_trust_break: Some("lab".into()),
+        ..SignerInput::default()
+    };
+    SignerEngine::step(s, &input, now, &mut rng(seed))
+        .unwrap()
+        .into_document()
+}
+
+fn ack(s: &SignerState, who: &str, fp: &str) -> pki_rotate::Result<SignerState> {
+    UptakeEngine::step(s, &AckInput::new(who, fp), T0, &mut rng(0)).map(|o| o.into_document())
+}
+
+#[test]
+fn every_bundle_change_is_published_and_only_the_last_ones_are_remembered() {
+    let mut s = signer();
+    let mut prints = vec![s.bundle_fingerprint()];
+    assert_eq!(s.published.len(), 1);
+    assert_eq!(s.published[0].at, T0);
+    for i in 0..=MAX_PUBLISHED {
+        let at = T0 + Duration::days(i as i64 + 1);
+        s = rotate(&s, &format!("drill {i}"), at, 10 + i as u64);
+        prints.push(s.bundle_fingerprint());
+        assert_eq!(s.published_at(prints.last().unwrap()), Some(at));
+    }
+    assert_eq!(s.published.len(), MAX_PUBLISHED);
+    // The two oldest bundles are forgotten: acks of them are refused.
+    for old in &prints[..2] {
+        let e = ack(&s, "web", old).unwrap_err();
+        assert!(
+            matches!(e, RotateError::Signer(SignerError::UnknownBundle { .. })),
+            "{e}"
+        );
+    }
+    // Every remembered one is accepted; only the latest is current.
+    let acked = ack(&s, "web", &prints[2]).unwrap();
+    assert_eq!(acked.consumers["web"].fingerprint, prints[2]);
+    let status = pki_rotate::status::SignerStatus::of(&acked, T0 + Duration::days(30)).unwrap();
+    assert!(!status.consumers[0].current);
+}
+
+#[test]
+fn a_plain_step_with_nothing_due_publishes_nothing() {
+    let s = signer();
+    let out = SignerEngine::step(&s, &SignerInput::default(), T0, &mut rng(2)).unwrap();
+    assert!(!out.changed());
+}
+
+#[test]
+fn an_ack_changes_nothing_but_the_consumer_record_even_when_a_rotation_is_due() {
+    let s = signer();
+    let due = s.rotation_due_at(&s.policy) + Duration::days(1);
+    let fp = s.bundle_fingerprint();
+    let out = UptakeEngine::step(&s, &AckInput::new("web", &fp), due, &mut rng(3)).unwrap();
+    let next = out.into_document();
+    assert_eq!(next.ca.cert, s.ca.cert, "an ack rotated the CA");
+    assert_eq!(next.consumers["web"].loaded_at, due);
+    // The same ack again: nothing to write.
+    let again = UptakeEngine::step(&next, &AckInput::new("web", &fp), due, &mut rng(3)).unwrap();
+    assert!(!again.changed());
+}
+
+#[test]
+fn a_document_without_the_record_counts_its_bundle_as_published_at_its_last_rotation() {
+    let rotated_at = T0 + Duration::days(400);
+    let s = rotate(&signer(), "drill", rotated_at, 4);
+    let mut json: serde_json::Value = serde_json::from_slice(&s.to_json().unwrap()).unwrap();
+    let object = json.as_object_mut().unwrap();
+    assert!(object.remove("published").is_some());
+    let old = SignerState::from_json(&serde_json::to_vec(&json).unwrap()).unwrap();
+    assert_eq!(old.published.len(), 1);
+    assert_eq!(old.published_at(&s.bundle_fingerprint()), Some(rotated_at));
+    // Never rotated: published at the CA's NotBefore.
+    let fresh = signer();
+    let mut json: serde_json::Value = serde_json::from_slice(&fresh.to_json().unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("published");
+    let old = SignerState::from_json(&serde_json::to_vec(&json).unwrap()).unwrap();
+    assert_eq!(
+        old.published_at(&bundle_fingerprint(&fresh.bundle)),
+        Some(fresh.ca.cert.not_before())
+    );
+}
+
+#[test]
+fn acks_racing_through_the_driver_are_all_recorded() {
+    let store = MemoryStore::new();
+    let driver = Driver::new(&store);
+    let s = signer();
+    let fp = s.bundle_fingerprint();
+    driver.create::<SignerEngine>("signer", &s).unwrap();
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    let attempts: u32 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (store, barrier, fp) = (&store, &barrier, fp.clone());
+                scope.spawn(move || {
+                    barrier.wait();
+                    Driver::new(store)
+                        .step::<UptakeEngine, _>(
+                            "signer",
+                            &AckInput::new(format!("c{i}"), fp),
+                            T0,
+                            &mut rng(i as u64),
+                        )
+                        .unwrap()
+                        .attempts
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let (doc, _) = driver.load::<SignerEngine>("signer").unwrap();
+    assert_eq!(doc.consumers.len(), threads);
+    // Not asserted (scheduling decides), but reported: how often they collided.
+    println!("{threads} acks took {attempts} rounds");
+}
+
+/// A store where another consumer's ack lands between this writer's read
+/// and its first write: the race the driver must survive.
+struct AckLandsFirst<'a> {
+    store: &'a MemoryStore,
+    other: std::sync::atomic::AtomicBool,
+    fingerprint: String,
+}
+
+impl Store for AckLandsFirst<'_> {
+    fn location(&self) -> String {
+        self.store.location()
+    }
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        self.store.get(key)
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
+        if !self.other.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            Driver::new(self.store)
+                .step::<UptakeEngine, _>(
+                    key,
+                    &AckInput::new("other", &self.fingerprint),
+                    T0,
+                    &mut rng(7),
+                )
+                .unwrap();
+        }
+        self.store.put(key, expected, files)
+    }
+}
+
+#[test]
+fn an_ack_that_loses_the_write_to_another_ack_retries_and_both_are_recorded() {
+    let store = MemoryStore::new();
+    let s = signer();
+    let fp = s.bundle_fingerprint();
+    Driver::new(&store)
+        .create::<SignerEngine>("signer", &s)
+        .unwrap();
+    let racing = AckLandsFirst {
+        store: &store,
+        other: false.into(),
+        fingerprint: fp.clone(),
+    };
+    let step = Driver::new(&racing)
+        .step::<UptakeEngine, _>("signer", &AckInput::new("mine", &fp), T0, &mut rng(8))
+        .unwrap();
+    assert_eq!(step.attempts, 2, "the first write should have conflicted");
+    let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
+    let names: Vec<&String> = doc.consumers.keys().collect();
+    assert_eq!(names, ["mine", "other"]);
+}
