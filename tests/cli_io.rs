@@ -299,7 +299,7 @@ fn the_checked_in_man_pages_are_generated_from_the_cli() {
     assert!(rotate.contains("allow\\-trust\\-break"), "{rotate}");
     assert!(
         fresh == checked_in,
-        "docs/man/ is out of date: run `PKI_UPDATE_DOCS=1 cargo test --test cli_ops the_checked_in_man_pages` and commit it"
+        "docs/man/ is out of date: run `PKI_UPDATE_DOCS=1 cargo test --test cli_io the_checked_in_man_pages` and commit it"
     );
 }
 
