@@ -14,6 +14,7 @@
 # (CARGO_TARGET_DIR is respected). DESTDIR, when set, is put before every
 # installed path (for packaging), while pki.pc still names PREFIX.
 set -euo pipefail
+caller="$(pwd -P)" # a relative PREFIX is the caller's
 cd "$(dirname "$0")/.."
 
 usage() { echo "usage: scripts/install.sh [--cli] [--c] [PREFIX]" >&2; exit 2; }
@@ -31,7 +32,7 @@ done
 prefix="${prefix:-/usr/local}"
 case "$prefix" in
   /*) ;;
-  *) prefix="$(pwd -P)/$prefix" ;; # pki.pc needs an absolute prefix
+  *) prefix="$caller/$prefix" ;; # pki.pc needs an absolute prefix
 esac
 prefix="${prefix%/}"
 dest="${DESTDIR:-}$prefix"
