@@ -42,7 +42,7 @@ fn a_hanging_or_failing_hook_is_killed_recorded_retried_with_backoff_and_reporte
     let ps = Command::new("pgrep")
         .args(["-f", "sleep 1000"])
         .output()
-        .unwrap();
+        .expect("pgrep is not installed; install it with `apt-get install procps` (Debian) or run scripts/test.sh");
     assert!(ps.stdout.is_empty(), "hook left running");
 
     // Within the backoff nothing runs.

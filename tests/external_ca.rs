@@ -181,7 +181,7 @@ func main() {
         .arg(chain)
         .arg(dns)
         .output()
-        .expect("go is installed (Go 1.22 or later)");
+        .expect("go is not installed or cannot run; install Go 1.22 or later (Debian: apt-get install golang-go) or run scripts/test.sh");
     assert!(
         o.status.success(),
         "go: {}{}",

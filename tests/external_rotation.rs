@@ -417,7 +417,7 @@ fn same_key_renewal_reissues_nothing_and_keeps_the_spki_pin() {
             .arg(&bundle)
             .arg(&web)
             .output()
-            .unwrap();
+            .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
         assert!(
             o.status.success(),
             "openssl, {}: {}{}",

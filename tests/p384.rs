@@ -14,7 +14,7 @@ fn openssl(args: &[&str]) -> String {
     let o = Command::new("openssl")
         .args(args)
         .output()
-        .expect("openssl is installed (Debian: apt-get install openssl)");
+        .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),

@@ -29,7 +29,7 @@ fn validate(schema: &str, json: &str, what: &str) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("python3 is needed to validate JSON output against the schemas");
+        .expect("python3 is not installed; install it with `apt-get install python3 python3-jsonschema` (Debian) or run scripts/test.sh: it validates JSON output against the schemas");
     child
         .stdin
         .take()
@@ -40,7 +40,7 @@ fn validate(schema: &str, json: &str, what: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !err.contains("ModuleNotFoundError"),
-        "Python's jsonschema is missing: apt-get install python3-jsonschema (or pip install jsonschema): {err}"
+        "Python's jsonschema is not installed; install it with `apt-get install python3-jsonschema` (Debian) or run scripts/test.sh: {err}"
     );
     assert!(
         out.status.success(),

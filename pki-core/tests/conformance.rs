@@ -1,5 +1,6 @@
-//! Scores the path validator on the x509-limbo subset in
-//! `../shared/conformance/limbo/cases` (one folder per case).
+//! Scores the path validator on the x509-limbo subset vendored in
+//! `tests/conformance/limbo/cases` (one folder per case; its README says
+//! where it comes from).
 //!
 //! Each case is run with its validation time, its expected peer name (DNS
 //! or IP) and purpose serverAuth. The test prints every disagreement with
@@ -22,7 +23,7 @@ const MIN_AGREEMENT: usize = 160;
 const NOW: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/limbo/cases")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/limbo/cases")
 }
 
 /// Parses every CERTIFICATE block; blocks that do not parse are reported
@@ -89,10 +90,10 @@ fn run(dir: &Path, meta: &serde_json::Value) -> Result<String, String> {
 #[test]
 fn limbo_subset_agreement() {
     let dir = cases_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        println!("skipped: {} not found", dir.display());
-        return;
-    };
+    // The cases are part of the repository: a missing folder is a broken
+    // checkout, not a reason to pass.
+    let entries = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("conformance cases at {}: {e}", dir.display()));
     let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
     dirs.sort();
     let (mut agree, mut total) = (0, 0);
@@ -127,7 +128,7 @@ fn limbo_subset_agreement() {
         "core-tier FAILURE cases accepted: {core_failures_accepted:?}"
     );
     assert!(
-        agree >= MIN_AGREEMENT.min(total),
+        agree >= MIN_AGREEMENT,
         "only {agree}/{total} cases agree (at least {MIN_AGREEMENT} required)"
     );
 }

@@ -273,7 +273,7 @@ mod weak_leaf_keys {
             .current_dir(dir)
             .args(args)
             .output()
-            .expect("openssl is installed (Debian: apt-get install openssl)");
+            .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
         assert!(
             o.status.success(),
             "openssl {args:?}: {}",

@@ -457,7 +457,7 @@ fn a_utc_time_not_before_of_1950_is_read_and_its_chain_verifies() {
         ])
         .args(["-CAfile", "ca.pem", "leaf.pem"])
         .output()
-        .expect("openssl is installed");
+        .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // Another year in the signed bytes, without signing again: the

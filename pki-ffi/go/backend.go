@@ -19,8 +19,8 @@ import (
 	"unsafe"
 )
 
-func backendOf(h C.uintptr_t) SecretBackend {
-	return cgo.Handle(h).Value().(SecretBackend)
+func backendOf(h C.uintptr_t) *boundBackend {
+	return cgo.Handle(h).Value().(*boundBackend)
 }
 
 // replyMessage explains a failure to the library, which puts it in the
@@ -63,7 +63,8 @@ func answer(reply *C.pki_store_reply, data *C.pki_secret, revision string) error
 //export pkiGoBackendGet
 func pkiGoBackendGet(backend C.uintptr_t, key *C.char, keyLen C.size_t, reply *C.pki_store_reply) (code C.uint32_t) {
 	defer recovered(reply, "SecretBackend.Get", &code)
-	data, revision, found, err := backendOf(backend).Get(C.GoStringN(key, C.int(keyLen)))
+	b := backendOf(backend)
+	data, revision, found, err := b.backend.Get(b.ctx, C.GoStringN(key, C.int(keyLen)))
 	if err != nil {
 		return failed(reply, "SecretBackend.Get", err)
 	}
@@ -92,7 +93,8 @@ func pkiGoBackendPut(backend C.uintptr_t, key *C.char, keyLen C.size_t, expected
 	if err != nil {
 		return failed(reply, "SecretBackend.Put data", err)
 	}
-	revision, err := backendOf(backend).Put(C.GoStringN(key, C.int(keyLen)), exp, values)
+	b := backendOf(backend)
+	revision, err := b.backend.Put(b.ctx, C.GoStringN(key, C.int(keyLen)), exp, values)
 	if err != nil {
 		return failed(reply, "SecretBackend.Put", err)
 	}

@@ -5,6 +5,7 @@ package pki
 import "C"
 
 import (
+	"context"
 	"time"
 )
 
@@ -96,15 +97,15 @@ func credRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_
 	return C.pki_cred_read(store, key, keyLen, output, now, out)
 }
 
-func (c *Credential) step(request any, now time.Time) (*Step, error) {
-	return c.store.step(credStep, c.name, request, now)
+func (c *Credential) step(ctx context.Context, request any, now time.Time) (*Step, error) {
+	return c.store.step(ctx, credStep, c.name, request, now)
 }
 
 // Create records the credential with nothing minted yet (the first
 // advance asks for a mint): rotated once expire has passed since its mint,
 // the previous one revoked grace after its successor's mint.
-func (c *Credential) Create(expire, grace time.Duration, now time.Time) (*Step, error) {
-	return c.store.step(credCreate, c.name, map[string]int64{
+func (c *Credential) Create(ctx context.Context, expire, grace time.Duration, now time.Time) (*Step, error) {
+	return c.store.step(ctx, credCreate, c.name, map[string]int64{
 		"expire_seconds": seconds(expire), "grace_seconds": seconds(grace),
 	}, now)
 }
@@ -113,22 +114,24 @@ func (c *Credential) Create(expire, grace time.Duration, now time.Time) (*Step, 
 // own); the step's Action says what the embedder must do next. A mint
 // attempt it records has no owner; it is asked to run only attempts
 // without one (see AdvanceAs).
-func (c *Credential) Advance(now time.Time) (*Step, error) { return c.step(nil, now) }
+func (c *Credential) Advance(ctx context.Context, now time.Time) (*Step, error) {
+	return c.step(ctx, nil, now)
+}
 
 // AdvanceAs is Advance for the replica owner (1-128 characters of A-Z a-z
 // 0-9 . _ : @ / -, the same across its restarts): a mint attempt it records
 // is its own, and one another owner recorded is never handed to it (it
 // gets CredWait with CredWaitMintElsewhere), so replicas sharing a store
 // mint once per attempt.
-func (c *Credential) AdvanceAs(owner string, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"advance": map[string]string{"owner": owner}}, now)
+func (c *Credential) AdvanceAs(ctx context.Context, owner string, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"advance": map[string]string{"owner": owner}}, now)
 }
 
 // ReportMinted records credential (whitespace trimmed) as the mint of
 // rotation/attempt; an empty credential or one already in use is recorded
 // as a failed attempt instead.
-func (c *Credential) ReportMinted(rotation uint64, attempt uint32, credential []byte, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"minted": map[string]any{
+func (c *Credential) ReportMinted(ctx context.Context, rotation uint64, attempt uint32, credential []byte, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"minted": map[string]any{
 		"rotation": rotation, "attempt": attempt, "credential_base64": append([]byte{}, credential...),
 	}}, now)
 }
@@ -137,47 +140,47 @@ func (c *Credential) ReportMinted(rotation uint64, attempt uint32, credential []
 // captured is what the mint returned before it failed, if anything (nil:
 // nothing): it may be live, so pki keeps it and asks for its revocation
 // (CredRevokeStray) before the next attempt.
-func (c *Credential) ReportMintFailed(rotation uint64, attempt uint32, message string, captured []byte, now time.Time) (*Step, error) {
+func (c *Credential) ReportMintFailed(ctx context.Context, rotation uint64, attempt uint32, message string, captured []byte, now time.Time) (*Step, error) {
 	body := map[string]any{"rotation": rotation, "attempt": attempt, "message": message}
 	if captured != nil {
 		body["captured_base64"] = captured
 	}
-	return c.step(map[string]any{"mint_failed": body}, now)
+	return c.step(ctx, map[string]any{"mint_failed": body}, now)
 }
 
 // ReportStrayRevoked records that the stray credential of the failed mint
 // rotation/attempt is revoked.
-func (c *Credential) ReportStrayRevoked(rotation uint64, attempt uint32, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"stray_revoked": map[string]any{"rotation": rotation, "attempt": attempt}}, now)
+func (c *Credential) ReportStrayRevoked(ctx context.Context, rotation uint64, attempt uint32, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"stray_revoked": map[string]any{"rotation": rotation, "attempt": attempt}}, now)
 }
 
 // ReportStrayRevokeFailed records a failed revocation of a stray
 // credential; it is retried after a backoff, and no mint runs meanwhile.
-func (c *Credential) ReportStrayRevokeFailed(rotation uint64, attempt uint32, message string, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"stray_revoke_failed": map[string]any{
+func (c *Credential) ReportStrayRevokeFailed(ctx context.Context, rotation uint64, attempt uint32, message string, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"stray_revoke_failed": map[string]any{
 		"rotation": rotation, "attempt": attempt, "message": message,
 	}}, now)
 }
 
 // ReportRevoked records that the old credential of rotation is revoked.
-func (c *Credential) ReportRevoked(rotation uint64, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"revoked": map[string]any{"rotation": rotation}}, now)
+func (c *Credential) ReportRevoked(ctx context.Context, rotation uint64, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"revoked": map[string]any{"rotation": rotation}}, now)
 }
 
 // ReportRevokeFailed records a failed revocation; the old credential is
 // kept and the revocation retried after a backoff.
-func (c *Credential) ReportRevokeFailed(rotation uint64, message string, now time.Time) (*Step, error) {
-	return c.step(map[string]any{"revoke_failed": map[string]any{"rotation": rotation, "message": message}}, now)
+func (c *Credential) ReportRevokeFailed(ctx context.Context, rotation uint64, message string, now time.Time) (*Step, error) {
+	return c.step(ctx, map[string]any{"revoke_failed": map[string]any{"rotation": rotation, "message": message}}, now)
 }
 
 // Status is the credential's status at now, as `pki cred status --json`
 // reports each credential (never a credential's value).
-func (c *Credential) Status(now time.Time) ([]byte, error) {
-	return c.store.read(credRead, c.name, C.PKI_CRED_STATUS, now)
+func (c *Credential) Status(ctx context.Context, now time.Time) ([]byte, error) {
+	return c.store.read(ctx, credRead, c.name, C.PKI_CRED_STATUS, now)
 }
 
 // Current is the credential consumers use; before the first mint the
 // error matches ErrNotFound.
-func (c *Credential) Current() ([]byte, error) {
-	return c.store.read(credRead, c.name, C.PKI_CRED_CURRENT, time.Unix(0, 0))
+func (c *Credential) Current(ctx context.Context) ([]byte, error) {
+	return c.store.read(ctx, credRead, c.name, C.PKI_CRED_CURRENT, time.Unix(0, 0))
 }

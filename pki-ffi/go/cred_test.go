@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // An outside system whose credentials a controller mints and revokes:
@@ -61,16 +61,16 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	db := pki.CredentialOf(store, "db")
 	var perr *pki.Error
-	if err := reported(db.Create(time.Hour, time.Hour, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialPolicy {
+	if err := reported(db.Create(ctx, time.Hour, time.Hour, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialPolicy {
 		t.Fatalf("grace = expiry must be refused, got %v", err)
 	}
-	if err := reported(pki.CredentialOf(store, "Bad Name").Create(time.Hour, time.Minute, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialName {
+	if err := reported(pki.CredentialOf(store, "Bad Name").Create(ctx, time.Hour, time.Minute, t0)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidCredentialName {
 		t.Fatalf("bad name must be refused, got %v", err)
 	}
-	if err := reported(db.Create(time.Hour, 10*time.Minute, t0)); err != nil {
+	if err := reported(db.Create(ctx, time.Hour, 10*time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Current(); !errors.Is(err, pki.ErrNotFound) {
+	if _, err := db.Current(ctx); !errors.Is(err, pki.ErrNotFound) {
 		t.Fatalf("no credential before the first mint, got %v", err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
@@ -80,7 +80,7 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 	// "crashes" once right after a mint, before reporting it.
 	var captured []byte
 	for now.Before(t0.Add(4 * time.Hour)) {
-		a, err := advanced(db.Advance(now))
+		a, err := advanced(db.Advance(ctx, now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,11 +95,11 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 				continue // the report is lost; the next round adopts c
 			}
 			captured = nil
-			if err := reported(db.ReportMinted(a.Rotation, a.Attempt, c, now)); err != nil {
+			if err := reported(db.ReportMinted(ctx, a.Rotation, a.Attempt, c, now)); err != nil {
 				t.Fatal(err)
 			}
 		case pki.CredRevoke:
-			cur, err := db.Current()
+			cur, err := db.Current(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 				t.Fatal("asked to revoke the current credential")
 			}
 			delete(sys.live, string(a.Credential))
-			if err := reported(db.ReportRevoked(a.Rotation, now)); err != nil {
+			if err := reported(db.ReportRevoked(ctx, a.Rotation, now)); err != nil {
 				t.Fatal(err)
 			}
 		case pki.CredWait:
@@ -122,21 +122,21 @@ func TestCredentialRotationMintsOnceKeepsOldUntilGraceAndNeverLeaks(t *testing.T
 			t.Fatalf("minted %d times for rotation/attempt %v", n, k)
 		}
 	}
-	cur, err := db.Current()
+	cur, err := db.Current(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sys.live) != 1 || !sys.live[string(cur)] {
 		t.Fatalf("exactly the current credential is live: %v, current %s", sys.live, cur)
 	}
-	status, err := db.Status(now)
+	status, err := db.Status(ctx, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(status), `"state":"idle"`) || strings.Contains(string(status), string(cur)) {
 		t.Fatalf("status: %s", status)
 	}
-	if err := reported(db.ReportRevoked(4, now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
+	if err := reported(db.ReportRevoked(ctx, 4, now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
 		t.Fatalf("revoking the current credential must be refused, got %v", err)
 	}
 }
@@ -149,25 +149,25 @@ func TestCredentialMintFailureIsRetriedWithBackoff(t *testing.T) {
 	defer store.Close()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	db := pki.CredentialOf(store, "db")
-	if err := reported(db.Create(time.Hour, time.Minute, t0)); err != nil {
+	if err := reported(db.Create(ctx, time.Hour, time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := advanced(db.Advance(t0))
+	a, err := advanced(db.Advance(ctx, t0))
 	if err != nil || a.Kind != pki.CredMint {
 		t.Fatalf("%v %v", a, err)
 	}
-	if err := reported(db.ReportMintFailed(a.Rotation, a.Attempt, "quota exceeded", nil, t0)); err != nil {
+	if err := reported(db.ReportMintFailed(ctx, a.Rotation, a.Attempt, "quota exceeded", nil, t0)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := advanced(db.Advance(t0))
+	w, err := advanced(db.Advance(ctx, t0))
 	if err != nil || w.Kind != pki.CredWait || !w.WaitUntil.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("%+v %v", w, err)
 	}
-	status, _ := db.Status(t0)
+	status, _ := db.Status(ctx, t0)
 	if !strings.Contains(string(status), "quota exceeded") {
 		t.Fatalf("status: %s", status)
 	}
-	b, err := advanced(db.Advance(w.WaitUntil))
+	b, err := advanced(db.Advance(ctx, w.WaitUntil))
 	if err != nil || b.Kind != pki.CredMint || b.Rotation != a.Rotation || b.Attempt != 2 {
 		t.Fatalf("%+v %v", b, err)
 	}
@@ -181,20 +181,20 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 	defer store.Close()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	db := pki.CredentialOf(store, "db")
-	if err := reported(db.Create(time.Hour, 10*time.Minute, now)); err != nil {
+	if err := reported(db.Create(ctx, time.Hour, 10*time.Minute, now)); err != nil {
 		t.Fatal(err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
-	a, err := advanced(db.Advance(now))
+	a, err := advanced(db.Advance(ctx, now))
 	if err != nil || a.Kind != pki.CredMint {
 		t.Fatalf("want a mint, got %+v %v", a, err)
 	}
 	// The mint made a credential, then failed (a lost reply).
 	stray := sys.mint(a.Rotation, a.Attempt)
-	if err := reported(db.ReportMintFailed(a.Rotation, a.Attempt, "lost reply", stray, now)); err != nil {
+	if err := reported(db.ReportMintFailed(ctx, a.Rotation, a.Attempt, "lost reply", stray, now)); err != nil {
 		t.Fatal(err)
 	}
-	status, err := db.Status(now)
+	status, err := db.Status(ctx, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 	}
 	// No mint before the stray is revoked, even past the mint's backoff.
 	for _, at := range []time.Time{now, now.Add(time.Minute)} {
-		a, err = advanced(db.Advance(at))
+		a, err = advanced(db.Advance(ctx, at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,22 +212,22 @@ func TestCredentialFailedMintThatMintedIsRevokedBeforeTheNextAttempt(t *testing.
 		}
 	}
 	delete(sys.live, string(a.Credential))
-	if err := reported(db.ReportStrayRevoked(a.Rotation, a.Attempt, now.Add(time.Minute))); err != nil {
+	if err := reported(db.ReportStrayRevoked(ctx, a.Rotation, a.Attempt, now.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
-	a, err = advanced(db.Advance(now.Add(time.Minute)))
+	a, err = advanced(db.Advance(ctx, now.Add(time.Minute)))
 	if err != nil || a.Kind != pki.CredMint || a.Attempt != 2 {
 		t.Fatalf("want attempt 2, got %+v %v", a, err)
 	}
 	good := sys.mint(a.Rotation, a.Attempt)
-	if err := reported(db.ReportMinted(a.Rotation, a.Attempt, good, now.Add(time.Minute))); err != nil {
+	if err := reported(db.ReportMinted(ctx, a.Rotation, a.Attempt, good, now.Add(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
 	if len(sys.live) != 1 || !sys.live[string(good)] {
 		t.Fatalf("only the current credential is live: %v", sys.live)
 	}
 	var perr *pki.Error
-	if err := reported(db.ReportStrayRevokeFailed(9, 1, "x", now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
+	if err := reported(db.ReportStrayRevokeFailed(ctx, 9, 1, "x", now)); !errors.As(err, &perr) || perr.Code != pki.CodeUnexpectedCredentialReport {
 		t.Fatalf("a stray never recorded is refused, got %v", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 	defer store.Close()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	db := pki.CredentialOf(store, "db")
-	if err := reported(db.Create(time.Hour, 10*time.Minute, t0)); err != nil {
+	if err := reported(db.Create(ctx, time.Hour, 10*time.Minute, t0)); err != nil {
 		t.Fatal(err)
 	}
 	sys := &outside{live: map[string]bool{}, mints: map[[2]uint64]int{}}
@@ -251,24 +251,24 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 	// mint first asks the other before it reports.
 	for now.Before(t0.Add(5 * time.Hour)) {
 		for i, r := range replicas {
-			a, err := advanced(db.AdvanceAs(r, now))
+			a, err := advanced(db.AdvanceAs(ctx, r, now))
 			if err != nil {
 				t.Fatal(err)
 			}
 			switch a.Kind {
 			case pki.CredMint:
-				other, err := advanced(db.AdvanceAs(replicas[1-i], now))
+				other, err := advanced(db.AdvanceAs(ctx, replicas[1-i], now))
 				if err != nil || other.Kind != pki.CredWait || other.WaitReason != pki.CredWaitMintElsewhere {
 					t.Fatalf("%s must wait for %s's mint: %+v %v", replicas[1-i], r, other, err)
 				}
 				elsewhere++
 				c := sys.mint(a.Rotation, a.Attempt)
-				if err := reported(db.ReportMinted(a.Rotation, a.Attempt, c, now)); err != nil {
+				if err := reported(db.ReportMinted(ctx, a.Rotation, a.Attempt, c, now)); err != nil {
 					t.Fatal(err)
 				}
 			case pki.CredRevoke:
 				delete(sys.live, string(a.Credential))
-				if err := reported(db.ReportRevoked(a.Rotation, now)); err != nil {
+				if err := reported(db.ReportRevoked(ctx, a.Rotation, now)); err != nil {
 					t.Fatal(err)
 				}
 			case pki.CredWait:
@@ -291,7 +291,7 @@ func TestCredentialReplicasWithOwnersMintEachAttemptOnceAndSayWhenToWake(t *test
 		t.Fatalf("five rotations, each minted by one replica: %d", elsewhere)
 	}
 	var perr *pki.Error
-	if _, err := advanced(db.AdvanceAs("no spaces", now)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidArgument {
+	if _, err := advanced(db.AdvanceAs(ctx, "no spaces", now)); !errors.As(err, &perr) || perr.Code != pki.CodeInvalidArgument {
 		t.Fatalf("a bad owner is refused, got %v", err)
 	}
 	if pki.CredAdvanceMaxSteps != 8 {

@@ -57,7 +57,14 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// cause is the context's error when the call's context ended while a
+	// SecretBackend waited on it: errors.Is(err, context.Canceled) holds.
+	cause error
 }
+
+// Unwrap returns the context's error when the call failed after its
+// context was cancelled or timed out, else nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 func (e *Error) Error() string {
 	if e.Message == "" {

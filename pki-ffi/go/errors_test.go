@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // noPanic fails the test if f panics: every error path must return an error.

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // A signer issues a serving certificate, rotates when less than the minimum
@@ -130,20 +130,20 @@ func ExampleCredential_Advance() {
 	}
 	defer store.Close()
 	db := pki.CredentialOf(store, "db")
-	if _, err := db.Create(time.Hour, 10*time.Minute, now); err != nil {
+	if _, err := db.Create(ctx, time.Hour, 10*time.Minute, now); err != nil {
 		log.Fatal(err)
 	}
-	st, err := db.Advance(now)
+	st, err := db.Advance(ctx, now)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(st.Action.Kind == pki.CredMint, st.Action.Rotation, st.Action.Attempt)
-	st, err = db.ReportMinted(st.Action.Rotation, st.Action.Attempt, []byte("user-1:pw"), now)
+	st, err = db.ReportMinted(ctx, st.Action.Rotation, st.Action.Attempt, []byte("user-1:pw"), now)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(st.Changed, st.Events[0].Kind)
-	st, err = db.Advance(now)
+	st, err = db.Advance(ctx, now)
 	if err != nil {
 		log.Fatal(err)
 	}

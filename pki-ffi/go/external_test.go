@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // goCA is a CA made with Go's crypto: the organisation's side of the k3s
@@ -151,21 +151,21 @@ func TestStoreRotateToWritesTheSuppliedCAOnce(t *testing.T) {
 			defer store.Close()
 			signer := must(pki.ImportSigner(pemOf(t, root), nil, nil, nil, now))
 			defer signer.Close()
-			created := must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, now)).Revision
+			created := must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, now)).Revision
 
 			stranger := makeCA(t, "cluster-ca", makeCA(t, "Other Root", nil, 2), 0)
-			if _, err := store.Step(pki.DefaultKey, now, to(pemOf(t, stranger), nil, "")); !errors.Is(err, pki.ErrValidationFailed) {
+			if _, err := store.Step(ctx, pki.DefaultKey, now, to(pemOf(t, stranger), nil, "")); !errors.Is(err, pki.ErrValidationFailed) {
 				t.Fatalf("a CA under another root, without its chain: %v", err)
 			}
-			if _, rev := must2(store.Load(pki.DefaultKey)); rev != created {
+			if _, rev := must2(store.Load(ctx, pki.DefaultKey)); rev != created {
 				t.Fatalf("a refused rotation wrote revision %q", rev)
 			}
-			st := must(store.Step(pki.DefaultKey, now, to(pemOf(t, next), nil, "")))
+			st := must(store.Step(ctx, pki.DefaultKey, now, to(pemOf(t, next), nil, "")))
 			defer st.Close()
 			if !st.Changed || rotations(st) != 1 || st.Attempts != 1 || st.Revision == created {
 				t.Fatalf("rotation to a supplied CA: %+v", st)
 			}
-			if _, rev := must2(store.Load(pki.DefaultKey)); rev != st.Revision {
+			if _, rev := must2(store.Load(ctx, pki.DefaultKey)); rev != st.Revision {
 				t.Fatalf("stored revision %q, step's %q", rev, st.Revision)
 			}
 		})
@@ -177,12 +177,12 @@ func TestStoreStepRefusesATrustBreakUnlessAReasonAllowsIt(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	day := 24 * time.Hour
 	step(t, store, t0.Add(day), &pki.SignerInput{Forced: &pki.ForcedRotation{Reason: "first"}})
 	// A day later, clients may still hold the bundle of two rotations ago.
 	second := &pki.SignerInput{Forced: &pki.ForcedRotation{Reason: "second"}}
-	if _, err := store.Step(pki.DefaultKey, t0.Add(2*day), second); !errors.Is(err, pki.ErrTrustBreak) {
+	if _, err := store.Step(ctx, pki.DefaultKey, t0.Add(2*day), second); !errors.Is(err, pki.ErrTrustBreak) {
 		t.Fatalf("a rotation a day after another: %v", err)
 	}
 	second.AllowTrustBreak = "lab store"

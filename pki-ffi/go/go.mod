@@ -1,3 +1,3 @@
-module example.invalid/pki/pki-ffi/go
+module pki.invalid/go
 
 go 1.22

@@ -5,6 +5,7 @@ package pki
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"runtime"
 	"time"
@@ -123,7 +124,7 @@ func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint
 
 // Create makes the ring spec says at now. A ring already there is an
 // error matching ErrAlreadyInitialized, and nothing is written.
-func (k *KeyRing) Create(spec KeyRingSpec, now time.Time) (*Step, error) {
+func (k *KeyRing) Create(ctx context.Context, spec KeyRingSpec, now time.Time) (*Step, error) {
 	req := map[string]any{}
 	if spec.State != nil {
 		req["state"] = json.RawMessage(spec.State)
@@ -134,7 +135,7 @@ func (k *KeyRing) Create(spec KeyRingSpec, now time.Time) (*Step, error) {
 	if spec.Import != nil {
 		req["import"] = string(spec.Import)
 	}
-	return k.store.step(keyringCreate, k.key, req, now)
+	return k.store.step(ctx, keyringCreate, k.key, req, now)
 }
 
 // Rotate runs one controller step at now: rotates the active key when it
@@ -142,58 +143,62 @@ func (k *KeyRing) Create(spec KeyRingSpec, now time.Time) (*Step, error) {
 // ("" forces nothing), retires the keys whose kids are in retire (imported
 // keys, or keys past their grace), and drops accepted keys whose grace has
 // ended.
-func (k *KeyRing) Rotate(now time.Time, forced string, retire ...string) (*Step, error) {
+func (k *KeyRing) Rotate(ctx context.Context, now time.Time, forced string, retire ...string) (*Step, error) {
 	req := map[string]any{"retire": append([]string{}, retire...)}
 	if forced != "" {
 		req["forced"] = forced
 	}
-	return k.store.step(keyringStep, k.key, req, now)
+	return k.store.step(ctx, keyringStep, k.key, req, now)
 }
 
-func (k *KeyRing) read(output C.uint32_t, now time.Time) ([]byte, error) {
-	return k.store.read(keyringRead, k.key, output, now)
+func (k *KeyRing) read(ctx context.Context, output C.uint32_t, now time.Time) ([]byte, error) {
+	return k.store.read(ctx, keyringRead, k.key, output, now)
 }
 
 // State is the whole ring as one JSON document, the active private key
 // inline: keep it as secret as the key.
-func (k *KeyRing) State() ([]byte, error) { return k.read(C.PKI_KEYRING_STATE, time.Unix(0, 0)) }
+func (k *KeyRing) State(ctx context.Context) ([]byte, error) {
+	return k.read(ctx, C.PKI_KEYRING_STATE, time.Unix(0, 0))
+}
 
 // PublicPEM is every published public key as PUBLIC KEY PEM, active first
 // (what kube-apiserver's --service-account-key-file takes).
-func (k *KeyRing) PublicPEM() ([]byte, error) {
-	return k.read(C.PKI_KEYRING_PUBLIC_PEM, time.Unix(0, 0))
+func (k *KeyRing) PublicPEM(ctx context.Context) ([]byte, error) {
+	return k.read(ctx, C.PKI_KEYRING_PUBLIC_PEM, time.Unix(0, 0))
 }
 
 // JWKS is the JWK Set {"keys": [...]} with RFC 7638 thumbprints as kid
 // (what an OIDC discovery endpoint serves).
-func (k *KeyRing) JWKS() ([]byte, error) { return k.read(C.PKI_KEYRING_JWKS, time.Unix(0, 0)) }
+func (k *KeyRing) JWKS(ctx context.Context) ([]byte, error) {
+	return k.read(ctx, C.PKI_KEYRING_JWKS, time.Unix(0, 0))
+}
 
 // ActiveKeyPEM is the active private key, PKCS#8 PEM (secret).
-func (k *KeyRing) ActiveKeyPEM() ([]byte, error) {
-	return k.read(C.PKI_KEYRING_ACTIVE_KEY, time.Unix(0, 0))
+func (k *KeyRing) ActiveKeyPEM(ctx context.Context) ([]byte, error) {
+	return k.read(ctx, C.PKI_KEYRING_ACTIVE_KEY, time.Unix(0, 0))
 }
 
 // ActiveKid is the active key's id (its RFC 7638 thumbprint).
-func (k *KeyRing) ActiveKid() (string, error) {
-	b, err := k.read(C.PKI_KEYRING_ACTIVE_KID, time.Unix(0, 0))
+func (k *KeyRing) ActiveKid(ctx context.Context) (string, error) {
+	b, err := k.read(ctx, C.PKI_KEYRING_ACTIVE_KID, time.Unix(0, 0))
 	return string(b), err
 }
 
 // Status is the ring's status at now, as `pki keys status --json` prints
 // it (no private key).
-func (k *KeyRing) Status(now time.Time) ([]byte, error) { return k.read(C.PKI_KEYRING_STATUS, now) }
+func (k *KeyRing) Status(ctx context.Context, now time.Time) ([]byte, error) {
+	return k.read(ctx, C.PKI_KEYRING_STATUS, now)
+}
 
 // Sign signs claims (a JSON object, used byte for byte as the payload)
 // with the active key at now: a compact JWS, header {"alg","kid","typ":"JWT"}.
-func (k *KeyRing) Sign(claims []byte, now time.Time) (string, error) {
-	h, err := k.store.handle()
-	if err != nil {
-		return "", err
-	}
+func (k *KeyRing) Sign(ctx context.Context, claims []byte, now time.Time) (string, error) {
 	var buf *C.pki_buffer
 	kp, kn := strArg(k.key)
 	p, n := bytesArg(claims)
-	err = call(func() C.pki_result { return C.pki_keyring_sign(h, kp, kn, p, n, unixTime(now), &buf) })
+	err := k.store.with(ctx, func(h *C.pki_store) C.pki_result {
+		return C.pki_keyring_sign(h, kp, kn, p, n, unixTime(now), &buf)
+	})
 	runtime.KeepAlive(k)
 	runtime.KeepAlive(claims)
 	if err != nil {
@@ -205,14 +210,12 @@ func (k *KeyRing) Sign(claims []byte, now time.Time) (string, error) {
 // Verify checks a compact JWS at now against the keys accepted then (by
 // kid), and its exp and nbf when present. nil means accepted; otherwise
 // errors.Is(err, ErrTokenRejected) and a specific sentinel say why.
-func (k *KeyRing) Verify(token []byte, now time.Time) error {
-	h, err := k.store.handle()
-	if err != nil {
-		return err
-	}
+func (k *KeyRing) Verify(ctx context.Context, token []byte, now time.Time) error {
 	kp, kn := strArg(k.key)
 	p, n := bytesArg(token)
-	err = call(func() C.pki_result { return C.pki_keyring_verify(h, kp, kn, p, n, unixTime(now)) })
+	err := k.store.with(ctx, func(h *C.pki_store) C.pki_result {
+		return C.pki_keyring_verify(h, kp, kn, p, n, unixTime(now))
+	})
 	runtime.KeepAlive(k)
 	runtime.KeepAlive(token)
 	return err

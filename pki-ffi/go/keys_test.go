@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 type jwk struct {
@@ -119,7 +119,7 @@ func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 		policy.Grace = time.Hour
 		policy.MaxTokenLifetime = 30 * time.Minute
 		ring := memoryRing(t)
-		created, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0)
+		created, err := ring.Create(ctx, pki.KeyRingSpec{Policy: &policy}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,12 +127,12 @@ func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 			t.Fatalf("created: changed %v, next wake %v", created.Changed, created.NextWake)
 		}
 		claims := fmt.Sprintf(`{"sub":"system:serviceaccount:default:web","exp":%d}`, t0.Add(20*time.Minute).Unix())
-		token, err := ring.Sign([]byte(claims), t0)
+		token, err := ring.Sign(ctx, []byte(claims), t0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rotatedAt := t0.Add(10 * time.Minute)
-		step, err := ring.Rotate(rotatedAt, "drill")
+		step, err := ring.Rotate(ctx, rotatedAt, "drill")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,18 +142,18 @@ func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 		if len(step.Events) != 1 || step.Events[0].Kind != "rotated" {
 			t.Fatalf("the rotation's events: %+v", step.Events)
 		}
-		jwks, err := ring.JWKS()
+		jwks, err := ring.JWKS(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := verifyWithGo(t, jwks, token); err != nil {
 			t.Fatalf("Go crypto rejects the old token during the grace: %v", err)
 		}
-		if err := ring.Verify([]byte(token), rotatedAt.Add(5*time.Minute)); err != nil {
+		if err := ring.Verify(ctx, []byte(token), rotatedAt.Add(5*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		// The same reason again changes nothing.
-		again, err := ring.Rotate(rotatedAt.Add(time.Minute), "drill")
+		again, err := ring.Rotate(ctx, rotatedAt.Add(time.Minute), "drill")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,34 +163,34 @@ func TestKeyRingTokensVerifyWithGoCryptoDuringTheGraceOnly(t *testing.T) {
 		// After the grace the library refuses the old key, and the step
 		// removes it from the JWK Set, so Go finds no key either.
 		end := rotatedAt.Add(time.Hour)
-		if err := ring.Verify([]byte(token), end); !errors.Is(err, pki.ErrTokenRejected) {
+		if err := ring.Verify(ctx, []byte(token), end); !errors.Is(err, pki.ErrTokenRejected) {
 			t.Fatalf("after the grace: %v", err)
 		}
-		if _, err := ring.Rotate(end, ""); err != nil {
+		if _, err := ring.Rotate(ctx, end, ""); err != nil {
 			t.Fatal(err)
 		}
-		jwks, _ = ring.JWKS()
+		jwks, _ = ring.JWKS(ctx)
 		if err := verifyWithGo(t, jwks, token); err == nil {
 			t.Fatal("Go crypto still finds the removed key")
 		}
 		// A new token verifies with Go, and the state round-trips.
-		fresh, err := ring.Sign([]byte(fmt.Sprintf(`{"exp":%d}`, end.Add(time.Minute).Unix())), end)
+		fresh, err := ring.Sign(ctx, []byte(fmt.Sprintf(`{"exp":%d}`, end.Add(time.Minute).Unix())), end)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := verifyWithGo(t, jwks, fresh); err != nil {
 			t.Fatal(err)
 		}
-		state, err := ring.State()
+		state, err := ring.State(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		loaded := memoryRing(t)
-		if _, err := loaded.Create(pki.KeyRingSpec{State: state}, end); err != nil {
+		if _, err := loaded.Create(ctx, pki.KeyRingSpec{State: state}, end); err != nil {
 			t.Fatal(err)
 		}
-		a, _ := loaded.ActiveKid()
-		b, _ := ring.ActiveKid()
+		a, _ := loaded.ActiveKid(ctx)
+		b, _ := ring.ActiveKid(ctx)
 		if a != b || a == "" {
 			t.Fatalf("kid %q after load, %q before", a, b)
 		}
@@ -201,39 +201,39 @@ func TestKeyRingRefusalsHaveTheirCodes(t *testing.T) {
 	policy := pki.DefaultKeyRingPolicy()
 	policy.Grace = 10 * time.Minute
 	policy.MaxTokenLifetime = time.Hour
-	if _, err := memoryRing(t).Create(pki.KeyRingSpec{Policy: &policy}, t0); !errors.Is(err, pki.ErrKeyRingPolicy) {
+	if _, err := memoryRing(t).Create(ctx, pki.KeyRingSpec{Policy: &policy}, t0); !errors.Is(err, pki.ErrKeyRingPolicy) {
 		t.Fatalf("grace shorter than tokens: %v", err)
 	}
-	if _, err := memoryRing(t).Create(pki.KeyRingSpec{Import: []byte("not keys")}, t0); !errors.Is(err, pki.ErrKeyRingImport) {
+	if _, err := memoryRing(t).Create(ctx, pki.KeyRingSpec{Import: []byte("not keys")}, t0); !errors.Is(err, pki.ErrKeyRingImport) {
 		t.Fatalf("import: %v", err)
 	}
 	ring := memoryRing(t)
-	if _, err := ring.Create(pki.KeyRingSpec{}, t0); err != nil {
+	if _, err := ring.Create(ctx, pki.KeyRingSpec{}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ring.Sign([]byte("{"), t0); !errors.Is(err, pki.ErrTokenRejected) {
+	if _, err := ring.Sign(ctx, []byte("{"), t0); !errors.Is(err, pki.ErrTokenRejected) {
 		t.Fatalf("bad claims: %v", err)
 	}
-	if err := ring.Verify([]byte("eyJhbGciOiJFUzI1NiIsImtpZCI6Im5vYm9keSJ9.e30.AAAA"), t0); !errors.Is(err, pki.ErrTokenUnknownKid) {
+	if err := ring.Verify(ctx, []byte("eyJhbGciOiJFUzI1NiIsImtpZCI6Im5vYm9keSJ9.e30.AAAA"), t0); !errors.Is(err, pki.ErrTokenUnknownKid) {
 		t.Fatalf("unknown kid: %v", err)
 	}
-	pem, err := ring.PublicPEM()
+	pem, err := ring.PublicPEM(ctx)
 	if err != nil || !strings.HasPrefix(string(pem), "-----BEGIN PUBLIC KEY-----") {
 		t.Fatalf("public PEM: %v %q", err, pem)
 	}
 	// Importing the ring's own key and public key set keeps its kid.
-	keyPEM, _ := ring.ActiveKeyPEM()
+	keyPEM, _ := ring.ActiveKeyPEM(ctx)
 	imported := memoryRing(t)
-	if _, err := imported.Create(pki.KeyRingSpec{Import: keyPEM}, t0); err != nil {
+	if _, err := imported.Create(ctx, pki.KeyRingSpec{Import: keyPEM}, t0); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := ring.ActiveKid()
-	b, _ := imported.ActiveKid()
+	a, _ := ring.ActiveKid(ctx)
+	b, _ := imported.ActiveKid(ctx)
 	if a != b {
 		t.Fatalf("imported kid %s, want %s", b, a)
 	}
 	var closed *pki.KeyRing = pki.KeyRingOf(nil)
-	if _, err := closed.JWKS(); !errors.Is(err, pki.ErrClosed) {
+	if _, err := closed.JWKS(ctx); !errors.Is(err, pki.ErrClosed) {
 		t.Fatalf("a ring of no store: %v", err)
 	}
 }
@@ -248,67 +248,67 @@ func TestStoredKeyRingRotatesWithGraceOnEveryKindOfStore(t *testing.T) {
 			defer store.Close()
 			ring := pki.KeyRingOf(store)
 			var perr *pki.Error
-			if _, err := ring.JWKS(); !errors.As(err, &perr) || perr.Code != pki.CodeNotInitialized {
+			if _, err := ring.JWKS(ctx); !errors.As(err, &perr) || perr.Code != pki.CodeNotInitialized {
 				t.Fatalf("no ring yet, got %v", err)
 			}
-			if _, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0); err != nil {
+			if _, err := ring.Create(ctx, pki.KeyRingSpec{Policy: &policy}, t0); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ring.Create(pki.KeyRingSpec{Policy: &policy}, t0); !errors.As(err, &perr) || perr.Code != pki.CodeAlreadyInitialized {
+			if _, err := ring.Create(ctx, pki.KeyRingSpec{Policy: &policy}, t0); !errors.As(err, &perr) || perr.Code != pki.CodeAlreadyInitialized {
 				t.Fatalf("a second create must be refused, got %v", err)
 			}
-			first, err := ring.ActiveKid()
+			first, err := ring.ActiveKid(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			token, err := ring.Sign([]byte(`{"sub":"a"}`), t0)
+			token, err := ring.Sign(ctx, []byte(`{"sub":"a"}`), t0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := ring.Rotate(t0.Add(time.Minute), "compromise drill")
+			r, err := ring.Rotate(ctx, t0.Add(time.Minute), "compromise drill")
 			if err != nil || !r.Changed || !r.NextWake.Equal(t0.Add(time.Minute+time.Hour)) {
 				t.Fatalf("forced rotation: %+v %v", r, err)
 			}
-			if r, err := ring.Rotate(t0.Add(2*time.Minute), "compromise drill"); err != nil || r.Changed {
+			if r, err := ring.Rotate(ctx, t0.Add(2*time.Minute), "compromise drill"); err != nil || r.Changed {
 				t.Fatalf("the same reason again changes nothing: %+v %v", r, err)
 			}
-			if kid, _ := ring.ActiveKid(); kid == first {
+			if kid, _ := ring.ActiveKid(ctx); kid == first {
 				t.Fatal("the active key did not change")
 			}
-			jwks, err := ring.JWKS()
+			jwks, err := ring.JWKS(ctx)
 			if err != nil || !strings.Contains(string(jwks), first) {
 				t.Fatalf("the old key is published during the grace: %s %v", jwks, err)
 			}
-			if err := ring.Verify([]byte(token), t0.Add(30*time.Minute)); err != nil {
+			if err := ring.Verify(ctx, []byte(token), t0.Add(30*time.Minute)); err != nil {
 				t.Fatalf("a token of the old key verifies during the grace: %v", err)
 			}
-			if _, err := ring.Rotate(t0.Add(time.Hour), "", first); !errors.As(err, &perr) || perr.Code != pki.CodeKeyRingRetire {
+			if _, err := ring.Rotate(ctx, t0.Add(time.Hour), "", first); !errors.As(err, &perr) || perr.Code != pki.CodeKeyRingRetire {
 				t.Fatalf("retiring a key in its grace is refused, got %v", err)
 			}
-			if r, err := ring.Rotate(t0.Add(time.Minute+time.Hour), ""); err != nil || !r.Changed {
+			if r, err := ring.Rotate(ctx, t0.Add(time.Minute+time.Hour), ""); err != nil || !r.Changed {
 				t.Fatalf("the grace ended: %+v %v", r, err)
 			} else if len(r.Events) != 1 || r.Events[0].Kind != "expired" || !strings.Contains(string(r.Status), `"active"`) {
 				t.Fatalf("the step says what it did: %+v %s", r.Events, r.Status)
 			}
-			pem, err := ring.PublicPEM()
+			pem, err := ring.PublicPEM(ctx)
 			if err != nil || strings.Count(string(pem), "BEGIN PUBLIC KEY") != 1 {
 				t.Fatalf("only the active key is left: %s %v", pem, err)
 			}
-			if err := ring.Verify([]byte(token), t0.Add(2*time.Hour)); !errors.Is(err, pki.ErrTokenRejected) {
+			if err := ring.Verify(ctx, []byte(token), t0.Add(2*time.Hour)); !errors.Is(err, pki.ErrTokenRejected) {
 				t.Fatalf("the old key's token is rejected after the grace, got %v", err)
 			}
-			state, err := ring.State()
+			state, err := ring.State(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			copied := memoryRing(t)
-			if _, err := copied.Create(pki.KeyRingSpec{State: state}, t0.Add(2*time.Hour)); err != nil {
+			if _, err := copied.Create(ctx, pki.KeyRingSpec{State: state}, t0.Add(2*time.Hour)); err != nil {
 				t.Fatal(err)
 			}
-			if kid, _ := copied.ActiveKid(); kid == first {
+			if kid, _ := copied.ActiveKid(ctx); kid == first {
 				t.Fatal("the copy is the stored ring")
 			}
-			status, err := ring.Status(t0.Add(2 * time.Hour))
+			status, err := ring.Status(ctx, t0.Add(2*time.Hour))
 			if err != nil || !strings.Contains(string(status), `"forced_reasons":["compromise drill"]`) {
 				t.Fatalf("status: %s %v", status, err)
 			}

@@ -15,30 +15,38 @@
 // LoadSecret map it to a Kubernetes Secret's Data as it is. SetOf, KeyRingOf
 // and CredentialOf reach the other engines in a store.
 //
+// Every call that reads or writes a store takes a context.Context first:
+// it is checked before the call and passed to a SecretBackend's methods
+// (see SecretBackend); in-memory calls (NewSigner, Signer.Reconcile,
+// bundles) take none.
+//
 // Time is always an argument: the library never reads the clock. PEM goes
 // in and out as []byte. Every failure is an *Error with the library's code
 // and message, matched with errors.Is against the Err* sentinels.
 //
-// Build the static library first (from the repository root):
+// Build the static library first, from the repository root:
 //
-//	cargo build -p pki-ffi
+//	cargo build --release -p pki-ffi
 //
 // The package links libpki_ffi.a statically, from the workspace's
-// target/debug by default. When cargo builds elsewhere (CARGO_TARGET_DIR,
-// or a release build), name that directory first:
+// target/release, or from target/debug when there is no release build (see
+// link.go; build with -tags pki_debug to link target/debug only). When
+// cargo builds elsewhere (CARGO_TARGET_DIR), name that directory, which is
+// searched first:
 //
-//	CGO_LDFLAGS="-L$CARGO_TARGET_DIR/debug" go test ./...
+//	CGO_LDFLAGS="-L$CARGO_TARGET_DIR/release" go build
 package pki
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../include
-#cgo LDFLAGS: -L${SRCDIR}/../../target/debug -l:libpki_ffi.a -lpthread -ldl -lm
+#cgo LDFLAGS: -l:libpki_ffi.a -lpthread -ldl -lm
 #include <stdlib.h>
 #include "pki.h"
 */
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"runtime"
 	"time"
@@ -209,7 +217,7 @@ func inMemory(spec SignerSpec, now time.Time) (*Signer, error) {
 		return nil, err
 	}
 	defer store.Close()
-	st, err := store.Create(DefaultKey, spec, now)
+	st, err := store.Create(context.Background(), DefaultKey, spec, now)
 	if err != nil {
 		return nil, err
 	}
@@ -329,10 +337,12 @@ func (s *Signer) Reconcile(now time.Time, in *SignerInput) (*Step, error) {
 		return nil, err
 	}
 	defer store.Close()
-	if _, err := store.Create(DefaultKey, SignerSpec{Signer: s}, now); err != nil {
+	// A memory store does not block: there is no context to pass on.
+	ctx := context.Background()
+	if _, err := store.Create(ctx, DefaultKey, SignerSpec{Signer: s}, now); err != nil {
 		return nil, err
 	}
-	return store.Step(DefaultKey, now, in)
+	return store.Step(ctx, DefaultKey, now, in)
 }
 
 // EventKind says what happened, in kebab-case: "rotated", "leaf-reissued",

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // t0 is 2026-01-01T00:00:00Z; every test injects its times from it.

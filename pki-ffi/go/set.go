@@ -9,6 +9,7 @@ package pki
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"time"
@@ -59,13 +60,13 @@ func setRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t
 	return C.pki_set_read(store, key, keyLen, output, now, out)
 }
 
-func (s *CASet) step(request any, now time.Time) (*Step, error) {
-	return s.store.step(setStep, s.key, request, now)
+func (s *CASet) step(ctx context.Context, request any, now time.Time) (*Step, error) {
+	return s.store.step(ctx, setStep, s.key, request, now)
 }
 
 // Create makes a new set: one CA per NAME:ROLES item of cas (ROLES:
 // serving, client or serving+client), valid for lifetime from now.
-func (s *CASet) Create(cas []string, lifetime time.Duration, now time.Time) (*Step, error) {
+func (s *CASet) Create(ctx context.Context, cas []string, lifetime time.Duration, now time.Time) (*Step, error) {
 	type ca struct {
 		Name  string `json:"name"`
 		Roles string `json:"roles"`
@@ -78,13 +79,13 @@ func (s *CASet) Create(cas []string, lifetime time.Duration, now time.Time) (*St
 		name, roles, _ := strings.Cut(item, ":")
 		req.CAs = append(req.CAs, ca{name, roles})
 	}
-	return s.store.step(setCreate, s.key, req, now)
+	return s.store.step(ctx, setCreate, s.key, req, now)
 }
 
 // Issue issues (or re-issues) the leaf name of CA ca for target (created
 // if new): a serving certificate, a client certificate, or both.
-func (s *CASet) Issue(name, ca string, serving, client bool, dns []string, target string, now time.Time) (*Step, error) {
-	return s.step(map[string]any{"issue": map[string]any{
+func (s *CASet) Issue(ctx context.Context, name, ca string, serving, client bool, dns []string, target string, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"issue": map[string]any{
 		"name": name, "ca": ca, "serving": serving, "client": client,
 		"dns_names": append([]string{}, dns...), "target": target,
 	}}, now)
@@ -93,7 +94,7 @@ func (s *CASet) Issue(name, ca string, serving, client bool, dns []string, targe
 // Target creates target or sets the bundles it loads: the CAs whose
 // servers it verifies (trusts) and whose clients it verifies (clientCA);
 // a nil list is kept as it is.
-func (s *CASet) Target(target string, trusts, clientCA []string, now time.Time) (*Step, error) {
+func (s *CASet) Target(ctx context.Context, target string, trusts, clientCA []string, now time.Time) (*Step, error) {
 	body := map[string]any{"name": target}
 	if trusts != nil {
 		body["trusts"] = trusts
@@ -101,7 +102,7 @@ func (s *CASet) Target(target string, trusts, clientCA []string, now time.Time) 
 	if clientCA != nil {
 		body["client_ca"] = clientCA
 	}
-	return s.step(map[string]any{"target": body}, now)
+	return s.step(ctx, map[string]any{"target": body}, now)
 }
 
 // SetImport is a CA supplied at the start of a rotation instead of a
@@ -115,7 +116,7 @@ type SetImport struct {
 // Start starts a rotation (→ trust-both) for reason; with oneAtATime,
 // serving certificates later move one target at a time; imports are CAs
 // supplied instead of generated.
-func (s *CASet) Start(reason string, oneAtATime bool, now time.Time, imports ...SetImport) (*Step, error) {
+func (s *CASet) Start(ctx context.Context, reason string, oneAtATime bool, now time.Time, imports ...SetImport) (*Step, error) {
 	list := []map[string]any{}
 	for _, i := range imports {
 		entry := map[string]any{"name": i.Name, "ca": string(i.CA.CA)}
@@ -127,27 +128,27 @@ func (s *CASet) Start(reason string, oneAtATime bool, now time.Time, imports ...
 		}
 		list = append(list, entry)
 	}
-	return s.step(map[string]any{"start": map[string]any{
+	return s.step(ctx, map[string]any{"start": map[string]any{
 		"reason": reason, "one_at_a_time": oneAtATime, "imports": list,
 	}}, now)
 }
 
 // Ack records that target loaded the files with fingerprint.
-func (s *CASet) Ack(target, fingerprint string, now time.Time) (*Step, error) {
-	return s.step(map[string]any{"ack": map[string]any{"target": target, "fingerprint": fingerprint}}, now)
+func (s *CASet) Ack(ctx context.Context, target, fingerprint string, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"ack": map[string]any{"target": target, "fingerprint": fingerprint}}, now)
 }
 
 // Advance goes to the next step; a non-empty overrideReason passes a gate
 // that still waits for targets (recorded).
-func (s *CASet) Advance(overrideReason string, now time.Time) (*Step, error) {
-	return s.AdvanceFrom("", overrideReason, now)
+func (s *CASet) Advance(ctx context.Context, overrideReason string, now time.Time) (*Step, error) {
+	return s.AdvanceFrom(ctx, "", overrideReason, now)
 }
 
 // AdvanceFrom is Advance that names the step it leaves (`pki set advance
 // --from`): once the set left it, the request is nothing to do; from
 // another step, it is refused with CodeSetWrongStep. "" is the current
 // step.
-func (s *CASet) AdvanceFrom(from, overrideReason string, now time.Time) (*Step, error) {
+func (s *CASet) AdvanceFrom(ctx context.Context, from, overrideReason string, now time.Time) (*Step, error) {
 	body := map[string]any{}
 	if from != "" {
 		body["from"] = from
@@ -155,32 +156,32 @@ func (s *CASet) AdvanceFrom(from, overrideReason string, now time.Time) (*Step, 
 	if overrideReason != "" {
 		body["override_reason"] = overrideReason
 	}
-	return s.step(map[string]any{"advance": body}, now)
+	return s.step(ctx, map[string]any{"advance": body}, now)
 }
 
 // Fail records that target failed to load its files, for reason; it
 // blocks Advance until Retry.
-func (s *CASet) Fail(target, reason string, now time.Time) (*Step, error) {
-	return s.step(map[string]any{"fail": map[string]any{"target": target, "reason": reason}}, now)
+func (s *CASet) Fail(ctx context.Context, target, reason string, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"fail": map[string]any{"target": target, "reason": reason}}, now)
 }
 
 // Retry makes the failed target pending again: it must Ack its files anew.
-func (s *CASet) Retry(target string, now time.Time) (*Step, error) {
-	return s.step(map[string]any{"retry": map[string]any{"target": target}}, now)
+func (s *CASet) Retry(ctx context.Context, target string, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"retry": map[string]any{"target": target}}, now)
 }
 
 // Abort aborts the rotation to the safe target of its step. In trust-new it
 // rolls forward to completed, which destroys the old CA keys: refused with
 // CodeSetAbortStrands while a target has not loaded trust-new (see
 // AbortOverride).
-func (s *CASet) Abort(now time.Time) (*Step, error) {
-	return s.step(map[string]any{"abort": map[string]any{}}, now)
+func (s *CASet) Abort(ctx context.Context, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"abort": map[string]any{}}, now)
 }
 
 // AbortOverride aborts like Abort, but an abort that would strand targets
 // proceeds for reason, which is recorded with the targets it stranded.
-func (s *CASet) AbortOverride(reason string, now time.Time) (*Step, error) {
-	return s.step(map[string]any{"abort": map[string]any{"override_reason": reason}}, now)
+func (s *CASet) AbortOverride(ctx context.Context, reason string, now time.Time) (*Step, error) {
+	return s.step(ctx, map[string]any{"abort": map[string]any{"override_reason": reason}}, now)
 }
 
 // SetTargetStatus is one target in SetStatus.
@@ -207,8 +208,8 @@ func SetStatusOf(st *Step) (*SetStatus, error) {
 }
 
 // Status reads the set's status at now.
-func (s *CASet) Status(now time.Time) (*SetStatus, error) {
-	raw, err := s.store.read(setRead, s.key, C.PKI_SET_STATUS, now)
+func (s *CASet) Status(ctx context.Context, now time.Time) (*SetStatus, error) {
+	raw, err := s.store.read(ctx, setRead, s.key, C.PKI_SET_STATUS, now)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +235,8 @@ type SetTargetPlan struct {
 
 // Plan reads which files each target should have now (private keys
 // included: keep the result private).
-func (s *CASet) Plan() (map[string]SetTargetPlan, error) {
-	raw, err := s.store.read(setRead, s.key, C.PKI_SET_PLAN, time.Unix(0, 0))
+func (s *CASet) Plan(ctx context.Context) (map[string]SetTargetPlan, error) {
+	raw, err := s.store.read(ctx, setRead, s.key, C.PKI_SET_PLAN, time.Unix(0, 0))
 	if err != nil {
 		return nil, err
 	}

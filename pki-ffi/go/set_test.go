@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 func setCode(t *testing.T, err error, want pki.Code) {
@@ -61,7 +61,7 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 // refused with its code and the store left exactly as it was.
 func TestCASetRotatesInGatedSteps(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	store, err := pki.OpenDirStore(dir)
+	store, err := pki.OpenDirStore(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,26 +83,26 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	}
 	fingerprint := func(target string) string {
 		t.Helper()
-		plan, err := set.Plan()
+		plan, err := set.Plan(ctx)
 		must(err)
 		return plan[target].Fingerprint
 	}
-	must(errOf(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now)))
-	must(errOf(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
-	must(errOf(set.Issue("kubelet", "cluster", false, true, nil, "node-1", now)))
-	must(errOf(set.Target("node-1", []string{"cluster"}, nil, now)))
-	must(errOf(set.Target("control-plane", nil, []string{"cluster"}, now)))
+	must(errOf(set.Create(ctx, []string{"cluster:serving+client"}, 730*24*time.Hour, now)))
+	must(errOf(set.Issue(ctx, "api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
+	must(errOf(set.Issue(ctx, "kubelet", "cluster", false, true, nil, "node-1", now)))
+	must(errOf(set.Target(ctx, "node-1", []string{"cluster"}, nil, now)))
+	must(errOf(set.Target(ctx, "control-plane", nil, []string{"cluster"}, now)))
 	snap := snapshotDir(t, dir)
-	refused(errOf(set.Issue("x", "nope", true, false, []string{"x.example"}, "t", now)), pki.CodeSetUnknownCA, snap)
-	refused(errOf(set.Target("node-1", []string{"nope"}, nil, now)), pki.CodeSetUnknownCA, snap)
-	refused(errOf(set.Advance("", now)), pki.CodeSetWrongStep, snap)
-	refused(errOf(set.Abort(now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Issue(ctx, "x", "nope", true, false, []string{"x.example"}, "t", now)), pki.CodeSetUnknownCA, snap)
+	refused(errOf(set.Target(ctx, "node-1", []string{"nope"}, nil, now)), pki.CodeSetUnknownCA, snap)
+	refused(errOf(set.Advance(ctx, "", now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Abort(ctx, now)), pki.CodeSetWrongStep, snap)
 	// What node-1 loaded while idle: a real fingerprint of the wrong step
 	// once the rotation runs.
 	idleFingerprint := fingerprint("node-1")
 
 	now = now.Add(60 * 24 * time.Hour)
-	started, err := set.Start("yearly", false, now)
+	started, err := set.Start(ctx, "yearly", false, now)
 	must(err)
 	// The step says what happened (a new CA and its separate client CA)
 	// and where the set is now.
@@ -111,54 +111,54 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 		t.Fatalf("start: %+v %+v %v", started, status, err)
 	}
 	snap = snapshotDir(t, dir)
-	refused(errOf(set.Start("again", false, now)), pki.CodeSetWrongStep, snap)
-	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
-	refused(errOf(set.Ack("ghost", fingerprint("node-1"), now)), pki.CodeSetUnknownTarget, snap)
-	refused(errOf(set.Ack("node-1", idleFingerprint, now)), pki.CodeSetStaleFingerprint, snap)
-	refused(errOf(set.Fail("ghost", "x", now)), pki.CodeSetUnknownTarget, snap)
-	refused(errOf(set.Retry("node-1", now)), pki.CodeSetInvalid, snap)
+	refused(errOf(set.Start(ctx, "again", false, now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Advance(ctx, "", now)), pki.CodeSetStepBlocked, snap)
+	refused(errOf(set.Ack(ctx, "ghost", fingerprint("node-1"), now)), pki.CodeSetUnknownTarget, snap)
+	refused(errOf(set.Ack(ctx, "node-1", idleFingerprint, now)), pki.CodeSetStaleFingerprint, snap)
+	refused(errOf(set.Fail(ctx, "ghost", "x", now)), pki.CodeSetUnknownTarget, snap)
+	refused(errOf(set.Retry(ctx, "node-1", now)), pki.CodeSetInvalid, snap)
 
 	ackAll := func() {
 		t.Helper()
 		for _, target := range []string{"control-plane", "node-1"} {
-			must(errOf(set.Ack(target, fingerprint(target), now)))
+			must(errOf(set.Ack(ctx, target, fingerprint(target), now)))
 		}
 	}
 	ackAll()
-	st, err := set.Status(now)
+	st, err := set.Status(ctx, now)
 	must(err)
 	if st.Step != "trust-both" || st.Half == nil || *st.Half != "clients" {
 		t.Fatalf("status: %+v", st)
 	}
-	plan, err := set.Plan()
+	plan, err := set.Plan(ctx)
 	must(err)
 	if !plan["node-1"].Files["certs/kubelet/tls.key"].Secret {
 		t.Fatal("the kubelet key is not marked secret")
 	}
 
 	// A failed target blocks the step; retried, it must ack again.
-	must(errOf(set.Fail("node-1", "puppet apply failed", now)))
+	must(errOf(set.Fail(ctx, "node-1", "puppet apply failed", now)))
 	snap = snapshotDir(t, dir)
-	refused(errOf(set.Ack("node-1", fingerprint("node-1"), now)), pki.CodeSetTargetFailed, snap)
-	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
-	must(errOf(set.Retry("node-1", now)))
-	st, err = set.Status(now)
+	refused(errOf(set.Ack(ctx, "node-1", fingerprint("node-1"), now)), pki.CodeSetTargetFailed, snap)
+	refused(errOf(set.Advance(ctx, "", now)), pki.CodeSetStepBlocked, snap)
+	must(errOf(set.Retry(ctx, "node-1", now)))
+	st, err = set.Status(ctx, now)
 	must(err)
 	if st.Targets["node-1"].Progress != "pending" {
 		t.Fatalf("after retry: %+v", st.Targets["node-1"])
 	}
 	snap = snapshotDir(t, dir)
-	refused(errOf(set.Advance("", now)), pki.CodeSetStepBlocked, snap)
-	must(errOf(set.Ack("node-1", fingerprint("node-1"), now)))
+	refused(errOf(set.Advance(ctx, "", now)), pki.CodeSetStepBlocked, snap)
+	must(errOf(set.Ack(ctx, "node-1", fingerprint("node-1"), now)))
 
 	for _, want := range []string{"update-certs", "trust-new"} {
 		// Naming the step it leaves: again once left is nothing to do.
 		from := map[string]string{"update-certs": "trust-both", "trust-new": "update-certs"}[want]
-		must(errOf(set.AdvanceFrom(from, "", now)))
-		if again, err := set.AdvanceFrom(from, "", now); err != nil || again.Changed {
+		must(errOf(set.AdvanceFrom(ctx, from, "", now)))
+		if again, err := set.AdvanceFrom(ctx, from, "", now); err != nil || again.Changed {
 			t.Fatalf("advance from %s again: %+v %v", from, again, err)
 		}
-		st, err := set.Status(now)
+		st, err := set.Status(ctx, now)
 		must(err)
 		if st.Step != want {
 			t.Fatalf("step %s, want %s", st.Step, want)
@@ -170,17 +170,17 @@ func TestCASetRotatesInGatedSteps(t *testing.T) {
 	}
 	// Rolling forward to completed destroys the old CA keys: refused while
 	// a target has not loaded trust-new, unless overridden.
-	must(errOf(set.Ack("control-plane", fingerprint("control-plane"), now)))
+	must(errOf(set.Ack(ctx, "control-plane", fingerprint("control-plane"), now)))
 	snap = snapshotDir(t, dir)
-	refused(errOf(set.Abort(now)), pki.CodeSetAbortStrands, snap)
-	must(errOf(set.AbortOverride("node-1 is decommissioned", now)))
-	st, err = set.Status(now)
+	refused(errOf(set.Abort(ctx, now)), pki.CodeSetAbortStrands, snap)
+	must(errOf(set.AbortOverride(ctx, "node-1 is decommissioned", now)))
+	st, err = set.Status(ctx, now)
 	must(err)
 	if st.Step != "completed" {
 		t.Fatalf("step %s after abort in trust-new", st.Step)
 	}
 	snap = snapshotDir(t, dir)
-	refused(errOf(set.Abort(now)), pki.CodeSetWrongStep, snap)
+	refused(errOf(set.Abort(ctx, now)), pki.CodeSetWrongStep, snap)
 }
 
 // A CA set kept in the embedder's Secret-shaped storage is written under
@@ -200,12 +200,12 @@ func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ok(errOf(set.Create([]string{"cluster:serving+client"}, 730*24*time.Hour, now)))
-	ok(errOf(set.Issue("api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
-	ok(errOf(set.Target("control-plane", nil, []string{"cluster"}, now)))
+	ok(errOf(set.Create(ctx, []string{"cluster:serving+client"}, 730*24*time.Hour, now)))
+	ok(errOf(set.Issue(ctx, "api", "cluster", true, false, []string{"api.example"}, "control-plane", now)))
+	ok(errOf(set.Target(ctx, "control-plane", nil, []string{"cluster"}, now)))
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, now))
 	defer signer.Close()
-	if _, err := store.Create("signer", pki.SignerSpec{Signer: signer}, t0); err != nil {
+	if _, err := store.Create(ctx, "signer", pki.SignerSpec{Signer: signer}, t0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -226,16 +226,16 @@ func TestCASetThroughSecretStoreKeepsItsOwnMapping(t *testing.T) {
 	}
 
 	now = now.Add(24 * time.Hour)
-	ok(errOf(set.Start("yearly", false, now)))
-	plan, err := set.Plan()
+	ok(errOf(set.Start(ctx, "yearly", false, now)))
+	plan, err := set.Plan(ctx)
 	ok(err)
-	ok(errOf(set.Ack("control-plane", plan["control-plane"].Fingerprint, now)))
-	st, err := set.Status(now)
+	ok(errOf(set.Ack(ctx, "control-plane", plan["control-plane"].Fingerprint, now)))
+	st, err := set.Status(ctx, now)
 	ok(err)
 	if st.Step != "trust-both" || st.Targets["control-plane"].Progress != "loaded" {
 		t.Fatalf("status through the Secret store: %+v", st)
 	}
-	if _, _, err := store.Load("signer"); err != nil {
+	if _, _, err := store.Load(ctx, "signer"); err != nil {
 		t.Fatalf("the signer beside the set: %v", err)
 	}
 }

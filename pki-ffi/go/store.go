@@ -56,7 +56,9 @@ static pki_result pki_go_new_secret_store(uintptr_t backend, const char *locatio
 import "C"
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -77,6 +79,11 @@ const DefaultKey = "signer"
 // Close frees it; a finalizer frees it too if Close is forgotten.
 type Store struct {
 	ptr *C.pki_store
+	// backend and location, for NewSecretStore: each call runs on a store
+	// of its own over the backend, so that the backend's methods get that
+	// call's context.
+	backend  SecretBackend
+	location string
 }
 
 func newStore(ptr *C.pki_store) *Store {
@@ -112,7 +119,13 @@ func (s *Store) handle() (*C.pki_store, error) {
 // now, a malformed URL ErrInvalidArgument), "memory:" (a new store in
 // memory, for tests), or a directory (created when missing: the layout of
 // the pki CLI, each write an atomic switch to a complete new generation).
-func OpenStore(location string) (*Store, error) {
+//
+// ctx is checked before the store is opened; opening an etcd store is not
+// interrupted once started (it is bounded by the client's own timeout).
+func OpenStore(ctx context.Context, location string) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out *C.pki_store
 	p, n := strArg(location)
 	err := call(func() C.pki_result { return C.pki_store_open(p, n, &out) })
@@ -124,13 +137,13 @@ func OpenStore(location string) (*Store, error) {
 }
 
 // OpenDirStore is OpenStore of a directory.
-func OpenDirStore(dir string) (*Store, error) { return OpenStore(dir) }
+func OpenDirStore(ctx context.Context, dir string) (*Store, error) { return OpenStore(ctx, dir) }
 
 // OpenURLStore is OpenStore of a store URL.
-func OpenURLStore(url string) (*Store, error) { return OpenStore(url) }
+func OpenURLStore(ctx context.Context, url string) (*Store, error) { return OpenStore(ctx, url) }
 
 // NewMemoryStore is OpenStore("memory:"): an empty store in memory.
-func NewMemoryStore() (*Store, error) { return OpenStore("memory:") }
+func NewMemoryStore() (*Store, error) { return OpenStore(context.Background(), "memory:") }
 
 // SecretBackend is storage of Secret-shaped documents with compare-and-swap,
 // written by the embedder: a Kubernetes client reading and updating a
@@ -142,10 +155,14 @@ func NewMemoryStore() (*Store, error) { return OpenStore("memory:") }
 // The methods may be called from several goroutines at once (one per
 // concurrent Step). A panic in them is recovered and reported as ErrStore.
 // If the backend implements fmt.Stringer, its String names it in errors.
+//
+// Each method gets the context of the Store call it serves (Step, Create,
+// Load, a CA set's, key ring's or credential's method): pass it on to the
+// API server's client, and return its error when it ends.
 type SecretBackend interface {
 	// Get returns the data at key and its revision (resourceVersion), or
 	// found == false when there is none.
-	Get(key string) (data map[string][]byte, revision string, found bool, err error)
+	Get(ctx context.Context, key string) (data map[string][]byte, revision string, found bool, err error)
 	// Put writes data at key if its revision is still expected ("" means:
 	// create, only if there is none) and returns the new revision, which
 	// must not be empty. When another writer changed or created it first,
@@ -153,7 +170,7 @@ type SecretBackend interface {
 	// pki.ErrConflict, for example on a 409 Conflict from the API server):
 	// the step then reads again and decides again. Any other error is a
 	// broken backend (ErrStore) and ends the step.
-	Put(key, expected string, data map[string][]byte) (revision string, err error)
+	Put(ctx context.Context, key, expected string, data map[string][]byte) (revision string, err error)
 }
 
 // NewSecretStore is a store over the embedder's Secret-shaped storage.
@@ -165,7 +182,26 @@ func NewSecretStore(backend SecretBackend) (*Store, error) {
 	if s, ok := backend.(fmt.Stringer); ok {
 		location = s.String()
 	}
-	h := cgo.NewHandle(backend)
+	out, err := newSecretStore(context.Background(), backend, location)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(out)
+	s.backend, s.location = backend, location
+	return s, nil
+}
+
+// boundBackend is what a callback store's handle holds: the backend and
+// the context of the call the store was made for.
+type boundBackend struct {
+	backend SecretBackend
+	ctx     context.Context
+}
+
+// newSecretStore makes a C callback store over backend whose callbacks get
+// ctx. The store releases the handle when it is freed.
+func newSecretStore(ctx context.Context, backend SecretBackend, location string) (*C.pki_store, error) {
+	h := cgo.NewHandle(&boundBackend{backend: backend, ctx: ctx})
 	var out *C.pki_store
 	p, n := strArg(location)
 	err := call(func() C.pki_result {
@@ -176,7 +212,38 @@ func NewSecretStore(backend SecretBackend) (*Store, error) {
 		h.Delete()
 		return nil, err
 	}
-	return newStore(out), nil
+	return out, nil
+}
+
+// with runs one library call on the store with ctx. ctx is checked first;
+// a SecretBackend gets it in each of its calls, through a store of the
+// call's own (the C store is stateless over the backend: one per call is
+// the same store). A directory or etcd store cannot be interrupted once
+// the call started: each of their waits is bounded (the directory lock's
+// timeout, etcd's request timeout).
+func (s *Store) with(ctx context.Context, f func(*C.pki_store) C.pki_result) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	if s.backend != nil {
+		bound, err := newSecretStore(ctx, s.backend, s.location)
+		if err != nil {
+			return err
+		}
+		defer C.pki_store_free(bound)
+		h = bound
+	}
+	err = call(func() C.pki_result { return f(h) })
+	runtime.KeepAlive(s)
+	var e *Error
+	if err != nil && ctx.Err() != nil && errors.As(err, &e) {
+		e.cause = ctx.Err()
+	}
+	return err
 }
 
 // stepFunc is a pki_<engine>_create or _step.
@@ -184,11 +251,7 @@ type stepFunc func(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.ch
 
 // step runs one create or step of the document at key with request
 // (marshalled to JSON; nil: the engine's default input).
-func (s *Store) step(f stepFunc, key string, request any, now time.Time) (*Step, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
+func (s *Store) step(ctx context.Context, f stepFunc, key string, request any, now time.Time) (*Step, error) {
 	input, err := jsonArg(request)
 	if err != nil {
 		return nil, err
@@ -196,10 +259,9 @@ func (s *Store) step(f stepFunc, key string, request any, now time.Time) (*Step,
 	var out *C.pki_step
 	kp, kn := strArg(key)
 	ip, in := inputArg(input)
-	err = call(func() C.pki_result { return f(h, kp, kn, ip, in, unixTime(now), &out) })
+	err = s.with(ctx, func(h *C.pki_store) C.pki_result { return f(h, kp, kn, ip, in, unixTime(now), &out) })
 	runtime.KeepAlive(key)
 	runtime.KeepAlive(input)
-	runtime.KeepAlive(s)
 	if err != nil {
 		return nil, err
 	}
@@ -207,17 +269,12 @@ func (s *Store) step(f stepFunc, key string, request any, now time.Time) (*Step,
 }
 
 // read reads one output of the document at key.
-func (s *Store) read(f func(*C.pki_store, *C.char, C.size_t, C.uint32_t, C.int64_t, **C.pki_buffer) C.pki_result,
+func (s *Store) read(ctx context.Context, f func(*C.pki_store, *C.char, C.size_t, C.uint32_t, C.int64_t, **C.pki_buffer) C.pki_result,
 	key string, output C.uint32_t, now time.Time) ([]byte, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, err
-	}
 	var out *C.pki_buffer
 	kp, kn := strArg(key)
-	err = call(func() C.pki_result { return f(h, kp, kn, output, unixTime(now), &out) })
+	err := s.with(ctx, func(h *C.pki_store) C.pki_result { return f(h, kp, kn, output, unixTime(now), &out) })
 	runtime.KeepAlive(key)
-	runtime.KeepAlive(s)
 	if err != nil {
 		return nil, err
 	}
@@ -296,29 +353,24 @@ func (spec SignerSpec) request() (any, error) {
 // is the CLI's) at now. A document already there is never overwritten: the
 // error matches ErrAlreadyInitialized. The step holds the signer and its
 // revision.
-func (s *Store) Create(key string, spec SignerSpec, now time.Time) (*Step, error) {
+func (s *Store) Create(ctx context.Context, key string, spec SignerSpec, now time.Time) (*Step, error) {
 	req, err := spec.request()
 	if err != nil {
 		return nil, err
 	}
-	return s.step(signerCreate, key, req, now)
+	return s.step(ctx, signerCreate, key, req, now)
 }
 
 // Load reads the signer document at key and its revision. A missing
 // document matches ErrNotInitialized.
-func (s *Store) Load(key string) (*Signer, string, error) {
-	h, err := s.handle()
-	if err != nil {
-		return nil, "", err
-	}
+func (s *Store) Load(ctx context.Context, key string) (*Signer, string, error) {
 	var (
 		out *C.pki_signer
 		rev *C.pki_buffer
 	)
 	kp, kn := strArg(key)
-	err = call(func() C.pki_result { return C.pki_signer_load(h, kp, kn, &out, &rev) })
+	err := s.with(ctx, func(h *C.pki_store) C.pki_result { return C.pki_signer_load(h, kp, kn, &out, &rev) })
 	runtime.KeepAlive(key)
-	runtime.KeepAlive(s)
 	if err != nil {
 		return nil, "", err
 	}
@@ -431,10 +483,10 @@ func (in *SignerInput) request() (any, error) {
 // (up to 8 rounds, then an error matching ErrConflict). in may be nil. A
 // rotation that would cut consumers off fails with ErrTrustBreak, writing
 // nothing, unless in.AllowTrustBreak gives a reason.
-func (s *Store) Step(key string, now time.Time, in *SignerInput) (*Step, error) {
+func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerInput) (*Step, error) {
 	req, err := in.request()
 	if err != nil {
 		return nil, err
 	}
-	return s.step(signerStep, key, req, now)
+	return s.step(ctx, signerStep, key, req, now)
 }

@@ -2,6 +2,7 @@ package pki_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +13,12 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
+
+// ctx is the context of the tests' store calls: they are never cancelled
+// but by the tests of cancellation.
+var ctx = context.Background()
 
 // fakeSecrets stands for the API server: Secret data by name, each with a
 // resourceVersion, updated by compare-and-swap as a Kubernetes client does.
@@ -33,6 +38,12 @@ type fakeSecrets struct {
 	alwaysConflict bool
 	broken         error
 	panics         bool
+	// waitForCancel, when set, makes Get wait until its context ends (an
+	// API server that does not answer), closing getting first.
+	waitForCancel bool
+	getting       chan struct{}
+	// lastCtx is the context of the last Get or Put.
+	lastCtx context.Context
 }
 
 type fakeSecret struct {
@@ -46,9 +57,15 @@ func newFakeSecrets() *fakeSecrets {
 
 func (f *fakeSecrets) String() string { return "fake secrets in namespace test" }
 
-func (f *fakeSecrets) Get(key string) (map[string][]byte, string, bool, error) {
+func (f *fakeSecrets) Get(ctx context.Context, key string) (map[string][]byte, string, bool, error) {
+	if f.waitForCancel {
+		close(f.getting)
+		<-ctx.Done()
+		return nil, "", false, ctx.Err()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastCtx = ctx
 	if f.panics {
 		panic("the informer cache is gone")
 	}
@@ -67,7 +84,7 @@ func (f *fakeSecrets) Get(key string) (map[string][]byte, string, bool, error) {
 	return data, item.version, true, nil
 }
 
-func (f *fakeSecrets) Put(key, expected string, data map[string][]byte) (string, error) {
+func (f *fakeSecrets) Put(ctx context.Context, key, expected string, data map[string][]byte) (string, error) {
 	if f.allRead != nil {
 		select {
 		case <-f.allRead:
@@ -77,6 +94,7 @@ func (f *fakeSecrets) Put(key, expected string, data map[string][]byte) (string,
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastCtx = ctx
 	f.puts++
 	if f.broken != nil {
 		return "", f.broken
@@ -103,13 +121,13 @@ func stores(t *testing.T) map[string]func() *pki.Store {
 	return map[string]func() *pki.Store{
 		"memory": func() *pki.Store { return must(pki.NewMemoryStore()) },
 		"secret": func() *pki.Store { return must(pki.NewSecretStore(newFakeSecrets())) },
-		"dir":    func() *pki.Store { return must(pki.OpenDirStore(filepath.Join(t.TempDir(), "pki"))) },
+		"dir":    func() *pki.Store { return must(pki.OpenDirStore(ctx, filepath.Join(t.TempDir(), "pki"))) },
 	}
 }
 
 func step(t *testing.T, store *pki.Store, now time.Time, opts *pki.SignerInput) *pki.Step {
 	t.Helper()
-	st, err := store.Step(pki.DefaultKey, now, opts)
+	st, err := store.Step(ctx, pki.DefaultKey, now, opts)
 	if err != nil {
 		t.Fatalf("step at %s: %v", now.Format(time.RFC3339), err)
 	}
@@ -134,7 +152,7 @@ func TestStepNextCheckAfterARotationIsTheNewDocumentsWakeUp(t *testing.T) {
 			defer store.Close()
 			signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 			defer signer.Close()
-			created := must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)).Revision
+			created := must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)).Revision
 
 			// Nothing due: no write; the CA is due once less than 395 of its
 			// 790 days are left, one second after day 395.
@@ -157,7 +175,7 @@ func TestStepNextCheckAfterARotationIsTheNewDocumentsWakeUp(t *testing.T) {
 			if want := day(790).Add(time.Second); !r.NextWake.Equal(want) {
 				t.Fatalf("next check after the rotation %s, want %s", r.NextWake, want)
 			}
-			loaded, rev := must2(store.Load(pki.DefaultKey))
+			loaded, rev := must2(store.Load(ctx, pki.DefaultKey))
 			defer loaded.Close()
 			if rev != r.Revision || !bytes.Equal(bundlePEM(t, loaded), bundlePEM(t, r.Signer)) {
 				t.Fatalf("load after the step: revision %q, step's %q", rev, r.Revision)
@@ -173,7 +191,7 @@ func TestReplicasRacingStepOverASecretBackendRotateOnce(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	before := backend.data(pki.DefaultKey)[pki.SecretCACert]
 
 	// Every replica reads resourceVersion 1 before any of them writes.
@@ -192,7 +210,7 @@ func TestReplicasRacingStepOverASecretBackendRotateOnce(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			steps[i], errs[i] = store.Step(pki.DefaultKey, day(396), nil)
+			steps[i], errs[i] = store.Step(ctx, pki.DefaultKey, day(396), nil)
 		}(i)
 	}
 	close(start)
@@ -237,6 +255,50 @@ func TestReplicasRacingStepOverASecretBackendRotateOnce(t *testing.T) {
 	back.Close()
 }
 
+type requestID struct{}
+
+func TestASecretBackendGetsTheContextOfTheCallAndItsCancellation(t *testing.T) {
+	backend := newFakeSecrets()
+	store := must(pki.NewSecretStore(backend))
+	defer store.Close()
+
+	// The context of the call, with its values, is the backend's.
+	traced := context.WithValue(ctx, requestID{}, "reconcile-7")
+	must(store.Create(traced, pki.DefaultKey, pki.SignerSpec{CommonName: "ctx-ca"}, t0))
+	if got := backend.lastCtx.Value(requestID{}); got != "reconcile-7" {
+		t.Fatalf("the backend's context carries %v, want the caller's value", got)
+	}
+
+	// A context that already ended: the backend is not asked anything.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	gets := backend.gets
+	if _, err := store.Step(ended, pki.DefaultKey, t0, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a step with an ended context: %v, want context.Canceled", err)
+	}
+	if _, err := pki.OpenStore(ended, t.TempDir()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an open with an ended context: %v, want context.Canceled", err)
+	}
+	if backend.gets != gets {
+		t.Fatal("the backend was called with an ended context")
+	}
+
+	// An API server that does not answer: cancelling the step's context
+	// ends the backend's Get, and the step fails with both the store's
+	// sentinel and the context's error.
+	backend.waitForCancel = true
+	backend.getting = make(chan struct{})
+	running, cancel := context.WithCancel(ctx)
+	go func() {
+		<-backend.getting
+		cancel()
+	}()
+	_, err := store.Step(running, pki.DefaultKey, t0, nil)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, pki.ErrStore) {
+		t.Fatalf("a cancelled step: %v, want context.Canceled and ErrStore", err)
+	}
+}
+
 func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	signer := must(pki.NewSigner("errors-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
@@ -244,24 +306,24 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	defer memory.Close()
 
 	expect(t, "load of a missing document", pki.ErrNotInitialized, func() error {
-		_, _, err := memory.Load(pki.DefaultKey)
+		_, _, err := memory.Load(ctx, pki.DefaultKey)
 		return err
 	})
 	expect(t, "step of a missing document", pki.ErrNotInitialized, func() error {
-		_, err := memory.Step(pki.DefaultKey, t0, nil)
+		_, err := memory.Step(ctx, pki.DefaultKey, t0, nil)
 		return err
 	})
-	must(memory.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(memory.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	expect(t, "second create", pki.ErrAlreadyInitialized, func() error {
-		_, err := memory.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)
+		_, err := memory.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0)
 		return err
 	})
 	expect(t, "bad key", pki.ErrInvalidArgument, func() error {
-		_, err := memory.Step("Not A Key", t0, nil)
+		_, err := memory.Step(ctx, "Not A Key", t0, nil)
 		return err
 	})
 	expect(t, "empty forced reason", pki.ErrEmptyForcedReason, func() error {
-		_, err := memory.Step(pki.DefaultKey, t0, &pki.SignerInput{Forced: &pki.ForcedRotation{}})
+		_, err := memory.Step(ctx, pki.DefaultKey, t0, &pki.SignerInput{Forced: &pki.ForcedRotation{}})
 		return err
 	})
 
@@ -269,10 +331,10 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	racing := newFakeSecrets()
 	racingStore := must(pki.NewSecretStore(racing))
 	defer racingStore.Close()
-	must(racingStore.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(racingStore.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	racing.alwaysConflict = true
 	err := noPanic(t, "always conflicting", func() error {
-		_, err := racingStore.Step(pki.DefaultKey, day(396), nil)
+		_, err := racingStore.Step(ctx, pki.DefaultKey, day(396), nil)
 		return err
 	})
 	if !errors.Is(err, pki.ErrConflict) || errors.Is(err, pki.ErrStore) {
@@ -286,10 +348,10 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	broken := newFakeSecrets()
 	brokenStore := must(pki.NewSecretStore(broken))
 	defer brokenStore.Close()
-	must(brokenStore.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(brokenStore.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	broken.broken = errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
 	err = noPanic(t, "broken backend", func() error {
-		_, err := brokenStore.Step(pki.DefaultKey, day(396), nil)
+		_, err := brokenStore.Step(ctx, pki.DefaultKey, day(396), nil)
 		return err
 	})
 	if !errors.Is(err, pki.ErrStore) || errors.Is(err, pki.ErrConflict) {
@@ -306,7 +368,7 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	broken.broken = nil
 	broken.panics = true
 	expect(t, "panicking backend", pki.ErrStore, func() error {
-		_, err := brokenStore.Step(pki.DefaultKey, day(396), nil)
+		_, err := brokenStore.Step(ctx, pki.DefaultKey, day(396), nil)
 		if err != nil && !strings.Contains(err.Error(), "panicked: the informer cache is gone") {
 			t.Errorf("panicking backend: %v", err)
 		}
@@ -321,12 +383,12 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	closed.Close()
 	closed.Close()
 	expect(t, "closed store", pki.ErrClosed, func() error {
-		_, err := closed.Step(pki.DefaultKey, t0, nil)
+		_, err := closed.Step(ctx, pki.DefaultKey, t0, nil)
 		return err
 	})
 	var nilStore *pki.Store
 	expect(t, "nil store", pki.ErrClosed, func() error {
-		_, _, err := nilStore.Load(pki.DefaultKey)
+		_, _, err := nilStore.Load(ctx, pki.DefaultKey)
 		return err
 	})
 }
@@ -336,16 +398,16 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 // the material before and after the rotation still handshakes.
 func TestADirectoryStoreFollowedByNextCheckPublishesTrustedMaterial(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(dir))
+	store := must(pki.OpenDirStore(ctx, dir))
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	leaf := func(name string) *pki.SignerInput {
 		return &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: name, Request: serverRequest}}}
 	}
 	expect(t, "bad leaf name", nil, func() error {
-		_, err := store.Step(pki.DefaultKey, t0, leaf("Web!"))
+		_, err := store.Step(ctx, pki.DefaultKey, t0, leaf("Web!"))
 		return err
 	})
 
@@ -415,12 +477,12 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 		t.Skip("needs an etcd server: run through `cargo test -p pki-ffi --test go`, which starts one")
 	}
 	url := base + "/go-race"
-	store := must(pki.OpenURLStore(url))
+	store := must(pki.OpenURLStore(ctx, url))
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
-	if _, err := store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0); !errors.Is(err, pki.ErrAlreadyInitialized) {
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	if _, err := store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0); !errors.Is(err, pki.ErrAlreadyInitialized) {
 		t.Fatalf("second create: %v", err)
 	}
 
@@ -432,13 +494,13 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			own, err := pki.OpenURLStore(url)
+			own, err := pki.OpenURLStore(ctx, url)
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			defer own.Close()
-			steps[i], errs[i] = own.Step(pki.DefaultKey, day(396), nil)
+			steps[i], errs[i] = own.Step(ctx, pki.DefaultKey, day(396), nil)
 		}(i)
 	}
 	wg.Wait()
@@ -456,7 +518,7 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 	if rotated != 1 {
 		t.Fatalf("%d rotations, want exactly one", rotated)
 	}
-	if _, err := pki.OpenURLStore("etcd://127.0.0.1:2379"); !errors.Is(err, pki.ErrInvalidArgument) {
+	if _, err := pki.OpenURLStore(ctx, "etcd://127.0.0.1:2379"); !errors.Is(err, pki.ErrInvalidArgument) {
 		t.Fatalf("URL without a prefix: %v", err)
 	}
 }

@@ -68,9 +68,10 @@ fn go(args: &[&str], dir: &Path, lib: &Path, etcd_url: &str) {
 fn go_package_vets_and_passes_its_race_enabled_tests() {
     require_tool(
         "go",
-        "to test the Go package pki-ffi/go (install Go 1.22 or later)",
+        "golang-go",
+        "to test the Go package pki-ffi/go (Go 1.22 or later)",
     );
-    require_tool("gcc", "by cgo to build the Go package");
+    require_tool("gcc", "gcc", "by cgo to build the Go package");
     let lib = static_lib();
     let dir = workspace_root().join("pki-ffi/go");
     let server = etcd::Etcd::start();

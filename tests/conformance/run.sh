@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# Scores `pki verify` on the x509-limbo subset in ../shared/conformance with
-# its own runner, and fails under the target: at least 160 of 164 cases
-# agree, and no core-tier case expected to FAIL is accepted.
+# Scores `pki verify` on the x509-limbo subset vendored in
+# tests/conformance/limbo (see its README) with run_cli.py, and fails under
+# the target: at least 160 of 164 cases agree, and no core-tier case
+# expected to FAIL is accepted.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-suite="${PKI_CONFORMANCE_DIR:-$root/../shared/conformance}"
-if [ ! -f "$suite/run_cli.py" ]; then
-  echo "conformance suite not found at $suite"
-  exit 1
-fi
+suite="$root/tests/conformance"
 cd "$root"
 # Wherever cargo puts its output (CARGO_TARGET_DIR, .cargo/config), ask it.
 target_dir="$(cargo metadata --format-version 1 --no-deps \

@@ -207,7 +207,7 @@ pub fn openssl_root(dir: &Path, name: &str, days: u32) -> (String, String) {
         .arg("-out")
         .arg(&crt)
         .output()
-        .expect("run openssl");
+        .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
     assert!(out.status.success(), "openssl req: {}", text(&out.stderr));
     (crt.display().to_string(), key.display().to_string())
 }

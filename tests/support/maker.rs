@@ -13,7 +13,7 @@ pub fn openssl(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .args(args)
         .output()
-        .expect("openssl is installed (Debian: apt-get install openssl)");
+        .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
     assert!(o.status.success(), "openssl {args:?}: {}", text(&o.stderr));
 }
 
@@ -34,7 +34,7 @@ pub fn openssl_verifies_serving_chain(root: &str, chain: &Path) {
         .arg(chain)
         .arg(chain)
         .output()
-        .unwrap();
+        .expect("openssl is not installed or cannot run; install it with `apt-get install openssl` (Debian) or run scripts/test.sh");
     assert!(
         o.status.success(),
         "openssl: {}{}",

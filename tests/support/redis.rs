@@ -29,7 +29,7 @@ pub fn require(tool: &str, package: &str) {
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "{tool} is missing: install it with `apt-get install -y {package}` (the credential tests mint Redis ACL users)"
+        "{tool} is not installed; install it with `apt-get install {package}` (Debian) or run scripts/test.sh: the credential tests mint Redis ACL users"
     );
 }
 

@@ -67,13 +67,14 @@ pub fn build_static_lib(target_dir: &Path, release: bool) -> PathBuf {
     lib
 }
 
-/// Fails with a clear message when `tool` is not on PATH.
-pub fn require_tool(tool: &str, why: &str) {
+/// Fails with one line naming the Debian package to install when `tool` is
+/// not on PATH (`why`: what the test needs it for).
+pub fn require_tool(tool: &str, package: &str, why: &str) {
     let found = Command::new(tool).arg("--version").output().is_ok()
         || Command::new(tool).arg("version").output().is_ok();
     assert!(
         found,
-        "`{tool}` is not installed or not on PATH; it is needed {why}. Install it (Debian: apt-get install {tool}) and run the tests again."
+        "`{tool}` is not installed or not on PATH; it is needed {why}: install it with `apt-get install {package}` (Debian) or run scripts/test.sh"
     );
 }
 

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,14 +22,16 @@ import (
 	"sync"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 func main() {
 	years := flag.Int("years", 3, "how many simulated years to run")
 	force := flag.String("force", "", "force one rotation with this reason, one year in")
 	flag.Parse()
-	if _, err := run(os.Stdout, *years, *force); err != nil {
+	// A real controller cancels ctx on shutdown (signal.NotifyContext):
+	// every store call and the SecretBackend's API calls then stop.
+	if _, err := run(context.Background(), os.Stdout, *years, *force); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -54,7 +57,7 @@ type secret struct {
 func (c *cluster) String() string { return "secrets in namespace openshift-service-ca" }
 
 // Get is a GET of the Secret.
-func (c *cluster) Get(name string) (map[string][]byte, string, bool, error) {
+func (c *cluster) Get(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.secrets[name]
@@ -64,7 +67,7 @@ func (c *cluster) Get(name string) (map[string][]byte, string, bool, error) {
 // Put is a POST (expected "") or a PUT with the resourceVersion read; a
 // stale resourceVersion is a 409 Conflict, reported as pki.ErrConflict so
 // that the step reads again and decides again.
-func (c *cluster) Put(name, expected string, data map[string][]byte) (string, error) {
+func (c *cluster) Put(ctx context.Context, name, expected string, data map[string][]byte) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	current, exists := c.secrets[name]
@@ -81,7 +84,7 @@ func (c *cluster) Put(name, expected string, data map[string][]byte) (string, er
 }
 
 // run drives the loop and returns the number of CA rotations.
-func run(out io.Writer, years int, force string) (int, error) {
+func run(ctx context.Context, out io.Writer, years int, force string) (int, error) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	end := start.AddDate(years, 0, 0)
 	api := &cluster{secrets: map[string]secret{}}
@@ -90,7 +93,7 @@ func run(out io.Writer, years int, force string) (int, error) {
 		return 0, err
 	}
 	defer store.Close()
-	if err := install(store, start); err != nil {
+	if err := install(ctx, store, start); err != nil {
 		return 0, err
 	}
 
@@ -101,7 +104,7 @@ func run(out io.Writer, years int, force string) (int, error) {
 		if force != "" && !now.Before(start.AddDate(1, 0, 0)) {
 			opts.Forced = &pki.ForcedRotation{Reason: force} // runs once per reason
 		}
-		step, err := store.Step(secretName, now, opts)
+		step, err := store.Step(ctx, secretName, now, opts)
 		if err != nil {
 			// pki.ErrConflict here means other replicas kept winning: requeue soon.
 			return rotations, fmt.Errorf("at %s: %w", now.Format(time.DateOnly), err)
@@ -118,7 +121,7 @@ func run(out io.Writer, years int, force string) (int, error) {
 		// What consumers see: servers serve the chain in the Secret; a
 		// client verifies it with the bundle it loaded before this step and
 		// with the one the step published.
-		data, _, _, _ := api.Get(secretName)
+		data, _, _, _ := api.Get(ctx, secretName)
 		for _, bundle := range [][]byte{trusted, data[pki.SecretBundle]} {
 			if bundle == nil {
 				continue
@@ -143,8 +146,8 @@ func run(out io.Writer, years int, force string) (int, error) {
 // install creates the signer Secret on first start (another replica may
 // have created it first), and asks it to keep the serving certificate: the
 // same request again is nothing to do, so every replica may ask.
-func install(store *pki.Store, now time.Time) error {
-	created, err := store.Create(secretName, pki.SignerSpec{CommonName: "service-ca", Key: pki.KeyP256}, now)
+func install(ctx context.Context, store *pki.Store, now time.Time) error {
+	created, err := store.Create(ctx, secretName, pki.SignerSpec{CommonName: "service-ca", Key: pki.KeyP256}, now)
 	if err != nil && !errors.Is(err, pki.ErrAlreadyInitialized) {
 		return err
 	}
@@ -154,7 +157,7 @@ func install(store *pki.Store, now time.Time) error {
 		DNSNames: []string{"web.ns.svc"},
 		Lifetime: 90 * 24 * time.Hour,
 	}}
-	step, err := store.Step(secretName, now, &pki.SignerInput{Leaves: []pki.LeafChange{serving}})
+	step, err := store.Step(ctx, secretName, now, &pki.SignerInput{Leaves: []pki.LeafChange{serving}})
 	if err != nil {
 		return err
 	}

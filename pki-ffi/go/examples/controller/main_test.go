@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
 
 func TestControllerLoopKeepsTheSecretsRotatedForFiveYears(t *testing.T) {
 	var out bytes.Buffer
-	rotations, err := run(&out, 5, "")
+	rotations, err := run(context.Background(), &out, 5, "")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -24,7 +25,7 @@ func TestControllerLoopKeepsTheSecretsRotatedForFiveYears(t *testing.T) {
 
 func TestControllerLoopForcesOneRotationPerReason(t *testing.T) {
 	var out bytes.Buffer
-	rotations, err := run(&out, 3, "incident-7")
+	rotations, err := run(context.Background(), &out, 3, "incident-7")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
