@@ -4,6 +4,7 @@ package pki
 import "C"
 
 import (
+	"context"
 	"runtime"
 	"time"
 )
@@ -61,7 +62,12 @@ func wholeSeconds(d time.Duration) int64 {
 // contacted here within the connect timeout: a wrong CA, a refused client
 // certificate, a bad password or an unreachable server is ErrStore now, with
 // one line saying which; a malformed URL or options ErrInvalidArgument.
-func OpenEtcdStore(url string, opts EtcdOptions) (*Store, error) {
+// ctx is checked before the store is opened; opening is not interrupted once
+// started (it is bounded by the connect timeout).
+func OpenEtcdStore(ctx context.Context, url string, opts EtcdOptions) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	request, err := jsonArg(etcdOptionsJSON{
 		CAPEM:          string(opts.CAPEM),
 		CAFile:         opts.CAFile,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // OpenEtcdStore's options cross the C ABI as JSON: a plaintext store with
@@ -19,7 +19,7 @@ func TestOpenEtcdStoreTakesItsOptions(t *testing.T) {
 	if base == "" {
 		t.Skip("needs an etcd server: run through `cargo test -p pki-ffi --test go`, which starts one")
 	}
-	store, err := pki.OpenEtcdStore(base+"/go-options", pki.EtcdOptions{
+	store, err := pki.OpenEtcdStore(ctx, base+"/go-options", pki.EtcdOptions{
 		ConnectTimeout: 3 * time.Second,
 		RequestTimeout: 3 * time.Second,
 	})
@@ -29,7 +29,7 @@ func TestOpenEtcdStoreTakesItsOptions(t *testing.T) {
 	defer store.Close()
 	signer := must(pki.NewSigner("go-options", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 
 	tlsURL := strings.Replace(base, "etcd://", "etcds://", 1) + "/go-options"
 	for _, c := range []struct {
@@ -43,7 +43,7 @@ func TestOpenEtcdStoreTakesItsOptions(t *testing.T) {
 		{tlsURL, pki.EtcdOptions{}, pki.ErrStore, "needs the CA bundle"},
 		{base + "/go-options", pki.EtcdOptions{CAPEM: []byte("x")}, pki.ErrStore, "use etcds://"},
 	} {
-		_, err := pki.OpenEtcdStore(c.url, c.opts)
+		_, err := pki.OpenEtcdStore(ctx, c.url, c.opts)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.message) {
 			t.Errorf("%s %+v: %v, want %v with %q", c.url, c.opts, err, c.want, c.message)
 		}

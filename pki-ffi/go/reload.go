@@ -58,7 +58,7 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 // the signer at key (`pki ack`). It changes nothing else. A bundle the
 // signer did not publish matches ErrUnknownBundle; the fingerprint already
 // recorded for consumer writes nothing (Changed is false).
-func (s *Store) Ack(key, consumer, fingerprint string, now time.Time) (*Step, error) {
+func (s *Store) Ack(ctx context.Context, key, consumer, fingerprint string, now time.Time) (*Step, error) {
 	type ack struct {
 		Consumer    string `json:"consumer"`
 		Fingerprint string `json:"fingerprint"`
@@ -66,7 +66,7 @@ func (s *Store) Ack(key, consumer, fingerprint string, now time.Time) (*Step, er
 	req := struct {
 		Ack ack `json:"ack"`
 	}{ack{consumer, fingerprint}}
-	return s.step(signerStep, key, req, now)
+	return s.step(ctx, signerStep, key, req, now)
 }
 
 // WatchOptions says how a Watcher polls and whom it tells.
@@ -102,6 +102,7 @@ type material struct {
 type Watcher struct {
 	certFile, keyFile, bundleFile string
 	opts                          WatchOptions
+	ctx                           context.Context // the watcher's lifetime: its acks end with it
 	current                       atomic.Pointer[material]
 	reloads                       atomic.Uint64
 	mu                            sync.Mutex // one reload at a time
@@ -120,7 +121,7 @@ func Watch(ctx context.Context, certFile, keyFile, bundleFile string, opts Watch
 	if opts.Key == "" {
 		opts.Key = DefaultKey
 	}
-	w := &Watcher{certFile: certFile, keyFile: keyFile, bundleFile: bundleFile, opts: opts}
+	w := &Watcher{certFile: certFile, keyFile: keyFile, bundleFile: bundleFile, opts: opts, ctx: ctx}
 	if _, err := w.Refresh(); err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (w *Watcher) Refresh() (bool, error) {
 }
 
 func (w *Watcher) ack(fingerprint string) {
-	step, err := w.opts.Store.Ack(w.opts.Key, w.opts.Consumer, fingerprint, time.Now())
+	step, err := w.opts.Store.Ack(w.ctx, w.opts.Key, w.opts.Consumer, fingerprint, time.Now())
 	if err != nil {
 		if w.opts.OnError != nil {
 			w.opts.OnError(fmt.Errorf("ack %s: %w", fingerprint, err))

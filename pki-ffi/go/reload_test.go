@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // tally counts the handshakes of the client loops and remembers when each
@@ -85,15 +85,15 @@ func leafDER(t *testing.T, path string) []byte {
 // new certificate written → first presented) is logged, not asserted.
 func TestWatchersKeepAMutualTLSPairTalkingThroughSignerRotations(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(dir))
+	store := must(pki.OpenDirStore(context.Background(), dir))
 	defer store.Close()
 	// A CA made two days ago with three days of life and 36 hours of
 	// minimum trust: due now, on the real clock crypto/tls verifies with.
 	made := time.Now().Add(-48 * time.Hour)
 	policy := pki.DefaultPolicy()
 	policy.Lifetime, policy.MinTrust = 72*time.Hour, 36*time.Hour
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{CommonName: "service-ca", Policy: &policy}, made)).Close()
-	must(store.Step(pki.DefaultKey, made, &pki.SignerInput{Leaves: []pki.LeafChange{
+	must(store.Create(context.Background(), pki.DefaultKey, pki.SignerSpec{CommonName: "service-ca", Policy: &policy}, made)).Close()
+	must(store.Step(context.Background(), pki.DefaultKey, made, &pki.SignerInput{Leaves: []pki.LeafChange{
 		{Action: pki.LeafAdd, Name: "web", Request: pki.LeafRequest{Kind: pki.LeafServer, DNSNames: []string{"web.test"}}},
 		{Action: pki.LeafAdd, Name: "peer", Request: pki.LeafRequest{Kind: pki.LeafClient, DNSNames: []string{"peer.test"}}},
 	}})).Close()
@@ -145,7 +145,7 @@ func TestWatchersKeepAMutualTLSPairTalkingThroughSignerRotations(t *testing.T) {
 
 	rotate := func(what string, in *pki.SignerInput) {
 		before := tl.ok.Load()
-		step := must(store.Step(pki.DefaultKey, time.Now(), in))
+		step := must(store.Step(context.Background(), pki.DefaultKey, time.Now(), in))
 		rotated := false
 		for _, e := range step.Events {
 			rotated = rotated || e.Kind == pki.EventRotated
@@ -201,7 +201,7 @@ func TestWatchersKeepAMutualTLSPairTalkingThroughSignerRotations(t *testing.T) {
 	// the reload: wait for them).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		step := must(store.Step(pki.DefaultKey, time.Now(), nil))
+		step := must(store.Step(context.Background(), pki.DefaultKey, time.Now(), nil))
 		var status struct {
 			Consumers []struct {
 				Name    string `json:"name"`
@@ -233,25 +233,25 @@ func TestWatchersKeepAMutualTLSPairTalkingThroughSignerRotations(t *testing.T) {
 // snapshot never pairs a chain with another key.
 func TestAckRefusesABundleTheSignerDidNotPublishAndRepeatsWithoutAWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(dir))
+	store := must(pki.OpenDirStore(context.Background(), dir))
 	defer store.Close()
 	now := time.Now()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{CommonName: "service-ca"}, now)).Close()
-	must(store.Step(pki.DefaultKey, now, &pki.SignerInput{Leaves: []pki.LeafChange{
+	must(store.Create(context.Background(), pki.DefaultKey, pki.SignerSpec{CommonName: "service-ca"}, now)).Close()
+	must(store.Step(context.Background(), pki.DefaultKey, now, &pki.SignerInput{Leaves: []pki.LeafChange{
 		{Action: pki.LeafAdd, Name: "web", Request: pki.LeafRequest{DNSNames: []string{"web.test"}}},
 	}})).Close()
 	snap := must(pki.LoadSnapshot(filepath.Join(dir, "certs/web/tls.crt"), filepath.Join(dir, "certs/web/tls.key"), filepath.Join(dir, "ca-bundle.crt")))
 	if !bytes.Contains(snap.Key, []byte("PRIVATE KEY")) || len(snap.Fingerprint) != 64 {
 		t.Fatalf("snapshot: %q", snap.Fingerprint)
 	}
-	first := must(store.Ack(pki.DefaultKey, "web-1", snap.Fingerprint, now))
-	again := must(store.Ack(pki.DefaultKey, "web-1", snap.Fingerprint, now))
+	first := must(store.Ack(context.Background(), pki.DefaultKey, "web-1", snap.Fingerprint, now))
+	again := must(store.Ack(context.Background(), pki.DefaultKey, "web-1", snap.Fingerprint, now))
 	if !first.Changed || again.Changed {
 		t.Fatalf("first ack changed %v, second %v", first.Changed, again.Changed)
 	}
 	first.Close()
 	again.Close()
-	if _, err := store.Ack(pki.DefaultKey, "web-1", string(bytes.Repeat([]byte("0"), 64)), now); !errors.Is(err, pki.ErrUnknownBundle) {
+	if _, err := store.Ack(context.Background(), pki.DefaultKey, "web-1", string(bytes.Repeat([]byte("0"), 64)), now); !errors.Is(err, pki.ErrUnknownBundle) {
 		t.Fatalf("an unpublished bundle: %v", err)
 	}
 	// A key of another leaf beside the chain: never one snapshot.
