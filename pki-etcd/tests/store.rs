@@ -35,32 +35,27 @@ fn files(pairs: &[(&str, &str, bool)], dirs: &[&str]) -> Files {
 /// head references.
 fn blobs(etcd: &Etcd, prefix: &str, key: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let dump = etcd.dump(prefix);
-    let head_key = format!("{prefix}/{key}");
     let blob_prefix = format!("{prefix}/{key}/.blobs/");
     let present = dump
         .iter()
         .filter(|(k, _, _)| k.starts_with(&blob_prefix))
         .map(|(k, _, _)| k.clone())
         .collect();
-    let referenced = dump
-        .iter()
-        .find(|(k, _, _)| *k == head_key)
-        .map(|(_, v, _)| {
-            let head: serde_json::Value = serde_json::from_slice(v).unwrap();
-            head["files"]
-                .as_object()
-                .unwrap()
-                .values()
-                .map(|e| format!("{blob_prefix}{}", e["blob"].as_str().unwrap()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let referenced = etcd::head_files(&dump, prefix, key)
+        .0
+        .values()
+        .flat_map(|ids| ids.split(','))
+        .filter(|id| !id.is_empty())
+        .map(|id| format!("{blob_prefix}{id}"))
+        .collect();
     (present, referenced)
 }
 
+/// Nothing is left that the head does not need: no unreferenced blob, no
+/// entry of another generation, no attempt marker.
 fn assert_no_garbage(etcd: &Etcd, prefix: &str, key: &str) {
-    let (present, referenced) = blobs(etcd, prefix, key);
-    assert_eq!(present, referenced, "unreferenced or missing blobs");
+    let (_, unneeded) = etcd::head_files(&etcd.dump(prefix), prefix, key);
+    assert!(unneeded.is_empty(), "keys left behind: {unneeded:?}");
 }
 
 fn expect_conflict(err: RotateError) -> (Option<Revision>, Option<Revision>) {
@@ -170,16 +165,8 @@ fn a_missing_or_altered_blob_is_corrupt_state_naming_the_file() {
         &[],
     );
     store.put("signer", None, &a).unwrap();
-    let head = etcd
-        .dump("pki")
-        .into_iter()
-        .find(|(k, _, _)| k == "pki/signer")
-        .unwrap();
-    let head: serde_json::Value = serde_json::from_slice(&head.1).unwrap();
-    let blob = format!(
-        "pki/signer/.blobs/{}",
-        head["files"]["signer/tls.key"]["blob"].as_str().unwrap()
-    );
+    let (files, _) = etcd::head_files(&etcd.dump("pki"), "pki", "signer");
+    let blob = format!("pki/signer/.blobs/{}", files["signer/tls.key"]);
 
     etcd::put_raw(&etcd.endpoint(), &blob, b"OTHER KEY");
     let err = store.get("signer").unwrap_err();
@@ -200,6 +187,20 @@ fn a_missing_or_altered_blob_is_corrupt_state_naming_the_file() {
     let text = store.get("signer").unwrap_err().to_string();
     assert!(
         text.contains("signer/tls.key") && text.contains("missing"),
+        "{text}"
+    );
+
+    // An entry that goes missing is noticed: the head counts its files.
+    let entry = etcd
+        .dump("pki")
+        .into_iter()
+        .map(|(k, _, _)| k)
+        .find(|k| k.starts_with("pki/signer/.files/") && k.ends_with("/signer/tls.crt"))
+        .unwrap();
+    etcd::delete_raw(&etcd.endpoint(), &entry);
+    let text = store.get("signer").unwrap_err().to_string();
+    assert!(
+        text.contains("the head names 2 files") && text.contains("holds 1 entries"),
         "{text}"
     );
 
@@ -257,16 +258,23 @@ fn a_document_beyond_etcds_limits_round_trips_and_a_change_writes_only_what_chan
         .insert("certs/leaf-7/tls.key", File::secret(b"new key".to_vec()))
         .unwrap();
     let r2 = store.put("signer", Some(&r1), &changed).unwrap();
-    assert_eq!(
-        *steps.lock().unwrap(),
+    // The entries are read in pages of 256; then one request writes the
+    // two new blobs, one commits, one removes the two old ones, and the
+    // marker of the attempt goes once nothing else is left to do.
+    let mut expected: Vec<String> = vec!["read head".into()];
+    expected.extend((1..=8).map(|page| format!("read entries {page}")));
+    expected.extend(
         [
-            "read head",
             "write blobs 1/1",
             "commit",
-            "list garbage",
-            "delete garbage 1/1"
+            "delete garbage 1/1",
+            "list generations",
+            "list attempts",
+            "delete marker",
         ]
+        .map(String::from),
     );
+    assert_eq!(*steps.lock().unwrap(), expected);
     let (after, referenced) = blobs(&etcd, "big", "signer");
     assert_eq!(after, referenced);
     assert_eq!(after.difference(&before).count(), 2, "only two new blobs");
@@ -350,7 +358,13 @@ fn killing_etcd_before_each_step_of_a_write_leaves_the_old_or_the_new_document()
         g += 1;
     }
     let steps = steps.lock().unwrap().clone();
-    assert_eq!(steps.len(), 1 + 3 + 1 + 1 + 3, "{steps:?}");
+    // 20 changes do not fit one transaction of 8: the write starts a new
+    // generation, written in several transactions before the commit.
+    let batches = steps
+        .iter()
+        .filter(|s| s.starts_with("write blobs"))
+        .count();
+    assert!(batches >= 5, "{steps:?}");
     let commit = steps.iter().position(|s| s == "commit").unwrap();
 
     for (i, step) in steps.iter().enumerate() {
@@ -510,7 +524,7 @@ fn a_malformed_url_is_a_url_error_not_a_backend_error() {
 }
 
 #[test]
-fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
+fn a_file_whose_pieces_exceed_one_request_is_refused_before_anything_is_written() {
     let etcd = Etcd::start();
     let options = EtcdOptions {
         max_request_bytes: 64 * 1024,
@@ -529,7 +543,8 @@ fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
         "{err}"
     );
     assert!(
-        err.to_string().contains("file huge.crt is 102400 bytes"),
+        err.to_string()
+            .contains("a piece of file huge.crt is 65536 bytes, more than one etcd request may carry (65536 bytes)"),
         "{err}"
     );
     assert!(etcd.dump("limits").is_empty());
@@ -541,6 +556,79 @@ fn a_file_larger_than_one_request_is_refused_before_anything_is_written() {
     }
     let r = store.put("signer", None, &doc).unwrap();
     assert_eq!(store.get("signer").unwrap().unwrap(), (doc, r));
+}
+
+/// A document of `n` small files and one text of about 2 MB, larger than
+/// one etcd request: what a signer with thousands of leaves looks like.
+fn many_files(n: usize, state: &str) -> Files {
+    let mut f = Files::new();
+    for i in 0..n {
+        f.insert(
+            format!("certs/leaf-{i}/tls.crt"),
+            File::public(format!("cert {i}").into_bytes()),
+        )
+        .unwrap();
+    }
+    f.insert("pki-state.json", File::public(state.as_bytes().to_vec()))
+        .unwrap();
+    f
+}
+
+#[test]
+fn more_files_than_one_head_could_list_and_a_file_larger_than_a_request_round_trip_and_a_change_writes_a_few_keys()
+ {
+    let etcd = Etcd::start();
+    let mut store = etcd.store("many");
+    let state: String = (0..40_000)
+        .map(|i| format!("{{\"name\":\"svc{i}\",\"dns\":[\"svc{i}.ns.svc\"]}},"))
+        .collect();
+    assert!(state.len() > pki_etcd::DEFAULT_MAX_REQUEST_BYTES);
+    // A format 1 head of these 15,001 files would be over 2 MB.
+    let doc = many_files(15_000, &state);
+    let r1 = store.put("signer", None, &doc).unwrap();
+    assert_eq!(
+        store.get("signer").unwrap().unwrap(),
+        (doc.clone(), r1.clone())
+    );
+    let before = etcd.dump("many");
+    let head = before.iter().find(|(k, _, _)| k == "many/signer").unwrap();
+    assert!(head.1.len() < 200, "the head is {} bytes", head.1.len());
+
+    // One more leaf, and its request in the middle of the state.
+    let mut edited = state.clone();
+    edited.insert_str(
+        state.len() / 2,
+        "{\"name\":\"new\",\"dns\":[\"new.ns.svc\"]},",
+    );
+    let mut changed = many_files(15_000, &edited);
+    changed
+        .insert("certs/new/tls.crt", File::public(b"cert new".to_vec()))
+        .unwrap();
+    let puts = Arc::new(Mutex::new(0));
+    let count = puts.clone();
+    store.set_write_hook(Some(Box::new(move |step| {
+        if step.starts_with("write blobs") || step == "commit" {
+            *count.lock().unwrap() += 1;
+        }
+        Ok(())
+    })));
+    let r2 = store.put("signer", Some(&r1), &changed).unwrap();
+    assert_eq!(
+        *puts.lock().unwrap(),
+        2,
+        "one request for the blobs, one commit"
+    );
+    assert_eq!(store.get("signer").unwrap().unwrap(), (changed, r2));
+    let after = etcd.dump("many");
+    let new: Vec<&String> = after
+        .iter()
+        .filter(|a| !before.iter().any(|b| b.0 == a.0 && b.2 == a.2))
+        .map(|(k, _, _)| k)
+        .collect();
+    // The head, two entries, the new file's blob and at most two chunks
+    // of the state (the marker of the attempt is gone).
+    assert!(new.len() <= 6, "{new:?}");
+    assert_no_garbage(&etcd, "many", "signer");
 }
 
 /// Generation `g` of a document whose files all change every generation.
