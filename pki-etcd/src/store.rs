@@ -6,6 +6,7 @@
 
 mod client;
 mod fail;
+mod pages;
 mod read;
 mod sweep;
 mod write;

@@ -5,6 +5,7 @@
 use super::GET_ATTEMPTS;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
+use super::pages::LARGE_PAGE;
 use crate::layout::{AnyHead, DocKeys, FileEntry, assemble, decode_entry, decode_head};
 use etcd_client::GetOptions;
 use pki_rotate::store::validate_key;
@@ -93,7 +94,7 @@ impl AsyncEtcdStore {
                     })?;
                 let wanted: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
                 let blobs = self
-                    .read_blobs(&keys, &wanted, at)
+                    .get_blobs(&keys, &wanted, at)
                     .await
                     .map_err(compacted)?;
                 assemble(&location, &keys, &head, &entries, &blobs)?
@@ -102,7 +103,8 @@ impl AsyncEtcdStore {
         Ok(Some((files, revision)))
     }
 
-    /// The blobs named `wanted`, read at revision `at`.
+    /// The blobs named `wanted`, read at revision `at`, for a format 1
+    /// head: a scan of the document's blobs, as the first release read them.
     async fn read_blobs(
         &self,
         keys: &DocKeys,
@@ -148,7 +150,7 @@ impl AsyncEtcdStore {
         };
         let mut entries = BTreeMap::new();
         let mut bad: Option<RotateError> = None;
-        self.scan(&prefix, options, before, |item| {
+        self.scan_large(&prefix, options, LARGE_PAGE, before, |item| {
             if bad.is_some() {
                 return;
             }

@@ -88,9 +88,10 @@ impl AsyncEtcdStore {
     ) -> std::result::Result<(), Fail> {
         let mut garbage: Vec<TxnOp> = Vec::new();
         self.step("list garbage")?;
-        self.scan(
+        self.scan_large(
             &keys.blobs,
             GetOptions::new().with_keys_only(),
+            super::pages::LARGE_PAGE,
             |_| Ok(()),
             |item| {
                 let unreferenced = keys
