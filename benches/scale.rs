@@ -120,8 +120,17 @@ impl<S: Store> Steps<'_, S> {
 
 /// Criterion's median estimate of a benchmark, in seconds.
 fn median(group: &str, function: &str) -> Option<f64> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/criterion")
+    // Where criterion writes its estimates: CRITERION_HOME, else the
+    // target directory's `criterion`.
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("criterion")
+        });
+    let dir = home
         .join(group.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_"))
         .join(function.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_"));
     let text = std::fs::read_to_string(dir.join("new/estimates.json")).ok()?;
