@@ -121,9 +121,9 @@ fn an_unreachable_server_is_one_line_and_exit_1_in_bounded_time() {
     assert!(err.starts_with("pki: etcd://127.0.0.1:"), "{err}");
 }
 
-/// How every head manifest starts (`{"format":1,"files":{...},"dirs":[...]}`):
-/// of a write's requests, only the commit carries these bytes.
-const MANIFEST_START: &[u8] = br#"{"format":1,"files":{"#;
+/// How every head starts (`{"format":2,"generation":...}`): of a write's
+/// requests, only the commit carries these bytes.
+const MANIFEST_START: &[u8] = br#"{"format":2,"generation":"#;
 
 #[test]
 fn a_rotation_whose_commit_answer_is_lost_exits_5_and_the_rerun_is_nothing_to_do() {

@@ -1,11 +1,33 @@
 //! The keys and values a document occupies in etcd (see the crate docs).
+//! Format 2 ([`head`], [`change`]) is what this build writes; format 1 (a
+//! head holding the whole manifest, [`Manifest`]) is still read, and the
+//! next write replaces it.
+
+mod change;
+mod head;
+
+pub use change::{Change, change};
+pub use head::{FileEntry, HEAD_FORMAT, Head, assemble, corrupt, decode_entry};
 
 use pki_rotate::{File, Files, RotateError};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The format number of the head's manifest this build writes and reads.
-pub const MANIFEST_FORMAT: u32 = 1;
+/// The format number of the head this build writes. It reads this one and
+/// format 1, the first release's.
+pub const MANIFEST_FORMAT: u32 = HEAD_FORMAT;
+
+/// The format of the first release: the head held the whole manifest.
+pub const LEGACY_FORMAT: u32 = 1;
+
+/// The segment under a document's head key that holds its entries, one
+/// key per file under `.files/<generation>/`.
+pub const FILES_SEGMENT: &str = ".files";
+
+/// The segment under a document's head key that marks write attempts in
+/// progress, one key per attempt: what a crashed attempt left is found
+/// from it (see `store/sweep.rs`).
+pub const ATTEMPTS_SEGMENT: &str = ".attempts";
 
 /// The segment under a document's head key that holds its blobs. Store keys
 /// have no segment starting with `.` (see [`pki_rotate::store::validate_key`]),
@@ -14,7 +36,7 @@ pub const MANIFEST_FORMAT: u32 = 1;
 /// blob of `signer`, and that document's garbage collection would delete it.
 pub const BLOBS_SEGMENT: &str = ".blobs";
 
-/// A document's head: which blob holds each file, and the declared dirs.
+/// A format 1 head: which blob holds each file, and the declared dirs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -62,6 +84,10 @@ pub struct DocKeys {
     pub head: String,
     /// `PREFIX/<key>/.blobs/`.
     pub blobs: String,
+    /// `PREFIX/<key>/.files/`.
+    pub files: String,
+    /// `PREFIX/<key>/.attempts/`.
+    pub attempts: String,
 }
 
 impl DocKeys {
@@ -69,7 +95,29 @@ impl DocKeys {
         DocKeys {
             head: format!("{prefix}/{key}"),
             blobs: format!("{prefix}/{key}/{BLOBS_SEGMENT}/"),
+            files: format!("{prefix}/{key}/{FILES_SEGMENT}/"),
+            attempts: format!("{prefix}/{key}/{ATTEMPTS_SEGMENT}/"),
         }
+    }
+
+    /// The prefix of the entries of `generation`.
+    pub fn generation(&self, generation: &str) -> String {
+        format!("{}{generation}/", self.files)
+    }
+
+    /// The entry key of `path` in `generation`.
+    pub fn entry(&self, generation: &str, path: &str) -> String {
+        format!("{}{generation}/{path}", self.files)
+    }
+
+    /// The marker key of the write attempt `nonce`.
+    pub fn attempt(&self, nonce: &str) -> String {
+        format!("{}{nonce}", self.attempts)
+    }
+
+    /// The prefix of every blob of the write attempt `nonce`.
+    pub fn attempt_blobs(&self, nonce: &str) -> String {
+        format!("{}{nonce}-", self.blobs)
     }
 
     pub fn blob(&self, id: &str) -> String {
@@ -96,8 +144,35 @@ pub fn prefix_end(prefix: &str) -> Vec<u8> {
     vec![0]
 }
 
+/// A head of either format.
+pub enum AnyHead {
+    /// Format 1: the whole manifest in the head.
+    Legacy(Manifest),
+    /// Format 2: a small head over one entry per file.
+    Current(Head),
+}
+
+/// Decodes a head of any format this build reads; `location` names it in
+/// errors. Another format is refused, never overwritten.
+pub fn decode_head(location: &str, bytes: &[u8]) -> Result<AnyHead, RotateError> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        format: u32,
+    }
+    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| {
+        RotateError::Document(pki_rotate::DocumentError::Json {
+            location: location.to_string(),
+            source: e,
+        })
+    })?;
+    match probe.format {
+        HEAD_FORMAT => Ok(AnyHead::Current(Head::decode(location, bytes)?)),
+        _ => Ok(AnyHead::Legacy(Manifest::decode(location, bytes)?)),
+    }
+}
+
 impl Manifest {
-    /// Decodes a head's value; `location` names it in errors.
+    /// Decodes a format 1 head's value; `location` names it in errors.
     pub fn decode(location: &str, bytes: &[u8]) -> Result<Self, RotateError> {
         let m: Manifest = serde_json::from_slice(bytes).map_err(|e| {
             RotateError::Document(pki_rotate::DocumentError::Json {
@@ -105,11 +180,11 @@ impl Manifest {
                 source: e,
             })
         })?;
-        if m.format != MANIFEST_FORMAT {
+        if m.format != LEGACY_FORMAT {
             return Err(RotateError::Document(pki_rotate::DocumentError::Corrupt {
                 location: location.to_string(),
                 reason: format!(
-                    "manifest format {} is not supported (this build reads format {MANIFEST_FORMAT}); refusing to touch it",
+                    "manifest format {} is not supported (this build reads formats {LEGACY_FORMAT} and {MANIFEST_FORMAT}); refusing to touch it",
                     m.format
                 ),
             }));

@@ -28,50 +28,127 @@
 //! # Layout
 //!
 //! etcd accepts at most 128 operations in one transaction and 1.5 MiB in
-//! one request by default, and a signer with 1,000 leaves is 2,000 files
-//! (about 1.7 MB), so a document is neither one value nor one transaction
-//! of all its files. A document at store key `KEY` occupies:
+//! one request by default, and a signer with 10,000 leaves is 30,000 files
+//! and a 1.5 MB state file, so a document is neither one value nor one
+//! transaction of all its files; and a controller that changes one leaf
+//! must not rewrite a listing of all of them. A document at store key `KEY`
+//! occupies (format 2):
 //!
 //! ```text
-//! PREFIX/KEY                  the head: a JSON manifest, its mod_revision is the
-//!                             document's revision
-//! PREFIX/KEY/.blobs/ID        one file's bytes, never changed once written
+//! PREFIX/KEY                           the head; its mod_revision is the document's revision
+//! PREFIX/KEY/.files/GENERATION/PATH    one entry per file: its SHA-256 and its blobs
+//! PREFIX/KEY/.blobs/ID                 one piece of one file, never changed once written
+//! PREFIX/KEY/.attempts/NONCE           a write attempt whose cleanup is not done
 //! ```
 //!
-//! The head is
+//! The head is small whatever the document's size:
 //!
 //! ```json
-//! {"format": 1,
-//!  "files": {"signer/tls.crt": {"sha256": "<hex>", "blob": "9f0c2a7be41d3350-0", "secret": false},
-//!            "signer/tls.key": {"sha256": "<hex>", "blob": "9f0c2a7be41d3350-1", "secret": true}},
-//!  "dirs": ["certs"]}
+//! {"format": 2, "generation": "9f0c2a7be41d3350", "commit": "51e0c9aa03b2d7f4",
+//!  "files": 30001, "dirs": ["certs"]}
 //! ```
 //!
-//! and the bytes of `signer/tls.crt` are the value of
-//! `PREFIX/KEY/.blobs/9f0c2a7be41d3350-0`. A reader that exports the files
-//! (as `pki export` does) reads the head, notes the header revision of
-//! that answer, reads every blob at that revision, and checks each one's
-//! SHA-256. Blob ids are `<nonce>-<n>` in hex: the nonce is drawn at random
-//! by each write attempt, so concurrent writers never share a blob.
-//! `.blobs` starts with a dot because no store key has such a segment: no
-//! document's keys can fall under another's blobs.
+//! and the entry of `signer/tls.crt` is the value of
+//! `PREFIX/KEY/.files/9f0c2a7be41d3350/signer/tls.crt`:
+//!
+//! ```json
+//! {"sha256": "<hex>", "secret": false, "blob": "9f0c2a7be41d3350-0"}
+//! ```
+//!
+//! A file over 64 KiB is cut into chunks where its content says (FastCDC,
+//! 8 to 64 KiB, 16 KiB on average), and its entry lists them in order,
+//! `"chunks": [{"sha256": "<hex>", "blob": "<id>"}, ...]`: one leaf request
+//! inserted in the middle of a signer's 1.5 MB state changes one or two
+//! chunks. Blob ids are `<nonce>-<n>` in hex, the nonce drawn at random by
+//! each write attempt, so concurrent writers never share a blob; a blob is
+//! shared only by the versions of one path (a new version keeps the blob of
+//! every chunk whose bytes it still has), never by two paths. The segments
+//! start with a dot because no store key has such a segment: no document's
+//! keys can fall under another's.
+//!
+//! A reader (`get`, and `pki export`) reads the head, notes the header
+//! revision of that answer, reads the generation's entries and the blobs
+//! at that revision (one snapshot, whatever commits happen meanwhile),
+//! checks that there are as many entries as the head says and each file's
+//! SHA-256. Format 1 (a head listing every file, written by the first
+//! release) is still read; the next write replaces it with format 2 and
+//! removes its blobs.
 //!
 //! # Writing
 //!
-//! [`Store::put`](pki_rotate::Store::put) reads the head, writes blobs for
-//! the files whose bytes the head does not already hold (a commit costs what
-//! changed), then commits the head in one transaction that compares its
-//! `mod_revision` with the revision the writer read. Blobs are invisible
-//! until a head references them, so a writer that dies or loses leaves the
-//! document as it was. After a commit the writer removes the blobs that
-//! the new head does not reference and that were created before it (a
-//! writer that read the new head only adds blobs after that, so none of
-//! its blobs is removed); a loser removes the blobs of its own attempt.
-//! A reader reads the blobs at the revision at which it read the head, so
-//! it sees the whole old document or the whole new one, whatever commits
-//! and removals happen meanwhile.
+//! [`Store::put`](pki_rotate::Store::put) reads the head (a stale
+//! `expected` is a conflict before anything is written) and the current
+//! generation's entries, and compares them with the files to write:
+//! unchanged files keep their entries and blobs.
 //!
-//! [`EtcdStore::set_write_hook`] and [`EtcdStore::set_read_hook`] name
+//! 1. **Before the commit**, invisible to readers: the blobs of the changed
+//!    pieces, in transactions within etcd's limits. The first of them also
+//!    creates the attempt's marker (comparing that it does not exist), and
+//!    every later one compares the marker's create_revision, so an attempt
+//!    whose marker a sweep removed can add nothing more.
+//! 2. **The commit**, one transaction comparing the head's mod_revision
+//!    with the one read (and the marker's create_revision). When the
+//!    changed entries, the head and the marker fit one transaction (127
+//!    operations and 1.5 MiB by default), it puts the changed entries and
+//!    deletes the removed ones in the current generation, with the head
+//!    (**in place**): a step that changes one leaf writes its three files'
+//!    blobs, a chunk or two of the state, four entries and the head,
+//!    whatever the document's size. Otherwise (a rotation re-issuing every
+//!    leaf, a new document, a format 1 head) phase 1 also wrote every entry
+//!    under a **new generation** named by the attempt's nonce, and the
+//!    commit puts only the head naming it: any number of files, in as many
+//!    transactions as phase 1 needs, made current at once.
+//! 3. **Cleanup** after the commit: the blobs the replaced entries named and
+//!    the new ones do not, the retired generation, then the attempt's own
+//!    marker last. A losing attempt removes its marker, blobs and
+//!    generation in one transaction.
+//!
+//! A commit that gets no answer may have been applied: the writer reads the
+//! head again, and it landed exactly when the head's `commit` is the
+//! attempt's nonce, which no other writer knows. Otherwise the outcome is
+//! unknown ([`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome)).
+//!
+//! # Why it is safe
+//!
+//! - **Atomic**: readers see only what a head names; phase 1 writes keys
+//!   no head names (new blob ids, a new generation), and the commit changes
+//!   the head and any entries of the current generation in one
+//!   transaction. A crash before the commit leaves the old document whole;
+//!   after it, the new one.
+//! - **Compare-and-swap**: every commit compares the head's mod_revision
+//!   with the one its writer read, and every in-place change of an entry
+//!   comes with a put of the head, so an entry never changes under a
+//!   writer that could still commit: two writers never both win.
+//! - **Cleanup never removes what a head may name.** A commit at revision
+//!   R makes unreferenced the blobs of the entries it replaced; no later
+//!   head names them again, because a later writer reads R's entries or
+//!   newer ones (it keeps only blobs they name, for the same path, and adds
+//!   blobs created after its read), and a writer that read before R can
+//!   never commit (its compare names a mod_revision that R changed). The
+//!   retired generation is named by no head after R for the same reason.
+//! - **Crashes are found by their marker.** The marker exists from the
+//!   attempt's first write until its cleanup is done. A writer whose commit
+//!   at R finds a marker created before R (other than its own) knows that
+//!   some attempt died: before its commit (what it wrote is garbage: that
+//!   attempt read the head before R and can never commit), or after it
+//!   (what its commit replaced was not removed). It then removes the stale
+//!   markers and the generations they started (unless current), the
+//!   generations without a marker other than the current one (each in a
+//!   transaction comparing that the head is still R's and that the
+//!   generation still has no marker, so a generation a later commit made
+//!   current, or a live attempt's, is never touched), and every blob that
+//!   R's entries do not name and that was created before R (by the
+//!   argument above, no head will name it). A generation's first keys are
+//!   written with its marker, and the generations are listed before the
+//!   markers, so a generation without a marker in that listing belongs to
+//!   an attempt that can write nothing more. Without a stale marker, the
+//!   cleanup of a step is the targeted deletions and one listing of
+//!   `.attempts/`.
+//! - **Readers** read entries and blobs at the revision of their head read;
+//!   everything that head names exists at that revision (cleanup deletes
+//!   only after a commit that stops naming it).
+//!
+//! //! [`EtcdStore::set_write_hook`] and [`EtcdStore::set_read_hook`] name
 //! every request of a write and of a read, so that tests can stop the
 //! server or commit another document between any two of them.
 //!

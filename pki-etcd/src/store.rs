@@ -1,12 +1,14 @@
 //! [`EtcdStore`] and [`AsyncEtcdStore`]: the [`Store`] and [`AsyncStore`]
 //! traits over etcd v3. The connection and what every request shares live
-//! in [`client`], reading a document in [`read`], writing one (with the
-//! argument that its garbage collection is safe) in [`write`], the meaning
-//! of a failed request in [`fail`].
+//! in [`client`], reading a document in [`read`], writing one in
+//! [`write`], removing what no head names any more in [`sweep`], the
+//! meaning of a failed request in [`fail`].
 
 mod client;
 mod fail;
+mod pages;
 mod read;
+mod sweep;
 mod write;
 
 pub use client::AsyncEtcdStore;

@@ -1,15 +1,16 @@
-//! Reading a document: one consistent read (the head, then its blobs at
-//! the revision of that answer), started over when that revision is
-//! compacted away between the two requests.
+//! Reading a document: one consistent read (the head, then its entries and
+//! blobs at the revision of that answer), started over when that revision
+//! is compacted away between the requests.
 
 use super::GET_ATTEMPTS;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
+use super::pages::LARGE_PAGE;
+use crate::layout::{AnyHead, DocKeys, FileEntry, assemble, decode_entry, decode_head};
 use crate::client::GetOptions;
-use crate::layout::{DocKeys, Manifest};
 use pki_rotate::store::validate_key;
 use pki_rotate::{File, Files, Result, Revision, RotateError};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use zeroize::Zeroizing;
 
 impl AsyncEtcdStore {
@@ -61,38 +62,129 @@ impl AsyncEtcdStore {
         };
         let revision = Revision::new(head.mod_revision().to_string());
         let location = self.doc_location(key);
-        let manifest = Manifest::decode(&format!("{location}: head {}", keys.head), head.value())?;
-        let wanted: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
-        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
-        if !wanted.is_empty() {
-            self.scan(
-                &keys.blobs,
-                GetOptions::new().with_revision(at),
-                |page| self.read_step(&format!("read blobs {page}")),
-                |item| {
-                    let (k, v) = item.into_key_value();
-                    let v = Zeroizing::new(v);
-                    if let Some(id) = keys.blob_id_of(&k)
-                        && wanted.contains(id)
-                    {
-                        blobs.insert(id.to_string(), v);
-                    }
-                },
-            )
-            .await
-            .map_err(|f| match f {
-                f if f.is_compacted() => ReadFail::Compacted,
-                f => ReadFail::Error(self.backend(&doing, f)),
-            })?;
-        }
-        let files = manifest.files(&location, &keys, |id| {
-            blobs.get(id).map(|bytes| File {
-                contents: bytes.clone(),
-                secret: false,
-            })
-        })?;
+        let head_location = format!("{location}: head {}", keys.head);
+        let compacted = |f: Fail| match f {
+            f if f.is_compacted() => ReadFail::Compacted,
+            f => ReadFail::Error(self.backend(&doing, f)),
+        };
+        let files = match decode_head(&head_location, head.value())? {
+            AnyHead::Legacy(manifest) => {
+                let wanted: BTreeSet<&str> =
+                    manifest.files.values().map(|e| e.blob.as_str()).collect();
+                let blobs = self
+                    .read_blobs(&keys, &wanted, at)
+                    .await
+                    .map_err(compacted)?;
+                manifest.files(&location, &keys, |id| {
+                    blobs.get(id).map(|bytes| File {
+                        contents: bytes.clone(),
+                        secret: false,
+                    })
+                })?
+            }
+            AnyHead::Current(head) => {
+                let entries = self
+                    .read_entries(&keys, &location, &head.generation, Some(at), |page| {
+                        self.read_step(&format!("read entries {page}"))
+                    })
+                    .await
+                    .map_err(|e| match e {
+                        EntriesFail::Fail(f) => compacted(f),
+                        EntriesFail::Error(e) => ReadFail::Error(e),
+                    })?;
+                let wanted: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
+                let blobs = self
+                    .get_blobs(&keys, &wanted, at)
+                    .await
+                    .map_err(compacted)?;
+                assemble(&location, &keys, &head, &entries, &blobs)?
+            }
+        };
         Ok(Some((files, revision)))
     }
+
+    /// The blobs named `wanted`, read at revision `at`, for a format 1
+    /// head: a scan of the document's blobs, as the first release read them.
+    async fn read_blobs(
+        &self,
+        keys: &DocKeys,
+        wanted: &BTreeSet<&str>,
+        at: i64,
+    ) -> std::result::Result<HashMap<String, Zeroizing<Vec<u8>>>, Fail> {
+        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
+        if wanted.is_empty() {
+            return Ok(blobs);
+        }
+        self.scan(
+            &keys.blobs,
+            GetOptions::new().with_revision(at),
+            |page| self.read_step(&format!("read blobs {page}")),
+            |item| {
+                let (k, v) = item.into_key_value();
+                let v = Zeroizing::new(v);
+                if let Some(id) = keys.blob_id_of(&k)
+                    && wanted.contains(id)
+                {
+                    blobs.insert(id.to_string(), v);
+                }
+            },
+        )
+        .await?;
+        Ok(blobs)
+    }
+
+    /// The entries of `generation`, by path: at revision `at`, or the
+    /// latest when None. `before` runs before each page's request.
+    pub(super) async fn read_entries(
+        &self,
+        keys: &DocKeys,
+        location: &str,
+        generation: &str,
+        at: Option<i64>,
+        before: impl FnMut(usize) -> std::result::Result<(), Fail>,
+    ) -> std::result::Result<BTreeMap<String, FileEntry>, EntriesFail> {
+        let prefix = keys.generation(generation);
+        let options = match at {
+            Some(at) => GetOptions::new().with_revision(at),
+            None => GetOptions::new(),
+        };
+        let mut entries = BTreeMap::new();
+        let mut bad: Option<RotateError> = None;
+        self.scan_large(&prefix, options, LARGE_PAGE, before, |item| {
+            if bad.is_some() {
+                return;
+            }
+            let path = item
+                .key()
+                .strip_prefix(prefix.as_bytes())
+                .and_then(|p| std::str::from_utf8(p).ok());
+            let Some(path) = path else {
+                bad = Some(crate::layout::corrupt(
+                    location,
+                    format!("an entry key of generation {generation} is not UTF-8"),
+                ));
+                return;
+            };
+            match decode_entry(location, path, item.value()) {
+                Ok(entry) => {
+                    entries.insert(path.to_string(), entry);
+                }
+                Err(e) => bad = Some(e),
+            }
+        })
+        .await
+        .map_err(EntriesFail::Fail)?;
+        match bad {
+            Some(e) => Err(EntriesFail::Error(e)),
+            None => Ok(entries),
+        }
+    }
+}
+
+/// Why reading a generation's entries failed: a request, or an entry.
+pub(super) enum EntriesFail {
+    Fail(Fail),
+    Error(RotateError),
 }
 
 /// Why one read of a document failed.

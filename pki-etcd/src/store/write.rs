@@ -1,19 +1,71 @@
-//! Writing a document in three phases (new blobs, the commit of the head,
-//! garbage collection), with the argument that collecting garbage never
-//! removes a blob a head references; and finding out whether a commit that
-//! got no answer landed.
+//! Writing a document (format 2): what changed is written before the
+//! commit where it is invisible, one transaction makes it current, then
+//! what it replaced is removed (`sweep.rs`); and finding out whether a
+//! commit that got no answer landed. The crate docs give the protocol and
+//! the argument that it is crash-safe and compare-and-swap-safe.
 
 use super::PER_OP_OVERHEAD;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
-use crate::client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
-use crate::layout::{DocKeys, Entry, MANIFEST_FORMAT, Manifest, blob_id, sha256_hex};
+use super::read::EntriesFail;
+use crate::layout::{AnyHead, Change, DocKeys, FileEntry, HEAD_FORMAT, Head, change, decode_head};
+use crate::client::{Compare, CompareOp, Txn, TxnOp};
 use pki_rotate::store::validate_key;
-use pki_rotate::{File, Files, Result, Revision, RotateError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use pki_rotate::{Files, Result, Revision, RotateError};
+use std::collections::BTreeMap;
+
+/// What the document held when the writer read it.
+pub(super) enum Previous {
+    /// No document: this write creates it.
+    Nothing,
+    /// A format 2 document: its generation and entries.
+    Current {
+        generation: String,
+        entries: BTreeMap<String, FileEntry>,
+    },
+    /// A format 1 head, or one that does not decode: nothing of it is
+    /// kept, and every blob it had becomes garbage.
+    Replaced,
+}
+
+/// One write attempt, and what cleaning up after it needs.
+pub(super) struct Attempt<'a> {
+    pub keys: DocKeys,
+    /// Drawn at random per attempt: its blob ids, its marker, the commit
+    /// it writes in the head, and its generation when it starts one.
+    pub nonce: String,
+    pub previous: Previous,
+    pub change: Change<'a>,
+    /// The generation the commit makes current.
+    pub generation: String,
+    /// Whether the entries are changed in the commit itself (in the
+    /// current generation) rather than written as a new generation.
+    pub in_place: bool,
+    /// The create_revision of this attempt's marker, once written.
+    pub marker: Option<i64>,
+}
+
+impl Attempt<'_> {
+    /// The generation this attempt's commit retires, if it starts a new one.
+    pub fn replaced_generation(&self) -> Option<&str> {
+        match &self.previous {
+            Previous::Current { generation, .. } if !self.in_place => Some(generation),
+            _ => None,
+        }
+    }
+}
+
+/// One key written before the commit.
+struct Put<'a> {
+    key: String,
+    value: std::borrow::Cow<'a, [u8]>,
+    /// The file it belongs to, for messages.
+    path: &'a str,
+}
 
 impl AsyncEtcdStore {
-    /// [`pki_rotate::AsyncStore::put`]: the three phases, in order.
+    /// [`pki_rotate::AsyncStore::put`]: read, write what changed, commit,
+    /// clean up.
     pub(super) async fn put_document(
         &self,
         key: &str,
@@ -33,7 +85,7 @@ impl AsyncEtcdStore {
         };
 
         // Read the head: a stale `expected` is a conflict before anything
-        // is written, and the head's manifest says which blobs to keep.
+        // is written.
         self.step("read head").map_err(fail)?;
         let mut kv = self.kv.clone();
         let head_key = keys.head.clone();
@@ -52,233 +104,299 @@ impl AsyncEtcdStore {
             }
             _ => return Err(conflict(found)),
         };
-        // A head that does not decode shares nothing: its blobs become
-        // garbage once the new head is committed.
-        let reusable: HashMap<String, String> = head
-            .as_ref()
-            .and_then(|h| Manifest::decode("", h.value()).ok())
-            .map(|m| m.files.into_values().map(|e| (e.sha256, e.blob)).collect())
-            .unwrap_or_default();
 
-        // The new manifest: files whose bytes the read head already holds
-        // keep their blob; the others get blobs of this attempt.
+        // The entries of the head read, at the latest revision: if the
+        // head changed since, the commit's compare fails whatever they say.
+        let location = self.doc_location(key);
+        let previous = match head.as_ref().map(|h| decode_head("", h.value())) {
+            None => Previous::Nothing,
+            Some(Ok(AnyHead::Current(head))) => {
+                let entries = self
+                    .read_entries(&keys, &location, &head.generation, None, |page| {
+                        self.step(&format!("read entries {page}"))
+                    })
+                    .await
+                    .map_err(|e| match e {
+                        EntriesFail::Fail(f) => fail(f),
+                        EntriesFail::Error(e) => e,
+                    })?;
+                Previous::Current {
+                    generation: head.generation,
+                    entries,
+                }
+            }
+            Some(_) => Previous::Replaced,
+        };
+
         let nonce = nonce().map_err(fail)?;
-        let mut manifest = Manifest {
-            format: MANIFEST_FORMAT,
-            files: BTreeMap::new(),
+        let empty = BTreeMap::new();
+        let read_entries = match &previous {
+            Previous::Current { entries, .. } => entries,
+            _ => &empty,
+        };
+        let change = change(read_entries, files, &nonce);
+        let entry_value = |path: &str| -> Result<Vec<u8>> {
+            serde_json::to_vec(&change.entries[path]).map_err(|e| fail(Fail::Other(e.to_string())))
+        };
+
+        // In place when the current generation's changes and the head fit
+        // one transaction; otherwise a new generation, written beforehand.
+        let in_place_generation = match &previous {
+            Previous::Current { generation, .. } => Some(generation.clone()),
+            _ => None,
+        };
+        let mut head = Head {
+            format: HEAD_FORMAT,
+            generation: in_place_generation.clone().unwrap_or_else(|| nonce.clone()),
+            commit: nonce.clone(),
+            files: change.entries.len() as u64,
             dirs: files.dirs().map(str::to_string).collect(),
         };
-        let mut new_blobs: Vec<NewBlob> = Vec::new();
-        let mut written: HashMap<String, String> = HashMap::new();
-        for (path, file) in files.iter() {
-            let sha256 = sha256_hex(&file.contents);
-            let blob = match reusable.get(&sha256).or_else(|| written.get(&sha256)) {
-                Some(id) => id.clone(),
-                None => {
-                    let id = blob_id(&nonce, new_blobs.len());
-                    new_blobs.push(NewBlob {
-                        id: id.clone(),
-                        file,
-                        path,
-                    });
-                    written.insert(sha256.clone(), id.clone());
-                    id
-                }
-            };
-            manifest.files.insert(
-                path.to_string(),
-                Entry {
-                    sha256,
-                    blob,
-                    secret: file.secret,
-                },
-            );
-        }
-        let head_value =
-            serde_json::to_vec(&manifest).map_err(|e| fail(Fail::Other(e.to_string())))?;
-        if head_value.len() + keys.head.len() + PER_OP_OVERHEAD > self.request_budget() {
+        let head_cost = |head: &Head| -> Result<(Vec<u8>, usize)> {
+            let value = serde_json::to_vec(head).map_err(|e| fail(Fail::Other(e.to_string())))?;
+            let cost = 2 * keys.head.len() + value.len() + 3 * PER_OP_OVERHEAD;
+            Ok((value, cost))
+        };
+        let (mut head_value, cost) = head_cost(&head)?;
+        if cost > self.request_budget() {
             return Err(fail(Fail::Other(format!(
-                "the manifest of {} files is {} bytes, more than one etcd request may carry ({} bytes)",
-                manifest.files.len(),
+                "the head with {} declared directories is {} bytes, more than one etcd request may carry ({} bytes)",
+                head.dirs.len(),
                 head_value.len(),
                 self.options.max_request_bytes
             ))));
         }
-
-        // Phase 1: the blobs. Each batch also checks that none of its keys
-        // exists, so a blob is never overwritten, whatever the odds of two
-        // writers drawing the same nonce.
-        let batches = self.batches(key, &keys, &new_blobs)?;
-        for (i, batch) in batches.iter().enumerate() {
-            self.step(&format!("write blobs {}/{}", i + 1, batches.len()))
-                .map_err(fail)?;
-            let compares: Vec<Compare> = batch
-                .iter()
-                .map(|b| Compare::create_revision(keys.blob(&b.id), CompareOp::Equal, 0))
-                .collect();
-            let puts: Vec<TxnOp> = batch
-                .iter()
-                .map(|b| TxnOp::put(keys.blob(&b.id), b.file.contents.to_vec(), None))
-                .collect();
-            let mut kv = self.kv.clone();
-            let response = self
-                .run(async move { kv.txn(Txn::new().when(compares).and_then(puts)).await })
-                .await
-                .map_err(fail)?;
-            if !response.succeeded() {
-                return Err(fail(Fail::Other(format!(
-                    "blob ids of attempt {nonce} are already taken; nothing was committed"
-                ))));
+        let mut commit_ops: Vec<TxnOp> = Vec::new();
+        let mut in_place = false;
+        if let Some(generation) = &in_place_generation {
+            // The head, the marker when phase 1 has nothing to write, the entries.
+            let ops = 2 + change.changed.len() + change.removed.len();
+            let mut bytes = cost;
+            let mut puts = Vec::with_capacity(change.changed.len());
+            for path in &change.changed {
+                let key = keys.entry(generation, path);
+                let value = entry_value(path)?;
+                bytes += key.len() + value.len() + PER_OP_OVERHEAD;
+                puts.push(TxnOp::put(key, value, None));
             }
+            for path in &change.removed {
+                let key = keys.entry(generation, path);
+                bytes += key.len() + PER_OP_OVERHEAD;
+                puts.push(TxnOp::delete(key, None));
+            }
+            if ops <= self.options.max_txn_ops.max(1) && bytes <= self.request_budget() {
+                in_place = true;
+                commit_ops = puts;
+            }
+        }
+        if !in_place && in_place_generation.is_some() {
+            head.generation = nonce.clone();
+            head_value = head_cost(&head)?.0;
+        }
+
+        // Phase 1: the new blobs and, for a new generation, every entry of
+        // it, under keys no reader looks at yet. The attempt's marker goes
+        // first; each later request checks that it is still there, so an
+        // attempt that a sweep declared dead adds nothing after the sweep.
+        let mut puts: Vec<Put> = Vec::new();
+        for blob in &change.new_blobs {
+            puts.push(Put {
+                key: keys.blob(&blob.id),
+                value: std::borrow::Cow::Borrowed(blob.bytes),
+                path: blob.path,
+            });
+        }
+        if !in_place {
+            for (path, _) in files.iter() {
+                puts.push(Put {
+                    key: keys.entry(&head.generation, path),
+                    value: std::borrow::Cow::Owned(entry_value(path)?),
+                    path,
+                });
+            }
+        }
+        let mut attempt = Attempt {
+            keys: keys.clone(),
+            nonce: nonce.clone(),
+            previous,
+            change,
+            generation: head.generation.clone(),
+            in_place,
+            marker: None,
+        };
+        if !puts.is_empty() {
+            attempt.marker = Some(self.write_before_commit(key, &attempt, puts).await?);
         }
 
         // Phase 2: the one transaction that makes the new document current.
         self.step("commit").map_err(fail)?;
-        let mut kv = self.kv.clone();
+        // The marker stays until the cleanup after the commit is done: a
+        // writer that finds it older than its own commit knows that some
+        // cleanup may be missing (see `sweep.rs`). Without phase 1, the
+        // commit creates it.
+        let mut ops = vec![TxnOp::put(keys.head.clone(), head_value, None)];
+        let marker_compare = match attempt.marker {
+            Some(marker) => {
+                Compare::create_revision(keys.attempt(&nonce), CompareOp::Equal, marker)
+            }
+            None => {
+                ops.push(TxnOp::put(keys.attempt(&nonce), Vec::new(), None));
+                Compare::create_revision(keys.attempt(&nonce), CompareOp::Equal, 0)
+            }
+        };
+        let compares = vec![compare, marker_compare];
+        ops.append(&mut commit_ops);
         let txn = Txn::new()
-            .when(vec![compare])
-            .and_then(vec![TxnOp::put(
-                keys.head.clone(),
-                head_value.clone(),
-                None,
-            )])
+            .when(compares)
+            .and_then(ops)
             .or_else(vec![TxnOp::get(
                 keys.head.clone(),
-                Some(GetOptions::new().with_keys_only()),
+                Some(crate::client::GetOptions::new().with_keys_only()),
             )]);
         // When this request fails without an answer the transaction may or
         // may not have been applied (and one still in flight may be applied
         // later), so this is no plain backend error: `resolve_commit` reads
         // the head again to find out, and says the outcome is unknown when
-        // it cannot. This attempt's blobs are left alone then: the head may
-        // reference them, now or once a delayed commit is applied. If it
-        // never is, they are garbage that the next successful write
-        // collects (phase 3, second case: a commit comparing with a
-        // mod_revision that another commit changed can never apply).
-        let provable = !new_blobs.is_empty();
-        let lost = |f: Fail| Lost {
-            keys: &keys,
-            manifest: &manifest,
-            head_value: &head_value,
-            read: found,
-            provable,
-            fail: f,
-        };
+        // it cannot. What this attempt wrote is left alone then: the head
+        // may name it, now or once a delayed commit is applied. If it never
+        // is, the next writer's sweep removes it (its marker is older than
+        // that writer's commit).
+        let mut kv = self.kv.clone();
         let response = match self.run(async move { kv.txn(txn).await }).await {
             Ok(response) => response,
-            Err(f) if f.may_have_been_applied() => return self.resolve_commit(key, lost(f)).await,
+            Err(f) if f.may_have_been_applied() => {
+                return self.resolve_commit(key, &attempt, found, f).await;
+            }
             Err(f) => return Err(fail(f)),
         };
         if !response.succeeded() {
             let found = response.op_responses().into_iter().find_map(|r| match r {
-                TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision())),
+                crate::client::TxnOpResponse::Get(g) => {
+                    Some(g.kvs().first().map(|kv| kv.mod_revision()))
+                }
                 _ => None,
             });
-            // The head this attempt's blobs were written for was never
-            // committed, and nobody else knows the nonce: remove them.
-            if !new_blobs.is_empty() && self.step("discard blobs").is_ok() {
-                let mut kv = self.kv.clone();
-                let from = keys.blob(&format!("{nonce}-"));
-                let _ = self
-                    .run(async move {
-                        kv.delete(from, Some(DeleteOptions::new().with_prefix()))
-                            .await
-                    })
-                    .await;
+            // What this attempt wrote was never committed, and nobody
+            // else knows the nonce: remove it.
+            if attempt.marker.is_some() && self.step("discard attempt").is_ok() {
+                let _ = self.discard(&attempt).await;
             }
             return Err(conflict(found.flatten()));
         }
         let Some(revision) = response.header().map(|h| h.revision()).filter(|r| *r > 0) else {
             // Applied, but of unknown revision: read it.
             let f = Fail::Other("etcd's answer to the commit has no revision".into());
-            return self.resolve_commit(key, lost(f)).await;
+            return self.resolve_commit(key, &attempt, found, f).await;
         };
 
-        // Phase 3: garbage. A blob is removed when the head just committed
-        // (at `revision`) does not reference it and it was created before
-        // that revision. This never removes a blob that a committed head, or
-        // one that can still be committed, references:
-        // - a head committed later than this one chains, through the
-        //   mod_revision compares, onto this head or a successor of it. Its
-        //   writer read that head at a revision >= `revision` and wrote its
-        //   new blobs after that read, so they were created after
-        //   `revision`; the blobs it kept are referenced by the head it
-        //   read, and by induction along the chain were either referenced
-        //   here or created after `revision`. In particular a writer that
-        //   read this new head never loses a blob.
-        // - a writer still in flight that read an older head can never
-        //   commit: its compare names a mod_revision that is no longer the
-        //   head's. Its blobs are garbage whatever happens, so removing
-        //   them here is safe, and leaving them (created after the listing)
-        //   is too: that writer discards them when it loses, or the next
-        //   successful write collects them if it died.
-        // - readers read blobs at the revision of their head read, at which
-        //   every referenced blob still exists.
-        // It is best effort: the document is committed whatever happens
-        // here, and the next write collects what is left.
-        let _ = self.collect_garbage(&keys, &manifest, revision).await;
+        // Phase 3: what the commit replaced, and what dead attempts left.
+        // Best effort: the document is committed whatever happens here.
+        let _ = self.finish(&attempt, revision).await;
         Ok(Revision::new(revision.to_string()))
     }
 
-    /// Removes every blob of `key` that `manifest` (just committed at
-    /// `revision`) does not reference and that was created before it.
-    async fn collect_garbage(
+    /// Writes `puts` in transactions within etcd's limits, the attempt's
+    /// marker with the first; returns the marker's create_revision.
+    async fn write_before_commit(
         &self,
-        keys: &DocKeys,
-        manifest: &Manifest,
-        revision: i64,
-    ) -> std::result::Result<(), Fail> {
-        let referenced: BTreeSet<&str> = manifest.files.values().map(|e| e.blob.as_str()).collect();
-        let mut garbage: Vec<Vec<u8>> = Vec::new();
-        self.step("list garbage")?;
-        self.scan(
-            &keys.blobs,
-            GetOptions::new().with_keys_only(),
-            |_| Ok(()),
-            |item| {
-                let unreferenced = keys
-                    .blob_id_of(item.key())
-                    .is_none_or(|id| !referenced.contains(id));
-                if unreferenced && item.create_revision() < revision {
-                    garbage.push(item.key().to_vec());
-                }
-            },
-        )
-        .await?;
-        let batches: Vec<&[Vec<u8>]> = garbage.chunks(self.options.max_txn_ops.max(1)).collect();
-        for (i, batch) in batches.iter().enumerate() {
-            self.step(&format!("delete garbage {}/{}", i + 1, batches.len()))?;
-            let ops: Vec<TxnOp> = batch
-                .iter()
-                .map(|k| TxnOp::delete(k.clone(), None))
-                .collect();
-            let mut kv = self.kv.clone();
-            self.run(async move { kv.txn(Txn::new().and_then(ops)).await })
-                .await?;
+        key: &str,
+        attempt: &Attempt<'_>,
+        puts: Vec<Put<'_>>,
+    ) -> Result<i64> {
+        let doing = format!("writing document \"{key}\"");
+        let fail = |f: Fail| self.backend(&doing, f);
+        let marker_key = attempt.keys.attempt(&attempt.nonce);
+        let budget = self.request_budget();
+        let max_ops = self.options.max_txn_ops.max(1);
+        // The marker's put and compare take one op and some bytes of the first batch.
+        let marker_cost = 2 * marker_key.len() + 2 * PER_OP_OVERHEAD;
+        let mut batches: Vec<Vec<Put>> = vec![Vec::new()];
+        let (mut ops, mut bytes) = (1, marker_cost);
+        for put in puts {
+            let cost = put.key.len() + put.value.len() + PER_OP_OVERHEAD;
+            if cost + marker_cost > budget {
+                return Err(fail(Fail::Other(format!(
+                    "a piece of file {} is {} bytes, more than one etcd request may carry ({} bytes)",
+                    put.path,
+                    put.value.len(),
+                    self.options.max_request_bytes
+                ))));
+            }
+            if ops == max_ops || bytes + cost > budget {
+                batches.push(Vec::new());
+                (ops, bytes) = (0, marker_cost);
+            }
+            ops += 1;
+            bytes += cost;
+            if let Some(batch) = batches.last_mut() {
+                batch.push(put);
+            }
         }
-        Ok(())
+        let total = batches.len();
+        let mut marker: Option<i64> = None;
+        for (i, batch) in batches.into_iter().enumerate() {
+            self.step(&format!("write blobs {}/{total}", i + 1))
+                .map_err(fail)?;
+            let compare =
+                Compare::create_revision(marker_key.clone(), CompareOp::Equal, marker.unwrap_or(0));
+            let mut ops: Vec<TxnOp> = Vec::with_capacity(batch.len() + 1);
+            if marker.is_none() {
+                ops.push(TxnOp::put(marker_key.clone(), Vec::new(), None));
+            }
+            ops.extend(
+                batch
+                    .into_iter()
+                    .map(|p| TxnOp::put(p.key, p.value.into_owned(), None)),
+            );
+            let mut kv = self.kv.clone();
+            let response = self
+                .run(async move { kv.txn(Txn::new().when(vec![compare]).and_then(ops)).await })
+                .await
+                .map_err(fail)?;
+            if !response.succeeded() {
+                return Err(fail(Fail::Other(format!(
+                    "the marker of write attempt {} was taken or removed; nothing was committed",
+                    attempt.nonce
+                ))));
+            }
+            if marker.is_none() {
+                let Some(revision) = response.header().map(|h| h.revision()).filter(|r| *r > 0)
+                else {
+                    return Err(fail(Fail::Other(
+                        "etcd's answer has no revision; nothing was committed".into(),
+                    )));
+                };
+                marker = Some(revision);
+            }
+        }
+        marker.ok_or_else(|| fail(Fail::Other("nothing was written before the commit".into())))
     }
 
     /// Finds out whether a commit that got no answer was applied, with one
     /// read of the head bounded by the request timeout. It was when the
-    /// head holds, byte for byte, the manifest this attempt wrote and that
-    /// manifest names blobs of this attempt (whose nonce no other writer
-    /// knows): then the document's revision is the head's. In every other
-    /// case the outcome is unknown, even when the head is still the one
-    /// read: etcd may apply the transaction later (it is queued, or behind
-    /// a leader change), so an unchanged head proves nothing.
-    async fn resolve_commit(&self, key: &str, lost: Lost<'_>) -> Result<Revision> {
+    /// head names this attempt's nonce as its commit (no other writer
+    /// knows it): then the document's revision is the head's. In every
+    /// other case the outcome is unknown, even when the head is still the
+    /// one read: etcd may apply the transaction later (it is queued, or
+    /// behind a leader change), so an unchanged head proves nothing.
+    async fn resolve_commit(
+        &self,
+        key: &str,
+        attempt: &Attempt<'_>,
+        read: Option<i64>,
+        fail: Fail,
+    ) -> Result<Revision> {
         let unknown = |found: String| {
             RotateError::Store(pki_rotate::StoreError::UnknownOutcome {
                 store: self.url.to_string(),
                 key: key.to_string(),
-                detail: format!("no answer to the commit: {}; {found}", lost.fail.describe()),
+                detail: format!("no answer to the commit: {}; {found}", fail.describe()),
             })
         };
         self.step("check commit")
             .map_err(|f| unknown(format!("the head was not read again: {}", f.describe())))?;
         let mut kv = self.kv.clone();
-        let head_key = lost.keys.head.clone();
+        let head_key = attempt.keys.head.clone();
         let mut answer = self
             .run(async move { kv.get(head_key, None).await })
             .await
@@ -294,94 +412,30 @@ impl AsyncEtcdStore {
             ));
         };
         let revision = head.mod_revision();
-        if Some(revision) == lost.read {
+        let committed = matches!(
+            decode_head("", head.value()),
+            Ok(AnyHead::Current(h)) if h.commit == attempt.nonce
+        );
+        if committed {
+            // Landed: phase 3 applies as after an answered commit.
+            let _ = self.finish(attempt, revision).await;
+            return Ok(Revision::new(revision.to_string()));
+        }
+        if Some(revision) == read {
             return Err(unknown(format!(
                 "the head is still at revision {revision}, the one this write read, and the commit may still be applied"
             )));
         }
-        if head.value() != lost.head_value {
-            return Err(unknown(format!(
-                "the head is now at revision {revision} with another manifest"
-            )));
-        }
-        if !lost.provable {
-            return Err(unknown(format!(
-                "the head at revision {revision} holds the same manifest, but this write added no blob that would tell it from another writer's"
-            )));
-        }
-        // Landed: the head is this attempt's, so phase 3 applies as after
-        // an answered commit (see `put`), best effort likewise.
-        let _ = self
-            .collect_garbage(lost.keys, lost.manifest, revision)
-            .await;
-        Ok(Revision::new(revision.to_string()))
+        Err(unknown(format!(
+            "the head is now at revision {revision}, committed by another write"
+        )))
     }
-
-    /// Groups the new blobs into transactions within etcd's limits.
-    fn batches<'b, 'a>(
-        &self,
-        key: &str,
-        keys: &DocKeys,
-        blobs: &'b [NewBlob<'a>],
-    ) -> Result<Vec<&'b [NewBlob<'a>]>> {
-        let budget = self.request_budget();
-        let max_ops = self.options.max_txn_ops.max(1);
-        let mut batches = Vec::new();
-        let (mut begin, mut bytes) = (0, 0);
-        for (i, NewBlob { id, file, path }) in blobs.iter().enumerate() {
-            let cost = 2 * keys.blob(id).len() + file.contents.len() + PER_OP_OVERHEAD;
-            if cost > budget {
-                return Err(self.backend(
-                    format!("writing document \"{key}\""),
-                    Fail::Other(format!(
-                        "file {path} is {} bytes, more than one etcd request may carry ({} bytes)",
-                        file.contents.len(),
-                        self.options.max_request_bytes
-                    )),
-                ));
-            }
-            if i > begin && (bytes + cost > budget || i - begin == max_ops) {
-                batches.push(&blobs[begin..i]);
-                begin = i;
-                bytes = 0;
-            }
-            bytes += cost;
-        }
-        if begin < blobs.len() {
-            batches.push(&blobs[begin..]);
-        }
-        Ok(batches)
-    }
-}
-
-/// A commit that got no answer, and what [`AsyncEtcdStore::resolve_commit`]
-/// needs to find out whether it was applied.
-struct Lost<'a> {
-    keys: &'a DocKeys,
-    manifest: &'a Manifest,
-    /// The head's value the commit writes.
-    head_value: &'a [u8],
-    /// The head's mod_revision when this attempt read it (None: no head).
-    read: Option<i64>,
-    /// Whether the manifest names blobs of this attempt, so that the head
-    /// holding it proves this commit was applied.
-    provable: bool,
-    /// How the commit failed.
-    fail: Fail,
-}
-
-/// A blob a write attempt adds.
-struct NewBlob<'a> {
-    id: String,
-    file: &'a File,
-    /// The first path it holds the bytes of, for messages.
-    path: &'a str,
 }
 
 fn nonce() -> std::result::Result<String, Fail> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)
-        .map_err(|e| Fail::Other(format!("no randomness for a blob id: {e}")))?;
+        .map_err(|e| Fail::Other(format!("no randomness for a write attempt: {e}")))?;
     Ok(hex::encode(bytes))
 }
 

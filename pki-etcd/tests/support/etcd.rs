@@ -317,23 +317,34 @@ fn plain(endpoint: &str) -> String {
 }
 
 async fn dump(client: &Client, prefix: &str) -> Vec<(String, Vec<u8>, i64)> {
-    let (key, options) = if prefix.is_empty() {
-        (String::from("\0"), GetOptions::new().with_all_keys())
+    let (mut from, end) = if prefix.is_empty() {
+        (vec![0u8], vec![0u8])
     } else {
-        (format!("{prefix}/"), GetOptions::new().with_prefix())
+        let start = format!("{prefix}/").into_bytes();
+        let mut end = start.clone();
+        *end.last_mut().unwrap() += 1;
+        (start, end)
     };
-    let response = client.kv().get(key, Some(options)).await.unwrap();
-    response
-        .kvs()
-        .iter()
-        .map(|kv| {
+    // In pages: a large document is more than one answer may carry.
+    let mut all = Vec::new();
+    loop {
+        let options = GetOptions::new().with_range(end.clone()).with_limit(1000);
+        let response = client.kv().get(from.clone(), Some(options)).await.unwrap();
+        all.extend(response.kvs().iter().map(|kv| {
             (
                 kv.key_str().unwrap().to_string(),
                 kv.value().to_vec(),
                 kv.create_revision(),
             )
-        })
-        .collect()
+        }));
+        match response.kvs().last() {
+            Some(last) if response.more() => {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            _ => return all,
+        }
+    }
 }
 
 /// Every key under `prefix/` (every key when `prefix` is empty) with its
@@ -357,4 +368,58 @@ pub fn delete_raw(endpoint: &str, key: &str) {
     with_client(&plain(endpoint), &EtcdOptions::default(), async |client| {
         client.kv().delete(key, None).await.unwrap();
     });
+}
+
+/// What the head of document `key` under `prefix` names, in a dump: the
+/// blob id of each file (format 2: from the entries of the head's
+/// generation; a chunked file's blob ids joined by ","), and every key of
+/// the document that the head does not need (blobs no entry names, entries
+/// of other generations, attempt markers). Empty maps without a head.
+pub fn head_files(
+    dump: &[(String, Vec<u8>, i64)],
+    prefix: &str,
+    key: &str,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeSet<String>,
+) {
+    let head_key = format!("{prefix}/{key}");
+    let Some((_, head, _)) = dump.iter().find(|(k, _, _)| *k == head_key) else {
+        return Default::default();
+    };
+    let head: serde_json::Value = serde_json::from_slice(head).unwrap();
+    let own = format!("{head_key}/.");
+    let entries = format!(
+        "{head_key}/.files/{}/",
+        head["generation"].as_str().unwrap()
+    );
+    let mut files = std::collections::BTreeMap::new();
+    let mut needed = std::collections::BTreeSet::new();
+    for (k, v, _) in dump {
+        let Some(path) = k.strip_prefix(&entries) else {
+            continue;
+        };
+        needed.insert(k.clone());
+        let entry: serde_json::Value = serde_json::from_slice(v).unwrap();
+        let blobs: Vec<String> = match entry["blob"].as_str() {
+            Some(id) => vec![id.to_string()],
+            None => entry["chunks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["blob"].as_str().unwrap().to_string())
+                .collect(),
+        };
+        for id in &blobs {
+            needed.insert(format!("{head_key}/.blobs/{id}"));
+        }
+        files.insert(path.to_string(), blobs.join(","));
+    }
+    let unneeded = dump
+        .iter()
+        .map(|(k, _, _)| k)
+        .filter(|k| k.starts_with(&own) && !needed.contains(*k))
+        .cloned()
+        .collect();
+    (files, unneeded)
 }

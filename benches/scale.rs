@@ -1,0 +1,310 @@
+//! How one command's cost grows with the store: a directory store and an
+//! etcd store holding a signer of 100 and of 10,000 leaves, built once
+//! outside the timing, then one `issue` of a new leaf, one `renew`, one
+//! no-op `rotate` (each a driver step, as the CLI runs them) and one
+//! `status --check` (load and report) on each. Prints, after criterion's
+//! own report, the ratio of each row at 10,000 leaves to the same row at
+//! 100 (the goal is at most 3), and the bytes etcd received per step
+//! (from its `/metrics`), which should not grow with the store.
+//!
+//! ```text
+//! cargo bench --bench scale                      # both stores (etcd from PATH or PKI_ETCD_BIN)
+//! cargo bench --bench scale -- --big 100000      # 100,000 leaves on etcd: init, issue, no-op
+//!                                                # rotate, full rotation, status; peak memory
+//! cargo bench --bench scale -- --bytes 100 10000 # only the bytes per etcd step
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "support/signer.rs"]
+mod support;
+
+#[path = "../pki-etcd/tests/support/etcd.rs"]
+mod etcd;
+
+use criterion::Criterion;
+use pki_rotate::status::SignerStatus;
+use pki_rotate::{Driver, FsStore, LeafChange, LeafRequest, SignerEngine, SignerInput, Store};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::hint::black_box;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+use support::{T0, leaf_name, signer_with_leaves};
+
+const SMALL: usize = 100;
+const LARGE: usize = 10_000;
+const ROWS: [&str; 4] = ["issue", "renew", "no-op rotate", "status --check"];
+
+/// A month after the leaves were issued: nothing is due.
+fn now() -> time::OffsetDateTime {
+    T0 + time::Duration::days(30)
+}
+
+/// etcd's counters so far: bytes of keys and values put, bytes written
+/// to its write-ahead log, bytes received from clients (reads included).
+fn etcd_counters(endpoint: &str) -> [u64; 3] {
+    let mut stream = std::net::TcpStream::connect(endpoint).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let sum = |name: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    [
+        sum("etcd_debugging_mvcc_total_put_size_in_bytes"),
+        sum("etcd_disk_wal_write_bytes_total"),
+        sum("etcd_network_client_grpc_received_bytes_total"),
+    ]
+}
+
+/// One step of each timed row on `store`, as the CLI runs it.
+struct Steps<'s, S: Store> {
+    store: &'s S,
+    rng: ChaCha20Rng,
+    next_leaf: usize,
+}
+
+impl<S: Store> Steps<'_, S> {
+    fn issue(&mut self) {
+        self.next_leaf += 1;
+        let name = format!("new{}", self.next_leaf);
+        let input = SignerInput::request(&name, LeafRequest::server(vec![format!("{name}.ns")]));
+        let step = Driver::new(self.store)
+            .step::<SignerEngine, _>("signer", &input, now(), &mut self.rng)
+            .unwrap();
+        assert!(step.changed);
+    }
+
+    fn renew(&mut self) {
+        let input = SignerInput {
+            leaves: vec![LeafChange::Renew {
+                name: leaf_name(0).0,
+            }],
+            ..SignerInput::default()
+        };
+        let step = Driver::new(self.store)
+            .step::<SignerEngine, _>("signer", &input, now(), &mut self.rng)
+            .unwrap();
+        assert!(step.changed);
+    }
+
+    fn noop_rotate(&mut self) {
+        let step = Driver::new(self.store)
+            .step::<SignerEngine, _>("signer", &SignerInput::default(), now(), &mut self.rng)
+            .unwrap();
+        assert!(!step.changed);
+    }
+
+    fn status(&mut self) {
+        let (doc, _) = Driver::new(self.store)
+            .load::<SignerEngine>("signer")
+            .unwrap();
+        let status = SignerStatus::of(&doc, now()).unwrap();
+        assert_eq!(status.health.exit_code(), 0);
+        black_box(status);
+    }
+
+    fn run(&mut self, row: &str) {
+        match row {
+            "issue" => self.issue(),
+            "renew" => self.renew(),
+            "no-op rotate" => self.noop_rotate(),
+            _ => self.status(),
+        }
+    }
+}
+
+/// Criterion's median estimate of a benchmark, in seconds.
+fn median(group: &str, function: &str) -> Option<f64> {
+    // Where criterion writes its estimates: CRITERION_HOME, else the
+    // target directory's `criterion`.
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("criterion")
+        });
+    let dir = home
+        .join(group.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_"))
+        .join(function.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_"));
+    let text = std::fs::read_to_string(dir.join("new/estimates.json")).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(json["median"]["point_estimate"].as_f64()? / 1e9)
+}
+
+fn bench_store<S: Store>(c: &mut Criterion, kind: &str, stores: [(usize, &S); 2]) {
+    for (leaves, store) in stores {
+        let mut steps = Steps {
+            store,
+            rng: ChaCha20Rng::seed_from_u64(leaves as u64),
+            next_leaf: 0,
+        };
+        let mut group = c.benchmark_group(format!("{kind} {leaves}"));
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(3));
+        for row in ROWS {
+            group.bench_function(row, |b| b.iter(|| steps.run(row)));
+        }
+        group.finish();
+    }
+}
+
+fn ratios(kind: &str) {
+    for row in ROWS {
+        let small = median(&format!("{kind} {SMALL}"), row);
+        let large = median(&format!("{kind} {LARGE}"), row);
+        if let (Some(s), Some(l)) = (small, large) {
+            println!(
+                "{kind:<5} {row:<15} {SMALL} leaves {:>9.2} ms   {LARGE} leaves {:>9.2} ms   ratio {:>6.1} (goal <= 3)",
+                s * 1e3,
+                l * 1e3,
+                l / s
+            );
+        }
+    }
+}
+
+/// Bytes etcd received for each of a few one-leaf steps.
+fn bytes_per_step(etcd: &etcd::Etcd, store: &pki_etcd::EtcdStore, leaves: usize) {
+    let mut steps = Steps {
+        store,
+        rng: ChaCha20Rng::seed_from_u64(99),
+        next_leaf: 1_000_000,
+    };
+    for row in ["issue", "renew", "no-op rotate"] {
+        let before = etcd_counters(&etcd.endpoint());
+        steps.run(row);
+        let after = etcd_counters(&etcd.endpoint());
+        let [put, wal, received] = [0, 1, 2].map(|i| after[i] - before[i]);
+        println!(
+            "etcd  {row:<15} {leaves:>6} leaves: {put:>9} bytes put, {wal:>9} bytes to the WAL, {received:>9} bytes received (reads included)"
+        );
+    }
+}
+
+/// The peak resident set of this process (VmHWM), in MB.
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// `n` leaves in one etcd store: init, issue, no-op rotate, a rotation
+/// re-issuing every leaf, status, each timed once; peak memory at the end.
+fn big(n: usize) {
+    let server = etcd::Etcd::start();
+    let store = server.store("big");
+    let timed = |what: &str, f: &mut dyn FnMut()| {
+        let started = Instant::now();
+        f();
+        println!(
+            "big   {n} leaves: {what:<30} {:>8.2} s",
+            started.elapsed().as_secs_f64()
+        );
+    };
+    let mut doc = None;
+    timed("issue every leaf (in memory)", &mut || {
+        doc = Some(signer_with_leaves(n));
+    });
+    let doc = doc.unwrap();
+    timed("init (create the store)", &mut || {
+        Driver::new(&store)
+            .create::<SignerEngine>("signer", &doc)
+            .unwrap();
+    });
+    drop(doc);
+    let mut steps = Steps {
+        store: &store,
+        rng: ChaCha20Rng::seed_from_u64(5),
+        next_leaf: 0,
+    };
+    timed("issue one leaf", &mut || steps.issue());
+    bytes_per_step(&server, &store, n);
+    timed("no-op rotate", &mut || steps.noop_rotate());
+    timed("status", &mut || steps.status());
+    // After R = D - M (395 days) the CA rotates and every leaf is re-issued.
+    let later = T0 + time::Duration::days(396);
+    timed("rotation re-issuing all", &mut || {
+        let step = Driver::new(&store)
+            .step::<SignerEngine, _>("signer", &SignerInput::default(), later, &mut steps.rng)
+            .unwrap();
+        assert_eq!(step.document.history.len(), 1);
+    });
+    timed("status after the rotation", &mut || {
+        let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
+        black_box(SignerStatus::of(&doc, later).unwrap());
+    });
+    println!(
+        "big   {n} leaves: peak resident memory {:.0} MB",
+        peak_rss_mb()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--big") {
+        big(args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000));
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--bytes") {
+        let server = etcd::Etcd::start();
+        for n in args[i + 1..].iter().filter_map(|n| n.parse::<usize>().ok()) {
+            let store = server.store(&format!("bytes{n}"));
+            Driver::new(&store)
+                .create::<SignerEngine>("signer", &signer_with_leaves(n))
+                .unwrap();
+            bytes_per_step(&server, &store, n);
+        }
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
+
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let fs: Vec<FsStore> = [SMALL, LARGE]
+        .iter()
+        .zip(&dirs)
+        .map(|(&n, dir)| {
+            let store = FsStore::open_or_create(dir.path()).unwrap();
+            Driver::new(&store)
+                .create::<SignerEngine>("signer", &signer_with_leaves(n))
+                .unwrap();
+            store
+        })
+        .collect();
+    bench_store(&mut c, "fs", [(SMALL, &fs[0]), (LARGE, &fs[1])]);
+
+    let server = etcd::Etcd::start();
+    let stores: Vec<pki_etcd::EtcdStore> = [SMALL, LARGE]
+        .iter()
+        .map(|&n| {
+            let store = server.store(&format!("scale{n}"));
+            Driver::new(&store)
+                .create::<SignerEngine>("signer", &signer_with_leaves(n))
+                .unwrap();
+            store
+        })
+        .collect();
+    bench_store(&mut c, "etcd", [(SMALL, &stores[0]), (LARGE, &stores[1])]);
+
+    c.final_summary();
+    println!();
+    ratios("fs");
+    ratios("etcd");
+    for (n, store) in [SMALL, LARGE].iter().zip(&stores) {
+        bytes_per_step(&server, store, *n);
+    }
+}

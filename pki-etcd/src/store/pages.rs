@@ -1,0 +1,98 @@
+//! Reading many keys without making etcd count them again for every page.
+//!
+//! etcd answers a range request with a limit by visiting every key of the
+//! range to count them, so reading N keys in pages of P costs N²/P: with
+//! 300,000 entries, pages of 256 are over a thousand visits of the whole
+//! range. Entries and key listings are small, so they are read in large
+//! pages; blobs (up to 64 KiB each) are fetched by key, many in one
+//! transaction, which counts nothing.
+
+use super::client::AsyncEtcdStore;
+use super::fail::Fail;
+use crate::layout::{DocKeys, prefix_end};
+use crate::client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+use std::collections::{BTreeSet, HashMap};
+use zeroize::Zeroizing;
+
+/// Keys per page of entries (a few hundred bytes each) or of key listings.
+pub(super) const LARGE_PAGE: i64 = 2048;
+
+/// Blobs fetched in one transaction: at most 64 KiB each, so an answer
+/// stays under 3 MiB, below the 4 MiB a gRPC client accepts by default.
+const BLOBS_PER_TXN: usize = 48;
+
+impl AsyncEtcdStore {
+    /// Visits every key-value whose key starts with `prefix`, in pages of
+    /// `limit`, each requested with `options`; `before` runs before each
+    /// page's request with its number.
+    pub(super) async fn scan_large(
+        &self,
+        prefix: &str,
+        options: GetOptions,
+        limit: i64,
+        mut before: impl FnMut(usize) -> std::result::Result<(), Fail>,
+        mut each: impl FnMut(KeyValue),
+    ) -> std::result::Result<(), Fail> {
+        let end = prefix_end(prefix);
+        let mut start = prefix.as_bytes().to_vec();
+        for page in 1.. {
+            before(page)?;
+            let mut kv = self.kv.clone();
+            let options = options.clone().with_range(end.clone()).with_limit(limit);
+            let from = std::mem::take(&mut start);
+            let mut answer = self
+                .run(async move { kv.get(from, Some(options)).await })
+                .await?;
+            let more = answer.more();
+            let kvs = answer.take_kvs();
+            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
+                break;
+            };
+            kvs.into_iter().for_each(&mut each);
+            if !more {
+                break;
+            }
+            start = last;
+            start.push(0);
+        }
+        Ok(())
+    }
+
+    /// The blobs named `wanted`, read at revision `at` by key, in
+    /// transactions of gets. A blob that does not exist is left out (the
+    /// caller names the file that misses it).
+    pub(super) async fn get_blobs(
+        &self,
+        keys: &DocKeys,
+        wanted: &BTreeSet<&str>,
+        at: i64,
+    ) -> std::result::Result<HashMap<String, Zeroizing<Vec<u8>>>, Fail> {
+        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
+        let ids: Vec<&str> = wanted.iter().copied().collect();
+        let per_txn = BLOBS_PER_TXN.min(self.options.max_txn_ops.max(1));
+        for (i, batch) in ids.chunks(per_txn).enumerate() {
+            self.read_step(&format!("read blobs {}", i + 1))?;
+            let ops: Vec<TxnOp> = batch
+                .iter()
+                .map(|id| TxnOp::get(keys.blob(id), Some(GetOptions::new().with_revision(at))))
+                .collect();
+            let mut kv = self.kv.clone();
+            let answer = self
+                .run(async move { kv.txn(Txn::new().and_then(ops)).await })
+                .await?;
+            for response in answer.op_responses() {
+                let TxnOpResponse::Get(mut got) = response else {
+                    continue;
+                };
+                for item in got.take_kvs() {
+                    let (k, v) = item.into_key_value();
+                    let v = Zeroizing::new(v);
+                    if let Some(id) = keys.blob_id_of(&k) {
+                        blobs.insert(id.to_string(), v);
+                    }
+                }
+            }
+        }
+        Ok(blobs)
+    }
+}
