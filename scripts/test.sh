@@ -9,8 +9,7 @@
 # something is. Rust itself (1.89 or later) is not installed: Debian's cargo
 # is too old, use rustup.
 #
-# Not installed here: protoc. The etcd client in pki-etcd is being changed
-# to build without it; until then .ci/run installs protobuf-compiler.
+# protoc is not needed: pki-etcd's gRPC code is checked in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -9,8 +9,8 @@
 
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
-use crate::layout::{DocKeys, prefix_end};
 use crate::client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+use crate::layout::{DocKeys, prefix_end};
 use std::collections::{BTreeSet, HashMap};
 use zeroize::Zeroizing;
 

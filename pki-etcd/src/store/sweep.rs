@@ -5,8 +5,8 @@
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
 use super::write::{Attempt, Previous};
-use crate::layout::FileEntry;
 use crate::client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
+use crate::layout::FileEntry;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl AsyncEtcdStore {
