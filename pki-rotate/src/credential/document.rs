@@ -313,6 +313,15 @@ impl DocumentForm for CredentialState {
         secret_data_from_files(files)
     }
 
+    /// Consumers read `creds/NAME/current` and, during the grace period,
+    /// `old` where they are published.
+    fn published_secret(path: &str) -> bool {
+        matches!(
+            path.split('/').collect::<Vec<_>>().as_slice(),
+            [CREDS_DIR, _, CURRENT_FILE | OLD_FILE]
+        )
+    }
+
     fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         files_from_secret_data(data)
     }
