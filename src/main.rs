@@ -26,6 +26,7 @@ mod renew;
 mod rotate;
 mod set;
 mod status;
+mod store_key;
 mod stores;
 mod validate;
 mod verify;
@@ -334,6 +335,11 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
+    },
+    /// The key that seals private material in a store (PKI_STORE_KEY_FILE).
+    StoreKey {
+        #[command(subcommand)]
+        command: store_key::StoreKeyCommand,
     },
     /// Find what breaks path builders in bundles and chains before they ship.
     Lint(lint::LintArgs),
@@ -658,6 +664,7 @@ fn run(cli: Cli) -> common::CliResult {
             now,
         }) => cred::status(&dir, json, check, now),
         Command::Keys { command } => keys::run(command),
+        Command::StoreKey { command } => store_key::run(command),
         Command::Lint(args) => lint::run(args),
         Command::Plan(args) => plan::run(args),
     }
