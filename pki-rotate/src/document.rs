@@ -67,6 +67,15 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// expects and which of them are secret.
     fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
+    /// The files back from the Secret data of the document at store key
+    /// `key`. The default ignores the key; a document whose Secret data
+    /// names it only in a file that may be sealed (a credential's state)
+    /// reads it from the key instead.
+    fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
+        let _ = key;
+        Self::files_from_secret_data(data)
+    }
+
     /// Whether the secret file at `path` is one consumers read where it is
     /// published (a leaf's key, the active signing key, a current
     /// credential): a directory store sealing private material leaves it
