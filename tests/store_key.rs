@@ -331,3 +331,56 @@ fn a_directory_store_seals_all_but_the_files_consumers_read() {
     // Reading public material needs no key.
     ok_with(None, &["keys", "status", dir_s, "--now", T1]);
 }
+
+#[test]
+fn a_capture_waiting_for_the_store_is_sealed_and_removed_once_the_store_holds_it() {
+    let s = Setup::new();
+    let key = s.key("store.key");
+    let dir = s.path("store");
+    let d = dir.to_str().unwrap();
+    // The hook prints the credential, then makes the store unusable
+    // (writable by group), so the credential waits in its capture.
+    let mint = s.path("mint.sh");
+    std::fs::write(
+        &mint,
+        format!("#!/bin/sh\necho cred-5e1a7c0ffee\nchmod g+w {d}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&mint, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let k = Some(key.as_path());
+    // `cred init` mints at once: the credential is recorded, its store
+    // write refused.
+    let init = [
+        "cred",
+        "init",
+        d,
+        "db",
+        "--expire",
+        "2h",
+        "--grace",
+        "10m",
+        "--mint-cmd",
+        mint.to_str().unwrap(),
+        "--revoke-cmd",
+        "true",
+        "--now",
+        T0,
+    ];
+    exited_with(1, &init, &pki_with(k, &init));
+    let args = ["cred", "reconcile", d, "--now", T0];
+    let capture = dir.join(".cred-capture/db/1-1.out");
+    let held = std::fs::read(&capture).unwrap();
+    assert!(held.starts_with(b"PKISEAL"), "the capture is sealed");
+    assert!(!contains(&held, b"cred-5e1a7c0ffee"));
+
+    // Once the store is usable, the next run adopts the sealed capture
+    // (the hook does not run again), then removes it.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(&mint, "#!/bin/sh\nexit 1\n").unwrap();
+    ok_with(k, &args);
+    assert!(!capture.exists());
+    assert_eq!(
+        std::fs::read(dir.join("creds/db/current")).unwrap(),
+        b"cred-5e1a7c0ffee"
+    );
+}
