@@ -133,7 +133,16 @@ pub fn seal(
         Some(key) => SealingKeys::single(key),
         None => SealingKeys::none(),
     };
-    Ok(Box::new(SealedStore::new(store, keys, os_rng(), directory)))
+    // The documents of the CLI: a new one joins them only with their key.
+    let neighbours = [
+        pki_rotate::signer::STORE_KEY,
+        pki_rotate::set::STORE_KEY,
+        pki_rotate::keyring::STORE_KEY,
+    ]
+    .map(String::from);
+    Ok(Box::new(
+        SealedStore::new(store, keys, os_rng(), directory).check_creates_against(neighbours),
+    ))
 }
 
 /// The files without their sealed values (what a reader without the key

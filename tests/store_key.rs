@@ -233,6 +233,23 @@ fn an_etcd_keyspace_holds_no_private_key_or_credential_in_clear() {
             ],
             vec!["set", "status", url.as_str(), "--now", T1],
             vec!["cred", "reconcile", url.as_str(), "--now", T1],
+            // A new document beside sealed ones needs their key too.
+            vec![
+                "cred",
+                "init",
+                url.as_str(),
+                "other",
+                "--expire",
+                "2h",
+                "--grace",
+                "10m",
+                "--mint-cmd",
+                "true",
+                "--revoke-cmd",
+                "true",
+                "--now",
+                T1,
+            ],
         ] {
             let err = exited_with(1, &args, &pki_with(k, &args));
             assert!(err.contains("sealed"), "{args:?}: {err}");

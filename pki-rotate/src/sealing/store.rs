@@ -99,6 +99,7 @@ pub struct SealedStore<S, R> {
     keys: SealingKeys,
     published_in_clear: bool,
     rng: Mutex<R>,
+    neighbours: Vec<String>,
 }
 
 impl<S, R> std::fmt::Debug for SealedStore<S, R> {
@@ -120,7 +121,17 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
             keys,
             published_in_clear,
             rng: Mutex::new(rng),
+            neighbours: Vec::new(),
         }
+    }
+
+    /// Documents a new one must agree with: before a document is created,
+    /// each of these that exists is read, so a store holding sealed values
+    /// refuses a create without its key (or with another) instead of
+    /// gaining a document in clear or under a second key.
+    pub fn check_creates_against(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.neighbours = keys.into_iter().collect();
+        self
     }
 
     /// The store beneath.
@@ -253,6 +264,13 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        if expected.is_none() {
+            for other in self.neighbours.iter().filter(|k| *k != key) {
+                if let Some((stored, _)) = self.inner.get(other)? {
+                    self.open_files(other, stored)?;
+                }
+            }
+        }
         let sealed = self.seal_files(key, files)?;
         self.inner.put(key, expected, &sealed)
     }

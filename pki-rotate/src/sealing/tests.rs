@@ -1,7 +1,7 @@
 use super::*;
 use crate::{
-    Document, Driver, Engine, File, FsStore, LeafRequest, MemoryStore, SignerEngine, SignerInput,
-    SignerPolicy, SignerState, Store, StoreError,
+    Document, Driver, Engine, File, Files, FsStore, LeafRequest, MemoryStore, SignerEngine,
+    SignerInput, SignerPolicy, SignerState, Store, StoreError,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -251,4 +251,23 @@ fn reseal_moves_every_value_to_the_new_key_and_reruns_change_nothing() {
     let first = SealedStore::new(&clear, SealingKeys::rotating(None, key(2)), rng(), false);
     assert!(first.reseal("signer").unwrap());
     assert!(raw_has_clear_private(&clear, "signer").is_empty());
+}
+
+#[test]
+fn a_create_beside_sealed_documents_needs_their_key() {
+    let raw = MemoryStore::new();
+    let sealed = SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), false);
+    Driver::new(&sealed)
+        .create::<SignerEngine>("signer", &signer())
+        .unwrap();
+    let neighbours = || vec!["signer".to_string(), "keys".to_string()];
+    for keys in [SealingKeys::none(), SealingKeys::single(key(2))] {
+        let other = SealedStore::new(&raw, keys, rng(), false).check_creates_against(neighbours());
+        let err = other.put("keys", None, &Files::new()).unwrap_err();
+        sealing_reason(err);
+        assert!(raw.get("keys").unwrap().is_none(), "nothing written");
+    }
+    let same = SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), false)
+        .check_creates_against(neighbours());
+    same.put("keys", None, &Files::new()).unwrap();
 }
