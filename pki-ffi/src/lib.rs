@@ -52,6 +52,7 @@ mod error;
 mod input;
 mod keys;
 mod leaf;
+mod sealed;
 mod secret;
 mod set;
 mod signer;
