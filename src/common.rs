@@ -68,6 +68,9 @@ impl From<RotateError> for CliError {
             RotateError::Set(pki_rotate::SetError::UnknownTarget(_)) => {
                 Some("targets come from `pki set target` or `pki set issue --target`")
             }
+            RotateError::Store(pki_rotate::StoreError::Sealing { .. }) => {
+                Some("PKI_STORE_KEY_FILE names the store key; nothing was written")
+            }
             _ => None,
         };
         let mut message = e.to_string();
@@ -142,7 +145,13 @@ impl StoreArg {
     }
 
     /// Opens an existing store.
+    /// Private material is sealed with `PKI_STORE_KEY_FILE`'s key.
     pub fn open(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
+        crate::store_key::seal(self.open_unsealed()?, matches!(self, StoreArg::Dir(_)))
+    }
+
+    /// Opens an existing store as it is: sealed values stay sealed.
+    pub fn open_unsealed(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
         match self {
             StoreArg::Dir(dir) => Ok(Box::new(configure(FsStore::open(dir)?))),
             StoreArg::Url(url) => crate::stores::open_url(url),
@@ -151,10 +160,13 @@ impl StoreArg {
 
     /// Opens the store, creating a directory store when there is none.
     pub fn open_or_create(&self) -> CliResult<Box<dyn Store + Send + Sync>> {
-        match self {
-            StoreArg::Dir(dir) => Ok(Box::new(configure(FsStore::open_or_create(dir)?))),
-            StoreArg::Url(url) => crate::stores::open_url(url),
-        }
+        // A bad key file is refused before a directory is made.
+        crate::store_key::key_from_env()?;
+        let store: Box<dyn Store + Send + Sync> = match self {
+            StoreArg::Dir(dir) => Box::new(configure(FsStore::open_or_create(dir)?)),
+            StoreArg::Url(url) => crate::stores::open_url(url)?,
+        };
+        crate::store_key::seal(store, matches!(self, StoreArg::Dir(_)))
     }
 
     /// Where a published file is: a path for a directory, a key for a URL.

@@ -7,6 +7,7 @@
 
 mod capture;
 mod hooks;
+mod sealed_capture;
 
 use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
 use hooks::{Attempt, HookResult};

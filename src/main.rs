@@ -26,6 +26,7 @@ mod renew;
 mod rotate;
 mod set;
 mod status;
+mod store_key;
 mod stores;
 mod suggest;
 mod validate;
@@ -336,6 +337,11 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
+    },
+    /// The key that seals private material in a store (PKI_STORE_KEY_FILE).
+    StoreKey {
+        #[command(subcommand)]
+        command: store_key::StoreKeyCommand,
     },
     /// Find what breaks path builders in bundles and chains before they ship.
     Lint(lint::LintArgs),
@@ -661,6 +667,7 @@ fn run(cli: Cli) -> common::CliResult {
             now,
         }) => cred::status(&dir, json, check, now),
         Command::Keys { command } => keys::run(command),
+        Command::StoreKey { command } => store_key::run(command),
         Command::Lint(args) => lint::run(args),
         Command::Plan(args) => plan::run(args),
     }

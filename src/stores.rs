@@ -131,7 +131,14 @@ pub fn etcd_options(url: &pki_etcd::EtcdUrl) -> CliResult<pki_etcd::EtcdOptions>
 /// `pki export STORE OUTDIR`: every document's files (the signer's, the
 /// set's, the key ring's, each credential's), in the directory layout.
 pub fn export(store: &StoreArg, out: &Path) -> CliResult {
-    let opened = store.open()?;
+    // Without the store key, sealed private files are left out: public
+    // files need no key.
+    let has_key = crate::store_key::key_from_env()?.is_some();
+    let opened = if has_key {
+        store.open()?
+    } else {
+        store.open_unsealed()?
+    };
     if fs::symlink_metadata(out.join(".data")).is_ok() {
         return Err(CliError::new(format!(
             "{} is a pki directory store: export writes plain files, choose another directory",
@@ -148,6 +155,11 @@ pub fn export(store: &StoreArg, out: &Path) -> CliResult {
     for key in &keys {
         let Some((files, revision)) = opened.get(key)? else {
             continue;
+        };
+        let files = if has_key {
+            files
+        } else {
+            crate::store_key::without_sealed(files)?
         };
         write_files(out, &files)?;
         found += 1;

@@ -1571,6 +1571,36 @@ int64_t pki_leaf_refresh_at(const struct pki_leaf *leaf);
 void pki_leaf_free(struct pki_leaf *leaf);
 
 /**
+ * Opens the store `location` names, as `pki_store_open` does, with every
+ * document's private keys and credentials sealed under the store key
+ * `store_key` (`store_key_len` bytes: the contents of a key file made by
+ * `pki store-key new`, which the embedder reads and keeps 0600) before
+ * they reach the store, and opened when read. Certificates and bundles
+ * stay in clear. In a directory store the files consumers read where
+ * they are (leaf keys, `keys/active.key`, `creds/NAME/current`) stay in
+ * clear (0600); etcd and memory stores seal everything private. Reading a
+ * value sealed under another key fails with `PKI_RESULT_STORE` and a
+ * one-line message, before anything is written.
+ *
+ * On success the caller owns `*out_store` and frees it with
+ * `pki_store_free`.
+ *
+ * Returns what `pki_store_open` returns, and `PKI_RESULT_STORE` for a
+ * store key that is not a pki store key file (the message says why).
+ *
+ * # Safety
+ *
+ * `location` must be NULL or valid for `location_len` bytes, `store_key`
+ * NULL or valid for `store_key_len` bytes; `out_store` NULL or valid for
+ * one write.
+ */
+pki_result pki_store_open_sealed(const char *location,
+                                 size_t location_len,
+                                 const uint8_t *store_key,
+                                 size_t store_key_len,
+                                 struct pki_store **out_store);
+
+/**
  * Creates an empty secret.
  *
  * On success the caller owns `*out_secret` and frees it with `pki_secret_free`.

@@ -53,6 +53,7 @@ mod etcd;
 mod input;
 mod keys;
 mod leaf;
+mod sealed;
 mod secret;
 mod set;
 mod signer;

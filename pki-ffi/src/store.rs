@@ -96,6 +96,12 @@ pub unsafe extern "C" fn pki_store_open(
 }
 
 fn open(location: &[u8]) -> Result<pki_store, Failure> {
+    // Without a key, a store holding sealed values is refused by name.
+    crate::sealed::open_with(location, pki_rotate::SealingKeys::none())
+}
+
+/// The store `location` names, and whether it is a directory.
+pub(crate) fn open_files(location: &[u8]) -> Result<(Box<dyn Store + Send + Sync>, bool), Failure> {
     if location.is_empty() {
         return Err(Failure::invalid("parameter `location` is empty"));
     }
@@ -113,11 +119,9 @@ fn open(location: &[u8]) -> Result<pki_store, Failure> {
         let path = std::path::Path::new(
             <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(location),
         );
-        Box::new(FsStore::open_or_create(path)?)
+        return Ok((Box::new(FsStore::open_or_create(path)?), true));
     };
-    Ok(pki_store {
-        backing: Backing::Files(files),
-    })
+    Ok((files, false))
 }
 
 /// Frees a store. NULL is accepted (nothing happens). A callback store

@@ -67,6 +67,25 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// expects and which of them are secret.
     fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
+    /// The files back from the Secret data of the document at store key
+    /// `key`. The default ignores the key; a document whose Secret data
+    /// names it only in a file that may be sealed (a credential's state)
+    /// reads it from the key instead.
+    fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
+        let _ = key;
+        Self::files_from_secret_data(data)
+    }
+
+    /// Whether the secret file at `path` is one consumers read where it is
+    /// published (a leaf's key, the active signing key, a current
+    /// credential): a directory store sealing private material leaves it
+    /// in clear (0600) so consumers keep working; everything else private
+    /// is sealed. None by default.
+    fn published_secret(path: &str) -> bool {
+        let _ = path;
+        false
+    }
+
     /// What the document says that does not hold, one sentence each: a
     /// store keeps its files intact, but any writer of the store can write
     /// a well-formed document whose parts do not belong together (a bridge

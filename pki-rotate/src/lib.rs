@@ -49,6 +49,7 @@ pub mod forecast;
 pub mod keyring;
 mod leaf;
 pub mod preflight;
+pub mod sealing;
 pub mod set;
 pub mod signer;
 pub mod status;
@@ -81,6 +82,7 @@ pub use leaf::{
     check_leaf_dns_name, decide_leaf, issue_leaf, issue_leaf_within, refresh_at,
     validate_leaf_name,
 };
+pub use sealing::{SealedStore, SealingKeys, StoreKey};
 pub use set::{
     LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
 };

@@ -280,6 +280,7 @@ fn run_mint(
     // Read in every case: a hook that failed or was killed may have
     // minted, and what it printed is the only way to revoke that.
     let printed = read_capped(&mut out, &out_path, cap)?;
+    super::sealed_capture::seal(&out_path, &printed)?;
     if ended_over_cap(&ended, &printed, cap) {
         return Ok(over_cap(&printed, cap));
     }
@@ -357,6 +358,27 @@ fn read_capped(
         }
     }
     Ok(printed)
+}
+
+/// Reads a capture an earlier run left: sealed (the hook had ended; it is
+/// at most `cap + 1` bytes once opened), or in clear as the hook wrote it.
+fn read_capture(
+    out: &mut File,
+    path: &Path,
+    cap: u64,
+) -> Result<zeroize::Zeroizing<Vec<u8>>, String> {
+    let mut magic = [0u8; 7];
+    let sealed = out.rewind().is_ok()
+        && out.read_exact(&mut magic).is_ok()
+        && pki_rotate::sealing::is_sealed(&magic);
+    if !sealed {
+        return read_capped(out, path, cap);
+    }
+    let whole = cap
+        .saturating_add(1)
+        .saturating_add(super::sealed_capture::OVERHEAD);
+    let bytes = read_capped(out, path, whole)?;
+    super::sealed_capture::open(path, bytes)
 }
 
 /// A mint that printed more than `cap` bytes: failed, and what it printed
@@ -438,7 +460,7 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
         }
         std::thread::sleep(POLL);
     }
-    let printed = read_capped(&mut out, &out_path, cap)?;
+    let printed = read_capture(&mut out, &out_path, cap)?;
     let status = fs::read_to_string(attempt.path("status")).unwrap_or_default();
     let status = status.trim();
     if printed.len() as u64 > cap || status == KILLED_OVER_CAP {

@@ -87,7 +87,9 @@ impl From<RotateError> for Failure {
                 StoreError::AlreadyInitialized(_) => PKI_RESULT_ALREADY_INITIALIZED,
                 StoreError::UnknownOutcome { .. } => PKI_RESULT_UNKNOWN_OUTCOME,
                 StoreError::InvalidKey { .. } => PKI_RESULT_INVALID_ARGUMENT,
-                StoreError::Io { .. } | StoreError::Backend { .. } => PKI_RESULT_STORE,
+                StoreError::Io { .. } | StoreError::Backend { .. } | StoreError::Sealing { .. } => {
+                    PKI_RESULT_STORE
+                }
                 _ => PKI_RESULT_UNEXPECTED,
             },
             RotateError::Document(d) => match d {

@@ -313,8 +313,46 @@ impl DocumentForm for CredentialState {
         secret_data_from_files(files)
     }
 
+    /// Consumers read `creds/NAME/current` and, during the grace period,
+    /// `old` where they are published.
+    fn published_secret(path: &str) -> bool {
+        matches!(
+            path.split('/').collect::<Vec<_>>().as_slice(),
+            [CREDS_DIR, _, CURRENT_FILE | OLD_FILE]
+        )
+    }
+
     fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         files_from_secret_data(data)
+    }
+
+    /// A sealed state cannot name the credential: its store key
+    /// (`creds/NAME`) does, and the strays are the `stray-` entries.
+    fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
+        let sealed_state = data
+            .get(STATE_FILE)
+            .is_some_and(|v| crate::sealing::is_sealed(v));
+        let name = key
+            .strip_prefix(CREDS_DIR)
+            .and_then(|n| n.strip_prefix('/'));
+        let (true, Some(name)) = (sealed_state, name) else {
+            return files_from_secret_data(data);
+        };
+        let mut files = Files::new();
+        for (entry, value) in data {
+            if [STATE_FILE, CURRENT_FILE, OLD_FILE].contains(&entry.as_str())
+                || entry.starts_with(STRAY_PREFIX)
+            {
+                files.insert(
+                    credential_path(name, entry),
+                    File {
+                        contents: Zeroizing::clone(value),
+                        secret: true,
+                    },
+                )?;
+            }
+        }
+        Ok(files)
     }
 }
 

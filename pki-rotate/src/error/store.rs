@@ -86,6 +86,17 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// Sealed private material cannot be opened or written as asked: the
+    /// store holds sealed values and no key was given, or they were sealed
+    /// under another key, or a sealed value fails to open (changed, or
+    /// copied from another document or file). Nothing was written.
+    #[error("{location}: {reason}")]
+    Sealing {
+        /// The document and file, or the store.
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The directory store is not safe to use: a directory, file or link
     /// of it is writable by group or others or owned by another user, or
     /// its lock file is a symbolic link. Another local user could swap the

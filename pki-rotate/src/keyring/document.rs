@@ -288,6 +288,11 @@ impl DocumentForm for KeyRing {
         Self::from_document(STATE_FILE, doc, key)
     }
 
+    /// Token issuers sign with `keys/active.key` where it is published.
+    fn published_secret(path: &str) -> bool {
+        path == ACTIVE_KEY
+    }
+
     fn files_to_secret_data(files: &Files) -> Result<SecretData> {
         crate::document::files_to_secret_data(files, &[])
     }

@@ -407,6 +407,15 @@ impl DocumentForm for SetState {
         crate::document::files_to_secret_data(files, &[])
     }
 
+    /// Targets load their leaves' keys (`targets/T/certs/NAME/tls.key`)
+    /// where they are published.
+    fn published_secret(path: &str) -> bool {
+        matches!(
+            path.split('/').collect::<Vec<_>>().as_slice(),
+            ["targets", _, "certs", _, "tls.key"]
+        )
+    }
+
     fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         files_from_secret_data(data)
     }

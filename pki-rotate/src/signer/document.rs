@@ -402,6 +402,15 @@ impl DocumentForm for SignerState {
     /// the previous CA's key: it goes into every serving chain, so a
     /// foreign certificate there would make clients holding the old bundle
     /// reject every server.
+    /// Consumers read each leaf's key (`certs/NAME/tls.key`) and its
+    /// chain-and-key file (`certs/NAME/tls.pem`) where they are published.
+    fn published_secret(path: &str) -> bool {
+        matches!(
+            path.split('/').collect::<Vec<_>>().as_slice(),
+            [CERTS_DIR, _, "tls.key" | "tls.pem"]
+        )
+    }
+
     fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let Some(bridge) = &self.bridge else {

@@ -78,7 +78,9 @@ impl<D: Document, B: SecretBackend> Store for SecretStore<D, B> {
         validate_key(key)?;
         match self.backend.get(key)? {
             None => Ok(None),
-            Some((data, revision)) => Ok(Some((D::files_from_secret_data(&data)?, revision))),
+            Some((data, revision)) => {
+                Ok(Some((D::files_from_secret_data_at(key, &data)?, revision)))
+            }
         }
     }
 

@@ -1,0 +1,29 @@
+package pki
+
+/*
+#include "pki.h"
+*/
+import "C"
+
+import "runtime"
+
+// OpenSealedStore opens the store location names, as OpenStore, with every
+// document's private keys and credentials sealed under storeKey (the
+// contents of a key file made by `pki store-key new`; keep it 0600) before
+// they reach the store, and opened when read. Certificates and bundles
+// stay in clear. In a directory store the files consumers read where they
+// are (leaf keys, keys/active.key, creds/NAME/current) stay in clear;
+// etcd and memory stores seal everything private. A value sealed under
+// another key is ErrStore, before anything is written.
+func OpenSealedStore(location string, storeKey []byte) (*Store, error) {
+	var out *C.pki_store
+	p, n := strArg(location)
+	k, kn := bytesArg(storeKey)
+	err := call(func() C.pki_result { return C.pki_store_open_sealed(p, n, k, kn, &out) })
+	runtime.KeepAlive(location)
+	runtime.KeepAlive(storeKey)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(out), nil
+}

@@ -1,0 +1,295 @@
+//! [`SealedStore`]: any store, with every document's private files sealed
+//! before they reach it.
+
+use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error};
+use crate::document::{Document, File, Files};
+use crate::error::Result;
+use crate::store::{AsyncStore, Revision, Store};
+use rand_core::CryptoRng;
+use std::sync::Mutex;
+
+/// The keys a [`SealedStore`] works with: the one it seals with (None:
+/// nothing is sealed, and a store holding sealed values is refused when
+/// read) and every key it opens with (the sealing key, and during
+/// `store-key rotate` the previous one).
+#[derive(Debug, Clone, Default)]
+pub struct SealingKeys {
+    seal_with: Option<StoreKey>,
+    open_with: Vec<StoreKey>,
+}
+
+impl SealingKeys {
+    /// No key: values are written in clear, sealed values are refused.
+    pub fn none() -> Self {
+        SealingKeys::default()
+    }
+
+    /// Seal with `key` and open what it sealed.
+    pub fn single(key: StoreKey) -> Self {
+        SealingKeys {
+            open_with: vec![key.clone()],
+            seal_with: Some(key),
+        }
+    }
+
+    /// Re-sealing: seal with `new`, open what `new` or `old` sealed.
+    pub fn rotating(old: Option<StoreKey>, new: StoreKey) -> Self {
+        let mut open_with = vec![new.clone()];
+        open_with.extend(old);
+        SealingKeys {
+            seal_with: Some(new),
+            open_with,
+        }
+    }
+
+    /// The key values are sealed with, if any.
+    pub fn sealing_key(&self) -> Option<&StoreKey> {
+        self.seal_with.as_ref()
+    }
+}
+
+/// What the wrapper knows of a document from its store key: its kind (in
+/// the associated data) and which of its secret files consumers read as
+/// published (left clear in a directory store).
+#[derive(Clone, Copy)]
+struct KindOf {
+    kind: &'static str,
+    published_secret: fn(&str) -> bool,
+}
+
+fn kind_entry<D: Document>() -> KindOf {
+    KindOf {
+        kind: D::KIND,
+        published_secret: D::published_secret,
+    }
+}
+
+/// The kind a store key holds: each engine's document lives at its own
+/// key (the key says which, as [`crate::DocumentKey`] does). A key of no
+/// known kind is sealed whole, bound to the kind `""`.
+fn kind_of(key: &str) -> Option<KindOf> {
+    match key {
+        crate::signer::STORE_KEY => Some(kind_entry::<crate::SignerState>()),
+        crate::set::STORE_KEY => Some(kind_entry::<crate::SetState>()),
+        crate::keyring::STORE_KEY => Some(kind_entry::<crate::KeyRing>()),
+        _ if key.starts_with(&crate::credential::credential_key("")) => {
+            Some(kind_entry::<crate::CredentialState>())
+        }
+        _ => None,
+    }
+}
+
+/// A store whose documents' private files (keys, credentials) are sealed
+/// with a [`StoreKey`] before they leave the process, and opened when
+/// read. Public files pass through untouched, so consumers of bundles and
+/// certificates need no key.
+///
+/// With `published_in_clear` (a directory store, whose files consumers
+/// read where they are), the secret files a document declares published
+/// ([`Document::published_secret`]: leaf keys, the active signing key,
+/// current credentials) are written in clear (mode 0600 as before);
+/// everything else private is sealed.
+///
+/// Reading a sealed value without its key fails with one line
+/// ([`StoreError::Sealing`](crate::StoreError::Sealing)) before anything
+/// is decided, so nothing is written. Clear private values are read as they
+/// are (a store from before sealing) and sealed at the next write.
+pub struct SealedStore<S, R> {
+    inner: S,
+    keys: SealingKeys,
+    published_in_clear: bool,
+    rng: Mutex<R>,
+    neighbours: Vec<String>,
+}
+
+impl<S, R> std::fmt::Debug for SealedStore<S, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedStore")
+            .field("keys", &self.keys)
+            .field("published_in_clear", &self.published_in_clear)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, R: CryptoRng> SealedStore<S, R> {
+    /// `inner` sealed with `keys`; `rng` draws the nonces (the OS RNG in
+    /// production). `published_in_clear`: leave the secret files consumers
+    /// read in clear (a directory store).
+    pub fn new(inner: S, keys: SealingKeys, rng: R, published_in_clear: bool) -> Self {
+        SealedStore {
+            inner,
+            keys,
+            published_in_clear,
+            rng: Mutex::new(rng),
+            neighbours: Vec::new(),
+        }
+    }
+
+    /// Documents a new one must agree with: before a document is created,
+    /// each of these that exists is read, so a store holding sealed values
+    /// refuses a create without its key (or with another) instead of
+    /// gaining a document in clear or under a second key.
+    pub fn check_creates_against(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.neighbours = keys.into_iter().collect();
+        self
+    }
+
+    /// The store beneath.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn stays_clear(&self, kind: Option<KindOf>, path: &str) -> bool {
+        self.published_in_clear && kind.is_some_and(|k| (k.published_secret)(path))
+    }
+
+    /// The files as the store beneath keeps them.
+    fn seal_files(&self, key: &str, files: &Files) -> Result<Files> {
+        let Some(sealing_key) = &self.keys.seal_with else {
+            return Ok(files.clone());
+        };
+        let kind = kind_of(key);
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Files::new();
+        for dir in files.dirs() {
+            out.insert_dir(dir)?;
+        }
+        for (path, file) in files.iter() {
+            if !file.secret || self.stays_clear(kind, path) {
+                out.insert(path, file.clone())?;
+                continue;
+            }
+            let binding = Binding {
+                kind: kind.map_or("", |k| k.kind),
+                key,
+                path,
+            };
+            let sealed = seal(sealing_key, binding, &file.contents, &mut *rng)?;
+            out.insert(path, File::secret(sealed))?;
+        }
+        Ok(out)
+    }
+
+    /// The files as the document reads them.
+    fn open_files(&self, key: &str, files: Files) -> Result<Files> {
+        if !files.iter().any(|(_, f)| is_sealed(&f.contents)) {
+            return Ok(files);
+        }
+        let kind = kind_of(key);
+        let mut out = Files::new();
+        for dir in files.dirs() {
+            out.insert_dir(dir)?;
+        }
+        for (path, file) in files.iter() {
+            if !is_sealed(&file.contents) {
+                out.insert(path, file.clone())?;
+                continue;
+            }
+            if !file.secret {
+                return Err(sealing_error(
+                    &format!("{path} in {key}"),
+                    "is a sealed value in a public file".into(),
+                ));
+            }
+            let binding = Binding {
+                kind: kind.map_or("", |k| k.kind),
+                key,
+                path,
+            };
+            let contents = open(&self.keys.open_with, binding, &file.contents)?;
+            out.insert(
+                path,
+                File {
+                    contents,
+                    secret: true,
+                },
+            )?;
+        }
+        Ok(out)
+    }
+
+    /// Whether the files as stored are exactly as this store would write
+    /// them now: every private file sealed under the sealing key (or in
+    /// clear where it stays clear), or everything clear without a key.
+    fn is_current(&self, key: &str, stored: &Files) -> bool {
+        let kind = kind_of(key);
+        stored.iter().filter(|(_, f)| f.secret).all(|(path, f)| {
+            match (&self.keys.seal_with, is_sealed(&f.contents)) {
+                (None, sealed) => !sealed,
+                (Some(_), false) => self.stays_clear(kind, path),
+                (Some(k), true) => {
+                    !self.stays_clear(kind, path)
+                        && parse_sealed(&f.contents).is_ok_and(|(h, _)| h.key_id == k.id())
+                }
+            }
+        })
+    }
+}
+
+impl<S: Store, R: CryptoRng> SealedStore<S, R> {
+    /// Rewrites the document at `key` so that every private file is
+    /// sealed under the sealing key (opening it with any key given),
+    /// through the store's compare-and-swap; a conflict reads again.
+    /// Returns whether anything was written. Rerunning after a crash
+    /// converges: each document is rewritten whole or not at all, and one
+    /// already current is left alone.
+    pub fn reseal(&self, key: &str) -> Result<bool> {
+        loop {
+            let Some((stored, revision)) = self.inner.get(key)? else {
+                return Ok(false);
+            };
+            if self.is_current(key, &stored) {
+                return Ok(false);
+            }
+            let files = self.open_files(key, stored)?;
+            match Store::put(self, key, Some(&revision), &files) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+
+    fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        match self.inner.get(key)? {
+            None => Ok(None),
+            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
+        }
+    }
+
+    fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        if expected.is_none() {
+            for other in self.neighbours.iter().filter(|k| *k != key) {
+                if let Some((stored, _)) = self.inner.get(other)? {
+                    self.open_files(other, stored)?;
+                }
+            }
+        }
+        let sealed = self.seal_files(key, files)?;
+        self.inner.put(key, expected, &sealed)
+    }
+}
+
+impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        match self.inner.get(key).await? {
+            None => Ok(None),
+            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
+        }
+    }
+
+    async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        let sealed = self.seal_files(key, files)?;
+        self.inner.put(key, expected, &sealed).await
+    }
+}

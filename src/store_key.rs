@@ -1,0 +1,194 @@
+//! `pki store-key`: the key that seals private material in a store
+//! (`PKI_STORE_KEY_FILE`), and the sealing of every store a command opens.
+
+use crate::common::{CliError, CliResult, StoreArg, os_rng};
+use clap::Subcommand;
+use pki_rotate::{SealedStore, SealingKeys, Store, StoreKey};
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The environment variable naming the store key file.
+pub const KEY_FILE_ENV: &str = "PKI_STORE_KEY_FILE";
+
+/// The longest key file read: a key file is under 200 bytes.
+const MAX_KEY_FILE: u64 = 4096;
+
+#[derive(Subcommand)]
+pub enum StoreKeyCommand {
+    /// Make a new key that seals private material (written 0600; the file
+    /// must not exist). Use it with PKI_STORE_KEY_FILE=FILE.
+    New {
+        /// Where to write the key.
+        file: PathBuf,
+    },
+    /// Re-seal every document of a store under a new key; PKI_STORE_KEY_FILE
+    /// names the old key (unset: seal a store whose private files are in
+    /// clear). Safe to rerun after an interruption.
+    Rotate {
+        /// The store: a directory, or etcd://HOST:PORT/PREFIX.
+        #[arg(value_parser = StoreArg::parse)]
+        dir: StoreArg,
+        /// The new key file (made with `pki store-key new`).
+        #[arg(long = "new", value_name = "FILE")]
+        new: PathBuf,
+    },
+}
+
+/// Runs a `pki store-key` command.
+pub fn run(command: StoreKeyCommand) -> CliResult {
+    match command {
+        StoreKeyCommand::New { file } => new(&file),
+        StoreKeyCommand::Rotate { dir, new } => rotate(&dir, &new),
+    }
+}
+
+fn new(file: &Path) -> CliResult {
+    let io = |path: &Path, e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty())
+        && fs::symlink_metadata(parent).is_err()
+    {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| io(parent, e))?;
+        // Whatever the umask: the mode given to mkdir is masked by it.
+        fs::set_permissions(parent, fs::Permissions::from_mode(0o700))
+            .map_err(|e| io(parent, e))?;
+    }
+    let key = StoreKey::generate(&mut os_rng());
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc_o_nofollow())
+        .open(file)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => CliError::new(format!(
+                "{}: already exists; a key file is never overwritten",
+                file.display()
+            )),
+            _ => io(file, e),
+        })?;
+    f.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(|e| io(file, e))?;
+    f.write_all(key.to_file().as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| io(file, e))?;
+    crate::outln!("store key {} written to {}", key.id_hex(), file.display());
+    Ok(())
+}
+
+/// `O_NOFOLLOW`: a link planted at the key's path is refused, not followed.
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// Reads a key file, refusing one that other users can read.
+fn read_key(path: &Path) -> CliResult<StoreKey> {
+    let io = |e: std::io::Error| CliError::new(format!("store key {}: {e}", path.display()));
+    let meta = fs::metadata(path).map_err(io)?;
+    if !meta.is_file() || meta.len() > MAX_KEY_FILE {
+        return Err(CliError::new(format!(
+            "store key {}: is not a pki store key file",
+            path.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(CliError::new(format!(
+            "store key {}: is readable or writable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    let bytes = zeroize::Zeroizing::new(fs::read(path).map_err(io)?);
+    Ok(StoreKey::from_file(
+        &format!("store key {}", path.display()),
+        &bytes,
+    )?)
+}
+
+/// The key `PKI_STORE_KEY_FILE` names, read once per run; None when unset.
+pub fn key_from_env() -> CliResult<Option<StoreKey>> {
+    static KEY: OnceLock<Result<Option<StoreKey>, String>> = OnceLock::new();
+    let read = || match std::env::var_os(KEY_FILE_ENV) {
+        None => Ok(None),
+        Some(p) if p.is_empty() => Ok(None),
+        Some(p) => read_key(Path::new(&p)).map(Some).map_err(|e| e.message),
+    };
+    KEY.get_or_init(read).clone().map_err(CliError::new)
+}
+
+/// A store as every command uses it: sealed with the key from the
+/// environment, or refusing sealed values when none is given. A directory
+/// store leaves the files consumers read in clear.
+pub fn seal(
+    store: Box<dyn Store + Send + Sync>,
+    directory: bool,
+) -> CliResult<Box<dyn Store + Send + Sync>> {
+    let keys = match key_from_env()? {
+        Some(key) => SealingKeys::single(key),
+        None => SealingKeys::none(),
+    };
+    // The documents of the CLI: a new one joins them only with their key.
+    let neighbours = [
+        pki_rotate::signer::STORE_KEY,
+        pki_rotate::set::STORE_KEY,
+        pki_rotate::keyring::STORE_KEY,
+    ]
+    .map(String::from);
+    Ok(Box::new(
+        SealedStore::new(store, keys, os_rng(), directory).check_creates_against(neighbours),
+    ))
+}
+
+/// The files without their sealed values (what a reader without the key
+/// may use).
+pub fn without_sealed(files: pki_rotate::Files) -> CliResult<pki_rotate::Files> {
+    let mut out = pki_rotate::Files::new();
+    for dir in files.dirs() {
+        out.insert_dir(dir)?;
+    }
+    for (path, file) in files.iter() {
+        if !pki_rotate::sealing::is_sealed(&file.contents) {
+            out.insert(path, file.clone())?;
+        }
+    }
+    Ok(out)
+}
+
+fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
+    let new = read_key(new_file)?;
+    let old = key_from_env()?;
+    let (raw, keys): (Box<dyn Store + Send + Sync>, Vec<String>) = match dir {
+        StoreArg::Dir(path) => {
+            let store = pki_rotate::FsStore::open(path)?;
+            let keys = store.keys()?;
+            (Box::new(store), keys)
+        }
+        StoreArg::Url(url) => {
+            let store =
+                pki_etcd::EtcdStore::from_url(url).map_err(|e| CliError::new(e.to_string()))?;
+            let keys = store.keys()?;
+            (Box::new(store), keys)
+        }
+    };
+    let directory = matches!(dir, StoreArg::Dir(_));
+    let new_id = new.id_hex();
+    let store = SealedStore::new(raw, SealingKeys::rotating(old, new), os_rng(), directory);
+    let mut resealed = 0;
+    for key in &keys {
+        if store.reseal(key)? {
+            resealed += 1;
+            crate::outln!("re-sealed {key} under key {new_id}");
+        }
+    }
+    crate::outln!(
+        "{dir}: {resealed} of {} documents re-sealed; every private file is sealed under key {new_id}",
+        keys.len()
+    );
+    Ok(())
+}
