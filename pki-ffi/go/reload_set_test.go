@@ -154,9 +154,9 @@ func verifiesAgainst(t *testing.T, leaf []byte, bundle []byte, usage x509.ExtKey
 // acknowledges, as its node agent would, the fingerprint of the files its
 // watcher loaded, once loaded; the set accepts only the current one. No
 // handshake may fail at any step, and after update-certs both sides
-// present certificates of the new CAs. Reload latency (the set's write →
-// the watcher holding it) and handshakes per second are logged, not
-// asserted.
+// present certificates of the new CAs. Reload latency (the start of the
+// set call that wrote a target's files → its watcher holding them) and
+// handshakes per second are logged, not asserted.
 func TestWatchersKeepAMutualTLSPairTalkingThroughEveryStepOfACASetRotation(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "set")
 	store := must(pki.OpenDirStore(context.Background(), dir))
