@@ -74,8 +74,9 @@ type WatchOptions struct {
 	// Interval between two looks at the files; 0 means one second.
 	Interval time.Duration
 	// Store, Key and Consumer, when Store is set: acknowledge every bundle
-	// loaded (Store.Ack at the time of the load) as Consumer, in the signer
-	// at Key (DefaultKey when empty).
+	// loaded (Store.Ack) as Consumer, in the signer at Key (DefaultKey when
+	// empty), one ack at a time in the order of the loads; a bundle
+	// replaced before its ack went out is not acknowledged.
 	Store    *Store
 	Key      string
 	Consumer string
@@ -106,6 +107,7 @@ type Watcher struct {
 	current                       atomic.Pointer[material]
 	reloads                       atomic.Uint64
 	mu                            sync.Mutex // one reload at a time
+	ackMu                         sync.Mutex // one ack at a time, in the order of the loads
 }
 
 // Watch loads certFile, keyFile and bundleFile (an error when they are
@@ -172,7 +174,16 @@ func (w *Watcher) Refresh() (bool, error) {
 	return true, nil
 }
 
+// ack records fingerprint unless the watcher has loaded another bundle
+// since: the store keeps the last ack it gets, so an ack overtaken by the
+// next load's would record a bundle the consumer no longer holds. The next
+// load's ack, waiting for this one, records that.
 func (w *Watcher) ack(fingerprint string) {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	if w.Fingerprint() != fingerprint {
+		return
+	}
 	step, err := w.opts.Store.Ack(w.ctx, w.opts.Key, w.opts.Consumer, fingerprint, time.Now())
 	if err != nil {
 		if w.opts.OnError != nil {
