@@ -5,7 +5,10 @@ package pki
 */
 import "C"
 
-import "runtime"
+import (
+	"context"
+	"runtime"
+)
 
 // OpenSealedStore opens the store location names, as OpenStore, with every
 // document's private keys and credentials sealed under storeKey (the
@@ -15,7 +18,10 @@ import "runtime"
 // are (leaf keys, keys/active.key, creds/NAME/current) stay in clear;
 // etcd and memory stores seal everything private. A value sealed under
 // another key is ErrStore, before anything is written.
-func OpenSealedStore(location string, storeKey []byte) (*Store, error) {
+func OpenSealedStore(ctx context.Context, location string, storeKey []byte) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out *C.pki_store
 	p, n := strArg(location)
 	k, kn := bytesArg(storeKey)

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	pki "example.invalid/pki/pki-ffi/go"
+	pki "pki.invalid/go"
 )
 
 // storeKeyFile writes a store key file as docs/sealing.md specifies it,
@@ -24,12 +24,12 @@ func storeKeyFile(fill byte) []byte {
 
 func TestASealedDirectoryStoreSealsTheCAKeyAndKeepsLeafKeysUsable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenSealedStore(dir, storeKeyFile(1)))
+	store := must(pki.OpenSealedStore(ctx, dir, storeKeyFile(1)))
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
 	defer signer.Close()
-	must(store.Create(pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
 	add := &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: "web", Request: serverRequest}}}
-	must(store.Step(pki.DefaultKey, t0, add))
+	must(store.Step(ctx, pki.DefaultKey, t0, add))
 	store.Close()
 
 	read := func(p string) []byte {
@@ -48,23 +48,23 @@ func TestASealedDirectoryStoreSealsTheCAKeyAndKeepsLeafKeysUsable(t *testing.T) 
 
 	// Without the key, or with another: ErrStore, one line.
 	for name, open := range map[string]func() (*pki.Store, error){
-		"no key":    func() (*pki.Store, error) { return pki.OpenStore(dir) },
-		"other key": func() (*pki.Store, error) { return pki.OpenSealedStore(dir, storeKeyFile(2)) },
+		"no key":    func() (*pki.Store, error) { return pki.OpenStore(ctx, dir) },
+		"other key": func() (*pki.Store, error) { return pki.OpenSealedStore(ctx, dir, storeKeyFile(2)) },
 	} {
 		s := must(open())
-		_, err := s.Step(pki.DefaultKey, t0, nil)
+		_, err := s.Step(ctx, pki.DefaultKey, t0, nil)
 		s.Close()
 		if !errors.Is(err, pki.ErrStore) || !bytes.Contains([]byte(err.Error()), []byte("sealed")) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	again := must(pki.OpenSealedStore(dir, storeKeyFile(1)))
+	again := must(pki.OpenSealedStore(ctx, dir, storeKeyFile(1)))
 	defer again.Close()
-	must(again.Step(pki.DefaultKey, t0, nil))
+	must(again.Step(ctx, pki.DefaultKey, t0, nil))
 
 	// A key file whose id does not match its key is refused.
 	bad := bytes.Replace(storeKeyFile(1), []byte("id "), []byte("id 0"), 1)
-	if _, err := pki.OpenSealedStore(dir, bad); err == nil {
+	if _, err := pki.OpenSealedStore(ctx, dir, bad); err == nil {
 		t.Fatal("a damaged key file was accepted")
 	}
 }
