@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use support::cli::{exited_with, ok, pki, stdout};
 
@@ -503,39 +503,7 @@ fn unreadable_input_is_one_line_and_exit_1_and_no_file_is_bad_usage() {
     );
 }
 
-/// Validates `json` against docs/lint.schema.json with Python's jsonschema
-/// (as tests/status_schema.rs does for the other reports).
+/// Validates `json` against docs/lint.schema.json with Python's jsonschema.
 fn validate_lint_schema(json: &str) {
-    support_schema::validate("lint.schema.json", json);
-}
-
-mod support_schema {
-    use super::*;
-    use std::io::Write;
-    use std::process::Stdio;
-
-    pub fn validate(schema: &str, json: &str) {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut child = Command::new("python3")
-            .arg(root.join("tests/support/validate_json.py"))
-            .arg(root.join("docs"))
-            .arg(schema)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("python3 is needed to validate JSON output against the schemas");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(json.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "does not match docs/{schema}:\n{err}\n{json}"
-        );
-    }
+    support::schema::validate("lint.schema.json", json, "lint --json");
 }

@@ -7,9 +7,8 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
 use support::cli::{exited_with, ok, pki, stdout, tree_with_lock};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -254,29 +253,7 @@ fn bad_windows_are_bad_usage_and_a_missing_store_is_refused() {
     exited_with(1, &args, &pki(&args));
 }
 
-/// Validates `json` against `docs/<schema>` with Python's jsonschema (as
-/// tests/status_schema.rs does for the other reports).
+/// Validates `json` against `docs/<schema>` with Python's jsonschema.
 fn validate(schema: &str, json: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new("python3")
-        .arg(root.join("tests/support/validate_json.py"))
-        .arg(root.join("docs"))
-        .arg(schema)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed to validate JSON output against the schemas");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(json.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "does not match docs/{schema}:\n{err}\n{json}"
-    );
+    support::schema::validate(schema, json, "plan --json");
 }

@@ -10,45 +10,13 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use support::cli::{ok, pki};
 
 // 2026-01-01: the simulated creation time of the store.
 const T0: &str = "2026-01-01T00:00:00Z";
 
-/// Validates `json` against `docs/<schema>`; panics with every error.
-fn validate(schema: &str, json: &str, what: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new("python3")
-        .arg(root.join("tests/support/validate_json.py"))
-        .arg(root.join("docs"))
-        .arg(schema)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is not installed; install it with `apt-get install python3 python3-jsonschema` (Debian) or run scripts/test.sh: it validates JSON output against the schemas");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(json.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !err.contains("ModuleNotFoundError"),
-        "Python's jsonschema is not installed; install it with `apt-get install python3-jsonschema` (Debian) or run scripts/test.sh: {err}"
-    );
-    assert!(
-        out.status.success(),
-        "{what} does not match docs/{schema}:\n{err}\n{json}"
-    );
-    // No key material or certificate ever appears in a report.
-    assert!(!json.contains("-----BEGIN"), "{what} carries PEM: {json}");
-}
+use support::schema::validate;
 
 #[test]
 fn every_json_output_matches_its_checked_in_schema() {
@@ -345,23 +313,10 @@ fn status_and_rotate_json_match_the_schema_after_every_kind_of_rotation() {
 fn the_schemas_reject_what_the_old_raw_dump_looked_like() {
     // The validator must be able to fail: an untagged result and prose
     // pending actions, as `status --json` printed before schema version 1.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new("python3")
-        .arg(root.join("tests/support/validate_json.py"))
-        .arg(root.join("docs"))
-        .arg("verify.schema.json")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"Ok": ["a-1"], "pending": ["rotate the CA"]}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("schema_version"));
+    let err = support::schema::check(
+        "verify.schema.json",
+        r#"{"Ok": ["a-1"], "pending": ["rotate the CA"]}"#,
+    )
+    .expect_err("the old raw dump must not match");
+    assert!(err.contains("schema_version"));
 }

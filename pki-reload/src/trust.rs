@@ -169,6 +169,32 @@ fn load(
     })
 }
 
+/// Which handshake signature a peer made: the two rules differ (TLS 1.3
+/// restricts the schemes), the provider's algorithms are the same.
+#[derive(Clone, Copy)]
+enum Tls {
+    V12,
+    V13,
+}
+
+impl TrustReloader {
+    /// The handshake signature check both verifier roles share: it needs the
+    /// peer's certificate only, not the reloaded bundle.
+    fn signature(
+        &self,
+        version: Tls,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.provider.signature_verification_algorithms;
+        match version {
+            Tls::V12 => rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms),
+            Tls::V13 => rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms),
+        }
+    }
+}
+
 impl ServerCertVerifier for TrustReloader {
     fn verify_server_cert(
         &self,
@@ -193,12 +219,7 @@ impl ServerCertVerifier for TrustReloader {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signature(Tls::V12, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -207,12 +228,7 @@ impl ServerCertVerifier for TrustReloader {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signature(Tls::V13, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -244,12 +260,7 @@ impl ClientCertVerifier for TrustReloader {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signature(Tls::V12, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -258,12 +269,7 @@ impl ClientCertVerifier for TrustReloader {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signature(Tls::V13, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -17,6 +17,7 @@ pub mod external;
 pub mod maker;
 pub mod openssl;
 pub mod redis;
+pub mod schema;
 pub mod set;
 pub mod set_engine;
 pub mod store;
