@@ -119,7 +119,7 @@ pub fn run(args: &VerifyArgs<'_>) -> CliResult {
     );
     if path.len() == 1 {
         crate::outln!(
-            "  (the chain's certificate is itself in the bundle: trusted as an anchor, as Go's crypto/x509 and OpenSSL do)"
+            "  (the chain's CA certificate is itself in the bundle: trusted as an anchor, as Go's crypto/x509 and OpenSSL do)"
         );
     }
     for (i, p) in path.iter().enumerate() {

@@ -262,14 +262,16 @@ fn verify(
         names::check_expected_name(leaf, name)?;
     }
 
-    // A trust anchor given as the leaf is trusted by being in the bundle,
-    // as Go's crypto/x509 does (Verify returns the one-certificate chain
-    // when the roots hold the leaf) and OpenSSL (`openssl verify -CAfile
-    // ROOT ROOT`); rustls-webpki refuses a CA certificate as an end
+    // A CA certificate of the bundle given as the chain is trusted by being
+    // in the bundle, as OpenSSL (`openssl verify -CAfile ROOT ROOT`) and
+    // Go's crypto/x509 (Verify returns the one-certificate chain when the
+    // roots hold it) do; rustls-webpki refuses a CA certificate as an end
     // entity instead. The leaf's own checks above (profile, validity, the
     // expected name) still apply: trust comes from configuration, not
-    // from a signature.
-    if anchors.certs().iter().any(|a| a == leaf) {
+    // from a signature. An end-entity certificate is never its own anchor
+    // (Go would accept one): a leaf that lands in a bundle by mistake must
+    // not start verifying on its own.
+    if leaf.is_ca() && anchors.certs().iter().any(|a| a == leaf) {
         return Ok(VerifiedPath {
             certs: vec![leaf.clone()],
         });
