@@ -12,7 +12,7 @@
 //! cargo bench --bench scale -- --big 100000      # 100,000 leaves on etcd: init, issue, no-op
 //!                                                # rotate, full rotation, status; peak memory
 //! cargo bench --bench scale -- --bytes 100 10000 # only the bytes per etcd step
-//! cargo bench --bench scale -- --phases 100 10000 # where one step's time goes, per stage
+//! cargo bench --bench scale -- --phases 100 10000 # where one step's time goes, per stage (both stores)
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -252,20 +252,18 @@ fn big(n: usize) {
     );
 }
 
-/// Where one step's time goes on a directory store of `n` leaves: each
-/// stage of a driver step run by hand (read the files, build the document,
-/// plan, apply, write the files, write the store), then a status report.
-fn phases(n: usize) {
+/// Where one step's time goes on `store` holding `n` leaves: each stage
+/// of a driver step run by hand (read the files, build the document, plan,
+/// apply, write the files, write the store), then a status report.
+fn phases<S: Store>(kind: &str, store: &S, n: usize) {
     use pki_rotate::{Document, Engine};
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open_or_create(dir.path()).unwrap();
-    Driver::new(&store)
+    Driver::new(store)
         .create::<SignerEngine>("signer", &signer_with_leaves(n))
         .unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let timed = |what: &str, started: Instant| {
         println!(
-            "phases {n:>6} leaves: {what:<34} {:>9.2} ms",
+            "phases {kind:<4} {n:>6} leaves: {what:<34} {:>9.2} ms",
             started.elapsed().as_secs_f64() * 1e3
         );
     };
@@ -307,7 +305,7 @@ fn phases(n: usize) {
             timed(&format!("{label}: store put"), started);
         }
     }
-    let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
+    let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();
     let started = Instant::now();
     black_box(SignerStatus::of(&doc, now()).unwrap());
     timed("status: SignerStatus::of", started);
@@ -316,8 +314,11 @@ fn phases(n: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--phases") {
+        let server = etcd::Etcd::start();
         for n in args[i + 1..].iter().filter_map(|n| n.parse::<usize>().ok()) {
-            phases(n);
+            let dir = tempfile::tempdir().unwrap();
+            phases("fs", &FsStore::open_or_create(dir.path()).unwrap(), n);
+            phases("etcd", &server.store(&format!("phases{n}")), n);
         }
         return;
     }
