@@ -12,6 +12,7 @@
 //! cargo bench --bench scale -- --big 100000      # 100,000 leaves on etcd: init, issue, no-op
 //!                                                # rotate, full rotation, status; peak memory
 //! cargo bench --bench scale -- --bytes 100 10000 # only the bytes per etcd step
+//! cargo bench --bench scale -- --phases 100 10000 # where one step's time goes, per stage (both stores)
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -251,8 +252,76 @@ fn big(n: usize) {
     );
 }
 
+/// Where one step's time goes on `store` holding `n` leaves: each stage
+/// of a driver step run by hand (read the files, build the document, plan,
+/// apply, write the files, write the store), then a status report.
+fn phases<S: Store>(kind: &str, store: &S, n: usize) {
+    use pki_rotate::{Document, Engine};
+    Driver::new(store)
+        .create::<SignerEngine>("signer", &signer_with_leaves(n))
+        .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let timed = |what: &str, started: Instant| {
+        println!(
+            "phases {kind:<4} {n:>6} leaves: {what:<34} {:>9.2} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    };
+    let renew = SignerInput {
+        leaves: vec![LeafChange::Renew {
+            name: leaf_name(0).0,
+        }],
+        ..SignerInput::default()
+    };
+    // The first write after `create` has no spare generation to start
+    // from; the second shows the steady state.
+    let rounds = [
+        ("no-op", SignerInput::default()),
+        ("first renew", renew.clone()),
+        ("renew", renew),
+    ];
+    for (label, input) in rounds {
+        let started = Instant::now();
+        let (files, revision) = store.get("signer").unwrap().unwrap();
+        timed(&format!("{label}: store get"), started);
+        let started = Instant::now();
+        let doc = pki_rotate::SignerState::from_files(&files).unwrap();
+        timed(&format!("{label}: from_files"), started);
+        let started = Instant::now();
+        black_box(doc.problems());
+        timed(&format!("{label}: problems"), started);
+        let started = Instant::now();
+        let plan = SignerEngine::plan(&doc, &input, now()).unwrap();
+        timed(&format!("{label}: plan"), started);
+        let started = Instant::now();
+        let outcome = SignerEngine::apply(&doc, plan, &mut rng).unwrap();
+        timed(&format!("{label}: apply"), started);
+        if let std::borrow::Cow::Owned(next) = outcome.document {
+            let started = Instant::now();
+            let files = next.to_files().unwrap();
+            timed(&format!("{label}: to_files"), started);
+            let started = Instant::now();
+            store.put("signer", Some(&revision), &files).unwrap();
+            timed(&format!("{label}: store put"), started);
+        }
+    }
+    let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();
+    let started = Instant::now();
+    black_box(SignerStatus::of(&doc, now()).unwrap());
+    timed("status: SignerStatus::of", started);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--phases") {
+        let server = etcd::Etcd::start();
+        for n in args[i + 1..].iter().filter_map(|n| n.parse::<usize>().ok()) {
+            let dir = tempfile::tempdir().unwrap();
+            phases("fs", &FsStore::open_or_create(dir.path()).unwrap(), n);
+            phases("etcd", &server.store(&format!("phases{n}")), n);
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--big") {
         big(args
             .get(i + 1)
