@@ -9,5 +9,9 @@ package pki
 // is not used: build with -tags pki_debug (link_debug.go) to link the debug
 // library only. Directories named in CGO_LDFLAGS are searched before both.
 
+// cgo directives cannot read the environment, so a build with
+// CARGO_TARGET_DIR set passes its directory the one way cgo allows:
+// CGO_LDFLAGS="-L$CARGO_TARGET_DIR/release" (what pki-ffi/tests/go.rs does).
+
 // #cgo LDFLAGS: -L${SRCDIR}/../../target/release -L${SRCDIR}/../../target/debug
 import "C"
