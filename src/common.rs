@@ -199,7 +199,7 @@ pub fn set_lock_timeout(timeout: time::Duration) {
 
 /// A directory store as every command uses it: the lock timeout of the
 /// run, and the store's notices (repairs, warnings) printed on stderr.
-fn configure(mut store: FsStore) -> FsStore {
+pub fn configure(mut store: FsStore) -> FsStore {
     store.set_lock_timeout(
         LOCK_TIMEOUT
             .get()

@@ -164,14 +164,16 @@ fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
     let new = read_key(new_file)?;
     let old = key_from_env()?;
     let (raw, keys): (Box<dyn Store + Send + Sync>, Vec<String>) = match dir {
+        // Opened as every command opens them (the lock timeout and notices
+        // of a directory; etcd's TLS and user from the environment), but
+        // concrete: re-sealing visits every document the store lists.
         StoreArg::Dir(path) => {
-            let store = pki_rotate::FsStore::open(path)?;
+            let store = crate::common::configure(pki_rotate::FsStore::open(path)?);
             let keys = store.keys()?;
             (Box::new(store), keys)
         }
         StoreArg::Url(url) => {
-            let store =
-                pki_etcd::EtcdStore::from_url(url).map_err(|e| CliError::new(e.to_string()))?;
+            let store = crate::stores::open_etcd(url)?;
             let keys = store.keys()?;
             (Box::new(store), keys)
         }
