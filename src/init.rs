@@ -67,7 +67,7 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         Some(store) => store,
         None => args.dir.open_or_create()?,
     };
-    Driver::new(store).create::<SignerEngine>(SIGNER, &state)?;
+    Driver::new(store).create_at::<SignerEngine>(SIGNER, &state, args.now)?;
     let ca = &state.ca.cert;
     crate::outln!(
         "created CA {} ({}, {}) in {}",

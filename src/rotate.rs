@@ -3,7 +3,10 @@
 use crate::common::{
     CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, step_signer, when,
 };
-use pki_rotate::{Driver, Event, ForcedRotation, SignerEngine, SignerInput, SignerState, Step};
+use pki_rotate::signer::IdleReport;
+use pki_rotate::{
+    Driver, Event, ForcedRotation, SignerEngine, SignerInput, SignerState, Step, Stepped,
+};
 use time::OffsetDateTime;
 
 pub fn run(dir: &StoreArg, forced: Option<&ForcedRotation>, now: OffsetDateTime) -> CliResult {
@@ -91,8 +94,25 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
         ..SignerInput::default()
     };
     let store = args.dir.open()?;
-    let step = Driver::new(store)
-        .step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())
+    let driver = Driver::new(store);
+    // Nothing asked and nothing due: decided from the store's summary of
+    // the document, at a cost that does not grow with its leaves.
+    let stepped =
+        driver.step_unless_idle::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng());
+    if let Ok(Stepped::Idle(idle)) = &stepped
+        && let Ok(report) = idle.report::<IdleReport>()
+    {
+        return print_idle(args, &report, idle.next_wake);
+    }
+    let step = match stepped {
+        Ok(Stepped::Step(step)) => Ok(step),
+        // A summary this build cannot read: the full step decides.
+        Ok(Stepped::Idle(_)) => {
+            driver.step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())
+        }
+        Err(e) => Err(e),
+    };
+    let step = step
         .map_err(|e| {
             let mut error = CliError::with_override_hint(e, "--allow-trust-break REASON");
             if error.message.contains("(assumed ") {
@@ -133,6 +153,36 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
             "next rotation   {}",
             when(state.rotation_due_at(&state.policy), args.now)
         );
+    }
+    Ok(())
+}
+
+/// What `pki rotate` prints when the store's summary says nothing is due:
+/// the same as a full step that found nothing to do.
+fn print_idle(
+    args: &GuardedArgs<'_>,
+    report: &IdleReport,
+    next_check: OffsetDateTime,
+) -> CliResult {
+    if args.json {
+        let report = RotateReport {
+            schema_version: pki_rotate::status::SCHEMA_VERSION,
+            changed: false,
+            rotated: false,
+            events: &[],
+            rotation: None,
+            ca_id: report.ca_id.clone(),
+            next_rotation: report.next_rotation,
+            next_check,
+        };
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| crate::common::CliError::new(e.to_string()))?;
+        crate::outln!("{text}");
+        return Ok(());
+    }
+    if !args.quiet {
+        crate::outln!("nothing to do");
+        crate::outln!("next rotation   {}", when(report.next_rotation, args.now));
     }
     Ok(())
 }

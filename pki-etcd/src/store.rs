@@ -231,4 +231,24 @@ impl Store for EtcdStore {
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         self.block_on(AsyncStore::put(&self.store, key, expected, files))
     }
+
+    fn get_summary(&self, key: &str) -> Result<Option<(pki_rotate::Summary, Revision)>> {
+        self.block_on(AsyncStore::get_summary(&self.store, key))
+    }
+
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&pki_rotate::Summary>,
+    ) -> Result<Revision> {
+        self.block_on(AsyncStore::put_with_summary(
+            &self.store,
+            key,
+            expected,
+            files,
+            summary,
+        ))
+    }
 }

@@ -30,7 +30,7 @@ use crate::error::{Failure, pki_result};
 use crate::secret::pki_secret;
 use crate::step::pki_step;
 use pki_rotate::Engine;
-use pki_rotate::{Document, Files, SecretData};
+use pki_rotate::{Document, Files, SecretData, Summary};
 use pki_rotate::{
     Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
 };
@@ -431,6 +431,27 @@ impl<D: Document> Store for KindStore<'_, D> {
             KindStore::Secrets(s) => s.put(key, expected, files),
         }
     }
+
+    /// A directory's or etcd's summary; an embedder's Secrets keep none.
+    fn get_summary(&self, key: &str) -> pki_rotate::Result<Option<(Summary, Revision)>> {
+        match self {
+            KindStore::Files(s) => s.get_summary(key),
+            KindStore::Secrets(s) => s.get_summary(key),
+        }
+    }
+
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> pki_rotate::Result<Revision> {
+        match self {
+            KindStore::Files(s) => s.put_with_summary(key, expected, files, summary),
+            KindStore::Secrets(s) => s.put_with_summary(key, expected, files, summary),
+        }
+    }
 }
 
 impl pki_store {
@@ -458,7 +479,7 @@ impl pki_store {
         now: OffsetDateTime,
         status: impl FnOnce(&E::Document, OffsetDateTime) -> String,
     ) -> Result<pki_step, Failure> {
-        let revision = self.driver::<E::Document>().create::<E>(key, doc)?;
+        let revision = self.driver::<E::Document>().create_at::<E>(key, doc, now)?;
         let next_wake = match E::step(doc, &E::Input::default(), now, &mut os_rng()) {
             Ok(outcome) if !outcome.changed() => outcome.next_wake,
             _ => now,

@@ -95,6 +95,59 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     fn problems(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Until when a step of this document's engine with nothing asked of
+    /// it (the engine's default input) changes nothing, decided at `now`,
+    /// and what such a step reports. The driver stores it with every write
+    /// as the document's [`Summary`](crate::store::Summary), so that a
+    /// later step with nothing to do reads that instead of the whole
+    /// document ([`crate::Driver::step_unless_idle`]). None (the default):
+    /// no such promise, every step reads the document.
+    fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
+        let _ = now;
+        None
+    }
+}
+
+/// A document's promise about the steps that ask nothing of it (see
+/// [`Document::idle`]): from `since` up to, not including, `until`, such a
+/// step changes nothing and reports `report`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Idle {
+    /// The document's kind ([`Document::KIND`]): a summary is only taken
+    /// for a document of the kind that wrote it.
+    pub kind: String,
+    /// When the promise was made. A step at an earlier time (a clock set
+    /// back) reads the document.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: time::OffsetDateTime,
+    /// The first time something may be due.
+    #[serde(with = "time::serde::rfc3339")]
+    pub until: time::OffsetDateTime,
+    /// What a step with nothing to do reports, as the kind defines it (the
+    /// signer's: [`crate::signer::IdleReport`]).
+    pub report: serde_json::Value,
+}
+
+impl Idle {
+    /// Whether the promise covers a step at `now`.
+    pub fn covers(&self, now: time::OffsetDateTime) -> bool {
+        self.since <= now && now < self.until
+    }
+
+    /// The promise as a store keeps it; None when it cannot be one (too
+    /// large).
+    pub fn to_summary(&self) -> Option<crate::store::Summary> {
+        crate::store::Summary::new(serde_json::to_string(self).ok()?)
+    }
+
+    /// The promise a store kept, when it is one for documents of `kind`.
+    pub fn from_summary(summary: &crate::store::Summary, kind: &str) -> Option<Idle> {
+        serde_json::from_str::<Idle>(summary.as_str())
+            .ok()
+            .filter(|idle| idle.kind == kind)
+    }
 }
 
 /// The key of a document of kind `D` in a store: a [`crate::Driver`] given

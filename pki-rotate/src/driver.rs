@@ -13,10 +13,10 @@
 //! The two drivers differ only in how they wait for the store: what each
 //! round decides is one function (`Rounds::decide`).
 
-use crate::document::{Document, Files, KeyOf};
+use crate::document::{Document, Files, Idle, KeyOf};
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
-use crate::store::{AsyncStore, Revision, Store};
+use crate::store::{AsyncStore, Revision, Store, Summary};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
@@ -65,6 +65,7 @@ enum Round<D, E> {
     Write {
         next: D,
         files: Files,
+        summary: Option<Summary>,
         read: Revision,
         events: Vec<E>,
         next_wake: OffsetDateTime,
@@ -128,6 +129,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
             }),
             Some(next) => Round::Write {
                 files: next.to_files()?,
+                summary: summary_of(&next, now),
                 next,
                 read: revision,
                 events,
@@ -164,6 +166,66 @@ fn written<D, E>(
         // a retry only waits again. The caller steps again (the CLI exits 5
         // saying rerunning is safe).
         Err(e) => Err(e),
+    }
+}
+
+/// The summary to store with `next`, written at `now`: its promise about
+/// the steps that ask nothing of it, when it makes one. A document with
+/// problems makes none (a step over it must read it, and refuse it).
+fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
+    let idle = next.idle(now)?;
+    (idle.since == now && idle.until > now && next.problems().is_empty())
+        .then(|| idle.to_summary())
+        .flatten()
+}
+
+/// What the store's summary of `key` says of a step of `E` with `input` at
+/// `now`: the idle step when the document promises that nothing is due.
+fn idle_step<E: Engine>(
+    input: &E::Input,
+    summary: Option<(Summary, Revision)>,
+    now: OffsetDateTime,
+) -> Option<IdleStep> {
+    if !E::asks_nothing(input) {
+        return None;
+    }
+    let (summary, revision) = summary?;
+    let idle = Idle::from_summary(&summary, E::Document::KIND)?;
+    idle.covers(now).then_some(IdleStep {
+        revision,
+        next_wake: idle.until,
+        report: idle.report,
+    })
+}
+
+/// What [`Driver::step_unless_idle`] did.
+#[derive(Debug, Clone)]
+pub enum Stepped<D, E> {
+    /// Nothing was due: decided from the document's summary alone.
+    Idle(IdleStep),
+    /// A step as [`Driver::step`] makes it.
+    Step(Step<D, E>),
+}
+
+/// A step that found nothing due from the document's summary, without
+/// reading the document: nothing was written.
+#[derive(Debug, Clone)]
+pub struct IdleStep {
+    /// The document's revision in the store.
+    pub revision: Revision,
+    /// When to step again if nothing else happens: the first time
+    /// something may be due.
+    pub next_wake: OffsetDateTime,
+    /// What the document's kind reports of such a step (the signer's:
+    /// [`crate::signer::IdleReport`]).
+    pub report: serde_json::Value,
+}
+
+impl IdleStep {
+    /// The report as the kind's type.
+    pub fn report<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_value(self.report.clone())
+            .map_err(|e| RotateError::json("the document's summary".to_string(), e))
     }
 }
 
@@ -235,6 +297,25 @@ impl<S: Store> Driver<S> {
         )
     }
 
+    /// [`Driver::create`] at `now`: also stores the document's summary
+    /// (see [`Driver::step_unless_idle`]), so steps with nothing to do are
+    /// idle from the start.
+    pub fn create_at<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        doc: &E::Document,
+        now: OffsetDateTime,
+    ) -> Result<Revision> {
+        let key = key.key();
+        let files = doc.to_files()?;
+        let summary = summary_of(doc, now);
+        created(
+            describe(&self.store.location(), key),
+            self.store
+                .put_with_summary(key, None, &files, summary.as_ref()),
+        )
+    }
+
     /// One controller step on the document at `key`: plan and apply at
     /// `now` with `input`, and write the result when it changed. Retries
     /// from a fresh read when another writer changed the document in
@@ -258,11 +339,14 @@ impl<S: Store> Driver<S> {
                 Round::Write {
                     next,
                     files,
+                    summary,
                     read,
                     events,
                     next_wake,
                 } => {
-                    let put = self.store.put(key, Some(&read), &files);
+                    let put =
+                        self.store
+                            .put_with_summary(key, Some(&read), &files, summary.as_ref());
                     if let Some(step) = written(put, next, events, next_wake, attempt)? {
                         return Ok(step);
                     }
@@ -270,6 +354,34 @@ impl<S: Store> Driver<S> {
             }
         }
         Err(too_many(key, self.max_attempts))
+    }
+
+    /// [`Driver::step`], unless the input asks nothing
+    /// ([`Engine::asks_nothing`]) and the summary the store keeps with the
+    /// document promises that nothing is due at `now`: then the step is
+    /// decided from that summary alone, without reading the document, so
+    /// its cost does not grow with the document (ten thousand leaves cost
+    /// what ten do). The summary is written by every write of the driver;
+    /// a store that keeps none, a document written without one, or a time
+    /// outside the promise takes the full step.
+    ///
+    /// What the idle step skips is checked by the next full read: the
+    /// document's files against their digests and its consistency
+    /// ([`Document::problems`]).
+    pub fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Stepped<E::Document, E::Event>> {
+        let key = key.key();
+        if E::asks_nothing(input)
+            && let Some(idle) = idle_step::<E>(input, self.store.get_summary(key)?, now)
+        {
+            return Ok(Stepped::Idle(idle));
+        }
+        self.step::<E, R>(key, input, now, rng).map(Stepped::Step)
     }
 }
 
@@ -341,11 +453,15 @@ impl<S: AsyncStore> AsyncDriver<S> {
                 Round::Write {
                     next,
                     files,
+                    summary,
                     read,
                     events,
                     next_wake,
                 } => {
-                    let put = self.store.put(key, Some(&read), &files).await;
+                    let put = self
+                        .store
+                        .put_with_summary(key, Some(&read), &files, summary.as_ref())
+                        .await;
                     if let Some(step) = written(put, next, events, next_wake, attempt)? {
                         return Ok(step);
                     }
@@ -353,6 +469,25 @@ impl<S: AsyncStore> AsyncDriver<S> {
             }
         }
         Err(too_many(key, self.max_attempts))
+    }
+
+    /// [`Driver::step_unless_idle`], awaiting the store.
+    pub async fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Stepped<E::Document, E::Event>> {
+        let key = key.key();
+        if E::asks_nothing(input)
+            && let Some(idle) = idle_step::<E>(input, self.store.get_summary(key).await?, now)
+        {
+            return Ok(Stepped::Idle(idle));
+        }
+        self.step::<E, R>(key, input, now, rng)
+            .await
+            .map(Stepped::Step)
     }
 }
 

@@ -45,6 +45,15 @@ pub trait Engine {
         let _ = (input, read, fresh);
     }
 
+    /// Whether `input` asks nothing of the document, so that a step with it
+    /// is covered by the document's [`Idle`](crate::Idle) promise (made for
+    /// the engine's default input). False by default: such an engine's
+    /// steps always read the document.
+    fn asks_nothing(input: &Self::Input) -> bool {
+        let _ = input;
+        false
+    }
+
     /// Plans and applies in one call.
     fn step<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,

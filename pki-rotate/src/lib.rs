@@ -62,10 +62,10 @@ pub use credential::{
     Secret as CredentialSecret,
 };
 pub use document::{
-    Document, DocumentKey, Envelope, File, Files, KeyOf, SecretData, files_from_secret_data,
+    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, SecretData, files_from_secret_data,
     files_to_secret_data, is_secret_data_key, secret_data_key, validate_path,
 };
-pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, Step};
+pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, IdleStep, Step, Stepped};
 pub use engine::{Engine, Outcome};
 pub use error::{
     CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,
@@ -93,6 +93,7 @@ pub use signer::{
 pub use store::DEFAULT_LOCK_TIMEOUT;
 pub use store::{
     AsyncStore, FsStore, MemoryStore, ReadyStore, Revision, SecretBackend, SecretStore, Store,
+    Summary,
 };
 pub use text::{MAX_REASON_LEN, check_reason};
 pub use uptake::{AckInput, UptakeEngine, UptakeEvent};

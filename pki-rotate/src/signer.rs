@@ -37,6 +37,7 @@ mod state;
 
 pub use apply::apply;
 pub(crate) use apply::{probe_request, refuse_untrusted};
+pub use document::IdleReport;
 pub use event::Event;
 pub use external_leaf::{ExternalLeaf, reconcile_external};
 pub use input::{ForcedRotation, LeafChange, SignerInput};
@@ -132,6 +133,16 @@ impl Engine for SignerEngine {
     /// oldest bundle trust). An emergency rotation (a short grace, or no
     /// bridges after a compromise) is not satisfied by a normal one and
     /// still runs.
+    /// No policy, forced rotation or leaf change: what `pki rotate` and a
+    /// controller's periodic step ask (an allowed trust break changes
+    /// nothing unless something is due).
+    fn asks_nothing(input: &SignerInput) -> bool {
+        input.policy.is_none()
+            && input.forced.is_none()
+            && input.leaves.is_empty()
+            && input.satisfied_forced_reason.is_none()
+    }
+
     fn rebase(input: &mut SignerInput, read: &SignerState, fresh: &SignerState) {
         if fresh.ca.cert == read.ca.cert {
             return;

@@ -65,6 +65,60 @@ pub trait Store {
     /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome), never with an error that promises
     /// nothing changed.
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
+
+    /// The summary stored with the document at `key` by
+    /// [`Store::put_with_summary`], and the document's revision; None when
+    /// there is no document or it was written without one. A store that
+    /// keeps no summaries returns None (the default), and callers then read
+    /// the document itself.
+    ///
+    /// This is how a step with nothing to do costs the same whatever the
+    /// document's size (see [`crate::Driver::step_unless_idle`]): the
+    /// summary says until when nothing is due, in a few hundred bytes.
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        let _ = key;
+        Ok(None)
+    }
+
+    /// [`Store::put`], also storing `summary` with the document in the same
+    /// atomic write (None: the document has none). Any write of the key
+    /// replaces or removes its summary, so a summary is never older than
+    /// its document. The default ignores the summary and calls
+    /// [`Store::put`]: right for a store that keeps none.
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        let _ = summary;
+        self.put(key, expected, files)
+    }
+}
+
+/// A few hundred bytes a store keeps beside a document and writes with it,
+/// so a caller can decide a step that has nothing to do without reading the
+/// document ([`crate::Driver::step_unless_idle`]). Opaque to stores; its
+/// contents are [`crate::Idle`] as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary(String);
+
+/// A summary larger than this is refused when read: stores keep small ones
+/// only, and a reader must not load a large value it did not ask for.
+pub const MAX_SUMMARY_LEN: usize = 16 * 1024;
+
+impl Summary {
+    /// A summary from what a store kept; None when it is too large to be one.
+    pub fn new(text: impl Into<String>) -> Option<Self> {
+        let text = text.into();
+        (text.len() <= MAX_SUMMARY_LEN).then_some(Summary(text))
+    }
+
+    /// The summary as the store keeps it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A [`Store`] for async code: the same contract (keyed documents, opaque
@@ -90,6 +144,27 @@ pub trait AsyncStore: Send + Sync {
         expected: Option<&Revision>,
         files: &Files,
     ) -> impl std::future::Future<Output = Result<Revision>> + Send;
+
+    /// [`Store::get_summary`]: None by default.
+    fn get_summary(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<(Summary, Revision)>>> + Send {
+        let _ = key;
+        std::future::ready(Ok(None))
+    }
+
+    /// [`Store::put_with_summary`]: by default the summary is dropped.
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send {
+        let _ = summary;
+        self.put(key, expected, files)
+    }
 }
 
 impl<S: AsyncStore + ?Sized> AsyncStore for &S {
@@ -109,6 +184,21 @@ impl<S: AsyncStore + ?Sized> AsyncStore for &S {
         files: &Files,
     ) -> impl std::future::Future<Output = Result<Revision>> + Send {
         (**self).put(key, expected, files)
+    }
+    fn get_summary(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<(Summary, Revision)>>> + Send {
+        (**self).get_summary(key)
+    }
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send {
+        (**self).put_with_summary(key, expected, files, summary)
     }
 }
 
@@ -130,6 +220,18 @@ impl<S: Store + Send + Sync> AsyncStore for ReadyStore<S> {
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         self.0.put(key, expected, files)
     }
+    async fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        self.0.get_summary(key)
+    }
+    async fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.0.put_with_summary(key, expected, files, summary)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -142,6 +244,18 @@ impl<S: Store + ?Sized> Store for &S {
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         (**self).put(key, expected, files)
     }
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        (**self).get_summary(key)
+    }
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        (**self).put_with_summary(key, expected, files, summary)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -153,6 +267,18 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         (**self).put(key, expected, files)
+    }
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        (**self).get_summary(key)
+    }
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        (**self).put_with_summary(key, expected, files, summary)
     }
 }
 
@@ -200,6 +326,7 @@ pub struct MemoryStore {
 struct MemoryInner {
     revision: u64,
     documents: BTreeMap<String, (Files, u64)>,
+    summaries: BTreeMap<String, Summary>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -247,6 +374,25 @@ impl Store for MemoryStore {
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        self.put_with_summary(key, expected, files, None)
+    }
+
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        validate_key(key)?;
+        let inner = self.lock();
+        Ok(inner.documents.get(key).and_then(|(_, rev)| {
+            let summary = inner.summaries.get(key)?;
+            Some((summary.clone(), Revision::new(rev.to_string())))
+        }))
+    }
+
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
         validate_key(key)?;
         let hook = self
             .before_put
@@ -273,6 +419,10 @@ impl Store for MemoryStore {
         inner
             .documents
             .insert(key.to_string(), (files.clone(), revision));
+        match summary {
+            Some(summary) => inner.summaries.insert(key.to_string(), summary.clone()),
+            None => inner.summaries.remove(key),
+        };
         Ok(Revision::new(revision.to_string()))
     }
 }

@@ -35,6 +35,10 @@ pub struct Head {
     pub files: u64,
     #[serde(default)]
     pub dirs: BTreeSet<String>,
+    /// The document's summary ([`pki_rotate::Summary`]), written with it:
+    /// a step with nothing to do reads the head alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// One file of a format 2 document: the value of its entry key.

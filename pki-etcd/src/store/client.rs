@@ -9,7 +9,7 @@ use crate::client::{Client, GetOptions, KeyValue, KvClient};
 use crate::layout::prefix_end;
 use crate::url::EtcdUrl;
 use pki_rotate::store::{WriteHook, validate_key};
-use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError};
+use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Summary};
 use std::future::Future;
 use std::time::Duration;
 
@@ -289,6 +289,22 @@ impl AsyncStore for AsyncEtcdStore {
     ///    `expected` (or, to create, if it does not exist);
     /// 3. garbage collection of the blobs no head references.
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
-        self.put_document(key, expected, files).await
+        self.put_document(key, expected, files, None).await
+    }
+
+    /// One read of the head key: its summary and `mod_revision`.
+    async fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        self.read_summary(key).await
+    }
+
+    /// [`AsyncStore::put`], with the summary in the head.
+    async fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.put_document(key, expected, files, summary).await
     }
 }

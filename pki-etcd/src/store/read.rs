@@ -37,6 +37,36 @@ impl AsyncEtcdStore {
         }
     }
 
+    /// [`pki_rotate::AsyncStore::get_summary`]: the head alone. None for a
+    /// head without a summary, or of the first release's format.
+    pub(super) async fn read_summary(
+        &self,
+        key: &str,
+    ) -> Result<Option<(pki_rotate::Summary, Revision)>> {
+        validate_key(key)?;
+        let keys = DocKeys::new(self.url.prefix(), key);
+        let doing = format!("reading the summary of document \"{key}\"");
+        self.read_step("read head")
+            .map_err(|f| self.backend(&doing, f))?;
+        let mut kv = self.kv.clone();
+        let head_key = keys.head.clone();
+        let mut response = self
+            .run(async move { kv.get(head_key, None).await })
+            .await
+            .map_err(|f| self.backend(&doing, f))?;
+        let Some(head) = response.take_kvs().into_iter().next() else {
+            return Ok(None);
+        };
+        let location = format!("{}: head {}", self.doc_location(key), keys.head);
+        Ok(match decode_head(&location, head.value())? {
+            AnyHead::Current(current) => current
+                .summary
+                .and_then(pki_rotate::Summary::new)
+                .map(|s| (s, Revision::new(head.mod_revision().to_string()))),
+            AnyHead::Legacy(_) => None,
+        })
+    }
+
     /// One consistent read of a document: the head, then its blobs at the
     /// revision of that answer.
     async fn read(&self, key: &str) -> std::result::Result<Option<(Files, Revision)>, ReadFail> {

@@ -71,6 +71,7 @@ impl AsyncEtcdStore {
         key: &str,
         expected: Option<&Revision>,
         files: &Files,
+        summary: Option<&pki_rotate::Summary>,
     ) -> Result<Revision> {
         validate_key(key)?;
         let keys = DocKeys::new(self.url.prefix(), key);
@@ -151,6 +152,7 @@ impl AsyncEtcdStore {
             commit: nonce.clone(),
             files: change.entries.len() as u64,
             dirs: files.dirs().map(str::to_string).collect(),
+            summary: summary.map(|s| s.as_str().to_string()),
         };
         let head_cost = |head: &Head| -> Result<(Vec<u8>, usize)> {
             let value = serde_json::to_vec(head).map_err(|e| fail(Fail::Other(e.to_string())))?;

@@ -4,7 +4,7 @@
 use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error};
 use crate::document::{Document, File, Files};
 use crate::error::Result;
-use crate::store::{AsyncStore, Revision, Store};
+use crate::store::{AsyncStore, Revision, Store, Summary};
 use rand_core::CryptoRng;
 use std::sync::Mutex;
 
@@ -264,6 +264,21 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        self.put_with_summary(key, expected, files, None)
+    }
+
+    /// A summary holds no private material (dates, ids): kept in clear.
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        self.inner.get_summary(key)
+    }
+
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
         if expected.is_none() {
             for other in self.neighbours.iter().filter(|k| *k != key) {
                 if let Some((stored, _)) = self.inner.get(other)? {
@@ -272,7 +287,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
             }
         }
         let sealed = self.seal_files(key, files)?;
-        self.inner.put(key, expected, &sealed)
+        self.inner.put_with_summary(key, expected, &sealed, summary)
     }
 }
 
@@ -291,5 +306,22 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         let sealed = self.seal_files(key, files)?;
         self.inner.put(key, expected, &sealed).await
+    }
+
+    async fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        self.inner.get_summary(key).await
+    }
+
+    async fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        let sealed = self.seal_files(key, files)?;
+        self.inner
+            .put_with_summary(key, expected, &sealed, summary)
+            .await
     }
 }

@@ -50,7 +50,7 @@
 //! `kubernetes.io/tls` Secret of the CA itself.
 
 use crate::document::{
-    Document as DocumentForm, Envelope, File, Files, SecretData, files_to_secret_data,
+    Document as DocumentForm, Envelope, File, Files, Idle, SecretData, files_to_secret_data,
 };
 use crate::error::{Result, RotateError};
 use crate::external::{ExternalCa, ExternalRecord};
@@ -457,6 +457,38 @@ impl DocumentForm for SignerState {
     fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         files_from_secret_data(data)
     }
+
+    /// The signer's plan with nothing asked, at `now`: when it changes
+    /// nothing, nothing changes before its next check either (that is what
+    /// the next check is), so steps until then are idle.
+    fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
+        let plan = crate::signer::plan(self, &crate::SignerInput::default(), now).ok()?;
+        if !plan.is_empty() || plan.next_check <= now {
+            return None;
+        }
+        let report = IdleReport {
+            ca_id: self.ca.cert.id(),
+            next_rotation: self.rotation_due_at(&self.policy),
+        };
+        Some(Idle {
+            kind: KIND.to_string(),
+            since: now,
+            until: plan.next_check,
+            report: serde_json::to_value(report).ok()?,
+        })
+    }
+}
+
+/// What a signer step with nothing to do reports (the report of its
+/// [`Idle`] promise): what `pki rotate` prints when nothing was due.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleReport {
+    /// The current CA's id.
+    pub ca_id: String,
+    /// When the CA is due for rotation under the document's policy.
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_rotation: time::OffsetDateTime,
 }
 
 /// The signer's files under their Secret data keys, plus

@@ -5,6 +5,7 @@
 //! DIR/.data -> .gen-000000012
 //! DIR/.gen-000000012/        one complete generation: every document's files
 //!     .manifest.json         which key owns which file (and its SHA-256), each key's revision
+//!     .index.json            each key's revision and summary, the published names: small
 //!     pki-state.json, signer/tls.crt, certs/web/tls.key, …
 //! DIR/.spare/                the previous generation, kept up to date with the current one
 //! DIR/signer -> .data/signer, DIR/ca-bundle.crt -> .data/ca-bundle.crt, …
@@ -80,7 +81,7 @@
 
 use crate::document::Files;
 use crate::error::{Result, RotateError};
-use crate::store::{Revision, Store, validate_key};
+use crate::store::{Revision, Store, Summary, validate_key};
 use std::fs::{self, DirBuilder};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -105,6 +106,9 @@ const DATA_LINK: &str = ".data";
 const LOCK_FILE: &str = ".lock";
 const GEN_PREFIX: &str = ".gen-";
 const MANIFEST: &str = ".manifest.json";
+/// In each generation: each key's revision and summary and the published
+/// names, for readers that need no more (see `manifest::Index`).
+const INDEX: &str = ".index.json";
 /// The generation before the current one, kept up to date with it (hard
 /// links to the same files, so it holds no key the current one does not):
 /// the next commit starts from it and touches only what changed, instead
@@ -323,6 +327,24 @@ impl Store for FsStore {
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        self.put_with_summary(key, expected, files, None)
+    }
+
+    /// Reads the generation's small index only: no walk of the generation,
+    /// no manifest, no document file. What it skips is checked by every
+    /// read of the document and before every commit.
+    fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        validate_key(key)?;
+        self.read_summary(key)
+    }
+
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
         validate_key(key)?;
         if fs::symlink_metadata(self.root.join(DATA_LINK)).is_err() {
             // The first write: refuse what the commit would refuse before
@@ -350,7 +372,7 @@ impl Store for FsStore {
             self.verify_all(c)?;
         }
         self.tidy(current.as_ref());
-        self.commit(current.as_ref(), key, files)
+        self.commit(current.as_ref(), key, files, summary)
     }
 }
 

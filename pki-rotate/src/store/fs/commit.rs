@@ -1,12 +1,12 @@
 //! Committing: building the next generation (from the spare when there is
 //! one), switching `.data` to it, and what happens once it is live.
 
-use super::manifest::{Current, KeyEntry, Manifest, check_disjoint};
+use super::manifest::{Current, Index, KeyEntry, Manifest, check_disjoint};
 use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, Tree, check_tree, describe, digest, read_regular,
 };
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_unsynced};
-use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST, MANIFEST_FORMAT, SPARE, io, reason};
+use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, SPARE, io, reason};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
 use crate::store::Revision;
@@ -20,6 +20,7 @@ impl FsStore {
         current: Option<&Current>,
         key: &str,
         files: &Files,
+        summary: Option<&crate::store::Summary>,
     ) -> Result<Revision> {
         let number = match current {
             None => 1,
@@ -79,6 +80,7 @@ impl FsStore {
                 .map(|(p, f)| (p.to_string(), digest(&f.contents)))
                 .collect(),
             dirs: files.dirs().map(str::to_string).collect(),
+            summary: summary.map(|s| s.as_str().to_string()),
         };
         let previous_entry = manifest.keys.insert(key.to_string(), entry);
         let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
@@ -120,7 +122,7 @@ impl FsStore {
             )),
         }
         // A store whose links were removed by hand gets them back.
-        self.publish(&manifest, number, false);
+        self.publish(&manifest.published_names(), number, false);
         Ok(Revision::new(number.to_string()))
     }
 
@@ -357,6 +359,12 @@ impl<'a> Target<'a> {
         target.add_file(
             MANIFEST,
             Source::Write(std::borrow::Cow::Owned(File::public(manifest_json))),
+        );
+        let index_json = serde_json::to_vec(&Index::of(manifest))
+            .map_err(|e| RotateError::json(INDEX.to_string(), e))?;
+        target.add_file(
+            INDEX,
+            Source::Write(std::borrow::Cow::Owned(File::public(index_json))),
         );
         Ok(target)
     }

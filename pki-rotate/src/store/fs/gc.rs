@@ -1,9 +1,10 @@
 //! Garbage collection under the lock: removing old generations (they hold
 //! private keys) and whatever else an interrupted run left.
 
-use super::manifest::Current;
+use super::manifest::{Current, generation_name};
 use super::write::sync_dir;
 use super::{DATA_LINK, FsStore, GEN_PREFIX, io, reason};
+use std::collections::BTreeSet;
 use std::fs;
 
 impl FsStore {
@@ -14,16 +15,26 @@ impl FsStore {
     /// hold old keys), and recreates missing published links. Failures are
     /// warnings: the committed document is intact either way.
     pub(super) fn tidy(&self, current: Option<&Current>) {
+        let published = current.map(|c| (c.number, c.manifest.published_names()));
+        self.tidy_published(published.as_ref().map(|(n, names)| (*n, names)));
+    }
+
+    /// [`FsStore::tidy`] knowing only the current generation's number and
+    /// the names it publishes (from its index): what a reader that does not
+    /// walk the generation has.
+    pub(super) fn tidy_published(&self, current: Option<(u64, &BTreeSet<String>)>) {
         let tmp_link = self.root.join(format!("{DATA_LINK}.tmp"));
         if fs::symlink_metadata(&tmp_link).is_ok() {
             let _ = fs::remove_file(&tmp_link);
         }
-        if self.spare_is_stale(current.map(|c| c.number)) {
+        if self.spare_is_stale(current.map(|(number, _)| number)) {
             self.remove_spare(true);
         }
-        let keep = current.map(Current::name).unwrap_or_default();
+        let keep = current
+            .map(|(number, _)| generation_name(number))
+            .unwrap_or_default();
         let leftovers = self.old_generations(&keep);
-        if let Some(c) = current {
+        if let Some((number, names)) = current {
             // Only a switch that is on disk makes the older generations
             // garbage; flushing costs a journal commit, so it is done only
             // when there is something to remove.
@@ -38,7 +49,7 @@ impl FsStore {
                     self.remove_generations(&leftovers, true);
                 }
             }
-            self.publish(&c.manifest, c.number, true);
+            self.publish(names, number, true);
         } else {
             // No committed generation: anything generation-like is a leftover.
             self.remove_generations(&leftovers, true);

@@ -31,6 +31,60 @@ pub(super) struct KeyEntry {
     pub(super) sha256: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(super) dirs: BTreeSet<String>,
+    /// The summary written with the document ([`crate::store::Summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) summary: Option<String>,
+}
+
+/// `.index.json`: the few hundred bytes of a generation a reader needs
+/// without walking it or reading its manifest, which grow with the
+/// documents: each key's revision and summary, and the names the
+/// generation publishes at the root (for the repairs every run makes).
+/// Written with every commit from the manifest; a generation without one
+/// (written by an older build) is read through its manifest.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Index {
+    pub(super) format: u32,
+    pub(super) published: BTreeSet<String>,
+    pub(super) keys: BTreeMap<String, IndexEntry>,
+}
+
+/// One key of the index.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct IndexEntry {
+    pub(super) revision: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) summary: Option<String>,
+}
+
+/// The format of `.index.json` this build writes and reads.
+pub(super) const INDEX_FORMAT: u32 = 1;
+
+impl Index {
+    pub(super) fn of(manifest: &Manifest) -> Index {
+        Index {
+            format: INDEX_FORMAT,
+            published: manifest.published_names(),
+            keys: manifest
+                .keys
+                .iter()
+                .map(|(key, entry)| {
+                    let indexed = IndexEntry {
+                        revision: entry.revision,
+                        summary: entry.summary.clone(),
+                    };
+                    (key.clone(), indexed)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The directory name of generation `number`.
+pub(super) fn generation_name(number: u64) -> String {
+    format!("{GEN_PREFIX}{number:09}")
 }
 
 impl Manifest {
@@ -57,7 +111,7 @@ pub(super) struct Current {
 
 impl Current {
     pub(super) fn name(&self) -> String {
-        format!("{GEN_PREFIX}{:09}", self.number)
+        generation_name(self.number)
     }
 }
 

@@ -6,6 +6,7 @@ use super::safety::{check_owner_and_mode, describe, effective_uid};
 use super::write::sync_dir;
 use super::{DATA_LINK, FsStore, io, reason};
 use crate::error::{Result, RotateError};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
@@ -21,9 +22,14 @@ impl FsStore {
     ) -> Result<()> {
         let mut names = manifest.published_names();
         names.extend(extra.map(str::to_string));
+        self.check_published_names(&names)
+    }
+
+    /// [`FsStore::check_published`] for the names a generation publishes.
+    pub(super) fn check_published_names(&self, names: &BTreeSet<String>) -> Result<()> {
         for name in names {
-            let path = self.root.join(&name);
-            let expected = Path::new(DATA_LINK).join(&name);
+            let path = self.root.join(name);
+            let expected = Path::new(DATA_LINK).join(name);
             match fs::symlink_metadata(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(RotateError::io(&path, e)),
@@ -51,10 +57,10 @@ impl FsStore {
     /// Creates the root links (`signer -> .data/signer`, …) that are
     /// missing. `repair`: they were found missing before a commit (a crash
     /// or a hand), so each is reported.
-    pub(super) fn publish(&self, manifest: &Manifest, number: u64, repair: bool) {
+    pub(super) fn publish(&self, names: &BTreeSet<String>, number: u64, repair: bool) {
         let mut created = false;
-        for name in manifest.published_names() {
-            let link = self.root.join(&name);
+        for name in names {
+            let link = self.root.join(name);
             if fs::symlink_metadata(&link).is_ok() {
                 continue;
             }

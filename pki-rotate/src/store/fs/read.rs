@@ -1,18 +1,107 @@
 //! Reading: the reader's lock, the current generation after the safety
 //! walk, and each committed file checked against its manifest digest.
 
-use super::manifest::{Current, KeyEntry, Manifest, legacy_manifest};
+use super::manifest::{Current, INDEX_FORMAT, Index, KeyEntry, Manifest, legacy_manifest};
 use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, check_owner_and_mode, check_tree, describe, digest, effective_uid,
     read_regular,
 };
-use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
+use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
-use crate::store::Revision;
+use crate::store::{Revision, Summary};
 use std::fs;
+use std::path::Path;
+
+/// The number of the generation `.data` (at `link`) names, or an error
+/// saying it names no generation.
+fn generation_number(link: &Path, name: &str) -> Result<u64> {
+    name.strip_prefix(GEN_PREFIX)
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|_| !name.contains('/'))
+        .ok_or_else(|| {
+            RotateError::corrupt(
+                link.display().to_string(),
+                format!("points to \"{name}\", not a generation directory"),
+            )
+        })
+}
 
 impl FsStore {
+    /// [`crate::Store::get_summary`]: the current generation's index,
+    /// without walking the generation or reading its manifest. Like every
+    /// read it finishes an interrupted run when the lock is free (the
+    /// index names the links to repair) and refuses a store whose root,
+    /// `.data`, generation or index is unsafe. None when the generation has
+    /// no index (an older build wrote it), the key has no summary, or the
+    /// index cannot be read as it is (a writer removed the generation
+    /// meanwhile): the caller then reads the document, which checks all.
+    pub(super) fn read_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
+        let lock_path = self.lock_path();
+        if fs::symlink_metadata(&lock_path).is_err()
+            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
+        {
+            return Ok(None);
+        }
+        self.check_root()?;
+        let held = match lock::try_exclusive(&lock_path) {
+            Ok(held) => held,
+            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => return Err(e),
+            Err(_) => None,
+        };
+        let Some((number, index)) = self.current_index()? else {
+            return Ok(None);
+        };
+        self.check_published_names(&index.published)?;
+        if held.is_some() {
+            self.tidy_published(Some((number, &index.published)));
+        }
+        Ok(index.keys.get(key).and_then(|entry| {
+            let summary = Summary::new(entry.summary.clone()?)?;
+            Some((summary, Revision::new(entry.revision.to_string())))
+        }))
+    }
+
+    /// The current generation's number and index, after the checks of
+    /// [`FsStore::current`] on `.data`, the generation directory and the
+    /// index itself (nothing else in the generation is looked at).
+    fn current_index(&self) -> Result<Option<(u64, Index)>> {
+        let link = self.root.join(DATA_LINK);
+        let meta = match fs::symlink_metadata(&link) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RotateError::io(&link, e)),
+        };
+        check_owner_and_mode(&link, &meta, effective_uid())?;
+        let Ok(target) = fs::read_link(&link) else {
+            return Ok(None);
+        };
+        let number = generation_number(&link, &target.to_string_lossy())?;
+        let dir = self.root.join(&target);
+        let Ok(dir_meta) = fs::symlink_metadata(&dir) else {
+            return Ok(None);
+        };
+        if !dir_meta.is_dir() {
+            return Ok(None);
+        }
+        check_owner_and_mode(&dir, &dir_meta, effective_uid())?;
+        let path = dir.join(INDEX);
+        let Ok(index_meta) = fs::symlink_metadata(&path) else {
+            return Ok(None);
+        };
+        check_owner_and_mode(&path, &index_meta, effective_uid())?;
+        let Some((bytes, on_disk)) = read_regular(&path)? else {
+            return Ok(None);
+        };
+        if on_disk.id != Entry::of(&index_meta).id {
+            return Ok(None);
+        }
+        match serde_json::from_slice::<Index>(&bytes) {
+            Ok(index) if index.format == INDEX_FORMAT => Ok(Some((number, index))),
+            _ => Ok(None),
+        }
+    }
+
     /// A reader never waits: it takes the lock exclusively when it is free
     /// and then finishes what an interrupted run left (missing links, old
     /// generations); else it takes it shared, else it reads without it (a
@@ -73,16 +162,7 @@ impl FsStore {
             )
         })?;
         let name = target.to_string_lossy().into_owned();
-        let number = name
-            .strip_prefix(GEN_PREFIX)
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|_| !name.contains('/'))
-            .ok_or_else(|| {
-                RotateError::corrupt(
-                    link.display().to_string(),
-                    format!("points to \"{name}\", not a generation directory"),
-                )
-            })?;
+        let number = generation_number(&link, &name)?;
         let dir = self.root.join(&name);
         let tree = check_tree(&dir)?;
         let manifest_path = dir.join(MANIFEST);

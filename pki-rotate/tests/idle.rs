@@ -1,0 +1,340 @@
+//! Steps with nothing to do, decided from the summary a store keeps with
+//! the document (`Driver::step_unless_idle`): they read no document, say
+//! exactly what the full step says, and are taken only while the promise
+//! holds; every write keeps the summary as current as the document.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use pki_rotate::signer::IdleReport;
+use pki_rotate::{
+    AckInput, Driver, Files, ForcedRotation, FsStore, Idle, LeafRequest, MemoryStore, Revision,
+    SignerEngine, SignerInput, SignerState, Step, Stepped, Store, Summary, UptakeEngine,
+};
+use std::cell::Cell;
+use support::fs::{KEY, initial};
+use support::seed::{T0, rng};
+use time::{Duration, OffsetDateTime};
+
+/// A store that counts the documents read through it.
+struct Counting<S> {
+    inner: S,
+    reads: Cell<u32>,
+}
+
+impl<S: Store> Counting<S> {
+    fn new(inner: S) -> Self {
+        Counting {
+            inner,
+            reads: Cell::new(0),
+        }
+    }
+}
+
+impl<S: Store> Store for Counting<S> {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        self.reads.set(self.reads.get() + 1);
+        self.inner.get(key)
+    }
+    fn put(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+    ) -> pki_rotate::Result<Revision> {
+        self.inner.put(key, expected, files)
+    }
+    fn get_summary(&self, key: &str) -> pki_rotate::Result<Option<(Summary, Revision)>> {
+        self.inner.get_summary(key)
+    }
+    fn put_with_summary(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> pki_rotate::Result<Revision> {
+        self.inner.put_with_summary(key, expected, files, summary)
+    }
+}
+
+/// A signer with a few leaves issued at T0.
+fn signer(seed: u64) -> SignerState {
+    let mut s = initial(seed);
+    for i in 0..5 {
+        s.request_leaf(
+            &format!("svc{i}"),
+            LeafRequest::server(vec![format!("svc{i}.ns.svc")]),
+        )
+        .unwrap();
+    }
+    let plan = pki_rotate::signer::plan(&s, &SignerInput::default(), T0).unwrap();
+    pki_rotate::signer::apply(&s, plan, &mut rng(seed + 1))
+        .unwrap()
+        .into_document()
+}
+
+fn full_step<S: Store>(store: &S, now: OffsetDateTime) -> Step<SignerState, pki_rotate::Event> {
+    Driver::new(store)
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(99))
+        .unwrap()
+}
+
+fn idle_or_step<S: Store>(
+    store: &S,
+    input: &SignerInput,
+    now: OffsetDateTime,
+) -> Stepped<SignerState, pki_rotate::Event> {
+    Driver::new(store)
+        .step_unless_idle::<SignerEngine, _>(KEY, input, now, &mut rng(98))
+        .unwrap()
+}
+
+/// The idle step at `now` says what the full step says, and reads nothing.
+fn check_idle_matches_full<S: Store>(store: &Counting<S>, now: OffsetDateTime) {
+    let before = store.reads.get();
+    let Stepped::Idle(idle) = idle_or_step(store, &SignerInput::default(), now) else {
+        panic!("expected an idle step at {now}");
+    };
+    assert_eq!(store.reads.get(), before, "an idle step reads no document");
+    let full = full_step(store, now);
+    assert!(!full.changed && full.events.is_empty(), "{:?}", full.events);
+    assert_eq!(idle.next_wake, full.next_wake, "at {now}");
+    assert_eq!(idle.revision, full.revision);
+    let report: IdleReport = idle.report().unwrap();
+    let doc = &full.document;
+    assert_eq!(report.ca_id, doc.ca.cert.id());
+    assert_eq!(report.next_rotation, doc.rotation_due_at(&doc.policy));
+}
+
+fn exercise<S: Store>(store: Counting<S>) {
+    let s = signer(10);
+    Driver::new(&store)
+        .create_at::<SignerEngine>(KEY, &s, T0)
+        .unwrap();
+    let (summary, revision) = store.get_summary(KEY).unwrap().expect("a summary");
+    let idle = Idle::from_summary(&summary, "signer").unwrap();
+    assert_eq!(idle.since, T0);
+    assert!(idle.until > T0 + Duration::days(30), "{}", idle.until);
+    assert_eq!(Some(revision), store.get(KEY).unwrap().map(|(_, r)| r));
+
+    // Every time inside the promise: idle, and the full step agrees.
+    for hours in [0, 1, 24, 24 * 30] {
+        check_idle_matches_full(&store, T0 + Duration::hours(hours));
+    }
+    let last = idle.until - Duration::SECOND;
+    check_idle_matches_full(&store, last);
+
+    // Outside the promise, or asked for something: the full step.
+    for now in [idle.until, T0 - Duration::SECOND] {
+        assert!(
+            matches!(
+                Driver::new(&store).step_unless_idle::<SignerEngine, _>(
+                    KEY,
+                    &SignerInput::default(),
+                    now,
+                    &mut rng(3)
+                ),
+                Ok(Stepped::Step(_)) | Err(_)
+            ),
+            "at {now}"
+        );
+    }
+    let forced = SignerInput::forced(ForcedRotation::new("drill"));
+    let reads = store.reads.get();
+    let Stepped::Step(step) = Driver::new(&store)
+        .step_unless_idle::<SignerEngine, _>(
+            KEY,
+            &SignerInput {
+                allow_trust_break: Some("test".into()),
+                ..forced
+            },
+            T0 + Duration::days(1),
+            &mut rng(4),
+        )
+        .unwrap()
+    else {
+        panic!("a forced rotation is never idle");
+    };
+    assert!(step.changed);
+    assert!(store.reads.get() > reads);
+
+    // The rotation's write left a summary of the new document.
+    let now = T0 + Duration::days(2);
+    check_idle_matches_full(&store, now);
+    let Stepped::Idle(after) = idle_or_step(&store, &SignerInput::default(), now) else {
+        panic!("idle after the rotation");
+    };
+    assert_eq!(
+        after.report::<IdleReport>().unwrap().ca_id,
+        step.document.ca.cert.id()
+    );
+
+    // A write by another engine over the same document (a consumer's
+    // acknowledgement) keeps the summary current.
+    let fingerprint = pki_rotate::uptake::bundle_fingerprint(&step.document.bundle);
+    let ack = Driver::new(&store)
+        .step::<UptakeEngine, _>(KEY, &AckInput::new("web-1", fingerprint), now, &mut rng(5))
+        .unwrap();
+    assert!(ack.changed);
+    let (_, revision) = store
+        .get_summary(KEY)
+        .unwrap()
+        .expect("a summary after the ack");
+    assert_eq!(revision, ack.revision);
+    check_idle_matches_full(&store, now + Duration::hours(1));
+
+    // A write without a summary removes it: nothing stale is ever read.
+    let (files, revision) = store.get(KEY).unwrap().unwrap();
+    store.put(KEY, Some(&revision), &files).unwrap();
+    assert!(store.get_summary(KEY).unwrap().is_none());
+    let reads = store.reads.get();
+    assert!(matches!(
+        idle_or_step(&store, &SignerInput::default(), now + Duration::hours(2)),
+        Stepped::Step(_)
+    ));
+    assert!(store.reads.get() > reads);
+}
+
+#[test]
+fn a_memory_store_decides_idle_steps_from_the_summary() {
+    exercise(Counting::new(MemoryStore::new()));
+}
+
+#[test]
+fn a_directory_store_decides_idle_steps_from_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    exercise(Counting::new(FsStore::open_or_create(dir.path()).unwrap()));
+}
+
+/// The promise is the plan's own: at every second sampled inside it, the
+/// plan with nothing asked changes nothing, for documents at many ages
+/// (fresh, with leaves near their refresh, after a rotation with bridges).
+#[test]
+fn nothing_is_due_anywhere_inside_the_promise() {
+    use pki_rotate::Document;
+    let mut documents = vec![signer(20)];
+    let rotated = pki_rotate::signer::plan(
+        &documents[0],
+        &SignerInput::default(),
+        documents[0].rotation_due_at(&documents[0].policy) + Duration::days(1),
+    )
+    .unwrap();
+    let rotated = pki_rotate::signer::apply(&documents[0], rotated, &mut rng(21))
+        .unwrap()
+        .into_document();
+    documents.push(rotated);
+    for doc in &documents {
+        let mut now = doc.ca.cert.not_before();
+        for _ in 0..12 {
+            let Some(idle) = doc.idle(now) else {
+                // Something is due at `now`: no promise is made.
+                let plan = pki_rotate::signer::plan(doc, &SignerInput::default(), now).unwrap();
+                assert!(
+                    !plan.is_empty(),
+                    "no promise at {now} though nothing is due"
+                );
+                now += Duration::days(17);
+                continue;
+            };
+            let span = idle.until - idle.since;
+            for k in 0..=16 {
+                let t = idle.since + span * (k as f64 / 16.0) - Duration::SECOND * (k == 16) as i32;
+                let plan = pki_rotate::signer::plan(doc, &SignerInput::default(), t).unwrap();
+                assert!(
+                    plan.is_empty(),
+                    "something due at {t} inside [{}, {})",
+                    idle.since,
+                    idle.until
+                );
+            }
+            // At the promise's end the plan has something to do or a
+            // later promise to make.
+            now = idle.until;
+        }
+    }
+}
+
+/// A summary of another kind, a damaged one, or one too large to be a
+/// summary is not taken.
+#[test]
+fn only_a_readable_summary_of_the_same_kind_is_taken() {
+    let store = MemoryStore::new();
+    let s = signer(30);
+    let files = pki_rotate::Document::to_files(&s).unwrap();
+    let now = T0 + Duration::hours(1);
+    let mut idle = pki_rotate::Document::idle(&s, T0).unwrap();
+    idle.kind = "ca-set".into();
+    for summary in [
+        idle.to_summary().unwrap(),
+        Summary::new("{not json").unwrap(),
+    ] {
+        let revision = store.get(KEY).unwrap().map(|(_, r)| r);
+        store
+            .put_with_summary(KEY, revision.as_ref(), &files, Some(&summary))
+            .unwrap();
+        assert!(matches!(
+            idle_or_step(&store, &SignerInput::default(), now),
+            Stepped::Step(_)
+        ));
+    }
+    assert!(Summary::new("x".repeat(pki_rotate::store::MAX_SUMMARY_LEN + 1)).is_none());
+}
+
+/// The directory store keeps the summary in a small index per generation:
+/// one an older build wrote without it is read through the document; a
+/// damaged one is not taken; an unsafe one is refused as any unsafe file
+/// of the store; and reading it repairs a missing published link, as
+/// every read of the store does.
+#[test]
+fn a_directory_store_index_is_checked_and_its_absence_is_a_full_step() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open_or_create(dir.path()).unwrap();
+    Driver::new(&store)
+        .create_at::<SignerEngine>(KEY, &signer(40), T0)
+        .unwrap();
+    let now = T0 + Duration::hours(1);
+    let live = dir
+        .path()
+        .join(std::fs::read_link(dir.path().join(".data")).unwrap());
+    let index = live.join(".index.json");
+    let original = std::fs::read(&index).unwrap();
+
+    std::fs::remove_file(dir.path().join("ca-bundle.crt")).unwrap();
+    assert!(store.get_summary(KEY).unwrap().is_some());
+    assert_eq!(
+        std::fs::read_link(dir.path().join("ca-bundle.crt")).unwrap(),
+        std::path::Path::new(".data/ca-bundle.crt")
+    );
+
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = store.get_summary(KEY).unwrap_err();
+    assert!(err.to_string().contains(".index.json"), "{err}");
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    for damaged in [
+        None,
+        Some(&b"{\"format\": 1"[..]),
+        Some(&b"{\"format\": 99, \"published\": [], \"keys\": {}}"[..]),
+    ] {
+        match damaged {
+            None => std::fs::remove_file(&index).unwrap(),
+            Some(bytes) => std::fs::write(&index, bytes).unwrap(),
+        }
+        assert!(store.get_summary(KEY).unwrap().is_none());
+        assert!(matches!(
+            idle_or_step(&store, &SignerInput::default(), now),
+            Stepped::Step(_)
+        ));
+    }
+    std::fs::write(&index, original).unwrap();
+    assert!(matches!(
+        idle_or_step(&store, &SignerInput::default(), now),
+        Stepped::Idle(_)
+    ));
+}
