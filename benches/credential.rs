@@ -19,6 +19,11 @@
 //! its own, the mint's output captured in a flushed file, the capture
 //! directory's lock.
 //!
+//! Each commit of a directory store ends with a flush of its filesystem
+//! (`syncfs` on Linux), whose cost is mostly the disk's and grows with what
+//! other processes wrote to that filesystem meanwhile. The same steps over
+//! a [`MemoryStore`] are timed beside them: pki's work without the disk.
+//!
 //! A rotation and a revocation change the store, so each timed iteration
 //! starts from a store of its own, brought to the state before the step by
 //! the untimed setup (`iter_batched_ref`, one input per iteration): every
@@ -26,12 +31,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use pki_rotate::credential::{
     self, Action, Advance, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy,
     CredentialState, Next, WaitReason,
 };
-use pki_rotate::{CredentialSecret, Driver, FsStore};
+use pki_rotate::{CredentialSecret, Driver, FsStore, MemoryStore, Store};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
@@ -49,21 +55,40 @@ const POLICY: CredentialPolicy = CredentialPolicy {
     grace: Duration::minutes(10),
 };
 
-/// A directory store holding the credential, removed when dropped.
-struct Fixture {
-    _dir: TempDir,
-    store: FsStore,
+/// A store holding the credential, and the directory of a directory
+/// store (removed when dropped).
+struct Fixture<S> {
+    _dir: Option<TempDir>,
+    store: S,
 }
 
-/// A store whose credential was created and first minted at `t0`.
-fn minted_at(t0: OffsetDateTime, rng: &mut ChaCha20Rng) -> Fixture {
+fn fs_store() -> Fixture<FsStore> {
     let dir = tempfile::tempdir().unwrap();
     let store = FsStore::open_or_create(dir.path()).unwrap();
+    Fixture {
+        _dir: Some(dir),
+        store,
+    }
+}
+
+fn memory_store() -> Fixture<MemoryStore> {
+    Fixture {
+        _dir: None,
+        store: MemoryStore::new(),
+    }
+}
+
+/// `empty` with the credential created and first minted at `t0`.
+fn minted_at<S: Store>(
+    empty: fn() -> Fixture<S>,
+    t0: OffsetDateTime,
+    rng: &mut ChaCha20Rng,
+) -> Fixture<S> {
+    let fixture = empty();
     let doc = CredentialState::new(NAME, POLICY, None).unwrap();
-    Driver::new(&store)
+    Driver::new(&fixture.store)
         .create::<CredentialEngine>(&credential::key(NAME), &doc)
         .unwrap();
-    let fixture = Fixture { _dir: dir, store };
     reconcile(&fixture, t0, rng);
     fixture
 }
@@ -72,7 +97,11 @@ fn minted_at(t0: OffsetDateTime, rng: &mut ChaCha20Rng) -> Fixture {
 /// hooks: advance, run the action and report its result, until a wait.
 /// Returns the last advance (its action is the wait) and how many commits
 /// the reconcile made.
-fn reconcile(fixture: &Fixture, now: OffsetDateTime, rng: &mut ChaCha20Rng) -> (Advance, u32) {
+fn reconcile<S: Store>(
+    fixture: &Fixture<S>,
+    now: OffsetDateTime,
+    rng: &mut ChaCha20Rng,
+) -> (Advance, u32) {
     let driver = Driver::new(&fixture.store);
     let options = AdvanceOptions {
         owner: Some(OWNER),
@@ -125,17 +154,20 @@ fn check(done: &(Advance, u32), commits: u32, reason: WaitReason) {
     }
 }
 
-fn bench(c: &mut Criterion) {
+/// The three steps over the stores `empty` makes, named after `store`.
+fn steps<S: Store>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    store: &str,
+    empty: fn() -> Fixture<S>,
+) {
     let t0 = datetime!(2026-01-01 00:00 UTC);
     let expired = t0 + POLICY.expire;
     let grace_over = expired + POLICY.grace;
     let mut rng = ChaCha20Rng::seed_from_u64(1);
 
-    let mut group = c.benchmark_group("credential step");
-    group.sample_size(20);
-    group.bench_function("rotation with mint over FsStore", |b| {
+    group.bench_function(format!("rotation with mint over {store}"), |b| {
         b.iter_batched_ref(
-            || minted_at(t0, &mut ChaCha20Rng::seed_from_u64(2)),
+            || minted_at(empty, t0, &mut ChaCha20Rng::seed_from_u64(2)),
             |fixture| {
                 let done = reconcile(fixture, expired, &mut rng);
                 check(&done, 3, WaitReason::Grace);
@@ -144,11 +176,11 @@ fn bench(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
-    group.bench_function("revoke after grace over FsStore", |b| {
+    group.bench_function(format!("revoke after grace over {store}"), |b| {
         b.iter_batched_ref(
             || {
                 let mut rng = ChaCha20Rng::seed_from_u64(3);
-                let fixture = minted_at(t0, &mut rng);
+                let fixture = minted_at(empty, t0, &mut rng);
                 reconcile(&fixture, expired, &mut rng);
                 fixture
             },
@@ -162,18 +194,26 @@ fn bench(c: &mut Criterion) {
         )
     });
     // Nothing changes the store here: one store serves every iteration,
-    // and each still loads and checks the document from disk.
-    let fixture = minted_at(t0, &mut rng);
+    // and each still loads and checks the document (from disk for a
+    // directory store).
+    let fixture = minted_at(empty, t0, &mut rng);
     reconcile(&fixture, expired, &mut rng);
     reconcile(&fixture, grace_over, &mut rng);
     let quiet = grace_over + Duration::days(1);
-    group.bench_function("nothing due over FsStore", |b| {
+    group.bench_function(format!("nothing due over {store}"), |b| {
         b.iter(|| {
             let done = reconcile(&fixture, quiet, &mut rng);
             check(&done, 0, WaitReason::Expiry);
             black_box(done)
         })
     });
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("credential step");
+    group.sample_size(20);
+    steps(&mut group, "FsStore", fs_store);
+    steps(&mut group, "MemoryStore", memory_store);
     group.finish();
 }
 
