@@ -66,6 +66,11 @@
 //! start with a dot because no store key has such a segment: no document's
 //! keys can fall under another's.
 //!
+//! A head may also carry the document's summary (`"summary": "<json>"`, a
+//! few hundred bytes, see [`pki_rotate::Summary`]), written by the same
+//! commit: a step with nothing to do (`pki rotate`, a controller's periodic
+//! step) reads the head alone, whatever the document's size.
+//!
 //! A reader (`get`, and `pki export`) reads the head, notes the header
 //! revision of that answer, reads the generation's entries and the blobs
 //! at that revision (one snapshot, whatever commits happen meanwhile),

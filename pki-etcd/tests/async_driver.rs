@@ -101,3 +101,76 @@ async fn replicas_racing_as_tasks_rotate_once() {
     assert_eq!(doc.history.len(), 1, "{:?}", doc.history);
     assert!(doc.history[0].satisfied("key ceremony"));
 }
+
+/// A controller's step with nothing to do reads the document's head alone:
+/// its summary says nothing is due, and the step says what the full step
+/// says. Every write keeps the summary current; a write without one (an
+/// older build's) makes the next step a full one.
+#[tokio::test(flavor = "current_thread")]
+async fn a_step_with_nothing_due_reads_the_head_alone() {
+    use pki_rotate::{AsyncStore, Stepped};
+    use std::sync::{Arc, Mutex};
+    let etcd = Etcd::start();
+    let mut store = store(&etcd, "idle").await;
+    let reads = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = reads.clone();
+    store.set_read_hook(Some(Box::new(move |what| {
+        seen.lock().unwrap().push(what.to_string());
+        Ok(())
+    })));
+    let driver = AsyncDriver::new(store);
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    for i in 0..20 {
+        s.request_leaf(
+            &format!("svc{i}"),
+            LeafRequest::server(vec![format!("svc{i}.ns")]),
+        )
+        .unwrap();
+    }
+    driver.create_at::<SignerEngine>(KEY, &s, T0).await.unwrap();
+    let now = T0 + Duration::hours(1);
+    // The leaves are requested but not issued yet: something is due.
+    let Stepped::Step(issued) = driver
+        .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(2))
+        .await
+        .unwrap()
+    else {
+        panic!("the requested leaves are due");
+    };
+    assert!(issued.changed);
+
+    for later in [now + Duration::minutes(1), now + Duration::days(40)] {
+        reads.lock().unwrap().clear();
+        let Stepped::Idle(idle) = driver
+            .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), later, &mut rng(3))
+            .await
+            .unwrap()
+        else {
+            panic!("nothing is due at {later}");
+        };
+        assert_eq!(*reads.lock().unwrap(), ["read head"]);
+        let full = driver
+            .step::<SignerEngine, _>(KEY, &SignerInput::default(), later, &mut rng(4))
+            .await
+            .unwrap();
+        assert!(!full.changed);
+        assert_eq!(idle.next_wake, full.next_wake);
+        assert_eq!(idle.revision, full.revision);
+        assert_eq!(idle.revision, issued.revision);
+        let report: pki_rotate::signer::IdleReport = idle.report().unwrap();
+        assert_eq!(report.ca_id, full.document.ca.cert.id());
+    }
+
+    // A write without a summary: the next step reads the document.
+    let (files, revision) = driver.store().get(KEY).await.unwrap().unwrap();
+    AsyncStore::put(driver.store(), KEY, Some(&revision), &files)
+        .await
+        .unwrap();
+    assert!(matches!(
+        driver
+            .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(5))
+            .await
+            .unwrap(),
+        Stepped::Step(_)
+    ));
+}

@@ -433,6 +433,24 @@ impl<S: AsyncStore> AsyncDriver<S> {
         )
     }
 
+    /// [`Driver::create_at`], awaiting the store.
+    pub async fn create_at<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        doc: &E::Document,
+        now: OffsetDateTime,
+    ) -> Result<Revision> {
+        let key = key.key();
+        let files = doc.to_files()?;
+        let summary = summary_of(doc, now);
+        created(
+            describe(&self.store.location(), key),
+            self.store
+                .put_with_summary(key, None, &files, summary.as_ref())
+                .await,
+        )
+    }
+
     /// [`Driver::step`], awaiting the store instead of blocking on it. The
     /// engine runs between two awaits and holds no borrow of the RNG across
     /// them, so a controller passes its own RNG (the OS's in production).
