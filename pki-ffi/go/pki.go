@@ -397,6 +397,10 @@ type Step struct {
 	Signer *Signer
 	// Action is what the embedder does next, for a credential advance.
 	Action *CredAction
+	// Idle reports a step decided from the summary the store keeps with
+	// the document (Store.StepUnlessIdle): nothing was due, no document was
+	// read, and Status and Signer are empty.
+	Idle bool
 }
 
 // Close frees the step's signer, if any.
@@ -415,6 +419,7 @@ func takeStep(out *C.pki_step) (*Step, error) {
 		Revision: string(goBytes(C.pki_step_revision(out))),
 		Attempts: int(C.pki_step_attempts(out)),
 		Status:   json.RawMessage(goBytes(C.pki_step_status_json(out))),
+		Idle:     bool(C.pki_step_idle(out)),
 	}
 	n := int(C.pki_step_events_len(out))
 	for i := 0; i < n; i++ {

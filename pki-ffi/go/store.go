@@ -490,3 +490,14 @@ func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerI
 	}
 	return s.step(ctx, signerStep, key, req, now)
 }
+
+// StepUnlessIdle is the periodic step (Step with a nil input), decided
+// from the summary a directory or etcd store keeps with the document when
+// that says nothing is due at now: only the store's head or index is read,
+// so a controller stepping every few seconds pays the same whatever the
+// number of leaves. Such a step has Idle set, no events, and no Status or
+// Signer; otherwise it is Step's. Every write keeps the summary current,
+// and a store that keeps none (Secrets) always takes the full step.
+func (s *Store) StepUnlessIdle(ctx context.Context, key string, now time.Time) (*Step, error) {
+	return s.step(ctx, signerStep, key, map[string]bool{"unless_idle": true}, now)
+}

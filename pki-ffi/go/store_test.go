@@ -522,3 +522,46 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 		t.Fatalf("URL without a prefix: %v", err)
 	}
 }
+
+// A controller's periodic step through StepUnlessIdle reads the summary a
+// directory store keeps with the document while nothing is due, says
+// what the full step says, and steps fully once something is due; a
+// Secret backend keeps no summary, so its steps are always full.
+func TestStepUnlessIdleDecidesFromTheSummaryWhileNothingIsDue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	store := must(pki.OpenDirStore(ctx, dir))
+	defer store.Close()
+	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
+	defer signer.Close()
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	issued := step(t, store, t0, &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: "web", Request: serverRequest}}})
+
+	for _, now := range []time.Time{t0.Add(time.Hour), issued.NextWake.Add(-time.Second)} {
+		idle := must(store.StepUnlessIdle(ctx, pki.DefaultKey, now))
+		if !idle.Idle || idle.Changed || len(idle.Events) != 0 || idle.Signer != nil || len(idle.Status) != 0 {
+			t.Fatalf("at %s: %+v", now, idle)
+		}
+		full := step(t, store, now, nil)
+		if full.Idle || full.Changed || full.Signer == nil {
+			t.Fatalf("full step at %s: %+v", now, full)
+		}
+		if !idle.NextWake.Equal(full.NextWake) || idle.Revision != full.Revision {
+			t.Fatalf("at %s: idle says %s at %s, the full step %s at %s", now, idle.NextWake, idle.Revision, full.NextWake, full.Revision)
+		}
+	}
+	due := must(store.StepUnlessIdle(ctx, pki.DefaultKey, issued.NextWake))
+	if due.Idle || !due.Changed || due.Signer == nil {
+		t.Fatalf("the leaf is due at %s: %+v", issued.NextWake, due)
+	}
+	defer due.Signer.Close()
+
+	secrets := must(pki.NewSecretStore(newFakeSecrets()))
+	defer secrets.Close()
+	must(secrets.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	if st := must(secrets.StepUnlessIdle(ctx, pki.DefaultKey, t0.Add(time.Hour))); st.Idle || st.Signer == nil {
+		t.Fatalf("a Secret backend keeps no summary: %+v", st)
+	}
+	if _, err := store.Step(ctx, pki.DefaultKey, t0, nil); err != nil {
+		t.Fatal(err)
+	}
+}

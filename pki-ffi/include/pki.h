@@ -1953,6 +1953,13 @@ pki_result pki_signer_create(const struct pki_store *store,
  * - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
  *   certificate for the current CA on its own key and Subject
  *   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
+ * - `"unless_idle": true` (alone): the periodic step, decided from the
+ *   summary a directory or etcd store keeps with the document when it says
+ *   nothing is due at `now` (what `pki rotate` does): the store's head or
+ *   index is read, not the document, so the step costs the same whatever
+ *   the number of leaves. Such a step has `pki_step_idle` true, no events,
+ *   an empty status and no signer (`pki_step_signer` is
+ *   `PKI_RESULT_NOT_FOUND`); otherwise it is the periodic step;
  * - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
  *   the consumer loaded the bundle of that fingerprint (hex, as
  *   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
@@ -2298,6 +2305,18 @@ struct pki_bytes pki_step_revision(const struct pki_step *step);
  * `step` must be NULL or a live `pki_step`.
  */
 uint32_t pki_step_attempts(const struct pki_step *step);
+
+/**
+ * Whether the step was decided from the summary the store keeps with the
+ * document (`pki_signer_step` with `"unless_idle": true`): nothing was
+ * due, no document was read, and the step has no status and no signer.
+ * NULL gives false.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+bool pki_step_idle(const struct pki_step *step);
 
 /**
  * The status of the document now in the store at the step's `now`, as

@@ -16,7 +16,7 @@ use pki_core::{Certificate, LineageRule};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     AckInput, Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, UptakeEngine,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, Stepped, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -120,9 +120,29 @@ fn step(
         Failure::invalid(format!(
             "parameter `input`: `{what}` is a request of its own: give it without `policy`, \
              `forced`, `allow_trust_break`, `leaves` or another of `rotate_to`, \
-             `renew_same_key` and `ack`"
+             `renew_same_key`, `ack` and `unless_idle`"
         ))
     };
+    if input.unless_idle {
+        if input.has_signer_fields()
+            || input.renew_same_key
+            || input.rotate_to.is_some()
+            || input.ack.is_some()
+        {
+            return Err(alone("unless_idle"));
+        }
+        return Ok(
+            match driver.step_unless_idle::<SignerEngine, _>(
+                key,
+                &SignerInput::default(),
+                now,
+                rng,
+            )? {
+                Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
+                Stepped::Step(step) => signer_step(step, now),
+            },
+        );
+    }
     if let Some(ack) = &input.ack {
         if input.has_signer_fields() || input.renew_same_key || input.rotate_to.is_some() {
             return Err(alone("ack"));
@@ -279,6 +299,13 @@ pub unsafe extern "C" fn pki_signer_create(
 /// - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
 ///   certificate for the current CA on its own key and Subject
 ///   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
+/// - `"unless_idle": true` (alone): the periodic step, decided from the
+///   summary a directory or etcd store keeps with the document when it says
+///   nothing is due at `now` (what `pki rotate` does): the store's head or
+///   index is read, not the document, so the step costs the same whatever
+///   the number of leaves. Such a step has `pki_step_idle` true, no events,
+///   an empty status and no signer (`pki_step_signer` is
+///   `PKI_RESULT_NOT_FOUND`); otherwise it is the periodic step;
 /// - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
 ///   the consumer loaded the bundle of that fingerprint (hex, as
 ///   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else

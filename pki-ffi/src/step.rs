@@ -68,6 +68,8 @@ pub struct pki_step {
     status: CText,
     signer: Option<SignerState>,
     action: Option<ActionEntry>,
+    /// Decided from the store's summary: no document was read.
+    idle: bool,
 }
 
 impl pki_step {
@@ -90,6 +92,7 @@ impl pki_step {
             status: CText::new(status),
             signer: None,
             action: None,
+            idle: false,
         }
     }
 
@@ -110,6 +113,14 @@ impl pki_step {
             &status,
         );
         (out, step.document)
+    }
+
+    /// A step decided from the store's summary of the document: nothing
+    /// was due, nothing was read or written, and there is no status.
+    pub(crate) fn idle(idle: &pki_rotate::IdleStep) -> Self {
+        let mut step = pki_step::new(false, idle.next_wake, 1, &idle.revision, Vec::new(), "");
+        step.idle = true;
+        step
     }
 
     /// The step holds the signer document now in the store.
@@ -184,6 +195,20 @@ pub unsafe extern "C" fn pki_step_revision(step: *const pki_step) -> pki_bytes {
 pub unsafe extern "C" fn pki_step_attempts(step: *const pki_step) -> u32 {
     // SAFETY: NULL or a live handle (contract).
     unsafe { getter(step, 0, |s| s.attempts) }
+}
+
+/// Whether the step was decided from the summary the store keeps with the
+/// document (`pki_signer_step` with `"unless_idle": true`): nothing was
+/// due, no document was read, and the step has no status and no signer.
+/// NULL gives false.
+///
+/// # Safety
+///
+/// `step` must be NULL or a live `pki_step`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_step_idle(step: *const pki_step) -> bool {
+    // SAFETY: NULL or a live handle (contract).
+    unsafe { getter(step, false, |s| s.idle) }
 }
 
 /// The status of the document now in the store at the step's `now`, as

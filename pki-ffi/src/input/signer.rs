@@ -192,6 +192,10 @@ pub(crate) struct SignerStepIn {
     #[serde(default)]
     pub(crate) renew_same_key: bool,
     pub(crate) ack: Option<AckIn>,
+    /// The periodic step, decided from the store's summary of the document
+    /// when that says nothing is due (no document read, no status).
+    #[serde(default)]
+    pub(crate) unless_idle: bool,
 }
 
 /// `pki_signer_step`'s `ack`: a consumer loaded a published bundle.
