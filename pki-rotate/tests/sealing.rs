@@ -180,3 +180,50 @@ fn secret_data_holds_no_private_key_or_credential_in_clear() {
         .to_string();
     assert!(err.contains("does not open"), "{err}");
 }
+
+/// A sealed store keeps the inner store's summary (ids and dates, nothing
+/// private): an idle step needs no store key, and any write through the
+/// sealed store leaves a current summary; the document itself still opens
+/// only with the key.
+#[test]
+fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_no_key() {
+    use pki_rotate::{FsStore, Stepped, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let key = StoreKey::generate(&mut ChaCha20Rng::seed_from_u64(11));
+    let t0 = datetime!(2026-01-01 00:00 UTC);
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let sealed = SealedStore::new(
+        FsStore::open_or_create(dir.path()).unwrap(),
+        SealingKeys::single(key),
+        ChaCha20Rng::seed_from_u64(13),
+        true,
+    );
+    let state = SignerState::new("service-ca", SignerPolicy::default(), t0, &mut rng).unwrap();
+    Driver::new(&sealed)
+        .create_at::<SignerEngine>("signer", &state, t0)
+        .unwrap();
+    let web = SignerInput::request("web", LeafRequest::server(vec!["web.ns".into()]));
+    let issued = Driver::new(&sealed)
+        .step::<SignerEngine, _>("signer", &web, t0, &mut rng)
+        .unwrap();
+    let (_, revision) = sealed.get_summary("signer").unwrap().unwrap();
+    assert_eq!(revision, issued.revision);
+
+    let plain = FsStore::open(dir.path()).unwrap();
+    let now = t0 + Duration::days(1);
+    let Stepped::Idle(idle) = Driver::new(&plain)
+        .step_unless_idle::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
+        .unwrap()
+    else {
+        panic!("nothing is due a day later");
+    };
+    assert_eq!(idle.next_wake, issued.next_wake);
+    let full = Driver::new(&sealed)
+        .step::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
+        .unwrap();
+    assert_eq!(full.next_wake, idle.next_wake);
+    assert!(
+        Driver::new(&plain).load::<SignerEngine>("signer").is_err(),
+        "the document opens only with the key"
+    );
+}
