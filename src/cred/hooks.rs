@@ -45,8 +45,24 @@ use std::time::{Duration, Instant};
 /// keeps the caller's umask), so it is 0600 like the other capture files.
 const WRAPPER: &str = r#"sh -c "$1"; rc=$?; (umask 077; printf '%s\n' "$rc" > "$2"); exit "$rc""#;
 
-/// How often a wait checks on a hook.
+/// How often a wait checks on a hook, at most.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The pauses between checks on a hook: 1 ms at first, doubling up to
+/// [`POLL`], so a hook that is done at once (most are) is seen at once,
+/// and one that runs for seconds costs few wake-ups.
+struct Pauses(Duration);
+
+impl Pauses {
+    fn new() -> Self {
+        Pauses(Duration::from_millis(1))
+    }
+
+    fn sleep(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(POLL);
+    }
+}
 
 /// How much of the end of a hook's stderr is read for its failure message.
 const STDERR_TAIL: u64 = 4096;
@@ -314,6 +330,7 @@ fn wait_mint(
     cap: u64,
 ) -> Ended {
     let deadline = Instant::now() + timeout;
+    let mut pauses = Pauses::new();
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ended::Exited(status),
@@ -329,7 +346,7 @@ fn wait_mint(
         } else if Instant::now() >= deadline {
             (KILLED_TIMEOUT, Ended::TimedOut)
         } else {
-            std::thread::sleep(POLL);
+            pauses.sleep();
             continue;
         };
         let _ = fs::write(attempt.path("status"), format!("{why}\n"));
@@ -540,10 +557,11 @@ pub fn revoke(
 /// and returns None.
 fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
+    let mut pauses = Pauses::new();
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            Ok(None) if Instant::now() < deadline => pauses.sleep(),
             _ => {
                 kill_group(child.id());
                 let _ = child.wait();
