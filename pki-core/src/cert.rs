@@ -2,6 +2,10 @@
 
 mod layout;
 mod pre1970;
+mod shallow;
+use shallow::RawExtension;
+
+pub use shallow::{check_against_x509_cert, reads_without_x509_cert};
 
 use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
@@ -174,22 +178,32 @@ const READ: [(ObjectIdentifier, &str); 6] = [
     (SubjectAltName::OID, "subjectAltName"),
 ];
 
-fn read_extensions(tbs: &x509_cert::TbsCertificate) -> Result<Read> {
-    let extensions = tbs.extensions().map(|e| e.as_slice()).unwrap_or_default();
+/// Reads the extensions pki reads from `extensions` (called twice: once
+/// to refuse repeats, once to decode).
+fn read_extensions<'a, I>(extensions: impl Fn() -> I) -> Result<Read>
+where
+    I: Iterator<Item = RawExtension<'a>>,
+{
     // A repeated extension is refused before any is decoded: which copy
     // would count is exactly what an attacker would like to choose. The
-    // scan stops at the first repeat, so it is linear.
-    for (i, ext) in extensions.iter().enumerate() {
-        if let Some((_, extension)) = READ.iter().find(|(oid, _)| *oid == ext.extn_id)
-            && extensions[..i].iter().any(|e| e.extn_id == ext.extn_id)
-        {
-            return Err(Error::DuplicateExtension { extension });
+    // first extension seen twice is the one named.
+    let mut seen = 0u8;
+    for (oid, _, _) in extensions() {
+        if let Some(i) = READ.iter().position(|(read, _)| read.as_bytes() == oid) {
+            if seen & (1 << i) != 0 {
+                return Err(Error::DuplicateExtension {
+                    extension: READ[i].1,
+                });
+            }
+            seen |= 1 << i;
         }
     }
     let mut read = Read::default();
-    for ext in extensions {
-        let value = ext.extn_value.as_bytes();
-        match ext.extn_id {
+    for (extn_id, critical, value) in extensions() {
+        let Some((oid, _)) = READ.iter().find(|(read, _)| read.as_bytes() == extn_id) else {
+            continue;
+        };
+        match *oid {
             SubjectKeyIdentifier::OID => {
                 let name = "subjectKeyIdentifier";
                 let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
@@ -211,7 +225,7 @@ fn read_extensions(tbs: &x509_cert::TbsCertificate) -> Result<Read> {
                 let info = BasicConstraintsInfo {
                     ca: b.ca,
                     path_len: b.path_len_constraint,
-                    critical: ext.critical,
+                    critical,
                 };
                 once(&mut read.basic_constraints, name, info)?;
             }
@@ -246,8 +260,25 @@ impl Certificate {
 
     /// [`Certificate::from_der`] without copying the buffer.
     pub(crate) fn from_der_vec(der: Vec<u8>) -> Result<Self> {
-        match x509_cert::Certificate::from_der(&der) {
-            Ok(inner) => Self::from_parsed(der, inner, None),
+        // The usual certificate is read without x509-cert's tree (see
+        // `shallow`); x509-cert decides about every other.
+        if let Some(shallow) = shallow::decode(&der) {
+            let read = read_extensions(|| shallow.extensions())?;
+            let (layout, not_before, not_after) = (
+                shallow.layout.clone(),
+                shallow.not_before,
+                shallow.not_after,
+            );
+            return Ok(Self::from_fields(
+                der,
+                layout,
+                (not_before, not_after),
+                None,
+                read,
+            ));
+        }
+        let decoded = match x509_cert::Certificate::from_der(&der) {
+            Ok(inner) => (inner, None),
             Err(source) => {
                 // `der` 0.8 holds no time before 1970: a notBefore of 1950
                 // to 1969 is read here and decoded through a stand-in.
@@ -256,31 +287,18 @@ impl Certificate {
                 };
                 let inner = x509_cert::Certificate::from_der(&decodable)
                     .map_err(|_| Error::CertificateDecode { source })?;
-                Self::from_parsed(der, inner, Some((decodable.into(), not_before)))
+                (inner, Some((decodable.into(), not_before)))
             }
-        }
-    }
-
-    pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
-        // Parsed from its encoding like any other certificate, so that what
-        // pki made is known to decode again (see `Certificate::x509`).
-        Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
-    }
-
-    /// `pre1970`: the DER decoded in place of `der` and the real notBefore,
-    /// when `der` itself cannot be decoded for a notBefore before 1970.
-    fn from_parsed(
-        der: Vec<u8>,
-        inner: x509_cert::Certificate,
-        pre1970: Option<(Box<[u8]>, OffsetDateTime)>,
-    ) -> Result<Self> {
-        // x509-cert decoded (or encoded) this DER, so the walk cannot fail;
-        // if it did, the certificate would be refused, not misread.
-        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
-            source: der::ErrorKind::Failed.into(),
-        })?;
+        };
+        let (inner, pre1970) = decoded;
         let tbs = inner.tbs_certificate();
-        let read = read_extensions(tbs)?;
+        let read = read_extensions(|| {
+            tbs.extensions()
+                .map(|e| e.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| (e.extn_id.as_bytes(), e.critical, e.extn_value.as_bytes()))
+        })?;
         // The one place that reads the tree's validity (clippy.toml).
         #[allow(clippy::disallowed_methods)]
         let validity = tbs.validity();
@@ -289,7 +307,36 @@ impl Certificate {
             None => (None, crate::datetime::from_x509(&validity.not_before)),
         };
         let not_after = crate::datetime::from_x509(&validity.not_after);
-        Ok(Certificate(Arc::new(Parsed {
+        // x509-cert decoded this DER, so the walk cannot fail; if it did,
+        // the certificate would be refused, not misread.
+        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
+            source: der::ErrorKind::Failed.into(),
+        })?;
+        Ok(Self::from_fields(
+            der,
+            layout,
+            (not_before, not_after),
+            decodable,
+            read,
+        ))
+    }
+
+    pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
+        // Parsed from its encoding like any other certificate, so that what
+        // pki made is known to decode again (see `Certificate::x509`).
+        Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
+    }
+
+    /// `decodable`: what x509-cert decodes in place of `der`, when `der`
+    /// itself cannot be decoded for a notBefore before 1970.
+    fn from_fields(
+        der: Vec<u8>,
+        layout: Layout,
+        (not_before, not_after): (OffsetDateTime, OffsetDateTime),
+        decodable: Option<Box<[u8]>>,
+        read: Read,
+    ) -> Self {
+        Certificate(Arc::new(Parsed {
             not_before,
             not_after,
             validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
@@ -312,7 +359,7 @@ impl Certificate {
                 san
             }),
             memo: Memo::default(),
-        })))
+        }))
     }
 
     /// Parses exactly one `CERTIFICATE` PEM block (other text is ignored).
