@@ -1,16 +1,17 @@
 //! Parsed X.509 certificates that keep their original DER.
 
+mod extensions;
 mod layout;
 mod pre1970;
 mod shallow;
-use shallow::RawExtension;
+
+use extensions::{AuthorityKeyId, Held, Read};
 
 pub use shallow::{check_against_x509_cert, reads_without_x509_cert};
 
 use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
 use crate::pem;
-use der::oid::AssociatedOid;
 use der::{Decode, Encode};
 pub(crate) use layout::Layout;
 use sha2::{Digest, Sha256};
@@ -19,10 +20,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use time::OffsetDateTime;
 use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::{
-    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, NameConstraints,
-    SubjectAltName, SubjectKeyIdentifier,
-};
+use x509_cert::ext::pkix::{KeyUsage, NameConstraints, SubjectAltName};
 use x509_cert::name::Name;
 use x509_cert::spki::SubjectPublicKeyInfoOwned;
 
@@ -47,6 +45,12 @@ pub struct BasicConstraintsInfo {
     pub critical: bool,
 }
 
+/// NotBefore or NotAfter from the Unix seconds kept (read from a valid
+/// X.509 time, so within `OffsetDateTime`'s range).
+fn from_unix(seconds: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
 /// An X.509 certificate: its exact DER plus the fields and extensions pki
 /// reads, decoded once when the certificate is parsed. The whole decoded
 /// structure ([`Certificate::x509`]) is decoded again on first use and
@@ -64,52 +68,58 @@ pub struct Certificate(Arc<Parsed>);
 struct Parsed {
     // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
     der: Vec<u8>,
-    /// What `x509-cert` decodes instead of `der` when the notBefore is a
-    /// UTCTime of 1950 to 1969 (see `pre1970`); None for every other
-    /// certificate.
-    decodable: Option<Box<[u8]>>,
-    /// The decoded structure, once asked for (boxed: held inline, even
-    /// empty, it would be most of this struct).
-    tree: OnceLock<Box<x509_cert::Certificate>>,
     layout: Layout,
-    not_before: OffsetDateTime,
-    not_after: OffsetDateTime,
-    /// The same two times as Unix seconds: cheap to compare and subtract
-    /// for a check that runs over thousands of certificates.
+    /// NotBefore and NotAfter as Unix seconds (certificate times are whole
+    /// seconds): cheap to compare and subtract for a check that runs over
+    /// thousands of certificates, and half the room of two
+    /// `OffsetDateTime`s.
     validity_unix: (i64, i64),
-    ski: Option<Box<[u8]>>,
-    aki: Option<AuthorityKeyId>,
     basic_constraints: Option<BasicConstraintsInfo>,
     key_usage: Option<KeyUsage>,
+    ski: Option<Held>,
+    aki: Option<AuthorityKeyId>,
     eku: Option<Vec<ObjectIdentifier>>,
-    san: Vec<GeneralName>,
+    /// The subjectAltName value (checked when parsed).
+    san: Option<Held>,
     memo: Memo,
-}
-
-/// The authorityKeyIdentifier extension, as pki uses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AuthorityKeyId {
-    /// keyIdentifier.
-    pub(crate) key_id: Option<Box<[u8]>>,
-    /// Whether authorityCertIssuer or authorityCertSerialNumber is present.
-    pub(crate) has_issuer_and_serial: bool,
 }
 
 /// Values derived from a certificate on first use, shared by its clones.
 #[derive(Default)]
 pub(crate) struct Memo {
-    fingerprint: OnceLock<[u8; 32]>,
-    spki_sha256: OnceLock<[u8; 32]>,
-    subject: OnceLock<CanonicalName>,
-    issuer: OnceLock<CanonicalName>,
-    /// Whether the certificate's signature verifies with its own key.
-    pub(crate) self_signed: OnceLock<bool>,
     /// The SHA-256 of the SubjectPublicKeyInfo that verified the
     /// certificate's signature, once one has (a signature verifies with
     /// one key only).
     pub(crate) verified_by: OnceLock<[u8; 32]>,
+    /// Whether the certificate's signature verifies with its own key.
+    pub(crate) self_signed: OnceLock<bool>,
+    /// The rest, made on first use: most leaves a store holds never need
+    /// any of it, and held inline it would be a third of a certificate.
+    more: OnceLock<Box<MoreMemo>>,
+}
+
+#[derive(Default)]
+pub(crate) struct MoreMemo {
+    /// What `x509-cert` decodes instead of `der` when the notBefore is a
+    /// UTCTime of 1950 to 1969 (see `pre1970`; set when parsed); None for
+    /// every other certificate.
+    decodable: Option<Box<[u8]>>,
+    /// The decoded structure, once asked for.
+    tree: OnceLock<Box<x509_cert::Certificate>>,
+    fingerprint: OnceLock<[u8; 32]>,
+    spki_sha256: OnceLock<[u8; 32]>,
+    subject: OnceLock<CanonicalName>,
+    issuer: OnceLock<CanonicalName>,
+    /// The subjectAltName entries as x509-cert's values.
+    san: OnceLock<Vec<GeneralName>>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
+}
+
+impl Memo {
+    pub(crate) fn more(&self) -> &MoreMemo {
+        self.more.get_or_init(Box::default)
+    }
 }
 
 impl PartialEq for Certificate {
@@ -144,112 +154,6 @@ fn decode_again(der: &[u8]) -> x509_cert::Certificate {
     x509_cert::Certificate::from_der(der).expect("a parsed certificate decodes again")
 }
 
-fn ext_err(extension: &'static str, source: der::Error) -> Error {
-    Error::MalformedExtension { extension, source }
-}
-
-/// The extensions pki reads, decoded in one pass over the extension list.
-#[derive(Default)]
-struct Read {
-    ski: Option<Box<[u8]>>,
-    aki: Option<AuthorityKeyId>,
-    basic_constraints: Option<BasicConstraintsInfo>,
-    key_usage: Option<KeyUsage>,
-    eku: Option<Vec<ObjectIdentifier>>,
-    san: Option<Vec<GeneralName>>,
-}
-
-/// Stores `value` in `slot`, refusing a second occurrence of the extension.
-fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()> {
-    if slot.is_some() {
-        return Err(Error::DuplicateExtension { extension });
-    }
-    *slot = Some(value);
-    Ok(())
-}
-
-/// The extensions pki reads, by OID.
-const READ: [(ObjectIdentifier, &str); 6] = [
-    (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
-    (AuthorityKeyIdentifier::OID, "authorityKeyIdentifier"),
-    (BasicConstraints::OID, "basicConstraints"),
-    (KeyUsage::OID, "keyUsage"),
-    (ExtendedKeyUsage::OID, "extendedKeyUsage"),
-    (SubjectAltName::OID, "subjectAltName"),
-];
-
-/// Reads the extensions pki reads from `extensions` (called twice: once
-/// to refuse repeats, once to decode).
-fn read_extensions<'a, I>(extensions: impl Fn() -> I) -> Result<Read>
-where
-    I: Iterator<Item = RawExtension<'a>>,
-{
-    // A repeated extension is refused before any is decoded: which copy
-    // would count is exactly what an attacker would like to choose. The
-    // first extension seen twice is the one named.
-    let mut seen = 0u8;
-    for (oid, _, _) in extensions() {
-        if let Some(i) = READ.iter().position(|(read, _)| read.as_bytes() == oid) {
-            if seen & (1 << i) != 0 {
-                return Err(Error::DuplicateExtension {
-                    extension: READ[i].1,
-                });
-            }
-            seen |= 1 << i;
-        }
-    }
-    let mut read = Read::default();
-    for (extn_id, critical, value) in extensions() {
-        let Some((oid, _)) = READ.iter().find(|(read, _)| read.as_bytes() == extn_id) else {
-            continue;
-        };
-        match *oid {
-            SubjectKeyIdentifier::OID => {
-                let name = "subjectKeyIdentifier";
-                let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.ski, name, ski.0.as_bytes().into())?;
-            }
-            AuthorityKeyIdentifier::OID => {
-                let name = "authorityKeyIdentifier";
-                let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                let aki = AuthorityKeyId {
-                    key_id: aki.key_identifier.map(|k| k.as_bytes().into()),
-                    has_issuer_and_serial: aki.authority_cert_issuer.is_some()
-                        || aki.authority_cert_serial_number.is_some(),
-                };
-                once(&mut read.aki, name, aki)?;
-            }
-            BasicConstraints::OID => {
-                let name = "basicConstraints";
-                let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
-                let info = BasicConstraintsInfo {
-                    ca: b.ca,
-                    path_len: b.path_len_constraint,
-                    critical,
-                };
-                once(&mut read.basic_constraints, name, info)?;
-            }
-            KeyUsage::OID => {
-                let name = "keyUsage";
-                let k = KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.key_usage, name, k)?;
-            }
-            ExtendedKeyUsage::OID => {
-                let name = "extendedKeyUsage";
-                let e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.eku, name, e.0)?;
-            }
-            SubjectAltName::OID => {
-                let name = "subjectAltName";
-                let s = SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.san, name, s.0)?;
-            }
-            _ => {}
-        }
-    }
-    Ok(read)
-}
-
 impl Certificate {
     /// Parses a DER certificate. Malformed extensions that pki reads (SKI,
     /// AKI, basic constraints, key usage, EKU, SAN) are errors here, so the
@@ -263,7 +167,7 @@ impl Certificate {
         // The usual certificate is read without x509-cert's tree (see
         // `shallow`); x509-cert decides about every other.
         if let Some(shallow) = shallow::decode(&der) {
-            let read = read_extensions(|| shallow.extensions())?;
+            let read = extensions::read(&der, || shallow.extensions())?;
             let (layout, not_before, not_after) = (
                 shallow.layout.clone(),
                 shallow.not_before,
@@ -292,7 +196,7 @@ impl Certificate {
         };
         let (inner, pre1970) = decoded;
         let tbs = inner.tbs_certificate();
-        let read = read_extensions(|| {
+        let read = extensions::read(&der, || {
             tbs.extensions()
                 .map(|e| e.as_slice())
                 .unwrap_or_default()
@@ -336,29 +240,24 @@ impl Certificate {
         decodable: Option<Box<[u8]>>,
         read: Read,
     ) -> Self {
+        let memo = Memo::default();
+        if decodable.is_some() {
+            let _ = memo.more.set(Box::new(MoreMemo {
+                decodable,
+                ..MoreMemo::default()
+            }));
+        }
         Certificate(Arc::new(Parsed {
-            not_before,
-            not_after,
             validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
             der,
-            decodable,
-            tree: OnceLock::new(),
             layout,
             ski: read.ski,
             aki: read.aki,
             basic_constraints: read.basic_constraints,
             key_usage: read.key_usage,
-            // Kept for the certificate's life: without the decoder's spare
-            // capacity.
-            eku: read.eku.map(|mut e| {
-                e.shrink_to_fit();
-                e
-            }),
-            san: read.san.map_or_else(Vec::new, |mut san| {
-                san.shrink_to_fit();
-                san
-            }),
-            memo: Memo::default(),
+            eku: read.eku,
+            san: read.san,
+            memo,
         }))
     }
 
@@ -414,9 +313,10 @@ impl Certificate {
     /// real time; [`Certificate::der`] and [`Certificate::tbs_der`] are the
     /// bytes as signed. See `docs/pre-1970-utctime.md`.
     pub fn x509(&self) -> &x509_cert::Certificate {
-        self.0.tree.get_or_init(|| {
+        let more = self.0.memo.more();
+        more.tree.get_or_init(|| {
             Box::new(decode_again(
-                self.0.decodable.as_deref().unwrap_or(&self.0.der),
+                more.decodable.as_deref().unwrap_or(&self.0.der),
             ))
         })
     }
@@ -452,12 +352,12 @@ impl Certificate {
 
     /// NotBefore.
     pub fn not_before(&self) -> OffsetDateTime {
-        self.0.not_before
+        from_unix(self.0.validity_unix.0)
     }
 
     /// NotAfter.
     pub fn not_after(&self) -> OffsetDateTime {
-        self.0.not_after
+        from_unix(self.0.validity_unix.1)
     }
 
     /// NotBefore and NotAfter as Unix seconds (certificate times are whole
@@ -469,17 +369,24 @@ impl Certificate {
 
     /// Whether `at` lies within [NotBefore, NotAfter] (both inclusive, RFC 5280 §4.1.2.5).
     pub fn is_valid_at(&self, at: OffsetDateTime) -> bool {
-        self.not_before() <= at && at <= self.not_after()
+        // On whole seconds: `at` is at or after NotBefore when its second
+        // is, and at or before NotAfter when its second is earlier, or the
+        // same with no fraction.
+        let (not_before, not_after) = self.0.validity_unix;
+        let second = at.unix_timestamp();
+        not_before <= second
+            && (second < not_after || (second == not_after && at.nanosecond() == 0))
     }
 
     /// SubjectKeyIdentifier bytes.
     pub fn ski(&self) -> Option<&[u8]> {
-        self.0.ski.as_deref()
+        self.0.ski.as_ref().map(|ski| ski.get(&self.0.der))
     }
 
     /// AuthorityKeyIdentifier keyIdentifier bytes.
     pub fn aki(&self) -> Option<&[u8]> {
-        self.0.aki.as_ref().and_then(|a| a.key_id.as_deref())
+        let key_id = self.0.aki.as_ref()?.key_id.as_ref()?;
+        Some(key_id.get(&self.0.der))
     }
 
     /// The whole authorityKeyIdentifier, when present.
@@ -509,7 +416,27 @@ impl Certificate {
 
     /// subjectAltName entries, in certificate order.
     pub fn subject_alt_names(&self) -> &[GeneralName] {
-        &self.0.san
+        let Some(value) = self.san_value() else {
+            return &[];
+        };
+        self.0.memo.more().san.get_or_init(|| {
+            // Decoded when the certificate was parsed: cannot fail.
+            SubjectAltName::from_der(value)
+                .map(|san| san.0)
+                .unwrap_or_default()
+        })
+    }
+
+    fn san_value(&self) -> Option<&[u8]> {
+        self.0.san.as_ref().map(|san| san.get(&self.0.der))
+    }
+
+    /// The subjectAltName entries with tag `tag`, read from the DER.
+    fn san_entries(&self, tag: u8) -> impl Iterator<Item = &[u8]> {
+        self.san_value()
+            .into_iter()
+            .flat_map(extensions::san_entries)
+            .filter_map(move |(t, bytes)| (t == tag).then_some(bytes))
     }
 
     /// DNS names of the subjectAltName.
@@ -519,10 +446,9 @@ impl Certificate {
 
     /// DNS names of the subjectAltName, in order, without copying them.
     pub fn dns_names_iter(&self) -> impl Iterator<Item = &str> {
-        self.0.san.iter().filter_map(|n| match n {
-            GeneralName::DnsName(d) => Some(d.as_str()),
-            _ => None,
-        })
+        // [2] IMPLICIT IA5String: ASCII, checked when parsed.
+        self.san_entries(0x82)
+            .filter_map(|name| std::str::from_utf8(name).ok())
     }
 
     /// IP addresses of the subjectAltName (malformed lengths are skipped).
@@ -533,12 +459,10 @@ impl Certificate {
     /// IP addresses of the subjectAltName, in order (malformed lengths are
     /// skipped), without collecting them.
     pub fn ip_addresses_iter(&self) -> impl Iterator<Item = IpAddr> + '_ {
-        self.0.san.iter().filter_map(|n| match n {
-            GeneralName::IpAddress(o) => match o.as_bytes().len() {
-                4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                _ => None,
-            },
+        // [7] IMPLICIT OCTET STRING.
+        self.san_entries(0x87).filter_map(|ip| match ip.len() {
+            4 => <[u8; 4]>::try_from(ip).ok().map(IpAddr::from),
+            16 => <[u8; 16]>::try_from(ip).ok().map(IpAddr::from),
             _ => None,
         })
     }
@@ -569,9 +493,9 @@ impl Certificate {
         self.slice(&self.0.layout.serial)
     }
 
-    fn slice(&self, range: &std::ops::Range<usize>) -> &[u8] {
-        // Ranges come from `Layout::of` on this very DER.
-        self.0.der.get(range.clone()).unwrap_or_default()
+    fn slice(&self, span: &layout::Span) -> &[u8] {
+        // Spans come from reading this very DER.
+        self.0.der.get(span.range()).unwrap_or_default()
     }
 
     /// SHA-256 of the certificate's DER.
@@ -579,6 +503,7 @@ impl Certificate {
         *self
             .0
             .memo
+            .more()
             .fingerprint
             .get_or_init(|| Sha256::digest(&self.0.der).into())
     }
@@ -588,6 +513,7 @@ impl Certificate {
         *self
             .0
             .memo
+            .more()
             .spki_sha256
             .get_or_init(|| Sha256::digest(self.spki_der()).into())
     }
@@ -601,6 +527,7 @@ impl Certificate {
     pub(crate) fn canonical_subject(&self) -> &CanonicalName {
         self.0
             .memo
+            .more()
             .subject
             .get_or_init(|| CanonicalName::of(self.subject()))
     }
@@ -609,6 +536,7 @@ impl Certificate {
     pub(crate) fn canonical_issuer(&self) -> &CanonicalName {
         self.0
             .memo
+            .more()
             .issuer
             .get_or_init(|| CanonicalName::of(self.issuer()))
     }
@@ -633,6 +561,7 @@ impl Certificate {
     pub(crate) fn name_constraints(&self) -> Result<Option<Arc<NameConstraints>>, der::Error> {
         self.0
             .memo
+            .more()
             .name_constraints
             .get_or_init(|| {
                 self.x509()
@@ -699,9 +628,9 @@ mod tests {
         // What a store's checks read comes from the fields kept at parse.
         let _ = (cert.ski(), cert.aki(), cert.not_after(), cert.serial());
         let _ = (cert.dns_names(), cert.spki_der(), cert.extended_key_usage());
-        assert!(cert.0.tree.get().is_none());
+        assert!(cert.0.memo.more.get().is_none());
         assert_eq!(cert.subject().to_string(), "CN=ca");
-        assert!(cert.0.tree.get().is_some());
+        assert!(cert.0.memo.more().tree.get().is_some());
     }
 
     #[test]

@@ -80,6 +80,57 @@ fn every_limbo_certificate_decodes_alike_both_ways() {
     assert!(read * 10 > certs.len() * 9, "{read} of {}", certs.len());
 }
 
+/// DNS names and IP addresses are read from the subjectAltName's DER, the
+/// entries as x509-cert's values only when asked for: both must agree.
+#[test]
+fn names_read_from_the_der_are_the_decoded_ones() {
+    use x509_cert::ext::pkix::name::GeneralName;
+    let mut with_names = 0;
+    for der in limbo().iter().chain(issued()) {
+        let Ok(cert) = Certificate::from_der(der) else {
+            continue;
+        };
+        let sans = cert.subject_alt_names();
+        let dns: Vec<String> = sans
+            .iter()
+            .filter_map(|n| match n {
+                GeneralName::DnsName(d) => Some(d.as_str().to_string()),
+                _ => None,
+            })
+            .collect();
+        let ips: Vec<std::net::IpAddr> = sans
+            .iter()
+            .filter_map(|n| match n {
+                GeneralName::IpAddress(o) => match o.as_bytes().len() {
+                    4 => Some(<[u8; 4]>::try_from(o.as_bytes()).unwrap().into()),
+                    16 => Some(<[u8; 16]>::try_from(o.as_bytes()).unwrap().into()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cert.dns_names(), dns);
+        assert_eq!(cert.ip_addresses(), ips);
+        with_names += usize::from(!sans.is_empty());
+    }
+    assert!(with_names > 100, "{with_names}");
+}
+
+proptest! {
+    /// Validity is kept as Unix seconds: `is_valid_at` must answer as the
+    /// comparison of instants does, fractions of a second included.
+    #[test]
+    fn is_valid_at_compares_instants(pick in 0usize..3, offset in -3_000_000_000i64..3_000_000_000, edge in 0usize..3) {
+        let cert = Certificate::from_der(&issued()[pick]).unwrap();
+        let base = [cert.not_before(), cert.not_after(), cert.not_before()][edge];
+        let at = base + time::Duration::nanoseconds(offset);
+        prop_assert_eq!(
+            cert.is_valid_at(at),
+            cert.not_before() <= at && at <= cert.not_after()
+        );
+    }
+}
+
 #[test]
 fn what_pki_issues_reads_without_x509_cert() {
     for der in issued() {

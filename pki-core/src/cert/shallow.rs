@@ -25,7 +25,7 @@
 //! ([`check_against_x509_cert`]), and that the usual certificates do not
 //! need x509-cert.
 
-use super::layout::Layout;
+use super::layout::{Layout, Span};
 use std::ops::Range;
 use time::OffsetDateTime;
 
@@ -119,12 +119,12 @@ pub(crate) fn decode(der: &[u8]) -> Option<Shallow<'_>> {
     tbs.finished()?;
     Some(Shallow {
         layout: Layout {
-            tbs: tbs_tlv..tbs_end,
-            serial: serial.0..serial.1,
-            issuer,
-            validity: validity_tlv..val_end,
-            subject,
-            spki: spki_tlv..spki_end,
+            tbs: Span::new(tbs_tlv..tbs_end)?,
+            serial: Span::new(serial.0..serial.1)?,
+            issuer: Span::new(issuer)?,
+            validity: Span::new(validity_tlv..val_end)?,
+            subject: Span::new(subject)?,
+            spki: Span::new(spki_tlv..spki_end)?,
         },
         not_before,
         not_after,

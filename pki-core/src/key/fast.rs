@@ -41,7 +41,7 @@ pub(super) fn generate<C: Curve>() -> Result<PrivateKey> {
 impl<C: Curve> EcKey<C> {
     /// The uncompressed public point: the stored one, or derived.
     fn public_point(&self) -> Result<Vec<u8>> {
-        match (&self.stored_public, self.signing.get()) {
+        match (self.stored_public(), self.signing.get()) {
             (Some(stored), _) => Ok(stored.to_vec()),
             (None, Some(key)) => Ok(C::point(key)),
             (None, None) => Ok(C::point(self.signing_key()?)),

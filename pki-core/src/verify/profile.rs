@@ -169,7 +169,7 @@ pub(crate) fn anchor_aki_is_unusual(cert: &Certificate) -> bool {
         return false;
     }
     cert.authority_key_id()
-        .is_some_and(|aki| aki.has_issuer_and_serial || aki.key_id.as_deref() != cert.ski())
+        .is_some_and(|aki| aki.has_issuer_and_serial || cert.aki() != cert.ski())
 }
 
 fn check_names_present(cert: &Certificate, is_ca: bool) -> Result<(), VerifyError> {
