@@ -12,7 +12,7 @@ pub use shallow::{check_against_x509_cert, reads_without_x509_cert};
 use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
 use crate::pem;
-use der::{Decode, Encode};
+use der::Decode;
 pub(crate) use layout::Layout;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -223,12 +223,6 @@ impl Certificate {
             decodable,
             read,
         ))
-    }
-
-    pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
-        // Parsed from its encoding like any other certificate, so that what
-        // pki made is known to decode again (see `Certificate::x509`).
-        Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
     }
 
     /// `decodable`: what x509-cert decodes in place of `der`, when `der`

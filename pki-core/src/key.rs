@@ -276,12 +276,12 @@ impl<C: Curve> EcKey<C> {
     }
 
     /// Signs with ring under the ring provider, else with RustCrypto's
-    /// deterministic ECDSA.
+    /// deterministic ECDSA: the certificate's DER.
     fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
         with_ring: bool,
-    ) -> Result<x509_cert::Certificate> {
+    ) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
         let builder = if with_ring {
             match fast::sign(self, builder)? {
@@ -293,7 +293,8 @@ impl<C: Curve> EcKey<C> {
         };
         #[cfg(not(feature = "ring"))]
         let _ = with_ring;
-        C::sign(builder, self.signing_key()?).map_err(Error::crypto)
+        let cert = C::sign(builder, self.signing_key()?).map_err(Error::crypto)?;
+        der::Encode::to_der(&cert).map_err(Error::crypto)
     }
 }
 
@@ -562,12 +563,13 @@ impl PrivateKey {
     }
 
     /// Signs the certificate a builder describes with `provider`'s
-    /// signing backend (an EC key signs with ring under the ring provider).
+    /// signing backend (an EC key signs with ring under the ring
+    /// provider): the certificate's DER.
     pub(crate) fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
         provider: &crate::CryptoProvider,
-    ) -> Result<x509_cert::Certificate> {
+    ) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
         let with_ring = provider.signing() == crate::Backend::Ring;
         #[cfg(not(feature = "ring"))]
@@ -580,6 +582,7 @@ impl PrivateKey {
             KeyInner::P384(k) => k.sign(builder, with_ring),
             KeyInner::Rsa(k) => builder
                 .build::<_, rsa::pkcs1v15::Signature>(k.as_ref())
+                .and_then(|cert| der::Encode::to_der(&cert).map_err(Into::into))
                 .map_err(Error::crypto),
         }
     }
