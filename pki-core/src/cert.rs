@@ -3,10 +3,13 @@
 mod extensions;
 mod layout;
 mod pre1970;
+mod raw;
 mod shallow;
 
 use extensions::{AuthorityKeyId, Held, Read};
+use shallow::RawExtension;
 
+pub use raw::check_raw_reads;
 pub use shallow::{check_against_x509_cert, reads_without_x509_cert};
 
 use crate::dn::CanonicalName;
@@ -112,6 +115,8 @@ pub(crate) struct MoreMemo {
     issuer: OnceLock<CanonicalName>,
     /// The subjectAltName entries as x509-cert's values.
     san: OnceLock<Vec<GeneralName>>,
+    /// The SubjectPublicKeyInfo, decoded.
+    spki: OnceLock<SubjectPublicKeyInfoOwned>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
 }
@@ -463,7 +468,61 @@ impl Certificate {
 
     /// The SubjectPublicKeyInfo.
     pub fn public_key(&self) -> &SubjectPublicKeyInfoOwned {
-        self.x509().tbs_certificate().subject_public_key_info()
+        // Decoded on its own from the bytes the tree would decode it from:
+        // verifying thousands of leaves reads their keys, not their trees.
+        self.0.memo.more().spki.get_or_init(|| {
+            SubjectPublicKeyInfoOwned::from_der(self.spki_der()).unwrap_or_else(|_| {
+                self.x509()
+                    .tbs_certificate()
+                    .subject_public_key_info()
+                    .clone()
+            })
+        })
+    }
+
+    /// The version (x509-cert's decoding of the TBSCertificate's).
+    pub(crate) fn version(&self) -> x509_cert::certificate::Version {
+        use x509_cert::certificate::Version;
+        match raw::version_and_signature(&self.0.der, self.0.layout.tbs) {
+            Some((0, _)) => Version::V1,
+            Some((1, _)) => Version::V2,
+            Some((2, _)) => Version::V3,
+            _ => self.x509().tbs_certificate().version(),
+        }
+    }
+
+    /// Whether the TBSCertificate's signature algorithm is the outer
+    /// one: equal encodings (DER), or equal decoded values.
+    pub(crate) fn signature_algorithms_match(&self) -> bool {
+        let der = &self.0.der;
+        let inner = raw::version_and_signature(der, self.0.layout.tbs).map(|(_, alg)| alg);
+        let outer = raw::outer(der, self.0.layout.tbs).map(|(alg, _)| alg);
+        (inner.is_some() && inner == outer) || {
+            let x = self.x509();
+            x.tbs_certificate().signature() == x.signature_algorithm()
+        }
+    }
+
+    /// The signatureAlgorithm TLV and the signatureValue BIT STRING's
+    /// content, as encoded.
+    pub(crate) fn raw_signature(&self) -> Option<(&[u8], &[u8])> {
+        raw::outer(&self.0.der, self.0.layout.tbs)
+    }
+
+    /// The extensions as encoded, in order: (extnID content, critical,
+    /// extnValue content).
+    pub(crate) fn raw_extensions(&self) -> impl Iterator<Item = RawExtension<'_>> {
+        raw::extensions(&self.0.der, self.0.layout.spki, self.0.layout.tbs)
+    }
+
+    /// Whether the subject is the empty sequence.
+    pub(crate) fn subject_is_empty(&self) -> bool {
+        self.slice(&self.0.layout.subject) == [0x30, 0x00]
+    }
+
+    /// Whether the issuer is the empty sequence.
+    pub(crate) fn issuer_is_empty(&self) -> bool {
+        self.slice(&self.0.layout.issuer) == [0x30, 0x00]
     }
 
     /// DER of the SubjectPublicKeyInfo (a copy of [`Certificate::spki_der`]).
@@ -595,48 +654,4 @@ impl Certificate {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::{CertificateAuthority, KeyAlgorithm};
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::SeedableRng;
-    use time::{Duration, macros::datetime};
-
-    fn root(seed: u64) -> Certificate {
-        CertificateAuthority::generate_root(
-            "ca",
-            KeyAlgorithm::EcdsaP256,
-            // 2026-01-01: an arbitrary fixed issuance time.
-            datetime!(2026-01-01 00:00 UTC),
-            Duration::days(30),
-            &mut ChaCha20Rng::seed_from_u64(seed),
-        )
-        .unwrap()
-        .cert
-    }
-
-    #[test]
-    fn the_decoded_structure_is_made_only_when_asked_for() {
-        let cert = Certificate::from_der(root(1).der()).unwrap();
-        // What a store's checks read comes from the fields kept at parse.
-        let _ = (cert.ski(), cert.aki(), cert.not_after(), cert.serial());
-        let _ = (cert.dns_names(), cert.spki_der(), cert.extended_key_usage());
-        assert!(cert.0.memo.more.get().is_none());
-        assert_eq!(cert.subject().to_string(), "CN=ca");
-        assert!(cert.0.memo.more().tree.get().is_some());
-    }
-
-    #[test]
-    fn the_serial_read_from_the_der_is_the_decoded_one() {
-        // The content octets of the INTEGER, as x509-cert hands them out.
-        for seed in 0..64 {
-            let cert = root(seed);
-            assert_eq!(
-                cert.serial(),
-                cert.x509().tbs_certificate().serial_number().as_bytes(),
-                "seed {seed}"
-            );
-        }
-    }
-}
+mod tests;

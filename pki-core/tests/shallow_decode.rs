@@ -4,12 +4,14 @@
 //! layout, validity and extensions, so that `Certificate::from_der`
 //! accepts and refuses exactly what x509-cert's decoder does. And the
 //! usual certificates (pki's own, most of x509-limbo's) must not need
-//! x509-cert.
+//! x509-cert. What verification reads from a parsed certificate's DER
+//! (version, signature, extensions, empty names, key) must be what the
+//! decoded tree holds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use der::asn1::{Any, SetOfVec};
-use pki_core::fuzzing::{check_against_x509_cert, reads_without_x509_cert};
+use pki_core::fuzzing::{check_against_x509_cert, check_raw_reads, reads_without_x509_cert};
 use pki_core::{Certificate, pem};
 use proptest::prelude::*;
 use std::path::Path;
@@ -70,7 +72,7 @@ fn every_limbo_certificate_decodes_alike_both_ways() {
     assert!(certs.len() > 300, "only {} certificates", certs.len());
     let mut read = 0;
     for (i, der) in certs.iter().enumerate() {
-        if let Err(e) = check_against_x509_cert(der) {
+        if let Err(e) = check_against_x509_cert(der).and_then(|()| check_raw_reads(der)) {
             panic!("limbo certificate {i}: {e}");
         }
         read += usize::from(reads_without_x509_cert(der));
@@ -369,6 +371,7 @@ proptest! {
             der.truncate(cut % (der.len() + 1));
         }
         prop_assert_eq!(check_against_x509_cert(&der), Ok(()));
+        prop_assert_eq!(check_raw_reads(&der), Ok(()));
         // And the certificate reads the same whichever decoder decoded it.
         if let Ok(cert) = Certificate::from_der(&der) {
             prop_assert_eq!(cert.der(), der.as_slice());
@@ -391,6 +394,7 @@ proptest! {
         encode_tree(&tree, usize::MAX, edit, &mut count);
         let edited = encode_tree(&tree, target % count, edit, &mut 0);
         prop_assert_eq!(check_against_x509_cert(&edited), Ok(()));
+        prop_assert_eq!(check_raw_reads(&edited), Ok(()));
     }
 
     /// Edits of the length octets move the structure around more than
