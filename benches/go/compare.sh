@@ -6,8 +6,12 @@
 #
 #   benches/go/compare.sh [RUNS] [ROW...]
 #
-# ROW: issue issue-os matrix matrix-ring parse reconcile reconcile-parsed
-#      memory cli-rotate cli-issue (default: all of them)
+# ROW: issue issue-os issue-rustcrypto matrix matrix-rustcrypto parse
+#      reconcile reconcile-parsed memory cli-rotate cli-issue (default: all)
+#
+# Every pki row is built with default features and runs with the default
+# crypto provider (ring), as `cargo add pki-core` gives, but for the two
+# `-rustcrypto` rows, which install RustCrypto's (deterministic) provider.
 #
 # RUNS (default 5) process pairs are run per row, alternating pki and Go so
 # that a noisy neighbour hurts both. Each process warms up and reports the
@@ -18,7 +22,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-5}"
 shift || true
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(issue issue-os matrix matrix-ring parse reconcile reconcile-parsed memory cli-rotate cli-issue)
+[ ${#rows[@]} -gt 0 ] || rows=(issue issue-os issue-rustcrypto matrix matrix-rustcrypto parse reconcile reconcile-parsed memory cli-rotate cli-issue)
 go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 
 work="$(mktemp -d)"
@@ -38,7 +42,6 @@ for l in sys.stdin:
 }
 echo "building (release)…" >&2
 core="$(bench_exe compare -p pki-core --bench compare)"
-core_ring="$(bench_exe compare -p pki-core --bench compare --features ring)"
 engines="$(bench_exe compare -p pki --bench compare)"
 (cd "$root" && cargo build -q --release --bin pki)
 pki_bin="$(cd "$root" && cargo metadata --format-version 1 --no-deps \
@@ -106,18 +109,15 @@ for row in "${rows[@]}"; do
   : >"$work/go.txt"
   for _ in $(seq "$runs"); do
     case "$row" in
-      issue) "$core" issue ;;
-      issue-os) "$core_ring" issue-os ;;
-      matrix) "$core" matrix ;;
-      matrix-ring) "$core_ring" matrix ;;
+      issue|issue-os|issue-rustcrypto|matrix|matrix-rustcrypto) "$core" "$row" ;;
       parse) "$core" parse ;;
       reconcile|reconcile-parsed) "$engines" reconcile "$work/engines" ;;
       memory) "$engines" memory 10000 ;;
       *) echo "unknown row $row" >&2; exit 2 ;;
     esac >>"$work/pki.txt"
     case "$row" in
-      issue|issue-os) "$work/go-compare" issue ;;
-      matrix|matrix-ring) "$work/go-compare" matrix "$work/core" ;;
+      issue*) "$work/go-compare" issue ;;
+      matrix*) "$work/go-compare" matrix "$work/core" ;;
       parse) "$work/go-compare" parse "$work/core" ;;
       reconcile|reconcile-parsed) "$work/go-compare" "$row" "$work/engines" ;;
       memory) "$work/go-compare" memory 10000 ;;

@@ -1,6 +1,10 @@
 //! `Certificate::from_der` on arbitrary bytes, then every accessor.
 //!
-//! Checks: no panic; a parsed certificate keeps exactly the input DER; its
+//! Checks: no panic; pki-core's decoder without a tree accepts exactly
+//! what x509-cert's decoder accepts, with the same validity and extensions
+//! (`pki_core::fuzzing::check_against_x509_cert`); what verification
+//! reads from the DER is what the decoded tree holds
+//! (`check_raw_reads`); a parsed certificate keeps exactly the input DER; its
 //! PEM re-parses to the same certificate; the id has the documented
 //! `<key hex>-<serial hex>` shape; fingerprints are SHA-256 sized and
 //! stable; structural answers are consistent with each other.
@@ -10,6 +14,12 @@ use libfuzzer_sys::fuzz_target;
 use pki_core::{Bundle, Certificate, issued_by, verify_signature};
 
 fuzz_target!(|data: &[u8]| {
+    if let Err(e) = pki_core::fuzzing::check_against_x509_cert(data) {
+        panic!("the two certificate decoders disagree: {e}");
+    }
+    if let Err(e) = pki_core::fuzzing::check_raw_reads(data) {
+        panic!("a certificate read from its DER: {e}");
+    }
     let Ok(cert) = Certificate::from_der(data) else {
         return;
     };

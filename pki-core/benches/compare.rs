@@ -3,8 +3,15 @@
 //!
 //! ```text
 //! compare fixtures DIR   write the rotation certificates as PEM for the Go side
-//! compare ROW            ROW: issue | issue-os | matrix | parse
+//! compare ROW            ROW: issue | issue-os | issue-rustcrypto | matrix
+//!                             | matrix-rustcrypto | parse
 //! ```
+//!
+//! Every row runs with pki-core's default features and, but for the
+//! `-rustcrypto` rows, its default crypto provider (ring): what `cargo add
+//! pki-core` gives. The `-rustcrypto` rows install
+//! `CryptoProvider::rust_crypto()` first (every output a function of the
+//! caller's RNG), for comparison.
 //!
 //! Each row runs once to warm up, then at least three times and for at
 //! least one second; the median is printed. The Go program
@@ -27,6 +34,13 @@ use median::median_of;
 fn write_pem(dir: &Path, name: &str, certs: &[Certificate]) {
     let pem: String = certs.iter().map(Certificate::to_pem).collect();
     std::fs::write(dir.join(name), pem).unwrap();
+}
+
+/// Makes RustCrypto the process's provider (the `-rustcrypto` rows).
+fn rust_crypto() {
+    pki_core::CryptoProvider::rust_crypto()
+        .install_default()
+        .expect("nothing installed a provider before");
 }
 
 fn main() {
@@ -63,6 +77,18 @@ fn main() {
                 })
             );
         }
+        ["issue-rustcrypto"] => {
+            rust_crypto();
+            let ca = fixtures::issuing_ca();
+            let mut seed = 0;
+            println!(
+                "{:.6}",
+                median_of(|| {
+                    seed += 1;
+                    fixtures::issue_leaves(&ca, LEAVES, seed).len()
+                })
+            );
+        }
         ["issue-os"] => {
             let ca = fixtures::issuing_ca();
             println!(
@@ -70,7 +96,10 @@ fn main() {
                 median_of(|| fixtures::issue_leaves_os(&ca, LEAVES).len())
             );
         }
-        ["matrix"] => {
+        ["matrix" | "matrix-rustcrypto"] => {
+            if args[0] == "matrix-rustcrypto" {
+                rust_crypto();
+            }
             let der = fixtures::rotation(LEAVES).to_der();
             assert_eq!(fixtures::matrix(&der), 4 * LEAVES, "every cell must verify");
             println!("{:.6}", median_of(|| fixtures::matrix(&der)));
@@ -81,6 +110,8 @@ fn main() {
             assert_eq!(fixtures::parse(&pem), LEAVES);
             println!("{:.6}", median_of(|| fixtures::parse(&pem)));
         }
-        _ => panic!("usage: compare fixtures DIR | compare issue|issue-os|matrix|parse"),
+        _ => panic!(
+            "usage: compare fixtures DIR | compare issue|issue-os|issue-rustcrypto|matrix|matrix-rustcrypto|parse"
+        ),
     }
 }

@@ -4,8 +4,8 @@
 //! PEM bundle. `benches/go/compare.sh` at the repository root runs the same
 //! work side by side with Go's crypto/x509.
 //!
-//! Run with `cargo bench -p pki-core --bench rows` (add `--features ring`
-//! for the ring verification backend).
+//! Run with `cargo bench -p pki-core --bench rows`: default features and
+//! the default crypto provider (ring).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

@@ -1,13 +1,21 @@
 //! Parsed X.509 certificates that keep their original DER.
 
+mod extensions;
 mod layout;
 mod pre1970;
+mod raw;
+mod shallow;
+
+use extensions::{AuthorityKeyId, Held, Read};
+use shallow::RawExtension;
+
+pub use raw::check_raw_reads;
+pub use shallow::{check_against_x509_cert, reads_without_x509_cert};
 
 use crate::dn::CanonicalName;
 use crate::error::{Error, Result};
 use crate::pem;
-use der::oid::AssociatedOid;
-use der::{Decode, Encode};
+use der::Decode;
 pub(crate) use layout::Layout;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -15,10 +23,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use time::OffsetDateTime;
 use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::{
-    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, NameConstraints,
-    SubjectAltName, SubjectKeyIdentifier,
-};
+use x509_cert::ext::pkix::{KeyUsage, NameConstraints, SubjectAltName};
 use x509_cert::name::Name;
 use x509_cert::spki::SubjectPublicKeyInfoOwned;
 
@@ -43,6 +48,12 @@ pub struct BasicConstraintsInfo {
     pub critical: bool,
 }
 
+/// NotBefore or NotAfter from the Unix seconds kept (read from a valid
+/// X.509 time, so within `OffsetDateTime`'s range).
+fn from_unix(seconds: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
 /// An X.509 certificate: its exact DER plus the fields and extensions pki
 /// reads, decoded once when the certificate is parsed. The whole decoded
 /// structure ([`Certificate::x509`]) is decoded again on first use and
@@ -60,52 +71,60 @@ pub struct Certificate(Arc<Parsed>);
 struct Parsed {
     // A Vec, not a boxed slice: shrinking the decoder's buffer would copy it.
     der: Vec<u8>,
-    /// What `x509-cert` decodes instead of `der` when the notBefore is a
-    /// UTCTime of 1950 to 1969 (see `pre1970`); None for every other
-    /// certificate.
-    decodable: Option<Box<[u8]>>,
-    /// The decoded structure, once asked for (boxed: held inline, even
-    /// empty, it would be most of this struct).
-    tree: OnceLock<Box<x509_cert::Certificate>>,
     layout: Layout,
-    not_before: OffsetDateTime,
-    not_after: OffsetDateTime,
-    /// The same two times as Unix seconds: cheap to compare and subtract
-    /// for a check that runs over thousands of certificates.
+    /// NotBefore and NotAfter as Unix seconds (certificate times are whole
+    /// seconds): cheap to compare and subtract for a check that runs over
+    /// thousands of certificates, and half the room of two
+    /// `OffsetDateTime`s.
     validity_unix: (i64, i64),
-    ski: Option<Box<[u8]>>,
-    aki: Option<AuthorityKeyId>,
     basic_constraints: Option<BasicConstraintsInfo>,
     key_usage: Option<KeyUsage>,
+    ski: Option<Held>,
+    aki: Option<AuthorityKeyId>,
     eku: Option<Vec<ObjectIdentifier>>,
-    san: Vec<GeneralName>,
+    /// The subjectAltName value (checked when parsed).
+    san: Option<Held>,
     memo: Memo,
-}
-
-/// The authorityKeyIdentifier extension, as pki uses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AuthorityKeyId {
-    /// keyIdentifier.
-    pub(crate) key_id: Option<Box<[u8]>>,
-    /// Whether authorityCertIssuer or authorityCertSerialNumber is present.
-    pub(crate) has_issuer_and_serial: bool,
 }
 
 /// Values derived from a certificate on first use, shared by its clones.
 #[derive(Default)]
 pub(crate) struct Memo {
-    fingerprint: OnceLock<[u8; 32]>,
-    spki_sha256: OnceLock<[u8; 32]>,
-    subject: OnceLock<CanonicalName>,
-    issuer: OnceLock<CanonicalName>,
-    /// Whether the certificate's signature verifies with its own key.
-    pub(crate) self_signed: OnceLock<bool>,
     /// The SHA-256 of the SubjectPublicKeyInfo that verified the
     /// certificate's signature, once one has (a signature verifies with
     /// one key only).
     pub(crate) verified_by: OnceLock<[u8; 32]>,
+    /// Whether the certificate's signature verifies with its own key.
+    pub(crate) self_signed: OnceLock<bool>,
+    /// The rest, made on first use: most leaves a store holds never need
+    /// any of it, and held inline it would be a third of a certificate.
+    more: OnceLock<Box<MoreMemo>>,
+}
+
+#[derive(Default)]
+pub(crate) struct MoreMemo {
+    /// What `x509-cert` decodes instead of `der` when the notBefore is a
+    /// UTCTime of 1950 to 1969 (see `pre1970`; set when parsed); None for
+    /// every other certificate.
+    decodable: Option<Box<[u8]>>,
+    /// The decoded structure, once asked for.
+    tree: OnceLock<Box<x509_cert::Certificate>>,
+    fingerprint: OnceLock<[u8; 32]>,
+    spki_sha256: OnceLock<[u8; 32]>,
+    subject: OnceLock<CanonicalName>,
+    issuer: OnceLock<CanonicalName>,
+    /// The subjectAltName entries as x509-cert's values.
+    san: OnceLock<Vec<GeneralName>>,
+    /// The SubjectPublicKeyInfo, decoded.
+    spki: OnceLock<SubjectPublicKeyInfoOwned>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
+}
+
+impl Memo {
+    pub(crate) fn more(&self) -> &MoreMemo {
+        self.more.get_or_init(Box::default)
+    }
 }
 
 impl PartialEq for Certificate {
@@ -140,102 +159,6 @@ fn decode_again(der: &[u8]) -> x509_cert::Certificate {
     x509_cert::Certificate::from_der(der).expect("a parsed certificate decodes again")
 }
 
-fn ext_err(extension: &'static str, source: der::Error) -> Error {
-    Error::MalformedExtension { extension, source }
-}
-
-/// The extensions pki reads, decoded in one pass over the extension list.
-#[derive(Default)]
-struct Read {
-    ski: Option<Box<[u8]>>,
-    aki: Option<AuthorityKeyId>,
-    basic_constraints: Option<BasicConstraintsInfo>,
-    key_usage: Option<KeyUsage>,
-    eku: Option<Vec<ObjectIdentifier>>,
-    san: Option<Vec<GeneralName>>,
-}
-
-/// Stores `value` in `slot`, refusing a second occurrence of the extension.
-fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()> {
-    if slot.is_some() {
-        return Err(Error::DuplicateExtension { extension });
-    }
-    *slot = Some(value);
-    Ok(())
-}
-
-/// The extensions pki reads, by OID.
-const READ: [(ObjectIdentifier, &str); 6] = [
-    (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
-    (AuthorityKeyIdentifier::OID, "authorityKeyIdentifier"),
-    (BasicConstraints::OID, "basicConstraints"),
-    (KeyUsage::OID, "keyUsage"),
-    (ExtendedKeyUsage::OID, "extendedKeyUsage"),
-    (SubjectAltName::OID, "subjectAltName"),
-];
-
-fn read_extensions(tbs: &x509_cert::TbsCertificate) -> Result<Read> {
-    let extensions = tbs.extensions().map(|e| e.as_slice()).unwrap_or_default();
-    // A repeated extension is refused before any is decoded: which copy
-    // would count is exactly what an attacker would like to choose. The
-    // scan stops at the first repeat, so it is linear.
-    for (i, ext) in extensions.iter().enumerate() {
-        if let Some((_, extension)) = READ.iter().find(|(oid, _)| *oid == ext.extn_id)
-            && extensions[..i].iter().any(|e| e.extn_id == ext.extn_id)
-        {
-            return Err(Error::DuplicateExtension { extension });
-        }
-    }
-    let mut read = Read::default();
-    for ext in extensions {
-        let value = ext.extn_value.as_bytes();
-        match ext.extn_id {
-            SubjectKeyIdentifier::OID => {
-                let name = "subjectKeyIdentifier";
-                let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.ski, name, ski.0.as_bytes().into())?;
-            }
-            AuthorityKeyIdentifier::OID => {
-                let name = "authorityKeyIdentifier";
-                let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                let aki = AuthorityKeyId {
-                    key_id: aki.key_identifier.map(|k| k.as_bytes().into()),
-                    has_issuer_and_serial: aki.authority_cert_issuer.is_some()
-                        || aki.authority_cert_serial_number.is_some(),
-                };
-                once(&mut read.aki, name, aki)?;
-            }
-            BasicConstraints::OID => {
-                let name = "basicConstraints";
-                let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
-                let info = BasicConstraintsInfo {
-                    ca: b.ca,
-                    path_len: b.path_len_constraint,
-                    critical: ext.critical,
-                };
-                once(&mut read.basic_constraints, name, info)?;
-            }
-            KeyUsage::OID => {
-                let name = "keyUsage";
-                let k = KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.key_usage, name, k)?;
-            }
-            ExtendedKeyUsage::OID => {
-                let name = "extendedKeyUsage";
-                let e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.eku, name, e.0)?;
-            }
-            SubjectAltName::OID => {
-                let name = "subjectAltName";
-                let s = SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.san, name, s.0)?;
-            }
-            _ => {}
-        }
-    }
-    Ok(read)
-}
-
 impl Certificate {
     /// Parses a DER certificate. Malformed extensions that pki reads (SKI,
     /// AKI, basic constraints, key usage, EKU, SAN) are errors here, so the
@@ -246,8 +169,25 @@ impl Certificate {
 
     /// [`Certificate::from_der`] without copying the buffer.
     pub(crate) fn from_der_vec(der: Vec<u8>) -> Result<Self> {
-        match x509_cert::Certificate::from_der(&der) {
-            Ok(inner) => Self::from_parsed(der, inner, None),
+        // The usual certificate is read without x509-cert's tree (see
+        // `shallow`); x509-cert decides about every other.
+        if let Some(shallow) = shallow::decode(&der) {
+            let read = extensions::read(&der, || shallow.extensions())?;
+            let (layout, not_before, not_after) = (
+                shallow.layout.clone(),
+                shallow.not_before,
+                shallow.not_after,
+            );
+            return Ok(Self::from_fields(
+                der,
+                layout,
+                (not_before, not_after),
+                None,
+                read,
+            ));
+        }
+        let decoded = match x509_cert::Certificate::from_der(&der) {
+            Ok(inner) => (inner, None),
             Err(source) => {
                 // `der` 0.8 holds no time before 1970: a notBefore of 1950
                 // to 1969 is read here and decoded through a stand-in.
@@ -256,31 +196,18 @@ impl Certificate {
                 };
                 let inner = x509_cert::Certificate::from_der(&decodable)
                     .map_err(|_| Error::CertificateDecode { source })?;
-                Self::from_parsed(der, inner, Some((decodable.into(), not_before)))
+                (inner, Some((decodable.into(), not_before)))
             }
-        }
-    }
-
-    pub(crate) fn from_x509(inner: x509_cert::Certificate) -> Result<Self> {
-        // Parsed from its encoding like any other certificate, so that what
-        // pki made is known to decode again (see `Certificate::x509`).
-        Self::from_der_vec(inner.to_der().map_err(Error::crypto)?)
-    }
-
-    /// `pre1970`: the DER decoded in place of `der` and the real notBefore,
-    /// when `der` itself cannot be decoded for a notBefore before 1970.
-    fn from_parsed(
-        der: Vec<u8>,
-        inner: x509_cert::Certificate,
-        pre1970: Option<(Box<[u8]>, OffsetDateTime)>,
-    ) -> Result<Self> {
-        // x509-cert decoded (or encoded) this DER, so the walk cannot fail;
-        // if it did, the certificate would be refused, not misread.
-        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
-            source: der::ErrorKind::Failed.into(),
-        })?;
+        };
+        let (inner, pre1970) = decoded;
         let tbs = inner.tbs_certificate();
-        let read = read_extensions(tbs)?;
+        let read = extensions::read(&der, || {
+            tbs.extensions()
+                .map(|e| e.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| (e.extn_id.as_bytes(), e.critical, e.extn_value.as_bytes()))
+        })?;
         // The one place that reads the tree's validity (clippy.toml).
         #[allow(clippy::disallowed_methods)]
         let validity = tbs.validity();
@@ -289,30 +216,48 @@ impl Certificate {
             None => (None, crate::datetime::from_x509(&validity.not_before)),
         };
         let not_after = crate::datetime::from_x509(&validity.not_after);
-        Ok(Certificate(Arc::new(Parsed {
-            not_before,
-            not_after,
+        // x509-cert decoded this DER, so the walk cannot fail; if it did,
+        // the certificate would be refused, not misread.
+        let layout = Layout::of(&der).ok_or(Error::CertificateDecode {
+            source: der::ErrorKind::Failed.into(),
+        })?;
+        Ok(Self::from_fields(
+            der,
+            layout,
+            (not_before, not_after),
+            decodable,
+            read,
+        ))
+    }
+
+    /// `decodable`: what x509-cert decodes in place of `der`, when `der`
+    /// itself cannot be decoded for a notBefore before 1970.
+    fn from_fields(
+        der: Vec<u8>,
+        layout: Layout,
+        (not_before, not_after): (OffsetDateTime, OffsetDateTime),
+        decodable: Option<Box<[u8]>>,
+        read: Read,
+    ) -> Self {
+        let memo = Memo::default();
+        if decodable.is_some() {
+            let _ = memo.more.set(Box::new(MoreMemo {
+                decodable,
+                ..MoreMemo::default()
+            }));
+        }
+        Certificate(Arc::new(Parsed {
             validity_unix: (not_before.unix_timestamp(), not_after.unix_timestamp()),
             der,
-            decodable,
-            tree: OnceLock::new(),
             layout,
             ski: read.ski,
             aki: read.aki,
             basic_constraints: read.basic_constraints,
             key_usage: read.key_usage,
-            // Kept for the certificate's life: without the decoder's spare
-            // capacity.
-            eku: read.eku.map(|mut e| {
-                e.shrink_to_fit();
-                e
-            }),
-            san: read.san.map_or_else(Vec::new, |mut san| {
-                san.shrink_to_fit();
-                san
-            }),
-            memo: Memo::default(),
-        })))
+            eku: read.eku,
+            san: read.san,
+            memo,
+        }))
     }
 
     /// Parses exactly one `CERTIFICATE` PEM block (other text is ignored).
@@ -367,9 +312,10 @@ impl Certificate {
     /// real time; [`Certificate::der`] and [`Certificate::tbs_der`] are the
     /// bytes as signed. See `docs/pre-1970-utctime.md`.
     pub fn x509(&self) -> &x509_cert::Certificate {
-        self.0.tree.get_or_init(|| {
+        let more = self.0.memo.more();
+        more.tree.get_or_init(|| {
             Box::new(decode_again(
-                self.0.decodable.as_deref().unwrap_or(&self.0.der),
+                more.decodable.as_deref().unwrap_or(&self.0.der),
             ))
         })
     }
@@ -405,12 +351,12 @@ impl Certificate {
 
     /// NotBefore.
     pub fn not_before(&self) -> OffsetDateTime {
-        self.0.not_before
+        from_unix(self.0.validity_unix.0)
     }
 
     /// NotAfter.
     pub fn not_after(&self) -> OffsetDateTime {
-        self.0.not_after
+        from_unix(self.0.validity_unix.1)
     }
 
     /// NotBefore and NotAfter as Unix seconds (certificate times are whole
@@ -422,17 +368,24 @@ impl Certificate {
 
     /// Whether `at` lies within [NotBefore, NotAfter] (both inclusive, RFC 5280 §4.1.2.5).
     pub fn is_valid_at(&self, at: OffsetDateTime) -> bool {
-        self.not_before() <= at && at <= self.not_after()
+        // On whole seconds: `at` is at or after NotBefore when its second
+        // is, and at or before NotAfter when its second is earlier, or the
+        // same with no fraction.
+        let (not_before, not_after) = self.0.validity_unix;
+        let second = at.unix_timestamp();
+        not_before <= second
+            && (second < not_after || (second == not_after && at.nanosecond() == 0))
     }
 
     /// SubjectKeyIdentifier bytes.
     pub fn ski(&self) -> Option<&[u8]> {
-        self.0.ski.as_deref()
+        self.0.ski.as_ref().map(|ski| ski.get(&self.0.der))
     }
 
     /// AuthorityKeyIdentifier keyIdentifier bytes.
     pub fn aki(&self) -> Option<&[u8]> {
-        self.0.aki.as_ref().and_then(|a| a.key_id.as_deref())
+        let key_id = self.0.aki.as_ref()?.key_id.as_ref()?;
+        Some(key_id.get(&self.0.der))
     }
 
     /// The whole authorityKeyIdentifier, when present.
@@ -462,7 +415,27 @@ impl Certificate {
 
     /// subjectAltName entries, in certificate order.
     pub fn subject_alt_names(&self) -> &[GeneralName] {
-        &self.0.san
+        let Some(value) = self.san_value() else {
+            return &[];
+        };
+        self.0.memo.more().san.get_or_init(|| {
+            // Decoded when the certificate was parsed: cannot fail.
+            SubjectAltName::from_der(value)
+                .map(|san| san.0)
+                .unwrap_or_default()
+        })
+    }
+
+    fn san_value(&self) -> Option<&[u8]> {
+        self.0.san.as_ref().map(|san| san.get(&self.0.der))
+    }
+
+    /// The subjectAltName entries with tag `tag`, read from the DER.
+    fn san_entries(&self, tag: u8) -> impl Iterator<Item = &[u8]> {
+        self.san_value()
+            .into_iter()
+            .flat_map(extensions::san_entries)
+            .filter_map(move |(t, bytes)| (t == tag).then_some(bytes))
     }
 
     /// DNS names of the subjectAltName.
@@ -472,10 +445,9 @@ impl Certificate {
 
     /// DNS names of the subjectAltName, in order, without copying them.
     pub fn dns_names_iter(&self) -> impl Iterator<Item = &str> {
-        self.0.san.iter().filter_map(|n| match n {
-            GeneralName::DnsName(d) => Some(d.as_str()),
-            _ => None,
-        })
+        // [2] IMPLICIT IA5String: ASCII, checked when parsed.
+        self.san_entries(0x82)
+            .filter_map(|name| std::str::from_utf8(name).ok())
     }
 
     /// IP addresses of the subjectAltName (malformed lengths are skipped).
@@ -486,19 +458,71 @@ impl Certificate {
     /// IP addresses of the subjectAltName, in order (malformed lengths are
     /// skipped), without collecting them.
     pub fn ip_addresses_iter(&self) -> impl Iterator<Item = IpAddr> + '_ {
-        self.0.san.iter().filter_map(|n| match n {
-            GeneralName::IpAddress(o) => match o.as_bytes().len() {
-                4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
-                _ => None,
-            },
+        // [7] IMPLICIT OCTET STRING.
+        self.san_entries(0x87).filter_map(|ip| match ip.len() {
+            4 => <[u8; 4]>::try_from(ip).ok().map(IpAddr::from),
+            16 => <[u8; 16]>::try_from(ip).ok().map(IpAddr::from),
             _ => None,
         })
     }
 
     /// The SubjectPublicKeyInfo.
     pub fn public_key(&self) -> &SubjectPublicKeyInfoOwned {
-        self.x509().tbs_certificate().subject_public_key_info()
+        // Decoded on its own from the bytes the tree would decode it from:
+        // verifying thousands of leaves reads their keys, not their trees.
+        self.0.memo.more().spki.get_or_init(|| {
+            SubjectPublicKeyInfoOwned::from_der(self.spki_der()).unwrap_or_else(|_| {
+                self.x509()
+                    .tbs_certificate()
+                    .subject_public_key_info()
+                    .clone()
+            })
+        })
+    }
+
+    /// The version (x509-cert's decoding of the TBSCertificate's).
+    pub(crate) fn version(&self) -> x509_cert::certificate::Version {
+        use x509_cert::certificate::Version;
+        match raw::version_and_signature(&self.0.der, self.0.layout.tbs) {
+            Some((0, _)) => Version::V1,
+            Some((1, _)) => Version::V2,
+            Some((2, _)) => Version::V3,
+            _ => self.x509().tbs_certificate().version(),
+        }
+    }
+
+    /// Whether the TBSCertificate's signature algorithm is the outer
+    /// one: equal encodings (DER), or equal decoded values.
+    pub(crate) fn signature_algorithms_match(&self) -> bool {
+        let der = &self.0.der;
+        let inner = raw::version_and_signature(der, self.0.layout.tbs).map(|(_, alg)| alg);
+        let outer = raw::outer(der, self.0.layout.tbs).map(|(alg, _)| alg);
+        (inner.is_some() && inner == outer) || {
+            let x = self.x509();
+            x.tbs_certificate().signature() == x.signature_algorithm()
+        }
+    }
+
+    /// The signatureAlgorithm TLV and the signatureValue BIT STRING's
+    /// content, as encoded.
+    pub(crate) fn raw_signature(&self) -> Option<(&[u8], &[u8])> {
+        raw::outer(&self.0.der, self.0.layout.tbs)
+    }
+
+    /// The extensions as encoded, in order: (extnID content, critical,
+    /// extnValue content).
+    pub(crate) fn raw_extensions(&self) -> impl Iterator<Item = RawExtension<'_>> {
+        raw::extensions(&self.0.der, self.0.layout.spki, self.0.layout.tbs)
+    }
+
+    /// Whether the subject is the empty sequence.
+    pub(crate) fn subject_is_empty(&self) -> bool {
+        self.slice(&self.0.layout.subject) == [0x30, 0x00]
+    }
+
+    /// Whether the issuer is the empty sequence.
+    pub(crate) fn issuer_is_empty(&self) -> bool {
+        self.slice(&self.0.layout.issuer) == [0x30, 0x00]
     }
 
     /// DER of the SubjectPublicKeyInfo (a copy of [`Certificate::spki_der`]).
@@ -522,9 +546,9 @@ impl Certificate {
         self.slice(&self.0.layout.serial)
     }
 
-    fn slice(&self, range: &std::ops::Range<usize>) -> &[u8] {
-        // Ranges come from `Layout::of` on this very DER.
-        self.0.der.get(range.clone()).unwrap_or_default()
+    fn slice(&self, span: &layout::Span) -> &[u8] {
+        // Spans come from reading this very DER.
+        self.0.der.get(span.range()).unwrap_or_default()
     }
 
     /// SHA-256 of the certificate's DER.
@@ -532,6 +556,7 @@ impl Certificate {
         *self
             .0
             .memo
+            .more()
             .fingerprint
             .get_or_init(|| Sha256::digest(&self.0.der).into())
     }
@@ -541,6 +566,7 @@ impl Certificate {
         *self
             .0
             .memo
+            .more()
             .spki_sha256
             .get_or_init(|| Sha256::digest(self.spki_der()).into())
     }
@@ -554,6 +580,7 @@ impl Certificate {
     pub(crate) fn canonical_subject(&self) -> &CanonicalName {
         self.0
             .memo
+            .more()
             .subject
             .get_or_init(|| CanonicalName::of(self.subject()))
     }
@@ -562,6 +589,7 @@ impl Certificate {
     pub(crate) fn canonical_issuer(&self) -> &CanonicalName {
         self.0
             .memo
+            .more()
             .issuer
             .get_or_init(|| CanonicalName::of(self.issuer()))
     }
@@ -586,6 +614,7 @@ impl Certificate {
     pub(crate) fn name_constraints(&self) -> Result<Option<Arc<NameConstraints>>, der::Error> {
         self.0
             .memo
+            .more()
             .name_constraints
             .get_or_init(|| {
                 self.x509()
@@ -625,48 +654,4 @@ impl Certificate {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::{CertificateAuthority, KeyAlgorithm};
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::SeedableRng;
-    use time::{Duration, macros::datetime};
-
-    fn root(seed: u64) -> Certificate {
-        CertificateAuthority::generate_root(
-            "ca",
-            KeyAlgorithm::EcdsaP256,
-            // 2026-01-01: an arbitrary fixed issuance time.
-            datetime!(2026-01-01 00:00 UTC),
-            Duration::days(30),
-            &mut ChaCha20Rng::seed_from_u64(seed),
-        )
-        .unwrap()
-        .cert
-    }
-
-    #[test]
-    fn the_decoded_structure_is_made_only_when_asked_for() {
-        let cert = Certificate::from_der(root(1).der()).unwrap();
-        // What a store's checks read comes from the fields kept at parse.
-        let _ = (cert.ski(), cert.aki(), cert.not_after(), cert.serial());
-        let _ = (cert.dns_names(), cert.spki_der(), cert.extended_key_usage());
-        assert!(cert.0.tree.get().is_none());
-        assert_eq!(cert.subject().to_string(), "CN=ca");
-        assert!(cert.0.tree.get().is_some());
-    }
-
-    #[test]
-    fn the_serial_read_from_the_der_is_the_decoded_one() {
-        // The content octets of the INTEGER, as x509-cert hands them out.
-        for seed in 0..64 {
-            let cert = root(seed);
-            assert_eq!(
-                cert.serial(),
-                cert.x509().tbs_certificate().serial_number().as_bytes(),
-                "seed {seed}"
-            );
-        }
-    }
-}
+mod tests;

@@ -524,8 +524,10 @@ fn build<R: CryptoRng + ?Sized>(
     };
     let builder = CertificateBuilder::new(profile, random_serial(rng)?, validity, spki)
         .map_err(Error::issuance)?;
-    let cert = signing_key.sign(builder, &crate::CryptoProvider::get_default())?;
-    Certificate::from_x509(cert)
+    let der = signing_key.sign(builder, &crate::CryptoProvider::get_default())?;
+    // Parsed from its encoding like any other certificate, so that what
+    // pki made is known to decode again (see `Certificate::x509`).
+    Certificate::from_der_vec(der)
 }
 
 /// Encodes an extension with the criticality RFC 5280 gives it.

@@ -120,11 +120,14 @@ enum KeyInner {
 /// derives must equal the one the file carried.
 struct EcKey<C: Curve> {
     secret: C::Secret,
-    /// The uncompressed public point stored beside the scalar, if any.
-    stored_public: Option<Box<[u8]>>,
+    /// Where `stored_pkcs8` holds the uncompressed public point stored
+    /// beside the scalar, if it does.
+    public_at: Option<u16>,
     /// The PKCS#8 DER the key was read from, handed out again unchanged.
     stored_pkcs8: Option<Zeroizing<Vec<u8>>>,
-    signing: OnceLock<C::Signing>,
+    /// Boxed: most keys a store holds never sign, and inline it would be
+    /// half the key.
+    signing: OnceLock<Box<C::Signing>>,
     /// The key as ring's key pair, once it signed through the OS RNG.
     #[cfg(feature = "ring")]
     ring: OnceLock<Option<std::sync::Arc<ring::signature::EcdsaKeyPair>>>,
@@ -135,7 +138,7 @@ impl<C: Curve> Clone for EcKey<C> {
     fn clone(&self) -> Self {
         EcKey {
             secret: self.secret.clone(),
-            stored_public: self.stored_public.clone(),
+            public_at: self.public_at,
             stored_pkcs8: self.stored_pkcs8.clone(),
             signing: self.signing.clone(),
             #[cfg(feature = "ring")]
@@ -148,10 +151,10 @@ impl<C: Curve> EcKey<C> {
     fn from_signing_key(key: C::Signing) -> Self {
         let signing = OnceLock::new();
         let secret = C::secret_of(&key);
-        let _ = signing.set(key);
+        let _ = signing.set(Box::new(key));
         EcKey {
             secret,
-            stored_public: None,
+            public_at: None,
             stored_pkcs8: None,
             signing,
             #[cfg(feature = "ring")]
@@ -167,8 +170,8 @@ impl<C: Curve> EcKey<C> {
             return Ok(key);
         }
         let key = C::signing(&self.secret);
-        if let Some(stored) = &self.stored_public
-            && C::point(&key).as_slice() != stored.as_ref()
+        if let Some(stored) = self.stored_public()
+            && C::point(&key).as_slice() != stored
         {
             return Err(Error::KeyDecode {
                 reason: format!(
@@ -177,13 +180,19 @@ impl<C: Curve> EcKey<C> {
                 ),
             });
         }
-        Ok(self.signing.get_or_init(|| key))
+        Ok(self.signing.get_or_init(|| Box::new(key)))
+    }
+
+    /// The uncompressed public point stored beside the scalar, if any.
+    fn stored_public(&self) -> Option<&[u8]> {
+        let at = usize::from(self.public_at?);
+        self.stored_pkcs8.as_ref()?.get(at..at + C::POINT_LEN)
     }
 
     /// The public key's SubjectPublicKeyInfo DER, from the stored point when
     /// there is one (a point decode, no scalar multiplication).
     fn public_key_der(&self) -> Result<spki::Document> {
-        match (&self.stored_public, self.signing.get()) {
+        match (self.stored_public(), self.signing.get()) {
             (_, Some(key)) => C::verifying_of(key).to_public_key_der(),
             (Some(stored), None) => C::verifying_from_point(stored)
                 .ok_or_else(|| Error::KeyDecode {
@@ -220,16 +229,19 @@ impl<C: Curve> EcKey<C> {
         let secret = C::secret_from_slice(sec1.private_key).map_err(|e| bad(&e))?;
         // Only the uncompressed form can be compared byte for byte with
         // what we derive; anything else is derived on first use.
-        let stored_public = sec1
+        let public_at = sec1
             .public_key
             .filter(|p| p.len() == C::POINT_LEN && p[0] == 4)
-            .map(Box::from);
-        let stored_pkcs8 = stored_public
-            .is_some()
-            .then(|| Zeroizing::new(der.to_vec()));
+            .and_then(|p| {
+                // A slice of `der`: kept as its position in the copy below.
+                let at = (p.as_ptr() as usize).wrapping_sub(der.as_ptr() as usize);
+                let end = at.checked_add(p.len())?;
+                (der.get(at..end) == Some(p)).then_some(u16::try_from(at).ok()?)
+            });
+        let stored_pkcs8 = public_at.is_some().then(|| Zeroizing::new(der.to_vec()));
         let key = EcKey::<C> {
             secret,
-            stored_public,
+            public_at,
             stored_pkcs8,
             signing: OnceLock::new(),
             #[cfg(feature = "ring")]
@@ -264,12 +276,12 @@ impl<C: Curve> EcKey<C> {
     }
 
     /// Signs with ring under the ring provider, else with RustCrypto's
-    /// deterministic ECDSA.
+    /// deterministic ECDSA: the certificate's DER.
     fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
         with_ring: bool,
-    ) -> Result<x509_cert::Certificate> {
+    ) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
         let builder = if with_ring {
             match fast::sign(self, builder)? {
@@ -281,7 +293,8 @@ impl<C: Curve> EcKey<C> {
         };
         #[cfg(not(feature = "ring"))]
         let _ = with_ring;
-        C::sign(builder, self.signing_key()?).map_err(Error::crypto)
+        let cert = C::sign(builder, self.signing_key()?).map_err(Error::crypto)?;
+        der::Encode::to_der(&cert).map_err(Error::crypto)
     }
 }
 
@@ -550,12 +563,13 @@ impl PrivateKey {
     }
 
     /// Signs the certificate a builder describes with `provider`'s
-    /// signing backend (an EC key signs with ring under the ring provider).
+    /// signing backend (an EC key signs with ring under the ring
+    /// provider): the certificate's DER.
     pub(crate) fn sign<P: BuilderProfile>(
         &self,
         builder: CertificateBuilder<P>,
         provider: &crate::CryptoProvider,
-    ) -> Result<x509_cert::Certificate> {
+    ) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
         let with_ring = provider.signing() == crate::Backend::Ring;
         #[cfg(not(feature = "ring"))]
@@ -568,132 +582,11 @@ impl PrivateKey {
             KeyInner::P384(k) => k.sign(builder, with_ring),
             KeyInner::Rsa(k) => builder
                 .build::<_, rsa::pkcs1v15::Signature>(k.as_ref())
+                .and_then(|cert| der::Encode::to_der(&cert).map_err(Into::into))
                 .map_err(Error::crypto),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::SeedableRng;
-
-    fn rng() -> ChaCha20Rng {
-        crate::CryptoProvider::rust_crypto()
-            .install_default()
-            .expect("only the deterministic provider is installed in tests");
-        ChaCha20Rng::seed_from_u64(7)
-    }
-
-    #[test]
-    fn p256_roundtrips_through_pkcs8() {
-        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        let pem = k.to_pkcs8_pem().unwrap();
-        let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();
-        assert_eq!(back.public_key().unwrap(), k.public_key().unwrap());
-        assert_eq!(back.algorithm(), KeyAlgorithm::EcdsaP256);
-    }
-
-    #[test]
-    fn pkcs8_read_back_is_handed_out_unchanged() {
-        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        let der = k.to_pkcs8_der().unwrap();
-        let back = PrivateKey::from_pkcs8_der(&der).unwrap();
-        assert_eq!(back.to_pkcs8_der().unwrap(), der);
-        assert_eq!(back.public_key_der().unwrap(), k.public_key_der().unwrap());
-    }
-
-    #[test]
-    fn a_pkcs8_key_whose_public_point_is_not_its_own_is_refused_or_never_signs() {
-        let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        let b = PrivateKey::generate(
-            KeyAlgorithm::EcdsaP256,
-            &mut rand_chacha::ChaCha20Rng::seed_from_u64(8),
-        )
-        .unwrap();
-        let point = |k: &PrivateKey| {
-            let KeyInner::P256(k) = &k.inner else {
-                unreachable!()
-            };
-            k.signing_key()
-                .unwrap()
-                .verifying_key()
-                .to_sec1_point(false)
-                .as_bytes()
-                .to_vec()
-        };
-        let (pa, pb) = (point(&a), point(&b));
-        // a's scalar with b's point: same length, so a byte substitution.
-        let mut der = a.to_pkcs8_der().unwrap().to_vec();
-        let at = der
-            .windows(pa.len())
-            .position(|w| w == pa.as_slice())
-            .unwrap();
-        der[at..at + pa.len()].copy_from_slice(&pb);
-        // A key from outside is refused while it is read.
-        let err = PrivateKey::from_pkcs8_der(&der).unwrap_err();
-        assert!(err.to_string().contains("does not belong"), "{err}");
-        let pem = pem::encode("PRIVATE KEY", &der);
-        let err = PrivateKey::from_pem(pem.as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("does not belong"), "{err}");
-        // A stored key claims b's public key, but its first signature
-        // derives the real point and refuses.
-        let forged = PrivateKey::from_stored_pem(pem.as_bytes()).unwrap();
-        let KeyInner::P256(inner) = &forged.inner else {
-            unreachable!()
-        };
-        let err = inner.signing_key().unwrap_err();
-        assert!(err.to_string().contains("does not belong"), "{err}");
-        assert!(!forged.matches(&a.public_key().unwrap()));
-    }
-
-    #[test]
-    fn same_seed_same_key() {
-        let a = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        let b = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        assert_eq!(a.public_key_der().unwrap(), b.public_key_der().unwrap());
-    }
-
-    #[test]
-    fn sec1_is_accepted() {
-        let k = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng()).unwrap();
-        let KeyInner::P256(sk) = &k.inner else {
-            unreachable!()
-        };
-        let secret = sk.secret.clone();
-        let sec1 = secret.to_sec1_der().unwrap();
-        let pem = pem::encode("EC PRIVATE KEY", &sec1);
-        let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();
-        assert!(back.matches(&k.public_key().unwrap()));
-    }
-
-    #[test]
-    fn rsa_pkcs1_is_accepted_and_small_rsa_refused() {
-        use rsa::pkcs1::EncodeRsaPrivateKey;
-        let big = rsa::RsaPrivateKey::new(&mut rng(), 2048).unwrap();
-        let pem = pem::encode("RSA PRIVATE KEY", big.to_pkcs1_der().unwrap().as_bytes());
-        let k = PrivateKey::from_pem(pem.as_bytes()).unwrap();
-        assert_eq!(k.algorithm(), KeyAlgorithm::Rsa2048);
-
-        // Made once with `openssl genrsa -traditional 1024`.
-        let small = include_bytes!("../tests/data/rsa1024-pkcs1.pem");
-        assert_eq!(
-            PrivateKey::from_pem(small).unwrap_err(),
-            Error::RsaKeyTooSmall { bits: 1024 }
-        );
-    }
-
-    #[test]
-    fn garbage_is_a_clear_error() {
-        let pem = pem::encode("PRIVATE KEY", &[1, 2, 3]);
-        assert!(matches!(
-            PrivateKey::from_pem(pem.as_bytes()),
-            Err(Error::KeyDecode { .. })
-        ));
-        assert!(matches!(
-            PrivateKey::from_pem(b"no pem here"),
-            Err(Error::NoPemBlock { .. })
-        ));
-    }
-}
+mod tests;

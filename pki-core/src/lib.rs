@@ -33,6 +33,11 @@
 mod bundle;
 mod cert;
 pub mod datetime;
+/// Checks for the fuzz targets and the tests; not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::cert::{check_against_x509_cert, check_raw_reads, reads_without_x509_cert};
+}
 mod der_input;
 mod dn;
 mod error;

@@ -111,7 +111,9 @@ pub fn issuing_ca() -> CertificateAuthority {
     .unwrap()
 }
 
-/// Row 1: `n` serving leaves, each with its own new P-256 key.
+/// Row 1: `n` serving leaves, each with its own new P-256 key, with the
+/// process's provider (ring by default: keys and signatures from the
+/// operating system; the seeded RNG draws the serials).
 pub fn issue_leaves(ca: &CertificateAuthority, n: usize, seed: u64) -> Vec<Certificate> {
     issue_with(ca, n, &mut ChaCha20Rng::seed_from_u64(seed))
 }
@@ -131,7 +133,7 @@ fn issue_with<R: rand_core::CryptoRng + 'static>(
 }
 
 /// Row 1 as the CLI and the C ABI issue: through the operating system's
-/// RNG, which with the `ring` feature generates and signs with ring.
+/// RNG (serials included).
 pub fn issue_leaves_os(ca: &CertificateAuthority, n: usize) -> Vec<Certificate> {
     issue_with(ca, n, &mut pki_core::os_rng())
 }
@@ -165,8 +167,10 @@ impl Rotation {
 
 /// Row 2: the four cells (old/new serving chain × old/new bundle) for every
 /// leaf, with the default API. Each run starts from DER, as a pre-flight
-/// that loads the chains and bundles does, so nothing is remembered
-/// between runs (the Go side parses the same DER in each run too).
+/// that loads the chains and bundles does: its certificates and bundles
+/// are new, so no verification memoised by an earlier run (a
+/// certificate's verifying key, a bundle's signature cache) counts (the Go
+/// side parses the same DER in each run too).
 /// Returns the number of chains that verified (all of them).
 pub fn matrix(r: &RotationDer) -> usize {
     let parse = |der: &Vec<u8>| Certificate::from_der(der).unwrap();

@@ -9,21 +9,47 @@
 
 use std::ops::Range;
 
+/// A byte range into a certificate's DER, in half the room of a
+/// `Range<usize>` (a certificate is far below 4 GiB: `der` reads no
+/// length above 256 MiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    pub(crate) fn new(range: Range<usize>) -> Option<Span> {
+        Some(Span {
+            start: u32::try_from(range.start).ok()?,
+            end: u32::try_from(range.end).ok()?,
+        })
+    }
+
+    pub(crate) fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    pub(crate) fn start(self) -> usize {
+        self.start as usize
+    }
+}
+
 /// Byte ranges into a certificate's DER.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
     /// The TBSCertificate TLV: the signed bytes.
-    pub(crate) tbs: Range<usize>,
+    pub(crate) tbs: Span,
     /// The content octets of the serialNumber INTEGER.
-    pub(crate) serial: Range<usize>,
+    pub(crate) serial: Span,
     /// The issuer Name TLV.
-    pub(crate) issuer: Range<usize>,
+    pub(crate) issuer: Span,
     /// The Validity TLV.
-    pub(crate) validity: Range<usize>,
+    pub(crate) validity: Span,
     /// The subject Name TLV.
-    pub(crate) subject: Range<usize>,
+    pub(crate) subject: Span,
     /// The SubjectPublicKeyInfo TLV.
-    pub(crate) spki: Range<usize>,
+    pub(crate) spki: Span,
 }
 
 /// One DER header at `at`: (tag byte, start of the content, end of the TLV).
@@ -70,14 +96,14 @@ impl Layout {
         };
         // The next TLV inside the TBSCertificate, which must have tag `tag`:
         // the whole TLV, or only the content octets of an INTEGER.
-        let next = |at: &mut usize, tag: u8| -> Option<Range<usize>> {
+        let next = |at: &mut usize, tag: u8| -> Option<Span> {
             let (found, body, end) = tlv(der, *at)?;
             if found != tag || end > tbs_end {
                 return None;
             }
             let whole = *at..end;
             *at = end;
-            Some(if tag == 0x02 { body..end } else { whole })
+            Span::new(if tag == 0x02 { body..end } else { whole })
         };
         if der.get(at) == Some(&0xa0) {
             next(&mut at, 0xa0)?;
@@ -89,7 +115,7 @@ impl Layout {
         let subject = next(&mut at, 0x30)?;
         let spki = next(&mut at, 0x30)?;
         Some(Layout {
-            tbs: content..tbs_end,
+            tbs: Span::new(content..tbs_end)?,
             serial,
             issuer,
             validity,

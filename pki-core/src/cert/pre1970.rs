@@ -24,7 +24,7 @@ const STAND_IN: &[u8; 13] = b"700101000000Z";
 /// `None` otherwise (the caller then reports the decoder's own error).
 pub(crate) fn decodable(der: &[u8]) -> Option<(Vec<u8>, OffsetDateTime)> {
     let layout = Layout::of(der)?;
-    let (0x30, content, _) = tlv(der, layout.validity.start)? else {
+    let (0x30, content, _) = tlv(der, layout.validity.start())? else {
         return None;
     };
     // notBefore, a UTCTime (tag 23).

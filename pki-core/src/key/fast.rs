@@ -15,7 +15,8 @@ use super::{EcKey, PrivateKey};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
-use x509_cert::der::asn1::BitString;
+use x509_cert::der::asn1::BitStringRef;
+use x509_cert::der::{Encode, Header, Length, Tag};
 use x509_cert::spki::{AlgorithmIdentifierOwned, DynSignatureAlgorithmIdentifier};
 use zeroize::Zeroizing;
 
@@ -41,7 +42,7 @@ pub(super) fn generate<C: Curve>() -> Result<PrivateKey> {
 impl<C: Curve> EcKey<C> {
     /// The uncompressed public point: the stored one, or derived.
     fn public_point(&self) -> Result<Vec<u8>> {
-        match (&self.stored_public, self.signing.get()) {
+        match (self.stored_public(), self.signing.get()) {
             (Some(stored), _) => Ok(stored.to_vec()),
             (None, Some(key)) => Ok(C::point(key)),
             (None, None) => Ok(C::point(self.signing_key()?)),
@@ -93,11 +94,14 @@ impl<C: Curve> DynSignatureAlgorithmIdentifier for RingSigner<C> {
 }
 
 /// Signs the certificate `builder` describes with ring, or returns the
-/// builder when ring cannot use the key.
+/// builder when ring cannot use the key. The certificate's DER is put
+/// together from the TBSCertificate the builder encoded for signing, as
+/// the builder's own `assemble` would encode it, without building (and
+/// encoding again) the decoded certificate.
 pub(super) fn sign<C: Curve, P: BuilderProfile>(
     key: &EcKey<C>,
     mut builder: CertificateBuilder<P>,
-) -> Result<std::result::Result<x509_cert::Certificate, CertificateBuilder<P>>> {
+) -> Result<std::result::Result<Vec<u8>, CertificateBuilder<P>>> {
     let Some(pair) = key.ring_pair() else {
         return Ok(Err(builder));
     };
@@ -109,9 +113,17 @@ pub(super) fn sign<C: Curve, P: BuilderProfile>(
     let signature = pair
         .sign(&ring::rand::SystemRandom::new(), &tbs)
         .map_err(|_| failed("sign"))?;
-    let bits = BitString::from_bytes(signature.as_ref()).map_err(Error::crypto)?;
-    builder
-        .assemble(bits, &signer)
-        .map(Ok)
-        .map_err(Error::crypto)
+    // Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm,
+    // signatureValue BIT STRING }
+    let algorithm = signer
+        .signature_algorithm_identifier()
+        .and_then(|a| a.to_der().map_err(Into::into))
+        .map_err(Error::crypto)?;
+    let bits = BitStringRef::from_bytes(signature.as_ref())
+        .and_then(|b| b.to_der())
+        .map_err(Error::crypto)?;
+    let content = Length::try_from(tbs.len() + algorithm.len() + bits.len())
+        .and_then(|len| Header::new(Tag::Sequence, len).to_der())
+        .map_err(Error::crypto)?;
+    Ok(Ok([content, tbs, algorithm, bits].concat()))
 }

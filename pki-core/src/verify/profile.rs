@@ -8,6 +8,7 @@
 use super::Purpose;
 use super::error::VerifyError;
 use crate::cert::{Certificate, EKU_ANY, ObjectIdentifier};
+use der::Decode;
 use std::sync::Arc;
 use time::OffsetDateTime;
 use x509_cert::certificate::Version;
@@ -87,7 +88,7 @@ pub(crate) fn check_validity(cert: &Certificate, time: OffsetDateTime) -> Result
 /// Whether a trust anchor is a version 1 (or 2) certificate: such anchors
 /// carry no extensions and are trusted as CAs by configuration.
 pub(crate) fn is_legacy_anchor(cert: &Certificate) -> bool {
-    cert.x509().tbs_certificate().version() != Version::V3
+    cert.version() != Version::V3
 }
 
 /// Checks everything about `cert` that does not depend on the rest of the
@@ -97,15 +98,16 @@ pub(crate) fn check_cert(
     role: Role,
     purpose: Purpose,
 ) -> Result<(), VerifyError> {
-    let tbs = cert.x509().tbs_certificate();
-    if tbs.signature() != cert.x509().signature_algorithm() {
+    // Read from the DER: the decoded tree only for what is unusual.
+    if !cert.signature_algorithms_match() {
+        let x = cert.x509();
         return Err(VerifyError::SignatureAlgorithmMismatch {
             cert: cert.id(),
-            inner: tbs.signature().oid,
-            outer: cert.x509().signature_algorithm().oid,
+            inner: x.tbs_certificate().signature().oid,
+            outer: x.signature_algorithm().oid,
         });
     }
-    let version = tbs.version();
+    let version = cert.version();
     if version != Version::V3 {
         match role {
             Role::Leaf => {
@@ -121,7 +123,7 @@ pub(crate) fn check_cert(
                 });
             }
             Role::Anchor => {
-                if tbs.extensions().is_some() {
+                if cert.x509().tbs_certificate().extensions().is_some() {
                     return Err(VerifyError::malformed(
                         cert,
                         "extensions in a certificate that is not version 3",
@@ -169,17 +171,17 @@ pub(crate) fn anchor_aki_is_unusual(cert: &Certificate) -> bool {
         return false;
     }
     cert.authority_key_id()
-        .is_some_and(|aki| aki.has_issuer_and_serial || aki.key_id.as_deref() != cert.ski())
+        .is_some_and(|aki| aki.has_issuer_and_serial || cert.aki() != cert.ski())
 }
 
 fn check_names_present(cert: &Certificate, is_ca: bool) -> Result<(), VerifyError> {
-    if cert.issuer().is_empty() {
+    if cert.issuer_is_empty() {
         return Err(VerifyError::malformed(
             cert,
             "empty issuer name (RFC 5280 §4.1.2.4)",
         ));
     }
-    if is_ca && cert.subject().is_empty() {
+    if is_ca && cert.subject_is_empty() {
         return Err(VerifyError::malformed(
             cert,
             "CA certificate with an empty subject name (RFC 5280 §4.1.2.6)",
@@ -207,42 +209,49 @@ fn check_serial(cert: &Certificate) -> Result<(), VerifyError> {
     Ok(())
 }
 
+/// An extension's OID, from the content octets the certificate carries
+/// (decoded when it was parsed).
+fn oid_of(content: &[u8]) -> ObjectIdentifier {
+    ObjectIdentifier::from_bytes(content).unwrap_or(ObjectIdentifier::new_unwrap("0.0"))
+}
+
 fn check_extensions(cert: &Certificate) -> Result<(), VerifyError> {
-    let Some(exts) = cert.x509().tbs_certificate().extensions() else {
-        return Ok(());
-    };
-    for (i, ext) in exts.iter().enumerate() {
-        if exts[..i].iter().any(|e| e.extn_id == ext.extn_id) {
+    for (i, (id, critical, _)) in cert.raw_extensions().enumerate() {
+        if cert.raw_extensions().take(i).any(|(e, _, _)| e == id) {
             return Err(VerifyError::malformed(
                 cert,
-                format!("extension {} appears twice (RFC 5280 §4.2)", ext.extn_id),
+                format!("extension {} appears twice (RFC 5280 §4.2)", oid_of(id)),
             ));
         }
-        let must_not_be_critical = match ext.extn_id {
+        let must_not_be_critical = match oid_of(id) {
             AUTHORITY_KEY_ID => Some("authorityKeyIdentifier"),
             SUBJECT_KEY_ID => Some("subjectKeyIdentifier"),
             AUTHORITY_INFO_ACCESS => Some("authorityInfoAccess"),
             _ => None,
         };
-        if let (true, Some(name)) = (ext.critical, must_not_be_critical) {
+        if let (true, Some(name)) = (critical, must_not_be_critical) {
             return Err(VerifyError::malformed(
                 cert,
                 format!("{name} is marked critical (RFC 5280 requires non-critical)"),
             ));
         }
-        if ext.critical && !UNDERSTOOD_CRITICAL.contains(&ext.extn_id) {
+        if critical && !UNDERSTOOD_CRITICAL.iter().any(|o| o.as_bytes() == id) {
             return Err(VerifyError::UnknownCriticalExtension {
                 cert: cert.id(),
-                oid: ext.extn_id,
+                oid: oid_of(id),
             });
         }
     }
-    if let Err(e) = cert
-        .x509()
-        .tbs_certificate()
-        .get_extension::<AuthorityInfoAccessSyntax>()
+    // The one copy (repeats were refused above), decoded as x509-cert's
+    // `get_extension` decodes it.
+    let aia = cert
+        .raw_extensions()
+        .find(|(id, _, _)| *id == AUTHORITY_INFO_ACCESS.as_bytes());
+    if let Err(e) = aia
+        .map(|(_, _, value)| AuthorityInfoAccessSyntax::from_der(value))
+        .transpose()
         .and_then(|aia| match aia {
-            Some((_, a)) if a.0.is_empty() => Err(der::ErrorKind::Length {
+            Some(a) if a.0.is_empty() => Err(der::ErrorKind::Length {
                 tag: der::Tag::Sequence,
             }
             .into()),
@@ -273,26 +282,22 @@ fn check_extensions(cert: &Certificate) -> Result<(), VerifyError> {
 /// - a public key that is not weak: issuers' keys are checked when their
 ///   signatures are, and the leaf's key signs the TLS handshake.
 fn check_leaf_profile(cert: &Certificate) -> Result<(), VerifyError> {
-    let extensions = cert
-        .x509()
-        .tbs_certificate()
-        .extensions()
-        .map(|e| e.as_slice())
-        .unwrap_or_default();
-    if !cert.is_ca() && extensions.iter().any(|e| e.extn_id == NAME_CONSTRAINTS) {
+    let has = |oid: ObjectIdentifier| {
+        cert.raw_extensions()
+            .find(|(id, _, _)| *id == oid.as_bytes())
+            .map(|(_, critical, _)| critical)
+    };
+    if !cert.is_ca() && has(NAME_CONSTRAINTS).is_some() {
         return Err(VerifyError::malformed(
             cert,
             "nameConstraints in an end-entity certificate (RFC 5280 §4.2.1.10: CA certificates only)",
         ));
     }
-    if cert.subject().is_empty() {
-        let san = extensions.iter().find(|e| e.extn_id == SUBJECT_ALT_NAME);
-        if !san.is_some_and(|e| e.critical) {
-            return Err(VerifyError::malformed(
-                cert,
-                "empty subject without a critical subjectAltName (RFC 5280 §4.2.1.6)",
-            ));
-        }
+    if cert.subject_is_empty() && has(SUBJECT_ALT_NAME) != Some(true) {
+        return Err(VerifyError::malformed(
+            cert,
+            "empty subject without a critical subjectAltName (RFC 5280 §4.2.1.6)",
+        ));
     }
     super::signature::check_key_strength(cert.public_key()).map_err(|reason| {
         VerifyError::WeakPublicKey {

@@ -132,6 +132,27 @@ pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
 
 /// Extracts the signed bytes, the signature and the scheme of `cert`.
 pub(crate) fn signed_parts(cert: &Certificate) -> Result<Signed<'_>, SigFailure> {
+    // Read from the DER when both algorithms are encoded alike; anything
+    // else from the decoded tree.
+    if cert.signature_algorithms_match()
+        && let Some((algorithm, bits)) = cert.raw_signature()
+        && let Ok(outer) = <AlgorithmIdentifierOwned as der::Decode>::from_der(algorithm)
+    {
+        let scheme = scheme(&outer)?;
+        let signature = match bits {
+            [0, signature @ ..] => signature,
+            _ => {
+                return Err(SigFailure::Malformed(
+                    "signature BIT STRING has unused bits",
+                ));
+            }
+        };
+        return Ok(Signed {
+            tbs: cert.tbs_der(),
+            signature,
+            scheme,
+        });
+    }
     let x = cert.x509();
     let outer = x.signature_algorithm();
     let inner = x.tbs_certificate().signature();

@@ -20,7 +20,7 @@ use time::{Duration, OffsetDateTime};
 /// the outcome borrows `state`: nothing is copied.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
-    plan: Plan,
+    mut plan: Plan,
     rng: &mut R,
 ) -> Result<Outcome<'d, SignerState, Event>> {
     if plan.is_empty() {
@@ -31,7 +31,9 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         });
     }
     let mut next = state.clone();
-    let mut events = Vec::new();
+    // One event per leaf issued or removed, and a few others: allocated
+    // once, not grown by doubling (a signer may issue thousands at once).
+    let mut events = Vec::with_capacity(plan.leaves.len() + plan.leaf_changes.len() + 4);
     let now = plan.now;
     next.policy = plan.policy;
     for change in &plan.leaf_changes {
@@ -226,14 +228,15 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     }
 
     let limit = next.leaf_not_after_limit();
-    for decision in &plan.leaves {
+    // Each decision's name and reason move into its event.
+    for decision in std::mem::take(&mut plan.leaves) {
         let Some(leaf) = next.leaves.get_mut(&decision.name) else {
             continue;
         };
         let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
         events.push(Event::LeafReissued {
-            name: decision.name.clone(),
-            reason: decision.reason.clone(),
+            name: decision.name,
+            reason: decision.reason,
             id: issued.cert.id(),
         });
         leaf.issued = Some(issued);

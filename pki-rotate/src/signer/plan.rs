@@ -292,6 +292,8 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     if !overrides.is_empty() {
         leaves.sort_by(|a, b| a.name.cmp(&b.name));
     }
+    // Held while every leaf is issued: without the spare room of growth.
+    leaves.shrink_to_fit();
 
     let mut prune = Vec::new();
     let mut drop_bridge = false;

@@ -1,0 +1,198 @@
+//! The extensions pki reads, decoded once when a certificate is parsed, and
+//! kept small: a store holds thousands of leaves, so what can be a slice of
+//! the certificate's DER is kept as its position there.
+
+use super::BasicConstraintsInfo;
+use super::layout::{Span, tlv};
+use super::shallow::RawExtension;
+use crate::error::{Error, Result};
+use der::Decode;
+use der::asn1::ObjectIdentifier;
+use der::oid::AssociatedOid;
+use x509_cert::ext::pkix::{
+    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName,
+    SubjectKeyIdentifier,
+};
+
+/// Bytes of an extension: where they sit in the certificate's DER, or a
+/// copy when they come from a decoded tree instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Held {
+    In(Span),
+    Copy(Box<[u8]>),
+}
+
+impl Held {
+    /// `part` as its position in `der` when it is a slice of it.
+    fn of(der: &[u8], part: &[u8]) -> Held {
+        let offset = (part.as_ptr() as usize).wrapping_sub(der.as_ptr() as usize);
+        match offset
+            .checked_add(part.len())
+            .filter(|end| *end <= der.len() && offset <= der.len())
+            .and_then(|end| Span::new(offset..end))
+        {
+            Some(span) => Held::In(span),
+            None => Held::Copy(part.into()),
+        }
+    }
+
+    pub(crate) fn get<'a>(&'a self, der: &'a [u8]) -> &'a [u8] {
+        match self {
+            Held::In(span) => der.get(span.range()).unwrap_or_default(),
+            Held::Copy(bytes) => bytes,
+        }
+    }
+}
+
+/// The authorityKeyIdentifier extension, as pki uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthorityKeyId {
+    /// keyIdentifier.
+    pub(crate) key_id: Option<Held>,
+    /// Whether authorityCertIssuer or authorityCertSerialNumber is present.
+    pub(crate) has_issuer_and_serial: bool,
+}
+
+fn ext_err(extension: &'static str, source: der::Error) -> Error {
+    Error::MalformedExtension { extension, source }
+}
+
+/// The extensions pki reads.
+#[derive(Default)]
+pub(crate) struct Read {
+    pub(crate) ski: Option<Held>,
+    pub(crate) aki: Option<AuthorityKeyId>,
+    pub(crate) basic_constraints: Option<BasicConstraintsInfo>,
+    pub(crate) key_usage: Option<KeyUsage>,
+    pub(crate) eku: Option<Vec<ObjectIdentifier>>,
+    /// The subjectAltName extension's value, decoded and checked here and
+    /// decoded again only when its entries are asked for as x509-cert's
+    /// values (DNS names and IP addresses are read from these bytes).
+    pub(crate) san: Option<Held>,
+}
+
+/// Stores `value` in `slot`, refusing a second occurrence of the extension.
+fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()> {
+    if slot.is_some() {
+        return Err(Error::DuplicateExtension { extension });
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// The extensions pki reads, by OID.
+const READ: [(ObjectIdentifier, &str); 6] = [
+    (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
+    (AuthorityKeyIdentifier::OID, "authorityKeyIdentifier"),
+    (BasicConstraints::OID, "basicConstraints"),
+    (KeyUsage::OID, "keyUsage"),
+    (ExtendedKeyUsage::OID, "extendedKeyUsage"),
+    (SubjectAltName::OID, "subjectAltName"),
+];
+
+/// The content octets of the first element of the SEQUENCE `value`, when
+/// it has tag `tag` and its content is `expected` (the decoder read the
+/// same bytes; anything else is copied instead).
+fn first_element<'a>(value: &'a [u8], tag: u8, expected: &[u8]) -> Option<&'a [u8]> {
+    let (_, content, _) = tlv(value, 0)?;
+    let (found, start, end) = tlv(value, content)?;
+    let bytes = value.get(start..end)?;
+    (found == tag && bytes == expected).then_some(bytes)
+}
+
+/// Reads the extensions pki reads from `extensions` (called twice: once
+/// to refuse repeats, once to decode), which are those of `der`.
+pub(crate) fn read<'a, I>(der: &[u8], extensions: impl Fn() -> I) -> Result<Read>
+where
+    I: Iterator<Item = RawExtension<'a>>,
+{
+    // A repeated extension is refused before any is decoded: which copy
+    // would count is exactly what an attacker would like to choose. The
+    // first extension seen twice is the one named.
+    let mut seen = 0u8;
+    for (oid, _, _) in extensions() {
+        if let Some(i) = READ.iter().position(|(read, _)| read.as_bytes() == oid) {
+            if seen & (1 << i) != 0 {
+                return Err(Error::DuplicateExtension {
+                    extension: READ[i].1,
+                });
+            }
+            seen |= 1 << i;
+        }
+    }
+    let mut read = Read::default();
+    for (extn_id, critical, value) in extensions() {
+        let Some((oid, name)) = READ.iter().find(|(read, _)| read.as_bytes() == extn_id) else {
+            continue;
+        };
+        let name: &'static str = name;
+        match *oid {
+            SubjectKeyIdentifier::OID => {
+                let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+                let bytes = ski.0.as_bytes();
+                // The OCTET STRING's content ends the value.
+                let at = value.len() - bytes.len();
+                once(&mut read.ski, name, Held::of(der, &value[at..]))?;
+            }
+            AuthorityKeyIdentifier::OID => {
+                let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+                let key_id = aki.key_identifier.as_ref().map(|k| {
+                    match first_element(value, 0x80, k.as_bytes()) {
+                        Some(bytes) => Held::of(der, bytes),
+                        None => Held::Copy(k.as_bytes().into()),
+                    }
+                });
+                let aki = AuthorityKeyId {
+                    key_id,
+                    has_issuer_and_serial: aki.authority_cert_issuer.is_some()
+                        || aki.authority_cert_serial_number.is_some(),
+                };
+                once(&mut read.aki, name, aki)?;
+            }
+            BasicConstraints::OID => {
+                let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
+                let info = BasicConstraintsInfo {
+                    ca: b.ca,
+                    path_len: b.path_len_constraint,
+                    critical,
+                };
+                once(&mut read.basic_constraints, name, info)?;
+            }
+            KeyUsage::OID => {
+                let k = KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.key_usage, name, k)?;
+            }
+            ExtendedKeyUsage::OID => {
+                let mut e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                // Kept for the certificate's life: without the decoder's
+                // spare capacity.
+                e.0.shrink_to_fit();
+                once(&mut read.eku, name, e.0)?;
+            }
+            SubjectAltName::OID => {
+                SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.san, name, Held::of(der, value))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(read)
+}
+
+/// The entries of a subjectAltName value that decoded, with their tags
+/// (`[2]` dNSName, `[7]` iPAddress...), in order.
+pub(crate) fn san_entries(value: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    let (content, end) = match tlv(value, 0) {
+        Some((0x30, content, end)) => (content, end),
+        _ => (0, 0),
+    };
+    let mut at = content;
+    std::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let (tag, start, next) = tlv(value, at)?;
+        at = next;
+        Some((tag, value.get(start..next)?))
+    })
+}

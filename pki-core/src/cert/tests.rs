@@ -1,0 +1,44 @@
+//! The decoded tree on demand, and the serial read from the DER.
+
+use super::*;
+use crate::{CertificateAuthority, KeyAlgorithm};
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use time::{Duration, macros::datetime};
+
+fn root(seed: u64) -> Certificate {
+    CertificateAuthority::generate_root(
+        "ca",
+        KeyAlgorithm::EcdsaP256,
+        // 2026-01-01: an arbitrary fixed issuance time.
+        datetime!(2026-01-01 00:00 UTC),
+        Duration::days(30),
+        &mut ChaCha20Rng::seed_from_u64(seed),
+    )
+    .unwrap()
+    .cert
+}
+
+#[test]
+fn the_decoded_structure_is_made_only_when_asked_for() {
+    let cert = Certificate::from_der(root(1).der()).unwrap();
+    // What a store's checks read comes from the fields kept at parse.
+    let _ = (cert.ski(), cert.aki(), cert.not_after(), cert.serial());
+    let _ = (cert.dns_names(), cert.spki_der(), cert.extended_key_usage());
+    assert!(cert.0.memo.more.get().is_none());
+    assert_eq!(cert.subject().to_string(), "CN=ca");
+    assert!(cert.0.memo.more().tree.get().is_some());
+}
+
+#[test]
+fn the_serial_read_from_the_der_is_the_decoded_one() {
+    // The content octets of the INTEGER, as x509-cert hands them out.
+    for seed in 0..64 {
+        let cert = root(seed);
+        assert_eq!(
+            cert.serial(),
+            cert.x509().tbs_certificate().serial_number().as_bytes(),
+            "seed {seed}"
+        );
+    }
+}
