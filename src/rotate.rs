@@ -79,7 +79,11 @@ pub fn print_json(step: &Step<SignerState, Event>) -> CliResult {
         next_rotation: state.rotation_due_at(&state.policy),
         next_check: step.next_wake,
     };
-    let text = serde_json::to_string_pretty(&report)
+    print_report(&report)
+}
+
+fn print_report(report: &RotateReport<'_>) -> CliResult {
+    let text = serde_json::to_string_pretty(report)
         .map_err(|e| crate::common::CliError::new(e.to_string()))?;
     crate::outln!("{text}");
     Ok(())
@@ -165,7 +169,7 @@ fn print_idle(
     next_check: OffsetDateTime,
 ) -> CliResult {
     if args.json {
-        let report = RotateReport {
+        return print_report(&RotateReport {
             schema_version: pki_rotate::status::SCHEMA_VERSION,
             changed: false,
             rotated: false,
@@ -174,11 +178,7 @@ fn print_idle(
             ca_id: report.ca_id.clone(),
             next_rotation: report.next_rotation,
             next_check,
-        };
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| crate::common::CliError::new(e.to_string()))?;
-        crate::outln!("{text}");
-        return Ok(());
+        });
     }
     if !args.quiet {
         crate::outln!("nothing to do");

@@ -179,16 +179,12 @@ fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
         .flatten()
 }
 
-/// What the store's summary of `key` says of a step of `E` with `input` at
+/// What the store's summary says of a step of `E` that asks nothing, at
 /// `now`: the idle step when the document promises that nothing is due.
 fn idle_step<E: Engine>(
-    input: &E::Input,
     summary: Option<(Summary, Revision)>,
     now: OffsetDateTime,
 ) -> Option<IdleStep> {
-    if !E::asks_nothing(input) {
-        return None;
-    }
     let (summary, revision) = summary?;
     let idle = Idle::from_summary(&summary, E::Document::KIND)?;
     idle.covers(now).then_some(IdleStep {
@@ -377,7 +373,7 @@ impl<S: Store> Driver<S> {
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
         if E::asks_nothing(input)
-            && let Some(idle) = idle_step::<E>(input, self.store.get_summary(key)?, now)
+            && let Some(idle) = idle_step::<E>(self.store.get_summary(key)?, now)
         {
             return Ok(Stepped::Idle(idle));
         }
@@ -499,7 +495,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
         if E::asks_nothing(input)
-            && let Some(idle) = idle_step::<E>(input, self.store.get_summary(key).await?, now)
+            && let Some(idle) = idle_step::<E>(self.store.get_summary(key).await?, now)
         {
             return Ok(Stepped::Idle(idle));
         }

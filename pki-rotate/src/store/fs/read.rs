@@ -37,12 +37,10 @@ impl FsStore {
     /// index cannot be read as it is (a writer removed the generation
     /// meanwhile): the caller then reads the document, which checks all.
     pub(super) fn read_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
-        let lock_path = self.lock_path();
-        if fs::symlink_metadata(&lock_path).is_err()
-            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
-        {
+        if self.never_written() {
             return Ok(None);
         }
+        let lock_path = self.lock_path();
         self.check_root()?;
         let held = match lock::try_exclusive(&lock_path) {
             Ok(held) => held,
@@ -102,6 +100,15 @@ impl FsStore {
         }
     }
 
+    /// No lock file and no `.data`: no run ever wrote here (a writer
+    /// creates the lock before anything else), so there is nothing to read
+    /// or finish, and a read creates nothing either: a command refused
+    /// after it leaves the directory as it found it.
+    fn never_written(&self) -> bool {
+        fs::symlink_metadata(self.lock_path()).is_err()
+            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
+    }
+
     /// A reader never waits: it takes the lock exclusively when it is free
     /// and then finishes what an interrupted run left (missing links, old
     /// generations); else it takes it shared, else it reads without it (a
@@ -111,16 +118,10 @@ impl FsStore {
     /// With the exclusive lock, also returns the current generation it
     /// checked, for the read to use rather than walk it a second time.
     pub(super) fn reader_lock(&self) -> Result<(Option<lock::Lock>, Option<Current>)> {
-        let path = self.lock_path();
-        // No lock file and no `.data`: no run ever wrote here (a writer
-        // creates the lock before anything else), so there is nothing to
-        // read or finish, and a read creates nothing either: a command
-        // refused after it leaves the directory as it found it.
-        if fs::symlink_metadata(&path).is_err()
-            && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
-        {
+        if self.never_written() {
             return Ok((None, None));
         }
+        let path = self.lock_path();
         match lock::try_exclusive(&path) {
             Ok(Some(held)) => {
                 let current = self.current()?;
