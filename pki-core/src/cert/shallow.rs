@@ -25,7 +25,7 @@
 //! ([`check_against_x509_cert`]), and that the usual certificates do not
 //! need x509-cert.
 
-use super::layout::{Layout, Span};
+use super::layout::{Layout, Span, tlv};
 use std::ops::Range;
 use time::OffsetDateTime;
 
@@ -165,28 +165,19 @@ impl<'a> Cursor<'a> {
     /// The next TLV, which must have tag `tag` and a minimal definite
     /// length below 64 KiB: its content's (start, end).
     fn next(&mut self, tag: u8) -> Option<(usize, usize)> {
-        let input = self.der.get(self.at..self.end)?;
-        if *input.first()? != tag {
+        if self.is_finished() {
             return None;
         }
-        let (len, header) = match *input.get(1)? {
-            n @ 0..=0x7f => (usize::from(n), 2),
-            0x81 => match *input.get(2)? {
-                n @ 0x80..=0xff => (usize::from(n), 3),
-                _ => return None,
-            },
-            0x82 => {
-                let n = usize::from(*input.get(2)?) << 8 | usize::from(*input.get(3)?);
-                if n < 0x100 {
-                    return None;
-                }
-                (n, 4)
-            }
-            _ => return None,
+        let (found, start, end) = tlv(self.der, self.at)?;
+        // `tlv` reads any definite length; DER wants the shortest form,
+        // and one or two length octets cover every certificate.
+        let minimal = match start - self.at {
+            2 => true,
+            3 => end - start >= 0x80,
+            4 => end - start >= 0x100,
+            _ => false,
         };
-        let start = self.at + header;
-        let end = start.checked_add(len)?;
-        if end > self.end {
+        if found != tag || !minimal || end > self.end {
             return None;
         }
         self.at = end;
