@@ -452,6 +452,30 @@ impl<D: Document> Store for KindStore<'_, D> {
             KindStore::Secrets(s) => s.put_with_summary(key, expected, files, summary),
         }
     }
+
+    fn get_paths(
+        &self,
+        key: &str,
+        paths: &std::collections::BTreeSet<String>,
+    ) -> pki_rotate::Result<Option<(Files, Revision)>> {
+        match self {
+            KindStore::Files(s) => s.get_paths(key, paths),
+            KindStore::Secrets(s) => s.get_paths(key, paths),
+        }
+    }
+
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &pki_rotate::store::Changes,
+        summary: Option<&Summary>,
+    ) -> pki_rotate::Result<Revision> {
+        match self {
+            KindStore::Files(s) => s.put_changes(key, expected, changes, summary),
+            KindStore::Secrets(s) => s.put_changes(key, expected, changes, summary),
+        }
+    }
 }
 
 impl pki_store {

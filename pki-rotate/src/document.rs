@@ -328,6 +328,11 @@ impl Files {
         Ok(())
     }
 
+    /// Removes the file at `path`, returning it.
+    pub fn remove(&mut self, path: &str) -> Option<File> {
+        self.files.remove(path)
+    }
+
     /// The bytes of the file at `path`.
     pub fn get(&self, path: &str) -> Option<&[u8]> {
         self.files.get(path).map(|f| f.contents.as_slice())

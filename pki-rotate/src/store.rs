@@ -10,11 +10,13 @@
 
 use crate::document::Files;
 use crate::error::{Result, RotateError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+mod changes;
 mod fs;
 mod secret;
+pub use changes::{Changes, conflict, only_paths, put_changes_whole};
 pub use fs::{DEFAULT_LOCK_TIMEOUT, FsStore, LEGACY_KEY, NoticeHook, WriteHook};
 pub use secret::{SecretBackend, SecretStore};
 
@@ -95,6 +97,35 @@ pub trait Store {
         let _ = summary;
         self.put(key, expected, files)
     }
+
+    /// The files of the document at `key` that `paths` names (a path it
+    /// does not hold is left out), with all its declared directories, at
+    /// one revision, each checked as [`Store::get`] checks it; None when
+    /// there is no document. The default reads the whole document and keeps
+    /// the named files. A store that can read files one at a time overrides
+    /// it: a step that changes one leaf of ten thousand then reads that leaf
+    /// and the document's head ([`crate::Driver::step_unless_idle`]).
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        Ok(self
+            .get(key)?
+            .map(|(files, revision)| (only_paths(&files, paths), revision)))
+    }
+
+    /// Makes `changes` to the document at `key` if its revision is still
+    /// `expected`, storing `summary` with it as [`Store::put_with_summary`]
+    /// does, atomically; the files it does not name stay as they are.
+    /// Fails as [`Store::put`] does. The default reads the whole document
+    /// and writes it whole ([`put_changes_whole`]); a store that can write
+    /// files one at a time overrides it, so the write costs what changed.
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        put_changes_whole(self, key, expected, changes, summary)
+    }
 }
 
 /// A few hundred bytes a store keeps beside a document and writes with it,
@@ -165,6 +196,40 @@ pub trait AsyncStore: Send + Sync {
         let _ = summary;
         self.put(key, expected, files)
     }
+
+    /// [`Store::get_paths`]: by default the whole document is read.
+    fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> impl std::future::Future<Output = Result<Option<(Files, Revision)>>> + Send {
+        async move {
+            Ok(self
+                .get(key)
+                .await?
+                .map(|(files, revision)| (only_paths(&files, paths), revision)))
+        }
+    }
+
+    /// [`Store::put_changes`]: by default the whole document is read and
+    /// written.
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send {
+        async move {
+            let mut files = match self.get(key).await? {
+                Some((files, revision)) if revision == *expected => files,
+                other => return Err(conflict(key, expected, other.map(|(_, r)| r))),
+            };
+            changes.apply_to(&mut files)?;
+            self.put_with_summary(key, Some(expected), &files, summary)
+                .await
+        }
+    }
 }
 
 impl<S: AsyncStore + ?Sized> AsyncStore for &S {
@@ -200,6 +265,22 @@ impl<S: AsyncStore + ?Sized> AsyncStore for &S {
     ) -> impl std::future::Future<Output = Result<Revision>> + Send {
         (**self).put_with_summary(key, expected, files, summary)
     }
+    fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> impl std::future::Future<Output = Result<Option<(Files, Revision)>>> + Send {
+        (**self).get_paths(key, paths)
+    }
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> impl std::future::Future<Output = Result<Revision>> + Send {
+        (**self).put_changes(key, expected, changes, summary)
+    }
 }
 
 /// A [`Store`] whose calls never wait (memory), seen as an [`AsyncStore`]:
@@ -232,6 +313,22 @@ impl<S: Store + Send + Sync> AsyncStore for ReadyStore<S> {
     ) -> Result<Revision> {
         self.0.put_with_summary(key, expected, files, summary)
     }
+    async fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        self.0.get_paths(key, paths)
+    }
+    async fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.0.put_changes(key, expected, changes, summary)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -256,6 +353,18 @@ impl<S: Store + ?Sized> Store for &S {
     ) -> Result<Revision> {
         (**self).put_with_summary(key, expected, files, summary)
     }
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        (**self).get_paths(key, paths)
+    }
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        (**self).put_changes(key, expected, changes, summary)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -279,6 +388,18 @@ impl<S: Store + ?Sized> Store for Box<S> {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         (**self).put_with_summary(key, expected, files, summary)
+    }
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        (**self).get_paths(key, paths)
+    }
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        (**self).put_changes(key, expected, changes, summary)
     }
 }
 

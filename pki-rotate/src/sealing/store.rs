@@ -4,8 +4,9 @@
 use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error};
 use crate::document::{Document, File, Files};
 use crate::error::Result;
-use crate::store::{AsyncStore, Revision, Store, Summary};
+use crate::store::{AsyncStore, Changes, Revision, Store, Summary};
 use rand_core::CryptoRng;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 /// The keys a [`SealedStore`] works with: the one it seals with (None:
@@ -171,6 +172,22 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
     }
 
     /// The files as the document reads them.
+    /// `changes` with the files it writes sealed as [`Self::seal_files`] seals them.
+    fn seal_changes(&self, key: &str, changes: &Changes) -> Result<Changes> {
+        let mut written = Files::new();
+        for (path, file) in changes.written() {
+            written.insert(path, file.clone())?;
+        }
+        let mut sealed = Changes::new();
+        for (path, file) in self.seal_files(key, &written)?.iter() {
+            sealed.write(path, file.clone())?;
+        }
+        for path in changes.removed() {
+            sealed.remove(path)?;
+        }
+        Ok(sealed)
+    }
+
     fn open_files(&self, key: &str, files: Files) -> Result<Files> {
         if !files.iter().any(|(_, f)| is_sealed(&f.contents)) {
             return Ok(files);
@@ -289,6 +306,23 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         let sealed = self.seal_files(key, files)?;
         self.inner.put_with_summary(key, expected, &sealed, summary)
     }
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        match self.inner.get_paths(key, paths)? {
+            None => Ok(None),
+            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
+        }
+    }
+
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        let sealed = self.seal_changes(key, changes)?;
+        self.inner.put_changes(key, expected, &sealed, summary)
+    }
 }
 
 impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
@@ -322,6 +356,30 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         let sealed = self.seal_files(key, files)?;
         self.inner
             .put_with_summary(key, expected, &sealed, summary)
+            .await
+    }
+
+    async fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        match self.inner.get_paths(key, paths).await? {
+            None => Ok(None),
+            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
+        }
+    }
+
+    async fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        let sealed = self.seal_changes(key, changes)?;
+        self.inner
+            .put_changes(key, expected, &sealed, summary)
             .await
     }
 }
