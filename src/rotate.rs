@@ -109,7 +109,8 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
         return print_idle(args, &report, idle.next_wake);
     }
     let step = match stepped {
-        Ok(Stepped::Step(step)) => Ok(step),
+        // `pki rotate` changes no leaf: never stepped by parts.
+        Ok(Stepped::Step(step) | Stepped::Part(step)) => Ok(step),
         // A summary this build cannot read: the full step decides.
         Ok(Stepped::Idle(_)) => {
             driver.step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())

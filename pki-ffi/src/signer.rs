@@ -139,7 +139,8 @@ fn step(
                 rng,
             )? {
                 Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
-                Stepped::Step(step) => signer_step(step, now),
+                // The default input changes no leaf: never stepped by parts.
+                Stepped::Step(step) | Stepped::Part(step) => signer_step(step, now),
             },
         );
     }

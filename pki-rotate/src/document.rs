@@ -107,6 +107,41 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
         let _ = now;
         None
     }
+
+    /// The paths of the *part* of the document made of its head and the
+    /// members `names` (the signer's: its leaves by name), when this kind
+    /// can be read and written by parts; None (the default) when it cannot.
+    /// A step that changes only those members, inside the document's
+    /// [`Idle`] promise, reads and writes that part alone
+    /// ([`crate::Driver::step_unless_idle`]).
+    fn part_paths(names: &BTreeSet<String>) -> Option<BTreeSet<String>> {
+        let _ = names;
+        None
+    }
+
+    /// The part of the document that `files` holds (read at
+    /// [`Document::part_paths`]`(names)`): the document as if it had only
+    /// the members `names`. Only [`Document::part_to_files`] turns it back
+    /// into files: its own [`Document::to_files`] would lose the other
+    /// members.
+    fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
+        let _ = (files, names);
+        Err(RotateError::corrupt(
+            Self::KIND,
+            "this kind of document is not read by parts",
+        ))
+    }
+
+    /// The files of the part after a step: `self` was read by
+    /// [`Document::from_part`] from `read` and then changed. The members
+    /// outside `names` are as `read` records them.
+    fn part_to_files(&self, read: &Files, names: &BTreeSet<String>) -> Result<Files> {
+        let _ = (read, names);
+        Err(RotateError::corrupt(
+            Self::KIND,
+            "this kind of document is not written by parts",
+        ))
+    }
 }
 
 /// A document's promise about the steps that ask nothing of it (see

@@ -21,6 +21,9 @@ use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
 
+mod part;
+use part::PartRound;
+
 /// How many times [`Driver::step`] tries before giving up on a document
 /// that other writers keep changing.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
@@ -201,6 +204,14 @@ pub enum Stepped<D, E> {
     Idle(IdleStep),
     /// A step as [`Driver::step`] makes it.
     Step(Step<D, E>),
+    /// A step over part of the document: the input changed a few members
+    /// (the signer's leaves) while the document's summary promised that
+    /// nothing else was due, so only the document's head and those members
+    /// were read and only what changed was written. Its `document` is that
+    /// part: the document as if it had only those members (the signer's
+    /// other leaves are absent). Its `next_wake` may be earlier than a
+    /// whole step's, never later.
+    Part(Step<D, E>),
 }
 
 /// A step that found nothing due from the document's summary, without
@@ -364,6 +375,17 @@ impl<S: Store> Driver<S> {
     /// What the idle step skips is checked by the next full read: the
     /// document's files against their digests and its consistency
     /// ([`Document::problems`]).
+    ///
+    /// An input that changes a few members of the document and nothing else
+    /// ([`Engine::members`]: the signer's leaf requests, renewals and
+    /// removals) is stepped over part of the document under the same
+    /// promise ([`Stepped::Part`]): the store reads the document's head and
+    /// those members ([`Store::get_paths`]), and writes what changed
+    /// ([`Store::put_changes`]). Nothing else can be due inside the
+    /// promise, so the result is the one a whole step gives; the new
+    /// summary's promise ends no later than the old one. A store that keeps
+    /// no summary, a time outside the promise, or a document changed since
+    /// its summary was read takes the whole step.
     pub fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -372,10 +394,34 @@ impl<S: Store> Driver<S> {
         rng: &mut R,
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
-        if E::asks_nothing(input)
-            && let Some(idle) = idle_step::<E>(self.store.get_summary(key)?, now)
+        if E::asks_nothing(input) {
+            if let Some(idle) = idle_step::<E>(self.store.get_summary(key)?, now) {
+                return Ok(Stepped::Idle(idle));
+            }
+        } else if let Some(members) = part::members::<E>(input)
+            && let Some(part) = part::part_at::<E>(members, self.store.get_summary(key)?, now)
         {
-            return Ok(Stepped::Idle(idle));
+            let got = self.store.get_paths(key, &part.paths)?;
+            let location = self.store.location();
+            match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
+                PartRound::Done(step) => return Ok(Stepped::Part(step)),
+                PartRound::Write {
+                    next,
+                    changes,
+                    summary,
+                    read,
+                    events,
+                    next_wake,
+                } => {
+                    let put = self
+                        .store
+                        .put_changes(key, &read, &changes, summary.as_ref());
+                    if let Some(step) = written(put, next, events, next_wake, 1)? {
+                        return Ok(Stepped::Part(step));
+                    }
+                }
+                PartRound::Whole => {}
+            }
         }
         self.step::<E, R>(key, input, now, rng).map(Stepped::Step)
     }
@@ -494,10 +540,35 @@ impl<S: AsyncStore> AsyncDriver<S> {
         rng: &mut R,
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
-        if E::asks_nothing(input)
-            && let Some(idle) = idle_step::<E>(self.store.get_summary(key).await?, now)
+        if E::asks_nothing(input) {
+            if let Some(idle) = idle_step::<E>(self.store.get_summary(key).await?, now) {
+                return Ok(Stepped::Idle(idle));
+            }
+        } else if let Some(members) = part::members::<E>(input)
+            && let Some(part) = part::part_at::<E>(members, self.store.get_summary(key).await?, now)
         {
-            return Ok(Stepped::Idle(idle));
+            let got = self.store.get_paths(key, &part.paths).await?;
+            let location = self.store.location();
+            match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
+                PartRound::Done(step) => return Ok(Stepped::Part(step)),
+                PartRound::Write {
+                    next,
+                    changes,
+                    summary,
+                    read,
+                    events,
+                    next_wake,
+                } => {
+                    let put = self
+                        .store
+                        .put_changes(key, &read, &changes, summary.as_ref())
+                        .await;
+                    if let Some(step) = written(put, next, events, next_wake, 1)? {
+                        return Ok(Stepped::Part(step));
+                    }
+                }
+                PartRound::Whole => {}
+            }
         }
         self.step::<E, R>(key, input, now, rng)
             .await

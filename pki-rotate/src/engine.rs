@@ -54,6 +54,17 @@ pub trait Engine {
         false
     }
 
+    /// The members of the document (the signer's leaves, by name) that
+    /// `input` changes, when it asks nothing else: a step with it inside
+    /// the document's [`Idle`](crate::Idle) promise then changes only
+    /// those members, and reads and writes only them and the document's
+    /// head ([`crate::Document::part_paths`]). None (the default): the
+    /// input needs the whole document.
+    fn members(input: &Self::Input) -> Option<std::collections::BTreeSet<String>> {
+        let _ = input;
+        None
+    }
+
     /// Plans and applies in one call.
     fn step<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,

@@ -143,6 +143,23 @@ impl Engine for SignerEngine {
             && input.satisfied_forced_reason.is_none()
     }
 
+    /// Leaf changes alone (requests, renewals, removals) change those
+    /// leaves, the leaf requests and nothing else while nothing is due: a
+    /// rotation, a policy change or a forced reason needs the whole
+    /// document. Allowing a trust break changes nothing without a rotation.
+    fn members(input: &SignerInput) -> Option<std::collections::BTreeSet<String>> {
+        let only_leaves = input.policy.is_none()
+            && input.forced.is_none()
+            && input.satisfied_forced_reason.is_none()
+            && !input.leaves.is_empty()
+            // A bad name is refused by the whole step, with its error.
+            && input
+                .leaves
+                .iter()
+                .all(|c| crate::leaf::validate_leaf_name(c.name()).is_ok());
+        only_leaves.then(|| input.leaves.iter().map(|c| c.name().to_string()).collect())
+    }
+
     fn rebase(input: &mut SignerInput, read: &SignerState, fresh: &SignerState) {
         if fresh.ca.cert == read.ca.cert {
             return;

@@ -58,7 +58,7 @@ use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
 use crate::uptake::{ConsumerRecord, PublishedBundle};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
 /// The document kind.
@@ -214,6 +214,8 @@ fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
     Ok(doc)
 }
 
+mod part;
+
 impl SignerState {
     fn document(&self, with_material: bool) -> Result<Document> {
         let material = if with_material {
@@ -366,32 +368,7 @@ impl DocumentForm for SignerState {
             .get(STATE_FILE)
             .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
         let doc = parse_document(STATE_FILE, json)?;
-        let get = |path: &str| files.get(path);
-        // `tls.pem` is derived from `tls.crt` and `tls.key`: when present it
-        // must hold exactly them, else consumers would read another key.
-        for name in doc.leaves.keys() {
-            if let (Some(pem), Some(chain), Some(key)) = (
-                get(&leaf_pem_path(name)),
-                get(&leaf_cert_path(name)),
-                get(&leaf_key_path(name)),
-            ) && (pem.len() != chain.len() + key.len()
-                || pem[..chain.len()] != *chain
-                || pem[chain.len()..] != *key)
-            {
-                return Err(RotateError::corrupt(
-                    format!("store: {}", leaf_pem_path(name)),
-                    format!(
-                        "does not hold {} followed by {}",
-                        leaf_cert_path(name),
-                        leaf_key_path(name)
-                    ),
-                ));
-            }
-        }
-        let leaf = |name: &str| -> Option<(&[u8], &[u8])> {
-            Some((get(&leaf_cert_path(name))?, get(&leaf_key_path(name))?))
-        };
-        assemble(doc, "store", get, leaf)
+        assemble_files(doc, files)
     }
 
     fn files_to_secret_data(files: &Files) -> Result<SecretData> {
@@ -461,6 +438,18 @@ impl DocumentForm for SignerState {
     /// The signer's plan with nothing asked, at `now`: when it changes
     /// nothing, nothing changes before its next check either (that is what
     /// the next check is), so steps until then are idle.
+    fn part_paths(names: &BTreeSet<String>) -> Option<BTreeSet<String>> {
+        Some(part::paths(names))
+    }
+
+    fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
+        part::read(files, names)
+    }
+
+    fn part_to_files(&self, read: &Files, names: &BTreeSet<String>) -> Result<Files> {
+        part::files(self, read, names)
+    }
+
     fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
         let plan = crate::signer::plan(self, &crate::SignerInput::default(), now).ok()?;
         if !plan.is_empty() || plan.next_check <= now {
@@ -553,6 +542,37 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
     let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
     files.insert(STATE_FILE, File::public(json))?;
     Ok(files)
+}
+
+/// The signer from its files: the leaves `doc` names, each from its
+/// `tls.crt` and `tls.key`, and the head.
+fn assemble_files(doc: Document, files: &Files) -> Result<SignerState> {
+    let get = |path: &str| files.get(path);
+    // `tls.pem` is derived from `tls.crt` and `tls.key`: when present it
+    // must hold exactly them, else consumers would read another key.
+    for name in doc.leaves.keys() {
+        if let (Some(pem), Some(chain), Some(key)) = (
+            get(&leaf_pem_path(name)),
+            get(&leaf_cert_path(name)),
+            get(&leaf_key_path(name)),
+        ) && (pem.len() != chain.len() + key.len()
+            || pem[..chain.len()] != *chain
+            || pem[chain.len()..] != *key)
+        {
+            return Err(RotateError::corrupt(
+                format!("store: {}", leaf_pem_path(name)),
+                format!(
+                    "does not hold {} followed by {}",
+                    leaf_cert_path(name),
+                    leaf_key_path(name)
+                ),
+            ));
+        }
+    }
+    let leaf = |name: &str| -> Option<(&[u8], &[u8])> {
+        Some((get(&leaf_cert_path(name))?, get(&leaf_key_path(name))?))
+    };
+    assemble(doc, "store", get, leaf)
 }
 
 fn assemble<'a>(

@@ -1,0 +1,136 @@
+//! Steps over part of a document: a step that changes a few members (the
+//! signer's leaves) while the document promises that nothing else is due
+//! reads the document's head and those members, and writes what changed.
+//! Its cost follows the work, not the number of members.
+
+use super::{Step, describe};
+use crate::document::{Document, Files, Idle};
+use crate::engine::Engine;
+use crate::error::{Result, RotateError};
+use crate::store::{Changes, Revision, Summary};
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use time::OffsetDateTime;
+
+/// A part to read: the members the input changes, the paths that hold
+/// them and the head, and the promise that says nothing else is due.
+pub(super) struct Part {
+    names: BTreeSet<String>,
+    pub(super) paths: BTreeSet<String>,
+    promise: Idle,
+    /// The revision the promise was read at.
+    revision: Revision,
+}
+
+/// The part of the document a step of `E` with `input` may read instead
+/// of the whole document, when the input changes members only.
+pub(super) fn members<E: Engine>(input: &E::Input) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let names = E::members(input)?;
+    let paths = E::Document::part_paths(&names)?;
+    Some((names, paths))
+}
+
+/// The part to read at `now`, when the store's summary promises that
+/// nothing besides the input is due.
+pub(super) fn part_at<E: Engine>(
+    (names, paths): (BTreeSet<String>, BTreeSet<String>),
+    summary: Option<(Summary, Revision)>,
+    now: OffsetDateTime,
+) -> Option<Part> {
+    let (summary, revision) = summary?;
+    let promise = Idle::from_summary(&summary, E::Document::KIND)?;
+    promise.covers(now).then_some(Part {
+        names,
+        paths,
+        promise,
+        revision,
+    })
+}
+
+/// What a step over a part decided.
+pub(super) enum PartRound<D, E> {
+    /// Nothing to write.
+    Done(Step<D, E>),
+    /// Changes to write with compare-and-swap on `read`.
+    Write {
+        next: D,
+        changes: Changes,
+        summary: Option<Summary>,
+        read: Revision,
+        events: Vec<E>,
+        next_wake: OffsetDateTime,
+    },
+    /// The part cannot decide the step (the document changed since its
+    /// summary was read): take the whole step.
+    Whole,
+}
+
+/// Decides a step of `E` over the part `got`, read for `part`.
+pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
+    store_location: &str,
+    key: &str,
+    part: &Part,
+    got: Option<(Files, Revision)>,
+    input: &E::Input,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<PartRound<E::Document, E::Event>> {
+    let Some((files, revision)) = got else {
+        return Ok(PartRound::Whole);
+    };
+    if revision != part.revision {
+        return Ok(PartRound::Whole);
+    }
+    let location = describe(store_location, key);
+    let doc = E::Document::from_part(&files, &part.names).map_err(|e| e.within(&location))?;
+    let problems = doc.problems();
+    if !problems.is_empty() {
+        return Err(RotateError::Document(crate::DocumentError::Inconsistent {
+            location,
+            problems,
+        }));
+    }
+    let outcome = E::step(&doc, input, now, rng)?;
+    // The members outside the part are due no earlier than the promise's
+    // end: waking then is early at worst, and a step then is a whole one.
+    let next_wake = outcome.next_wake.min(part.promise.until);
+    let events = outcome.events;
+    let next = match outcome.document {
+        Cow::Borrowed(_) => {
+            return Ok(PartRound::Done(Step {
+                document: doc,
+                revision,
+                events,
+                changed: false,
+                next_wake,
+                attempts: 1,
+            }));
+        }
+        Cow::Owned(next) => next,
+    };
+    let after = next.part_to_files(&files, &part.names)?;
+    if !after.dirs().eq(files.dirs()) {
+        // Declared directories are the whole document's business.
+        return Ok(PartRound::Whole);
+    }
+    Ok(PartRound::Write {
+        changes: Changes::between(&files, &after),
+        summary: summary_of_part(&next, &part.promise, now),
+        next,
+        read: revision,
+        events,
+        next_wake,
+    })
+}
+
+/// The summary after a step over a part: the part's own promise, ending
+/// no later than the one the step was decided under (the other members'
+/// earliest due time is in that one).
+fn summary_of_part<D: Document>(next: &D, before: &Idle, now: OffsetDateTime) -> Option<Summary> {
+    let mut idle = next.idle(now)?;
+    idle.until = idle.until.min(before.until);
+    (idle.since == now && idle.until > now && next.problems().is_empty())
+        .then(|| idle.to_summary())
+        .flatten()
+}
