@@ -74,9 +74,18 @@ impl<S: Store> Steps<'_, S> {
         self.next_leaf += 1;
         let name = format!("new{}", self.next_leaf);
         let input = SignerInput::request(&name, LeafRequest::server(vec![format!("{name}.ns")]));
-        let step = Driver::new(self.store)
-            .step::<SignerEngine, _>("signer", &input, now(), &mut self.rng)
+        self.leaf_step(&input);
+    }
+
+    /// As `pki issue` and `pki renew` run it: inside the document's idle
+    /// promise, over the document's head and the one leaf.
+    fn leaf_step(&mut self, input: &SignerInput) {
+        let stepped = Driver::new(self.store)
+            .step_unless_idle::<SignerEngine, _>("signer", input, now(), &mut self.rng)
             .unwrap();
+        let pki_rotate::Stepped::Part(step) = stepped else {
+            panic!("a leaf change inside the promise steps by parts");
+        };
         assert!(step.changed);
     }
 
@@ -87,10 +96,7 @@ impl<S: Store> Steps<'_, S> {
             }],
             ..SignerInput::default()
         };
-        let step = Driver::new(self.store)
-            .step::<SignerEngine, _>("signer", &input, now(), &mut self.rng)
-            .unwrap();
-        assert!(step.changed);
+        self.leaf_step(&input);
     }
 
     /// As `pki rotate` runs it: decided from the store's summary of the

@@ -3,7 +3,8 @@
 //! controller step (the driver's).
 
 use pki_rotate::{
-    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Store,
+    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Stepped,
+    Store,
 };
 use std::path::PathBuf;
 use time::OffsetDateTime;
@@ -460,8 +461,17 @@ pub fn step_signer(
     input: &SignerInput,
     now: OffsetDateTime,
 ) -> CliResult<Step<SignerState, Event>> {
-    let store = store.open()?;
-    Ok(Driver::new(store).step::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?)
+    let driver = Driver::new(store.open()?);
+    // A leaf change while nothing else is due reads and writes that leaf
+    // and the document's head only: its cost does not grow with the store.
+    match driver.step_unless_idle::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())? {
+        Stepped::Step(step) | Stepped::Part(step) => Ok(step),
+        // Callers print what the document says (the next rotation): the
+        // whole step decides with the document read.
+        Stepped::Idle(_) => {
+            Ok(driver.step::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?)
+        }
+    }
 }
 
 /// Reads the signer's document.
