@@ -519,3 +519,29 @@ fn plan_and_status_at_the_last_encodable_second_refuse_without_panicking() {
     assert!(plan(&s, &s.policy, end, Some(&f)).is_err());
     assert!(pki_rotate::status::SignerStatus::of(&s, end).is_err());
 }
+
+/// A leaf removed and requested again in one input is issued anew in that
+/// step: its old certificate left the document with the removal.
+#[test]
+fn a_leaf_removed_and_requested_again_in_one_input_is_issued() {
+    let s = signer();
+    let old = s.leaves["web"].issued.as_ref().unwrap().cert.clone();
+    let input = pki_rotate::SignerInput {
+        leaves: vec![
+            pki_rotate::LeafChange::Remove { name: "web".into() },
+            pki_rotate::LeafChange::Request {
+                name: "web".into(),
+                request: LeafRequest::server(vec!["web.ns.svc".into()]),
+            },
+        ],
+        ..pki_rotate::SignerInput::default()
+    };
+    let now = T0 + Duration::days(1);
+    let p = pki_rotate::signer::plan(&s, &input, now).unwrap();
+    let next = pki_rotate::signer::apply(&s, p, &mut rng(3))
+        .unwrap()
+        .into_document();
+    let issued = next.leaves["web"].issued.as_ref().expect("issued again");
+    assert_ne!(issued.cert, old);
+    assert!(issued.cert.not_before() > old.not_before());
+}

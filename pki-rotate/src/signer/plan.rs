@@ -236,7 +236,8 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
                 if let (Some(before), LeafChange::Request { .. }) = (before, change) {
                     refuse_narrowing(name, before, request)?;
                 }
-                let issued = state.leaves.get(name).and_then(|l| l.issued.as_ref());
+                // A leaf this input removed first has no certificate left.
+                let issued = lookup_leaf(state, &overrides, name).and_then(|(_, issued)| issued);
                 if before != Some(request) {
                     leaf_changes.push(LeafChange::Request {
                         name: name.clone(),
