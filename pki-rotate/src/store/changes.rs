@@ -57,6 +57,11 @@ impl Changes {
         Ok(())
     }
 
+    /// The file written at `path`, if any.
+    pub fn written_file(&self, path: &str) -> Option<&File> {
+        self.written.get(path)
+    }
+
     /// The files written, in path order.
     pub fn written(&self) -> impl Iterator<Item = (&str, &File)> {
         self.written.iter().map(|(p, f)| (p.as_str(), f))

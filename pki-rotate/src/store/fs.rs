@@ -92,6 +92,7 @@ mod commit;
 mod gc;
 mod lock;
 mod manifest;
+mod part;
 mod publish;
 mod read;
 mod safety;
@@ -336,6 +337,40 @@ impl Store for FsStore {
     fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
         validate_key(key)?;
         self.read_summary(key)
+    }
+
+    /// Checks what it reads (the root, `.data`, the generation directory,
+    /// the manifest, and each directory and file on the paths named), not
+    /// the whole generation.
+    fn get_paths(
+        &self,
+        key: &str,
+        paths: &std::collections::BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        validate_key(key)?;
+        match self.read_paths(key, paths)? {
+            None => Ok(None),
+            Some(Ok(found)) => Ok(Some(found)),
+            Some(Err(part::Legacy)) => Ok(self
+                .get(key)?
+                .map(|(files, revision)| (crate::store::only_paths(&files, paths), revision))),
+        }
+    }
+
+    /// Writes the changed files and links the others unread, with the
+    /// digests they were committed with.
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &crate::store::Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        validate_key(key)?;
+        match self.write_changes(key, expected, changes, summary)? {
+            Some(revision) => Ok(revision),
+            None => crate::store::put_changes_whole(self, key, expected, changes, summary),
+        }
     }
 
     fn put_with_summary(

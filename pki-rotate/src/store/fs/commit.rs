@@ -22,22 +22,32 @@ impl FsStore {
         files: &Files,
         summary: Option<&crate::store::Summary>,
     ) -> Result<Revision> {
-        let number = match current {
-            None => 1,
-            Some(c) => c.number.checked_add(1).ok_or_else(|| {
-                RotateError::corrupt(
-                    self.root.join(DATA_LINK).display().to_string(),
-                    format!(
-                        "points to generation {}, the last one this store can count: \
-                         refusing to wrap to generation 0; copy the documents into a new store",
-                        c.number
-                    ),
-                )
-            })?,
+        let mut manifest = self.next_manifest(current, key)?;
+        check_disjoint(&manifest, key, files)?;
+        let number = next_number(&self.root, current)?;
+        let entry = KeyEntry {
+            revision: number,
+            files: files
+                .iter()
+                .map(|(p, f)| (p.to_string(), f.secret))
+                .collect(),
+            sha256: files
+                .iter()
+                .map(|(p, f)| (p.to_string(), digest(&f.contents)))
+                .collect(),
+            dirs: files.dirs().map(str::to_string).collect(),
+            summary: summary.map(|s| s.as_str().to_string()),
         };
-        let gen_name = format!("{GEN_PREFIX}{number:09}");
-        let final_dir = self.root.join(&gen_name);
+        let previous_entry = manifest.keys.insert(key.to_string(), entry);
+        let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
+        self.commit_target(current, number, &manifest, &target)
+    }
 
+    /// The manifest the next generation starts from: the current one, with
+    /// the digests a store of format 1 did not record for the keys other
+    /// than `key` (which the commit rewrites) taken from the files as they
+    /// are now (the next read checks them against this).
+    pub(super) fn next_manifest(&self, current: Option<&Current>, key: &str) -> Result<Manifest> {
         let mut manifest = current
             .map(|c| c.manifest.clone())
             .unwrap_or_else(|| Manifest {
@@ -45,9 +55,6 @@ impl FsStore {
                 keys: BTreeMap::new(),
             });
         manifest.format = MANIFEST_FORMAT;
-        check_disjoint(&manifest, key, files)?;
-        // Stores of format 1 recorded no digests: take them from the files
-        // as they are now (the next read checks them against this).
         if let Some(c) = current {
             for (other, entry) in manifest.keys.iter_mut() {
                 if other == key {
@@ -69,23 +76,21 @@ impl FsStore {
                 }
             }
         }
-        let entry = KeyEntry {
-            revision: number,
-            files: files
-                .iter()
-                .map(|(p, f)| (p.to_string(), f.secret))
-                .collect(),
-            sha256: files
-                .iter()
-                .map(|(p, f)| (p.to_string(), digest(&f.contents)))
-                .collect(),
-            dirs: files.dirs().map(str::to_string).collect(),
-            summary: summary.map(|s| s.as_str().to_string()),
-        };
-        let previous_entry = manifest.keys.insert(key.to_string(), entry);
-        let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
+        Ok(manifest)
+    }
 
-        let written = self.write_generation(&final_dir, current, &target);
+    /// Builds the generation `number` that `target` describes, with
+    /// `manifest`, and makes it current.
+    pub(super) fn commit_target(
+        &self,
+        current: Option<&Current>,
+        number: u64,
+        manifest: &Manifest,
+        target: &Target<'_>,
+    ) -> Result<Revision> {
+        let gen_name = format!("{GEN_PREFIX}{number:09}");
+        let final_dir = self.root.join(&gen_name);
+        let written = self.write_generation(&final_dir, current, target);
         if let Err(e) = written {
             // The previous generation is untouched; leftovers of a crash
             // here are removed by the next run that holds the lock.
@@ -108,7 +113,7 @@ impl FsStore {
                 let mut leftovers = self.old_generations(&gen_name);
                 if let Some(c) = current {
                     // Retired or warned about: either way not removed again.
-                    self.retire(c, &final_dir, number, &target);
+                    self.retire(c, &final_dir, number, target);
                     leftovers.retain(|n| *n != c.name());
                 }
                 self.remove_generations(&leftovers, false);
@@ -288,6 +293,23 @@ impl FsStore {
     }
 }
 
+/// The number of the generation after `current`: refused at the last one.
+pub(super) fn next_number(root: &Path, current: Option<&Current>) -> Result<u64> {
+    match current {
+        None => Ok(1),
+        Some(c) => c.number.checked_add(1).ok_or_else(|| {
+            RotateError::corrupt(
+                root.join(DATA_LINK).display().to_string(),
+                format!(
+                    "points to generation {}, the last one this store can count: \
+                     refusing to wrap to generation 0; copy the documents into a new store",
+                    c.number
+                ),
+            )
+        }),
+    }
+}
+
 /// Where a file of the next generation comes from.
 pub(super) enum Source<'a> {
     /// Unchanged: the current generation's file, hard-linked.
@@ -354,6 +376,13 @@ impl<'a> Target<'a> {
         for d in files.dirs() {
             target.add_dir(d);
         }
+        target.add_bookkeeping(manifest)?;
+        Ok(target)
+    }
+
+    /// The next generation's `.manifest.json` and `.index.json`, from `manifest`.
+    pub(super) fn add_bookkeeping(&mut self, manifest: &Manifest) -> Result<()> {
+        let target = self;
         let manifest_json = serde_json::to_vec_pretty(manifest)
             .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
         target.add_file(
@@ -366,17 +395,17 @@ impl<'a> Target<'a> {
             INDEX,
             Source::Write(std::borrow::Cow::Owned(File::public(index_json))),
         );
-        Ok(target)
+        Ok(())
     }
 
-    fn add_file(&mut self, relative: &str, source: Source<'a>) {
+    pub(super) fn add_file(&mut self, relative: &str, source: Source<'a>) {
         if let Some((parent, _)) = relative.rsplit_once('/') {
             self.add_dir(parent);
         }
         self.files.insert(relative.to_string(), source);
     }
 
-    fn add_dir(&mut self, relative: &str) {
+    pub(super) fn add_dir(&mut self, relative: &str) {
         for (end, _) in relative
             .match_indices('/')
             .chain(std::iter::once((relative.len(), "")))

@@ -3,8 +3,8 @@
 
 use super::manifest::{Current, INDEX_FORMAT, Index, KeyEntry, Manifest, legacy_manifest};
 use super::safety::{
-    DAMAGED_ADVICE, Entry, Kind, check_owner_and_mode, check_tree, describe, digest, effective_uid,
-    read_regular,
+    DAMAGED_ADVICE, Entry, Kind, check_owner_and_mode, check_tree, check_tree_shallow, describe,
+    digest, effective_uid, read_regular,
 };
 use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
 use crate::document::{File, Files};
@@ -104,7 +104,7 @@ impl FsStore {
     /// creates the lock before anything else), so there is nothing to read
     /// or finish, and a read creates nothing either: a command refused
     /// after it leaves the directory as it found it.
-    fn never_written(&self) -> bool {
+    pub(super) fn never_written(&self) -> bool {
         fs::symlink_metadata(self.lock_path()).is_err()
             && fs::symlink_metadata(self.root.join(DATA_LINK)).is_err()
     }
@@ -145,6 +145,15 @@ impl FsStore {
     /// root, `.data` and everything in the generation are this user's and
     /// not writable by others.
     pub(super) fn current(&self) -> Result<Option<Current>> {
+        self.current_checked(true)
+    }
+
+    /// [`FsStore::current`]; without `walk`, only the generation directory
+    /// and its manifest are checked, and the tree holds just them: the
+    /// caller checks each path it reads ([`FsStore::check_paths`]). A
+    /// generation without a manifest (written before manifests existed)
+    /// is always walked.
+    pub(super) fn current_checked(&self, walk: bool) -> Result<Option<Current>> {
         self.check_root()?;
         let link = self.root.join(DATA_LINK);
         let meta = match fs::symlink_metadata(&link) {
@@ -165,9 +174,31 @@ impl FsStore {
         let name = target.to_string_lossy().into_owned();
         let number = generation_number(&link, &name)?;
         let dir = self.root.join(&name);
-        let tree = check_tree(&dir)?;
         let manifest_path = dir.join(MANIFEST);
-        let manifest = match fs::read(&manifest_path) {
+        let light = !walk && fs::symlink_metadata(&manifest_path).is_ok();
+        let tree = if light {
+            let mut tree = check_tree_shallow(&dir)?;
+            self.check_paths(&dir, &mut tree, [MANIFEST])?;
+            tree
+        } else {
+            check_tree(&dir)?
+        };
+        let read_manifest = || -> std::io::Result<Vec<u8>> {
+            if !light {
+                return fs::read(&manifest_path);
+            }
+            // Not followed if it is a link: the walk did not see it.
+            match read_regular(&manifest_path) {
+                Ok(Some((bytes, on_disk))) if Some(&on_disk) == tree.get(MANIFEST) => {
+                    Ok(bytes.to_vec())
+                }
+                _ => Err(std::io::Error::other(format!(
+                    "{} changed while being read",
+                    manifest_path.display()
+                ))),
+            }
+        };
+        let manifest = match read_manifest() {
             Ok(bytes) => {
                 let m: Manifest = serde_json::from_slice(&bytes)
                     .map_err(|e| RotateError::json(manifest_path.display().to_string(), e))?;

@@ -142,6 +142,14 @@ pub(super) fn check_tree(dir: &Path) -> Result<Tree> {
     Ok(tree)
 }
 
+/// Checks `dir` itself as [`check_tree`] does, without walking it: the
+/// entries read later are checked one by one.
+pub(super) fn check_tree_shallow(dir: &Path) -> Result<Tree> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| RotateError::io(dir, e))?;
+    check_owner_and_mode(dir, &meta, effective_uid())?;
+    Ok(Tree::new())
+}
+
 /// What to do about a damaged committed file.
 pub(super) const DAMAGED_ADVICE: &str = "the committed generation is damaged and pki will not \
     guess what it held: restore the file (from a backup or the store's consumers), or move the \

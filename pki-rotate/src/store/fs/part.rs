@@ -1,0 +1,234 @@
+//! Reading some files of a document and committing only what changed
+//! ([`crate::Store::get_paths`], [`crate::Store::put_changes`]): what a
+//! step that changes one leaf of ten thousand reads and writes.
+//!
+//! A read of some paths checks the root, `.data`, the generation
+//! directory, the manifest, and each directory and file on the paths it
+//! reads (owner, mode, a real directory or regular file, the committed
+//! digest), not the whole generation. A commit of changes walks the
+//! generation as every commit does, writes the changed files and links the
+//! others with their committed digests; it does not read the unchanged
+//! files again. A file damaged meanwhile is therefore carried into the new
+//! generation with the digest it was committed with, and refused by the
+//! next read of it (any `get`, `status --check`), naming it, as before.
+
+use super::commit::{Source, Target, next_number};
+use super::manifest::check_disjoint;
+use super::safety::{Entry, Kind, Tree, check_owner_and_mode, digest, effective_uid};
+use super::{FsStore, lock};
+use crate::document::{File, Files};
+use crate::error::{Result, RotateError};
+use crate::store::{Changes, Revision, Summary};
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+/// A read of some paths gives up after this many generations moved under it.
+const READ_ATTEMPTS: u32 = 5;
+
+impl FsStore {
+    /// [`crate::Store::get_paths`]. None also when the store was written
+    /// before manifests existed: the caller then reads the whole document.
+    pub(super) fn read_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<std::result::Result<(Files, Revision), Legacy>>> {
+        if self.never_written() {
+            return Ok(None);
+        }
+        self.check_root()?;
+        // Like every read: finish an interrupted run when the lock is free.
+        let held = match lock::try_exclusive(&self.lock_path()) {
+            Ok(held) => held,
+            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => return Err(e),
+            Err(_) => None,
+        };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let before = self.current_target();
+            match self.read_paths_once(key, paths, held.is_some()) {
+                Err(e) if attempts < READ_ATTEMPTS && self.current_target() != before => {
+                    let _ = e;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn read_paths_once(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+        repair: bool,
+    ) -> Result<Option<std::result::Result<(Files, Revision), Legacy>>> {
+        let Some(mut current) = self.current_checked(false)? else {
+            return Ok(None);
+        };
+        if !current.tree.contains_key(super::MANIFEST) {
+            return Ok(Some(Err(Legacy)));
+        }
+        let published = current.manifest.published_names();
+        self.check_published_names(&published)?;
+        if repair {
+            self.tidy_published(Some((current.number, &published)));
+        }
+        let Some(entry) = current.manifest.keys.get(key).cloned() else {
+            return Ok(None);
+        };
+        let wanted: Vec<&str> = entry
+            .files
+            .keys()
+            .filter(|p| paths.contains(*p))
+            .map(String::as_str)
+            .collect();
+        let dir = current.dir.clone();
+        self.check_paths(
+            &dir,
+            &mut current.tree,
+            wanted
+                .iter()
+                .copied()
+                .chain(entry.dirs.iter().map(String::as_str)),
+        )?;
+        let mut files = Files::new();
+        for d in &entry.dirs {
+            self.expect_dir(&current, d)?;
+            files.insert_dir(d.clone())?;
+        }
+        let mut checked = Vec::with_capacity(wanted.len());
+        for relative in wanted {
+            let (contents, on_disk) = self.read_committed(&current, &entry, relative)?;
+            checked.push((relative.to_string(), on_disk));
+            let secret = entry.files.get(relative).copied().unwrap_or(true);
+            files.insert(relative, File { contents, secret })?;
+        }
+        self.remember_verified(&current, checked);
+        Ok(Some(Ok((files, Revision::new(entry.revision.to_string())))))
+    }
+
+    /// Adds to `tree` each of `paths` under the generation `dir`, and every
+    /// directory on the way, after checking its owner and mode as the walk
+    /// of the whole generation would. What is missing is left out (the
+    /// read then says so); nothing is looked up through an entry that is
+    /// not a real directory.
+    pub(super) fn check_paths<'p>(
+        &self,
+        dir: &Path,
+        tree: &mut Tree,
+        paths: impl IntoIterator<Item = &'p str>,
+    ) -> Result<()> {
+        let euid = effective_uid();
+        for path in paths {
+            let ends = path
+                .match_indices('/')
+                .map(|(i, _)| i)
+                .chain(std::iter::once(path.len()));
+            for end in ends {
+                let walked = &path[..end];
+                let entry = match tree.get(walked) {
+                    Some(e) => *e,
+                    None => {
+                        let full = dir.join(walked);
+                        let Ok(meta) = fs::symlink_metadata(&full) else {
+                            break;
+                        };
+                        check_owner_and_mode(&full, &meta, euid)?;
+                        let entry = Entry::of(&meta);
+                        tree.insert(walked.to_string(), entry);
+                        entry
+                    }
+                };
+                if entry.kind != Kind::Dir {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`crate::Store::put_changes`]: None when the document's files have
+    /// no committed digests (a store of format 1), which this commit needs
+    /// to link them unread; the caller then writes the whole document.
+    pub(super) fn write_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Option<Revision>> {
+        let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
+        let current = self.current()?;
+        let found = current
+            .as_ref()
+            .and_then(|c| c.manifest.keys.get(key))
+            .map(|e| Revision::new(e.revision.to_string()));
+        let (Some(current), true) = (&current, found.as_ref() == Some(expected)) else {
+            return Err(crate::store::conflict(key, expected, found));
+        };
+        let Some(mut entry) = current.manifest.keys.get(key).cloned() else {
+            return Err(crate::store::conflict(key, expected, None));
+        };
+        if entry.files.keys().any(|p| !entry.sha256.contains_key(p)) {
+            return Ok(None);
+        }
+        let mut written = Files::new();
+        for (path, file) in changes.written() {
+            written.insert(path, file.clone())?;
+        }
+        let top_level = written.top_level_names();
+        self.check_published(&current.manifest, top_level.into_iter())?;
+        self.tidy(Some(current));
+
+        let mut manifest = self.next_manifest(Some(current), key)?;
+        check_disjoint(&manifest, key, &written)?;
+        let number = next_number(&self.root, Some(current))?;
+        for path in changes.removed() {
+            entry.files.remove(path);
+            entry.sha256.remove(path);
+        }
+        for (path, file) in changes.written() {
+            entry.files.insert(path.to_string(), file.secret);
+            entry
+                .sha256
+                .insert(path.to_string(), digest(&file.contents));
+        }
+        entry.revision = number;
+        entry.summary = summary.map(|s| s.as_str().to_string());
+        manifest.keys.insert(key.to_string(), entry);
+        let target = Target::of_changes(key, changes, &manifest)?;
+        self.commit_target(Some(current), number, &manifest, &target)
+            .map(Some)
+    }
+}
+
+/// A store written before manifests existed: read whole.
+pub(super) struct Legacy;
+
+impl<'a> Target<'a> {
+    /// The next generation after `changes` to `key`: every file as the
+    /// current generation has it (linked), but those `changes` writes, and
+    /// the new `manifest`.
+    fn of_changes(
+        key: &str,
+        changes: &'a Changes,
+        manifest: &super::manifest::Manifest,
+    ) -> Result<Target<'a>> {
+        let mut target = Target::default();
+        for (owner, entry) in &manifest.keys {
+            for relative in entry.files.keys() {
+                let source = match changes.written_file(relative) {
+                    Some(file) if owner == key => Source::Write(std::borrow::Cow::Borrowed(file)),
+                    _ => Source::Link,
+                };
+                target.add_file(relative, source);
+            }
+            for d in &entry.dirs {
+                target.add_dir(d);
+            }
+        }
+        target.add_bookkeeping(manifest)?;
+        Ok(target)
+    }
+}

@@ -1,0 +1,386 @@
+//! The directory store read and written by parts (`get_paths`,
+//! `put_changes`): the same files as a whole read, the same checks on what
+//! it reads, a commit that writes what changed and links the rest, and
+//! the same crash safety as a whole commit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use pki_rotate::store::{Changes, only_paths};
+use pki_rotate::{File, Files, FsStore, Revision, RotateError, Store, StoreError, Summary};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const KEY: &str = "doc";
+
+/// A document of `n` leaf directories, each with a public and a secret file.
+fn document(n: usize) -> Files {
+    let mut files = Files::new();
+    files
+        .insert("head.json", File::public(b"{\"leaves\": 1}".to_vec()))
+        .unwrap();
+    files.insert_dir("leaves").unwrap();
+    for i in 0..n {
+        files
+            .insert(
+                format!("leaves/l{i:03}/cert.pem"),
+                File::public(format!("cert {i}").into_bytes()),
+            )
+            .unwrap();
+        files
+            .insert(
+                format!("leaves/l{i:03}/key.pem"),
+                File::secret(format!("key {i}").into_bytes()),
+            )
+            .unwrap();
+    }
+    files
+}
+
+fn other() -> Files {
+    let mut files = Files::new();
+    files
+        .insert("other.json", File::public(b"{}".to_vec()))
+        .unwrap();
+    files
+}
+
+fn store(dir: &Path, n: usize) -> (FsStore, Revision) {
+    let store = FsStore::open_or_create(dir).unwrap();
+    store.put("other", None, &other()).unwrap();
+    let revision = store.put(KEY, None, &document(n)).unwrap();
+    (store, revision)
+}
+
+fn paths(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|p| p.to_string()).collect()
+}
+
+fn summary(text: &str) -> Summary {
+    Summary::new(text).unwrap()
+}
+
+fn live(dir: &Path) -> std::path::PathBuf {
+    dir.join(std::fs::read_link(dir.join(".data")).unwrap())
+}
+
+/// Every file under `dir`, links as their targets, for "nothing changed".
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let name = path.strip_prefix(dir).unwrap().display().to_string();
+            let kind = entry.file_type().unwrap();
+            if kind.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(name, target.display().to_string().into_bytes());
+            } else if kind.is_dir() {
+                pending.push(path);
+            } else if name != ".lock" {
+                out.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn reading_some_paths_gives_what_filtering_the_whole_read_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, revision) = store(dir.path(), 50);
+    let (whole, whole_revision) = store.get(KEY).unwrap().unwrap();
+    assert_eq!(whole_revision, revision);
+    for wanted in [
+        paths(&[]),
+        paths(&["head.json"]),
+        paths(&["head.json", "leaves/l007/cert.pem", "leaves/l007/key.pem"]),
+        paths(&["leaves/l049/key.pem", "leaves/l999/cert.pem", "absent.json"]),
+        // Another key's file is not this document's.
+        paths(&["other.json"]),
+    ] {
+        let (part, part_revision) = store.get_paths(KEY, &wanted).unwrap().unwrap();
+        assert_eq!(part, only_paths(&whole, &wanted), "{wanted:?}");
+        assert_eq!(part_revision, revision);
+        assert_eq!(part.dirs().collect::<Vec<_>>(), ["leaves"]);
+    }
+    let secret = store
+        .get_paths(KEY, &paths(&["leaves/l001/key.pem"]))
+        .unwrap()
+        .unwrap()
+        .0;
+    assert!(secret.file("leaves/l001/key.pem").unwrap().secret);
+    assert!(
+        store
+            .get_paths("nothing", &paths(&["head.json"]))
+            .unwrap()
+            .is_none()
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let fresh = FsStore::open_or_create(empty.path()).unwrap();
+    assert!(
+        fresh
+            .get_paths(KEY, &paths(&["head.json"]))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_change_writes_what_changed_and_links_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, revision) = store(dir.path(), 20);
+    let inode =
+        |generation: &Path, path: &str| std::fs::metadata(generation.join(path)).unwrap().ino();
+    // The previous generation becomes the spare after the commit.
+    let before: Vec<u64> = ["leaves/l010/key.pem", "other.json"]
+        .iter()
+        .map(|p| inode(&live(dir.path()), p))
+        .collect();
+
+    let mut changes = Changes::new();
+    changes
+        .write("head.json", File::public(b"{\"leaves\": 2}".to_vec()))
+        .unwrap();
+    changes
+        .write("leaves/new/cert.pem", File::public(b"new cert".to_vec()))
+        .unwrap();
+    changes
+        .write("leaves/new/key.pem", File::secret(b"new key".to_vec()))
+        .unwrap();
+    changes.remove("leaves/l003/cert.pem").unwrap();
+    changes.remove("leaves/l003/key.pem").unwrap();
+    changes.remove("leaves/absent/cert.pem").unwrap();
+    let written = store
+        .put_changes(KEY, &revision, &changes, Some(&summary("{\"s\":1}")))
+        .unwrap();
+    assert_ne!(written, revision);
+
+    let mut expected = document(20);
+    changes.apply_to(&mut expected).unwrap();
+    let (found, found_revision) = store.get(KEY).unwrap().unwrap();
+    assert_eq!(found, expected);
+    assert_eq!(found_revision, written);
+    assert_eq!(store.get("other").unwrap().unwrap().0, other());
+    let (kept, kept_revision) = store.get_summary(KEY).unwrap().unwrap();
+    assert_eq!(
+        (kept.as_str(), kept_revision),
+        ("{\"s\":1}", written.clone())
+    );
+
+    // Unchanged files are the very files of the previous generation.
+    let after = live(dir.path());
+    assert_eq!(
+        before,
+        [
+            inode(&after, "leaves/l010/key.pem"),
+            inode(&after, "other.json")
+        ]
+    );
+    assert!(!after.join("leaves/l003").exists());
+    let mode = |p: &str| {
+        std::fs::metadata(after.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("leaves/new/key.pem"), 0o600);
+    assert_eq!(mode("leaves/new/cert.pem"), 0o644);
+    assert_eq!(
+        std::fs::read(dir.path().join("leaves/new/key.pem")).unwrap(),
+        b"new key"
+    );
+
+    // A change without a summary removes it; a stale revision writes nothing.
+    let none = store
+        .put_changes(KEY, &written, &Changes::new(), None)
+        .unwrap();
+    assert!(store.get_summary(KEY).unwrap().is_none());
+    let untouched = snapshot(dir.path());
+    for stale in [&revision, &written, &Revision::new("not a generation")] {
+        let err = store.put_changes(KEY, stale, &changes, None).unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+    }
+    let err = store
+        .put_changes("nothing", &none, &changes, None)
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert_eq!(snapshot(dir.path()), untouched);
+
+    // A path another document owns is refused.
+    let mut taken = Changes::new();
+    taken
+        .write("other.json", File::public(b"mine".to_vec()))
+        .unwrap();
+    let err = store.put_changes(KEY, &none, &taken, None).unwrap_err();
+    assert!(err.to_string().contains("already owned"), "{err}");
+    assert_eq!(snapshot(dir.path()), untouched);
+}
+
+/// What is done to a generation, and which error a read must give then.
+type Tampering = (&'static str, fn(&Path), fn(&RotateError) -> bool);
+
+fn damaged(e: &RotateError) -> bool {
+    matches!(e, RotateError::Store(StoreError::DamagedStore { .. }))
+}
+
+fn unsafe_store(e: &RotateError) -> bool {
+    matches!(e, RotateError::Store(StoreError::UnsafeStore { .. }))
+}
+
+#[test]
+fn what_a_read_of_some_paths_reads_is_checked_and_the_rest_is_checked_later() {
+    let wanted = paths(&["head.json", "leaves/l002/key.pem"]);
+    let cases: [Tampering; 5] = [
+        (
+            "other content",
+            |g| std::fs::write(g.join("leaves/l002/key.pem"), b"evil").unwrap(),
+            damaged,
+        ),
+        (
+            "a link",
+            |g| {
+                std::fs::remove_file(g.join("head.json")).unwrap();
+                std::os::unix::fs::symlink("/etc/hostname", g.join("head.json")).unwrap();
+            },
+            damaged,
+        ),
+        (
+            "a directory on the way replaced by a link",
+            |g| {
+                std::fs::rename(g.join("leaves/l002"), g.join("leaves/moved")).unwrap();
+                std::os::unix::fs::symlink("moved", g.join("leaves/l002")).unwrap();
+            },
+            damaged,
+        ),
+        (
+            "a file writable by others",
+            |g| {
+                std::fs::set_permissions(
+                    g.join("leaves/l002/key.pem"),
+                    std::fs::Permissions::from_mode(0o666),
+                )
+                .unwrap()
+            },
+            unsafe_store,
+        ),
+        (
+            "the manifest writable by others",
+            |g| {
+                std::fs::set_permissions(
+                    g.join(".manifest.json"),
+                    std::fs::Permissions::from_mode(0o666),
+                )
+                .unwrap()
+            },
+            unsafe_store,
+        ),
+    ];
+    for (what, tamper, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = store(dir.path(), 5);
+        tamper(&live(dir.path()));
+        let err = store.get_paths(KEY, &wanted).unwrap_err();
+        assert!(expected(&err), "{what}: {err}");
+    }
+
+    // A file the read does not name is not read; a change links it with
+    // the digest it was committed with, and the next read of it refuses it.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, revision) = store(dir.path(), 5);
+    let victim = "leaves/l004/cert.pem";
+    let generation = live(dir.path());
+    std::fs::write(generation.join(victim), b"tampered").unwrap();
+    let (part, _) = store.get_paths(KEY, &wanted).unwrap().unwrap();
+    assert_eq!(part.len(), 2);
+    let mut changes = Changes::new();
+    changes
+        .write("head.json", File::public(b"{\"leaves\": 3}".to_vec()))
+        .unwrap();
+    store.put_changes(KEY, &revision, &changes, None).unwrap();
+    let err = store.get(KEY).unwrap_err();
+    match &err {
+        RotateError::Store(StoreError::DamagedStore { path, .. }) => {
+            assert_eq!(path, &dir.path().join(victim), "{err}")
+        }
+        other => panic!("{other}"),
+    }
+    let err = store.get_paths(KEY, &paths(&[victim])).unwrap_err();
+    assert!(damaged(&err), "{err}");
+}
+
+/// A change that fails or crashes at any step of its commit leaves the
+/// old document or the new one, whole, and the next read finishes the rest.
+#[test]
+fn a_change_interrupted_at_any_step_leaves_one_whole_document() {
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut steps = Vec::new();
+    for crash in [false, true] {
+        for fail_at in 0.. {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut store, revision) = store(dir.path(), 6);
+            let old = store.get(KEY).unwrap().unwrap().0;
+            let mut changes = Changes::new();
+            changes
+                .write("leaves/l001/key.pem", File::secret(b"rotated".to_vec()))
+                .unwrap();
+            changes.remove("leaves/l002/cert.pem").unwrap();
+            changes.remove("leaves/l002/key.pem").unwrap();
+            let mut new = old.clone();
+            changes.apply_to(&mut new).unwrap();
+
+            let seen = Arc::new(AtomicUsize::new(0));
+            let hit = Arc::new(std::sync::Mutex::new(None));
+            {
+                let (seen, hit) = (seen.clone(), hit.clone());
+                store.set_write_hook(Some(Box::new(move |step| {
+                    if seen.fetch_add(1, Ordering::SeqCst) != fail_at {
+                        return Ok(());
+                    }
+                    *hit.lock().unwrap() = Some(step.to_string());
+                    if crash {
+                        panic!("crash before {step}");
+                    }
+                    Err(std::io::Error::other(format!("injected before {step}")))
+                })));
+            }
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                store.put_changes(KEY, &revision, &changes, None)
+            }));
+            store.set_write_hook(None);
+            let Some(step) = hit.lock().unwrap().clone() else {
+                assert!(matches!(outcome, Ok(Ok(_))));
+                break;
+            };
+            let (found, _) = store.get(KEY).unwrap().unwrap();
+            assert!(
+                found == old || found == new,
+                "{} before {step}: neither document",
+                if crash { "crash" } else { "error" }
+            );
+            if matches!(outcome, Ok(Err(_))) {
+                assert!(found == old, "a failed change before {step} was committed");
+            }
+            // Only the live generation is left once a run held the lock.
+            let generations: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".gen-"))
+                .collect();
+            assert_eq!(generations.len(), 1, "before {step}: {generations:?}");
+            steps.push(step);
+        }
+    }
+    std::panic::set_hook(previous_hook);
+    assert!(steps.iter().any(|s| s == "switch data link"), "{steps:?}");
+    assert!(
+        steps.iter().any(|s| s.starts_with("write leaves/l001")),
+        "{steps:?}"
+    );
+}
