@@ -8,8 +8,9 @@ use super::{EtcdOptions, OpenError, PAGE_KEYS, REQUEST_MARGIN};
 use crate::client::{Client, GetOptions, KeyValue, KvClient};
 use crate::layout::prefix_end;
 use crate::url::EtcdUrl;
-use pki_rotate::store::{WriteHook, validate_key};
+use pki_rotate::store::{Changes, WriteHook, validate_key};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Summary};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -306,5 +307,28 @@ impl AsyncStore for AsyncEtcdStore {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         self.put_document(key, expected, files, summary).await
+    }
+
+    /// The head, the entries of `paths` and their blobs, at the revision
+    /// of the head read (see [`super::partial`]).
+    async fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        self.get_paths_document(key, paths).await
+    }
+
+    /// Reads the entries of the paths `changes` names and commits the
+    /// changed ones with the head, in place (see [`super::partial`]).
+    async fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.put_changes_document(key, expected, changes, summary)
+            .await
     }
 }
