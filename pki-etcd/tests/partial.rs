@@ -258,6 +258,41 @@ fn put_changes_then_get_is_the_merged_document_with_its_summary() {
 }
 
 #[test]
+fn a_change_too_large_for_one_transaction_in_place_is_written_whole() {
+    let etcd = Etcd::start();
+    let options = EtcdOptions {
+        max_txn_ops: 8,
+        ..quick_options()
+    };
+    let mut store = EtcdStore::connect(&[etcd.endpoint()], "large", options).unwrap();
+    let doc = document(20);
+    let mut revision = store.put("signer", None, &doc).unwrap();
+    let steps = recording(&mut store);
+    let mut expected = doc;
+    for (n, named) in [(6, true), (7, false), (20, false)] {
+        let mut changes = Changes::new();
+        for i in 0..n {
+            let file = File::public(format!("renewed {n}").into_bytes());
+            changes
+                .write(format!("certs/leaf-{i}/tls.crt"), file)
+                .unwrap();
+        }
+        steps.lock().unwrap().clear();
+        revision = store
+            .put_changes("signer", &revision, &changes, None)
+            .unwrap();
+        let seen = steps.lock().unwrap().clone();
+        assert_eq!(seen[1] == "read named entries 1", named, "{n}: {seen:?}");
+        changes.apply_to(&mut expected).unwrap();
+        assert_eq!(
+            store.get("signer").unwrap().unwrap(),
+            (expected.clone(), revision.clone())
+        );
+        assert_no_garbage(&etcd, "large", "signer");
+    }
+}
+
+#[test]
 fn a_stale_or_foreign_revision_is_a_conflict_that_writes_nothing() {
     let etcd = Etcd::start();
     let store = etcd.store("stale");

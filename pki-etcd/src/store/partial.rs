@@ -220,6 +220,15 @@ impl AsyncEtcdStore {
             .map(|(path, _)| path)
             .chain(changes.removed())
             .collect();
+        // More paths than one commit can change in place (a rotation that
+        // re-issues every leaf): the whole write, without reading their
+        // entries twice. A change that writes unchanged files may have fit;
+        // it is only written the longer way.
+        if touched.len() + 2 > self.options.max_txn_ops.max(1) {
+            return self
+                .put_changes_whole(key, expected, changes, summary)
+                .await;
+        }
         let previous = self
             .get_entries(&keys, &location, &head.generation, &touched, None, |i| {
                 self.step(&format!("read named entries {i}"))
