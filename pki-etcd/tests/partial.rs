@@ -617,3 +617,71 @@ fn a_partial_read_and_write_cost_what_the_named_files_cost() {
     assert!(changes_out <= put_out + 1024, "{changes_out} vs {put_out}");
     assert_eq!(store.get("signer").unwrap().unwrap(), (doc, revision));
 }
+
+/// A store reaching etcd through `proxy` that loses etcd's answers from
+/// its commit on; returns it and the steps of its writes.
+fn losing_store(proxy: &Arc<proxy::Proxy>, prefix: &str) -> (EtcdStore, Arc<Mutex<Vec<String>>>) {
+    let options = EtcdOptions {
+        request_timeout: Duration::from_secs(2),
+        ..quick_options()
+    };
+    let mut store = EtcdStore::connect(&[proxy.endpoint()], prefix, options).unwrap();
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let (record, trigger) = (steps.clone(), proxy.clone());
+    store.set_write_hook(Some(Box::new(move |step| {
+        record.lock().unwrap().push(step.to_string());
+        if step == "commit" {
+            trigger.lose_replies();
+        }
+        Ok(())
+    })));
+    (store, steps)
+}
+
+#[test]
+fn a_partial_commit_whose_answer_is_lost_is_resolved_by_its_head_or_unknown() {
+    let etcd = Etcd::start();
+    let direct = etcd.store("lost");
+    let doc = document(20);
+    let r1 = direct.put("signer", None, &doc).unwrap();
+    let mut changes = change(1);
+    let summary = Summary::new("{}").unwrap();
+
+    // The connection is cut after the answer is lost: the store reads the
+    // head again, finds its commit there, and cleans up after it.
+    let proxy = Arc::new(proxy::Proxy::start(&etcd.endpoint()));
+    proxy.cut_after(Duration::from_millis(300));
+    let (store, steps) = losing_store(&proxy, "lost");
+    let r2 = store
+        .put_changes("signer", &r1, &changes, Some(&summary))
+        .unwrap();
+    assert!(steps.lock().unwrap().contains(&"check commit".to_string()));
+    let mut expected = doc;
+    changes.apply_to(&mut expected).unwrap();
+    assert_eq!(
+        direct.get("signer").unwrap().unwrap(),
+        (expected.clone(), r2.clone())
+    );
+    assert_eq!(
+        direct.get_summary("signer").unwrap(),
+        Some((summary, r2.clone()))
+    );
+    assert_no_garbage(&etcd, "lost", "signer");
+
+    // Lost for good: an unknown outcome, never a conflict or a plain
+    // failure; it landed, and the next write cleans up after it.
+    let proxy = Arc::new(proxy::Proxy::start(&etcd.endpoint()));
+    let (store, _) = losing_store(&proxy, "lost");
+    changes = change(2);
+    let err = store
+        .put_changes("signer", &r2, &changes, None)
+        .unwrap_err();
+    assert!(err.is_unknown_outcome(), "{err}");
+    changes.apply_to(&mut expected).unwrap();
+    let (files, r3) = direct.get("signer").unwrap().unwrap();
+    assert_eq!(files, expected);
+    let r4 = direct.put_changes("signer", &r3, &change(3), None).unwrap();
+    change(3).apply_to(&mut expected).unwrap();
+    assert_eq!(direct.get("signer").unwrap().unwrap(), (expected, r4));
+    assert_no_garbage(&etcd, "lost", "signer");
+}
