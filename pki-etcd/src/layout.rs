@@ -7,7 +7,7 @@ mod change;
 mod head;
 
 pub use change::{Change, change};
-pub use head::{FileEntry, HEAD_FORMAT, Head, assemble, corrupt, decode_entry};
+pub use head::{FileEntry, HEAD_FORMAT, Head, assemble, assemble_some, corrupt, decode_entry};
 
 use pki_rotate::{File, Files, RotateError};
 use sha2::{Digest, Sha256};

@@ -79,6 +79,13 @@
 //! release) is still read; the next write replaces it with format 2 and
 //! removes its blobs.
 //!
+//! A read of some files ([`Store::get_paths`](pki_rotate::Store::get_paths),
+//! what a step that changes one leaf reads) reads the head, then only the
+//! entries of the named paths (by key, in transactions of gets) and their
+//! blobs, at the revision of the head read, and checks each file's SHA-256
+//! as a whole read does; it cannot count the entries, which only a whole
+//! read does. A path the document does not hold is left out.
+//!
 //! # Writing
 //!
 //! [`Store::put`](pki_rotate::Store::put) reads the head (a stale
@@ -108,6 +115,19 @@
 //!    marker last. A losing attempt removes its marker, blobs and
 //!    generation in one transaction.
 //!
+//! A **partial write** ([`Store::put_changes`](pki_rotate::Store::put_changes))
+//! reads the head (a stale `expected` is a conflict before anything is
+//! written) and only the entries of the paths it writes or removes, not the
+//! generation's other entries; a changed large file keeps the blobs of the
+//! chunks its previous entry names. It then follows the same three phases,
+//! always in place: its commit puts the changed entries, deletes the
+//! removed ones that exist, and puts the head with the declared dirs read,
+//! the summary given, the attempt's nonce, and the file count read plus
+//! the paths added less the paths removed. A step that changes one leaf of
+//! ten thousand reads the head and four entries. When its changes do not
+//! fit one transaction in place, or the head is format 1, it reads the
+//! document whole and writes it as `put` does.
+//!
 //! A commit that gets no answer may have been applied: the writer reads the
 //! head again, and it landed exactly when the head's `commit` is the
 //! attempt's nonce, which no other writer knows. Otherwise the outcome is
@@ -131,6 +151,14 @@
 //!   blobs created after its read), and a writer that read before R can
 //!   never commit (its compare names a mod_revision that R changed). The
 //!   retired generation is named by no head after R for the same reason.
+//!   A partial write reads only the entries of the paths it changes, and
+//!   that is enough: a blob is named by the versions of one path only, so
+//!   the blobs a replaced entry named and its new version does not are
+//!   named by no other entry. (A whole write also checks them against every
+//!   new entry, so that a store edited by hand to share a blob between two
+//!   paths loses nothing; a partial write does not see the other paths'
+//!   entries, so on such a store it may remove a blob another path names,
+//!   which the next read then reports as missing.)
 //! - **Crashes are found by their marker.** The marker exists from the
 //!   attempt's first write until its cleanup is done. A writer whose commit
 //!   at R finds a marker created before R (other than its own) knows that
@@ -143,7 +171,10 @@
 //!   generation still has no marker, so a generation a later commit made
 //!   current, or a live attempt's, is never touched), and every blob that
 //!   R's entries do not name and that was created before R (by the
-//!   argument above, no head will name it). A generation's first keys are
+//!   argument above, no head will name it; after a partial write, R's
+//!   entries are read at revision R before anything is removed, and when
+//!   that read fails the stale markers stay for the next writer). A
+//!   generation's first keys are
 //!   written with its marker, and the generations are listed before the
 //!   markers, so a generation without a marker in that listing belongs to
 //!   an attempt that can write nothing more. Without a stale marker, the
@@ -153,7 +184,7 @@
 //!   everything that head names exists at that revision (cleanup deletes
 //!   only after a commit that stops naming it).
 //!
-//! //! [`EtcdStore::set_write_hook`] and [`EtcdStore::set_read_hook`] name
+//! [`EtcdStore::set_write_hook`] and [`EtcdStore::set_read_hook`] name
 //! every request of a write and of a read, so that tests can stop the
 //! server or commit another document between any two of them.
 //!

@@ -1,12 +1,13 @@
 //! [`EtcdStore`] and [`AsyncEtcdStore`]: the [`Store`] and [`AsyncStore`]
 //! traits over etcd v3. The connection and what every request shares live
 //! in [`client`], reading a document in [`read`], writing one in
-//! [`write`], removing what no head names any more in [`sweep`], the
+//! [`write`], reading and writing some of its files in [`partial`], removing what no head names any more in [`sweep`], the
 //! meaning of a failed request in [`fail`].
 
 mod client;
 mod fail;
 mod pages;
+mod partial;
 mod read;
 mod sweep;
 mod write;
@@ -15,8 +16,9 @@ pub use client::AsyncEtcdStore;
 
 use crate::options::{EtcdTls, EtcdUser};
 use crate::url::{EtcdUrl, UrlError};
-use pki_rotate::store::WriteHook;
+use pki_rotate::store::{Changes, WriteHook};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Store};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -248,6 +250,26 @@ impl Store for EtcdStore {
             key,
             expected,
             files,
+            summary,
+        ))
+    }
+
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        self.block_on(AsyncStore::get_paths(&self.store, key, paths))
+    }
+
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&pki_rotate::Summary>,
+    ) -> Result<Revision> {
+        self.block_on(AsyncStore::put_changes(
+            &self.store,
+            key,
+            expected,
+            changes,
             summary,
         ))
     }

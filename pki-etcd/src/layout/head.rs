@@ -170,6 +170,19 @@ pub fn assemble(
             ),
         ));
     }
+    assemble_some(location, keys, head, entries, blobs)
+}
+
+/// The files `entries` describe (some of the head's), with all the head's
+/// declared dirs; checks each file as [`assemble`] does, but not that the
+/// entries are all of the generation's (a read of named files).
+pub fn assemble_some(
+    location: &str,
+    keys: &DocKeys,
+    head: &Head,
+    entries: &BTreeMap<String, FileEntry>,
+    blobs: &HashMap<String, Zeroizing<Vec<u8>>>,
+) -> Result<Files, RotateError> {
     let mut files = Files::new();
     for (path, entry) in entries {
         let mut contents = Zeroizing::new(Vec::new());

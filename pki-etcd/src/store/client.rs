@@ -8,8 +8,9 @@ use super::{EtcdOptions, OpenError, PAGE_KEYS, REQUEST_MARGIN};
 use crate::client::{Client, GetOptions, KeyValue, KvClient};
 use crate::layout::prefix_end;
 use crate::url::EtcdUrl;
-use pki_rotate::store::{WriteHook, validate_key};
+use pki_rotate::store::{Changes, WriteHook, validate_key};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Summary};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -123,10 +124,11 @@ impl AsyncEtcdStore {
         &self.options
     }
 
-    /// Installs a hook called before each etcd request of a `put`, with the
-    /// name of the step (`read head`, `write blobs 1/2`, `commit`, `list
-    /// garbage`, `delete garbage 1/1`, `discard blobs`, and `check commit`
-    /// when the commit got no answer). An error it returns fails the `put`
+    /// Installs a hook called before each etcd request of a `put` or a
+    /// `put_changes`, with the name of the step (`read head`, `read entries
+    /// 1`, or `read named entries 1` for a `put_changes`, `write blobs
+    /// 1/2`, `commit`, `list garbage`, `delete garbage 1/1`, `discard
+    /// blobs`, and `check commit` when the commit got no answer). An error it returns fails the `put`
     /// at that point: as a backend error before the commit is sent, as
     /// [`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome) at `check commit`. Tests use it to
     /// stop etcd, or lose its answers, before each step.
@@ -134,8 +136,10 @@ impl AsyncEtcdStore {
         self.write_hook = hook;
     }
 
-    /// Installs a hook called before each etcd request of a `get`, with the
-    /// name of the step (`read head`, `read blobs 1`, `read blobs 2`…). An
+    /// Installs a hook called before each etcd request of a `get` or a
+    /// `get_paths`, with the name of the step (`read head`, `read entries
+    /// 1`, or `read named entries 1` for a `get_paths`, `read blobs 1`,
+    /// `read blobs 2`…). An
     /// error it returns fails the `get` as a backend error. Tests use it to
     /// commit another document between a read's requests.
     pub fn set_read_hook(&mut self, hook: Option<WriteHook>) {
@@ -306,5 +310,28 @@ impl AsyncStore for AsyncEtcdStore {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         self.put_document(key, expected, files, summary).await
+    }
+
+    /// The head, the entries of `paths` and their blobs, at the revision
+    /// of the head read (see the crate docs).
+    async fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        self.get_paths_document(key, paths).await
+    }
+
+    /// Reads the entries of the paths `changes` names and commits the
+    /// changed ones with the head, in place (see the crate docs, "Writing").
+    async fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.put_changes_document(key, expected, changes, summary)
+            .await
     }
 }

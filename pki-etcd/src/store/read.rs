@@ -6,7 +6,7 @@ use super::GET_ATTEMPTS;
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
 use super::pages::LARGE_PAGE;
-use crate::client::GetOptions;
+use crate::client::{GetOptions, KeyValue};
 use crate::layout::{AnyHead, DocKeys, FileEntry, assemble, decode_entry, decode_head};
 use pki_rotate::store::validate_key;
 use pki_rotate::{File, Files, Result, Revision, RotateError};
@@ -25,16 +25,34 @@ impl AsyncEtcdStore {
                 Ok(found) => return Ok(found),
                 Err(ReadFail::Error(e)) => return Err(e),
                 Err(ReadFail::Compacted) if attempt < GET_ATTEMPTS => attempt += 1,
-                Err(ReadFail::Compacted) => {
-                    return Err(self.backend(
-                        format!("reading document \"{key}\""),
-                        Fail::Other(format!(
-                            "the revision read at was compacted away, {GET_ATTEMPTS} times in a row"
-                        )),
-                    ));
-                }
+                Err(ReadFail::Compacted) => return Err(self.compacted_too_often(key)),
             }
         }
+    }
+
+    /// The error of a read whose revision was compacted away every time.
+    pub(super) fn compacted_too_often(&self, key: &str) -> RotateError {
+        self.backend(
+            format!("reading document \"{key}\""),
+            Fail::Other(format!(
+                "the revision read at was compacted away, {GET_ATTEMPTS} times in a row"
+            )),
+        )
+    }
+
+    /// The head of a document (None: no document) and the revision of the
+    /// answer, which every later request of a consistent read reads at.
+    pub(super) async fn get_head(
+        &self,
+        keys: &DocKeys,
+    ) -> std::result::Result<(i64, Option<KeyValue>), Fail> {
+        let mut kv = self.kv.clone();
+        let head_key = keys.head.clone();
+        let mut response = self
+            .run(async move { kv.get(head_key, None).await })
+            .await?;
+        let at = response.header().map_or(0, |h| h.revision());
+        Ok((at, response.take_kvs().into_iter().next()))
     }
 
     /// [`pki_rotate::AsyncStore::get_summary`]: the head alone. None for a
@@ -74,20 +92,17 @@ impl AsyncEtcdStore {
         let doing = format!("reading document \"{key}\"");
         self.read_step("read head")
             .map_err(|f| self.backend(&doing, f))?;
-        let mut kv = self.kv.clone();
-        let head_key = keys.head.clone();
-        let mut response = self
-            .run(async move { kv.get(head_key, None).await })
-            .await
-            .map_err(|f| self.backend(&doing, f))?;
         // Every blob the head references exists at the revision of this
         // answer (see the garbage collection rule in `put`), so the blobs
         // are read at that revision: one snapshot, whatever commits and
         // collections happen meanwhile. Not at the head's mod_revision,
         // which is the same document but may be long compacted away when
         // the document has not changed for a while.
-        let at = response.header().map_or(0, |h| h.revision());
-        let Some(head) = response.take_kvs().into_iter().next() else {
+        let (at, head) = self
+            .get_head(&keys)
+            .await
+            .map_err(|f| self.backend(&doing, f))?;
+        let Some(head) = head else {
             return Ok(None);
         };
         let revision = Revision::new(head.mod_revision().to_string());
@@ -218,7 +233,7 @@ pub(super) enum EntriesFail {
 }
 
 /// Why one read of a document failed.
-enum ReadFail {
+pub(super) enum ReadFail {
     /// The revision it read at was compacted between its requests: read again.
     Compacted,
     Error(RotateError),

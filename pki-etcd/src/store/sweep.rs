@@ -4,6 +4,7 @@
 
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
+use super::read::EntriesFail;
 use super::write::{Attempt, Previous};
 use crate::client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
 use crate::layout::FileEntry;
@@ -33,17 +34,16 @@ impl AsyncEtcdStore {
             ));
         }
         self.delete_in_batches(ops).await?;
-        let referenced = || -> BTreeSet<&str> {
-            attempt
+        let recovered = self.recover(attempt, revision).await?;
+        if !recovered && matches!(attempt.previous, Previous::Replaced) {
+            // A write that replaced a format 1 head wrote every entry.
+            let referenced = attempt
                 .change
                 .entries
                 .values()
                 .flat_map(FileEntry::blobs)
-                .collect()
-        };
-        let recovered = self.recover(attempt, referenced, revision).await?;
-        if !recovered && matches!(attempt.previous, Previous::Replaced) {
-            self.sweep_blobs(keys, &referenced(), revision).await?;
+                .collect();
+            self.sweep_blobs(keys, &referenced, revision).await?;
         }
         self.step("delete marker")?;
         let marker = keys.attempt(&attempt.nonce);
@@ -113,10 +113,9 @@ impl AsyncEtcdStore {
     /// `revision` does not need goes: stale markers, the generations that
     /// are not current, the blobs its entries do not name. Usually there is
     /// no such marker and this is one request. Returns whether it swept.
-    async fn recover<'e>(
+    async fn recover(
         &self,
-        attempt: &'e Attempt<'_>,
-        referenced: impl FnOnce() -> BTreeSet<&'e str>,
+        attempt: &Attempt<'_>,
         revision: i64,
     ) -> std::result::Result<bool, Fail> {
         let keys = &attempt.keys;
@@ -149,6 +148,31 @@ impl AsyncEtcdStore {
         if stale.is_empty() {
             return Ok(false);
         }
+        // Every entry of the document committed at `revision`, before
+        // anything is removed: if this read fails, the stale markers stay
+        // and the next writer sweeps. A partial write knows only the
+        // entries it changed; the others are read at the commit's revision,
+        // where the generation holds exactly what that commit made current.
+        let read;
+        let entries = if attempt.entries_complete {
+            &attempt.change.entries
+        } else {
+            read = self
+                .read_entries(
+                    keys,
+                    &keys.head,
+                    &attempt.generation,
+                    Some(revision),
+                    |page| self.step(&format!("read entries {page}")),
+                )
+                .await
+                .map_err(|e| match e {
+                    EntriesFail::Fail(f) => f,
+                    EntriesFail::Error(e) => Fail::Other(e.to_string()),
+                })?;
+            &read
+        };
+        let referenced: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
         self.step("sweep")?;
         // A stale attempt can never commit (its head read is older than
         // this commit), so its marker and its generation (unless that is
@@ -188,7 +212,7 @@ impl AsyncEtcdStore {
             self.run(async move { kv.txn(Txn::new().when(when).and_then(ops)).await })
                 .await?;
         }
-        self.sweep_blobs(keys, &referenced(), revision).await?;
+        self.sweep_blobs(keys, &referenced, revision).await?;
         Ok(true)
     }
 

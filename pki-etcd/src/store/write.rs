@@ -43,6 +43,10 @@ pub(super) struct Attempt<'a> {
     pub in_place: bool,
     /// The create_revision of this attempt's marker, once written.
     pub marker: Option<i64>,
+    /// Whether `change.entries` is every entry of the document it commits.
+    /// A partial write (`partial.rs`) knows only the entries it changed:
+    /// a sweep then reads the others at the commit's revision.
+    pub entries_complete: bool,
 }
 
 impl Attempt<'_> {
@@ -56,11 +60,26 @@ impl Attempt<'_> {
 }
 
 /// One key written before the commit.
-struct Put<'a> {
-    key: String,
-    value: std::borrow::Cow<'a, [u8]>,
+pub(super) struct Put<'a> {
+    pub key: String,
+    pub value: std::borrow::Cow<'a, [u8]>,
     /// The file it belongs to, for messages.
-    path: &'a str,
+    pub path: &'a str,
+}
+
+/// What an attempt sends: the keys it writes before the commit, and the
+/// commit.
+pub(super) struct Plan<'a> {
+    /// The commit's compare on the head: its mod_revision as read, or that
+    /// it does not exist.
+    pub compare: Compare,
+    /// The head's mod_revision as read (None: there was no document).
+    pub found: Option<i64>,
+    pub head_value: Vec<u8>,
+    /// The entries the commit puts and deletes itself (in place).
+    pub commit_ops: Vec<TxnOp>,
+    /// The blobs, and for a new generation its entries, written before.
+    pub puts: Vec<Put<'a>>,
 }
 
 impl AsyncEtcdStore {
@@ -136,9 +155,6 @@ impl AsyncEtcdStore {
             _ => &empty,
         };
         let change = change(read_entries, files, &nonce);
-        let entry_value = |path: &str| -> Result<Vec<u8>> {
-            serde_json::to_vec(&change.entries[path]).map_err(|e| fail(Fail::Other(e.to_string())))
-        };
 
         // In place when the current generation's changes and the head fit
         // one transaction; otherwise a new generation, written beforehand.
@@ -154,46 +170,17 @@ impl AsyncEtcdStore {
             dirs: files.dirs().map(str::to_string).collect(),
             summary: summary.map(|s| s.as_str().to_string()),
         };
-        let head_cost = |head: &Head| -> Result<(Vec<u8>, usize)> {
-            let value = serde_json::to_vec(head).map_err(|e| fail(Fail::Other(e.to_string())))?;
-            let cost = 2 * keys.head.len() + value.len() + 3 * PER_OP_OVERHEAD;
-            Ok((value, cost))
+        let (mut head_value, cost) = self.head_value(&keys, &head).map_err(fail)?;
+        let in_place_ops = match &in_place_generation {
+            Some(generation) => self
+                .in_place_ops(&keys, generation, &change, cost)
+                .map_err(fail)?,
+            None => None,
         };
-        let (mut head_value, cost) = head_cost(&head)?;
-        if cost > self.request_budget() {
-            return Err(fail(Fail::Other(format!(
-                "the head with {} declared directories is {} bytes, more than one etcd request may carry ({} bytes)",
-                head.dirs.len(),
-                head_value.len(),
-                self.options.max_request_bytes
-            ))));
-        }
-        let mut commit_ops: Vec<TxnOp> = Vec::new();
-        let mut in_place = false;
-        if let Some(generation) = &in_place_generation {
-            // The head, the marker when phase 1 has nothing to write, the entries.
-            let ops = 2 + change.changed.len() + change.removed.len();
-            let mut bytes = cost;
-            let mut puts = Vec::with_capacity(change.changed.len());
-            for path in &change.changed {
-                let key = keys.entry(generation, path);
-                let value = entry_value(path)?;
-                bytes += key.len() + value.len() + PER_OP_OVERHEAD;
-                puts.push(TxnOp::put(key, value, None));
-            }
-            for path in &change.removed {
-                let key = keys.entry(generation, path);
-                bytes += key.len() + PER_OP_OVERHEAD;
-                puts.push(TxnOp::delete(key, None));
-            }
-            if ops <= self.options.max_txn_ops.max(1) && bytes <= self.request_budget() {
-                in_place = true;
-                commit_ops = puts;
-            }
-        }
+        let in_place = in_place_ops.is_some();
         if !in_place && in_place_generation.is_some() {
             head.generation = nonce.clone();
-            head_value = head_cost(&head)?.0;
+            head_value = self.head_value(&keys, &head).map_err(fail)?.0;
         }
 
         // Phase 1: the new blobs and, for a new generation, every entry of
@@ -212,12 +199,12 @@ impl AsyncEtcdStore {
             for (path, _) in files.iter() {
                 puts.push(Put {
                     key: keys.entry(&head.generation, path),
-                    value: std::borrow::Cow::Owned(entry_value(path)?),
+                    value: std::borrow::Cow::Owned(entry_json(&change, path).map_err(fail)?),
                     path,
                 });
             }
         }
-        let mut attempt = Attempt {
+        let attempt = Attempt {
             keys: keys.clone(),
             nonce: nonce.clone(),
             previous,
@@ -225,6 +212,96 @@ impl AsyncEtcdStore {
             generation: head.generation.clone(),
             in_place,
             marker: None,
+            entries_complete: true,
+        };
+        let plan = Plan {
+            compare,
+            found,
+            head_value,
+            commit_ops: in_place_ops.unwrap_or_default(),
+            puts,
+        };
+        self.run_attempt(key, expected, attempt, plan).await
+    }
+
+    /// The head's value and what it costs in the commit; an error when it
+    /// alone is more than one request may carry.
+    pub(super) fn head_value(
+        &self,
+        keys: &DocKeys,
+        head: &Head,
+    ) -> std::result::Result<(Vec<u8>, usize), Fail> {
+        let value = serde_json::to_vec(head).map_err(|e| Fail::Other(e.to_string()))?;
+        let cost = 2 * keys.head.len() + value.len() + 3 * PER_OP_OVERHEAD;
+        if cost > self.request_budget() {
+            return Err(Fail::Other(format!(
+                "the head with {} declared directories is {} bytes, more than one etcd request may carry ({} bytes)",
+                head.dirs.len(),
+                value.len(),
+                self.options.max_request_bytes
+            )));
+        }
+        Ok((value, cost))
+    }
+
+    /// The puts and deletes of `change`'s entries in `generation`, when
+    /// they fit one transaction with the head (`head_cost` bytes) and the
+    /// marker; None when the commit cannot make them in place.
+    pub(super) fn in_place_ops(
+        &self,
+        keys: &DocKeys,
+        generation: &str,
+        change: &Change<'_>,
+        head_cost: usize,
+    ) -> std::result::Result<Option<Vec<TxnOp>>, Fail> {
+        // The head, the marker when phase 1 has nothing to write, the entries.
+        let ops = 2 + change.changed.len() + change.removed.len();
+        if ops > self.options.max_txn_ops.max(1) {
+            return Ok(None);
+        }
+        let mut bytes = head_cost;
+        let mut puts = Vec::with_capacity(ops);
+        for path in &change.changed {
+            let key = keys.entry(generation, path);
+            let value = entry_json(change, path)?;
+            bytes += key.len() + value.len() + PER_OP_OVERHEAD;
+            puts.push(TxnOp::put(key, value, None));
+        }
+        for path in &change.removed {
+            let key = keys.entry(generation, path);
+            bytes += key.len() + PER_OP_OVERHEAD;
+            puts.push(TxnOp::delete(key, None));
+        }
+        Ok((bytes <= self.request_budget()).then_some(puts))
+    }
+
+    /// Phases 1 to 3 of an attempt (see the crate docs): what it writes
+    /// before the commit, the commit, the cleanup; a lost answer to the
+    /// commit is resolved by reading the head again.
+    pub(super) async fn run_attempt(
+        &self,
+        key: &str,
+        expected: Option<&Revision>,
+        mut attempt: Attempt<'_>,
+        plan: Plan<'_>,
+    ) -> Result<Revision> {
+        let Plan {
+            compare,
+            found,
+            head_value,
+            mut commit_ops,
+            puts,
+        } = plan;
+        let keys = attempt.keys.clone();
+        let nonce = attempt.nonce.clone();
+        let doing = format!("writing document \"{key}\"");
+        let fail = |f: Fail| self.backend(&doing, f);
+        let conflict = |found: Option<i64>| {
+            RotateError::Store(pki_rotate::StoreError::Conflict {
+                key: key.to_string(),
+                expected: expected.cloned(),
+                found: found.map(|r| Revision::new(r.to_string())),
+            })
         };
         if !puts.is_empty() {
             attempt.marker = Some(self.write_before_commit(key, &attempt, puts).await?);
@@ -434,13 +511,22 @@ impl AsyncEtcdStore {
     }
 }
 
-fn nonce() -> std::result::Result<String, Fail> {
+/// The value of the entry of `path` in `change`.
+fn entry_json(change: &Change<'_>, path: &str) -> std::result::Result<Vec<u8>, Fail> {
+    let entry = change
+        .entries
+        .get(path)
+        .ok_or_else(|| Fail::Other(format!("no entry for {path}")))?;
+    serde_json::to_vec(entry).map_err(|e| Fail::Other(e.to_string()))
+}
+
+pub(super) fn nonce() -> std::result::Result<String, Fail> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)
         .map_err(|e| Fail::Other(format!("no randomness for a write attempt: {e}")))?;
     Ok(hex::encode(bytes))
 }
 
-fn parse_revision(revision: &Revision) -> Option<i64> {
+pub(super) fn parse_revision(revision: &Revision) -> Option<i64> {
     revision.as_str().parse::<i64>().ok().filter(|r| *r > 0)
 }

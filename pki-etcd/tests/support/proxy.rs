@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +29,9 @@ struct Shared {
     /// Every socket of every connection, to cut them.
     sockets: Mutex<Vec<TcpStream>>,
     stopped: AtomicBool,
+    /// Bytes the client sent, and bytes etcd sent back (lost or not).
+    sent: AtomicU64,
+    received: AtomicU64,
 }
 
 impl Shared {
@@ -119,6 +122,15 @@ impl Proxy {
         *self.shared.cut_after.lock().unwrap() = Some(after);
     }
 
+    /// Bytes the client has sent through the proxy, and etcd has sent
+    /// back: what a store's requests cost on the wire.
+    pub fn bytes(&self) -> (u64, u64) {
+        (
+            self.shared.sent.load(Ordering::SeqCst),
+            self.shared.received.load(Ordering::SeqCst),
+        )
+    }
+
     /// Whether replies are being lost now.
     pub fn losing(&self) -> bool {
         self.shared.losing.load(Ordering::SeqCst)
@@ -145,6 +157,7 @@ fn pump_requests(mut from: TcpStream, mut to: TcpStream, shared: &Arc<Shared>) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        shared.sent.fetch_add(n as u64, Ordering::SeqCst);
         // Checked before forwarding, so that etcd cannot answer first.
         let trigger = shared.trigger.lock().unwrap().clone();
         if let Some(trigger) = trigger {
@@ -171,6 +184,7 @@ fn pump_replies(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        shared.received.fetch_add(n as u64, Ordering::SeqCst);
         if shared.losing.load(Ordering::SeqCst) {
             continue;
         }
