@@ -318,6 +318,40 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
             timed(&format!("{label}: store put"), started);
         }
     }
+    // The same renewal as `pki renew` takes it: over the head and the leaf.
+    let names: std::collections::BTreeSet<String> = [leaf_name(0).0].into();
+    let paths = pki_rotate::SignerState::part_paths(&names).unwrap();
+    let renew = SignerInput {
+        leaves: vec![LeafChange::Renew {
+            name: leaf_name(0).0,
+        }],
+        ..SignerInput::default()
+    };
+    for label in ["by parts", "by parts again"] {
+        let started = Instant::now();
+        // None here: the writes above were made without one.
+        black_box(store.get_summary("signer").unwrap());
+        timed(&format!("{label}: store get_summary"), started);
+        let started = Instant::now();
+        let (files, revision) = store.get_paths("signer", &paths).unwrap().unwrap();
+        timed(&format!("{label}: store get_paths"), started);
+        let started = Instant::now();
+        let doc = pki_rotate::SignerState::from_part(&files, &names).unwrap();
+        timed(&format!("{label}: from_part"), started);
+        let started = Instant::now();
+        let outcome = SignerEngine::step(&doc, &renew, now(), &mut rng).unwrap();
+        timed(&format!("{label}: plan + apply"), started);
+        let next = outcome.document.into_owned();
+        let started = Instant::now();
+        let after = next.part_to_files(&files, &names).unwrap();
+        let changes = pki_rotate::store::Changes::between(&files, &after);
+        timed(&format!("{label}: part_to_files"), started);
+        let started = Instant::now();
+        store
+            .put_changes("signer", &revision, &changes, None)
+            .unwrap();
+        timed(&format!("{label}: store put_changes"), started);
+    }
     let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();
     let started = Instant::now();
     black_box(SignerStatus::of(&doc, now()).unwrap());

@@ -114,16 +114,18 @@ fn is_leaf_pem(path: &str) -> bool {
         .is_some_and(|name| name.starts_with('/') && !name[1..].contains('/'))
 }
 
-/// Version 2: the current format.
+/// Version 2: the current format. Its leaf requests are read as `L`:
+/// decoded, or kept as their JSON text by a step that changes a few of
+/// them ([`part`]).
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Document {
+struct Document<L = LeafRequest> {
     kind: String,
     version: u32,
     policy: SignerPolicy,
     forced_rotation_reason: Option<String>,
     previous: Option<PreviousCa>,
-    leaves: BTreeMap<String, LeafRequest>,
+    leaves: BTreeMap<String, L>,
     history: Vec<RotationRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     material: Option<Material>,
@@ -136,6 +138,25 @@ struct Document {
     /// What each consumer acknowledged last.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     consumers: BTreeMap<String, ConsumerRecord>,
+}
+
+impl<L> Document<L> {
+    /// The same document with `leaves` as its leaf requests.
+    fn with_leaves<M>(self, leaves: BTreeMap<String, M>) -> Document<M> {
+        Document {
+            kind: self.kind,
+            version: self.version,
+            policy: self.policy,
+            forced_rotation_reason: self.forced_rotation_reason,
+            previous: self.previous,
+            leaves,
+            history: self.history,
+            material: self.material,
+            external: self.external,
+            published: self.published,
+            consumers: self.consumers,
+        }
+    }
 }
 
 /// Version 1, as the first release wrote it.
