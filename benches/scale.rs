@@ -352,6 +352,23 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
             .unwrap();
         timed(&format!("{label}: store put_changes"), started);
     }
+    // The whole of it, through the driver, with the summary it keeps.
+    let (files, revision) = store.get("signer").unwrap().unwrap();
+    let summary = pki_rotate::SignerState::from_files(&files)
+        .unwrap()
+        .idle(now())
+        .and_then(|idle| idle.to_summary());
+    store
+        .put_with_summary("signer", Some(&revision), &files, summary.as_ref())
+        .unwrap();
+    for label in ["driver renew", "driver renew again"] {
+        let started = Instant::now();
+        let stepped = Driver::new(store)
+            .step_unless_idle::<SignerEngine, _>("signer", &renew, now(), &mut rng)
+            .unwrap();
+        assert!(matches!(stepped, pki_rotate::Stepped::Part(_)));
+        timed(&format!("{label}: step_unless_idle"), started);
+    }
     let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();
     let started = Instant::now();
     black_box(SignerStatus::of(&doc, now()).unwrap());

@@ -174,3 +174,79 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
         Stepped::Step(_)
     ));
 }
+
+/// A leaf request inside the promise is a step by parts: the store reads
+/// the head and the named entries, never the whole generation, and the
+/// document it leaves is the one a whole step would (read back whole).
+#[tokio::test]
+async fn a_leaf_change_with_nothing_else_due_reads_the_head_and_that_leaf() {
+    use pki_rotate::{LeafChange, Stepped};
+    use std::sync::{Arc, Mutex};
+    let etcd = Etcd::start();
+    let mut store = store(&etcd, "part").await;
+    let reads = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = reads.clone();
+    store.set_read_hook(Some(Box::new(move |what| {
+        seen.lock().unwrap().push(what.to_string());
+        Ok(())
+    })));
+    let driver = AsyncDriver::new(store);
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    for i in 0..30 {
+        s.request_leaf(
+            &format!("svc{i}"),
+            LeafRequest::server(vec![format!("svc{i}.ns")]),
+        )
+        .unwrap();
+    }
+    let s = pki_rotate::signer::apply(
+        &s,
+        pki_rotate::signer::plan(&s, &SignerInput::default(), T0).unwrap(),
+        &mut rng(2),
+    )
+    .unwrap()
+    .into_document();
+    driver.create_at::<SignerEngine>(KEY, &s, T0).await.unwrap();
+
+    let now = T0 + Duration::days(3);
+    for input in [
+        SignerInput::request("new", LeafRequest::server(vec!["new.ns".into()])),
+        SignerInput {
+            leaves: vec![LeafChange::Renew {
+                name: "svc7".into(),
+            }],
+            ..SignerInput::default()
+        },
+        SignerInput {
+            leaves: vec![LeafChange::Remove {
+                name: "svc8".into(),
+            }],
+            ..SignerInput::default()
+        },
+    ] {
+        reads.lock().unwrap().clear();
+        let Stepped::Part(step) = driver
+            .step_unless_idle::<SignerEngine, _>(KEY, &input, now, &mut rng(3))
+            .await
+            .unwrap()
+        else {
+            panic!("a leaf change inside the promise steps by parts: {input:?}");
+        };
+        assert!(step.changed);
+        assert!(step.document.leaves.len() <= 1);
+        let reads = reads.lock().unwrap().clone();
+        assert!(
+            reads.iter().all(|r| !r.starts_with("read entries")),
+            "{reads:?}"
+        );
+    }
+    let (doc, _) = driver.load::<SignerEngine>(KEY).await.unwrap();
+    assert_eq!(doc.leaves.len(), 30);
+    assert!(doc.leaves.contains_key("new") && !doc.leaves.contains_key("svc8"));
+    assert!(doc.leaves.values().all(|l| l.issued.is_some()));
+    let after = driver
+        .step::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(4))
+        .await
+        .unwrap();
+    assert!(!after.changed, "{:?}", after.events);
+}
