@@ -234,7 +234,7 @@ fn unsafe_store(e: &RotateError) -> bool {
 }
 
 #[test]
-fn what_a_read_of_some_paths_reads_is_checked_and_the_rest_is_checked_later() {
+fn what_a_read_of_some_paths_reads_is_checked_and_a_change_checks_everything() {
     let wanted = paths(&["head.json", "leaves/l002/key.pem"]);
     let cases: [Tampering; 5] = [
         (
@@ -289,8 +289,8 @@ fn what_a_read_of_some_paths_reads_is_checked_and_the_rest_is_checked_later() {
         assert!(expected(&err), "{what}: {err}");
     }
 
-    // A file the read does not name is not read; a change links it with
-    // the digest it was committed with, and the next read of it refuses it.
+    // A file the read does not name is not read; a change checks every
+    // file before its commit, refuses the damaged one and writes nothing.
     let dir = tempfile::tempdir().unwrap();
     let (store, revision) = store(dir.path(), 5);
     let victim = "leaves/l004/cert.pem";
@@ -302,16 +302,22 @@ fn what_a_read_of_some_paths_reads_is_checked_and_the_rest_is_checked_later() {
     changes
         .write("head.json", File::public(b"{\"leaves\": 3}".to_vec()))
         .unwrap();
-    store.put_changes(KEY, &revision, &changes, None).unwrap();
-    let err = store.get(KEY).unwrap_err();
-    match &err {
-        RotateError::Store(StoreError::DamagedStore { path, .. }) => {
-            assert_eq!(path, &dir.path().join(victim), "{err}")
+    let before = snapshot(dir.path());
+    for err in [
+        store
+            .put_changes(KEY, &revision, &changes, None)
+            .unwrap_err(),
+        store.get(KEY).unwrap_err(),
+        store.get_paths(KEY, &paths(&[victim])).unwrap_err(),
+    ] {
+        match &err {
+            RotateError::Store(StoreError::DamagedStore { path, .. }) => {
+                assert_eq!(path, &dir.path().join(victim), "{err}")
+            }
+            other => panic!("{other}"),
         }
-        other => panic!("{other}"),
     }
-    let err = store.get_paths(KEY, &paths(&[victim])).unwrap_err();
-    assert!(damaged(&err), "{err}");
+    assert_eq!(snapshot(dir.path()), before);
 }
 
 /// A change that fails or crashes at any step of its commit leaves the

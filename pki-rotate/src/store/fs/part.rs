@@ -5,12 +5,10 @@
 //! A read of some paths checks the root, `.data`, the generation
 //! directory, the manifest, and each directory and file on the paths it
 //! reads (owner, mode, a real directory or regular file, the committed
-//! digest), not the whole generation. A commit of changes walks the
-//! generation as every commit does, writes the changed files and links the
-//! others with their committed digests; it does not read the unchanged
-//! files again. A file damaged meanwhile is therefore carried into the new
-//! generation with the digest it was committed with, and refused by the
-//! next read of it (any `get`, `status --check`), naming it, as before.
+//! digest), not the whole generation. A commit of changes checks the whole
+//! generation as every commit does (a damaged file is refused, naming it,
+//! and nothing is written), writes the changed files and links the others
+//! with their committed digests: it needs no document from the caller.
 
 use super::commit::{Source, Target, next_number};
 use super::manifest::check_disjoint;
@@ -179,6 +177,9 @@ impl FsStore {
         }
         let top_level = written.top_level_names();
         self.check_published(&current.manifest, top_level.into_iter())?;
+        // As before every commit: a damaged file is refused, never linked
+        // into the next generation (this reads every file of the store).
+        self.verify_all(current)?;
         self.tidy(Some(current));
 
         let mut manifest = self.next_manifest(Some(current), key)?;
