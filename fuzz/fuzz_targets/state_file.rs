@@ -9,7 +9,11 @@
 //! Checks: no panic; an accepted state writes `to_json` and `to_files`
 //! that read back (same generation, CA, bridge, bundle, leaves, history);
 //! the read-only status report (plan + trust matrix) runs at the CA's edges
-//! and the extremes of X.509 time without panicking.
+//! and the extremes of X.509 time without panicking. The files read by
+//! parts (the leaves the input names, and one it does not have): accepted
+//! whenever the whole read is, with the same CA and those leaves, and
+//! written back by parts into files the whole read accepts, with every
+//! leaf of the document.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -69,8 +73,54 @@ fn check(state: &SignerState) {
     }
 }
 
+/// The files read and written by parts, for the leaves `files` names.
+fn by_parts(files: &pki_rotate::Files, whole: Option<&SignerState>) {
+    let mut names: std::collections::BTreeSet<String> = files
+        .iter()
+        .filter_map(|(p, _)| p.strip_prefix("certs/")?.split('/').next())
+        .map(str::to_string)
+        .collect();
+    names.insert("absent".to_string());
+    let part = match SignerState::from_part(files, &names) {
+        Ok(part) => part,
+        Err(e) => {
+            assert!(
+                whole.is_none(),
+                "the whole read accepts what the part read refuses: {e}"
+            );
+            return;
+        }
+    };
+    if let Some(whole) = whole {
+        assert_eq!(part.ca.cert, whole.ca.cert);
+        for (name, leaf) in &part.leaves {
+            assert_eq!(
+                Some(&leaf.request),
+                whole.leaves.get(name).map(|l| &l.request)
+            );
+        }
+    }
+    let written = part
+        .part_to_files(files, &names)
+        .expect("a part read writes its files");
+    let paths = SignerState::part_paths(&names).expect("the signer is read by parts");
+    let read = pki_rotate::store::only_paths(files, &paths);
+    let mut merged = files.clone();
+    pki_rotate::store::Changes::between(&read, &written)
+        .apply_to(&mut merged)
+        .expect("the part's paths are valid");
+    if let Some(whole) = whole {
+        let back = SignerState::from_files(&merged).expect("the files a part leaves read whole");
+        assert_eq!(
+            back.leaves.keys().collect::<Vec<_>>(),
+            whole.leaves.keys().collect::<Vec<_>>()
+        );
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let (json, files) = pki_fuzz::split_state_input(data);
+    by_parts(&files, SignerState::from_files(&files).ok().as_ref());
     match SignerState::from_json(json) {
         Ok(state) => check(&state),
         Err(e) => assert!(!e.to_string().is_empty()),
