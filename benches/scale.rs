@@ -335,6 +335,8 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
         let started = Instant::now();
         let (files, revision) = store.get_paths("signer", &paths).unwrap().unwrap();
         timed(&format!("{label}: store get_paths"), started);
+        let state = files.get("pki-state.json").map_or(0, <[u8]>::len);
+        println!("phases {kind:<4} {n:>6} leaves: {label}: pki-state.json is {state} bytes");
         let started = Instant::now();
         let doc = pki_rotate::SignerState::from_part(&files, &names).unwrap();
         timed(&format!("{label}: from_part"), started);
