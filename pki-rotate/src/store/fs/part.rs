@@ -25,8 +25,9 @@ use std::path::Path;
 const READ_ATTEMPTS: u32 = 5;
 
 impl FsStore {
-    /// [`crate::Store::get_paths`]. None also when the store was written
-    /// before manifests existed: the caller then reads the whole document.
+    /// [`crate::Store::get_paths`]; `Some(Err(Legacy))` for a store written
+    /// before manifests existed, which the caller reads whole. A read that a
+    /// commit moved the generation under is made again.
     pub(super) fn read_paths(
         &self,
         key: &str,
@@ -47,9 +48,7 @@ impl FsStore {
             attempts += 1;
             let before = self.current_target();
             match self.read_paths_once(key, paths, held.is_some()) {
-                Err(e) if attempts < READ_ATTEMPTS && self.current_target() != before => {
-                    let _ = e;
-                }
+                Err(_) if attempts < READ_ATTEMPTS && self.current_target() != before => {}
                 other => return other,
             }
         }
