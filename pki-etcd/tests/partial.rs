@@ -10,7 +10,7 @@ mod support;
 
 use support::{etcd, proxy};
 
-use etcd::{Etcd, quick_options};
+use etcd::{Etcd, killing_store, quick_options};
 use pki_etcd::{EtcdOptions, EtcdStore};
 use pki_rotate::store::{Changes, only_paths};
 use pki_rotate::{File, Files, Revision, RotateError, Store, Summary};
@@ -393,32 +393,6 @@ fn a_file_altered_by_hand_is_refused_by_get_paths_as_by_get() {
         text.contains("certs/leaf-3/tls.key") && text.contains("missing"),
         "{text}"
     );
-}
-
-/// A store whose write hook kills etcd before the step named in `kill_at`.
-fn killing_store(
-    etcd: &Arc<Mutex<Etcd>>,
-    prefix: &str,
-    kill_at: &Arc<Mutex<Option<String>>>,
-) -> EtcdStore {
-    let endpoint = etcd.lock().unwrap().endpoint();
-    let options = EtcdOptions {
-        max_txn_ops: 8,
-        request_timeout: Duration::from_secs(2),
-        ..quick_options()
-    };
-    let mut store = EtcdStore::connect(&[endpoint], prefix, options).unwrap();
-    let etcd = etcd.clone();
-    let kill_at = kill_at.clone();
-    store.set_write_hook(Some(Box::new(move |step| {
-        let mut target = kill_at.lock().unwrap();
-        if target.as_deref() == Some(step) {
-            *target = None;
-            etcd.lock().unwrap().kill();
-        }
-        Ok(())
-    })));
-    store
 }
 
 /// Change `g` of a document: the state with generation `g`'s records

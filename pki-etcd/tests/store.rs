@@ -8,7 +8,7 @@ mod support;
 
 use support::etcd;
 
-use etcd::{Etcd, quick_options};
+use etcd::{Etcd, killing_store, quick_options};
 use pki_etcd::{EtcdOptions, EtcdStore, OpenError, UrlError};
 use pki_rotate::{File, Files, Revision, RotateError, Store};
 use std::collections::BTreeSet;
@@ -283,32 +283,6 @@ fn a_document_beyond_etcds_limits_round_trips_and_a_change_writes_only_what_chan
         "only two old blobs gone"
     );
     assert_eq!(store.get("signer").unwrap().unwrap(), (changed, r2));
-}
-
-/// A store whose write hook kills etcd before the step named in `kill_at`.
-fn killing_store(
-    etcd: &Arc<Mutex<Etcd>>,
-    prefix: &str,
-    kill_at: &Arc<Mutex<Option<String>>>,
-) -> EtcdStore {
-    let endpoint = etcd.lock().unwrap().endpoint();
-    let options = EtcdOptions {
-        max_txn_ops: 8,
-        request_timeout: Duration::from_secs(2),
-        ..quick_options()
-    };
-    let mut store = EtcdStore::connect(&[endpoint], prefix, options).unwrap();
-    let etcd = etcd.clone();
-    let kill_at = kill_at.clone();
-    store.set_write_hook(Some(Box::new(move |step| {
-        let mut target = kill_at.lock().unwrap();
-        if target.as_deref() == Some(step) {
-            *target = None;
-            etcd.lock().unwrap().kill();
-        }
-        Ok(())
-    })));
-    store
 }
 
 /// Generation `g` of a 40-file document: each generation changes 20 files

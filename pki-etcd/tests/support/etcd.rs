@@ -15,6 +15,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a started etcd may take to answer its health check.
@@ -295,6 +296,32 @@ pub fn quick_options() -> EtcdOptions {
         request_timeout: Duration::from_secs(3),
         ..EtcdOptions::default()
     }
+}
+
+/// A store whose write hook kills etcd before the step named in `kill_at`.
+pub fn killing_store(
+    etcd: &Arc<Mutex<Etcd>>,
+    prefix: &str,
+    kill_at: &Arc<Mutex<Option<String>>>,
+) -> EtcdStore {
+    let endpoint = etcd.lock().unwrap().endpoint();
+    let options = EtcdOptions {
+        max_txn_ops: 8,
+        request_timeout: Duration::from_secs(2),
+        ..quick_options()
+    };
+    let mut store = EtcdStore::connect(&[endpoint], prefix, options).unwrap();
+    let etcd = etcd.clone();
+    let kill_at = kill_at.clone();
+    store.set_write_hook(Some(Box::new(move |step| {
+        let mut target = kill_at.lock().unwrap();
+        if target.as_deref() == Some(step) {
+            *target = None;
+            etcd.lock().unwrap().kill();
+        }
+        Ok(())
+    })));
+    store
 }
 
 /// Runs `f` with a client of its own (not the store under test) on a
