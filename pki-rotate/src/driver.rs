@@ -405,18 +405,12 @@ impl<S: Store> Driver<S> {
             let location = self.store.location();
             match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
                 PartRound::Done(step) => return Ok(Stepped::Part(step)),
-                PartRound::Write {
-                    next,
-                    changes,
-                    summary,
-                    read,
-                    events,
-                    next_wake,
-                } => {
+                PartRound::Write(write) => {
+                    let summary = write.summary.as_ref();
                     let put = self
                         .store
-                        .put_changes(key, &read, &changes, summary.as_ref());
-                    if let Some(step) = written(put, next, events, next_wake, 1)? {
+                        .put_changes(key, &write.read, &write.changes, summary);
+                    if let Some(step) = write.finish(put)? {
                         return Ok(Stepped::Part(step));
                     }
                 }
@@ -551,19 +545,13 @@ impl<S: AsyncStore> AsyncDriver<S> {
             let location = self.store.location();
             match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
                 PartRound::Done(step) => return Ok(Stepped::Part(step)),
-                PartRound::Write {
-                    next,
-                    changes,
-                    summary,
-                    read,
-                    events,
-                    next_wake,
-                } => {
+                PartRound::Write(write) => {
+                    let summary = write.summary.as_ref();
                     let put = self
                         .store
-                        .put_changes(key, &read, &changes, summary.as_ref())
+                        .put_changes(key, &write.read, &write.changes, summary)
                         .await;
-                    if let Some(step) = written(put, next, events, next_wake, 1)? {
+                    if let Some(step) = write.finish(put)? {
                         return Ok(Stepped::Part(step));
                     }
                 }

@@ -3,7 +3,7 @@
 //! reads the document's head and those members, and writes what changed.
 //! Its cost follows the work, not the number of members.
 
-use super::{Step, describe};
+use super::{Step, describe, written};
 use crate::document::{Document, Files, Idle};
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
@@ -52,18 +52,30 @@ pub(super) fn part_at<E: Engine>(
 pub(super) enum PartRound<D, E> {
     /// Nothing to write.
     Done(Step<D, E>),
-    /// Changes to write with compare-and-swap on `read`.
-    Write {
-        next: D,
-        changes: Changes,
-        summary: Option<Summary>,
-        read: Revision,
-        events: Vec<E>,
-        next_wake: OffsetDateTime,
-    },
+    /// Changes to write with compare-and-swap.
+    Write(PartWrite<D, E>),
     /// The part cannot decide the step (the document changed since its
     /// summary was read): take the whole step.
     Whole,
+}
+
+/// What a step over a part writes, and the step it makes once written.
+pub(super) struct PartWrite<D, E> {
+    next: D,
+    pub(super) changes: Changes,
+    pub(super) summary: Option<Summary>,
+    /// The revision the part was read at.
+    pub(super) read: Revision,
+    events: Vec<E>,
+    next_wake: OffsetDateTime,
+}
+
+impl<D, E> PartWrite<D, E> {
+    /// The step once the store answered `put`: None after a conflict (the
+    /// whole step decides then), as [`written`] says.
+    pub(super) fn finish(self, put: Result<Revision>) -> Result<Option<Step<D, E>>> {
+        written(put, self.next, self.events, self.next_wake, 1)
+    }
 }
 
 /// Decides a step of `E` over the part `got`, read for `part`.
@@ -114,14 +126,14 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
         // Declared directories are the whole document's business.
         return Ok(PartRound::Whole);
     }
-    Ok(PartRound::Write {
+    Ok(PartRound::Write(PartWrite {
         changes: Changes::between(&files, &after),
         summary: summary_of_part(&next, &part.promise, now),
         next,
         read: revision,
         events,
         next_wake,
-    })
+    }))
 }
 
 /// The summary after a step over a part: the part's own promise, ending
