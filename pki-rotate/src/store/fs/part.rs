@@ -15,7 +15,7 @@ use super::manifest::check_disjoint;
 use super::safety::{Entry, Kind, Tree, check_owner_and_mode, digest, effective_uid};
 use super::{FsStore, lock};
 use crate::document::{File, Files};
-use crate::error::{Result, RotateError};
+use crate::error::Result;
 use crate::store::{Changes, Revision, Summary};
 use std::collections::BTreeSet;
 use std::fs;
@@ -38,11 +38,7 @@ impl FsStore {
         }
         self.check_root()?;
         // Like every read: finish an interrupted run when the lock is free.
-        let held = match lock::try_exclusive(&self.lock_path()) {
-            Ok(held) => held,
-            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => return Err(e),
-            Err(_) => None,
-        };
+        let held = self.lock_to_repair()?;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -159,13 +155,15 @@ impl FsStore {
         let current = self.current()?;
         let found = current
             .as_ref()
-            .and_then(|c| c.manifest.keys.get(key))
-            .map(|e| Revision::new(e.revision.to_string()));
-        let (Some(current), true) = (&current, found.as_ref() == Some(expected)) else {
-            return Err(crate::store::conflict(key, expected, found));
-        };
-        let Some(mut entry) = current.manifest.keys.get(key).cloned() else {
-            return Err(crate::store::conflict(key, expected, None));
+            .and_then(|c| Some((c, c.manifest.keys.get(key)?)));
+        let (current, mut entry) = match found {
+            Some((c, entry)) if entry.revision.to_string() == expected.as_str() => {
+                (c, entry.clone())
+            }
+            other => {
+                let found = other.map(|(_, e)| Revision::new(e.revision.to_string()));
+                return Err(crate::store::conflict(key, expected, found));
+            }
         };
         if entry.files.keys().any(|p| !entry.sha256.contains_key(p)) {
             return Ok(None);

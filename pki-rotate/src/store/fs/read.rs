@@ -40,13 +40,8 @@ impl FsStore {
         if self.never_written() {
             return Ok(None);
         }
-        let lock_path = self.lock_path();
         self.check_root()?;
-        let held = match lock::try_exclusive(&lock_path) {
-            Ok(held) => held,
-            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => return Err(e),
-            Err(_) => None,
-        };
+        let held = self.lock_to_repair()?;
         let Some((number, index)) = self.current_index()? else {
             return Ok(None);
         };
@@ -58,6 +53,18 @@ impl FsStore {
             let summary = Summary::new(entry.summary.clone()?)?;
             Some((summary, Revision::new(entry.revision.to_string())))
         }))
+    }
+
+    /// The lock, exclusively, when it is free: a reader holding it finishes
+    /// what an interrupted run left. None when another run holds it or the
+    /// store cannot be locked here (a read-only mount); an unsafe lock file
+    /// is refused.
+    pub(super) fn lock_to_repair(&self) -> Result<Option<lock::Lock>> {
+        match lock::try_exclusive(&self.lock_path()) {
+            Ok(held) => Ok(held),
+            Err(e @ RotateError::Store(crate::StoreError::UnsafeStore { .. })) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// The current generation's number and index, after the checks of
