@@ -9,58 +9,13 @@ mod support;
 
 use pki_rotate::signer::IdleReport;
 use pki_rotate::{
-    AckInput, Driver, Files, ForcedRotation, FsStore, Idle, LeafRequest, MemoryStore, Revision,
-    SignerEngine, SignerInput, SignerState, Step, Stepped, Store, Summary, UptakeEngine,
+    AckInput, Driver, ForcedRotation, FsStore, Idle, LeafRequest, MemoryStore, SignerEngine,
+    SignerInput, SignerState, Step, Stepped, Store, Summary, UptakeEngine,
 };
-use std::cell::Cell;
 use support::fs::{KEY, initial};
+use support::recording::Recording;
 use support::seed::{T0, rng};
 use time::{Duration, OffsetDateTime};
-
-/// A store that counts the documents read through it.
-struct Counting<S> {
-    inner: S,
-    reads: Cell<u32>,
-}
-
-impl<S: Store> Counting<S> {
-    fn new(inner: S) -> Self {
-        Counting {
-            inner,
-            reads: Cell::new(0),
-        }
-    }
-}
-
-impl<S: Store> Store for Counting<S> {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        self.reads.set(self.reads.get() + 1);
-        self.inner.get(key)
-    }
-    fn put(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-    ) -> pki_rotate::Result<Revision> {
-        self.inner.put(key, expected, files)
-    }
-    fn get_summary(&self, key: &str) -> pki_rotate::Result<Option<(Summary, Revision)>> {
-        self.inner.get_summary(key)
-    }
-    fn put_with_summary(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-        summary: Option<&Summary>,
-    ) -> pki_rotate::Result<Revision> {
-        self.inner.put_with_summary(key, expected, files, summary)
-    }
-}
 
 /// A signer with a few leaves issued at T0.
 fn signer(seed: u64) -> SignerState {
@@ -95,12 +50,16 @@ fn idle_or_step<S: Store>(
 }
 
 /// The idle step at `now` says what the full step says, and reads nothing.
-fn check_idle_matches_full<S: Store>(store: &Counting<S>, now: OffsetDateTime) {
-    let before = store.reads.get();
+fn check_idle_matches_full<S: Store>(store: &Recording<S>, now: OffsetDateTime) {
+    let before = store.whole_reads.get();
     let Stepped::Idle(idle) = idle_or_step(store, &SignerInput::default(), now) else {
         panic!("expected an idle step at {now}");
     };
-    assert_eq!(store.reads.get(), before, "an idle step reads no document");
+    assert_eq!(
+        store.whole_reads.get(),
+        before,
+        "an idle step reads no document"
+    );
     let full = full_step(store, now);
     assert!(!full.changed && full.events.is_empty(), "{:?}", full.events);
     assert_eq!(idle.next_wake, full.next_wake, "at {now}");
@@ -111,7 +70,7 @@ fn check_idle_matches_full<S: Store>(store: &Counting<S>, now: OffsetDateTime) {
     assert_eq!(report.next_rotation, doc.rotation_due_at(&doc.policy));
 }
 
-fn exercise<S: Store>(store: Counting<S>) {
+fn exercise<S: Store>(store: Recording<S>) {
     let s = signer(10);
     Driver::new(&store)
         .create_at::<SignerEngine>(KEY, &s, T0)
@@ -145,7 +104,7 @@ fn exercise<S: Store>(store: Counting<S>) {
         );
     }
     let forced = SignerInput::forced(ForcedRotation::new("drill"));
-    let reads = store.reads.get();
+    let reads = store.whole_reads.get();
     let Stepped::Step(step) = Driver::new(&store)
         .step_unless_idle::<SignerEngine, _>(
             KEY,
@@ -161,7 +120,7 @@ fn exercise<S: Store>(store: Counting<S>) {
         panic!("a forced rotation is never idle");
     };
     assert!(step.changed);
-    assert!(store.reads.get() > reads);
+    assert!(store.whole_reads.get() > reads);
 
     // The rotation's write left a summary of the new document.
     let now = T0 + Duration::days(2);
@@ -192,23 +151,23 @@ fn exercise<S: Store>(store: Counting<S>) {
     let (files, revision) = store.get(KEY).unwrap().unwrap();
     store.put(KEY, Some(&revision), &files).unwrap();
     assert!(store.get_summary(KEY).unwrap().is_none());
-    let reads = store.reads.get();
+    let reads = store.whole_reads.get();
     assert!(matches!(
         idle_or_step(&store, &SignerInput::default(), now + Duration::hours(2)),
         Stepped::Step(_)
     ));
-    assert!(store.reads.get() > reads);
+    assert!(store.whole_reads.get() > reads);
 }
 
 #[test]
 fn a_memory_store_decides_idle_steps_from_the_summary() {
-    exercise(Counting::new(MemoryStore::new()));
+    exercise(Recording::new(MemoryStore::new()));
 }
 
 #[test]
 fn a_directory_store_decides_idle_steps_from_the_summary() {
     let dir = tempfile::tempdir().unwrap();
-    exercise(Counting::new(FsStore::open_or_create(dir.path()).unwrap()));
+    exercise(Recording::new(FsStore::open_or_create(dir.path()).unwrap()));
 }
 
 /// The promise is the plan's own: at every second sampled inside it, the

@@ -7,87 +7,18 @@
 
 mod support;
 
-use pki_rotate::store::Changes;
 use pki_rotate::{
-    Driver, Files, FsStore, Idle, LeafChange, LeafKind, LeafRequest, MemoryStore, Revision,
-    SealedStore, SealingKeys, SignerEngine, SignerInput, SignerState, Step, Stepped, Store,
-    StoreKey, Summary,
+    Driver, FsStore, Idle, LeafChange, LeafKind, LeafRequest, MemoryStore, SealedStore,
+    SealingKeys, SignerEngine, SignerInput, SignerState, Step, Stepped, Store, StoreKey,
 };
 use proptest::prelude::*;
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 use support::fs::{KEY, initial};
+use support::recording::Recording;
 use support::seed::{T0, rng};
 use time::{Duration, OffsetDateTime};
 
 type Event = pki_rotate::Event;
-
-/// A store that records which paths were read and what was written.
-struct Recording<S> {
-    inner: S,
-    whole_reads: RefCell<u32>,
-    paths_read: RefCell<Vec<BTreeSet<String>>>,
-    changes: RefCell<Vec<Changes>>,
-}
-
-impl<S: Store> Recording<S> {
-    fn new(inner: S) -> Self {
-        Recording {
-            inner,
-            whole_reads: RefCell::new(0),
-            paths_read: RefCell::new(Vec::new()),
-            changes: RefCell::new(Vec::new()),
-        }
-    }
-}
-
-impl<S: Store> Store for Recording<S> {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        *self.whole_reads.borrow_mut() += 1;
-        self.inner.get(key)
-    }
-    fn put(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-    ) -> pki_rotate::Result<Revision> {
-        self.inner.put(key, expected, files)
-    }
-    fn get_summary(&self, key: &str) -> pki_rotate::Result<Option<(Summary, Revision)>> {
-        self.inner.get_summary(key)
-    }
-    fn put_with_summary(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-        summary: Option<&Summary>,
-    ) -> pki_rotate::Result<Revision> {
-        self.inner.put_with_summary(key, expected, files, summary)
-    }
-    fn get_paths(
-        &self,
-        key: &str,
-        paths: &BTreeSet<String>,
-    ) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        self.paths_read.borrow_mut().push(paths.clone());
-        self.inner.get_paths(key, paths)
-    }
-    fn put_changes(
-        &self,
-        key: &str,
-        expected: &Revision,
-        changes: &Changes,
-        summary: Option<&Summary>,
-    ) -> pki_rotate::Result<Revision> {
-        self.changes.borrow_mut().push(changes.clone());
-        self.inner.put_changes(key, expected, changes, summary)
-    }
-}
 
 fn request(names: &[&str], days: i64) -> LeafRequest {
     LeafRequest {
@@ -229,7 +160,7 @@ proptest! {
         };
         prop_assert!(by_part, "a leaf change inside the promise steps by parts");
         // Only the memory store's default `put_changes` reads it whole.
-        prop_assert!(*by_parts.whole_reads.borrow() <= 1);
+        prop_assert!(by_parts.whole_reads.get() <= 1);
         prop_assert_eq!(&part.events, &full.events);
         prop_assert_eq!(part.changed, full.changed);
         prop_assert!(part.next_wake <= full.next_wake);

@@ -2,6 +2,7 @@
 
 pub mod engine;
 pub mod fs;
+pub mod recording;
 pub mod seed;
 pub mod set;
 pub mod tree;
