@@ -91,7 +91,13 @@ fn handshake_failure(e: &std::io::Error, tls: &EtcdTls) -> String {
             "the server's certificate does not verify against the CA bundle given ({text})"
         );
     }
-    if e.kind() == std::io::ErrorKind::UnexpectedEof || text.contains("corrupt message") {
+    // A plaintext server ends the connection at a ClientHello: cleanly
+    // (end of file) or, when the close races the hello, with a reset.
+    if matches!(
+        e.kind(),
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+    ) || text.contains("corrupt message")
+    {
         return format!(
             "the server does not complete a TLS handshake ({text}): if it is plaintext, use etcd://"
         );
