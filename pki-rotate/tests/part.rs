@@ -170,7 +170,12 @@ proptest! {
 
         // What was read and written: the head and the named leaves.
         let named: BTreeSet<String> = input.leaves.iter().map(|c| c.name().to_string()).collect();
-        let leaf_of = |path: &str| path.strip_prefix("certs/").and_then(|p| p.split('/').next()).map(str::to_string);
+        let leaf_of = |path: &str| {
+            path.strip_prefix("certs/")
+                .and_then(|p| p.split('/').next())
+                .or_else(|| path.strip_prefix("leaf-requests/").and_then(|p| p.strip_suffix(".json")))
+                .map(str::to_string)
+        };
         for path in by_parts.paths_read.borrow().iter().flatten() {
             if let Some(leaf) = leaf_of(path) {
                 prop_assert!(named.contains(&leaf), "read {}", path);
@@ -181,6 +186,9 @@ proptest! {
                 if let Some(leaf) = leaf_of(path) {
                     prop_assert!(named.contains(&leaf), "wrote {}", path);
                 }
+                // The head holds nothing of a leaf: its size does not grow
+                // with the leaves, and a leaf change leaves it alone.
+                prop_assert!(path != "pki-state.json", "wrote the state file");
             }
         }
 
@@ -307,4 +315,75 @@ fn directory_and_sealed_stores_step_by_parts() {
         assert!(matches!(stepped, Stepped::Part(_)), "{}", store.location());
         assert_eq!(store.get(KEY).unwrap().unwrap().0, expected);
     }
+}
+
+/// A store written by an older version keeps every leaf request in
+/// `pki-state.json`. It reads as the same signer; its first leaf change is
+/// a whole step that moves the requests into `leaf-requests/`, and the
+/// next one goes by parts.
+#[test]
+fn a_version_2_store_migrates_on_its_first_leaf_change_then_steps_by_parts() {
+    let current = MemoryStore::new();
+    let last = build(&current, &[(0, 30), (1, 60), (1, 90)]);
+    let (files, _) = current.get(KEY).unwrap().unwrap();
+    let summary = current.get_summary(KEY).unwrap().map(|(s, _)| s);
+    let old = MemoryStore::new();
+    old.put_with_summary(KEY, None, &version_2(&files), summary.as_ref())
+        .unwrap();
+    let (read, _) = Driver::new(&old).load::<SignerEngine>(KEY).unwrap();
+    let (want, _) = Driver::new(&current).load::<SignerEngine>(KEY).unwrap();
+    assert_eq!(*read.to_json().unwrap(), *want.to_json().unwrap());
+
+    let issue = |store: &MemoryStore, name: &str| {
+        let input = SignerInput::request(name, request(&[&format!("{name}.ns.svc")], 10));
+        Driver::new(store)
+            .step_unless_idle::<SignerEngine, _>(KEY, &input, last, &mut rng(11))
+            .unwrap()
+    };
+    assert!(matches!(issue(&old, "new"), Stepped::Step(_)));
+    assert!(matches!(issue(&current, "new"), Stepped::Part(_)));
+    // The same files, but for the new leaf's certificate and key: the
+    // attempt by parts drew from the random source before it gave way.
+    let (migrated, _) = old.get(KEY).unwrap().unwrap();
+    let (stepped, _) = current.get(KEY).unwrap().unwrap();
+    assert!(migrated.dirs().eq(stepped.dirs()));
+    assert!(migrated.iter().map(|(p, _)| p).eq(stepped.iter().map(|(p, _)| p)));
+    for (path, file) in migrated.iter().filter(|(p, _)| !p.starts_with("certs/new/")) {
+        assert_eq!(Some(file), stepped.file(path), "{path}");
+    }
+    assert!(matches!(issue(&old, "next"), Stepped::Part(_)));
+}
+
+/// `files` as version 2 wrote them: the leaf requests inside the state file.
+fn version_2(files: &pki_rotate::Files) -> pki_rotate::Files {
+    let mut state: serde_json::Value =
+        serde_json::from_slice(files.get("pki-state.json").unwrap()).unwrap();
+    let mut leaves = serde_json::Map::new();
+    let mut out = pki_rotate::Files::new();
+    for (path, file) in files.iter() {
+        match path
+            .strip_prefix("leaf-requests/")
+            .and_then(|p| p.strip_suffix(".json"))
+        {
+            Some(name) => {
+                leaves.insert(
+                    name.to_string(),
+                    serde_json::from_slice(&file.contents).unwrap(),
+                );
+            }
+            None => out.insert(path, file.clone()).unwrap(),
+        }
+    }
+    assert!(!leaves.is_empty());
+    state["version"] = 2.into();
+    state["leaves"] = leaves.into();
+    out.insert(
+        "pki-state.json",
+        pki_rotate::File::public(serde_json::to_vec_pretty(&state).unwrap()),
+    )
+    .unwrap();
+    for dir in files.dirs().filter(|d| *d != "leaf-requests") {
+        out.insert_dir(dir).unwrap();
+    }
+    out
 }

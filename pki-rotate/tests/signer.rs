@@ -335,6 +335,61 @@ fn same_inputs_same_outputs() {
     assert_eq!(*a.to_json().unwrap(), *b.to_json().unwrap());
 }
 
+/// The files form keeps each leaf request in `leaf-requests/NAME.json`
+/// and the state file none; the Secret form keeps them inside
+/// `pki-state.json` (a Secret is read whole) and has no other new key.
+/// Misplaced or malformed requests are refused, naming the file.
+#[test]
+fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
+    use pki_rotate::{Document, File};
+    let s = signer();
+    let files = s.to_files().unwrap();
+    let state = String::from_utf8(files.get("pki-state.json").unwrap().to_vec()).unwrap();
+    assert!(!state.contains("web.ns.svc"), "{state}");
+    let request: LeafRequest =
+        serde_json::from_slice(files.get("leaf-requests/web.json").unwrap()).unwrap();
+    assert_eq!(request, s.leaves["web"].request);
+    assert!(files.dirs().any(|d| d == "leaf-requests"));
+
+    let data = s.to_secret_data().unwrap();
+    assert!(data.keys().all(|k| !k.contains("leaf-requests")), "{:?}", data.keys());
+    let secret_state = String::from_utf8(data["pki-state.json"].to_vec()).unwrap();
+    assert!(secret_state.contains("web.ns.svc"), "{secret_state}");
+    let back = SignerState::from_secret_data(&data).unwrap();
+    assert_eq!(back.to_files().unwrap(), files);
+
+    let refused = |f: &pki_rotate::Files| SignerState::from_files(f).unwrap_err().to_string();
+    // Requests inside a version 3 state file are not this version's layout.
+    let mut inline = files.clone();
+    inline
+        .insert("pki-state.json", File::public(secret_state.into_bytes()))
+        .unwrap();
+    let err = refused(&inline);
+    assert!(err.contains("pki-state.json") && err.contains("leaf-requests/"), "{err}");
+    let mut bad = files.clone();
+    bad.insert("leaf-requests/web.json", File::public(b"{".to_vec()))
+        .unwrap();
+    assert!(refused(&bad).contains("leaf-requests/web.json"));
+    let mut bad_name = files.clone();
+    bad_name
+        .insert(
+            "leaf-requests/Web.json",
+            File::public(files.get("leaf-requests/web.json").unwrap().to_vec()),
+        )
+        .unwrap();
+    assert!(refused(&bad_name).contains("Web"));
+    // A request with no certificate yet is a leaf still to issue.
+    let mut pending = files.clone();
+    pending
+        .insert(
+            "leaf-requests/api.json",
+            File::public(files.get("leaf-requests/web.json").unwrap().to_vec()),
+        )
+        .unwrap();
+    let read = SignerState::from_files(&pending).unwrap();
+    assert!(read.leaves["api"].issued.is_none());
+}
+
 #[test]
 fn json_state_roundtrips_and_unknown_version_is_refused() {
     let s = signer();
@@ -345,14 +400,14 @@ fn json_state_roundtrips_and_unknown_version_is_refused() {
     let text =
         String::from_utf8(json.to_vec())
             .unwrap()
-            .replacen("\"version\": 2", "\"version\": 3", 1);
+            .replacen("\"version\": 3", "\"version\": 4", 1);
     let err = SignerState::from_json(text.as_bytes()).unwrap_err();
     assert!(
         matches!(
             err,
             RotateError::Document(pki_rotate::DocumentError::Unsupported {
-                version: 3,
-                supported: 2,
+                version: 4,
+                supported: 3,
                 ..
             })
         ),

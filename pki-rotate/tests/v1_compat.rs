@@ -93,12 +93,16 @@ fn a_v1_directory_store_loads_and_the_next_write_migrates_it() {
     assert_eq!(step.revision, Revision::new("6"));
 
     // The published paths still resolve, the CA key is the same, and the
-    // document is now version 2 without a generation.
+    // document is now version 3 without a generation, its leaf requests in
+    // files of their own.
     assert_eq!(std::fs::read(dir.path().join(SIGNER_KEY)).unwrap(), ca_key);
     let doc = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();
     assert!(doc.contains("\"kind\": \"signer\""), "{doc}");
-    assert!(doc.contains("\"version\": 2"), "{doc}");
+    assert!(doc.contains("\"version\": 3"), "{doc}");
     assert!(!doc.contains("generation"), "{doc}");
+    assert!(!doc.contains("\"leaves\""), "{doc}");
+    let api = std::fs::read_to_string(dir.path().join("leaf-requests/api.json")).unwrap();
+    assert!(api.contains("api.ns.svc"), "{api}");
     assert!(dir.path().join("certs/api/tls.crt").exists());
     let (after, _) = driver.load::<SignerEngine>("signer").unwrap();
     assert_eq!(after.ca.cert, before.ca.cert);
@@ -112,7 +116,7 @@ fn a_v1_json_document_loads() {
     let json = std::fs::read(Path::new(DATA).join("state.json")).unwrap();
     let s = SignerState::from_json(&json).unwrap();
     assert_is_the_v1_signer(&s);
-    // Written again, it is version 2 and reads back the same.
+    // Written again, it is the current version and reads back the same.
     let again = SignerState::from_json(&s.to_json().unwrap()).unwrap();
     assert_eq!(*again.to_json().unwrap(), *s.to_json().unwrap());
 }

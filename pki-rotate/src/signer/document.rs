@@ -1,8 +1,10 @@
 //! The signer's document and its three forms.
 //!
 //! - **Files** ([`SignerState::to_files`]), what stores keep and consumers
-//!   read: `pki-state.json` (the document without certificates and keys),
-//!   `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
+//!   read: `pki-state.json` (the document without leaf requests,
+//!   certificates and keys), `leaf-requests/NAME.json` (each leaf's
+//!   request, in a file of its own so that a step changing one leaf of
+//!   many reads and writes that leaf's files only), `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
 //!   (bridge B, after a rotation, followed by the certificates above it when
 //!   the previous CA was imported under someone else's root),
 //!   `ca-bundle.crt`, and for each issued leaf
@@ -16,16 +18,16 @@
 //! - **A Kubernetes Secret's data** ([`SignerState::to_secret_data`]): the
 //!   files under Secret data keys (table below).
 //!
-//! Format version 2, fields of `pki-state.json`:
+//! Format version 3, fields of `pki-state.json`:
 //!
 //! | field | meaning |
 //! |---|---|
 //! | `kind` | always `"signer"` |
-//! | `version` | 2; version 1 (no `kind`, a `generation` field) is migrated on read, anything else refused |
+//! | `version` | 3; versions 1 (no `kind`, a `generation` field) and 2 (leaf requests inside `pki-state.json` in the files form too) are migrated on read, anything else refused |
 //! | `policy` | [`SignerPolicy`]: lifetime, min_trust, reload_interval, key_algorithm, keep_previous_root, leaf_refresh_fraction |
 //! | `forced_rotation_reason` | reason of the last forced rotation, or null |
 //! | `previous` | the CA rotated out last: id, not_after, trusted_until, certificate, probe |
-//! | `leaves` | leaf requests by name: kind, dns_names, ip_addresses, lifetime |
+//! | `leaves` | (JSON and Secret forms only; the files form keeps them in `leaf-requests/NAME.json`) leaf requests by name: kind, dns_names, ip_addresses, lifetime |
 //! | `history` | rotations: at, reason, from, to, previous_trusted_until |
 //! | `published` | the last bundles published: fingerprint, at ([`crate::uptake`]); absent in older documents |
 //! | `consumers` | by name, the bundle each consumer acknowledged: fingerprint, loaded_at |
@@ -33,6 +35,9 @@
 //!
 //! Version 1 kept the store's compare-and-swap counter in the document
 //! (`generation`); stores now own their revisions, so migration drops it.
+//! Version 2 kept every leaf request in `pki-state.json`, which a step then
+//! read and wrote whole (1.5 MB at 10,000 leaves); the next write of a
+//! version 2 store moves them into `leaf-requests/`.
 //!
 //! Secret data keys:
 //!
@@ -42,7 +47,8 @@
 //! | `signer/tls.key` | `tls.key` (secret) |
 //! | `signer/intermediate-ca.crt` | `intermediate-ca.crt` |
 //! | `ca-bundle.crt` | `ca-bundle.crt` |
-//! | `pki-state.json` | `pki-state.json` |
+//! | `pki-state.json` | `pki-state.json`, with the leaf requests inside (`leaves`): a Secret is read and written whole |
+//! | `leaf-requests/NAME.json` | — (inside `pki-state.json`) |
 //! | `certs/NAME/tls.crt`, `certs/NAME/tls.key` | `certs.NAME.tls.crt`, `certs.NAME.tls.key` (secret) |
 //! | — | `forced-rotation-reason`: when present, the recorded reason (empty = none) |
 //!
@@ -67,7 +73,7 @@ pub use secret::{files_from_secret_data, secret_data_from_files};
 /// The document kind.
 pub const KIND: &str = "signer";
 /// The format version this build writes (and the newest it reads).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Name of the document file in the files form.
 pub const STATE_FILE: &str = "pki-state.json";
@@ -83,6 +89,9 @@ pub const SIGNER_CHAIN: &str = "signer/ca-chain.crt";
 pub const CA_BUNDLE: &str = "ca-bundle.crt";
 /// The directory of the leaves (present even when empty).
 pub const CERTS_DIR: &str = "certs";
+/// The directory of the leaf requests in the files form (present even when
+/// empty).
+pub const LEAF_REQUESTS_DIR: &str = "leaf-requests";
 /// Secret data key of the forced-rotation reason override.
 pub const FORCED_ROTATION_REASON_KEY: &str = "forced-rotation-reason";
 
@@ -93,6 +102,19 @@ pub const SECRET_RENAMES: &[(&str, &str)] = &[
     (SIGNER_BRIDGE, "intermediate-ca.crt"),
     (SIGNER_CHAIN, "ca-chain.crt"),
 ];
+
+/// Path of a leaf's request in the files form.
+pub fn leaf_request_path(name: &str) -> String {
+    format!("{LEAF_REQUESTS_DIR}/{name}.json")
+}
+
+/// The leaf a path of `leaf-requests/` holds the request of.
+fn leaf_of_request_path(path: &str) -> Option<&str> {
+    path.strip_prefix(LEAF_REQUESTS_DIR)?
+        .strip_prefix('/')?
+        .strip_suffix(".json")
+        .filter(|name| !name.contains('/'))
+}
 
 /// Path of a leaf's chain file (leaf first, then bridge B when present).
 pub fn leaf_cert_path(name: &str) -> String {
@@ -117,18 +139,18 @@ fn is_leaf_pem(path: &str) -> bool {
         .is_some_and(|name| name.starts_with('/') && !name[1..].contains('/'))
 }
 
-/// Version 2: the current format. Its leaf requests are read as `L`:
-/// decoded, or kept as their JSON text by a step that changes a few of
-/// them ([`part`]).
+/// Versions 2 and 3: version 3 keeps the leaf requests out of the files
+/// form's `pki-state.json` (in `leaf-requests/`), version 2 kept them in.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Document<L = LeafRequest> {
+struct Document {
     kind: String,
     version: u32,
     policy: SignerPolicy,
     forced_rotation_reason: Option<String>,
     previous: Option<PreviousCa>,
-    leaves: BTreeMap<String, L>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    leaves: BTreeMap<String, LeafRequest>,
     history: Vec<RotationRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     material: Option<Material>,
@@ -141,25 +163,6 @@ struct Document<L = LeafRequest> {
     /// What each consumer acknowledged last.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     consumers: BTreeMap<String, ConsumerRecord>,
-}
-
-impl<L> Document<L> {
-    /// The same document with `leaves` as its leaf requests.
-    fn with_leaves<M>(self, leaves: BTreeMap<String, M>) -> Document<M> {
-        Document {
-            kind: self.kind,
-            version: self.version,
-            policy: self.policy,
-            forced_rotation_reason: self.forced_rotation_reason,
-            previous: self.previous,
-            leaves,
-            history: self.history,
-            material: self.material,
-            external: self.external,
-            published: self.published,
-            consumers: self.consumers,
-        }
-    }
 }
 
 /// Version 1, as the first release wrote it.
@@ -185,7 +188,7 @@ impl From<DocumentV1> for Document {
     fn from(v1: DocumentV1) -> Self {
         Document {
             kind: KIND.to_string(),
-            version: VERSION,
+            version: 1,
             policy: v1.policy,
             forced_rotation_reason: v1.forced_rotation_reason,
             previous: v1.previous,
@@ -219,7 +222,8 @@ struct LeafMaterial {
 }
 
 /// Reads the document, checking kind and version first and migrating
-/// version 1; then checks the policy and the leaf names.
+/// version 1; then checks the policy and the leaf names. `version` stays
+/// the one read.
 fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
     let envelope = Envelope::probe(location, bytes)?;
     envelope.check(location, KIND, VERSION, |v| v == 1)?;
@@ -236,6 +240,75 @@ fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
         validate_leaf_name(name)?;
     }
     Ok(doc)
+}
+
+/// Reads the files form's `pki-state.json` and the leaf requests of the
+/// leaves `wanted` selects: from `leaf-requests/` in version 3, from the
+/// state file itself in older versions.
+fn parse_files_document(files: &Files, wanted: Wanted<'_>) -> Result<Document> {
+    let json = files
+        .get(STATE_FILE)
+        .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
+    let mut doc = parse_document(STATE_FILE, json)?;
+    if doc.version < VERSION {
+        if let Wanted::Named(names) = wanted {
+            doc.leaves.retain(|name, _| names.contains(name));
+        }
+        return Ok(doc);
+    }
+    if let Some(name) = doc.leaves.keys().next() {
+        return Err(RotateError::corrupt(
+            STATE_FILE,
+            format!(
+                "holds the request of leaf \"{name}\": version {VERSION} keeps leaf requests in {LEAF_REQUESTS_DIR}/"
+            ),
+        ));
+    }
+    let mut read = |name: &str, path: &str, bytes: &[u8]| -> Result<()> {
+        validate_leaf_name(name)?;
+        let request: LeafRequest =
+            serde_json::from_slice(bytes).map_err(|e| RotateError::json(path, e))?;
+        doc.leaves.insert(name.to_string(), request);
+        Ok(())
+    };
+    match wanted {
+        Wanted::All => {
+            for (path, bytes) in files.iter() {
+                if let Some(name) = leaf_of_request_path(path) {
+                    read(name, path, &bytes.contents)?;
+                }
+            }
+        }
+        Wanted::Named(names) => {
+            for name in names {
+                let path = leaf_request_path(name);
+                if let Some(bytes) = files.get(&path) {
+                    read(name, &path, bytes)?;
+                }
+            }
+        }
+    }
+    Ok(doc)
+}
+
+/// Which leaves a read of the files form decodes.
+#[derive(Clone, Copy)]
+enum Wanted<'a> {
+    All,
+    /// Only these (a step by parts).
+    Named(&'a BTreeSet<String>),
+}
+
+/// The state file's JSON, without or with the leaf requests inside.
+fn state_json(doc: &Document) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(doc).map_err(|e| RotateError::json(STATE_FILE, e))
+}
+
+/// A leaf request's file in the files form.
+fn request_file(name: &str, request: &LeafRequest) -> Result<File> {
+    serde_json::to_vec_pretty(request)
+        .map(File::public)
+        .map_err(|e| RotateError::json(leaf_request_path(name), e))
 }
 
 impl SignerState {
@@ -291,7 +364,7 @@ impl SignerState {
             .map_err(|e| RotateError::json("signer document", e))
     }
 
-    /// Reads the JSON document form (version 1 or 2).
+    /// Reads the JSON document form (version 1, 2 or 3).
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
         let mut doc = parse_document("signer document", bytes)?;
         let material = doc.material.take().ok_or_else(|| {
@@ -338,12 +411,16 @@ impl DocumentForm for SignerState {
     const KIND: &'static str = KIND;
     const VERSION: u32 = VERSION;
 
-    /// The files form: PEM files plus `pki-state.json` (without material).
+    /// The files form: PEM files, `pki-state.json` (without material and
+    /// leaf requests) and a request file per leaf.
     fn to_files(&self) -> Result<Files> {
         let mut files = Files::new();
-        let doc = self.document(false)?;
-        let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
-        files.insert(STATE_FILE, File::public(json))?;
+        let mut doc = self.document(false)?;
+        files.insert_dir(LEAF_REQUESTS_DIR)?;
+        for (name, request) in std::mem::take(&mut doc.leaves) {
+            files.insert(leaf_request_path(&name), request_file(&name, &request)?)?;
+        }
+        files.insert(STATE_FILE, File::public(state_json(&doc)?))?;
         files.insert(SIGNER_CERT, File::public(self.ca.cert.to_pem()))?;
         files.insert(
             SIGNER_KEY,
@@ -382,15 +459,11 @@ impl DocumentForm for SignerState {
         Ok(files)
     }
 
-    /// Reads the files form (version 1 or 2). A missing or malformed file
-    /// is an error naming it. Which files are secret is decided here, not
-    /// by the flags the files carry.
+    /// Reads the files form (version 1, 2 or 3). A missing or malformed
+    /// file is an error naming it. Which files are secret is decided here,
+    /// not by the flags the files carry.
     fn from_files(files: &Files) -> Result<Self> {
-        let json = files
-            .get(STATE_FILE)
-            .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
-        let doc = parse_document(STATE_FILE, json)?;
-        assemble_files(doc, files)
+        assemble_files(parse_files_document(files, Wanted::All)?, files)
     }
 
     fn files_to_secret_data(files: &Files) -> Result<SecretData> {
@@ -468,8 +541,8 @@ impl DocumentForm for SignerState {
         part::read(files, names)
     }
 
-    fn part_to_files(&self, read: &Files, names: &BTreeSet<String>) -> Result<Files> {
-        part::files(self, read, names)
+    fn part_to_files(&self, _read: &Files, _names: &BTreeSet<String>) -> Result<Files> {
+        part::files(self)
     }
 
     fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {

@@ -1,12 +1,14 @@
 //! The signer's files as a Kubernetes Secret's data, and back: each file
-//! under its documented data key, the combined `tls.pem` left out (a
-//! Secret is updated whole), and the forced rotation's reason under a key
-//! of its own.
+//! under its documented data key, the combined `tls.pem` left out and the
+//! leaf requests inside `pki-state.json` (a Secret is read and updated
+//! whole, so neither would save anything), and the forced rotation's
+//! reason under a key of its own.
 
 use super::{
-    CA_BUNDLE, CERTS_DIR, FORCED_ROTATION_REASON_KEY, KIND, SECRET_RENAMES, SIGNER_BRIDGE,
-    SIGNER_CERT, SIGNER_CHAIN, SIGNER_KEY, STATE_FILE, VERSION, is_leaf_pem, leaf_cert_path,
-    leaf_key_path, parse_document,
+    CA_BUNDLE, CERTS_DIR, FORCED_ROTATION_REASON_KEY, KIND, LEAF_REQUESTS_DIR, SECRET_RENAMES,
+    SIGNER_BRIDGE, SIGNER_CERT, SIGNER_CHAIN, SIGNER_KEY, STATE_FILE, VERSION, Wanted,
+    is_leaf_pem, leaf_cert_path, leaf_key_path, leaf_of_request_path, leaf_request_path,
+    parse_document, parse_files_document, request_file, state_json,
 };
 use crate::document::{File, Files, SecretData, files_to_secret_data};
 use crate::error::{Result, RotateError};
@@ -15,18 +17,25 @@ use zeroize::Zeroizing;
 /// The signer's files under their Secret data keys, plus
 /// `forced-rotation-reason` when the document records one.
 pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
-    // A Secret is updated whole, so the combined `tls.pem` would only
-    // repeat the key: it is left out and made again by `to_files`.
     let mut kept = Files::new();
-    for (path, file) in files.iter().filter(|(p, _)| !is_leaf_pem(p)) {
+    for (path, file) in files
+        .iter()
+        .filter(|(p, _)| !is_leaf_pem(p) && leaf_of_request_path(p).is_none())
+    {
         kept.insert(path, file.clone())?;
     }
-    for dir in files.dirs() {
+    for dir in files.dirs().filter(|d| *d != LEAF_REQUESTS_DIR) {
         kept.insert_dir(dir)?;
     }
     let mut data = files_to_secret_data(&kept, SECRET_RENAMES)?;
-    if let Some(json) = files.get(STATE_FILE) {
-        let doc = parse_document(STATE_FILE, json)?;
+    if files.get(STATE_FILE).is_some() {
+        let mut doc = parse_files_document(files, Wanted::All)?;
+        doc.kind = KIND.to_string();
+        doc.version = VERSION;
+        data.insert(
+            crate::document::secret_data_key(STATE_FILE, SECRET_RENAMES),
+            Zeroizing::new(state_json(&doc)?),
+        );
         if let Some(reason) = doc.forced_rotation_reason {
             data.insert(
                 FORCED_ROTATION_REASON_KEY.to_string(),
@@ -63,6 +72,7 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
         .chain(leaf_paths.iter().map(|(p, s)| (p.as_str(), *s)));
     let mut files = crate::document::files_from_secret_data(data, SECRET_RENAMES, paths)?;
     files.insert_dir(CERTS_DIR)?;
+    files.insert_dir(LEAF_REQUESTS_DIR)?;
     if let Some(reason) = data.get(FORCED_ROTATION_REASON_KEY) {
         let reason = std::str::from_utf8(reason)
             .map_err(|_| RotateError::corrupt(FORCED_ROTATION_REASON_KEY, "is not UTF-8 text"))?;
@@ -71,7 +81,9 @@ pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
     // Written back in the current version: reading migrated it already.
     doc.kind = KIND.to_string();
     doc.version = VERSION;
-    let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
-    files.insert(STATE_FILE, File::public(json))?;
+    for (name, request) in std::mem::take(&mut doc.leaves) {
+        files.insert(leaf_request_path(&name), request_file(&name, &request)?)?;
+    }
+    files.insert(STATE_FILE, File::public(state_json(&doc)?))?;
     Ok(files)
 }
