@@ -280,10 +280,11 @@ fn key_that_does_not_match_the_ca_is_refused() {
 fn unknown_state_version_is_refused() {
     let (tmp, dir) = store();
     let path = std::fs::canonicalize(Path::new(&dir).join("pki-state.json")).unwrap();
-    let text =
-        std::fs::read_to_string(&path)
-            .unwrap()
-            .replacen("\"version\": 2", "\"version\": 42", 1);
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        &format!("\"version\": {}", pki_rotate::signer::document::VERSION),
+        "\"version\": 42",
+        1,
+    );
     commit_tampered(&dir, "pki-state.json", text.as_bytes());
     let before = tree(tmp.path());
     let err = refused(&["status", &dir]);

@@ -2,9 +2,9 @@
 //!
 //! Input framing (see `pki_fuzz::split_state_input`): NUL-separated parts
 //! are the files `pki-state.json`, `signer/tls.crt`, `signer/tls.key`,
-//! `ca-bundle.crt`, `signer/intermediate-ca.crt`, then triples (leaf name,
-//! `certs/NAME/tls.crt`, `certs/NAME/tls.key`); an empty part is an absent
-//! file. The first part is also given to `SignerState::from_json`.
+//! `ca-bundle.crt`, `signer/intermediate-ca.crt`, then quadruples (leaf
+//! name, `certs/NAME/tls.crt`, `certs/NAME/tls.key`,
+//! `leaf-requests/NAME.json`); an empty part is an absent file. The first part is also given to `SignerState::from_json`.
 //!
 //! Checks: no panic; an accepted state writes `to_json` and `to_files`
 //! that read back (same generation, CA, bridge, bundle, leaves, history);
@@ -13,7 +13,8 @@
 //! parts (the leaves the input names, and one it does not have): accepted
 //! whenever the whole read is, with the same CA and those leaves, and
 //! written back by parts into files the whole read accepts, with every
-//! leaf of the document.
+//! leaf of the document (unless the part's files declare other directories:
+//! an older version's store, which the driver then writes whole).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -77,7 +78,11 @@ fn check(state: &SignerState) {
 fn by_parts(files: &pki_rotate::Files, whole: Option<&SignerState>) {
     let mut names: std::collections::BTreeSet<String> = files
         .iter()
-        .filter_map(|(p, _)| p.strip_prefix("certs/")?.split('/').next())
+        .filter_map(|(p, _)| {
+            p.strip_prefix("certs/")
+                .and_then(|p| p.split('/').next())
+                .or_else(|| p.strip_prefix("leaf-requests/")?.strip_suffix(".json"))
+        })
         .map(str::to_string)
         .collect();
     names.insert("absent".to_string());
@@ -103,6 +108,9 @@ fn by_parts(files: &pki_rotate::Files, whole: Option<&SignerState>) {
     let written = part
         .part_to_files(files, &names)
         .expect("a part read writes its files");
+    if !written.dirs().eq(files.dirs()) {
+        return;
+    }
     let paths = SignerState::part_paths(&names).expect("the signer is read by parts");
     let read = pki_rotate::store::only_paths(files, &paths);
     let mut merged = files.clone();

@@ -3,6 +3,7 @@
 
 use pki_rotate::signer::document::{
     CA_BUNDLE, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_KEY, STATE_FILE, leaf_cert_path, leaf_key_path,
+    leaf_request_path,
 };
 use pki_rotate::{File, Files};
 
@@ -10,7 +11,8 @@ use pki_rotate::{File, Files};
 pub const STATE_SEPARATOR: u8 = 0;
 
 /// The fixed slots of a `state_file` input, in order; after them come
-/// triples (leaf name, `certs/NAME/tls.crt`, `certs/NAME/tls.key`).
+/// quadruples (leaf name, `certs/NAME/tls.crt`, `certs/NAME/tls.key`,
+/// `leaf-requests/NAME.json`).
 pub const STATE_SLOTS: [(&str, bool); 5] = [
     (STATE_FILE, false),
     (SIGNER_CERT, false),
@@ -20,7 +22,7 @@ pub const STATE_SLOTS: [(&str, bool); 5] = [
 ];
 
 /// Splits a `state_file` input: NUL-separated parts fill [`STATE_SLOTS`]
-/// (an empty part means the file is absent), then leaf triples. The first
+/// (an empty part means the file is absent), then leaf quadruples. The first
 /// part is also the JSON document given to `SignerState::from_json`.
 pub fn split_state_input(data: &[u8]) -> (&[u8], Files) {
     let parts: Vec<&[u8]> = data.split(|b| *b == STATE_SEPARATOR).collect();
@@ -41,13 +43,16 @@ pub fn split_state_input(data: &[u8]) -> (&[u8], Files) {
     for (part, (path, secret)) in parts.iter().zip(STATE_SLOTS) {
         put(path.to_string(), part, secret);
     }
-    for triple in parts.get(STATE_SLOTS.len()..).unwrap_or(&[]).chunks(3) {
-        let name = String::from_utf8_lossy(triple[0]);
-        if let Some(cert) = triple.get(1) {
+    for leaf in parts.get(STATE_SLOTS.len()..).unwrap_or(&[]).chunks(4) {
+        let name = String::from_utf8_lossy(leaf[0]);
+        if let Some(cert) = leaf.get(1) {
             put(leaf_cert_path(&name), cert, false);
         }
-        if let Some(key) = triple.get(2) {
+        if let Some(key) = leaf.get(2) {
             put(leaf_key_path(&name), key, true);
+        }
+        if let Some(request) = leaf.get(3) {
+            put(leaf_request_path(&name), request, false);
         }
     }
     (parts[0], files)
@@ -59,17 +64,23 @@ pub fn join_state_files(files: &Files) -> Vec<u8> {
         .iter()
         .map(|(path, _)| files.get(*path).map(<[u8]>::to_vec).unwrap_or_default())
         .collect();
-    for (path, _) in files.iter() {
-        let Some(name) = path
-            .strip_prefix("certs/")
-            .and_then(|p| p.strip_suffix("/tls.crt"))
-        else {
-            continue;
-        };
+    let names: std::collections::BTreeSet<&str> = files
+        .iter()
+        .filter_map(|(path, _)| {
+            path.strip_prefix("certs/")
+                .and_then(|p| p.strip_suffix("/tls.crt"))
+                .or_else(|| {
+                    path.strip_prefix("leaf-requests/")
+                        .and_then(|p| p.strip_suffix(".json"))
+                })
+        })
+        .collect();
+    for name in names {
         let get = |p: String| files.get(&p).map(<[u8]>::to_vec).unwrap_or_default();
         parts.push(name.as_bytes().to_vec());
         parts.push(get(leaf_cert_path(name)));
         parts.push(get(leaf_key_path(name)));
+        parts.push(get(leaf_request_path(name)));
     }
     parts.join(&[STATE_SEPARATOR][..])
 }

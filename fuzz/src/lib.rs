@@ -74,6 +74,8 @@ mod tests {
             (CA_BUNDLE, false),
             ("certs/web/tls.crt", false),
             ("certs/web/tls.key", true),
+            ("leaf-requests/web.json", false),
+            ("leaf-requests/api.json", false),
         ] {
             files.insert(
                 p.into(),

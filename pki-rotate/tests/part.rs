@@ -347,8 +347,16 @@ fn a_version_2_store_migrates_on_its_first_leaf_change_then_steps_by_parts() {
     let (migrated, _) = old.get(KEY).unwrap().unwrap();
     let (stepped, _) = current.get(KEY).unwrap().unwrap();
     assert!(migrated.dirs().eq(stepped.dirs()));
-    assert!(migrated.iter().map(|(p, _)| p).eq(stepped.iter().map(|(p, _)| p)));
-    for (path, file) in migrated.iter().filter(|(p, _)| !p.starts_with("certs/new/")) {
+    assert!(
+        migrated
+            .iter()
+            .map(|(p, _)| p)
+            .eq(stepped.iter().map(|(p, _)| p))
+    );
+    for (path, file) in migrated
+        .iter()
+        .filter(|(p, _)| !p.starts_with("certs/new/"))
+    {
         assert_eq!(Some(file), stepped.file(path), "{path}");
     }
     assert!(matches!(issue(&old, "next"), Stepped::Part(_)));

@@ -352,7 +352,11 @@ fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
     assert!(files.dirs().any(|d| d == "leaf-requests"));
 
     let data = s.to_secret_data().unwrap();
-    assert!(data.keys().all(|k| !k.contains("leaf-requests")), "{:?}", data.keys());
+    assert!(
+        data.keys().all(|k| !k.contains("leaf-requests")),
+        "{:?}",
+        data.keys()
+    );
     let secret_state = String::from_utf8(data["pki-state.json"].to_vec()).unwrap();
     assert!(secret_state.contains("web.ns.svc"), "{secret_state}");
     let back = SignerState::from_secret_data(&data).unwrap();
@@ -365,7 +369,10 @@ fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
         .insert("pki-state.json", File::public(secret_state.into_bytes()))
         .unwrap();
     let err = refused(&inline);
-    assert!(err.contains("pki-state.json") && err.contains("leaf-requests/"), "{err}");
+    assert!(
+        err.contains("pki-state.json") && err.contains("leaf-requests/"),
+        "{err}"
+    );
     let mut bad = files.clone();
     bad.insert("leaf-requests/web.json", File::public(b"{".to_vec()))
         .unwrap();

@@ -391,14 +391,11 @@ fn unknown_document_version_is_refused_not_reset() {
     let dir = tempfile::tempdir().unwrap();
     drop(create(dir.path(), &initial()));
     let path = std::fs::canonicalize(dir.path().join(STATE_FILE)).unwrap();
-    let text =
-        std::fs::read_to_string(&path)
-            .unwrap()
-            .replacen(
-                &format!("\"version\": {}", pki_rotate::signer::document::VERSION),
-                "\"version\": 9",
-                1,
-            );
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        &format!("\"version\": {}", pki_rotate::signer::document::VERSION),
+        "\"version\": 9",
+        1,
+    );
     rewrite_committed(dir.path(), STATE_FILE, text.as_bytes());
     let store = FsStore::open(dir.path()).unwrap();
     let err = Driver::new(&store).load::<SignerEngine>(KEY).unwrap_err();

@@ -266,6 +266,26 @@ fn put_state(out: &mut Out, name: &str, s: &SignerState) {
         &format!("{name}.files"),
         join_state_files(&files),
     );
+    // As version 2 wrote it: the leaf requests inside the state file (the
+    // Secret form's state file keeps them there), none in leaf-requests/.
+    let secret_state = s.to_secret_data().expect("secret data")["pki-state.json"].to_vec();
+    let version_2 = String::from_utf8(secret_state)
+        .expect("JSON")
+        .replacen("\"version\": 3", "\"version\": 2", 1);
+    let mut old = pki_rotate::Files::new();
+    for (path, file) in files.iter().filter(|(p, _)| !p.starts_with("leaf-requests/")) {
+        old.insert(path, file.clone()).expect("path");
+    }
+    old.insert(
+        "pki-state.json",
+        pki_rotate::File::public(version_2.into_bytes()),
+    )
+    .expect("path");
+    out.put(
+        "state_file",
+        &format!("{name}-version-2.files"),
+        join_state_files(&old),
+    );
 }
 
 /// `path_validation` decodes its input with `arbitrary`: any bytes are a

@@ -6,9 +6,9 @@
 
 use super::{
     CA_BUNDLE, CERTS_DIR, FORCED_ROTATION_REASON_KEY, KIND, LEAF_REQUESTS_DIR, SECRET_RENAMES,
-    SIGNER_BRIDGE, SIGNER_CERT, SIGNER_CHAIN, SIGNER_KEY, STATE_FILE, VERSION, Wanted,
-    is_leaf_pem, leaf_cert_path, leaf_key_path, leaf_of_request_path, leaf_request_path,
-    parse_document, parse_files_document, request_file, state_json,
+    SIGNER_BRIDGE, SIGNER_CERT, SIGNER_CHAIN, SIGNER_KEY, STATE_FILE, VERSION, Wanted, is_leaf_pem,
+    leaf_cert_path, leaf_key_path, leaf_of_request_path, leaf_request_path, parse_document,
+    parse_files_document, request_file, state_json,
 };
 use crate::document::{File, Files, SecretData, files_to_secret_data};
 use crate::error::{Result, RotateError};
