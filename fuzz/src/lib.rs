@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn state_framing_roundtrips() {
-        let mut files = StateFiles::new();
+        let mut files = pki_rotate::Files::new();
         for (p, s) in [
             (STATE_FILE, false),
             (SIGNER_CERT, false),
@@ -77,20 +77,22 @@ mod tests {
             ("leaf-requests/web.json", false),
             ("leaf-requests/api.json", false),
         ] {
-            files.insert(
-                p.into(),
-                StateFile {
-                    contents: p.as_bytes().to_vec().into(),
-                    secret: s,
-                },
-            );
+            files
+                .insert(
+                    p,
+                    pki_rotate::File {
+                        contents: p.as_bytes().to_vec().into(),
+                        secret: s,
+                    },
+                )
+                .unwrap();
         }
         let joined = join_state_files(&files);
         let (json, back) = split_state_input(&joined);
         assert_eq!(json, STATE_FILE.as_bytes());
         assert_eq!(
-            back.keys().collect::<Vec<_>>(),
-            files.keys().collect::<Vec<_>>()
+            back.iter().collect::<Vec<_>>(),
+            files.iter().collect::<Vec<_>>()
         );
     }
 }
