@@ -28,11 +28,11 @@
 //! # Layout
 //!
 //! etcd accepts at most 128 operations in one transaction and 1.5 MiB in
-//! one request by default, and a signer with 10,000 leaves is 30,000 files
-//! and a 1.5 MB state file, so a document is neither one value nor one
-//! transaction of all its files; and a controller that changes one leaf
-//! must not rewrite a listing of all of them. A document at store key `KEY`
-//! occupies (format 2):
+//! one request by default, and a signer with 10,000 leaves is 40,000 files
+//! (each leaf's request, certificate, key, and the two in one), so a
+//! document is neither one value nor one transaction of all its files; and
+//! a controller that changes one leaf must not rewrite a listing of all of
+//! them. A document at store key `KEY` occupies (format 2):
 //!
 //! ```text
 //! PREFIX/KEY                           the head; its mod_revision is the document's revision
