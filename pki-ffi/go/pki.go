@@ -401,6 +401,12 @@ type Step struct {
 	// the document (Store.StepUnlessIdle): nothing was due, no document was
 	// read, and Status and Signer are empty.
 	Idle bool
+	// ByParts reports a step over part of the document
+	// (Store.StepLeaves inside the summary's promise): it read and wrote
+	// the document's head and the named leaves only, and Status and Signer
+	// hold the CA, the bundle and those leaves, not the others (the store
+	// keeps them all).
+	ByParts bool
 }
 
 // Close frees the step's signer, if any.
@@ -420,6 +426,7 @@ func takeStep(out *C.pki_step) (*Step, error) {
 		Attempts: int(C.pki_step_attempts(out)),
 		Status:   json.RawMessage(goBytes(C.pki_step_status_json(out))),
 		Idle:     bool(C.pki_step_idle(out)),
+		ByParts:  bool(C.pki_step_by_parts(out)),
 	}
 	n := int(C.pki_step_events_len(out))
 	for i := 0; i < n; i++ {

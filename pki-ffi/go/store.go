@@ -437,6 +437,11 @@ type SignerInput struct {
 }
 
 func (in *SignerInput) request() (any, error) {
+	return in.requestUnlessIdle(false)
+}
+
+// requestUnlessIdle is request, with "unless_idle" set when unlessIdle is.
+func (in *SignerInput) requestUnlessIdle(unlessIdle bool) (any, error) {
 	if in == nil {
 		return nil, nil
 	}
@@ -452,10 +457,12 @@ func (in *SignerInput) request() (any, error) {
 		Leaves          []map[string]any `json:"leaves,omitempty"`
 		RotateTo        *replacementJSON `json:"rotate_to,omitempty"`
 		RenewSameKey    bool             `json:"renew_same_key,omitempty"`
+		UnlessIdle      bool             `json:"unless_idle,omitempty"`
 	}{
 		Policy:          in.Policy.toJSON(),
 		AllowTrustBreak: in.AllowTrustBreak,
 		RenewSameKey:    in.RenewSameKey,
+		UnlessIdle:      unlessIdle,
 	}
 	if f := in.Forced; f != nil {
 		req.Forced = &forced{Reason: f.Reason, Grace: seconds(f.Grace), NoBridges: f.NoBridges}
@@ -500,4 +507,23 @@ func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerI
 // and a store that keeps none (Secrets) always takes the full step.
 func (s *Store) StepUnlessIdle(ctx context.Context, key string, now time.Time) (*Step, error) {
 	return s.step(ctx, signerStep, key, map[string]bool{"unless_idle": true}, now)
+}
+
+// StepLeaves is Step for leaf changes alone (issue, renew, remove; only
+// leaves may be set), decided from the summary a directory or etcd store
+// keeps with the document: while it says nothing else is due at now, the
+// step reads and writes the document's head and those leaves only, so its
+// cost follows the leaves changed, not the number the store holds. Such a
+// step has ByParts set, and its Status and Signer hold the CA, the bundle
+// and the changed leaves; the store ends as Step would leave it. Otherwise
+// (outside the promise, a Secret backend) it is Step's.
+func (s *Store) StepLeaves(ctx context.Context, key string, now time.Time, leaves ...LeafChange) (*Step, error) {
+	if len(leaves) == 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "StepLeaves needs at least one leaf change"}
+	}
+	req, err := (&SignerInput{Leaves: leaves}).requestUnlessIdle(true)
+	if err != nil {
+		return nil, err
+	}
+	return s.step(ctx, signerStep, key, req, now)
 }

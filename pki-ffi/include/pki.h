@@ -1953,13 +1953,19 @@ pki_result pki_signer_create(const struct pki_store *store,
  * - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
  *   certificate for the current CA on its own key and Subject
  *   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
- * - `"unless_idle": true` (alone): the periodic step, decided from the
- *   summary a directory or etcd store keeps with the document when it says
- *   nothing is due at `now` (what `pki rotate` does): the store's head or
- *   index is read, not the document, so the step costs the same whatever
- *   the number of leaves. Such a step has `pki_step_idle` true, no events,
- *   an empty status and no signer (`pki_step_signer` is
- *   `PKI_RESULT_NOT_FOUND`); otherwise it is the periodic step;
+ * - `"unless_idle": true` (alone, or with `leaves` only): the step decided
+ *   from the summary a directory or etcd store keeps with the document when
+ *   it says nothing is due at `now`, so that its cost follows the work, not
+ *   the number of leaves. Alone it is the periodic step (what `pki rotate`
+ *   does): inside the summary's promise the store's head or index is read,
+ *   not the document, and the step has `pki_step_idle` true, no events, an
+ *   empty status and no signer (`pki_step_signer` is
+ *   `PKI_RESULT_NOT_FOUND`). With `leaves` (what `pki issue`, `renew` and
+ *   `remove` do), inside the promise it reads and writes the document's
+ *   head and those leaves only (`pki_step_by_parts` true): the store ends
+ *   as the whole step would leave it, and the step's status and signer
+ *   hold the CA, the bundle and those leaves, not the others. Outside the
+ *   promise, or on a store that keeps no summary, either is the whole step;
  * - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
  *   the consumer loaded the bundle of that fingerprint (hex, as
  *   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
@@ -2317,6 +2323,20 @@ uint32_t pki_step_attempts(const struct pki_step *step);
  * `step` must be NULL or a live `pki_step`.
  */
 bool pki_step_idle(const struct pki_step *step);
+
+/**
+ * Whether the step went over part of the document
+ * (`pki_signer_step` with `"unless_idle": true` and `leaves`, inside the
+ * summary's promise): it read and wrote the document's head and the named
+ * leaves only, and its status and signer hold the CA, the bundle and
+ * those leaves, not the others (the store holds them all). NULL gives
+ * false.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`.
+ */
+bool pki_step_by_parts(const struct pki_step *step);
 
 /**
  * The status of the document now in the store at the step's `now`, as

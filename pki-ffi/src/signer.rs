@@ -97,6 +97,16 @@ fn signer_step<E: serde::Serialize + std::fmt::Display>(
     into_handle(out.with_signer(doc))
 }
 
+/// A step over part of the signer (the head and the named leaves): its
+/// status and signer are the part's.
+fn signer_part_step(
+    step: pki_rotate::Step<SignerState, Event>,
+    now: OffsetDateTime,
+) -> *mut pki_step {
+    let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
+    into_handle(out.with_signer(doc).by_parts())
+}
+
 fn create(
     store: &pki_store,
     key: &str,
@@ -124,23 +134,23 @@ fn step(
         ))
     };
     if input.unless_idle {
-        if input.has_signer_fields()
+        if input.asks_beyond_leaves()
             || input.renew_same_key
             || input.rotate_to.is_some()
             || input.ack.is_some()
         {
-            return Err(alone("unless_idle"));
+            return Err(Failure::invalid(
+                "parameter `input`: `unless_idle` goes alone or with `leaves` only: give it \
+                 without `policy`, `forced`, `allow_trust_break`, `rotate_to`, \
+                 `renew_same_key` and `ack`",
+            ));
         }
+        let signer_input = input.signer_input()?;
         return Ok(
-            match driver.step_unless_idle::<SignerEngine, _>(
-                key,
-                &SignerInput::default(),
-                now,
-                rng,
-            )? {
+            match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
                 Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
-                // The default input changes no leaf: never stepped by parts.
-                Stepped::Step(step) | Stepped::Part(step) => signer_step(step, now),
+                Stepped::Step(step) => signer_step(step, now),
+                Stepped::Part(step) => signer_part_step(step, now),
             },
         );
     }
@@ -300,13 +310,19 @@ pub unsafe extern "C" fn pki_signer_create(
 /// - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
 ///   certificate for the current CA on its own key and Subject
 ///   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
-/// - `"unless_idle": true` (alone): the periodic step, decided from the
-///   summary a directory or etcd store keeps with the document when it says
-///   nothing is due at `now` (what `pki rotate` does): the store's head or
-///   index is read, not the document, so the step costs the same whatever
-///   the number of leaves. Such a step has `pki_step_idle` true, no events,
-///   an empty status and no signer (`pki_step_signer` is
-///   `PKI_RESULT_NOT_FOUND`); otherwise it is the periodic step;
+/// - `"unless_idle": true` (alone, or with `leaves` only): the step decided
+///   from the summary a directory or etcd store keeps with the document when
+///   it says nothing is due at `now`, so that its cost follows the work, not
+///   the number of leaves. Alone it is the periodic step (what `pki rotate`
+///   does): inside the summary's promise the store's head or index is read,
+///   not the document, and the step has `pki_step_idle` true, no events, an
+///   empty status and no signer (`pki_step_signer` is
+///   `PKI_RESULT_NOT_FOUND`). With `leaves` (what `pki issue`, `renew` and
+///   `remove` do), inside the promise it reads and writes the document's
+///   head and those leaves only (`pki_step_by_parts` true): the store ends
+///   as the whole step would leave it, and the step's status and signer
+///   hold the CA, the bundle and those leaves, not the others. Outside the
+///   promise, or on a store that keeps no summary, either is the whole step;
 /// - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
 ///   the consumer loaded the bundle of that fingerprint (hex, as
 ///   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else

@@ -70,6 +70,8 @@ pub struct pki_step {
     action: Option<ActionEntry>,
     /// Decided from the store's summary: no document was read.
     idle: bool,
+    /// Over the document's head and some of its members only.
+    by_parts: bool,
 }
 
 impl pki_step {
@@ -93,6 +95,7 @@ impl pki_step {
             signer: None,
             action: None,
             idle: false,
+            by_parts: false,
         }
     }
 
@@ -121,6 +124,13 @@ impl pki_step {
         let mut step = pki_step::new(false, idle.next_wake, 1, &idle.revision, Vec::new(), "");
         step.idle = true;
         step
+    }
+
+    /// The step read and wrote part of the document: its status and
+    /// document are the part's.
+    pub(crate) fn by_parts(mut self) -> Self {
+        self.by_parts = true;
+        self
     }
 
     /// The step holds the signer document now in the store.
@@ -209,6 +219,22 @@ pub unsafe extern "C" fn pki_step_attempts(step: *const pki_step) -> u32 {
 pub unsafe extern "C" fn pki_step_idle(step: *const pki_step) -> bool {
     // SAFETY: NULL or a live handle (contract).
     unsafe { getter(step, false, |s| s.idle) }
+}
+
+/// Whether the step went over part of the document
+/// (`pki_signer_step` with `"unless_idle": true` and `leaves`, inside the
+/// summary's promise): it read and wrote the document's head and the named
+/// leaves only, and its status and signer hold the CA, the bundle and
+/// those leaves, not the others (the store holds them all). NULL gives
+/// false.
+///
+/// # Safety
+///
+/// `step` must be NULL or a live `pki_step`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_step_by_parts(step: *const pki_step) -> bool {
+    // SAFETY: NULL or a live handle (contract).
+    unsafe { getter(step, false, |s| s.by_parts) }
 }
 
 /// The status of the document now in the store at the step's `now`, as

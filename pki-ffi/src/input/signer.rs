@@ -192,8 +192,9 @@ pub(crate) struct SignerStepIn {
     #[serde(default)]
     pub(crate) renew_same_key: bool,
     pub(crate) ack: Option<AckIn>,
-    /// The periodic step, decided from the store's summary of the document
-    /// when that says nothing is due (no document read, no status).
+    /// The step decided from the store's summary of the document when that
+    /// says nothing is due: with no leaves, the periodic step (no document
+    /// read, no status); with leaves, a step over those leaves.
     #[serde(default)]
     pub(crate) unless_idle: bool,
 }
@@ -214,6 +215,12 @@ impl SignerStepIn {
             || self.forced.is_some()
             || self.allow_trust_break.is_some()
             || !self.leaves.is_empty()
+    }
+
+    /// Whether the input asks for something besides leaf changes (and the
+    /// requests of their own).
+    pub(crate) fn asks_beyond_leaves(&self) -> bool {
+        self.policy.is_some() || self.forced.is_some() || self.allow_trust_break.is_some()
     }
 
     /// The signer input besides the policy (which needs the document).

@@ -663,3 +663,5 @@ fn a_saved_state_and_a_renewal_on_the_same_key_round_trip_through_stores() {
         "the same key"
     );
 }
+
+mod by_parts;
