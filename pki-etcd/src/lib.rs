@@ -45,7 +45,7 @@
 //!
 //! ```json
 //! {"format": 2, "generation": "9f0c2a7be41d3350", "commit": "51e0c9aa03b2d7f4",
-//!  "files": 30001, "dirs": ["certs"]}
+//!  "files": 40001, "dirs": ["certs", "leaf-requests"]}
 //! ```
 //!
 //! and the entry of `signer/tls.crt` is the value of
@@ -57,9 +57,8 @@
 //!
 //! A file over 64 KiB is cut into chunks where its content says (FastCDC,
 //! 8 to 64 KiB, 16 KiB on average), and its entry lists them in order,
-//! `"chunks": [{"sha256": "<hex>", "blob": "<id>"}, ...]`: one leaf request
-//! inserted in the middle of a signer's 1.5 MB state changes one or two
-//! chunks. Blob ids are `<nonce>-<n>` in hex, the nonce drawn at random by
+//! `"chunks": [{"sha256": "<hex>", "blob": "<id>"}, ...]`: a few bytes
+//! inserted in the middle of a large file change one or two chunks. Blob ids are `<nonce>-<n>` in hex, the nonce drawn at random by
 //! each write attempt, so concurrent writers never share a blob; a blob is
 //! shared only by the versions of one path (a new version keeps the blob of
 //! every chunk whose bytes it still has), never by two paths. The segments
