@@ -11,6 +11,7 @@ use super::client::AsyncEtcdStore;
 use super::fail::Fail;
 use crate::client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 use crate::layout::{DocKeys, prefix_end};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use std::collections::{BTreeSet, HashMap};
 use zeroize::Zeroizing;
 
@@ -20,6 +21,10 @@ pub(super) const LARGE_PAGE: i64 = 2048;
 /// Blobs fetched in one transaction: at most 64 KiB each, so an answer
 /// stays under 3 MiB, below the 4 MiB a gRPC client accepts by default.
 const BLOBS_PER_TXN: usize = 48;
+
+/// Blob transactions in flight at once on the one connection: their
+/// answers (3 MiB at most each) are held until all are in.
+const BLOB_TXNS_IN_FLIGHT: usize = 8;
 
 impl AsyncEtcdStore {
     /// Visits every key-value whose key starts with `prefix`, in pages of
@@ -59,27 +64,41 @@ impl AsyncEtcdStore {
     }
 
     /// The blobs named `wanted`, read at revision `at` by key, in
-    /// transactions of gets. A blob that does not exist is left out (the
-    /// caller names the file that misses it).
+    /// transactions of gets, several in flight at once: every answer is of
+    /// the same revision, so their order does not matter, and a whole read
+    /// of 10,000 leaves is some 800 transactions, which one after the other
+    /// would wait out as many round trips. A blob that does not exist is
+    /// left out (the caller names the file that misses it).
     pub(super) async fn get_blobs(
         &self,
         keys: &DocKeys,
         wanted: &BTreeSet<&str>,
         at: i64,
     ) -> std::result::Result<HashMap<String, Zeroizing<Vec<u8>>>, Fail> {
-        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
         let ids: Vec<&str> = wanted.iter().copied().collect();
         let per_txn = BLOBS_PER_TXN.min(self.options.max_txn_ops.max(1));
-        for (i, batch) in ids.chunks(per_txn).enumerate() {
-            self.read_step(&format!("read blobs {}", i + 1))?;
-            let ops: Vec<TxnOp> = batch
-                .iter()
-                .map(|id| TxnOp::get(keys.blob(id), Some(GetOptions::new().with_revision(at))))
-                .collect();
-            let mut kv = self.kv.clone();
-            let answer = self
-                .run(async move { kv.txn(Txn::new().and_then(ops)).await })
-                .await?;
+        let batches: Vec<&[&str]> = ids.chunks(per_txn).collect();
+        let answers: Vec<_> = stream::iter(0..batches.len())
+            .map(|i| {
+                let batch = batches[i];
+                async move {
+                    self.read_step(&format!("read blobs {}", i + 1))?;
+                    let ops: Vec<TxnOp> = batch
+                        .iter()
+                        .map(|id| {
+                            TxnOp::get(keys.blob(id), Some(GetOptions::new().with_revision(at)))
+                        })
+                        .collect();
+                    let mut kv = self.kv.clone();
+                    self.run(async move { kv.txn(Txn::new().and_then(ops)).await })
+                        .await
+                }
+            })
+            .buffered(BLOB_TXNS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut blobs: HashMap<String, Zeroizing<Vec<u8>>> = HashMap::new();
+        for answer in answers {
             for response in answer.op_responses() {
                 let TxnOpResponse::Get(mut got) = response else {
                     continue;
