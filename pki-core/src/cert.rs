@@ -81,7 +81,7 @@ struct Parsed {
     key_usage: Option<KeyUsage>,
     ski: Option<Held>,
     aki: Option<AuthorityKeyId>,
-    eku: Option<Vec<ObjectIdentifier>>,
+    eku: Option<std::borrow::Cow<'static, [ObjectIdentifier]>>,
     /// The subjectAltName value (checked when parsed).
     san: Option<Held>,
     memo: Memo,

@@ -1,7 +1,8 @@
 //! Issuance: plain-data parameters finished by one verb.
 //!
-//! The profile decides the extensions (policy); x509-cert's builder only
-//! encodes and signs (mechanism). Every certificate gets:
+//! The profile decides the extensions (policy); [`build`] only encodes the
+//! TBSCertificate from its fields and has the key sign it (mechanism).
+//! Every certificate gets:
 //!
 //! - a SubjectKeyIdentifier, RFC 5280 §4.2.1.2 method 1 (SHA-1 of the key bits);
 //! - unless self-signed, an AuthorityKeyIdentifier whose bytes are *copied*
@@ -21,8 +22,6 @@ use rand_core::CryptoRng;
 use spki::SubjectPublicKeyInfoOwned;
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
-use x509_cert::builder::CertificateBuilder;
-use x509_cert::certificate::TbsCertificate;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages,
@@ -123,12 +122,12 @@ impl CertificateParams {
         let ski = key_identifier(&spki)?;
         let extensions = self.extensions(&ski, None, key.algorithm().is_rsa())?;
         build(
-            self.subject.clone(),
-            self.subject.clone(),
-            extensions,
+            &self.subject,
+            &self.subject,
+            &extensions,
             not_before,
             not_after,
-            spki,
+            &spki,
             key,
             rng,
         )
@@ -146,12 +145,12 @@ impl CertificateParams {
         let is_rsa = public_key.algorithm.oid == RSA_ENCRYPTION;
         let extensions = self.extensions(&ski, issuer.cert.ski(), is_rsa)?;
         build(
-            issuer.cert.subject().clone(),
-            self.subject.clone(),
-            extensions,
+            issuer.cert.subject(),
+            &self.subject,
+            &extensions,
             not_before,
             not_after,
-            public_key.clone(),
+            public_key,
             &issuer.key,
             rng,
         )
@@ -378,12 +377,12 @@ pub(crate) fn resign<R: CryptoRng + ?Sized>(
         );
     }
     build(
-        signer.cert.subject().clone(),
-        tbs.subject().clone(),
-        extensions,
+        signer.cert.subject(),
+        tbs.subject(),
+        &extensions,
         not_before,
         not_after,
-        tbs.subject_public_key_info().clone(),
+        tbs.subject_public_key_info(),
         &signer.key,
         rng,
     )
@@ -470,39 +469,21 @@ fn random_serial<R: CryptoRng + ?Sized>(rng: &mut R) -> Result<SerialNumber> {
     SerialNumber::new(&bytes).map_err(Error::crypto)
 }
 
-/// A builder profile that returns extensions decided beforehand: the policy
-/// lives in [`CertificateParams`] and [`cross_sign`], not here.
-struct FixedProfile {
-    issuer: Name,
-    subject: Name,
-    extensions: Vec<Extension>,
-}
-
-impl x509_cert::builder::Profile for FixedProfile {
-    fn get_issuer(&self, _subject: &Name) -> Name {
-        self.issuer.clone()
-    }
-    fn get_subject(&self) -> Name {
-        self.subject.clone()
-    }
-    fn build_extensions(
-        &self,
-        _spk: spki::SubjectPublicKeyInfoRef<'_>,
-        _issuer_spk: spki::SubjectPublicKeyInfoRef<'_>,
-        _tbs: &TbsCertificate,
-    ) -> x509_cert::builder::Result<Vec<Extension>> {
-        Ok(self.extensions.clone())
-    }
-}
-
+/// Encodes the TBSCertificate and has `signing_key` sign it.
+///
+/// The fields are encoded one by one and put together here, as x509-cert's
+/// certificate builder would encode them, without its copies of every
+/// field and extension and without the signer's own public key, which the
+/// builder encodes for each certificate only to hand it to a profile that
+/// does not read it.
 #[allow(clippy::too_many_arguments)]
 fn build<R: CryptoRng + ?Sized>(
-    issuer: Name,
-    subject: Name,
-    extensions: Vec<Extension>,
+    issuer: &Name,
+    subject: &Name,
+    extensions: &[Extension],
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
-    spki: SubjectPublicKeyInfoOwned,
+    spki: &SubjectPublicKeyInfoOwned,
     signing_key: &PrivateKey,
     rng: &mut R,
 ) -> Result<Certificate> {
@@ -513,21 +494,104 @@ fn build<R: CryptoRng + ?Sized>(
             crate::datetime::rfc3339(not_before)
         )));
     }
+    // Through 2049 a UTCTime, as RFC 5280 §4.1.2.5 asks (`to_x509`).
     let validity = Validity::new(
         crate::datetime::to_x509(not_before)?,
         crate::datetime::to_x509(not_after)?,
     );
-    let profile = FixedProfile {
+    let serial = random_serial(rng)?;
+    let algorithm = signing_key.signature_algorithm()?;
+    let tbs = tbs_der(&TbsFields {
+        serial: &serial,
+        algorithm: &algorithm,
         issuer,
+        validity: &validity,
         subject,
+        spki,
         extensions,
-    };
-    let builder = CertificateBuilder::new(profile, random_serial(rng)?, validity, spki)
-        .map_err(Error::issuance)?;
-    let der = signing_key.sign(builder, &crate::CryptoProvider::get_default())?;
+    })
+    .map_err(Error::crypto)?;
+    let signature = signing_key.sign(&tbs, &crate::CryptoProvider::get_default())?;
+    let der = certificate_der(tbs, &algorithm, &signature).map_err(Error::crypto)?;
     // Parsed from its encoding like any other certificate, so that what
     // pki made is known to decode again (see `Certificate::x509`).
     Certificate::from_der_vec(der)
+}
+
+/// The fields of a TBSCertificate pki writes.
+struct TbsFields<'a> {
+    serial: &'a SerialNumber,
+    algorithm: &'a spki::AlgorithmIdentifierOwned,
+    issuer: &'a Name,
+    validity: &'a Validity,
+    subject: &'a Name,
+    spki: &'a SubjectPublicKeyInfoOwned,
+    extensions: &'a [Extension],
+}
+
+/// ```text
+/// TBSCertificate ::= SEQUENCE {
+///     version [0] EXPLICIT Version DEFAULT v1, serialNumber, signature,
+///     issuer, validity, subject, subjectPublicKeyInfo,
+///     extensions [3] EXPLICIT Extensions OPTIONAL }
+/// ```
+///
+/// Version 3 with extensions; without any, version 1 (the default, so
+/// absent), as x509-cert's builder decides.
+fn tbs_der(f: &TbsFields<'_>) -> der::Result<Vec<u8>> {
+    use der::{Encode, Header, Length, Tag, TagNumber};
+    let mut body = Vec::with_capacity(512);
+    if !f.extensions.is_empty() {
+        // [0] EXPLICIT INTEGER 2
+        body.extend_from_slice(&[0xa0, 0x03, 0x02, 0x01, 0x02]);
+    }
+    f.serial.encode_to_vec(&mut body)?;
+    f.algorithm.encode_to_vec(&mut body)?;
+    f.issuer.encode_to_vec(&mut body)?;
+    f.validity.encode_to_vec(&mut body)?;
+    f.subject.encode_to_vec(&mut body)?;
+    f.spki.encode_to_vec(&mut body)?;
+    if !f.extensions.is_empty() {
+        let mut list = Vec::with_capacity(256);
+        for extension in f.extensions {
+            extension.encode_to_vec(&mut list)?;
+        }
+        let sequence = Header::new(Tag::Sequence, Length::try_from(list.len())?).to_der()?;
+        Header::new(
+            Tag::ContextSpecific {
+                constructed: true,
+                number: TagNumber(3),
+            },
+            Length::try_from(sequence.len() + list.len())?,
+        )
+        .encode_to_vec(&mut body)?;
+        body.extend_from_slice(&sequence);
+        body.extend_from_slice(&list);
+    }
+    let mut tbs = Header::new(Tag::Sequence, Length::try_from(body.len())?).to_der()?;
+    tbs.extend_from_slice(&body);
+    Ok(tbs)
+}
+
+/// ```text
+/// Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm,
+///     signatureValue BIT STRING }
+/// ```
+fn certificate_der(
+    tbs: Vec<u8>,
+    algorithm: &spki::AlgorithmIdentifierOwned,
+    signature: &[u8],
+) -> der::Result<Vec<u8>> {
+    use der::{Encode, Header, Length, Tag};
+    let algorithm = algorithm.to_der()?;
+    let bits = der::asn1::BitStringRef::from_bytes(signature)?.to_der()?;
+    let len = Length::try_from(tbs.len() + algorithm.len() + bits.len())?;
+    let mut der = Header::new(Tag::Sequence, len).to_der()?;
+    der.reserve(tbs.len() + algorithm.len() + bits.len());
+    der.extend_from_slice(&tbs);
+    der.extend_from_slice(&algorithm);
+    der.extend_from_slice(&bits);
+    Ok(der)
 }
 
 /// Encodes an extension with the criticality RFC 5280 gives it.

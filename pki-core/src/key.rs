@@ -19,7 +19,6 @@ use spki::SubjectPublicKeyInfoOwned;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
-use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
 use zeroize::Zeroizing;
 
 /// The key types pki issues and accepts.
@@ -275,26 +274,16 @@ impl<C: Curve> EcKey<C> {
         Ok(Zeroizing::new(doc.as_bytes().to_vec()))
     }
 
-    /// Signs with ring under the ring provider, else with RustCrypto's
-    /// deterministic ECDSA: the certificate's DER.
-    fn sign<P: BuilderProfile>(
-        &self,
-        builder: CertificateBuilder<P>,
-        with_ring: bool,
-    ) -> Result<Vec<u8>> {
+    /// Signs `message` with ring under the ring provider, else with
+    /// RustCrypto's deterministic ECDSA (RFC 6979): the DER signature.
+    fn sign(&self, message: &[u8], with_ring: bool) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
-        let builder = if with_ring {
-            match fast::sign(self, builder)? {
-                Ok(cert) => return Ok(cert),
-                Err(builder) => builder,
-            }
-        } else {
-            builder
-        };
+        if with_ring && let Some(signature) = fast::sign(self, message) {
+            return signature;
+        }
         #[cfg(not(feature = "ring"))]
         let _ = with_ring;
-        let cert = C::sign(builder, self.signing_key()?).map_err(Error::crypto)?;
-        der::Encode::to_der(&cert).map_err(Error::crypto)
+        C::sign(self.signing_key()?, message).map_err(Error::crypto)
     }
 }
 
@@ -562,14 +551,24 @@ impl PrivateKey {
             || self.matches(cert.public_key())
     }
 
-    /// Signs the certificate a builder describes with `provider`'s
-    /// signing backend (an EC key signs with ring under the ring
-    /// provider): the certificate's DER.
-    pub(crate) fn sign<P: BuilderProfile>(
-        &self,
-        builder: CertificateBuilder<P>,
-        provider: &crate::CryptoProvider,
-    ) -> Result<Vec<u8>> {
+    /// The AlgorithmIdentifier of this key's signatures: ecdsa-with-SHA256
+    /// or -SHA384 without parameters (RFC 5758 §3.2), sha256WithRSAEncryption
+    /// with NULL ones (RFC 4055 §5), as the signature crates give them.
+    pub(crate) fn signature_algorithm(&self) -> Result<spki::AlgorithmIdentifierOwned> {
+        match &self.inner {
+            KeyInner::P256(_) => Ok(P256::signature_algorithm()),
+            KeyInner::P384(_) => Ok(P384::signature_algorithm()),
+            KeyInner::Rsa(k) => {
+                spki::DynSignatureAlgorithmIdentifier::signature_algorithm_identifier(k.as_ref())
+                    .map_err(Error::crypto)
+            }
+        }
+    }
+
+    /// Signs `message` (a TBSCertificate) with `provider`'s signing backend
+    /// (an EC key signs with ring under the ring provider): the signature
+    /// as the certificate's BIT STRING holds it.
+    pub(crate) fn sign(&self, message: &[u8], provider: &crate::CryptoProvider) -> Result<Vec<u8>> {
         #[cfg(feature = "ring")]
         let with_ring = provider.signing() == crate::Backend::Ring;
         #[cfg(not(feature = "ring"))]
@@ -578,12 +577,14 @@ impl PrivateKey {
             false
         };
         match &self.inner {
-            KeyInner::P256(k) => k.sign(builder, with_ring),
-            KeyInner::P384(k) => k.sign(builder, with_ring),
-            KeyInner::Rsa(k) => builder
-                .build::<_, rsa::pkcs1v15::Signature>(k.as_ref())
-                .and_then(|cert| der::Encode::to_der(&cert).map_err(Into::into))
-                .map_err(Error::crypto),
+            KeyInner::P256(k) => k.sign(message, with_ring),
+            KeyInner::P384(k) => k.sign(message, with_ring),
+            KeyInner::Rsa(k) => {
+                use signature::{SignatureEncoding, Signer};
+                let signature: rsa::pkcs1v15::Signature =
+                    k.as_ref().try_sign(message).map_err(Error::crypto)?;
+                Ok(signature.to_vec())
+            }
         }
     }
 }

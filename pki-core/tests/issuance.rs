@@ -557,3 +557,22 @@ fn keys_and_certificates_made_with_the_os_rng_verify_with_rustcrypto() {
     let b = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(9)).unwrap();
     assert_eq!(a.public_key_der().unwrap(), b.public_key_der().unwrap());
 }
+
+/// What pki writes is the DER x509-cert writes for the same fields: a
+/// certificate decoded and encoded again by x509-cert keeps every byte
+/// (issuance encodes the TBSCertificate itself, field by field).
+#[test]
+fn issued_certificates_encode_as_x509_cert_encodes_them() {
+    use der::{Decode, Encode};
+    let ca = root(1);
+    let (leaf, _) = server(&ca, Duration::days(30));
+    let bridge = cross_sign(&ca.cert, &root(2), NOW + Duration::days(900), &mut rng(3)).unwrap();
+    for cert in [&ca.cert, &leaf, &bridge] {
+        let decoded = x509_cert::Certificate::from_der(cert.der()).unwrap();
+        assert_eq!(decoded.to_der().unwrap(), cert.der(), "{}", cert.id());
+        assert_eq!(
+            decoded.tbs_certificate().version(),
+            x509_cert::certificate::Version::V3
+        );
+    }
+}

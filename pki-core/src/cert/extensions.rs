@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use der::Decode;
 use der::asn1::ObjectIdentifier;
 use der::oid::AssociatedOid;
+use std::borrow::Cow;
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAltName,
     SubjectKeyIdentifier,
@@ -64,7 +65,9 @@ pub(crate) struct Read {
     pub(crate) aki: Option<AuthorityKeyId>,
     pub(crate) basic_constraints: Option<BasicConstraintsInfo>,
     pub(crate) key_usage: Option<KeyUsage>,
-    pub(crate) eku: Option<Vec<ObjectIdentifier>>,
+    /// The usual lists are shared (every leaf of a store has one): a
+    /// statically allocated copy costs nothing per certificate.
+    pub(crate) eku: Option<Cow<'static, [ObjectIdentifier]>>,
     /// The subjectAltName extension's value, decoded and checked here and
     /// decoded again only when its entries are asked for as x509-cert's
     /// values (DNS names and IP addresses are read from these bytes).
@@ -79,6 +82,13 @@ fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()
     *slot = Some(value);
     Ok(())
 }
+
+/// The extendedKeyUsage lists pki issues.
+const USUAL_EKU: [&[ObjectIdentifier]; 3] = [
+    &[super::EKU_SERVER_AUTH],
+    &[super::EKU_CLIENT_AUTH],
+    &[super::EKU_SERVER_AUTH, super::EKU_CLIENT_AUTH],
+];
 
 /// The extensions pki reads, by OID.
 const READ: [(ObjectIdentifier, &str); 6] = [
@@ -164,10 +174,16 @@ where
             }
             ExtendedKeyUsage::OID => {
                 let mut e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                // Kept for the certificate's life: without the decoder's
-                // spare capacity.
-                e.0.shrink_to_fit();
-                once(&mut read.eku, name, e.0)?;
+                let list = match USUAL_EKU.iter().find(|usual| **usual == e.0.as_slice()) {
+                    Some(usual) => Cow::Borrowed(*usual),
+                    None => {
+                        // Kept for the certificate's life: without the
+                        // decoder's spare capacity.
+                        e.0.shrink_to_fit();
+                        Cow::Owned(e.0)
+                    }
+                };
+                once(&mut read.eku, name, list)?;
             }
             SubjectAltName::OID => {
                 SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;

@@ -8,7 +8,6 @@
 use super::{EcKey, KeyInner};
 use der::asn1::ObjectIdentifier;
 use rand_core::CryptoRng;
-use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
 #[cfg(feature = "ring")]
 use zeroize::Zeroizing;
 
@@ -24,7 +23,6 @@ pub(super) trait Curve: Sized + 'static {
     const SCALAR_LEN: usize;
     /// ecdsa-with-SHA256 or ecdsa-with-SHA384: the hash RustCrypto (and
     /// ring) sign with on this curve (RFC 5758 §3.2).
-    #[cfg(feature = "ring")]
     const SIGNATURE_OID: ObjectIdentifier;
 
     /// The private scalar.
@@ -46,11 +44,17 @@ pub(super) trait Curve: Sized + 'static {
     fn verifying_from_point(point: &[u8]) -> Option<Self::Verifying>;
     fn verifying_of(key: &Self::Signing) -> Self::Verifying;
     fn pkcs8(key: &Self::Signing) -> pkcs8::Result<pkcs8::SecretDocument>;
-    /// Signs with RustCrypto's deterministic ECDSA (RFC 6979).
-    fn sign<P: BuilderProfile>(
-        builder: CertificateBuilder<P>,
-        key: &Self::Signing,
-    ) -> x509_cert::builder::Result<x509_cert::Certificate>;
+    /// Signs with RustCrypto's deterministic ECDSA (RFC 6979): the DER
+    /// signature.
+    fn sign(key: &Self::Signing, message: &[u8]) -> Result<Vec<u8>, signature::Error>;
+    /// The AlgorithmIdentifier of this curve's signatures: the signature
+    /// OID, parameters absent (RFC 5758 §3.2).
+    fn signature_algorithm() -> spki::AlgorithmIdentifierOwned {
+        spki::AlgorithmIdentifierOwned {
+            oid: Self::SIGNATURE_OID,
+            parameters: None,
+        }
+    }
     /// The key as [`super::PrivateKey`] holds it.
     fn inner(key: EcKey<Self>) -> KeyInner;
     /// ring's signing algorithm over this curve, with the same hash.
@@ -73,7 +77,6 @@ macro_rules! nist_curve {
             const OID: ObjectIdentifier = ObjectIdentifier::new_unwrap($oid);
             const POINT_LEN: usize = $point;
             const SCALAR_LEN: usize = $scalar;
-            #[cfg(feature = "ring")]
             const SIGNATURE_OID: ObjectIdentifier = ObjectIdentifier::new_unwrap($sig_oid);
             type Secret = $krate::SecretKey;
             type Signing = $krate::ecdsa::SigningKey;
@@ -112,11 +115,10 @@ macro_rules! nist_curve {
                 use $krate::pkcs8::EncodePrivateKey;
                 key.to_pkcs8_der()
             }
-            fn sign<P: BuilderProfile>(
-                builder: CertificateBuilder<P>,
-                key: &Self::Signing,
-            ) -> x509_cert::builder::Result<x509_cert::Certificate> {
-                builder.build::<_, $krate::ecdsa::DerSignature>(key)
+            fn sign(key: &Self::Signing, message: &[u8]) -> Result<Vec<u8>, signature::Error> {
+                use signature::{SignatureEncoding, Signer};
+                let signature: $krate::ecdsa::DerSignature = key.try_sign(message)?;
+                Ok(signature.to_vec())
             }
             fn inner(key: EcKey<Self>) -> KeyInner {
                 KeyInner::$marker(Box::new(key))

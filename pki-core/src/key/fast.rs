@@ -14,10 +14,6 @@ use super::curve::Curve;
 use super::{EcKey, PrivateKey};
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use x509_cert::builder::{Builder, CertificateBuilder, Profile as BuilderProfile};
-use x509_cert::der::asn1::BitStringRef;
-use x509_cert::der::{Encode, Header, Length, Tag};
-use x509_cert::spki::{AlgorithmIdentifierOwned, DynSignatureAlgorithmIdentifier};
 use zeroize::Zeroizing;
 
 use ring::signature::EcdsaKeyPair;
@@ -70,60 +66,13 @@ impl<C: Curve> EcKey<C> {
     }
 }
 
-/// What the certificate builder needs of a signer besides the signature:
-/// its public key and the signature algorithm.
-struct RingSigner<C: Curve> {
-    verifying: C::Verifying,
-}
-
-impl<C: Curve> signature::Keypair for RingSigner<C> {
-    type VerifyingKey = C::Verifying;
-    fn verifying_key(&self) -> Self::VerifyingKey {
-        self.verifying.clone()
-    }
-}
-
-impl<C: Curve> DynSignatureAlgorithmIdentifier for RingSigner<C> {
-    fn signature_algorithm_identifier(&self) -> x509_cert::spki::Result<AlgorithmIdentifierOwned> {
-        // RFC 5758 §3.2: the parameters are absent.
-        Ok(AlgorithmIdentifierOwned {
-            oid: C::SIGNATURE_OID,
-            parameters: None,
-        })
-    }
-}
-
-/// Signs the certificate `builder` describes with ring, or returns the
-/// builder when ring cannot use the key. The certificate's DER is put
-/// together from the TBSCertificate the builder encoded for signing, as
-/// the builder's own `assemble` would encode it, without building (and
-/// encoding again) the decoded certificate.
-pub(super) fn sign<C: Curve, P: BuilderProfile>(
-    key: &EcKey<C>,
-    mut builder: CertificateBuilder<P>,
-) -> Result<std::result::Result<Vec<u8>, CertificateBuilder<P>>> {
-    let Some(pair) = key.ring_pair() else {
-        return Ok(Err(builder));
-    };
-    let point = key.public_point()?;
-    let verifying =
-        C::verifying_from_point(&point).ok_or_else(|| failed("read the key's public point"))?;
-    let signer = RingSigner::<C> { verifying };
-    let tbs = builder.finalize(&signer).map_err(Error::crypto)?;
-    let signature = pair
-        .sign(&ring::rand::SystemRandom::new(), &tbs)
-        .map_err(|_| failed("sign"))?;
-    // Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm,
-    // signatureValue BIT STRING }
-    let algorithm = signer
-        .signature_algorithm_identifier()
-        .and_then(|a| a.to_der().map_err(Into::into))
-        .map_err(Error::crypto)?;
-    let bits = BitStringRef::from_bytes(signature.as_ref())
-        .and_then(|b| b.to_der())
-        .map_err(Error::crypto)?;
-    let content = Length::try_from(tbs.len() + algorithm.len() + bits.len())
-        .and_then(|len| Header::new(Tag::Sequence, len).to_der())
-        .map_err(Error::crypto)?;
-    Ok(Ok([content, tbs, algorithm, bits].concat()))
+/// Signs `message` with ring: the DER signature, or None when ring cannot
+/// use the key (the RustCrypto path then signs, and reports what is wrong).
+pub(super) fn sign<C: Curve>(key: &EcKey<C>, message: &[u8]) -> Option<Result<Vec<u8>>> {
+    let pair = key.ring_pair()?;
+    Some(
+        pair.sign(&ring::rand::SystemRandom::new(), message)
+            .map(|signature| signature.as_ref().to_vec())
+            .map_err(|_| failed("sign")),
+    )
 }

@@ -212,7 +212,8 @@ fn check_serial(cert: &Certificate) -> Result<(), VerifyError> {
 /// An extension's OID, from the content octets the certificate carries
 /// (decoded when it was parsed).
 fn oid_of(content: &[u8]) -> ObjectIdentifier {
-    ObjectIdentifier::from_bytes(content).unwrap_or(ObjectIdentifier::new_unwrap("0.0"))
+    const UNREADABLE: ObjectIdentifier = ObjectIdentifier::new_unwrap("0.0");
+    ObjectIdentifier::from_bytes(content).unwrap_or(UNREADABLE)
 }
 
 fn check_extensions(cert: &Certificate) -> Result<(), VerifyError> {
@@ -223,13 +224,17 @@ fn check_extensions(cert: &Certificate) -> Result<(), VerifyError> {
                 format!("extension {} appears twice (RFC 5280 §4.2)", oid_of(id)),
             ));
         }
-        let must_not_be_critical = match oid_of(id) {
-            AUTHORITY_KEY_ID => Some("authorityKeyIdentifier"),
-            SUBJECT_KEY_ID => Some("subjectKeyIdentifier"),
-            AUTHORITY_INFO_ACCESS => Some("authorityInfoAccess"),
-            _ => None,
-        };
-        if let (true, Some(name)) = (critical, must_not_be_critical) {
+        // OIDs compared by their encodings (equal OIDs are equal bytes):
+        // decoding every extension's OID of every certificate of every
+        // chain was a tenth of verifying a bundle's leaves.
+        let must_not_be_critical = [
+            (AUTHORITY_KEY_ID, "authorityKeyIdentifier"),
+            (SUBJECT_KEY_ID, "subjectKeyIdentifier"),
+            (AUTHORITY_INFO_ACCESS, "authorityInfoAccess"),
+        ]
+        .into_iter()
+        .find_map(|(oid, name)| (critical && oid.as_bytes() == id).then_some(name));
+        if let Some(name) = must_not_be_critical {
             return Err(VerifyError::malformed(
                 cert,
                 format!("{name} is marked critical (RFC 5280 requires non-critical)"),
@@ -414,10 +419,13 @@ fn check_leaf_key_usage(cert: &Certificate, purpose: Purpose) -> Result<(), Veri
     let Some(ku) = cert.key_usage() else {
         return Ok(());
     };
-    let is_rsa =
-        cert.public_key().algorithm.oid == ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+    const RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+    // The key is decoded only when the answer depends on it: a leaf's key
+    // is otherwise never read while its chain is verified.
     let allowed = ku.0.contains(KeyUsages::DigitalSignature)
-        || (purpose == Purpose::ServerAuth && is_rsa && ku.0.contains(KeyUsages::KeyEncipherment));
+        || (purpose == Purpose::ServerAuth
+            && ku.0.contains(KeyUsages::KeyEncipherment)
+            && cert.public_key().algorithm.oid == RSA_ENCRYPTION);
     if allowed {
         Ok(())
     } else {
