@@ -348,7 +348,7 @@ fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
     assert!(!state.contains("web.ns.svc"), "{state}");
     let request: LeafRequest =
         serde_json::from_slice(files.get("leaf-requests/web.json").unwrap()).unwrap();
-    assert_eq!(request, s.leaves["web"].request);
+    assert_eq!(request, *s.leaves["web"].request);
     assert!(files.dirs().any(|d| d == "leaf-requests"));
 
     let data = s.to_secret_data().unwrap();

@@ -473,7 +473,7 @@ impl Validation {
     ) -> Self {
         let mut checks = import_checks(
             import,
-            state.leaves.iter().map(|(n, l)| (n.as_str(), &l.request)),
+            state.leaves.iter().map(|(n, l)| (n.as_str(), &*l.request)),
             now,
         );
         let (topology, trust) = topology(state, import, now);

@@ -14,6 +14,7 @@ use pki_core::{
 };
 use rand_core::CryptoRng;
 use std::borrow::Cow;
+use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
 
 /// Executes `plan`, made from `state`, with `rng`. When the plan is empty
@@ -39,12 +40,12 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     for change in &plan.leaf_changes {
         match change {
             LeafChange::Request { name, request } => match next.leaves.get_mut(name) {
-                Some(leaf) => leaf.request = request.clone(),
+                Some(leaf) => leaf.request = Arc::new(request.clone()),
                 None => {
                     next.leaves.insert(
                         name.clone(),
                         Leaf {
-                            request: request.clone(),
+                            request: Arc::new(request.clone()),
                             issued: None,
                         },
                     );

@@ -346,7 +346,7 @@ impl SignerState {
             leaves: self
                 .leaves
                 .iter()
-                .map(|(n, l)| (n.clone(), l.request.clone()))
+                .map(|(n, l)| (n.clone(), (*l.request).clone()))
                 .collect(),
             history: self.history.clone(),
             material,
@@ -678,7 +678,13 @@ fn assemble<'a>(
                 Some(IssuedLeaf { cert, key })
             }
         };
-        leaves.insert(name, Leaf { request, issued });
+        leaves.insert(
+            name,
+            Leaf {
+                request: std::sync::Arc::new(request),
+                issued,
+            },
+        );
     }
 
     let mut state = SignerState {

@@ -34,7 +34,7 @@ pub fn reconcile_external<R: CryptoRng + ?Sized>(
     request.validate()?;
     let fraction = state.policy.leaf_refresh_fraction;
     let leaf = Leaf {
-        request: request.clone(),
+        request: std::sync::Arc::new(request.clone()),
         issued: previous,
     };
     let (issued, reason) = match (

@@ -423,7 +423,7 @@ fn lookup_leaf<'a>(
         None => state
             .leaves
             .get(name)
-            .map(|l| (&l.request, l.issued.as_ref())),
+            .map(|l| (&*l.request, l.issued.as_ref())),
     }
 }
 

@@ -152,12 +152,12 @@ impl SignerState {
         validate_leaf_name(name)?;
         request.validate()?;
         match self.leaves.get_mut(name) {
-            Some(leaf) => leaf.request = request,
+            Some(leaf) => leaf.request = std::sync::Arc::new(request),
             None => {
                 self.leaves.insert(
                     name.to_string(),
                     Leaf {
-                        request,
+                        request: std::sync::Arc::new(request),
                         issued: None,
                     },
                 );
