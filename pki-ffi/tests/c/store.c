@@ -593,6 +593,33 @@ static void test_dir_store(void) {
   pki_store_free(again);
   pki_step_free(step);
 
+  /* A leaf change while the store's summary says nothing else is due goes
+   * over the document's head and that leaf only (`unless_idle` with
+   * `leaves`): the step says so, its status names that leaf alone, the
+   * promise still ends at web's refresh, and the new chain verifies with
+   * openssl against the bundles of before and after the rotation. */
+  step = step_ok(store, "signer",
+                 "{\"unless_idle\": true, \"leaves\": [{\"request\": {\"name\": \"api\", "
+                 "\"kind\": \"server\", \"dns_names\": [\"" HOST "\"], "
+                 "\"lifetime_seconds\": 31536000}}]}",
+                 t_rotate + 3600, 1, 1, 1, t_rotate + 292 * DAY - 60);
+  CHECK(pki_step_by_parts(step) && !pki_step_idle(step));
+  {
+    const char *status = (const char *)pki_step_status_json(step).data;
+    CHECK(contains(status, "\"api\"") && !contains(status, "\"web\""));
+  }
+  pki_step_free(step);
+  keep_copy("certs/api/tls.crt", "api-chain.pem");
+  openssl_verify("api-chain.pem", "new-bundle.pem", t_rotate + 7200);
+  openssl_verify("api-chain.pem", "old-bundle.pem", t_rotate + 7200);
+  /* The periodic step after it has nothing to do, and web is still kept. */
+  step = step_ok(store, "signer", "{\"unless_idle\": true}", t_rotate + 7200, 0, 0, 1,
+                 t_rotate + 292 * DAY - 60);
+  CHECK(pki_step_idle(step) && !pki_step_by_parts(step));
+  pki_step_free(step);
+  snprintf(path, sizeof path, "%s/store/certs/web/tls.key", dir);
+  CHECK(stat(path, &st) == 0);
+
   pki_store_free(store);
 }
 
