@@ -4,7 +4,8 @@
 //!   read: `pki-state.json` (the document without leaf requests,
 //!   certificates and keys), `leaf-requests/NAME.json` (each leaf's
 //!   request, in a file of its own so that a step changing one leaf of
-//!   many reads and writes that leaf's files only), `signer/tls.crt`, `signer/tls.key` (secret), `signer/intermediate-ca.crt`
+//!   many reads and writes that leaf's files only), `signer/tls.crt`,
+//!   `signer/tls.key` (secret), `signer/intermediate-ca.crt`
 //!   (bridge B, after a rotation, followed by the certificates above it when
 //!   the previous CA was imported under someone else's root),
 //!   `ca-bundle.crt`, and for each issued leaf
@@ -66,7 +67,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
 mod part;
+mod requests;
 mod secret;
+
+use requests::{Wanted, leaf_of_request_path, parse_files_document, request_file, state_json};
 
 pub use secret::{files_from_secret_data, secret_data_from_files};
 
@@ -106,14 +110,6 @@ pub const SECRET_RENAMES: &[(&str, &str)] = &[
 /// Path of a leaf's request in the files form.
 pub fn leaf_request_path(name: &str) -> String {
     format!("{LEAF_REQUESTS_DIR}/{name}.json")
-}
-
-/// The leaf a path of `leaf-requests/` holds the request of.
-fn leaf_of_request_path(path: &str) -> Option<&str> {
-    path.strip_prefix(LEAF_REQUESTS_DIR)?
-        .strip_prefix('/')?
-        .strip_suffix(".json")
-        .filter(|name| !name.contains('/'))
 }
 
 /// Path of a leaf's chain file (leaf first, then bridge B when present).
@@ -240,75 +236,6 @@ fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
         validate_leaf_name(name)?;
     }
     Ok(doc)
-}
-
-/// Reads the files form's `pki-state.json` and the leaf requests of the
-/// leaves `wanted` selects: from `leaf-requests/` in version 3, from the
-/// state file itself in older versions.
-fn parse_files_document(files: &Files, wanted: Wanted<'_>) -> Result<Document> {
-    let json = files
-        .get(STATE_FILE)
-        .ok_or_else(|| RotateError::corrupt(STATE_FILE, "missing"))?;
-    let mut doc = parse_document(STATE_FILE, json)?;
-    if doc.version < VERSION {
-        if let Wanted::Named(names) = wanted {
-            doc.leaves.retain(|name, _| names.contains(name));
-        }
-        return Ok(doc);
-    }
-    if let Some(name) = doc.leaves.keys().next() {
-        return Err(RotateError::corrupt(
-            STATE_FILE,
-            format!(
-                "holds the request of leaf \"{name}\": version {VERSION} keeps leaf requests in {LEAF_REQUESTS_DIR}/"
-            ),
-        ));
-    }
-    let mut read = |name: &str, path: &str, bytes: &[u8]| -> Result<()> {
-        validate_leaf_name(name)?;
-        let request: LeafRequest =
-            serde_json::from_slice(bytes).map_err(|e| RotateError::json(path, e))?;
-        doc.leaves.insert(name.to_string(), request);
-        Ok(())
-    };
-    match wanted {
-        Wanted::All => {
-            for (path, bytes) in files.iter() {
-                if let Some(name) = leaf_of_request_path(path) {
-                    read(name, path, &bytes.contents)?;
-                }
-            }
-        }
-        Wanted::Named(names) => {
-            for name in names {
-                let path = leaf_request_path(name);
-                if let Some(bytes) = files.get(&path) {
-                    read(name, &path, bytes)?;
-                }
-            }
-        }
-    }
-    Ok(doc)
-}
-
-/// Which leaves a read of the files form decodes.
-#[derive(Clone, Copy)]
-enum Wanted<'a> {
-    All,
-    /// Only these (a step by parts).
-    Named(&'a BTreeSet<String>),
-}
-
-/// The state file's JSON, without or with the leaf requests inside.
-fn state_json(doc: &Document) -> Result<Vec<u8>> {
-    serde_json::to_vec_pretty(doc).map_err(|e| RotateError::json(STATE_FILE, e))
-}
-
-/// A leaf request's file in the files form.
-fn request_file(name: &str, request: &LeafRequest) -> Result<File> {
-    serde_json::to_vec_pretty(request)
-        .map(File::public)
-        .map_err(|e| RotateError::json(leaf_request_path(name), e))
 }
 
 impl SignerState {
