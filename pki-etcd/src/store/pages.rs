@@ -18,13 +18,16 @@ use zeroize::Zeroizing;
 /// Keys per page of entries (a few hundred bytes each) or of key listings.
 pub(super) const LARGE_PAGE: i64 = 2048;
 
-/// Blobs fetched in one transaction: at most 64 KiB each, so an answer
-/// stays under 3 MiB, below the 4 MiB a gRPC client accepts by default.
-const BLOBS_PER_TXN: usize = 48;
+/// Blobs fetched in one transaction: etcd's default limit of operations
+/// per transaction (the store's `max_txn_ops` lowers it). Blobs are at
+/// most 64 KiB, so an answer is at most 8 MiB, which the store's client
+/// accepts (it allows a page of the largest values etcd takes).
+const BLOBS_PER_TXN: usize = 128;
 
 /// Blob transactions in flight at once on the one connection: their
-/// answers (3 MiB at most each) are held until all are in.
-const BLOB_TXNS_IN_FLIGHT: usize = 8;
+/// answers (8 MiB at most each, a few KiB for a leaf's files) are held
+/// until all are in.
+const BLOB_TXNS_IN_FLIGHT: usize = 4;
 
 impl AsyncEtcdStore {
     /// Visits every key-value whose key starts with `prefix`, in pages of
