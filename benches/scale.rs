@@ -345,9 +345,9 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
         timed(&format!("{label}: plan + apply"), started);
         let next = outcome.document.into_owned();
         let started = Instant::now();
-        let after = next.part_to_files(&files, &names).unwrap();
+        let after = next.to_files().unwrap();
         let changes = pki_rotate::store::Changes::between(&files, &after);
-        timed(&format!("{label}: part_to_files"), started);
+        timed(&format!("{label}: to_files"), started);
         let started = Instant::now();
         store
             .put_changes("signer", &revision, &changes, None)

@@ -105,9 +105,7 @@ fn by_parts(files: &pki_rotate::Files, whole: Option<&SignerState>) {
             );
         }
     }
-    let written = part
-        .part_to_files(files, &names)
-        .expect("a part read writes its files");
+    let written = part.to_files().expect("a part read writes its files");
     if !written.dirs().eq(files.dirs()) {
         return;
     }

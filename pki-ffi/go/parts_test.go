@@ -19,12 +19,7 @@ import (
 // that leaf; the published files are those of a whole step, and Go's
 // crypto/x509 verifies the new leaf against the published bundle.
 func TestStepLeavesGoesByPartsInsideTheSummary(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(ctx, dir))
-	defer store.Close()
-	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
-	defer signer.Close()
-	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	dir, store, signer := newDirSigner(t)
 	step(t, store, t0, &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: "web", Request: serverRequest}}})
 
 	webCert := filepath.Join(dir, "certs", "web", "tls.crt")

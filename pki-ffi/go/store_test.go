@@ -393,16 +393,25 @@ func TestStoreFailuresMatchTheirSentinels(t *testing.T) {
 	})
 }
 
+// newDirSigner creates a service-ca signer at t0 in a new directory store
+// (closed with the test); it returns the directory, the store and the
+// signer it was created from.
+func newDirSigner(t *testing.T) (string, *pki.Store, *pki.Signer) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "pki")
+	store := must(pki.OpenDirStore(ctx, dir))
+	t.Cleanup(store.Close)
+	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
+	t.Cleanup(signer.Close)
+	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	return dir, store, signer
+}
+
 // A controller that steps exactly when told, over a directory store whose
 // published files a TLS client and server load: every combination of
 // the material before and after the rotation still handshakes.
 func TestADirectoryStoreFollowedByNextCheckPublishesTrustedMaterial(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(ctx, dir))
-	defer store.Close()
-	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
-	defer signer.Close()
-	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	dir, store, _ := newDirSigner(t)
 	leaf := func(name string) *pki.SignerInput {
 		return &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: name, Request: serverRequest}}}
 	}
@@ -528,12 +537,7 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 // what the full step says, and steps fully once something is due; a
 // Secret backend keeps no summary, so its steps are always full.
 func TestStepUnlessIdleDecidesFromTheSummaryWhileNothingIsDue(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "pki")
-	store := must(pki.OpenDirStore(ctx, dir))
-	defer store.Close()
-	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
-	defer signer.Close()
-	must(store.Create(ctx, pki.DefaultKey, pki.SignerSpec{Signer: signer}, t0))
+	_, store, signer := newDirSigner(t)
 	issued := step(t, store, t0, &pki.SignerInput{Leaves: []pki.LeafChange{{Action: pki.LeafAdd, Name: "web", Request: serverRequest}}})
 
 	for _, now := range []time.Time{t0.Add(time.Hour), issued.NextWake.Add(-time.Second)} {

@@ -93,18 +93,16 @@ fn signer_step<E: serde::Serialize + std::fmt::Display>(
     step: pki_rotate::Step<SignerState, E>,
     now: OffsetDateTime,
 ) -> *mut pki_step {
-    let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
-    into_handle(out.with_signer(doc))
+    into_handle(signer_step_value(step, now))
 }
 
-/// A step over part of the signer (the head and the named leaves): its
-/// status and signer are the part's.
-fn signer_part_step(
-    step: pki_rotate::Step<SignerState, Event>,
+/// [`signer_step`] before it becomes a handle.
+fn signer_step_value<E: serde::Serialize + std::fmt::Display>(
+    step: pki_rotate::Step<SignerState, E>,
     now: OffsetDateTime,
-) -> *mut pki_step {
+) -> pki_step {
     let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
-    into_handle(out.with_signer(doc).by_parts())
+    out.with_signer(doc)
 }
 
 fn create(
@@ -150,7 +148,9 @@ fn step(
             match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
                 Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
                 Stepped::Step(step) => signer_step(step, now),
-                Stepped::Part(step) => signer_part_step(step, now),
+                // Its status and signer are the part's (the head and the
+                // named leaves).
+                Stepped::Part(step) => into_handle(signer_step_value(step, now).by_parts()),
             },
         );
     }

@@ -121,25 +121,15 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
 
     /// The part of the document that `files` holds (read at
     /// [`Document::part_paths`]`(names)`): the document as if it had only
-    /// the members `names`. Only [`Document::part_to_files`] turns it back
-    /// into files: its own [`Document::to_files`] would lose the other
-    /// members.
+    /// the members `names`. A kind read by parts keeps each member in files
+    /// of its own, so the part's [`Document::to_files`] are exactly the
+    /// files a whole write puts at the part's paths: written back, they
+    /// leave the other members as they were.
     fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
         let _ = (files, names);
         Err(RotateError::corrupt(
             Self::KIND,
             "this kind of document is not read by parts",
-        ))
-    }
-
-    /// The files of the part after a step: `self` was read by
-    /// [`Document::from_part`] from `read` and then changed. The members
-    /// outside `names` are as `read` records them.
-    fn part_to_files(&self, read: &Files, names: &BTreeSet<String>) -> Result<Files> {
-        let _ = (read, names);
-        Err(RotateError::corrupt(
-            Self::KIND,
-            "this kind of document is not written by parts",
         ))
     }
 }

@@ -362,38 +362,26 @@ fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
     let back = SignerState::from_secret_data(&data).unwrap();
     assert_eq!(back.to_files().unwrap(), files);
 
-    let refused = |f: &pki_rotate::Files| SignerState::from_files(f).unwrap_err().to_string();
+    // The files with one more (or another) file at `path`.
+    let with = |path: &str, contents: &[u8]| {
+        let mut changed = files.clone();
+        changed
+            .insert(path, File::public(contents.to_vec()))
+            .unwrap();
+        changed
+    };
+    let refused = |f: pki_rotate::Files| SignerState::from_files(&f).unwrap_err().to_string();
+    let web = files.get("leaf-requests/web.json").unwrap();
     // Requests inside a version 3 state file are not this version's layout.
-    let mut inline = files.clone();
-    inline
-        .insert("pki-state.json", File::public(secret_state.into_bytes()))
-        .unwrap();
-    let err = refused(&inline);
+    let err = refused(with("pki-state.json", secret_state.as_bytes()));
     assert!(
         err.contains("pki-state.json") && err.contains("leaf-requests/"),
         "{err}"
     );
-    let mut bad = files.clone();
-    bad.insert("leaf-requests/web.json", File::public(b"{".to_vec()))
-        .unwrap();
-    assert!(refused(&bad).contains("leaf-requests/web.json"));
-    let mut bad_name = files.clone();
-    bad_name
-        .insert(
-            "leaf-requests/Web.json",
-            File::public(files.get("leaf-requests/web.json").unwrap().to_vec()),
-        )
-        .unwrap();
-    assert!(refused(&bad_name).contains("Web"));
+    assert!(refused(with("leaf-requests/web.json", b"{")).contains("leaf-requests/web.json"));
+    assert!(refused(with("leaf-requests/Web.json", web)).contains("Web"));
     // A request with no certificate yet is a leaf still to issue.
-    let mut pending = files.clone();
-    pending
-        .insert(
-            "leaf-requests/api.json",
-            File::public(files.get("leaf-requests/web.json").unwrap().to_vec()),
-        )
-        .unwrap();
-    let read = SignerState::from_files(&pending).unwrap();
+    let read = SignerState::from_files(&with("leaf-requests/api.json", web)).unwrap();
     assert!(read.leaves["api"].issued.is_none());
 }
 

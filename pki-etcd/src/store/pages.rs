@@ -69,8 +69,8 @@ impl AsyncEtcdStore {
     /// The blobs named `wanted`, read at revision `at` by key, in
     /// transactions of gets, several in flight at once: every answer is of
     /// the same revision, so their order does not matter, and a whole read
-    /// of 10,000 leaves is some 800 transactions, which one after the other
-    /// would wait out as many round trips. A blob that does not exist is
+    /// of 10,000 leaves (40,000 blobs) is some 300 transactions, which one
+    /// after the other would wait out as many round trips. A blob that does not exist is
     /// left out (the caller names the file that misses it).
     pub(super) async fn get_blobs(
         &self,

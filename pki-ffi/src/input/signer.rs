@@ -211,10 +211,7 @@ impl SignerStepIn {
     /// Whether the input asks for something besides `rotate_to` or
     /// `renew_same_key`, which are requests of their own.
     pub(crate) fn has_signer_fields(&self) -> bool {
-        self.policy.is_some()
-            || self.forced.is_some()
-            || self.allow_trust_break.is_some()
-            || !self.leaves.is_empty()
+        self.asks_beyond_leaves() || !self.leaves.is_empty()
     }
 
     /// Whether the input asks for something besides leaf changes (and the

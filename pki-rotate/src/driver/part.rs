@@ -121,9 +121,11 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
         }
         Cow::Owned(next) => next,
     };
-    let after = next.part_to_files(&files, &part.names)?;
+    let after = next.to_files()?;
     if !after.dirs().eq(files.dirs()) {
-        // Declared directories are the whole document's business.
+        // Declared directories are the whole document's business. A store
+        // of an older layout (the signer's version 2, without
+        // `leaf-requests/`) differs here too: the whole step migrates it.
         return Ok(PartRound::Whole);
     }
     Ok(PartRound::Write(PartWrite {

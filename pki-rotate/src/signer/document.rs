@@ -468,10 +468,6 @@ impl DocumentForm for SignerState {
         part::read(files, names)
     }
 
-    fn part_to_files(&self, _read: &Files, _names: &BTreeSet<String>) -> Result<Files> {
-        part::files(self)
-    }
-
     fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
         let plan = crate::signer::plan(self, &crate::SignerInput::default(), now).ok()?;
         if !plan.is_empty() || plan.next_check <= now {

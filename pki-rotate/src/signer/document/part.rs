@@ -8,7 +8,7 @@ use super::{
     assemble_files, leaf_cert_path, leaf_key_path, leaf_pem_path, leaf_request_path,
     parse_files_document,
 };
-use crate::document::{Document as DocumentForm, Files};
+use crate::document::Files;
 use crate::error::Result;
 use crate::signer::SignerState;
 use std::collections::BTreeSet;
@@ -40,13 +40,4 @@ pub(super) fn paths(names: &BTreeSet<String>) -> BTreeSet<String> {
 /// document has), read from the part's files.
 pub(super) fn read(files: &Files, names: &BTreeSet<String>) -> Result<SignerState> {
     assemble_files(parse_files_document(files, Wanted::Named(names))?, files)
-}
-
-/// The part's files for `part`, a signer read by [`read`] and changed:
-/// exactly the files a whole write puts at the part's paths. A store of an
-/// older version, whose state file holds every leaf request, has no
-/// `leaf-requests/` directory: the part's files declare it, which the
-/// driver takes as the sign to write the whole document (and migrate it).
-pub(super) fn files(part: &SignerState) -> Result<Files> {
-    DocumentForm::to_files(part)
 }

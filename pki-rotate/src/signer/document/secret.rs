@@ -24,9 +24,6 @@ pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
     {
         kept.insert(path, file.clone())?;
     }
-    for dir in files.dirs().filter(|d| *d != LEAF_REQUESTS_DIR) {
-        kept.insert_dir(dir)?;
-    }
     let mut data = files_to_secret_data(&kept, SECRET_RENAMES)?;
     if files.get(STATE_FILE).is_some() {
         let mut doc = parse_files_document(files, Wanted::All)?;
