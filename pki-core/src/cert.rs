@@ -94,8 +94,6 @@ pub(crate) struct Memo {
     /// certificate's signature, once one has (a signature verifies with
     /// one key only).
     pub(crate) verified_by: OnceLock<[u8; 32]>,
-    /// Whether the certificate's signature verifies with its own key.
-    pub(crate) self_signed: OnceLock<bool>,
     /// The rest, made on first use: most leaves a store holds never need
     /// any of it, and held inline it would be a third of a certificate.
     more: OnceLock<Box<MoreMemo>>,
@@ -117,6 +115,9 @@ pub(crate) struct MoreMemo {
     san: OnceLock<Vec<GeneralName>>,
     /// The SubjectPublicKeyInfo, decoded.
     spki: OnceLock<SubjectPublicKeyInfoOwned>,
+    /// Whether the certificate's signature verifies with its own key (asked
+    /// only of unusual trust anchors).
+    pub(crate) self_signed: OnceLock<bool>,
     /// The nameConstraints extension, decoded.
     pub(crate) name_constraints: OnceLock<Result<Option<Arc<NameConstraints>>, der::Error>>,
 }
@@ -633,7 +634,15 @@ impl Certificate {
             None => hex::encode(self.spki_sha256()),
         };
         let short = &key[..key.len().min(16)];
-        format!("{short}-{}", self.serial_hex())
+        // Allocated at its exact length: a signer holds one id per leaf it
+        // issued in its events, and `format!` would grow it to a larger
+        // block of the allocator.
+        let serial = self.serial();
+        let mut id = String::with_capacity(short.len() + 1 + 2 * serial.len());
+        id.push_str(short);
+        id.push('-');
+        id.push_str(&hex::encode(serial));
+        id
     }
 
     /// Subject and issuer names are equal (RFC 5280 "self-issued"; names

@@ -114,16 +114,11 @@ enum KeyInner {
 /// Making a signing key computes the public point (a scalar multiplication),
 /// and a store holding thousands of leaves would pay that for every key on
 /// every load although a no-op reconcile signs nothing. So a key read from
-/// PKCS#8 keeps its scalar, the public point the file carries and the file's
-/// own DER; the signing key is made on first use, and then the point it
+/// PKCS#8 keeps the file's own DER, which holds its scalar and public
+/// point; the signing key is made on first use, and then the point it
 /// derives must equal the one the file carried.
 struct EcKey<C: Curve> {
-    secret: C::Secret,
-    /// Where `stored_pkcs8` holds the uncompressed public point stored
-    /// beside the scalar, if it does.
-    public_at: Option<u16>,
-    /// The PKCS#8 DER the key was read from, handed out again unchanged.
-    stored_pkcs8: Option<Zeroizing<Vec<u8>>>,
+    material: Material<C>,
     /// Boxed: most keys a store holds never sign, and inline it would be
     /// half the key.
     signing: OnceLock<Box<C::Signing>>,
@@ -132,13 +127,42 @@ struct EcKey<C: Curve> {
     ring: OnceLock<Option<std::sync::Arc<ring::signature::EcdsaKeyPair>>>,
 }
 
+/// What an [`EcKey`] is made from. Keys read from PKCS#8 (every key pki
+/// generates is one) keep only the file: a store of 10,000 leaves holds
+/// 10,000 of them, and a separate scalar would be a third of each.
+enum Material<C: Curve> {
+    /// PKCS#8 DER that stores the uncompressed public point beside the
+    /// scalar, handed out again unchanged; the scalar is read from it again
+    /// when the key first signs.
+    Pkcs8 {
+        der: Zeroizing<Box<[u8]>>,
+        /// Where `der` holds the public point.
+        public_at: u16,
+    },
+    /// The scalar alone (a SEC1 key, a PKCS#8 key without the uncompressed
+    /// point, or a key made in memory). Boxed: rare, and inline it would be
+    /// the larger variant.
+    Scalar(Box<C::Secret>),
+}
+
+// By hand: a derive would ask `C: Clone` of the marker type.
+impl<C: Curve> Clone for Material<C> {
+    fn clone(&self) -> Self {
+        match self {
+            Material::Pkcs8 { der, public_at } => Material::Pkcs8 {
+                der: der.clone(),
+                public_at: *public_at,
+            },
+            Material::Scalar(secret) => Material::Scalar(secret.clone()),
+        }
+    }
+}
+
 // By hand: a derive would ask `C: Clone` of the marker type.
 impl<C: Curve> Clone for EcKey<C> {
     fn clone(&self) -> Self {
         EcKey {
-            secret: self.secret.clone(),
-            public_at: self.public_at,
-            stored_pkcs8: self.stored_pkcs8.clone(),
+            material: self.material.clone(),
             signing: self.signing.clone(),
             #[cfg(feature = "ring")]
             ring: self.ring.clone(),
@@ -152,12 +176,30 @@ impl<C: Curve> EcKey<C> {
         let secret = C::secret_of(&key);
         let _ = signing.set(Box::new(key));
         EcKey {
-            secret,
-            public_at: None,
-            stored_pkcs8: None,
+            material: Material::Scalar(Box::new(secret)),
             signing,
             #[cfg(feature = "ring")]
             ring: OnceLock::new(),
+        }
+    }
+
+    /// The private scalar: the one held, or read again from the PKCS#8 DER
+    /// (which was read once already, so this does not fail in practice).
+    fn secret(&self) -> Result<std::borrow::Cow<'_, C::Secret>> {
+        match &self.material {
+            Material::Scalar(secret) => Ok(std::borrow::Cow::Borrowed(secret)),
+            Material::Pkcs8 { der, .. } => {
+                let info = pkcs8::PrivateKeyInfoRef::from_der(der);
+                let sec1 = info.and_then(|info| sec1_of(&info));
+                let secret = sec1
+                    .map_err(|e| e.to_string())
+                    .and_then(|sec1| C::secret_from_slice(sec1.private_key));
+                secret
+                    .map(std::borrow::Cow::Owned)
+                    .map_err(|e| Error::KeyDecode {
+                        reason: format!("PKCS#8 {} key: {e}", C::NAME),
+                    })
+            }
         }
     }
 
@@ -168,7 +210,7 @@ impl<C: Curve> EcKey<C> {
         if let Some(key) = self.signing.get() {
             return Ok(key);
         }
-        let key = C::signing(&self.secret);
+        let key = C::signing(&*self.secret()?);
         if let Some(stored) = self.stored_public()
             && C::point(&key).as_slice() != stored
         {
@@ -184,8 +226,13 @@ impl<C: Curve> EcKey<C> {
 
     /// The uncompressed public point stored beside the scalar, if any.
     fn stored_public(&self) -> Option<&[u8]> {
-        let at = usize::from(self.public_at?);
-        self.stored_pkcs8.as_ref()?.get(at..at + C::POINT_LEN)
+        match &self.material {
+            Material::Pkcs8 { der, public_at } => {
+                let at = usize::from(*public_at);
+                der.get(at..at + C::POINT_LEN)
+            }
+            Material::Scalar(_) => None,
+        }
     }
 
     /// The public key's SubjectPublicKeyInfo DER, from the stored point when
@@ -218,8 +265,7 @@ impl<C: Curve> EcKey<C> {
         let bad = |e: &dyn fmt::Display| Error::KeyDecode {
             reason: format!("PKCS#8 {} key: {e}", C::NAME),
         };
-        let sec1 =
-            sec1::EcPrivateKey::from_der(info.private_key.as_bytes()).map_err(|e| bad(&e))?;
+        let sec1 = sec1_of(&info).map_err(|e| bad(&e))?;
         if let Some(curve) = sec1.parameters.and_then(|p| p.named_curve())
             && curve != C::OID
         {
@@ -237,11 +283,15 @@ impl<C: Curve> EcKey<C> {
                 let end = at.checked_add(p.len())?;
                 (der.get(at..end) == Some(p)).then_some(u16::try_from(at).ok()?)
             });
-        let stored_pkcs8 = public_at.is_some().then(|| Zeroizing::new(der.to_vec()));
+        let material = match public_at {
+            Some(public_at) => Material::Pkcs8 {
+                der: Zeroizing::new(der.into()),
+                public_at,
+            },
+            None => Material::Scalar(Box::new(secret)),
+        };
         let key = EcKey::<C> {
-            secret,
-            public_at,
-            stored_pkcs8,
+            material,
             signing: OnceLock::new(),
             #[cfg(feature = "ring")]
             ring: OnceLock::new(),
@@ -267,8 +317,8 @@ impl<C: Curve> EcKey<C> {
 
     /// PKCS#8 DER: the bytes the key was read from, or a new encoding.
     fn pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
-        if let Some(der) = &self.stored_pkcs8 {
-            return Ok(der.clone());
+        if let Material::Pkcs8 { der, .. } = &self.material {
+            return Ok(Zeroizing::new(der.to_vec()));
         }
         let doc = C::pkcs8(self.signing_key()?).map_err(Error::crypto)?;
         Ok(Zeroizing::new(doc.as_bytes().to_vec()))
@@ -285,6 +335,11 @@ impl<C: Curve> EcKey<C> {
         let _ = with_ring;
         C::sign(self.signing_key()?, message).map_err(Error::crypto)
     }
+}
+
+/// The SEC1 `ECPrivateKey` inside an EC PKCS#8 key.
+fn sec1_of<'a>(info: &pkcs8::PrivateKeyInfoRef<'a>) -> der::Result<sec1::EcPrivateKey<'a>> {
+    sec1::EcPrivateKey::from_der(info.private_key.as_bytes())
 }
 
 /// A private key. The secret zeroizes when the value (and every clone) is dropped.

@@ -17,10 +17,16 @@ use x509_cert::ext::pkix::{
 
 /// Bytes of an extension: where they sit in the certificate's DER, or a
 /// copy when they come from a decoded tree instead.
+///
+/// The copy is behind a thin pointer: it is rare (only certificates that
+/// x509-cert decodes in place of the usual reader), and a fat one would make
+/// every `Option<Held>` a third larger, for each of the three a certificate
+/// keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Held {
     In(Span),
-    Copy(Box<[u8]>),
+    #[allow(clippy::box_collection)]
+    Copy(Box<Box<[u8]>>),
 }
 
 impl Held {
@@ -33,7 +39,7 @@ impl Held {
             .and_then(|end| Span::new(offset..end))
         {
             Some(span) => Held::In(span),
-            None => Held::Copy(part.into()),
+            None => Held::Copy(Box::new(part.into())),
         }
     }
 
@@ -149,7 +155,7 @@ where
                 let key_id = aki.key_identifier.as_ref().map(|k| {
                     match first_element(value, 0x80, k.as_bytes()) {
                         Some(bytes) => Held::of(der, bytes),
-                        None => Held::Copy(k.as_bytes().into()),
+                        None => Held::Copy(Box::new(k.as_bytes().into())),
                     }
                 });
                 let aki = AuthorityKeyId {

@@ -52,7 +52,7 @@ impl<C: Curve> EcKey<C> {
         self.ring
             .get_or_init(|| {
                 let point = self.public_point().ok()?;
-                let scalar = C::secret_bytes(&self.secret);
+                let scalar = C::secret_bytes(&*self.secret().ok()?);
                 EcdsaKeyPair::from_private_key_and_public_key(
                     C::ring_signing(),
                     scalar.as_slice(),

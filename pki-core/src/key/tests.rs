@@ -87,7 +87,7 @@ fn sec1_is_accepted() {
     let KeyInner::P256(sk) = &k.inner else {
         unreachable!()
     };
-    let secret = sk.secret.clone();
+    let secret = sk.secret().unwrap().into_owned();
     let sec1 = secret.to_sec1_der().unwrap();
     let pem = pem::encode("EC PRIVATE KEY", &sec1);
     let back = PrivateKey::from_pem(pem.as_bytes()).unwrap();

@@ -120,6 +120,7 @@ pub fn verify_signature(
 pub(crate) fn is_self_signed(cert: &Certificate) -> bool {
     *cert
         .memo()
+        .more()
         .self_signed
         .get_or_init(|| verify_signature(cert.public_key(), cert).is_ok())
 }
