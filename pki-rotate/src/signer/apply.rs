@@ -229,17 +229,28 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     }
 
     let limit = next.leaf_not_after_limit();
-    // Each decision's name and reason move into its event.
+    // Each decision's name and reason move into its event first, and the
+    // decisions are freed before any leaf is issued: a signer issuing
+    // thousands at once would otherwise hold both lists at its peak.
+    let first_leaf_event = events.len();
     for decision in std::mem::take(&mut plan.leaves) {
-        let Some(leaf) = next.leaves.get_mut(&decision.name) else {
+        if next.leaves.contains_key(&decision.name) {
+            events.push(Event::LeafReissued {
+                name: decision.name,
+                reason: decision.reason,
+                id: String::new(),
+            });
+        }
+    }
+    for event in &mut events[first_leaf_event..] {
+        let Event::LeafReissued { name, id, .. } = event else {
+            continue;
+        };
+        let Some(leaf) = next.leaves.get_mut(name.as_str()) else {
             continue;
         };
         let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
-        events.push(Event::LeafReissued {
-            name: decision.name,
-            reason: decision.reason,
-            id: issued.cert.id(),
-        });
+        *id = issued.cert.id();
         leaf.issued = Some(issued);
     }
     // The wake-up time must come from the document just produced: a leaf
