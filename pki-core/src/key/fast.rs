@@ -1,14 +1,12 @@
-//! P-256 and P-384 key generation and signing with ring, for randomness from the
-//! operating system (`feature = "ring"`).
+//! P-256 and P-384 key generation and signing with ring, when the crypto
+//! provider in force is ring's (`feature = "ring"`; see
+//! [`crate::CryptoProvider`]).
 //!
-//! Everything pki-core draws from an RNG is a function of the RNG's
-//! stream: a seeded RNG gives the same keys, serials and certificates every
-//! time, which is what makes engines testable. RustCrypto's ECDSA keeps that
-//! property; ring cannot, since it draws its randomness from the operating
-//! system itself (its RNG trait is sealed). So ring is used exactly when the
-//! caller passes the operating system's RNG ([`crate::OsRng`]), whose stream
-//! cannot be repeated anyway: the CLI and the C ABI do, and generate keys and
-//! sign several times faster for it. Any other RNG takes the RustCrypto path.
+//! ring draws its randomness from the operating system itself (its RNG
+//! trait is sealed), so what it makes is not a function of the RNG an
+//! engine is handed: the RustCrypto provider keeps that property (a seeded
+//! RNG gives the same keys, serials and certificates every time), and ring
+//! generates keys and signs several times faster.
 
 use super::curve::Curve;
 use super::{EcKey, PrivateKey};
