@@ -22,13 +22,14 @@ use rand_core::CryptoRng;
 use spki::SubjectPublicKeyInfoOwned;
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
+use x509_cert::attr::AttributeTypeAndValue;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages,
     SubjectAltName, SubjectKeyIdentifier,
 };
 use x509_cert::ext::{Extension, ToExtension};
-use x509_cert::name::Name;
+use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
 use x509_cert::serial_number::SerialNumber;
 use x509_cert::time::Validity;
 
@@ -407,23 +408,23 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
             "common name \"{common_name}\" is longer than 64 characters (RFC 5280 ub-common-name)"
         )));
     }
-    // RFC 4514 string form: escape the characters it reserves.
-    let mut escaped = String::with_capacity(common_name.len());
-    for (i, c) in common_name.chars().enumerate() {
-        let reserved = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=')
-            || (i == 0 && (c == ' ' || c == '#'));
-        if reserved {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    if escaped.ends_with(' ') {
-        escaped.insert(escaped.len() - 1, '\\');
-    }
-    format!("CN={escaped}")
-        .parse::<Name>()
-        .map_err(|e| Error::issuance(format!("common name \"{common_name}\": {e}")))
+    // One RDN holding the CN as a UTF8String, as x509-cert's string form
+    // `CN=...` gives (RFC 5280 §4.1.2.6), made from its parts: issuing a
+    // leaf builds one, and the string form looks its attribute name up in
+    // a table of hundreds. x509-cert makes a `Name` only by decoding one.
+    let bad = |e: der::Error| Error::issuance(format!("common name \"{common_name}\": {e}"));
+    let value = AttributeTypeAndValue {
+        oid: COMMON_NAME,
+        value: der::Any::new(der::Tag::Utf8String, common_name.as_bytes()).map_err(bad)?,
+    };
+    let rdn =
+        RelativeDistinguishedName::from(der::asn1::SetOfVec::try_from(vec![value]).map_err(bad)?);
+    let der = der::Encode::to_der(&RdnSequence::from(vec![rdn])).map_err(bad)?;
+    <Name as der::Decode>::from_der(&der).map_err(bad)
 }
+
+/// id-at-commonName (RFC 4519).
+const COMMON_NAME: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.3");
 
 fn dns_name(name: &str) -> Result<Ia5String> {
     let valid = !name.is_empty()
@@ -568,7 +569,9 @@ fn tbs_der(f: &TbsFields<'_>) -> der::Result<Vec<u8>> {
         body.extend_from_slice(&sequence);
         body.extend_from_slice(&list);
     }
-    let mut tbs = Header::new(Tag::Sequence, Length::try_from(body.len())?).to_der()?;
+    let header = Header::new(Tag::Sequence, Length::try_from(body.len())?).to_der()?;
+    let mut tbs = Vec::with_capacity(header.len() + body.len());
+    tbs.extend_from_slice(&header);
     tbs.extend_from_slice(&body);
     Ok(tbs)
 }

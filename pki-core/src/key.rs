@@ -235,22 +235,31 @@ impl<C: Curve> EcKey<C> {
         }
     }
 
-    /// The public key's SubjectPublicKeyInfo DER, from the stored point when
-    /// there is one (a point decode, no scalar multiplication).
-    fn public_key_der(&self) -> Result<spki::Document> {
-        match (self.stored_public(), self.signing.get()) {
-            (_, Some(key)) => C::verifying_of(key).to_public_key_der(),
-            (Some(stored), None) => C::verifying_from_point(stored)
-                .ok_or_else(|| Error::KeyDecode {
+    /// The public key's SubjectPublicKeyInfo, from the stored point when
+    /// there is one (checked to be on the curve: a point decode, no scalar
+    /// multiplication). Made from its fields, not encoded and decoded again:
+    /// every leaf issued asks for it once.
+    fn public_key_info(&self) -> Result<SubjectPublicKeyInfoOwned> {
+        let point = match (self.stored_public(), self.signing.get()) {
+            (_, Some(key)) => std::borrow::Cow::Owned(C::point(key)),
+            (Some(stored), None) => {
+                C::verifying_from_point(stored).ok_or_else(|| Error::KeyDecode {
                     reason: format!(
                         "the {} key's stored public point is not on the curve",
                         C::NAME
                     ),
-                })?
-                .to_public_key_der(),
-            (None, None) => C::verifying_of(self.signing_key()?).to_public_key_der(),
-        }
-        .map_err(Error::crypto)
+                })?;
+                std::borrow::Cow::Borrowed(stored)
+            }
+            (None, None) => std::borrow::Cow::Owned(C::point(self.signing_key()?)),
+        };
+        Ok(SubjectPublicKeyInfoOwned {
+            algorithm: spki::AlgorithmIdentifierOwned {
+                oid: EC_PUBLIC_KEY,
+                parameters: Some(der::Any::encode_from(&C::OID).map_err(Error::crypto)?),
+            },
+            subject_public_key: der::asn1::BitString::from_bytes(&point).map_err(Error::crypto)?,
+        })
     }
 }
 
@@ -417,8 +426,8 @@ impl PrivateKey {
     /// The public half as a SubjectPublicKeyInfo.
     pub fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
         let der = match &self.inner {
-            KeyInner::P256(k) => k.public_key_der()?,
-            KeyInner::P384(k) => k.public_key_der()?,
+            KeyInner::P256(k) => return k.public_key_info(),
+            KeyInner::P384(k) => return k.public_key_info(),
             KeyInner::Rsa(k) => k
                 .as_ref()
                 .as_ref()

@@ -17,6 +17,42 @@ mod distinguished_names {
     use super::*;
     use der::Tag;
 
+    /// What x509-cert's RFC 4514 string form gives for `CN=<common name>`,
+    /// its reserved characters escaped.
+    fn from_string_form(common_name: &str) -> x509_cert::name::Name {
+        let mut escaped = String::new();
+        for (i, c) in common_name.chars().enumerate() {
+            if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=')
+                || (i == 0 && (c == ' ' || c == '#'))
+            {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        if escaped.ends_with(' ') {
+            escaped.insert(escaped.len() - 1, '\\');
+        }
+        format!("CN={escaped}").parse().unwrap()
+    }
+
+    #[test]
+    fn a_common_name_is_the_one_rdn_the_string_form_gives() {
+        for cn in [
+            "web",
+            "svc0.ns.svc",
+            "a,b+c=d",
+            "#lead",
+            " lead and trail ",
+            "quo\"te \\ back<>;",
+            "ünïcödé ✓",
+            "x",
+        ] {
+            let name = pki_core::common_name_to_name(cn).unwrap();
+            assert_eq!(name, from_string_form(cn), "{cn}");
+            assert_eq!(name.to_string(), from_string_form(cn).to_string(), "{cn}");
+        }
+    }
+
     #[test]
     fn issuer_name_in_another_case_spacing_and_string_type_chains_to_its_ca() {
         let root = new_root("root", 1);

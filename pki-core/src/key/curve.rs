@@ -30,7 +30,7 @@ pub(super) trait Curve: Sized + 'static {
     /// The signing key (scalar and public point).
     type Signing: Clone;
     /// The public key.
-    type Verifying: Clone + spki::EncodePublicKey;
+    type Verifying;
 
     fn secret_from_slice(bytes: &[u8]) -> Result<Self::Secret, String>;
     fn secret_from_sec1_der(der: &[u8]) -> Result<Self::Secret, String>;
@@ -42,7 +42,6 @@ pub(super) trait Curve: Sized + 'static {
     /// The uncompressed public point.
     fn point(key: &Self::Signing) -> Vec<u8>;
     fn verifying_from_point(point: &[u8]) -> Option<Self::Verifying>;
-    fn verifying_of(key: &Self::Signing) -> Self::Verifying;
     fn pkcs8(key: &Self::Signing) -> pkcs8::Result<pkcs8::SecretDocument>;
     /// Signs with RustCrypto's deterministic ECDSA (RFC 6979): the DER
     /// signature.
@@ -107,9 +106,6 @@ macro_rules! nist_curve {
             }
             fn verifying_from_point(point: &[u8]) -> Option<Self::Verifying> {
                 $krate::ecdsa::VerifyingKey::from_sec1_bytes(point).ok()
-            }
-            fn verifying_of(key: &Self::Signing) -> Self::Verifying {
-                *key.verifying_key()
             }
             fn pkcs8(key: &Self::Signing) -> pkcs8::Result<pkcs8::SecretDocument> {
                 use $krate::pkcs8::EncodePrivateKey;
