@@ -196,7 +196,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     }
 
     heading("7. pki status DIR");
-    crate::status::run(&store, false, false, t_forced + Duration::hours(1))?;
+    crate::status::run(&store, false, false, false, t_forced + Duration::hours(1))?;
 
     heading("8. timeline");
     crate::outln!(

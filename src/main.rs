@@ -243,8 +243,17 @@ enum Command {
         json: bool,
         /// Exit 0 when nothing is due, 3 when an action is due, 4 when trust
         /// is broken or something has expired (for cron and monitoring).
+        /// Without --json, answered from the store's summary when its
+        /// promise covers the time (nothing due, nothing broken, no
+        /// consumer lagging, as of the last write): a short report, at a
+        /// cost that does not grow with the number of certificates.
         #[arg(long)]
         check: bool,
+        /// With --check: read and verify every certificate even when the
+        /// store's summary could answer (the full report). Without --check
+        /// every report is full already.
+        #[arg(long)]
+        verify: bool,
         /// The time to report at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
@@ -488,8 +497,9 @@ fn run(cli: Cli) -> common::CliResult {
             dir,
             json,
             check,
+            verify,
             now,
-        } => status::run(&dir, json, check, now),
+        } => status::run(&dir, json, check, verify, now),
         Command::Verify {
             bundle,
             chain,

@@ -276,6 +276,19 @@ impl<S: Store> Driver<S> {
         &self.store
     }
 
+    /// The document's promise at `now`, from the store's summary alone:
+    /// what a step of `E` asking nothing would report there, without
+    /// reading the document. None when the store keeps no summary or its
+    /// promise does not cover `now` (read the document then). Its cost does
+    /// not grow with the document: `pki status --check` answers from it.
+    pub fn idle<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        Ok(idle_step::<E>(self.store.get_summary(key.key())?, now))
+    }
+
     /// Reads and decodes the document at `key`.
     pub fn load<E: Engine>(&self, key: impl KeyOf<E::Document>) -> Result<(E::Document, Revision)> {
         let key = key.key();
@@ -439,6 +452,19 @@ impl<S: AsyncStore> AsyncDriver<S> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// [`Driver::idle`]: the document's promise at `now`, from the store's
+    /// summary alone.
+    pub async fn idle<E: Engine>(
+        &self,
+        key: impl KeyOf<E::Document>,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        Ok(idle_step::<E>(
+            self.store.get_summary(key.key()).await?,
+            now,
+        ))
     }
 
     /// Reads and decodes the document at `key`.

@@ -449,57 +449,8 @@ impl SignerStatus {
                 }
             })
             .collect();
-        let previous_trusted = state
-            .previous
-            .as_ref()
-            .is_some_and(|p| previous_trusted_at(p, now));
-        let trust: Vec<TrustCellSummary> = trust_now(state, now)
-            .into_iter()
-            .map(|c| TrustCellSummary {
-                retired: !previous_trusted
-                    && (c.chain == crate::preflight::Side::Old
-                        || c.bundle == crate::preflight::Side::Old),
-                chain: c.chain,
-                bundle: c.bundle,
-                at: c.at,
-                result: match c.result {
-                    Ok(path) => CellResult::Verified { path },
-                    Err(e) => CellResult::Failed {
-                        error: e.to_string(),
-                    },
-                },
-            })
-            .collect();
-
-        // What the document says that does not hold (a foreign bridge):
-        // the driver refuses to act on it; status says it is broken.
-        let mut problems = crate::Document::problems(state);
-        if now > ca.not_after() {
-            problems.push(format!(
-                "the CA {} expired at {}",
-                ca.id(),
-                pki_core::datetime::rfc3339(ca.not_after())
-            ));
-        }
-        for l in &leaves {
-            if l.state == LeafState::Expired
-                && let Some(c) = &l.cert
-            {
-                problems.push(format!(
-                    "certificate {} expired at {}",
-                    l.name,
-                    pki_core::datetime::rfc3339(c.not_after)
-                ));
-            }
-        }
-        for c in trust.iter().filter(|c| !c.retired) {
-            if let CellResult::Failed { error } = &c.result {
-                problems.push(format!(
-                    "{} serving chain x {} bundle fails: {error}",
-                    c.chain, c.bundle
-                ));
-            }
-        }
+        let trust = trust_summaries(state, now);
+        let problems = problems_at(state, now, &trust);
         let current_bundle = state.bundle_fingerprint();
         let consumers: Vec<ConsumerStatus> = state
             .consumers
@@ -592,6 +543,107 @@ fn replacement_due(state: &SignerState, now: OffsetDateTime) -> Option<PendingAc
             pki_core::policy::human(min_trust)
         ),
     })
+}
+
+/// The trust matrix at `now` as a report shows it, each cell marked
+/// retired when it involves a previous CA whose trust window has ended.
+fn trust_summaries(state: &SignerState, now: OffsetDateTime) -> Vec<TrustCellSummary> {
+    let previous_trusted = state
+        .previous
+        .as_ref()
+        .is_some_and(|p| previous_trusted_at(p, now));
+    trust_now(state, now)
+        .into_iter()
+        .map(|c| TrustCellSummary {
+            retired: !previous_trusted
+                && (c.chain == crate::preflight::Side::Old
+                    || c.bundle == crate::preflight::Side::Old),
+            chain: c.chain,
+            bundle: c.bundle,
+            at: c.at,
+            result: match c.result {
+                Ok(path) => CellResult::Verified { path },
+                Err(e) => CellResult::Failed {
+                    error: e.to_string(),
+                },
+            },
+        })
+        .collect()
+}
+
+/// Why the health is `broken` at `now`, one sentence each: what the
+/// document says that does not hold (a foreign bridge: the driver refuses
+/// to act on it), an expired CA or leaf, a failing trust cell that is not
+/// retired.
+fn problems_at(
+    state: &SignerState,
+    now: OffsetDateTime,
+    trust: &[TrustCellSummary],
+) -> Vec<String> {
+    let ca = &state.ca.cert;
+    let mut problems = crate::Document::problems(state);
+    if now > ca.not_after() {
+        problems.push(format!(
+            "the CA {} expired at {}",
+            ca.id(),
+            pki_core::datetime::rfc3339(ca.not_after())
+        ));
+    }
+    for (name, leaf) in &state.leaves {
+        if let Some(issued) = &leaf.issued
+            && now > issued.cert.not_after()
+        {
+            problems.push(format!(
+                "certificate {name} expired at {}",
+                pki_core::datetime::rfc3339(issued.cert.not_after())
+            ));
+        }
+    }
+    for c in trust.iter().filter(|c| !c.retired) {
+        if let CellResult::Failed { error } = &c.result {
+            problems.push(format!(
+                "{} serving chain x {} bundle fails: {error}",
+                c.chain, c.bundle
+            ));
+        }
+    }
+    problems
+}
+
+/// How far a promise that nothing is due from `now` to `until` (the plan's
+/// next check) also holds that the health of `state` is `ok`: nothing
+/// broken, no consumer lagging, no imported CA waiting for its
+/// replacement. None when one of them is so at `now`, else `until` or an
+/// earlier end. The signer's idle promise ends there, so a promise that
+/// covers a time also answers `pki status --check` (exit 0) at it.
+pub(crate) fn ok_until(
+    state: &SignerState,
+    now: OffsetDateTime,
+    mut until: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    if !problems_at(state, now, &trust_summaries(state, now)).is_empty() {
+        return None;
+    }
+    // Both turn at the first instant after a time: the promise ends there.
+    let after = |t: OffsetDateTime| t + time::Duration::NANOSECOND;
+    // A consumer that has not loaded the current bundle lags once the
+    // reload deadline has passed (`uptake::lags`).
+    let current = state.bundle_fingerprint();
+    if let Some(deadline) = state.reload_deadline()
+        && state.consumers.values().any(|r| r.fingerprint != current)
+    {
+        until = until.min(after(deadline));
+    }
+    // An imported CA's replacement falls due once less than the minimum
+    // trust remains before it or its chain expires (`replacement_due`).
+    if state.external.is_some()
+        && let Some(expires_at) = std::iter::once(state.ca.cert.not_after())
+            .chain(state.leaf_not_after_limit())
+            .min()
+    {
+        until = until.min(after(expires_at - state.policy.rotation.min_trust));
+    }
+    (until > now).then_some(until)
 }
 
 /// Whether the previous CA is still within its trust window at `now`:

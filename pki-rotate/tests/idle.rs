@@ -170,33 +170,68 @@ fn a_directory_store_decides_idle_steps_from_the_summary() {
     exercise(Recording::new(FsStore::open_or_create(dir.path()).unwrap()));
 }
 
-/// The promise is the plan's own: at every second sampled inside it, the
-/// plan with nothing asked changes nothing, for documents at many ages
-/// (fresh, with leaves near their refresh, after a rotation with bridges).
-#[test]
-fn nothing_is_due_anywhere_inside_the_promise() {
-    use pki_rotate::Document;
-    let mut documents = vec![signer(20)];
-    let rotated = pki_rotate::signer::plan(
-        &documents[0],
-        &SignerInput::default(),
-        documents[0].rotation_due_at(&documents[0].policy) + Duration::days(1),
-    )
-    .unwrap();
-    let rotated = pki_rotate::signer::apply(&documents[0], rotated, &mut rng(21))
+/// Documents at many ages: fresh, after a rotation with bridges, with a
+/// consumer that loaded the previous bundle (it lags once the reload
+/// interval has passed) or the current one, and an imported CA (whose
+/// replacement falls due before it expires).
+fn documents() -> Vec<SignerState> {
+    use pki_rotate::{AckInput, Engine};
+    let fresh = signer(20);
+    let due = fresh.rotation_due_at(&fresh.policy) + Duration::days(1);
+    let plan = pki_rotate::signer::plan(&fresh, &SignerInput::default(), due).unwrap();
+    let rotated = pki_rotate::signer::apply(&fresh, plan, &mut rng(21))
         .unwrap()
         .into_document();
-    documents.push(rotated);
-    for doc in &documents {
+    let ack = |doc: &SignerState, fingerprint: String| {
+        UptakeEngine::step(doc, &AckInput::new("web-1", fingerprint), due, &mut rng(22))
+            .unwrap()
+            .into_document()
+    };
+    // Consumers reload within a week: one that loaded the previous bundle
+    // lags a week after the rotation, long before anything else is due.
+    let mut lagging = ack(&rotated, fresh.bundle_fingerprint());
+    lagging.policy.rotation.reload_interval = Some(Duration::days(7));
+    let current = ack(&rotated, rotated.bundle_fingerprint());
+    let ca = support::seed::root("Imported Root", 800, 23);
+    let import = pki_core::CaImport {
+        cert: ca.cert.clone(),
+        key: Some(ca.key.clone()),
+        chain: vec![],
+    };
+    let mut imported =
+        SignerState::import(&import, pki_rotate::SignerPolicy::default(), T0).unwrap();
+    imported
+        .request_leaf("web", LeafRequest::server(vec!["web.ns.svc".into()]))
+        .unwrap();
+    let plan = pki_rotate::signer::plan(&imported, &SignerInput::default(), T0).unwrap();
+    let imported = pki_rotate::signer::apply(&imported, plan, &mut rng(24))
+        .unwrap()
+        .into_document();
+    vec![fresh, rotated, lagging, current, imported]
+}
+
+/// The promise is the plan's own and the status's: at every time sampled
+/// inside it, the plan with nothing asked changes nothing and `pki status
+/// --check` would say ok (exit 0), so the summary can answer both. Where
+/// no promise is made, one of them says otherwise.
+#[test]
+fn nothing_is_due_or_wrong_anywhere_inside_the_promise() {
+    use pki_rotate::Document;
+    use pki_rotate::status::{Health, SignerStatus};
+    let health = |doc: &SignerState, t| SignerStatus::of(doc, t).unwrap().health;
+    let mut refused = [0; 3];
+    for (i, doc) in documents().iter().enumerate() {
         let mut now = doc.ca.cert.not_before();
-        for _ in 0..12 {
+        for _ in 0..24 {
             let Some(idle) = doc.idle(now) else {
-                // Something is due at `now`: no promise is made.
+                // Something is due or wrong at `now`: no promise is made.
                 let plan = pki_rotate::signer::plan(doc, &SignerInput::default(), now).unwrap();
+                let h = health(doc, now);
                 assert!(
-                    !plan.is_empty(),
-                    "no promise at {now} though nothing is due"
+                    !plan.is_empty() || h != Health::Ok,
+                    "document {i}: no promise at {now} though nothing is due or wrong"
                 );
+                refused[h as usize] += 1;
                 now += Duration::days(17);
                 continue;
             };
@@ -206,16 +241,26 @@ fn nothing_is_due_anywhere_inside_the_promise() {
                 let plan = pki_rotate::signer::plan(doc, &SignerInput::default(), t).unwrap();
                 assert!(
                     plan.is_empty(),
-                    "something due at {t} inside [{}, {})",
+                    "document {i}: something due at {t} inside [{}, {})",
+                    idle.since,
+                    idle.until
+                );
+                assert_eq!(
+                    health(doc, t),
+                    Health::Ok,
+                    "document {i}: at {t} inside [{}, {})",
                     idle.since,
                     idle.until
                 );
             }
-            // At the promise's end the plan has something to do or a
-            // later promise to make.
+            // At the promise's end the plan has something to do, the
+            // status something to say, or a later promise to make.
             now = idle.until;
         }
     }
+    // The walk saw every health without a promise: an action due (the
+    // lagging consumer, the imported CA's replacement) and broken (expiry).
+    assert!(refused[1] > 0 && refused[2] > 0, "{refused:?}");
 }
 
 /// A summary of another kind, a damaged one, or one too large to be a

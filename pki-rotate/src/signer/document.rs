@@ -473,29 +473,47 @@ impl DocumentForm for SignerState {
         if !plan.is_empty() || plan.next_check <= now {
             return None;
         }
+        // Nor is anything broken or lagging while the promise lasts: inside
+        // it `pki status --check` answers from the summary.
+        let until = crate::status::ok_until(self, now, plan.next_check)?;
         let report = IdleReport {
             ca_id: self.ca.cert.id(),
             next_rotation: self.rotation_due_at(&self.policy),
+            ca_subject: Some(self.ca.cert.subject().to_string()),
+            rotations: Some(self.history.len()),
+            bundle_fingerprint: Some(self.bundle_fingerprint()),
         };
         Some(Idle {
             kind: KIND.to_string(),
             since: now,
-            until: plan.next_check,
+            until,
             report: serde_json::to_value(report).ok()?,
         })
     }
 }
 
 /// What a signer step with nothing to do reports (the report of its
-/// [`Idle`] promise): what `pki rotate` prints when nothing was due.
+/// [`Idle`] promise): what `pki rotate` prints when nothing was due, and
+/// the head of what `pki status --check` prints from the summary. Fields
+/// added since the first summaries are optional (a summary an older build
+/// wrote lacks them), and fields this build does not know are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct IdleReport {
     /// The current CA's id.
     pub ca_id: String,
     /// When the CA is due for rotation under the document's policy.
     #[serde(with = "time::serde::rfc3339")]
     pub next_rotation: time::OffsetDateTime,
+    /// The current CA's subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_subject: Option<String>,
+    /// How many rotations the document records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotations: Option<usize>,
+    /// The fingerprint of the published bundle
+    /// ([`SignerState::bundle_fingerprint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_fingerprint: Option<String>,
 }
 
 /// The signer from its files: the leaves `doc` names, each from its
