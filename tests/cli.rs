@@ -7,7 +7,6 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use support::cli::{ok, pki, refused, stderr, stdout};
 use support::tree::copy_tree;
 
@@ -16,23 +15,14 @@ const T0: &str = "2026-01-01T00:00:00Z";
 // T0 + 396 days: just past the rotation point of the default policy (D - M = 395d).
 const AFTER_ROTATION_POINT: &str = "2027-02-01T00:00:00Z";
 
+#[path = "../pki-rotate/tests/support/committed.rs"]
+mod committed;
+
 /// Replaces a committed file and records its SHA-256 in the generation's
 /// manifest, as another build could have written it: the document's own
 /// checks are under test, not the store's (see tests/store_hardening.rs).
 fn commit_tampered(dir: &str, file: &str, contents: &[u8]) {
-    let generation = std::fs::canonicalize(Path::new(dir).join(".data")).unwrap();
-    let path = generation.join(file);
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, contents).unwrap();
-    let out = Command::new("sha256sum").arg(&path).output().unwrap();
-    let digest = String::from_utf8(out.stdout).unwrap();
-    let digest = digest.split_whitespace().next().unwrap().to_string();
-    let manifest_path = generation.join(".manifest.json");
-    let mut manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-    manifest["keys"]["signer"]["sha256"][file] = digest.into();
-    std::fs::remove_file(&manifest_path).unwrap();
-    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    committed::rewrite_committed(Path::new(dir), "signer", file, contents);
 }
 
 /// Every file under `dir` (following links), for before/after comparisons.

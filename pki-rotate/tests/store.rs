@@ -331,21 +331,8 @@ fn several_documents_share_a_directory_without_touching_each_other() {
     assert!(store.get("thief").unwrap().is_none());
 }
 
-/// Replaces a committed file and its digest in the manifest, as a store
-/// written by another build would hold it: what the document layer makes
-/// of the contents is tested, not the store's check (see fs_hardening.rs).
 fn rewrite_committed(dir: &Path, file: &str, contents: &[u8]) {
-    use sha2::Digest;
-    let generation = std::fs::canonicalize(dir.join(".data")).unwrap();
-    let path = generation.join(file);
-    std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, contents).unwrap();
-    let manifest_path = generation.join(".manifest.json");
-    let mut manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-    manifest["keys"][KEY]["sha256"][file] = hex::encode(sha2::Sha256::digest(contents)).into();
-    std::fs::remove_file(&manifest_path).unwrap();
-    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    support::committed::rewrite_committed(dir, KEY, file, contents);
 }
 
 fn corrupt_and_load(file: &str, contents: &[u8]) -> String {

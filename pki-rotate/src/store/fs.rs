@@ -100,7 +100,6 @@ mod spare;
 mod write;
 
 pub use lock::DEFAULT_LOCK_TIMEOUT;
-use manifest::Manifest;
 use safety::{Entry, check_owner_and_mode, effective_uid};
 
 const DATA_LINK: &str = ".data";
@@ -119,8 +118,9 @@ const SPARE: &str = ".spare";
 /// to date with. A spare that says another number was left by an
 /// interrupted run and may hold old keys.
 const SPARE_MARK: &str = ".mirrors";
-/// Format 2 added the SHA-256 of every file; format 1 is still read.
-const MANIFEST_FORMAT: u32 = 2;
+/// Format 2 added the SHA-256 of every file, format 3 moved the list of
+/// files into shards (see `manifest`); formats 1 and 2 are still read.
+const MANIFEST_FORMAT: u32 = 3;
 
 /// The key a directory written before keys existed is read as: it held one
 /// signer.
@@ -385,7 +385,7 @@ impl Store for FsStore {
             // The first write: refuse what the commit would refuse before
             // the lock file is created, so a refused `init` leaves nothing.
             self.check_root()?;
-            self.check_published(&Manifest::default(), files.top_level_names().into_iter())?;
+            self.check_published(&Default::default(), files.top_level_names().into_iter())?;
         }
         let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
         let current = self.current()?;
@@ -400,9 +400,11 @@ impl Store for FsStore {
                 found,
             }));
         }
-        let empty = Manifest::default();
-        let manifest = current.as_ref().map(|c| &c.manifest).unwrap_or(&empty);
-        self.check_published(manifest, files.top_level_names().into_iter())?;
+        let published = current
+            .as_ref()
+            .map(|c| c.top.published())
+            .unwrap_or_default();
+        self.check_published(&published, files.top_level_names().into_iter())?;
         if let Some(c) = &current {
             self.verify_all(c)?;
         }

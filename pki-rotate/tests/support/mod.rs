@@ -1,5 +1,6 @@
 //! Helpers the integration tests share.
 
+pub mod committed;
 pub mod engine;
 pub mod fs;
 pub mod recording;

@@ -1,7 +1,9 @@
 //! Committing: building the next generation (from the spare when there is
 //! one), switching `.data` to it, and what happens once it is live.
 
-use super::manifest::{Current, Index, KeyEntry, Manifest, check_disjoint};
+use super::manifest::{
+    Current, Index, KeyEntry, Manifest, Top, check_disjoint, shard_path, shards_of,
+};
 use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, Tree, check_tree, describe, digest, read_regular,
 };
@@ -376,22 +378,44 @@ impl<'a> Target<'a> {
         for d in files.dirs() {
             target.add_dir(d);
         }
-        target.add_bookkeeping(manifest)?;
+        target.add_bookkeeping(manifest, current)?;
         Ok(target)
     }
 
-    /// The next generation's `.manifest.json` and `.index.json`, from `manifest`.
-    pub(super) fn add_bookkeeping(&mut self, manifest: &Manifest) -> Result<()> {
-        let target = self;
-        let manifest_json = serde_json::to_vec_pretty(manifest)
+    /// The next generation's `.manifest.json`, its shards and `.index.json`,
+    /// from `manifest`: a shard that `current` has with the same digest is
+    /// linked, not written again.
+    pub(super) fn add_bookkeeping(
+        &mut self,
+        manifest: &Manifest,
+        current: Option<&Current>,
+    ) -> Result<()> {
+        let mut top = Top::of(manifest);
+        for (bucket, json) in shards_of(manifest)? {
+            let sha256 = digest(&json);
+            let unchanged = current.is_some_and(|c| c.top.shards.get(&bucket) == Some(&sha256));
+            let source = if unchanged {
+                Source::Link
+            } else {
+                Source::Write(std::borrow::Cow::Owned(File::public(json)))
+            };
+            self.add_file(&shard_path(&bucket), source);
+            top.shards.insert(bucket, sha256);
+        }
+        self.add_top(&top)
+    }
+
+    /// The next generation's `.manifest.json` and `.index.json`, from `top`.
+    pub(super) fn add_top(&mut self, top: &Top) -> Result<()> {
+        let manifest_json = serde_json::to_vec_pretty(top)
             .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
-        target.add_file(
+        self.add_file(
             MANIFEST,
             Source::Write(std::borrow::Cow::Owned(File::public(manifest_json))),
         );
-        let index_json = serde_json::to_vec(&Index::of(manifest))
+        let index_json = serde_json::to_vec(&Index::of(top))
             .map_err(|e| RotateError::json(INDEX.to_string(), e))?;
-        target.add_file(
+        self.add_file(
             INDEX,
             Source::Write(std::borrow::Cow::Owned(File::public(index_json))),
         );

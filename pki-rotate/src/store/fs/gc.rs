@@ -15,7 +15,7 @@ impl FsStore {
     /// hold old keys), and recreates missing published links. Failures are
     /// warnings: the committed document is intact either way.
     pub(super) fn tidy(&self, current: Option<&Current>) {
-        let published = current.map(|c| (c.number, c.manifest.published_names()));
+        let published = current.map(|c| (c.number, c.top.published()));
         self.tidy_published(published.as_ref().map(|(n, names)| (*n, names)));
     }
 

@@ -1,6 +1,14 @@
 //! `.manifest.json`: which key owns which file of a generation (and its
 //! SHA-256), each key's revision, and the manifest read from a store
 //! written before manifests existed.
+//!
+//! Format 3 keeps the list of files out of `.manifest.json`, in 256
+//! *shards* (`.manifest/00.json` … `ff.json`, a path in the shard named by
+//! the first byte of its path's SHA-256), each checked against the digest
+//! `.manifest.json` records for it. A step that changes one leaf of ten
+//! thousand reads and rewrites the few shards its paths fall in, not a
+//! list of forty thousand files. Formats 1 and 2 (one list in
+//! `.manifest.json`) are read; the next whole write makes it format 3.
 
 use super::GEN_PREFIX;
 use super::safety::Tree;
@@ -36,6 +44,171 @@ pub(super) struct KeyEntry {
     pub(super) summary: Option<String>,
 }
 
+/// `.manifest.json` of format 3: each key's revision, summary, declared
+/// directories and top-level names, and the digest of every shard.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Top {
+    pub(super) format: u32,
+    pub(super) keys: BTreeMap<String, TopEntry>,
+    /// Bucket (two hex digits) → SHA-256 (hex) of its shard, for every
+    /// shard that lists a file.
+    pub(super) shards: BTreeMap<String, String>,
+}
+
+/// One key in [`Top`].
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TopEntry {
+    pub(super) revision: u64,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) dirs: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) summary: Option<String>,
+    /// The first component of each of its files and directories: the names
+    /// it publishes at the root.
+    pub(super) roots: BTreeSet<String>,
+}
+
+/// One shard: key → path → the file's entry.
+type Shard = BTreeMap<String, BTreeMap<String, ShardFile>>;
+
+/// A file in a shard.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardFile {
+    secret: bool,
+    sha256: String,
+}
+
+/// The directory of the shards in a generation of format 3.
+pub(super) const SHARDS_DIR: &str = ".manifest";
+
+/// The shard that lists `path`: the first byte of its SHA-256, in hex.
+pub(super) fn bucket(path: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(path.as_bytes())[..1])
+}
+
+/// The path of shard `bucket` in a generation.
+pub(super) fn shard_path(bucket: &str) -> String {
+    format!("{SHARDS_DIR}/{bucket}.json")
+}
+
+/// The first component of `path`.
+fn root_of(path: &str) -> &str {
+    path.split('/').next().unwrap_or(path)
+}
+
+impl Top {
+    /// The names the generation publishes at the root.
+    pub(super) fn published(&self) -> BTreeSet<String> {
+        self.keys
+            .values()
+            .flat_map(|e| e.roots.iter().cloned())
+            .collect()
+    }
+
+    /// The top of `manifest` (whatever its format), with no shard digests.
+    pub(super) fn of(manifest: &Manifest) -> Top {
+        let keys = manifest
+            .keys
+            .iter()
+            .map(|(key, entry)| {
+                let roots = entry
+                    .files
+                    .keys()
+                    .chain(entry.dirs.iter())
+                    .map(|p| root_of(p).to_string())
+                    .collect();
+                let top = TopEntry {
+                    revision: entry.revision,
+                    dirs: entry.dirs.clone(),
+                    summary: entry.summary.clone(),
+                    roots,
+                };
+                (key.clone(), top)
+            })
+            .collect();
+        Top {
+            format: super::MANIFEST_FORMAT,
+            keys,
+            shards: BTreeMap::new(),
+        }
+    }
+
+    /// Parses a format 3 `.manifest.json`.
+    pub(super) fn parse(bytes: &[u8], location: &Path) -> Result<Top> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| RotateError::json(location.display().to_string(), e))
+    }
+}
+
+/// The shards of `manifest`, each as written: bucket → JSON.
+pub(super) fn shards_of(manifest: &Manifest) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut shards: BTreeMap<String, Shard> = BTreeMap::new();
+    for (key, entry) in &manifest.keys {
+        for (path, &secret) in &entry.files {
+            let sha256 = entry.sha256.get(path).cloned().unwrap_or_default();
+            shards
+                .entry(bucket(path))
+                .or_default()
+                .entry(key.clone())
+                .or_default()
+                .insert(path.clone(), ShardFile { secret, sha256 });
+        }
+    }
+    shards
+        .into_iter()
+        .map(|(b, shard)| {
+            let json =
+                serde_json::to_vec(&shard).map_err(|e| RotateError::json(shard_path(&b), e))?;
+            Ok((b, json))
+        })
+        .collect()
+}
+
+/// Adds the files a shard's JSON lists to `manifest`, whose keys come from
+/// the top (a file of a key the top does not have is refused).
+pub(super) fn add_shard(manifest: &mut Manifest, bytes: &[u8], location: &Path) -> Result<()> {
+    let shard: Shard = serde_json::from_slice(bytes)
+        .map_err(|e| RotateError::json(location.display().to_string(), e))?;
+    for (key, files) in shard {
+        let Some(entry) = manifest.keys.get_mut(&key) else {
+            return Err(RotateError::corrupt(
+                location.display().to_string(),
+                format!("lists files of \"{key}\", which the manifest does not have"),
+            ));
+        };
+        for (path, file) in files {
+            entry.files.insert(path.clone(), file.secret);
+            entry.sha256.insert(path, file.sha256);
+        }
+    }
+    Ok(())
+}
+
+/// The manifest that `top` starts: every key with its revision, summary
+/// and directories, and no files yet ([`add_shard`] adds them).
+pub(super) fn manifest_of_top(top: &Top) -> Manifest {
+    Manifest {
+        format: top.format,
+        keys: top
+            .keys
+            .iter()
+            .map(|(key, e)| {
+                let entry = KeyEntry {
+                    revision: e.revision,
+                    dirs: e.dirs.clone(),
+                    summary: e.summary.clone(),
+                    ..KeyEntry::default()
+                };
+                (key.clone(), entry)
+            })
+            .collect(),
+    }
+}
+
 /// `.index.json`: the few hundred bytes of a generation a reader needs
 /// without walking it or reading its manifest, which grow with the
 /// documents: each key's revision and summary, and the names the
@@ -63,11 +236,11 @@ pub(super) struct IndexEntry {
 pub(super) const INDEX_FORMAT: u32 = 1;
 
 impl Index {
-    pub(super) fn of(manifest: &Manifest) -> Index {
+    pub(super) fn of(top: &Top) -> Index {
         Index {
             format: INDEX_FORMAT,
-            published: manifest.published_names(),
-            keys: manifest
+            published: top.published(),
+            keys: top
                 .keys
                 .iter()
                 .map(|(key, entry)| {
@@ -104,7 +277,14 @@ impl Manifest {
 pub(super) struct Current {
     pub(super) number: u64,
     pub(super) dir: PathBuf,
+    /// Every file of every key; or, read for some paths, the files of the
+    /// shards those fall in ([`Current::whole`] says which).
     pub(super) manifest: Manifest,
+    /// The manifest's top: as read (format 3), or made from the whole
+    /// manifest of an older format (no shard digests).
+    pub(super) top: Top,
+    /// Whether `manifest` lists every file.
+    pub(super) whole: bool,
     /// Everything in the generation directory, as the safety walk found it.
     pub(super) tree: Tree,
 }

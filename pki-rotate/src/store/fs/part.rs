@@ -11,7 +11,7 @@
 //! with their committed digests: it needs no document from the caller.
 
 use super::commit::{Source, Target, next_number};
-use super::manifest::check_disjoint;
+use super::manifest::{bucket, check_disjoint};
 use super::safety::{Entry, Kind, Tree, check_owner_and_mode, digest, effective_uid};
 use super::{FsStore, lock};
 use crate::document::{File, Files};
@@ -56,13 +56,15 @@ impl FsStore {
         paths: &BTreeSet<String>,
         repair: bool,
     ) -> Result<Option<std::result::Result<(Files, Revision), Legacy>>> {
-        let Some(mut current) = self.current_checked(false)? else {
+        // Of a manifest of format 3, only the shards that list `paths`.
+        let buckets = paths.iter().map(|p| bucket(p)).collect();
+        let Some(mut current) = self.current_with(false, Some(&buckets))? else {
             return Ok(None);
         };
         if !current.tree.contains_key(super::MANIFEST) {
             return Ok(Some(Err(Legacy)));
         }
-        let published = current.manifest.published_names();
+        let published = current.top.published();
         self.check_published_names(&published)?;
         if repair {
             self.tidy_published(Some((current.number, &published)));
@@ -173,7 +175,7 @@ impl FsStore {
             written.insert(path, file.clone())?;
         }
         let top_level = written.top_level_names();
-        self.check_published(&current.manifest, top_level.into_iter())?;
+        self.check_published(&current.top.published(), top_level.into_iter())?;
         // As before every commit: a damaged file is refused, never linked
         // into the next generation (this reads every file of the store).
         self.verify_all(current)?;
@@ -195,7 +197,7 @@ impl FsStore {
         entry.revision = number;
         entry.summary = summary.map(|s| s.as_str().to_string());
         manifest.keys.insert(key.to_string(), entry);
-        let target = Target::of_changes(key, changes, &manifest)?;
+        let target = Target::of_changes(key, changes, &manifest, current)?;
         self.commit_target(Some(current), number, &manifest, &target)
             .map(Some)
     }
@@ -212,6 +214,7 @@ impl<'a> Target<'a> {
         key: &str,
         changes: &'a Changes,
         manifest: &super::manifest::Manifest,
+        current: &super::manifest::Current,
     ) -> Result<Target<'a>> {
         let mut target = Target::default();
         for (owner, entry) in &manifest.keys {
@@ -226,7 +229,7 @@ impl<'a> Target<'a> {
                 target.add_dir(d);
             }
         }
-        target.add_bookkeeping(manifest)?;
+        target.add_bookkeeping(manifest, Some(current))?;
         Ok(target)
     }
 }

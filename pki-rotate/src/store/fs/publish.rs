@@ -1,7 +1,6 @@
 //! The root's published links (`signer -> .data/signer`, …): checking
 //! that each is the store's own, and creating the missing ones.
 
-use super::manifest::Manifest;
 use super::safety::{check_owner_and_mode, describe, effective_uid};
 use super::write::sync_dir;
 use super::{DATA_LINK, FsStore, io, reason};
@@ -17,10 +16,10 @@ impl FsStore {
     /// committed files, so it is refused naming the path.
     pub(super) fn check_published<'a>(
         &self,
-        manifest: &Manifest,
+        published: &BTreeSet<String>,
         extra: impl Iterator<Item = &'a str>,
     ) -> Result<()> {
-        let mut names = manifest.published_names();
+        let mut names = published.clone();
         names.extend(extra.map(str::to_string));
         self.check_published_names(&names)
     }

@@ -1,15 +1,19 @@
 //! Reading: the reader's lock, the current generation after the safety
 //! walk, and each committed file checked against its manifest digest.
 
-use super::manifest::{Current, INDEX_FORMAT, Index, KeyEntry, Manifest, legacy_manifest};
+use super::manifest::{
+    Current, INDEX_FORMAT, Index, KeyEntry, Manifest, Top, add_shard, legacy_manifest,
+    manifest_of_top, shard_path,
+};
 use super::safety::{
-    DAMAGED_ADVICE, Entry, Kind, check_owner_and_mode, check_tree, check_tree_shallow, describe,
-    digest, effective_uid, read_regular,
+    DAMAGED_ADVICE, Entry, Kind, Tree, check_owner_and_mode, check_tree, check_tree_shallow,
+    describe, digest, effective_uid, read_regular,
 };
 use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
 use crate::store::{Revision, Summary};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
@@ -133,7 +137,7 @@ impl FsStore {
             Ok(Some(held)) => {
                 let current = self.current()?;
                 if let Some(c) = &current {
-                    self.check_published(&c.manifest, std::iter::empty())?;
+                    self.check_published(&c.top.published(), std::iter::empty())?;
                 }
                 self.tidy(current.as_ref());
                 Ok((Some(held), current))
@@ -161,6 +165,17 @@ impl FsStore {
     /// generation without a manifest (written before manifests existed)
     /// is always walked.
     pub(super) fn current_checked(&self, walk: bool) -> Result<Option<Current>> {
+        self.current_with(walk, None)
+    }
+
+    /// [`FsStore::current_checked`], reading of a format 3 manifest only
+    /// the shards `buckets` (None: all of them); the current generation's
+    /// manifest then lists the files of those shards alone.
+    pub(super) fn current_with(
+        &self,
+        walk: bool,
+        buckets: Option<&BTreeSet<String>>,
+    ) -> Result<Option<Current>> {
         self.check_root()?;
         let link = self.root.join(DATA_LINK);
         let meta = match fs::symlink_metadata(&link) {
@@ -205,30 +220,105 @@ impl FsStore {
                 ))),
             }
         };
-        let manifest = match read_manifest() {
-            Ok(bytes) => {
-                let m: Manifest = serde_json::from_slice(&bytes)
-                    .map_err(|e| RotateError::json(manifest_path.display().to_string(), e))?;
-                if m.format != MANIFEST_FORMAT && m.format != 1 {
-                    return Err(RotateError::corrupt(
-                        manifest_path.display().to_string(),
-                        format!(
-                            "store format {} is not supported (this build reads 1 to {MANIFEST_FORMAT})",
-                            m.format
-                        ),
-                    ));
-                }
-                m
+        let read = read_manifest();
+        let mut tree = tree;
+        let (manifest, top, whole) = match read {
+            Ok(bytes) => self.parse_manifest(&dir, &bytes, &mut tree, light, buckets)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let manifest = legacy_manifest(&dir, number)?;
+                let top = Top::of(&manifest);
+                (manifest, top, true)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => legacy_manifest(&dir, number)?,
             Err(e) => return Err(RotateError::io(&manifest_path, e)),
         };
         Ok(Some(Current {
             number,
             dir,
             manifest,
+            top,
+            whole,
             tree,
         }))
+    }
+
+    /// The manifest of the generation `dir` from its `.manifest.json`: of
+    /// format 3, its top and the shards `buckets` (None: all), each checked
+    /// against the digest the top records; of formats 1 and 2, the whole
+    /// list it holds.
+    fn parse_manifest(
+        &self,
+        dir: &Path,
+        bytes: &[u8],
+        tree: &mut Tree,
+        light: bool,
+        buckets: Option<&BTreeSet<String>>,
+    ) -> Result<(Manifest, Top, bool)> {
+        /// Only the format: what follows depends on it.
+        #[derive(serde::Deserialize)]
+        struct Format {
+            format: u32,
+        }
+        let path = dir.join(MANIFEST);
+        let json = |e| RotateError::json(path.display().to_string(), e);
+        match serde_json::from_slice::<Format>(bytes)
+            .map_err(json)?
+            .format
+        {
+            1 | 2 => {
+                let manifest: Manifest = serde_json::from_slice(bytes).map_err(json)?;
+                let top = Top::of(&manifest);
+                Ok((manifest, top, true))
+            }
+            MANIFEST_FORMAT => {
+                let top = Top::parse(bytes, &path)?;
+                let mut manifest = manifest_of_top(&top);
+                for (bucket, expected) in &top.shards {
+                    if buckets.is_some_and(|wanted| !wanted.contains(bucket)) {
+                        continue;
+                    }
+                    let relative = shard_path(bucket);
+                    if light {
+                        self.check_paths(dir, tree, [relative.as_str()])?;
+                    }
+                    let shard = dir.join(&relative);
+                    let damaged = |found: String| {
+                        RotateError::Store(crate::StoreError::DamagedStore {
+                            path: shard.clone(),
+                            found,
+                            expected: format!(
+                                "a regular file with SHA-256 {}…",
+                                expected.get(..16).unwrap_or(expected)
+                            ),
+                            advice: DAMAGED_ADVICE.into(),
+                        })
+                    };
+                    let walked = tree.get(relative.as_str()).copied();
+                    let Some((contents, on_disk)) = read_regular(&shard)? else {
+                        return Err(damaged(describe(&shard)));
+                    };
+                    if walked.map(|w| w.id) != Some(on_disk.id) {
+                        return Err(damaged(
+                            "another file than the one checked a moment before".into(),
+                        ));
+                    }
+                    let found = digest(&contents);
+                    if found != *expected {
+                        return Err(damaged(format!(
+                            "a regular file with other content (SHA-256 {}…)",
+                            &found[..16]
+                        )));
+                    }
+                    add_shard(&mut manifest, &contents, &shard)?;
+                }
+                Ok((manifest, top, buckets.is_none()))
+            }
+            other => Err(RotateError::corrupt(
+                path.display().to_string(),
+                format!(
+                    "store format {other} is not supported (this build reads 1 to {MANIFEST_FORMAT})"
+                ),
+            )),
+        }
     }
 
     /// One read of `key` from the generation `.data` points to now, or from
@@ -251,7 +341,7 @@ impl FsStore {
             },
         };
         let name = Some(current.name());
-        if let Err(e) = self.check_published(&current.manifest, std::iter::empty()) {
+        if let Err(e) = self.check_published(&current.top.published(), std::iter::empty()) {
             return (name, Err(e));
         }
         let Some(entry) = current.manifest.keys.get(key) else {
@@ -288,6 +378,10 @@ impl FsStore {
     /// Verifies every document's files before a commit links them into the
     /// next generation: damage is refused, never carried forward unnoticed.
     pub(super) fn verify_all(&self, current: &Current) -> Result<()> {
+        debug_assert!(
+            current.whole,
+            "every file is verified from the whole manifest"
+        );
         for entry in current.manifest.keys.values() {
             self.verify_key(current, entry)?;
         }
