@@ -390,3 +390,145 @@ fn a_change_interrupted_at_any_step_leaves_one_whole_document() {
         "{steps:?}"
     );
 }
+
+/// Rewrites the live generation's manifest as the previous build wrote it
+/// (format 2: every file with its digest in `.manifest.json`, no shards).
+fn as_format_2(dir: &Path) {
+    let generation = live(dir);
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let top = read(&generation.join(".manifest.json"));
+    let mut keys = serde_json::Map::new();
+    for (key, entry) in top["keys"].as_object().unwrap() {
+        let mut old = serde_json::json!({
+            "revision": entry["revision"],
+            "files": {},
+            "sha256": {},
+        });
+        if let Some(dirs) = entry.get("dirs") {
+            old["dirs"] = dirs.clone();
+        }
+        if let Some(summary) = entry.get("summary") {
+            old["summary"] = summary.clone();
+        }
+        keys.insert(key.clone(), old);
+    }
+    for bucket in top["shards"].as_object().unwrap().keys() {
+        let shard = read(&generation.join(format!(".manifest/{bucket}.json")));
+        for (key, files) in shard.as_object().unwrap() {
+            for (path, file) in files.as_object().unwrap() {
+                let entry = keys.get_mut(key).unwrap();
+                entry["files"][path] = file["secret"].clone();
+                entry["sha256"][path] = file["sha256"].clone();
+            }
+        }
+    }
+    std::fs::remove_dir_all(generation.join(".manifest")).unwrap();
+    let manifest = serde_json::json!({ "format": 2, "keys": keys });
+    std::fs::remove_file(generation.join(".manifest.json")).unwrap();
+    std::fs::write(
+        generation.join(".manifest.json"),
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+}
+
+/// A store the previous build wrote (manifest format 2) reads the same,
+/// whole and by parts; its next commit, whole or of changes, shards it.
+#[test]
+fn a_manifest_of_format_2_is_read_and_the_next_commit_shards_it() {
+    for by_changes in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, revision) = store(dir.path(), 20);
+        let whole = store.get(KEY).unwrap().unwrap();
+        as_format_2(dir.path());
+        assert!(!live(dir.path()).join(".manifest").exists());
+        let store = FsStore::open(dir.path()).unwrap();
+        assert_eq!(store.get(KEY).unwrap().unwrap(), whole);
+        assert_eq!(store.get("other").unwrap().unwrap().0, other());
+        let wanted = paths(&["head.json", "leaves/l007/key.pem"]);
+        assert_eq!(
+            store.get_paths(KEY, &wanted).unwrap().unwrap(),
+            (only_paths(&whole.0, &wanted), revision.clone())
+        );
+
+        let mut changes = Changes::new();
+        changes
+            .write("leaves/new/cert.pem", File::public(b"new".to_vec()))
+            .unwrap();
+        let mut expected = whole.0.clone();
+        changes.apply_to(&mut expected).unwrap();
+        if by_changes {
+            store.put_changes(KEY, &revision, &changes, None).unwrap();
+        } else {
+            store.put(KEY, Some(&revision), &expected).unwrap();
+        }
+        let generation = live(dir.path());
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(generation.join(".manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["format"], 3);
+        assert!(generation.join(".manifest").is_dir());
+        let store = FsStore::open(dir.path()).unwrap();
+        assert_eq!(store.get(KEY).unwrap().unwrap().0, expected);
+        assert_eq!(store.get("other").unwrap().unwrap().0, other());
+    }
+}
+
+/// A shard changed by hand, missing or replaced by a link is refused by a
+/// read that needs it, naming it; a shard a read of some paths does not
+/// need is not read.
+#[test]
+fn a_damaged_shard_is_refused_by_the_reads_that_need_it() {
+    let damage: [(&str, fn(&Path)); 3] = [
+        ("other content", |p| {
+            std::fs::remove_file(p).unwrap();
+            std::fs::write(p, b"{}").unwrap();
+        }),
+        ("missing", |p| std::fs::remove_file(p).unwrap()),
+        ("a link", |p| {
+            let copy = p.with_extension("copy");
+            std::fs::copy(p, &copy).unwrap();
+            std::fs::remove_file(p).unwrap();
+            std::os::unix::fs::symlink(&copy, p).unwrap();
+        }),
+    ];
+    for (what, damage) in damage {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = store(dir.path(), 20);
+        let victim = "leaves/l007/key.pem";
+        let bucket = {
+            use sha2::Digest;
+            hex::encode(&sha2::Sha256::digest(victim.as_bytes())[..1])
+        };
+        let shard = live(dir.path()).join(format!(".manifest/{bucket}.json"));
+        damage(&shard);
+        let shard_name = format!(".manifest/{bucket}.json");
+        let err = store.get(KEY).unwrap_err().to_string();
+        assert!(err.contains(&shard_name), "{what}: {err}");
+        let err = store
+            .get_paths(KEY, &paths(&[victim]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&shard_name), "{what}: {err}");
+        // A path listed in another shard reads without it.
+        let elsewhere = (0..20)
+            .map(|i| format!("leaves/l{i:03}/cert.pem"))
+            .find(|p| {
+                use sha2::Digest;
+                hex::encode(&sha2::Sha256::digest(p.as_bytes())[..1]) != bucket
+            })
+            .unwrap();
+        assert_eq!(
+            store
+                .get_paths(KEY, &paths(&[&elsewhere]))
+                .unwrap()
+                .unwrap()
+                .0
+                .len(),
+            1,
+            "{what}"
+        );
+    }
+}
