@@ -481,7 +481,8 @@ fn a_manifest_of_format_2_is_read_and_the_next_commit_shards_it() {
 /// need is not read.
 #[test]
 fn a_damaged_shard_is_refused_by_the_reads_that_need_it() {
-    let damage: [(&str, fn(&Path)); 3] = [
+    type Damage = fn(&Path);
+    let damage: [(&str, Damage); 3] = [
         ("other content", |p| {
             std::fs::remove_file(p).unwrap();
             std::fs::write(p, b"{}").unwrap();
