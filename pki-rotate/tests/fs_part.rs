@@ -234,7 +234,7 @@ fn unsafe_store(e: &RotateError) -> bool {
 }
 
 #[test]
-fn what_a_read_of_some_paths_reads_is_checked_and_a_change_checks_everything() {
+fn what_a_read_of_some_paths_reads_is_checked_and_a_change_checks_what_it_reads() {
     let wanted = paths(&["head.json", "leaves/l002/key.pem"]);
     let cases: [Tampering; 5] = [
         (
@@ -289,35 +289,65 @@ fn what_a_read_of_some_paths_reads_is_checked_and_a_change_checks_everything() {
         assert!(expected(&err), "{what}: {err}");
     }
 
-    // A file the read does not name is not read; a change checks every
-    // file before its commit, refuses the damaged one and writes nothing.
-    let dir = tempfile::tempdir().unwrap();
-    let (store, revision) = store(dir.path(), 5);
-    let victim = "leaves/l004/cert.pem";
-    let generation = live(dir.path());
-    std::fs::write(generation.join(victim), b"tampered").unwrap();
-    let (part, _) = store.get_paths(KEY, &wanted).unwrap().unwrap();
-    assert_eq!(part.len(), 2);
-    let mut changes = Changes::new();
-    changes
-        .write("head.json", File::public(b"{\"leaves\": 3}".to_vec()))
-        .unwrap();
-    let before = snapshot(dir.path());
-    for err in [
-        store
-            .put_changes(KEY, &revision, &changes, None)
-            .unwrap_err(),
-        store.get(KEY).unwrap_err(),
-        store.get_paths(KEY, &paths(&[victim])).unwrap_err(),
-    ] {
-        match &err {
-            RotateError::Store(StoreError::DamagedStore { path, .. }) => {
-                assert_eq!(path, &dir.path().join(victim), "{err}")
+    // A file the read does not name is not read. A change from the spare
+    // does not read it either: the next generation has the spare's copy,
+    // the committed file when the damage replaced the live one's, and the
+    // damaged file when it was changed in place (a spare holds the same
+    // files), refused then, naming it, by the reads that need it. Without
+    // a spare to start from, the whole commit checks every file first,
+    // refuses the damaged one and writes nothing.
+    for (spare, in_place) in [(true, false), (true, true), (false, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, revision) = store(dir.path(), 5);
+        if !spare {
+            std::fs::remove_dir_all(dir.path().join(".spare")).unwrap();
+        }
+        let victim = "leaves/l004/cert.pem";
+        let generation = live(dir.path());
+        if !in_place {
+            std::fs::remove_file(generation.join(victim)).unwrap();
+        }
+        std::fs::write(generation.join(victim), b"tampered").unwrap();
+        let (part, _) = store.get_paths(KEY, &wanted).unwrap().unwrap();
+        assert_eq!(part.len(), 2);
+        let mut changes = Changes::new();
+        changes
+            .write("head.json", File::public(b"{\"leaves\": 3}".to_vec()))
+            .unwrap();
+        let before = snapshot(dir.path());
+        let mut errors = vec![
+            store.get(KEY).unwrap_err(),
+            store.get_paths(KEY, &paths(&[victim])).unwrap_err(),
+        ];
+        match store.put_changes(KEY, &revision, &changes, None) {
+            Ok(_) => {
+                assert!(spare, "a whole commit checks every file");
+                let (part, _) = store.get_paths(KEY, &wanted).unwrap().unwrap();
+                let head = &part.file("head.json").unwrap().contents;
+                assert_eq!(head.as_slice(), b"{\"leaves\": 3}");
+                if in_place {
+                    errors.push(store.get(KEY).unwrap_err());
+                } else {
+                    let (files, _) = store.get(KEY).unwrap().unwrap();
+                    let cert = &files.file(victim).unwrap().contents;
+                    assert_eq!(cert.as_slice(), b"cert 4");
+                }
             }
-            other => panic!("{other}"),
+            Err(e) => {
+                assert!(!spare, "{e}");
+                errors.push(e);
+                assert_eq!(snapshot(dir.path()), before);
+            }
+        }
+        for err in errors {
+            match &err {
+                RotateError::Store(StoreError::DamagedStore { path, .. }) => {
+                    assert_eq!(path, &dir.path().join(victim), "{err}")
+                }
+                other => panic!("{other}"),
+            }
         }
     }
-    assert_eq!(snapshot(dir.path()), before);
 }
 
 /// A change that fails or crashes at any step of its commit leaves the
@@ -532,4 +562,111 @@ fn a_damaged_shard_is_refused_by_the_reads_that_need_it() {
             "{what}"
         );
     }
+}
+
+/// Every file under `dir` but the spare's mark, by path, with its inode.
+fn inodes(dir: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                pending.push(path);
+            } else if !path.ends_with(".mirrors") {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(name, meta.ino());
+            }
+        }
+    }
+    out
+}
+
+/// A change made from the spare writes and removes what changed (the
+/// files, the shards that list them, the manifest and the index) and
+/// nothing per unchanged file; the generation it replaced becomes a spare
+/// holding the very files of the live one, marked with its number. A
+/// spare that mirrors another generation is not trusted: the whole commit
+/// walks and corrects it.
+#[test]
+fn a_change_from_the_spare_touches_only_what_changed_and_leaves_a_true_spare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, mut revision) = store(dir.path(), 200);
+    let steps = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = steps.clone();
+    store.set_write_hook(Some(Box::new(move |what| {
+        seen.lock().unwrap().push(what.to_string());
+        Ok(())
+    })));
+    let mut expected = document(200);
+    for round in 0..3 {
+        let mut changes = Changes::new();
+        changes
+            .write(
+                "head.json",
+                File::public(format!("{{\"round\": {round}}}").into_bytes()),
+            )
+            .unwrap();
+        changes
+            .write(
+                format!("leaves/new{round}/key.pem"),
+                File::secret(b"new key".to_vec()),
+            )
+            .unwrap();
+        changes
+            .remove(format!("leaves/l{round:03}/cert.pem"))
+            .unwrap();
+        changes
+            .remove(format!("leaves/l{round:03}/key.pem"))
+            .unwrap();
+        changes.apply_to(&mut expected).unwrap();
+        steps.lock().unwrap().clear();
+        revision = store.put_changes(KEY, &revision, &changes, None).unwrap();
+        let taken = steps.lock().unwrap().clone();
+        // Building the generation (the spare then gets the same edit).
+        let touched: Vec<&String> = taken
+            .iter()
+            .take_while(|s| *s != "switch data link")
+            .filter(|s| {
+                s.starts_with("link ") || s.starts_with("write ") || s.starts_with("unlink ")
+            })
+            .collect();
+        // Two files written, two removed, at most four shards, the
+        // manifest, the index and the spare's mark.
+        assert!(touched.len() <= 11, "{touched:?}");
+        assert!(taken.iter().any(|s| s == "update spare"), "{taken:?}");
+        assert!(!taken.iter().any(|s| s.starts_with("link ")), "{taken:?}");
+        assert_eq!(
+            store.get(KEY).unwrap().unwrap(),
+            (expected.clone(), revision.clone())
+        );
+        assert_eq!(store.get("other").unwrap().unwrap().0, other());
+        assert!(
+            !live(dir.path())
+                .join(format!("leaves/l{round:03}"))
+                .exists()
+        );
+        let spare = dir.path().join(".spare");
+        assert_eq!(inodes(&spare), inodes(&live(dir.path())), "round {round}");
+        assert_eq!(
+            std::fs::read_to_string(spare.join(".mirrors")).unwrap(),
+            revision.as_str()
+        );
+    }
+
+    // A spare marked for another generation is not trusted.
+    let spare = dir.path().join(".spare");
+    std::fs::remove_file(spare.join(".mirrors")).unwrap();
+    std::fs::write(spare.join(".mirrors"), b"1").unwrap();
+    std::fs::write(spare.join("leaves/l100/planted.pem"), b"x").unwrap();
+    let mut changes = Changes::new();
+    changes
+        .write("head.json", File::public(b"{}".to_vec()))
+        .unwrap();
+    changes.apply_to(&mut expected).unwrap();
+    steps.lock().unwrap().clear();
+    revision = store.put_changes(KEY, &revision, &changes, None).unwrap();
+    assert_eq!(store.get(KEY).unwrap().unwrap(), (expected, revision));
+    assert!(!live(dir.path()).join("leaves/l100/planted.pem").exists());
 }

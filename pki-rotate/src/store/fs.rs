@@ -90,6 +90,7 @@ use std::time::Duration;
 
 mod commit;
 mod gc;
+mod incremental;
 mod lock;
 mod manifest;
 mod part;

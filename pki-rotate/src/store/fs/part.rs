@@ -154,6 +154,9 @@ impl FsStore {
         summary: Option<&Summary>,
     ) -> Result<Option<Revision>> {
         let _lock = lock::exclusive(&self.lock_path(), self.lock_timeout)?;
+        if let Some(revision) = self.commit_changes_from_spare(key, expected, changes, summary)? {
+            return Ok(Some(revision));
+        }
         let current = self.current()?;
         let found = current
             .as_ref()

@@ -4,9 +4,8 @@
 use super::commit::{Source, Target};
 use super::manifest::Current;
 use super::safety::{Kind, read_regular};
-use super::write::{link_or_copy, make_dir, write_unsynced};
+use super::write::{link_or_copy, make_dir};
 use super::{FsStore, SPARE, SPARE_MARK, io, reason};
-use crate::document::File;
 use crate::error::Result;
 use std::fs;
 use std::path::Path;
@@ -111,8 +110,12 @@ impl FsStore {
             .map(|(relative, _)| relative)
             .collect();
         gone.sort_by(|a, b| b.cmp(a));
+        let mut linked = Vec::new();
+        let mut touched = std::collections::BTreeSet::from([spare.to_path_buf()]);
+        let parent = |path: &Path| path.parent().unwrap_or(spare).to_path_buf();
         for relative in gone {
             let path = spare.join(relative);
+            touched.insert(parent(&path));
             match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_dir() => fs::remove_dir_all(&path),
                 Ok(_) => fs::remove_file(&path),
@@ -126,6 +129,7 @@ impl FsStore {
                 let path = spare.join(dir);
                 if fs::symlink_metadata(&path).is_err() {
                     make_dir(&path)?;
+                    touched.insert(parent(&path));
                 }
             }
         }
@@ -143,13 +147,11 @@ impl FsStore {
                 fs::remove_file(&path).map_err(io(&path))?;
             }
             link_or_copy(&live.join(relative), &path)?;
+            touched.insert(parent(&path));
+            linked.push(path);
         }
-        // Not flushed: the mark only spares the next run a removal, and a
-        // spare is walked and checked before it is used again. Its mode is
-        // set, not left to the umask: the walk refuses a file others can
-        // write, and would refuse the store's own mark.
-        let mark = spare.join(SPARE_MARK);
-        let _ = fs::remove_file(&mark);
-        write_unsynced(&mark, &File::secret(number.to_string())).map(drop)
+        // On disk before its mark: a commit of changes trusts a marked
+        // spare without walking it (see `incremental`).
+        self.mark_spare(spare, number, &linked, &touched)
     }
 }

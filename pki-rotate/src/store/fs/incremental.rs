@@ -1,0 +1,394 @@
+//! A commit of changes built from the spare by those changes alone: what
+//! a step that changes one leaf of ten thousand costs on a directory store.
+//!
+//! The spare mirrors the live generation exactly, and says so durably: its
+//! mark is written only once its entries are on disk (see `spare`). A
+//! commit of changes then needs neither to walk nor to check every file:
+//!
+//! 1. it reads `.manifest.json` and the shards that list the changed paths
+//!    (each checked against its digest), and checks the directories on
+//!    those paths for owner and mode;
+//! 2. it renames the spare to the next generation's name, removes and
+//!    writes the changed files there, and writes the changed shards, the
+//!    manifest and the index; one flush puts them on disk;
+//! 3. it switches `.data`, then brings the generation it replaced up to
+//!    date by the same changes (linked from the live one) to be the next
+//!    spare.
+//!
+//! The files it does not change are not read: one damaged by hand is
+//! carried into the next generation as it is, and refused, naming it, by
+//! the next read of the whole document (a status, a rotation), as on the
+//! etcd store. Whatever this commit cannot do alone (no spare that mirrors
+//! the live generation, a manifest of an older format, a change that adds
+//! or may remove a name at the root, a path another document shares) is
+//! left to the whole commit of changes, which walks and checks everything.
+
+use super::commit::next_number;
+use super::manifest::{Current, Index, Top, bucket, generation_name, shard_path, shards_of};
+use super::safety::{check_owner_and_mode, digest, effective_uid};
+use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
+use super::{FsStore, INDEX, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io, reason};
+use crate::document::File;
+use crate::error::{Result, RotateError};
+use crate::store::{Changes, Revision, Summary};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What a commit of changes does to a generation directory: the same to
+/// the next generation (built from the spare) and to the one it replaces
+/// (which becomes the next spare).
+struct Edit {
+    /// Files to remove (the document's removed files, emptied shards).
+    removed: Vec<String>,
+    /// Files to write, with their contents in the next generation.
+    written: BTreeMap<String, File>,
+    /// Directories that stay even when emptied: the document's declared
+    /// ones.
+    kept: BTreeSet<String>,
+}
+
+impl FsStore {
+    /// [`crate::Store::put_changes`] from the spare, under the lock: None
+    /// when this commit cannot be made from the spare alone (the caller
+    /// makes the whole commit of changes).
+    pub(super) fn commit_changes_from_spare(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Option<Revision>> {
+        let changed: BTreeSet<&str> = changes
+            .written()
+            .map(|(p, _)| p)
+            .chain(changes.removed())
+            .collect();
+        let buckets: BTreeSet<String> = changed.iter().map(|p| bucket(p)).collect();
+        let Some(current) = self.current_with(false, Some(&buckets))? else {
+            return Ok(None);
+        };
+        let sharded =
+            current.manifest.format == MANIFEST_FORMAT && current.tree.contains_key(MANIFEST);
+        let Some(entry) = current.top.keys.get(key).filter(|_| sharded) else {
+            return Ok(None);
+        };
+        if entry.revision.to_string() != expected.as_str() {
+            let found = Some(Revision::new(entry.revision.to_string()));
+            return Err(crate::store::conflict(key, expected, found));
+        }
+        let published = current.top.published();
+        self.check_published(&published, std::iter::empty())?;
+        self.tidy_published(Some((current.number, &published)));
+        if !self.spare_mirrors(current.number) || !self.changes_stay_inside(&current, key, changes)
+        {
+            return Ok(None);
+        }
+        let number = next_number(&self.root, Some(&current))?;
+        let (top, edit) = next_top(&current, key, changes, summary, number)?;
+        let gen_name = generation_name(number);
+        let next = self.root.join(&gen_name);
+        if fs::symlink_metadata(&next).is_ok() {
+            // Left by a crash and not yet removed: never current.
+            fs::remove_dir_all(&next).map_err(io(&next))?;
+        }
+        // The spare becomes the next generation: nothing reads a generation
+        // before `.data` points to it, and one a crash left half-built is
+        // removed by the next run like any generation `.data` does not
+        // point to.
+        self.step("create generation directory")?;
+        fs::rename(self.root.join(SPARE), &next).map_err(io(&next))?;
+        let built = self
+            .step(&format!("unlink {SPARE_MARK}"))
+            .and_then(|()| fs::remove_file(next.join(SPARE_MARK)).map_err(io(&next)))
+            .and_then(|()| {
+                self.apply_edit(&next, &edit, |path, file| {
+                    write_unsynced(path, file).map(drop)
+                })
+            })
+            .and_then(|touched| {
+                self.step("flush generation")?;
+                flush(&self.root, &touched.0, &touched.1)
+            });
+        if let Err(e) = built {
+            let _ = fs::remove_dir_all(&next);
+            return Err(e);
+        }
+        self.switch_data_link(&gen_name, number, Some(&current))?;
+        let previous = format!("generation {}", current.number);
+        match self
+            .step("sync directory")
+            .and_then(|()| sync_dir(&self.root))
+        {
+            Ok(()) => {
+                self.retire_by_edit(&current, &next, number, &edit);
+                let leftovers = self.old_generations(&gen_name);
+                self.remove_generations(&leftovers, false);
+            }
+            Err(e) => self.notice(format!(
+                "warning: {}: generation {number} is live, but flushing the directory to disk \
+                 failed ({}): after a power loss the store may come back at {previous}, which \
+                 is kept until the next run",
+                self.root.display(),
+                reason(&e)
+            )),
+        }
+        self.publish(&top.published(), number, false);
+        Ok(Some(Revision::new(number.to_string())))
+    }
+
+    /// Whether the spare mirrors generation `number`: its mark says so (a
+    /// mark is written once the spare's entries are on disk).
+    fn spare_mirrors(&self, number: u64) -> bool {
+        let spare = self.root.join(SPARE);
+        fs::symlink_metadata(&spare).is_ok_and(|m| m.is_dir()) && !self.spare_is_stale(Some(number))
+    }
+
+    /// Whether `changes` to `key` leave the names the store publishes as
+    /// they are, touch no path another document has, and write no file
+    /// where the spare has a directory: what a commit from the spare alone
+    /// can do without knowing the whole generation.
+    fn changes_stay_inside(&self, current: &Current, key: &str, changes: &Changes) -> bool {
+        let Some(entry) = current.top.keys.get(key) else {
+            return false;
+        };
+        let root_of = |p: &str| p.split('/').next().unwrap_or(p).to_string();
+        let others: BTreeSet<String> = current
+            .top
+            .keys
+            .iter()
+            .filter(|(k, _)| k.as_str() != key)
+            .flat_map(|(_, e)| e.roots.iter().cloned())
+            .collect();
+        // A root a declared directory keeps stays however many files go.
+        let kept_roots: BTreeSet<String> = entry.dirs.iter().map(|d| root_of(d)).collect();
+        let spare = self.root.join(SPARE);
+        let euid = effective_uid();
+        let written_fits = changes.written().all(|(path, _)| {
+            let root = root_of(path);
+            if !entry.roots.contains(&root) || others.contains(&root) {
+                return false;
+            }
+            // Each existing component on the way is this user's real
+            // directory, and the path itself is no directory.
+            let mut walked = String::new();
+            for (i, component) in path.split('/').enumerate() {
+                if i > 0 {
+                    walked.push('/');
+                }
+                walked.push_str(component);
+                let at = spare.join(&walked);
+                let Ok(meta) = fs::symlink_metadata(&at) else {
+                    return true;
+                };
+                if check_owner_and_mode(&at, &meta, euid).is_err() {
+                    return false;
+                }
+                let last = walked.len() == path.len();
+                if meta.file_type().is_symlink() || meta.is_dir() == last {
+                    return false;
+                }
+            }
+            true
+        });
+        written_fits && changes.removed().all(|p| kept_roots.contains(&root_of(p)))
+    }
+
+    /// Removes and writes what `edit` says in the generation directory
+    /// `dir` (`put` makes each written file there); returns the files
+    /// written and the directories whose entries changed, to flush.
+    fn apply_edit(
+        &self,
+        dir: &Path,
+        edit: &Edit,
+        put: impl Fn(&Path, &File) -> Result<()>,
+    ) -> Result<(Vec<PathBuf>, BTreeSet<PathBuf>)> {
+        let mut touched = BTreeSet::from([dir.to_path_buf()]);
+        let mut written = Vec::new();
+        for relative in &edit.removed {
+            self.step(&format!("unlink {relative}"))?;
+            let path = dir.join(relative);
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(RotateError::io(&path, e));
+                }
+                _ => {}
+            }
+            // A directory the removal emptied goes too, as a whole commit
+            // leaves out a directory no file or declaration needs.
+            let mut parent = relative.rsplit_once('/').map(|(p, _)| p);
+            while let Some(p) = parent.filter(|p| !edit.kept.contains(*p)) {
+                touched.insert(dir.join(p).parent().unwrap_or(dir).to_path_buf());
+                if fs::remove_dir(dir.join(p)).is_err() {
+                    break;
+                }
+                parent = p.rsplit_once('/').map(|(p, _)| p);
+            }
+            touched.insert(path.parent().unwrap_or(dir).to_path_buf());
+        }
+        for (relative, file) in &edit.written {
+            let path = dir.join(relative);
+            let mut walked = dir.to_path_buf();
+            if let Some((parents, _)) = relative.rsplit_once('/') {
+                for component in parents.split('/') {
+                    walked.push(component);
+                    match fs::symlink_metadata(&walked) {
+                        Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {}
+                        Ok(_) => {
+                            return Err(RotateError::corrupt(
+                                walked.display().to_string(),
+                                "is not a directory",
+                            ));
+                        }
+                        Err(_) => {
+                            make_dir(&walked)?;
+                            touched.insert(walked.parent().unwrap_or(dir).to_path_buf());
+                        }
+                    }
+                }
+            }
+            self.step(&format!("write {relative}"))?;
+            if fs::symlink_metadata(&path).is_ok() {
+                fs::remove_file(&path).map_err(io(&path))?;
+            }
+            put(&path, file)?;
+            written.push(path);
+            touched.insert(walked);
+        }
+        Ok((written, touched))
+    }
+
+    /// Once generation `number` (at `live`) is live and on disk, the one it
+    /// replaced becomes the spare, brought up to date by `edit` with files
+    /// linked from `live`, then flushed and marked. Anything failing here
+    /// deletes it instead (the next whole commit makes a generation anew).
+    fn retire_by_edit(&self, previous: &Current, live: &Path, number: u64, edit: &Edit) {
+        let spare = self.root.join(SPARE);
+        let renamed = self
+            .step(&format!("remove {}", previous.name()))
+            .and_then(|()| fs::rename(&previous.dir, &spare).map_err(io(&spare)));
+        if let Err(e) = renamed {
+            self.notice(format!(
+                "warning: {}: could not remove this old generation ({}); it still holds \
+                 private keys, and the next run retries",
+                previous.dir.display(),
+                reason(&e)
+            ));
+            return;
+        }
+        let updated = self.step("update spare").and_then(|()| {
+            let link = |path: &Path, _: &File| {
+                let relative = path
+                    .strip_prefix(&spare)
+                    .map_err(|e| RotateError::corrupt(path.display().to_string(), e.to_string()))?;
+                link_or_copy(&live.join(relative), path)
+            };
+            let (written, touched) = self.apply_edit(&spare, edit, link)?;
+            self.mark_spare(&spare, number, &written, &touched)
+        });
+        if let Err(e) = updated {
+            self.notice(format!(
+                "warning: {}: could not bring this copy of the store up to date ({}); \
+                 removing it",
+                spare.display(),
+                reason(&e)
+            ));
+            self.remove_spare(false);
+        }
+    }
+
+    /// Puts the spare's entries on disk, then marks it as a mirror of
+    /// generation `number` and puts the mark on disk: a mark on disk says
+    /// that every entry before it is too, so a commit may trust the spare
+    /// without walking it.
+    pub(super) fn mark_spare(
+        &self,
+        spare: &Path,
+        number: u64,
+        written: &[PathBuf],
+        touched: &BTreeSet<PathBuf>,
+    ) -> Result<()> {
+        flush(&self.root, written, touched)?;
+        let mark = spare.join(SPARE_MARK);
+        let _ = fs::remove_file(&mark);
+        write_file(&mark, &File::secret(number.to_string()))?;
+        sync_dir(spare)
+    }
+}
+
+/// The manifest top of generation `number` after `changes` to `key`, and
+/// the edit that makes that generation from the spare: the changed files,
+/// the shards that list them, `.manifest.json` and `.index.json`.
+fn next_top(
+    current: &Current,
+    key: &str,
+    changes: &Changes,
+    summary: Option<&Summary>,
+    number: u64,
+) -> Result<(Top, Edit)> {
+    // The shards the changes fall in, as read for this commit (every
+    // key's files in them: a shard is written whole).
+    let buckets: BTreeSet<String> = changes
+        .written()
+        .map(|(p, _)| p)
+        .chain(changes.removed())
+        .map(bucket)
+        .collect();
+    let mut manifest = current.manifest.clone();
+    let mut edit = Edit {
+        removed: Vec::new(),
+        written: BTreeMap::new(),
+        kept: BTreeSet::new(),
+    };
+    let entry = manifest
+        .keys
+        .get_mut(key)
+        .ok_or_else(|| RotateError::corrupt(key, "is not in the manifest it was just read from"))?;
+    for path in changes.removed() {
+        if entry.files.remove(path).is_some() {
+            entry.sha256.remove(path);
+            edit.removed.push(path.to_string());
+        }
+    }
+    for (path, file) in changes.written() {
+        entry.files.insert(path.to_string(), file.secret);
+        entry
+            .sha256
+            .insert(path.to_string(), digest(&file.contents));
+        edit.written.insert(path.to_string(), file.clone());
+    }
+    edit.kept = entry.dirs.clone();
+    let mut top = current.top.clone();
+    let shards = shards_of(&manifest)?;
+    for b in &buckets {
+        match shards.get(b) {
+            Some(json) => {
+                top.shards.insert(b.clone(), digest(json));
+                edit.written
+                    .insert(shard_path(b), File::public(json.clone()));
+            }
+            None => {
+                if top.shards.remove(b).is_some() {
+                    edit.removed.push(shard_path(b));
+                }
+            }
+        }
+    }
+    let top_entry = top
+        .keys
+        .get_mut(key)
+        .ok_or_else(|| RotateError::corrupt(key, "is not in the manifest it was just read from"))?;
+    top_entry.revision = number;
+    top_entry.summary = summary.map(|s| s.as_str().to_string());
+    let manifest_json =
+        serde_json::to_vec_pretty(&top).map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
+    edit.written
+        .insert(MANIFEST.to_string(), File::public(manifest_json));
+    let index_json = serde_json::to_vec(&Index::of(&top))
+        .map_err(|e| RotateError::json(INDEX.to_string(), e))?;
+    edit.written
+        .insert(INDEX.to_string(), File::public(index_json));
+    // The shards' directory stays when its last shard goes.
+    edit.kept.insert(super::manifest::SHARDS_DIR.to_string());
+    Ok((top, edit))
+}
