@@ -4,7 +4,8 @@
 //! DIR/.lock                  flock: exclusive while writing; holds the writer's pid
 //! DIR/.data -> .gen-000000012
 //! DIR/.gen-000000012/        one complete generation: every document's files
-//!     .manifest.json         which key owns which file (and its SHA-256), each key's revision
+//!     .manifest.json         each key's revision, directories and root names; each shard's SHA-256
+//!     .manifest/00.json …    which key owns which file, and its SHA-256 (by the path's hash)
 //!     .index.json            each key's revision and summary, the published names: small
 //!     pki-state.json, signer/tls.crt, certs/web/tls.key, …
 //! DIR/.spare/                the previous generation, kept up to date with the current one
@@ -32,12 +33,16 @@
 //! once the switch is on disk (readers holding its old name start over, as
 //! when it was deleted), then brought up to date with the live generation by
 //! replacing only what that commit changed (it then holds no key the live
-//! generation does not, and says which generation it mirrors in
-//! `.spare/.mirrors`). The next commit renames the spare to its new
-//! generation's name, walks it with the same checks as a committed
-//! generation, keeps each entry that is the very file (same inode) the new
-//! generation needs, and removes, links or writes only the rest; one
-//! `syncfs` flushes it (elsewhere than Linux, each new file and directory is
+//! generation does not), put on disk, and only then marked with the
+//! generation it mirrors (`.spare/.mirrors`). The next commit renames the
+//! spare to its new generation's name. A commit of a whole document walks
+//! it with the same checks as a committed generation, keeps each entry that
+//! is the very file (same inode) the new generation needs, and removes,
+//! links or writes only the rest. A commit of changes
+//! ([`Store::put_changes`]: one leaf of ten thousand) trusts a spare marked
+//! with the live generation and removes and writes only what changed,
+//! without walking it (see `incremental`). One `syncfs` flushes the new
+//! generation (elsewhere than Linux, each new file and directory is
 //! flushed). A spare that an interrupted run left out of date is removed by
 //! the next run holding the lock. Secret files and the store's bookkeeping
 //! (the lock, the spare's mark) get mode 0600, other files 0644 and every
@@ -55,7 +60,9 @@
 //!   fails with [`StoreError::DamagedStore`](crate::StoreError::DamagedStore) naming the published path and
 //!   what is there instead (missing, a directory, a link, other content).
 //!   A published link at the root replaced by anything else is refused the
-//!   same way; a missing one is recreated.
+//!   same way; a missing one is recreated. A commit of a whole document
+//!   checks every file first; a commit of changes checks what it reads and
+//!   leaves the other files to the next whole read (as the etcd store does).
 //! - **The lock** `DIR/.lock` is opened with `O_NOFOLLOW` (a link is
 //!   refused, nothing is created at its target). Writers wait for it at
 //!   most the lock timeout ([`DEFAULT_LOCK_TIMEOUT`]), then fail naming the
@@ -358,8 +365,9 @@ impl Store for FsStore {
         }
     }
 
-    /// Writes the changed files and links the others unread, with the
-    /// digests they were committed with.
+    /// Writes the changed files: from the spare, reading only the shards
+    /// of the manifest that list them; else linking the others, checked
+    /// first, into a new generation (see `incremental`).
     fn put_changes(
         &self,
         key: &str,
