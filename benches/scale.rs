@@ -14,6 +14,7 @@
 //! cargo bench --bench scale                      # both stores (etcd from PATH or PKI_ETCD_BIN)
 //! cargo bench --bench scale -- --big 100000      # 100,000 leaves on etcd: init, issue, no-op
 //!                                                # rotate, full rotation, status; peak memory
+//! cargo bench --bench scale -- --big-fs 100000   # the same on a directory store
 //! cargo bench --bench scale -- --bytes 100 10000 # only the bytes per etcd step
 //! cargo bench --bench scale -- --phases 100 10000 # where one step's time goes, per stage (both stores)
 //! ```
@@ -232,16 +233,33 @@ fn peak_rss_mb() -> f64 {
     kb / 1024.0
 }
 
-/// `n` leaves in one etcd store: init, issue, no-op rotate, a rotation
-/// re-issuing every leaf, status, each timed once; peak memory at the end.
-fn big(n: usize) {
-    let server = etcd::Etcd::start();
-    let store = server.store("big");
+/// `n` leaves in one store (`kind`: etcd or a directory store): init,
+/// issue, no-op rotate, a rotation re-issuing every leaf, status, each
+/// timed once; peak memory at the end.
+fn big(n: usize, kind: &str) {
+    if kind == "fs" {
+        let dir = tempfile::tempdir().unwrap();
+        big_on(
+            &FsStore::open_or_create(dir.path()).unwrap(),
+            n,
+            kind,
+            &mut |_| {},
+        );
+    } else {
+        let server = etcd::Etcd::start();
+        let store = server.store("big");
+        big_on(&store, n, kind, &mut |_| bytes_per_step(&server, &store, n));
+    }
+}
+
+/// [`big`] on `store`; `after_issue` runs after the first issue (the bytes
+/// etcd stores per step).
+fn big_on<S: Store>(store: &S, n: usize, kind: &str, after_issue: &mut dyn FnMut(&S)) {
     let timed = |what: &str, f: &mut dyn FnMut()| {
         let started = Instant::now();
         f();
         println!(
-            "big   {n} leaves: {what:<30} {:>8.2} s",
+            "big   {kind:<4} {n} leaves: {what:<30} {:>8.2} s",
             started.elapsed().as_secs_f64()
         );
     };
@@ -251,35 +269,38 @@ fn big(n: usize) {
     });
     let doc = doc.unwrap();
     timed("init (create the store)", &mut || {
-        Driver::new(&store)
+        Driver::new(store)
             .create_at::<SignerEngine>("signer", &doc, T0)
             .unwrap();
     });
     drop(doc);
     let mut steps = Steps {
-        store: &store,
+        store,
         rng: ChaCha20Rng::seed_from_u64(5),
         next_leaf: 0,
     };
+    // The first commit of changes after the store was created has no
+    // spare to start from (a whole commit of changes makes one).
+    timed("issue one leaf (first change)", &mut || steps.issue());
     timed("issue one leaf", &mut || steps.issue());
-    bytes_per_step(&server, &store, n);
+    after_issue(store);
     timed("no-op rotate", &mut || steps.noop_rotate());
     timed("status --check (the summary)", &mut || steps.status());
     timed("status (every certificate)", &mut || steps.full_status());
     // After R = D - M (395 days) the CA rotates and every leaf is re-issued.
     let later = T0 + time::Duration::days(396);
     timed("rotation re-issuing all", &mut || {
-        let step = Driver::new(&store)
+        let step = Driver::new(store)
             .step::<SignerEngine, _>("signer", &SignerInput::default(), later, &mut steps.rng)
             .unwrap();
         assert_eq!(step.document.history.len(), 1);
     });
     timed("status after the rotation", &mut || {
-        let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
+        let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();
         black_box(SignerStatus::of(&doc, later).unwrap());
     });
     println!(
-        "big   {n} leaves: peak resident memory {:.0} MB",
+        "big   {kind:<4} {n} leaves: peak resident memory {:.0} MB",
         peak_rss_mb()
     );
 }
@@ -407,11 +428,12 @@ fn main() {
         }
         return;
     }
-    if let Some(i) = args.iter().position(|a| a == "--big") {
-        big(args
+    if let Some(i) = args.iter().position(|a| a == "--big" || a == "--big-fs") {
+        let n = args
             .get(i + 1)
             .and_then(|n| n.parse().ok())
-            .unwrap_or(100_000));
+            .unwrap_or(100_000);
+        big(n, if args[i] == "--big-fs" { "fs" } else { "etcd" });
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--bytes") {
