@@ -25,8 +25,10 @@ pub fn run(
         && !json
         && !verify
         && let Some(idle) = driver.idle::<SignerEngine>(SIGNER, now)?
-        // A summary this build cannot read: the full report decides.
+        // A summary this build cannot read, or one an older build wrote
+        // (its promise was about steps alone): the full report decides.
         && let Ok(report) = idle.report::<IdleReport>()
+        && report.status_ok
     {
         crate::out!("{}", render_idle(&idle, &report, now));
         set_exit_status(Health::Ok.exit_code());

@@ -167,4 +167,25 @@ fn status_check_from_the_summary_exits_as_the_full_report() {
     assert!(out.contains("LAGS"), "{out}");
     walk("2026-03-01T00:00:00Z");
     assert!(from_summary >= 2, "{from_summary}");
+
+    // A summary an older build wrote promised nothing about the status:
+    // the full report answers.
+    let index = live_generation(dir.path()).join(".index.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+    let summary = value["keys"]["signer"]["summary"].as_str().unwrap();
+    let mut older: serde_json::Value = serde_json::from_str(summary).unwrap();
+    older["report"]
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| k == "ca_id" || k == "next_rotation");
+    value["keys"]["signer"]["summary"] = older.to_string().into();
+    std::fs::remove_file(&index).unwrap();
+    std::fs::write(&index, value.to_string()).unwrap();
+    let now = "2026-03-05T00:00:00Z";
+    let (code, out) = check(now, &[]);
+    assert_eq!(code, Some(0));
+    assert!(!out.contains("from the store's summary"), "{out}");
+    assert_eq!(out, check(now, &["--verify"]).1);
+    assert!(ok(&["rotate", d, "--now", now]).starts_with("nothing to do"));
 }

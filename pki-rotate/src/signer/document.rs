@@ -482,6 +482,7 @@ impl DocumentForm for SignerState {
             ca_subject: Some(self.ca.cert.subject().to_string()),
             rotations: Some(self.history.len()),
             bundle_fingerprint: Some(self.bundle_fingerprint()),
+            status_ok: true,
         };
         Some(Idle {
             kind: KIND.to_string(),
@@ -514,6 +515,13 @@ pub struct IdleReport {
     /// ([`SignerState::bundle_fingerprint`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle_fingerprint: Option<String>,
+    /// Whether the promise also holds that nothing is broken, no consumer
+    /// lags and no imported CA waits for its replacement, so that `pki
+    /// status --check` may answer `ok` from it: every promise this build
+    /// makes; false in a summary an older build wrote, whose promise was
+    /// about steps alone.
+    #[serde(default)]
+    pub status_ok: bool,
 }
 
 /// The signer from its files: the leaves `doc` names, each from its
