@@ -100,37 +100,53 @@ impl FsStore {
             return Err(e);
         }
         self.switch_data_link(&gen_name, number, current)?;
+        self.settle(current, number, &manifest.published_names(), |c| {
+            self.retire(c, &final_dir, number, target)
+        });
+        Ok(Revision::new(number.to_string()))
+    }
 
-        // From here on generation `number` is live: what fails now is
-        // reported as a warning saying so, never as a failed commit.
-        let previous = match current {
-            Some(c) => format!("generation {}", c.number),
-            None => "an empty store".to_string(),
-        };
+    /// Once generation `number` is live: flushes the root, then `retire`s
+    /// the generation it replaced (into the spare) and removes any older
+    /// one, and publishes the root's links. What fails now is reported as
+    /// a warning saying the generation is live, never as a failed commit.
+    pub(super) fn settle(
+        &self,
+        current: Option<&Current>,
+        number: u64,
+        published: &BTreeSet<String>,
+        retire: impl FnOnce(&Current),
+    ) {
         let synced = self
             .step("sync directory")
             .and_then(|()| sync_dir(&self.root));
         match synced {
             Ok(()) => {
-                let mut leftovers = self.old_generations(&gen_name);
+                let live = super::manifest::generation_name(number);
+                let mut leftovers = self.old_generations(&live);
                 if let Some(c) = current {
                     // Retired or warned about: either way not removed again.
-                    self.retire(c, &final_dir, number, target);
+                    retire(c);
                     leftovers.retain(|n| *n != c.name());
                 }
                 self.remove_generations(&leftovers, false);
             }
-            Err(e) => self.notice(format!(
-                "warning: {}: generation {number} is live, but flushing the directory to disk \
-                 failed ({}): after a power loss the store may come back at {previous}, which \
-                 is kept until the next run",
-                self.root.display(),
-                reason(&e)
-            )),
+            Err(e) => {
+                let previous = match current {
+                    Some(c) => format!("generation {}", c.number),
+                    None => "an empty store".to_string(),
+                };
+                self.notice(format!(
+                    "warning: {}: generation {number} is live, but flushing the directory to \
+                     disk failed ({}): after a power loss the store may come back at \
+                     {previous}, which is kept until the next run",
+                    self.root.display(),
+                    reason(&e)
+                ))
+            }
         }
         // A store whose links were removed by hand gets them back.
-        self.publish(&manifest.published_names(), number, false);
-        Ok(Revision::new(number.to_string()))
+        self.publish(published, number, false);
     }
 
     /// Builds the generation `target` describes in `tmp`, its final name:

@@ -115,25 +115,9 @@ impl FsStore {
             return Err(e);
         }
         self.switch_data_link(&gen_name, number, Some(&current))?;
-        let previous = format!("generation {}", current.number);
-        match self
-            .step("sync directory")
-            .and_then(|()| sync_dir(&self.root))
-        {
-            Ok(()) => {
-                self.retire_by_edit(&current, &next, number, &edit);
-                let leftovers = self.old_generations(&gen_name);
-                self.remove_generations(&leftovers, false);
-            }
-            Err(e) => self.notice(format!(
-                "warning: {}: generation {number} is live, but flushing the directory to disk \
-                 failed ({}): after a power loss the store may come back at {previous}, which \
-                 is kept until the next run",
-                self.root.display(),
-                reason(&e)
-            )),
-        }
-        self.publish(&top.published(), number, false);
+        self.settle(Some(&current), number, &top.published(), |c| {
+            self.retire_by_edit(c, &next, number, &edit)
+        });
         Ok(Some(Revision::new(number.to_string())))
     }
 
