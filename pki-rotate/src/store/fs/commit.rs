@@ -1,14 +1,12 @@
 //! Committing: building the next generation (from the spare when there is
 //! one), switching `.data` to it, and what happens once it is live.
 
-use super::manifest::{
-    Current, Index, KeyEntry, Manifest, Top, check_disjoint, shard_path, shards_of,
-};
+use super::manifest::{Current, KeyEntry, Manifest, Top, check_disjoint, shard_path, shards_of};
 use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, Tree, check_tree, describe, digest, read_regular,
 };
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_unsynced};
-use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, SPARE, io, reason};
+use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST_FORMAT, SPARE, io, reason};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
 use crate::store::Revision;
@@ -423,18 +421,9 @@ impl<'a> Target<'a> {
 
     /// The next generation's `.manifest.json` and `.index.json`, from `top`.
     pub(super) fn add_top(&mut self, top: &Top) -> Result<()> {
-        let manifest_json = serde_json::to_vec_pretty(top)
-            .map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
-        self.add_file(
-            MANIFEST,
-            Source::Write(std::borrow::Cow::Owned(File::public(manifest_json))),
-        );
-        let index_json = serde_json::to_vec(&Index::of(top))
-            .map_err(|e| RotateError::json(INDEX.to_string(), e))?;
-        self.add_file(
-            INDEX,
-            Source::Write(std::borrow::Cow::Owned(File::public(index_json))),
-        );
+        for (path, file) in top.files()? {
+            self.add_file(path, Source::Write(std::borrow::Cow::Owned(file)));
+        }
         Ok(())
     }
 

@@ -24,10 +24,10 @@
 //! left to the whole commit of changes, which walks and checks everything.
 
 use super::commit::next_number;
-use super::manifest::{Current, Index, Top, bucket, generation_name, shard_path, shards_of};
+use super::manifest::{Current, Top, bucket, generation_name, shard_path, shards_of};
 use super::safety::{check_owner_and_mode, digest, effective_uid};
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
-use super::{FsStore, INDEX, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io, reason};
+use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io, reason};
 use crate::document::File;
 use crate::error::{Result, RotateError};
 use crate::store::{Changes, Revision, Summary};
@@ -364,14 +364,9 @@ fn next_top(
         .ok_or_else(|| RotateError::corrupt(key, "is not in the manifest it was just read from"))?;
     top_entry.revision = number;
     top_entry.summary = summary.map(|s| s.as_str().to_string());
-    let manifest_json =
-        serde_json::to_vec_pretty(&top).map_err(|e| RotateError::json(MANIFEST.to_string(), e))?;
-    edit.written
-        .insert(MANIFEST.to_string(), File::public(manifest_json));
-    let index_json = serde_json::to_vec(&Index::of(&top))
-        .map_err(|e| RotateError::json(INDEX.to_string(), e))?;
-    edit.written
-        .insert(INDEX.to_string(), File::public(index_json));
+    for (path, file) in top.files()? {
+        edit.written.insert(path.to_string(), file);
+    }
     // The shards' directory stays when its last shard goes.
     edit.kept.insert(super::manifest::SHARDS_DIR.to_string());
     Ok((top, edit))

@@ -13,7 +13,7 @@
 use super::GEN_PREFIX;
 use super::safety::Tree;
 use super::{LEGACY_KEY, MANIFEST_FORMAT, io};
-use crate::document::Files;
+use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -135,6 +135,18 @@ impl Top {
             keys,
             shards: BTreeMap::new(),
         }
+    }
+
+    /// The generation's `.manifest.json` and `.index.json` from this top.
+    pub(super) fn files(&self) -> Result<[(&'static str, File); 2]> {
+        let manifest = serde_json::to_vec_pretty(self)
+            .map_err(|e| RotateError::json(super::MANIFEST.to_string(), e))?;
+        let index = serde_json::to_vec(&Index::of(self))
+            .map_err(|e| RotateError::json(super::INDEX.to_string(), e))?;
+        Ok([
+            (super::MANIFEST, File::public(manifest)),
+            (super::INDEX, File::public(index)),
+        ])
     }
 
     /// Parses a format 3 `.manifest.json`.
