@@ -27,7 +27,7 @@ use super::commit::next_number;
 use super::manifest::{Current, Top, bucket, generation_name, shard_path, shards_of};
 use super::safety::{check_owner_and_mode, digest, effective_uid};
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
-use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io, reason};
+use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io};
 use crate::document::File;
 use crate::error::{Result, RotateError};
 use crate::store::{Changes, Revision, Summary};
@@ -247,38 +247,16 @@ impl FsStore {
     /// linked from `live`, then flushed and marked. Anything failing here
     /// deletes it instead (the next whole commit makes a generation anew).
     fn retire_by_edit(&self, previous: &Current, live: &Path, number: u64, edit: &Edit) {
-        let spare = self.root.join(SPARE);
-        let renamed = self
-            .step(&format!("remove {}", previous.name()))
-            .and_then(|()| fs::rename(&previous.dir, &spare).map_err(io(&spare)));
-        if let Err(e) = renamed {
-            self.notice(format!(
-                "warning: {}: could not remove this old generation ({}); it still holds \
-                 private keys, and the next run retries",
-                previous.dir.display(),
-                reason(&e)
-            ));
-            return;
-        }
-        let updated = self.step("update spare").and_then(|()| {
+        self.retire_with(previous, |spare| {
             let link = |path: &Path, _: &File| {
                 let relative = path
-                    .strip_prefix(&spare)
+                    .strip_prefix(spare)
                     .map_err(|e| RotateError::corrupt(path.display().to_string(), e.to_string()))?;
                 link_or_copy(&live.join(relative), path)
             };
-            let (written, touched) = self.apply_edit(&spare, edit, link)?;
-            self.mark_spare(&spare, number, &written, &touched)
+            let (written, touched) = self.apply_edit(spare, edit, link)?;
+            self.mark_spare(spare, number, &written, &touched)
         });
-        if let Err(e) = updated {
-            self.notice(format!(
-                "warning: {}: could not bring this copy of the store up to date ({}); \
-                 removing it",
-                spare.display(),
-                reason(&e)
-            ));
-            self.remove_spare(false);
-        }
     }
 
     /// Puts the spare's entries on disk, then marks it as a mirror of

@@ -62,6 +62,13 @@ impl FsStore {
     /// replacing only what this commit changed, so that it holds no key the
     /// live generation does not. Anything failing here deletes it instead.
     pub(super) fn retire(&self, previous: &Current, live: &Path, number: u64, target: &Target<'_>) {
+        self.retire_with(previous, |spare| {
+            self.mirror(spare, previous, live, number, target)
+        });
+    }
+
+    /// [`FsStore::retire`], bringing the spare up to date with `update`.
+    pub(super) fn retire_with(&self, previous: &Current, update: impl FnOnce(&Path) -> Result<()>) {
         let name = previous.name();
         let spare = self.root.join(SPARE);
         if fs::symlink_metadata(&spare).is_ok() {
@@ -79,7 +86,7 @@ impl FsStore {
             ));
             return;
         }
-        if let Err(e) = self.mirror(&spare, previous, live, number, target) {
+        if let Err(e) = self.step("update spare").and_then(|()| update(&spare)) {
             self.notice(format!(
                 "warning: {}: could not bring this copy of the store up to date ({}); \
                  removing it",
@@ -99,7 +106,6 @@ impl FsStore {
         number: u64,
         target: &Target<'_>,
     ) -> Result<()> {
-        self.step("update spare")?;
         let mut gone: Vec<&String> = previous
             .tree
             .iter()
