@@ -24,7 +24,7 @@
 //! left to the whole commit of changes, which walks and checks everything.
 
 use super::commit::next_number;
-use super::manifest::{Current, Top, bucket, generation_name, shard_path, shards_of};
+use super::manifest::{Current, Top, bucket, generation_name, root_of, shard_path, shards_of};
 use super::safety::{check_owner_and_mode, digest, effective_uid};
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
 use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io};
@@ -136,21 +136,20 @@ impl FsStore {
         let Some(entry) = current.top.keys.get(key) else {
             return false;
         };
-        let root_of = |p: &str| p.split('/').next().unwrap_or(p).to_string();
-        let others: BTreeSet<String> = current
+        let others: BTreeSet<&str> = current
             .top
             .keys
             .iter()
             .filter(|(k, _)| k.as_str() != key)
-            .flat_map(|(_, e)| e.roots.iter().cloned())
+            .flat_map(|(_, e)| e.roots.iter().map(String::as_str))
             .collect();
         // A root a declared directory keeps stays however many files go.
-        let kept_roots: BTreeSet<String> = entry.dirs.iter().map(|d| root_of(d)).collect();
+        let kept_roots: BTreeSet<&str> = entry.dirs.iter().map(|d| root_of(d)).collect();
         let spare = self.root.join(SPARE);
         let euid = effective_uid();
         let written_fits = changes.written().all(|(path, _)| {
             let root = root_of(path);
-            if !entry.roots.contains(&root) || others.contains(&root) {
+            if !entry.roots.contains(root) || others.contains(root) {
                 return false;
             }
             // Each existing component on the way is this user's real
@@ -175,7 +174,7 @@ impl FsStore {
             }
             true
         });
-        written_fits && changes.removed().all(|p| kept_roots.contains(&root_of(p)))
+        written_fits && changes.removed().all(|p| kept_roots.contains(root_of(p)))
     }
 
     /// Removes and writes what `edit` says in the generation directory

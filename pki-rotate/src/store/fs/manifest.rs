@@ -96,7 +96,7 @@ pub(super) fn shard_path(bucket: &str) -> String {
 }
 
 /// The first component of `path`.
-fn root_of(path: &str) -> &str {
+pub(super) fn root_of(path: &str) -> &str {
     path.split('/').next().unwrap_or(path)
 }
 
@@ -115,12 +115,7 @@ impl Top {
             .keys
             .iter()
             .map(|(key, entry)| {
-                let roots = entry
-                    .files
-                    .keys()
-                    .chain(entry.dirs.iter())
-                    .map(|p| root_of(p).to_string())
-                    .collect();
+                let roots = entry.roots();
                 let top = TopEntry {
                     revision: entry.revision,
                     dirs: entry.dirs.clone(),
@@ -275,13 +270,18 @@ pub(super) fn generation_name(number: u64) -> String {
 impl Manifest {
     /// The names at the root that are the store's links into `.data`.
     pub(super) fn published_names(&self) -> BTreeSet<String> {
-        let mut names = BTreeSet::new();
-        for entry in self.keys.values() {
-            for p in entry.files.keys().chain(entry.dirs.iter()) {
-                names.insert(p.split('/').next().unwrap_or(p).to_string());
-            }
-        }
-        names
+        self.keys.values().flat_map(KeyEntry::roots).collect()
+    }
+}
+
+impl KeyEntry {
+    /// The first component of each of its files and directories.
+    fn roots(&self) -> BTreeSet<String> {
+        self.files
+            .keys()
+            .chain(self.dirs.iter())
+            .map(|p| root_of(p).to_string())
+            .collect()
     }
 }
 
