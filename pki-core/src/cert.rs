@@ -1,7 +1,7 @@
 //! Parsed X.509 certificates that keep their original DER.
 
 mod extensions;
-mod layout;
+pub(crate) mod layout;
 mod pre1970;
 mod raw;
 mod shallow;
@@ -94,6 +94,12 @@ pub(crate) struct Memo {
     /// certificate's signature, once one has (a signature verifies with
     /// one key only).
     pub(crate) verified_by: OnceLock<[u8; 32]>,
+    /// The (role, purpose) pairs whose per-certificate profile checks
+    /// passed, one bit each (see `verify::profile::check_cert`): a leaf
+    /// checked against several bundles, or an issuer shared by a thousand
+    /// chains, is checked once. Failures are not kept; they are found
+    /// again, with their message.
+    pub(crate) profile_passed: std::sync::atomic::AtomicU8,
     /// The rest, made on first use: most leaves a store holds never need
     /// any of it, and held inline it would be a third of a certificate.
     more: OnceLock<Box<MoreMemo>>,
@@ -115,6 +121,9 @@ pub(crate) struct MoreMemo {
     san: OnceLock<Vec<GeneralName>>,
     /// The SubjectPublicKeyInfo, decoded.
     spki: OnceLock<SubjectPublicKeyInfoOwned>,
+    /// The public key as signature checks use it (see
+    /// `verify::signature::decoded_key`).
+    pub(crate) decoded_key: OnceLock<Box<crate::verify::DecodedKey>>,
     /// Whether the certificate's signature verifies with its own key (asked
     /// only of unusual trust anchors).
     pub(crate) self_signed: OnceLock<bool>,

@@ -101,6 +101,7 @@ mod error;
 mod names;
 mod profile;
 mod signature;
+pub(crate) use signature::DecodedKey;
 
 pub use budget::{Budget, BudgetKind};
 pub use cache::SignatureCache;
@@ -424,7 +425,7 @@ impl<'a> Builder<'a> {
                 })
             };
         }
-        let outcome = signature::check(issuer.public_key(), &signed);
+        let outcome = signature::check(signature::decoded_key(issuer), &signed);
         match &outcome {
             Ok(()) => {
                 cache.insert(key, true);

@@ -338,6 +338,55 @@ fn client_certificate_is_refused_for_server_auth_and_accepted_for_client_auth() 
 }
 
 #[test]
+fn a_certificate_that_passed_in_one_role_and_purpose_is_checked_again_in_another() {
+    // A pass is remembered with the certificate (and its clones): it must
+    // not answer for another purpose or another role.
+    let root = new_root("root", 1);
+    let anchors = bundle(&[&root.cert]);
+    let mut r = rng(2);
+    let server_key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["server".into()];
+    let server = root
+        .issue(&p, &server_key.public_key().unwrap(), &mut r)
+        .unwrap();
+    for _ in 0..2 {
+        verify_chain(&server, &[], &anchors, &opts()).unwrap();
+    }
+    let mut client = opts();
+    client.purpose = Purpose::ClientAuth;
+    for _ in 0..2 {
+        let err = verify_chain(&server, &[], &anchors, &client).unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::EkuNotAllowed {
+                cert: server.id(),
+                purpose: Purpose::ClientAuth
+            }
+        );
+    }
+    let not_a_ca = CertificateAuthority {
+        cert: server.clone(),
+        key: server_key,
+    };
+    let leaf = server_leaf(&not_a_ca, 3);
+    for _ in 0..2 {
+        let err =
+            verify_chain(&leaf, std::slice::from_ref(&server), &anchors, &opts()).unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::NotACa {
+                cert: server.id(),
+                reason: "basicConstraints cA is FALSE"
+            }
+        );
+    }
+    // Nor as a trust anchor of its own.
+    let err = verify_chain(&leaf, &[], &bundle(&[&server]), &opts()).unwrap_err();
+    assert!(matches!(err, VerifyError::NotACa { .. }), "{err}");
+}
+
+#[test]
 fn path_len_zero_intermediate_cannot_have_a_ca_below_it() {
     let root = new_root("root", 1);
     let top = intermediate(&root, "top", Some(0), 2);

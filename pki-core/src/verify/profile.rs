@@ -93,11 +93,35 @@ pub(crate) fn is_legacy_anchor(cert: &Certificate) -> bool {
 
 /// Checks everything about `cert` that does not depend on the rest of the
 /// path. Issuers (intermediates and v3 anchors) must be CAs.
+///
+/// The outcome depends on the certificate, its role and the purpose only,
+/// so a pass is remembered with the certificate.
 pub(crate) fn check_cert(
     cert: &Certificate,
     role: Role,
     purpose: Purpose,
 ) -> Result<(), VerifyError> {
+    use std::sync::atomic::Ordering;
+    let role_index = match role {
+        Role::Leaf => 0,
+        Role::Intermediate => 1,
+        Role::Anchor => 2,
+    };
+    let purpose_index = match purpose {
+        Purpose::ServerAuth => 0,
+        Purpose::ClientAuth => 1,
+    };
+    let bit = 1u8 << (role_index * 2 + purpose_index);
+    let passed = &cert.memo().profile_passed;
+    if passed.load(Ordering::Relaxed) & bit != 0 {
+        return Ok(());
+    }
+    check_profile(cert, role, purpose)?;
+    passed.fetch_or(bit, Ordering::Relaxed);
+    Ok(())
+}
+
+fn check_profile(cert: &Certificate, role: Role, purpose: Purpose) -> Result<(), VerifyError> {
     // Read from the DER: the decoded tree only for what is unusual.
     if !cert.signature_algorithms_match() {
         let x = cert.x509();
@@ -304,11 +328,9 @@ fn check_leaf_profile(cert: &Certificate) -> Result<(), VerifyError> {
             "empty subject without a critical subjectAltName (RFC 5280 §4.2.1.6)",
         ));
     }
-    super::signature::check_key_strength(cert.public_key()).map_err(|reason| {
-        VerifyError::WeakPublicKey {
-            cert: cert.id(),
-            reason,
-        }
+    super::signature::check_key_strength(cert).map_err(|reason| VerifyError::WeakPublicKey {
+        cert: cert.id(),
+        reason,
     })
 }
 

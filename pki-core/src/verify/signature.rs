@@ -112,17 +112,49 @@ pub fn verify_signature(
 ) -> Result<(), VerifyError> {
     let issuer = spki_label(issuer_spki);
     let signed = signed_parts(cert).map_err(|f| f.into_error(cert, issuer.clone()))?;
-    check(issuer_spki, &signed).map_err(|f| f.into_error(cert, issuer))
+    check(&DecodedKey::of(issuer_spki), &signed).map_err(|f| f.into_error(cert, issuer))
+}
+
+/// A public key decoded as the signature checks use it, by the RustCrypto
+/// parsers whichever backend does the arithmetic: an ECDSA key (its point
+/// checked to be on the curve) or an RSA key (its size and exponent
+/// checked), or why the key cannot check a signature of that kind.
+pub(crate) struct DecodedKey {
+    ec: Result<EcPublicKey, SigFailure>,
+    /// The key and the RSAPublicKey DER it was decoded from (what ring reads).
+    rsa: Result<(rsa::RsaPublicKey, Box<[u8]>), SigFailure>,
+}
+
+impl DecodedKey {
+    pub(crate) fn of(spki: &SubjectPublicKeyInfoOwned) -> Self {
+        // A key of the other type is refused at once, without decoding.
+        DecodedKey {
+            ec: ec_key(spki),
+            rsa: rsa_key(spki).map(|key| {
+                let pkcs1 = spki.subject_public_key.as_bytes().unwrap_or_default();
+                (key, pkcs1.into())
+            }),
+        }
+    }
+}
+
+/// `cert`'s own key, decoded once and remembered with the certificate: an
+/// issuer's key checks the signature of every certificate it issued.
+pub(crate) fn decoded_key(cert: &Certificate) -> &DecodedKey {
+    cert.memo()
+        .more()
+        .decoded_key
+        .get_or_init(|| Box::new(DecodedKey::of(cert.public_key())))
 }
 
 /// Whether `cert`'s signature verifies with its own key, remembered with
 /// the certificate.
 pub(crate) fn is_self_signed(cert: &Certificate) -> bool {
-    *cert
-        .memo()
-        .more()
-        .self_signed
-        .get_or_init(|| verify_signature(cert.public_key(), cert).is_ok())
+    *cert.memo().more().self_signed.get_or_init(|| {
+        signed_parts(cert)
+            .and_then(|signed| check(decoded_key(cert), &signed))
+            .is_ok()
+    })
 }
 
 pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
@@ -198,19 +230,16 @@ fn scheme(alg: &AlgorithmIdentifierOwned) -> Result<Scheme, SigFailure> {
     Ok(scheme)
 }
 
-/// Verifies `signed` with `spki`, with ring when the `ring` feature is on
+/// Verifies `signed` with `key`, with ring when the `ring` feature is on
 /// and with the RustCrypto crates otherwise. Both backends accept exactly
 /// the same keys and signatures: the key, its size and the signature
 /// encoding are checked by the RustCrypto parsers in either case, and only
 /// the final arithmetic differs.
-pub(crate) fn check(
-    spki: &SubjectPublicKeyInfoOwned,
-    signed: &Signed<'_>,
-) -> Result<(), SigFailure> {
+pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
     match crate::CryptoProvider::get_default().verification() {
         #[cfg(feature = "ring")]
-        crate::Backend::Ring => ring_backend::check(spki, signed),
-        crate::Backend::RustCrypto => rust_crypto::check(spki, signed),
+        crate::Backend::Ring => ring_backend::check(key, signed),
+        crate::Backend::RustCrypto => rust_crypto::check(key, signed),
     }
 }
 
@@ -218,10 +247,7 @@ pub(crate) fn check(
 mod rust_crypto {
     use super::*;
 
-    pub(crate) fn check(
-        spki: &SubjectPublicKeyInfoOwned,
-        signed: &Signed<'_>,
-    ) -> Result<(), SigFailure> {
+    pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
         match signed.scheme {
             Scheme::Ecdsa(hash) => {
                 let digest = |hash| -> Vec<u8> {
@@ -235,8 +261,8 @@ mod rust_crypto {
                 // Each curve's own hash through `verify`, any other as a
                 // prehash (FIPS 186-5 §6.4.1: a shorter digest is the
                 // integer it encodes).
-                let ok = match ec_key(spki)? {
-                    EcPublicKey::P256(key) => {
+                let ok = match key.ec.as_ref().map_err(Clone::clone)? {
+                    EcPublicKey::P256(key, _) => {
                         let sig = p256::ecdsa::Signature::from_der(signed.signature)
                             .map_err(|_| SigFailure::Invalid)?;
                         match hash {
@@ -244,7 +270,7 @@ mod rust_crypto {
                             other => key.verify_prehash(&digest(other), &sig),
                         }
                     }
-                    EcPublicKey::P384(key) => {
+                    EcPublicKey::P384(key, _) => {
                         let sig = p384::ecdsa::Signature::from_der(signed.signature)
                             .map_err(|_| SigFailure::Invalid)?;
                         match hash {
@@ -256,7 +282,8 @@ mod rust_crypto {
                 ok.map_err(|_| SigFailure::Invalid)
             }
             Scheme::RsaPkcs1(hash) => {
-                let key = rsa_key(spki)?;
+                let (key, _) = key.rsa.as_ref().map_err(Clone::clone)?;
+                let key = key.clone();
                 let sig = rsa::pkcs1v15::Signature::try_from(signed.signature)
                     .map_err(|_| SigFailure::Invalid)?;
                 let ok = match hash {
@@ -284,68 +311,77 @@ mod ring_backend {
     use super::*;
     use ring::signature as rs;
 
-    pub(crate) fn check(
-        spki: &SubjectPublicKeyInfoOwned,
-        signed: &Signed<'_>,
-    ) -> Result<(), SigFailure> {
-        let (algorithm, key, signature): (&dyn rs::VerificationAlgorithm, Vec<u8>, Vec<u8>) =
+    pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
+        let (algorithm, public, signature): (&dyn rs::VerificationAlgorithm, &[u8], Vec<u8>) =
             match signed.scheme {
                 Scheme::Ecdsa(hash) => {
-                    // Keys and signatures are re-encoded from what the
-                    // RustCrypto parsers accepted, so that ring sees exactly
-                    // that.
+                    // Keys and signatures are handed over as the RustCrypto
+                    // parsers accepted them (the point uncompressed, the
+                    // signature as its two scalars, each checked to be in
+                    // range), so that ring sees exactly that.
                     let invalid = |_| SigFailure::Invalid;
-                    match ec_key(spki)? {
-                        EcPublicKey::P256(key) => {
-                            let algorithm: &dyn rs::VerificationAlgorithm = match hash {
-                                Hash::Sha256 => &rs::ECDSA_P256_SHA256_ASN1,
-                                Hash::Sha384 => &rs::ECDSA_P256_SHA384_ASN1,
-                                // Not produced by `scheme`; ring has no SHA-512 here.
-                                Hash::Sha512 => return rust_crypto::check(spki, signed),
-                            };
+                    match key.ec.as_ref().map_err(Clone::clone)? {
+                        EcPublicKey::P256(_, point) => {
                             let sig = p256::ecdsa::Signature::from_der(signed.signature)
                                 .map_err(invalid)?;
-                            let point = key.to_sec1_point(false).as_bytes().to_vec();
-                            (algorithm, point, sig.to_der().as_bytes().to_vec())
+                            // ring's fixed form (r || s) where it has one:
+                            // no DER to write and read again.
+                            match hash {
+                                Hash::Sha256 => (
+                                    &rs::ECDSA_P256_SHA256_FIXED,
+                                    &point[..],
+                                    sig.to_bytes().to_vec(),
+                                ),
+                                Hash::Sha384 => (
+                                    &rs::ECDSA_P256_SHA384_ASN1,
+                                    &point[..],
+                                    sig.to_der().as_bytes().to_vec(),
+                                ),
+                                // Not produced by `scheme`; ring has no SHA-512 here.
+                                Hash::Sha512 => return rust_crypto::check(key, signed),
+                            }
                         }
-                        EcPublicKey::P384(key) => {
-                            let algorithm: &dyn rs::VerificationAlgorithm = match hash {
-                                Hash::Sha256 => &rs::ECDSA_P384_SHA256_ASN1,
-                                Hash::Sha384 => &rs::ECDSA_P384_SHA384_ASN1,
-                                Hash::Sha512 => return rust_crypto::check(spki, signed),
-                            };
+                        EcPublicKey::P384(_, point) => {
                             let sig = p384::ecdsa::Signature::from_der(signed.signature)
                                 .map_err(invalid)?;
-                            let point = key.to_sec1_point(false).as_bytes().to_vec();
-                            (algorithm, point, sig.to_der().as_bytes().to_vec())
+                            match hash {
+                                Hash::Sha384 => (
+                                    &rs::ECDSA_P384_SHA384_FIXED,
+                                    &point[..],
+                                    sig.to_bytes().to_vec(),
+                                ),
+                                Hash::Sha256 => (
+                                    &rs::ECDSA_P384_SHA256_ASN1,
+                                    &point[..],
+                                    sig.to_der().as_bytes().to_vec(),
+                                ),
+                                Hash::Sha512 => return rust_crypto::check(key, signed),
+                            }
                         }
                     }
                 }
                 Scheme::RsaPkcs1(hash) => {
-                    rsa_key(spki)?;
+                    let (_, pkcs1) = key.rsa.as_ref().map_err(Clone::clone)?;
                     let algorithm: &dyn rs::VerificationAlgorithm = match hash {
                         Hash::Sha256 => &rs::RSA_PKCS1_2048_8192_SHA256,
                         Hash::Sha384 => &rs::RSA_PKCS1_2048_8192_SHA384,
                         Hash::Sha512 => &rs::RSA_PKCS1_2048_8192_SHA512,
                     };
-                    let key = spki
-                        .subject_public_key
-                        .as_bytes()
-                        .unwrap_or_default()
-                        .to_vec();
-                    (algorithm, key, signed.signature.to_vec())
+                    (algorithm, &pkcs1[..], signed.signature.to_vec())
                 }
             };
-        rs::UnparsedPublicKey::new(algorithm, key)
+        rs::UnparsedPublicKey::new(algorithm, public)
             .verify(signed.tbs, &signature)
             .map_err(|_| SigFailure::Invalid)
     }
 }
 
-/// An ECDSA public key on a curve this verifier accepts.
+/// An ECDSA public key on a curve this verifier accepts, with its
+/// uncompressed point (what ring reads).
+#[cfg_attr(not(feature = "ring"), allow(dead_code))]
 enum EcPublicKey {
-    P256(p256::ecdsa::VerifyingKey),
-    P384(p384::ecdsa::VerifyingKey),
+    P256(p256::ecdsa::VerifyingKey, Box<[u8]>),
+    P384(p384::ecdsa::VerifyingKey, Box<[u8]>),
 }
 
 fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
@@ -379,11 +415,17 @@ fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
     };
     if curve == Some(SECP384R1) {
         p384::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
-            .map(EcPublicKey::P384)
+            .map(|key| {
+                let point = key.to_sec1_point(false).as_bytes().into();
+                EcPublicKey::P384(key, point)
+            })
             .map_err(|_| not_a_point("P-384"))
     } else {
         p256::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
-            .map(EcPublicKey::P256)
+            .map(|key| {
+                let point = key.to_sec1_point(false).as_bytes().into();
+                EcPublicKey::P256(key, point)
+            })
             .map_err(|_| not_a_point("P-256"))
     }
 }
@@ -397,29 +439,71 @@ const DSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10040.4.1");
 /// among them) or with explicit parameters. Issuers' keys meet the same
 /// floor when their signatures are checked; this applies it to the leaf,
 /// whose key is never used here. Other key types are not judged.
-pub(crate) fn check_key_strength(spki: &SubjectPublicKeyInfoOwned) -> Result<(), String> {
-    match spki.algorithm.oid {
-        RSA_ENCRYPTION => rsa_key(spki).map(|_| ()).map_err(|f| match f {
-            SigFailure::UnsupportedKey(reason) => reason,
-            _ => "not an RSA public key".to_owned(),
-        }),
-        EC_PUBLIC_KEY => {
-            let curve = spki
-                .algorithm
-                .parameters
-                .as_ref()
-                .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
-            match curve {
-                Some(SECP256R1 | SECP384R1 | SECP521R1) => Ok(()),
-                Some(other) => Err(format!(
-                    "EC key on curve {other} (accepted: P-256, P-384, P-521)"
-                )),
-                None => Err("EC key without a named curve (explicit or missing parameters)".into()),
-            }
-        }
+///
+/// The algorithm is read in place; only an RSA key is decoded (its size
+/// is its modulus), and then remembered as the certificate's key.
+pub(crate) fn check_key_strength(cert: &Certificate) -> Result<(), String> {
+    if algorithm_identifier(cert.spki_der()).is_some_and(|id| ACCEPTED_CURVES.contains(&id)) {
+        return Ok(());
+    }
+    let in_place = <spki::SubjectPublicKeyInfoRef<'_> as der::Decode>::from_der(cert.spki_der())
+        .map(|spki| (spki.algorithm.oid, spki.algorithm.parameters.map(curve_of)));
+    let (oid, curve) = in_place.unwrap_or_else(|_| {
+        let algorithm = &cert.public_key().algorithm;
+        let parameters = algorithm.parameters.as_ref();
+        (algorithm.oid, parameters.map(|p| curve_of(p.into())))
+    });
+    match oid {
+        RSA_ENCRYPTION => match &decoded_key(cert).rsa {
+            Ok(_) => Ok(()),
+            Err(SigFailure::UnsupportedKey(reason)) => Err(reason.clone()),
+            Err(_) => Err("not an RSA public key".to_owned()),
+        },
+        EC_PUBLIC_KEY => match curve.flatten() {
+            Some(SECP256R1 | SECP384R1 | SECP521R1) => Ok(()),
+            Some(other) => Err(format!(
+                "EC key on curve {other} (accepted: P-256, P-384, P-521)"
+            )),
+            None => Err("EC key without a named curve (explicit or missing parameters)".into()),
+        },
         DSA => Err("DSA key (DSA is not accepted)".into()),
         _ => Ok(()),
     }
+}
+
+/// The DER of the AlgorithmIdentifier of an EC key on P-256, P-384 and
+/// P-521: the keys nearly every certificate has, recognised by their
+/// exact encoding (DER has one) without a decoder.
+const ACCEPTED_CURVES: [&[u8]; 3] = [
+    &[
+        0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86,
+        0x48, 0xce, 0x3d, 0x03, 0x01, 0x07,
+    ],
+    &[
+        0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81,
+        0x04, 0x00, 0x22,
+    ],
+    &[
+        0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81,
+        0x04, 0x00, 0x23,
+    ],
+];
+
+/// The AlgorithmIdentifier's DER in a SubjectPublicKeyInfo's.
+fn algorithm_identifier(spki: &[u8]) -> Option<&[u8]> {
+    use crate::cert::layout::tlv;
+    let (0x30, content, _) = tlv(spki, 0)? else {
+        return None;
+    };
+    let (0x30, _, end) = tlv(spki, content)? else {
+        return None;
+    };
+    spki.get(content..end)
+}
+
+/// The named curve of EC key parameters, if that is what they are.
+fn curve_of(parameters: der::AnyRef<'_>) -> Option<ObjectIdentifier> {
+    parameters.decode_as::<ObjectIdentifier>().ok()
 }
 
 fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
@@ -465,6 +549,20 @@ fn modulus_bits(n: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_accepted_curves_are_the_der_of_their_algorithm_identifiers() {
+        for (curve, der) in [SECP256R1, SECP384R1, SECP521R1]
+            .into_iter()
+            .zip(ACCEPTED_CURVES)
+        {
+            let id = AlgorithmIdentifierOwned {
+                oid: EC_PUBLIC_KEY,
+                parameters: Some(der::Any::encode_from(&curve).unwrap()),
+            };
+            assert_eq!(id.to_der().unwrap(), der, "{curve}");
+        }
+    }
 
     #[test]
     fn modulus_bits_counts_from_the_first_set_bit() {
@@ -552,8 +650,9 @@ mod backends_agree {
                     continue;
                 };
                 for issuer in [&p256.cert, &p384.cert, &rsa.cert] {
-                    let a = rust_crypto::check(issuer.public_key(), &signed);
-                    let b = ring_backend::check(issuer.public_key(), &signed);
+                    let key = decoded_key(issuer);
+                    let a = rust_crypto::check(key, &signed);
+                    let b = ring_backend::check(key, &signed);
                     assert_eq!(a, b, "{variant:?} by {issuer:?}");
                     if a.is_ok() {
                         checked.0 += 1
