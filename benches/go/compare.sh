@@ -16,7 +16,11 @@
 # RUNS (default 5) process pairs are run per row, alternating pki and Go so
 # that a noisy neighbour hurts both. Each process warms up and reports the
 # median of its own repetitions (or its peak memory); the script takes the
-# median over runs. cli-issue runs once: 1,000 successive `pki issue`.
+# median over runs, and prints the ratio of the medians with the range of
+# the per-pair ratios (a pair runs back to back, so a machine that slows
+# down for a while moves both sides of a pair, and the range shows how far
+# one run can be trusted). cli-issue runs once: 1,000 successive `pki
+# issue`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs="${1:-5}"
@@ -92,7 +96,7 @@ print(f"{sum(each):.2f} {first:.4f} {last:.4f}")
 EOF
 }
 
-printf '%-17s %12s %12s %8s\n' row pki Go pki/Go
+printf '%-17s %12s %12s %8s  %s\n' row pki Go pki/Go 'per pair'
 for row in "${rows[@]}"; do
   case "$row" in
     cli-rotate)
@@ -127,6 +131,9 @@ for row in "${rows[@]}"; do
   g="$(median <"$work/go.txt")"
   unit=s
   [ "$row" = memory ] && unit=MB
-  printf '%-17s %11.4f%s %11.4f%s %8.2f\n' "$row" "$p" "$unit" "$g" "$unit" \
-    "$(awk -v p="$p" -v g="$g" 'BEGIN {print p / g}')"
+  pairs="$(paste "$work/pki.txt" "$work/go.txt" \
+    | awk '{r = $1 / $2; if (NR == 1 || r < lo) lo = r; if (NR == 1 || r > hi) hi = r}
+           END {printf "%.3f-%.3f", lo, hi}')"
+  printf '%-17s %11.4f%s %11.4f%s %8.3f  %s\n' "$row" "$p" "$unit" "$g" "$unit" \
+    "$(awk -v p="$p" -v g="$g" 'BEGIN {print p / g}')" "$pairs"
 done

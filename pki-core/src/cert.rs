@@ -335,6 +335,11 @@ impl Certificate {
         self.x509().tbs_certificate().subject()
     }
 
+    /// The subject Name's DER, exactly as encoded in the certificate.
+    pub(crate) fn subject_der(&self) -> &[u8] {
+        self.slice(&self.0.layout.subject)
+    }
+
     /// Issuer distinguished name.
     pub fn issuer(&self) -> &Name {
         self.x509().tbs_certificate().issuer()

@@ -21,6 +21,7 @@ use der::referenced::OwnedToRef;
 use rand_core::CryptoRng;
 use spki::SubjectPublicKeyInfoOwned;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use time::{Duration, OffsetDateTime};
 use x509_cert::attr::AttributeTypeAndValue;
 use x509_cert::ext::pkix::name::GeneralName;
@@ -123,7 +124,7 @@ impl CertificateParams {
         let ski = key_identifier(&spki)?;
         let extensions = self.extensions(&ski, None, key.algorithm().is_rsa())?;
         build(
-            &self.subject,
+            None,
             &self.subject,
             &extensions,
             not_before,
@@ -146,7 +147,7 @@ impl CertificateParams {
         let is_rsa = public_key.algorithm.oid == RSA_ENCRYPTION;
         let extensions = self.extensions(&ski, issuer.cert.ski(), is_rsa)?;
         build(
-            issuer.cert.subject(),
+            Some(issuer.cert.subject_der()),
             &self.subject,
             &extensions,
             not_before,
@@ -199,29 +200,26 @@ impl CertificateParams {
     ) -> Result<Vec<Extension>> {
         let mut exts = Vec::new();
         let subject = &self.subject;
-        let mut push = |ext: Result<Extension, der::Error>| -> Result<()> {
-            exts.push(ext.map_err(Error::crypto)?);
-            Ok(())
-        };
+        let encoded = |ext: Result<Extension, der::Error>| ext.map_err(Error::crypto);
         match self.profile {
             Profile::RootCa | Profile::IntermediateCa { .. } => {
                 let path_len = match self.profile {
                     Profile::IntermediateCa { path_len } => path_len,
                     _ => None,
                 };
-                push(
+                exts.push(encoded(
                     BasicConstraints {
                         ca: true,
                         path_len_constraint: path_len,
                     }
                     .to_extension_for(subject),
-                )?;
-                push(
+                )?);
+                exts.push(encoded(
                     KeyUsage(
                         KeyUsages::KeyCertSign | KeyUsages::CRLSign | KeyUsages::DigitalSignature,
                     )
                     .to_extension_for(subject),
-                )?;
+                )?);
             }
             Profile::Server | Profile::Client | Profile::ServerClient => {
                 if self.profile != Profile::Client
@@ -232,25 +230,7 @@ impl CertificateParams {
                         "a server certificate needs at least one DNS name or IP address",
                     ));
                 }
-                push(
-                    BasicConstraints {
-                        ca: false,
-                        path_len_constraint: None,
-                    }
-                    .to_extension_for(subject),
-                )?;
-                let usage = if is_rsa {
-                    KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment
-                } else {
-                    KeyUsages::DigitalSignature.into()
-                };
-                push(KeyUsage(usage).to_extension_for(subject))?;
-                let purposes = match self.profile {
-                    Profile::Server => vec![EKU_SERVER_AUTH],
-                    Profile::Client => vec![EKU_CLIENT_AUTH],
-                    _ => vec![EKU_SERVER_AUTH, EKU_CLIENT_AUTH],
-                };
-                push(ExtendedKeyUsage(purposes).to_extension_for(subject))?;
+                exts.extend_from_slice(leaf_usage_extensions(self.profile, is_rsa)?);
                 let mut names = Vec::new();
                 for dns in &self.dns_names {
                     names.push(GeneralName::DnsName(dns_name(dns)?));
@@ -259,13 +239,15 @@ impl CertificateParams {
                     names.push(GeneralName::from(*ip));
                 }
                 if !names.is_empty() {
-                    push(SubjectAltName(names).to_extension_for(subject))?;
+                    exts.push(encoded(SubjectAltName(names).to_extension_for(subject))?);
                 }
             }
         }
-        push(ski.to_extension_for(subject))?;
+        exts.push(encoded(ski.to_extension_for(subject))?);
         if let Some(issuer_ski) = issuer_ski {
-            push(authority_key_id(issuer_ski)?.to_extension_for(subject))?;
+            exts.push(encoded(
+                authority_key_id(issuer_ski)?.to_extension_for(subject),
+            )?);
         }
         Ok(exts)
     }
@@ -273,6 +255,47 @@ impl CertificateParams {
 
 const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
     der::asn1::ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
+
+/// A leaf's basicConstraints, keyUsage and extendedKeyUsage: the same for
+/// every leaf of a profile and key type (none depends on the subject), so
+/// x509-cert encodes them once per process, not once per leaf (encoding
+/// the keyUsage bit string alone was 2 % of issuing one).
+fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [Extension]> {
+    static ENCODED: [OnceLock<Vec<Extension>>; 6] = [const { OnceLock::new() }; 6];
+    let (index, purposes) = match profile {
+        Profile::Server => (0, &[EKU_SERVER_AUTH][..]),
+        Profile::Client => (2, &[EKU_CLIENT_AUTH][..]),
+        Profile::ServerClient => (4, &[EKU_SERVER_AUTH, EKU_CLIENT_AUTH][..]),
+        Profile::RootCa | Profile::IntermediateCa { .. } => {
+            return Err(Error::issuance("a CA certificate has no leaf usages"));
+        }
+    };
+    let slot = &ENCODED[index + usize::from(is_rsa)];
+    if let Some(done) = slot.get() {
+        return Ok(done);
+    }
+    let usage = if is_rsa {
+        KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment
+    } else {
+        KeyUsages::DigitalSignature.into()
+    };
+    // Their criticality is fixed by their type (only subjectAltName's
+    // depends on the subject).
+    let anyone = Name::default();
+    let encoded = vec![
+        BasicConstraints {
+            ca: false,
+            path_len_constraint: None,
+        }
+        .to_extension_for(&anyone),
+        KeyUsage(usage).to_extension_for(&anyone),
+        ExtendedKeyUsage(purposes.to_vec()).to_extension_for(&anyone),
+    ]
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(Error::crypto)?;
+    Ok(slot.get_or_init(|| encoded))
+}
 
 /// A CA certificate with its private key: what signs.
 #[derive(Clone)]
@@ -378,7 +401,7 @@ pub(crate) fn resign<R: CryptoRng + ?Sized>(
         );
     }
     build(
-        signer.cert.subject(),
+        Some(signer.cert.subject_der()),
         tbs.subject(),
         &extensions,
         not_before,
@@ -477,9 +500,14 @@ fn random_serial<R: CryptoRng + ?Sized>(rng: &mut R) -> Result<SerialNumber> {
 /// field and extension and without the signer's own public key, which the
 /// builder encodes for each certificate only to hand it to a profile that
 /// does not read it.
+///
+/// `issuer` is the DER of the issuing CA's subject, copied byte for byte
+/// from its certificate (chaining compares names, and a copy matches
+/// whatever encoding the CA has); None for a self-issued certificate,
+/// whose issuer is its own subject.
 #[allow(clippy::too_many_arguments)]
 fn build<R: CryptoRng + ?Sized>(
-    issuer: &Name,
+    issuer: Option<&[u8]>,
     subject: &Name,
     extensions: &[Extension],
     not_before: OffsetDateTime,
@@ -502,12 +530,13 @@ fn build<R: CryptoRng + ?Sized>(
     );
     let serial = random_serial(rng)?;
     let algorithm = signing_key.signature_algorithm()?;
+    let subject = der::Encode::to_der(subject).map_err(Error::crypto)?;
     let tbs = tbs_der(&TbsFields {
         serial: &serial,
         algorithm: &algorithm,
-        issuer,
+        issuer: issuer.unwrap_or(&subject),
         validity: &validity,
-        subject,
+        subject: &subject,
         spki,
         extensions,
     })
@@ -523,9 +552,11 @@ fn build<R: CryptoRng + ?Sized>(
 struct TbsFields<'a> {
     serial: &'a SerialNumber,
     algorithm: &'a spki::AlgorithmIdentifierOwned,
-    issuer: &'a Name,
+    /// The issuer Name's DER.
+    issuer: &'a [u8],
     validity: &'a Validity,
-    subject: &'a Name,
+    /// The subject Name's DER.
+    subject: &'a [u8],
     spki: &'a SubjectPublicKeyInfoOwned,
     extensions: &'a [Extension],
 }
@@ -548,9 +579,9 @@ fn tbs_der(f: &TbsFields<'_>) -> der::Result<Vec<u8>> {
     }
     f.serial.encode_to_vec(&mut body)?;
     f.algorithm.encode_to_vec(&mut body)?;
-    f.issuer.encode_to_vec(&mut body)?;
+    body.extend_from_slice(f.issuer);
     f.validity.encode_to_vec(&mut body)?;
-    f.subject.encode_to_vec(&mut body)?;
+    body.extend_from_slice(f.subject);
     f.spki.encode_to_vec(&mut body)?;
     if !f.extensions.is_empty() {
         let mut list = Vec::with_capacity(256);
@@ -586,14 +617,15 @@ fn certificate_der(
     signature: &[u8],
 ) -> der::Result<Vec<u8>> {
     use der::{Encode, Header, Length, Tag};
-    let algorithm = algorithm.to_der()?;
-    let bits = der::asn1::BitStringRef::from_bytes(signature)?.to_der()?;
-    let len = Length::try_from(tbs.len() + algorithm.len() + bits.len())?;
-    let mut der = Header::new(Tag::Sequence, len).to_der()?;
-    der.reserve(tbs.len() + algorithm.len() + bits.len());
+    let bits = der::asn1::BitStringRef::from_bytes(signature)?;
+    let len = ((Length::try_from(tbs.len())? + algorithm.encoded_len()?)? + bits.encoded_len()?)?;
+    let header = Header::new(Tag::Sequence, len);
+    // One allocation of the final size.
+    let mut der = Vec::with_capacity(usize::try_from((header.encoded_len()? + len)?)?);
+    header.encode_to_vec(&mut der)?;
     der.extend_from_slice(&tbs);
-    der.extend_from_slice(&algorithm);
-    der.extend_from_slice(&bits);
+    algorithm.encode_to_vec(&mut der)?;
+    bits.encode_to_vec(&mut der)?;
     Ok(der)
 }
 

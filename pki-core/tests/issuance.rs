@@ -122,6 +122,53 @@ fn rsa_leaf_also_allows_key_encipherment() {
 }
 
 #[test]
+fn every_leaf_profile_and_key_type_gets_its_own_usages_every_time() {
+    // A leaf's basicConstraints, keyUsage and extendedKeyUsage are encoded
+    // once per process and reused: each combination must keep its own.
+    let ca = root(1);
+    let mut r = rng(6);
+    let ec = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let rsa = PrivateKey::generate(KeyAlgorithm::Rsa2048, &mut r).unwrap();
+    for _ in 0..2 {
+        for (profile, purposes) in [
+            (Profile::Server, &[EKU_SERVER_AUTH][..]),
+            (Profile::Client, &[EKU_CLIENT_AUTH][..]),
+            (
+                Profile::ServerClient,
+                &[EKU_SERVER_AUTH, EKU_CLIENT_AUTH][..],
+            ),
+        ] {
+            for (key, encipherment) in [(&ec, false), (&rsa, true)] {
+                let mut p =
+                    CertificateParams::new(profile, "web", NOW, Duration::days(30)).unwrap();
+                p.dns_names = vec!["web".into()];
+                let leaf = ca.issue(&p, &key.public_key().unwrap(), &mut r).unwrap();
+                let bc = leaf.basic_constraints().unwrap();
+                assert!(!bc.ca && bc.path_len.is_none(), "{profile:?}");
+                let usage = if encipherment {
+                    KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment
+                } else {
+                    KeyUsages::DigitalSignature.into()
+                };
+                assert_eq!(leaf.key_usage().unwrap().0, usage, "{profile:?}");
+                assert_eq!(leaf.extended_key_usage().unwrap(), purposes, "{profile:?}");
+                let critical: Vec<_> = leaf
+                    .x509()
+                    .tbs_certificate()
+                    .extensions()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.critical)
+                    .map(|e| e.extn_id.to_string())
+                    .collect();
+                // basicConstraints and keyUsage, as x509-cert marks them.
+                assert_eq!(critical, ["2.5.29.19", "2.5.29.15"], "{profile:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn leaf_not_after_is_capped_at_issuer_not_after() {
     let ca = root(1);
     let (leaf, _) = server(&ca, Duration::days(5000));

@@ -96,6 +96,28 @@ const USUAL_EKU: [&[ObjectIdentifier]; 3] = [
     &[super::EKU_SERVER_AUTH, super::EKU_CLIENT_AUTH],
 ];
 
+/// The DER of each of [`USUAL_EKU`], in order: nearly every leaf carries
+/// one, recognised by its bytes (DER has one encoding) without a decoder.
+const USUAL_EKU_DER: [&[u8]; 3] = [
+    &[
+        0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01,
+    ],
+    &[
+        0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02,
+    ],
+    &[
+        0x30, 0x14, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01, 0x06, 0x08, 0x2b,
+        0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02,
+    ],
+];
+
+/// The basicConstraints values of every leaf (cA FALSE: an empty
+/// SEQUENCE) and of a CA without a path length, by their bytes.
+const USUAL_BASIC_CONSTRAINTS: [(&[u8], bool); 2] = [
+    (&[0x30, 0x00], false),
+    (&[0x30, 0x03, 0x01, 0x01, 0xff], true),
+];
+
 /// The extensions pki reads, by OID.
 const READ: [(ObjectIdentifier, &str); 6] = [
     (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
@@ -166,10 +188,16 @@ where
                 once(&mut read.aki, name, aki)?;
             }
             BasicConstraints::OID => {
-                let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
+                let (ca, path_len) = match USUAL_BASIC_CONSTRAINTS.iter().find(|u| u.0 == value) {
+                    Some((_, ca)) => (*ca, None),
+                    None => {
+                        let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
+                        (b.ca, b.path_len_constraint)
+                    }
+                };
                 let info = BasicConstraintsInfo {
-                    ca: b.ca,
-                    path_len: b.path_len_constraint,
+                    ca,
+                    path_len,
                     critical,
                 };
                 once(&mut read.basic_constraints, name, info)?;
@@ -179,14 +207,20 @@ where
                 once(&mut read.key_usage, name, k)?;
             }
             ExtendedKeyUsage::OID => {
-                let mut e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                let list = match USUAL_EKU.iter().find(|usual| **usual == e.0.as_slice()) {
-                    Some(usual) => Cow::Borrowed(*usual),
+                let list = match USUAL_EKU_DER.iter().position(|usual| *usual == value) {
+                    Some(at) => Cow::Borrowed(USUAL_EKU[at]),
                     None => {
-                        // Kept for the certificate's life: without the
-                        // decoder's spare capacity.
-                        e.0.shrink_to_fit();
-                        Cow::Owned(e.0)
+                        let mut e =
+                            ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                        match USUAL_EKU.iter().find(|usual| **usual == e.0.as_slice()) {
+                            Some(usual) => Cow::Borrowed(*usual),
+                            None => {
+                                // Kept for the certificate's life: without
+                                // the decoder's spare capacity.
+                                e.0.shrink_to_fit();
+                                Cow::Owned(e.0)
+                            }
+                        }
                     }
                 };
                 once(&mut read.eku, name, list)?;
@@ -217,4 +251,25 @@ pub(crate) fn san_entries(value: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
         at = next;
         Some((tag, value.get(start..next)?))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use der::Encode;
+
+    #[test]
+    fn the_usual_encodings_are_what_x509_cert_encodes_and_decodes() {
+        for (list, der) in USUAL_EKU.iter().zip(USUAL_EKU_DER) {
+            assert_eq!(ExtendedKeyUsage(list.to_vec()).to_der().unwrap(), der);
+        }
+        for (der, ca) in USUAL_BASIC_CONSTRAINTS {
+            let encoded = BasicConstraints {
+                ca,
+                path_len_constraint: None,
+            };
+            assert_eq!(encoded.to_der().unwrap(), der);
+            assert_eq!(BasicConstraints::from_der(der).unwrap(), encoded);
+        }
+    }
 }
