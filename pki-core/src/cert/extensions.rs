@@ -118,6 +118,49 @@ const USUAL_BASIC_CONSTRAINTS: [(&[u8], bool); 2] = [
     (&[0x30, 0x03, 0x01, 0x01, 0xff], true),
 ];
 
+/// The keyUsage values pki issues (a leaf's digitalSignature, with
+/// keyEncipherment for RSA, and a CA's), by their bytes.
+const USUAL_KEY_USAGE: [(&[u8], fn() -> KeyUsage); 3] = {
+    use x509_cert::ext::pkix::KeyUsages as U;
+    [
+        (&[0x03, 0x02, 0x07, 0x80], || {
+            KeyUsage(U::DigitalSignature.into())
+        }),
+        (&[0x03, 0x02, 0x05, 0xa0], || {
+            KeyUsage(U::DigitalSignature | U::KeyEncipherment)
+        }),
+        (&[0x03, 0x02, 0x01, 0x86], || {
+            KeyUsage(U::DigitalSignature | U::KeyCertSign | U::CRLSign)
+        }),
+    ]
+};
+
+/// Where the content of `value` starts when it is an OCTET STRING with a
+/// short length (under 128 octets, which DER writes in one octet): a key
+/// identifier, read without a decoder.
+fn short_octet_string(value: &[u8]) -> Option<usize> {
+    match value {
+        [0x04, len, ..] if *len < 0x80 && value.len() == 2 + usize::from(*len) => Some(2),
+        _ => None,
+    }
+}
+
+/// The keyIdentifier of an authorityKeyIdentifier that holds nothing else,
+/// with short lengths: `30 L 80 K <K octets>`, L = K + 2. Any other form
+/// goes through the decoder.
+fn key_id_only(value: &[u8]) -> Option<&[u8]> {
+    match value {
+        [0x30, outer, 0x80, inner, key_id @ ..]
+            if *outer < 0x80
+                && usize::from(*outer) == usize::from(*inner) + 2
+                && key_id.len() == usize::from(*inner) =>
+        {
+            Some(key_id)
+        }
+        _ => None,
+    }
+}
+
 /// The extensions pki reads, by OID.
 const READ: [(ObjectIdentifier, &str); 6] = [
     (SubjectKeyIdentifier::OID, "subjectKeyIdentifier"),
@@ -166,11 +209,24 @@ where
         let name: &'static str = name;
         match *oid {
             SubjectKeyIdentifier::OID => {
-                let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                let bytes = ski.0.as_bytes();
-                // The OCTET STRING's content ends the value.
-                let at = value.len() - bytes.len();
+                let at = match short_octet_string(value) {
+                    Some(at) => at,
+                    None => {
+                        let ski =
+                            SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+                        // The OCTET STRING's content ends the value.
+                        value.len() - ski.0.as_bytes().len()
+                    }
+                };
                 once(&mut read.ski, name, Held::of(der, &value[at..]))?;
+            }
+            AuthorityKeyIdentifier::OID if key_id_only(value).is_some() => {
+                let key_id = key_id_only(value).map(|bytes| Held::of(der, bytes));
+                let aki = AuthorityKeyId {
+                    key_id,
+                    has_issuer_and_serial: false,
+                };
+                once(&mut read.aki, name, aki)?;
             }
             AuthorityKeyIdentifier::OID => {
                 let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
@@ -203,7 +259,10 @@ where
                 once(&mut read.basic_constraints, name, info)?;
             }
             KeyUsage::OID => {
-                let k = KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+                let k = match USUAL_KEY_USAGE.iter().find(|u| u.0 == value) {
+                    Some((_, usual)) => usual(),
+                    None => KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?,
+                };
                 once(&mut read.key_usage, name, k)?;
             }
             ExtendedKeyUsage::OID => {
@@ -259,7 +318,42 @@ mod tests {
     use der::Encode;
 
     #[test]
+    fn key_identifiers_read_in_place_are_what_the_decoder_reads() {
+        let id = [7u8; 20];
+        let ski = SubjectKeyIdentifier(der::asn1::OctetString::new(&id[..]).unwrap())
+            .to_der()
+            .unwrap();
+        assert_eq!(&ski[short_octet_string(&ski).unwrap()..], &id);
+        let aki = AuthorityKeyIdentifier {
+            key_identifier: Some(der::asn1::OctetString::new(&id[..]).unwrap()),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: None,
+        }
+        .to_der()
+        .unwrap();
+        assert_eq!(key_id_only(&aki), Some(&id[..]));
+        // Anything else is left to the decoder.
+        assert_eq!(key_id_only(&aki[..aki.len() - 1]), None);
+        assert_eq!(key_id_only(&[0x30, 0x00]), None);
+        assert_eq!(short_octet_string(&ski[..ski.len() - 1]), None);
+        let with_serial = AuthorityKeyIdentifier {
+            key_identifier: Some(der::asn1::OctetString::new(&id[..]).unwrap()),
+            authority_cert_issuer: None,
+            authority_cert_serial_number: Some(
+                x509_cert::serial_number::SerialNumber::new(&[1]).unwrap(),
+            ),
+        }
+        .to_der()
+        .unwrap();
+        assert_eq!(key_id_only(&with_serial), None);
+    }
+
+    #[test]
     fn the_usual_encodings_are_what_x509_cert_encodes_and_decodes() {
+        for (der, usual) in USUAL_KEY_USAGE {
+            assert_eq!(usual().to_der().unwrap(), der);
+            assert_eq!(KeyUsage::from_der(der).unwrap(), usual());
+        }
         for (list, der) in USUAL_EKU.iter().zip(USUAL_EKU_DER) {
             assert_eq!(ExtendedKeyUsage(list.to_vec()).to_der().unwrap(), der);
         }
