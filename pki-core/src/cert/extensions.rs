@@ -120,7 +120,8 @@ const USUAL_BASIC_CONSTRAINTS: [(&[u8], bool); 2] = [
 
 /// The keyUsage values pki issues (a leaf's digitalSignature, with
 /// keyEncipherment for RSA, and a CA's), by their bytes.
-const USUAL_KEY_USAGE: [(&[u8], fn() -> KeyUsage); 3] = {
+type UsualKeyUsage = (&'static [u8], fn() -> KeyUsage);
+const USUAL_KEY_USAGE: [UsualKeyUsage; 3] = {
     use x509_cert::ext::pkix::KeyUsages as U;
     [
         (&[0x03, 0x02, 0x07, 0x80], || {
