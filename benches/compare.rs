@@ -33,11 +33,20 @@ const RECONCILE_LEAVES: usize = 10_000;
 mod median;
 use median::median_of;
 
-fn make_store(dir: &Path, leaves: usize) {
+/// A directory store of `leaves` leaves issued at [`T0`], with the summary
+/// `pki init` and every later write keep beside the document (so a step
+/// with nothing to do reads that summary alone), or `whole`: without one,
+/// as an older build or `Driver::create` leaves it, so that such a step
+/// reads and checks every file.
+fn make_store(dir: &Path, leaves: usize, whole: bool) {
     let store = FsStore::open_or_create(dir).unwrap();
-    Driver::new(&store)
-        .create::<SignerEngine>("signer", &signer_with_leaves(leaves))
-        .unwrap();
+    let driver = Driver::new(&store);
+    let doc = signer_with_leaves(leaves);
+    if whole {
+        driver.create::<SignerEngine>("signer", &doc).unwrap();
+    } else {
+        driver.create_at::<SignerEngine>("signer", &doc, T0).unwrap();
+    }
 }
 
 /// The peak resident set of this process (VmHWM), in MB.
@@ -58,7 +67,8 @@ fn main() {
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
-        ["store", dir, n] => make_store(Path::new(dir), n.parse().unwrap()),
+        ["store", dir, n] => make_store(Path::new(dir), n.parse().unwrap(), false),
+        ["store-whole", dir, n] => make_store(Path::new(dir), n.parse().unwrap(), true),
         ["fixtures", dir] => {
             let dir = Path::new(dir);
             std::fs::create_dir_all(dir).unwrap();
@@ -98,7 +108,7 @@ fn main() {
             println!("{:.1}", peak_rss_mb());
         }
         _ => panic!(
-            "usage: compare store DIR N | fixtures DIR | reconcile DIR | memory N (see the file's docs)"
+            "usage: compare store DIR N | store-whole DIR N | fixtures DIR | reconcile DIR | memory N (see the file's docs)"
         ),
     }
 }

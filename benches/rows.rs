@@ -56,8 +56,9 @@ fn cli(c: &mut Criterion) {
     let store = dir.path().join("store");
     let store_arg = store.to_str().unwrap();
     let s = FsStore::open_or_create(&store).unwrap();
+    // With the summary `pki init` keeps, as a store the CLI made has.
     Driver::new(&s)
-        .create::<SignerEngine>("signer", &signer_with_leaves(1_000))
+        .create_at::<SignerEngine>("signer", &signer_with_leaves(1_000), T0)
         .unwrap();
     let now = "2026-02-01T00:00:00Z";
 
