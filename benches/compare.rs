@@ -45,7 +45,9 @@ fn make_store(dir: &Path, leaves: usize, whole: bool) {
     if whole {
         driver.create::<SignerEngine>("signer", &doc).unwrap();
     } else {
-        driver.create_at::<SignerEngine>("signer", &doc, T0).unwrap();
+        driver
+            .create_at::<SignerEngine>("signer", &doc, T0)
+            .unwrap();
     }
 }
 

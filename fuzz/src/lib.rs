@@ -8,7 +8,9 @@
 //!   a byte-mutated copy, a copy whose TBSCertificate is mutated and then
 //!   re-signed with a pool key, or raw bytes;
 //! - [`split_state_input`] / [`join_state_files`]: the framing of
-//!   `state_file` inputs (the store's files, NUL-separated).
+//!   `state_file` inputs (the store's files, NUL-separated);
+//! - [`fs_fixture`] / [`split_fs_input`]: the directory store the
+//!   `fs_manifest` target reads, and its inputs' framing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,12 +19,16 @@ use time::{Duration, OffsetDateTime, macros::datetime};
 
 mod edit;
 mod framing;
+mod fs_store;
 mod pool;
 
 pub use edit::{CertSource, Edit, MAX_EDITS, apply_edits, sign_p256, tbs_of};
 pub use framing::{
     DocumentKind, STATE_SEPARATOR, STATE_SLOTS, join_document_files, join_state_files,
     split_document_input, split_state_input,
+};
+pub use fs_store::{
+    FsFixture, INDEX, KEY, LEAVES, MANIFEST, fs_fixture, shard_path, split_fs_input,
 };
 pub use pool::{Pool, PoolCert, pool};
 

@@ -269,11 +269,16 @@ fn put_state(out: &mut Out, name: &str, s: &SignerState) {
     // As version 2 wrote it: the leaf requests inside the state file (the
     // Secret form's state file keeps them there), none in leaf-requests/.
     let secret_state = s.to_secret_data().expect("secret data")["pki-state.json"].to_vec();
-    let version_2 = String::from_utf8(secret_state)
-        .expect("JSON")
-        .replacen("\"version\": 3", "\"version\": 2", 1);
+    let version_2 = String::from_utf8(secret_state).expect("JSON").replacen(
+        "\"version\": 3",
+        "\"version\": 2",
+        1,
+    );
     let mut old = pki_rotate::Files::new();
-    for (path, file) in files.iter().filter(|(p, _)| !p.starts_with("leaf-requests/")) {
+    for (path, file) in files
+        .iter()
+        .filter(|(p, _)| !p.starts_with("leaf-requests/"))
+    {
         old.insert(path, file.clone()).expect("path");
     }
     old.insert(
@@ -329,8 +334,59 @@ fn generate() {
     states(&mut out);
     documents(&mut out);
     path_inputs(&mut out);
+    fs_manifests(&mut out);
     println!("wrote {} seeds under {}", out.count, out.root.display());
     std::process::exit(0);
+}
+
+/// The `fs_manifest` store's own manifest, index and shards (as written,
+/// and slightly wrong), in that target's framing.
+fn fs_manifests(out: &mut Out) {
+    use pki_fuzz::{INDEX, MANIFEST, fs_fixture};
+    let fixture = fs_fixture();
+    let manifest = std::fs::read(fixture.generation.join(MANIFEST)).unwrap();
+    let index = std::fs::read(fixture.generation.join(INDEX)).unwrap();
+    let mut shards: Vec<(u8, Vec<u8>)> = std::fs::read_dir(fixture.generation.join(".manifest"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let bucket = u8::from_str_radix(name.trim_end_matches(".json"), 16).unwrap();
+            (bucket, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    shards.sort();
+    let join = |parts: &[&[u8]]| parts.join(&0u8);
+    let shard_part = |(bucket, bytes): &(u8, Vec<u8>)| [&[*bucket][..], bytes].concat();
+    out.put("fs_manifest", "as-written", b"");
+    out.put("fs_manifest", "manifest", &manifest);
+    out.put("fs_manifest", "index", join(&[b"", &index]));
+    let mut all: Vec<Vec<u8>> = vec![manifest.clone(), index.clone()];
+    all.extend(shards.iter().map(shard_part));
+    let all_refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+    out.put("fs_manifest", "everything", join(&all_refs));
+    if let Some(first) = shards.first() {
+        // A shard moved to the next bucket, and a shard cut short.
+        let moved = (first.0.wrapping_add(1), first.1.clone());
+        out.put(
+            "fs_manifest",
+            "moved-shard",
+            join(&[b"", b"", &shard_part(&moved)]),
+        );
+        let cut = (first.0, first.1[..first.1.len() / 2].to_vec());
+        out.put(
+            "fs_manifest",
+            "cut-shard",
+            join(&[b"", b"", &shard_part(&cut)]),
+        );
+    }
+    out.put(
+        "fs_manifest",
+        "cut-manifest",
+        &manifest[..manifest.len() / 2],
+    );
+    let text = String::from_utf8_lossy(&manifest).replace("\"format\": 3", "\"format\": 2");
+    out.put("fs_manifest", "format-2", text.as_bytes());
 }
 
 /// The CA set, key ring and credential documents, each at a point where
