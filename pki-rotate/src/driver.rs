@@ -304,6 +304,11 @@ impl<S: Store> Driver<S> {
 
     /// Stores a new document at `key`; fails with
     /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized) when one exists.
+    ///
+    /// It stores no summary (there is no time to make one at): until the
+    /// document's first change, a step with nothing to do reads the whole
+    /// document ([`Driver::step_unless_idle`]). [`Driver::create_at`]
+    /// stores one, as `pki init` does.
     pub fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -482,6 +487,8 @@ impl<S: AsyncStore> AsyncDriver<S> {
 
     /// Stores a new document at `key`; fails with
     /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized) when one exists.
+    /// No summary, as [`Driver::create`]; [`AsyncDriver::create_at`]
+    /// stores one.
     pub async fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
