@@ -434,7 +434,11 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
     // One RDN holding the CN as a UTF8String, as x509-cert's string form
     // `CN=...` gives (RFC 5280 §4.1.2.6), made from its parts: issuing a
     // leaf builds one, and the string form looks its attribute name up in
-    // a table of hundreds. x509-cert makes a `Name` only by decoding one.
+    // a table of hundreds. x509-cert otherwise makes a `Name` only by
+    // decoding one; its `hazmat` constructor takes the sequence as it is,
+    // which is safe here: a UTF8String is a DirectoryString RFC 5280
+    // allows, and the length and characters were checked above (a test
+    // checks the name equals the string form's).
     let bad = |e: der::Error| Error::issuance(format!("common name \"{common_name}\": {e}"));
     let value = AttributeTypeAndValue {
         oid: COMMON_NAME,
@@ -442,8 +446,7 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
     };
     let rdn =
         RelativeDistinguishedName::from(der::asn1::SetOfVec::try_from(vec![value]).map_err(bad)?);
-    let der = der::Encode::to_der(&RdnSequence::from(vec![rdn])).map_err(bad)?;
-    <Name as der::Decode>::from_der(&der).map_err(bad)
+    Ok(Name::hazmat_from_rdn_sequence(RdnSequence::from(vec![rdn])))
 }
 
 /// id-at-commonName (RFC 4519).
