@@ -197,10 +197,12 @@ impl CertificateParams {
         ski: &SubjectKeyIdentifier,
         issuer_ski: Option<&[u8]>,
         is_rsa: bool,
-    ) -> Result<Vec<Extension>> {
+    ) -> Result<Vec<ExtensionDer>> {
         let mut exts = Vec::new();
         let subject = &self.subject;
-        let encoded = |ext: Result<Extension, der::Error>| ext.map_err(Error::crypto);
+        let encoded = |ext: Result<Extension, der::Error>| {
+            ext.map(ExtensionDer::Value).map_err(Error::crypto)
+        };
         match self.profile {
             Profile::RootCa | Profile::IntermediateCa { .. } => {
                 let path_len = match self.profile {
@@ -230,7 +232,10 @@ impl CertificateParams {
                         "a server certificate needs at least one DNS name or IP address",
                     ));
                 }
-                exts.extend_from_slice(leaf_usage_extensions(self.profile, is_rsa)?);
+                exts.push(ExtensionDer::Encoded(leaf_usage_extensions(
+                    self.profile,
+                    is_rsa,
+                )?));
                 let mut names = Vec::new();
                 for dns in &self.dns_names {
                     names.push(GeneralName::DnsName(dns_name(dns)?));
@@ -260,8 +265,8 @@ const RSA_ENCRYPTION: der::asn1::ObjectIdentifier =
 /// every leaf of a profile and key type (none depends on the subject), so
 /// x509-cert encodes them once per process, not once per leaf (encoding
 /// the keyUsage bit string alone was 2 % of issuing one).
-fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [Extension]> {
-    static ENCODED: [OnceLock<Vec<Extension>>; 6] = [const { OnceLock::new() }; 6];
+fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [u8]> {
+    static ENCODED: [OnceLock<Vec<u8>>; 6] = [const { OnceLock::new() }; 6];
     let (index, purposes) = match profile {
         Profile::Server => (0, &[EKU_SERVER_AUTH][..]),
         Profile::Client => (2, &[EKU_CLIENT_AUTH][..]),
@@ -282,7 +287,8 @@ fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [Ext
     // Their criticality is fixed by their type (only subjectAltName's
     // depends on the subject).
     let anyone = Name::default();
-    let encoded = vec![
+    let mut encoded = Vec::new();
+    for extension in [
         BasicConstraints {
             ca: false,
             path_len_constraint: None,
@@ -290,10 +296,10 @@ fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [Ext
         .to_extension_for(&anyone),
         KeyUsage(usage).to_extension_for(&anyone),
         ExtendedKeyUsage(purposes.to_vec()).to_extension_for(&anyone),
-    ]
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(Error::crypto)?;
+    ] {
+        der::Encode::encode_to_vec(&extension.map_err(Error::crypto)?, &mut encoded)
+            .map_err(Error::crypto)?;
+    }
     Ok(slot.get_or_init(|| encoded))
 }
 
@@ -403,7 +409,10 @@ pub(crate) fn resign<R: CryptoRng + ?Sized>(
     build(
         Some(signer.cert.subject_der()),
         tbs.subject(),
-        &extensions,
+        &extensions
+            .into_iter()
+            .map(ExtensionDer::Value)
+            .collect::<Vec<_>>(),
         not_before,
         not_after,
         tbs.subject_public_key_info(),
@@ -512,7 +521,7 @@ fn random_serial<R: CryptoRng + ?Sized>(rng: &mut R) -> Result<SerialNumber> {
 fn build<R: CryptoRng + ?Sized>(
     issuer: Option<&[u8]>,
     subject: &Name,
-    extensions: &[Extension],
+    extensions: &[ExtensionDer],
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
     spki: &SubjectPublicKeyInfoOwned,
@@ -551,6 +560,13 @@ fn build<R: CryptoRng + ?Sized>(
     Certificate::from_der_vec(der)
 }
 
+/// An extension of a TBSCertificate: one to encode, or extensions
+/// encoded already (the usages every leaf of a profile shares).
+enum ExtensionDer {
+    Value(Extension),
+    Encoded(&'static [u8]),
+}
+
 /// The fields of a TBSCertificate pki writes.
 struct TbsFields<'a> {
     serial: &'a SerialNumber,
@@ -561,7 +577,7 @@ struct TbsFields<'a> {
     /// The subject Name's DER.
     subject: &'a [u8],
     spki: &'a SubjectPublicKeyInfoOwned,
-    extensions: &'a [Extension],
+    extensions: &'a [ExtensionDer],
 }
 
 /// ```text
@@ -589,7 +605,12 @@ fn tbs_der(f: &TbsFields<'_>) -> der::Result<Vec<u8>> {
     if !f.extensions.is_empty() {
         let mut list = Vec::with_capacity(256);
         for extension in f.extensions {
-            extension.encode_to_vec(&mut list)?;
+            match extension {
+                ExtensionDer::Encoded(der) => list.extend_from_slice(der),
+                ExtensionDer::Value(value) => {
+                    value.encode_to_vec(&mut list)?;
+                }
+            }
         }
         let sequence = Header::new(Tag::Sequence, Length::try_from(list.len())?).to_der()?;
         Header::new(
