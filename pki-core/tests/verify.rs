@@ -337,19 +337,25 @@ fn client_certificate_is_refused_for_server_auth_and_accepted_for_client_auth() 
     verify_chain(&both, &[], &anchors, &client).unwrap();
 }
 
+/// A server certificate issued by `root`, with its key, posing as a CA:
+/// `CertificateAuthority::new` refuses a non-CA, but its fields are public.
+fn end_entity_as_issuer(root: &CertificateAuthority) -> CertificateAuthority {
+    let mut r = rng(2);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
+    let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
+    p.dns_names = vec!["server".into()];
+    let cert = root.issue(&p, &key.public_key().unwrap(), &mut r).unwrap();
+    CertificateAuthority { cert, key }
+}
+
 #[test]
 fn a_certificate_that_passed_in_one_role_and_purpose_is_checked_again_in_another() {
     // A pass is remembered with the certificate (and its clones): it must
     // not answer for another purpose or another role.
     let root = new_root("root", 1);
     let anchors = bundle(&[&root.cert]);
-    let mut r = rng(2);
-    let server_key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
-    let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
-    p.dns_names = vec!["server".into()];
-    let server = root
-        .issue(&p, &server_key.public_key().unwrap(), &mut r)
-        .unwrap();
+    let not_a_ca = end_entity_as_issuer(&root);
+    let server = not_a_ca.cert.clone();
     for _ in 0..2 {
         verify_chain(&server, &[], &anchors, &opts()).unwrap();
     }
@@ -365,10 +371,6 @@ fn a_certificate_that_passed_in_one_role_and_purpose_is_checked_again_in_another
             }
         );
     }
-    let not_a_ca = CertificateAuthority {
-        cert: server.clone(),
-        key: server_key,
-    };
     let leaf = server_leaf(&not_a_ca, 3);
     for _ in 0..2 {
         let err =
@@ -414,18 +416,8 @@ fn path_len_zero_intermediate_cannot_have_a_ca_below_it() {
 #[test]
 fn end_entity_certificate_used_as_issuer_is_not_a_ca() {
     let root = new_root("root", 1);
-    let mut r = rng(2);
-    let server_key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut r).unwrap();
-    let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
-    p.dns_names = vec!["server".into()];
-    let server = root
-        .issue(&p, &server_key.public_key().unwrap(), &mut r)
-        .unwrap();
-    // CertificateAuthority::new refuses a non-CA; its fields are public.
-    let not_a_ca = CertificateAuthority {
-        cert: server.clone(),
-        key: server_key,
-    };
+    let not_a_ca = end_entity_as_issuer(&root);
+    let server = not_a_ca.cert.clone();
     let leaf = server_leaf(&not_a_ca, 3);
     let err = verify_chain(
         &leaf,

@@ -221,26 +221,27 @@ where
                 };
                 once(&mut read.ski, name, Held::of(der, &value[at..]))?;
             }
-            AuthorityKeyIdentifier::OID if key_id_only(value).is_some() => {
-                let key_id = key_id_only(value).map(|bytes| Held::of(der, bytes));
-                let aki = AuthorityKeyId {
-                    key_id,
-                    has_issuer_and_serial: false,
-                };
-                once(&mut read.aki, name, aki)?;
-            }
             AuthorityKeyIdentifier::OID => {
-                let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                let key_id = aki.key_identifier.as_ref().map(|k| {
-                    match first_element(value, 0x80, k.as_bytes()) {
-                        Some(bytes) => Held::of(der, bytes),
-                        None => Held::Copy(Box::new(k.as_bytes().into())),
+                let aki = match key_id_only(value) {
+                    Some(bytes) => AuthorityKeyId {
+                        key_id: Some(Held::of(der, bytes)),
+                        has_issuer_and_serial: false,
+                    },
+                    None => {
+                        let aki = AuthorityKeyIdentifier::from_der(value)
+                            .map_err(|e| ext_err(name, e))?;
+                        let key_id = aki.key_identifier.as_ref().map(|k| {
+                            match first_element(value, 0x80, k.as_bytes()) {
+                                Some(bytes) => Held::of(der, bytes),
+                                None => Held::Copy(Box::new(k.as_bytes().into())),
+                            }
+                        });
+                        AuthorityKeyId {
+                            key_id,
+                            has_issuer_and_serial: aki.authority_cert_issuer.is_some()
+                                || aki.authority_cert_serial_number.is_some(),
+                        }
                     }
-                });
-                let aki = AuthorityKeyId {
-                    key_id,
-                    has_issuer_and_serial: aki.authority_cert_issuer.is_some()
-                        || aki.authority_cert_serial_number.is_some(),
                 };
                 once(&mut read.aki, name, aki)?;
             }
@@ -267,20 +268,17 @@ where
                 once(&mut read.key_usage, name, k)?;
             }
             ExtendedKeyUsage::OID => {
+                // A usual list decodes only from its own DER (the decoder
+                // takes DER alone), so its bytes are all there is to check.
                 let list = match USUAL_EKU_DER.iter().position(|usual| *usual == value) {
                     Some(at) => Cow::Borrowed(USUAL_EKU[at]),
                     None => {
                         let mut e =
                             ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                        match USUAL_EKU.iter().find(|usual| **usual == e.0.as_slice()) {
-                            Some(usual) => Cow::Borrowed(*usual),
-                            None => {
-                                // Kept for the certificate's life: without
-                                // the decoder's spare capacity.
-                                e.0.shrink_to_fit();
-                                Cow::Owned(e.0)
-                            }
-                        }
+                        // Kept for the certificate's life: without the
+                        // decoder's spare capacity.
+                        e.0.shrink_to_fit();
+                        Cow::Owned(e.0)
                     }
                 };
                 once(&mut read.eku, name, list)?;
