@@ -465,6 +465,47 @@ impl Certificate {
             .filter_map(|name| std::str::from_utf8(name).ok())
     }
 
+    /// Whether the subjectAltName holds exactly the names issuance writes
+    /// for `dns_names` and `ip_addresses`: the DNS names lowercased, and the
+    /// IP addresses, each list in the order given (entries of other types
+    /// are not compared). One pass over the extension's bytes, without
+    /// allocating: the check a reconcile makes of every leaf it holds.
+    pub fn has_names_in_order<S: AsRef<str>>(
+        &self,
+        dns_names: &[S],
+        ip_addresses: &[IpAddr],
+    ) -> bool {
+        let mut dns = dns_names.iter();
+        let mut ips = ip_addresses.iter();
+        let entries = self
+            .san_value()
+            .into_iter()
+            .flat_map(extensions::san_entries);
+        for (tag, bytes) in entries {
+            let same = match tag {
+                // [2] IMPLICIT IA5String.
+                0x82 => dns.next().is_some_and(|want| {
+                    let want = want.as_ref().as_bytes();
+                    want.len() == bytes.len()
+                        && want
+                            .iter()
+                            .zip(bytes)
+                            .all(|(w, h)| w.to_ascii_lowercase() == *h)
+                }),
+                // [7] IMPLICIT OCTET STRING, of four or sixteen bytes.
+                0x87 => ips.next().is_some_and(|want| match want {
+                    IpAddr::V4(v4) => v4.octets() == bytes,
+                    IpAddr::V6(v6) => v6.octets() == bytes,
+                }),
+                _ => true,
+            };
+            if !same {
+                return false;
+            }
+        }
+        dns.next().is_none() && ips.next().is_none()
+    }
+
     /// IP addresses of the subjectAltName (malformed lengths are skipped).
     pub fn ip_addresses(&self) -> Vec<IpAddr> {
         self.ip_addresses_iter().collect()

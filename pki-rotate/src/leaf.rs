@@ -280,19 +280,44 @@ pub struct LeafDecision {
 
 /// When a leaf becomes due for refresh: NotAfter − fraction × lifetime.
 pub fn refresh_at(cert: &Certificate, fraction: f64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp_nanos(refresh_at_nanos(cert, fraction))
+    OffsetDateTime::from_unix_timestamp_nanos(RefreshTimes::new(fraction).of(cert))
         .unwrap_or(cert.not_before())
 }
 
-/// [`refresh_at`] as Unix nanoseconds, computed from the certificate's
-/// Unix times: the per-leaf check of every reconcile.
-pub(crate) fn refresh_at_nanos(cert: &Certificate, fraction: f64) -> i128 {
-    let (not_before, not_after) = cert.validity_unix();
-    // A certificate read from a store may be malformed (NotBefore after
-    // NotAfter); it is then due at once rather than at an overflowing time.
-    let lifetime = Duration::seconds(not_after.saturating_sub(not_before).max(0));
-    let back = (lifetime * fraction).whole_nanoseconds();
-    i128::from(not_after) * 1_000_000_000 - back
+/// Leaves' refresh times for one refresh fraction, in Unix nanoseconds: the
+/// per-leaf check of every reconcile. Multiplying a lifetime by the
+/// fraction is most of the cost, and a store's leaves nearly always share
+/// one lifetime, so the product for the last lifetime seen is kept.
+pub(crate) struct RefreshTimes {
+    fraction: f64,
+    /// A lifetime in seconds, and `fraction` of it in nanoseconds.
+    last: std::cell::Cell<Option<(i64, i128)>>,
+}
+
+impl RefreshTimes {
+    pub(crate) fn new(fraction: f64) -> Self {
+        RefreshTimes {
+            fraction,
+            last: std::cell::Cell::new(None),
+        }
+    }
+
+    /// When `cert` becomes due for refresh.
+    pub(crate) fn of(&self, cert: &Certificate) -> i128 {
+        let (not_before, not_after) = cert.validity_unix();
+        // A certificate read from a store may be malformed (NotBefore after
+        // NotAfter); it is then due at once rather than at an overflowing time.
+        let lifetime = not_after.saturating_sub(not_before).max(0);
+        let back = match self.last.get() {
+            Some((seen, back)) if seen == lifetime => back,
+            _ => {
+                let back = (Duration::seconds(lifetime) * self.fraction).whole_nanoseconds();
+                self.last.set(Some((lifetime, back)));
+                back
+            }
+        };
+        i128::from(not_after) * 1_000_000_000 - back
+    }
 }
 
 /// Decides whether `leaf` must be (re-)issued against `ca` at `now`.
@@ -303,77 +328,115 @@ pub fn decide_leaf(
     now: OffsetDateTime,
     fraction: f64,
 ) -> Option<LeafDecision> {
-    decide(&leaf.request, leaf.issued.as_ref(), ca, now, fraction).map(|reason| LeafDecision {
-        name: name.to_string(),
-        reason,
-    })
+    LeafCheck::new(ca, now, fraction)
+        .decide(&leaf.request, leaf.issued.as_ref())
+        .0
+        .map(|reason| LeafDecision {
+            name: name.to_string(),
+            reason,
+        })
 }
 
-/// Why `issued` must be re-issued for `request` against `ca` at `now`, if it must.
-pub(crate) fn decide(
-    request: &LeafRequest,
-    issued: Option<&IssuedLeaf>,
-    ca: &Certificate,
+/// The check of a step's leaves against one CA at one time. What every
+/// leaf shares (the CA's key identifier, the time in the units a
+/// certificate's validity is kept in) is read once per step, so that a
+/// leaf with nothing due, which is every leaf on most steps, costs a few
+/// comparisons of integers and bytes.
+pub(crate) struct LeafCheck<'a> {
+    ca: &'a Certificate,
+    ca_key_id: Option<&'a [u8]>,
     now: OffsetDateTime,
-    fraction: f64,
-) -> Option<LeafReason> {
-    let reason = match issued {
-        None => LeafReason::NotYetIssued,
-        Some(issued) => {
-            let lineage = pki_core::issued_by(&issued.cert, ca);
-            let kind = LeafKind::of(&issued.cert);
-            if !lineage.issued_by {
-                LeafReason::WrongIssuer {
-                    lineage: lineage.to_string(),
-                }
-            } else if !names_match(&issued.cert, request) {
-                LeafReason::RequestChanged
-            } else if let Some(from) = kind.filter(|k| *k != request.kind) {
-                LeafReason::KindChanged {
-                    from,
-                    to: request.kind,
-                }
-            } else if kind.is_none() {
-                LeafReason::RequestChanged
-            } else if now >= issued.cert.not_after() {
-                LeafReason::Expired {
-                    not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
-                }
-            } else if now.unix_timestamp_nanos() >= refresh_at_nanos(&issued.cert, fraction) {
-                LeafReason::NearExpiry {
-                    not_after: pki_core::datetime::rfc3339(issued.cert.not_after()),
-                }
-            } else {
-                return None;
-            }
+    now_second: i64,
+    now_nanos: i128,
+    refresh: RefreshTimes,
+}
+
+impl<'a> LeafCheck<'a> {
+    pub(crate) fn new(ca: &'a Certificate, now: OffsetDateTime, fraction: f64) -> Self {
+        LeafCheck {
+            ca,
+            ca_key_id: ca.ski(),
+            now,
+            now_second: now.unix_timestamp(),
+            now_nanos: now.unix_timestamp_nanos(),
+            refresh: RefreshTimes::new(fraction),
         }
-    };
-    Some(reason)
+    }
+
+    /// When `cert` becomes due for refresh, in Unix nanoseconds.
+    pub(crate) fn refresh_at(&self, cert: &Certificate) -> i128 {
+        self.refresh.of(cert)
+    }
+
+    /// Why `issued` must be re-issued for `request`, if it must, and the
+    /// refresh time of `issued` in Unix nanoseconds (the step's next
+    /// wake-up is the earliest of them).
+    pub(crate) fn decide(
+        &self,
+        request: &LeafRequest,
+        issued: Option<&IssuedLeaf>,
+    ) -> (Option<LeafReason>, Option<i128>) {
+        let Some(issued) = issued else {
+            return (Some(LeafReason::NotYetIssued), None);
+        };
+        let cert = &issued.cert;
+        let refresh_at = self.refresh.of(cert);
+        // The reasons below, all absent, as one expression: NotAfter is a
+        // whole second, so `now` is before it exactly when its second is.
+        let nothing_due = self.now_second < cert.validity_unix().1
+            && self.now_nanos < refresh_at
+            && self.ca_key_id.is_some()
+            && cert.aki() == self.ca_key_id
+            && LeafKind::of(cert) == Some(request.kind)
+            && names_match(cert, request);
+        if nothing_due {
+            return (None, Some(refresh_at));
+        }
+        (self.reason(request, cert, refresh_at), Some(refresh_at))
+    }
+
+    /// The first reason that holds, in the order they are reported.
+    fn reason(
+        &self,
+        request: &LeafRequest,
+        cert: &Certificate,
+        refresh_at: i128,
+    ) -> Option<LeafReason> {
+        let lineage = pki_core::issued_by(cert, self.ca);
+        let kind = LeafKind::of(cert);
+        let reason = if !lineage.issued_by {
+            LeafReason::WrongIssuer {
+                lineage: lineage.to_string(),
+            }
+        } else if !names_match(cert, request) {
+            LeafReason::RequestChanged
+        } else if let Some(from) = kind.filter(|k| *k != request.kind) {
+            LeafReason::KindChanged {
+                from,
+                to: request.kind,
+            }
+        } else if kind.is_none() {
+            LeafReason::RequestChanged
+        } else if self.now >= cert.not_after() {
+            LeafReason::Expired {
+                not_after: pki_core::datetime::rfc3339(cert.not_after()),
+            }
+        } else if self.now_nanos >= refresh_at {
+            LeafReason::NearExpiry {
+                not_after: pki_core::datetime::rfc3339(cert.not_after()),
+            }
+        } else {
+            return None;
+        };
+        Some(reason)
+    }
 }
 
 fn names_match(cert: &Certificate, request: &LeafRequest) -> bool {
     // Nearly always the names are those issued, in the same order: compare
     // them in place, without allocating, before sorting copies.
-    let lower_eq = |want: &str, have: &str| {
-        want.len() == have.len()
-            && want
-                .bytes()
-                .zip(have.bytes())
-                .all(|(w, h)| w.to_ascii_lowercase() == h)
-    };
-    let mut have_dns = cert.dns_names_iter();
-    let same_dns = request
-        .dns_names
-        .iter()
-        .all(|want| have_dns.next().is_some_and(|have| lower_eq(want, have)))
-        && have_dns.next().is_none();
-    let mut have_ip = cert.ip_addresses_iter();
-    let same_ip = request
-        .ip_addresses
-        .iter()
-        .all(|want| have_ip.next() == Some(*want))
-        && have_ip.next().is_none();
-    same_dns && same_ip || names_match_in_any_order(cert, request)
+    cert.has_names_in_order(&request.dns_names, &request.ip_addresses)
+        || names_match_in_any_order(cert, request)
 }
 
 fn names_match_in_any_order(cert: &Certificate, request: &LeafRequest) -> bool {

@@ -326,6 +326,67 @@ fn next_check_is_the_rotation_point_or_an_earlier_leaf_refresh() {
 }
 
 #[test]
+fn leaves_of_different_lifetimes_are_each_due_at_their_own_refresh() {
+    // One store, three leaves, the middle one (in name order) short-lived:
+    // each refresh time is its own lifetime's fraction, whatever the
+    // leaves checked before it.
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    for (name, days) in [("a", 365), ("b", 30), ("c", 365)] {
+        let mut request = LeafRequest::server(vec![format!("{name}.ns.svc")]);
+        request.lifetime = Duration::days(days);
+        s.request_leaf(name, request).unwrap();
+    }
+    let (s, _, _) = reconcile(&s, &s.policy.clone(), T0, None, &mut rng(2)).unwrap();
+    let cert = |name: &str| s.leaves[name].issued.as_ref().unwrap().cert.clone();
+    let refresh = |name: &str| pki_rotate::refresh_at(&cert(name), 0.2);
+    assert!(refresh("b") < refresh("a") && refresh("a") == refresh("c"));
+
+    let quiet = plan(&s, &s.policy, T0 + Duration::days(1), None).unwrap();
+    assert!(quiet.leaves.is_empty(), "{:?}", quiet.leaves);
+    assert_eq!(quiet.next_check, refresh("b"));
+
+    let due = plan(&s, &s.policy, refresh("b"), None).unwrap();
+    let names: Vec<&str> = due.leaves.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["b"]);
+    assert!(matches!(
+        due.leaves[0].reason,
+        LeafReason::NearExpiry { .. }
+    ));
+    assert_eq!(due.next_check, refresh("a"));
+}
+
+#[test]
+fn a_leaf_whose_names_are_the_request_in_another_order_or_case_is_not_reissued() {
+    let mut s = SignerState::new("service-ca", SignerPolicy::default(), T0, &mut rng(1)).unwrap();
+    let mut request = LeafRequest::server(vec!["web.ns.svc".into(), "web.example".into()]);
+    request.ip_addresses = vec!["10.0.0.1".parse().unwrap(), "::1".parse().unwrap()];
+    s.request_leaf("web", request.clone()).unwrap();
+    let (s, _, _) = reconcile(&s, &s.policy.clone(), T0, None, &mut rng(2)).unwrap();
+    let later = T0 + Duration::days(1);
+    assert!(plan(&s, &s.policy, later, None).unwrap().leaves.is_empty());
+
+    let mut reordered = s.clone();
+    let leaf = reordered.leaves.get_mut("web").unwrap();
+    let mut same = request.clone();
+    same.dns_names = vec!["WEB.example".into(), "web.ns.svc".into()];
+    same.ip_addresses.reverse();
+    leaf.request = std::sync::Arc::new(same);
+    let p = plan(&reordered, &reordered.policy, later, None).unwrap();
+    assert!(p.leaves.is_empty(), "{:?}", p.leaves);
+
+    // One IP address fewer, or one more, is another request.
+    for ips in [vec!["10.0.0.1"], vec!["10.0.0.1", "::1", "10.0.0.2"]] {
+        let mut other = request.clone();
+        other.ip_addresses = ips.iter().map(|ip| ip.parse().unwrap()).collect();
+        let mut changed = s.clone();
+        changed.leaves.get_mut("web").unwrap().request = std::sync::Arc::new(other);
+        let p = plan(&changed, &changed.policy, later, None).unwrap();
+        assert_eq!(p.leaves.len(), 1, "{ips:?}");
+        assert_eq!(p.leaves[0].reason, LeafReason::RequestChanged);
+    }
+}
+
+#[test]
 fn same_inputs_same_outputs() {
     let s = signer();
     let now = rotation_point(&s) + Duration::days(1);

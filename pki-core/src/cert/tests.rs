@@ -42,3 +42,48 @@ fn the_serial_read_from_the_der_is_the_decoded_one() {
         );
     }
 }
+
+#[test]
+fn names_in_order_are_those_issued_lowercased_and_nothing_else() {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let now = datetime!(2026-01-01 00:00 UTC);
+    let ca = CertificateAuthority::generate_root(
+        "ca",
+        KeyAlgorithm::EcdsaP256,
+        now,
+        Duration::days(30),
+        &mut rng,
+    )
+    .unwrap();
+    let key = crate::PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
+    let mut params =
+        crate::CertificateParams::new(crate::Profile::Server, "web", now, Duration::days(1))
+            .unwrap();
+    params.dns_names = vec!["Web.Example".into(), "web.ns.svc".into()];
+    let v4: IpAddr = "10.0.0.1".parse().unwrap();
+    let v6: IpAddr = "2001:db8::1".parse().unwrap();
+    params.ip_addresses = vec![v4, v6];
+    let cert = ca
+        .issue(&params, &key.public_key().unwrap(), &mut rng)
+        .unwrap();
+
+    assert!(cert.has_names_in_order(&["web.example", "web.ns.svc"], &[v4, v6]));
+    // The request's case does not matter: issuance lowercases.
+    assert!(cert.has_names_in_order(&["WEB.EXAMPLE", "Web.Ns.Svc"], &[v4, v6]));
+    for (dns, ips) in [
+        (&["web.ns.svc", "web.example"][..], &[v4, v6][..]),
+        (&["web.example", "web.ns.svc"], &[v6, v4]),
+        (&["web.example"], &[v4, v6]),
+        (&["web.example", "web.ns.svc", "more.example"], &[v4, v6]),
+        (&["web.example", "web.ns.svc"], &[v4]),
+        (&["web.example", "web.ns.svc"], &[v4, v6, v4]),
+        (&["web.example", "web.ns.sv"], &[v4, v6]),
+        (&[], &[]),
+    ] {
+        assert!(!cert.has_names_in_order(dns, ips), "{dns:?} {ips:?}");
+    }
+    // A certificate without the extension holds no names.
+    let root = root(1);
+    assert!(root.has_names_in_order::<&str>(&[], &[]));
+    assert!(!root.has_names_in_order(&["ca"], &[]));
+}

@@ -3,7 +3,9 @@
 
 use super::{LeafChange, SignerInput, SignerPolicy, SignerState};
 use crate::error::{Result, RotateError};
-use crate::leaf::{IssuedLeaf, LeafDecision, LeafReason, LeafRequest, validate_leaf_name};
+use crate::leaf::{
+    IssuedLeaf, LeafDecision, LeafReason, LeafRequest, RefreshTimes, validate_leaf_name,
+};
 use pki_core::Certificate;
 use std::collections::BTreeMap;
 use time::{Duration, OffsetDateTime};
@@ -267,21 +269,36 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     }
 
     let mut leaves = Vec::new();
+    let check = crate::leaf::LeafCheck::new(ca, now, policy.leaf_refresh_fraction);
     let mut consider = |name: &str, request: &LeafRequest, issued: Option<&IssuedLeaf>| {
-        let reason = if rotation.is_some() {
-            Some(LeafReason::IssuerRotated)
+        let (reason, refresh_at) = if rotation.is_some() {
+            (
+                Some(LeafReason::IssuerRotated),
+                issued.map(|i| check.refresh_at(&i.cert)),
+            )
         } else {
-            crate::leaf::decide(request, issued, ca, now, policy.leaf_refresh_fraction)
-                .or_else(|| renew.contains(&name).then_some(LeafReason::Renewed))
+            let (reason, refresh_at) = check.decide(request, issued);
+            let reason = reason.or_else(|| renew.contains(&name).then_some(LeafReason::Renewed));
+            (reason, refresh_at)
         };
         leaves.extend(reason.map(|reason| LeafDecision {
             name: name.to_string(),
             reason,
         }));
+        refresh_at
     };
+    // The current leaves' earliest refresh after `now`, for the next
+    // check, found in the same pass: one read of every certificate.
+    let now_nanos = now.unix_timestamp_nanos();
+    let mut earliest_refresh: Option<i128> = None;
     for (name, leaf) in &state.leaves {
-        if !overrides.contains_key(name.as_str()) {
-            consider(name, &leaf.request, leaf.issued.as_ref());
+        let refresh_at = if overrides.contains_key(name.as_str()) {
+            leaf.issued.as_ref().map(|i| check.refresh_at(&i.cert))
+        } else {
+            consider(name, &leaf.request, leaf.issued.as_ref())
+        };
+        if let Some(at) = refresh_at.filter(|&at| at > now_nanos) {
+            earliest_refresh = Some(earliest_refresh.map_or(at, |e| e.min(at)));
         }
     }
     for (name, entry) in &overrides {
@@ -356,7 +373,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         compromise,
         skip_trust_break_check: input.skip_trust_break_check,
         emergency,
-        next_check: next_check(state, &policy, now),
+        next_check: next_check_from(state, &policy, now, earliest_refresh),
     })
 }
 
@@ -467,6 +484,28 @@ pub(crate) fn next_check(
     policy: &SignerPolicy,
     now: OffsetDateTime,
 ) -> OffsetDateTime {
+    // The leaves' earliest refresh after `now`, in Unix nanoseconds: one
+    // comparison of integers per leaf.
+    let now_nanos = now.unix_timestamp_nanos();
+    let refresh = RefreshTimes::new(policy.leaf_refresh_fraction);
+    let earliest = state
+        .leaves
+        .values()
+        .filter_map(|leaf| leaf.issued.as_ref())
+        .map(|issued| refresh.of(&issued.cert))
+        .filter(|&at| at > now_nanos)
+        .min();
+    next_check_from(state, policy, now, earliest)
+}
+
+/// [`next_check`] with the leaves' earliest refresh after `now` (in Unix
+/// nanoseconds) already found.
+fn next_check_from(
+    state: &SignerState,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+    earliest: Option<i128>,
+) -> OffsetDateTime {
     // Rotation needs less than M left: at NotAfter - M exactly, M is left,
     // so the first second the decision changes is one later.
     let due = state.rotation_due_at(policy);
@@ -487,16 +526,6 @@ pub(crate) fn next_check(
             t = x;
         }
     };
-    // The leaves' earliest refresh after `now`, in Unix nanoseconds: one
-    // comparison of integers per leaf.
-    let now_nanos = now.unix_timestamp_nanos();
-    let earliest = state
-        .leaves
-        .values()
-        .filter_map(|leaf| leaf.issued.as_ref())
-        .map(|issued| crate::leaf::refresh_at_nanos(&issued.cert, policy.leaf_refresh_fraction))
-        .filter(|&at| at > now_nanos)
-        .min();
     if let Some(at) = earliest.and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at).ok()) {
         consider(at);
     }
