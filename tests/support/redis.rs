@@ -42,11 +42,8 @@ impl Redis {
     pub fn start(dir: &Path) -> Redis {
         require("redis-server", "redis-server");
         require("redis-cli", "redis-tools");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Never a port an etcd of this process was given.
+        let port = super::etcd::free_port();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

@@ -51,12 +51,33 @@ fn binary() -> String {
     std::env::var("PKI_ETCD_BIN").unwrap_or_else(|_| "etcd".to_string())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A port nothing listens on now, never handed out before in this process.
+///
+/// Tests run as threads of one process, each starting servers on ports
+/// chosen this way, and the kernel may hand a port just released to the
+/// next caller. A server that cannot bind its port exits and is started
+/// again on others; but while it starts, a health check on a port it
+/// shares with another test's server is answered by that server, and
+/// the test goes on with a server that is gone. So a port is handed out
+/// once per process (servers of other processes still get one that
+/// cannot bind, and exit).
+pub fn free_port() -> u16 {
+    static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(port)
+        {
+            return port;
+        }
+    }
 }
 
 impl Etcd {
@@ -173,7 +194,10 @@ impl Etcd {
                 self.child = None;
                 return Err(format!("etcd exited with {status}: {}", self.log_tail()));
             }
-            if self.healthy() {
+            // Healthy, and still running: a server that could not bind
+            // one of its ports exits, and until it has, another server
+            // on that port may have answered.
+            if self.healthy() && self.child.as_mut().unwrap().try_wait().unwrap().is_none() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(25));
