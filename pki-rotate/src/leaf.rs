@@ -338,14 +338,12 @@ pub fn decide_leaf(
 }
 
 /// The check of a step's leaves against one CA at one time. What every
-/// leaf shares (the CA's key identifier, the time in the units a
-/// certificate's validity is kept in) is read once per step, so that a
-/// leaf with nothing due, which is every leaf on most steps, costs a few
-/// comparisons of integers and bytes.
+/// leaf shares (the time in the units a certificate's validity is kept
+/// in, the refresh offset of a lifetime) is worked out once per step, so
+/// that a leaf with nothing due, which is every leaf on most steps, costs
+/// a few comparisons of integers and bytes.
 pub(crate) struct LeafCheck<'a> {
     ca: &'a Certificate,
-    ca_key_id: Option<&'a [u8]>,
-    now: OffsetDateTime,
     now_second: i64,
     now_nanos: i128,
     refresh: RefreshTimes,
@@ -355,8 +353,6 @@ impl<'a> LeafCheck<'a> {
     pub(crate) fn new(ca: &'a Certificate, now: OffsetDateTime, fraction: f64) -> Self {
         LeafCheck {
             ca,
-            ca_key_id: ca.ski(),
-            now,
             now_second: now.unix_timestamp(),
             now_nanos: now.unix_timestamp_nanos(),
             refresh: RefreshTimes::new(fraction),
@@ -381,27 +377,7 @@ impl<'a> LeafCheck<'a> {
         };
         let cert = &issued.cert;
         let refresh_at = self.refresh.of(cert);
-        // The reasons below, all absent, as one expression: NotAfter is a
-        // whole second, so `now` is before it exactly when its second is.
-        let nothing_due = self.now_second < cert.validity_unix().1
-            && self.now_nanos < refresh_at
-            && self.ca_key_id.is_some()
-            && cert.aki() == self.ca_key_id
-            && LeafKind::of(cert) == Some(request.kind)
-            && names_match(cert, request);
-        if nothing_due {
-            return (None, Some(refresh_at));
-        }
-        (self.reason(request, cert, refresh_at), Some(refresh_at))
-    }
-
-    /// The first reason that holds, in the order they are reported.
-    fn reason(
-        &self,
-        request: &LeafRequest,
-        cert: &Certificate,
-        refresh_at: i128,
-    ) -> Option<LeafReason> {
+        // The first reason that holds, in the order they are reported.
         let lineage = pki_core::issued_by(cert, self.ca);
         let kind = LeafKind::of(cert);
         let reason = if !lineage.issued_by {
@@ -417,7 +393,9 @@ impl<'a> LeafCheck<'a> {
             }
         } else if kind.is_none() {
             LeafReason::RequestChanged
-        } else if self.now >= cert.not_after() {
+        } else if self.now_second >= cert.validity_unix().1 {
+            // NotAfter is a whole second: `now` is at or after it exactly
+            // when its second is.
             LeafReason::Expired {
                 not_after: pki_core::datetime::rfc3339(cert.not_after()),
             }
@@ -426,9 +404,9 @@ impl<'a> LeafCheck<'a> {
                 not_after: pki_core::datetime::rfc3339(cert.not_after()),
             }
         } else {
-            return None;
+            return (None, Some(refresh_at));
         };
-        Some(reason)
+        (Some(reason), Some(refresh_at))
     }
 }
 
