@@ -105,12 +105,8 @@ fn rotate_processes_racing_at_the_rotation_point_rotate_once() {
 
 #[test]
 fn an_unreachable_server_is_one_line_and_exit_1_in_bounded_time() {
-    // A port nothing listens on: bind one, note it, close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nothing listens on, and no server of this process will.
+    let port = etcd::free_port();
     let url = format!("etcd://127.0.0.1:{port}/pki");
     let started = std::time::Instant::now();
     let o = pki(&["status", &url]);

@@ -393,12 +393,8 @@ fn killing_etcd_before_each_step_of_a_write_leaves_the_old_or_the_new_document()
 
 #[test]
 fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
-    // A port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nobody listens on, and no server of this process will.
+    let port = etcd::free_port();
     let options = EtcdOptions {
         connect_timeout: Duration::from_secs(1),
         ..EtcdOptions::default()

@@ -117,11 +117,7 @@ fn bad_urls_and_unreachable_servers_have_their_own_codes() {
         assert_eq!(r, pki_result::PKI_RESULT_INVALID_ARGUMENT, "{bad}");
         assert!(store.is_null());
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = etcd::free_port();
     let started = std::time::Instant::now();
     let (r, store) = open(&format!("etcd://127.0.0.1:{port}/x"));
     assert_eq!(r, pki_result::PKI_RESULT_STORE);

@@ -6,17 +6,22 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use time::{Duration, macros::datetime};
 
-fn root(seed: u64) -> Certificate {
+/// 2026-01-01: an arbitrary fixed issuance time.
+const ISSUED_AT: time::OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+
+fn root_ca(seed: u64) -> CertificateAuthority {
     CertificateAuthority::generate_root(
         "ca",
         KeyAlgorithm::EcdsaP256,
-        // 2026-01-01: an arbitrary fixed issuance time.
-        datetime!(2026-01-01 00:00 UTC),
+        ISSUED_AT,
         Duration::days(30),
         &mut ChaCha20Rng::seed_from_u64(seed),
     )
     .unwrap()
-    .cert
+}
+
+fn root(seed: u64) -> Certificate {
+    root_ca(seed).cert
 }
 
 #[test]
@@ -46,15 +51,8 @@ fn the_serial_read_from_the_der_is_the_decoded_one() {
 #[test]
 fn names_in_order_are_those_issued_lowercased_and_nothing_else() {
     let mut rng = ChaCha20Rng::seed_from_u64(7);
-    let now = datetime!(2026-01-01 00:00 UTC);
-    let ca = CertificateAuthority::generate_root(
-        "ca",
-        KeyAlgorithm::EcdsaP256,
-        now,
-        Duration::days(30),
-        &mut rng,
-    )
-    .unwrap();
+    let now = ISSUED_AT;
+    let ca = root_ca(7);
     let key = crate::PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
     let mut params =
         crate::CertificateParams::new(crate::Profile::Server, "web", now, Duration::days(1))
