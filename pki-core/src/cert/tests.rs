@@ -4,6 +4,7 @@ use super::*;
 use crate::{CertificateAuthority, KeyAlgorithm};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+use std::net::IpAddr;
 use time::{Duration, macros::datetime};
 
 /// 2026-01-01: an arbitrary fixed issuance time.
