@@ -70,7 +70,7 @@ fn render_idle(idle: &IdleStep, report: &IdleReport, now: OffsetDateTime) -> Str
         when(idle.next_wake, now)
     ));
     out.push_str(
-        "  (from the store's summary of its last write: certificates not listed nor read; `pki status DIR` lists and verifies them)\n",
+        "  (from the store's summary of its last write, every file checked against its commit: certificates not listed nor verified; `pki status DIR` lists and verifies them)\n",
     );
     out
 }

@@ -476,6 +476,13 @@ impl<D: Document> Store for KindStore<'_, D> {
             KindStore::Secrets(s) => s.put_changes(key, expected, changes, summary),
         }
     }
+
+    fn verify(&self, key: &str) -> pki_rotate::Result<Option<Revision>> {
+        match self {
+            KindStore::Files(s) => s.verify(key),
+            KindStore::Secrets(s) => s.verify(key),
+        }
+    }
 }
 
 impl pki_store {

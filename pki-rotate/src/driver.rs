@@ -13,7 +13,7 @@
 //! The two drivers differ only in how they wait for the store: what each
 //! round decides is one function (`Rounds::decide`).
 
-use crate::document::{Document, Files, Idle, KeyOf};
+use crate::document::{Document, Files, KeyOf};
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
 use crate::store::{AsyncStore, Revision, Store, Summary};
@@ -21,6 +21,7 @@ use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
 
+mod idle;
 mod part;
 use part::PartRound;
 
@@ -182,21 +183,6 @@ fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
         .flatten()
 }
 
-/// What the store's summary says of a step of `E` that asks nothing, at
-/// `now`: the idle step when the document promises that nothing is due.
-fn idle_step<E: Engine>(
-    summary: Option<(Summary, Revision)>,
-    now: OffsetDateTime,
-) -> Option<IdleStep> {
-    let (summary, revision) = summary?;
-    let idle = Idle::from_summary(&summary, E::Document::KIND)?;
-    idle.covers(now).then_some(IdleStep {
-        revision,
-        next_wake: idle.until,
-        report: idle.report,
-    })
-}
-
 /// What [`Driver::step_unless_idle`] did.
 #[derive(Debug, Clone)]
 pub enum Stepped<D, E> {
@@ -276,17 +262,50 @@ impl<S: Store> Driver<S> {
         &self.store
     }
 
-    /// The document's promise at `now`, from the store's summary alone:
-    /// what a step of `E` asking nothing would report there, without
-    /// reading the document. None when the store keeps no summary or its
-    /// promise does not cover `now` (read the document then). Its cost does
-    /// not grow with the document: `pki status --check` answers from it.
+    /// The document's promise at `now`, from the store's summary, once the
+    /// document's head confirms it and every file is found intact: what a
+    /// step of `E` asking nothing would report there. `pki status --check`
+    /// answers from it.
+    ///
+    /// The head is read and checked as a step with nothing to do reads it
+    /// ([`Driver::step_unless_idle`]); then the store checks every file of
+    /// the document ([`Store::verify`]), as cheaply as it can tell that a
+    /// file is unchanged. None when the store keeps no summary, its promise
+    /// does not cover `now`, the head does not confirm it, or the document
+    /// changed meanwhile: read the document then. A damaged file, a head
+    /// that does not decode or is inconsistent, or a sealed file the store
+    /// cannot open is an error, as it is for a whole read.
     pub fn idle<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
     ) -> Result<Option<IdleStep>> {
-        Ok(idle_step::<E>(self.store.get_summary(key.key())?, now))
+        let key = key.key();
+        let Some(step) = self.confirmed_idle::<E>(key, now)? else {
+            return Ok(None);
+        };
+        Ok(match self.store.verify(key)? {
+            Some(revision) if revision == step.revision => Some(step),
+            _ => None,
+        })
+    }
+
+    /// The summary's promise at `now`, confirmed by the document's head
+    /// (see `idle`): a step with nothing to do, decided without reading
+    /// the members.
+    fn confirmed_idle<E: Engine>(
+        &self,
+        key: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        let Some(promise) = idle::promise::<E>(self.store.get_summary(key)?, now) else {
+            return Ok(None);
+        };
+        let Some(paths) = idle::head_paths::<E>() else {
+            return Ok(None);
+        };
+        let head = self.store.get_paths(key, &paths)?;
+        promise.confirm::<E>(&self.store.location(), key, head)
     }
 
     /// Reads and decodes the document at `key`.
@@ -413,7 +432,7 @@ impl<S: Store> Driver<S> {
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
         if E::asks_nothing(input) {
-            if let Some(idle) = idle_step::<E>(self.store.get_summary(key)?, now) {
+            if let Some(idle) = self.confirmed_idle::<E>(key, now)? {
                 return Ok(Stepped::Idle(idle));
             }
         } else if let Some(members) = part::members::<E>(input)
@@ -460,16 +479,36 @@ impl<S: AsyncStore> AsyncDriver<S> {
     }
 
     /// [`Driver::idle`]: the document's promise at `now`, from the store's
-    /// summary alone.
+    /// summary once the head confirms it and every file is found intact.
     pub async fn idle<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
     ) -> Result<Option<IdleStep>> {
-        Ok(idle_step::<E>(
-            self.store.get_summary(key.key()).await?,
-            now,
-        ))
+        let key = key.key();
+        let Some(step) = self.confirmed_idle::<E>(key, now).await? else {
+            return Ok(None);
+        };
+        Ok(match self.store.verify(key).await? {
+            Some(revision) if revision == step.revision => Some(step),
+            _ => None,
+        })
+    }
+
+    /// [`Driver::confirmed_idle`], awaiting the store.
+    async fn confirmed_idle<E: Engine>(
+        &self,
+        key: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        let Some(promise) = idle::promise::<E>(self.store.get_summary(key).await?, now) else {
+            return Ok(None);
+        };
+        let Some(paths) = idle::head_paths::<E>() else {
+            return Ok(None);
+        };
+        let head = self.store.get_paths(key, &paths).await?;
+        promise.confirm::<E>(&self.store.location(), key, head)
     }
 
     /// Reads and decodes the document at `key`.
@@ -568,7 +607,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
     ) -> Result<Stepped<E::Document, E::Event>> {
         let key = key.key();
         if E::asks_nothing(input) {
-            if let Some(idle) = idle_step::<E>(self.store.get_summary(key).await?, now) {
+            if let Some(idle) = self.confirmed_idle::<E>(key, now).await? {
                 return Ok(Stepped::Idle(idle));
             }
         } else if let Some(members) = part::members::<E>(input)

@@ -126,6 +126,21 @@ pub trait Store {
     ) -> Result<Revision> {
         put_changes_whole(self, key, expected, changes, summary)
     }
+
+    /// Checks that every file of the document at `key` is still what was
+    /// committed, without returning the files, and gives the document's
+    /// revision (None: no document). A damaged file fails as [`Store::get`]
+    /// fails on it ([`StoreError::DamagedStore`](crate::StoreError::DamagedStore)).
+    ///
+    /// This is what `pki status --check` runs on top of the summary: it
+    /// must notice damage to every file consumers read. The default reads
+    /// the whole document; a store that can tell a file is unchanged
+    /// without reading it overrides it (the directory store compares what
+    /// each commit recorded of each file, its size and identity, and reads
+    /// only the files that differ).
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        Ok(self.get(key)?.map(|(_, revision)| revision))
+    }
 }
 
 /// A few hundred bytes a store keeps beside a document and writes with it,
@@ -230,6 +245,14 @@ pub trait AsyncStore: Send + Sync {
                 .await
         }
     }
+
+    /// [`Store::verify`]: by default the whole document is read.
+    fn verify(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Revision>>> + Send {
+        async move { Ok(self.get(key).await?.map(|(_, revision)| revision)) }
+    }
 }
 
 impl<S: AsyncStore + ?Sized> AsyncStore for &S {
@@ -281,6 +304,12 @@ impl<S: AsyncStore + ?Sized> AsyncStore for &S {
     ) -> impl std::future::Future<Output = Result<Revision>> + Send {
         (**self).put_changes(key, expected, changes, summary)
     }
+    fn verify(
+        &self,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Revision>>> + Send {
+        (**self).verify(key)
+    }
 }
 
 /// A [`Store`] whose calls never wait (memory), seen as an [`AsyncStore`]:
@@ -329,6 +358,9 @@ impl<S: Store + Send + Sync> AsyncStore for ReadyStore<S> {
     ) -> Result<Revision> {
         self.0.put_changes(key, expected, changes, summary)
     }
+    async fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        self.0.verify(key)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -365,6 +397,9 @@ impl<S: Store + ?Sized> Store for &S {
     ) -> Result<Revision> {
         (**self).put_changes(key, expected, changes, summary)
     }
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        (**self).verify(key)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -400,6 +435,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         (**self).put_changes(key, expected, changes, summary)
+    }
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        (**self).verify(key)
     }
 }
 

@@ -182,11 +182,11 @@ fn secret_data_holds_no_private_key_or_credential_in_clear() {
 }
 
 /// A sealed store keeps the inner store's summary (ids and dates, nothing
-/// private): an idle step needs no store key, and any write through the
-/// sealed store leaves a current summary; the document itself still opens
-/// only with the key.
+/// private), and any write through the sealed store leaves a current
+/// summary; but an idle step reads the document's head, CA key included,
+/// so it needs the store key as every other step does.
 #[test]
-fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_no_key() {
+fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_the_key() {
     use pki_rotate::{FsStore, Stepped, Store};
     let dir = tempfile::tempdir().unwrap();
     let key = StoreKey::generate(&mut ChaCha20Rng::seed_from_u64(11));
@@ -211,7 +211,7 @@ fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_no_key() {
 
     let plain = FsStore::open(dir.path()).unwrap();
     let now = t0 + Duration::days(1);
-    let Stepped::Idle(idle) = Driver::new(&plain)
+    let Stepped::Idle(idle) = Driver::new(&sealed)
         .step_unless_idle::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
         .unwrap()
     else {
@@ -222,6 +222,16 @@ fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_no_key() {
         .step::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
         .unwrap();
     assert_eq!(full.next_wake, idle.next_wake);
+    let without_key = SealedStore::new(
+        FsStore::open(dir.path()).unwrap(),
+        SealingKeys::none(),
+        ChaCha20Rng::seed_from_u64(14),
+        true,
+    );
+    let refused = Driver::new(&without_key)
+        .step_unless_idle::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
+        .unwrap_err();
+    assert!(refused.to_string().contains("seal"), "{refused}");
     assert!(
         Driver::new(&plain).load::<SignerEngine>("signer").is_err(),
         "the document opens only with the key"

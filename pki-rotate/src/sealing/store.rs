@@ -323,6 +323,13 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         let sealed = self.seal_changes(key, changes)?;
         self.inner.put_changes(key, expected, &sealed, summary)
     }
+
+    /// Checks the files as stored: nothing is opened (a no-op step and
+    /// `status --check` open the document's head, which holds what is
+    /// sealed, through [`Store::get_paths`]).
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        self.inner.verify(key)
+    }
 }
 
 impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
@@ -381,5 +388,9 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         self.inner
             .put_changes(key, expected, &sealed, summary)
             .await
+    }
+
+    async fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        self.inner.verify(key).await
     }
 }
