@@ -498,7 +498,7 @@ fn a_manifest_of_format_2_is_read_and_the_next_commit_shards_it() {
         let manifest: serde_json::Value =
             serde_json::from_slice(&std::fs::read(generation.join(".manifest.json")).unwrap())
                 .unwrap();
-        assert_eq!(manifest["format"], 3);
+        assert_eq!(manifest["format"], 4);
         assert!(generation.join(".manifest").is_dir());
         let store = FsStore::open(dir.path()).unwrap();
         assert_eq!(store.get(KEY).unwrap().unwrap().0, expected);
@@ -632,9 +632,9 @@ fn a_change_from_the_spare_touches_only_what_changed_and_leaves_a_true_spare() {
                 s.starts_with("link ") || s.starts_with("write ") || s.starts_with("unlink ")
             })
             .collect();
-        // Two files written, two removed, at most four shards, the
-        // manifest, the index and the spare's mark.
-        assert!(touched.len() <= 11, "{touched:?}");
+        // Two files written, two removed, at most four shards and their
+        // identity records, the manifest, the index and the spare's mark.
+        assert!(touched.len() <= 15, "{touched:?}");
         assert!(taken.iter().any(|s| s == "update spare"), "{taken:?}");
         assert!(!taken.iter().any(|s| s.starts_with("link ")), "{taken:?}");
         assert_eq!(

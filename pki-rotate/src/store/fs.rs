@@ -97,6 +97,7 @@ use std::time::Duration;
 
 mod commit;
 mod gc;
+mod identity;
 mod incremental;
 mod lock;
 mod manifest;
@@ -105,6 +106,8 @@ mod publish;
 mod read;
 mod safety;
 mod spare;
+mod stamp;
+mod verify;
 mod write;
 
 pub use lock::DEFAULT_LOCK_TIMEOUT;
@@ -127,8 +130,12 @@ const SPARE: &str = ".spare";
 /// interrupted run and may hold old keys.
 const SPARE_MARK: &str = ".mirrors";
 /// Format 2 added the SHA-256 of every file, format 3 moved the list of
-/// files into shards (see `manifest`); formats 1 and 2 are still read.
-const MANIFEST_FORMAT: u32 = 3;
+/// files into shards (see `manifest`), format 4 added each shard's identity
+/// records (see `identity`) and the directories' stamps (see `stamp`);
+/// formats 1 to 3 are still read, and the next whole commit makes them 4.
+const MANIFEST_FORMAT: u32 = 4;
+/// The first format whose manifest is sharded.
+const SHARDED_FORMAT: u32 = 3;
 
 /// The key a directory written before keys existed is read as: it held one
 /// signer.
@@ -337,6 +344,14 @@ impl Store for FsStore {
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         self.put_with_summary(key, expected, files, None)
+    }
+
+    /// Looks at every file of the document without reading it: each must
+    /// be the very file its commit recorded (see `verify`); one that is
+    /// not is read and checked against its digest.
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        validate_key(key)?;
+        self.verify_files(key)
     }
 
     /// Reads the generation's small index only: no walk of the generation,

@@ -1,10 +1,14 @@
 //! Committing: building the next generation (from the spare when there is
 //! one), switching `.data` to it, and what happens once it is live.
 
-use super::manifest::{Current, KeyEntry, Manifest, Top, check_disjoint, shard_path, shards_of};
+use super::identity::{Identity, Record, encode, records_path};
+use super::manifest::{
+    Current, KeyEntry, Manifest, Top, bucket, check_disjoint, shard_path, shards_of,
+};
 use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, Tree, check_tree, describe, digest, read_regular,
 };
+use super::stamp::stamp_dirs;
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_unsynced};
 use super::{DATA_LINK, FsStore, GEN_PREFIX, MANIFEST_FORMAT, SPARE, io, reason};
 use crate::document::{File, Files};
@@ -39,7 +43,14 @@ impl FsStore {
             summary: summary.map(|s| s.as_str().to_string()),
         };
         let previous_entry = manifest.keys.insert(key.to_string(), entry);
-        let target = Target::new(current, key, previous_entry.as_ref(), files, &manifest)?;
+        let target = Target::new(
+            current,
+            key,
+            previous_entry.as_ref(),
+            files,
+            &manifest,
+            number,
+        )?;
         self.commit_target(current, number, &manifest, &target)
     }
 
@@ -250,11 +261,45 @@ impl FsStore {
                     write_unsynced(&path, file)?;
                     written.push(path);
                 }
+                Source::Records => {
+                    if present.is_some() {
+                        fs::remove_file(&path).map_err(io(&path))?;
+                    }
+                }
             }
             touched.insert(parent_of(relative));
         }
+        written.extend(self.write_records(tmp, target)?);
+        // Every directory, not only those changed: a spare an older build
+        // left has none of the stamps a commit from the spare looks for.
+        let dirs: Vec<_> = target.dirs.iter().map(|d| tmp.join(d)).collect();
+        stamp_dirs(dirs.iter().chain([&tmp.to_path_buf()]))?;
         self.step("flush generation")?;
         flush(&self.root, &written, &touched)
+    }
+
+    /// Writes the identity records of every shard of `target` in the
+    /// generation `dir`, whose files are all written: each file's identity
+    /// as it is there now.
+    fn write_records(&self, dir: &Path, target: &Target<'_>) -> Result<Vec<std::path::PathBuf>> {
+        let mut written = Vec::with_capacity(target.shards.len());
+        for (bucket, (sha256, files)) in &target.shards {
+            let records = files
+                .iter()
+                .map(|(key, path)| {
+                    Ok(Record {
+                        key: key.clone(),
+                        path: path.clone(),
+                        identity: Identity::at(&dir.join(path))?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let path = dir.join(records_path(bucket));
+            self.step(&format!("write {}", records_path(bucket)))?;
+            write_unsynced(&path, &File::public(encode(sha256, &records)))?;
+            written.push(path);
+        }
+        Ok(written)
     }
 
     /// Makes `gen_name` current by renaming a new link over `.data`. On
@@ -332,6 +377,9 @@ pub(super) enum Source<'a> {
     Link,
     /// New or changed: written.
     Write(std::borrow::Cow<'a, File>),
+    /// A shard's identity records: written once the files they describe
+    /// are (see `identity`).
+    Records,
 }
 
 /// What the next generation holds: every file with where it comes from,
@@ -340,6 +388,9 @@ pub(super) enum Source<'a> {
 pub(super) struct Target<'a> {
     pub(super) files: BTreeMap<String, Source<'a>>,
     pub(super) dirs: BTreeSet<String>,
+    /// Each shard's bucket, with the SHA-256 of its JSON and the files it
+    /// lists (key, path): what its identity records describe.
+    pub(super) shards: BTreeMap<String, (String, Vec<(String, String)>)>,
 }
 
 impl<'a> Target<'a> {
@@ -352,6 +403,7 @@ impl<'a> Target<'a> {
         previous_entry: Option<&KeyEntry>,
         files: &'a Files,
         manifest: &Manifest,
+        number: u64,
     ) -> Result<Target<'a>> {
         let mut target = Target::default();
         if let Some(c) = current {
@@ -392,22 +444,46 @@ impl<'a> Target<'a> {
         for d in files.dirs() {
             target.add_dir(d);
         }
-        target.add_bookkeeping(manifest, current)?;
+        target.add_bookkeeping(manifest, current, number)?;
         Ok(target)
     }
 
-    /// The next generation's `.manifest.json`, its shards and `.index.json`,
-    /// from `manifest`: a shard that `current` has with the same digest is
-    /// linked, not written again.
+    /// The `.manifest.json`, shards and `.index.json` of generation
+    /// `number`, from `manifest`: a shard that `current` has with the same
+    /// digest is linked, not written again.
     pub(super) fn add_bookkeeping(
         &mut self,
         manifest: &Manifest,
         current: Option<&Current>,
+        number: u64,
     ) -> Result<()> {
         let mut top = Top::of(manifest);
+        for (key, entry) in &manifest.keys {
+            for path in entry.files.keys() {
+                let listed = &mut self.shards.entry(bucket(path)).or_default().1;
+                listed.push((key.clone(), path.clone()));
+            }
+        }
         for (bucket, json) in shards_of(manifest)? {
             let sha256 = digest(&json);
+            if let Some(shard) = self.shards.get_mut(&bucket) {
+                shard.0.clone_from(&sha256);
+            }
             let unchanged = current.is_some_and(|c| c.top.shards.get(&bucket) == Some(&sha256));
+            // An unchanged shard lists files that are all linked, so the
+            // same inodes: its records still hold (when there are any).
+            let records = records_path(&bucket);
+            let recorded = current.is_some_and(|c| {
+                c.manifest.format == MANIFEST_FORMAT
+                    && c.tree.get(&records).is_some_and(|e| e.kind == Kind::File)
+            });
+            let source = if unchanged && recorded {
+                self.shards.remove(&bucket);
+                Source::Link
+            } else {
+                Source::Records
+            };
+            self.add_file(&records, source);
             let source = if unchanged {
                 Source::Link
             } else {
@@ -416,12 +492,13 @@ impl<'a> Target<'a> {
             self.add_file(&shard_path(&bucket), source);
             top.shards.insert(bucket, sha256);
         }
-        self.add_top(&top)
+        self.add_top(&top, number)
     }
 
-    /// The next generation's `.manifest.json` and `.index.json`, from `top`.
-    pub(super) fn add_top(&mut self, top: &Top) -> Result<()> {
-        for (path, file) in top.files()? {
+    /// The `.manifest.json` and `.index.json` of generation `number`, from
+    /// `top`.
+    pub(super) fn add_top(&mut self, top: &Top, number: u64) -> Result<()> {
+        for (path, file) in top.files(number)? {
             self.add_file(path, Source::Write(std::borrow::Cow::Owned(file)));
         }
         Ok(())

@@ -24,8 +24,10 @@
 //! left to the whole commit of changes, which walks and checks everything.
 
 use super::commit::next_number;
+use super::identity::{Identity, Record, encode, records_path};
 use super::manifest::{Current, Top, bucket, generation_name, root_of, shard_path, shards_of};
-use super::safety::{check_owner_and_mode, digest, effective_uid};
+use super::safety::{check_owner_and_mode, digest, effective_uid, read_regular};
+use super::stamp::{is_stamped, stamp_dir, stamp_dirs, tree_unchanged};
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
 use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io};
 use crate::document::File;
@@ -46,6 +48,10 @@ struct Edit {
     /// Directories that stay even when emptied: the document's declared
     /// ones.
     kept: BTreeSet<String>,
+    /// The shards this commit writes, each with its SHA-256 and the files
+    /// it lists (key, path): their identity records are written once those
+    /// files are (see `identity`), then added to `written`.
+    records: BTreeMap<String, (String, Vec<(String, String)>)>,
 }
 
 impl FsStore {
@@ -80,12 +86,14 @@ impl FsStore {
         let published = current.top.published();
         self.check_published(&published, std::iter::empty())?;
         self.tidy_published(Some((current.number, &published)));
-        if !self.spare_mirrors(current.number) || !self.changes_stay_inside(&current, key, changes)
+        if !self.spare_mirrors(current.number)
+            || !self.changes_stay_inside(&current, key, changes)
+            || !self.spare_still_mirrors(&current)?
         {
             return Ok(None);
         }
         let number = next_number(&self.root, Some(&current))?;
-        let (top, edit) = next_top(&current, key, changes, summary, number)?;
+        let (top, mut edit) = next_top(&current, key, changes, summary, number)?;
         let gen_name = generation_name(number);
         let next = self.root.join(&gen_name);
         if fs::symlink_metadata(&next).is_ok() {
@@ -98,19 +106,7 @@ impl FsStore {
         // point to.
         self.step("create generation directory")?;
         fs::rename(self.root.join(SPARE), &next).map_err(io(&next))?;
-        let built = self
-            .step(&format!("unlink {SPARE_MARK}"))
-            .and_then(|()| fs::remove_file(next.join(SPARE_MARK)).map_err(io(&next)))
-            .and_then(|()| {
-                self.apply_edit(&next, &edit, |path, file| {
-                    write_unsynced(path, file).map(drop)
-                })
-            })
-            .and_then(|touched| {
-                self.step("flush generation")?;
-                flush(&self.root, &touched.0, &touched.1)
-            });
-        if let Err(e) = built {
+        if let Err(e) = self.build_next(&current, &next, &mut edit) {
             let _ = fs::remove_dir_all(&next);
             return Err(e);
         }
@@ -119,6 +115,90 @@ impl FsStore {
             self.retire_by_edit(c, &next, number, &edit)
         });
         Ok(Some(Revision::new(number.to_string())))
+    }
+
+    /// Makes the next generation in `next` (the spare, renamed) by `edit`:
+    /// the changed files, then the identity records of the shards that
+    /// list them, the stamps of the directories changed, and one flush.
+    /// The records are added to `edit`, for the next spare.
+    fn build_next(&self, current: &Current, next: &Path, edit: &mut Edit) -> Result<()> {
+        self.step(&format!("unlink {SPARE_MARK}"))?;
+        fs::remove_file(next.join(SPARE_MARK)).map_err(io(next))?;
+        let (mut written, touched) = self.apply_edit(next, edit, |path, file| {
+            write_unsynced(path, file).map(drop)
+        })?;
+        for (path, file) in self.write_changed_records(current, next, edit)? {
+            written.push(next.join(&path));
+            edit.written.insert(path, file);
+        }
+        stamp_dirs(&touched)?;
+        self.step("flush generation")?;
+        flush(&self.root, &written, &touched)
+    }
+
+    /// Writes in `next` the identity records of the shards `edit` writes:
+    /// each file's identity from the live generation's records, or, for a
+    /// file this commit wrote (or one the live records do not hold), as it
+    /// is in `next`. Returns each records file as written.
+    fn write_changed_records(
+        &self,
+        current: &Current,
+        next: &Path,
+        edit: &Edit,
+    ) -> Result<Vec<(String, File)>> {
+        let mut out = Vec::with_capacity(edit.records.len());
+        for (bucket, (sha256, files)) in &edit.records {
+            let live: BTreeMap<(String, String), Identity> = current
+                .top
+                .shards
+                .get(bucket)
+                .and_then(|old| self.read_records(&current.dir, bucket, old, None).ok())
+                .flatten()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| ((r.key, r.path), r.identity))
+                .collect();
+            let mut records = Vec::with_capacity(files.len());
+            for (key, path) in files {
+                let recorded = live.get(&(key.clone(), path.clone()));
+                let identity = match recorded {
+                    Some(id) if !edit.written.contains_key(path) => *id,
+                    _ => Identity::at(&next.join(path))?,
+                };
+                records.push(Record {
+                    key: key.clone(),
+                    path: path.clone(),
+                    identity,
+                });
+            }
+            let relative = records_path(bucket);
+            let path = next.join(&relative);
+            self.step(&format!("write {relative}"))?;
+            if fs::symlink_metadata(&path).is_ok() {
+                fs::remove_file(&path).map_err(io(&path))?;
+            }
+            let file = File::public(encode(sha256, &records));
+            write_unsynced(&path, &file)?;
+            out.push((relative, file));
+        }
+        Ok(out)
+    }
+
+    /// Whether the spare, marked as a mirror of the live generation, still
+    /// is one: its manifest is the live one byte for byte, no directory of
+    /// it changed since pki stamped it (see `stamp`), and the live
+    /// generation's shards are the ones committed with that manifest (one
+    /// replaced there would leave the next generation a manifest that
+    /// disagrees with the spare's shard). When it is not, this commit
+    /// checks and links every file instead (the whole commit of changes,
+    /// which compares each of the spare's entries with the live file).
+    fn spare_still_mirrors(&self, current: &Current) -> Result<bool> {
+        let spare = self.root.join(SPARE);
+        let top = |dir: &Path| read_regular(&dir.join(MANIFEST)).map(|r| r.map(|(b, _)| b));
+        let same_top = matches!((top(&spare)?, top(&current.dir)?), (Some(a), Some(b)) if a == b);
+        let shards_dir = current.dir.join(super::manifest::SHARDS_DIR);
+        let shards_stamped = fs::symlink_metadata(&shards_dir).is_ok_and(|m| is_stamped(&m));
+        Ok(same_top && shards_stamped && tree_unchanged(&spare)?)
     }
 
     /// Whether the spare mirrors generation `number`: its mark says so (a
@@ -269,10 +349,13 @@ impl FsStore {
         written: &[PathBuf],
         touched: &BTreeSet<PathBuf>,
     ) -> Result<()> {
+        stamp_dirs(touched)?;
         flush(&self.root, written, touched)?;
         let mark = spare.join(SPARE_MARK);
         let _ = fs::remove_file(&mark);
         write_file(&mark, &File::secret(number.to_string()))?;
+        // Writing the mark changed the spare's own directory.
+        stamp_dir(spare)?;
         sync_dir(spare)
     }
 }
@@ -300,6 +383,7 @@ fn next_top(
         removed: Vec::new(),
         written: BTreeMap::new(),
         kept: BTreeSet::new(),
+        records: BTreeMap::new(),
     };
     let entry = manifest
         .keys
@@ -324,13 +408,17 @@ fn next_top(
     for b in &buckets {
         match shards.get(b) {
             Some(json) => {
-                top.shards.insert(b.clone(), digest(json));
+                let sha256 = digest(json);
+                top.shards.insert(b.clone(), sha256.clone());
                 edit.written
                     .insert(shard_path(b), File::public(json.clone()));
+                edit.records
+                    .insert(b.clone(), (sha256, listed(&manifest, b)));
             }
             None => {
                 if top.shards.remove(b).is_some() {
                     edit.removed.push(shard_path(b));
+                    edit.removed.push(records_path(b));
                 }
             }
         }
@@ -341,10 +429,25 @@ fn next_top(
         .ok_or_else(|| RotateError::corrupt(key, "is not in the manifest it was just read from"))?;
     top_entry.revision = number;
     top_entry.summary = summary.map(|s| s.as_str().to_string());
-    for (path, file) in top.files()? {
+    for (path, file) in top.files(number)? {
         edit.written.insert(path.to_string(), file);
     }
     // The shards' directory stays when its last shard goes.
     edit.kept.insert(super::manifest::SHARDS_DIR.to_string());
     Ok((top, edit))
+}
+
+/// The files of `manifest` that shard `b` lists, as (key, path).
+fn listed(manifest: &super::manifest::Manifest, b: &str) -> Vec<(String, String)> {
+    manifest
+        .keys
+        .iter()
+        .flat_map(|(key, entry)| {
+            entry
+                .files
+                .keys()
+                .filter(|p| bucket(p) == b)
+                .map(move |p| (key.clone(), p.clone()))
+        })
+        .collect()
 }

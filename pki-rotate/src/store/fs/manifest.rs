@@ -132,11 +132,13 @@ impl Top {
         }
     }
 
-    /// The generation's `.manifest.json` and `.index.json` from this top.
-    pub(super) fn files(&self) -> Result<[(&'static str, File); 2]> {
+    /// The `.manifest.json` and `.index.json` of generation `generation`
+    /// from this top: the index is bound to that generation and to the
+    /// manifest's digest.
+    pub(super) fn files(&self, generation: u64) -> Result<[(&'static str, File); 2]> {
         let manifest = serde_json::to_vec_pretty(self)
             .map_err(|e| RotateError::json(super::MANIFEST.to_string(), e))?;
-        let index = serde_json::to_vec(&Index::of(self))
+        let index = serde_json::to_vec(&Index::of(self, generation, &manifest))
             .map_err(|e| RotateError::json(super::INDEX.to_string(), e))?;
         Ok([
             (super::MANIFEST, File::public(manifest)),
@@ -217,15 +219,23 @@ pub(super) fn manifest_of_top(top: &Top) -> Manifest {
 }
 
 /// `.index.json`: the few hundred bytes of a generation a reader needs
-/// without walking it or reading its manifest, which grow with the
+/// without walking it or parsing its manifest, which grow with the
 /// documents: each key's revision and summary, and the names the
 /// generation publishes at the root (for the repairs every run makes).
-/// Written with every commit from the manifest; a generation without one
-/// (written by an older build) is read through its manifest.
+/// Written with every commit from the manifest, and bound to it: it names
+/// its generation and the SHA-256 of the generation's `.manifest.json`, so
+/// an index edited, left from another generation or copied from another
+/// store is not believed (the reader reads the document instead). A
+/// generation without a bound index (written by an older build) is read
+/// through its manifest.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Index {
     pub(super) format: u32,
+    /// The generation it was written for.
+    pub(super) generation: u64,
+    /// SHA-256 (hex) of that generation's `.manifest.json`.
+    pub(super) manifest_sha256: String,
     pub(super) published: BTreeSet<String>,
     pub(super) keys: BTreeMap<String, IndexEntry>,
 }
@@ -239,13 +249,18 @@ pub(super) struct IndexEntry {
     pub(super) summary: Option<String>,
 }
 
-/// The format of `.index.json` this build writes and reads.
-pub(super) const INDEX_FORMAT: u32 = 1;
+/// The format of `.index.json` this build writes and reads (format 1 had
+/// no binding to its manifest: not believed).
+pub(super) const INDEX_FORMAT: u32 = 2;
 
 impl Index {
-    pub(super) fn of(top: &Top) -> Index {
+    /// The index of generation `generation`, whose `.manifest.json` holds
+    /// `manifest` (the bytes of `top`).
+    pub(super) fn of(top: &Top, generation: u64, manifest: &[u8]) -> Index {
         Index {
             format: INDEX_FORMAT,
+            generation,
+            manifest_sha256: super::safety::digest(manifest),
             published: top.published(),
             keys: top
                 .keys

@@ -200,7 +200,7 @@ impl FsStore {
         entry.revision = number;
         entry.summary = summary.map(|s| s.as_str().to_string());
         manifest.keys.insert(key.to_string(), entry);
-        let target = Target::of_changes(key, changes, &manifest, current)?;
+        let target = Target::of_changes(key, changes, &manifest, current, number)?;
         self.commit_target(Some(current), number, &manifest, &target)
             .map(Some)
     }
@@ -218,6 +218,7 @@ impl<'a> Target<'a> {
         changes: &'a Changes,
         manifest: &super::manifest::Manifest,
         current: &super::manifest::Current,
+        number: u64,
     ) -> Result<Target<'a>> {
         let mut target = Target::default();
         for (owner, entry) in &manifest.keys {
@@ -232,7 +233,7 @@ impl<'a> Target<'a> {
                 target.add_dir(d);
             }
         }
-        target.add_bookkeeping(manifest, Some(current))?;
+        target.add_bookkeeping(manifest, Some(current), number)?;
         Ok(target)
     }
 }

@@ -9,7 +9,10 @@ use super::safety::{
     DAMAGED_ADVICE, Entry, Kind, Tree, check_owner_and_mode, check_tree, check_tree_shallow,
     describe, digest, effective_uid, read_regular,
 };
-use super::{DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, Verified, lock};
+use super::{
+    DATA_LINK, FsStore, GEN_PREFIX, INDEX, MANIFEST, MANIFEST_FORMAT, SHARDED_FORMAT, Verified,
+    lock,
+};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
 use crate::store::{Revision, Summary};
@@ -33,13 +36,17 @@ fn generation_number(link: &Path, name: &str) -> Result<u64> {
 
 impl FsStore {
     /// [`crate::Store::get_summary`]: the current generation's index,
-    /// without walking the generation or reading its manifest. Like every
+    /// without walking the generation or parsing its manifest. Like every
     /// read it finishes an interrupted run when the lock is free (the
     /// index names the links to repair) and refuses a store whose root,
     /// `.data`, generation or index is unsafe. None when the generation has
-    /// no index (an older build wrote it), the key has no summary, or the
-    /// index cannot be read as it is (a writer removed the generation
-    /// meanwhile): the caller then reads the document, which checks all.
+    /// no index bound to its manifest (an older build wrote it, or it was
+    /// damaged, edited or copied from elsewhere; the next write rewrites
+    /// it, and a refused command must leave the store as it found it), the
+    /// key has no
+    /// summary, or the index cannot be read as it is (a writer removed the
+    /// generation meanwhile): the caller then reads the document, which
+    /// checks all.
     pub(super) fn read_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
         if self.never_written() {
             return Ok(None);
@@ -72,8 +79,9 @@ impl FsStore {
     }
 
     /// The current generation's number and index, after the checks of
-    /// [`FsStore::current`] on `.data`, the generation directory and the
-    /// index itself (nothing else in the generation is looked at).
+    /// [`FsStore::current`] on `.data`, the generation directory, the index
+    /// and the manifest it is bound to (read and hashed, not parsed; nothing
+    /// else in the generation is looked at).
     fn current_index(&self) -> Result<Option<(u64, Index)>> {
         let link = self.root.join(DATA_LINK);
         let meta = match fs::symlink_metadata(&link) {
@@ -94,21 +102,34 @@ impl FsStore {
             return Ok(None);
         }
         check_owner_and_mode(&dir, &dir_meta, effective_uid())?;
-        let path = dir.join(INDEX);
-        let Ok(index_meta) = fs::symlink_metadata(&path) else {
+        let (Some(index), Some(manifest)) = (
+            self.read_checked(&dir.join(INDEX))?,
+            self.read_checked(&dir.join(MANIFEST))?,
+        ) else {
             return Ok(None);
         };
-        check_owner_and_mode(&path, &index_meta, effective_uid())?;
-        let Some((bytes, on_disk)) = read_regular(&path)? else {
-            return Ok(None);
-        };
-        if on_disk.id != Entry::of(&index_meta).id {
-            return Ok(None);
-        }
-        match serde_json::from_slice::<Index>(&bytes) {
-            Ok(index) if index.format == INDEX_FORMAT => Ok(Some((number, index))),
+        match serde_json::from_slice::<Index>(&index) {
+            Ok(index)
+                if index.format == INDEX_FORMAT
+                    && index.generation == number
+                    && index.manifest_sha256 == digest(&manifest) =>
+            {
+                Ok(Some((number, index)))
+            }
             _ => Ok(None),
         }
+    }
+
+    /// The contents of a generation's bookkeeping file at `path`, after
+    /// checking its owner and mode; None when it is not a regular file.
+    fn read_checked(&self, path: &Path) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>> {
+        let Ok(meta) = fs::symlink_metadata(path) else {
+            return Ok(None);
+        };
+        check_owner_and_mode(path, &meta, effective_uid())?;
+        Ok(read_regular(path)?
+            .filter(|(_, on_disk)| on_disk.id == Entry::of(&meta).id)
+            .map(|(bytes, _)| bytes))
     }
 
     /// No lock file and no `.data`: no run ever wrote here (a writer
@@ -205,29 +226,49 @@ impl FsStore {
         } else {
             check_tree(&dir)?
         };
+        // Never followed if it is a link: a manifest is a regular file of
+        // the generation, the one the walk (or the light check) saw.
         let read_manifest = || -> std::io::Result<Vec<u8>> {
-            if !light {
-                return fs::read(&manifest_path);
+            let walked = tree.get(MANIFEST);
+            if walked.is_none() && fs::symlink_metadata(&manifest_path).is_err() {
+                return Err(std::io::ErrorKind::NotFound.into());
             }
-            // Not followed if it is a link: the walk did not see it.
             match read_regular(&manifest_path) {
-                Ok(Some((bytes, on_disk))) if Some(&on_disk) == tree.get(MANIFEST) => {
+                Ok(Some((bytes, on_disk)))
+                    if walked.is_some_and(|w| w.kind == Kind::File && w.id == on_disk.id) =>
+                {
                     Ok(bytes.to_vec())
                 }
-                _ => Err(std::io::Error::other(format!(
-                    "{} changed while being read",
-                    manifest_path.display()
-                ))),
+                _ => Err(std::io::ErrorKind::InvalidData.into()),
             }
         };
         let read = read_manifest();
         let mut tree = tree;
         let (manifest, top, whole) = match read {
             Ok(bytes) => self.parse_manifest(&dir, &bytes, &mut tree, light, buckets)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Only a store written before manifests existed has none; one
+            // with shards or an index lost its manifest.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && !tree.contains_key(super::manifest::SHARDS_DIR)
+                    && !tree.contains_key(INDEX) =>
+            {
                 let manifest = legacy_manifest(&dir, number)?;
                 let top = Top::of(&manifest);
                 (manifest, top, true)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                return Err(RotateError::Store(crate::StoreError::DamagedStore {
+                    path: manifest_path.clone(),
+                    found: describe(&manifest_path),
+                    expected: format!("the regular file the store committed ({name})"),
+                    advice: DAMAGED_ADVICE.into(),
+                }));
             }
             Err(e) => return Err(RotateError::io(&manifest_path, e)),
         };
@@ -269,7 +310,7 @@ impl FsStore {
                 let top = Top::of(&manifest);
                 Ok((manifest, top, true))
             }
-            MANIFEST_FORMAT => {
+            SHARDED_FORMAT..=MANIFEST_FORMAT => {
                 let top = Top::parse(bytes, &path)?;
                 let mut manifest = manifest_of_top(&top);
                 for (bucket, expected) in &top.shards {

@@ -156,6 +156,9 @@ impl FsStore {
             touched.insert(parent(&path));
             linked.push(path);
         }
+        // Every directory gets its stamp, not only those changed: an older
+        // build's generation has none.
+        touched.extend(target.dirs.iter().map(|d| spare.join(d)));
         // On disk before its mark: a commit of changes trusts a marked
         // spare without walking it (see `incremental`).
         self.mark_spare(spare, number, &linked, &touched)
