@@ -2,8 +2,10 @@
 //! every signer command takes `etcd://HOST:PORT/PREFIX` for DIR, `pki export`
 //! writes what it holds in the directory layout, `pki rotate` processes
 //! racing at the rotation point rotate once, an unreachable server is one
-//! line and exit 1 within a bounded time, and a write whose answer is lost
-//! exits 5 and is safe to rerun.
+//! line and exit 1 within a bounded time, a cluster with one endpoint down
+//! is used through the others, a forced reason is recorded once however
+//! rotations race, and a write whose answer is lost exits 5 and is safe to
+//! rerun.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -115,6 +117,41 @@ fn an_unreachable_server_is_one_line_and_exit_1_in_bounded_time() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.starts_with("pki: etcd://127.0.0.1:"), "{err}");
+}
+
+#[test]
+fn with_one_of_several_endpoints_down_every_command_works_whatever_the_order() {
+    let server = etcd::Etcd::start();
+    // Ports nothing listens on, and no server of this process will.
+    let down = format!("127.0.0.1:{}", etcd::free_port());
+    let also_down = format!("127.0.0.1:{}", etcd::free_port());
+    let live = server.endpoint();
+    for (n, endpoints) in [format!("{down},{live}"), format!("{live},{down}")]
+        .iter()
+        .enumerate()
+    {
+        let url = format!("etcd://{endpoints}/multi{n}");
+        ok(&["init", &url, "--now", T0]);
+        for name in ["web", "api", "db"] {
+            let dns = format!("{name}.ns.svc");
+            ok(&["issue", &url, name, "--dns", &dns, "--now", T0]);
+        }
+        let out = ok(&["rotate", &url, "--now", AFTER_ROTATION_POINT]);
+        assert!(out.contains("rotated CA"), "{url}: {out}");
+        let status = ok(&["status", &url, "--json", "--now", AFTER_ROTATION_POINT]);
+        let json: serde_json::Value = serde_json::from_str(&status).unwrap();
+        assert_eq!(json["rotations"], 1, "{url}: {json}");
+    }
+
+    // Every endpoint down: one line and exit 1, in bounded time.
+    let url = format!("etcd://{down},{also_down}/pki");
+    let started = std::time::Instant::now();
+    let o = pki(&["status", &url]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("pki: {url}")), "{err}");
 }
 
 /// How every head starts (`{"format":2,"generation":...}`): of a write's

@@ -1,6 +1,7 @@
 //! The etcd store against a real etcd server: round trips, compare-and-swap,
 //! large documents within etcd's limits, crashes of the server at every
-//! step of a write, and unreachable servers.
+//! step of a write, unreachable servers, and a cluster with one endpoint
+//! down.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -467,6 +468,42 @@ fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
         "{err}"
     );
     assert!(!err.is_conflict());
+}
+
+#[test]
+fn with_one_endpoint_down_a_store_uses_the_other_whatever_their_order() {
+    let etcd = Etcd::start();
+    // Ports nobody listens on, and no server of this process will.
+    let down = format!("127.0.0.1:{}", etcd::free_port());
+    let also_down = format!("127.0.0.1:{}", etcd::free_port());
+    let orders = [
+        [down.clone(), etcd.endpoint()],
+        [etcd.endpoint(), down.clone()],
+    ];
+    for (n, endpoints) in orders.iter().enumerate() {
+        let started = Instant::now();
+        let store = EtcdStore::connect(endpoints, &format!("multi{n}"), quick_options()).unwrap();
+        // Each round is several requests: a store that sent any of them
+        // to the endpoint that is down would fail.
+        let mut revision = None;
+        for g in 0..10 {
+            let doc = files(&[("state.json", &format!("{{\"g\":{g}}}"), false)], &[]);
+            revision = Some(store.put("doc", revision.as_ref(), &doc).unwrap());
+            let (got, read) = store.get("doc").unwrap().unwrap();
+            assert_eq!((got, Some(read)), (doc, revision.clone()), "{endpoints:?}");
+        }
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "{endpoints:?}: {took:?}");
+    }
+
+    // Every endpoint down: one backend error, within the connect timeout.
+    let started = Instant::now();
+    let err = EtcdStore::connect(&[down, also_down], "pki", quick_options()).unwrap_err();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let text = err.to_string();
+    assert!(text.contains(": connecting: "), "{text}");
+    assert!(!text.contains('\n'), "{text}");
 }
 
 #[test]
