@@ -373,7 +373,7 @@ where
 type Kv = kv_client::KvClient<Transport>;
 type Auth = auth_client::AuthClient<Transport>;
 
-/// The KV service: reads, writes, deletions and transactions.
+/// The KV service: reads, writes, deletions, transactions and compaction.
 #[derive(Clone)]
 pub struct KvClient {
     max_decoding: usize,
@@ -454,6 +454,23 @@ impl KvClient {
         )
         .await
         .map(TxnResponse)
+    }
+
+    /// Compacts the whole cluster's history up to `revision`: a read at an
+    /// earlier revision fails as compacted from then on, and the values
+    /// that only earlier revisions held are gone. With `physical`, etcd
+    /// answers once they are removed from its backend, not only marked.
+    /// Compaction is global to the cluster (every key, whoever wrote it).
+    pub async fn compact(&mut self, revision: i64, physical: bool) -> Result<(), Error> {
+        let request = pb::CompactionRequest { revision, physical };
+        call(
+            &self.session,
+            request,
+            self.make(),
+            |mut kv, r| async move { kv.compact(r).await },
+        )
+        .await
+        .map(drop)
     }
 }
 

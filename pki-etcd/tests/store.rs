@@ -507,6 +507,38 @@ fn with_one_endpoint_down_a_store_uses_the_other_whatever_their_order() {
 }
 
 #[test]
+fn compacting_the_history_makes_every_earlier_revision_unreadable_and_can_be_repeated() {
+    use pki_etcd::client::GetOptions;
+    let etcd = Etcd::start();
+    let store = etcd.store("compact");
+    let old = files(&[("signer/tls.key", "OLD KEY", true)], &[]);
+    let r1 = store.put("signer", None, &old).unwrap();
+    let new = files(&[("signer/tls.key", "NEW KEY", true)], &[]);
+    store.put("signer", Some(&r1), &new).unwrap();
+    let read_at = |revision: i64| {
+        etcd.with_client(async |client| {
+            let options = GetOptions::new().with_prefix().with_revision(revision);
+            client
+                .kv()
+                .get("compact/", Some(options))
+                .await
+                .map(|a| a.kvs().iter().any(|kv| kv.value() == b"OLD KEY"))
+                .map_err(|e| e.to_string())
+        })
+    };
+    let before: i64 = r1.as_str().parse().unwrap();
+    assert_eq!(read_at(before), Ok(true), "the old value is in the history");
+
+    let compacted = store.compact_history().unwrap();
+    assert!(compacted > before);
+    let err = read_at(before).unwrap_err();
+    assert!(err.contains("compacted"), "{err}");
+    assert_eq!(store.get("signer").unwrap().unwrap().0, new);
+    // Again, with nothing written since: already compacted is compacted.
+    assert_eq!(store.compact_history().unwrap(), compacted);
+}
+
+#[test]
 fn a_malformed_url_is_a_url_error_not_a_backend_error() {
     for url in [
         "etcd://127.0.0.1:2379",
