@@ -162,27 +162,38 @@ pub fn without_sealed(files: pki_rotate::Files) -> CliResult<pki_rotate::Files> 
 
 fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
     let new = read_key(new_file)?;
-    let old = key_from_env()?;
-    let (raw, keys): (Box<dyn Store + Send + Sync>, Vec<String>) = match dir {
+    let new_id = new.id_hex();
+    let keys = SealingKeys::rotating(key_from_env()?, new);
+    match dir {
         // Opened as every command opens them (the lock timeout and notices
         // of a directory; etcd's TLS and user from the environment), but
         // concrete: re-sealing visits every document the store lists.
         StoreArg::Dir(path) => {
             let store = crate::common::configure(pki_rotate::FsStore::open(path)?);
-            let keys = store.keys()?;
-            (Box::new(store), keys)
+            let documents = store.keys()?;
+            reseal_all(dir, &store, &documents, keys, true, &new_id)
         }
         StoreArg::Url(url) => {
             let store = crate::stores::open_etcd(url)?;
-            let keys = store.keys()?;
-            (Box::new(store), keys)
+            let documents = store.keys()?;
+            reseal_all(dir, &store, &documents, keys, false, &new_id)?;
+            compact(url, &store, &new_id)
         }
-    };
-    let directory = matches!(dir, StoreArg::Dir(_));
-    let new_id = new.id_hex();
-    let store = SealedStore::new(raw, SealingKeys::rotating(old, new), os_rng(), directory);
+    }
+}
+
+/// Re-seals each of `documents` under the new key of `keys`.
+fn reseal_all(
+    dir: &StoreArg,
+    store: impl Store,
+    documents: &[String],
+    keys: SealingKeys,
+    directory: bool,
+    new_id: &str,
+) -> CliResult {
+    let store = SealedStore::new(store, keys, os_rng(), directory);
     let mut resealed = 0;
-    for key in &keys {
+    for key in documents {
         if store.reseal(key)? {
             resealed += 1;
             crate::outln!("re-sealed {key} under key {new_id}");
@@ -190,7 +201,23 @@ fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
     }
     crate::outln!(
         "{dir}: {resealed} of {} documents re-sealed; every private file is sealed under key {new_id}",
-        keys.len()
+        documents.len()
+    );
+    Ok(())
+}
+
+/// Compacts the etcd cluster's history up to now, so that no earlier
+/// revision (where the private files are in clear or under the old key)
+/// can be read any more. Run on every rotation, so that a rerun after a
+/// failed compaction compacts.
+fn compact(url: &str, store: &pki_etcd::EtcdStore, new_id: &str) -> CliResult {
+    let revision = store.compact_history().map_err(|e| {
+        CliError::new(format!(
+            "every private file is sealed under key {new_id}, but earlier revisions still hold them as they were: {e}; rerun this command (it re-seals nothing and compacts again)"
+        ))
+    })?;
+    crate::outln!(
+        "{url}: etcd's history compacted up to revision {revision}: earlier revisions, of every key in the cluster, can no longer be read (see the README on etcd's backups)"
     );
     Ok(())
 }

@@ -377,3 +377,19 @@ fn a_reload_helper_acknowledges_through_the_driver_on_an_etcd_store() {
     assert_eq!(s["consumers"][0]["name"], "helper");
     assert_eq!(s["consumers"][0]["fingerprint"], fp.as_str());
 }
+
+#[test]
+fn twenty_acks_racing_on_an_etcd_store_all_land_within_a_bounded_time() {
+    let server = etcd::Etcd::start();
+    let url = server.url("pki/service-ca");
+    ok(&["init", &url, "--now", T0]);
+    let fp = current_bundle(&url, T0);
+    // Twenty processes at once: one of them can lose nineteen rounds.
+    let names: Vec<String> = (0..20).map(|i| format!("host-{i:02}")).collect();
+    let started = std::time::Instant::now();
+    racing_acks(&url, &names, &fp);
+    let took = started.elapsed();
+    println!("20 racing acks on etcd took {took:?}");
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+    assert_eq!(names_recorded(&url), names);
+}

@@ -221,3 +221,65 @@ fn killed_rotations_converge(
     }
     eprintln!("{d}: {mixed} of 16 kills left the store half re-sealed");
 }
+
+/// The revision of the etcd cluster behind `server` now.
+fn etcd_revision(server: &etcd::Etcd) -> i64 {
+    server.with_client(async |client| {
+        let answer = client.kv().get("x", None).await.unwrap();
+        answer.header().unwrap().revision()
+    })
+}
+
+/// Every value under `prefix/` read at `revision`, or etcd's refusal.
+fn values_at(server: &etcd::Etcd, prefix: &str, revision: i64) -> Result<Vec<Vec<u8>>, String> {
+    use pki_etcd::client::GetOptions;
+    server.with_client(async |client| {
+        let options = GetOptions::new().with_prefix().with_revision(revision);
+        match client.kv().get(format!("{prefix}/"), Some(options)).await {
+            Ok(answer) => Ok(answer.kvs().iter().map(|kv| kv.value().to_vec()).collect()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+}
+
+#[test]
+fn after_a_rotation_on_etcd_the_revisions_that_held_the_keys_in_clear_are_compacted() {
+    let server = etcd::Etcd::start();
+    let url = server.url("compact");
+    let tmp = tempfile::tempdir().unwrap();
+    let new = tmp.path().join("new.key");
+    ok_with(None, &["store-key", "new", new.to_str().unwrap()]);
+    // Written in clear: the CA key is readable at this revision.
+    ok_with(None, &["init", &url, "--now", T0]);
+    let before = etcd_revision(&server);
+    let clear = |values: &[Vec<u8>]| {
+        values
+            .iter()
+            .any(|v| v.windows(11).any(|w| w == b"PRIVATE KEY"))
+    };
+    assert!(clear(&values_at(&server, "compact", before).unwrap()));
+
+    let out = ok_with(
+        None,
+        &["store-key", "rotate", &url, "--new", new.to_str().unwrap()],
+    );
+    // The latest revision holds no private key in clear, and the one
+    // before the rotation cannot be read any more.
+    let now = etcd_revision(&server);
+    assert!(!clear(&values_at(&server, "compact", now).unwrap()));
+    let err = values_at(&server, "compact", before).map(|v| clear(&v));
+    assert!(
+        err.as_ref().is_err_and(|e| e.contains("compacted")),
+        "{err:?}"
+    );
+    assert!(out.contains("history compacted up to revision"), "{out}");
+    ok_with(Some(&new), &["status", &url, "--now", T0]);
+
+    // A rerun re-seals nothing and compacts again, without an error.
+    let out = ok_with(
+        Some(&new),
+        &["store-key", "rotate", &url, "--new", new.to_str().unwrap()],
+    );
+    assert!(out.contains("0 of 1 documents re-sealed"), "{out}");
+    assert!(out.contains("history compacted up to revision"), "{out}");
+}

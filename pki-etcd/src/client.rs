@@ -16,8 +16,11 @@
 
 mod diagnose;
 mod ops;
+mod route;
 
 pub(crate) use diagnose::diagnose;
+use route::Route;
+pub(crate) use route::never_sent;
 
 pub use crate::proto::etcdserverpb::{ResponseHeader, WatchResponse};
 pub use crate::proto::mvccpb::{Event, KeyValue};
@@ -109,11 +112,13 @@ impl tonic::service::Interceptor for AddToken {
 
 type Transport = InterceptedService<Channel, AddToken>;
 
-/// A connection to an etcd cluster: one channel over every endpoint (a
-/// request goes to any that answers), shared by every clone.
+/// A connection to an etcd cluster, shared by every clone: a channel per
+/// endpoint; a request goes to the endpoint that answered last, and on to
+/// the next ones while the connection to one cannot be made (see
+/// [`route`]).
 #[derive(Clone)]
 pub struct Client {
-    transport: Transport,
+    route: Arc<Route<Transport>>,
     session: Arc<Session>,
     max_decoding: usize,
 }
@@ -122,7 +127,7 @@ pub struct Client {
 struct Session {
     user: Option<EtcdUser>,
     token: Token,
-    auth: auth_client::AuthClient<Transport>,
+    route: Arc<Route<Transport>>,
     /// One renewal at a time: requests that all find the token stale wait
     /// for the first one's.
     renewing: tokio::sync::Mutex<()>,
@@ -131,9 +136,11 @@ struct Session {
 impl Client {
     /// Connects to the endpoints of `url` (TLS for `etcds://`, with
     /// `options.tls`) and, with `options.user`, authenticates within
-    /// `options.connect_timeout`. The channel itself connects when the
-    /// first request is sent; every request is bounded by
-    /// `options.request_timeout`.
+    /// `options.connect_timeout`. The channels connect when the first
+    /// request is sent; every request is bounded by
+    /// `options.request_timeout`. With several endpoints, connecting to
+    /// each may take an equal share of the shorter of the two timeouts, so
+    /// that a request tries them all within its own.
     pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Client, Error> {
         let tls = match (url.tls(), &options.tls) {
             (true, Some(tls)) => Some(tls_config(tls)?),
@@ -150,11 +157,13 @@ impl Client {
             (false, None) => None,
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let mut endpoints = Vec::new();
+        let token: Token = Arc::default();
+        let mut transports = Vec::new();
+        let share = connect_share(options, url.endpoints().len());
         for host_port in url.endpoints() {
             let mut endpoint = Endpoint::from_shared(format!("{scheme}://{host_port}"))
                 .map_err(Error::TransportError)?
-                .connect_timeout(options.connect_timeout)
+                .connect_timeout(share)
                 .timeout(options.request_timeout)
                 .http2_keep_alive_interval(Duration::from_secs(10))
                 .keep_alive_timeout(options.request_timeout);
@@ -163,22 +172,21 @@ impl Client {
                     .tls_config(tls.clone())
                     .map_err(Error::TransportError)?;
             }
-            endpoints.push(endpoint);
+            let channel = endpoint.connect_lazy();
+            transports.push(InterceptedService::new(channel, AddToken(token.clone())));
         }
-        let channel = match endpoints.as_slice() {
-            [one] => one.connect_lazy(),
-            _ => Channel::balance_list(endpoints.into_iter()),
-        };
-        let token: Token = Arc::default();
-        let transport = InterceptedService::new(channel, AddToken(token.clone()));
+        if transports.is_empty() {
+            return Err(Error::InvalidArgs("the store URL names no endpoint".into()));
+        }
+        let route = Arc::new(Route::new(transports));
         let session = Arc::new(Session {
             user: options.user.clone(),
             token,
-            auth: auth_client::AuthClient::new(transport.clone()),
+            route: route.clone(),
             renewing: tokio::sync::Mutex::new(()),
         });
         let client = Client {
-            transport,
+            route,
             session,
             max_decoding: 4 << 20,
         };
@@ -206,8 +214,7 @@ impl Client {
     /// The KV service.
     pub fn kv(&self) -> KvClient {
         KvClient {
-            inner: kv_client::KvClient::new(self.transport.clone())
-                .max_decoding_message_size(self.max_decoding),
+            max_decoding: self.max_decoding,
             session: self.session.clone(),
         }
     }
@@ -215,7 +222,6 @@ impl Client {
     /// The Auth service: users, roles and turning authentication on.
     pub fn auth(&self) -> AuthClient {
         AuthClient {
-            inner: auth_client::AuthClient::new(self.transport.clone()),
             session: self.session.clone(),
         }
     }
@@ -240,11 +246,32 @@ impl Client {
         };
         // The request stream stays open: etcd ends a watch whose client
         // stops sending.
-        let requests =
-            tokio_stream::StreamExt::chain(tokio_stream::iter([request]), tokio_stream::pending());
-        let mut watch = watch_client::WatchClient::new(self.transport.clone())
-            .max_decoding_message_size(self.max_decoding);
-        Ok(watch.watch(requests).await?.into_inner())
+        let limit = self.max_decoding;
+        let watch = self
+            .route
+            .send(|transport| {
+                let requests = tokio_stream::StreamExt::chain(
+                    tokio_stream::iter([request.clone()]),
+                    tokio_stream::pending(),
+                );
+                let mut watch =
+                    watch_client::WatchClient::new(transport).max_decoding_message_size(limit);
+                async move { watch.watch(requests).await }
+            })
+            .await?;
+        Ok(watch.into_inner())
+    }
+}
+
+/// How long connecting to one endpoint may take: all of the connect timeout
+/// for one endpoint; with several, an equal share of the shorter of the
+/// connect and request timeouts, so that a request reaches the last
+/// endpoint before its own time runs out.
+fn connect_share(options: &EtcdOptions, endpoints: usize) -> Duration {
+    match u32::try_from(endpoints) {
+        Ok(0 | 1) => options.connect_timeout,
+        Ok(n) => options.connect_timeout.min(options.request_timeout) / n,
+        Err(_) => options.connect_timeout,
     }
 }
 
@@ -253,11 +280,16 @@ impl Session {
         let Some(user) = &self.user else {
             return Ok(());
         };
-        let mut auth = self.auth.clone();
-        let answer = auth
-            .authenticate(pb::AuthenticateRequest {
-                name: user.name.clone(),
-                password: user.password.to_string(),
+        let request = pb::AuthenticateRequest {
+            name: user.name.clone(),
+            password: user.password.to_string(),
+        };
+        let answer = self
+            .route
+            .send(|transport| {
+                let mut auth = auth_client::AuthClient::new(transport);
+                let request = request.clone();
+                async move { auth.authenticate(request).await }
             })
             .await?
             .into_inner();
@@ -317,18 +349,47 @@ where
     }
 }
 
-/// The KV service: reads, writes, deletions and transactions.
+/// Sends `request` with `call` on a client of one service, made by `make`
+/// for the endpoint the route picks ([`Route::send`]), with the token
+/// ([`with_token`]).
+async fn call<C, Req: Clone, Resp, Fut>(
+    session: &Session,
+    request: Req,
+    make: impl Fn(Transport) -> C,
+    call: impl Fn(C, Req) -> Fut,
+) -> Result<Resp, Error>
+where
+    Fut: std::future::Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+{
+    let (make, call) = (&make, &call);
+    with_token(session, request, move |r| {
+        session
+            .route
+            .send(move |transport| call(make(transport), r.clone()))
+    })
+    .await
+}
+
+type Kv = kv_client::KvClient<Transport>;
+type Auth = auth_client::AuthClient<Transport>;
+
+/// The KV service: reads, writes, deletions, transactions and compaction.
 #[derive(Clone)]
 pub struct KvClient {
-    inner: kv_client::KvClient<Transport>,
+    max_decoding: usize,
     session: Arc<Session>,
 }
 
 impl KvClient {
     /// The same client, accepting answers up to `limit` bytes.
     pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
-        self.inner = self.inner.max_decoding_message_size(limit);
+        self.max_decoding = limit;
         self
+    }
+
+    fn make(&self) -> impl Fn(Transport) -> Kv + use<> {
+        let limit = self.max_decoding;
+        move |transport| Kv::new(transport).max_decoding_message_size(limit)
     }
 
     /// Reads `key`, or the range `options` describes.
@@ -338,11 +399,12 @@ impl KvClient {
         options: Option<GetOptions>,
     ) -> Result<GetResponse, Error> {
         let request = options.unwrap_or_default().request(key.into());
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut kv = inner.clone();
-            async move { kv.range(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            self.make(),
+            |mut kv, r| async move { kv.range(r).await },
+        )
         .await
         .map(GetResponse)
     }
@@ -355,11 +417,12 @@ impl KvClient {
         options: Option<PutOptions>,
     ) -> Result<PutResponse, Error> {
         let request = ops::put_request(key.into(), value.into(), options);
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut kv = inner.clone();
-            async move { kv.put(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            self.make(),
+            |mut kv, r| async move { kv.put(r).await },
+        )
         .await
         .map(PutResponse)
     }
@@ -371,24 +434,43 @@ impl KvClient {
         options: Option<DeleteOptions>,
     ) -> Result<DeleteResponse, Error> {
         let request = options.unwrap_or_default().request(key.into());
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut kv = inner.clone();
-            async move { kv.delete_range(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            self.make(),
+            |mut kv, r| async move { kv.delete_range(r).await },
+        )
         .await
         .map(DeleteResponse)
     }
 
     /// Runs a transaction.
     pub async fn txn(&mut self, txn: Txn) -> Result<TxnResponse, Error> {
-        let inner = &self.inner;
-        with_token(&self.session, txn.into_request(), |r| {
-            let mut kv = inner.clone();
-            async move { kv.txn(r).await }
-        })
+        call(
+            &self.session,
+            txn.into_request(),
+            self.make(),
+            |mut kv, r| async move { kv.txn(r).await },
+        )
         .await
         .map(TxnResponse)
+    }
+
+    /// Compacts the whole cluster's history up to `revision`: a read at an
+    /// earlier revision fails as compacted from then on, and the values
+    /// that only earlier revisions held are gone. With `physical`, etcd
+    /// answers once they are removed from its backend, not only marked.
+    /// Compaction is global to the cluster (every key, whoever wrote it).
+    pub async fn compact(&mut self, revision: i64, physical: bool) -> Result<(), Error> {
+        let request = pb::CompactionRequest { revision, physical };
+        call(
+            &self.session,
+            request,
+            self.make(),
+            |mut kv, r| async move { kv.compact(r).await },
+        )
+        .await
+        .map(drop)
     }
 }
 
@@ -407,7 +489,6 @@ pub enum Permission {
 /// `role grant-permission` and `auth enable` do).
 #[derive(Clone)]
 pub struct AuthClient {
-    inner: auth_client::AuthClient<Transport>,
     session: Arc<Session>,
 }
 
@@ -419,11 +500,12 @@ impl AuthClient {
             password: password.into(),
             ..pb::AuthUserAddRequest::default()
         };
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut auth = inner.clone();
-            async move { auth.user_add(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            Auth::new,
+            |mut auth, r| async move { auth.user_add(r).await },
+        )
         .await
         .map(drop)
     }
@@ -431,11 +513,12 @@ impl AuthClient {
     /// Adds a role with no permission (`root` is etcd's own).
     pub async fn role_add(&mut self, name: &str) -> Result<(), Error> {
         let request = pb::AuthRoleAddRequest { name: name.into() };
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut auth = inner.clone();
-            async move { auth.role_add(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            Auth::new,
+            |mut auth, r| async move { auth.role_add(r).await },
+        )
         .await
         .map(drop)
     }
@@ -460,11 +543,12 @@ impl AuthClient {
                 range_end: ops::prefix_range_end(prefix.as_bytes()),
             }),
         };
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut auth = inner.clone();
-            async move { auth.role_grant_permission(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            Auth::new,
+            |mut auth, r| async move { auth.role_grant_permission(r).await },
+        )
         .await
         .map(drop)
     }
@@ -475,11 +559,12 @@ impl AuthClient {
             user: user.into(),
             role: role.into(),
         };
-        let inner = &self.inner;
-        with_token(&self.session, request, |r| {
-            let mut auth = inner.clone();
-            async move { auth.user_grant_role(r).await }
-        })
+        call(
+            &self.session,
+            request,
+            Auth::new,
+            |mut auth, r| async move { auth.user_grant_role(r).await },
+        )
         .await
         .map(drop)
     }
@@ -487,11 +572,13 @@ impl AuthClient {
     /// Turns authentication on (etcd requires the user `root` with the
     /// role `root` first).
     pub async fn auth_enable(&mut self) -> Result<(), Error> {
-        let inner = &self.inner;
-        with_token(&self.session, pb::AuthEnableRequest {}, |r| {
-            let mut auth = inner.clone();
-            async move { auth.auth_enable(r).await }
-        })
+        let request = pb::AuthEnableRequest {};
+        call(
+            &self.session,
+            request,
+            Auth::new,
+            |mut auth, r| async move { auth.auth_enable(r).await },
+        )
         .await
         .map(drop)
     }

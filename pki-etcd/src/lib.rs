@@ -25,6 +25,16 @@
 //! [`EtcdOptions`] is a [`StoreError::Backend`](pki_rotate::StoreError::Backend)
 //! error, never a hang.
 //!
+//! A URL may name several endpoints of one cluster
+//! (`etcd://HOST:PORT,HOST:PORT/PREFIX`). Each has a channel of its own; a
+//! request goes to the endpoint that answered last and, while the
+//! connection to one cannot be made (nothing was sent), on to the next, so
+//! a cluster with a member down is used through the others. Connecting to
+//! each takes at most an equal share of the timeouts, so that a request
+//! tries them all within its own. A request that may have reached a member
+//! (no answer in time, a connection lost mid-request) is not sent again
+//! elsewhere: its outcome is the store's to settle, as with one endpoint.
+//!
 //! # Layout
 //!
 //! etcd accepts at most 128 operations in one transaction and 1.5 MiB in

@@ -209,6 +209,12 @@ impl EtcdStore {
         self.block_on(self.store.keys())
     }
 
+    /// See [`AsyncEtcdStore::compact_history`]: compacts the whole etcd
+    /// cluster's history up to its current revision.
+    pub fn compact_history(&self) -> Result<i64> {
+        self.block_on(self.store.compact_history())
+    }
+
     fn block_on<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
         match &self.runtime {
             Some(runtime) => runtime.block_on(work),

@@ -1,6 +1,7 @@
 //! The etcd store against a real etcd server: round trips, compare-and-swap,
 //! large documents within etcd's limits, crashes of the server at every
-//! step of a write, and unreachable servers.
+//! step of a write, unreachable servers, and a cluster with one endpoint
+//! down.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -467,6 +468,74 @@ fn an_unreachable_server_is_a_backend_error_within_the_timeout() {
         "{err}"
     );
     assert!(!err.is_conflict());
+}
+
+#[test]
+fn with_one_endpoint_down_a_store_uses_the_other_whatever_their_order() {
+    let etcd = Etcd::start();
+    // Ports nobody listens on, and no server of this process will.
+    let down = format!("127.0.0.1:{}", etcd::free_port());
+    let also_down = format!("127.0.0.1:{}", etcd::free_port());
+    let orders = [
+        [down.clone(), etcd.endpoint()],
+        [etcd.endpoint(), down.clone()],
+    ];
+    for (n, endpoints) in orders.iter().enumerate() {
+        let started = Instant::now();
+        let store = EtcdStore::connect(endpoints, &format!("multi{n}"), quick_options()).unwrap();
+        // Each round is several requests: a store that sent any of them
+        // to the endpoint that is down would fail.
+        let mut revision = None;
+        for g in 0..10 {
+            let doc = files(&[("state.json", &format!("{{\"g\":{g}}}"), false)], &[]);
+            revision = Some(store.put("doc", revision.as_ref(), &doc).unwrap());
+            let (got, read) = store.get("doc").unwrap().unwrap();
+            assert_eq!((got, Some(read)), (doc, revision.clone()), "{endpoints:?}");
+        }
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "{endpoints:?}: {took:?}");
+    }
+
+    // Every endpoint down: one backend error, within the connect timeout.
+    let started = Instant::now();
+    let err = EtcdStore::connect(&[down, also_down], "pki", quick_options()).unwrap_err();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let text = err.to_string();
+    assert!(text.contains(": connecting: "), "{text}");
+    assert!(!text.contains('\n'), "{text}");
+}
+
+#[test]
+fn compacting_the_history_makes_every_earlier_revision_unreadable_and_can_be_repeated() {
+    use pki_etcd::client::GetOptions;
+    let etcd = Etcd::start();
+    let store = etcd.store("compact");
+    let old = files(&[("signer/tls.key", "OLD KEY", true)], &[]);
+    let r1 = store.put("signer", None, &old).unwrap();
+    let new = files(&[("signer/tls.key", "NEW KEY", true)], &[]);
+    store.put("signer", Some(&r1), &new).unwrap();
+    let read_at = |revision: i64| {
+        etcd.with_client(async |client| {
+            let options = GetOptions::new().with_prefix().with_revision(revision);
+            client
+                .kv()
+                .get("compact/", Some(options))
+                .await
+                .map(|a| a.kvs().iter().any(|kv| kv.value() == b"OLD KEY"))
+                .map_err(|e| e.to_string())
+        })
+    };
+    let before: i64 = r1.as_str().parse().unwrap();
+    assert_eq!(read_at(before), Ok(true), "the old value is in the history");
+
+    let compacted = store.compact_history().unwrap();
+    assert!(compacted > before);
+    let err = read_at(before).unwrap_err();
+    assert!(err.contains("compacted"), "{err}");
+    assert_eq!(store.get("signer").unwrap().unwrap().0, new);
+    // Again, with nothing written since: already compacted is compacted.
+    assert_eq!(store.compact_history().unwrap(), compacted);
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //! there first the store reports a conflict; the driver reads again and
 //! decides again from the fresh document, up to a bound. So two controller
 //! replicas stepping the same document at once both end on the same result,
-//! and a rotation happens once.
+//! and a rotation happens once. A round lost only to writes that commute
+//! with the step's own ([`Engine::commutes`]: acks of other consumers) is
+//! not counted against the bound, so that many such requests racing at
+//! once all land; those rounds have a bound of their own.
 //!
 //! The two drivers differ only in how they wait for the store: what each
 //! round decides is one function (`Rounds::decide`).
@@ -28,6 +31,13 @@ use part::PartRound;
 /// How many times [`Driver::step`] tries before giving up on a document
 /// that other writers keep changing.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
+
+/// How many rounds lost to commuting writes ([`Engine::commutes`]) a step
+/// may retry per attempt of its budget, on top of that budget: each such
+/// round means another writer's request landed, so this bounds how many
+/// such requests at once a step waits out (128 with the default budget),
+/// and so the time it takes.
+const COMMUTING_ROUNDS_PER_ATTEMPT: u32 = 16;
 
 /// Runs engines over documents in a store.
 #[derive(Debug, Clone)]
@@ -76,19 +86,37 @@ enum Round<D, E> {
     },
 }
 
-/// The rounds of one step: the input as rebased so far and the document
-/// first read. Shared by both drivers.
+/// The rounds of one step: the input as rebased so far, the document
+/// first read, and the rounds made and counted against the budget. Shared
+/// by both drivers.
 struct Rounds<'i, E: Engine> {
     input: Cow<'i, E::Input>,
     first_read: Option<E::Document>,
+    made: u32,
+    counted: u32,
+    max_attempts: u32,
+    free_left: u32,
 }
 
 impl<'i, E: Engine> Rounds<'i, E> {
-    fn new(input: &'i E::Input) -> Self {
+    fn new(input: &'i E::Input, max_attempts: u32) -> Self {
         Rounds {
             input: Cow::Borrowed(input),
             first_read: None,
+            made: 0,
+            counted: 0,
+            max_attempts,
+            free_left: max_attempts.saturating_mul(COMMUTING_ROUNDS_PER_ATTEMPT),
         }
+    }
+
+    /// The number of the next round, or None when the budget is spent.
+    fn next_round(&mut self) -> Option<u32> {
+        (self.counted < self.max_attempts).then(|| {
+            self.counted += 1;
+            self.made += 1;
+            self.made
+        })
     }
 
     /// Decides round `attempt` from the document just read: refuses an
@@ -112,7 +140,15 @@ impl<'i, E: Engine> Rounds<'i, E> {
         match &self.first_read {
             // A retry: the document changed under the caller; let the
             // engine see what the concurrent writer already did.
-            Some(read) => E::rebase(self.input.to_mut(), read, &doc),
+            Some(read) => {
+                // Lost only to writes that commute with this one: the
+                // round is not counted (within its own bound).
+                if self.free_left > 0 && E::commutes(&self.input, read, &doc) {
+                    self.free_left -= 1;
+                    self.counted -= 1;
+                }
+                E::rebase(self.input.to_mut(), read, &doc);
+            }
             None => self.first_read = Some(doc.clone()),
         }
         let outcome = E::step(&doc, &self.input, now, rng)?;
@@ -363,7 +399,9 @@ impl<S: Store> Driver<S> {
     /// One controller step on the document at `key`: plan and apply at
     /// `now` with `input`, and write the result when it changed. Retries
     /// from a fresh read when another writer changed the document in
-    /// between; every other error ends the step with the store unchanged,
+    /// between (rounds lost only to writes that commute with `input`,
+    /// [`Engine::commutes`], are not counted against the attempts, within
+    /// a bound of their own); every other error ends the step with the store unchanged,
     /// except [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) (the write's answer was lost:
     /// it may have landed), which ends the step too and says so.
     pub fn step<E: Engine, R: CryptoRng + ?Sized>(
@@ -375,8 +413,8 @@ impl<S: Store> Driver<S> {
     ) -> Result<Step<E::Document, E::Event>> {
         let key = key.key();
         let location = describe(&self.store.location(), key);
-        let mut rounds = Rounds::<E>::new(input);
-        for attempt in 1..=self.max_attempts {
+        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
+        while let Some(attempt) = rounds.next_round() {
             let loaded = self.load::<E>(key)?;
             match rounds.decide(&location, loaded, attempt, now, rng)? {
                 Round::Done(step) => return Ok(step),
@@ -571,8 +609,8 @@ impl<S: AsyncStore> AsyncDriver<S> {
     ) -> Result<Step<E::Document, E::Event>> {
         let key = key.key();
         let location = describe(&self.store.location(), key);
-        let mut rounds = Rounds::<E>::new(input);
-        for attempt in 1..=self.max_attempts {
+        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
+        while let Some(attempt) = rounds.next_round() {
             let loaded = self.load::<E>(key).await?;
             match rounds.decide(&location, loaded, attempt, now, rng)? {
                 Round::Done(step) => return Ok(step),

@@ -45,6 +45,19 @@ pub trait Engine {
         let _ = (input, read, fresh);
     }
 
+    /// Whether every change from `read` (the document the driver first
+    /// read) to `fresh` (what concurrent writers stored since) commutes
+    /// with `input`: applied in either order, they and `input` leave the
+    /// same document. A write lost only to such changes says nothing about
+    /// a conflict over what `input` asks (acks of other consumers racing
+    /// an ack), so the driver retries it without counting the round
+    /// against its attempts, up to a bound of its own. False by default:
+    /// every lost round counts.
+    fn commutes(input: &Self::Input, read: &Self::Document, fresh: &Self::Document) -> bool {
+        let _ = (input, read, fresh);
+        false
+    }
+
     /// Whether `input` asks nothing of the document, so that a step with it
     /// is covered by the document's [`Idle`](crate::Idle) promise (made for
     /// the engine's default input). False by default: such an engine's

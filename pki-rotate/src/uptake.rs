@@ -15,7 +15,10 @@
 //!
 //! A consumer (or a reload helper on its behalf) acknowledges with
 //! [`UptakeEngine`] through the driver, so acks race safely with each
-//! other and with rotations. An ack names a bundle the store published;
+//! other and with rotations. Acks of different consumers commute
+//! ([`Engine::commutes`]): the rounds one loses to the others do not count
+//! against the driver's attempts, so twenty consumers acking at once on
+//! one etcd store all land. An ack names a bundle the store published;
 //! any other fingerprint is refused. Acknowledging the fingerprint already
 //! recorded for the consumer changes nothing (no write).
 //!
@@ -267,6 +270,16 @@ impl Engine for UptakeEngine {
             current,
             next_check: crate::signer::next_check(doc, &doc.policy, now).max(now),
         })
+    }
+
+    /// An ack reads only the published bundles and its own consumer's
+    /// record, and writes only that record: every change that leaves those
+    /// alone (another consumer's ack, above all) commutes with it. So acks
+    /// of many consumers racing on one store all land, however many lose
+    /// a round to each other.
+    fn commutes(input: &AckInput, read: &SignerState, fresh: &SignerState) -> bool {
+        read.published == fresh.published
+            && read.consumers.get(&input.consumer) == fresh.consumers.get(&input.consumer)
     }
 
     fn apply<'d, R: CryptoRng + ?Sized>(

@@ -1,7 +1,7 @@
 //! Uptake in the signer's document: every bundle change is recorded as
 //! published (bounded), acks name published bundles only, documents from
 //! before the record count their bundle as published, and acks racing
-//! through the driver all land.
+//! through the driver all land, however many race at once (within a bound).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -142,12 +142,25 @@ fn acks_racing_through_the_driver_are_all_recorded() {
     println!("{threads} acks took {attempts} rounds");
 }
 
-/// A store where another consumer's ack lands between this writer's read
-/// and its first write: the race the driver must survive.
+/// A store where other consumers' acks land between this writer's read
+/// and its writes: one before each of its first `others` writes (the race
+/// the driver must survive), each from a consumer of its own.
 struct AckLandsFirst<'a> {
     store: &'a MemoryStore,
-    other: std::sync::atomic::AtomicBool,
+    others: u32,
+    landed: std::sync::atomic::AtomicU32,
     fingerprint: String,
+}
+
+impl<'a> AckLandsFirst<'a> {
+    fn new(store: &'a MemoryStore, others: u32, fingerprint: &str) -> Self {
+        AckLandsFirst {
+            store,
+            others,
+            landed: 0.into(),
+            fingerprint: fingerprint.to_string(),
+        }
+    }
 }
 
 impl Store for AckLandsFirst<'_> {
@@ -163,11 +176,19 @@ impl Store for AckLandsFirst<'_> {
         expected: Option<&Revision>,
         files: &Files,
     ) -> pki_rotate::Result<Revision> {
-        if !self.other.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let n = self
+            .landed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n < self.others {
+            let name = if n == 0 {
+                "other".to_string()
+            } else {
+                format!("other-{n}")
+            };
             Driver::new(self.store)
                 .step::<UptakeEngine, _>(
                     key,
-                    &AckInput::new("other", &self.fingerprint),
+                    &AckInput::new(name, &self.fingerprint),
                     T0,
                     &mut rng(7),
                 )
@@ -185,11 +206,7 @@ fn an_ack_that_loses_the_write_to_another_ack_retries_and_both_are_recorded() {
     Driver::new(&store)
         .create::<SignerEngine>("signer", &s)
         .unwrap();
-    let racing = AckLandsFirst {
-        store: &store,
-        other: false.into(),
-        fingerprint: fp.clone(),
-    };
+    let racing = AckLandsFirst::new(&store, 1, &fp);
     let step = Driver::new(&racing)
         .step::<UptakeEngine, _>("signer", &AckInput::new("mine", &fp), T0, &mut rng(8))
         .unwrap();
@@ -197,4 +214,63 @@ fn an_ack_that_loses_the_write_to_another_ack_retries_and_both_are_recorded() {
     let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
     let names: Vec<&String> = doc.consumers.keys().collect();
     assert_eq!(names, ["mine", "other"]);
+}
+
+#[test]
+fn an_ack_that_loses_more_writes_to_other_acks_than_the_attempt_budget_still_lands() {
+    let store = MemoryStore::new();
+    let s = signer();
+    let fp = s.bundle_fingerprint();
+    Driver::new(&store)
+        .create::<SignerEngine>("signer", &s)
+        .unwrap();
+    // Twenty consumers ack at once: one can lose nineteen rounds, more
+    // than the default budget of eight.
+    let racing = AckLandsFirst::new(&store, 19, &fp);
+    let step = Driver::new(&racing)
+        .step::<UptakeEngine, _>("signer", &AckInput::new("mine", &fp), T0, &mut rng(8))
+        .unwrap();
+    assert_eq!(step.attempts, 20);
+    let (doc, _) = Driver::new(&store).load::<SignerEngine>("signer").unwrap();
+    assert_eq!(doc.consumers.len(), 20);
+    assert!(doc.consumers.contains_key("mine"));
+}
+
+#[test]
+fn an_ack_that_other_acks_keep_beating_gives_up_within_a_bound() {
+    let store = MemoryStore::new();
+    let s = signer();
+    let fp = s.bundle_fingerprint();
+    Driver::new(&store)
+        .create::<SignerEngine>("signer", &s)
+        .unwrap();
+    let racing = AckLandsFirst::new(&store, u32::MAX, &fp);
+    let err = Driver::new(&racing)
+        .with_max_attempts(2)
+        .step::<UptakeEngine, _>("signer", &AckInput::new("mine", &fp), T0, &mut rng(8))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::TooManyConflicts { attempts: 2, .. })
+        ),
+        "{err}"
+    );
+    // Two counted rounds and sixteen free ones per counted round.
+    let rounds = racing.landed.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(rounds, 2 + 2 * 16);
+}
+
+#[test]
+fn an_ack_commutes_with_other_consumers_acks_not_with_a_rotation_or_its_own() {
+    // A rotation publishes a new bundle: not a change an ack commutes with.
+    let s = signer();
+    let fp = s.bundle_fingerprint();
+    let rotated = rotate(&s, "r", T0 + Duration::days(1), 2);
+    let input = AckInput::new("mine", &fp);
+    assert!(!UptakeEngine::commutes(&input, &s, &rotated));
+    let other = ack(&s, "other", &fp).unwrap();
+    assert!(UptakeEngine::commutes(&input, &s, &other));
+    let same = ack(&s, "mine", &fp).unwrap();
+    assert!(!UptakeEngine::commutes(&input, &s, &same));
 }

@@ -479,6 +479,26 @@ pub struct TxnResponse {
     #[prost(message, repeated, tag = "3")]
     pub responses: ::prost::alloc::vec::Vec<ResponseOp>,
 }
+/// CompactionRequest compacts the key-value store up to a given revision. All superseded keys
+/// with a revision less than the compaction revision will be removed.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CompactionRequest {
+    /// revision is the key-value store revision for the compaction operation.
+    #[prost(int64, tag = "1")]
+    pub revision: i64,
+    /// physical is set so the RPC will wait until the compaction is physically
+    /// applied to the local database such that compacted entries are totally
+    /// removed from the backend database.
+    #[prost(bool, tag = "2")]
+    pub physical: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CompactionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct WatchRequest {
@@ -880,6 +900,30 @@ pub mod kv_client {
             let path = http::uri::PathAndQuery::from_static("/etcdserverpb.KV/Txn");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.KV", "Txn"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Compact compacts the event history in the etcd key-value store. The key-value
+        /// store should be periodically compacted or the event history will continue to grow
+        /// indefinitely.
+        pub async fn compact(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CompactionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CompactionResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/etcdserverpb.KV/Compact");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("etcdserverpb.KV", "Compact"));
             self.inner.unary(req, path, codec).await
         }
     }

@@ -177,6 +177,46 @@ impl AsyncEtcdStore {
         Ok(keys)
     }
 
+    /// Compacts etcd's history up to its current revision and waits until
+    /// the compacted values are removed from etcd's backend; returns that
+    /// revision. From then on a read at an earlier revision fails as
+    /// compacted, for every key.
+    ///
+    /// What `pki store-key rotate` runs once every document is re-sealed:
+    /// until then, every revision before the re-seal still holds the
+    /// private files as they were (in clear, or sealed under the old key),
+    /// and anyone who may read the prefix may read them at those
+    /// revisions. Compaction is global to the etcd cluster: it drops the
+    /// history of every key, this store's and everyone else's (a watcher
+    /// of another application resuming from an earlier revision is told it
+    /// was compacted, as after etcd's own auto-compaction), and it reaches
+    /// neither snapshots nor backups taken before it, nor the free pages of
+    /// etcd's database file until `etcdctl defrag` rewrites it. With etcd
+    /// authentication on, the user needs the right to compact. A history
+    /// already compacted up to this revision counts as compacted.
+    pub async fn compact_history(&self) -> Result<i64> {
+        let doing = "compacting etcd's history";
+        let probe = format!("{}/", self.url.prefix());
+        let mut kv = self.kv.clone();
+        let answer = self
+            .run(async move {
+                kv.get(probe, Some(GetOptions::new().with_count_only()))
+                    .await
+            })
+            .await
+            .map_err(|f| self.backend(doing, f))?;
+        let revision = answer.header().map_or(0, |h| h.revision());
+        let mut kv = self.kv.clone();
+        match self
+            .run(async move { kv.compact(revision, true).await })
+            .await
+        {
+            Ok(()) => Ok(revision),
+            Err(fail) if fail.is_compacted() => Ok(revision),
+            Err(fail) => Err(self.backend(format!("{doing} up to revision {revision}"), fail)),
+        }
+    }
+
     /// Visits every key-value whose key starts with `prefix`, a page of
     /// [`PAGE_KEYS`] at a time, each requested with `options` (the range
     /// and the limit are added here). `before` runs before each page's

@@ -52,7 +52,7 @@ impl Fail {
                 // etcd's own "request timed out" and "leader changed" are
                 // Unavailable too, and a proposal behind them may still be
                 // applied: only a connection never made is certain.
-                Code::Unavailable => !never_connected(s),
+                Code::Unavailable => !crate::client::never_sent(s),
                 _ => true,
             },
             // A channel that could not be set up sent nothing.
@@ -85,27 +85,6 @@ impl Fail {
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect()
     }
-}
-
-/// Whether `e` says the connection to etcd could not be made (refused,
-/// no route): then no request went out on it.
-fn never_connected(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::HostUnreachable
-                    | std::io::ErrorKind::NetworkUnreachable
-                    | std::io::ErrorKind::AddrNotAvailable
-            )
-        {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 /// `e` and its sources, each level once: transports wrap the same message

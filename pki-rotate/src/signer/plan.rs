@@ -417,12 +417,17 @@ fn check_issuable(
     })
 }
 
-/// Whether a forced rotation for `reason` is recorded as done: by the
-/// latest rotation (its own reason or one it satisfied), or as the reason
-/// the document keeps (written by releases before the list existed).
+/// Whether a forced rotation for `reason` is recorded as done: by any
+/// rotation of the history (its own reason or one it satisfied), or as the
+/// reason the document keeps (written by releases before the list existed).
+///
+/// The whole history, not only the latest rotation: a rotation that is due
+/// can run after a forced one, and the same reason given again then (by a
+/// replica whose write lost to that rotation, or by a rerun) must still be
+/// "nothing to do", never recorded on the newer rotation or run again.
 fn already_forced(state: &SignerState, reason: &str) -> bool {
     state.forced_rotation_reason.as_deref() == Some(reason)
-        || state.history.last().is_some_and(|r| r.satisfied(reason))
+        || state.history.iter().rev().any(|r| r.satisfied(reason))
 }
 
 /// A leaf request with its issued certificate, if any.
