@@ -257,3 +257,25 @@ fn a_recorded_forced_reason_repeated_by_racing_rotations_when_one_is_due_is_list
     assert!(out.contains("nothing to do"), "{out}");
     assert_eq!(times_recorded(&url, "audit", due), (1, 2));
 }
+
+/// `status --check` on etcd answers from the head's summary, but it also
+/// sees a blob rewritten by hand (a leaf's certificate here) without
+/// reading the leaves: the blob changed after the head's commit.
+#[test]
+fn status_check_on_etcd_notices_a_blob_changed_by_hand() {
+    let server = etcd::Etcd::start();
+    let url = server.url("damaged");
+    ok(&["init", &url, "--now", T0]);
+    ok(&["issue", &url, "web", "--dns", "web.ns.svc", "--now", T0]);
+    let day_later = "2026-01-02T00:00:00Z";
+    let out = ok(&["status", &url, "--check", "--now", day_later]);
+    assert!(out.contains("health: ok"), "{out}");
+    let blobs = etcd::dump_keys(&server.endpoint(), "damaged/signer/.blobs");
+    let (blob, _, _) = blobs
+        .iter()
+        .find(|(_, value, _)| value.windows(17).any(|w| w == b"BEGIN CERTIFICATE"))
+        .unwrap_or_else(|| panic!("no certificate among {} blobs", blobs.len()));
+    etcd::put_raw(&server.endpoint(), blob, b"garbage");
+    let err = fails_with(1, &["status", &url, "--check", "--now", day_later]);
+    assert!(err.contains("damaged") || err.contains("SHA-256"), "{err}");
+}

@@ -10,6 +10,7 @@ mod pages;
 mod partial;
 mod read;
 mod sweep;
+mod verify;
 mod write;
 
 pub use client::AsyncEtcdStore;
@@ -278,5 +279,8 @@ impl Store for EtcdStore {
             changes,
             summary,
         ))
+    }
+    fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        self.block_on(AsyncStore::verify(&self.store, key))
     }
 }

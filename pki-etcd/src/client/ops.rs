@@ -78,6 +78,14 @@ impl GetOptions {
         self
     }
 
+    /// Only the keys that existed at `revision` and were changed after it
+    /// (etcd filters them; the count it answers is not filtered).
+    pub fn changed_after(mut self, revision: i64) -> Self {
+        self.request.max_create_revision = revision;
+        self.request.min_mod_revision = revision.saturating_add(1);
+        self
+    }
+
     pub(crate) fn request(self, key: Vec<u8>) -> RangeRequest {
         let mut request = self.request;
         if self.all_keys {

@@ -374,4 +374,10 @@ impl AsyncStore for AsyncEtcdStore {
         self.put_changes_document(key, expected, changes, summary)
             .await
     }
+
+    /// Checks the head's entries and blobs without reading their values
+    /// (see `verify.rs`); a doubt is settled by a whole read.
+    async fn verify(&self, key: &str) -> Result<Option<Revision>> {
+        self.verify_document(key).await
+    }
 }
