@@ -277,11 +277,12 @@ pub fn read_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
 }
 
 /// Makes a message one line: control characters (a newline in a name
-/// given on the command line) are shown escaped, never acted on.
+/// given on the command line) and invisible ones (a bidi override) are
+/// shown escaped, never acted on.
 pub fn one_line(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     for c in message.chars() {
-        if c.is_control() {
+        if pki_core::text::is_control_or_invisible(c) {
             out.extend(c.escape_debug());
         } else {
             out.push(c);

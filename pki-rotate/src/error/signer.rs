@@ -117,7 +117,7 @@ pub enum SignerError {
     },
     /// A consumer name that cannot be recorded.
     #[error(
-        "invalid consumer name \"{}\": use 1-253 characters without control characters or surrounding spaces",
+        "invalid consumer name \"{}\": use 1-253 characters without control characters, invisible ones (bidi overrides, zero-width spaces) or surrounding spaces",
         .0.escape_debug()
     )]
     InvalidConsumerName(String),
