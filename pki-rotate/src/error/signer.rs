@@ -42,7 +42,8 @@ pub enum SignerError {
         .0.escape_debug()
     )]
     InvalidLeafName(String),
-    /// A change names a leaf the document does not keep.
+    /// A renewal names a leaf the document does not keep (removing one is
+    /// nothing to do).
     #[error("no certificate named \"{}\"", .0.escape_debug())]
     UnknownLeaf(String),
     /// A leaf refresh fraction outside (0, 1).
