@@ -509,7 +509,8 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
         return Ok(());
     }
     if statuses.is_empty() {
-        crate::outln!("no credentials in {dir}");
+        // As every other command's empty answer does: say how to go on.
+        crate::outln!("no credentials in {dir} (create one with `pki cred init`)");
     }
     for s in &statuses {
         crate::outln!(
