@@ -210,3 +210,39 @@ fn fingerprint_of_a_directory_bounds_its_walk_and_refuses_a_link_loop() {
     let err = refused_output(&args, &run(&case(&args)).0);
     assert!(err.contains("a link back to a directory above it"), "{err}");
 }
+
+#[test]
+fn a_fifo_in_place_of_a_capture_file_is_refused_at_once_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki").display().to_string();
+    ok(&[
+        "cred",
+        "init",
+        &dir,
+        "db",
+        "--expire",
+        "720h",
+        "--grace",
+        "1h",
+        "--mint-cmd",
+        "echo secret-1",
+        "--revoke-cmd",
+        "cat >/dev/null",
+        "--now",
+        T0,
+    ]);
+    let owner = tmp.path().join("pki/.cred-capture/db/.owner");
+    std::fs::remove_file(&owner).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(&owner)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let args = ["cred", "reconcile", dir.as_str(), "--now", T0];
+    let (out, took) = run(&case(&args));
+    let err = refused_output(&args, &out);
+    assert!(err.contains(".owner: is a FIFO (named pipe)"), "{err}");
+    assert!(took < AT_ONCE, "took {took:?}");
+}

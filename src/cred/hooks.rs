@@ -432,6 +432,13 @@ fn over_cap(printed: &[u8], cap: u64) -> HookResult<Secret> {
     )
 }
 
+/// A small file of the capture directory (a process group, an exit
+/// status), read as the bounded reader reads any: None when it cannot be.
+fn read_small(path: &Path) -> Option<String> {
+    let bytes = pki_rotate::input::read_file(path, 64).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// A byte count as people write it.
 fn size(bytes: u64) -> String {
     match bytes {
@@ -455,7 +462,7 @@ fn printed_credential(printed: &[u8]) -> HookResult<Secret> {
 /// bytes), then take what it printed.
 fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Secret>, String> {
     let out_path = attempt.path("out");
-    let mut out = File::open(&out_path).map_err(|e| io_err(&out_path, e))?;
+    let mut out = pki_rotate::input::open_file(&out_path).map_err(|e| e.to_string())?;
     let deadline = Instant::now() + timeout;
     let mut killed: Option<(&str, Instant)> = None;
     loop {
@@ -477,9 +484,8 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
                 };
                 if let Some(why) = why {
                     let _ = fs::write(attempt.path("status"), format!("{why}\n"));
-                    if let Some(pgid) = fs::read_to_string(attempt.path("pid"))
-                        .ok()
-                        .and_then(|p| p.trim().parse::<u32>().ok())
+                    if let Some(pgid) =
+                        read_small(&attempt.path("pid")).and_then(|p| p.trim().parse::<u32>().ok())
                     {
                         kill_group(pgid);
                     }
@@ -497,7 +503,7 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
         std::thread::sleep(POLL);
     }
     let printed = read_capture(&mut out, &out_path, cap, &attempt.path(super::spill::EXT))?;
-    let status = fs::read_to_string(attempt.path("status")).unwrap_or_default();
+    let status = read_small(&attempt.path("status")).unwrap_or_default();
     let status = status.trim();
     if printed.len() as u64 > cap || status == KILLED_OVER_CAP {
         return Ok(over_cap(&printed, cap));
@@ -612,7 +618,7 @@ fn failure(hook: &str, status: ExitStatus, err_path: &Path) -> String {
 /// is read: a hook may write a lot there). The engine stores it sanitized.
 fn with_stderr(what: String, err_path: &Path) -> String {
     let mut err = Vec::new();
-    if let Ok(mut f) = File::open(err_path) {
+    if let Ok(mut f) = pki_rotate::input::open_file(err_path) {
         let len = f.metadata().map_or(0, |m| m.len());
         let _ = f
             .seek(std::io::SeekFrom::Start(len.saturating_sub(STDERR_TAIL)))
