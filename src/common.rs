@@ -233,7 +233,7 @@ pub fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
 
 /// The default of `--max-input-size`: far more than any real bundle or
 /// chain, small enough that `--bundle /dev/zero` fails at once.
-pub const DEFAULT_MAX_INPUT: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_INPUT: u64 = pki_rotate::input::DEFAULT_MAX_INPUT;
 
 /// `--max-input-size`: bytes, or with a suffix `K`, `M`, `G` (binary: KiB,
 /// MiB, GiB; `KiB`, `MiB`, `GiB` are accepted too).
@@ -261,92 +261,28 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("\"{}\" is not a positive size like 16M", s.escape_debug()))
 }
 
-/// Reads a whole input file, refusing one larger than `max` bytes without
-/// reading past the limit (a device like `/dev/zero` never ends).
+/// Reads a whole input file named on the command line, at most `max`
+/// bytes, without waiting on it: a FIFO, a socket, a directory or a block
+/// device is refused with one line naming it, a regular file larger than
+/// `max` is refused from its size, and a device like `/dev/zero` is read
+/// no further than the limit (see [`pki_rotate::input`]). A file over the
+/// limit says how to raise it (`--max-input-size`).
 pub fn read_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
-    let file =
-        std::fs::File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    read_from(file, path, max)
-}
-
-/// Reads `file` (opened from `path`) whole, up to `max` bytes.
-fn read_from(file: std::fs::File, path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    if bytes.len() as u64 > max {
-        return Err(CliError::new(format!(
-            "{}: larger than the input limit of {max} bytes (raise it with --max-input-size)",
-            path.display()
-        )));
-    }
-    Ok(bytes)
-}
-
-/// Opens an input file named on the command line (a CA, a key, a chain,
-/// a key set to import) without waiting on it: a FIFO (named pipe), a
-/// socket, a directory or a block device is refused, one line naming it.
-/// The open itself does not block (`O_NONBLOCK`: opening a FIFO waits for
-/// a writer); a character device such as `/dev/zero` is read, bounded by
-/// the caller's cap, and a read that would wait fails instead.
-pub fn open_input(path: &std::path::Path) -> CliResult<std::fs::File> {
-    use rustix::fs::{Mode, OFlags};
-    use std::os::unix::fs::FileTypeExt;
-    let fail = |e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
-    let not_regular = |kind: &str| {
-        CliError::new(format!(
-            "{}: is {kind}, not a regular file: give the path of a file",
-            path.display()
-        ))
-    };
-    let describe = |t: std::fs::FileType| {
-        if t.is_fifo() {
-            Some("a FIFO (named pipe)")
-        } else if t.is_socket() {
-            Some("a socket")
-        } else if t.is_dir() {
-            Some("a directory")
-        } else if t.is_block_device() {
-            Some("a block device")
-        } else {
-            None
+    pki_rotate::input::read_file(path, max).map_err(|e| match e {
+        pki_rotate::input::InputError::TooLarge { .. } => {
+            CliError::new(format!("{e} (raise it with --max-input-size)"))
         }
-    };
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(e) => {
-            // Opening a socket fails (ENXIO): say what it is.
-            if let Some(kind) = std::fs::metadata(path)
-                .ok()
-                .and_then(|m| describe(m.file_type()))
-            {
-                return Err(not_regular(kind));
-            }
-            return Err(fail(e.into()));
-        }
-    };
-    let meta = file.metadata().map_err(fail)?;
-    match describe(meta.file_type()) {
-        Some(kind) => Err(not_regular(kind)),
-        None => Ok(file),
-    }
-}
-
-/// Reads a whole input file like [`read_capped`], refusing anything but a
-/// regular file or a character device without waiting (see [`open_input`]).
-pub fn read_input_capped(path: &std::path::Path, max: u64) -> CliResult<Vec<u8>> {
-    read_from(open_input(path)?, path, max)
+        e => CliError::new(e.to_string()),
+    })
 }
 
 /// Makes a message one line: control characters (a newline in a name
-/// given on the command line) are shown escaped, never acted on.
+/// given on the command line) and invisible ones (a bidi override) are
+/// shown escaped, never acted on.
 pub fn one_line(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     for c in message.chars() {
-        if c.is_control() {
+        if pki_core::text::is_control_or_invisible(c) {
             out.extend(c.escape_debug());
         } else {
             out.push(c);

@@ -8,6 +8,7 @@
 mod capture;
 mod hooks;
 mod sealed_capture;
+mod spill;
 
 use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
 use hooks::{Attempt, HookResult};
@@ -323,6 +324,8 @@ fn reconcile_one<S: Store>(
         print_events(&step.events);
         Ok(step.changed)
     };
+    let strays: Vec<_> = doc.strays.iter().map(|s| (s.rotation, s.attempt)).collect();
+    spill::prune(&capture, &strays);
     settle_leftovers(&capture, &doc, options, &report);
     let mut committed = 0u32;
     let budget_spent = |committed: u32| options.max_steps.is_some_and(|max| committed >= max);
@@ -382,8 +385,9 @@ fn reconcile_one<S: Store>(
             }
             Action::Revoke { rotation, value } => {
                 let hooks = need_hooks()?;
+                let input = spill::revoke_input(&value, None).map_err(CliError::new)?;
                 let result =
-                    hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
+                    hooks::revoke(&capture, name, &hooks.revoke, input, options.hook_timeout)
                         .map_err(CliError::new)?;
                 report(&match result {
                     HookResult::Done(()) => CredentialInput::Revoked { rotation },
@@ -398,17 +402,12 @@ fn reconcile_one<S: Store>(
                 value,
             } => {
                 let hooks = need_hooks()?;
-                let result =
-                    hooks::revoke(&capture, name, &hooks.revoke, &value, options.hook_timeout)
-                        .map_err(CliError::new)?;
-                report(&match result {
-                    HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
-                    HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
-                        rotation,
-                        attempt,
-                        message,
-                    },
-                })?
+                let stray = Stray {
+                    capture: &capture,
+                    rotation,
+                    attempt,
+                };
+                stray.revoke(name, &hooks.revoke, &value, options, &report)?
             }
             other => {
                 return Err(CliError::new(format!(
@@ -421,6 +420,46 @@ fn reconcile_one<S: Store>(
     Err(CliError::new(format!(
         "cred {name}: still running hooks after {MAX_HOOK_RUNS}: refusing to loop"
     )))
+}
+
+/// A stray credential to revoke: what a failed mint printed.
+struct Stray<'a> {
+    capture: &'a Path,
+    rotation: u64,
+    attempt: u32,
+}
+
+impl Stray<'_> {
+    /// Runs the revoke hook with the whole output of the failed mint (what
+    /// the store kept and what was spilled past the cap) and reports the
+    /// result; the spill goes once the revocation is recorded.
+    fn revoke(
+        &self,
+        name: &str,
+        command: &str,
+        value: &pki_rotate::CredentialSecret,
+        options: &RunOptions,
+        report: &dyn Fn(&CredentialInput) -> CliResult<bool>,
+    ) -> CliResult<bool> {
+        let (rotation, attempt) = (self.rotation, self.attempt);
+        let spilled = spill::path(self.capture, rotation, attempt);
+        let input = spill::revoke_input(value, Some(&spilled)).map_err(CliError::new)?;
+        let result = hooks::revoke(self.capture, name, command, input, options.hook_timeout)
+            .map_err(CliError::new)?;
+        let revoked = matches!(result, HookResult::Done(()));
+        let changed = report(&match result {
+            HookResult::Done(()) => CredentialInput::StrayRevoked { rotation, attempt },
+            HookResult::Failed { message, .. } => CredentialInput::StrayRevokeFailed {
+                rotation,
+                attempt,
+                message,
+            },
+        })?;
+        if revoked {
+            let _ = std::fs::remove_file(&spilled);
+        }
+        Ok(changed)
+    }
 }
 
 /// What a mint hook's result is reported as.
@@ -509,7 +548,8 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
         return Ok(());
     }
     if statuses.is_empty() {
-        crate::outln!("no credentials in {dir}");
+        // As every other command's empty answer does: say how to go on.
+        crate::outln!("no credentials in {dir} (create one with `pki cred init`)");
     }
     for s in &statuses {
         crate::outln!(

@@ -78,7 +78,8 @@ pub struct CredRunArgs {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
     /// The most the mint hook may print, like 64K or 1M: over it the mint
-    /// failed, and what it printed up to the cap is revoked.
+    /// failed, and all it printed is revoked (the store keeps up to the
+    /// cap; the rest waits in the capture directory for the revocation).
     #[arg(long, default_value = cred::DEFAULT_MAX_OUTPUT, value_parser = parse_size, value_name = "SIZE")]
     pub max_output: u64,
 }

@@ -3,7 +3,7 @@
 //! sets the validation compares.
 
 use crate::common::{
-    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_input_capped, when,
+    CliError, CliResult, SIGNER, StoreArg, os_rng, print_events, read_capped, when,
 };
 use pki_core::CaImport;
 use pki_rotate::{
@@ -24,7 +24,7 @@ pub struct CaFiles {
 
 impl CaFiles {
     pub fn read(&self) -> CliResult<CaImport> {
-        let read = |path: &Path| read_input_capped(path, self.max_input_size);
+        let read = |path: &Path| read_capped(path, self.max_input_size);
         let ca = read(&self.ca)?;
         let key = self.key.as_deref().map(read).transpose()?;
         let chain = self.chain.as_deref().map(read).transpose()?;
@@ -63,7 +63,7 @@ pub fn proposed_keys(
 ) -> CliResult<Option<Vec<Vec<u8>>>> {
     proposed
         .map(|path| {
-            ServiceAccountKeys::keys_from_pem(&read_input_capped(path, max_input_size)?)
+            ServiceAccountKeys::keys_from_pem(&read_capped(path, max_input_size)?)
                 .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
         })
         .transpose()

@@ -133,13 +133,13 @@ pub fn run(command: KeysCommand) -> CliResult {
         } => rotate(&dir, force, retire, now),
         KeysCommand::Status { dir, json, now } => status(&dir, json, now),
         KeysCommand::Sign { dir, claims, now } => {
-            let claims = read_input(&claims, "claims", false)?;
+            let claims = read_input(&claims, "claims")?;
             let (ring, _) = load(&dir)?;
             crate::outln!("{}", ring.sign_token(&claims, now)?);
             Ok(())
         }
         KeysCommand::Verify { dir, token, now } => {
-            let token = read_input(&token, "token", false)?;
+            let token = read_input(&token, "token")?;
             let (ring, _) = load(&dir)?;
             match ring.verify_token(&token, now) {
                 Ok((kid, _)) => {
@@ -153,27 +153,23 @@ pub fn run(command: KeysCommand) -> CliResult {
 }
 
 /// Reads a file named on the command line ("-": stdin), bounded so that a
-/// wrong path (a device, a huge file) fails instead of filling memory.
-/// `file_only`: a FIFO or a directory is refused without waiting on it
-/// (see [`crate::common::open_input`]).
-fn read_input(path: &Path, what: &str, file_only: bool) -> CliResult<Vec<u8>> {
+/// wrong path (a device, a huge file) fails instead of filling memory, and
+/// without waiting on a FIFO or a directory (see [`pki_rotate::input`]).
+fn read_input(path: &Path, what: &str) -> CliResult<Vec<u8>> {
     use std::io::Read;
     const MAX: u64 = 1024 * 1024;
-    let name = path.display();
+    if path != Path::new("-") {
+        return pki_rotate::input::read_file(path, MAX)
+            .map_err(|e| CliError::new(format!("{what} file {e}")));
+    }
     let mut bytes = Vec::new();
-    let result = if path == Path::new("-") {
-        std::io::stdin().take(MAX + 1).read_to_end(&mut bytes)
-    } else if file_only {
-        let file = crate::common::open_input(path)
-            .map_err(|e| CliError::new(format!("{what} file {}", e.message)))?;
-        file.take(MAX + 1).read_to_end(&mut bytes)
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX + 1).read_to_end(&mut bytes))
-    };
-    result.map_err(|e| CliError::new(format!("{what} file {name}: {e}")))?;
+    std::io::stdin()
+        .take(MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::new(format!("{what} on standard input: {e}")))?;
     if bytes.len() as u64 > MAX {
         return Err(CliError::new(format!(
-            "{what} file {name} is larger than {MAX} bytes"
+            "{what} on standard input: larger than the input limit of {MAX} bytes"
         )));
     }
     Ok(bytes)
@@ -215,7 +211,7 @@ fn init(
     let mut rng = os_rng();
     let ring = match import {
         Some(path) => {
-            let bytes = read_input(path, "key set", true)?;
+            let bytes = read_input(path, "key set")?;
             let keys = ImportedKeys::parse(&path.display().to_string(), &bytes)?;
             KeyRing::import(policy, keys, now, &mut rng)?
         }

@@ -1,9 +1,7 @@
 //! `pki lint FILE...`: what breaks path builders in bundles and chains,
 //! found by `pki_core::lint` and printed here.
 
-use crate::common::{
-    CliError, CliResult, DEFAULT_MAX_INPUT, parse_size, parse_time, read_input_capped,
-};
+use crate::common::{CliError, CliResult, DEFAULT_MAX_INPUT, parse_size, parse_time, read_capped};
 use pki_core::Certificate;
 use pki_core::lint::{Finding, Source};
 use std::path::PathBuf;
@@ -77,7 +75,7 @@ pub fn run(args: LintArgs) -> CliResult {
 
 /// The certificates of one file: PEM, or a single DER certificate.
 fn read(path: &std::path::Path, max: u64) -> CliResult<Vec<Certificate>> {
-    let bytes = read_input_capped(path, max)?;
+    let bytes = read_capped(path, max)?;
     let at_file = |e: pki_core::Error| CliError::new(format!("{}: {e}", path.display()));
     // A DER certificate starts with a SEQUENCE tag; PEM is text.
     let certs = if bytes.first() == Some(&0x30) {

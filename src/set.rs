@@ -5,7 +5,7 @@
 
 use crate::common::{
     CliError, CliResult, DEFAULT_MAX_INPUT, StoreArg, os_rng, parse_duration, parse_size,
-    parse_time, read_input_capped, when,
+    parse_time, read_capped, when,
 };
 use clap::{Args, Subcommand};
 use pki_core::KeyAlgorithm;
@@ -375,7 +375,7 @@ fn read_import(
     now: OffsetDateTime,
 ) -> CliResult<ImportedCa> {
     let bytes = zeroize::Zeroizing::new(
-        read_input_capped(file, max_input_size)
+        read_capped(file, max_input_size)
             .map_err(|e| CliError::new(format!("--import {ca}: {}", e.message)))?,
     );
     let validated = pki_core::import_ca_file(&bytes, now)

@@ -72,9 +72,10 @@ pub fn etcd_options(url: &pki_etcd::EtcdUrl) -> CliResult<pki_etcd::EtcdOptions>
     };
     let tls = match (url.tls(), ca) {
         (true, Some(ca)) => {
+            // Bounded, and never waiting on a FIFO: see pki_rotate::input.
             let read = |name: &str, path: &Path| {
-                fs::read(path)
-                    .map_err(|e| fail(format!("{name}: cannot read {}: {e}", path.display())))
+                pki_rotate::input::read_file(path, pki_rotate::input::DEFAULT_MAX_INPUT)
+                    .map_err(|e| fail(format!("{name}: cannot read {e}")))
             };
             let tls = pki_etcd::EtcdTls::new(read(ENV_CACERT, Path::new(&ca))?);
             Some(match identity {

@@ -77,6 +77,55 @@ fn errors_with_control_characters_stay_on_one_line_and_names_are_checked() {
 }
 
 #[test]
+fn names_and_reasons_with_bidi_overrides_or_zero_width_characters_are_refused_and_shown_escaped() {
+    let (tmp, dir) = store(&[]);
+    let fingerprint = status_json(&dir, T0)["bundle_fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = tree(tmp.path());
+    let other = tmp.path().join("other").display().to_string();
+    for (invisible, escaped) in [
+        ('\u{202e}', "\\u{202e}"),
+        ('\u{200b}', "\\u{200b}"),
+        ('\u{2067}', "\\u{2067}"),
+        ('\u{feff}', "\\u{feff}"),
+    ] {
+        let name = format!("web{invisible}1");
+        let err = refused(&[
+            "ack",
+            &dir,
+            &name,
+            "--fingerprint",
+            &fingerprint,
+            "--now",
+            T0,
+        ]);
+        assert!(err.contains("invalid consumer name"), "{err}");
+        assert!(err.contains(escaped) && !err.contains(invisible), "{err}");
+        let reason = format!("key leaked {invisible}tsrif");
+        let err = refused(&["rotate", &dir, "--force", &reason, "--now", T0]);
+        assert!(err.contains("control character"), "{err}");
+        assert!(!err.contains(invisible), "{err}");
+        let err = refused(&["init", &other, "--cn", &name, "--now", T0]);
+        assert!(err.contains("invisible character"), "{err}");
+        assert!(err.contains(escaped) && !err.contains(invisible), "{err}");
+    }
+    assert_eq!(before, tree(tmp.path()));
+    assert!(!Path::new(&other).join("signer").exists());
+    // Other scripts are names like any.
+    ok(&[
+        "ack",
+        &dir,
+        "東京-1",
+        "--fingerprint",
+        &fingerprint,
+        "--now",
+        T0,
+    ]);
+}
+
+#[test]
 fn inputs_are_read_with_a_size_cap() {
     let (_tmp, dir) = store(&[]);
     let bundle = format!("{dir}/ca-bundle.crt");

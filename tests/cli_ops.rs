@@ -217,7 +217,43 @@ fn renew_reissues_one_certificate_now_and_remove_deletes_one() {
     assert!(d.join("certs/web/tls.crt").exists());
     let json = status_json(&dir, "2026-02-01T00:00:00Z");
     assert_eq!(json["leaves"].as_array().unwrap().len(), 1);
-    let err = refused(&["remove", &dir, "api", "--now", "2026-02-01T00:00:00Z"]);
+    // Removing it again is what a rerun after a kill that landed does:
+    // nothing to do (issue 31), where it used to be refused.
+    let before = tree(tmp.path());
+    let out = ok(&["remove", &dir, "api", "--now", "2026-02-01T00:00:00Z"]);
+    assert!(
+        out.contains("nothing to do: no certificate named \"api\""),
+        "{out}"
+    );
+    assert_eq!(before, tree(tmp.path()));
+}
+
+#[test]
+fn a_remove_rerun_is_nothing_to_do_by_parts_or_whole_while_renew_of_a_missing_name_fails() {
+    let (tmp, dir) = store(&[]);
+    let d = tmp.path().join("pki");
+    let now = "2026-02-01T00:00:00Z";
+    ok(&["issue", &dir, "api", "--dns", "api.ns.svc", "--now", T0]);
+    ok(&["remove", &dir, "api", "--now", T0]);
+    for whole in [false, true] {
+        if whole {
+            // Without the store's summary the step reads the whole document.
+            let live = d.join(std::fs::read_link(d.join(".data")).unwrap());
+            std::fs::remove_file(live.join(".index.json")).unwrap();
+        }
+        let before = tree(tmp.path());
+        for name in ["api", "never-issued"] {
+            let out = ok(&["remove", &dir, name, "--now", now]);
+            assert_eq!(
+                out.trim(),
+                format!("nothing to do: no certificate named \"{name}\""),
+                "whole: {whole}"
+            );
+        }
+        assert_eq!(before, tree(tmp.path()), "whole: {whole}");
+    }
+    // A renewal needs the certificate: it is still refused.
+    let err = refused(&["renew", &dir, "api", "--now", now]);
     assert!(err.contains("no certificate named \"api\""), "{err}");
 }
 

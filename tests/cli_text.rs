@@ -128,6 +128,18 @@ fn a_store_without_the_document_names_its_own_init() {
 }
 
 #[test]
+fn cred_status_of_a_store_without_credentials_says_how_to_create_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki").display().to_string();
+    support::cli::ok(&["init", &dir, "--now", "2026-01-01T00:00:00Z"]);
+    let out = support::cli::ok(&["cred", "status", &dir]);
+    assert!(
+        out.contains("no credentials in") && out.contains("`pki cred init`"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_demo_says_why_each_certificate_is_issued_truthfully() {
     let o = pki(&["demo"]);
     let out = stdout(&o);

@@ -426,13 +426,18 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
     if common_name.is_empty() {
         return Err(Error::issuance("common name must not be empty"));
     }
-    if let Some(c) = common_name.chars().find(|c| c.is_control()) {
+    if let Some(c) = crate::text::find_control_or_invisible(common_name) {
         // A control character in a name ends up in logs and terminals,
-        // where it can forge lines; no legitimate CN carries one.
+        // where it can forge lines, and an invisible one (a bidi override)
+        // shows it as another name; no legitimate CN carries one.
+        let kind = if c.is_control() {
+            "control"
+        } else {
+            "invisible"
+        };
         return Err(Error::issuance(format!(
-            "common name \"{}\" contains the control character {:?}",
+            "common name \"{}\" contains the {kind} character {c:?}",
             common_name.escape_debug(),
-            c
         )));
     }
     if common_name.len() > 64 {

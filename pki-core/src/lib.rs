@@ -50,6 +50,7 @@ pub mod pem;
 pub mod policy;
 mod provider;
 mod rng;
+pub mod text;
 pub mod verify;
 
 pub use bundle::Bundle;

@@ -125,11 +125,12 @@ impl std::fmt::Debug for EtcdTls {
 }
 
 /// Reads a file whose bytes may be secret; the error says which file.
+/// Bounded, and never waiting on a FIFO ([`pki_rotate::input`]).
 fn read(what: &str, path: &Path) -> std::io::Result<Zeroizing<Vec<u8>>> {
-    std::fs::read(path).map(Zeroizing::new).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot read {what} {}: {e}", path.display()),
-        )
-    })
+    pki_rotate::input::read_file(path, pki_rotate::input::DEFAULT_MAX_INPUT)
+        .map(Zeroizing::new)
+        .map_err(|e| {
+            let e = std::io::Error::from(e);
+            std::io::Error::new(e.kind(), format!("cannot read {what} {e}"))
+        })
 }

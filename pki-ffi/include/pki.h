@@ -196,7 +196,8 @@ enum pki_result
    */
   PKI_RESULT_EXPIRED = 306,
   /**
-   * A change names a leaf the signer does not keep.
+   * A renewal names a leaf the signer does not keep (removing one is
+   * nothing to do).
    */
   PKI_RESULT_UNKNOWN_LEAF = 307,
   /**
@@ -1939,8 +1940,9 @@ pki_result pki_signer_create(const struct pki_store *store,
  *   "ip_addresses": […], "lifetime_seconds": N}}` adds a leaf or extends its
  *   request (`kind`: `"server"`, `"client"`, `"server+client"`),
  *   `{"replace": {…}}` may also change its kind or drop names,
- *   `{"remove": {"name": "web"}}` stops keeping it, `{"renew": {"name":
- *   "web"}}` re-issues it now;
+ *   `{"remove": {"name": "web"}}` stops keeping it (a name it does not
+ *   keep is nothing to do: a rerun), `{"renew": {"name": "web"}}` re-issues
+ *   it now;
  * - `"rotate_to": {"ca": PEM, "key": PEM, "chain": PEM, "current_keys":
  *   PEM, "proposed_keys": PEM, "force": "reason"}` (alone): `pki rotate
  *   --to`. Validate the supplied CA against today's trust, rotate, re-issue

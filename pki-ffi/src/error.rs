@@ -83,7 +83,8 @@ pub enum pki_result {
     PKI_RESULT_TRUST_CHECK_FAILED = 305,
     /// A certificate or key is already expired.
     PKI_RESULT_EXPIRED = 306,
-    /// A change names a leaf the signer does not keep.
+    /// A renewal names a leaf the signer does not keep (removing one is
+    /// nothing to do).
     PKI_RESULT_UNKNOWN_LEAF = 307,
     /// An ack names a CA bundle the signer did not publish (or published
     /// longer ago than it remembers); the message says how many it keeps.

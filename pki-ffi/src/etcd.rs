@@ -44,9 +44,12 @@ fn pem_or_file(
             "give `{what}_pem` or `{what}_file`, not both"
         ))),
         (Some(pem), None) => Ok(Some(Zeroizing::new(pem.as_bytes().to_vec()))),
-        (None, Some(file)) => std::fs::read(file)
-            .map(|b| Some(Zeroizing::new(b)))
-            .map_err(|e| Failure::invalid(format!("`{what}_file`: cannot read {file}: {e}"))),
+        // Bounded, and never waiting on a FIFO (see pki_rotate::input).
+        (None, Some(file)) => {
+            pki_rotate::input::read_file(Path::new(file), pki_rotate::input::DEFAULT_MAX_INPUT)
+                .map(|b| Some(Zeroizing::new(b)))
+                .map_err(|e| Failure::invalid(format!("`{what}_file`: cannot read {e}")))
+        }
         (None, None) => Ok(None),
     }
 }

@@ -296,8 +296,9 @@ pub unsafe extern "C" fn pki_signer_create(
 ///   "ip_addresses": […], "lifetime_seconds": N}}` adds a leaf or extends its
 ///   request (`kind`: `"server"`, `"client"`, `"server+client"`),
 ///   `{"replace": {…}}` may also change its kind or drop names,
-///   `{"remove": {"name": "web"}}` stops keeping it, `{"renew": {"name":
-///   "web"}}` re-issues it now;
+///   `{"remove": {"name": "web"}}` stops keeping it (a name it does not
+///   keep is nothing to do: a rerun), `{"renew": {"name": "web"}}` re-issues
+///   it now;
 /// - `"rotate_to": {"ca": PEM, "key": PEM, "chain": PEM, "current_keys":
 ///   PEM, "proposed_keys": PEM, "force": "reason"}` (alone): `pki rotate
 ///   --to`. Validate the supplied CA against today's trust, rotate, re-issue

@@ -51,6 +51,14 @@ impl ReloadError {
         }
     }
 
+    /// A file the bounded reader refused or could not read.
+    pub(crate) fn input(e: pki_rotate::input::InputError) -> Self {
+        ReloadError::Io {
+            path: e.path().to_path_buf(),
+            message: e.reason(),
+        }
+    }
+
     pub(crate) fn invalid(path: &std::path::Path, message: impl ToString) -> Self {
         ReloadError::Invalid {
             path: path.to_path_buf(),

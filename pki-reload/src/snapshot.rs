@@ -70,6 +70,13 @@ impl Snapshot {
     }
 }
 
+/// Reads a published file whole: bounded, and never waiting on a FIFO
+/// put in its place (see [`pki_rotate::input`]).
+fn read(path: &std::path::Path) -> Result<Vec<u8>, ReloadError> {
+    pki_rotate::input::read_file(path, pki_rotate::input::DEFAULT_MAX_INPUT)
+        .map_err(ReloadError::input)
+}
+
 /// A chain and its key as read and parsed.
 pub(crate) struct Pair {
     pub chain: Vec<Certificate>,
@@ -81,9 +88,8 @@ pub(crate) struct Pair {
 /// Reads the chain and the key once: None when the key does not match the
 /// leaf (the two came from different generations).
 pub(crate) fn read_pair_once(files: &CertFiles) -> Result<Option<Pair>, ReloadError> {
-    let chain_pem = std::fs::read(&files.cert).map_err(|e| ReloadError::io(&files.cert, e))?;
-    let key_pem =
-        Zeroizing::new(std::fs::read(&files.key).map_err(|e| ReloadError::io(&files.key, e))?);
+    let chain_pem = read(&files.cert)?;
+    let key_pem = Zeroizing::new(read(&files.key)?);
     let chain =
         Certificate::all_from_pem(&chain_pem).map_err(|e| ReloadError::invalid(&files.cert, e))?;
     let leaf = chain
@@ -110,7 +116,7 @@ pub(crate) fn read_bundle_once(
     let mut certs = Vec::new();
     let mut all = Vec::new();
     for path in paths {
-        let pem = std::fs::read(path).map_err(|e| ReloadError::io(path, e))?;
+        let pem = read(path)?;
         let found = Certificate::all_from_pem(&pem).map_err(|e| ReloadError::invalid(path, e))?;
         if found.is_empty() {
             return Err(ReloadError::invalid(path, "holds no certificate"));

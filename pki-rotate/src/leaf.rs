@@ -202,8 +202,10 @@ pub fn check_leaf_dns_name(name: &str) -> Result<()> {
             "it is an IP address, which clients never match against DNS names: request it as an IP address (--ip)",
         );
     }
-    if name.chars().any(char::is_control) {
-        return refuse("it contains a control character");
+    if pki_core::text::find_control_or_invisible(name).is_some() {
+        return refuse(
+            "it contains a control character or an invisible one (a bidi override, a zero-width space)",
+        );
     }
     Ok(())
 }

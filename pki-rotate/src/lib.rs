@@ -14,6 +14,8 @@
 //!   directory store [`FsStore`].
 //! - [`Driver::step`] (and [`AsyncDriver::step`]): the one load → plan →
 //!   apply → write loop.
+//! - [`input`]: files a caller names (a CA to import, an etcd client key),
+//!   read whole and bounded, never waiting on a FIFO.
 //!
 //! ```
 //! use pki_rotate::{Driver, FsStore, SignerEngine, SignerInput, SignerPolicy, SignerState};
@@ -46,6 +48,7 @@ mod engine;
 mod error;
 pub mod external;
 pub mod forecast;
+pub mod input;
 pub mod keyring;
 mod leaf;
 pub mod preflight;

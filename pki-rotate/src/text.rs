@@ -8,9 +8,10 @@ pub const MAX_REASON_LEN: usize = 1024;
 
 /// Checks a reason an operator gives (a forced rotation's, an override's,
 /// a failure's): not blank, at most [`MAX_REASON_LEN`] bytes, and no
-/// control character, since reasons are printed in status and history
-/// where a newline would forge a line and an escape would drive the
-/// terminal.
+/// control or invisible character ([`pki_core::text::is_control_or_invisible`]),
+/// since reasons are printed in status and history where a newline would
+/// forge a line, an escape would drive the terminal and a bidi override
+/// would show other words.
 pub fn check_reason(what: &str, text: &str) -> Result<()> {
     let refuse = |reason| {
         Err(RotateError::InvalidText {
@@ -24,8 +25,10 @@ pub fn check_reason(what: &str, text: &str) -> Result<()> {
     if text.len() > MAX_REASON_LEN {
         return refuse("is longer than 1024 bytes");
     }
-    if text.chars().any(char::is_control) {
-        return refuse("contains a control character (a newline, a tab, an escape…)");
+    if pki_core::text::find_control_or_invisible(text).is_some() {
+        return refuse(
+            "contains a control character (a newline, a tab, an escape…) or an invisible one (a bidi override, a zero-width space…)",
+        );
     }
     Ok(())
 }
@@ -44,6 +47,9 @@ mod tests {
             "tab\there",
             "del\u{7f}",
             "c1\u{9b}x",
+            "evil\u{202e}txt.exe",
+            "zero\u{200b}width",
+            "isolate\u{2067}d",
         ] {
             assert!(check_reason("the reason", bad).is_err(), "{bad:?}");
         }

@@ -214,11 +214,13 @@ impl std::fmt::Display for UptakeEvent {
 pub struct UptakeEngine;
 
 /// Checks a consumer name: non-empty, at most [`MAX_CONSUMER_NAME_LEN`]
-/// bytes, no control characters or spaces at either end.
+/// bytes, no control or invisible characters (a bidi override, a
+/// zero-width space: [`pki_core::text::is_control_or_invisible`]), no
+/// spaces at either end.
 pub fn validate_consumer_name(name: &str) -> Result<()> {
     let bad = name.is_empty()
         || name.len() > MAX_CONSUMER_NAME_LEN
-        || name.chars().any(char::is_control)
+        || pki_core::text::find_control_or_invisible(name).is_some()
         || name.trim() != name;
     if bad {
         return Err(RotateError::Signer(

@@ -107,6 +107,41 @@ fn renew_reissues_only_the_named_leaf_and_an_unknown_name_is_refused() {
 }
 
 #[test]
+fn removing_a_leaf_the_signer_does_not_keep_is_nothing_to_do_so_a_rerun_succeeds() {
+    let s = signer(SignerPolicy::default());
+    let remove = |name: &str| SignerInput {
+        leaves: vec![LeafChange::Remove { name: name.into() }],
+        ..SignerInput::default()
+    };
+    let later = T0 + Duration::days(10);
+    let (removed, events) = step(&s, &remove("web"), later, 4).unwrap();
+    assert!(matches!(&events[..], [Event::LeafRemoved { name }] if name == "web"));
+    // The same request again (its first answer lost): nothing changes,
+    // and the step says why.
+    let outcome = SignerEngine::step(&removed, &remove("web"), later, &mut rng(5)).unwrap();
+    assert!(matches!(outcome.document, std::borrow::Cow::Borrowed(_)));
+    assert_eq!(outcome.events.len(), 1, "{:?}", outcome.events);
+    assert_eq!(
+        outcome.events[0].to_string(),
+        "nothing to do: no certificate named \"web\""
+    );
+    // Removed within the same input first, or never there: the same.
+    let twice = SignerInput {
+        leaves: vec![
+            LeafChange::Remove { name: "web".into() },
+            LeafChange::Remove { name: "web".into() },
+        ],
+        ..SignerInput::default()
+    };
+    let (next, events) = step(&s, &twice, later, 6).unwrap();
+    assert!(next.leaves.is_empty());
+    assert!(matches!(
+        &events[..],
+        [Event::AlreadyDone { .. }, Event::LeafRemoved { .. }]
+    ));
+}
+
+#[test]
 fn leaf_dns_names_that_no_certificate_should_carry_are_refused() {
     for (name, why) in [
         ("*", "bare wildcard"),

@@ -23,6 +23,8 @@ use std::path::Path;
 const LOCK_FILE: &str = ".lock";
 /// The owner id file, in the credential's capture directory.
 const OWNER_FILE: &str = ".owner";
+/// More than an owner id ever takes (128 bytes and a newline).
+const OWNER_FILE_LIMIT: u64 = 4096;
 
 fn io_err(path: &Path, e: std::io::Error) -> String {
     format!("{}: {e}", path.display())
@@ -51,14 +53,17 @@ pub fn lock(dir: &Path) -> Result<File, String> {
 /// can record it) the first time. Call with the lock held.
 pub fn owner(dir: &Path) -> Result<String, String> {
     let path = dir.join(OWNER_FILE);
-    match fs::read_to_string(&path) {
-        Ok(text) if pki_rotate::credential::validate_owner(text.trim()).is_ok() => {
-            return Ok(text.trim().to_string());
+    match pki_rotate::input::read_file(&path, OWNER_FILE_LIMIT) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            if pki_rotate::credential::validate_owner(text.trim()).is_ok() {
+                return Ok(text.trim().to_string());
+            }
+            // Cut short by a crash before any document named it.
         }
-        // Missing, or cut short by a crash before any document named it.
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(&path, e)),
+        Err(pki_rotate::input::InputError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.to_string()),
     }
     let mut random = [0u8; 12];
     rand_core::Rng::fill_bytes(&mut crate::common::os_rng(), &mut random);

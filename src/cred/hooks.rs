@@ -26,7 +26,9 @@
 //! default): pki watches the capture file while the hook runs and kills
 //! the hook's process group once it holds more than the cap. Over the cap
 //! the mint failed, and the first cap bytes go with the failure, to be
-//! revoked like any stray. When pki kills a hook (timeout, over the cap)
+//! revoked like any stray; the rest is kept beside the capture
+//! (`R-A.spill`, see `spill.rs`) for that revocation, not dropped. When
+//! pki kills a hook (timeout, over the cap)
 //! it says so in `R-A.status` first (`timeout`, `over-cap`), so that a run
 //! that adopts the attempt after a crash reads the same outcome. Only the
 //! end of a hook's stderr is read (the last line becomes the message).
@@ -199,6 +201,8 @@ pub fn attempts(dir: &Path) -> Vec<(u64, u32)> {
             Some(attempt) => {
                 found.insert(attempt);
             }
+            // Kept for a stray's revocation (see spill.rs).
+            None if name.ends_with(&format!(".{}", super::spill::EXT)) => {}
             // Leftovers of a revoke, or nothing of ours.
             None => {
                 let _ = fs::remove_file(entry.path());
@@ -295,7 +299,8 @@ fn run_mint(
     let ended = wait_mint(&mut child, attempt, &out, timeout, cap);
     // Read in every case: a hook that failed or was killed may have
     // minted, and what it printed is the only way to revoke that.
-    let printed = read_capped(&mut out, &out_path, cap)?;
+    let spill = attempt.path(super::spill::EXT);
+    let printed = read_capped(&mut out, &out_path, cap, Some(&spill))?;
     super::sealed_capture::seal(&out_path, &printed)?;
     if ended_over_cap(&ended, &printed, cap) {
         return Ok(over_cap(&printed, cap));
@@ -358,17 +363,29 @@ fn wait_mint(
 
 /// Reads the capture from its start, at most `cap + 1` bytes (one more
 /// than the cap says it was over), and cuts the file there: a hook that
-/// printed far more leaves no more than that on disk.
+/// printed far more leaves no more than that in the capture. What it
+/// printed past the stray's value goes to `spill` first, when given.
 fn read_capped(
     out: &mut File,
     path: &Path,
     cap: u64,
+    spill: Option<&Path>,
 ) -> Result<zeroize::Zeroizing<Vec<u8>>, String> {
     let mut printed = zeroize::Zeroizing::new(Vec::new());
     out.rewind()
         .and_then(|()| out.take(cap.saturating_add(1)).read_to_end(&mut printed))
         .map_err(|e| io_err(path, e))?;
     if printed.len() as u64 > cap {
+        // A capture already cut to the cap (by a run that died before it
+        // was settled) had its spill written first: keep that one.
+        let cut = spill.is_some_and(Path::exists)
+            && out
+                .metadata()
+                .is_ok_and(|m| m.len() <= cap.saturating_add(1));
+        if let Some(spill) = spill.filter(|_| !cut) {
+            let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+            super::spill::write(out, super::spill::start(&printed, cap), spill)?;
+        }
         // Best effort: only disk space is at stake, the decision is taken.
         if let Ok(f) = OpenOptions::new().write(true).open(path) {
             let _ = f.set_len(cap.saturating_add(1));
@@ -378,23 +395,25 @@ fn read_capped(
 }
 
 /// Reads a capture an earlier run left: sealed (the hook had ended; it is
-/// at most `cap + 1` bytes once opened), or in clear as the hook wrote it.
+/// at most `cap + 1` bytes once opened, its spill written), or in clear as
+/// the hook wrote it (what is over the cap goes to `spill`).
 fn read_capture(
     out: &mut File,
     path: &Path,
     cap: u64,
+    spill: &Path,
 ) -> Result<zeroize::Zeroizing<Vec<u8>>, String> {
     let mut magic = [0u8; 7];
     let sealed = out.rewind().is_ok()
         && out.read_exact(&mut magic).is_ok()
         && pki_rotate::sealing::is_sealed(&magic);
     if !sealed {
-        return read_capped(out, path, cap);
+        return read_capped(out, path, cap, Some(spill));
     }
     let whole = cap
         .saturating_add(1)
         .saturating_add(super::sealed_capture::OVERHEAD);
-    let bytes = read_capped(out, path, whole)?;
+    let bytes = read_capped(out, path, whole, None)?;
     super::sealed_capture::open(path, bytes)
 }
 
@@ -411,6 +430,13 @@ fn over_cap(printed: &[u8], cap: u64) -> HookResult<Secret> {
         ),
         kept,
     )
+}
+
+/// A small file of the capture directory (a process group, an exit
+/// status), read as the bounded reader reads any: None when it cannot be.
+fn read_small(path: &Path) -> Option<String> {
+    let bytes = pki_rotate::input::read_file(path, 64).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// A byte count as people write it.
@@ -436,7 +462,7 @@ fn printed_credential(printed: &[u8]) -> HookResult<Secret> {
 /// bytes), then take what it printed.
 fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Secret>, String> {
     let out_path = attempt.path("out");
-    let mut out = File::open(&out_path).map_err(|e| io_err(&out_path, e))?;
+    let mut out = pki_rotate::input::open_file(&out_path).map_err(|e| e.to_string())?;
     let deadline = Instant::now() + timeout;
     let mut killed: Option<(&str, Instant)> = None;
     loop {
@@ -458,9 +484,8 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
                 };
                 if let Some(why) = why {
                     let _ = fs::write(attempt.path("status"), format!("{why}\n"));
-                    if let Some(pgid) = fs::read_to_string(attempt.path("pid"))
-                        .ok()
-                        .and_then(|p| p.trim().parse::<u32>().ok())
+                    if let Some(pgid) =
+                        read_small(&attempt.path("pid")).and_then(|p| p.trim().parse::<u32>().ok())
                     {
                         kill_group(pgid);
                     }
@@ -477,8 +502,8 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
         }
         std::thread::sleep(POLL);
     }
-    let printed = read_capture(&mut out, &out_path, cap)?;
-    let status = fs::read_to_string(attempt.path("status")).unwrap_or_default();
+    let printed = read_capture(&mut out, &out_path, cap, &attempt.path(super::spill::EXT))?;
+    let status = read_small(&attempt.path("status")).unwrap_or_default();
     let status = status.trim();
     if printed.len() as u64 > cap || status == KILLED_OVER_CAP {
         return Ok(over_cap(&printed, cap));
@@ -510,13 +535,14 @@ fn adopt(attempt: &Attempt, timeout: Duration, cap: u64) -> Result<HookResult<Se
     })
 }
 
-/// Runs the revoke hook with `value` on stdin (the old credential, or what
-/// a failed mint printed: already gone is success either way).
+/// Runs the revoke hook with `input` on stdin (the old credential, or what
+/// a failed mint printed, as [`super::spill::revoke_input`] makes it:
+/// already gone is success either way).
 pub fn revoke(
     capture: &Path,
     name: &str,
     command: &str,
-    value: &Secret,
+    input: zeroize::Zeroizing<Vec<u8>>,
     timeout: Duration,
 ) -> Result<HookResult<()>, String> {
     let err_path = capture.join("revoke.err");
@@ -532,12 +558,10 @@ pub fn revoke(
         .spawn()
         .map_err(|e| format!("cannot start the revoke hook: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
-        let mut bytes = zeroize::Zeroizing::new(value.as_bytes().to_vec());
-        bytes.push(b'\n');
         // A thread: a hook that never reads must not block the timeout.
         std::thread::spawn(move || {
             // A hook that exits without reading closes the pipe: not an error.
-            let _ = stdin.write_all(&bytes);
+            let _ = stdin.write_all(&input);
         });
     }
     let status = wait(&mut child, timeout);
@@ -594,7 +618,7 @@ fn failure(hook: &str, status: ExitStatus, err_path: &Path) -> String {
 /// is read: a hook may write a lot there). The engine stores it sanitized.
 fn with_stderr(what: String, err_path: &Path) -> String {
     let mut err = Vec::new();
-    if let Ok(mut f) = File::open(err_path) {
+    if let Ok(mut f) = pki_rotate::input::open_file(err_path) {
         let len = f.metadata().map_or(0, |m| m.len());
         let _ = f
             .seek(std::io::SeekFrom::Start(len.saturating_sub(STDERR_TAIL)))
@@ -614,5 +638,27 @@ fn human(d: Duration) -> String {
         pki_core::policy::human(time::Duration::seconds(
             i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_over_the_cap_spills_the_rest_once_and_is_cut_to_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out_path, spill) = (dir.path().join("1-1.out"), dir.path().join("1-1.spill"));
+        std::fs::write(&out_path, b"user:pass\nrest of the output\n").unwrap();
+        let mut out = OpenOptions::new().read(true).open(&out_path).unwrap();
+        // The value is the first 10 bytes trimmed: the spill starts after it.
+        let printed = read_capped(&mut out, &out_path, 10, Some(&spill)).unwrap();
+        assert_eq!(&printed[..], b"user:pass\nr");
+        assert_eq!(std::fs::read(&out_path).unwrap(), b"user:pass\nr");
+        assert_eq!(std::fs::read(&spill).unwrap(), b"\nrest of the output\n");
+        // Read again after a crash: the capture is cut, its spill kept.
+        let mut out = OpenOptions::new().read(true).open(&out_path).unwrap();
+        read_capped(&mut out, &out_path, 10, Some(&spill)).unwrap();
+        assert_eq!(std::fs::read(&spill).unwrap(), b"\nrest of the output\n");
     }
 }

@@ -9,6 +9,8 @@
 //! the credential's name and the attempt (`creds/NAME`, `R-A.out`), so a
 //! capture cannot be adopted as another attempt's. A capture left by a run
 //! that died between the hook's end and the sealing is read in clear.
+//! What a mint printed beyond the cap (`R-A.spill`, see `spill.rs`) is
+//! written sealed the same way, bound to its own name.
 
 use pki_rotate::sealing::{self, Binding, HEADER_LEN, TAG_LEN};
 use std::fs::File;
@@ -46,22 +48,44 @@ fn names(path: &Path) -> (String, String) {
 /// Replaces the capture at `path` with the sealed form of `printed` (what
 /// it holds). Without a store key, leaves it as it is.
 pub fn seal(path: &Path, printed: &[u8]) -> Result<(), String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    let Some(store_key) = crate::store_key::key_from_env().map_err(|e| e.message)? else {
-        return Ok(());
-    };
+    match crate::store_key::key_from_env().map_err(|e| e.message)? {
+        Some(store_key) => replace(path, &sealed(&store_key, path, printed)?),
+        None => Ok(()),
+    }
+}
+
+/// Writes `bytes` to a new private file at `path` (replacing any),
+/// sealed when a store key is given, in clear otherwise.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    match crate::store_key::key_from_env().map_err(|e| e.message)? {
+        Some(store_key) => replace(path, &sealed(&store_key, path, bytes)?),
+        None => replace(path, bytes),
+    }
+}
+
+/// `clear` sealed for the file at `path` (bound to its name).
+fn sealed(store_key: &pki_rotate::StoreKey, path: &Path, clear: &[u8]) -> Result<Vec<u8>, String> {
     let (key, file) = names(path);
-    let sealed = sealing::seal(
-        &store_key,
+    sealing::seal(
+        store_key,
         binding(&key, &file),
-        printed,
+        clear,
         &mut crate::common::os_rng(),
     )
-    .map_err(|e| e.to_string())?;
-    let tmp = path.with_extension("out.tmp");
+    .map_err(|e| e.to_string())
+}
+
+/// Replaces the file at `path` with a private (0600) one holding `bytes`:
+/// a temporary file beside it, flushed, renamed over it, the directory
+/// flushed.
+fn replace(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
     let _ = std::fs::remove_file(&tmp);
     let mut f = super::hooks::private_file(&tmp, true).map_err(|e| io(&tmp, e))?;
-    f.write_all(&sealed)
+    f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .map_err(|e| io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;

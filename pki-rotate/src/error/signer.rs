@@ -42,7 +42,8 @@ pub enum SignerError {
         .0.escape_debug()
     )]
     InvalidLeafName(String),
-    /// A change names a leaf the document does not keep.
+    /// A renewal names a leaf the document does not keep (removing one is
+    /// nothing to do).
     #[error("no certificate named \"{}\"", .0.escape_debug())]
     UnknownLeaf(String),
     /// A leaf refresh fraction outside (0, 1).
@@ -117,7 +118,7 @@ pub enum SignerError {
     },
     /// A consumer name that cannot be recorded.
     #[error(
-        "invalid consumer name \"{}\": use 1-253 characters without control characters or surrounding spaces",
+        "invalid consumer name \"{}\": use 1-253 characters without control characters, invisible ones (bidi overrides, zero-width spaces) or surrounding spaces",
         .0.escape_debug()
     )]
     InvalidConsumerName(String),

@@ -24,10 +24,13 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     mut plan: Plan,
     rng: &mut R,
 ) -> Result<Outcome<'d, SignerState, Event>> {
+    let already_done = std::mem::take(&mut plan.already_done)
+        .into_iter()
+        .map(|note| Event::AlreadyDone { note });
     if plan.is_empty() {
         return Ok(Outcome {
             document: Cow::Borrowed(state),
-            events: Vec::new(),
+            events: already_done.collect(),
             next_wake: plan.next_check,
         });
     }
@@ -35,6 +38,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     // One event per leaf issued or removed, and a few others: allocated
     // once, not grown by doubling (a signer may issue thousands at once).
     let mut events = Vec::with_capacity(plan.leaves.len() + plan.leaf_changes.len() + 4);
+    events.extend(already_done);
     let now = plan.now;
     next.policy = plan.policy;
     for change in &plan.leaf_changes {

@@ -40,7 +40,10 @@ pub enum LeafChange {
         /// What it should look like.
         request: LeafRequest,
     },
-    /// Stop keeping the leaf `name`: its certificate and key leave the document.
+    /// Stop keeping the leaf `name`: its certificate and key leave the
+    /// document. A name the document does not have is nothing to do (an
+    /// [`crate::Event::AlreadyDone`]), so that a rerun of a removal that
+    /// landed succeeds like the first run.
     Remove {
         /// The leaf's name.
         name: String,

@@ -107,6 +107,10 @@ pub struct Plan {
     /// reload-interval guard, recording each break it causes (see
     /// [`crate::signer::apply`]).
     pub emergency: Option<String>,
+    /// Requests already carried out, each a note of what is so: the
+    /// removal of a leaf the document does not have (a rerun of one that
+    /// landed). They change nothing; `apply` reports them.
+    pub already_done: Vec<String>,
     /// When the next decision about the *current* document could differ
     /// without any input changing. After a plan that changes something, the
     /// wake-up time is the outcome's, computed from the new document.
@@ -228,6 +232,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     };
     let mut leaf_changes = Vec::new();
     let mut renew = Vec::new();
+    let mut already_done = Vec::new();
     for change in &input.leaves {
         validate_leaf_name(change.name())?;
         match change {
@@ -249,10 +254,12 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
                 overrides.insert(name, Some((request, issued)));
             }
             LeafChange::Remove { name } => {
+                // What a removal asks for already holds: a rerun of one
+                // that landed (its answer lost, or the caller killed) must
+                // not fail where the first run succeeded.
                 if !known(&overrides, name) {
-                    return Err(RotateError::Signer(crate::SignerError::UnknownLeaf(
-                        name.clone(),
-                    )));
+                    already_done.push(format!("no certificate named \"{}\"", name.escape_debug()));
+                    continue;
                 }
                 overrides.insert(name, None);
                 leaf_changes.push(change.clone());
@@ -373,6 +380,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         compromise,
         skip_trust_break_check: input.skip_trust_break_check,
         emergency,
+        already_done,
         next_check: next_check_from(state, &policy, now, earliest_refresh),
     })
 }

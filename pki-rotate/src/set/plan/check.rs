@@ -169,10 +169,10 @@ pub(super) fn check_leaf_spec(doc: &SetState, name: &str, spec: &LeafSpec) -> Re
         })?;
     }
     if let Some(cn) = &spec.common_name
-        && (cn.is_empty() || cn.chars().any(char::is_control))
+        && (cn.is_empty() || pki_core::text::find_control_or_invisible(cn).is_some())
     {
         return Err(RotateError::Set(crate::SetError::Invalid(format!(
-            "certificate \"{name}\": the common name must be non-empty text without control characters"
+            "certificate \"{name}\": the common name must be non-empty text without control characters or invisible ones (bidi overrides, zero-width spaces)"
         ))));
     }
     if spec.serving && spec.dns_names.is_empty() && spec.ip_addresses.is_empty() {
