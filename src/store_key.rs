@@ -104,7 +104,11 @@ fn read_key(path: &Path) -> CliResult<StoreKey> {
             meta.permissions().mode() & 0o777
         )));
     }
-    let bytes = zeroize::Zeroizing::new(fs::read(path).map_err(io)?);
+    // Bounded and never waiting on a FIFO, as every file pki reads.
+    let bytes = zeroize::Zeroizing::new(
+        pki_rotate::input::read_file(path, pki_rotate::input::DEFAULT_MAX_INPUT)
+            .map_err(|e| CliError::new(format!("store key {}: {}", path.display(), e.reason())))?,
+    );
     Ok(StoreKey::from_file(
         &format!("store key {}", path.display()),
         &bytes,

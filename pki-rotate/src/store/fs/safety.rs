@@ -184,9 +184,13 @@ pub(super) fn digest(contents: &[u8]) -> String {
     hex::encode(Sha256::digest(contents))
 }
 
+/// The largest file a directory store reads.
+const MAX_COMMITTED_FILE: u64 = 64 * 1024 * 1024;
+
 /// Reads a committed file without following a link at its name. Returns
-/// None when it is not a regular file (the caller describes what it is);
-/// else its contents and what it is on disk.
+/// None when it is not a regular file (the caller describes what it is)
+/// or is larger than any committed file can be; else its contents and what
+/// it is on disk.
 pub(super) fn read_regular(path: &Path) -> Result<Option<(zeroize::Zeroizing<Vec<u8>>, Entry)>> {
     let mut file = match OpenOptions::new()
         .read(true)
@@ -204,6 +208,12 @@ pub(super) fn read_regular(path: &Path) -> Result<Option<(zeroize::Zeroizing<Vec
     }
     // Exactly the size it had when opened: committed files never change,
     // and anything appended since would fail the digest check anyway.
+    // No committed file comes near this (a manifest shard of ten thousand
+    // leaves is a few kilobytes): a larger one is damage, and reading it
+    // would only fill the memory.
+    if meta.len() > MAX_COMMITTED_FILE {
+        return Ok(None);
+    }
     let len =
         usize::try_from(meta.len()).map_err(|e| RotateError::io(path, std::io::Error::other(e)))?;
     let mut contents = zeroize::Zeroizing::new(vec![0; len]);
