@@ -6,7 +6,9 @@
 //! DIR/.gen-000000012/        one complete generation: every document's files
 //!     .manifest.json         each key's revision, directories and root names; each shard's SHA-256
 //!     .manifest/00.json …    which key owns which file, and its SHA-256 (by the path's hash)
-//!     .index.json            each key's revision and summary, the published names: small
+//!     .manifest/00.ids …     each of those files' inode, size and modification time
+//!     .index.json            each key's revision and summary, the published names: small,
+//!                            bound to this generation and the manifest's SHA-256
 //!     pki-state.json, signer/tls.crt, certs/web/tls.key, …
 //! DIR/.spare/                the previous generation, kept up to date with the current one
 //! DIR/signer -> .data/signer, DIR/ca-bundle.crt -> .data/ca-bundle.crt, …
@@ -61,8 +63,16 @@
 //!   what is there instead (missing, a directory, a link, other content).
 //!   A published link at the root replaced by anything else is refused the
 //!   same way; a missing one is recreated. A commit of a whole document
-//!   checks every file first; a commit of changes checks what it reads and
-//!   leaves the other files to the next whole read (as the etcd store does).
+//!   checks every file first; a commit of changes checks what it reads, and
+//!   takes the other files from a spare whose directories still carry the
+//!   stamp pki gave them (see `stamp`: any file replaced, added or removed
+//!   there changed a directory's time), else checks and links every file.
+//!   [`Store::verify`] (what `status --check` runs) looks at every file
+//!   with a `stat`: the identity its commit recorded (see `identity`), read
+//!   and hashed only where it differs. The summary in `.index.json` is
+//!   believed only when the index names the current generation and the
+//!   SHA-256 of its manifest; the driver then confirms it against the
+//!   document's head.
 //! - **The lock** `DIR/.lock` is opened with `O_NOFOLLOW` (a link is
 //!   refused, nothing is created at its target). Writers wait for it at
 //!   most the lock timeout ([`DEFAULT_LOCK_TIMEOUT`]), then fail naming the
