@@ -168,21 +168,6 @@ fn sealed(
         .check_key_against(documents))
 }
 
-/// The files without their sealed values (what a reader without the key
-/// may use).
-pub fn without_sealed(files: pki_rotate::Files) -> CliResult<pki_rotate::Files> {
-    let mut out = pki_rotate::Files::new();
-    for dir in files.dirs() {
-        out.insert_dir(dir)?;
-    }
-    for (path, file) in files.iter() {
-        if !pki_rotate::sealing::is_sealed(&file.contents) {
-            out.insert(path, file.clone())?;
-        }
-    }
-    Ok(out)
-}
-
 fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
     let new = read_key(new_file)?;
     let new_id = new.id_hex();

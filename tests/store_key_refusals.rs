@@ -10,6 +10,8 @@
 
 mod support;
 
+use pki_rotate::{File, FsStore, SealedStore, SealingKeys, Store, StoreKey};
+use rand_core::SeedableRng;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::cli::{exited_with, snapshot, succeeded};
@@ -81,6 +83,22 @@ impl Sealed {
     }
 }
 
+/// Every file under `dir`, with its mode.
+fn exported(dir: &Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    support::cli::tree(dir)
+        .into_keys()
+        .map(|path| {
+            let mode = std::fs::metadata(dir.join(&path))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
+            (path, mode)
+        })
+        .collect()
+}
+
 #[test]
 fn keys_commands_and_export_refuse_a_wrong_or_missing_key_beside_sealed_values() {
     let s = Sealed::new();
@@ -121,6 +139,102 @@ fn keys_commands_and_export_refuse_a_wrong_or_missing_key_beside_sealed_values()
     // And with the key everything works.
     ok_with(Some(&s.key), &rotate_forced);
     ok_with(Some(&s.key), &sign);
+}
+
+#[test]
+fn export_without_the_key_writes_no_private_file_of_a_sealed_directory_store() {
+    let s = Sealed::new();
+    let d = s.dir.to_str().unwrap();
+    let out = s.tmp.path().join("public");
+    ok_with(None, &["export", d, out.to_str().unwrap()]);
+    let files = exported(&out);
+    for public in [
+        "ca-bundle.crt",
+        "signer/tls.crt",
+        "certs/web/tls.crt",
+        "keys/public.pem",
+        "keys/jwks.json",
+    ] {
+        assert!(
+            files.iter().any(|(p, _)| p == public),
+            "{public}: {files:?}"
+        );
+    }
+    for (path, mode) in &files {
+        let bytes = std::fs::read(out.join(path)).unwrap();
+        assert!(
+            !bytes.windows(11).any(|w| w == b"PRIVATE KEY") && !bytes.starts_with(b"PKISEAL"),
+            "{path} is private"
+        );
+        assert_eq!(*mode, 0o644, "{path}");
+    }
+
+    // With the key: every private file, in clear, 0600.
+    let full = s.tmp.path().join("full");
+    ok_with(Some(&s.key), &["export", d, full.to_str().unwrap()]);
+    let files = exported(&full);
+    for private in ["signer/tls.key", "certs/web/tls.key", "keys/active.key"] {
+        let bytes = std::fs::read(full.join(private)).unwrap();
+        assert!(
+            bytes.starts_with(b"-----BEGIN PRIVATE KEY-----"),
+            "{private}"
+        );
+        assert!(files.contains(&(private.to_string(), 0o600)), "{private}");
+    }
+}
+
+/// Replaces the signer's CA key with another key, through the store (so
+/// every digest is consistent), sealed under `key` when given.
+fn replace_ca_key(dir: &Path, key: Option<&Path>) {
+    let fs = FsStore::open(dir).unwrap();
+    let keys = match key {
+        Some(path) => {
+            SealingKeys::single(StoreKey::from_file("key", &std::fs::read(path).unwrap()).unwrap())
+        }
+        None => SealingKeys::none(),
+    };
+    let rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+    let store = SealedStore::new(fs, keys, rng, true);
+    let (mut files, revision) = store.get("signer").unwrap().unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(8);
+    let other = pki_core::PrivateKey::generate(pki_core::KeyAlgorithm::EcdsaP256, &mut rng)
+        .unwrap()
+        .to_pkcs8_pem()
+        .unwrap();
+    files
+        .insert("signer/tls.key", File::secret(other.as_bytes()))
+        .unwrap();
+    store.put("signer", Some(&revision), &files).unwrap();
+}
+
+#[test]
+fn export_refuses_a_store_whose_ca_key_is_not_its_certificates() {
+    // A sealed store, exported with its key.
+    let s = Sealed::new();
+    replace_ca_key(&s.dir, Some(&s.key));
+    let d = s.dir.to_str().unwrap();
+    let out = s.path("out");
+    let refused = |key: Option<&Path>, dir: &str| {
+        let args = ["export", dir, &out];
+        let err = exited_with(1, &args, &pki_with(key, &args));
+        assert!(!Path::new(&out).exists(), "exported: {err}");
+        err
+    };
+    let err = refused(Some(&s.key), d);
+    // What status says of the store, after the store's name.
+    let status = ["status", d, "--now", T1];
+    let why = exited_with(1, &status, &pki_with(Some(&s.key), &status));
+    let why = why.split_once("store: ").unwrap().1.trim();
+    assert!(why.contains("signer/tls.key"), "{why}");
+    assert!(err.contains(why), "export refuses it as status does: {err}");
+
+    // A store that never sealed anything, exported without a key.
+    let tmp = tempfile::tempdir().unwrap();
+    let clear = tmp.path().join("clear");
+    let c = clear.to_str().unwrap();
+    ok_with(None, &["init", c, "--now", T0]);
+    replace_ca_key(&clear, None);
+    refused(None, c);
 }
 
 #[test]
