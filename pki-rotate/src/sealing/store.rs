@@ -349,14 +349,20 @@ impl<S: Store, R: CryptoRng> SealedStore<S, R> {
         Ok(())
     }
 
-    /// [`SealedStore::opened`], then the witnesses checked.
+    /// [`SealedStore::opened`], then the witnesses checked, but for `key`
+    /// when the read of its `paths` (None: all) held every file that could
+    /// tell ([`witness::told_all`]).
     fn read_checked(
         &self,
         key: &str,
         read: Option<(Files, Revision)>,
+        paths: Option<&BTreeSet<String>>,
     ) -> Result<Option<(Files, Revision)>> {
         let read = self.opened(key, read)?;
-        self.check_key(Some(key), false)?;
+        let skip = read
+            .as_ref()
+            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        self.check_key(skip.then_some(key), false)?;
         Ok(read)
     }
 
@@ -391,7 +397,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get(key)?;
-        self.read_checked(key, read)
+        self.read_checked(key, read, None)
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
@@ -423,7 +429,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
     }
     fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get_paths(key, paths)?;
-        self.read_checked(key, read)
+        self.read_checked(key, read, Some(paths))
     }
 
     fn put_changes(
@@ -468,14 +474,18 @@ impl<S: AsyncStore, R: CryptoRng + Send> SealedStore<S, R> {
         Ok(())
     }
 
-    /// [`SealedStore::opened`], then the witnesses checked.
+    /// [`SealedStore::read_checked`] over an asynchronous store.
     async fn read_checked_async(
         &self,
         key: &str,
         read: Option<(Files, Revision)>,
+        paths: Option<&BTreeSet<String>>,
     ) -> Result<Option<(Files, Revision)>> {
         let read = self.opened(key, read)?;
-        self.check_key_async(Some(key), false).await?;
+        let skip = read
+            .as_ref()
+            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        self.check_key_async(skip.then_some(key), false).await?;
         Ok(read)
     }
 }
@@ -487,7 +497,7 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
 
     async fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get(key).await?;
-        self.read_checked_async(key, read).await
+        self.read_checked_async(key, read, None).await
     }
 
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
@@ -520,7 +530,7 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         paths: &BTreeSet<String>,
     ) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get_paths(key, paths).await?;
-        self.read_checked_async(key, read).await
+        self.read_checked_async(key, read, Some(paths)).await
     }
 
     async fn put_changes(

@@ -302,6 +302,13 @@ fn a_store_checked_against_its_sealed_documents_refuses_another_key_even_where_n
         revision,
         "nothing written"
     );
+    // A read of some of a witness's files that holds none of its sealed
+    // ones checks it still.
+    let state = std::collections::BTreeSet::from(["pki-state.json".to_string()]);
+    let err = store(SealingKeys::single(key(2)))
+        .get_paths("signer", &state)
+        .unwrap_err();
+    assert!(sealing_reason(err).contains("not under the store key given"));
     // Reads of public material need no key, but not another key.
     let public = store(SealingKeys::none()).reading_public_without_key();
     assert!(public.get("keys").unwrap().is_some());

@@ -31,3 +31,12 @@ pub(super) fn next_paths(key: &str, read: Option<&Files>) -> BTreeSet<String> {
         _ => BTreeSet::new(),
     }
 }
+
+/// Whether a read of the document at `key` (of `paths`, or whole when
+/// None) that found nothing sealed in `files` read every file that could
+/// have told its store key: the document is then left out of the check.
+pub(super) fn told_all(key: &str, paths: Option<&BTreeSet<String>>, files: &Files) -> bool {
+    paths.is_none_or(|paths| {
+        next_paths(key, None).is_subset(paths) && next_paths(key, Some(files)).is_empty()
+    })
+}
