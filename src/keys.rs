@@ -134,13 +134,13 @@ pub fn run(command: KeysCommand) -> CliResult {
         KeysCommand::Status { dir, json, now } => status(&dir, json, now),
         KeysCommand::Sign { dir, claims, now } => {
             let claims = read_input(&claims, "claims")?;
-            let (ring, _) = load(&dir)?;
+            let (ring, _) = load(&dir, Reads::Private)?;
             crate::outln!("{}", ring.sign_token(&claims, now)?);
             Ok(())
         }
         KeysCommand::Verify { dir, token, now } => {
             let token = read_input(&token, "token")?;
-            let (ring, _) = load(&dir)?;
+            let (ring, _) = load(&dir, Reads::Public)?;
             match ring.verify_token(&token, now) {
                 Ok((kid, _)) => {
                     crate::outln!("token valid: signed by key {kid}");
@@ -182,22 +182,38 @@ fn not_initialized(dir: &StoreArg) -> impl Fn(RotateError) -> CliError + '_ {
     }
 }
 
+/// What a command uses of the ring: its public keys alone (status,
+/// verification: no store key needed), or its private key too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    Public,
+    Private,
+}
+
 /// Opens the store; a directory without one gets the key ring's hint.
-fn open(dir: &StoreArg) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
+/// A store holding sealed values refuses a store key that is not its own,
+/// and no key at all unless the command reads public material only.
+fn open(dir: &StoreArg, reads: Reads) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
     if let StoreArg::Dir(path) = dir
         && std::fs::symlink_metadata(path.join(".data")).is_err()
     {
         return Err(no_ring(dir));
     }
-    dir.open()
+    match reads {
+        Reads::Private => dir.open(),
+        Reads::Public => crate::store_key::seal_for_public_reads(
+            dir.open_unsealed()?,
+            matches!(dir, StoreArg::Dir(_)),
+        ),
+    }
 }
 
 fn no_ring(dir: &StoreArg) -> CliError {
     CliError::new(format!("no key ring at {dir} (run `pki keys init` first)"))
 }
 
-fn load(dir: &StoreArg) -> CliResult<(KeyRing, pki_rotate::Revision)> {
-    Driver::new(open(dir)?)
+fn load(dir: &StoreArg, reads: Reads) -> CliResult<(KeyRing, pki_rotate::Revision)> {
+    Driver::new(open(dir, reads)?)
         .load::<KeyRingEngine>(&KEY)
         .map_err(not_initialized(dir))
 }
@@ -250,7 +266,7 @@ fn rotate(
 ) -> CliResult {
     let mut input = KeyRingInput::retire(retire);
     input.forced = force;
-    let store = open(dir)?;
+    let store = open(dir, Reads::Private)?;
     let step = Driver::new(store)
         .step::<KeyRingEngine, _>(&KEY, &input, now, &mut os_rng())
         .map_err(not_initialized(dir))?;
@@ -269,7 +285,7 @@ fn rotate(
 }
 
 fn status(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
-    let (ring, revision) = load(dir)?;
+    let (ring, revision) = load(dir, Reads::Public)?;
     let report = ring.status(now);
     if json {
         let text = serde_json::to_string_pretty(&report)

@@ -127,41 +127,49 @@ pub fn key_from_env() -> CliResult<Option<StoreKey>> {
 }
 
 /// A store as every command uses it: sealed with the key from the
-/// environment, or refusing sealed values when none is given. A directory
-/// store leaves the files consumers read in clear.
+/// environment, or refusing sealed values when none is given. A store
+/// holding sealed values refuses a wrong or missing key before the command
+/// acts, whichever of its documents the command reads. A directory store
+/// leaves the files consumers read in clear.
 pub fn seal(
     store: Box<dyn Store + Send + Sync>,
     directory: bool,
 ) -> CliResult<Box<dyn Store + Send + Sync>> {
+    Ok(Box::new(sealed(store, directory)?))
+}
+
+/// [`seal`], for a command that only reports on public material (a key
+/// ring's status, a token's verification): without a key it reads what
+/// holds nothing sealed, as consumers read public files; a key that is not
+/// the store's is still refused.
+pub fn seal_for_public_reads(
+    store: Box<dyn Store + Send + Sync>,
+    directory: bool,
+) -> CliResult<Box<dyn Store + Send + Sync>> {
+    Ok(Box::new(
+        sealed(store, directory)?.reading_public_without_key(),
+    ))
+}
+
+fn sealed(
+    store: Box<dyn Store + Send + Sync>,
+    directory: bool,
+) -> CliResult<SealedStore<Box<dyn Store + Send + Sync>, pki_core::OsRng>> {
     let keys = match key_from_env()? {
         Some(key) => SealingKeys::single(key),
         None => SealingKeys::none(),
     };
-    // The documents of the CLI: a new one joins them only with their key.
-    let neighbours = [
+    // The documents of the CLI: a new one joins them only with their key,
+    // and their sealed values tell which key the store is sealed under.
+    let documents = [
         pki_rotate::signer::STORE_KEY,
         pki_rotate::set::STORE_KEY,
         pki_rotate::keyring::STORE_KEY,
     ]
     .map(String::from);
-    Ok(Box::new(
-        SealedStore::new(store, keys, os_rng(), directory).check_creates_against(neighbours),
-    ))
-}
-
-/// The files without their sealed values (what a reader without the key
-/// may use).
-pub fn without_sealed(files: pki_rotate::Files) -> CliResult<pki_rotate::Files> {
-    let mut out = pki_rotate::Files::new();
-    for dir in files.dirs() {
-        out.insert_dir(dir)?;
-    }
-    for (path, file) in files.iter() {
-        if !pki_rotate::sealing::is_sealed(&file.contents) {
-            out.insert(path, file.clone())?;
-        }
-    }
-    Ok(out)
+    Ok(SealedStore::new(store, keys, os_rng(), directory)
+        .check_creates_against(documents.clone())
+        .check_key_against(documents))
 }
 
 fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {

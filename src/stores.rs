@@ -131,10 +131,16 @@ pub fn etcd_options(url: &pki_etcd::EtcdUrl) -> CliResult<pki_etcd::EtcdOptions>
 
 /// `pki export STORE OUTDIR`: every document's files (the signer's, the
 /// set's, the key ring's, each credential's), in the directory layout.
+/// Each document is read and checked as the other commands check it
+/// before anything is written, so a document they refuse (one that does
+/// not decode, a CA key that is not its certificate's) is not published
+/// either. With the store key, private files are written in clear (0600);
+/// without it, a store holding sealed values gives its public files only
+/// (a store that never sealed anything gives all, as without sealing).
 pub fn export(store: &StoreArg, out: &Path) -> CliResult {
-    // Without the store key, sealed private files are left out: public
-    // files need no key.
     let has_key = crate::store_key::key_from_env()?.is_some();
+    // Without the key the store is read as it is: its public files need
+    // none. With it, a key that is not the store's is refused.
     let opened = if has_key {
         store.open()?
     } else {
@@ -152,28 +158,76 @@ pub fn export(store: &StoreArg, out: &Path) -> CliResult {
         .map(|k| k.to_string())
         .chain(crate::cred::list(store)?.iter().map(|n| credential_key(n)))
         .collect();
-    let mut found = 0;
+    let mut documents = Vec::new();
     for key in &keys {
         let Some((files, revision)) = opened.get(key)? else {
             continue;
         };
-        let files = if has_key {
-            files
-        } else {
-            crate::store_key::without_sealed(files)?
-        };
-        write_files(out, &files)?;
-        found += 1;
+        let location = format!("{} (document \"{key}\")", opened.location());
+        check_document(key, &location, &files)?;
+        documents.push((key, revision, files));
+    }
+    if documents.is_empty() {
+        return Err(CliError::new(format!("{store}: holds no pki document")));
+    }
+    let sealed = documents.iter().any(|(_, _, files)| holds_sealed(files));
+    if sealed && !has_key {
+        for (_, _, files) in &mut documents {
+            *files = public_only(files)?;
+        }
+    }
+    for (key, revision, files) in &documents {
+        write_files(out, files)?;
         crate::outln!(
             "exported {key} (revision {revision}, {} files) to {}",
             files.len(),
             out.display()
         );
     }
-    if found == 0 {
-        return Err(CliError::new(format!("{store}: holds no pki document")));
-    }
     Ok(())
+}
+
+/// Refuses the document at `key` as the commands that act on it would:
+/// when it does not decode or its parts do not belong together. A
+/// document read without the store key that holds sealed values cannot
+/// be decoded; only its public files are exported, which need no check
+/// of the private ones.
+fn check_document(key: &str, location: &str, files: &Files) -> CliResult {
+    use pki_rotate::{CredentialState, KeyRing, SetState, SignerState, read_checked};
+    if holds_sealed(files) {
+        return Ok(());
+    }
+    match key {
+        pki_rotate::signer::STORE_KEY => read_checked::<SignerState>(location, files).map(drop),
+        pki_rotate::set::STORE_KEY => read_checked::<SetState>(location, files).map(drop),
+        pki_rotate::keyring::STORE_KEY => read_checked::<KeyRing>(location, files).map(drop),
+        _ => read_checked::<CredentialState>(location, files).map(drop),
+    }
+    .map_err(CliError::from)
+}
+
+/// Whether `files` hold a sealed value (read without the store key).
+fn holds_sealed(files: &Files) -> bool {
+    files
+        .iter()
+        .any(|(_, f)| pki_rotate::sealing::is_sealed(&f.contents))
+}
+
+/// The public files alone: what export writes of a sealed store without
+/// its key. A directory store keeps the private files consumers read (leaf
+/// keys, the active signing key, current credentials) in clear, but they
+/// are private all the same.
+fn public_only(files: &Files) -> CliResult<Files> {
+    let mut out = Files::new();
+    for dir in files.dirs() {
+        out.insert_dir(dir)?;
+    }
+    for (path, file) in files.iter() {
+        if !file.secret && !pki_rotate::sealing::is_sealed(&file.contents) {
+            out.insert(path, file.clone())?;
+        }
+    }
+    Ok(out)
 }
 
 /// Writes each file through a temporary name and a rename, so a consumer

@@ -466,7 +466,11 @@ pub fn common_name_to_name(common_name: &str) -> Result<Name> {
 /// id-at-commonName (RFC 4519).
 const COMMON_NAME: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.3");
 
-fn dns_name(name: &str) -> Result<Ia5String> {
+/// Checks that `name` can be a certificate's DNS name: at most 253 bytes
+/// of labels of letters, digits, `-` and `_` (at most 63 bytes each, no
+/// `-` at either end), the first label possibly `*`. Issuing refuses any
+/// other; a request is checked with this before anything is issued.
+pub fn check_dns_name(name: &str) -> Result<()> {
     let valid = !name.is_empty()
         && name.len() <= 253
         && name.split('.').enumerate().all(|(i, label)| {
@@ -485,6 +489,11 @@ fn dns_name(name: &str) -> Result<Ia5String> {
             "\"{name}\" is not a valid DNS name"
         )));
     }
+    Ok(())
+}
+
+fn dns_name(name: &str) -> Result<Ia5String> {
+    check_dns_name(name)?;
     Ia5String::new(&name.to_ascii_lowercase()).map_err(Error::issuance)
 }
 

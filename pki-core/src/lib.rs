@@ -64,8 +64,8 @@ pub use import::{
     import_ca_file, is_self_signed, renew_same_key, verify_ca_path,
 };
 pub use issue::{
-    CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, common_name_to_name,
-    cross_sign,
+    CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, check_dns_name,
+    common_name_to_name, cross_sign,
 };
 pub use key::{KeyAlgorithm, PrivateKey};
 pub use lineage::{Lineage, LineageRule, issued_by};

@@ -249,6 +249,25 @@ impl<D> std::fmt::Display for DocumentKey<D> {
     }
 }
 
+/// Reads a document of kind `D` from its files, refusing it as the driver
+/// refuses to decide over it: when it does not decode, and when its parts
+/// do not belong together ([`Document::problems`],
+/// [`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)).
+/// `location` names the store and document in the error. What publishes
+/// a store's files elsewhere (`pki export`) checks each document with it
+/// first, so that it publishes nothing the other commands refuse.
+pub fn read_checked<D: Document>(location: &str, files: &Files) -> Result<D> {
+    let doc = D::from_files(files).map_err(|e| e.within(location))?;
+    let problems = doc.problems();
+    if !problems.is_empty() {
+        return Err(RotateError::Document(crate::DocumentError::Inconsistent {
+            location: location.to_string(),
+            problems,
+        }));
+    }
+    Ok(doc)
+}
+
 /// What a driver accepts as the key of a document of kind `D`: a
 /// [`DocumentKey<D>`] (checked by the compiler), or a plain store key.
 pub trait KeyOf<D> {

@@ -93,8 +93,11 @@ impl LeafKind {
     }
 }
 
-/// What a leaf should look like.
+/// What a leaf should look like. A stored request with a field this build
+/// does not know is refused rather than read without it: a misspelt
+/// `ip_addresses` would otherwise re-issue the leaf without its addresses.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LeafRequest {
     /// Server, client or both.
     pub kind: LeafKind,
@@ -119,7 +122,12 @@ impl LeafRequest {
         }
     }
 
-    /// Checks that the request names something and has a positive lifetime.
+    /// Checks everything about the request that issuing it would refuse:
+    /// it names something, each DNS name is one a leaf may carry
+    /// ([`check_leaf_dns_name`]), its common name fits, and its lifetime is
+    /// positive. `pki issue` runs it on what it is asked, and reading a
+    /// stored request runs it on what was stored, so a store never holds a
+    /// request that every later step would fail to issue.
     pub fn validate(&self) -> Result<()> {
         if self.dns_names.is_empty() && self.ip_addresses.is_empty() {
             return Err(pki_core::Error::Issuance {
@@ -130,6 +138,7 @@ impl LeafRequest {
         for name in &self.dns_names {
             check_leaf_dns_name(name)?;
         }
+        pki_core::common_name_to_name(&self.common_name())?;
         if self.lifetime <= Duration::ZERO {
             return Err(pki_core::Error::Issuance {
                 reason: "lifetime must be positive".into(),
@@ -172,11 +181,12 @@ impl LeafRequest {
     }
 }
 
-/// Refuses DNS names that are syntactically fine but wrong in a leaf
-/// request: a bare `*` (every host), a wildcard directly under a single
-/// label such as `*.com` (every host of a top-level domain, which no CA
-/// should certify), and an IP literal (clients match IP addresses against
-/// iPAddress names only, so such a DNS name never matches: use an IP name).
+/// Refuses DNS names that are wrong in a leaf request: a bare `*` (every
+/// host), a wildcard directly under a single label such as `*.com` (every
+/// host of a top-level domain, which no CA should certify), an IP literal
+/// (clients match IP addresses against iPAddress names only, so such a DNS
+/// name never matches: use an IP name), and any name a certificate cannot
+/// carry ([`pki_core::check_dns_name`]).
 pub fn check_leaf_dns_name(name: &str) -> Result<()> {
     let refuse = |why: &str| -> Result<()> {
         Err(pki_core::Error::Issuance {
@@ -207,7 +217,7 @@ pub fn check_leaf_dns_name(name: &str) -> Result<()> {
             "it contains a control character or an invisible one (a bidi override, a zero-width space)",
         );
     }
-    Ok(())
+    Ok(pki_core::check_dns_name(name)?)
 }
 
 /// Why a leaf is (re-)issued.

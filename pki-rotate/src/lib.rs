@@ -66,7 +66,7 @@ pub use credential::{
 };
 pub use document::{
     Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, SecretData, files_from_secret_data,
-    files_to_secret_data, is_secret_data_key, secret_data_key, validate_path,
+    files_to_secret_data, is_secret_data_key, read_checked, secret_data_key, validate_path,
 };
 pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, IdleStep, Step, Stepped};
 pub use engine::{Engine, Outcome};

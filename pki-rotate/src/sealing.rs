@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 mod store;
+mod witness;
 pub use store::{SealedStore, SealingKeys};
 
 /// Every sealed value starts with these bytes.

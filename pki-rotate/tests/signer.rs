@@ -446,6 +446,41 @@ fn leaf_requests_live_in_files_of_their_own_and_inside_the_secret_state() {
     assert!(read.leaves["api"].issued.is_none());
 }
 
+/// The one-blob forms keep the requests inside the document: each is
+/// checked when read as a request file is, and refused naming its leaf.
+#[test]
+fn a_stored_request_issue_would_refuse_is_refused_in_the_json_and_secret_forms() {
+    let s = signer();
+    let json = String::from_utf8(s.to_json().unwrap().to_vec()).unwrap();
+    let zero = json.replacen("\"lifetime\": \"365d\"", "\"lifetime\": \"0s\"", 1);
+    assert_ne!(zero, json);
+    let err = SignerState::from_json(zero.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("leaves.web") && err.contains("lifetime must be positive"),
+        "{err}"
+    );
+    let misspelt = json.replacen("\"ip_addresses\"", "\"ip_adresses\"", 1);
+    let err = SignerState::from_json(misspelt.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `ip_adresses`"), "{err}");
+
+    let mut data = s.to_secret_data().unwrap();
+    let state = String::from_utf8(data["pki-state.json"].to_vec()).unwrap();
+    let nameless = state.replacen("\"web.ns.svc\"", "", 1);
+    assert_ne!(nameless, state);
+    data.insert("pki-state.json".into(), nameless.into_bytes().into());
+    let err = SignerState::from_secret_data(&data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("leaves.web") && err.contains("at least one DNS name"),
+        "{err}"
+    );
+}
+
 #[test]
 fn json_state_roundtrips_and_unknown_version_is_refused() {
     let s = signer();

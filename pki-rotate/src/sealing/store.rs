@@ -1,13 +1,14 @@
 //! [`SealedStore`]: any store, with every document's private files sealed
 //! before they reach it.
 
-use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error};
+use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error, witness};
 use crate::document::{Document, File, Files};
 use crate::error::Result;
 use crate::store::{AsyncStore, Changes, Revision, Store, Summary};
 use rand_core::CryptoRng;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The keys a [`SealedStore`] works with: the one it seals with (None:
 /// nothing is sealed, and a store holding sealed values is refused when
@@ -94,13 +95,24 @@ fn kind_of(key: &str) -> Option<KindOf> {
 /// Reading a sealed value without its key fails with one line
 /// ([`StoreError::Sealing`](crate::StoreError::Sealing)) before anything
 /// is decided, so nothing is written. Clear private values are read as they
-/// are (a store from before sealing) and sealed at the next write.
+/// are (a store from before sealing) and sealed at the next write. With
+/// [`SealedStore::check_key_against`], a wrong or missing key is refused
+/// that way before anything else too, even where the document read holds
+/// nothing sealed.
 pub struct SealedStore<S, R> {
     inner: S,
     keys: SealingKeys,
     published_in_clear: bool,
     rng: Mutex<R>,
     neighbours: Vec<String>,
+    /// The documents whose sealed values say which key the store is
+    /// sealed under ([`SealedStore::check_key_against`]).
+    witnesses: Vec<String>,
+    /// Reads go on without a key ([`SealedStore::reading_public_without_key`]).
+    public_reads: bool,
+    /// The keys opened a sealed value of the store, or the witnesses hold
+    /// none: nothing is left to check.
+    key_checked: AtomicBool,
 }
 
 impl<S, R> std::fmt::Debug for SealedStore<S, R> {
@@ -123,7 +135,33 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
             published_in_clear,
             rng: Mutex::new(rng),
             neighbours: Vec::new(),
+            witnesses: Vec::new(),
+            public_reads: false,
+            key_checked: AtomicBool::new(false),
         }
+    }
+
+    /// Documents whose sealed values tell which store key the store is
+    /// sealed under. Before this store first acts, it opens one sealed
+    /// value of each of them that exists (a CA key; the active signing key
+    /// where it is sealed) and refuses, with one line and before anything
+    /// is written, keys that do not open it, or none: so a command whose
+    /// own document holds nothing sealed (a key ring in a directory store,
+    /// whose one private file consumers read in clear) refuses a wrong or
+    /// missing key as every other command does. A read of a document that
+    /// holds sealed values opens them, which checks the key by itself.
+    pub fn check_key_against(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.witnesses = keys.into_iter().collect();
+        self
+    }
+
+    /// Reads need no key: for a command that only reports on public
+    /// material (a key ring's status), as consumers read public files
+    /// without one. A key that is not the store's is still refused, and so
+    /// is every write without the key and every sealed value read without it.
+    pub fn reading_public_without_key(mut self) -> Self {
+        self.public_reads = true;
+        self
     }
 
     /// Documents a new one must agree with: before a document is created,
@@ -225,6 +263,51 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
         Ok(out)
     }
 
+    /// Whether the keys still have to be checked against the witnesses
+    /// before a read (`write` false) or a write.
+    fn key_check_due(&self, write: bool) -> bool {
+        !self.witnesses.is_empty()
+            && !self.key_checked.load(Ordering::Acquire)
+            && (write || !self.public_reads || !self.keys.open_with.is_empty())
+    }
+
+    /// Opens the first sealed secret file of `files` (of the document at
+    /// `key`) with the keys: whether there was one. A wrong or missing key
+    /// is the error [`open`] gives.
+    fn opens_a_witness(&self, key: &str, files: &Files) -> Result<bool> {
+        let Some((path, file)) = files
+            .iter()
+            .find(|(_, f)| f.secret && is_sealed(&f.contents))
+        else {
+            return Ok(false);
+        };
+        let binding = Binding {
+            kind: kind_of(key).map_or("", |k| k.kind),
+            key,
+            path,
+        };
+        open(&self.keys.open_with, binding, &file.contents)?;
+        Ok(true)
+    }
+
+    /// The document at `key` as read, opened: a sealed value among its
+    /// files that opens checks the keys.
+    fn opened(
+        &self,
+        key: &str,
+        read: Option<(Files, Revision)>,
+    ) -> Result<Option<(Files, Revision)>> {
+        let Some((files, revision)) = read else {
+            return Ok(None);
+        };
+        let sealed = files.iter().any(|(_, f)| is_sealed(&f.contents));
+        let files = self.open_files(key, files)?;
+        if sealed {
+            self.key_checked.store(true, Ordering::Release);
+        }
+        Ok(Some((files, revision)))
+    }
+
     /// Whether the files as stored are exactly as this store would write
     /// them now: every private file sealed under the sealing key (or in
     /// clear where it stays clear), or everything clear without a key.
@@ -244,6 +327,45 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
 }
 
 impl<S: Store, R: CryptoRng> SealedStore<S, R> {
+    /// Refuses keys that do not open a sealed value of each witness but
+    /// `skip` (the document just read), when a check is still due.
+    fn check_key(&self, skip: Option<&str>, write: bool) -> Result<()> {
+        if !self.key_check_due(write) {
+            return Ok(());
+        }
+        for key in self.witnesses.iter().filter(|k| Some(k.as_str()) != skip) {
+            let mut paths = witness::next_paths(key, None);
+            while !paths.is_empty() {
+                let Some((files, _)) = self.inner.get_paths(key, &paths)? else {
+                    break;
+                };
+                if self.opens_a_witness(key, &files)? {
+                    break;
+                }
+                paths = witness::next_paths(key, Some(&files));
+            }
+        }
+        self.key_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// [`SealedStore::opened`], then the witnesses checked, but for `key`
+    /// when the read of its `paths` (None: all) held every file that could
+    /// tell ([`witness::told_all`]).
+    fn read_checked(
+        &self,
+        key: &str,
+        read: Option<(Files, Revision)>,
+        paths: Option<&BTreeSet<String>>,
+    ) -> Result<Option<(Files, Revision)>> {
+        let read = self.opened(key, read)?;
+        let skip = read
+            .as_ref()
+            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        self.check_key(skip.then_some(key), false)?;
+        Ok(read)
+    }
+
     /// Rewrites the document at `key` so that every private file is
     /// sealed under the sealing key (opening it with any key given),
     /// through the store's compare-and-swap; a conflict reads again.
@@ -274,10 +396,8 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
     }
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
-        match self.inner.get(key)? {
-            None => Ok(None),
-            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
-        }
+        let read = self.inner.get(key)?;
+        self.read_checked(key, read, None)
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
@@ -296,6 +416,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         files: &Files,
         summary: Option<&Summary>,
     ) -> Result<Revision> {
+        self.check_key(None, true)?;
         if expected.is_none() {
             for other in self.neighbours.iter().filter(|k| *k != key) {
                 if let Some((stored, _)) = self.inner.get(other)? {
@@ -307,10 +428,8 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         self.inner.put_with_summary(key, expected, &sealed, summary)
     }
     fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
-        match self.inner.get_paths(key, paths)? {
-            None => Ok(None),
-            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
-        }
+        let read = self.inner.get_paths(key, paths)?;
+        self.read_checked(key, read, Some(paths))
     }
 
     fn put_changes(
@@ -320,6 +439,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         changes: &Changes,
         summary: Option<&Summary>,
     ) -> Result<Revision> {
+        self.check_key(None, true)?;
         let sealed = self.seal_changes(key, changes)?;
         self.inner.put_changes(key, expected, &sealed, summary)
     }
@@ -332,19 +452,56 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
     }
 }
 
+impl<S: AsyncStore, R: CryptoRng + Send> SealedStore<S, R> {
+    /// [`SealedStore::check_key`] over an asynchronous store.
+    async fn check_key_async(&self, skip: Option<&str>, write: bool) -> Result<()> {
+        if !self.key_check_due(write) {
+            return Ok(());
+        }
+        for key in self.witnesses.iter().filter(|k| Some(k.as_str()) != skip) {
+            let mut paths = witness::next_paths(key, None);
+            while !paths.is_empty() {
+                let Some((files, _)) = self.inner.get_paths(key, &paths).await? else {
+                    break;
+                };
+                if self.opens_a_witness(key, &files)? {
+                    break;
+                }
+                paths = witness::next_paths(key, Some(&files));
+            }
+        }
+        self.key_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// [`SealedStore::read_checked`] over an asynchronous store.
+    async fn read_checked_async(
+        &self,
+        key: &str,
+        read: Option<(Files, Revision)>,
+        paths: Option<&BTreeSet<String>>,
+    ) -> Result<Option<(Files, Revision)>> {
+        let read = self.opened(key, read)?;
+        let skip = read
+            .as_ref()
+            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        self.check_key_async(skip.then_some(key), false).await?;
+        Ok(read)
+    }
+}
+
 impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
     fn location(&self) -> String {
         self.inner.location()
     }
 
     async fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
-        match self.inner.get(key).await? {
-            None => Ok(None),
-            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
-        }
+        let read = self.inner.get(key).await?;
+        self.read_checked_async(key, read, None).await
     }
 
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
+        self.check_key_async(None, true).await?;
         let sealed = self.seal_files(key, files)?;
         self.inner.put(key, expected, &sealed).await
     }
@@ -360,6 +517,7 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         files: &Files,
         summary: Option<&Summary>,
     ) -> Result<Revision> {
+        self.check_key_async(None, true).await?;
         let sealed = self.seal_files(key, files)?;
         self.inner
             .put_with_summary(key, expected, &sealed, summary)
@@ -371,10 +529,8 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         key: &str,
         paths: &BTreeSet<String>,
     ) -> Result<Option<(Files, Revision)>> {
-        match self.inner.get_paths(key, paths).await? {
-            None => Ok(None),
-            Some((files, revision)) => Ok(Some((self.open_files(key, files)?, revision))),
-        }
+        let read = self.inner.get_paths(key, paths).await?;
+        self.read_checked_async(key, read, Some(paths)).await
     }
 
     async fn put_changes(
@@ -384,6 +540,7 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         changes: &Changes,
         summary: Option<&Summary>,
     ) -> Result<Revision> {
+        self.check_key_async(None, true).await?;
         let sealed = self.seal_changes(key, changes)?;
         self.inner
             .put_changes(key, expected, &sealed, summary)

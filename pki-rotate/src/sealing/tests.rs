@@ -271,3 +271,59 @@ fn a_create_beside_sealed_documents_needs_their_key() {
         .check_creates_against(neighbours());
     same.put("keys", None, &Files::new()).unwrap();
 }
+
+#[test]
+fn a_store_checked_against_its_sealed_documents_refuses_another_key_even_where_nothing_is_sealed() {
+    let raw = MemoryStore::new();
+    let sealed = SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), false);
+    Driver::new(&sealed)
+        .create::<SignerEngine>("signer", &signer())
+        .unwrap();
+    // A document with nothing sealed in it.
+    let revision = raw.put("keys", None, &Files::new()).unwrap();
+    let witnesses = || vec!["signer".to_string(), "keys".to_string()];
+    let store = |keys: SealingKeys| {
+        SealedStore::new(&raw, keys, rng(), false).check_key_against(witnesses())
+    };
+    for keys in [SealingKeys::none(), SealingKeys::single(key(2))] {
+        let err = store(keys.clone()).get("keys").unwrap_err();
+        assert!(sealing_reason(err).contains("sealed"));
+        let err = store(keys.clone())
+            .put("keys", Some(&revision), &Files::new())
+            .unwrap_err();
+        sealing_reason(err);
+        let err = store(keys.clone())
+            .get_paths("keys", &Default::default())
+            .unwrap_err();
+        sealing_reason(err);
+    }
+    assert_eq!(
+        raw.get("keys").unwrap().unwrap().1,
+        revision,
+        "nothing written"
+    );
+    // A read of some of a witness's files that holds none of its sealed
+    // ones checks it still.
+    let state = std::collections::BTreeSet::from(["pki-state.json".to_string()]);
+    let err = store(SealingKeys::single(key(2)))
+        .get_paths("signer", &state)
+        .unwrap_err();
+    assert!(sealing_reason(err).contains("not under the store key given"));
+    // Reads of public material need no key, but not another key.
+    let public = store(SealingKeys::none()).reading_public_without_key();
+    assert!(public.get("keys").unwrap().is_some());
+    sealing_reason(
+        public
+            .put("keys", Some(&revision), &Files::new())
+            .unwrap_err(),
+    );
+    let other = store(SealingKeys::single(key(2))).reading_public_without_key();
+    sealing_reason(other.get("keys").unwrap_err());
+    // The store's key acts; without the check, another key reads a
+    // document with nothing sealed as before.
+    let right = store(SealingKeys::single(key(1)));
+    assert!(right.get("keys").unwrap().is_some());
+    right.put("keys", Some(&revision), &Files::new()).unwrap();
+    let unchecked = SealedStore::new(&raw, SealingKeys::single(key(2)), rng(), false);
+    assert!(unchecked.get("keys").unwrap().is_some());
+}

@@ -31,7 +31,7 @@ use crate::document::{Document as DocumentForm, Envelope, File, Files, SecretDat
 use crate::error::{Result, RotateError};
 use crate::leaf::IssuedLeaf;
 use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use time::Duration;
 
 /// The format version this build writes and reads.
@@ -87,6 +87,32 @@ struct LeafDoc {
 
 fn ca_path(ca: &str, slot: &str, ext: &str) -> String {
     format!("set/cas/{ca}/{slot}.{ext}")
+}
+
+/// The key files of the CAs the state file in `files` names, unless
+/// `files` already holds a CA file (then they were read): what a sealing
+/// store reads to learn which store key the set is sealed under. Empty
+/// when `files` has no readable state.
+pub(crate) fn ca_key_paths(files: &Files) -> BTreeSet<String> {
+    /// The CA names alone, whatever else the state holds.
+    #[derive(serde::Deserialize)]
+    struct Names {
+        cas: BTreeMap<String, serde::de::IgnoredAny>,
+    }
+    if files.iter().any(|(path, _)| path.starts_with("set/cas/")) {
+        return BTreeSet::new();
+    }
+    files
+        .get(STATE_FILE)
+        .and_then(|state| serde_json::from_slice::<Names>(state).ok())
+        .map(|names| {
+            names
+                .cas
+                .keys()
+                .map(|ca| ca_path(ca, "ca", "key"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn put_chain(files: &mut Files, ca: &str, slot: &str, chain: &[Certificate]) -> Result<()> {

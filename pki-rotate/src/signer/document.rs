@@ -59,7 +59,7 @@
 use crate::document::{Document as DocumentForm, Envelope, File, Files, Idle, SecretData};
 use crate::error::{Result, RotateError};
 use crate::external::{ExternalCa, ExternalRecord};
-use crate::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
+use crate::leaf::{IssuedLeaf, Leaf, LeafRequest};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
 use crate::uptake::{ConsumerRecord, PublishedBundle};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
@@ -70,7 +70,10 @@ mod part;
 mod requests;
 mod secret;
 
-use requests::{Wanted, leaf_of_request_path, parse_files_document, request_file, state_json};
+use requests::{
+    Wanted, check_stored_request, leaf_of_request_path, parse_files_document, request_file,
+    state_json,
+};
 
 pub use secret::{files_from_secret_data, secret_data_from_files};
 
@@ -218,8 +221,8 @@ struct LeafMaterial {
 }
 
 /// Reads the document, checking kind and version first and migrating
-/// version 1; then checks the policy and the leaf names. `version` stays
-/// the one read.
+/// version 1; then checks the policy and each leaf's name and request.
+/// `version` stays the one read.
 fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
     let envelope = Envelope::probe(location, bytes)?;
     envelope.check(location, KIND, VERSION, |v| v == 1)?;
@@ -232,8 +235,8 @@ fn parse_document(location: &str, bytes: &[u8]) -> Result<Document> {
     doc.policy
         .validate()
         .map_err(|e| RotateError::corrupt(format!("{location}: policy"), e))?;
-    for name in doc.leaves.keys() {
-        validate_leaf_name(name)?;
+    for (name, request) in &doc.leaves {
+        check_stored_request(&format!("{location}: leaves.{name}"), name, request)?;
     }
     Ok(doc)
 }

@@ -39,9 +39,9 @@ pub(super) fn parse_files_document(files: &Files, wanted: Wanted<'_>) -> Result<
         ));
     }
     let mut read = |name: &str, path: &str, bytes: &[u8]| -> Result<()> {
-        validate_leaf_name(name)?;
         let request: LeafRequest =
             serde_json::from_slice(bytes).map_err(|e| RotateError::json(path, e))?;
+        check_stored_request(path, name, &request)?;
         doc.leaves.insert(name.to_string(), request);
         Ok(())
     };
@@ -63,6 +63,23 @@ pub(super) fn parse_files_document(files: &Files, wanted: Wanted<'_>) -> Result<
         }
     }
     Ok(doc)
+}
+
+/// Refuses a stored request of the leaf `name`, read at `location`, exactly
+/// when `pki issue` would refuse it: with the same checks (the leaf's name,
+/// then [`LeafRequest::validate`]), so that a request no step could issue
+/// fails the read that finds it, naming where, instead of every rotation
+/// after it. A bad name keeps its own error (it names the leaf, and the C
+/// ABI gives it its own result code).
+pub(super) fn check_stored_request(
+    location: &str,
+    name: &str,
+    request: &LeafRequest,
+) -> Result<()> {
+    validate_leaf_name(name)?;
+    request
+        .validate()
+        .map_err(|e| RotateError::corrupt(location, format!("leaf request refused: {e}")))
 }
 
 /// Which leaves a read of the files form decodes.
