@@ -158,7 +158,11 @@ impl<S: Store> Steps<'_, S> {
             .arg(pki_core::datetime::rfc3339(now()))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         black_box(out);
     }
 

@@ -152,7 +152,12 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
         // to confirm the summary): the same four reads whatever the leaves.
         assert_eq!(
             *reads.lock().unwrap(),
-            ["read head", "read head", "read named entries 1", "read blobs 1"]
+            [
+                "read head",
+                "read head",
+                "read named entries 1",
+                "read blobs 1"
+            ]
         );
         let full = driver
             .step::<SignerEngine, _>(KEY, &SignerInput::default(), later, &mut rng(4))

@@ -258,14 +258,22 @@ impl<D> std::fmt::Display for DocumentKey<D> {
 /// first, so that it publishes nothing the other commands refuse.
 pub fn read_checked<D: Document>(location: &str, files: &Files) -> Result<D> {
     let doc = D::from_files(files).map_err(|e| e.within(location))?;
-    let problems = doc.problems();
-    if !problems.is_empty() {
-        return Err(RotateError::Document(crate::DocumentError::Inconsistent {
-            location: location.to_string(),
-            problems,
-        }));
-    }
+    refuse_problems(&doc, location)?;
     Ok(doc)
+}
+
+/// Refuses a document whose parts do not belong together
+/// ([`Document::problems`]), naming where it was read: nothing is decided
+/// over it.
+pub(crate) fn refuse_problems<D: Document>(doc: &D, location: &str) -> Result<()> {
+    let problems = doc.problems();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(RotateError::Document(crate::DocumentError::Inconsistent {
+        location: location.to_string(),
+        problems,
+    }))
 }
 
 /// What a driver accepts as the key of a document of kind `D`: a

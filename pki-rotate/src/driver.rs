@@ -130,13 +130,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Round<E::Document, E::Event>> {
-        let problems = doc.problems();
-        if !problems.is_empty() {
-            return Err(RotateError::Document(crate::DocumentError::Inconsistent {
-                location: location.to_string(),
-                problems,
-            }));
-        }
+        crate::document::refuse_problems(&doc, location)?;
         match &self.first_read {
             // A retry: the document changed under the caller; let the
             // engine see what the concurrent writer already did.

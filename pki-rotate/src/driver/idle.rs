@@ -24,7 +24,7 @@
 use super::{IdleStep, describe};
 use crate::document::{Document, Files, Idle};
 use crate::engine::Engine;
-use crate::error::{Result, RotateError};
+use crate::error::Result;
 use crate::store::{Revision, Summary};
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
@@ -70,13 +70,7 @@ impl Promise {
         let location = describe(store_location, key);
         let doc =
             E::Document::from_part(&files, &BTreeSet::new()).map_err(|e| e.within(&location))?;
-        let problems = doc.problems();
-        if !problems.is_empty() {
-            return Err(RotateError::Document(crate::DocumentError::Inconsistent {
-                location,
-                problems,
-            }));
-        }
+        crate::document::refuse_problems(&doc, &location)?;
         let Some(own) = doc.idle(self.idle.since) else {
             return Ok(None);
         };

@@ -6,7 +6,7 @@
 use super::{Step, describe, written};
 use crate::document::{Document, Files, Idle};
 use crate::engine::Engine;
-use crate::error::{Result, RotateError};
+use crate::error::Result;
 use crate::store::{Changes, Revision, Summary};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
@@ -96,13 +96,7 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     }
     let location = describe(store_location, key);
     let doc = E::Document::from_part(&files, &part.names).map_err(|e| e.within(&location))?;
-    let problems = doc.problems();
-    if !problems.is_empty() {
-        return Err(RotateError::Document(crate::DocumentError::Inconsistent {
-            location,
-            problems,
-        }));
-    }
+    crate::document::refuse_problems(&doc, &location)?;
     let outcome = E::step(&doc, input, now, rng)?;
     // The members outside the part are due no earlier than the promise's
     // end: waking then is early at worst, and a step then is a whole one.
