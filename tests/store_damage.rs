@@ -16,6 +16,7 @@
 mod support;
 
 use sha2::{Digest, Sha256};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
@@ -61,16 +62,51 @@ fn other_store() -> &'static Path {
     T.get_or_init(|| made("other", "other-ca"))
 }
 
-/// A copy of the template (links between its generation and its spare,
-/// and its directories' times, kept).
+/// A copy of the template whose files are the template's very files (hard
+/// links: the same inodes, so the identities each commit recorded still
+/// hold and the checks' fast paths are the ones exercised), in directories
+/// of its own with the template's times. pki never writes a committed file
+/// in place; the lock file it does write gets a file of its own, and a
+/// damage in place first gives the damaged file one (see `unshare`).
 fn copy(into: &Path) -> PathBuf {
     let dir = into.join("store");
     let status = std::process::Command::new("cp")
-        .args(["-a", template().to_str().unwrap(), dir.to_str().unwrap()])
+        .args(["-al", template().to_str().unwrap(), dir.to_str().unwrap()])
         .status()
         .unwrap();
     assert!(status.success());
+    let lock = dir.join(".lock");
+    let bytes = std::fs::read(&lock).unwrap();
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::write(&lock, bytes).unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o600)).unwrap();
     dir
+}
+
+/// Replaces the file at `path` (the copy's entry only, never the
+/// template's file it is a link to).
+fn replace_file(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("replace-tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Gives the file at `target` in `store` (live and spare, which share it)
+/// an inode of the copy's own, before it is written in place.
+fn unshare(store: &Path, target: &str) {
+    let live = generation(store, false).join(target);
+    let spare = generation(store, true).join(target);
+    let shared = std::fs::metadata(&spare)
+        .is_ok_and(|m| m.ino() == std::fs::metadata(&live).map(|l| l.ino()).unwrap_or(0));
+    let meta = std::fs::metadata(&live).unwrap();
+    let tmp = live.with_extension("unshare-tmp");
+    std::fs::copy(&live, &tmp).unwrap();
+    std::fs::set_permissions(&tmp, meta.permissions()).unwrap();
+    std::fs::rename(&tmp, &live).unwrap();
+    if shared {
+        std::fs::remove_file(&spare).unwrap();
+        std::fs::hard_link(&live, &spare).unwrap();
+    }
 }
 
 /// The shard of the manifest that lists `path`, and its identity records.
@@ -214,6 +250,9 @@ fn case(target: &str, spare: bool, how: Damage, command: usize) -> Result<(), St
         return Ok(());
     }
     let other = generation(other_store(), false).join(target);
+    if how.in_place() {
+        unshare(&store, target);
+    }
     damage(&path, &other, how);
     let args = commands(d).swap_remove(command);
     let o = run(&args);
@@ -295,6 +334,8 @@ fn no_damage_to_any_file_is_reported_healthy_published_or_carried_from_the_spare
         }
     });
     let failures = failures.into_inner().unwrap();
+    // The copies shared the template's files: none was changed through them.
+    assert!(whole_read_ok(template().to_str().unwrap()));
     assert!(
         failures.is_empty(),
         "{} of {} cases:\n{}",
@@ -322,7 +363,7 @@ fn a_summary_moved_ahead_in_the_index_is_not_believed() {
     let mut promise: serde_json::Value = serde_json::from_str(&summary).unwrap();
     promise["until"] = "2099-01-01T00:00:00Z".into();
     json["keys"]["signer"]["summary"] = promise.to_string().into();
-    std::fs::write(&index, serde_json::to_vec(&json).unwrap()).unwrap();
+    replace_file(&index, &serde_json::to_vec(&json).unwrap());
     // Four months after the CA (and so every leaf) expired.
     let late = "2028-07-01T00:00:00Z";
     let o = pki(&["status", d, "--check", "--now", late]);
@@ -373,7 +414,7 @@ fn a_live_shard_edited_with_its_digest_never_leaves_a_manifest_disagreeing_with_
         &hex::encode(Sha256::digest(&old)),
         &hex::encode(Sha256::digest(&new)),
     );
-    std::fs::write(&top_path, top).unwrap();
+    replace_file(&top_path, top.as_bytes());
     let o = pki(&["issue", d, "d", "--dns", "d.ns.svc", "--now", T1]);
     if o.status.success() {
         let now = generation(&store, false);

@@ -1,6 +1,8 @@
-//! A directory store's manifest (`.manifest.json`), index (`.index.json`)
-//! and manifest shards (`.manifest/XX.json`) from arbitrary bytes, read
-//! through the store as a controller and the CLI read it.
+//! A directory store's manifest (`.manifest.json`), index (`.index.json`),
+//! manifest shards (`.manifest/XX.json`) and their identity records
+//! (`.manifest/XX.ids`, a part that starts `pki-identities`) from
+//! arbitrary bytes, read through the store as a controller and the CLI
+//! read it, and checked as `status --check` checks it.
 //!
 //! Input framing (`pki_fuzz::split_fs_input`): NUL-separated parts, the
 //! manifest, the index, then shards (a bucket byte, then the shard); an
@@ -17,7 +19,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pki_fuzz::{INDEX, KEY, LEAVES, MANIFEST, fs_fixture, shard_path, split_fs_input};
+use pki_fuzz::{INDEX, KEY, LEAVES, MANIFEST, fs_fixture, part_path, split_fs_input};
 use pki_rotate::{Driver, FsStore, SignerEngine, Store};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -61,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         undo.put(fixture.generation.join(INDEX), index);
     }
     for (bucket, bytes) in shards.into_iter().take(8) {
-        undo.put(shard_path(&fixture.generation, bucket), bytes);
+        undo.put(part_path(&fixture.generation, bucket, bytes), bytes);
     }
 
     let store = match FsStore::open(&fixture.root) {
@@ -106,6 +108,10 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => said(&e),
     }
     if let Err(e) = store.get_summary(KEY) {
+        said(&e);
+    }
+    // `status --check`'s look at every file, through the records.
+    if let Err(e) = store.verify(KEY) {
         said(&e);
     }
     let driver = Driver::new(&store);

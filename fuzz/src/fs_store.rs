@@ -91,3 +91,16 @@ pub fn shard_path(generation: &Path, bucket: u8) -> PathBuf {
         .join(".manifest")
         .join(format!("{bucket:02x}.json"))
 }
+
+/// Where a shard part of the input goes: the identity records of shard
+/// `bucket` when its bytes start as records do (`pki-identities`), else
+/// the shard itself.
+pub fn part_path(generation: &Path, bucket: u8, bytes: &[u8]) -> PathBuf {
+    if bytes.starts_with(b"pki-identities") {
+        generation
+            .join(".manifest")
+            .join(format!("{bucket:02x}.ids"))
+    } else {
+        shard_path(generation, bucket)
+    }
+}

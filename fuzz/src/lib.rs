@@ -28,7 +28,7 @@ pub use framing::{
     split_document_input, split_state_input,
 };
 pub use fs_store::{
-    FsFixture, INDEX, KEY, LEAVES, MANIFEST, fs_fixture, shard_path, split_fs_input,
+    FsFixture, INDEX, KEY, LEAVES, MANIFEST, fs_fixture, part_path, shard_path, split_fs_input,
 };
 pub use pool::{Pool, PoolCert, pool};
 

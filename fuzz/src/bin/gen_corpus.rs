@@ -350,8 +350,11 @@ fn fs_manifests(out: &mut Out) {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
+            // Shards (`XX.json`) and their identity records (`XX.ids`, whose
+            // first bytes tell the target where they go).
             let name = e.file_name().to_string_lossy().into_owned();
-            let bucket = u8::from_str_radix(name.trim_end_matches(".json"), 16).unwrap();
+            let bucket = name.split('.').next().unwrap();
+            let bucket = u8::from_str_radix(bucket, 16).unwrap();
             (bucket, std::fs::read(e.path()).unwrap())
         })
         .collect();

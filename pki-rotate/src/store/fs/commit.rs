@@ -296,7 +296,8 @@ impl FsStore {
                 .collect::<Result<Vec<_>>>()?;
             let path = dir.join(records_path(bucket));
             self.step(&format!("write {}", records_path(bucket)))?;
-            write_unsynced(&path, &File::public(encode(sha256, &records)))?;
+            let shard = Identity::at(&dir.join(shard_path(bucket)))?;
+            write_unsynced(&path, &File::public(encode(sha256, shard, &records)))?;
             written.push(path);
         }
         Ok(written)

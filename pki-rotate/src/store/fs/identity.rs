@@ -8,12 +8,14 @@
 //!
 //! ```text
 //! pki-identities 1 <SHA-256 of the shard> <SHA-256 of the lines below>
+//! <inode> <size> <mtime seconds> <mtime nanoseconds> - <the shard itself>
 //! <inode> <size> <mtime seconds> <mtime nanoseconds> <key> <path>
 //! …
 //! ```
 //!
-//! The records are bound to the very shard they describe, and to their own
-//! lines, so records left from another shard, copied from another store,
+//! The shard's own identity comes first, so that the shard too is looked
+//! at rather than read. The records are bound to the very shard they
+//! describe, and to their own lines, so records left from another shard, copied from another store,
 //! cut short or garbled are not believed: the files of that shard are then
 //! read and hashed, as a whole read would. A file written in place changes
 //! its modification time (and mostly its size); a file replaced is another
@@ -71,20 +73,34 @@ pub(super) struct Record {
     pub(super) identity: Identity,
 }
 
-/// The records file of the shard whose JSON has SHA-256 `shard_sha256`.
-pub(super) fn encode(shard_sha256: &str, records: &[Record]) -> Vec<u8> {
-    let mut body = String::with_capacity(records.len() * 64);
+/// The key written on the shard's own line: no store key is `-`.
+const SHARD_KEY: &str = "-";
+
+/// A shard's records as read: the shard's own identity and its files'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Records {
+    pub(super) shard: Identity,
+    pub(super) files: Vec<Record>,
+}
+
+/// One line of a records file.
+fn line(identity: Identity, key: &str, path: &str) -> String {
+    let Identity {
+        ino,
+        size,
+        mtime,
+        mtime_nsec,
+    } = identity;
+    format!("{ino} {size} {mtime} {mtime_nsec} {key} {path}\n")
+}
+
+/// The records file of the shard whose JSON has SHA-256 `shard_sha256`
+/// and whose file on disk is `shard`.
+pub(super) fn encode(shard_sha256: &str, shard: Identity, records: &[Record]) -> Vec<u8> {
+    let mut body = String::with_capacity((records.len() + 1) * 64);
+    body.push_str(&line(shard, SHARD_KEY, "shard"));
     for r in records {
-        let Identity {
-            ino,
-            size,
-            mtime,
-            mtime_nsec,
-        } = r.identity;
-        body.push_str(&format!(
-            "{ino} {size} {mtime} {mtime_nsec} {} {}\n",
-            r.key, r.path
-        ));
+        body.push_str(&line(r.identity, &r.key, &r.path));
     }
     let body_sha256 = hex::encode(Sha256::digest(body.as_bytes()));
     format!("{MAGIC} {shard_sha256} {body_sha256}\n{body}").into_bytes()
@@ -93,7 +109,7 @@ pub(super) fn encode(shard_sha256: &str, records: &[Record]) -> Vec<u8> {
 /// The records of `bytes` when they describe the shard with SHA-256
 /// `shard_sha256` and are whole; None otherwise (the caller reads the
 /// shard's files instead). Only the records of `key` are kept.
-pub(super) fn decode(bytes: &[u8], shard_sha256: &str, key: Option<&str>) -> Option<Vec<Record>> {
+pub(super) fn decode(bytes: &[u8], shard_sha256: &str, key: Option<&str>) -> Option<Records> {
     let text = std::str::from_utf8(bytes).ok()?;
     let (header, body) = text.split_once('\n')?;
     let rest = header.strip_prefix(MAGIC)?.strip_prefix(' ')?;
@@ -101,30 +117,42 @@ pub(super) fn decode(bytes: &[u8], shard_sha256: &str, key: Option<&str>) -> Opt
     if shard != shard_sha256 || hex::encode(Sha256::digest(body.as_bytes())) != body_sha256 {
         return None;
     }
-    let mut records = Vec::new();
-    for line in body.lines() {
-        let mut words = line.split(' ');
-        let mut number = || words.next()?.parse::<i64>().ok();
-        let (ino, size, mtime, mtime_nsec) = (number()?, number()?, number()?, number()?);
-        let (record_key, path) = (words.next()?, words.next()?);
-        if words.next().is_some() {
-            return None;
-        }
+    let mut lines = body.lines();
+    let (shard, first_key, _) = parse_line(lines.next()?)?;
+    if first_key != SHARD_KEY {
+        return None;
+    }
+    let mut files = Vec::new();
+    for line in lines {
+        let (identity, record_key, path) = parse_line(line)?;
         if key.is_some_and(|k| k != record_key) {
             continue;
         }
-        records.push(Record {
+        files.push(Record {
             key: record_key.to_string(),
             path: path.to_string(),
-            identity: Identity {
-                ino: u64::try_from(ino).ok()?,
-                size: u64::try_from(size).ok()?,
-                mtime,
-                mtime_nsec,
-            },
+            identity,
         });
     }
-    Some(records)
+    Some(Records { shard, files })
+}
+
+/// One line: the identity, the key and the path.
+fn parse_line(line: &str) -> Option<(Identity, &str, &str)> {
+    let mut words = line.split(' ');
+    let mut number = || words.next()?.parse::<i64>().ok();
+    let (ino, size, mtime, mtime_nsec) = (number()?, number()?, number()?, number()?);
+    let (key, path) = (words.next()?, words.next()?);
+    if words.next().is_some() {
+        return None;
+    }
+    let identity = Identity {
+        ino: u64::try_from(ino).ok()?,
+        size: u64::try_from(size).ok()?,
+        mtime,
+        mtime_nsec,
+    };
+    Some((identity, key, path))
 }
 
 #[cfg(test)]
@@ -150,11 +178,11 @@ mod tests {
             record("signer", "certs/a/tls.crt", 7),
             record("set", "x", 8),
         ];
-        let bytes = encode("ab", &records);
-        assert_eq!(
-            decode(&bytes, "ab", Some("signer")),
-            Some(vec![records[0].clone()])
-        );
+        let shard = record("-", "shard", 3).identity;
+        let bytes = encode("ab", shard, &records);
+        let read = decode(&bytes, "ab", Some("signer")).unwrap();
+        assert_eq!(read.shard, shard);
+        assert_eq!(read.files, vec![records[0].clone()]);
         assert_eq!(
             decode(&bytes, "cd", Some("signer")),
             None,
@@ -164,7 +192,12 @@ mod tests {
 
     #[test]
     fn records_cut_short_or_edited_are_not_believed() {
-        let bytes = encode("ab", &[record("signer", "a", 1), record("signer", "b", 2)]);
+        let shard = record("-", "shard", 3).identity;
+        let bytes = encode(
+            "ab",
+            shard,
+            &[record("signer", "a", 1), record("signer", "b", 2)],
+        );
         let cut = &bytes[..bytes.len() - 12];
         assert_eq!(decode(cut, "ab", Some("signer")), None);
         let edited = String::from_utf8(bytes.clone())

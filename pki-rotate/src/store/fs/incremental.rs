@@ -154,6 +154,7 @@ impl FsStore {
                 .get(bucket)
                 .and_then(|old| self.read_records(&current.dir, bucket, old, None).ok())
                 .flatten()
+                .map(|records| records.files)
                 .unwrap_or_default()
                 .into_iter()
                 .map(|r| ((r.key, r.path), r.identity))
@@ -177,7 +178,8 @@ impl FsStore {
             if fs::symlink_metadata(&path).is_ok() {
                 fs::remove_file(&path).map_err(io(&path))?;
             }
-            let file = File::public(encode(sha256, &records));
+            let shard = Identity::at(&next.join(shard_path(bucket)))?;
+            let file = File::public(encode(sha256, shard, &records));
             write_unsynced(&path, &file)?;
             out.push((relative, file));
         }

@@ -12,8 +12,8 @@
 //! files are all read and checked. A generation of a format without
 //! records is read whole.
 
-use super::identity::{Identity, Record, decode, records_path};
-use super::manifest::bucket;
+use super::identity::{Identity, Record, Records, decode, records_path};
+use super::manifest::{bucket, shard_path};
 use super::safety::{check_owner_and_mode, effective_uid, read_regular};
 use super::{FsStore, MANIFEST, MANIFEST_FORMAT};
 use crate::error::{Result, RotateError};
@@ -26,6 +26,9 @@ use std::path::Path;
 /// work (the `stat` system call dominates, about a microsecond each on a
 /// virtual machine).
 const PARALLEL_FROM: usize = 2048;
+
+/// Where the shards lie in a generation.
+const SHARDS_PREFIX: &str = ".manifest/";
 
 impl FsStore {
     /// [`crate::Store::verify`].
@@ -47,17 +50,36 @@ impl FsStore {
         if !recorded {
             return Ok(self.get(key)?.map(|(_, revision)| revision));
         }
+        // Each shard is looked at like the files it lists: its records
+        // name its identity first.
         let mut unrecorded = BTreeSet::new();
         let mut records = Vec::new();
         for (bucket, shard_sha256) in &current.top.shards {
             match self.read_records(&current.dir, bucket, shard_sha256, Some(key))? {
-                Some(found) => records.extend(found),
+                Some(found) => {
+                    records.push(Record {
+                        key: String::new(),
+                        path: shard_path(bucket),
+                        identity: found.shard,
+                    });
+                    records.extend(found.files);
+                }
                 None => {
                     unrecorded.insert(bucket.clone());
                 }
             }
         }
-        let differing = differing(&current.dir, &records)?;
+        let mut differing = differing(&current.dir, &records)?;
+        // A shard that differs is read and checked against the manifest's
+        // digest, with all its files: the records it came with vouch for
+        // nothing then.
+        differing.retain(|path| match path.strip_prefix(SHARDS_PREFIX) {
+            Some(name) => {
+                unrecorded.insert(name.trim_end_matches(".json").to_string());
+                false
+            }
+            None => true,
+        });
         self.read_and_check(key, unrecorded, &differing)?;
         Ok(Some(revision))
     }
@@ -70,7 +92,7 @@ impl FsStore {
         bucket: &str,
         shard_sha256: &str,
         key: Option<&str>,
-    ) -> Result<Option<Vec<Record>>> {
+    ) -> Result<Option<Records>> {
         let path = dir.join(records_path(bucket));
         let Ok(meta) = fs::symlink_metadata(&path) else {
             return Ok(None);
