@@ -62,12 +62,7 @@ impl AsyncEtcdStore {
     ) -> std::result::Result<PathsRead, ReadFail> {
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("reading document \"{key}\"");
-        self.read_step("read head")
-            .map_err(|f| self.backend(&doing, f))?;
-        let (at, head) = self
-            .get_head(&keys)
-            .await
-            .map_err(|f| self.backend(&doing, f))?;
+        let (at, head) = self.read_head(&keys, &doing).await?;
         let Some(head) = head else {
             return Ok(PathsRead::Found(None));
         };

@@ -42,6 +42,20 @@ impl AsyncEtcdStore {
 
     /// The head of a document (None: no document) and the revision of the
     /// answer, which every later request of a consistent read reads at.
+    /// [`AsyncEtcdStore::get_head`] as the first step of a read (the read
+    /// hook's "read head"), its failure said as `doing`.
+    pub(super) async fn read_head(
+        &self,
+        keys: &DocKeys,
+        doing: &str,
+    ) -> Result<(i64, Option<KeyValue>)> {
+        self.read_step("read head")
+            .map_err(|f| self.backend(doing, f))?;
+        self.get_head(keys)
+            .await
+            .map_err(|f| self.backend(doing, f))
+    }
+
     pub(super) async fn get_head(
         &self,
         keys: &DocKeys,
@@ -90,18 +104,13 @@ impl AsyncEtcdStore {
     async fn read(&self, key: &str) -> std::result::Result<Option<(Files, Revision)>, ReadFail> {
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("reading document \"{key}\"");
-        self.read_step("read head")
-            .map_err(|f| self.backend(&doing, f))?;
         // Every blob the head references exists at the revision of this
         // answer (see the garbage collection rule in `put`), so the blobs
         // are read at that revision: one snapshot, whatever commits and
         // collections happen meanwhile. Not at the head's mod_revision,
         // which is the same document but may be long compacted away when
         // the document has not changed for a while.
-        let (at, head) = self
-            .get_head(&keys)
-            .await
-            .map_err(|f| self.backend(&doing, f))?;
+        let (at, head) = self.read_head(&keys, &doing).await?;
         let Some(head) = head else {
             return Ok(None);
         };

@@ -29,12 +29,7 @@ impl AsyncEtcdStore {
         validate_key(key)?;
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("checking document \"{key}\"");
-        self.read_step("read head")
-            .map_err(|f| self.backend(&doing, f))?;
-        let (at, head) = self
-            .get_head(&keys)
-            .await
-            .map_err(|f| self.backend(&doing, f))?;
+        let (at, head) = self.read_head(&keys, &doing).await?;
         let Some(head) = head else {
             return Ok(None);
         };
