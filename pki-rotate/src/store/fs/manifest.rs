@@ -15,6 +15,7 @@ use super::safety::Tree;
 use super::{LEGACY_KEY, MANIFEST_FORMAT, io};
 use crate::document::{File, Files};
 use crate::error::{Result, RotateError};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -177,21 +178,45 @@ pub(super) fn shards_of(manifest: &Manifest) -> Result<BTreeMap<String, Vec<u8>>
         .collect()
 }
 
+/// A shard as parsed, its strings borrowed from the JSON where they can be
+/// (they can always, for the paths and digests pki writes).
+type ShardRef<'a> = BTreeMap<Cow<'a, str>, BTreeMap<Cow<'a, str>, ShardFileRef<'a>>>;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardFileRef<'a> {
+    secret: bool,
+    #[serde(borrow)]
+    sha256: Cow<'a, str>,
+}
+
 /// Adds the files a shard's JSON lists to `manifest`, whose keys come from
-/// the top (a file of a key the top does not have is refused).
-pub(super) fn add_shard(manifest: &mut Manifest, bytes: &[u8], location: &Path) -> Result<()> {
-    let shard: Shard = serde_json::from_slice(bytes)
+/// the top (a file of a key the top does not have is refused); with
+/// `only`, just the files it names (a read of a few paths of a shard of a
+/// hundred and more).
+pub(super) fn add_shard(
+    manifest: &mut Manifest,
+    bytes: &[u8],
+    location: &Path,
+    only: Option<&BTreeSet<String>>,
+) -> Result<()> {
+    let shard: ShardRef<'_> = serde_json::from_slice(bytes)
         .map_err(|e| RotateError::json(location.display().to_string(), e))?;
     for (key, files) in shard {
-        let Some(entry) = manifest.keys.get_mut(&key) else {
+        let Some(entry) = manifest.keys.get_mut(key.as_ref()) else {
             return Err(RotateError::corrupt(
                 location.display().to_string(),
                 format!("lists files of \"{key}\", which the manifest does not have"),
             ));
         };
         for (path, file) in files {
-            entry.files.insert(path.clone(), file.secret);
-            entry.sha256.insert(path, file.sha256);
+            if only.is_some_and(|wanted| !wanted.contains(path.as_ref())) {
+                continue;
+            }
+            entry.files.insert(path.to_string(), file.secret);
+            entry
+                .sha256
+                .insert(path.into_owned(), file.sha256.into_owned());
         }
     }
     Ok(())

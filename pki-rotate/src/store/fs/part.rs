@@ -11,7 +11,7 @@
 //! with their committed digests: it needs no document from the caller.
 
 use super::commit::{Source, Target, next_number};
-use super::manifest::{bucket, check_disjoint};
+use super::manifest::check_disjoint;
 use super::safety::{Entry, Kind, Tree, check_owner_and_mode, digest, effective_uid};
 use super::{FsStore, lock};
 use crate::document::{File, Files};
@@ -56,9 +56,9 @@ impl FsStore {
         paths: &BTreeSet<String>,
         repair: bool,
     ) -> Result<Option<std::result::Result<(Files, Revision), Legacy>>> {
-        // Of a manifest of format 3, only the shards that list `paths`.
-        let buckets = paths.iter().map(|p| bucket(p)).collect();
-        let Some(mut current) = self.current_with(false, Some(&buckets))? else {
+        // Of a sharded manifest, only the shards that list `paths`, and of
+        // those only the files of `paths`.
+        let Some(mut current) = self.current_for_paths(paths)? else {
             return Ok(None);
         };
         if !current.tree.contains_key(super::MANIFEST) {

@@ -197,6 +197,23 @@ impl FsStore {
         walk: bool,
         buckets: Option<&BTreeSet<String>>,
     ) -> Result<Option<Current>> {
+        self.current_of(walk, buckets, None)
+    }
+
+    /// [`FsStore::current_with`] without walking, its manifest listing
+    /// only the files `paths` of the shards they fall in: what a read of
+    /// those paths needs.
+    pub(super) fn current_for_paths(&self, paths: &BTreeSet<String>) -> Result<Option<Current>> {
+        let buckets = paths.iter().map(|p| super::manifest::bucket(p)).collect();
+        self.current_of(false, Some(&buckets), Some(paths))
+    }
+
+    fn current_of(
+        &self,
+        walk: bool,
+        buckets: Option<&BTreeSet<String>>,
+        only: Option<&BTreeSet<String>>,
+    ) -> Result<Option<Current>> {
         self.check_root()?;
         let link = self.root.join(DATA_LINK);
         let meta = match fs::symlink_metadata(&link) {
@@ -245,7 +262,7 @@ impl FsStore {
         let read = read_manifest();
         let mut tree = tree;
         let (manifest, top, whole) = match read {
-            Ok(bytes) => self.parse_manifest(&dir, &bytes, &mut tree, light, buckets)?,
+            Ok(bytes) => self.parse_manifest(&dir, &bytes, &mut tree, light, (buckets, only))?,
             // Only a store written before manifests existed has none; one
             // with shards or an index lost its manifest.
             Err(e)
@@ -292,7 +309,7 @@ impl FsStore {
         bytes: &[u8],
         tree: &mut Tree,
         light: bool,
-        buckets: Option<&BTreeSet<String>>,
+        (buckets, only): (Option<&BTreeSet<String>>, Option<&BTreeSet<String>>),
     ) -> Result<(Manifest, Top, bool)> {
         /// Only the format: what follows depends on it.
         #[derive(serde::Deserialize)]
@@ -349,9 +366,9 @@ impl FsStore {
                             &found[..16]
                         )));
                     }
-                    add_shard(&mut manifest, &contents, &shard)?;
+                    add_shard(&mut manifest, &contents, &shard, only)?;
                 }
-                Ok((manifest, top, buckets.is_none()))
+                Ok((manifest, top, buckets.is_none() && only.is_none()))
             }
             other => Err(RotateError::corrupt(
                 path.display().to_string(),
