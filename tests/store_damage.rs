@@ -91,21 +91,22 @@ fn replace_file(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// Gives the file at `target` in `store` (live and spare, which share it)
-/// an inode of the copy's own, before it is written in place.
-fn unshare(store: &Path, target: &str) {
-    let live = generation(store, false).join(target);
-    let spare = generation(store, true).join(target);
-    let shared = std::fs::metadata(&spare)
-        .is_ok_and(|m| m.ino() == std::fs::metadata(&live).map(|l| l.ino()).unwrap_or(0));
-    let meta = std::fs::metadata(&live).unwrap();
-    let tmp = live.with_extension("unshare-tmp");
-    std::fs::copy(&live, &tmp).unwrap();
+/// Gives the file at `target` in `store` (and its twin in the other
+/// generation, when the two share it) an inode of the copy's own, before
+/// it is written in place.
+fn unshare(store: &Path, target: &str, spare: bool) {
+    let path = generation(store, spare).join(target);
+    let twin = generation(store, !spare).join(target);
+    let ino = |p: &Path| std::fs::metadata(p).map(|m| m.ino()).ok();
+    let shared = ino(&twin).is_some() && ino(&twin) == ino(&path);
+    let meta = std::fs::metadata(&path).unwrap();
+    let tmp = path.with_extension("unshare-tmp");
+    std::fs::copy(&path, &tmp).unwrap();
     std::fs::set_permissions(&tmp, meta.permissions()).unwrap();
-    std::fs::rename(&tmp, &live).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
     if shared {
-        std::fs::remove_file(&spare).unwrap();
-        std::fs::hard_link(&live, &spare).unwrap();
+        std::fs::remove_file(&twin).unwrap();
+        std::fs::hard_link(&path, &twin).unwrap();
     }
 }
 
@@ -131,6 +132,8 @@ fn targets() -> Vec<String> {
         "leaf-requests/b.json",
         ".index.json",
         ".manifest.json",
+        // The spare's mark (the spare alone has one).
+        ".mirrors",
     ]
     .map(String::from)
     .to_vec();
@@ -249,9 +252,9 @@ fn case(target: &str, spare: bool, how: Damage, command: usize) -> Result<(), St
     if !path.exists() {
         return Ok(());
     }
-    let other = generation(other_store(), false).join(target);
+    let other = generation(other_store(), spare).join(target);
     if how.in_place() {
-        unshare(&store, target);
+        unshare(&store, target, spare);
     }
     damage(&path, &other, how);
     let args = commands(d).swap_remove(command);

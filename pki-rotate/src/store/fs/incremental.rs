@@ -27,7 +27,8 @@ use super::commit::next_number;
 use super::identity::{Identity, Record, encode, records_path};
 use super::manifest::{Current, Top, bucket, generation_name, root_of, shard_path, shards_of};
 use super::safety::{check_owner_and_mode, digest, effective_uid, read_regular};
-use super::stamp::{is_stamped, stamp_dir, stamp_dirs, tree_unchanged};
+use super::spare::Mark;
+use super::stamp::{dirs_unchanged, is_stamped, stamp_dir, stamp_dirs, tree_unchanged};
 use super::write::{flush, link_or_copy, make_dir, sync_dir, write_file, write_unsynced};
 use super::{FsStore, MANIFEST, MANIFEST_FORMAT, SPARE, SPARE_MARK, io};
 use crate::document::File;
@@ -52,6 +53,9 @@ struct Edit {
     /// it lists (key, path): their identity records are written once those
     /// files are (see `identity`), then added to `written`.
     records: BTreeMap<String, (String, Vec<(String, String)>)>,
+    /// Every directory of the next generation, when the spare's mark
+    /// listed those of the live one: the next spare's mark lists them.
+    dirs: Option<BTreeSet<String>>,
 }
 
 impl FsStore {
@@ -86,14 +90,16 @@ impl FsStore {
         let published = current.top.published();
         self.check_published(&published, std::iter::empty())?;
         self.tidy_published(Some((current.number, &published)));
-        if !self.spare_mirrors(current.number)
-            || !self.changes_stay_inside(&current, key, changes)
-            || !self.spare_still_mirrors(&current)?
+        if !self.spare_mirrors(current.number) || !self.changes_stay_inside(&current, key, changes)
         {
             return Ok(None);
         }
+        let Some(dirs) = self.spare_still_mirrors(&current)? else {
+            return Ok(None);
+        };
         let number = next_number(&self.root, Some(&current))?;
         let (top, mut edit) = next_top(&current, key, changes, summary, number)?;
+        edit.dirs = dirs;
         let gen_name = generation_name(number);
         let next = self.root.join(&gen_name);
         if fs::symlink_metadata(&next).is_ok() {
@@ -127,6 +133,9 @@ impl FsStore {
         let (mut written, touched) = self.apply_edit(next, edit, |path, file| {
             write_unsynced(path, file).map(drop)
         })?;
+        if let Some(dirs) = edit.dirs.take() {
+            edit.dirs = Some(dirs_after(next, dirs, edit));
+        }
         for (path, file) in self.write_changed_records(current, next, edit)? {
             written.push(next.join(&path));
             edit.written.insert(path, file);
@@ -194,13 +203,23 @@ impl FsStore {
     /// disagrees with the spare's shard). When it is not, this commit
     /// checks and links every file instead (the whole commit of changes,
     /// which compares each of the spare's entries with the live file).
-    fn spare_still_mirrors(&self, current: &Current) -> Result<bool> {
+    /// Some with the spare's directories when its mark lists them (else
+    /// the spare was walked).
+    fn spare_still_mirrors(&self, current: &Current) -> Result<Option<Option<BTreeSet<String>>>> {
         let spare = self.root.join(SPARE);
         let top = |dir: &Path| read_regular(&dir.join(MANIFEST)).map(|r| r.map(|(b, _)| b));
         let same_top = matches!((top(&spare)?, top(&current.dir)?), (Some(a), Some(b)) if a == b);
         let shards_dir = current.dir.join(super::manifest::SHARDS_DIR);
         let shards_stamped = fs::symlink_metadata(&shards_dir).is_ok_and(|m| is_stamped(&m));
-        Ok(same_top && shards_stamped && tree_unchanged(&spare)?)
+        if !same_top || !shards_stamped {
+            return Ok(None);
+        }
+        let dirs = self.spare_mark().and_then(|mark| mark.dirs);
+        let unchanged = match &dirs {
+            Some(dirs) => dirs_unchanged(&spare, dirs)?,
+            None => tree_unchanged(&spare)?,
+        };
+        Ok(unchanged.then_some(dirs))
     }
 
     /// Whether the spare mirrors generation `number`: its mark says so (a
@@ -336,7 +355,7 @@ impl FsStore {
                 link_or_copy(&live.join(relative), path)
             };
             let (written, touched) = self.apply_edit(spare, edit, link)?;
-            self.mark_spare(spare, number, &written, &touched)
+            self.mark_spare(spare, number, &written, &touched, edit.dirs.as_ref())
         });
     }
 
@@ -350,12 +369,13 @@ impl FsStore {
         number: u64,
         written: &[PathBuf],
         touched: &BTreeSet<PathBuf>,
+        dirs: Option<&BTreeSet<String>>,
     ) -> Result<()> {
         stamp_dirs(touched)?;
         flush(&self.root, written, touched)?;
         let mark = spare.join(SPARE_MARK);
         let _ = fs::remove_file(&mark);
-        write_file(&mark, &File::secret(number.to_string()))?;
+        write_file(&mark, &File::secret(Mark::text(number, dirs)))?;
         // Writing the mark changed the spare's own directory.
         stamp_dir(spare)?;
         sync_dir(spare)
@@ -386,6 +406,7 @@ fn next_top(
         written: BTreeMap::new(),
         kept: BTreeSet::new(),
         records: BTreeMap::new(),
+        dirs: None,
     };
     let entry = manifest
         .keys
@@ -452,4 +473,22 @@ fn listed(manifest: &super::manifest::Manifest, b: &str) -> Vec<(String, String)
                 .map(move |p| (key.clone(), p.clone()))
         })
         .collect()
+}
+
+/// The directories of the generation `dir` after `edit`, from those it had
+/// before: only the directories on the edit's paths can have come or gone.
+fn dirs_after(dir: &Path, mut dirs: BTreeSet<String>, edit: &Edit) -> BTreeSet<String> {
+    let paths = edit.removed.iter().chain(edit.written.keys());
+    for path in paths {
+        let mut parent = path.rsplit_once('/').map(|(p, _)| p);
+        while let Some(p) = parent {
+            if fs::symlink_metadata(dir.join(p)).is_ok_and(|m| m.is_dir()) {
+                dirs.insert(p.to_string());
+            } else {
+                dirs.remove(p);
+            }
+            parent = p.rsplit_once('/').map(|(p, _)| p);
+        }
+    }
+    dirs
 }

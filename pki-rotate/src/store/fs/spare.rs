@@ -7,6 +7,7 @@ use super::safety::{Kind, read_regular};
 use super::write::{link_or_copy, make_dir};
 use super::{FsStore, SPARE, SPARE_MARK, io, reason};
 use crate::error::Result;
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
@@ -17,14 +18,18 @@ impl FsStore {
         if fs::symlink_metadata(&spare).is_err() {
             return false;
         }
-        let mark = read_regular(&spare.join(SPARE_MARK))
-            .ok()
-            .flatten()
-            .and_then(|(bytes, _)| String::from_utf8(bytes.to_vec()).ok());
-        match (mark, current) {
-            (Some(mark), Some(n)) => mark.trim() != n.to_string(),
+        match (self.spare_mark(), current) {
+            (Some(mark), Some(n)) => mark.number != n,
             _ => true,
         }
+    }
+
+    /// The spare's mark, when it reads as one.
+    pub(super) fn spare_mark(&self) -> Option<Mark> {
+        let (bytes, _) = read_regular(&self.root.join(SPARE).join(SPARE_MARK))
+            .ok()
+            .flatten()?;
+        Mark::parse(std::str::from_utf8(&bytes).ok()?)
     }
 
     /// Removes the spare; `leftover`: an interrupted run left it, so the
@@ -161,6 +166,50 @@ impl FsStore {
         touched.extend(target.dirs.iter().map(|d| spare.join(d)));
         // On disk before its mark: a commit of changes trusts a marked
         // spare without walking it (see `incremental`).
-        self.mark_spare(spare, number, &linked, &touched)
+        self.mark_spare(spare, number, &linked, &touched, Some(&target.dirs))
+    }
+}
+
+/// The spare's mark, `.spare/.mirrors`: the generation the spare mirrors,
+/// and the list of its directories, so that checking their stamps needs
+/// no listing of ten thousand leaves (see `stamp`):
+///
+/// ```text
+/// 12
+/// dirs <SHA-256 of the lines below>
+/// certs
+/// certs/web
+/// …
+/// ```
+///
+/// A mark of one line (an older build's) has no list: the spare is then
+/// walked. A list that does not match its digest is not believed.
+pub(super) struct Mark {
+    pub(super) number: u64,
+    pub(super) dirs: Option<BTreeSet<String>>,
+}
+
+impl Mark {
+    fn parse(text: &str) -> Option<Mark> {
+        let (number, rest) = text.split_once('\n').unwrap_or((text, ""));
+        let number = number.trim().parse().ok()?;
+        let dirs = rest.split_once('\n').and_then(|(header, list)| {
+            let digest = header.strip_prefix("dirs ")?;
+            (super::safety::digest(list.as_bytes()) == digest)
+                .then(|| list.lines().map(str::to_string).collect())
+        });
+        Some(Mark { number, dirs })
+    }
+
+    /// The mark's text.
+    pub(super) fn text(number: u64, dirs: Option<&BTreeSet<String>>) -> String {
+        let Some(dirs) = dirs else {
+            return number.to_string();
+        };
+        let list: String = dirs.iter().map(|d| format!("{d}\n")).collect();
+        format!(
+            "{number}\ndirs {}\n{list}",
+            super::safety::digest(list.as_bytes())
+        )
     }
 }

@@ -21,6 +21,7 @@
 
 use super::safety::check_owner_and_mode;
 use crate::error::{Result, RotateError};
+use std::collections::BTreeSet;
 use std::fs::{self, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -100,6 +101,17 @@ pub(super) fn tree_unchanged(dir: &Path) -> Result<bool> {
         level = next;
     }
     Ok(true)
+}
+
+/// Whether `root` and each of `dirs` (relative to it) still carry the
+/// stamp, as [`tree_unchanged`] finds it, when the list of the tree's
+/// directories is known: no listing at all. A directory that is not in
+/// the list could only have appeared by changing a listed one.
+pub(super) fn dirs_unchanged(root: &Path, dirs: &BTreeSet<String>) -> Result<bool> {
+    let all: Vec<PathBuf> = std::iter::once(root.to_path_buf())
+        .chain(dirs.iter().map(|d| root.join(d)))
+        .collect();
+    Ok(stat_all(&all, super::safety::effective_uid())?.is_some())
 }
 
 /// Stats every directory of `dirs`: None when one lacks the stamp or is
