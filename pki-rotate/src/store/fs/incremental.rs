@@ -214,7 +214,7 @@ impl FsStore {
         if !same_top || !shards_stamped {
             return Ok(None);
         }
-        let dirs = self.spare_mark().and_then(|mark| mark.dirs);
+        let dirs = self.spare_dirs();
         let unchanged = match &dirs {
             Some(dirs) => dirs_unchanged(&spare, dirs)?,
             None => tree_unchanged(&spare)?,

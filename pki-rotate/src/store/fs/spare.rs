@@ -18,18 +18,24 @@ impl FsStore {
         if fs::symlink_metadata(&spare).is_err() {
             return false;
         }
-        match (self.spare_mark(), current) {
-            (Some(mark), Some(n)) => mark.number != n,
+        // Every run asks this: only the first line is parsed.
+        let number = self.spare_mark_text().and_then(|text| Mark::number(&text));
+        match (number, current) {
+            (Some(mark), Some(n)) => mark != n,
             _ => true,
         }
     }
 
-    /// The spare's mark, when it reads as one.
-    pub(super) fn spare_mark(&self) -> Option<Mark> {
+    /// The directories the spare's mark lists, when it lists them.
+    pub(super) fn spare_dirs(&self) -> Option<BTreeSet<String>> {
+        Mark::dirs(&self.spare_mark_text()?)
+    }
+
+    fn spare_mark_text(&self) -> Option<String> {
         let (bytes, _) = read_regular(&self.root.join(SPARE).join(SPARE_MARK))
             .ok()
             .flatten()?;
-        Mark::parse(std::str::from_utf8(&bytes).ok()?)
+        String::from_utf8(bytes.to_vec()).ok()
     }
 
     /// Removes the spare; `leftover`: an interrupted run left it, so the
@@ -184,21 +190,21 @@ impl FsStore {
 ///
 /// A mark of one line (an older build's) has no list: the spare is then
 /// walked. A list that does not match its digest is not believed.
-pub(super) struct Mark {
-    pub(super) number: u64,
-    pub(super) dirs: Option<BTreeSet<String>>,
-}
+pub(super) struct Mark;
 
 impl Mark {
-    fn parse(text: &str) -> Option<Mark> {
-        let (number, rest) = text.split_once('\n').unwrap_or((text, ""));
-        let number = number.trim().parse().ok()?;
-        let dirs = rest.split_once('\n').and_then(|(header, list)| {
-            let digest = header.strip_prefix("dirs ")?;
-            (super::safety::digest(list.as_bytes()) == digest)
-                .then(|| list.lines().map(str::to_string).collect())
-        });
-        Some(Mark { number, dirs })
+    /// The generation a mark's text names.
+    fn number(text: &str) -> Option<u64> {
+        text.split('\n').next()?.trim().parse().ok()
+    }
+
+    /// The directories a mark's text lists, when it lists them whole.
+    fn dirs(text: &str) -> Option<BTreeSet<String>> {
+        let (_, rest) = text.split_once('\n')?;
+        let (header, list) = rest.split_once('\n')?;
+        let digest = header.strip_prefix("dirs ")?;
+        (super::safety::digest(list.as_bytes()) == digest)
+            .then(|| list.lines().map(str::to_string).collect())
     }
 
     /// The mark's text.
