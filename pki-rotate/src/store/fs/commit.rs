@@ -201,33 +201,9 @@ impl FsStore {
             None => tmp.to_path_buf(),
         };
 
-        // Whatever the target does not have, deepest first.
-        let mut extra: Vec<(&String, &Entry)> = existing
-            .iter()
-            .filter(|(relative, e)| match e.kind {
-                Kind::Dir => !target.dirs.contains(relative.as_str()),
-                Kind::File => !target.files.contains_key(relative.as_str()),
-                Kind::Other => true,
-            })
-            .collect();
-        extra.sort_by(|a, b| b.0.cmp(a.0));
-        let mut removed = Vec::new();
-        for (relative, e) in extra {
-            if removed.iter().any(|r: &String| is_under(relative, r)) {
-                continue;
-            }
-            self.step(&format!("unlink {relative}"))?;
-            let path = tmp.join(relative);
-            match e.kind {
-                Kind::Dir => fs::remove_dir_all(&path),
-                _ => fs::remove_file(&path),
-            }
-            .map_err(io(&path))?;
-            touched.insert(parent_of(relative));
-            removed.push(relative.clone());
-        }
-        for relative in &removed {
-            existing.retain(|r, _| r != relative && !is_under(r, relative));
+        for relative in self.remove_extra(tmp, &existing, target)? {
+            touched.insert(parent_of(&relative));
+            existing.retain(|r, _| *r != relative && !is_under(r, &relative));
         }
 
         for dir in &target.dirs {
@@ -269,13 +245,59 @@ impl FsStore {
             }
             touched.insert(parent_of(relative));
         }
-        written.extend(self.write_records(tmp, target)?);
-        // Every directory, not only those changed: a spare an older build
-        // left has none of the stamps a commit from the spare looks for.
-        let dirs: Vec<_> = target.dirs.iter().map(|d| tmp.join(d)).collect();
-        stamp_dirs(dirs.iter().chain([&tmp.to_path_buf()]))?;
+        self.finish_generation(tmp, target, written, &touched)
+    }
+
+    /// Removes from the generation being built in `dir` (holding
+    /// `existing`) whatever `target` does not have, deepest first; returns
+    /// what it removed.
+    fn remove_extra(
+        &self,
+        dir: &Path,
+        existing: &Tree,
+        target: &Target<'_>,
+    ) -> Result<Vec<String>> {
+        let mut extra: Vec<(&String, &Entry)> = existing
+            .iter()
+            .filter(|(relative, e)| match e.kind {
+                Kind::Dir => !target.dirs.contains(relative.as_str()),
+                Kind::File => !target.files.contains_key(relative.as_str()),
+                Kind::Other => true,
+            })
+            .collect();
+        extra.sort_by(|a, b| b.0.cmp(a.0));
+        let mut removed: Vec<String> = Vec::new();
+        for (relative, e) in extra {
+            if removed.iter().any(|r| is_under(relative, r)) {
+                continue;
+            }
+            self.step(&format!("unlink {relative}"))?;
+            let path = dir.join(relative);
+            match e.kind {
+                Kind::Dir => fs::remove_dir_all(&path),
+                _ => fs::remove_file(&path),
+            }
+            .map_err(io(&path))?;
+            removed.push(relative.clone());
+        }
+        Ok(removed)
+    }
+
+    /// Once every file of the generation `dir` is there: the identity
+    /// records of its shards, the stamp of every directory (not only those
+    /// changed: a spare an older build left has none), and one flush.
+    fn finish_generation(
+        &self,
+        dir: &Path,
+        target: &Target<'_>,
+        mut written: Vec<std::path::PathBuf>,
+        touched: &BTreeSet<std::path::PathBuf>,
+    ) -> Result<()> {
+        written.extend(self.write_records(dir, target)?);
+        let dirs: Vec<_> = target.dirs.iter().map(|d| dir.join(d)).collect();
+        stamp_dirs(dirs.iter().chain([&dir.to_path_buf()]))?;
         self.step("flush generation")?;
-        flush(&self.root, &written, &touched)
+        flush(&self.root, &written, touched)
     }
 
     /// Writes the identity records of every shard of `target` in the

@@ -20,6 +20,25 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
+/// The bytes of a generation's manifest at `path`, never followed if it
+/// is a link: a manifest is a regular file of the generation, the one the
+/// walk (or the light check) put in `tree`. NotFound when there is none,
+/// InvalidData when something else is there.
+fn read_manifest(tree: &Tree, path: &Path) -> std::io::Result<Vec<u8>> {
+    let walked = tree.get(MANIFEST);
+    if walked.is_none() && fs::symlink_metadata(path).is_err() {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    match read_regular(path) {
+        Ok(Some((bytes, on_disk)))
+            if walked.is_some_and(|w| w.kind == Kind::File && w.id == on_disk.id) =>
+        {
+            Ok(bytes.to_vec())
+        }
+        _ => Err(std::io::ErrorKind::InvalidData.into()),
+    }
+}
+
 /// The number of the generation `.data` (at `link`) names, or an error
 /// saying it names no generation.
 fn generation_number(link: &Path, name: &str) -> Result<u64> {
@@ -215,24 +234,9 @@ impl FsStore {
         only: Option<&BTreeSet<String>>,
     ) -> Result<Option<Current>> {
         self.check_root()?;
-        let link = self.root.join(DATA_LINK);
-        let meta = match fs::symlink_metadata(&link) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(RotateError::io(&link, e)),
+        let Some((number, name)) = self.data_target()? else {
+            return Ok(None);
         };
-        check_owner_and_mode(&link, &meta, effective_uid())?;
-        let target = fs::read_link(&link).map_err(|_| {
-            RotateError::corrupt(
-                link.display().to_string(),
-                format!(
-                    "is {}, not a link to a generation directory",
-                    describe(&link)
-                ),
-            )
-        })?;
-        let name = target.to_string_lossy().into_owned();
-        let number = generation_number(&link, &name)?;
         let dir = self.root.join(&name);
         let manifest_path = dir.join(MANIFEST);
         let light = !walk && fs::symlink_metadata(&manifest_path).is_ok();
@@ -243,23 +247,7 @@ impl FsStore {
         } else {
             check_tree(&dir)?
         };
-        // Never followed if it is a link: a manifest is a regular file of
-        // the generation, the one the walk (or the light check) saw.
-        let read_manifest = || -> std::io::Result<Vec<u8>> {
-            let walked = tree.get(MANIFEST);
-            if walked.is_none() && fs::symlink_metadata(&manifest_path).is_err() {
-                return Err(std::io::ErrorKind::NotFound.into());
-            }
-            match read_regular(&manifest_path) {
-                Ok(Some((bytes, on_disk)))
-                    if walked.is_some_and(|w| w.kind == Kind::File && w.id == on_disk.id) =>
-                {
-                    Ok(bytes.to_vec())
-                }
-                _ => Err(std::io::ErrorKind::InvalidData.into()),
-            }
-        };
-        let read = read_manifest();
+        let read = read_manifest(&tree, &manifest_path);
         let mut tree = tree;
         let (manifest, top, whole) = match read {
             Ok(bytes) => self.parse_manifest(&dir, &bytes, &mut tree, light, (buckets, only))?,
@@ -297,6 +285,29 @@ impl FsStore {
             whole,
             tree,
         }))
+    }
+
+    /// The generation `.data` names, after checking the link: its number
+    /// and directory name; None when there is no `.data` yet.
+    fn data_target(&self) -> Result<Option<(u64, String)>> {
+        let link = self.root.join(DATA_LINK);
+        let meta = match fs::symlink_metadata(&link) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RotateError::io(&link, e)),
+        };
+        check_owner_and_mode(&link, &meta, effective_uid())?;
+        let target = fs::read_link(&link).map_err(|_| {
+            RotateError::corrupt(
+                link.display().to_string(),
+                format!(
+                    "is {}, not a link to a generation directory",
+                    describe(&link)
+                ),
+            )
+        })?;
+        let name = target.to_string_lossy().into_owned();
+        Ok(Some((generation_number(&link, &name)?, name)))
     }
 
     /// The manifest of the generation `dir` from its `.manifest.json`: of
