@@ -25,10 +25,10 @@ pub enum KeysCommand {
         #[arg(long, default_value = "p256", value_parser = parse_key)]
         key: KeyAlgorithm,
         /// Rotate the active key once it is this old, like 90d.
-        #[arg(long, default_value = "90d", value_parser = parse_duration)]
+        #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_LIFETIME, value_parser = parse_duration)]
         lifetime: Duration,
         /// How long a rotated-out key stays accepted, from the rotation, like 24h.
-        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_GRACE, value_parser = parse_duration)]
         grace: Duration,
         /// The longest lifetime of a token signed with the ring: the grace
         /// must cover it, and `keys sign` refuses longer tokens.

@@ -73,10 +73,10 @@ enum Command {
         #[arg(long, default_value = "p256", value_parser = parse_key)]
         key: KeyAlgorithm,
         /// CA lifetime D, like 790d.
-        #[arg(long, default_value = "790d", value_parser = parse_duration)]
+        #[arg(long, default_value_t = pki_core::policy::DEFAULT_LIFETIME, value_parser = parse_duration)]
         lifetime: Duration,
         /// Minimum trust M: rotate when less than this remains, like 395d.
-        #[arg(long, default_value = "395d", value_parser = parse_duration)]
+        #[arg(long, default_value_t = pki_core::policy::DEFAULT_MIN_TRUST, value_parser = parse_duration)]
         min_trust: Duration,
         /// Reload interval I: every consumer reloads its files within this,
         /// like 7d. Unset, pki assumes up to M, and refuses a rotation within

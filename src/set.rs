@@ -33,7 +33,7 @@ pub enum SetCommand {
         #[arg(long, default_value = "p256", value_parser = parse_key)]
         key: KeyAlgorithm,
         /// Lifetime of the set's CAs, like 1825d.
-        #[arg(long, default_value = "1825d", value_parser = parse_duration)]
+        #[arg(long, default_value_t = pki_rotate::set::DEFAULT_CA_LIFETIME, value_parser = parse_duration)]
         lifetime: Duration,
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
@@ -196,7 +196,7 @@ pub struct IssueArgs {
     #[arg(long)]
     target: String,
     /// Certificate lifetime, like 365d (cut at the CA's expiry).
-    #[arg(long, default_value = "365d", value_parser = parse_duration)]
+    #[arg(long, default_value_t = pki_rotate::set::DEFAULT_SET_LEAF_LIFETIME, value_parser = parse_duration)]
     lifetime: Duration,
     /// Move the certificate although another target loads it (that target
     /// loses it).

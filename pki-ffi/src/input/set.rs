@@ -26,9 +26,6 @@ pub(crate) struct SetCreateIn {
     lifetime_seconds: Option<i64>,
 }
 
-/// The CLI's `pki set init --lifetime` default: 1825 days.
-const DEFAULT_SET_LIFETIME: time::Duration = time::Duration::days(1825);
-
 impl SetCreateIn {
     pub(crate) fn cas(&self) -> Result<Vec<(String, Roles)>, Failure> {
         self.cas
@@ -43,7 +40,8 @@ impl SetCreateIn {
     }
 
     pub(crate) fn lifetime(&self) -> time::Duration {
-        self.lifetime_seconds.map_or(DEFAULT_SET_LIFETIME, seconds)
+        self.lifetime_seconds
+            .map_or(pki_rotate::set::DEFAULT_CA_LIFETIME, seconds)
     }
 }
 
