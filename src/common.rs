@@ -133,6 +133,12 @@ pub enum StoreArg {
 }
 
 impl StoreArg {
+    /// A directory that holds no store (a URL always names one: its
+    /// server says what it holds).
+    pub fn is_empty_dir(&self) -> bool {
+        matches!(self, StoreArg::Dir(path) if !pki_rotate::FsStore::is_store(path))
+    }
+
     /// Parses the argument; a malformed URL is bad usage (clap exits 2).
     pub fn parse(s: &str) -> Result<Self, String> {
         if s.contains("://") {

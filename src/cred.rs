@@ -177,9 +177,7 @@ pub fn reconcile(dir: &StoreArg, name: Option<&str>, options: &RunOptions) -> Cl
 /// Opens an existing store; a directory without one gets the credentials'
 /// hint, not the signer's `pki init`.
 fn open(dir: &StoreArg) -> CliResult<Box<dyn Store + Send + Sync>> {
-    if let StoreArg::Dir(path) = dir
-        && std::fs::symlink_metadata(path.join(".data")).is_err()
-    {
+    if dir.is_empty_dir() {
         return Err(no_store(dir));
     }
     dir.open()

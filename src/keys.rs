@@ -194,9 +194,7 @@ enum Reads {
 /// A store holding sealed values refuses a store key that is not its own,
 /// and no key at all unless the command reads public material only.
 fn open(dir: &StoreArg, reads: Reads) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
-    if let StoreArg::Dir(path) = dir
-        && std::fs::symlink_metadata(path.join(".data")).is_err()
-    {
+    if dir.is_empty_dir() {
         return Err(no_ring(dir));
     }
     match reads {

@@ -385,9 +385,7 @@ fn read_import(
 
 /// Opens the store; a directory without one gets the set's hint.
 fn open(dir: &StoreArg) -> CliResult<Box<dyn pki_rotate::Store + Send + Sync>> {
-    if let StoreArg::Dir(path) = dir
-        && std::fs::symlink_metadata(path.join(".data")).is_err()
-    {
+    if dir.is_empty_dir() {
         return Err(no_set(dir));
     }
     dir.open()

@@ -146,7 +146,7 @@ pub fn export(store: &StoreArg, out: &Path) -> CliResult {
     } else {
         store.open_unsealed()?
     };
-    if fs::symlink_metadata(out.join(".data")).is_ok() {
+    if pki_rotate::FsStore::is_store(out) {
         return Err(CliError::new(format!(
             "{} is a pki directory store: export writes plain files, choose another directory",
             out.display()

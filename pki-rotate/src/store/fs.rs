@@ -212,10 +212,16 @@ impl FsStore {
         }
     }
 
+    /// Whether `root` holds a directory store (its `.data` link, whatever
+    /// state it is in): what a command that must not create one asks first.
+    pub fn is_store(root: impl AsRef<Path>) -> bool {
+        fs::symlink_metadata(root.as_ref().join(DATA_LINK)).is_ok()
+    }
+
     /// Opens the store in `root`, which must hold one (`pki init` made it).
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
-        if fs::symlink_metadata(root.join(DATA_LINK)).is_err() {
+        if !FsStore::is_store(&root) {
             return Err(RotateError::Store(crate::StoreError::NotInitialized(
                 root.display().to_string(),
             )));
