@@ -36,27 +36,7 @@ const KNOWN: &[(&str, &[&[&str]])] = &[
             "verify",
         ]],
     ),
-    (
-        "pki-rotate",
-        &[
-            &[
-                "document",
-                "engine",
-                "error",
-                "external",
-                "keyring",
-                "leaf",
-                "preflight",
-                "set",
-                "signer",
-                "status",
-                "store",
-                "text",
-                "uptake",
-            ],
-            &["credential", "sealing"],
-        ],
-    ),
+    ("pki-rotate", &[]),
     (
         "pki-ffi",
         &[&[

@@ -99,7 +99,7 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// Until when a step of this document's engine with nothing asked of
     /// it (the engine's default input) changes nothing, decided at `now`,
     /// and what such a step reports. The driver stores it with every write
-    /// as the document's [`Summary`](crate::store::Summary), so that a
+    /// as the document's [`Summary`](crate::model::Summary), so that a
     /// later step with nothing to do reads that instead of the whole
     /// document ([`crate::Driver::step_unless_idle`]). None (the default):
     /// no such promise, every step reads the document.
@@ -163,12 +163,12 @@ impl Idle {
 
     /// The promise as a store keeps it; None when it cannot be one (too
     /// large).
-    pub fn to_summary(&self) -> Option<crate::store::Summary> {
-        crate::store::Summary::new(serde_json::to_string(self).ok()?)
+    pub fn to_summary(&self) -> Option<crate::model::Summary> {
+        crate::model::Summary::new(serde_json::to_string(self).ok()?)
     }
 
     /// The promise a store kept, when it is one for documents of `kind`.
-    pub fn from_summary(summary: &crate::store::Summary, kind: &str) -> Option<Idle> {
+    pub fn from_summary(summary: &crate::model::Summary, kind: &str) -> Option<Idle> {
         serde_json::from_str::<Idle>(summary.as_str())
             .ok()
             .filter(|idle| idle.kind == kind)

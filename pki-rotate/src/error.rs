@@ -2,17 +2,21 @@
 
 mod credential;
 mod document;
+mod jose;
+mod keyring;
 mod set;
 mod signer;
 mod store;
 
 pub use credential::CredentialError;
 pub use document::DocumentError;
+pub use jose::JoseError;
+pub use keyring::KeyRingError;
 pub use set::SetError;
 pub use signer::SignerError;
 pub use store::StoreError;
 
-use crate::preflight::Side;
+use crate::model::Side;
 use pki_core::datetime::rfc3339;
 use std::path::PathBuf;
 use time::OffsetDateTime;
@@ -20,7 +24,7 @@ use time::OffsetDateTime;
 /// Everything that can make a rotation or a store operation fail, by
 /// layer: [`StoreError`] (where documents live), [`DocumentError`] (what a
 /// store holds, read as a kind), one error per engine ([`SignerError`],
-/// [`SetError`], [`crate::keyring::KeyRingError`], [`CredentialError`]),
+/// [`SetError`], [`KeyRingError`], [`CredentialError`]),
 /// and the few every layer shares. A failed operation changes nothing:
 /// engines are pure and stores commit atomically. The one exception says
 /// so in its name: [`StoreError::UnknownOutcome`], a write whose answer was
@@ -77,7 +81,7 @@ pub enum RotateError {
     /// The key ring refused something: a policy, a token, an import, a
     /// retirement (boxed to keep this enum small).
     #[error(transparent)]
-    KeyRing(Box<crate::keyring::KeyRingError>),
+    KeyRing(Box<KeyRingError>),
     /// What a store reports.
     #[error(transparent)]
     Store(#[from] StoreError),

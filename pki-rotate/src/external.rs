@@ -56,7 +56,7 @@
 use crate::engine::{Engine, Outcome};
 use crate::error::Result;
 use crate::signer::{Event, OverriddenCheck, SignerState};
-use pki_core::{CaImport, Certificate, CertificateAuthority, is_self_signed};
+use pki_core::{CaImport, Certificate, CertificateAuthority};
 use rand_core::CryptoRng;
 use time::{Duration, OffsetDateTime};
 
@@ -66,8 +66,8 @@ mod plan;
 mod service_accounts;
 mod validation;
 
+pub use crate::signer::{ExternalCa, ExternalRecord};
 pub use apply::apply;
-pub(crate) use import::hold_rotation;
 pub use plan::plan;
 pub use service_accounts::{ServiceAccountKeys, check_service_account_keys};
 pub(crate) use validation::check_issuance;
@@ -95,64 +95,6 @@ pub mod check {
     /// trust: nothing above it forbids it (a path length, a name
     /// constraint, an expiry).
     pub const ISSUES_VERIFIABLE_LEAVES: &str = "issues-verifiable-leaves";
-}
-
-/// What an imported CA brings besides itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExternalCa {
-    /// When it was imported.
-    pub imported_at: OffsetDateTime,
-    /// The certificates above the CA, its issuer first, the root last;
-    /// empty when the imported CA is self-signed.
-    pub chain: Vec<Certificate>,
-}
-
-/// How `pki-state.json` records an imported CA (the chain itself is the
-/// file `signer/ca-chain.crt`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExternalRecord {
-    /// When the CA was imported.
-    #[serde(with = "time::serde::rfc3339")]
-    pub imported_at: OffsetDateTime,
-}
-
-impl ExternalCa {
-    /// The chain's root, when the chain ends at one.
-    pub fn root(&self) -> Option<&Certificate> {
-        self.chain.last().filter(|c| is_self_signed(c))
-    }
-
-    /// The earliest NotAfter of the chain (None when it is empty): no leaf
-    /// of the CA verifies past it.
-    pub fn not_after(&self) -> Option<OffsetDateTime> {
-        self.chain.iter().map(Certificate::not_after).min()
-    }
-
-    /// The chain without its root.
-    pub fn intermediates(&self) -> &[Certificate] {
-        match self.root() {
-            Some(_) => &self.chain[..self.chain.len() - 1],
-            None => &self.chain,
-        }
-    }
-
-    /// What follows a leaf of `ca` in a serving chain: the CA itself when
-    /// it is not self-signed, then the intermediates above it.
-    pub(crate) fn serving_suffix(&self, ca: &Certificate) -> Vec<Certificate> {
-        if is_self_signed(ca) {
-            return Vec::new();
-        }
-        let mut suffix = vec![ca.clone()];
-        suffix.extend(self.intermediates().iter().cloned());
-        suffix
-    }
-
-    pub(crate) fn record(&self) -> ExternalRecord {
-        ExternalRecord {
-            imported_at: self.imported_at,
-        }
-    }
 }
 
 /// A replacement CA proposed by an operator.

@@ -44,7 +44,6 @@ use time::{Duration, OffsetDateTime};
 
 mod apply;
 pub mod document;
-mod error;
 mod event;
 mod import;
 pub mod jose;
@@ -52,8 +51,8 @@ mod plan;
 mod ring;
 mod status;
 
+pub use crate::error::KeyRingError;
 pub use apply::apply;
-pub use error::KeyRingError;
 pub use event::KeyRingEvent;
 pub use import::ImportedKeys;
 pub use jose::{JoseError, Jwks, PublicKey};

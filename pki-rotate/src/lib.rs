@@ -51,11 +51,12 @@ pub mod forecast;
 pub mod input;
 pub mod keyring;
 mod leaf;
+mod model;
 pub mod preflight;
 pub mod sealing;
 pub mod set;
 pub mod signer;
-pub mod status;
+
 pub mod store;
 mod text;
 pub mod uptake;
@@ -89,6 +90,7 @@ pub use sealing::{SealedStore, SealingKeys, StoreKey};
 pub use set::{
     LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
 };
+pub use signer::status;
 pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
     SignerEngine, SignerInput, SignerPolicy, SignerState,

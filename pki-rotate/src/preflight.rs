@@ -18,24 +18,7 @@ use time::OffsetDateTime;
 /// The DNS name of probe leaves. `.invalid` (RFC 2606) can never be a real host.
 pub const PROBE_NAME: &str = "preflight.pki.invalid";
 
-/// Which side of a rotation a chain or a bundle comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Side {
-    /// Before the rotation.
-    Old,
-    /// After the rotation.
-    New,
-}
-
-impl std::fmt::Display for Side {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Side::Old => "old",
-            Side::New => "new",
-        })
-    }
-}
+pub use crate::model::Side;
 
 /// One cell: a serving chain against a bundle at a time.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -134,7 +117,7 @@ pub fn matrix(inputs: &MatrixInputs<'_>, times: &[OffsetDateTime]) -> Vec<TrustC
 }
 
 /// Consumers a rotation would cut off, and until when: what
-/// [`rotation_trust_breaks`] finds.
+/// [`crate::signer::rotation_trust_breaks`] finds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TrustBreak {
     /// The check's stable name, as recorded in the history's `overridden`:
@@ -162,8 +145,8 @@ impl std::fmt::Display for TrustBreak {
 
 impl TrustBreak {
     /// The history entry of this break once an operator allowed it for `reason`.
-    pub fn overridden(&self, reason: &str) -> crate::signer::OverriddenCheck {
-        crate::signer::OverriddenCheck {
+    pub fn overridden(&self, reason: &str) -> crate::model::OverriddenCheck {
+        crate::model::OverriddenCheck {
             name: self.check.to_string(),
             detail: format!("allowed ({reason}): {self}"),
         }
@@ -171,15 +154,15 @@ impl TrustBreak {
 
     /// The history entry of this break when an emergency rotation (`by`,
     /// in words) accepted it by its nature.
-    pub fn accepted_by(&self, by: &str) -> crate::signer::OverriddenCheck {
-        crate::signer::OverriddenCheck {
+    pub fn accepted_by(&self, by: &str) -> crate::model::OverriddenCheck {
+        crate::model::OverriddenCheck {
             name: self.check.to_string(),
             detail: format!("accepted by {by}: {self}"),
         }
     }
 }
 
-/// The names of the checks [`rotation_trust_breaks`] makes.
+/// The names of the checks [`crate::signer::rotation_trust_breaks`] makes.
 pub const PREVIOUS_CA_EXPIRED: &str = "previous-ca-expired";
 /// See [`PREVIOUS_CA_EXPIRED`].
 pub const BUNDLE_OF_TWO_ROTATIONS_AGO: &str = "bundle-of-two-rotations-ago";
@@ -207,96 +190,6 @@ pub fn refusal_summary(breaks: &[TrustBreak], policy: &pki_core::RotationPolicy)
         ));
     }
     parts.join(", and ")
-}
-
-/// What the four-cell matrix of [`matrix`] cannot see: consumers outside
-/// "before this rotation" and "after it" that a rotation still cuts off.
-///
-/// - The CA being replaced has expired: no bridge can be made from it, so
-///   clients that still hold the bundle from before (only that CA) reject
-///   every certificate issued from now on, until they reload.
-/// - The previous rotation was less than the reload interval I ago (M when
-///   the policy does not set I: the policy's promise is that consumers
-///   reload within it): a client may still hold the bundle of two
-///   rotations ago, which trusts only the CA before the previous one, and a
-///   server may still serve a certificate of that CA. Bridges link only
-///   adjacent CAs, so both are cut off until I has passed since the
-///   previous rotation (or that CA expires).
-///
-/// `before` is the document before the rotation, `after` the rotated one,
-/// `new_probe` a serving certificate of the new CA.
-pub fn rotation_trust_breaks(
-    before: &crate::SignerState,
-    after: &crate::SignerState,
-    new_probe: &Certificate,
-    now: OffsetDateTime,
-) -> Vec<TrustBreak> {
-    let cache = SignatureCache::new();
-    let mut breaks = Vec::new();
-    let new_chain = after.serving_chain(new_probe);
-    let reload = after.policy.rotation.effective_reload_interval();
-    let old_ca = &before.ca.cert;
-    if now > old_ca.not_after()
-        && let Err(e) = check(&new_chain, &before.bundle, now, &cache)
-    {
-        breaks.push(TrustBreak {
-            check: PREVIOUS_CA_EXPIRED,
-            consumers: format!(
-                "the CA {} expired at {}, so no bridge can be made: clients that have not reloaded the bundle since reject every certificate of the new CA",
-                old_ca.id(),
-                rfc3339(old_ca.not_after())
-            ),
-            until: after.policy.rotation.reload_interval.map(|i| now + i),
-            cause: e.to_string(),
-        });
-    }
-    let Some(previous) = &before.previous else {
-        return breaks;
-    };
-    let Some(last) = before.history.last() else {
-        return breaks;
-    };
-    let parse = |pem: Option<&String>| pem.and_then(|p| Certificate::from_pem(p.as_bytes()).ok());
-    let Some(oldest_ca) = parse(previous.certificate.as_ref()) else {
-        return breaks;
-    };
-    let held_until = (last.at + reload).min(oldest_ca.not_after());
-    if now >= held_until {
-        return breaks;
-    }
-    let oldest_bundle = Bundle::from_certs([oldest_ca.clone()]);
-    if let Err(e) = check(&new_chain, &oldest_bundle, now, &cache) {
-        breaks.push(TrustBreak {
-            check: BUNDLE_OF_TWO_ROTATIONS_AGO,
-            consumers: format!(
-                "clients still holding the bundle from before the rotation at {} (trusting only CA {}) reject servers with certificates of the new CA",
-                rfc3339(last.at),
-                oldest_ca.id()
-            ),
-            until: Some(held_until),
-            cause: e.to_string(),
-        });
-    }
-    let old_chain = previous
-        .probe
-        .as_ref()
-        .and_then(|pem| Certificate::all_from_pem(pem.as_bytes()).ok())
-        .filter(|chain| chain.first().is_some_and(|c| c.is_valid_at(now)));
-    if let Some(old_chain) = old_chain
-        && let Err(e) = check(&old_chain, &after.bundle, now, &cache)
-    {
-        breaks.push(TrustBreak {
-            check: BUNDLE_OF_TWO_ROTATIONS_AGO,
-            consumers: format!(
-                "servers still presenting certificates of CA {} (from before the rotation at {}) are rejected by clients that load the new bundle",
-                oldest_ca.id(),
-                rfc3339(last.at)
-            ),
-            until: Some(held_until),
-            cause: e.to_string(),
-        });
-    }
-    breaks
 }
 
 /// Whether `ca` can issue a leaf of `request` that consumers accept: a

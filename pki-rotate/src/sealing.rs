@@ -34,8 +34,7 @@ mod store;
 mod witness;
 pub use store::{SealedStore, SealingKeys};
 
-/// Every sealed value starts with these bytes.
-pub const MAGIC: &[u8; 7] = b"PKISEAL";
+pub use crate::model::{MAGIC, is_sealed};
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
 /// XChaCha20-Poly1305, the one algorithm of format 1.
@@ -201,13 +200,6 @@ pub struct SealedHeader {
     pub key_id: [u8; KEY_ID_LEN],
     /// The nonce.
     pub nonce: [u8; NONCE_LEN],
-}
-
-/// Whether `bytes` is a sealed value (starts with [`MAGIC`]). Clear private
-/// material is PEM or a credential printed as text, neither of which
-/// starts with it.
-pub fn is_sealed(bytes: &[u8]) -> bool {
-    bytes.starts_with(MAGIC)
 }
 
 /// Parses a sealed value's header and returns it with the ciphertext.

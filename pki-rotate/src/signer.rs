@@ -30,20 +30,31 @@ use time::OffsetDateTime;
 mod apply;
 pub mod document;
 mod event;
+mod external_ca;
 mod external_leaf;
 mod input;
 mod plan;
 mod state;
+pub mod status;
+mod trust_breaks;
+mod uptake_records;
 
 pub use apply::apply;
 pub(crate) use apply::{probe_request, refuse_untrusted};
 pub use document::IdleReport;
 pub use event::Event;
+pub(crate) use external_ca::hold_rotation;
+pub use external_ca::{ExternalCa, ExternalRecord};
 pub use external_leaf::{ExternalLeaf, reconcile_external};
 pub use input::{ForcedRotation, LeafChange, SignerInput};
 pub(crate) use plan::next_check;
 pub use plan::{Plan, RotationDecision, RotationReason, plan};
 pub use state::{OverriddenCheck, PreviousCa, RotationRecord, SignerState};
+pub use trust_breaks::rotation_trust_breaks;
+pub use uptake_records::{
+    ConsumerRecord, MAX_CONSUMER_NAME_LEN, MAX_PUBLISHED, PublishedBundle, bundle_fingerprint,
+    lags, overdue_by,
+};
 
 /// The store key of the signer's document (the CLI's, and the default of
 /// every embedder that keeps one signer per store).

@@ -20,30 +20,7 @@ pub use changes::{Changes, conflict, only_paths, put_changes_whole};
 pub use fs::{DEFAULT_LOCK_TIMEOUT, FsStore, LEGACY_KEY, NoticeHook, WriteHook};
 pub use secret::{SecretBackend, SecretStore};
 
-/// A store's version of one document: opaque, assigned by the store, only
-/// compared for equality (it has no meaningful order). The directory store
-/// uses its generation number, etcd the key's `mod_revision`, a Kubernetes
-/// Secret its `resourceVersion`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Revision(String);
-
-impl Revision {
-    /// A revision from the store's own token.
-    pub fn new(token: impl Into<String>) -> Self {
-        Revision(token.into())
-    }
-
-    /// The store's token.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for Revision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use crate::model::Revision;
 
 /// Keyed documents with an opaque revision and compare-and-swap writes.
 ///
@@ -143,29 +120,7 @@ pub trait Store {
     }
 }
 
-/// A few hundred bytes a store keeps beside a document and writes with it,
-/// so a caller can decide a step that has nothing to do without reading the
-/// document ([`crate::Driver::step_unless_idle`]). Opaque to stores; its
-/// contents are [`crate::Idle`] as JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary(String);
-
-/// A summary larger than this is refused when read: stores keep small ones
-/// only, and a reader must not load a large value it did not ask for.
-pub const MAX_SUMMARY_LEN: usize = 16 * 1024;
-
-impl Summary {
-    /// A summary from what a store kept; None when it is too large to be one.
-    pub fn new(text: impl Into<String>) -> Option<Self> {
-        let text = text.into();
-        (text.len() <= MAX_SUMMARY_LEN).then_some(Summary(text))
-    }
-
-    /// The summary as the store keeps it.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+pub use crate::model::{MAX_SUMMARY_LEN, Summary};
 
 /// A [`Store`] for async code: the same contract (keyed documents, opaque
 /// revisions, an atomic compare-and-swap `put`), with futures a controller

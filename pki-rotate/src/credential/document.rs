@@ -331,7 +331,7 @@ impl DocumentForm for CredentialState {
     fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
         let sealed_state = data
             .get(STATE_FILE)
-            .is_some_and(|v| crate::sealing::is_sealed(v));
+            .is_some_and(|v| crate::model::is_sealed(v));
         let name = key
             .strip_prefix(CREDS_DIR)
             .and_then(|n| n.strip_prefix('/'));

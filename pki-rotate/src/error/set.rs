@@ -20,7 +20,7 @@ pub enum SetError {
         /// What was asked (`advance`, `start`, `abort`…).
         action: &'static str,
         /// The current step.
-        step: crate::set::SetStep,
+        step: crate::model::SetStep,
         /// Why not, and what to do instead.
         reason: String,
     },
@@ -31,7 +31,7 @@ pub enum SetError {
     )]
     StepBlocked {
         /// The current step.
-        step: crate::set::SetStep,
+        step: crate::model::SetStep,
         /// What it waits for, comma-separated.
         waiting: String,
     },
@@ -48,7 +48,7 @@ pub enum SetError {
         /// The fingerprint of the target's current files.
         expected: String,
         /// The current step.
-        step: crate::set::SetStep,
+        step: crate::model::SetStep,
     },
     /// A target marked failed must be retried before it acknowledges.
     #[error("target \"{target}\" failed ({reason}): run retry first")]
@@ -78,9 +78,9 @@ pub enum SetError {
     )]
     AbortStrands {
         /// The current step.
-        step: crate::set::SetStep,
+        step: crate::model::SetStep,
         /// Where the abort goes from this step.
-        to: crate::set::SetStep,
+        to: crate::model::SetStep,
         /// The targets it would strand, comma-separated.
         stranded: String,
         /// Why they would be stranded.

@@ -62,7 +62,7 @@ pub enum SignerError {
         changes: String,
     },
     /// A rotation would leave consumers unable to verify each other (see
-    /// [`crate::preflight::rotation_trust_breaks`]); it is refused unless
+    /// [`crate::signer::rotation_trust_breaks`]); it is refused unless
     /// the operator allows it with a reason.
     #[error(
         "rotation refused: {summary}: it breaks trust: {}; it goes ahead only with an operator's reason, recorded",
@@ -81,7 +81,7 @@ pub enum SignerError {
     #[error("{}", describe_failed_checks(.failed, *.forced))]
     ValidationFailed {
         /// The checks that failed.
-        failed: Vec<crate::signer::OverriddenCheck>,
+        failed: Vec<crate::model::OverriddenCheck>,
         /// Whether a forced rotation was asked for (some checks cannot be forced).
         forced: bool,
     },
@@ -124,7 +124,7 @@ pub enum SignerError {
     InvalidConsumerName(String),
 }
 
-fn describe_failed_checks(failed: &[crate::signer::OverriddenCheck], forced: bool) -> String {
+fn describe_failed_checks(failed: &[crate::model::OverriddenCheck], forced: bool) -> String {
     let list: Vec<String> = failed
         .iter()
         .map(|c| format!("{}: {}", c.name, c.detail))

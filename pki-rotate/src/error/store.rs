@@ -1,6 +1,6 @@
 //! [`StoreError`]: What a store reports: a lost compare-and-swap, a write whose answer was lost, a document that is not there or already is, a backend that failed. A store keeps its files intact or says so: nothing here means a document was half written.
 
-use crate::store::Revision;
+use crate::model::Revision;
 use std::path::PathBuf;
 
 /// What a store reports: a lost compare-and-swap, a write whose answer was lost, a document that is not there or already is, a backend that failed. A store keeps its files intact or says so: nothing here means a document was half written.

@@ -177,7 +177,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     // The guard every rotation runs: consumers that may still hold the
     // material of the previous rotation (within the reload interval), or a
     // bundle of an expired CA. Refused unless forced, then recorded.
-    let breaks = crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now);
+    let breaks = crate::signer::rotation_trust_breaks(state, &next, &new_probe.cert, now);
     if !breaks.is_empty() {
         let Some(reason) = &force else {
             return Err(RotateError::Signer(crate::SignerError::TrustBreak {

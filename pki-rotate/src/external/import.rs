@@ -3,7 +3,7 @@
 
 use super::{ExternalCa, import_checks};
 use crate::error::{Result, RotateError};
-use crate::signer::{OverriddenCheck, RotationReason, SignerState};
+use crate::signer::{OverriddenCheck, SignerState};
 use pki_core::{Bundle, CaImport};
 use time::OffsetDateTime;
 
@@ -57,28 +57,5 @@ impl SignerState {
         };
         state.note_published(now);
         Ok(state)
-    }
-}
-
-/// The signer's automatic rotation leaves an imported CA alone (its
-/// replacement must come from its issuer), and a forced one is refused.
-pub(crate) fn hold_rotation(
-    state: &SignerState,
-    rotation: &mut Option<crate::signer::RotationDecision>,
-) -> Result<()> {
-    if state.external.is_none() {
-        return Ok(());
-    }
-    match rotation.as_ref().map(|r| &r.reason) {
-        Some(RotationReason::Forced { reason }) => Err(RotateError::Signer(
-            crate::SignerError::ImportedCaRotation {
-                ca: state.ca.cert.id(),
-                reason: reason.clone(),
-            },
-        )),
-        _ => {
-            *rotation = None;
-            Ok(())
-        }
     }
 }

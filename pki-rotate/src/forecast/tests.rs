@@ -143,7 +143,7 @@ fn the_previous_ca_is_untrusted_exactly_when_status_says_its_trust_ended() {
         .document
         .into_owned();
     let trusted = |at| {
-        crate::status::SignerStatus::of(&rotated, at)
+        crate::signer::status::SignerStatus::of(&rotated, at)
             .unwrap()
             .previous
             .unwrap()

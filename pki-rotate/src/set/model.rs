@@ -61,24 +61,7 @@ impl std::fmt::Display for Roles {
         })
     }
 }
-
-/// The step of the set's rotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SetStep {
-    /// No rotation runs.
-    Idle,
-    /// Bundles trust old and new; client certificates move.
-    TrustBoth,
-    /// Serving certificates move; bundles trust both.
-    UpdateCerts,
-    /// Bundles trust the new CAs only.
-    TrustNew,
-    /// The rotation completed; old CA keys are gone.
-    Completed,
-    /// An abort is moving every leaf back to the old CAs.
-    Reverting,
-}
+pub use crate::model::SetStep;
 
 impl std::str::FromStr for SetStep {
     type Err = RotateError;

@@ -153,7 +153,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         let breaks = if plan.skip_trust_break_check {
             Vec::new()
         } else {
-            crate::preflight::rotation_trust_breaks(state, &next, &new_probe.cert, now)
+            crate::signer::rotation_trust_breaks(state, &next, &new_probe.cert, now)
         };
         // An emergency rotation passes the reload-interval guard. The guard
         // protects consumers that have not reloaded since the previous

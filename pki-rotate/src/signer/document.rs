@@ -58,10 +58,10 @@
 
 use crate::document::{Document as DocumentForm, Envelope, File, Files, Idle, SecretData};
 use crate::error::{Result, RotateError};
-use crate::external::{ExternalCa, ExternalRecord};
 use crate::leaf::{IssuedLeaf, Leaf, LeafRequest};
+use crate::signer::{ConsumerRecord, PublishedBundle};
+use crate::signer::{ExternalCa, ExternalRecord};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
-use crate::uptake::{ConsumerRecord, PublishedBundle};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
 use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
@@ -478,7 +478,7 @@ impl DocumentForm for SignerState {
         }
         // Nor is anything broken or lagging while the promise lasts: inside
         // it `pki status --check` answers from the summary.
-        let until = crate::status::ok_until(self, now, plan.next_check)?;
+        let until = crate::signer::status::ok_until(self, now, plan.next_check)?;
         let report = IdleReport {
             ca_id: self.ca.cert.id(),
             next_rotation: self.rotation_due_at(&self.policy),

@@ -215,7 +215,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             bridge_until: Some(normal_bridge_until(ca, now, min_trust)),
         });
     }
-    crate::external::hold_rotation(state, &mut rotation)?;
+    crate::signer::hold_rotation(state, &mut rotation)?;
     // Bridges from an expired CA would themselves be expired or vouch for a dead key.
     if let Some(r) = rotation.as_mut()
         && now > ca.not_after()

@@ -68,14 +68,7 @@ impl RotationRecord {
     }
 }
 
-/// A safety check that failed and was overridden by an operator.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct OverriddenCheck {
-    /// The check's stable name, as printed in reports (`chains-to-current-trust`).
-    pub name: String,
-    /// What the check found.
-    pub detail: String,
-}
+pub use crate::model::OverriddenCheck;
 
 /// The whole state of a signer: its CA, bridges, bundle and leaves.
 #[derive(Debug, Clone)]
@@ -104,11 +97,11 @@ pub struct SignerState {
     /// Every rotation so far, oldest first.
     pub history: Vec<RotationRecord>,
     /// The chain above an imported CA (None: pki generated the CA).
-    pub external: Option<crate::external::ExternalCa>,
+    pub external: Option<crate::signer::ExternalCa>,
     /// The bundles published last, oldest first (see [`crate::uptake`]).
-    pub published: Vec<crate::uptake::PublishedBundle>,
+    pub published: Vec<super::PublishedBundle>,
     /// What each consumer acknowledged last, by name.
-    pub consumers: BTreeMap<String, crate::uptake::ConsumerRecord>,
+    pub consumers: BTreeMap<String, super::ConsumerRecord>,
 }
 
 impl SignerState {
@@ -190,7 +183,7 @@ impl SignerState {
     pub fn leaf_not_after_limit(&self) -> Option<OffsetDateTime> {
         self.external
             .as_ref()
-            .and_then(crate::external::ExternalCa::not_after)
+            .and_then(crate::signer::ExternalCa::not_after)
     }
 
     /// Issues a leaf of the current CA, its NotAfter within the CA's and

@@ -465,7 +465,7 @@ impl SignerStatus {
                 fingerprint: record.fingerprint.clone(),
                 loaded_at: record.loaded_at,
                 current: record.fingerprint == current_bundle,
-                overdue: crate::uptake::lags(state, record, now),
+                overdue: crate::signer::lags(state, record, now),
             })
             .collect();
         let health = if !problems.is_empty() {
