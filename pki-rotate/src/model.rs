@@ -1,8 +1,9 @@
 //! The plain data every layer of the crate names, below the errors that
-//! carry it: a store's revision of a document and the summary kept beside it, the step a CA set's
-//! rotation is at, which side of a rotation a chain or bundle comes from,
-//! a safety check an operator overrode, and how a sealed value starts. Nothing here decides or fails;
-//! the engines give these values meaning.
+//! carry it: a store's revision of a document and the summary kept beside
+//! it, the step a CA set's rotation is at, which side of a rotation a chain
+//! or bundle comes from, a safety check an operator overrode, and how a
+//! sealed value starts. Nothing here decides or fails; the engines give
+//! these values meaning.
 
 /// A store's version of one document: opaque, assigned by the store, only
 /// compared for equality (it has no meaningful order). The directory store
