@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 /// The DNS name of probe leaves. `.invalid` (RFC 2606) can never be a real host.
 pub const PROBE_NAME: &str = "preflight.pki.invalid";
 
+use crate::model::OverriddenCheck;
 pub use crate::model::Side;
 
 /// One cell: a serving chain against a bundle at a time.
@@ -159,6 +160,76 @@ impl TrustBreak {
             name: self.check.to_string(),
             detail: format!("accepted by {by}: {self}"),
         }
+    }
+}
+
+/// What a plan decided about the trust a rotation may break beyond the
+/// four-cell matrix ([`crate::signer::rotation_trust_breaks`]): which breaks
+/// the rotation accepts by its nature, and whether an operator allowed the
+/// rest. [`BreakAcceptance::judge`] holds the rotation to it, the same way
+/// for the signer's rotations and the external CA's replacements.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BreakAcceptance {
+    /// Breaks are not looked for: a caller that cannot pass a reason asked
+    /// so (nothing is recorded).
+    pub unchecked: bool,
+    /// An emergency rotation, in words for the history: a forced rotation
+    /// with a grace period, or a compromise. It accepts the breaks of
+    /// consumers that have not reloaded since the previous rotation.
+    pub emergency: Option<String>,
+    /// The emergency distrusts the previous CA at once (a compromise): it
+    /// accepts every break.
+    pub compromise: bool,
+    /// The operator's reason to accept every break the rotation does not
+    /// accept by its nature (recorded).
+    pub allowed: Option<String>,
+}
+
+impl BreakAcceptance {
+    /// Whether the rotation looks for breaks at all.
+    pub fn checks(&self) -> bool {
+        !self.unchecked
+    }
+
+    /// Whether the rotation accepts `found` by its nature. A grace period
+    /// does not make a bridge from an expired CA, so only a compromise
+    /// accepts that break.
+    fn accepts(&self, found: &TrustBreak) -> bool {
+        self.emergency.is_some() && (self.compromise || found.check == BUNDLE_OF_TWO_ROTATIONS_AGO)
+    }
+
+    /// The guard over a rotation's trust breaks: refuses the rotation
+    /// ([`SignerError::TrustBreak`](crate::SignerError::TrustBreak), with
+    /// what to do under `policy`) when a break is neither accepted by the
+    /// rotation's nature nor allowed by the operator; otherwise the history
+    /// entries of every break, accepted ones first.
+    pub fn judge(
+        &self,
+        breaks: Vec<TrustBreak>,
+        policy: &pki_core::RotationPolicy,
+    ) -> crate::error::Result<Vec<OverriddenCheck>> {
+        if self.unchecked {
+            return Ok(Vec::new());
+        }
+        let (accepted, refused): (Vec<_>, Vec<_>) =
+            breaks.into_iter().partition(|b| self.accepts(b));
+        let mut records: Vec<OverriddenCheck> = match &self.emergency {
+            Some(by) => accepted.iter().map(|b| b.accepted_by(by)).collect(),
+            None => Vec::new(),
+        };
+        if refused.is_empty() {
+            return Ok(records);
+        }
+        let Some(allowed) = &self.allowed else {
+            return Err(crate::error::RotateError::Signer(
+                crate::SignerError::TrustBreak {
+                    summary: refusal_summary(&refused, policy),
+                    breaks: refused.iter().map(ToString::to_string).collect(),
+                },
+            ));
+        };
+        records.extend(refused.iter().map(|b| b.overridden(allowed)));
+        Ok(records)
     }
 }
 

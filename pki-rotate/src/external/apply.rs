@@ -3,12 +3,13 @@
 
 use super::{ExternalCa, ExternalPlan, Topology};
 use crate::engine::Outcome;
-use crate::error::{Result, RotateError};
+use crate::error::Result;
+use crate::leaf::IssuedLeaf;
 use crate::leaf::LeafReason;
-use crate::preflight::{MatrixInputs, Side, TrustCell};
+use crate::preflight::{BreakAcceptance, MatrixInputs, Side, TrustCell};
 use crate::signer::{
     Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, probe_request,
-    refuse_untrusted,
+    record_rotation, refuse_untrusted,
 };
 use pki_core::{Bundle, Certificate, CertificateAuthority, cross_sign, is_self_signed};
 use rand_core::CryptoRng;
@@ -38,24 +39,46 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             topology,
             force,
             overridden,
-        } => replace(state, now, *ca, chain, topology, force, overridden, rng),
+        } => {
+            let replacing = Replacing {
+                new: *ca,
+                chain,
+                topology,
+                force,
+                overridden,
+            };
+            replace(state, now, replacing, rng)
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn replace<'d, R: CryptoRng + ?Sized>(
-    state: &'d SignerState,
-    now: OffsetDateTime,
+/// A replacement CA as the plan validated it, with what the operator said.
+struct Replacing {
     new: CertificateAuthority,
     chain: Vec<Certificate>,
     topology: Topology,
     force: Option<String>,
     overridden: Vec<OverriddenCheck>,
+}
+
+/// Rotates to the replacement: its trust (bridged or kept beside the old
+/// anchors), the record of the rotation, the pre-flight and the guard over
+/// the breaks the operator forced, then every leaf re-issued.
+fn replace<'d, R: CryptoRng + ?Sized>(
+    state: &'d SignerState,
+    now: OffsetDateTime,
+    replacing: Replacing,
     rng: &mut R,
 ) -> Result<Outcome<'d, SignerState, Event>> {
+    let Replacing {
+        new,
+        chain,
+        topology,
+        force,
+        overridden,
+    } = replacing;
     let old = &state.ca;
     let mut next = state.clone();
-    let mut events = Vec::new();
     let old_probe = if old.cert.is_valid_at(now) {
         Some(state.issue_leaf(&probe_request(&state.policy), now, rng)?)
     } else {
@@ -71,21 +94,68 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         imported_at: now,
         chain,
     };
-    let new_root = if is_self_signed(&new.cert) {
-        new.cert.clone()
-    } else {
-        // Validation made sure of a chain; without a root (a forced
-        // import), the top of the chain is what clients must trust.
-        external
-            .root()
-            .or(external.chain.last())
-            .cloned()
-            .unwrap_or_else(|| new.cert.clone())
+    let trusted_until = move_trust(state, &mut next, &new, &external, topology, rng)?;
+    let reason = match &force {
+        Some(reason) => RotationReason::Forced {
+            reason: reason.clone(),
+        },
+        None => RotationReason::Supplied,
     };
-    let trusted_until;
+    let mut events = vec![record_rotation(
+        &mut next,
+        RotationRecord {
+            at: now,
+            reason,
+            from: old.cert.id(),
+            to: new.cert.id(),
+            previous_trusted_until: trusted_until,
+            overridden,
+            forced_reasons: Vec::new(),
+        },
+    )];
+    let keep_certificate = is_self_signed(&old.cert);
+    next.previous = Some(PreviousCa::of(
+        state,
+        old_probe.as_ref(),
+        trusted_until,
+        keep_certificate,
+    ));
+    next.ca = new;
+    next.external = Some(external);
+    let announced_break = topology == Topology::Break && force.is_some();
+    guard(
+        state,
+        &mut next,
+        old_probe.as_ref(),
+        announced_break,
+        force,
+        now,
+        rng,
+    )?;
+    reissue_every_leaf(&mut next, now, rng, &mut events)?;
+    next.note_published(now);
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake: now,
+    })
+}
+
+/// How trust moves from the current CA to `new` in `next`: bridged until
+/// the topology's end, or the old anchors kept beside the new root until
+/// the old CA expires. Returns until when the old CA stays trusted.
+fn move_trust<R: CryptoRng + ?Sized>(
+    state: &SignerState,
+    next: &mut SignerState,
+    new: &CertificateAuthority,
+    external: &ExternalCa,
+    topology: Topology,
+    rng: &mut R,
+) -> Result<Option<OffsetDateTime>> {
+    let old = &state.ca;
     match topology {
         Topology::Bridged { until } => {
-            let bridge_a = cross_sign(&old.cert, &new, until, rng)?;
+            let bridge_a = cross_sign(&old.cert, new, until, rng)?;
             // Bridge B verifies only through the current CA and the chain
             // above it: it ends with the first of them to expire.
             let b_until = [Some(new.cert.not_after()), Some(old.cert.not_after())]
@@ -102,58 +172,51 @@ fn replace<'d, R: CryptoRng + ?Sized>(
                 .as_ref()
                 .map(|e| e.serving_suffix(&old.cert))
                 .unwrap_or_default();
-            trusted_until = Some(until);
+            Ok(Some(until))
         }
         Topology::SameTrust | Topology::Break => {
             // The old anchors stay until they expire: servers that have
             // not refreshed keep verifying for clients that have.
-            let mut bundle = Bundle::from_certs([new_root]);
+            let mut bundle = Bundle::from_certs([new_root(new, external)]);
             bundle.merge(&state.bundle);
             next.bundle = bundle;
             next.bridge = None;
             next.bridge_chain = Vec::new();
-            trusted_until = Some(old.cert.not_after());
+            Ok(Some(old.cert.not_after()))
         }
     }
-    let reason = match &force {
-        Some(reason) => RotationReason::Forced {
-            reason: reason.clone(),
-        },
-        None => RotationReason::Supplied,
-    };
-    events.push(Event::Rotated {
-        reason: reason.clone(),
-        previous: old.cert.id(),
-        current: new.cert.id(),
-        previous_trusted_until: trusted_until,
-    });
-    next.history.push(RotationRecord {
-        at: now,
-        reason,
-        from: old.cert.id(),
-        to: new.cert.id(),
-        previous_trusted_until: trusted_until,
-        overridden,
-        forced_reasons: Vec::new(),
-    });
-    next.previous = Some(PreviousCa {
-        id: old.cert.id(),
-        not_after: old.cert.not_after(),
-        trusted_until,
-        certificate: is_self_signed(&old.cert).then(|| old.cert.to_pem()),
-        probe: old_probe.as_ref().map(|p| {
-            state
-                .serving_chain(&p.cert)
-                .iter()
-                .map(Certificate::to_pem)
-                .collect()
-        }),
-    });
-    next.ca = new;
-    next.external = Some(external);
+}
 
+/// What clients must trust for `new`: itself when self-signed, else the
+/// root of its chain. Validation made sure of a chain; without a root (a
+/// forced import), the top of the chain.
+fn new_root(new: &CertificateAuthority, external: &ExternalCa) -> Certificate {
+    if is_self_signed(&new.cert) {
+        return new.cert.clone();
+    }
+    external
+        .root()
+        .or(external.chain.last())
+        .cloned()
+        .unwrap_or_else(|| new.cert.clone())
+}
+
+/// The pre-flight matrix at `now` (but for the one cell a forced,
+/// unbridgeable replacement announced), then the guard every rotation
+/// runs: consumers that may still hold the material of the previous
+/// rotation (within the reload interval), or a bundle of an expired CA.
+/// Their breaks are refused unless forced, then recorded.
+fn guard<R: CryptoRng + ?Sized>(
+    state: &SignerState,
+    next: &mut SignerState,
+    old_probe: Option<&IssuedLeaf>,
+    announced_break: bool,
+    force: Option<String>,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<()> {
     let new_probe = next.issue_leaf(&probe_request(&state.policy), now, rng)?;
-    let old_chain = old_probe.as_ref().map(|p| state.serving_chain(&p.cert));
+    let old_chain = old_probe.map(|p| state.serving_chain(&p.cert));
     let new_chain = next.serving_chain(&new_probe.cert);
     let inputs = MatrixInputs {
         old_chain: old_chain.as_deref(),
@@ -161,37 +224,32 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         old_bundle: Some(&state.bundle),
         new_bundle: &next.bundle,
     };
-    // The one cell a forced, unbridgeable rotation announced.
-    let announced = |cell: &TrustCell| {
-        topology == Topology::Break
-            && force.is_some()
-            && cell.chain == Side::New
-            && cell.bundle == Side::Old
-    };
+    let announced =
+        |cell: &TrustCell| announced_break && cell.chain == Side::New && cell.bundle == Side::Old;
     refuse_untrusted(
         crate::preflight::matrix(&inputs, &[now])
             .into_iter()
             .filter(|cell| !announced(cell)),
     )?;
-
-    // The guard every rotation runs: consumers that may still hold the
-    // material of the previous rotation (within the reload interval), or a
-    // bundle of an expired CA. Refused unless forced, then recorded.
-    let breaks = crate::signer::rotation_trust_breaks(state, &next, &new_probe.cert, now);
-    if !breaks.is_empty() {
-        let Some(reason) = &force else {
-            return Err(RotateError::Signer(crate::SignerError::TrustBreak {
-                summary: crate::preflight::refusal_summary(&breaks, &next.policy.rotation),
-                breaks: breaks.iter().map(ToString::to_string).collect(),
-            }));
-        };
-        if let Some(record) = next.history.last_mut() {
-            record
-                .overridden
-                .extend(breaks.iter().map(|b| b.overridden(reason)));
-        }
+    let breaks = crate::signer::rotation_trust_breaks(state, next, &new_probe.cert, now);
+    let acceptance = BreakAcceptance {
+        allowed: force,
+        ..BreakAcceptance::default()
+    };
+    let overridden = acceptance.judge(breaks, &next.policy.rotation)?;
+    if let Some(record) = next.history.last_mut() {
+        record.overridden.extend(overridden);
     }
+    Ok(())
+}
 
+/// Re-issues every leaf from the new CA, within its chain's limit.
+fn reissue_every_leaf<R: CryptoRng + ?Sized>(
+    next: &mut SignerState,
+    now: OffsetDateTime,
+    rng: &mut R,
+    events: &mut Vec<Event>,
+) -> Result<()> {
     let limit = next.leaf_not_after_limit();
     for (name, leaf) in next.leaves.iter_mut() {
         let issued = crate::leaf::issue_leaf_within(&next.ca, &leaf.request, now, limit, rng)?;
@@ -202,12 +260,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         });
         leaf.issued = Some(issued);
     }
-    next.note_published(now);
-    Ok(Outcome {
-        document: Cow::Owned(next),
-        events,
-        next_wake: now,
-    })
+    Ok(())
 }
 
 fn renew<'d, R: CryptoRng + ?Sized>(
@@ -226,17 +279,19 @@ fn renew<'d, R: CryptoRng + ?Sized>(
     }
     next.bundle = bundle;
     next.ca = CertificateAuthority::new(renewed, old.key.clone())?;
-    let new_id = next.ca.cert.id();
-    let reason = RotationReason::RenewedSameKey;
-    next.history.push(RotationRecord {
-        at: now,
-        reason: reason.clone(),
-        from: old.cert.id(),
-        to: next.ca.cert.id(),
-        previous_trusted_until: Some(old.cert.not_after()),
-        overridden: Vec::new(),
-        forced_reasons: Vec::new(),
-    });
+    let to = next.ca.cert.id();
+    let rotated = record_rotation(
+        &mut next,
+        RotationRecord {
+            at: now,
+            reason: RotationReason::RenewedSameKey,
+            from: old.cert.id(),
+            to,
+            previous_trusted_until: Some(old.cert.not_after()),
+            overridden: Vec::new(),
+            forced_reasons: Vec::new(),
+        },
+    );
     // Same key and SKI: a leaf of the old certificate is a leaf of the new.
     let probe = state.issue_leaf(&probe_request(&state.policy), now, rng)?;
     let chain = state.serving_chain(&probe.cert);
@@ -253,12 +308,7 @@ fn renew<'d, R: CryptoRng + ?Sized>(
     next.note_published(now);
     Ok(Outcome {
         document: Cow::Owned(next),
-        events: vec![Event::Rotated {
-            reason,
-            previous: old.cert.id(),
-            current: new_id,
-            previous_trusted_until: Some(old.cert.not_after()),
-        }],
+        events: vec![rotated],
         next_wake: now,
     })
 }

@@ -2,12 +2,12 @@
 //! pre-flight check that every consumer still trusts every other.
 
 use super::{
-    Event, LeafChange, Plan, PreviousCa, RotationReason, RotationRecord, SignerPolicy, SignerState,
-    next_check,
+    Event, LeafChange, Plan, PreviousCa, RotationDecision, RotationReason, RotationRecord,
+    SignerPolicy, SignerState, next_check,
 };
 use crate::engine::Outcome;
 use crate::error::{Result, RotateError};
-use crate::leaf::{Leaf, LeafRequest};
+use crate::leaf::{Leaf, LeafDecision, LeafRequest};
 use crate::preflight::TrustCell;
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, CertificateParams, PrivateKey, cross_sign,
@@ -41,7 +41,43 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     events.extend(already_done);
     let now = plan.now;
     next.policy = plan.policy;
-    for change in &plan.leaf_changes {
+    change_leaf_requests(&mut next, &plan.leaf_changes, &mut events);
+    if let Some(decision) = &plan.rotation {
+        rotate(state, &mut next, &plan, decision, rng, &mut events)?;
+    }
+    if let Some(reason) = &plan.record_forced_reason {
+        record_forced_reason(&mut next, reason, plan.relabel_latest_rotation, &mut events);
+    }
+    if !plan.prune.is_empty() {
+        prune_bundle(&mut next, &plan.prune, &mut events);
+    }
+    if plan.drop_bridge
+        && let Some(b) = next.bridge.take()
+    {
+        next.bridge_chain.clear();
+        events.push(Event::BridgeRetired { id: b.id() });
+    }
+    reissue_leaves(
+        &mut next,
+        std::mem::take(&mut plan.leaves),
+        now,
+        rng,
+        &mut events,
+    )?;
+    // The wake-up time must come from the document just produced: a leaf
+    // issued now has its own refresh time, a new CA its own rotation time.
+    next.note_published(now);
+    let next_wake = next_check(&next, &plan.policy, now);
+    Ok(Outcome {
+        document: Cow::Owned(next),
+        events,
+        next_wake,
+    })
+}
+
+/// Records the leaf requests the plan changes; a removal is an event.
+fn change_leaf_requests(next: &mut SignerState, changes: &[LeafChange], events: &mut Vec<Event>) {
+    for change in changes {
         match change {
             LeafChange::Request { name, request } => match next.leaves.get_mut(name) {
                 Some(leaf) => leaf.request = Arc::new(request.clone()),
@@ -65,54 +101,35 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             LeafChange::Renew { .. } | LeafChange::Replace { .. } => {}
         }
     }
+}
 
-    if let Some(decision) = &plan.rotation {
-        let old = state.ca.clone();
-        // A serving certificate of the old CA, to prove below that servers
-        // which have not refreshed stay trusted.
-        let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
-            Some(state.issue_leaf(&probe_request(&plan.policy), now, rng)?)
-        } else {
-            None
-        };
-        let cn = old
-            .cert
-            .common_name()
-            .unwrap_or_else(|| "pki-signer".to_string());
-        // Same Subject as the old CA, so chains can link through either bridge.
-        let new_key = PrivateKey::generate(plan.policy.key_algorithm, rng)?;
-        let mut params = CertificateParams::new(
-            pki_core::Profile::RootCa,
-            &cn,
-            now,
-            plan.policy.rotation.lifetime,
-        )?;
-        params.subject = old.cert.subject().clone();
-        let new_cert = params.self_signed(&new_key, rng)?;
-        let new = CertificateAuthority::new(new_cert, new_key)?;
-
-        let mut bundle = Bundle::from_certs([new.cert.clone()]);
-        let (bridge_b, trusted_until) = match decision.bridge_until {
-            Some(until) => {
-                let bridge_a = cross_sign(&old.cert, &new, until, rng)?;
-                bundle.push(bridge_a);
-                // Bridge B is only useful while the old CA, its issuer, is valid.
-                let b_until = new.cert.not_after().min(old.cert.not_after());
-                let bridge_b = cross_sign(&new.cert, &old, b_until, rng)?;
-                if plan.policy.keep_previous_root && old.cert.is_valid_at(now) {
-                    bundle.push(old.cert.clone());
-                }
-                (Some(bridge_b), Some(until))
-            }
-            None => (None, None),
-        };
-        events.push(Event::Rotated {
-            reason: decision.reason.clone(),
-            previous: old.cert.id(),
-            current: new.cert.id(),
-            previous_trusted_until: trusted_until,
-        });
-        next.history.push(RotationRecord {
+/// Rotates the CA of `next` (a copy of `state`) as `decision` says: a new
+/// CA on the old Subject, its bridges, the record of the rotation, then
+/// the pre-flight that every consumer still trusts every other and the
+/// guard over the breaks the plan accepts.
+fn rotate<R: CryptoRng + ?Sized>(
+    state: &SignerState,
+    next: &mut SignerState,
+    plan: &Plan,
+    decision: &RotationDecision,
+    rng: &mut R,
+    events: &mut Vec<Event>,
+) -> Result<()> {
+    let now = plan.now;
+    let old = &state.ca;
+    // A serving certificate of the old CA, to prove below that servers
+    // which have not refreshed stay trusted.
+    let old_probe = if old.cert.is_valid_at(now) && old.cert.not_after() > now {
+        Some(state.issue_leaf(&probe_request(&plan.policy), now, rng)?)
+    } else {
+        None
+    };
+    let new = successor(old, &plan.policy, now, rng)?;
+    let bridged = bridge(old, &new, decision.bridge_until, &plan.policy, now, rng)?;
+    let trusted_until = decision.bridge_until;
+    events.push(record_rotation(
+        next,
+        RotationRecord {
             at: now,
             reason: decision.reason.clone(),
             from: old.cert.id(),
@@ -120,124 +137,175 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             previous_trusted_until: trusted_until,
             overridden: Vec::new(),
             forced_reasons: Vec::new(),
-        });
-        let new_probe = crate::leaf::issue_leaf(&new, &probe_request(&plan.policy), now, rng)?;
-        next.previous = Some(PreviousCa {
-            id: old.cert.id(),
-            not_after: old.cert.not_after(),
-            trusted_until,
-            certificate: Some(old.cert.to_pem()),
-            probe: old_probe.as_ref().map(|p| {
-                state
-                    .serving_chain(&p.cert)
-                    .iter()
-                    .map(Certificate::to_pem)
-                    .collect()
-            }),
-        });
-        next.ca = new;
-        next.bridge = bridge_b;
-        next.bridge_chain = Vec::new();
-        next.bundle = bundle;
-        preflight_rotation(
-            state,
-            &next,
-            old_probe
-                .as_ref()
-                .map(|p| &p.cert)
-                .filter(|_| trusted_until.is_some()),
-            &new_probe.cert,
-            now,
-            trusted_until,
-        )?;
-        let breaks = if plan.skip_trust_break_check {
-            Vec::new()
-        } else {
-            crate::signer::rotation_trust_breaks(state, &next, &new_probe.cert, now)
-        };
-        // An emergency rotation passes the reload-interval guard. The guard
-        // protects consumers that have not reloaded since the previous
-        // rotation, on the promise that they reload within I. A forced
-        // rotation with a grace period says the previous CA stays trusted
-        // only that long: the operator has chosen, for this emergency, that
-        // consumers not reloaded by then break anyway, so refusing would
-        // only push them to an override that hides the emergency behind a
-        // generic reason. A compromise rotation distrusts the previous CA
-        // at once, breaking every consumer not yet reloaded by design, so
-        // it passes every check. Each break an emergency causes is still
-        // recorded in the history with it. A grace period does not make a
-        // bridge from an expired CA, so that check still needs an override.
-        let (accepted, refused): (Vec<_>, Vec<_>) = breaks.into_iter().partition(|b| {
-            plan.emergency.is_some()
-                && (plan.compromise || b.check == crate::preflight::BUNDLE_OF_TWO_ROTATIONS_AGO)
-        });
-        if !refused.is_empty() && plan.allow_trust_break.is_none() {
-            return Err(RotateError::Signer(crate::SignerError::TrustBreak {
-                summary: crate::preflight::refusal_summary(&refused, &next.policy.rotation),
-                breaks: refused.iter().map(ToString::to_string).collect(),
-            }));
-        }
-        if let Some(record) = next.history.last_mut() {
-            if let Some(emergency) = &plan.emergency {
-                record
-                    .overridden
-                    .extend(accepted.iter().map(|b| b.accepted_by(emergency)));
-            }
-            if let Some(allowed) = &plan.allow_trust_break {
-                record
-                    .overridden
-                    .extend(refused.iter().map(|b| b.overridden(allowed)));
-            }
-        }
+        },
+    ));
+    let new_probe = crate::leaf::issue_leaf(&new, &probe_request(&plan.policy), now, rng)?;
+    next.previous = Some(PreviousCa::of(
+        state,
+        old_probe.as_ref(),
+        trusted_until,
+        true,
+    ));
+    next.ca = new;
+    next.bridge = bridged.bridge_b;
+    next.bridge_chain = Vec::new();
+    next.bundle = bridged.bundle;
+    preflight_rotation(
+        state,
+        next,
+        old_probe
+            .as_ref()
+            .map(|p| &p.cert)
+            .filter(|_| trusted_until.is_some()),
+        &new_probe.cert,
+        now,
+        trusted_until,
+    )?;
+    let breaks = if plan.trust_breaks.checks() {
+        crate::signer::rotation_trust_breaks(state, next, &new_probe.cert, now)
+    } else {
+        Vec::new()
+    };
+    let overridden = plan.trust_breaks.judge(breaks, &next.policy.rotation)?;
+    if let Some(record) = next.history.last_mut() {
+        record.overridden.extend(overridden);
     }
-    if let Some(reason) = &plan.record_forced_reason {
-        next.forced_rotation_reason = Some(reason.clone());
-        if plan.relabel_latest_rotation
-            && let Some(latest) = next.history.last_mut()
-        {
-            // A due rotation that a forced request coincided with is
-            // recorded as forced (its reason says so once); every further
-            // forced request it satisfied is appended, never written over.
-            match latest.reason {
-                RotationReason::Expiring { .. } if latest.forced_reasons.is_empty() => {
-                    latest.reason = RotationReason::Forced {
-                        reason: reason.clone(),
-                    };
-                }
-                _ => latest.forced_reasons.push(reason.clone()),
-            }
-            events.push(Event::ForcedRotationSatisfied {
-                reason: reason.clone(),
-                by: latest.to.clone(),
-            });
-        }
-    }
+    Ok(())
+}
 
-    if !plan.prune.is_empty() {
-        let mut bundle = Bundle::new();
-        for c in next.bundle.certs() {
-            if !plan.prune.contains(c) {
-                bundle.push(c.clone());
-            }
-        }
-        next.bundle = bundle;
-        events.push(Event::BundlePruned {
-            removed: plan.prune.iter().map(Certificate::id).collect(),
-        });
-    }
-    if plan.drop_bridge
-        && let Some(b) = next.bridge.take()
-    {
-        next.bridge_chain.clear();
-        events.push(Event::BridgeRetired { id: b.id() });
-    }
+/// Appends `record` to the history of `next`; the event that reports it.
+pub(crate) fn record_rotation(next: &mut SignerState, record: RotationRecord) -> Event {
+    let event = Event::Rotated {
+        reason: record.reason.clone(),
+        previous: record.from.clone(),
+        current: record.to.clone(),
+        previous_trusted_until: record.previous_trusted_until,
+    };
+    next.history.push(record);
+    event
+}
 
+/// A new self-signed CA for `old`'s place: the same Subject, so chains can
+/// link through either bridge, on a new key of the policy's type.
+fn successor<R: CryptoRng + ?Sized>(
+    old: &CertificateAuthority,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<CertificateAuthority> {
+    let cn = old
+        .cert
+        .common_name()
+        .unwrap_or_else(|| "pki-signer".to_string());
+    let new_key = PrivateKey::generate(policy.key_algorithm, rng)?;
+    let mut params = CertificateParams::new(
+        pki_core::Profile::RootCa,
+        &cn,
+        now,
+        policy.rotation.lifetime,
+    )?;
+    params.subject = old.cert.subject().clone();
+    let new_cert = params.self_signed(&new_key, rng)?;
+    Ok(CertificateAuthority::new(new_cert, new_key)?)
+}
+
+/// The bundle and bridge B after a rotation from `old` to `new`.
+struct Bridged {
+    bundle: Bundle,
+    bridge_b: Option<Certificate>,
+}
+
+/// Bridges `old` and `new` until `until` (no bridges without it: a
+/// compromise): bridge A (the old CA's key vouched for by the new CA) joins
+/// the bundle, bridge B serves the new CA's leaves to clients that trust
+/// only the old CA.
+fn bridge<R: CryptoRng + ?Sized>(
+    old: &CertificateAuthority,
+    new: &CertificateAuthority,
+    until: Option<OffsetDateTime>,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Bridged> {
+    let mut bundle = Bundle::from_certs([new.cert.clone()]);
+    let Some(until) = until else {
+        return Ok(Bridged {
+            bundle,
+            bridge_b: None,
+        });
+    };
+    bundle.push(cross_sign(&old.cert, new, until, rng)?);
+    // Bridge B is only useful while the old CA, its issuer, is valid.
+    let b_until = new.cert.not_after().min(old.cert.not_after());
+    let bridge_b = cross_sign(&new.cert, old, b_until, rng)?;
+    if policy.keep_previous_root && old.cert.is_valid_at(now) {
+        bundle.push(old.cert.clone());
+    }
+    Ok(Bridged {
+        bundle,
+        bridge_b: Some(bridge_b),
+    })
+}
+
+/// Records a forced rotation's reason. A due rotation that a forced request
+/// coincided with (`relabel`) is recorded as forced (its reason says so
+/// once); every further forced request it satisfied is appended, never
+/// written over.
+fn record_forced_reason(
+    next: &mut SignerState,
+    reason: &str,
+    relabel: bool,
+    events: &mut Vec<Event>,
+) {
+    next.forced_rotation_reason = Some(reason.to_string());
+    if !relabel {
+        return;
+    }
+    let Some(latest) = next.history.last_mut() else {
+        return;
+    };
+    match latest.reason {
+        RotationReason::Expiring { .. } if latest.forced_reasons.is_empty() => {
+            latest.reason = RotationReason::Forced {
+                reason: reason.to_string(),
+            };
+        }
+        _ => latest.forced_reasons.push(reason.to_string()),
+    }
+    events.push(Event::ForcedRotationSatisfied {
+        reason: reason.to_string(),
+        by: latest.to.clone(),
+    });
+}
+
+/// Drops the expired members `prune` names from the bundle.
+fn prune_bundle(next: &mut SignerState, prune: &[Certificate], events: &mut Vec<Event>) {
+    let mut bundle = Bundle::new();
+    for c in next.bundle.certs() {
+        if !prune.contains(c) {
+            bundle.push(c.clone());
+        }
+    }
+    next.bundle = bundle;
+    events.push(Event::BundlePruned {
+        removed: prune.iter().map(Certificate::id).collect(),
+    });
+}
+
+/// Issues the leaves the plan decided, each within the CA's limit.
+fn reissue_leaves<R: CryptoRng + ?Sized>(
+    next: &mut SignerState,
+    decisions: Vec<LeafDecision>,
+    now: OffsetDateTime,
+    rng: &mut R,
+    events: &mut Vec<Event>,
+) -> Result<()> {
     let limit = next.leaf_not_after_limit();
     // Each decision's name and reason move into its event first, and the
     // decisions are freed before any leaf is issued: a signer issuing
     // thousands at once would otherwise hold both lists at its peak.
     let first_leaf_event = events.len();
-    for decision in std::mem::take(&mut plan.leaves) {
+    for decision in decisions {
         if next.leaves.contains_key(&decision.name) {
             events.push(Event::LeafReissued {
                 name: decision.name,
@@ -257,15 +325,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         *id = issued.cert.id();
         leaf.issued = Some(issued);
     }
-    // The wake-up time must come from the document just produced: a leaf
-    // issued now has its own refresh time, a new CA its own rotation time.
-    next.note_published(now);
-    let next_wake = next_check(&next, &plan.policy, now);
-    Ok(Outcome {
-        document: Cow::Owned(next),
-        events,
-        next_wake,
-    })
+    Ok(())
 }
 
 /// A serving certificate for the probe name, with the lifetime of the

@@ -1,11 +1,12 @@
 //! Deciding: whether the CA rotates and why, which leaves are issued, what
 //! leaves the bundle, and when to look again.
 
-use super::{LeafChange, SignerInput, SignerPolicy, SignerState};
+use super::{ForcedRotation, LeafChange, SignerInput, SignerPolicy, SignerState};
 use crate::error::{Result, RotateError};
 use crate::leaf::{
     IssuedLeaf, LeafDecision, LeafReason, LeafRequest, RefreshTimes, validate_leaf_name,
 };
+use crate::preflight::BreakAcceptance;
 use pki_core::Certificate;
 use std::collections::BTreeMap;
 use time::{Duration, OffsetDateTime};
@@ -96,17 +97,9 @@ pub struct Plan {
     pub prune: Vec<Certificate>,
     /// Bridge B expired and is dropped from serving chains.
     pub drop_bridge: bool,
-    /// The operator's reason to rotate although trust breaks (from the input).
-    pub allow_trust_break: Option<String>,
-    /// The rotation is a forced one for a compromised key (no bridges).
-    pub compromise: bool,
-    /// Skip the trust-break pre-flight (from the input).
-    pub skip_trust_break_check: bool,
-    /// The rotation is a forced emergency (a grace period, or a
-    /// compromised key), in words for the history: it passes the
-    /// reload-interval guard, recording each break it causes (see
-    /// [`crate::signer::apply`]).
-    pub emergency: Option<String>,
+    /// Which trust breaks of the rotation are accepted: by its nature (an
+    /// emergency) or by the operator's reason, recorded in the history.
+    pub trust_breaks: BreakAcceptance,
     /// Requests already carried out, each a note of what is so: the
     /// removal of a leaf the document does not have (a rerun of one that
     /// landed). They change nothing; `apply` reports them.
@@ -345,26 +338,12 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
     }
 
-    let compromise = forced.is_some_and(|f| f.no_bridges) && rotation.is_some();
-    let forced_rotation = rotation
-        .as_ref()
-        .is_some_and(|r| matches!(r.reason, RotationReason::Forced { .. }));
-    let emergency = forced.filter(|_| forced_rotation).and_then(|f| {
-        if f.no_bridges {
-            Some(format!(
-                "the compromise rotation \"{}\", which distrusts the previous CA at once",
-                f.reason
-            ))
-        } else {
-            f.grace.map(|g| {
-                format!(
-                    "the emergency rotation \"{}\", which trusts the previous CA for {} only",
-                    f.reason,
-                    pki_core::policy::human(g)
-                )
-            })
-        }
-    });
+    let trust_breaks = BreakAcceptance {
+        unchecked: input.skip_trust_break_check,
+        emergency: emergency(forced, rotation.as_ref()),
+        compromise: forced.is_some_and(|f| f.no_bridges) && rotation.is_some(),
+        allowed: input.allow_trust_break.clone(),
+    };
     Ok(Plan {
         now,
         policy,
@@ -376,12 +355,44 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         leaves,
         prune,
         drop_bridge,
-        allow_trust_break: input.allow_trust_break.clone(),
-        compromise,
-        skip_trust_break_check: input.skip_trust_break_check,
-        emergency,
+        trust_breaks,
         already_done,
         next_check: next_check_from(state, &policy, now, earliest_refresh),
+    })
+}
+
+/// The emergency a forced rotation is, in words for the history, when it
+/// is one: a compromise (no bridges) or a grace period.
+///
+/// An emergency passes the reload-interval guard. The guard protects
+/// consumers that have not reloaded since the previous rotation, on the
+/// promise that they reload within I. A forced rotation with a grace
+/// period says the previous CA stays trusted only that long: the operator
+/// has chosen, for this emergency, that consumers not reloaded by then
+/// break anyway, so refusing would only push them to an override that
+/// hides the emergency behind a generic reason. A compromise rotation
+/// distrusts the previous CA at once, breaking every consumer not yet
+/// reloaded by design, so it passes every check. Each break an emergency
+/// causes is still recorded in the history with it.
+fn emergency(
+    forced: Option<&ForcedRotation>,
+    rotation: Option<&RotationDecision>,
+) -> Option<String> {
+    let forced_rotation =
+        rotation.is_some_and(|r| matches!(r.reason, RotationReason::Forced { .. }));
+    let f = forced.filter(|_| forced_rotation)?;
+    if f.no_bridges {
+        return Some(format!(
+            "the compromise rotation \"{}\", which distrusts the previous CA at once",
+            f.reason
+        ));
+    }
+    f.grace.map(|g| {
+        format!(
+            "the emergency rotation \"{}\", which trusts the previous CA for {} only",
+            f.reason,
+            pki_core::policy::human(g)
+        )
     })
 }
 

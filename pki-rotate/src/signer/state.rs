@@ -32,6 +32,34 @@ pub struct PreviousCa {
     pub probe: Option<String>,
 }
 
+impl PreviousCa {
+    /// The record of `state`'s CA once a rotation replaced it: trusted
+    /// until `trusted_until`, its certificate kept when `keep_certificate`
+    /// (the bundle of clients that have not refreshed), and the serving
+    /// chain of `probe`, a leaf it issued at the rotation.
+    pub(crate) fn of(
+        state: &SignerState,
+        probe: Option<&IssuedLeaf>,
+        trusted_until: Option<OffsetDateTime>,
+        keep_certificate: bool,
+    ) -> Self {
+        let old = &state.ca.cert;
+        PreviousCa {
+            id: old.id(),
+            not_after: old.not_after(),
+            trusted_until,
+            certificate: keep_certificate.then(|| old.to_pem()),
+            probe: probe.map(|p| {
+                state
+                    .serving_chain(&p.cert)
+                    .iter()
+                    .map(Certificate::to_pem)
+                    .collect()
+            }),
+        }
+    }
+}
+
 /// One rotation, as recorded in the history.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RotationRecord {
