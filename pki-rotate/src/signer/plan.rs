@@ -132,6 +132,48 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
     let policy = input.policy.unwrap_or(state.policy);
     policy.validate()?;
     let forced = input.forced.as_ref();
+    check_time(state, &policy, forced, now)?;
+    let rotating = decide_rotation(state, input, &policy, now)?;
+    let requests = LeafRequests::of(state, input, now)?;
+    let (leaves, earliest_refresh) =
+        leaf_decisions(state, &requests, rotating.rotation.is_some(), &policy, now);
+    // A rotation replaces the bundle and the bridges: nothing to prune.
+    let (prune, drop_bridge) = match rotating.rotation {
+        Some(_) => (Vec::new(), false),
+        None => expired_members(state, now),
+    };
+    let trust_breaks = BreakAcceptance {
+        unchecked: input.skip_trust_break_check,
+        emergency: emergency(forced, rotating.rotation.as_ref()),
+        compromise: forced.is_some_and(|f| f.no_bridges) && rotating.rotation.is_some(),
+        allowed: input.allow_trust_break.clone(),
+    };
+    Ok(Plan {
+        now,
+        policy,
+        policy_changed: policy != state.policy,
+        rotation: rotating.rotation,
+        record_forced_reason: rotating.record_forced_reason,
+        relabel_latest_rotation: rotating.relabel_latest_rotation,
+        leaf_changes: requests.changes,
+        leaves,
+        prune,
+        drop_bridge,
+        trust_breaks,
+        already_done: requests.already_done,
+        next_check: next_check_from(state, &policy, now, earliest_refresh),
+    })
+}
+
+/// Refuses a time before the CA began, and one where what the plan adds
+/// to it (at most D, or the forced grace) leaves the encodable range,
+/// instead of overflowing.
+fn check_time(
+    state: &SignerState,
+    policy: &SignerPolicy,
+    forced: Option<&ForcedRotation>,
+    now: OffsetDateTime,
+) -> Result<()> {
     let ca = &state.ca.cert;
     if now < ca.not_before() {
         return Err(RotateError::Signer(crate::SignerError::ClockBeforeCa {
@@ -139,68 +181,48 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             not_before: ca.not_before(),
         }));
     }
-    // Everything below adds at most D (or the forced grace) to `now`; refuse
-    // a time where that leaves the encodable range instead of overflowing.
     pki_core::datetime::add(now, policy.rotation.lifetime)?;
     if let Some(g) = forced.and_then(|f| f.grace) {
         pki_core::datetime::add(now, g)?;
     }
-    let min_trust = policy.rotation.min_trust;
-    let remaining = ca.not_after() - now;
+    Ok(())
+}
 
-    let mut record_forced_reason = None;
-    let mut rotation = None;
-    let mut relabel_latest_rotation = false;
-    if let Some(f) = forced {
-        if f.reason.trim().is_empty() {
-            return Err(RotateError::Signer(crate::SignerError::EmptyForcedReason));
-        }
-        crate::text::check_reason("the forced rotation's reason", &f.reason)?;
-        if let Some(g) = f.grace
-            && g <= Duration::ZERO
-        {
-            return Err(RotateError::Signer(crate::SignerError::InvalidGrace(g)));
-        }
-        // A rotation at this very instant that no forced reason asked for
-        // (a due one, by another replica that read and wrote first) is the
-        // one this request asks for: forced and due at once make a single
-        // rotation, recorded as forced. An emergency still rotates.
-        let coinciding = state.history.last().is_some_and(|latest| {
-            latest.at == now && !matches!(latest.reason, RotationReason::Forced { .. })
-        }) && f.grace.is_none()
-            && !f.no_bridges;
-        let recorded = already_forced(state, &f.reason);
-        if !recorded && coinciding {
-            record_forced_reason = Some(f.reason.clone());
-            relabel_latest_rotation = true;
-        } else if !recorded {
-            record_forced_reason = Some(f.reason.clone());
-            let bridge_until = if f.no_bridges {
-                None
-            } else {
-                Some(match f.grace {
-                    Some(g) => now + g,
-                    None => normal_bridge_until(ca, now, min_trust),
-                })
-            };
-            rotation = Some(RotationDecision {
-                reason: RotationReason::Forced {
-                    reason: f.reason.clone(),
-                },
-                bridge_until,
-            });
-        }
-    }
+/// Whether and why the CA rotates, and the forced reason to record.
+#[derive(Default)]
+struct Rotating {
+    rotation: Option<RotationDecision>,
+    record_forced_reason: Option<String>,
+    relabel_latest_rotation: bool,
+}
+
+/// Decides the rotation: a forced one the document has not recorded yet, a
+/// due one (less than the minimum trust left), none for an imported CA
+/// (its replacement comes from its issuer), never bridges from an expired
+/// CA (they would be expired or vouch for a dead key).
+fn decide_rotation(
+    state: &SignerState,
+    input: &SignerInput,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+) -> Result<Rotating> {
+    let ca = &state.ca.cert;
+    let min_trust = policy.rotation.min_trust;
+    let mut rotating = match &input.forced {
+        Some(f) => decide_forced(state, f, min_trust, now)?,
+        None => Rotating::default(),
+    };
     if let Some(reason) = &input.satisfied_forced_reason
-        && forced.is_none()
+        && input.forced.is_none()
         && !already_forced(state, reason)
         && !state.history.is_empty()
     {
-        record_forced_reason = Some(reason.clone());
-        relabel_latest_rotation = true;
+        rotating.record_forced_reason = Some(reason.clone());
+        rotating.relabel_latest_rotation = true;
     }
-    if rotation.is_none() && remaining < min_trust {
-        rotation = Some(RotationDecision {
+    let remaining = ca.not_after() - now;
+    if rotating.rotation.is_none() && remaining < min_trust {
+        rotating.rotation = Some(RotationDecision {
             reason: RotationReason::Expiring {
                 remaining_seconds: remaining.whole_seconds(),
                 min_trust_seconds: min_trust.whole_seconds(),
@@ -208,78 +230,176 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             bridge_until: Some(normal_bridge_until(ca, now, min_trust)),
         });
     }
-    crate::signer::hold_rotation(state, &mut rotation)?;
-    // Bridges from an expired CA would themselves be expired or vouch for a dead key.
-    if let Some(r) = rotation.as_mut()
+    crate::signer::hold_rotation(state, &mut rotating.rotation)?;
+    if let Some(r) = rotating.rotation.as_mut()
         && now > ca.not_after()
     {
         r.bridge_until = None;
     }
+    Ok(rotating)
+}
 
-    // The requests after the input's changes, as the leaves the input
-    // names (None: removed) over the document's: only real changes are
-    // kept, and a plan without leaf changes copies nothing per leaf.
-    let mut overrides: BTreeMap<&str, Option<LeafEntry<'_>>> = BTreeMap::new();
-    let known = |overrides: &BTreeMap<&str, Option<LeafEntry<'_>>>, name: &str| {
-        lookup_leaf(state, overrides, name).is_some()
+/// A forced rotation, checked: it runs once per reason.
+fn decide_forced(
+    state: &SignerState,
+    f: &ForcedRotation,
+    min_trust: Duration,
+    now: OffsetDateTime,
+) -> Result<Rotating> {
+    if f.reason.trim().is_empty() {
+        return Err(RotateError::Signer(crate::SignerError::EmptyForcedReason));
+    }
+    crate::text::check_reason("the forced rotation's reason", &f.reason)?;
+    if let Some(g) = f.grace
+        && g <= Duration::ZERO
+    {
+        return Err(RotateError::Signer(crate::SignerError::InvalidGrace(g)));
+    }
+    if already_forced(state, &f.reason) {
+        return Ok(Rotating::default());
+    }
+    // A rotation at this very instant that no forced reason asked for
+    // (a due one, by another replica that read and wrote first) is the
+    // one this request asks for: forced and due at once make a single
+    // rotation, recorded as forced. An emergency still rotates.
+    let coinciding = state.history.last().is_some_and(|latest| {
+        latest.at == now && !matches!(latest.reason, RotationReason::Forced { .. })
+    }) && f.grace.is_none()
+        && !f.no_bridges;
+    if coinciding {
+        return Ok(Rotating {
+            rotation: None,
+            record_forced_reason: Some(f.reason.clone()),
+            relabel_latest_rotation: true,
+        });
+    }
+    let bridge_until = if f.no_bridges {
+        None
+    } else {
+        Some(match f.grace {
+            Some(g) => now + g,
+            None => normal_bridge_until(&state.ca.cert, now, min_trust),
+        })
     };
-    let mut leaf_changes = Vec::new();
-    let mut renew = Vec::new();
-    let mut already_done = Vec::new();
-    for change in &input.leaves {
-        validate_leaf_name(change.name())?;
+    Ok(Rotating {
+        rotation: Some(RotationDecision {
+            reason: RotationReason::Forced {
+                reason: f.reason.clone(),
+            },
+            bridge_until,
+        }),
+        record_forced_reason: Some(f.reason.clone()),
+        relabel_latest_rotation: false,
+    })
+}
+
+/// The leaf requests after the input's changes.
+struct LeafRequests<'a> {
+    /// The leaves the input names (None: removed), over the document's.
+    overrides: BTreeMap<&'a str, Option<LeafEntry<'a>>>,
+    /// Only the real changes: a plan without any copies nothing per leaf.
+    changes: Vec<LeafChange>,
+    /// The leaves to renew.
+    renew: Vec<&'a str>,
+    /// Removals of leaves the document does not have.
+    already_done: Vec<String>,
+}
+
+impl<'a> LeafRequests<'a> {
+    /// Checks and merges the input's leaf changes, in order.
+    fn of(state: &'a SignerState, input: &'a SignerInput, now: OffsetDateTime) -> Result<Self> {
+        let mut requests = LeafRequests {
+            overrides: BTreeMap::new(),
+            changes: Vec::new(),
+            renew: Vec::new(),
+            already_done: Vec::new(),
+        };
+        for change in &input.leaves {
+            validate_leaf_name(change.name())?;
+            requests.add(state, change, now)?;
+        }
+        Ok(requests)
+    }
+
+    fn known(&self, state: &'a SignerState, name: &str) -> bool {
+        lookup_leaf(state, &self.overrides, name).is_some()
+    }
+
+    fn add(
+        &mut self,
+        state: &'a SignerState,
+        change: &'a LeafChange,
+        now: OffsetDateTime,
+    ) -> Result<()> {
         match change {
             LeafChange::Request { name, request } | LeafChange::Replace { name, request } => {
                 request.validate()?;
                 check_issuable(state, name, request, now)?;
-                let before = lookup_leaf(state, &overrides, name).map(|(r, _)| r);
+                let before = lookup_leaf(state, &self.overrides, name).map(|(r, _)| r);
                 if let (Some(before), LeafChange::Request { .. }) = (before, change) {
                     refuse_narrowing(name, before, request)?;
                 }
                 // A leaf this input removed first has no certificate left.
-                let issued = lookup_leaf(state, &overrides, name).and_then(|(_, issued)| issued);
+                let issued =
+                    lookup_leaf(state, &self.overrides, name).and_then(|(_, issued)| issued);
                 if before != Some(request) {
-                    leaf_changes.push(LeafChange::Request {
+                    self.changes.push(LeafChange::Request {
                         name: name.clone(),
                         request: request.clone(),
                     });
                 }
-                overrides.insert(name, Some((request, issued)));
+                self.overrides.insert(name, Some((request, issued)));
             }
             LeafChange::Remove { name } => {
                 // What a removal asks for already holds: a rerun of one
                 // that landed (its answer lost, or the caller killed) must
                 // not fail where the first run succeeded.
-                if !known(&overrides, name) {
-                    already_done.push(format!("no certificate named \"{}\"", name.escape_debug()));
-                    continue;
+                if !self.known(state, name) {
+                    self.already_done
+                        .push(format!("no certificate named \"{}\"", name.escape_debug()));
+                    return Ok(());
                 }
-                overrides.insert(name, None);
-                leaf_changes.push(change.clone());
+                self.overrides.insert(name, None);
+                self.changes.push(change.clone());
             }
             LeafChange::Renew { name } => {
-                if !known(&overrides, name) {
+                if !self.known(state, name) {
                     return Err(RotateError::Signer(crate::SignerError::UnknownLeaf(
                         name.clone(),
                     )));
                 }
-                renew.push(name.as_str());
+                self.renew.push(name.as_str());
             }
         }
+        Ok(())
     }
+}
 
+/// One decision per leaf to (re-)issue, in name order, and the current
+/// leaves' earliest refresh after `now` (for the next check), found in the
+/// same pass: one read of every certificate.
+fn leaf_decisions(
+    state: &SignerState,
+    requests: &LeafRequests<'_>,
+    rotating: bool,
+    policy: &SignerPolicy,
+    now: OffsetDateTime,
+) -> (Vec<LeafDecision>, Option<i128>) {
     let mut leaves = Vec::new();
-    let check = crate::leaf::LeafCheck::new(ca, now, policy.leaf_refresh_fraction);
+    let check = crate::leaf::LeafCheck::new(&state.ca.cert, now, policy.leaf_refresh_fraction);
     let mut consider = |name: &str, request: &LeafRequest, issued: Option<&IssuedLeaf>| {
-        let (reason, refresh_at) = if rotation.is_some() {
+        let (reason, refresh_at) = if rotating {
             (
                 Some(LeafReason::IssuerRotated),
                 issued.map(|i| check.refresh_at(&i.cert)),
             )
         } else {
             let (reason, refresh_at) = check.decide(request, issued);
-            let reason = reason.or_else(|| renew.contains(&name).then_some(LeafReason::Renewed));
-            (reason, refresh_at)
+            let renewed = requests.renew.contains(&name);
+            (
+                reason.or_else(|| renewed.then_some(LeafReason::Renewed)),
+                refresh_at,
+            )
         };
         leaves.extend(reason.map(|reason| LeafDecision {
             name: name.to_string(),
@@ -287,12 +407,10 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         }));
         refresh_at
     };
-    // The current leaves' earliest refresh after `now`, for the next
-    // check, found in the same pass: one read of every certificate.
     let now_nanos = now.unix_timestamp_nanos();
     let mut earliest_refresh: Option<i128> = None;
     for (name, leaf) in &state.leaves {
-        let refresh_at = if overrides.contains_key(name.as_str()) {
+        let refresh_at = if requests.overrides.contains_key(name.as_str()) {
             leaf.issued.as_ref().map(|i| check.refresh_at(&i.cert))
         } else {
             consider(name, &leaf.request, leaf.issued.as_ref())
@@ -301,64 +419,37 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
             earliest_refresh = Some(earliest_refresh.map_or(at, |e| e.min(at)));
         }
     }
-    for (name, entry) in &overrides {
+    for (name, entry) in &requests.overrides {
         if let Some((request, issued)) = entry {
             consider(name, request, *issued);
         }
     }
     // In name order, as one pass over the merged requests would give.
-    if !overrides.is_empty() {
+    if !requests.overrides.is_empty() {
         leaves.sort_by(|a, b| a.name.cmp(&b.name));
     }
     // Held while every leaf is issued: without the spare room of growth.
     leaves.shrink_to_fit();
+    (leaves, earliest_refresh)
+}
 
-    let mut prune = Vec::new();
-    let mut drop_bridge = false;
-    if rotation.is_none() {
-        prune = state
-            .bundle
-            .certs()
-            .iter()
-            // The current CA's own anchor stays even when expired: an
-            // imported CA's external root is the only certificate clients
-            // trust it by, and a bundle without it would leave the store
-            // unreadable instead of reporting the expiry.
-            .filter(|c| {
-                c.not_after() < now
-                    && *c != ca
-                    && state
-                        .external
-                        .as_ref()
-                        .and_then(|e| e.root())
-                        .is_none_or(|root| *c != root)
-            })
-            .cloned()
-            .collect();
-        drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
-    }
-
-    let trust_breaks = BreakAcceptance {
-        unchecked: input.skip_trust_break_check,
-        emergency: emergency(forced, rotation.as_ref()),
-        compromise: forced.is_some_and(|f| f.no_bridges) && rotation.is_some(),
-        allowed: input.allow_trust_break.clone(),
-    };
-    Ok(Plan {
-        now,
-        policy,
-        policy_changed: policy != state.policy,
-        rotation,
-        record_forced_reason,
-        relabel_latest_rotation,
-        leaf_changes,
-        leaves,
-        prune,
-        drop_bridge,
-        trust_breaks,
-        already_done,
-        next_check: next_check_from(state, &policy, now, earliest_refresh),
-    })
+/// The bundle members that expired and go, and whether bridge B expired.
+/// The current CA's own anchor stays even when expired: an imported CA's
+/// external root is the only certificate clients trust it by, and a
+/// bundle without it would leave the store unreadable instead of
+/// reporting the expiry.
+fn expired_members(state: &SignerState, now: OffsetDateTime) -> (Vec<Certificate>, bool) {
+    let ca = &state.ca.cert;
+    let external_root = state.external.as_ref().and_then(|e| e.root());
+    let prune = state
+        .bundle
+        .certs()
+        .iter()
+        .filter(|c| c.not_after() < now && *c != ca && external_root.is_none_or(|root| *c != root))
+        .cloned()
+        .collect();
+    let drop_bridge = state.bridge.as_ref().is_some_and(|b| b.not_after() < now);
+    (prune, drop_bridge)
 }
 
 /// The emergency a forced rotation is, in words for the history, when it
