@@ -3,7 +3,7 @@
 //! with the pre-flight trust matrix against what every target may hold.
 
 use super::material::{self, LoadedMaterial};
-use super::plan::{Record, SetPlan};
+use super::plan::{LeafIssue, Record, SetPlan, Transition};
 use super::{Ack, CaPair, Failure, LeafSpec, OverrideRecord, SetEvent, SetLeaf, SetState, SetStep};
 use crate::engine::Outcome;
 use crate::error::{Result, RotateError};
@@ -148,35 +148,20 @@ fn retire_cas(next: &mut SetState, to: SetStep, events: &mut Vec<SetEvent>) {
     }
 }
 
-/// Carries out `plan` with `rng`, then checks the new material with the
-/// pre-flight trust matrix against what every target may hold: a red cell
-/// refuses the plan, unless it carries an override reason, with which the
-/// red cells are recorded.
-pub fn apply<'d, R: CryptoRng + ?Sized>(
-    doc: &'d SetState,
-    plan: SetPlan,
-    rng: &mut R,
-) -> Result<Outcome<'d, SetState, SetEvent>> {
-    let now = plan.now;
-    if plan.is_empty() {
-        return Ok(Outcome {
-            document: Cow::Borrowed(doc),
-            events: plan
-                .already_done
-                .map(|note| SetEvent::AlreadyDone { note })
-                .into_iter()
-                .collect(),
-            next_wake: plan.next_wake,
-        });
-    }
-    let mut next = doc.clone();
-    let mut events = Vec::new();
-    let mut new_leaf: Option<(String, LeafSpec)> = None;
-    match plan.record {
+/// Records what the request brought (a target's bundles, an ack, a
+/// failure, a retry); a new leaf's spec is returned, to be issued.
+fn record(
+    doc: &SetState,
+    next: &mut SetState,
+    record: Record,
+    now: OffsetDateTime,
+    events: &mut Vec<SetEvent>,
+) -> Option<(String, LeafSpec)> {
+    match record {
         Record::Nothing => {}
         Record::Leaf { name, spec } => {
             next.targets.entry(spec.target.clone()).or_default();
-            new_leaf = Some((name, spec));
+            return Some((name, spec));
         }
         Record::Target { name, spec } => {
             next.targets.insert(name.clone(), spec);
@@ -216,23 +201,20 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             events.push(SetEvent::Retrying { target });
         }
     }
-    if let Some(start) = plan.start {
-        start_cas(&mut next, start, now, rng, &mut events)?;
-    }
-    next.rotation = plan.rotation;
-    let transition = plan.transition;
-    if let Some(t) = &transition {
-        events.push(SetEvent::Step {
-            from: t.from,
-            to: t.to,
-            note: t.note.clone(),
-        });
-        retire_cas(&mut next, t.to, &mut events);
-    }
-    if let Some(finished) = plan.finished {
-        next.history.push(finished);
-    }
-    for issue in plan.issue {
+    None
+}
+
+/// Issues each leaf the plan names on the CA generation it names (the
+/// current one when the CA has no next), `new_leaf` with its new spec.
+fn issue_leaves<R: CryptoRng + ?Sized>(
+    next: &mut SetState,
+    issues: Vec<LeafIssue>,
+    new_leaf: Option<(String, LeafSpec)>,
+    now: OffsetDateTime,
+    rng: &mut R,
+    events: &mut Vec<SetEvent>,
+) -> Result<()> {
+    for issue in issues {
         let spec = match &new_leaf {
             Some((name, spec)) if *name == issue.name => spec.clone(),
             _ => match next.leaves.get(&issue.name) {
@@ -263,36 +245,96 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             },
         );
     }
+    Ok(())
+}
+
+/// The guard over the set's red cells: refused unless the plan's
+/// transition carries an override reason, which then accepts them on the
+/// record (the override this transition recorded when its gate waited, or
+/// a new one).
+fn accept_red_cells(
+    next: &mut SetState,
+    red: Vec<String>,
+    override_reason: Option<String>,
+    transition: Option<&Transition>,
+    now: OffsetDateTime,
+) -> Result<()> {
+    let broken = |red: &[String]| RotateError::Set(crate::SetError::TrustBroken(red.join("; ")));
+    let (Some(reason), Some(t)) = (override_reason, transition) else {
+        return Err(broken(&red));
+    };
+    let Some(r) = next.rotation.as_mut() else {
+        return Err(broken(&red));
+    };
+    match r
+        .overrides
+        .last_mut()
+        .filter(|o| o.at == now && o.from == t.from && o.to == t.to)
+    {
+        Some(record) => record.red_cells = red,
+        None => r.overrides.push(OverrideRecord {
+            at: now,
+            from: t.from,
+            to: t.to,
+            reason,
+            waiting: Vec::new(),
+            warnings: Vec::new(),
+            red_cells: red,
+        }),
+    }
+    Ok(())
+}
+
+/// Carries out `plan` with `rng`, then checks the new material with the
+/// pre-flight trust matrix against what every target may hold: a red cell
+/// refuses the plan, unless it carries an override reason, with which the
+/// red cells are recorded.
+pub fn apply<'d, R: CryptoRng + ?Sized>(
+    doc: &'d SetState,
+    plan: SetPlan,
+    rng: &mut R,
+) -> Result<Outcome<'d, SetState, SetEvent>> {
+    let now = plan.now;
+    if plan.is_empty() {
+        return Ok(Outcome {
+            document: Cow::Borrowed(doc),
+            events: plan
+                .already_done
+                .map(|note| SetEvent::AlreadyDone { note })
+                .into_iter()
+                .collect(),
+            next_wake: plan.next_wake,
+        });
+    }
+    let mut next = doc.clone();
+    let mut events = Vec::new();
+    let new_leaf = record(doc, &mut next, plan.record, now, &mut events);
+    if let Some(start) = plan.start {
+        start_cas(&mut next, start, now, rng, &mut events)?;
+    }
+    next.rotation = plan.rotation;
+    let transition = plan.transition;
+    if let Some(t) = &transition {
+        events.push(SetEvent::Step {
+            from: t.from,
+            to: t.to,
+            note: t.note.clone(),
+        });
+        retire_cas(&mut next, t.to, &mut events);
+    }
+    if let Some(finished) = plan.finished {
+        next.history.push(finished);
+    }
+    issue_leaves(&mut next, plan.issue, new_leaf, now, rng, &mut events)?;
     let red = material::red_cells(doc, &next, now);
     if !red.is_empty() {
-        let (Some(reason), Some(t)) = (&plan.override_reason, &transition) else {
-            return Err(RotateError::Set(crate::SetError::TrustBroken(
-                red.join("; "),
-            )));
-        };
-        let Some(r) = next.rotation.as_mut() else {
-            return Err(RotateError::Set(crate::SetError::TrustBroken(
-                red.join("; "),
-            )));
-        };
-        // The override this transition recorded (its gate waited), or a
-        // new record: the reason accepted these cells.
-        match r
-            .overrides
-            .last_mut()
-            .filter(|o| o.at == now && o.from == t.from && o.to == t.to)
-        {
-            Some(record) => record.red_cells = red,
-            None => r.overrides.push(OverrideRecord {
-                at: now,
-                from: t.from,
-                to: t.to,
-                reason: reason.clone(),
-                waiting: Vec::new(),
-                warnings: Vec::new(),
-                red_cells: red,
-            }),
-        }
+        accept_red_cells(
+            &mut next,
+            red,
+            plan.override_reason,
+            transition.as_ref(),
+            now,
+        )?;
     }
     let wake = super::plan::next_wake(&next, now);
     Ok(Outcome {

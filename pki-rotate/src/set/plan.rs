@@ -7,21 +7,16 @@
 //! out: it makes the keys and certificates and checks them with the
 //! pre-flight trust matrix.
 
-use super::gate::{Books, STRAND_TRUST_NEW};
-use super::{
-    ImportedCa, LeafSpec, OverrideRecord, Rotation, RotationSummary, SetInput, SetState, SetStep,
-    TargetSpec, TimelineEntry,
-};
-use crate::error::{Result, RotateError};
-use std::collections::BTreeSet;
+use super::gate::Books;
+use super::{ImportedCa, LeafSpec, Rotation, RotationSummary, SetInput, SetState, TargetSpec};
+use crate::error::Result;
 use time::OffsetDateTime;
 
 mod check;
+mod requests;
 mod transition;
 
-use check::{check_leaf_spec, check_start, check_target, reason_ok, wrong_step};
 pub use transition::Transition;
-use transition::{advance_target, enter, left_step};
 
 /// What `plan` decided; `apply` carries it out on the same document.
 #[derive(Debug, Clone)]
@@ -140,7 +135,6 @@ pub struct LeafIssue {
 /// (see the module documentation). Everything that can be refused is
 /// refused here, before any key is made.
 pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<SetPlan> {
-    let step = doc.step();
     let mut plan = SetPlan {
         now,
         record: Record::Nothing,
@@ -153,346 +147,75 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
         already_done: None,
         next_wake: next_wake(doc, now),
     };
-    let done = |mut plan: SetPlan, note: String| {
-        plan.already_done = Some(note);
-        Ok(plan)
-    };
     if matches!(input, SetInput::Nothing) {
         return Ok(plan);
     }
     let mut books = Books::of(doc);
     // A leaf issued whatever its generation: a new or changed spec.
     let mut requested_leaf: Option<String> = None;
-    match input {
-        SetInput::Nothing => {}
+    let already_done = match input {
+        SetInput::Nothing => None,
         SetInput::Issue {
             name,
             spec,
             replace,
         } => {
-            check_leaf_spec(doc, name, spec)?;
-            if let Some(existing) = doc.leaves.get(name) {
-                if existing.spec == *spec {
-                    return done(
-                        plan,
-                        format!(
-                            "certificate {name} is already issued as asked, for target {}",
-                            spec.target
-                        ),
-                    );
-                }
-                if existing.spec.target != spec.target && !replace {
-                    return Err(RotateError::Set(crate::SetError::Invalid(format!(
-                        "certificate \"{name}\" is loaded by target \"{}\": moving it to \"{}\" takes it from that target; ask again with replace (--replace) to move it",
-                        existing.spec.target, spec.target
-                    ))));
-                }
-                books.loaded.remove(&existing.spec.target);
-            }
-            books.loaded.remove(&spec.target);
-            books.targets.entry(spec.target.clone()).or_default();
-            let on_next = doc.leaves.get(name).is_some_and(|l| l.on_next);
-            books.leaves.insert(name.clone(), (spec.clone(), on_next));
             requested_leaf = Some(name.clone());
-            plan.record = Record::Leaf {
-                name: name.clone(),
-                spec: spec.clone(),
-            };
+            requests::issue(doc, &mut books, &mut plan, name, spec, *replace)?
         }
         SetInput::Target {
             name,
             trusts,
             client_ca,
-        } => {
-            let mut spec = doc.targets.get(name).cloned().unwrap_or_default();
-            if let Some(trusts) = trusts {
-                spec.trusts = trusts.clone();
-            }
-            if let Some(client_ca) = client_ca {
-                spec.client_ca = client_ca.clone();
-            }
-            check_target(doc, name, &spec)?;
-            if doc.targets.get(name) == Some(&spec) {
-                return done(plan, format!("target {name} already loads these bundles"));
-            }
-            books.targets.insert(name.clone(), spec.clone());
-            books.loaded.remove(name);
-            plan.record = Record::Target {
-                name: name.clone(),
-                spec,
-            };
-        }
+        } => requests::target(
+            doc,
+            &mut books,
+            &mut plan,
+            name,
+            trusts.as_ref(),
+            client_ca.as_ref(),
+        )?,
         SetInput::Start {
             reason,
             imports,
             one_at_a_time,
-        } => {
-            reason_ok("the rotation's reason", reason)?;
-            // DESIGN: a start is refused while a rotation runs, even the
-            // same one again (its operator sees the rotation running).
-            if doc.running().is_some() {
-                return Err(wrong_step(
-                    "start",
-                    step,
-                    "a rotation is already running (finish it with advance, or abort it)",
-                ));
-            }
-            let cas = check_start(doc, imports, now)?;
-            plan.start = Some(StartPlan { cas });
-            books.rotation = Some(Rotation {
-                reason: reason.clone(),
-                started_at: now,
-                one_at_a_time: *one_at_a_time,
-                step: SetStep::TrustBoth,
-                trust_both_loaded: BTreeSet::new(),
-                clients_moved: BTreeSet::new(),
-                updated_targets: BTreeSet::new(),
-                overrides: Vec::new(),
-                timeline: vec![TimelineEntry {
-                    at: now,
-                    step: SetStep::TrustBoth,
-                    note: format!("started: {reason}"),
-                    override_reason: None,
-                }],
-                completed_at: None,
-            });
-            // Every bundle changes: nobody holds the new files yet, and a
-            // new rotation retries every failure.
-            books.failures.clear();
-            books.loaded.clear();
-        }
+        } => requests::start(doc, &mut books, &mut plan, reason, imports, *one_at_a_time)?,
         SetInput::Ack {
             target,
             fingerprint,
-        } => {
-            let expected = doc.expected_fingerprint(target)?;
-            if let Some(f) = doc.failures.get(target) {
-                return Err(RotateError::Set(crate::SetError::TargetFailed {
-                    target: target.clone(),
-                    reason: f.reason.clone(),
-                }));
-            }
-            if *fingerprint != expected {
-                return Err(RotateError::Set(crate::SetError::StaleFingerprint {
-                    target: target.clone(),
-                    given: fingerprint.clone(),
-                    expected,
-                    step,
-                }));
-            }
-            let acked = doc.acks.get(target).filter(|a| a.fingerprint == expected);
-            let counted = match doc.running() {
-                Some(r) if matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts) => {
-                    r.trust_both_loaded.contains(target)
-                }
-                _ => true,
-            };
-            if let (Some(a), true) = (acked, counted) {
-                return done(
-                    plan,
-                    format!(
-                        "target {target} acknowledged {fingerprint} at {}",
-                        pki_core::datetime::rfc3339(a.at)
-                    ),
-                );
-            }
-            books.loaded.insert(target.clone());
-            // Update-certs' bundles trust both as well: loading them counts
-            // as having loaded a bundle that accepts the new client CAs.
-            if let Some(r) = books.rotation.as_mut()
-                && matches!(r.step, SetStep::TrustBoth | SetStep::UpdateCerts)
-            {
-                r.trust_both_loaded.insert(target.clone());
-            }
-            plan.record = Record::Ack {
-                target: target.clone(),
-                fingerprint: fingerprint.clone(),
-            };
-        }
+        } => requests::ack(doc, &mut books, &mut plan, target, fingerprint)?,
         SetInput::Fail { target, reason } => {
-            doc.target(target)?;
-            if doc.running().is_none() {
-                return Err(wrong_step("fail a target", step, "no rotation is running"));
-            }
-            reason_ok("a failure's reason", reason)?;
-            if doc
-                .failures
-                .get(target)
-                .is_some_and(|f| f.reason == *reason)
-            {
-                return done(plan, format!("target {target} is failed: {reason}"));
-            }
-            books.failures.insert(target.clone(), reason.clone());
-            books.loaded.remove(target);
-            plan.record = Record::Fail {
-                target: target.clone(),
-                reason: reason.clone(),
-            };
+            requests::fail(doc, &mut books, &mut plan, target, reason)?
         }
-        SetInput::Retry { target } => {
-            doc.target(target)?;
-            if !doc.failures.contains_key(target) {
-                return Err(RotateError::Set(crate::SetError::Invalid(format!(
-                    "target \"{target}\" has not failed: nothing to retry"
-                ))));
-            }
-            books.failures.remove(target);
-            // A failed target may hold anything between what it last
-            // acknowledged and its current files: its old ack proves
-            // nothing, so it is pending until it acknowledges again.
-            books.loaded.remove(target);
-            plan.record = Record::Retry {
-                target: target.clone(),
-            };
-        }
+        SetInput::Retry { target } => requests::retry(doc, &mut books, &mut plan, target)?,
         SetInput::Advance {
             override_reason,
             from,
-        } => {
-            if let Some(reason) = override_reason {
-                reason_ok("the override reason", reason)?;
-            }
-            // The request's identity: the step it leaves when given, else
-            // its override reason.
-            if let (Some(reason), None) = (override_reason, from)
-                && let Some(entry) = doc.rotation.as_ref().and_then(|r| {
-                    r.timeline
-                        .iter()
-                        .find(|e| e.override_reason.as_deref() == Some(reason.as_str()))
-                })
-            {
-                return done(
-                    plan,
-                    format!(
-                        "the override \"{reason}\" moved the set to {} at {}; to pass the next gate with it, name the step it leaves (from), or give another reason",
-                        entry.step,
-                        pki_core::datetime::rfc3339(entry.at)
-                    ),
-                );
-            }
-            if let Some(from) = *from
-                && from != step
-            {
-                if let Some(at) = doc.rotation.as_ref().and_then(|r| left_step(r, from)) {
-                    return done(
-                        plan,
-                        format!(
-                            "the set left {from} at {} and is in {step}",
-                            pki_core::datetime::rfc3339(at)
-                        ),
-                    );
-                }
-                return Err(wrong_step(
-                    "advance",
-                    step,
-                    format!("asked to advance from {from}"),
-                ));
-            }
-            if doc.running().is_none() {
-                return Err(wrong_step(
-                    "advance",
-                    step,
-                    "no rotation is running (start one first)",
-                ));
-            }
-            let Some(to) = advance_target(step) else {
-                return Err(wrong_step("advance", step, "no rotation is running"));
-            };
-            let waiting = books.waiting();
-            if !waiting.is_empty() && override_reason.is_none() {
-                return Err(RotateError::Set(crate::SetError::StepBlocked {
-                    step,
-                    waiting: waiting.join(", "),
-                }));
-            }
-            // Leaving trust-both moves every client certificate: name the
-            // servers an override leaves behind, before the move hides them.
-            let early_client_moves = if step == SetStep::TrustBoth {
-                books.unready_client_moves()
-            } else {
-                Vec::new()
-            };
-            let note = match (override_reason, waiting.is_empty()) {
-                (Some(r), false) => format!("override: {r}"),
-                _ => "every target loaded the previous step".to_string(),
-            };
-            if let (Some(reason), false) = (override_reason, waiting.is_empty())
-                && let Some(r) = books.rotation.as_mut()
-            {
-                r.overrides.push(OverrideRecord {
-                    at: now,
-                    from: step,
-                    to,
-                    reason: reason.clone(),
-                    waiting,
-                    warnings: early_client_moves,
-                    red_cells: Vec::new(),
-                });
-            }
-            let transition = Transition {
-                from: step,
-                to,
-                note,
-            };
-            plan.finished = enter(&mut books, &transition, override_reason.as_deref(), now);
-            plan.transition = Some(transition);
-            plan.override_reason = override_reason.clone();
-        }
+        } => requests::advance(
+            doc,
+            &mut books,
+            &mut plan,
+            override_reason.as_deref(),
+            *from,
+        )?,
         SetInput::Abort { override_reason } => {
-            if let Some(reason) = override_reason {
-                reason_ok("the override reason", reason)?;
-            }
-            let Some(to) = books.abort_target() else {
-                return Err(wrong_step(
-                    "abort",
-                    step,
-                    if step == SetStep::Reverting {
-                        "already reverting to idle: ack the targets, then advance"
-                    } else {
-                        "no rotation is running"
-                    },
-                ));
-            };
-            let stranded = books.stranded_by_abort();
-            if !stranded.is_empty() && override_reason.is_none() {
-                return Err(RotateError::Set(crate::SetError::AbortStrands {
-                    step,
-                    to,
-                    stranded: stranded.join(", "),
-                    why: STRAND_TRUST_NEW.into(),
-                }));
-            }
-            let mut note = match to {
-                SetStep::Completed => {
-                    "abort in trust-new rolls forward: the files are those of completed".to_string()
-                }
-                _ => "abort: every leaf goes back to the old CAs; bundles trust both until every target acks"
-                    .to_string(),
-            };
-            if let (Some(reason), false) = (override_reason, stranded.is_empty()) {
-                note = format!("{note} (override: {reason})");
-                if let Some(r) = books.rotation.as_mut() {
-                    r.overrides.push(OverrideRecord {
-                        at: now,
-                        from: step,
-                        to,
-                        reason: reason.clone(),
-                        waiting: stranded,
-                        warnings: Vec::new(),
-                        red_cells: Vec::new(),
-                    });
-                }
-            }
-            let transition = Transition {
-                from: step,
-                to,
-                note,
-            };
-            plan.finished = enter(&mut books, &transition, override_reason.as_deref(), now);
-            plan.transition = Some(transition);
-            plan.override_reason = override_reason.clone();
+            requests::abort(doc, &mut books, &mut plan, override_reason.as_deref())?
         }
+    };
+    if let Some(note) = already_done {
+        plan.already_done = Some(note);
+        return Ok(plan);
     }
+    settle(&mut books, requested_leaf.as_deref(), &mut plan);
+    plan.rotation = books.rotation;
+    Ok(plan)
+}
+
+/// What follows from the books once a request is recorded: the client
+/// and serving moves they now allow by themselves, and every leaf not on
+/// the generation it belongs on re-issued (a requested one issued where it
+/// belongs).
+fn settle(books: &mut Books, requested_leaf: Option<&str>, plan: &mut SetPlan) {
     // The moves the books now allow by themselves.
     let ready = books.client_moves_ready();
     if let Some(r) = books.rotation.as_mut() {
@@ -503,19 +226,15 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
     {
         r.updated_targets.insert(t);
     }
-    // Every leaf not on the generation it belongs on is re-issued, and a
-    // requested one is issued where it belongs.
     for (name, (spec, on_next)) in &books.leaves {
         let want = books.wants_next(spec);
-        if want != *on_next || requested_leaf.as_deref() == Some(name.as_str()) {
+        if want != *on_next || requested_leaf == Some(name.as_str()) {
             plan.issue.push(LeafIssue {
                 name: name.clone(),
                 on_next: want,
             });
         }
     }
-    plan.rotation = books.rotation;
-    Ok(plan)
 }
 
 /// The set decides nothing on its own; the next thing that changes without
