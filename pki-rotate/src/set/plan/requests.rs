@@ -282,27 +282,19 @@ pub(super) fn advance(
         (Some(r), false) => format!("override: {r}"),
         _ => "every target loaded the previous step".to_string(),
     };
-    if let (Some(reason), false) = (override_reason, waiting.is_empty())
-        && let Some(r) = books.rotation.as_mut()
-    {
-        r.overrides.push(OverrideRecord {
-            at: now,
+    if let (Some(reason), false) = (override_reason, waiting.is_empty()) {
+        record_override(books, now, step, to, reason, waiting, early_client_moves);
+    }
+    enter_step(
+        books,
+        plan,
+        Transition {
             from: step,
             to,
-            reason: reason.to_string(),
-            waiting,
-            warnings: early_client_moves,
-            red_cells: Vec::new(),
-        });
-    }
-    let transition = Transition {
-        from: step,
-        to,
-        note,
-    };
-    plan.finished = enter(books, &transition, override_reason, now);
-    plan.transition = Some(transition);
-    plan.override_reason = override_reason.map(str::to_string);
+            note,
+        },
+        override_reason,
+    );
     Ok(None)
 }
 
@@ -389,25 +381,54 @@ pub(super) fn abort(
     };
     if let (Some(reason), false) = (override_reason, stranded.is_empty()) {
         note = format!("{note} (override: {reason})");
-        if let Some(r) = books.rotation.as_mut() {
-            r.overrides.push(OverrideRecord {
-                at: now,
-                from: step,
-                to,
-                reason: reason.to_string(),
-                waiting: stranded,
-                warnings: Vec::new(),
-                red_cells: Vec::new(),
-            });
-        }
+        record_override(books, now, step, to, reason, stranded, Vec::new());
     }
-    let transition = Transition {
-        from: step,
-        to,
-        note,
-    };
-    plan.finished = enter(books, &transition, override_reason, now);
+    enter_step(
+        books,
+        plan,
+        Transition {
+            from: step,
+            to,
+            note,
+        },
+        override_reason,
+    );
+    Ok(None)
+}
+
+/// Records that `reason` moved the rotation from `from` to `to` although
+/// `waiting` had not loaded (or would be stranded), with `warnings`.
+fn record_override(
+    books: &mut Books,
+    at: time::OffsetDateTime,
+    from: SetStep,
+    to: SetStep,
+    reason: &str,
+    waiting: Vec<String>,
+    warnings: Vec<String>,
+) {
+    if let Some(r) = books.rotation.as_mut() {
+        r.overrides.push(OverrideRecord {
+            at,
+            from,
+            to,
+            reason: reason.to_string(),
+            waiting,
+            warnings,
+            red_cells: Vec::new(),
+        });
+    }
+}
+
+/// The plan moves the rotation by `transition`, with the override reason
+/// it was given (which may accept red cells of the move).
+fn enter_step(
+    books: &mut Books,
+    plan: &mut SetPlan,
+    transition: Transition,
+    override_reason: Option<&str>,
+) {
+    plan.finished = enter(books, &transition, override_reason, plan.now);
     plan.transition = Some(transition);
     plan.override_reason = override_reason.map(str::to_string);
-    Ok(None)
 }
