@@ -13,20 +13,23 @@
 //! not counted against the bound, so that many such requests racing at
 //! once all land; those rounds have a bound of their own.
 //!
-//! The two drivers differ only in how they wait for the store: what each
-//! round decides is one function (`Rounds::decide`).
+//! The two drivers differ only in how they wait for the store: the loop is
+//! written once (`steps`), over the store calls of `access`, which a
+//! blocking store answers at once.
 
-use crate::document::{Document, Files, KeyOf};
+use crate::document::KeyOf;
 use crate::engine::Engine;
 use crate::error::{Result, RotateError};
-use crate::store::{AsyncStore, Revision, Store, Summary};
+use crate::store::{AsyncStore, Revision, Store};
+use access::{Awaiting, Blocking};
 use rand_core::CryptoRng;
-use std::borrow::Cow;
+use steps::Steps;
 use time::OffsetDateTime;
 
+mod access;
 mod idle;
 mod part;
-use part::PartRound;
+mod steps;
 
 /// How many times [`Driver::step`] tries before giving up on a document
 /// that other writers keep changing.
@@ -72,147 +75,6 @@ pub struct Step<D, E> {
     pub attempts: u32,
 }
 
-/// What a round decided: done without a write, or a document to write
-/// with compare-and-swap.
-enum Round<D, E> {
-    Done(Step<D, E>),
-    Write {
-        next: D,
-        files: Files,
-        summary: Option<Summary>,
-        read: Revision,
-        events: Vec<E>,
-        next_wake: OffsetDateTime,
-    },
-}
-
-/// The rounds of one step: the input as rebased so far, the document
-/// first read, and the rounds made and counted against the budget. Shared
-/// by both drivers.
-struct Rounds<'i, E: Engine> {
-    input: Cow<'i, E::Input>,
-    first_read: Option<E::Document>,
-    made: u32,
-    counted: u32,
-    max_attempts: u32,
-    free_left: u32,
-}
-
-impl<'i, E: Engine> Rounds<'i, E> {
-    fn new(input: &'i E::Input, max_attempts: u32) -> Self {
-        Rounds {
-            input: Cow::Borrowed(input),
-            first_read: None,
-            made: 0,
-            counted: 0,
-            max_attempts,
-            free_left: max_attempts.saturating_mul(COMMUTING_ROUNDS_PER_ATTEMPT),
-        }
-    }
-
-    /// The number of the next round, or None when the budget is spent.
-    fn next_round(&mut self) -> Option<u32> {
-        (self.counted < self.max_attempts).then(|| {
-            self.counted += 1;
-            self.made += 1;
-            self.made
-        })
-    }
-
-    /// Decides round `attempt` from the document just read: refuses an
-    /// inconsistent one, lets the engine see what a concurrent writer did
-    /// (on a retry), plans and applies.
-    fn decide<R: CryptoRng + ?Sized>(
-        &mut self,
-        location: &str,
-        (doc, revision): (E::Document, Revision),
-        attempt: u32,
-        now: OffsetDateTime,
-        rng: &mut R,
-    ) -> Result<Round<E::Document, E::Event>> {
-        crate::document::refuse_problems(&doc, location)?;
-        match &self.first_read {
-            // A retry: the document changed under the caller; let the
-            // engine see what the concurrent writer already did.
-            Some(read) => {
-                // Lost only to writes that commute with this one: the
-                // round is not counted (within its own bound).
-                if self.free_left > 0 && E::commutes(&self.input, read, &doc) {
-                    self.free_left -= 1;
-                    self.counted -= 1;
-                }
-                E::rebase(self.input.to_mut(), read, &doc);
-            }
-            None => self.first_read = Some(doc.clone()),
-        }
-        let outcome = E::step(&doc, &self.input, now, rng)?;
-        let next_wake = outcome.next_wake;
-        let events = outcome.events;
-        let next = match outcome.document {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(next) => Some(next),
-        };
-        Ok(match next {
-            None => Round::Done(Step {
-                document: doc,
-                revision,
-                events,
-                changed: false,
-                next_wake,
-                attempts: attempt,
-            }),
-            Some(next) => Round::Write {
-                files: next.to_files()?,
-                summary: summary_of(&next, now),
-                next,
-                read: revision,
-                events,
-                next_wake,
-            },
-        })
-    }
-}
-
-/// What a write ended in: the step done, or another round.
-fn written<D, E>(
-    written: Result<Revision>,
-    next: D,
-    events: Vec<E>,
-    next_wake: OffsetDateTime,
-    attempt: u32,
-) -> Result<Option<Step<D, E>>> {
-    match written {
-        Ok(revision) => Ok(Some(Step {
-            document: next,
-            revision,
-            events,
-            changed: true,
-            next_wake,
-            attempts: attempt,
-        })),
-        Err(e) if e.is_conflict() => Ok(None),
-        // A write that may have landed is reported, not retried. Retrying
-        // would be safe (a request the document already records is "nothing
-        // to do"), but it would hide what happened: a retry that finds the
-        // write landed returns `changed: false` without this step's events,
-        // so the caller would never learn that this call rotated a CA. A
-        // lost answer also means the backend is slow or unreachable, where
-        // a retry only waits again. The caller steps again (the CLI exits 5
-        // saying rerunning is safe).
-        Err(e) => Err(e),
-    }
-}
-
-/// The summary to store with `next`, written at `now`: its promise about
-/// the steps that ask nothing of it, when it makes one. A document with
-/// problems makes none (a step over it must read it, and refuse it).
-fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
-    let idle = next.idle(now)?;
-    (idle.since == now && idle.until > now && next.problems().is_empty())
-        .then(|| idle.to_summary())
-        .flatten()
-}
-
 /// What [`Driver::step_unless_idle`] did.
 #[derive(Debug, Clone)]
 pub enum Stepped<D, E> {
@@ -250,26 +112,6 @@ impl IdleStep {
         serde_json::from_value(self.report.clone())
             .map_err(|e| RotateError::json("the document's summary".to_string(), e))
     }
-}
-
-fn decode<E: Engine>(location: &str, files: &Files) -> Result<E::Document> {
-    E::Document::from_files(files).map_err(|e| e.within(location))
-}
-
-fn too_many(key: &str, attempts: u32) -> RotateError {
-    RotateError::Store(crate::StoreError::TooManyConflicts {
-        key: key.to_string(),
-        attempts,
-    })
-}
-
-fn created(location: String, written: Result<Revision>) -> Result<Revision> {
-    written.map_err(|e| match e {
-        RotateError::Store(crate::StoreError::Conflict { .. }) => {
-            RotateError::Store(crate::StoreError::AlreadyInitialized(location))
-        }
-        other => other,
-    })
 }
 
 impl<S: Store> Driver<S> {
@@ -310,45 +152,12 @@ impl<S: Store> Driver<S> {
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
     ) -> Result<Option<IdleStep>> {
-        let key = key.key();
-        let Some(step) = self.confirmed_idle::<E>(key, now)? else {
-            return Ok(None);
-        };
-        Ok(match self.store.verify(key)? {
-            Some(revision) if revision == step.revision => Some(step),
-            _ => None,
-        })
-    }
-
-    /// The summary's promise at `now`, confirmed by the document's head
-    /// (see `idle`): a step with nothing to do, decided without reading
-    /// the members.
-    fn confirmed_idle<E: Engine>(
-        &self,
-        key: &str,
-        now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
-        let Some(promise) = idle::promise::<E>(self.store.get_summary(key)?, now) else {
-            return Ok(None);
-        };
-        let Some(paths) = idle::head_paths::<E>() else {
-            return Ok(None);
-        };
-        let head = self.store.get_paths(key, &paths)?;
-        promise.confirm::<E>(&self.store.location(), key, head)
+        access::finish(&self.store, self.steps().idle::<E>(key.key(), now))
     }
 
     /// Reads and decodes the document at `key`.
     pub fn load<E: Engine>(&self, key: impl KeyOf<E::Document>) -> Result<(E::Document, Revision)> {
-        let key = key.key();
-        let location = describe(&self.store.location(), key);
-        let (files, revision) =
-            self.store
-                .get(key)?
-                .ok_or(RotateError::Store(crate::StoreError::NotInitialized(
-                    location.clone(),
-                )))?;
-        Ok((decode::<E>(&location, &files)?, revision))
+        access::finish(&self.store, self.steps().load::<E>(key.key()))
     }
 
     /// Stores a new document at `key`; fails with
@@ -363,12 +172,7 @@ impl<S: Store> Driver<S> {
         key: impl KeyOf<E::Document>,
         doc: &E::Document,
     ) -> Result<Revision> {
-        let key = key.key();
-        let files = doc.to_files()?;
-        created(
-            describe(&self.store.location(), key),
-            self.store.put(key, None, &files),
-        )
+        access::finish(&self.store, self.steps().create::<E>(key.key(), doc, None))
     }
 
     /// [`Driver::create`] at `now`: also stores the document's summary
@@ -380,13 +184,9 @@ impl<S: Store> Driver<S> {
         doc: &E::Document,
         now: OffsetDateTime,
     ) -> Result<Revision> {
-        let key = key.key();
-        let files = doc.to_files()?;
-        let summary = summary_of(doc, now);
-        created(
-            describe(&self.store.location(), key),
-            self.store
-                .put_with_summary(key, None, &files, summary.as_ref()),
+        access::finish(
+            &self.store,
+            self.steps().create::<E>(key.key(), doc, Some(now)),
         )
     }
 
@@ -405,31 +205,8 @@ impl<S: Store> Driver<S> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
-        let key = key.key();
-        let location = describe(&self.store.location(), key);
-        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
-        while let Some(attempt) = rounds.next_round() {
-            let loaded = self.load::<E>(key)?;
-            match rounds.decide(&location, loaded, attempt, now, rng)? {
-                Round::Done(step) => return Ok(step),
-                Round::Write {
-                    next,
-                    files,
-                    summary,
-                    read,
-                    events,
-                    next_wake,
-                } => {
-                    let put =
-                        self.store
-                            .put_with_summary(key, Some(&read), &files, summary.as_ref());
-                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
-                        return Ok(step);
-                    }
-                }
-            }
-        }
-        Err(too_many(key, self.max_attempts))
+        let steps = self.steps();
+        access::finish(&self.store, steps.step::<E, R>(key.key(), input, now, rng))
     }
 
     /// [`Driver::step`], unless the input asks nothing
@@ -462,31 +239,17 @@ impl<S: Store> Driver<S> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Stepped<E::Document, E::Event>> {
-        let key = key.key();
-        if E::asks_nothing(input) {
-            if let Some(idle) = self.confirmed_idle::<E>(key, now)? {
-                return Ok(Stepped::Idle(idle));
-            }
-        } else if let Some(members) = part::members::<E>(input)
-            && let Some(part) = part::part_at::<E>(members, self.store.get_summary(key)?, now)
-        {
-            let got = self.store.get_paths(key, &part.paths)?;
-            let location = self.store.location();
-            match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
-                PartRound::Done(step) => return Ok(Stepped::Part(step)),
-                PartRound::Write(write) => {
-                    let summary = write.summary.as_ref();
-                    let put = self
-                        .store
-                        .put_changes(key, &write.read, &write.changes, summary);
-                    if let Some(step) = write.finish(put)? {
-                        return Ok(Stepped::Part(step));
-                    }
-                }
-                PartRound::Whole => {}
-            }
+        let steps = self.steps();
+        let step = steps.step_unless_idle::<E, R>(key.key(), input, now, rng);
+        access::finish(&self.store, step)
+    }
+
+    /// The step loop over this driver's store.
+    fn steps(&self) -> Steps<Blocking<'_, S>> {
+        Steps {
+            access: Blocking(&self.store),
+            max_attempts: self.max_attempts,
         }
-        self.step::<E, R>(key, input, now, rng).map(Stepped::Step)
     }
 }
 
@@ -517,30 +280,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
     ) -> Result<Option<IdleStep>> {
-        let key = key.key();
-        let Some(step) = self.confirmed_idle::<E>(key, now).await? else {
-            return Ok(None);
-        };
-        Ok(match self.store.verify(key).await? {
-            Some(revision) if revision == step.revision => Some(step),
-            _ => None,
-        })
-    }
-
-    /// [`Driver::confirmed_idle`], awaiting the store.
-    async fn confirmed_idle<E: Engine>(
-        &self,
-        key: &str,
-        now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
-        let Some(promise) = idle::promise::<E>(self.store.get_summary(key).await?, now) else {
-            return Ok(None);
-        };
-        let Some(paths) = idle::head_paths::<E>() else {
-            return Ok(None);
-        };
-        let head = self.store.get_paths(key, &paths).await?;
-        promise.confirm::<E>(&self.store.location(), key, head)
+        self.steps().idle::<E>(key.key(), now).await
     }
 
     /// Reads and decodes the document at `key`.
@@ -548,12 +288,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         &self,
         key: impl KeyOf<E::Document>,
     ) -> Result<(E::Document, Revision)> {
-        let key = key.key();
-        let location = describe(&self.store.location(), key);
-        let (files, revision) = self.store.get(key).await?.ok_or(RotateError::Store(
-            crate::StoreError::NotInitialized(location.clone()),
-        ))?;
-        Ok((decode::<E>(&location, &files)?, revision))
+        self.steps().load::<E>(key.key()).await
     }
 
     /// Stores a new document at `key`; fails with
@@ -565,12 +300,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         key: impl KeyOf<E::Document>,
         doc: &E::Document,
     ) -> Result<Revision> {
-        let key = key.key();
-        let files = doc.to_files()?;
-        created(
-            describe(&self.store.location(), key),
-            self.store.put(key, None, &files).await,
-        )
+        self.steps().create::<E>(key.key(), doc, None).await
     }
 
     /// [`Driver::create_at`], awaiting the store.
@@ -580,15 +310,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         doc: &E::Document,
         now: OffsetDateTime,
     ) -> Result<Revision> {
-        let key = key.key();
-        let files = doc.to_files()?;
-        let summary = summary_of(doc, now);
-        created(
-            describe(&self.store.location(), key),
-            self.store
-                .put_with_summary(key, None, &files, summary.as_ref())
-                .await,
-        )
+        self.steps().create::<E>(key.key(), doc, Some(now)).await
     }
 
     /// [`Driver::step`], awaiting the store instead of blocking on it. The
@@ -601,32 +323,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
-        let key = key.key();
-        let location = describe(&self.store.location(), key);
-        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
-        while let Some(attempt) = rounds.next_round() {
-            let loaded = self.load::<E>(key).await?;
-            match rounds.decide(&location, loaded, attempt, now, rng)? {
-                Round::Done(step) => return Ok(step),
-                Round::Write {
-                    next,
-                    files,
-                    summary,
-                    read,
-                    events,
-                    next_wake,
-                } => {
-                    let put = self
-                        .store
-                        .put_with_summary(key, Some(&read), &files, summary.as_ref())
-                        .await;
-                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
-                        return Ok(step);
-                    }
-                }
-            }
-        }
-        Err(too_many(key, self.max_attempts))
+        self.steps().step::<E, R>(key.key(), input, now, rng).await
     }
 
     /// [`Driver::step_unless_idle`], awaiting the store.
@@ -637,41 +334,16 @@ impl<S: AsyncStore> AsyncDriver<S> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Stepped<E::Document, E::Event>> {
-        let key = key.key();
-        if E::asks_nothing(input) {
-            if let Some(idle) = self.confirmed_idle::<E>(key, now).await? {
-                return Ok(Stepped::Idle(idle));
-            }
-        } else if let Some(members) = part::members::<E>(input)
-            && let Some(part) = part::part_at::<E>(members, self.store.get_summary(key).await?, now)
-        {
-            let got = self.store.get_paths(key, &part.paths).await?;
-            let location = self.store.location();
-            match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
-                PartRound::Done(step) => return Ok(Stepped::Part(step)),
-                PartRound::Write(write) => {
-                    let summary = write.summary.as_ref();
-                    let put = self
-                        .store
-                        .put_changes(key, &write.read, &write.changes, summary)
-                        .await;
-                    if let Some(step) = write.finish(put)? {
-                        return Ok(Stepped::Part(step));
-                    }
-                }
-                PartRound::Whole => {}
-            }
-        }
-        self.step::<E, R>(key, input, now, rng)
+        self.steps()
+            .step_unless_idle::<E, R>(key.key(), input, now, rng)
             .await
-            .map(Stepped::Step)
     }
-}
 
-fn describe(location: &str, key: &str) -> String {
-    if key == crate::store::LEGACY_KEY {
-        location.to_string()
-    } else {
-        format!("{location} (document \"{key}\")")
+    /// The step loop over this driver's store.
+    fn steps(&self) -> Steps<Awaiting<'_, S>> {
+        Steps {
+            access: Awaiting(&self.store),
+            max_attempts: self.max_attempts,
+        }
     }
 }

@@ -21,7 +21,8 @@
 //! (2) is refused, as the whole read would refuse it. Its cost does not grow
 //! with the number of members.
 
-use super::{IdleStep, describe};
+use super::IdleStep;
+use super::steps::describe;
 use crate::document::{Document, Files, Idle};
 use crate::engine::Engine;
 use crate::error::Result;

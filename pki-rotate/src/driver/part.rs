@@ -3,7 +3,8 @@
 //! reads the document's head and those members, and writes what changed.
 //! Its cost follows the work, not the number of members.
 
-use super::{Step, describe, written};
+use super::Step;
+use super::steps::{describe, written};
 use crate::document::{Document, Files, Idle};
 use crate::engine::Engine;
 use crate::error::Result;

@@ -1,0 +1,328 @@
+//! The one load → plan → apply → compare-and-swap loop and the reads
+//! around it, for both drivers: what each round decides
+//! (`Rounds::decide`), and the store calls between rounds, made through
+//! [`Access`] so that a blocking store and an async one share them.
+
+use super::access::Access;
+use super::part::{self, PartRound};
+use super::{COMMUTING_ROUNDS_PER_ATTEMPT, IdleStep, Step, Stepped, idle};
+use crate::document::{Document, Files};
+use crate::engine::Engine;
+use crate::error::{Result, RotateError};
+use crate::store::{Revision, Summary};
+use rand_core::CryptoRng;
+use std::borrow::Cow;
+use time::OffsetDateTime;
+
+/// What a round decided: done without a write, or a document to write
+/// with compare-and-swap.
+enum Round<D, E> {
+    Done(Step<D, E>),
+    Write {
+        next: D,
+        files: Files,
+        summary: Option<Summary>,
+        read: Revision,
+        events: Vec<E>,
+        next_wake: OffsetDateTime,
+    },
+}
+
+/// The rounds of one step: the input as rebased so far, the document
+/// first read, and the rounds made and counted against the budget. Shared
+/// by both drivers.
+struct Rounds<'i, E: Engine> {
+    input: Cow<'i, E::Input>,
+    first_read: Option<E::Document>,
+    made: u32,
+    counted: u32,
+    max_attempts: u32,
+    free_left: u32,
+}
+
+impl<'i, E: Engine> Rounds<'i, E> {
+    fn new(input: &'i E::Input, max_attempts: u32) -> Self {
+        Rounds {
+            input: Cow::Borrowed(input),
+            first_read: None,
+            made: 0,
+            counted: 0,
+            max_attempts,
+            free_left: max_attempts.saturating_mul(COMMUTING_ROUNDS_PER_ATTEMPT),
+        }
+    }
+
+    /// The number of the next round, or None when the budget is spent.
+    fn next_round(&mut self) -> Option<u32> {
+        (self.counted < self.max_attempts).then(|| {
+            self.counted += 1;
+            self.made += 1;
+            self.made
+        })
+    }
+
+    /// Decides round `attempt` from the document just read: refuses an
+    /// inconsistent one, lets the engine see what a concurrent writer did
+    /// (on a retry), plans and applies.
+    fn decide<R: CryptoRng + ?Sized>(
+        &mut self,
+        location: &str,
+        (doc, revision): (E::Document, Revision),
+        attempt: u32,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Round<E::Document, E::Event>> {
+        crate::document::refuse_problems(&doc, location)?;
+        match &self.first_read {
+            // A retry: the document changed under the caller; let the
+            // engine see what the concurrent writer already did.
+            Some(read) => {
+                // Lost only to writes that commute with this one: the
+                // round is not counted (within its own bound).
+                if self.free_left > 0 && E::commutes(&self.input, read, &doc) {
+                    self.free_left -= 1;
+                    self.counted -= 1;
+                }
+                E::rebase(self.input.to_mut(), read, &doc);
+            }
+            None => self.first_read = Some(doc.clone()),
+        }
+        let outcome = E::step(&doc, &self.input, now, rng)?;
+        let next_wake = outcome.next_wake;
+        let events = outcome.events;
+        let next = match outcome.document {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(next) => Some(next),
+        };
+        Ok(match next {
+            None => Round::Done(Step {
+                document: doc,
+                revision,
+                events,
+                changed: false,
+                next_wake,
+                attempts: attempt,
+            }),
+            Some(next) => Round::Write {
+                files: next.to_files()?,
+                summary: summary_of(&next, now),
+                next,
+                read: revision,
+                events,
+                next_wake,
+            },
+        })
+    }
+}
+
+/// What a write ended in: the step done, or another round.
+pub(super) fn written<D, E>(
+    written: Result<Revision>,
+    next: D,
+    events: Vec<E>,
+    next_wake: OffsetDateTime,
+    attempt: u32,
+) -> Result<Option<Step<D, E>>> {
+    match written {
+        Ok(revision) => Ok(Some(Step {
+            document: next,
+            revision,
+            events,
+            changed: true,
+            next_wake,
+            attempts: attempt,
+        })),
+        Err(e) if e.is_conflict() => Ok(None),
+        // A write that may have landed is reported, not retried. Retrying
+        // would be safe (a request the document already records is "nothing
+        // to do"), but it would hide what happened: a retry that finds the
+        // write landed returns `changed: false` without this step's events,
+        // so the caller would never learn that this call rotated a CA. A
+        // lost answer also means the backend is slow or unreachable, where
+        // a retry only waits again. The caller steps again (the CLI exits 5
+        // saying rerunning is safe).
+        Err(e) => Err(e),
+    }
+}
+
+/// The summary to store with `next`, written at `now`: its promise about
+/// the steps that ask nothing of it, when it makes one. A document with
+/// problems makes none (a step over it must read it, and refuse it).
+fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
+    let idle = next.idle(now)?;
+    (idle.since == now && idle.until > now && next.problems().is_empty())
+        .then(|| idle.to_summary())
+        .flatten()
+}
+
+fn decode<E: Engine>(location: &str, files: &Files) -> Result<E::Document> {
+    E::Document::from_files(files).map_err(|e| e.within(location))
+}
+
+fn too_many(key: &str, attempts: u32) -> RotateError {
+    RotateError::Store(crate::StoreError::TooManyConflicts {
+        key: key.to_string(),
+        attempts,
+    })
+}
+
+fn created(location: String, written: Result<Revision>) -> Result<Revision> {
+    written.map_err(|e| match e {
+        RotateError::Store(crate::StoreError::Conflict { .. }) => {
+            RotateError::Store(crate::StoreError::AlreadyInitialized(location))
+        }
+        other => other,
+    })
+}
+
+pub(super) fn describe(location: &str, key: &str) -> String {
+    if key == crate::store::LEGACY_KEY {
+        location.to_string()
+    } else {
+        format!("{location} (document \"{key}\")")
+    }
+}
+
+/// The step loop and what surrounds it, written once over [`Access`]: the
+/// blocking driver runs it over a [`Blocking`](super::access::Blocking)
+/// store, the async one over an
+/// [`Awaiting`](super::access::Awaiting) one.
+pub(super) struct Steps<A> {
+    pub(super) access: A,
+    pub(super) max_attempts: u32,
+}
+
+impl<A: Access> Steps<A> {
+    /// [`Driver::idle`](super::Driver::idle).
+    pub(super) async fn idle<E: Engine>(
+        &self,
+        key: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        let Some(step) = self.confirmed_idle::<E>(key, now).await? else {
+            return Ok(None);
+        };
+        Ok(match self.access.verify(key).await? {
+            Some(revision) if revision == step.revision => Some(step),
+            _ => None,
+        })
+    }
+
+    /// The summary's promise at `now`, confirmed by the document's head
+    /// (see `idle`): a step with nothing to do, decided without reading
+    /// the members.
+    async fn confirmed_idle<E: Engine>(
+        &self,
+        key: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<IdleStep>> {
+        let Some(promise) = idle::promise::<E>(self.access.get_summary(key).await?, now) else {
+            return Ok(None);
+        };
+        let Some(paths) = idle::head_paths::<E>() else {
+            return Ok(None);
+        };
+        let head = self.access.get_paths(key, &paths).await?;
+        promise.confirm::<E>(&self.access.location(), key, head)
+    }
+
+    /// [`Driver::load`](super::Driver::load).
+    pub(super) async fn load<E: Engine>(&self, key: &str) -> Result<(E::Document, Revision)> {
+        let location = describe(&self.access.location(), key);
+        let (files, revision) = self.access.get(key).await?.ok_or(RotateError::Store(
+            crate::StoreError::NotInitialized(location.clone()),
+        ))?;
+        Ok((decode::<E>(&location, &files)?, revision))
+    }
+
+    /// [`Driver::create`](super::Driver::create) (no summary) and
+    /// [`Driver::create_at`](super::Driver::create_at) (the summary at
+    /// `now`).
+    pub(super) async fn create<E: Engine>(
+        &self,
+        key: &str,
+        doc: &E::Document,
+        now: Option<OffsetDateTime>,
+    ) -> Result<Revision> {
+        let files = doc.to_files()?;
+        let summary = now.and_then(|now| summary_of(doc, now));
+        let put = self
+            .access
+            .put_with_summary(key, None, &files, summary.as_ref())
+            .await;
+        created(describe(&self.access.location(), key), put)
+    }
+
+    /// [`Driver::step`](super::Driver::step).
+    pub(super) async fn step<E: Engine, R: CryptoRng + ?Sized>(
+        &self,
+        key: &str,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Step<E::Document, E::Event>> {
+        let location = describe(&self.access.location(), key);
+        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
+        while let Some(attempt) = rounds.next_round() {
+            let loaded = self.load::<E>(key).await?;
+            match rounds.decide(&location, loaded, attempt, now, rng)? {
+                Round::Done(step) => return Ok(step),
+                Round::Write {
+                    next,
+                    files,
+                    summary,
+                    read,
+                    events,
+                    next_wake,
+                } => {
+                    let put = self
+                        .access
+                        .put_with_summary(key, Some(&read), &files, summary.as_ref())
+                        .await;
+                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
+                        return Ok(step);
+                    }
+                }
+            }
+        }
+        Err(too_many(key, self.max_attempts))
+    }
+
+    /// [`Driver::step_unless_idle`](super::Driver::step_unless_idle).
+    pub(super) async fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
+        &self,
+        key: &str,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Stepped<E::Document, E::Event>> {
+        if E::asks_nothing(input) {
+            if let Some(idle) = self.confirmed_idle::<E>(key, now).await? {
+                return Ok(Stepped::Idle(idle));
+            }
+        } else if let Some(members) = part::members::<E>(input)
+            && let Some(part) =
+                part::part_at::<E>(members, self.access.get_summary(key).await?, now)
+        {
+            let got = self.access.get_paths(key, &part.paths).await?;
+            let location = self.access.location();
+            match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
+                PartRound::Done(step) => return Ok(Stepped::Part(step)),
+                PartRound::Write(write) => {
+                    let summary = write.summary.as_ref();
+                    let put = self
+                        .access
+                        .put_changes(key, &write.read, &write.changes, summary)
+                        .await;
+                    if let Some(step) = write.finish(put)? {
+                        return Ok(Stepped::Part(step));
+                    }
+                }
+                PartRound::Whole => {}
+            }
+        }
+        self.step::<E, R>(key, input, now, rng)
+            .await
+            .map(Stepped::Step)
+    }
+}
