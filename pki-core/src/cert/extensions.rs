@@ -91,9 +91,9 @@ fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()
 
 /// The extendedKeyUsage lists pki issues.
 const USUAL_EKU: [&[ObjectIdentifier]; 3] = [
-    &[super::EKU_SERVER_AUTH],
-    &[super::EKU_CLIENT_AUTH],
-    &[super::EKU_SERVER_AUTH, super::EKU_CLIENT_AUTH],
+    &[crate::usage::EKU_SERVER_AUTH],
+    &[crate::usage::EKU_CLIENT_AUTH],
+    &[crate::usage::EKU_SERVER_AUTH, crate::usage::EKU_CLIENT_AUTH],
 ];
 
 /// The DER of each of [`USUAL_EKU`], in order: nearly every leaf carries

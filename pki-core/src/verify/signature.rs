@@ -6,8 +6,8 @@
 //! signature would fail, or worse, the verifier would check something
 //! other than what was signed.
 
-use super::error::VerifyError;
 use crate::cert::{Certificate, ObjectIdentifier};
+use crate::error::VerifyError;
 use der::asn1::BitString;
 use der::{Encode, Tagged};
 use sha2::{Digest, Sha256, Sha384, Sha512};
