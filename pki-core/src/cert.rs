@@ -116,7 +116,7 @@ pub(crate) struct MoreMemo {
     spki: OnceLock<SubjectPublicKeyInfoOwned>,
     /// The public key as signature checks use it (see
     /// `verify::signature::decoded_key`).
-    pub(crate) decoded_key: OnceLock<Box<crate::verify::DecodedKey>>,
+    pub(crate) decoded_key: OnceLock<Box<crate::signatures::DecodedKey>>,
     /// Whether the certificate's signature verifies with its own key (asked
     /// only of unusual trust anchors).
     pub(crate) self_signed: OnceLock<bool>,

@@ -50,6 +50,7 @@ pub mod pem;
 pub mod policy;
 mod provider;
 mod rng;
+mod signatures;
 pub mod text;
 mod time_text;
 mod usage;
@@ -71,10 +72,11 @@ pub use lineage::{Lineage, LineageRule, issued_by};
 pub use policy::RotationPolicy;
 pub use provider::{Backend, CryptoProvider};
 pub use rng::{OsRng, os_rng};
+pub use signatures::SignatureCache;
 pub use usage::{EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, Purpose};
 pub use verify::{
-    Budget, ExpectedName, SignatureCache, VerifiedPath, VerifyOptions, verify_chain,
-    verify_chain_cached, verify_signature,
+    Budget, ExpectedName, VerifiedPath, VerifyOptions, verify_chain, verify_chain_cached,
+    verify_signature,
 };
 
 /// Re-exported so callers can build names and read extensions without

@@ -96,17 +96,15 @@
 //! ```
 
 mod budget;
-mod cache;
 mod names;
 mod profile;
 mod signature;
-pub(crate) use signature::DecodedKey;
 
 pub use budget::Budget;
-pub use cache::SignatureCache;
 pub use signature::verify_signature;
 // Defined below the certificates, since other layers speak of them too.
 pub use crate::error::{BudgetKind, VerifyError};
+pub use crate::signatures::SignatureCache;
 pub use crate::usage::Purpose;
 
 use crate::bundle::Bundle;
@@ -408,10 +406,10 @@ impl<'a> Builder<'a> {
         if verified_by.get() == Some(&issuer.spki_sha256()) {
             return Ok(());
         }
-        let signed =
-            signature::signed_parts(child).map_err(|f| f.into_error(child, issuer.id()))?;
+        let signed = signature::signed_parts(child)
+            .map_err(|f| signature::into_error(f, child, issuer.id()))?;
         let cache = self.cache;
-        let key = SignatureCache::key(issuer, child);
+        let key = SignatureCache::key(&issuer.spki_sha256(), &child.fingerprint_sha256());
         if let Some(valid) = cache.get(&key) {
             return if valid {
                 let _ = verified_by.set(issuer.spki_sha256());
@@ -423,7 +421,7 @@ impl<'a> Builder<'a> {
                 })
             };
         }
-        let outcome = signature::check(signature::decoded_key(issuer), &signed);
+        let outcome = crate::signatures::check(signature::decoded_key(issuer), &signed);
         match &outcome {
             Ok(()) => {
                 cache.insert(key, true);
@@ -432,7 +430,7 @@ impl<'a> Builder<'a> {
             Err(f) if f.is_cacheable() => cache.insert(key, false),
             Err(_) => {}
         }
-        outcome.map_err(|f| f.into_error(child, issuer.id()))
+        outcome.map_err(|f| signature::into_error(f, child, issuer.id()))
     }
 
     /// Checks `issuer` as the issuer of the last certificate of `path`.
