@@ -30,6 +30,11 @@
 //! # Ok::<(), pki_core::Error>(())
 //! ```
 
+// The modules form a stack, each importing only those below it
+// (tests/layers.rs checks it), bottom up: text, rng, dn, provider, usage,
+// time_text and signatures; the error types (error); der_input, pem,
+// datetime and policy; cert; key and bundle; issue; verify and lineage;
+// import; lint.
 mod bundle;
 mod cert;
 pub mod datetime;
