@@ -307,14 +307,6 @@ fn reconcile_one<S: Store>(
     // each mint attempt (see capture.rs).
     let _lock = capture::lock(&capture).map_err(CliError::new)?;
     let owner = capture::owner(&capture).map_err(CliError::new)?;
-    let hooks = doc.hooks.clone();
-    let need_hooks = || {
-        hooks.clone().ok_or_else(|| {
-            CliError::new(format!(
-                "credential \"{name}\" has no hooks: its embedder performs and reports its steps"
-            ))
-        })
-    };
     let report = |input: &CredentialInput| -> CliResult<bool> {
         let now = options.clock.now();
         let step =
@@ -364,60 +356,83 @@ fn reconcile_one<S: Store>(
                 }
                 return Ok(());
             }
-            Action::Mint { rotation, attempt } => {
-                let hooks = need_hooks()?;
-                let files = Attempt::new(&capture, rotation, attempt);
-                let result = hooks::mint(
-                    &files,
-                    name,
-                    &hooks.mint,
-                    options.hook_timeout,
-                    options.max_output,
-                )
-                .map_err(CliError::new)?;
-                let changed = report(&mint_report(rotation, attempt, result))?;
-                // Only now: until the result (and any stray) is committed,
-                // the capture is what a resumed run adopts.
-                files.remove();
-                changed
-            }
-            Action::Revoke { rotation, value } => {
-                let hooks = need_hooks()?;
-                let input = spill::revoke_input(&value, None).map_err(CliError::new)?;
-                let result =
-                    hooks::revoke(&capture, name, &hooks.revoke, input, options.hook_timeout)
-                        .map_err(CliError::new)?;
-                report(&match result {
-                    HookResult::Done(()) => CredentialInput::Revoked { rotation },
-                    HookResult::Failed { message, .. } => {
-                        CredentialInput::RevokeFailed { rotation, message }
-                    }
-                })?
-            }
-            Action::RevokeStray {
-                rotation,
-                attempt,
-                value,
-            } => {
-                let hooks = need_hooks()?;
-                let stray = Stray {
-                    capture: &capture,
-                    rotation,
-                    attempt,
-                };
-                stray.revoke(name, &hooks.revoke, &value, options, &report)?
-            }
-            other => {
-                return Err(CliError::new(format!(
-                    "cred {name}: the engine asks for {other:?}, which this pki cannot run"
-                )));
-            }
+            action => run_hook(action, name, &capture, doc.hooks.as_ref(), options, &report)?,
         };
         committed += u32::from(changed);
     }
     Err(CliError::new(format!(
         "cred {name}: still running hooks after {MAX_HOOK_RUNS}: refusing to loop"
     )))
+}
+
+/// Runs the hook `action` asks for (a mint, a revocation, a stray's
+/// revocation) and reports its result through `report`: whether that
+/// changed the document.
+fn run_hook(
+    action: Action,
+    name: &str,
+    capture: &Path,
+    hooks: Option<&Hooks>,
+    options: &RunOptions,
+    report: &dyn Fn(&CredentialInput) -> CliResult<bool>,
+) -> CliResult<bool> {
+    let need_hooks = || {
+        hooks.ok_or_else(|| {
+            CliError::new(format!(
+                "credential \"{name}\" has no hooks: its embedder performs and reports its steps"
+            ))
+        })
+    };
+    let changed = match action {
+        Action::Mint { rotation, attempt } => {
+            let hooks = need_hooks()?;
+            let files = Attempt::new(capture, rotation, attempt);
+            let result = hooks::mint(
+                &files,
+                name,
+                &hooks.mint,
+                options.hook_timeout,
+                options.max_output,
+            )
+            .map_err(CliError::new)?;
+            let changed = report(&mint_report(rotation, attempt, result))?;
+            // Only now: until the result (and any stray) is committed,
+            // the capture is what a resumed run adopts.
+            files.remove();
+            changed
+        }
+        Action::Revoke { rotation, value } => {
+            let hooks = need_hooks()?;
+            let input = spill::revoke_input(&value, None).map_err(CliError::new)?;
+            let result = hooks::revoke(capture, name, &hooks.revoke, input, options.hook_timeout)
+                .map_err(CliError::new)?;
+            report(&match result {
+                HookResult::Done(()) => CredentialInput::Revoked { rotation },
+                HookResult::Failed { message, .. } => {
+                    CredentialInput::RevokeFailed { rotation, message }
+                }
+            })?
+        }
+        Action::RevokeStray {
+            rotation,
+            attempt,
+            value,
+        } => {
+            let hooks = need_hooks()?;
+            let stray = Stray {
+                capture,
+                rotation,
+                attempt,
+            };
+            stray.revoke(name, &hooks.revoke, &value, options, report)?
+        }
+        other => {
+            return Err(CliError::new(format!(
+                "cred {name}: the engine asks for {other:?}, which this pki cannot run"
+            )));
+        }
+    };
+    Ok(changed)
 }
 
 /// A stray credential to revoke: what a failed mint printed.
@@ -550,66 +565,71 @@ pub fn status(dir: &StoreArg, json: bool, check: bool, clock: Clock) -> CliResul
         crate::outln!("no credentials in {dir} (create one with `pki cred init`)");
     }
     for s in &statuses {
-        crate::outln!(
-            "{}: {}   expire {}   grace {}",
-            s.name,
-            s.state,
-            pki_core::policy::human(time::Duration::seconds(s.expire_seconds)),
-            pki_core::policy::human(time::Duration::seconds(s.grace_seconds))
-        );
-        if let Some(c) = &s.current {
-            crate::outln!(
-                "  current  rotation {}, minted {}, due {}",
-                c.rotation,
-                pki_core::datetime::rfc3339(c.minted_at),
-                when(c.until, now)
-            );
-        }
-        if let Some(o) = &s.old {
-            crate::outln!(
-                "  old      rotation {}, revoked after {}",
-                o.rotation,
-                when(o.until, now)
-            );
-        }
-        if let Some(m) = &s.mint {
-            crate::outln!(
-                "  minting  rotation {} attempt {}, started {}{}",
-                m.rotation,
-                m.attempt,
-                pki_core::datetime::rfc3339(m.started_at),
-                m.owner
-                    .as_deref()
-                    .map(|o| format!(", run by {o}"))
-                    .unwrap_or_default()
-            );
-        }
-        let failed = |f: &pki_rotate::credential::HookFailure| {
-            crate::outln!(
-                "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
-                f.action,
-                f.rotation,
-                f.failures,
-                pki_core::datetime::rfc3339(f.at),
-                f.message,
-                when(f.retry_after, now)
-            );
-        };
-        if let Some(f) = &s.failure {
-            failed(f);
-        }
-        for stray in &s.strays {
-            crate::outln!(
-                "  stray    rotation {} attempt {}: printed before it failed at {}, to revoke before the next attempt",
-                stray.rotation,
-                stray.attempt,
-                pki_core::datetime::rfc3339(stray.captured_at)
-            );
-            if let Some(f) = &stray.failure {
-                failed(f);
-            }
-        }
-        crate::outln!("  next     {} at {}", s.next_action, when(s.next_at, now));
+        print_status(s, now);
     }
     Ok(())
+}
+
+/// The text report of one credential.
+fn print_status(s: &CredentialStatus, now: OffsetDateTime) {
+    crate::outln!(
+        "{}: {}   expire {}   grace {}",
+        s.name,
+        s.state,
+        pki_core::policy::human(time::Duration::seconds(s.expire_seconds)),
+        pki_core::policy::human(time::Duration::seconds(s.grace_seconds))
+    );
+    if let Some(c) = &s.current {
+        crate::outln!(
+            "  current  rotation {}, minted {}, due {}",
+            c.rotation,
+            pki_core::datetime::rfc3339(c.minted_at),
+            when(c.until, now)
+        );
+    }
+    if let Some(o) = &s.old {
+        crate::outln!(
+            "  old      rotation {}, revoked after {}",
+            o.rotation,
+            when(o.until, now)
+        );
+    }
+    if let Some(m) = &s.mint {
+        crate::outln!(
+            "  minting  rotation {} attempt {}, started {}{}",
+            m.rotation,
+            m.attempt,
+            pki_core::datetime::rfc3339(m.started_at),
+            m.owner
+                .as_deref()
+                .map(|o| format!(", run by {o}"))
+                .unwrap_or_default()
+        );
+    }
+    let failed = |f: &pki_rotate::credential::HookFailure| {
+        crate::outln!(
+            "  failed   {} of rotation {} ({} in a row) at {}: {}; retry after {}",
+            f.action,
+            f.rotation,
+            f.failures,
+            pki_core::datetime::rfc3339(f.at),
+            f.message,
+            when(f.retry_after, now)
+        );
+    };
+    if let Some(f) = &s.failure {
+        failed(f);
+    }
+    for stray in &s.strays {
+        crate::outln!(
+            "  stray    rotation {} attempt {}: printed before it failed at {}, to revoke before the next attempt",
+            stray.rotation,
+            stray.attempt,
+            pki_core::datetime::rfc3339(stray.captured_at)
+        );
+        if let Some(f) = &stray.failure {
+            failed(f);
+        }
+    }
+    crate::outln!("  next     {} at {}", s.next_action, when(s.next_at, now));
 }

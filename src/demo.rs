@@ -84,11 +84,31 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         pki_core::datetime::rfc3339(t0)
     );
 
+    let state = init_and_issue(&store, t0)?;
+    let t_rot = state.rotation_due_at(&state.policy) + Duration::hours(1);
+    let (before, new) = automatic_rotation(&store, &state, t0, t_rot)?;
+
+    let t_forced = t_rot + Duration::days(30);
+    let forced = forced_rotation(&store, &new, t_forced)?;
+
+    heading("7. pki status DIR");
+    crate::status::run(&store, false, false, false, t_forced + Duration::hours(1))?;
+
+    print_timeline(t0, &before, &forced);
+    crate::outln!("\ndone: trust held in every cell through both rotations.");
+    if keep.is_some() {
+        crate::outln!("the store is kept in {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Steps 1 and 2: a store with a CA, and two certificates issued.
+fn init_and_issue(store: &StoreArg, t0: OffsetDateTime) -> CliResult<SignerState> {
     heading(
         "1. pki init DIR --cn demo-service-ca --reload-interval 7d   (CA lifetime D = 790d, minimum trust M = 395d)",
     );
     let state = crate::init::run(&crate::init::InitArgs {
-        dir: &store,
+        dir: store,
         common_name: "demo-service-ca",
         key: pki_core::KeyAlgorithm::EcdsaP256,
         lifetime: pki_core::policy::DEFAULT_LIFETIME,
@@ -103,7 +123,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         "2. pki issue DIR web --dns web.demo.svc;  pki issue DIR api --dns api.demo.svc --ip 10.0.0.7",
     );
     crate::issue::run(crate::issue::IssueArgs {
-        dir: &store,
+        dir: store,
         name: "web",
         dns: vec!["web.demo.svc".into()],
         ip: vec![],
@@ -114,7 +134,7 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         now: t0,
     })?;
     crate::issue::run(crate::issue::IssueArgs {
-        dir: &store,
+        dir: store,
         name: "api",
         dns: vec!["api.demo.svc".into()],
         ip: vec![
@@ -128,7 +148,19 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         json: false,
         now: t0,
     })?;
-    let t_rot = state.rotation_due_at(&state.policy) + Duration::hours(1);
+    Ok(state)
+}
+
+/// Steps 3 to 5: the daily run re-issues the leaves, the CA rotates when
+/// less than M remains, and every server verifies with every client
+/// around the rotation. Returns the store before the rotation and the new
+/// serving material.
+fn automatic_rotation(
+    store: &StoreArg,
+    state: &SignerState,
+    t0: OffsetDateTime,
+    t_rot: OffsetDateTime,
+) -> CliResult<(SignerState, Snapshot)> {
     // The first daily run after the leaves cross their refresh point (80%
     // of 365d is 292d): they still have a fifth of their life left when
     // they are re-issued, and the event says so.
@@ -141,16 +173,16 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         leaf_life.whole_days(),
         state.policy.leaf_refresh_fraction * 100.0,
     ));
-    crate::rotate::run(&store, None, t_cron)?;
-    let before = load_signer(&store)?;
+    crate::rotate::run(store, None, t_cron)?;
+    let before = load_signer(store)?;
     let old = snapshot(&before, "web")?;
 
     heading(&format!(
         "4. {}: less than M remains on the CA;  pki rotate DIR",
         when(t_rot, t0)
     ));
-    crate::rotate::run(&store, None, t_rot)?;
-    let after = load_signer(&store)?;
+    crate::rotate::run(store, None, t_rot)?;
+    let after = load_signer(store)?;
     let new = snapshot(&after, "web")?;
 
     heading("5. every server (old or new chain) against every client (old or new bundle)");
@@ -172,20 +204,27 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     }
     crate::outln!("   new serving chain = leaf + bridge B (new CA signed by the old key);");
     crate::outln!("   new bundle = new CA + bridge A (old CA signed by the new key).");
+    Ok((before, new))
+}
 
-    let t_forced = t_rot + Duration::days(30);
+/// Step 6: a forced rotation, once per reason, that strands nobody.
+fn forced_rotation(
+    store: &StoreArg,
+    new: &Snapshot,
+    t_forced: OffsetDateTime,
+) -> CliResult<SignerState> {
     heading(&format!(
         "6. {}: pki rotate DIR --force \"key ceremony\"   (once per reason)",
         pki_core::datetime::rfc3339(t_forced)
     ));
     let ceremony = pki_rotate::ForcedRotation::new("key ceremony");
-    crate::rotate::run(&store, Some(&ceremony), t_forced)?;
+    crate::rotate::run(store, Some(&ceremony), t_forced)?;
     crate::outln!("   running it again with the same reason:");
-    crate::rotate::run(&store, Some(&ceremony), t_forced + Duration::minutes(5))?;
-    let forced = load_signer(&store)?;
+    crate::rotate::run(store, Some(&ceremony), t_forced + Duration::minutes(5))?;
+    let forced = load_signer(store)?;
     let newest = snapshot(&forced, "web")?;
     if !matrix(
-        &new,
+        new,
         &newest,
         t_forced + Duration::minutes(1),
         "after the forced rotation",
@@ -194,10 +233,11 @@ pub fn run(keep: Option<&Path>) -> CliResult {
             "demo: a trust matrix cell failed after the forced rotation",
         ));
     }
+    Ok(forced)
+}
 
-    heading("7. pki status DIR");
-    crate::status::run(&store, false, false, false, t_forced + Duration::hours(1))?;
-
+/// Step 8: when the CA was created, and every rotation since.
+fn print_timeline(t0: OffsetDateTime, before: &SignerState, forced: &SignerState) {
     heading("8. timeline");
     crate::outln!(
         "   {}  CA {} created",
@@ -217,9 +257,4 @@ pub fn run(keep: Option<&Path>) -> CliResult {
             r.reason
         );
     }
-    crate::outln!("\ndone: trust held in every cell through both rotations.");
-    if keep.is_some() {
-        crate::outln!("the store is kept in {}", dir.display());
-    }
-    Ok(())
 }

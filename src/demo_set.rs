@@ -110,6 +110,75 @@ pub fn run(dir: Option<&Path>) -> CliResult {
     let driver = Driver::new(&store);
     let mut rng = ChaCha20Rng::seed_from_u64(18);
     let t0 = pki_core::datetime::truncate(OffsetDateTime::now_utc());
+    create_set(&driver, t0, &mut rng)?;
+    crate::outln!(
+        "== t0 {}: a set with the cluster CA (serving+client) and the etcd CA, in {}",
+        pki_core::datetime::rfc3339(t0),
+        root.display()
+    );
+    crate::outln!(
+        "   targets: apiserver (serves cluster, etcd client), etcd (serves etcd), node-1 (kubelet client)"
+    );
+    let mut now = t0 + Duration::days(30);
+    let mut all = true;
+    let mut run_step = |label: &str, input: SetInput, now: OffsetDateTime| -> CliResult<()> {
+        let (before, _) = driver.load::<SetEngine>(&KEY)?;
+        let step = driver.step::<SetEngine, _>(&KEY, &input, now, &mut rng)?;
+        if !step.changed {
+            return Ok(());
+        }
+        crate::outln!(
+            "\n== {} {label}: now in step {}",
+            pki_core::datetime::rfc3339(now),
+            step.document.step()
+        );
+        for e in &step.events {
+            crate::outln!("   {e}");
+        }
+        all &= matrix(&before, &step.document, now);
+        Ok(())
+    };
+    run_step(
+        "t1: start-ca-rotation",
+        SetInput::Start {
+            reason: "demo".into(),
+            imports: vec![],
+            one_at_a_time: false,
+        },
+        now,
+    )?;
+    ack_all(&store, &mut run_step, now)?;
+    for label in [
+        "t2: complete-ca-rotation (update certs)",
+        "trust new",
+        "complete",
+    ] {
+        now += Duration::days(1);
+        run_step(
+            label,
+            SetInput::Advance {
+                from: None,
+                override_reason: None,
+            },
+            now,
+        )?;
+        ack_all(&store, &mut run_step, now)?;
+    }
+    if all {
+        crate::outln!("\nevery handshake of every step succeeded; the old CA keys are destroyed");
+        Ok(())
+    } else {
+        Err(CliError::new("demo: a handshake failed (see above)"))
+    }
+}
+
+/// A set with the cluster CA (serving and client) and the etcd CA, their
+/// leaves, and the targets that load them.
+fn create_set(
+    driver: &Driver<&FsStore>,
+    t0: OffsetDateTime,
+    rng: &mut ChaCha20Rng,
+) -> CliResult<()> {
     let both: Roles = "serving+client"
         .parse()
         .map_err(|e: pki_rotate::RotateError| CliError::new(e.to_string()))?;
@@ -118,11 +187,19 @@ pub fn run(dir: Option<&Path>) -> CliResult {
         pki_core::KeyAlgorithm::EcdsaP256,
         Duration::days(730),
         t0,
-        &mut rng,
+        rng,
     )?;
     driver.create::<SetEngine>(&KEY, &state)?;
+    for input in &setup() {
+        driver.step::<SetEngine, _>(&KEY, input, t0, rng)?;
+    }
+    Ok(())
+}
+
+/// The leaves of the demo set and the bundles each target loads.
+fn setup() -> [SetInput; 7] {
     let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
-    let setup = [
+    [
         SetInput::Issue {
             replace: false,
             name: "kube-apiserver".into(),
@@ -158,87 +235,30 @@ pub fn run(dir: Option<&Path>) -> CliResult {
             trusts: names(&["cluster"]),
             client_ca: None,
         },
-    ];
-    for input in &setup {
-        driver.step::<SetEngine, _>(&KEY, input, t0, &mut rng)?;
-    }
-    crate::outln!(
-        "== t0 {}: a set with the cluster CA (serving+client) and the etcd CA, in {}",
-        pki_core::datetime::rfc3339(t0),
-        root.display()
-    );
-    crate::outln!(
-        "   targets: apiserver (serves cluster, etcd client), etcd (serves etcd), node-1 (kubelet client)"
-    );
-    let mut now = t0 + Duration::days(30);
-    let mut all = true;
-    let mut run_step = |label: &str, input: SetInput, now: OffsetDateTime| -> CliResult<()> {
-        let (before, _) = driver.load::<SetEngine>(&KEY)?;
-        let step = driver.step::<SetEngine, _>(&KEY, &input, now, &mut rng)?;
-        if !step.changed {
-            return Ok(());
+    ]
+}
+
+/// Every target that has not loaded what the current step publishes
+/// acknowledges it, in three passes over the targets.
+fn ack_all(
+    store: &FsStore,
+    run: &mut dyn FnMut(&str, SetInput, OffsetDateTime) -> CliResult<()>,
+    now: OffsetDateTime,
+) -> CliResult<()> {
+    for _ in 0..3 {
+        let (s, _) = Driver::new(store).load::<SetEngine>(&KEY)?;
+        for t in s.targets().keys().filter(|t| !s.is_loaded(t)) {
+            let (s, _) = Driver::new(store).load::<SetEngine>(&KEY)?;
+            let fingerprint = s.expected_fingerprint(t)?;
+            run(
+                &format!("{t} acks"),
+                SetInput::Ack {
+                    target: t.clone(),
+                    fingerprint,
+                },
+                now,
+            )?;
         }
-        crate::outln!(
-            "\n== {} {label}: now in step {}",
-            pki_core::datetime::rfc3339(now),
-            step.document.step()
-        );
-        for e in &step.events {
-            crate::outln!("   {e}");
-        }
-        all &= matrix(&before, &step.document, now);
-        Ok(())
-    };
-    let ack_all = |run: &mut dyn FnMut(&str, SetInput, OffsetDateTime) -> CliResult<()>,
-                   now|
-     -> CliResult<()> {
-        for _ in 0..3 {
-            let (s, _) = Driver::new(&store).load::<SetEngine>(&KEY)?;
-            for t in s.targets().keys().filter(|t| !s.is_loaded(t)) {
-                let (s, _) = Driver::new(&store).load::<SetEngine>(&KEY)?;
-                let fingerprint = s.expected_fingerprint(t)?;
-                run(
-                    &format!("{t} acks"),
-                    SetInput::Ack {
-                        target: t.clone(),
-                        fingerprint,
-                    },
-                    now,
-                )?;
-            }
-        }
-        Ok(())
-    };
-    run_step(
-        "t1: start-ca-rotation",
-        SetInput::Start {
-            reason: "demo".into(),
-            imports: vec![],
-            one_at_a_time: false,
-        },
-        now,
-    )?;
-    ack_all(&mut run_step, now)?;
-    for label in [
-        "t2: complete-ca-rotation (update certs)",
-        "trust new",
-        "complete",
-    ] {
-        now += Duration::days(1);
-        run_step(
-            label,
-            SetInput::Advance {
-                from: None,
-                override_reason: None,
-            },
-            now,
-        )?;
-        ack_all(&mut run_step, now)?;
     }
-    if all {
-        crate::outln!("\nevery handshake of every step succeeded; the old CA keys are destroyed");
-        Ok(())
-    } else {
-        Err(CliError::new("demo: a handshake failed (see above)"))
-    }
+    Ok(())
 }

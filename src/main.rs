@@ -62,74 +62,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Create a store with a new self-signed CA.
-    Init {
-        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// Common name of the CA.
-        #[arg(long, default_value = "service-ca")]
-        cn: String,
-        /// Key type: p256, p384, rsa2048, rsa3072 or rsa4096.
-        #[arg(long, default_value = "p256", value_parser = parse_key)]
-        key: KeyAlgorithm,
-        /// CA lifetime D, like 790d.
-        #[arg(long, default_value_t = pki_core::policy::DEFAULT_LIFETIME, value_parser = parse_duration)]
-        lifetime: Duration,
-        /// Minimum trust M: rotate when less than this remains, like 395d.
-        #[arg(long, default_value_t = pki_core::policy::DEFAULT_MIN_TRUST, value_parser = parse_duration)]
-        min_trust: Duration,
-        /// Reload interval I: every consumer reloads its files within this,
-        /// like 7d. Unset, pki assumes up to M, and refuses a rotation within
-        /// M of the previous one unless --allow-trust-break.
-        #[arg(long, value_parser = parse_duration, value_name = "DUR")]
-        reload_interval: Option<Duration>,
-        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        now: OffsetDateTime,
-        /// Import an existing CA instead of generating one: a PEM file with
-        /// its certificate, and possibly its key and the chain above it.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["cn", "key"])]
-        import: Option<PathBuf>,
-        /// The imported CA's private key, when not in the --import file.
-        #[arg(long, value_name = "FILE", requires = "import")]
-        key_file: Option<PathBuf>,
-        /// The chain above the imported CA (its issuer first, the root last).
-        #[arg(long, value_name = "FILE", requires = "import")]
-        chain: Option<PathBuf>,
-        /// Refuse input files larger than this, like 16M or 1G.
-        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
-        max_input_size: u64,
-    },
+    Init(InitCommand),
     /// Issue (or change) a serving certificate, or a client one with --client.
-    Issue {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// Certificate name: files go to certs/NAME/.
-        name: String,
-        /// DNS subjectAltName (repeat for more).
-        #[arg(long, required_unless_present = "ip")]
-        dns: Vec<String>,
-        /// IP subjectAltName (repeat for more).
-        #[arg(long)]
-        ip: Vec<IpAddr>,
-        /// Issue a client certificate (clientAuth) instead of a server one.
-        #[arg(long)]
-        client: bool,
-        /// Certificate lifetime, like 365d (cut at the CA's expiry).
-        #[arg(long, value_parser = parse_duration)]
-        lifetime: Option<Duration>,
-        /// Allow changing an existing certificate's kind (server, client)
-        /// or dropping some of its names.
-        #[arg(long)]
-        replace: bool,
-        /// Print the result as JSON (docs/issue.schema.json).
-        #[arg(long)]
-        json: bool,
-        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        now: OffsetDateTime,
-    },
+    Issue(IssueCommand),
     /// Issue a new key and certificate for one certificate now.
     Renew {
         /// Store directory, or etcd://HOST:PORT/PREFIX.
@@ -153,86 +88,9 @@ enum Command {
         now: OffsetDateTime,
     },
     /// Rotate the CA if due or forced; re-issue stale certificates.
-    Rotate {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// Force a rotation, once per distinct reason.
-        #[arg(long, value_name = "REASON")]
-        force: Option<String>,
-        /// Emergency: trust the previous CA only this long (instead of
-        /// max(its expiry, now + M)).
-        #[arg(long, requires = "force", value_parser = parse_duration, conflicts_with = "compromised")]
-        grace: Option<Duration>,
-        /// The previous CA's key is compromised: issue no bridges, distrust it at once.
-        #[arg(long, requires = "force")]
-        compromised: bool,
-        /// Rotate even though some consumers would stop trusting each other
-        /// (an expired CA; a rotation soon after another), for this reason,
-        /// recorded in the history. Not with --to (--force REASON overrides a
-        /// supplied CA's checks) or --renew-same-key (which breaks nothing).
-        #[arg(long, value_name = "REASON", conflicts_with_all = ["to", "renew_same_key"])]
-        allow_trust_break: Option<String>,
-        /// Print the result as JSON (docs/rotate.schema.json).
-        #[arg(long)]
-        json: bool,
-        /// Print only what was done, and nothing when nothing was due, so
-        /// that cron mails only when something happened (errors still go to
-        /// stderr).
-        #[arg(long, short, conflicts_with_all = ["json", "to", "renew_same_key"])]
-        quiet: bool,
-        /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        now: OffsetDateTime,
-        /// Rotate to this supplied CA (PEM: its certificate, maybe its key
-        /// and chain) after validating it; --force REASON overrides failed checks.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["grace", "compromised", "renew_same_key"])]
-        to: Option<PathBuf>,
-        /// The supplied CA's private key, when not in the --to file.
-        #[arg(long, value_name = "FILE", requires = "to")]
-        key_file: Option<PathBuf>,
-        /// The chain above the supplied CA (its issuer first, the root last).
-        #[arg(long, value_name = "FILE", requires = "to")]
-        chain: Option<PathBuf>,
-        /// The service-account key set that comes with the supplied CA (PEM
-        /// public or private keys); it must keep the key ring's current keys.
-        #[arg(long, value_name = "FILE", requires = "to")]
-        service_account_keys: Option<PathBuf>,
-        /// Issue a new CA certificate on the same key and Subject: every
-        /// certificate and pin stays valid, nothing is re-issued.
-        #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
-        renew_same_key: bool,
-        /// Refuse input files larger than this, like 16M or 1G.
-        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
-        max_input_size: u64,
-    },
+    Rotate(RotateCommand),
     /// Check a proposed replacement CA against today's trust; change nothing.
-    Validate {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// The proposed CA (PEM: its certificate, maybe its key and chain).
-        #[arg(long, value_name = "FILE")]
-        to: PathBuf,
-        /// Its private key, when not in the --to file.
-        #[arg(long, value_name = "FILE")]
-        key_file: Option<PathBuf>,
-        /// The chain above it (its issuer first, the root last).
-        #[arg(long, value_name = "FILE")]
-        chain: Option<PathBuf>,
-        /// The proposed service-account key set (PEM public or private keys).
-        #[arg(long, value_name = "FILE")]
-        service_account_keys: Option<PathBuf>,
-        /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
-        #[arg(long)]
-        json: bool,
-        /// The time to validate at, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        now: OffsetDateTime,
-        /// Refuse input files larger than this, like 16M or 1G.
-        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
-        max_input_size: u64,
-    },
+    Validate(ValidateCommand),
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
     Status {
         /// Store directory, or etcd://HOST:PORT/PREFIX.
@@ -259,32 +117,7 @@ enum Command {
         now: OffsetDateTime,
     },
     /// Verify a chain (leaf first, then intermediates) against a bundle.
-    Verify {
-        /// Trusted CA bundle (PEM).
-        #[arg(long)]
-        bundle: PathBuf,
-        /// Chain file (PEM): the leaf, then any untrusted intermediates.
-        #[arg(long)]
-        chain: PathBuf,
-        /// Expected DNS name.
-        #[arg(long, conflicts_with = "ip")]
-        dns: Option<String>,
-        /// Expected IP address.
-        #[arg(long)]
-        ip: Option<IpAddr>,
-        /// What the leaf is for.
-        #[arg(long, default_value = "server", value_parser = parse_purpose)]
-        purpose: pki_core::verify::Purpose,
-        /// Validation time, like 2027-02-01T00:00:00Z, or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
-        at: OffsetDateTime,
-        /// Print the result as JSON (docs/verify.schema.json).
-        #[arg(long)]
-        json: bool,
-        /// Refuse input files larger than this, like 16M or 1G.
-        #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
-        max_input_size: u64,
-    },
+    Verify(VerifyCommand),
     /// Print the root pin of a bundle: SHA-256 of the root certificate's DER.
     Pin {
         /// A PEM bundle.
@@ -370,6 +203,366 @@ enum Command {
     },
 }
 
+/// The arguments of `pki init`.
+#[derive(clap::Args)]
+struct InitCommand {
+    /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Common name of the CA.
+    #[arg(long, default_value = "service-ca")]
+    cn: String,
+    /// Key type: p256, p384, rsa2048, rsa3072 or rsa4096.
+    #[arg(long, default_value = "p256", value_parser = parse_key)]
+    key: KeyAlgorithm,
+    /// CA lifetime D, like 790d.
+    #[arg(long, default_value_t = pki_core::policy::DEFAULT_LIFETIME, value_parser = parse_duration)]
+    lifetime: Duration,
+    /// Minimum trust M: rotate when less than this remains, like 395d.
+    #[arg(long, default_value_t = pki_core::policy::DEFAULT_MIN_TRUST, value_parser = parse_duration)]
+    min_trust: Duration,
+    /// Reload interval I: every consumer reloads its files within this,
+    /// like 7d. Unset, pki assumes up to M, and refuses a rotation within
+    /// M of the previous one unless --allow-trust-break.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    reload_interval: Option<Duration>,
+    /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    now: OffsetDateTime,
+    /// Import an existing CA instead of generating one: a PEM file with
+    /// its certificate, and possibly its key and the chain above it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cn", "key"])]
+    import: Option<PathBuf>,
+    /// The imported CA's private key, when not in the --import file.
+    #[arg(long, value_name = "FILE", requires = "import")]
+    key_file: Option<PathBuf>,
+    /// The chain above the imported CA (its issuer first, the root last).
+    #[arg(long, value_name = "FILE", requires = "import")]
+    chain: Option<PathBuf>,
+    /// Refuse input files larger than this, like 16M or 1G.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_input_size: u64,
+}
+
+impl InitCommand {
+    fn run(self) -> common::CliResult {
+        let InitCommand {
+            dir,
+            cn,
+            key,
+            lifetime,
+            min_trust,
+            reload_interval,
+            now,
+            import,
+            key_file,
+            chain,
+            max_input_size,
+        } = self;
+
+        let args = init::InitArgs {
+            dir: &dir,
+            common_name: &cn,
+            key,
+            lifetime,
+            min_trust,
+            reload_interval,
+            now,
+        };
+        match import {
+            Some(ca) => init::run_import(
+                &args,
+                &external::CaFiles {
+                    ca,
+                    key: key_file,
+                    chain,
+                    max_input_size,
+                },
+            ),
+            None => init::run(&args).map(drop),
+        }
+    }
+}
+
+/// The arguments of `pki issue`.
+#[derive(clap::Args)]
+struct IssueCommand {
+    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Certificate name: files go to certs/NAME/.
+    name: String,
+    /// DNS subjectAltName (repeat for more).
+    #[arg(long, required_unless_present = "ip")]
+    dns: Vec<String>,
+    /// IP subjectAltName (repeat for more).
+    #[arg(long)]
+    ip: Vec<IpAddr>,
+    /// Issue a client certificate (clientAuth) instead of a server one.
+    #[arg(long)]
+    client: bool,
+    /// Certificate lifetime, like 365d (cut at the CA's expiry).
+    #[arg(long, value_parser = parse_duration)]
+    lifetime: Option<Duration>,
+    /// Allow changing an existing certificate's kind (server, client)
+    /// or dropping some of its names.
+    #[arg(long)]
+    replace: bool,
+    /// Print the result as JSON (docs/issue.schema.json).
+    #[arg(long)]
+    json: bool,
+    /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    now: OffsetDateTime,
+}
+
+impl IssueCommand {
+    fn run(self) -> common::CliResult {
+        let IssueCommand {
+            dir,
+            name,
+            dns,
+            ip,
+            client,
+            lifetime,
+            replace,
+            json,
+            now,
+        } = self;
+        issue::run(issue::IssueArgs {
+            dir: &dir,
+            name: &name,
+            dns,
+            ip,
+            client,
+            lifetime,
+            replace,
+            json,
+            now,
+        })
+    }
+}
+
+/// The arguments of `pki rotate`.
+#[derive(clap::Args)]
+struct RotateCommand {
+    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Force a rotation, once per distinct reason.
+    #[arg(long, value_name = "REASON")]
+    force: Option<String>,
+    /// Emergency: trust the previous CA only this long (instead of
+    /// max(its expiry, now + M)).
+    #[arg(long, requires = "force", value_parser = parse_duration, conflicts_with = "compromised")]
+    grace: Option<Duration>,
+    /// The previous CA's key is compromised: issue no bridges, distrust it at once.
+    #[arg(long, requires = "force")]
+    compromised: bool,
+    /// Rotate even though some consumers would stop trusting each other
+    /// (an expired CA; a rotation soon after another), for this reason,
+    /// recorded in the history. Not with --to (--force REASON overrides a
+    /// supplied CA's checks) or --renew-same-key (which breaks nothing).
+    #[arg(long, value_name = "REASON", conflicts_with_all = ["to", "renew_same_key"])]
+    allow_trust_break: Option<String>,
+    /// Print the result as JSON (docs/rotate.schema.json).
+    #[arg(long)]
+    json: bool,
+    /// Print only what was done, and nothing when nothing was due, so
+    /// that cron mails only when something happened (errors still go to
+    /// stderr).
+    #[arg(long, short, conflicts_with_all = ["json", "to", "renew_same_key"])]
+    quiet: bool,
+    /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    now: OffsetDateTime,
+    /// Rotate to this supplied CA (PEM: its certificate, maybe its key
+    /// and chain) after validating it; --force REASON overrides failed checks.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grace", "compromised", "renew_same_key"])]
+    to: Option<PathBuf>,
+    /// The supplied CA's private key, when not in the --to file.
+    #[arg(long, value_name = "FILE", requires = "to")]
+    key_file: Option<PathBuf>,
+    /// The chain above the supplied CA (its issuer first, the root last).
+    #[arg(long, value_name = "FILE", requires = "to")]
+    chain: Option<PathBuf>,
+    /// The service-account key set that comes with the supplied CA (PEM
+    /// public or private keys); it must keep the key ring's current keys.
+    #[arg(long, value_name = "FILE", requires = "to")]
+    service_account_keys: Option<PathBuf>,
+    /// Issue a new CA certificate on the same key and Subject: every
+    /// certificate and pin stays valid, nothing is re-issued.
+    #[arg(long, conflicts_with_all = ["force", "grace", "compromised"])]
+    renew_same_key: bool,
+    /// Refuse input files larger than this, like 16M or 1G.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_input_size: u64,
+}
+
+impl RotateCommand {
+    fn run(self) -> common::CliResult {
+        let RotateCommand {
+            dir,
+            force,
+            grace,
+            compromised,
+            allow_trust_break,
+            json,
+            quiet,
+            now,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            renew_same_key,
+            max_input_size,
+        } = self;
+
+        if let Some(ca) = to {
+            let files = external::CaFiles {
+                ca,
+                key: key_file,
+                chain,
+                max_input_size,
+            };
+            return rotate::run_to(
+                &dir,
+                &files,
+                service_account_keys.as_deref(),
+                force,
+                json,
+                now,
+            );
+        }
+        if renew_same_key {
+            return rotate::run_renew_same_key(&dir, json, now);
+        }
+        let forced = force.map(|reason| pki_rotate::ForcedRotation {
+            reason,
+            grace,
+            no_bridges: compromised,
+        });
+        rotate::run_guarded(&rotate::GuardedArgs {
+            dir: &dir,
+            forced: forced.as_ref(),
+            allow_trust_break: allow_trust_break.as_deref(),
+            json,
+            quiet,
+            now,
+        })
+    }
+}
+
+/// The arguments of `pki validate`.
+#[derive(clap::Args)]
+struct ValidateCommand {
+    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// The proposed CA (PEM: its certificate, maybe its key and chain).
+    #[arg(long, value_name = "FILE")]
+    to: PathBuf,
+    /// Its private key, when not in the --to file.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// The chain above it (its issuer first, the root last).
+    #[arg(long, value_name = "FILE")]
+    chain: Option<PathBuf>,
+    /// The proposed service-account key set (PEM public or private keys).
+    #[arg(long, value_name = "FILE")]
+    service_account_keys: Option<PathBuf>,
+    /// Print {"ok", "checks": [{"name", "ok", "detail"}]} on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The time to validate at, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    now: OffsetDateTime,
+    /// Refuse input files larger than this, like 16M or 1G.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_input_size: u64,
+}
+
+impl ValidateCommand {
+    fn run(self) -> common::CliResult {
+        let ValidateCommand {
+            dir,
+            to,
+            key_file,
+            chain,
+            service_account_keys,
+            json,
+            now,
+            max_input_size,
+        } = self;
+        validate::run(
+            &dir,
+            &external::CaFiles {
+                ca: to,
+                key: key_file,
+                chain,
+                max_input_size,
+            },
+            service_account_keys.as_deref(),
+            json,
+            now,
+        )
+    }
+}
+
+/// The arguments of `pki verify`.
+#[derive(clap::Args)]
+struct VerifyCommand {
+    /// Trusted CA bundle (PEM).
+    #[arg(long)]
+    bundle: PathBuf,
+    /// Chain file (PEM): the leaf, then any untrusted intermediates.
+    #[arg(long)]
+    chain: PathBuf,
+    /// Expected DNS name.
+    #[arg(long, conflicts_with = "ip")]
+    dns: Option<String>,
+    /// Expected IP address.
+    #[arg(long)]
+    ip: Option<IpAddr>,
+    /// What the leaf is for.
+    #[arg(long, default_value = "server", value_parser = parse_purpose)]
+    purpose: pki_core::verify::Purpose,
+    /// Validation time, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    at: OffsetDateTime,
+    /// Print the result as JSON (docs/verify.schema.json).
+    #[arg(long)]
+    json: bool,
+    /// Refuse input files larger than this, like 16M or 1G.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_input_size: u64,
+}
+
+impl VerifyCommand {
+    fn run(self) -> common::CliResult {
+        let VerifyCommand {
+            bundle,
+            chain,
+            dns,
+            ip,
+            purpose,
+            at,
+            json,
+            max_input_size,
+        } = self;
+        verify::run(&verify::VerifyArgs {
+            bundle: &bundle,
+            chain: &chain,
+            dns,
+            ip,
+            purpose,
+            at,
+            json,
+            max_input_size,
+        })
+    }
+}
+
 fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
     s.parse().map_err(|e: pki_core::Error| e.to_string())
 }
@@ -386,113 +579,11 @@ fn parse_purpose(s: &str) -> Result<pki_core::verify::Purpose, String> {
 
 fn run(cli: Cli) -> common::CliResult {
     match cli.command {
-        Command::Init {
-            dir,
-            cn,
-            key,
-            lifetime,
-            min_trust,
-            reload_interval,
-            now,
-            import,
-            key_file,
-            chain,
-            max_input_size,
-        } => {
-            let args = init::InitArgs {
-                dir: &dir,
-                common_name: &cn,
-                key,
-                lifetime,
-                min_trust,
-                reload_interval,
-                now,
-            };
-            match import {
-                Some(ca) => init::run_import(
-                    &args,
-                    &external::CaFiles {
-                        ca,
-                        key: key_file,
-                        chain,
-                        max_input_size,
-                    },
-                ),
-                None => init::run(&args).map(drop),
-            }
-        }
-        Command::Issue {
-            dir,
-            name,
-            dns,
-            ip,
-            client,
-            lifetime,
-            replace,
-            json,
-            now,
-        } => issue::run(issue::IssueArgs {
-            dir: &dir,
-            name: &name,
-            dns,
-            ip,
-            client,
-            lifetime,
-            replace,
-            json,
-            now,
-        }),
+        Command::Init(command) => command.run(),
+        Command::Issue(command) => command.run(),
         Command::Renew { dir, name, now } => renew::run(&dir, &name, now),
         Command::Remove { dir, name, now } => remove::run(&dir, &name, now),
-        Command::Rotate {
-            dir,
-            force,
-            grace,
-            compromised,
-            allow_trust_break,
-            json,
-            quiet,
-            now,
-            to,
-            key_file,
-            chain,
-            service_account_keys,
-            renew_same_key,
-            max_input_size,
-        } => {
-            if let Some(ca) = to {
-                let files = external::CaFiles {
-                    ca,
-                    key: key_file,
-                    chain,
-                    max_input_size,
-                };
-                return rotate::run_to(
-                    &dir,
-                    &files,
-                    service_account_keys.as_deref(),
-                    force,
-                    json,
-                    now,
-                );
-            }
-            if renew_same_key {
-                return rotate::run_renew_same_key(&dir, json, now);
-            }
-            let forced = force.map(|reason| pki_rotate::ForcedRotation {
-                reason,
-                grace,
-                no_bridges: compromised,
-            });
-            rotate::run_guarded(&rotate::GuardedArgs {
-                dir: &dir,
-                forced: forced.as_ref(),
-                allow_trust_break: allow_trust_break.as_deref(),
-                json,
-                quiet,
-                now,
-            })
-        }
+        Command::Rotate(command) => command.run(),
         Command::Status {
             dir,
             json,
@@ -500,25 +591,7 @@ fn run(cli: Cli) -> common::CliResult {
             verify,
             now,
         } => status::run(&dir, json, check, verify, now),
-        Command::Verify {
-            bundle,
-            chain,
-            dns,
-            ip,
-            purpose,
-            at,
-            json,
-            max_input_size,
-        } => verify::run(&verify::VerifyArgs {
-            bundle: &bundle,
-            chain: &chain,
-            dns,
-            ip,
-            purpose,
-            at,
-            json,
-            max_input_size,
-        }),
+        Command::Verify(command) => command.run(),
         Command::Pin {
             file,
             max_input_size,
@@ -530,27 +603,7 @@ fn run(cli: Cli) -> common::CliResult {
             max_input_size,
         } => inspect::run(&file, store.as_ref(), now, max_input_size),
         Command::Completions { shell } => completions::completions(shell),
-        Command::Validate {
-            dir,
-            to,
-            key_file,
-            chain,
-            service_account_keys,
-            json,
-            now,
-            max_input_size,
-        } => validate::run(
-            &dir,
-            &external::CaFiles {
-                ca: to,
-                key: key_file,
-                chain,
-                max_input_size,
-            },
-            service_account_keys.as_deref(),
-            json,
-            now,
-        ),
+        Command::Validate(command) => command.run(),
         Command::Man { outdir } => completions::man(outdir.as_deref()),
         Command::Export { store, outdir } => stores::export(&store, &outdir),
         Command::Set { command } => set::run(command),

@@ -9,7 +9,7 @@ use crate::common::{
 };
 use clap::{Args, Subcommand};
 use pki_core::KeyAlgorithm;
-use pki_rotate::set::{ImportedCa, KEY};
+use pki_rotate::set::{ImportedCa, KEY, SetStatus};
 use pki_rotate::{
     Driver, LeafSpec, Roles, RotateError, SetEngine, SetEvent, SetInput, SetState, SetStep,
 };
@@ -239,44 +239,8 @@ pub fn run(command: SetCommand) -> CliResult {
             key,
             lifetime,
             now,
-        } => {
-            let state = SetState::new(&cas, key, lifetime, now, &mut os_rng())?;
-            let store = dir.open_or_create()?;
-            Driver::new(store).create::<SetEngine>(&KEY, &state)?;
-            for (name, ca) in state.cas() {
-                crate::outln!(
-                    "created CA {name} ({}): {}, valid until {}",
-                    ca.roles,
-                    ca.current.signer.cert.id(),
-                    pki_core::datetime::rfc3339(ca.current.signer.cert.not_after())
-                );
-            }
-            Ok(())
-        }
-        SetCommand::Issue(a) => {
-            let spec = LeafSpec {
-                ca: a.ca,
-                serving: a.serving,
-                client: a.client,
-                dns_names: a.dns,
-                ip_addresses: a.ip,
-                common_name: a.cn,
-                target: a.target.clone(),
-                lifetime: a.lifetime,
-            };
-            let input = SetInput::Issue {
-                replace: a.replace,
-                name: a.name.clone(),
-                spec,
-            };
-            step(&a.dir, &input, a.now)?;
-            crate::outln!(
-                "  {}",
-                a.dir
-                    .published(&format!("targets/{}/certs/{}/tls.crt", a.target, a.name))
-            );
-            Ok(())
-        }
+        } => init(&dir, &cas, key, lifetime, now),
+        SetCommand::Issue(a) => issue(a),
         SetCommand::Target {
             dir,
             target,
@@ -300,10 +264,7 @@ pub fn run(command: SetCommand) -> CliResult {
             one_at_a_time,
             now,
         } => {
-            let imports = imports
-                .iter()
-                .map(|(ca, file)| read_import(ca, file, max_input_size, now))
-                .collect::<CliResult<Vec<_>>>()?;
+            let imports = read_imports(&imports, max_input_size, now)?;
             let input = SetInput::Start {
                 reason,
                 imports,
@@ -349,21 +310,85 @@ pub fn run(command: SetCommand) -> CliResult {
             override_reason,
             now,
         } => step(&dir, &SetInput::Abort { override_reason }, now),
-        SetCommand::Status { dir, json, now } => {
-            let (state, _) = Driver::new(open(&dir)?)
-                .load::<SetEngine>(&KEY)
-                .map_err(not_initialized(&dir))?;
-            let status = state.status(now);
-            if json {
-                let text = serde_json::to_string_pretty(&status)
-                    .map_err(|e| CliError::new(format!("status: {e}")))?;
-                crate::outln!("{text}");
-            } else {
-                crate::out!("{}", render_status(&state, now));
-            }
-            Ok(())
-        }
+        SetCommand::Status { dir, json, now } => status(&dir, json, now),
     }
+}
+
+/// `pki set init`: creates the set's CAs.
+fn init(
+    dir: &StoreArg,
+    cas: &[(String, Roles)],
+    key: KeyAlgorithm,
+    lifetime: Duration,
+    now: OffsetDateTime,
+) -> CliResult {
+    let state = SetState::new(cas, key, lifetime, now, &mut os_rng())?;
+    let store = dir.open_or_create()?;
+    Driver::new(store).create::<SetEngine>(&KEY, &state)?;
+    for (name, ca) in state.cas() {
+        crate::outln!(
+            "created CA {name} ({}): {}, valid until {}",
+            ca.roles,
+            ca.current.signer.cert.id(),
+            pki_core::datetime::rfc3339(ca.current.signer.cert.not_after())
+        );
+    }
+    Ok(())
+}
+
+/// `pki set issue`: issues (or re-issues) a leaf and names the file it
+/// is published in.
+fn issue(a: IssueArgs) -> CliResult {
+    let spec = LeafSpec {
+        ca: a.ca,
+        serving: a.serving,
+        client: a.client,
+        dns_names: a.dns,
+        ip_addresses: a.ip,
+        common_name: a.cn,
+        target: a.target.clone(),
+        lifetime: a.lifetime,
+    };
+    let input = SetInput::Issue {
+        replace: a.replace,
+        name: a.name.clone(),
+        spec,
+    };
+    step(&a.dir, &input, a.now)?;
+    crate::outln!(
+        "  {}",
+        a.dir
+            .published(&format!("targets/{}/certs/{}/tls.crt", a.target, a.name))
+    );
+    Ok(())
+}
+
+/// `pki set status`: the table, or with `json` the status document.
+fn status(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
+    let (state, _) = Driver::new(open(dir)?)
+        .load::<SetEngine>(&KEY)
+        .map_err(not_initialized(dir))?;
+    let status = state.status(now);
+    if json {
+        let text = serde_json::to_string_pretty(&status)
+            .map_err(|e| CliError::new(format!("status: {e}")))?;
+        crate::outln!("{text}");
+    } else {
+        crate::out!("{}", render_status(&state, now));
+    }
+    Ok(())
+}
+
+/// Reads and validates every `--import CA=FILE` at `now`.
+fn read_imports(
+    imports: &[(String, PathBuf)],
+    max_input_size: u64,
+    now: OffsetDateTime,
+) -> CliResult<Vec<ImportedCa>> {
+    imports
+        .iter()
+        .map(|(ca, file)| read_import(ca, file, max_input_size, now))
+        .collect()
 }
 
 /// Reads and validates one `--import CA=FILE` at `now`; every refusal is
@@ -457,6 +482,15 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     if status.one_at_a_time {
         let _ = writeln!(out, "serving certificates move one target at a time");
     }
+    render_cas(&mut out, &status);
+    render_targets(&mut out, state, &status);
+    render_history(&mut out, &status, now);
+    out
+}
+
+/// Each CA's current certificate and, during a rotation, its successor.
+fn render_cas(out: &mut String, status: &SetStatus) {
+    use std::fmt::Write;
     let _ = writeln!(out, "\nCAs:");
     for (name, ca) in &status.cas {
         let _ = write!(out, "  {name:<14} {:<15} {}", ca.roles, ca.current);
@@ -480,6 +514,11 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
         }
         let _ = writeln!(out);
     }
+}
+
+/// Each target's progress, and what `advance` and `abort` would do.
+fn render_targets(out: &mut String, state: &SetState, status: &SetStatus) {
+    use std::fmt::Write;
     let _ = writeln!(out, "\nTARGET           PROGRESS  FINGERPRINT TO ACK");
     for (name, t) in &status.targets {
         let mut progress = t.progress.to_string();
@@ -516,6 +555,11 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
             );
         }
     }
+}
+
+/// The overrides given, the timeline of steps and the last completion.
+fn render_history(out: &mut String, status: &SetStatus, now: OffsetDateTime) {
+    use std::fmt::Write;
     if !status.overrides.is_empty() {
         let _ = writeln!(out, "\noverrides:");
         for o in &status.overrides {
@@ -548,5 +592,4 @@ pub fn render_status(state: &SetState, now: OffsetDateTime) -> String {
     if let Some(t) = status.last_completion {
         let _ = writeln!(out, "\nlast completed rotation: {}", when(t, now));
     }
-    out
 }

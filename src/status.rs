@@ -115,6 +115,19 @@ pub fn render(s: &SignerStatus) -> String {
         out.push_str(&row(role, &m.cert, now));
     }
     out.push_str(&format!("  bundle fingerprint {}\n", s.bundle_fingerprint));
+    render_previous(&mut out, s);
+    out.push('\n');
+    render_leaves(&mut out, s);
+    render_trust(&mut out, s);
+    render_consumers(&mut out, s);
+    out.push('\n');
+    render_next(&mut out, s);
+    out
+}
+
+/// The CA the last rotation replaced, and whether it is still trusted.
+fn render_previous(out: &mut String, s: &SignerStatus) {
+    let now = s.now;
     if let Some(p) = &s.previous {
         match p.trusted_until {
             Some(t) if p.trusted => out.push_str(&format!(
@@ -133,7 +146,11 @@ pub fn render(s: &SignerStatus) -> String {
             )),
         }
     }
-    out.push('\n');
+}
+
+/// The certificates issued, one row each.
+fn render_leaves(out: &mut String, s: &SignerStatus) {
+    let now = s.now;
     if s.leaves.is_empty() {
         out.push_str("  no certificates issued (pki issue DIR NAME --dns ...)\n");
     } else {
@@ -161,6 +178,10 @@ pub fn render(s: &SignerStatus) -> String {
             ));
         }
     }
+}
+
+/// Which serving chain verifies against which bundle now.
+fn render_trust(out: &mut String, s: &SignerStatus) {
     if !s.trust.is_empty() {
         out.push_str("\n  trust now (RFC 5280 path validation):\n");
         for c in &s.trust {
@@ -181,6 +202,11 @@ pub fn render(s: &SignerStatus) -> String {
             ));
         }
     }
+}
+
+/// What each consumer last loaded.
+fn render_consumers(out: &mut String, s: &SignerStatus) {
+    let now = s.now;
     if !s.consumers.is_empty() {
         out.push_str(&format!(
             "\n  {:<24} {:<18} {:<44} STATE\n",
@@ -202,7 +228,11 @@ pub fn render(s: &SignerStatus) -> String {
             ));
         }
     }
-    out.push('\n');
+}
+
+/// When the CA rotates, the next action and the health.
+fn render_next(out: &mut String, s: &SignerStatus) {
+    let now = s.now;
     let due = if s.rotation_due_at <= now {
         format!("since {}", when(s.rotation_due_at, now))
     } else {
@@ -247,5 +277,4 @@ pub fn render(s: &SignerStatus) -> String {
             }
         }
     }
-    out
 }

@@ -67,26 +67,7 @@ pub fn run(args: &VerifyArgs<'_>) -> CliResult {
     };
     let result = verify_chain(leaf, intermediates, &bundle, &opts);
     let path: Vec<PathEntry> = match &result {
-        Ok(path) => {
-            let last = path.certs.len().saturating_sub(1);
-            path.certs
-                .iter()
-                .enumerate()
-                .map(|(i, c)| PathEntry {
-                    role: if i == 0 {
-                        "leaf"
-                    } else if i == last {
-                        "anchor"
-                    } else {
-                        "intermediate"
-                    },
-                    id: c.id(),
-                    subject: c.subject().to_string(),
-                    issuer: c.issuer().to_string(),
-                    not_after: c.not_after(),
-                })
-                .collect()
-        }
+        Ok(path) => path_entries(&path.certs),
         Err(_) => Vec::new(),
     };
     if args.json {
@@ -111,10 +92,38 @@ pub fn run(args: &VerifyArgs<'_>) -> CliResult {
             .map_err(|e| CliError::new(format!("not verified: {e}")));
     }
     result.map_err(|e| CliError::new(format!("not verified: {e}")))?;
+    print_path(args, opts.name.as_ref(), &path);
+    Ok(())
+}
+
+/// The certificates of a verified path, leaf first, with their roles.
+fn path_entries(certs: &[Certificate]) -> Vec<PathEntry> {
+    let last = certs.len().saturating_sub(1);
+    certs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| PathEntry {
+            role: if i == 0 {
+                "leaf"
+            } else if i == last {
+                "anchor"
+            } else {
+                "intermediate"
+            },
+            id: c.id(),
+            subject: c.subject().to_string(),
+            issuer: c.issuer().to_string(),
+            not_after: c.not_after(),
+        })
+        .collect()
+}
+
+/// The text report of a verified path.
+fn print_path(args: &VerifyArgs<'_>, name: Option<&ExpectedName>, path: &[PathEntry]) {
     crate::outln!(
         "verified for {}{} at {}:",
         args.purpose,
-        opts.name.map(|n| format!(" {n}")).unwrap_or_default(),
+        name.map(|n| format!(" {n}")).unwrap_or_default(),
         pki_core::datetime::rfc3339(args.at)
     );
     if path.len() == 1 {
@@ -132,5 +141,4 @@ pub fn run(args: &VerifyArgs<'_>) -> CliResult {
             pki_core::datetime::rfc3339(p.not_after)
         );
     }
-    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crate::cert::Certificate;
 use crate::error::{Error, Result};
-use crate::verify::SignatureCache;
+use crate::signatures::SignatureCache;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::sync::Arc;

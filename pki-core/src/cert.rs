@@ -30,13 +30,6 @@ use x509_cert::spki::SubjectPublicKeyInfoOwned;
 pub use der::asn1::ObjectIdentifier;
 pub use x509_cert::ext::pkix::KeyUsages;
 
-/// id-kp-serverAuth (RFC 5280 §4.2.1.12).
-pub const EKU_SERVER_AUTH: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.1");
-/// id-kp-clientAuth (RFC 5280 §4.2.1.12).
-pub const EKU_CLIENT_AUTH: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2");
-/// anyExtendedKeyUsage (RFC 5280 §4.2.1.12).
-pub const EKU_ANY: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
-
 /// The basicConstraints extension, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BasicConstraintsInfo {
@@ -123,7 +116,7 @@ pub(crate) struct MoreMemo {
     spki: OnceLock<SubjectPublicKeyInfoOwned>,
     /// The public key as signature checks use it (see
     /// `verify::signature::decoded_key`).
-    pub(crate) decoded_key: OnceLock<Box<crate::verify::DecodedKey>>,
+    pub(crate) decoded_key: OnceLock<Box<crate::signatures::DecodedKey>>,
     /// Whether the certificate's signature verifies with its own key (asked
     /// only of unusual trust anchors).
     pub(crate) self_signed: OnceLock<bool>,

@@ -4,10 +4,14 @@
 //! §4.1.2.5 asks for UTCTime through 2049 and GeneralizedTime from 2050.
 
 use crate::error::{Error, Result};
+use crate::time_text::human;
 use der::DateTime;
 use der::asn1::{GeneralizedTime, UtcTime};
 use time::OffsetDateTime;
 use x509_cert::time::Time;
+
+// Below the error types, which print times too.
+pub use crate::time_text::{rfc3339, truncate};
 
 /// Converts an instant to an X.509 `Time`, truncated to whole seconds.
 pub fn to_x509(t: OffsetDateTime) -> Result<Time> {
@@ -42,18 +46,6 @@ pub fn from_x509(t: &Time) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp(secs).unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
-/// Truncates an instant to whole seconds, the precision certificates carry.
-pub fn truncate(t: OffsetDateTime) -> OffsetDateTime {
-    t.replace_nanosecond(0).unwrap_or(t)
-}
-
-/// Formats an instant as RFC 3339 (UTC, whole seconds).
-pub fn rfc3339(t: OffsetDateTime) -> String {
-    let t = truncate(t.to_offset(time::UtcOffset::UTC));
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
-}
-
 /// `t + d`, or an error when the result leaves the range certificates can
 /// encode (years 1970 to 9999 here). Inputs come from users (`--now`,
 /// lifetimes), so this must not panic like `OffsetDateTime + Duration`.
@@ -64,7 +56,7 @@ pub fn add(t: OffsetDateTime, d: time::Duration) -> Result<OffsetDateTime> {
             reason: format!(
                 "{} plus {} is outside the years 1970 to 9999 that certificates can encode",
                 rfc3339(t),
-                crate::policy::human(d)
+                human(d)
             ),
             source: None,
         })

@@ -1,6 +1,10 @@
-//! The one error type of pki-core.
+//! The error types of pki-core: [`Error`], and [`VerifyError`] of path
+//! validation, which an [`Error`] can carry as its cause.
+
+mod verify;
 
 use std::fmt;
+pub use verify::{BudgetKind, VerifyError};
 
 /// Everything that can go wrong in pki-core. Each variant carries enough
 /// context to tell the user what is wrong and where.
@@ -210,7 +214,7 @@ pub enum Error {
         certificate: String,
         /// What the verifier does not support.
         #[source]
-        source: Box<crate::verify::VerifyError>,
+        source: Box<VerifyError>,
     },
     /// A CA must sign but no private key was supplied for it.
     #[error("no private key supplied for CA {certificate}")]

@@ -77,6 +77,35 @@ impl Source {
             Source::ChainFile => "the chain file",
         }
     }
+
+    /// The certificate in PEM block `block` (1-based) of this input.
+    fn certificate(self, block: usize, der: &[u8]) -> Result<Certificate> {
+        Certificate::from_der(der).map_err(|e| Error::Import {
+            what: self.name(),
+            source: Box::new(Error::Pem {
+                block,
+                reason: "not a certificate".into(),
+                source: Some(Box::new(e)),
+            }),
+        })
+    }
+
+    /// The private key of a block of this input labelled `label`, in the
+    /// encoding the label names.
+    fn private_key(self, label: &str, der: &[u8]) -> Result<PrivateKey> {
+        match label {
+            "PRIVATE KEY" => PrivateKey::from_pkcs8_der(der),
+            "EC PRIVATE KEY" => PrivateKey::from_sec1_der(der),
+            "RSA PRIVATE KEY" => PrivateKey::from_pkcs1_der(der),
+            other => Err(Error::UnsupportedKey {
+                reason: format!("PEM label \"{other}\""),
+            }),
+        }
+        .map_err(|e| Error::Import {
+            what: self.name(),
+            source: Box::new(e),
+        })
+    }
 }
 
 impl CaImport {
@@ -108,15 +137,7 @@ impl CaImport {
                 let place = format!("{}, PEM block {}", source.name(), i + 1);
                 match block.label.as_str() {
                     "CERTIFICATE" | "TRUSTED CERTIFICATE" => {
-                        let cert =
-                            Certificate::from_der(&block.der).map_err(|e| Error::Import {
-                                what: source.name(),
-                                source: Box::new(Error::Pem {
-                                    block: i + 1,
-                                    reason: "not a certificate".into(),
-                                    source: Some(Box::new(e)),
-                                }),
-                            })?;
+                        let cert = source.certificate(i + 1, &block.der)?;
                         certs_here += 1;
                         // The same certificate twice (a root pasted into the
                         // CA file and the chain file) is one certificate.
@@ -132,19 +153,7 @@ impl CaImport {
                                 second: place,
                             });
                         }
-                        let parsed = match label {
-                            "PRIVATE KEY" => PrivateKey::from_pkcs8_der(&block.der),
-                            "EC PRIVATE KEY" => PrivateKey::from_sec1_der(&block.der),
-                            "RSA PRIVATE KEY" => PrivateKey::from_pkcs1_der(&block.der),
-                            other => Err(Error::UnsupportedKey {
-                                reason: format!("PEM label \"{other}\""),
-                            }),
-                        }
-                        .map_err(|e| Error::Import {
-                            what: source.name(),
-                            source: Box::new(e),
-                        })?;
-                        key = Some((parsed, place));
+                        key = Some((source.private_key(label, &block.der)?, place));
                     }
                     _ => {}
                 }

@@ -13,9 +13,10 @@
 //! - for leaves, a NotAfter capped at the issuer's NotAfter, and at
 //!   [`CertificateParams::not_after_limit`] (the chain above the issuer).
 
-use crate::cert::{Certificate, EKU_CLIENT_AUTH, EKU_SERVER_AUTH};
+use crate::cert::Certificate;
 use crate::error::{Error, Result};
 use crate::key::PrivateKey;
+use crate::usage::{EKU_CLIENT_AUTH, EKU_SERVER_AUTH};
 use der::asn1::{Ia5String, OctetString};
 use der::referenced::OwnedToRef;
 use rand_core::CryptoRng;

@@ -30,6 +30,11 @@
 //! # Ok::<(), pki_core::Error>(())
 //! ```
 
+// The modules form a stack, each importing only those below it
+// (tests/layers.rs checks it), bottom up: text, rng, dn, provider, usage,
+// time_text and signatures; the error types (error); der_input, pem,
+// datetime and policy; cert; key and bundle; issue; verify and lineage;
+// import; lint.
 mod bundle;
 mod cert;
 pub mod datetime;
@@ -50,15 +55,15 @@ pub mod pem;
 pub mod policy;
 mod provider;
 mod rng;
+mod signatures;
 pub mod text;
+mod time_text;
+mod usage;
 pub mod verify;
 
 pub use bundle::Bundle;
-pub use cert::{
-    BasicConstraintsInfo, Certificate, EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, KeyUsages,
-    ObjectIdentifier,
-};
-pub use error::{Error, Result};
+pub use cert::{BasicConstraintsInfo, Certificate, KeyUsages, ObjectIdentifier};
+pub use error::{Error, Result, VerifyError};
 pub use import::{
     CaImport, ValidatedCa, chain_root, check_can_sign_certificates, check_issuing_order,
     import_ca_file, is_self_signed, renew_same_key, verify_ca_path,
@@ -72,9 +77,11 @@ pub use lineage::{Lineage, LineageRule, issued_by};
 pub use policy::RotationPolicy;
 pub use provider::{Backend, CryptoProvider};
 pub use rng::{OsRng, os_rng};
+pub use signatures::SignatureCache;
+pub use usage::{EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, Purpose};
 pub use verify::{
-    Budget, ExpectedName, Purpose, SignatureCache, VerifiedPath, VerifyError, VerifyOptions,
-    verify_chain, verify_chain_cached, verify_signature,
+    Budget, ExpectedName, VerifiedPath, VerifyOptions, verify_chain, verify_chain_cached,
+    verify_signature,
 };
 
 /// Re-exported so callers can build names and read extensions without

@@ -16,6 +16,9 @@
 use crate::error::{Error, Result};
 use time::Duration;
 
+// Below the error types, which print durations too.
+pub use crate::time_text::human;
+
 /// Default CA lifetime D: 790 days (26 months).
 pub const DEFAULT_LIFETIME: Duration = Duration::days(790);
 /// Default minimum trust M: 395 days (13 months).
@@ -127,26 +130,6 @@ impl RotationPolicy {
         }
         Ok(())
     }
-}
-
-/// Renders a duration like `395d`, `13h`, `2h30m`, `45s`.
-pub fn human(d: Duration) -> String {
-    let neg = d.is_negative();
-    let mut s = d.whole_seconds().unsigned_abs();
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    for (unit, len) in [("d", 86_400u64), ("h", 3_600), ("m", 60), ("s", 1)] {
-        if s >= len {
-            out.push_str(&format!("{}{unit}", s / len));
-            s %= len;
-        }
-    }
-    if out.is_empty() || out == "-" {
-        out = "0s".into();
-    }
-    out
 }
 
 /// Parses durations like `790d`, `13h`, `2h30m`, `90s`, `1d12h`.

@@ -96,20 +96,19 @@
 //! ```
 
 mod budget;
-mod cache;
-mod error;
 mod names;
 mod profile;
 mod signature;
-pub(crate) use signature::DecodedKey;
 
-pub use budget::{Budget, BudgetKind};
-pub use cache::SignatureCache;
-pub use error::VerifyError;
+pub use budget::Budget;
 pub use signature::verify_signature;
+// Defined below the certificates, since other layers speak of them too.
+pub use crate::error::{BudgetKind, VerifyError};
+pub use crate::signatures::SignatureCache;
+pub use crate::usage::Purpose;
 
 use crate::bundle::Bundle;
-use crate::cert::{Certificate, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, ObjectIdentifier};
+use crate::cert::Certificate;
 use profile::Role;
 use std::fmt;
 use std::net::IpAddr;
@@ -120,31 +119,28 @@ use time::OffsetDateTime;
 /// of a real hierarchy, so we allow 8.
 pub const MAX_INTERMEDIATES: usize = 8;
 
-/// What the leaf will be used for (its extended key usage).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Purpose {
-    /// TLS server authentication (id-kp-serverAuth).
-    ServerAuth,
-    /// TLS client authentication (id-kp-clientAuth).
-    ClientAuth,
-}
-
-impl Purpose {
-    /// The extendedKeyUsage OID of the purpose.
-    pub fn oid(self) -> ObjectIdentifier {
+/// What path building asks of its error type: which failure of several
+/// candidate paths to report, and the error of a certificate that breaks
+/// the profile.
+impl VerifyError {
+    /// How specific the error is, for choosing among failed candidate
+    /// paths: an issuer that is missing altogether says least, a signature
+    /// that does not verify says more (the name matched but the key did
+    /// not), anything found about an issuer whose signature over the
+    /// certificate below verified says most.
+    pub(crate) fn rank(&self) -> u8 {
         match self {
-            Purpose::ServerAuth => EKU_SERVER_AUTH,
-            Purpose::ClientAuth => EKU_CLIENT_AUTH,
+            VerifyError::UnknownIssuer { .. } | VerifyError::PathTooLong { .. } => 0,
+            VerifyError::BadSignature { .. } => 1,
+            _ => 2,
         }
     }
-}
 
-impl fmt::Display for Purpose {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Purpose::ServerAuth => "serverAuth",
-            Purpose::ClientAuth => "clientAuth",
-        })
+    pub(crate) fn malformed(cert: &Certificate, reason: impl Into<String>) -> Self {
+        VerifyError::MalformedCertificate {
+            cert: cert.id(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -410,10 +406,10 @@ impl<'a> Builder<'a> {
         if verified_by.get() == Some(&issuer.spki_sha256()) {
             return Ok(());
         }
-        let signed =
-            signature::signed_parts(child).map_err(|f| f.into_error(child, issuer.id()))?;
+        let signed = signature::signed_parts(child)
+            .map_err(|f| signature::into_error(f, child, issuer.id()))?;
         let cache = self.cache;
-        let key = SignatureCache::key(issuer, child);
+        let key = SignatureCache::key(&issuer.spki_sha256(), &child.fingerprint_sha256());
         if let Some(valid) = cache.get(&key) {
             return if valid {
                 let _ = verified_by.set(issuer.spki_sha256());
@@ -425,7 +421,7 @@ impl<'a> Builder<'a> {
                 })
             };
         }
-        let outcome = signature::check(signature::decoded_key(issuer), &signed);
+        let outcome = crate::signatures::check(signature::decoded_key(issuer), &signed);
         match &outcome {
             Ok(()) => {
                 cache.insert(key, true);
@@ -434,7 +430,7 @@ impl<'a> Builder<'a> {
             Err(f) if f.is_cacheable() => cache.insert(key, false),
             Err(_) => {}
         }
-        outcome.map_err(|f| f.into_error(child, issuer.id()))
+        outcome.map_err(|f| signature::into_error(f, child, issuer.id()))
     }
 
     /// Checks `issuer` as the issuer of the last certificate of `path`.

@@ -8,6 +8,7 @@ use pki_core::{
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+use std::net::IpAddr;
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: an arbitrary fixed issuance time.
@@ -622,4 +623,66 @@ fn issued_certificates_encode_as_x509_cert_encodes_them() {
             x509_cert::certificate::Version::V3
         );
     }
+}
+
+/// A root named "ca", for 30 days from [`NOW`].
+fn root_named_ca(seed: u64) -> CertificateAuthority {
+    CertificateAuthority::generate_root(
+        "ca",
+        KeyAlgorithm::EcdsaP256,
+        NOW,
+        Duration::days(30),
+        &mut rng(seed),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_serial_read_from_the_der_is_the_decoded_one() {
+    // The content octets of the INTEGER, as x509-cert hands them out.
+    for seed in 0..64 {
+        let cert = root_named_ca(seed).cert;
+        assert_eq!(
+            cert.serial(),
+            cert.x509().tbs_certificate().serial_number().as_bytes(),
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn names_in_order_are_those_issued_lowercased_and_nothing_else() {
+    let mut rng = rng(7);
+    let now = NOW;
+    let ca = root_named_ca(7);
+    let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng).unwrap();
+    let mut params =
+        CertificateParams::new(Profile::Server, "web", now, Duration::days(1)).unwrap();
+    params.dns_names = vec!["Web.Example".into(), "web.ns.svc".into()];
+    let v4: IpAddr = "10.0.0.1".parse().unwrap();
+    let v6: IpAddr = "2001:db8::1".parse().unwrap();
+    params.ip_addresses = vec![v4, v6];
+    let cert = ca
+        .issue(&params, &key.public_key().unwrap(), &mut rng)
+        .unwrap();
+
+    assert!(cert.has_names_in_order(&["web.example", "web.ns.svc"], &[v4, v6]));
+    // The request's case does not matter: issuance lowercases.
+    assert!(cert.has_names_in_order(&["WEB.EXAMPLE", "Web.Ns.Svc"], &[v4, v6]));
+    for (dns, ips) in [
+        (&["web.ns.svc", "web.example"][..], &[v4, v6][..]),
+        (&["web.example", "web.ns.svc"], &[v6, v4]),
+        (&["web.example"], &[v4, v6]),
+        (&["web.example", "web.ns.svc", "more.example"], &[v4, v6]),
+        (&["web.example", "web.ns.svc"], &[v4]),
+        (&["web.example", "web.ns.svc"], &[v4, v6, v4]),
+        (&["web.example", "web.ns.sv"], &[v4, v6]),
+        (&[], &[]),
+    ] {
+        assert!(!cert.has_names_in_order(dns, ips), "{dns:?} {ips:?}");
+    }
+    // A certificate without the extension holds no names.
+    let root = root_named_ca(1).cert;
+    assert!(root.has_names_in_order::<&str>(&[], &[]));
+    assert!(!root.has_names_in_order(&["ca"], &[]));
 }

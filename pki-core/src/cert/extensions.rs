@@ -91,9 +91,9 @@ fn once<T>(slot: &mut Option<T>, extension: &'static str, value: T) -> Result<()
 
 /// The extendedKeyUsage lists pki issues.
 const USUAL_EKU: [&[ObjectIdentifier]; 3] = [
-    &[super::EKU_SERVER_AUTH],
-    &[super::EKU_CLIENT_AUTH],
-    &[super::EKU_SERVER_AUTH, super::EKU_CLIENT_AUTH],
+    &[crate::usage::EKU_SERVER_AUTH],
+    &[crate::usage::EKU_CLIENT_AUTH],
+    &[crate::usage::EKU_SERVER_AUTH, crate::usage::EKU_CLIENT_AUTH],
 ];
 
 /// The DER of each of [`USUAL_EKU`], in order: nearly every leaf carries
@@ -188,11 +188,38 @@ pub(crate) fn read<'a, I>(der: &[u8], extensions: impl Fn() -> I) -> Result<Read
 where
     I: Iterator<Item = RawExtension<'a>>,
 {
-    // A repeated extension is refused before any is decoded: which copy
-    // would count is exactly what an attacker would like to choose. The
-    // first extension seen twice is the one named.
+    refuse_repeats(extensions())?;
+    let mut read = Read::default();
+    for (extn_id, critical, value) in extensions() {
+        let Some((oid, name)) = READ.iter().find(|(read, _)| read.as_bytes() == extn_id) else {
+            continue;
+        };
+        let name: &'static str = name;
+        match *oid {
+            SubjectKeyIdentifier::OID => once(&mut read.ski, name, ski(der, value, name)?)?,
+            AuthorityKeyIdentifier::OID => once(&mut read.aki, name, aki(der, value, name)?)?,
+            BasicConstraints::OID => {
+                let info = basic_constraints(value, critical, name)?;
+                once(&mut read.basic_constraints, name, info)?;
+            }
+            KeyUsage::OID => once(&mut read.key_usage, name, key_usage(value, name)?)?,
+            ExtendedKeyUsage::OID => once(&mut read.eku, name, eku(value, name)?)?,
+            SubjectAltName::OID => {
+                SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
+                once(&mut read.san, name, Held::of(der, value))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(read)
+}
+
+/// Refuses an extension pki reads that appears twice, before any is
+/// decoded: which copy would count is exactly what an attacker would like
+/// to choose. The first extension seen twice is the one named.
+fn refuse_repeats<'a>(extensions: impl Iterator<Item = RawExtension<'a>>) -> Result<()> {
     let mut seen = 0u8;
-    for (oid, _, _) in extensions() {
+    for (oid, _, _) in extensions {
         if let Some(i) = READ.iter().position(|(read, _)| read.as_bytes() == oid) {
             if seen & (1 << i) != 0 {
                 return Err(Error::DuplicateExtension {
@@ -202,95 +229,83 @@ where
             seen |= 1 << i;
         }
     }
-    let mut read = Read::default();
-    for (extn_id, critical, value) in extensions() {
-        let Some((oid, name)) = READ.iter().find(|(read, _)| read.as_bytes() == extn_id) else {
-            continue;
-        };
-        let name: &'static str = name;
-        match *oid {
-            SubjectKeyIdentifier::OID => {
-                let at = match short_octet_string(value) {
-                    Some(at) => at,
-                    None => {
-                        let ski =
-                            SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
-                        // The OCTET STRING's content ends the value.
-                        value.len() - ski.0.as_bytes().len()
-                    }
-                };
-                once(&mut read.ski, name, Held::of(der, &value[at..]))?;
-            }
-            AuthorityKeyIdentifier::OID => {
-                let aki = match key_id_only(value) {
-                    Some(bytes) => AuthorityKeyId {
-                        key_id: Some(Held::of(der, bytes)),
-                        has_issuer_and_serial: false,
-                    },
-                    None => {
-                        let aki = AuthorityKeyIdentifier::from_der(value)
-                            .map_err(|e| ext_err(name, e))?;
-                        let key_id = aki.key_identifier.as_ref().map(|k| {
-                            match first_element(value, 0x80, k.as_bytes()) {
-                                Some(bytes) => Held::of(der, bytes),
-                                None => Held::Copy(Box::new(k.as_bytes().into())),
-                            }
-                        });
-                        AuthorityKeyId {
-                            key_id,
-                            has_issuer_and_serial: aki.authority_cert_issuer.is_some()
-                                || aki.authority_cert_serial_number.is_some(),
-                        }
-                    }
-                };
-                once(&mut read.aki, name, aki)?;
-            }
-            BasicConstraints::OID => {
-                let (ca, path_len) = match USUAL_BASIC_CONSTRAINTS.iter().find(|u| u.0 == value) {
-                    Some((_, ca)) => (*ca, None),
-                    None => {
-                        let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
-                        (b.ca, b.path_len_constraint)
-                    }
-                };
-                let info = BasicConstraintsInfo {
-                    ca,
-                    path_len,
-                    critical,
-                };
-                once(&mut read.basic_constraints, name, info)?;
-            }
-            KeyUsage::OID => {
-                let k = match USUAL_KEY_USAGE.iter().find(|u| u.0 == value) {
-                    Some((_, usual)) => usual(),
-                    None => KeyUsage::from_der(value).map_err(|e| ext_err(name, e))?,
-                };
-                once(&mut read.key_usage, name, k)?;
-            }
-            ExtendedKeyUsage::OID => {
-                // A usual list decodes only from its own DER (the decoder
-                // takes DER alone), so its bytes are all there is to check.
-                let list = match USUAL_EKU_DER.iter().position(|usual| *usual == value) {
-                    Some(at) => Cow::Borrowed(USUAL_EKU[at]),
-                    None => {
-                        let mut e =
-                            ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
-                        // Kept for the certificate's life: without the
-                        // decoder's spare capacity.
-                        e.0.shrink_to_fit();
-                        Cow::Owned(e.0)
-                    }
-                };
-                once(&mut read.eku, name, list)?;
-            }
-            SubjectAltName::OID => {
-                SubjectAltName::from_der(value).map_err(|e| ext_err(name, e))?;
-                once(&mut read.san, name, Held::of(der, value))?;
-            }
-            _ => {}
+    Ok(())
+}
+
+/// The key identifier of a subjectKeyIdentifier `value`, held in `der`.
+fn ski(der: &[u8], value: &[u8], name: &'static str) -> Result<Held> {
+    let at = match short_octet_string(value) {
+        Some(at) => at,
+        None => {
+            let ski = SubjectKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+            // The OCTET STRING's content ends the value.
+            value.len() - ski.0.as_bytes().len()
         }
+    };
+    Ok(Held::of(der, &value[at..]))
+}
+
+/// An authorityKeyIdentifier `value`: its key identifier (held in `der`
+/// when the decoder read the same bytes) and whether it names the issuer
+/// by name and serial too.
+fn aki(der: &[u8], value: &[u8], name: &'static str) -> Result<AuthorityKeyId> {
+    if let Some(bytes) = key_id_only(value) {
+        return Ok(AuthorityKeyId {
+            key_id: Some(Held::of(der, bytes)),
+            has_issuer_and_serial: false,
+        });
     }
-    Ok(read)
+    let aki = AuthorityKeyIdentifier::from_der(value).map_err(|e| ext_err(name, e))?;
+    let key_id =
+        aki.key_identifier
+            .as_ref()
+            .map(|k| match first_element(value, 0x80, k.as_bytes()) {
+                Some(bytes) => Held::of(der, bytes),
+                None => Held::Copy(Box::new(k.as_bytes().into())),
+            });
+    Ok(AuthorityKeyId {
+        key_id,
+        has_issuer_and_serial: aki.authority_cert_issuer.is_some()
+            || aki.authority_cert_serial_number.is_some(),
+    })
+}
+
+fn basic_constraints(
+    value: &[u8],
+    critical: bool,
+    name: &'static str,
+) -> Result<BasicConstraintsInfo> {
+    let (ca, path_len) = match USUAL_BASIC_CONSTRAINTS.iter().find(|u| u.0 == value) {
+        Some((_, ca)) => (*ca, None),
+        None => {
+            let b = BasicConstraints::from_der(value).map_err(|e| ext_err(name, e))?;
+            (b.ca, b.path_len_constraint)
+        }
+    };
+    Ok(BasicConstraintsInfo {
+        ca,
+        path_len,
+        critical,
+    })
+}
+
+fn key_usage(value: &[u8], name: &'static str) -> Result<KeyUsage> {
+    match USUAL_KEY_USAGE.iter().find(|u| u.0 == value) {
+        Some((_, usual)) => Ok(usual()),
+        None => KeyUsage::from_der(value).map_err(|e| ext_err(name, e)),
+    }
+}
+
+fn eku(value: &[u8], name: &'static str) -> Result<Cow<'static, [ObjectIdentifier]>> {
+    // A usual list decodes only from its own DER (the decoder takes DER
+    // alone), so its bytes are all there is to check.
+    if let Some(at) = USUAL_EKU_DER.iter().position(|usual| *usual == value) {
+        return Ok(Cow::Borrowed(USUAL_EKU[at]));
+    }
+    let mut e = ExtendedKeyUsage::from_der(value).map_err(|e| ext_err(name, e))?;
+    // Kept for the certificate's life: without the decoder's spare capacity.
+    e.0.shrink_to_fit();
+    Ok(Cow::Owned(e.0))
 }
 
 /// The entries of a subjectAltName value that decoded, with their tags

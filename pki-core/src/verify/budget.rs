@@ -1,7 +1,6 @@
 //! The work budget of path building.
 
-use super::error::VerifyError;
-use std::fmt;
+use crate::error::{BudgetKind, VerifyError};
 
 /// How much work one verification may do before it gives up.
 ///
@@ -38,28 +37,6 @@ impl Default for Budget {
             build_steps: 200_000,
             name_constraint_checks: 250_000,
         }
-    }
-}
-
-/// Which part of the [`Budget`] ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BudgetKind {
-    /// [`Budget::signatures`].
-    Signatures,
-    /// [`Budget::build_steps`].
-    BuildSteps,
-    /// [`Budget::name_constraint_checks`].
-    NameConstraintChecks,
-}
-
-impl fmt::Display for BudgetKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BudgetKind::Signatures => "signature checks",
-            BudgetKind::BuildSteps => "path-building steps",
-            BudgetKind::NameConstraintChecks => "name constraint checks",
-        })
     }
 }
 

@@ -3,10 +3,10 @@
 
 use super::ExpectedName;
 use super::budget::Remaining;
-use super::error::VerifyError;
 use crate::cert::Certificate;
 use crate::cert::ObjectIdentifier;
 use crate::dn::CanonicalName;
+use crate::error::VerifyError;
 use der::Tagged;
 use std::net::IpAddr;
 use x509_cert::ext::pkix::constraints::name::{GeneralSubtree, NameConstraints};

@@ -6,8 +6,9 @@
 //! length, name constraints) live in the path builder.
 
 use super::Purpose;
-use super::error::VerifyError;
-use crate::cert::{Certificate, EKU_ANY, ObjectIdentifier};
+use crate::cert::{Certificate, ObjectIdentifier};
+use crate::error::VerifyError;
+use crate::usage::EKU_ANY;
 use der::Decode;
 use std::sync::Arc;
 use time::OffsetDateTime;

@@ -1,104 +1,35 @@
-//! Signature checks over the exact signed bytes.
-//!
-//! The signed message is the TBSCertificate exactly as it appears in the
-//! certificate's original DER: re-encoding a decoded structure may change
-//! bytes (a non-canonical length, a time format) and then a valid
-//! signature would fail, or worse, the verifier would check something
-//! other than what was signed.
+//! A certificate's signature, checked with an issuer's key: the signed
+//! bytes taken out of the certificate, the decoded key and the answer
+//! remembered with it, and the floor a leaf's own key must meet.
 
-use super::error::VerifyError;
 use crate::cert::{Certificate, ObjectIdentifier};
+use crate::error::VerifyError;
+use crate::signatures::{
+    DecodedKey, EC_PUBLIC_KEY, RSA_ENCRYPTION, SECP256R1, SECP384R1, SigFailure, Signed, check,
+    scheme, spki_label,
+};
 use der::asn1::BitString;
-use der::{Encode, Tagged};
-use sha2::{Digest, Sha256, Sha384, Sha512};
-use signature::Verifier;
-use signature::hazmat::PrehashVerifier;
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 
-const ECDSA_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
-const ECDSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
-const RSA_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.11");
-const RSA_SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.12");
-const RSA_SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.13");
-const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-const SECP256R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
-const SECP384R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.34");
-const RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");
-
-/// Smallest and largest RSA moduli accepted, in bits. 2048 is the floor of
-/// NIST SP 800-131A and the CA/Browser Forum (§6.1.5); 8192 is the ceiling
-/// of the `rsa` crate and bounds the cost of one check.
-const RSA_MIN_BITS: usize = 2048;
-const RSA_MAX_BITS: usize = 8192;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hash {
-    Sha256,
-    Sha384,
-    Sha512,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scheme {
-    Ecdsa(Hash),
-    RsaPkcs1(Hash),
-}
-
-/// Why a signature check failed, before the caller adds which certificates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SigFailure {
-    /// TBSCertificate.signature differs from Certificate.signatureAlgorithm.
-    AlgorithmMismatch {
-        inner: ObjectIdentifier,
-        outer: ObjectIdentifier,
-    },
-    /// The algorithm (or its parameters) is not supported.
-    UnsupportedAlgorithm(ObjectIdentifier),
-    /// The issuer key is not one we accept.
-    UnsupportedKey(String),
-    /// The certificate's structure does not allow a check.
-    Malformed(&'static str),
-    /// The signature does not verify (or the key type does not fit the algorithm).
-    Invalid,
-}
-
-impl SigFailure {
-    /// Whether the outcome depends only on the (key, message, signature)
-    /// triple, so that a cache may remember it.
-    pub(crate) fn is_cacheable(&self) -> bool {
-        matches!(self, SigFailure::Invalid)
+/// The [`VerifyError`] of a failed check of `cert`'s signature by `issuer`.
+pub(crate) fn into_error(failure: SigFailure, cert: &Certificate, issuer: String) -> VerifyError {
+    match failure {
+        SigFailure::AlgorithmMismatch { inner, outer } => VerifyError::SignatureAlgorithmMismatch {
+            cert: cert.id(),
+            inner,
+            outer,
+        },
+        SigFailure::UnsupportedAlgorithm(oid) => VerifyError::UnsupportedSignatureAlgorithm {
+            cert: cert.id(),
+            oid,
+        },
+        SigFailure::UnsupportedKey(reason) => VerifyError::UnsupportedPublicKey { issuer, reason },
+        SigFailure::Malformed(reason) => VerifyError::malformed(cert, reason),
+        SigFailure::Invalid => VerifyError::BadSignature {
+            cert: cert.id(),
+            issuer,
+        },
     }
-
-    pub(crate) fn into_error(self, cert: &Certificate, issuer: String) -> VerifyError {
-        match self {
-            SigFailure::AlgorithmMismatch { inner, outer } => {
-                VerifyError::SignatureAlgorithmMismatch {
-                    cert: cert.id(),
-                    inner,
-                    outer,
-                }
-            }
-            SigFailure::UnsupportedAlgorithm(oid) => VerifyError::UnsupportedSignatureAlgorithm {
-                cert: cert.id(),
-                oid,
-            },
-            SigFailure::UnsupportedKey(reason) => {
-                VerifyError::UnsupportedPublicKey { issuer, reason }
-            }
-            SigFailure::Malformed(reason) => VerifyError::malformed(cert, reason),
-            SigFailure::Invalid => VerifyError::BadSignature {
-                cert: cert.id(),
-                issuer,
-            },
-        }
-    }
-}
-
-/// The pieces a signature check needs, borrowed from a certificate.
-pub(crate) struct Signed<'a> {
-    pub(crate) tbs: &'a [u8],
-    pub(crate) signature: &'a [u8],
-    scheme: Scheme,
 }
 
 /// Checks that `cert`'s signature verifies with `issuer_spki`.
@@ -111,31 +42,8 @@ pub fn verify_signature(
     cert: &Certificate,
 ) -> Result<(), VerifyError> {
     let issuer = spki_label(issuer_spki);
-    let signed = signed_parts(cert).map_err(|f| f.into_error(cert, issuer.clone()))?;
-    check(&DecodedKey::of(issuer_spki), &signed).map_err(|f| f.into_error(cert, issuer))
-}
-
-/// A public key decoded as the signature checks use it, by the RustCrypto
-/// parsers whichever backend does the arithmetic: an ECDSA key (its point
-/// checked to be on the curve) or an RSA key (its size and exponent
-/// checked), or why the key cannot check a signature of that kind.
-pub(crate) struct DecodedKey {
-    ec: Result<EcPublicKey, SigFailure>,
-    /// The key and the RSAPublicKey DER it was decoded from (what ring reads).
-    rsa: Result<(rsa::RsaPublicKey, Box<[u8]>), SigFailure>,
-}
-
-impl DecodedKey {
-    pub(crate) fn of(spki: &SubjectPublicKeyInfoOwned) -> Self {
-        // A key of the other type is refused at once, without decoding.
-        DecodedKey {
-            ec: ec_key(spki),
-            rsa: rsa_key(spki).map(|key| {
-                let pkcs1 = spki.subject_public_key.as_bytes().unwrap_or_default();
-                (key, pkcs1.into())
-            }),
-        }
-    }
+    let signed = signed_parts(cert).map_err(|f| into_error(f, cert, issuer.clone()))?;
+    check(&DecodedKey::of(issuer_spki), &signed).map_err(|f| into_error(f, cert, issuer))
 }
 
 /// `cert`'s own key, decoded once and remembered with the certificate: an
@@ -155,12 +63,6 @@ pub(crate) fn is_self_signed(cert: &Certificate) -> bool {
             .and_then(|signed| check(decoded_key(cert), &signed))
             .is_ok()
     })
-}
-
-pub(crate) fn spki_label(spki: &SubjectPublicKeyInfoOwned) -> String {
-    let der = spki.to_der().unwrap_or_default();
-    let h = hex::encode(Sha256::digest(der));
-    format!("spki:{}", &h[..16])
 }
 
 /// Extracts the signed bytes, the signature and the scheme of `cert`.
@@ -211,225 +113,6 @@ fn bit_string_bytes(b: &BitString) -> Option<&[u8]> {
     b.as_bytes()
 }
 
-fn scheme(alg: &AlgorithmIdentifierOwned) -> Result<Scheme, SigFailure> {
-    let unsupported = || SigFailure::UnsupportedAlgorithm(alg.oid);
-    let null_or_absent = match &alg.parameters {
-        None => true,
-        Some(p) => p.tag() == der::Tag::Null && p.value().is_empty(),
-    };
-    let scheme = match alg.oid {
-        // RFC 5758 §3.2: the parameters MUST be absent.
-        ECDSA_SHA256 if alg.parameters.is_none() => Scheme::Ecdsa(Hash::Sha256),
-        ECDSA_SHA384 if alg.parameters.is_none() => Scheme::Ecdsa(Hash::Sha384),
-        // RFC 4055 §5: NULL; some encoders omit it, which is harmless.
-        RSA_SHA256 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha256),
-        RSA_SHA384 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha384),
-        RSA_SHA512 if null_or_absent => Scheme::RsaPkcs1(Hash::Sha512),
-        _ => return Err(unsupported()),
-    };
-    Ok(scheme)
-}
-
-/// Verifies `signed` with `key`, with ring when the `ring` feature is on
-/// and with the RustCrypto crates otherwise. Both backends accept exactly
-/// the same keys and signatures: the key, its size and the signature
-/// encoding are checked by the RustCrypto parsers in either case, and only
-/// the final arithmetic differs.
-pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
-    match crate::CryptoProvider::get_default().verification() {
-        #[cfg(feature = "ring")]
-        crate::Backend::Ring => ring_backend::check(key, signed),
-        crate::Backend::RustCrypto => rust_crypto::check(key, signed),
-    }
-}
-
-/// The pure-Rust backend (the default).
-mod rust_crypto {
-    use super::*;
-
-    pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
-        match signed.scheme {
-            Scheme::Ecdsa(hash) => {
-                let digest = |hash| -> Vec<u8> {
-                    match hash {
-                        Hash::Sha256 => Sha256::digest(signed.tbs).to_vec(),
-                        Hash::Sha384 => Sha384::digest(signed.tbs).to_vec(),
-                        // Not produced by `scheme`.
-                        Hash::Sha512 => Sha512::digest(signed.tbs).to_vec(),
-                    }
-                };
-                // Each curve's own hash through `verify`, any other as a
-                // prehash (FIPS 186-5 §6.4.1: a shorter digest is the
-                // integer it encodes).
-                let ok = match key.ec.as_ref().map_err(Clone::clone)? {
-                    EcPublicKey::P256(key, _) => {
-                        let sig = p256::ecdsa::Signature::from_der(signed.signature)
-                            .map_err(|_| SigFailure::Invalid)?;
-                        match hash {
-                            Hash::Sha256 => key.verify(signed.tbs, &sig),
-                            other => key.verify_prehash(&digest(other), &sig),
-                        }
-                    }
-                    EcPublicKey::P384(key, _) => {
-                        let sig = p384::ecdsa::Signature::from_der(signed.signature)
-                            .map_err(|_| SigFailure::Invalid)?;
-                        match hash {
-                            Hash::Sha384 => key.verify(signed.tbs, &sig),
-                            other => key.verify_prehash(&digest(other), &sig),
-                        }
-                    }
-                };
-                ok.map_err(|_| SigFailure::Invalid)
-            }
-            Scheme::RsaPkcs1(hash) => {
-                let (key, _) = key.rsa.as_ref().map_err(Clone::clone)?;
-                let key = key.clone();
-                let sig = rsa::pkcs1v15::Signature::try_from(signed.signature)
-                    .map_err(|_| SigFailure::Invalid)?;
-                let ok = match hash {
-                    Hash::Sha256 => {
-                        rsa::pkcs1v15::VerifyingKey::<Sha256>::new(key).verify(signed.tbs, &sig)
-                    }
-                    Hash::Sha384 => {
-                        rsa::pkcs1v15::VerifyingKey::<Sha384>::new(key).verify(signed.tbs, &sig)
-                    }
-                    Hash::Sha512 => {
-                        rsa::pkcs1v15::VerifyingKey::<Sha512>::new(key).verify(signed.tbs, &sig)
-                    }
-                };
-                ok.map_err(|_| SigFailure::Invalid)
-            }
-        }
-    }
-}
-
-/// The ring backend (feature `ring`): the same decisions as
-/// [`rust_crypto`] about keys and encodings, ring's arithmetic. No RNG is
-/// involved in verification.
-#[cfg(feature = "ring")]
-mod ring_backend {
-    use super::*;
-    use ring::signature as rs;
-
-    pub(crate) fn check(key: &DecodedKey, signed: &Signed<'_>) -> Result<(), SigFailure> {
-        let (algorithm, public, signature): (&dyn rs::VerificationAlgorithm, &[u8], Vec<u8>) =
-            match signed.scheme {
-                Scheme::Ecdsa(hash) => {
-                    // Keys and signatures are handed over as the RustCrypto
-                    // parsers accepted them (the point uncompressed, the
-                    // signature as its two scalars, each checked to be in
-                    // range), so that ring sees exactly that.
-                    let invalid = |_| SigFailure::Invalid;
-                    match key.ec.as_ref().map_err(Clone::clone)? {
-                        EcPublicKey::P256(_, point) => {
-                            let sig = p256::ecdsa::Signature::from_der(signed.signature)
-                                .map_err(invalid)?;
-                            // ring's fixed form (r || s) where it has one:
-                            // no DER to write and read again.
-                            match hash {
-                                Hash::Sha256 => (
-                                    &rs::ECDSA_P256_SHA256_FIXED,
-                                    &point[..],
-                                    sig.to_bytes().to_vec(),
-                                ),
-                                Hash::Sha384 => (
-                                    &rs::ECDSA_P256_SHA384_ASN1,
-                                    &point[..],
-                                    sig.to_der().as_bytes().to_vec(),
-                                ),
-                                // Not produced by `scheme`; ring has no SHA-512 here.
-                                Hash::Sha512 => return rust_crypto::check(key, signed),
-                            }
-                        }
-                        EcPublicKey::P384(_, point) => {
-                            let sig = p384::ecdsa::Signature::from_der(signed.signature)
-                                .map_err(invalid)?;
-                            match hash {
-                                Hash::Sha384 => (
-                                    &rs::ECDSA_P384_SHA384_FIXED,
-                                    &point[..],
-                                    sig.to_bytes().to_vec(),
-                                ),
-                                Hash::Sha256 => (
-                                    &rs::ECDSA_P384_SHA256_ASN1,
-                                    &point[..],
-                                    sig.to_der().as_bytes().to_vec(),
-                                ),
-                                Hash::Sha512 => return rust_crypto::check(key, signed),
-                            }
-                        }
-                    }
-                }
-                Scheme::RsaPkcs1(hash) => {
-                    let (_, pkcs1) = key.rsa.as_ref().map_err(Clone::clone)?;
-                    let algorithm: &dyn rs::VerificationAlgorithm = match hash {
-                        Hash::Sha256 => &rs::RSA_PKCS1_2048_8192_SHA256,
-                        Hash::Sha384 => &rs::RSA_PKCS1_2048_8192_SHA384,
-                        Hash::Sha512 => &rs::RSA_PKCS1_2048_8192_SHA512,
-                    };
-                    (algorithm, &pkcs1[..], signed.signature.to_vec())
-                }
-            };
-        rs::UnparsedPublicKey::new(algorithm, public)
-            .verify(signed.tbs, &signature)
-            .map_err(|_| SigFailure::Invalid)
-    }
-}
-
-/// An ECDSA public key on a curve this verifier accepts, with its
-/// uncompressed point (what ring reads).
-#[cfg_attr(not(feature = "ring"), allow(dead_code))]
-enum EcPublicKey {
-    P256(p256::ecdsa::VerifyingKey, Box<[u8]>),
-    P384(p384::ecdsa::VerifyingKey, Box<[u8]>),
-}
-
-fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
-    if spki.algorithm.oid != EC_PUBLIC_KEY {
-        // An ECDSA signature cannot come from a key of another type.
-        return Err(SigFailure::Invalid);
-    }
-    let curve = spki
-        .algorithm
-        .parameters
-        .as_ref()
-        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
-    match curve {
-        Some(SECP256R1 | SECP384R1) => {}
-        Some(other) => {
-            return Err(SigFailure::UnsupportedKey(format!(
-                "EC key on curve {other} (accepted: P-256, P-384)"
-            )));
-        }
-        None => {
-            return Err(SigFailure::UnsupportedKey(
-                "EC key without a named curve (explicit or missing parameters)".into(),
-            ));
-        }
-    }
-    let bytes = spki.subject_public_key.as_bytes().ok_or_else(|| {
-        SigFailure::UnsupportedKey("EC public key BIT STRING has unused bits".into())
-    })?;
-    let not_a_point = |name: &str| {
-        SigFailure::UnsupportedKey(format!("EC public key is not a valid {name} point"))
-    };
-    if curve == Some(SECP384R1) {
-        p384::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
-            .map(|key| {
-                let point = key.to_sec1_point(false).as_bytes().into();
-                EcPublicKey::P384(key, point)
-            })
-            .map_err(|_| not_a_point("P-384"))
-    } else {
-        p256::ecdsa::VerifyingKey::from_sec1_bytes(bytes)
-            .map(|key| {
-                let point = key.to_sec1_point(false).as_bytes().into();
-                EcPublicKey::P256(key, point)
-            })
-            .map_err(|_| not_a_point("P-256"))
-    }
-}
-
 const SECP521R1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.35");
 const DSA: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10040.4.1");
 
@@ -454,7 +137,7 @@ pub(crate) fn check_key_strength(cert: &Certificate) -> Result<(), String> {
         (algorithm.oid, parameters.map(|p| curve_of(p.into())))
     });
     match oid {
-        RSA_ENCRYPTION => match &decoded_key(cert).rsa {
+        RSA_ENCRYPTION => match decoded_key(cert).rsa() {
             Ok(_) => Ok(()),
             Err(SigFailure::UnsupportedKey(reason)) => Err(reason.clone()),
             Err(_) => Err("not an RSA public key".to_owned()),
@@ -506,49 +189,10 @@ fn curve_of(parameters: der::AnyRef<'_>) -> Option<ObjectIdentifier> {
     parameters.decode_as::<ObjectIdentifier>().ok()
 }
 
-fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
-    use rsa::pkcs1::DecodeRsaPublicKey;
-    use rsa::traits::PublicKeyParts;
-    if spki.algorithm.oid != RSA_ENCRYPTION {
-        return Err(SigFailure::Invalid);
-    }
-    let bytes = spki.subject_public_key.as_bytes().ok_or_else(|| {
-        SigFailure::UnsupportedKey("RSA public key BIT STRING has unused bits".into())
-    })?;
-    let key = rsa::RsaPublicKey::from_pkcs1_der(bytes)
-        .map_err(|e| SigFailure::UnsupportedKey(format!("RSA public key: {e}")))?;
-    let n = key.n_bytes();
-    let bits = modulus_bits(&n);
-    if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
-        return Err(SigFailure::UnsupportedKey(format!(
-            "RSA key of {bits} bits (accepted: {RSA_MIN_BITS} to {RSA_MAX_BITS})"
-        )));
-    }
-    if !bits.is_multiple_of(8) {
-        return Err(SigFailure::UnsupportedKey(format!(
-            "RSA key of {bits} bits, not a whole number of bytes (CA/B Forum §6.1.5)"
-        )));
-    }
-    // An even exponent (2 included) is not an RSA key; ring refuses it too.
-    if key.e_bytes().last().is_none_or(|low| low % 2 == 0) {
-        return Err(SigFailure::UnsupportedKey(
-            "RSA public exponent is even (it must be odd and at least 3)".into(),
-        ));
-    }
-    Ok(key)
-}
-
-fn modulus_bits(n: &[u8]) -> usize {
-    let mut bytes = n.iter().skip_while(|b| **b == 0);
-    match bytes.next() {
-        None => 0,
-        Some(first) => 8 * bytes.count() + (8 - first.leading_zeros() as usize),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use der::Encode;
 
     #[test]
     fn the_accepted_curves_are_the_der_of_their_algorithm_identifiers() {
@@ -563,20 +207,16 @@ mod tests {
             assert_eq!(id.to_der().unwrap(), der, "{curve}");
         }
     }
-
-    #[test]
-    fn modulus_bits_counts_from_the_first_set_bit() {
-        assert_eq!(modulus_bits(&[0x00, 0x80, 0x00]), 16);
-        assert_eq!(modulus_bits(&[0x01, 0x00]), 9);
-        assert_eq!(modulus_bits(&[]), 0);
-    }
 }
 
 #[cfg(all(test, feature = "ring"))]
 #[allow(clippy::unwrap_used)]
 mod backends_agree {
     use super::*;
-    use crate::{CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+    use crate::signatures::check_with;
+    use crate::{
+        Backend, CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile,
+    };
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
     use time::{Duration, macros::datetime};
@@ -651,8 +291,8 @@ mod backends_agree {
                 };
                 for issuer in [&p256.cert, &p384.cert, &rsa.cert] {
                     let key = decoded_key(issuer);
-                    let a = rust_crypto::check(key, &signed);
-                    let b = ring_backend::check(key, &signed);
+                    let a = check_with(Backend::RustCrypto, key, &signed);
+                    let b = check_with(Backend::Ring, key, &signed);
                     assert_eq!(a, b, "{variant:?} by {issuer:?}");
                     if a.is_ok() {
                         checked.0 += 1

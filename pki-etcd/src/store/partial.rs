@@ -6,12 +6,12 @@
 use super::client::AsyncEtcdStore;
 use super::fail::Fail;
 use super::read::{EntriesFail, ReadFail};
-use super::write::{Attempt, Plan, Previous, Put, nonce, parse_revision};
+use super::write::{Attempt, Plan, Previous, head_compare, nonce, puts_before_commit};
 use super::{GET_ATTEMPTS, PER_OP_OVERHEAD};
-use crate::client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
+use crate::client::{GetOptions, Txn, TxnOp, TxnOpResponse};
 use crate::layout::{
-    AnyHead, DocKeys, FileEntry, HEAD_FORMAT, Head, assemble_some, change, corrupt, decode_entry,
-    decode_head,
+    AnyHead, Change, DocKeys, FileEntry, HEAD_FORMAT, Head, assemble_some, change, corrupt,
+    decode_entry, decode_head,
 };
 use pki_rotate::store::{Changes, conflict, only_paths, validate_key};
 use pki_rotate::{Files, Result, Revision, Summary, validate_path};
@@ -190,11 +190,8 @@ impl AsyncEtcdStore {
         self.step("read head").map_err(fail)?;
         let (_, head) = self.get_head(&keys).await.map_err(fail)?;
         let found = head.as_ref().map(|h| h.mod_revision());
-        let compare = match (parse_revision(expected), found) {
-            (Some(e), Some(f)) if e == f => {
-                Compare::mod_revision(keys.head.clone(), CompareOp::Equal, e)
-            }
-            _ => return Err(conflict(key, expected, found.map(found_revision))),
+        let Some(compare) = head_compare(&keys, Some(expected), found) else {
+            return Err(conflict(key, expected, found.map(found_revision)));
         };
         let head = match head.as_ref().map(|h| decode_head("", h.value())) {
             Some(Ok(AnyHead::Current(head))) => head,
@@ -205,34 +202,15 @@ impl AsyncEtcdStore {
             }
         };
 
-        // The entries of the paths changed, at the latest revision: if the
-        // head changed since it was read, the commit's compare fails
-        // whatever they say (every in-place change of an entry comes with a
-        // put of the head).
         let location = self.doc_location(key);
-        let touched: BTreeSet<&str> = changes
-            .written()
-            .map(|(path, _)| path)
-            .chain(changes.removed())
-            .collect();
-        // More paths than one commit can change in place (a rotation that
-        // re-issues every leaf): the whole write, without reading their
-        // entries twice. A change that writes unchanged files may have fit;
-        // it is only written the longer way.
-        if touched.len() + 2 > self.options.max_txn_ops.max(1) {
+        let Some(previous) = self
+            .touched_entries(&keys, &location, &head.generation, changes, &doing)
+            .await?
+        else {
             return self
                 .put_changes_whole(key, expected, changes, summary)
                 .await;
-        }
-        let previous = self
-            .get_entries(&keys, &location, &head.generation, &touched, None, |i| {
-                self.step(&format!("read named entries {i}"))
-            })
-            .await
-            .map_err(|e| match e {
-                EntriesFail::Fail(f) => fail(f),
-                EntriesFail::Error(e) => e,
-            })?;
+        };
         let mut written = Files::new();
         for (path, file) in changes.written() {
             written.insert(path, file.clone())?;
@@ -243,29 +221,8 @@ impl AsyncEtcdStore {
         // a file it writes keeps the blobs of the chunks its previous
         // version had.
         let change = change(&previous, &written, &nonce);
-        let added = written
-            .iter()
-            .filter(|(path, _)| !previous.contains_key(*path))
-            .count() as u64;
-        let files = (head.files + added)
-            .checked_sub(change.removed.len() as u64)
-            .ok_or_else(|| {
-                corrupt(
-                    &location,
-                    format!(
-                        "the head names {} files and generation {} holds more",
-                        head.files, head.generation
-                    ),
-                )
-            })?;
-        let new_head = Head {
-            format: HEAD_FORMAT,
-            generation: head.generation.clone(),
-            commit: nonce.clone(),
-            files,
-            dirs: head.dirs.clone(),
-            summary: summary.map(|s| s.as_str().to_string()),
-        };
+        let new_head = next_head(&head, &previous, &written, &change, summary, &nonce)
+            .map_err(|reason| corrupt(&location, reason))?;
         let (head_value, cost) = self.head_value(&keys, &new_head).map_err(fail)?;
         let Some(commit_ops) = self
             .in_place_ops(&keys, &head.generation, &change, cost)
@@ -275,15 +232,8 @@ impl AsyncEtcdStore {
                 .put_changes_whole(key, expected, changes, summary)
                 .await;
         };
-        let puts: Vec<Put> = change
-            .new_blobs
-            .iter()
-            .map(|blob| Put {
-                key: keys.blob(&blob.id),
-                value: std::borrow::Cow::Borrowed(blob.bytes),
-                path: blob.path,
-            })
-            .collect();
+        let puts =
+            puts_before_commit(&keys, &change, &written, &head.generation, true).map_err(fail)?;
         let attempt = Attempt {
             keys: keys.clone(),
             nonce,
@@ -307,6 +257,41 @@ impl AsyncEtcdStore {
         self.run_attempt(key, Some(expected), attempt, plan).await
     }
 
+    /// The entries of the paths `changes` writes or removes, at the latest
+    /// revision: if the head changed since it was read, the commit's
+    /// compare fails whatever they say (every in-place change of an entry
+    /// comes with a put of the head). None when more paths change than one
+    /// commit can change in place (a rotation that re-issues every leaf):
+    /// the write goes whole then, without reading their entries twice. A
+    /// change that writes unchanged files may have fit; it is only written
+    /// the longer way.
+    async fn touched_entries(
+        &self,
+        keys: &DocKeys,
+        location: &str,
+        generation: &str,
+        changes: &Changes,
+        doing: &str,
+    ) -> Result<Option<BTreeMap<String, FileEntry>>> {
+        let touched: BTreeSet<&str> = changes
+            .written()
+            .map(|(path, _)| path)
+            .chain(changes.removed())
+            .collect();
+        if touched.len() + 2 > self.options.max_txn_ops.max(1) {
+            return Ok(None);
+        }
+        self.get_entries(keys, location, generation, &touched, None, |i| {
+            self.step(&format!("read named entries {i}"))
+        })
+        .await
+        .map(Some)
+        .map_err(|e| match e {
+            EntriesFail::Fail(f) => self.backend(doing, f),
+            EntriesFail::Error(e) => e,
+        })
+    }
+
     /// A partial write as a whole one: the document read whole (every
     /// file checked), changed, and written with [`Self::put_document`].
     async fn put_changes_whole(
@@ -324,4 +309,38 @@ impl AsyncEtcdStore {
         self.put_document(key, Some(expected), &files, summary)
             .await
     }
+}
+
+/// The head a partial write commits: the generation and directories of
+/// `head`, this attempt's commit, and its file count moved by the paths
+/// added and removed. An error when `head` names fewer files than its
+/// generation holds.
+fn next_head(
+    head: &Head,
+    previous: &BTreeMap<String, FileEntry>,
+    written: &Files,
+    change: &Change<'_>,
+    summary: Option<&Summary>,
+    nonce: &str,
+) -> std::result::Result<Head, String> {
+    let added = written
+        .iter()
+        .filter(|(path, _)| !previous.contains_key(*path))
+        .count() as u64;
+    let files = (head.files + added)
+        .checked_sub(change.removed.len() as u64)
+        .ok_or_else(|| {
+            format!(
+                "the head names {} files and generation {} holds more",
+                head.files, head.generation
+            )
+        })?;
+    Ok(Head {
+        format: HEAD_FORMAT,
+        generation: head.generation.clone(),
+        commit: nonce.to_string(),
+        files,
+        dirs: head.dirs.clone(),
+        summary: summary.map(|s| s.as_str().to_string()),
+    })
 }

@@ -7,7 +7,7 @@ use super::fail::Fail;
 use super::read::EntriesFail;
 use super::write::{Attempt, Previous};
 use crate::client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
-use crate::layout::FileEntry;
+use crate::layout::{DocKeys, FileEntry};
 use std::collections::{BTreeMap, BTreeSet};
 
 impl AsyncEtcdStore {
@@ -106,6 +106,53 @@ impl AsyncEtcdStore {
         self.delete_in_batches(garbage).await
     }
 
+    /// The attempts' markers: each attempt's nonce and the create_revision
+    /// of its marker.
+    async fn markers(&self, keys: &DocKeys) -> std::result::Result<BTreeMap<String, i64>, Fail> {
+        self.step("list attempts")?;
+        let mut markers: BTreeMap<String, i64> = BTreeMap::new();
+        self.scan(
+            &keys.attempts,
+            GetOptions::new().with_keys_only(),
+            |_| Ok(()),
+            |item| {
+                let nonce = item
+                    .key()
+                    .strip_prefix(keys.attempts.as_bytes())
+                    .and_then(|n| std::str::from_utf8(n).ok());
+                if let Some(nonce) = nonce {
+                    markers.insert(nonce.to_string(), item.create_revision());
+                }
+            },
+        )
+        .await?;
+        Ok(markers)
+    }
+
+    /// Every entry of the document `attempt` committed at `revision`, for
+    /// a partial write, which knows only the entries it changed: read at
+    /// the commit's revision, where the generation holds exactly what that
+    /// commit made current.
+    async fn committed_entries(
+        &self,
+        attempt: &Attempt<'_>,
+        revision: i64,
+    ) -> std::result::Result<BTreeMap<String, FileEntry>, Fail> {
+        let keys = &attempt.keys;
+        self.read_entries(
+            keys,
+            &keys.head,
+            &attempt.generation,
+            Some(revision),
+            |page| self.step(&format!("read entries {page}")),
+        )
+        .await
+        .map_err(|e| match e {
+            EntriesFail::Fail(f) => f,
+            EntriesFail::Error(e) => Fail::Other(e.to_string()),
+        })
+    }
+
     /// When an attempt whose marker is older than `revision` (other than
     /// this one) is found, some cleanup may be missing: that attempt died
     /// before its commit (what it wrote is garbage), or after it (what its
@@ -124,23 +171,7 @@ impl AsyncEtcdStore {
         // whose marker the next listing does not show belongs to an
         // attempt that can write nothing more.
         let generations = self.generations(keys).await?;
-        self.step("list attempts")?;
-        let mut markers: BTreeMap<String, i64> = BTreeMap::new();
-        self.scan(
-            &keys.attempts,
-            GetOptions::new().with_keys_only(),
-            |_| Ok(()),
-            |item| {
-                let nonce = item
-                    .key()
-                    .strip_prefix(keys.attempts.as_bytes())
-                    .and_then(|n| std::str::from_utf8(n).ok());
-                if let Some(nonce) = nonce {
-                    markers.insert(nonce.to_string(), item.create_revision());
-                }
-            },
-        )
-        .await?;
+        let markers = self.markers(keys).await?;
         let stale: Vec<(&String, &i64)> = markers
             .iter()
             .filter(|(nonce, created)| **nonce != attempt.nonce && **created < revision)
@@ -150,26 +181,12 @@ impl AsyncEtcdStore {
         }
         // Every entry of the document committed at `revision`, before
         // anything is removed: if this read fails, the stale markers stay
-        // and the next writer sweeps. A partial write knows only the
-        // entries it changed; the others are read at the commit's revision,
-        // where the generation holds exactly what that commit made current.
+        // and the next writer sweeps.
         let read;
         let entries = if attempt.entries_complete {
             &attempt.change.entries
         } else {
-            read = self
-                .read_entries(
-                    keys,
-                    &keys.head,
-                    &attempt.generation,
-                    Some(revision),
-                    |page| self.step(&format!("read entries {page}")),
-                )
-                .await
-                .map_err(|e| match e {
-                    EntriesFail::Fail(f) => f,
-                    EntriesFail::Error(e) => Fail::Other(e.to_string()),
-                })?;
+            read = self.committed_entries(attempt, revision).await?;
             &read
         };
         let referenced: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();

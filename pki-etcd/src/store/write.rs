@@ -96,57 +96,8 @@ impl AsyncEtcdStore {
         let keys = DocKeys::new(self.url.prefix(), key);
         let doing = format!("writing document \"{key}\"");
         let fail = |f: Fail| self.backend(&doing, f);
-        let conflict = |found: Option<i64>| {
-            RotateError::Store(pki_rotate::StoreError::Conflict {
-                key: key.to_string(),
-                expected: expected.cloned(),
-                found: found.map(|r| Revision::new(r.to_string())),
-            })
-        };
-
-        // Read the head: a stale `expected` is a conflict before anything
-        // is written.
-        self.step("read head").map_err(fail)?;
-        let mut kv = self.kv.clone();
-        let head_key = keys.head.clone();
-        let mut current = self
-            .run(async move { kv.get(head_key, None).await })
-            .await
-            .map_err(fail)?;
-        let head = current.take_kvs().into_iter().next();
-        let found = head.as_ref().map(|h| h.mod_revision());
-        // A revision that is not etcd's (another store's token) matches
-        // nothing: a conflict, so the caller reads again.
-        let compare = match (expected.map(parse_revision), found) {
-            (None, None) => Compare::create_revision(keys.head.clone(), CompareOp::Equal, 0),
-            (Some(Some(e)), Some(f)) if e == f => {
-                Compare::mod_revision(keys.head.clone(), CompareOp::Equal, e)
-            }
-            _ => return Err(conflict(found)),
-        };
-
-        // The entries of the head read, at the latest revision: if the
-        // head changed since, the commit's compare fails whatever they say.
-        let location = self.doc_location(key);
-        let previous = match head.as_ref().map(|h| decode_head("", h.value())) {
-            None => Previous::Nothing,
-            Some(Ok(AnyHead::Current(head))) => {
-                let entries = self
-                    .read_entries(&keys, &location, &head.generation, None, |page| {
-                        self.step(&format!("read entries {page}"))
-                    })
-                    .await
-                    .map_err(|e| match e {
-                        EntriesFail::Fail(f) => fail(f),
-                        EntriesFail::Error(e) => e,
-                    })?;
-                Previous::Current {
-                    generation: head.generation,
-                    entries,
-                }
-            }
-            Some(_) => Previous::Replaced,
-        };
+        let (compare, found, previous) =
+            self.read_before_write(key, &keys, expected, &doing).await?;
 
         let nonce = nonce().map_err(fail)?;
         let empty = BTreeMap::new();
@@ -183,27 +134,8 @@ impl AsyncEtcdStore {
             head_value = self.head_value(&keys, &head).map_err(fail)?.0;
         }
 
-        // Phase 1: the new blobs and, for a new generation, every entry of
-        // it, under keys no reader looks at yet. The attempt's marker goes
-        // first; each later request checks that it is still there, so an
-        // attempt that a sweep declared dead adds nothing after the sweep.
-        let mut puts: Vec<Put> = Vec::new();
-        for blob in &change.new_blobs {
-            puts.push(Put {
-                key: keys.blob(&blob.id),
-                value: std::borrow::Cow::Borrowed(blob.bytes),
-                path: blob.path,
-            });
-        }
-        if !in_place {
-            for (path, _) in files.iter() {
-                puts.push(Put {
-                    key: keys.entry(&head.generation, path),
-                    value: std::borrow::Cow::Owned(entry_json(&change, path).map_err(fail)?),
-                    path,
-                });
-            }
-        }
+        let puts =
+            puts_before_commit(&keys, &change, files, &head.generation, in_place).map_err(fail)?;
         let attempt = Attempt {
             keys: keys.clone(),
             nonce: nonce.clone(),
@@ -222,6 +154,60 @@ impl AsyncEtcdStore {
             puts,
         };
         self.run_attempt(key, expected, attempt, plan).await
+    }
+
+    /// Reads the head and, for a format 2 document, its entries: the
+    /// commit's compare on the head, the head's mod_revision as read, and
+    /// what the document held. A stale `expected` is a conflict before
+    /// anything is written.
+    async fn read_before_write(
+        &self,
+        key: &str,
+        keys: &DocKeys,
+        expected: Option<&Revision>,
+        doing: &str,
+    ) -> Result<(Compare, Option<i64>, Previous)> {
+        let fail = |f: Fail| self.backend(doing, f);
+        self.step("read head").map_err(fail)?;
+        let mut kv = self.kv.clone();
+        let head_key = keys.head.clone();
+        let mut current = self
+            .run(async move { kv.get(head_key, None).await })
+            .await
+            .map_err(fail)?;
+        let head = current.take_kvs().into_iter().next();
+        let found = head.as_ref().map(|h| h.mod_revision());
+        let Some(compare) = head_compare(keys, expected, found) else {
+            return Err(RotateError::Store(pki_rotate::StoreError::Conflict {
+                key: key.to_string(),
+                expected: expected.cloned(),
+                found: found.map(|r| Revision::new(r.to_string())),
+            }));
+        };
+
+        // The entries of the head read, at the latest revision: if the
+        // head changed since, the commit's compare fails whatever they say.
+        let location = self.doc_location(key);
+        let previous = match head.as_ref().map(|h| decode_head("", h.value())) {
+            None => Previous::Nothing,
+            Some(Ok(AnyHead::Current(head))) => {
+                let entries = self
+                    .read_entries(keys, &location, &head.generation, None, |page| {
+                        self.step(&format!("read entries {page}"))
+                    })
+                    .await
+                    .map_err(|e| match e {
+                        EntriesFail::Fail(f) => fail(f),
+                        EntriesFail::Error(e) => e,
+                    })?;
+                Previous::Current {
+                    generation: head.generation,
+                    entries,
+                }
+            }
+            Some(_) => Previous::Replaced,
+        };
+        Ok((compare, found, previous))
     }
 
     /// The head's value and what it costs in the commit; an error when it
@@ -512,6 +498,63 @@ impl AsyncEtcdStore {
 }
 
 /// The value of the entry of `path` in `change`.
+/// The commit's compare on the head: that it does not exist (no revision
+/// expected), or that its mod_revision is the one expected; None when the
+/// head read does not match `expected`: a conflict. A revision that is not
+/// etcd's (another store's token) matches nothing, so the caller reads
+/// again.
+pub(super) fn head_compare(
+    keys: &DocKeys,
+    expected: Option<&Revision>,
+    found: Option<i64>,
+) -> Option<Compare> {
+    match (expected.map(parse_revision), found) {
+        (None, None) => Some(Compare::create_revision(
+            keys.head.clone(),
+            CompareOp::Equal,
+            0,
+        )),
+        (Some(Some(e)), Some(f)) if e == f => Some(Compare::mod_revision(
+            keys.head.clone(),
+            CompareOp::Equal,
+            e,
+        )),
+        _ => None,
+    }
+}
+
+/// Phase 1: the new blobs and, for a new generation (not `in_place`),
+/// every entry of it, under keys no reader looks at yet. The attempt's
+/// marker goes first (`run_attempt`); each later request checks that it
+/// is still there, so an attempt that a sweep declared dead adds nothing
+/// after the sweep.
+pub(super) fn puts_before_commit<'a>(
+    keys: &DocKeys,
+    change: &Change<'a>,
+    files: &'a Files,
+    generation: &str,
+    in_place: bool,
+) -> std::result::Result<Vec<Put<'a>>, Fail> {
+    let mut puts: Vec<Put> = Vec::new();
+    for blob in &change.new_blobs {
+        puts.push(Put {
+            key: keys.blob(&blob.id),
+            value: std::borrow::Cow::Borrowed(blob.bytes),
+            path: blob.path,
+        });
+    }
+    if !in_place {
+        for (path, _) in files.iter() {
+            puts.push(Put {
+                key: keys.entry(generation, path),
+                value: std::borrow::Cow::Owned(entry_json(change, path)?),
+                path,
+            });
+        }
+    }
+    Ok(puts)
+}
+
 fn entry_json(change: &Change<'_>, path: &str) -> std::result::Result<Vec<u8>, Fail> {
     let entry = change
         .entries

@@ -1,6 +1,5 @@
 //! A shared cache of signature outcomes.
 
-use crate::cert::Certificate;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -90,10 +89,14 @@ impl SignatureCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn key(issuer: &Certificate, signed: &Certificate) -> [u8; 32] {
+    /// The key of the outcome of checking, with the key whose
+    /// SubjectPublicKeyInfo has SHA-256 `issuer_spki_sha256`, the
+    /// signature of the certificate whose DER has SHA-256
+    /// `signed_fingerprint`.
+    pub(crate) fn key(issuer_spki_sha256: &[u8; 32], signed_fingerprint: &[u8; 32]) -> [u8; 32] {
         let mut h = Sha256::new();
-        h.update(issuer.spki_sha256());
-        h.update(signed.fingerprint_sha256());
+        h.update(issuer_spki_sha256);
+        h.update(signed_fingerprint);
         h.finalize().into()
     }
 

@@ -1,12 +1,17 @@
-//! The one error type of path validation.
+//! The error type of path validation.
+//!
+//! It lives with [`crate::Error`] at the bottom of the crate, not with the
+//! path builder that raises it, because an [`crate::Error`] can carry one
+//! as its cause ([`crate::Error::UnsupportedSignature`]).
 
-use super::Purpose;
-use super::budget::BudgetKind;
-use crate::cert::ObjectIdentifier;
+use crate::time_text::rfc3339;
+use crate::usage::Purpose;
+use der::asn1::ObjectIdentifier;
+use std::fmt;
 use time::OffsetDateTime;
 
 fn t(time: &OffsetDateTime) -> String {
-    crate::datetime::rfc3339(*time)
+    rfc3339(*time)
 }
 
 /// Why a certificate chain did not verify.
@@ -216,7 +221,7 @@ pub enum VerifyError {
         /// The maximum number of intermediates.
         max: usize,
     },
-    /// The verification ran out of its [`super::Budget`]. Fatal: no other
+    /// The verification ran out of its [`Budget`](crate::verify::Budget). Fatal: no other
     /// path is tried.
     #[error("path building exceeded its budget of {what}")]
     BudgetExceeded {
@@ -233,24 +238,24 @@ fn presented_list(names: &[String]) -> String {
     }
 }
 
-impl VerifyError {
-    /// How specific the error is, for choosing among failed candidate
-    /// paths: an issuer that is missing altogether says least, a signature
-    /// that does not verify says more (the name matched but the key did
-    /// not), anything found about an issuer whose signature over the
-    /// certificate below verified says most.
-    pub(crate) fn rank(&self) -> u8 {
-        match self {
-            VerifyError::UnknownIssuer { .. } | VerifyError::PathTooLong { .. } => 0,
-            VerifyError::BadSignature { .. } => 1,
-            _ => 2,
-        }
-    }
+/// Which part of the [`Budget`](crate::verify::Budget) ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BudgetKind {
+    /// [`Budget::signatures`](crate::verify::Budget::signatures).
+    Signatures,
+    /// [`Budget::build_steps`](crate::verify::Budget::build_steps).
+    BuildSteps,
+    /// [`Budget::name_constraint_checks`](crate::verify::Budget::name_constraint_checks).
+    NameConstraintChecks,
+}
 
-    pub(crate) fn malformed(cert: &crate::Certificate, reason: impl Into<String>) -> Self {
-        VerifyError::MalformedCertificate {
-            cert: cert.id(),
-            reason: reason.into(),
-        }
+impl fmt::Display for BudgetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BudgetKind::Signatures => "signature checks",
+            BudgetKind::BuildSteps => "path-building steps",
+            BudgetKind::NameConstraintChecks => "name constraint checks",
+        })
     }
 }
