@@ -93,7 +93,10 @@ impl CliError {
     /// first line what is refused and that flag; who breaks and until when
     /// follow, one line each.
     pub fn with_override_hint(e: RotateError, flag: &str) -> Self {
-        if let RotateError::Signer(pki_rotate::SignerError::TrustBreak { summary, breaks }) = &e {
+        if let RotateError::Signer(pki_rotate::SignerError::TrustBreak {
+            summary, breaks, ..
+        }) = &e
+        {
             let mut error = CliError::new(format!(
                 "rotation refused: {summary}; to rotate anyway, pass {flag}"
             ));

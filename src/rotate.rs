@@ -5,7 +5,8 @@ use crate::common::{
 };
 use pki_rotate::signer::IdleReport;
 use pki_rotate::{
-    Driver, Event, ForcedRotation, SignerEngine, SignerInput, SignerState, Step, Stepped,
+    Driver, Event, ForcedRotation, RotateError, SignerEngine, SignerError, SignerInput,
+    SignerState, Step, Stepped,
 };
 use time::OffsetDateTime;
 
@@ -119,8 +120,15 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     };
     let step = step
         .map_err(|e| {
+            let assumed = matches!(
+                &e,
+                RotateError::Signer(SignerError::TrustBreak {
+                    reload_interval_assumed: true,
+                    ..
+                })
+            );
             let mut error = CliError::with_override_hint(e, "--allow-trust-break REASON");
-            if error.message.contains("(assumed ") {
+            if assumed {
                 error.details.push(
                     "without `pki init --reload-interval DUR`, consumers are assumed to reload within M (--min-trust)".into(),
                 );

@@ -225,6 +225,10 @@ impl BreakAcceptance {
                 crate::SignerError::TrustBreak {
                     summary: refusal_summary(&refused, policy),
                     breaks: refused.iter().map(ToString::to_string).collect(),
+                    reload_interval_assumed: policy.reload_interval.is_none()
+                        && refused
+                            .iter()
+                            .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO),
                 },
             ));
         };

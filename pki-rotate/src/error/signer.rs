@@ -75,6 +75,9 @@ pub enum SignerError {
         summary: String,
         /// Which consumers break and until when, one entry each.
         breaks: Vec<String>,
+        /// The refusal rests on a reload interval the policy does not set:
+        /// consumers are assumed to reload within M.
+        reload_interval_assumed: bool,
     },
     /// A supplied CA failed validation: each failed check with what it
     /// found. Nothing was written.
