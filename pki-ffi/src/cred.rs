@@ -17,7 +17,6 @@
 //! bound (`PKI_CRED_ADVANCE_MAX_STEPS`).
 
 mod action;
-mod event;
 
 pub(crate) use action::ActionEntry;
 pub use action::{
@@ -29,16 +28,15 @@ pub use action::{
 use crate::abi::{handle, into_handle, json_in, json_or_default, os_rng, str_in, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::input::{CredCreateIn, CredRequest, CredStepIn};
 use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
-use event::event;
 use pki_rotate::Files;
 use pki_rotate::credential::status::CredentialStatus;
 use pki_rotate::credential::{
     AdvanceOptions, CredentialEngine, CredentialState, Next, advance, credential_key,
     validate_credential_name,
 };
+use pki_rotate::request::{CredCreate, CredRequest, CredStep, NextAction, StepEvent, StepResult};
 use pki_rotate::{Driver, Revision, Store};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_char;
@@ -94,15 +92,15 @@ impl<S: Store> Store for Recording<S> {
 fn step(
     store: &pki_store,
     name: &str,
-    input: &CredStepIn,
+    input: &CredStep,
     now: OffsetDateTime,
 ) -> Result<*mut pki_step, Failure> {
     let owner = match input.request()? {
-        crate::input::CredRequest::Report(report) => {
+        CredRequest::Report(report) => {
             let step = store
                 .driver::<CredentialState>()
                 .step::<CredentialEngine, _>(&credential_key(name), &report, now, &mut os_rng())?;
-            let (out, _) = pki_step::of_driver(step, event, |d| status(d, now));
+            let (out, _) = pki_step::of_driver(step, StepEvent::of_credential, |d| status(d, now));
             return Ok(into_handle(out));
         }
         CredRequest::Advance(owner) => owner,
@@ -118,12 +116,7 @@ fn step(
     };
     let advanced = advance(&driver, name, options, now, &mut os_rng())?;
     let action = match &advanced.next {
-        Next::Act(action) => ActionEntry::of(action).ok_or_else(|| {
-            Failure::new(
-                pki_result::PKI_RESULT_UNEXPECTED,
-                format!("credential \"{name}\": an action the C ABI cannot express: {action:?}"),
-            )
-        })?,
+        Next::Act(action) => NextAction::of(action),
         // Only a step limit stops advance with a step due; none is given.
         Next::Step(_) | _ => {
             return Err(Failure::new(
@@ -138,15 +131,14 @@ fn step(
         .borrow()
         .clone()
         .unwrap_or_else(|| Revision::new(""));
-    let out = pki_step::new(
-        advanced.steps > 0,
-        advanced.next_wake,
-        recorded.rounds.get(),
+    let result = StepResult::of_advance(
+        &advanced,
         &revision,
-        advanced.events.iter().map(event).collect(),
+        recorded.rounds.get(),
+        action,
         &status(&advanced.document, now),
     );
-    Ok(into_handle(out.with_action(action)))
+    Ok(into_handle(pki_step::of_result(result)))
 }
 
 /// Records a new credential `name` in `store` (store key `creds/NAME`,
@@ -189,7 +181,7 @@ pub unsafe extern "C" fn pki_cred_create(
     ffi!(out_step => {
         store = handle(store, "store");
         name = name_in(name, name_len);
-        input = json_in::<CredCreateIn>(input, input_len, "input");
+        input = json_in::<CredCreate>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let doc = CredentialState::new(name, input.policy(), None)?;
@@ -272,7 +264,7 @@ pub unsafe extern "C" fn pki_cred_step(
     ffi!(out_step => {
         store = handle(store, "store");
         name = name_in(name, name_len);
-        input = json_or_default::<CredStepIn>(input, input_len, "input");
+        input = json_or_default::<CredStep>(input, input_len, "input");
         now = time_in(now, "now");
     } step(store, name, &input, now))
 }

@@ -14,9 +14,10 @@
 use crate::abi::{bytes_in, handle, into_handle, json_or_default, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::input::{KeyRingCreateIn, KeyRingStepIn};
-use crate::step::{EventEntry, pki_step, status_json};
+use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
+use pki_rotate::request::StepEvent;
+use pki_rotate::request::{KeyRingCreate, KeyRingStep};
 use pki_rotate::{KeyRing, KeyRingEngine};
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -78,7 +79,7 @@ pub unsafe extern "C" fn pki_keyring_create(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<KeyRingCreateIn>(input, input_len, "input");
+        input = json_or_default::<KeyRingCreate>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let ring = input.document(now, &mut os_rng())?;
@@ -128,7 +129,7 @@ pub unsafe extern "C" fn pki_keyring_step(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<KeyRingStepIn>(input, input_len, "input");
+        input = json_or_default::<KeyRingStep>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let step = store.driver::<KeyRing>().step::<KeyRingEngine, _>(
@@ -137,7 +138,7 @@ pub unsafe extern "C" fn pki_keyring_step(
             now,
             &mut os_rng(),
         )?;
-        let (out, _) = pki_step::of_driver(step, EventEntry::of, |d| status(d, now));
+        let (out, _) = pki_step::of_driver(step, StepEvent::of, |d| status(d, now));
         Ok::<_, Failure>(into_handle(out))
     })
 }

@@ -50,7 +50,6 @@ mod bundle;
 mod cred;
 mod error;
 mod etcd;
-mod input;
 mod keys;
 mod leaf;
 mod sealed;

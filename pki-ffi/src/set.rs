@@ -6,9 +6,10 @@
 use crate::abi::{handle, into_handle, json_in, json_or_default, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::input::{SetCreateIn, SetStepIn};
-use crate::step::{EventEntry, pki_step, status_json};
+use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
+use pki_rotate::request::StepEvent;
+use pki_rotate::request::{SetCreate, SetStepRequest};
 use pki_rotate::set::fingerprint;
 use pki_rotate::{SetEngine, SetState};
 use std::ffi::c_char;
@@ -56,7 +57,7 @@ pub unsafe extern "C" fn pki_set_create(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_in::<SetCreateIn>(input, input_len, "input");
+        input = json_in::<SetCreate>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let doc = SetState::new(
@@ -145,14 +146,14 @@ pub unsafe extern "C" fn pki_set_step(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<SetStepIn>(input, input_len, "input");
+        input = json_or_default::<SetStepRequest>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let input = input.input(now)?;
         let step = store
             .driver::<SetState>()
             .step::<SetEngine, _>(key, &input, now, &mut os_rng())?;
-        let (out, _) = pki_step::of_driver(step, EventEntry::of, |d| status(d, now));
+        let (out, _) = pki_step::of_driver(step, StepEvent::of, |d| status(d, now));
         Ok::<_, Failure>(into_handle(out))
     })
 }

@@ -9,13 +9,16 @@ use crate::abi::{
 use crate::buffer::pki_buffer;
 use crate::bundle::pki_bundle;
 use crate::error::{Failure, pki_result};
-use crate::input::{PolicyIn, SignerCreateIn, SignerStepIn, ValidateIn};
-use crate::step::{EventEntry, pki_step, status_json};
+use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
 use pki_core::{Certificate, LineageRule};
+use pki_rotate::request::StepEvent;
+use pki_rotate::request::{
+    SignerCreate, SignerPolicyFields, SignerRequest, SignerStep, ValidateRequest,
+};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
-    AckInput, Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
+    Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
     ServiceAccountKeys, SignerEngine, SignerInput, SignerState, Stepped, UptakeEngine,
 };
 use rand_core::CryptoRng;
@@ -41,7 +44,7 @@ struct AbiSigner;
 #[derive(Debug, Clone, Default)]
 struct AbiInput {
     /// Changes to the document's policy.
-    policy: Option<PolicyIn>,
+    policy: Option<SignerPolicyFields>,
     /// The signer input besides the policy.
     signer: SignerInput,
 }
@@ -101,14 +104,14 @@ fn signer_step_value<E: serde::Serialize + std::fmt::Display>(
     step: pki_rotate::Step<SignerState, E>,
     now: OffsetDateTime,
 ) -> pki_step {
-    let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
+    let (out, doc) = pki_step::of_driver(step, StepEvent::of, |d| signer_status(d, now));
     out.with_signer(doc)
 }
 
 fn create(
     store: &pki_store,
     key: &str,
-    input: &SignerCreateIn,
+    input: &SignerCreate,
     now: OffsetDateTime,
 ) -> Result<*mut pki_step, Failure> {
     let doc = input.document(now, &mut os_rng())?;
@@ -119,79 +122,54 @@ fn create(
 fn step(
     store: &pki_store,
     key: &str,
-    input: &SignerStepIn,
+    input: &SignerStep,
     now: OffsetDateTime,
 ) -> Result<*mut pki_step, Failure> {
     let driver = store.driver::<SignerState>();
     let rng = &mut os_rng();
-    let alone = |what: &str| {
-        Failure::invalid(format!(
-            "parameter `input`: `{what}` is a request of its own: give it without `policy`, \
-             `forced`, `allow_trust_break`, `leaves` or another of `rotate_to`, \
-             `renew_same_key`, `ack` and `unless_idle`"
-        ))
-    };
-    if input.unless_idle {
-        if input.asks_beyond_leaves()
-            || input.renew_same_key
-            || input.rotate_to.is_some()
-            || input.ack.is_some()
-        {
-            return Err(Failure::invalid(
-                "parameter `input`: `unless_idle` goes alone or with `leaves` only: give it \
-                 without `policy`, `forced`, `allow_trust_break`, `rotate_to`, \
-                 `renew_same_key` and `ack`",
+    let step = match input.request()? {
+        SignerRequest::UnlessIdle(signer_input) => {
+            return Ok(
+                match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
+                    Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
+                    Stepped::Step(step) => signer_step(step, now),
+                    // Its status and signer are the part's (the head and the
+                    // named leaves).
+                    Stepped::Part(step) => into_handle(signer_step_value(step, now).by_parts()),
+                },
+            );
+        }
+        SignerRequest::Ack(ack) => {
+            return Ok(signer_step(
+                driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
+                now,
             ));
         }
-        let signer_input = input.signer_input()?;
-        return Ok(
-            match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
-                Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
-                Stepped::Step(step) => signer_step(step, now),
-                // Its status and signer are the part's (the head and the
-                // named leaves).
-                Stepped::Part(step) => into_handle(signer_step_value(step, now).by_parts()),
-            },
-        );
-    }
-    if let Some(ack) = &input.ack {
-        if input.has_signer_fields() || input.renew_same_key || input.rotate_to.is_some() {
-            return Err(alone("ack"));
+        SignerRequest::RotateTo(to) => {
+            let asked = to.replacement();
+            let service_accounts = if to.uses_store_keys() {
+                // The store's key ring (`pki keys`, store key `keys`) is today's.
+                ServiceAccountKeys::from_store(&store.of::<KeyRing>(), to.proposed_keys())?
+            } else {
+                asked.key_sets()?
+            };
+            let replace = ExternalInput::Replace(Box::new(Replacement {
+                import: asked.import()?,
+                force: to.force.clone(),
+                service_accounts,
+            }));
+            driver.step::<ExternalEngine, _>(key, &replace, now, rng)?
         }
-        let ack = AckInput::new(ack.consumer.clone(), ack.fingerprint.clone());
-        return Ok(signer_step(
-            driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
-            now,
-        ));
-    }
-    let step = if let Some(to) = &input.rotate_to {
-        if input.has_signer_fields() || input.renew_same_key {
-            return Err(alone("rotate_to"));
+        SignerRequest::RenewSameKey => {
+            driver.step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
         }
-        let asked = to.validate_in();
-        let service_accounts = if to.uses_store_keys() {
-            // The store's key ring (`pki keys`, store key `keys`) is today's.
-            ServiceAccountKeys::from_store(&store.of::<KeyRing>(), to.proposed_keys())?
-        } else {
-            asked.key_sets()?
-        };
-        let replace = ExternalInput::Replace(Box::new(Replacement {
-            import: asked.import()?,
-            force: to.force(),
-            service_accounts,
-        }));
-        driver.step::<ExternalEngine, _>(key, &replace, now, rng)?
-    } else if input.renew_same_key {
-        if input.has_signer_fields() {
-            return Err(alone("renew_same_key"));
+        SignerRequest::Step { policy, input } => {
+            let abi = AbiInput {
+                policy,
+                signer: input,
+            };
+            driver.step::<AbiSigner, _>(key, &abi, now, rng)?
         }
-        driver.step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
-    } else {
-        let abi = AbiInput {
-            policy: input.policy.clone(),
-            signer: input.signer_input()?,
-        };
-        driver.step::<AbiSigner, _>(key, &abi, now, rng)?
     };
     Ok(signer_step(step, now))
 }
@@ -256,7 +234,7 @@ pub unsafe extern "C" fn pki_signer_create(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_in::<SignerCreateIn>(input, input_len, "input");
+        input = json_in::<SignerCreate>(input, input_len, "input");
         now = time_in(now, "now");
     } create(store, key, &input, now))
 }
@@ -374,7 +352,7 @@ pub unsafe extern "C" fn pki_signer_step(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<SignerStepIn>(input, input_len, "input");
+        input = json_or_default::<SignerStep>(input, input_len, "input");
         now = time_in(now, "now");
     } step(store, key, &input, now))
 }
@@ -536,7 +514,7 @@ pub unsafe extern "C" fn pki_signer_validate(
 ) -> pki_result {
     ffi!(out_report => {
         signer = handle(signer, "signer");
-        input = json_in::<ValidateIn>(input, input_len, "input");
+        input = json_in::<ValidateRequest>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let import = input.import()?;

@@ -52,6 +52,7 @@ pub mod input;
 pub mod keyring;
 mod leaf;
 pub mod preflight;
+pub mod request;
 pub mod sealing;
 pub mod set;
 pub mod signer;

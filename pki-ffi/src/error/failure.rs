@@ -4,6 +4,7 @@
 use super::pki_result::{self, *};
 use pki_core::VerifyError;
 use pki_rotate::RotateError;
+use pki_rotate::request::RequestError;
 
 /// A failed call: the code returned and the message left in the last error.
 #[derive(Debug)]
@@ -136,6 +137,15 @@ impl From<RotateError> for Failure {
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())
+    }
+}
+
+impl From<RequestError> for Failure {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::Rotate(e) => Failure::from(e),
+            other => Failure::invalid(other.to_string()),
+        }
     }
 }
 
