@@ -9,13 +9,6 @@ import (
 	"time"
 )
 
-// Result codes of the credential step machine.
-const (
-	CodeInvalidCredentialName      Code = C.PKI_RESULT_INVALID_CREDENTIAL_NAME
-	CodeInvalidCredentialPolicy    Code = C.PKI_RESULT_INVALID_CREDENTIAL_POLICY
-	CodeUnexpectedCredentialReport Code = C.PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT
-)
-
 // CredActionKind is what the embedder does next for a credential.
 type CredActionKind uint32
 

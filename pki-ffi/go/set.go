@@ -15,20 +15,6 @@ import (
 	"time"
 )
 
-// Result codes of the CA set (600-649).
-const (
-	CodeSetUnknownCA        Code = C.PKI_RESULT_SET_UNKNOWN_CA
-	CodeSetUnknownTarget    Code = C.PKI_RESULT_SET_UNKNOWN_TARGET
-	CodeSetInvalid          Code = C.PKI_RESULT_SET_INVALID
-	CodeSetWrongStep        Code = C.PKI_RESULT_SET_WRONG_STEP
-	CodeSetStepBlocked      Code = C.PKI_RESULT_SET_STEP_BLOCKED
-	CodeSetStaleFingerprint Code = C.PKI_RESULT_SET_STALE_FINGERPRINT
-	CodeSetTargetFailed     Code = C.PKI_RESULT_SET_TARGET_FAILED
-	CodeSetCARefused        Code = C.PKI_RESULT_SET_CA_REFUSED
-	CodeSetTrustBroken      Code = C.PKI_RESULT_SET_TRUST_BROKEN
-	CodeSetAbortStrands     Code = C.PKI_RESULT_SET_ABORT_STRANDS
-)
-
 // SetKey is the store key the pki CLI keeps its CA set under.
 const SetKey = "set"
 

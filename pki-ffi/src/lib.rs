@@ -50,6 +50,8 @@ mod bundle;
 mod cred;
 mod error;
 mod etcd;
+#[cfg(test)]
+mod go_gen;
 mod keys;
 mod leaf;
 mod sealed;
