@@ -57,13 +57,7 @@ const KNOWN: &[(&str, &[&[&str]])] = &[
             &["credential", "sealing"],
         ],
     ),
-    (
-        "pki-ffi",
-        &[&[
-            "abi", "buffer", "bundle", "cred", "error", "input", "keys", "sealed", "secret",
-            "signer", "step", "store",
-        ]],
-    ),
+    ("pki-ffi", &[]),
 ];
 
 /// A crate's top-level modules and, for each, the top-level modules it

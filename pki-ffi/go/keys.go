@@ -87,15 +87,15 @@ type KeyRingSpec struct {
 }
 
 func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_keyring_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
 func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_keyring_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
 func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
-	return C.pki_keyring_read(store, key, keyLen, output, now, out)
+	return C.pki_document_read(store, C.PKI_KIND_KEYRING, key, keyLen, output, now, out)
 }
 
 // Create makes the ring spec says at now. A ring already there is an

@@ -35,15 +35,15 @@ func SetOf(store *Store) *CASet { return SetAt(store, SetKey) }
 func SetAt(store *Store, key string) *CASet { return &CASet{store: store, key: key} }
 
 func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_set_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
 func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_set_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
 func setRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
-	return C.pki_set_read(store, key, keyLen, output, now, out)
+	return C.pki_document_read(store, C.PKI_KIND_SET, key, keyLen, output, now, out)
 }
 
 func (s *CASet) step(ctx context.Context, request any, now time.Time) (*Step, error) {

@@ -9,11 +9,17 @@
 //! the store as JSON. A signer step also holds the signer (a `pki_signer`
 //! handle), a credential advance the embedder's next action.
 
-use crate::abi::{free, getter, handle, into_handle};
+use crate::abi::{free, getter, handle};
 use crate::buffer::{CText, pki_bytes};
-use crate::cred::{ActionEntry, pki_cred_action};
+mod action;
+
 use crate::error::{Failure, pki_result};
-use crate::signer::pki_signer;
+pub(crate) use action::ActionEntry;
+pub use action::{
+    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
+    PKI_CRED_ACTION_WAIT, PKI_CRED_ADVANCE_MAX_STEPS, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY,
+    PKI_CRED_WAIT_GRACE, PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action,
+};
 use pki_rotate::SignerState;
 use pki_rotate::request::{StepEvent, StepResult};
 use time::OffsetDateTime;
@@ -100,6 +106,11 @@ impl pki_step {
     pub(crate) fn by_parts(mut self) -> Self {
         self.result.by_parts = true;
         self
+    }
+
+    /// The signer document the step holds (a signer's create or step).
+    pub(crate) fn signer(&self) -> Option<&SignerState> {
+        self.signer.as_ref()
     }
 
     /// The step holds the signer document now in the store.
@@ -276,35 +287,6 @@ pub unsafe extern "C" fn pki_step_event(
             message: e.message.view(),
             json: e.json.view(),
         })
-    })
-}
-
-/// The signer document now in the store after a signer's create or step,
-/// as a new handle.
-///
-/// On success the caller owns `*out_signer` and frees it with
-/// `pki_signer_free`; it stays valid after the step is freed.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
-/// `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
-/// one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_step_signer(
-    step: *const pki_step,
-    out_signer: *mut *mut pki_signer,
-) -> pki_result {
-    ffi!(out_signer => {
-        step = handle(step, "step");
-    } {
-        let state = step.signer.clone().ok_or_else(|| {
-            Failure::new(pki_result::PKI_RESULT_NOT_FOUND, "the step is not a signer's")
-        })?;
-        Ok::<_, Failure>(into_handle(pki_signer { state }))
     })
 }
 
