@@ -286,3 +286,6 @@ pub unsafe extern "C" fn pki_document_read(
         now = time_in(now, "now");
     } read(store, kind, key, output, now).map(crate::abi::into_handle))
 }
+
+#[cfg(test)]
+mod tests;
