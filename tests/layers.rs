@@ -23,13 +23,7 @@ use std::path::{Path, PathBuf};
 const KNOWN: &[(&str, &[&[&str]])] = &[
     ("pki-core", &[]),
     ("pki-rotate", &[]),
-    (
-        "pki-ffi",
-        &[&[
-            "abi", "buffer", "bundle", "cred", "error", "input", "keys", "sealed", "secret",
-            "signer", "step", "store",
-        ]],
-    ),
+    ("pki-ffi", &[]),
 ];
 
 /// A crate's top-level modules and, for each, the top-level modules it

@@ -9,13 +9,6 @@ import (
 	"time"
 )
 
-// Result codes of the credential step machine.
-const (
-	CodeInvalidCredentialName      Code = C.PKI_RESULT_INVALID_CREDENTIAL_NAME
-	CodeInvalidCredentialPolicy    Code = C.PKI_RESULT_INVALID_CREDENTIAL_POLICY
-	CodeUnexpectedCredentialReport Code = C.PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT
-)
-
 // CredActionKind is what the embedder does next for a credential.
 type CredActionKind uint32
 
@@ -86,15 +79,15 @@ func CredentialOf(store *Store, name string) *Credential {
 }
 
 func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_cred_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 
 func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_cred_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 
 func credRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
-	return C.pki_cred_read(store, key, keyLen, output, now, out)
+	return C.pki_document_read(store, C.PKI_KIND_CRED, key, keyLen, output, now, out)
 }
 
 func (c *Credential) step(ctx context.Context, request any, now time.Time) (*Step, error) {

@@ -12,25 +12,6 @@ import (
 	"time"
 )
 
-// Result codes of CAs signed by someone else's root.
-const (
-	// CodeImport: an imported CA's PEM is unusable (two keys, a key
-	// without a certificate, an encrypted key, a chain out of order or
-	// without its root).
-	CodeImport Code = C.PKI_RESULT_IMPORT
-	// CodeValidationFailed: a supplied CA failed a validation check.
-	CodeValidationFailed Code = C.PKI_RESULT_VALIDATION_FAILED
-	// CodeImportedCA: the operation needs a CA pki generated.
-	CodeImportedCA Code = C.PKI_RESULT_IMPORTED_CA
-)
-
-// Sentinels for errors.Is.
-var (
-	ErrImport           error = &Error{Code: CodeImport}
-	ErrValidationFailed error = &Error{Code: CodeValidationFailed}
-	ErrImportedCA       error = &Error{Code: CodeImportedCA}
-)
-
 // Check is one named line of a ValidationReport.
 type Check struct {
 	// Name is stable: key-matches, is-ca, chain-supplied,

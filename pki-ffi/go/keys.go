@@ -11,32 +11,8 @@ import (
 	"time"
 )
 
-// Key ring result codes (650-679).
-const (
-	CodeKeyRingPolicy             Code = C.PKI_RESULT_KEYRING_POLICY
-	CodeKeyRingImport             Code = C.PKI_RESULT_KEYRING_IMPORT
-	CodeKeyRingRetire             Code = C.PKI_RESULT_KEYRING_RETIRE
-	CodeKeyRingClockBehind        Code = C.PKI_RESULT_KEYRING_CLOCK_BEHIND
-	CodeTokenMalformed            Code = C.PKI_RESULT_TOKEN_MALFORMED
-	CodeTokenUnsupportedAlgorithm Code = C.PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM
-	CodeTokenUnknownKid           Code = C.PKI_RESULT_TOKEN_UNKNOWN_KID
-	CodeTokenKeyNoLongerAccepted  Code = C.PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED
-	CodeTokenBadSignature         Code = C.PKI_RESULT_TOKEN_BAD_SIGNATURE
-	CodeTokenExpired              Code = C.PKI_RESULT_TOKEN_EXPIRED
-	CodeTokenNotYetValid          Code = C.PKI_RESULT_TOKEN_NOT_YET_VALID
-	CodeTokenLifetime             Code = C.PKI_RESULT_TOKEN_LIFETIME
-	CodeJWKUnsupportedKey         Code = C.PKI_RESULT_JWK_UNSUPPORTED_KEY
-)
-
-// Key ring sentinel errors, for errors.Is.
+// Key ring class sentinel, for errors.Is.
 var (
-	ErrKeyRingPolicy            error = &Error{Code: CodeKeyRingPolicy}
-	ErrKeyRingImport            error = &Error{Code: CodeKeyRingImport}
-	ErrTokenUnknownKid          error = &Error{Code: CodeTokenUnknownKid}
-	ErrTokenKeyNoLongerAccepted error = &Error{Code: CodeTokenKeyNoLongerAccepted}
-	ErrTokenBadSignature        error = &Error{Code: CodeTokenBadSignature}
-	ErrTokenExpired             error = &Error{Code: CodeTokenExpired}
-	ErrTokenLifetime            error = &Error{Code: CodeTokenLifetime}
 	// ErrTokenRejected matches every reason a token or its input is refused
 	// (codes 654-662).
 	ErrTokenRejected error = &classError{654, 662, "pki: token rejected"}
@@ -111,15 +87,15 @@ type KeyRingSpec struct {
 }
 
 func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_keyring_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
 func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_keyring_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
 func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
-	return C.pki_keyring_read(store, key, keyLen, output, now, out)
+	return C.pki_document_read(store, C.PKI_KIND_KEYRING, key, keyLen, output, now, out)
 }
 
 // Create makes the ring spec says at now. A ring already there is an

@@ -15,20 +15,6 @@ import (
 	"time"
 )
 
-// Result codes of the CA set (600-649).
-const (
-	CodeSetUnknownCA        Code = C.PKI_RESULT_SET_UNKNOWN_CA
-	CodeSetUnknownTarget    Code = C.PKI_RESULT_SET_UNKNOWN_TARGET
-	CodeSetInvalid          Code = C.PKI_RESULT_SET_INVALID
-	CodeSetWrongStep        Code = C.PKI_RESULT_SET_WRONG_STEP
-	CodeSetStepBlocked      Code = C.PKI_RESULT_SET_STEP_BLOCKED
-	CodeSetStaleFingerprint Code = C.PKI_RESULT_SET_STALE_FINGERPRINT
-	CodeSetTargetFailed     Code = C.PKI_RESULT_SET_TARGET_FAILED
-	CodeSetCARefused        Code = C.PKI_RESULT_SET_CA_REFUSED
-	CodeSetTrustBroken      Code = C.PKI_RESULT_SET_TRUST_BROKEN
-	CodeSetAbortStrands     Code = C.PKI_RESULT_SET_ABORT_STRANDS
-)
-
 // SetKey is the store key the pki CLI keeps its CA set under.
 const SetKey = "set"
 
@@ -49,15 +35,15 @@ func SetOf(store *Store) *CASet { return SetAt(store, SetKey) }
 func SetAt(store *Store, key string) *CASet { return &CASet{store: store, key: key} }
 
 func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_set_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
 func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_set_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
 func setRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint32_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
-	return C.pki_set_read(store, key, keyLen, output, now, out)
+	return C.pki_document_read(store, C.PKI_KIND_SET, key, keyLen, output, now, out)
 }
 
 func (s *CASet) step(ctx context.Context, request any, now time.Time) (*Step, error) {

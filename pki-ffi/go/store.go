@@ -282,11 +282,11 @@ func (s *Store) read(ctx context.Context, f func(*C.pki_store, *C.char, C.size_t
 }
 
 func signerCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_signer_create(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_create(store, C.PKI_KIND_SIGNER, key, keyLen, input, inputLen, now, out)
 }
 
 func signerStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
-	return C.pki_signer_step(store, key, keyLen, input, inputLen, now, out)
+	return C.pki_document_step(store, C.PKI_KIND_SIGNER, key, keyLen, input, inputLen, now, out)
 }
 
 // CAImport is an existing CA given as PEM: its certificate (which may

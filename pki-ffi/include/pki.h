@@ -716,6 +716,68 @@ typedef uint32_t pki_cred_output;
 #endif // __cplusplus
 
 /**
+ * Which form of a signer `pki_document_read` writes.
+ */
+enum pki_signer_output
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The whole document as its versioned state bytes (as
+   * `pki_signer_to_state`; secret: it holds the CA key).
+   */
+  PKI_SIGNER_STATE = 0,
+  /**
+   * The status at `now` as JSON, the same as `pki status --json`.
+   */
+  PKI_SIGNER_STATUS = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_signer_output pki_signer_output;
+#else
+typedef uint32_t pki_signer_output;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * The kind of document a generic function works on; the `kind` argument
+ * of `pki_document_create`, `pki_document_step` and `pki_document_read`.
+ */
+enum pki_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * A signer (service-CA scheme, and a CA signed by someone else's
+   * root): `key` is its store key (`"signer"` is the CLI's).
+   */
+  PKI_KIND_SIGNER = 0,
+  /**
+   * A CA set rotated in gated steps: `key` is its store key (`"set"`).
+   */
+  PKI_KIND_SET = 1,
+  /**
+   * A key ring of token signing keys: `key` is its store key (`"keys"`).
+   */
+  PKI_KIND_KEYRING = 2,
+  /**
+   * A credential minted by an outside system: `key` is its name (1-64
+   * of `a-z0-9._-`, not starting with `.`), kept at `creds/NAME`.
+   */
+  PKI_KIND_CRED = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_kind pki_kind;
+#else
+typedef uint32_t pki_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Bytes returned by the library (PEM, state documents, pins). May hold
  * private keys: the memory is zeroed when the buffer is freed. A NUL byte
  * follows the data, so textual buffers can be used as C strings.
@@ -765,10 +827,12 @@ typedef struct pki_signer pki_signer;
 typedef struct pki_snapshot pki_snapshot;
 
 /**
- * What a step did, whatever the engine: whether it wrote, the events,
- * when to step again, the document's revision and the rounds it took, and
- * the status of the document now in the store. Immutable: it may be read
- * from several threads at once. Free with `pki_step_free`.
+ * What a step did, whatever the engine: pki-rotate's [`StepResult`]
+ * (whether it wrote, the events, when to step again, the document's
+ * revision and the rounds it took, the status of the document now in the
+ * store), kept with the views C reads, and for a signer the document.
+ * Immutable: it may be read from several threads at once. Free with
+ * `pki_step_free`.
  */
 typedef struct pki_step pki_step;
 
@@ -1073,33 +1137,13 @@ pki_result pki_bundle_prune_expired(const struct pki_bundle *bundle,
 void pki_bundle_free(struct pki_bundle *bundle);
 
 /**
- * Records a new credential `name` in `store` (store key `creds/NAME`,
- * files `creds/NAME/current`, `old`, `state.json`, all secret) with
- * nothing minted yet: the first advance asks for a mint. It is rotated
- * once `expire_seconds` have passed since its mint; the previous
- * credential is revoked `grace_seconds` after its successor's mint.
- *
- * `name` is `name_len` bytes: 1-64 of `a-z0-9._-`, not starting with `.`.
- * `input` is `input_len` bytes of JSON: `{"expire_seconds": N,
- * "grace_seconds": N}` (the grace shorter than the expiry). `now` is Unix
- * seconds. `store`, `name` and `input` are borrowed.
- *
- * On success the caller owns `*out_step` (its status is the credential's
- * entry of `pki cred status --json`; its next wake-up is `now`, a mint
- * being due) and frees it with `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (malformed input),
- * `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
- * `PKI_RESULT_INVALID_CREDENTIAL_POLICY`, `PKI_RESULT_ALREADY_INITIALIZED`,
- * `PKI_RESULT_TIME`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME` or
- * `PKI_RESULT_PANIC`.
+ * `pki_document_create` with `PKI_KIND_CRED`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_create`.
  */
 pki_result pki_cred_create(const struct pki_store *store,
                            const char *name,
@@ -1110,66 +1154,13 @@ pki_result pki_cred_create(const struct pki_store *store,
                            struct pki_step **out_step);
 
 /**
- * One step of the credential `name` in `store` at `now` (Unix seconds).
- *
- * `input` is `input_len` bytes of JSON, one request:
- *
- * - NULL, or `{"advance": {"owner": "replica-a"}}` (`owner` optional):
- *   take every bookkeeping step that is due (keep the current credential
- *   as old, record a mint attempt), each committed on its own, and say
- *   what the embedder must do next (`pki_step_action`). With an `owner`
- *   (1-128 of `A-Z a-z 0-9 . _ : @ / -`, a name that stays the same across
- *   restarts of the replica that keeps its mint captures), a mint attempt
- *   it records is its own, and one another owner recorded is never handed
- *   to it: it gets `PKI_CRED_ACTION_WAIT` with
- *   `PKI_CRED_WAIT_MINT_ELSEWHERE`. Without, it is asked to run only
- *   attempts without an owner. So replicas racing on one store mint once
- *   per attempt;
- * - `{"minted": {"rotation": R, "attempt": A, "credential": "…"}}` (or
- *   `"credential_base64"` for bytes that are not UTF-8): the mint produced
- *   the credential (surrounding whitespace trimmed); it becomes current,
- *   minted at `now`. An empty credential, or one already in use, is
- *   recorded as a failed attempt instead. The same report twice is
- *   accepted; a mint of an attempt the document no longer waits for
- *   (another replica reported it first) is kept as a stray credential and
- *   revoked (REVOKE_STRAY), never dropped;
- * - `{"mint_failed": {"rotation": R, "attempt": A, "message": "…",
- *   "captured": "…"}}` (or `"captured_base64"`; optional: what the mint
- *   returned before it failed, kept as a stray and revoked before the next
- *   attempt): retried after a backoff (30 s, doubling, at most 1 h); the
- *   message is shown in the status on one line;
- * - `{"revoked": {"rotation": R}}`, `{"revoke_failed": {"rotation": R,
- *   "message": "…"}}`: the old credential of that rotation is revoked (or
- *   was already), or its revocation failed (retried after a backoff);
- * - `{"stray_revoked": {"rotation": R, "attempt": A}}`,
- *   `{"stray_revoke_failed": {"rotation": R, "attempt": A, "message":
- *   "…"}}`: the same for a stray credential (no mint runs meanwhile).
- *
- * `store`, `name` and `input` are borrowed.
- *
- * On success the caller owns `*out_step` (events: `kept-old`,
- * `mint-started`, `minted`, `revoked`, `failed`, `stray-kept`,
- * `late-mint-kept`, `stray-revoked`; status: the credential's entry of
- * `pki cred status --json`, never a credential) and frees it with
- * `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (malformed input, an unusable owner),
- * `PKI_RESULT_INVALID_CREDENTIAL_NAME`,
- * `PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT` (a report the document does
- * not wait for: another attempt, the current credential's revocation;
- * nothing recorded), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CONFLICT`,
- * `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
- * `PKI_RESULT_TIME`, `PKI_RESULT_UNEXPECTED` (still stepping after
- * `PKI_CRED_ADVANCE_MAX_STEPS` steps; each was committed) or
- * `PKI_RESULT_PANIC`.
+ * `pki_document_step` with `PKI_KIND_CRED`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_step`.
  */
 pki_result pki_cred_step(const struct pki_store *store,
                          const char *name,
@@ -1180,24 +1171,13 @@ pki_result pki_cred_step(const struct pki_store *store,
                          struct pki_step **out_step);
 
 /**
- * Reads the credential `name` in `store` without changing it, as `output`
- * (a `pki_cred_output`: the status at `now`, Unix seconds, or the current
- * credential) to a new buffer.
- *
- * On success the caller owns `*out_buffer` and frees it with
- * `pki_buffer_free` (which zeroes it).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (an unknown output),
- * `PKI_RESULT_INVALID_CREDENTIAL_NAME`, `PKI_RESULT_TIME`,
- * `PKI_RESULT_NOT_FOUND` (no current credential yet),
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ * `pki_document_read` with `PKI_KIND_CRED`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `name` NULL or valid for
- * `name_len` bytes; `out_buffer` NULL or valid for one write.
+ * As for `pki_document_read`.
  */
 pki_result pki_cred_read(const struct pki_store *store,
                          const char *name,
@@ -1205,6 +1185,161 @@ pki_result pki_cred_read(const struct pki_store *store,
                          uint32_t output,
                          int64_t now,
                          struct pki_buffer **out_buffer);
+
+/**
+ * Creates a document of `kind` at `key` in `store` from `request` at
+ * `now` (Unix seconds). A document already there is never overwritten:
+ * `PKI_RESULT_ALREADY_INITIALIZED`, and nothing is written.
+ *
+ * `request` is `request_len` bytes of JSON, one of pki-rotate's create
+ * requests (`pki_rotate::request`; an optional `"version": 1`, unknown
+ * fields refused), by kind:
+ *
+ * - `PKI_KIND_SIGNER`: `{"common_name": "service-ca", "key_type": "p256",
+ *   "policy": {"lifetime_seconds", "min_trust_seconds",
+ *   "reload_interval_seconds", "leaf_refresh_fraction",
+ *   "keep_previous_root"}}` (a new CA), `{"import": {"ca": PEM, "key":
+ *   PEM, "chain": PEM}, "policy": {…}}` (a CA signed by someone else's
+ *   root) or `{"state": {…}}` (a saved document, `PKI_SIGNER_STATE`);
+ * - `PKI_KIND_SET`: `{"cas": [{"name": "cluster", "roles":
+ *   "serving+client"}], "key_type": "p256", "lifetime_seconds": N}`;
+ * - `PKI_KIND_KEYRING` (NULL: a new ring with the default policy):
+ *   `{"policy": {"key_type", "lifetime_seconds", "grace_seconds",
+ *   "max_token_lifetime_seconds"}}`, `{"import": "PEM or JWK Set",
+ *   "policy": {…}}` or `{"state": {…}}` (`PKI_KEYRING_STATE`);
+ * - `PKI_KIND_CRED`: `{"expire_seconds": N, "grace_seconds": N}` (the
+ *   grace shorter than the expiry); nothing is minted yet.
+ *
+ * `key` is `key_len` bytes: a store key (`/`-separated segments of
+ * `a-z`, `0-9`, `.`, `_`, `-`), or for a credential its name. `store`,
+ * `key` and `request` are borrowed for the call.
+ *
+ * On success the caller owns `*out_step` (changed, the revision, the next
+ * wake-up, the status; for a signer the signer through
+ * `pki_step_signer`) and frees it with `pki_step_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown kind, a bad key, a malformed
+ * request, an unknown field or schema version), the engine's own codes
+ * (`PKI_RESULT_INVALID_POLICY`, the PEM and import results,
+ * `PKI_RESULT_SET_INVALID`, `PKI_RESULT_KEYRING_POLICY`,
+ * `PKI_RESULT_INVALID_CREDENTIAL_NAME`…), `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+ * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `request` NULL or valid for `request_len` bytes;
+ * `out_step` NULL or valid for one write.
+ */
+pki_result pki_document_create(const struct pki_store *store,
+                               uint32_t kind,
+                               const char *key,
+                               size_t key_len,
+                               const char *request,
+                               size_t request_len,
+                               int64_t now,
+                               struct pki_step **out_step);
+
+/**
+ * One step of the document of `kind` at `key` in `store` at `now` (Unix
+ * seconds): pki-rotate's `Driver::step`, the loop the CLI runs. Read the
+ * document and its revision, decide, and, only when something changed,
+ * write the result if the revision is still the one read; when another
+ * writer changed it in between, read again and decide again (after 8 lost
+ * writes in a row: `PKI_RESULT_CONFLICT`). A refused step writes nothing.
+ *
+ * `request` is `request_len` bytes of JSON, one of pki-rotate's step
+ * requests (`pki_rotate::request`), or NULL (or `{}`) for the periodic
+ * step (for a CA set a report, for a credential an advance). By kind:
+ *
+ * - `PKI_KIND_SIGNER`: every field optional: `"policy"`, `"forced":
+ *   {"reason", "grace_seconds", "no_bridges"}`, `"allow_trust_break":
+ *   "reason"`, `"leaves": [{"request"|"replace": {"name", "kind",
+ *   "dns_names", "ip_addresses", "lifetime_seconds"}}, {"remove"|"renew":
+ *   {"name"}}]`; alone: `"rotate_to": {"ca", "key", "chain",
+ *   "current_keys", "proposed_keys", "force"}`, `"renew_same_key": true`,
+ *   `"ack": {"consumer", "fingerprint"}`; `"unless_idle": true` (alone or
+ *   with `leaves`) decides from the store's summary (`pki_step_idle`,
+ *   `pki_step_by_parts`). A rotation that would cut consumers off is
+ *   `PKI_RESULT_TRUST_BREAK` unless `allow_trust_break` gives a reason;
+ * - `PKI_KIND_SET`: one of `{"issue": {"name", "ca", "serving", "client",
+ *   "dns_names", "ip_addresses", "common_name", "target",
+ *   "lifetime_seconds", "replace"}}`, `{"target": {"name", "trusts",
+ *   "client_ca"}}`, `{"start": {"reason", "one_at_a_time", "imports":
+ *   [{"name", "ca", "key", "chain"}]}}`, `{"ack": {"target",
+ *   "fingerprint"}}`, `{"fail": {"target", "reason"}}`, `{"retry":
+ *   {"target"}}`, `{"advance": {"override_reason", "from"}}`, `{"abort":
+ *   {"override_reason"}}`;
+ * - `PKI_KIND_KEYRING`: `{"forced": "reason", "retire": ["kid", …]}`;
+ * - `PKI_KIND_CRED`: `{"advance": {"owner": "replica-a"}}` (the default:
+ *   the embedder's next action is `pki_step_action`), or a report:
+ *   `{"minted": {"rotation", "attempt", "credential" |
+ *   "credential_base64"}}`, `{"mint_failed": {"rotation", "attempt",
+ *   "message", "captured" | "captured_base64"}}`, `{"revoked":
+ *   {"rotation"}}`, `{"revoke_failed": {"rotation", "message"}}`,
+ *   `{"stray_revoked": {"rotation", "attempt"}}`, `{"stray_revoke_failed":
+ *   {"rotation", "attempt", "message"}}`.
+ *
+ * `store`, `key` and `request` are borrowed for the call. On success the
+ * caller owns `*out_step` and frees it with `pki_step_free`. Nothing is
+ * written on failure, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
+ * answer was lost and it may have landed (step again: it is safe).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_NOT_INITIALIZED`,
+ * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
+ * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, the
+ * engine's own codes (signer 300-399 and 700-749, set 600-649, key ring
+ * 650-679, credential 680-699), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
+ * `PKI_RESULT_UNEXPECTED` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * As for `pki_document_create`.
+ */
+pki_result pki_document_step(const struct pki_store *store,
+                             uint32_t kind,
+                             const char *key,
+                             size_t key_len,
+                             const char *request,
+                             size_t request_len,
+                             int64_t now,
+                             struct pki_step **out_step);
+
+/**
+ * Reads the document of `kind` at `key` in `store` without changing it,
+ * as `output` at `now` (Unix seconds), to a new buffer. `output` is, by
+ * kind, a `pki_signer_output` (the state, the status), a `pki_set_output`
+ * (the status, the per-target plan), a `pki_keyring_output` (the state,
+ * the public PEM, the JWK Set, the active key or its id, the status) or a
+ * `pki_cred_output` (the status, the current credential).
+ *
+ * On success the caller owns `*out_buffer` and frees it with
+ * `pki_buffer_free` (which zeroes it).
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (an unknown kind or output, a bad key),
+ * `PKI_RESULT_TIME`, `PKI_RESULT_NOT_FOUND` (a credential not minted
+ * yet), `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
+ * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_STORE`,
+ * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
+ * `key_len` bytes; `out_buffer` NULL or valid for one write.
+ */
+pki_result pki_document_read(const struct pki_store *store,
+                             uint32_t kind,
+                             const char *key,
+                             size_t key_len,
+                             uint32_t output,
+                             int64_t now,
+                             struct pki_buffer **out_buffer);
 
 /**
  * Name of a result code (`"PKI_RESULT_OK"`), or `"PKI_RESULT_UNKNOWN"` for a
@@ -1283,42 +1418,13 @@ pki_result pki_store_open_etcd(const char *url,
                                struct pki_store **out_store);
 
 /**
- * Creates a key ring at `key` in `store` at `now` (Unix seconds). A ring
- * already there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
- *
- * `input` is `input_len` bytes of JSON, or NULL for a new ring with the
- * default policy:
- *
- * - `{"policy": {"key_type": "p256", "lifetime_seconds": N,
- *   "grace_seconds": N, "max_token_lifetime_seconds": N}}`: a new active
- *   key. Every policy field is optional: P-256 (or `"rsa2048"`,
- *   `"rsa3072"`, `"rsa4096"`; ES256 or RS256 tokens), 90 days of lifetime,
- *   24 hours of grace, no stated token lifetime (0); the grace must cover
- *   the longest token lifetime (`PKI_RESULT_KEYRING_POLICY`);
- * - `{"import": "PEM or JWK Set", "policy": {…}}`: adopt an existing key
- *   set: PEM keys (k3s's `service.key`: the first private key signs, and
- *   leaves after the grace once rotated out; every other key stays
- *   accepted until retired) or a JWK Set of public keys (a new active key
- *   is generated);
- * - `{"state": {…}}`: a saved ring (`PKI_KEYRING_STATE`), alone.
- *
- * `store`, `key` and `input` are borrowed for the call.
- *
- * On success the caller owns `*out_step` (its status is `pki keys status
- * --json`'s) and frees it with `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a key type the
- * ring does not use), `PKI_RESULT_TIME`, `PKI_RESULT_KEYRING_POLICY`,
- * `PKI_RESULT_KEYRING_IMPORT`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_ALREADY_INITIALIZED`,
- * `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME` or `PKI_RESULT_PANIC`.
+ * `pki_document_create` with `PKI_KIND_KEYRING`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_create`.
  */
 pki_result pki_keyring_create(const struct pki_store *store,
                               const char *key,
@@ -1329,35 +1435,13 @@ pki_result pki_keyring_create(const struct pki_store *store,
                               struct pki_step **out_step);
 
 /**
- * One controller step on the key ring at `key` in `store` at `now` (Unix
- * seconds): rotate the active key when it reached its lifetime, or when
- * `forced` is a reason not acted on before; retire the keys named in
- * `retire` (imported keys, or keys past their grace); remove accepted keys
- * whose grace has ended. Written by compare-and-swap only when something
- * changed; a racing writer makes it read and decide again (a forced
- * rotation racing a rotation is one rotation).
- *
- * `input` is `input_len` bytes of JSON, or NULL for the periodic step:
- * `{"forced": "reason", "retire": ["kid", …]}`, both optional.
- *
- * On success the caller owns `*out_step` (events: `rotated`, `expired`,
- * `retired`, `forced-rotation-satisfied`; status: `pki keys status
- * --json`'s) and frees it with `pki_step_free`. A refused step writes
- * nothing.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
- * `PKI_RESULT_TIME`, `PKI_RESULT_EMPTY_FORCED_REASON`,
- * `PKI_RESULT_KEYRING_RETIRE`, `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
- * `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
- * `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ * `pki_document_step` with `PKI_KIND_KEYRING`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_step`.
  */
 pki_result pki_keyring_step(const struct pki_store *store,
                             const char *key,
@@ -1368,23 +1452,13 @@ pki_result pki_keyring_step(const struct pki_store *store,
                             struct pki_step **out_step);
 
 /**
- * Reads the key ring at `key` in `store` without changing it, as `output`
- * (a `pki_keyring_output`: the JWK Set, the public PEM, the active key or
- * its id, the state, the status at `now`, Unix seconds) to a new buffer.
- *
- * On success the caller owns `*out_buffer` and frees it with
- * `pki_buffer_free` (buffers are zeroed when freed).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
- * `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE`, `PKI_RESULT_CRYPTO` or
- * `PKI_RESULT_PANIC`.
+ * `pki_document_read` with `PKI_KIND_KEYRING`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `out_buffer` NULL or valid for one write.
+ * As for `pki_document_read`.
  */
 pki_result pki_keyring_read(const struct pki_store *store,
                             const char *key,
@@ -1673,74 +1747,13 @@ pki_result pki_secret_entry(const struct pki_secret *secret,
 void pki_secret_free(struct pki_secret *secret);
 
 /**
- * Saves a signer as Secret-shaped named blobs (see the table in the
- * README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
- * (after a rotation), `forced-rotation-reason` (after a forced rotation),
- * `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
- * leaves it keeps. A Go controller copies them to `Secret.Data` as they
- * are; a callback store uses the same keys.
- *
- * `signer` is borrowed. On success the caller owns `*out_secret` and frees
- * it with `pki_secret_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_CRYPTO`,
- * `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_PANIC`.
+ * `pki_document_create` with `PKI_KIND_SET`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `signer` must be NULL or a live `pki_signer`; `out_secret` NULL or valid
- * for one write.
- */
-pki_result pki_signer_to_secret(const struct pki_signer *signer, struct pki_secret **out_secret);
-
-/**
- * Loads a signer from Secret-shaped named blobs written by
- * `pki_signer_to_secret` (possibly after a round trip through a
- * Kubernetes Secret). Keys it does not know are ignored. When
- * `forced-rotation-reason` is present it is the recorded reason (empty =
- * none), overriding the copy in `pki-state.json`.
- *
- * `secret` is borrowed. On success the caller owns `*out_signer` and frees
- * it with `pki_signer_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_CORRUPT_STATE` (a missing or malformed entry, named in the
- * message), `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
- * `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `secret` must be NULL or a live `pki_secret`; `out_signer` NULL or
- * valid for one write.
- */
-pki_result pki_signer_from_secret(const struct pki_secret *secret, struct pki_signer **out_signer);
-
-/**
- * Creates a CA set at `key` in `store` (`"set"` is the CLI's): one new CA
- * per item of `cas`, valid from `now` (Unix seconds). A document already
- * there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
- *
- * `input` is `input_len` bytes of JSON: `{"cas": [{"name": "cluster",
- * "roles": "serving+client"}, {"name": "etcd", "roles": "serving"}],
- * "key_type": "p256", "lifetime_seconds": 157680000}`. `roles` is
- * `"serving"`, `"client"` or `"serving+client"`; `key_type` as for
- * `pki_signer_create` (default `"p256"`); `lifetime_seconds` the CAs'
- * lifetime (default 1825 days). `store`, `key` and `input` are borrowed.
- *
- * On success the caller owns `*out_step` (its status is `pki set status
- * --json`'s) and frees it with `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
- * `PKI_RESULT_SET_INVALID` (no CA, a bad name or role, a lifetime too
- * short), `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
- * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_create`.
  */
 pki_result pki_set_create(const struct pki_store *store,
                           const char *key,
@@ -1751,68 +1764,13 @@ pki_result pki_set_create(const struct pki_store *store,
                           struct pki_step **out_step);
 
 /**
- * One step of the CA set at `key` in `store` at `now` (Unix seconds):
- * pki-rotate's `Driver::step` with the set engine, written by
- * compare-and-swap (a racing writer makes it read and decide again), the
- * same as the `pki set` commands. A refused request writes nothing.
- *
- * `input` is `input_len` bytes of JSON, one request; NULL asks for nothing
- * (a report: the step's status is the set's now):
- *
- * - `{"issue": {"name": "web", "ca": "cluster", "serving": true, "client":
- *   false, "dns_names": […], "ip_addresses": […], "common_name": "…",
- *   "target": "node-1", "lifetime_seconds": N, "replace": false}}`: issue
- *   (or re-issue) the leaf `name` of CA `ca` for `target` (created if new);
- *   365 days by default, cut at the CA's NotAfter; `replace` moves a leaf
- *   another target has;
- * - `{"target": {"name": "node-1", "trusts": ["cluster"], "client_ca":
- *   ["etcd"]}}`: create a target or set the bundles it loads (a list
- *   absent is kept);
- * - `{"start": {"reason": "…", "one_at_a_time": false, "imports": [{"name":
- *   "cluster", "ca": PEM, "key": PEM, "chain": PEM}]}}`: start a rotation
- *   (idle or completed → trust-both), with CAs supplied instead of
- *   generated (`ca` may hold the key and chain too, as StarlingX uploads
- *   them); `one_at_a_time` moves serving certificates one target at a time;
- * - `{"ack": {"target": "node-1", "fingerprint": "sha256:…"}}`: the target
- *   loaded the files with that fingerprint (again: nothing to do);
- * - `{"fail": {"target": "node-1", "reason": "…"}}`, `{"retry": {"target":
- *   "node-1"}}`: a target failed to load its files (it blocks advance),
- *   and will try again;
- * - `{"advance": {"override_reason": "…", "from": "trust-both"}}`: go to
- *   the next step; both fields optional. `override_reason` passes a gate
- *   that still waits for targets (recorded; the same reason again in the
- *   same step is nothing to do); `from` names the step being left (once
- *   left, the request is nothing to do; from another step, refused);
- * - `{"abort": {"override_reason": "…"}}`: abort to the safe target of
- *   the step (before trust-new: reverting, then advance to idle; in
- *   trust-new: forward to completed, refused with
- *   `PKI_RESULT_SET_ABORT_STRANDS` while a target has not loaded it,
- *   unless `override_reason`, recorded with the targets it strands).
- *
- * `store`, `key` and `input` are borrowed for the call.
- *
- * On success the caller owns `*out_step` (events: `step`, `issued`,
- * `new-ca`, `acked`, `failed`, `retrying`, `target-changed`,
- * `old-keys-destroyed`, `already-done`; status: `pki set status --json`'s,
- * with each target's fingerprint to acknowledge) and frees it with
- * `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT`, `PKI_RESULT_SET_UNKNOWN_CA`,
- * `PKI_RESULT_SET_UNKNOWN_TARGET`, `PKI_RESULT_SET_INVALID`,
- * `PKI_RESULT_SET_WRONG_STEP`, `PKI_RESULT_SET_STEP_BLOCKED`,
- * `PKI_RESULT_SET_STALE_FINGERPRINT`, `PKI_RESULT_SET_TARGET_FAILED`,
- * `PKI_RESULT_SET_CA_REFUSED`, `PKI_RESULT_SET_TRUST_BROKEN`,
- * `PKI_RESULT_SET_ABORT_STRANDS`, the PEM and import results of an
- * imported CA, `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
- * `PKI_RESULT_TIME` or `PKI_RESULT_PANIC`.
+ * `pki_document_step` with `PKI_KIND_SET`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_step`.
  */
 pki_result pki_set_step(const struct pki_store *store,
                         const char *key,
@@ -1823,22 +1781,13 @@ pki_result pki_set_step(const struct pki_store *store,
                         struct pki_step **out_step);
 
 /**
- * Reads the CA set at `key` in `store` without changing it, as `output`
- * (a `pki_set_output`: the status at `now`, Unix seconds, or the
- * per-target plan) to a new buffer.
- *
- * On success the caller owns `*out_buffer` and frees it with
- * `pki_buffer_free` (which zeroes it).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
- * `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE` or `PKI_RESULT_PANIC`.
+ * `pki_document_read` with `PKI_KIND_SET`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `out_buffer` NULL or valid for one write.
+ * As for `pki_document_read`.
  */
 pki_result pki_set_read(const struct pki_store *store,
                         const char *key,
@@ -1848,53 +1797,13 @@ pki_result pki_set_read(const struct pki_store *store,
                         struct pki_buffer **out_buffer);
 
 /**
- * Creates a signer document at `key` in `store`, from `input` (JSON, see
- * below), at `now` (Unix seconds). A document already there is never
- * overwritten: `PKI_RESULT_ALREADY_INITIALIZED`, and nothing is written.
- *
- * `input` is `input_len` bytes of JSON, one of:
- *
- * - a new self-signed CA `CN=<common_name>`, valid from `now`:
- *   `{"common_name": "service-ca", "key_type": "p256", "policy": {…}}`;
- * - an imported CA (signed by someone else's root; the bundle holds the
- *   chain's root, serving chains carry the CA and the intermediates):
- *   `{"import": {"ca": PEM, "key": PEM, "chain": PEM}, "policy": {…}}`,
- *   where `ca` holds the certificate and may also hold its key and the
- *   chain above it (issuer first), and `key` and `chain` are optional;
- * - a saved document (`pki_signer_to_state`'s bytes, as a JSON value):
- *   `{"state": {…}}`.
- *
- * `key_type` is `"p256"` (default), `"p384"`, `"rsa2048"`, `"rsa3072"` or
- * `"rsa4096"`: the type of the CAs the signer makes. `policy` fields, all
- * optional, replace those of the default policy: `lifetime_seconds` (D,
- * 790 days), `min_trust_seconds` (M, 395 days), `reload_interval_seconds`
- * (I, 0 = unknown), `leaf_refresh_fraction` (0.2) and `keep_previous_root`
- * (false); lifetime >= 2 x M and M > I are checked.
- *
- * `key` is `key_len` bytes: `/`-separated segments of `a-z`, `0-9`, `.`,
- * `_`, `-` (1 to 200 bytes; `"signer"` is the CLI's). `store`, `key` and
- * `input` are borrowed for the call.
- *
- * On success the caller owns `*out_step` (changed, the revision, the next
- * wake-up, the status, and the signer through `pki_step_signer`) and frees
- * it with `pki_step_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
- * `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
- * `PKI_RESULT_ISSUANCE` (an unusable name), `PKI_RESULT_TIME`, the PEM
- * and import results (`PKI_RESULT_PEM`, `PKI_RESULT_KEY_DECODE`,
- * `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_NOT_A_CA`, `PKI_RESULT_IMPORT`,
- * `PKI_RESULT_VALIDATION_FAILED`…), `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION` (a saved state),
- * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
- * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+ * `pki_document_create` with `PKI_KIND_SIGNER`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_create`.
  */
 pki_result pki_signer_create(const struct pki_store *store,
                              const char *key,
@@ -1905,106 +1814,13 @@ pki_result pki_signer_create(const struct pki_store *store,
                              struct pki_step **out_step);
 
 /**
- * One controller step on the signer document at `key` in `store` at `now`
- * (Unix seconds): pki-rotate's `Driver::step`, the loop the CLI runs.
- * Read the document and its revision, decide, and, only when something
- * changed, write the result if the revision is still the one read; when
- * another writer changed it in between (another replica, another process),
- * read again and decide again from the fresh document, so racing replicas
- * rotate once and end on the same CA (after 8 lost writes in a row:
- * `PKI_RESULT_CONFLICT`). A refused step writes nothing.
- *
- * `input` is `input_len` bytes of JSON; NULL (or `{}`) is the periodic
- * step: rotate when less than the minimum trust is left, re-issue the
- * leaves the document keeps when due, prune what expired. Every field is
- * optional:
- *
- * - `"policy": {…}`: changes the fields named (as for
- *   `pki_signer_create`; not the key type) and records them;
- * - `"forced": {"reason": "…", "grace_seconds": 0, "no_bridges": false}`:
- *   rotate now, once per distinct reason (the reason recorded by the last
- *   forced rotation does nothing); `grace_seconds` (0: normal) is how long
- *   the old CA stays trusted through bridge A; `no_bridges` distrusts it at
- *   once (compromise);
- * - `"allow_trust_break": "reason"`: rotate even when consumers would be
- *   cut off (an expired CA; clients that may still hold the bundle of two
- *   rotations ago, within the reload interval, M when the policy sets
- *   none); without it such a rotation is `PKI_RESULT_TRUST_BREAK` (the
- *   message names who breaks and until when). The reason is recorded with
- *   each break in the rotation's history (`overridden`); a compromise
- *   rotation is not refused;
- * - `"leaves": [...]`: changes to the leaves the document keeps, in order,
- *   each issued in the same step; a directory store publishes leaf NAME as
- *   `certs/NAME/tls.crt` (leaf, then bridge B) and `tls.key`:
- *   `{"request": {"name": "web", "kind": "server", "dns_names": […],
- *   "ip_addresses": […], "lifetime_seconds": N}}` adds a leaf or extends its
- *   request (`kind`: `"server"`, `"client"`, `"server+client"`),
- *   `{"replace": {…}}` may also change its kind or drop names,
- *   `{"remove": {"name": "web"}}` stops keeping it (a name it does not
- *   keep is nothing to do: a rerun), `{"renew": {"name": "web"}}` re-issues
- *   it now;
- * - `"rotate_to": {"ca": PEM, "key": PEM, "chain": PEM, "current_keys":
- *   PEM, "proposed_keys": PEM, "force": "reason"}` (alone): `pki rotate
- *   --to`. Validate the supplied CA against today's trust, rotate, re-issue
- *   every leaf; a self-signed replacement is bridged both ways. A failed
- *   check is `PKI_RESULT_VALIDATION_FAILED` unless `force` gives a reason,
- *   recorded with every overridden check (`key-matches` and `is-ca` cannot
- *   be). `service-account-key-kept` compares `proposed_keys` (absent:
- *   unchanged) with `current_keys`, or, when `current_keys` is absent, with
- *   the key ring the store keeps under `keys` (as `pki keys` does);
- * - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
- *   certificate for the current CA on its own key and Subject
- *   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
- * - `"unless_idle": true` (alone, or with `leaves` only): the step decided
- *   from the summary a directory or etcd store keeps with the document when
- *   it says nothing is due at `now`, so that its cost follows the work, not
- *   the number of leaves. Alone it is the periodic step (what `pki rotate`
- *   does): inside the summary's promise the store's head or index is read,
- *   not the document, and the step has `pki_step_idle` true, no events, an
- *   empty status and no signer (`pki_step_signer` is
- *   `PKI_RESULT_NOT_FOUND`). With `leaves` (what `pki issue`, `renew` and
- *   `remove` do), inside the promise it reads and writes the document's
- *   head and those leaves only (`pki_step_by_parts` true): the store ends
- *   as the whole step would leave it, and the step's status and signer
- *   hold the CA, the bundle and those leaves, not the others. Outside the
- *   promise, or on a store that keeps no summary, either is the whole step;
- * - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
- *   the consumer loaded the bundle of that fingerprint (hex, as
- *   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
- *   changes, whatever is due. A bundle the signer did not publish (it
- *   remembers its last 16) is `PKI_RESULT_UNKNOWN_BUNDLE`; the
- *   fingerprint already recorded for the consumer writes nothing.
- *
- * `key` is as for `pki_signer_create`; `store`, `key` and `input` are
- * borrowed for the call.
- *
- * On success the caller owns `*out_step` and frees it with
- * `pki_step_free`. Nothing is written on failure, and a failed step leaves
- * the store unchanged, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
- * answer was lost and it may have landed (step again: it is safe).
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a blank
- * `allow_trust_break`, a bad leaf request), `PKI_RESULT_NOT_INITIALIZED`,
- * `PKI_RESULT_CONFLICT` (too many concurrent writers: step again),
- * `PKI_RESULT_STORE` (I/O or backend failure: not retried),
- * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CORRUPT_STATE`,
- * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_CLOCK_BEFORE_CA`,
- * `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_INVALID_GRACE`,
- * `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
- * `PKI_RESULT_INVALID_LEAF_NAME`, `PKI_RESULT_UNKNOWN_LEAF`,
- * `PKI_RESULT_TRUST_CHECK_FAILED`, `PKI_RESULT_TRUST_BREAK`,
- * `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`,
- * `PKI_RESULT_UNKNOWN_BUNDLE`, the PEM and import results of a supplied
- * CA, `PKI_RESULT_TIME`,
- * `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or
- * `PKI_RESULT_PANIC`.
+ * `pki_document_step` with `PKI_KIND_SIGNER`: the same arguments, the
+ * same request, the same result. Kept while callers move to the generic
+ * functions; new code calls those.
  *
  * # Safety
  *
- * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
- * `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
- * NULL or valid for one write.
+ * As for `pki_document_step`.
  */
 pki_result pki_signer_step(const struct pki_store *store,
                            const char *key,
@@ -2174,6 +1990,67 @@ pki_result pki_signer_check_lineage(const struct pki_signer *signer,
                                     size_t cert_pem_len,
                                     struct pki_lineage *out_lineage,
                                     struct pki_buffer **out_reason);
+
+/**
+ * The signer document now in the store after a signer's create or step,
+ * as a new handle.
+ *
+ * On success the caller owns `*out_signer` and frees it with
+ * `pki_signer_free`; it stays valid after the step is freed.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
+ * one write.
+ */
+pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
+
+/**
+ * Saves a signer as Secret-shaped named blobs (see the table in the
+ * README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
+ * (after a rotation), `forced-rotation-reason` (after a forced rotation),
+ * `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
+ * leaves it keeps. A Go controller copies them to `Secret.Data` as they
+ * are; a callback store uses the same keys.
+ *
+ * `signer` is borrowed. On success the caller owns `*out_secret` and frees
+ * it with `pki_secret_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_CRYPTO`,
+ * `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `signer` must be NULL or a live `pki_signer`; `out_secret` NULL or valid
+ * for one write.
+ */
+pki_result pki_signer_to_secret(const struct pki_signer *signer, struct pki_secret **out_secret);
+
+/**
+ * Loads a signer from Secret-shaped named blobs written by
+ * `pki_signer_to_secret` (possibly after a round trip through a
+ * Kubernetes Secret). Keys it does not know are ignored. When
+ * `forced-rotation-reason` is present it is the recorded reason (empty =
+ * none), overriding the copy in `pki-state.json`.
+ *
+ * `secret` is borrowed. On success the caller owns `*out_signer` and frees
+ * it with `pki_signer_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_CORRUPT_STATE` (a missing or malformed entry, named in the
+ * message), `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+ * `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `secret` must be NULL or a live `pki_secret`; `out_signer` NULL or
+ * valid for one write.
+ */
+pki_result pki_signer_from_secret(const struct pki_secret *secret, struct pki_signer **out_signer);
 
 /**
  * Reads a leaf's chain (`cert_path`, leaf first) and key (`key_path`) and
@@ -2378,24 +2255,6 @@ size_t pki_step_events_len(const struct pki_step *step);
  * one write.
  */
 pki_result pki_step_event(const struct pki_step *step, size_t index, struct pki_event *out_event);
-
-/**
- * The signer document now in the store after a signer's create or step,
- * as a new handle.
- *
- * On success the caller owns `*out_signer` and frees it with
- * `pki_signer_free`; it stays valid after the step is freed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
- * one write.
- */
-pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
 
 /**
  * The embedder's next action after a credential advance (`pki_cred_step`

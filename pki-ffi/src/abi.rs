@@ -21,6 +21,7 @@
 //! [`getter`], frees through [`free`].
 
 use crate::error::Failure;
+use pki_rotate::request;
 use serde::de::DeserializeOwned;
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -181,9 +182,11 @@ pub(crate) unsafe fn key_in<'a>(key: *const c_char, key_len: usize) -> Result<&'
     unsafe { str_in(key, key_len, "key") }
 }
 
-/// Reads a JSON input into `T`; NULL is an error. Malformed JSON, a field
-/// of the wrong type, an unknown field or a missing one is
-/// `PKI_RESULT_INVALID_ARGUMENT`, with serde's message (what and where).
+/// Reads a JSON request into `T` (pki-rotate's request schema: the
+/// `version` checked, unknown fields refused); NULL is an error. Malformed
+/// JSON, a field of the wrong type, an unknown field, a missing one or
+/// another schema version is `PKI_RESULT_INVALID_ARGUMENT`, with a message
+/// naming the parameter and the field.
 ///
 /// # Safety
 ///
@@ -195,11 +198,11 @@ pub(crate) unsafe fn json_in<T: DeserializeOwned>(
 ) -> Result<T, Failure> {
     // SAFETY: same contract as ours.
     let bytes = unsafe { bytes_in(ptr.cast::<u8>(), len, what) }?;
-    serde_json::from_slice(bytes).map_err(|e| Failure::invalid(format!("parameter `{what}`: {e}")))
+    Ok(request::from_json(&format!("parameter `{what}`"), bytes)?)
 }
 
-/// [`json_in`], except that NULL is `T::default()`: the engine's default
-/// input (its periodic step).
+/// [`json_in`], except that NULL (and `{}`) is `T::default()`: the
+/// engine's default input (its periodic step).
 ///
 /// # Safety
 ///
@@ -209,11 +212,12 @@ pub(crate) unsafe fn json_or_default<T: DeserializeOwned + Default>(
     len: usize,
     what: &str,
 ) -> Result<T, Failure> {
-    if ptr.is_null() {
-        return Ok(T::default());
-    }
-    // SAFETY: non-NULL, and valid for `len` bytes (contract).
-    unsafe { json_in(ptr, len, what) }
+    // SAFETY: NULL, or valid for `len` bytes (contract).
+    let bytes = unsafe { opt_bytes(ptr.cast::<u8>(), len, what) }?;
+    Ok(request::from_json_or_default(
+        &format!("parameter `{what}`"),
+        bytes,
+    )?)
 }
 
 /// Borrows the object behind a handle.
@@ -332,11 +336,6 @@ pub(crate) fn time_in(seconds: i64, what: &str) -> Result<OffsetDateTime, Failur
 /// An instant as Unix seconds.
 pub(crate) fn time_out(t: OffsetDateTime) -> i64 {
     t.unix_timestamp()
-}
-
-/// A duration in seconds.
-pub(crate) fn seconds(seconds: i64) -> time::Duration {
-    time::Duration::seconds(seconds)
 }
 
 /// The operating system's RNG: keys and serials need real randomness.

@@ -14,9 +14,10 @@
 use crate::abi::{bytes_in, handle, into_handle, json_or_default, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::input::{KeyRingCreateIn, KeyRingStepIn};
-use crate::step::{EventEntry, pki_step, status_json};
+use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
+use pki_rotate::request::StepEvent;
+use pki_rotate::request::{KeyRingCreate, KeyRingStep};
 use pki_rotate::{KeyRing, KeyRingEngine};
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -29,42 +30,13 @@ fn load(store: &pki_store, key: &str) -> Result<KeyRing, Failure> {
     Ok(store.driver::<KeyRing>().load::<KeyRingEngine>(key)?.0)
 }
 
-/// Creates a key ring at `key` in `store` at `now` (Unix seconds). A ring
-/// already there is never overwritten (`PKI_RESULT_ALREADY_INITIALIZED`).
-///
-/// `input` is `input_len` bytes of JSON, or NULL for a new ring with the
-/// default policy:
-///
-/// - `{"policy": {"key_type": "p256", "lifetime_seconds": N,
-///   "grace_seconds": N, "max_token_lifetime_seconds": N}}`: a new active
-///   key. Every policy field is optional: P-256 (or `"rsa2048"`,
-///   `"rsa3072"`, `"rsa4096"`; ES256 or RS256 tokens), 90 days of lifetime,
-///   24 hours of grace, no stated token lifetime (0); the grace must cover
-///   the longest token lifetime (`PKI_RESULT_KEYRING_POLICY`);
-/// - `{"import": "PEM or JWK Set", "policy": {…}}`: adopt an existing key
-///   set: PEM keys (k3s's `service.key`: the first private key signs, and
-///   leaves after the grace once rotated out; every other key stays
-///   accepted until retired) or a JWK Set of public keys (a new active key
-///   is generated);
-/// - `{"state": {…}}`: a saved ring (`PKI_KEYRING_STATE`), alone.
-///
-/// `store`, `key` and `input` are borrowed for the call.
-///
-/// On success the caller owns `*out_step` (its status is `pki keys status
-/// --json`'s) and frees it with `pki_step_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a key type the
-/// ring does not use), `PKI_RESULT_TIME`, `PKI_RESULT_KEYRING_POLICY`,
-/// `PKI_RESULT_KEYRING_IMPORT`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_ALREADY_INITIALIZED`,
-/// `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME` or `PKI_RESULT_PANIC`.
+/// `pki_document_create` with `PKI_KIND_KEYRING`: the same arguments, the
+/// same request, the same result. Kept while callers move to the generic
+/// functions; new code calls those.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
-/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
-/// NULL or valid for one write.
+/// As for `pki_document_create`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_keyring_create(
     store: *const pki_store,
@@ -78,43 +50,28 @@ pub unsafe extern "C" fn pki_keyring_create(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<KeyRingCreateIn>(input, input_len, "input");
+        input = json_or_default::<KeyRingCreate>(input, input_len, "input");
         now = time_in(now, "now");
-    } {
-        let ring = input.document(now, &mut os_rng())?;
-        store.create::<KeyRingEngine>(key, &ring, now, status).map(into_handle)
-    })
+    } create(store, key, &input, now).map(into_handle))
 }
 
-/// One controller step on the key ring at `key` in `store` at `now` (Unix
-/// seconds): rotate the active key when it reached its lifetime, or when
-/// `forced` is a reason not acted on before; retire the keys named in
-/// `retire` (imported keys, or keys past their grace); remove accepted keys
-/// whose grace has ended. Written by compare-and-swap only when something
-/// changed; a racing writer makes it read and decide again (a forced
-/// rotation racing a rotation is one rotation).
-///
-/// `input` is `input_len` bytes of JSON, or NULL for the periodic step:
-/// `{"forced": "reason", "retire": ["kid", …]}`, both optional.
-///
-/// On success the caller owns `*out_step` (events: `rotated`, `expired`,
-/// `retired`, `forced-rotation-satisfied`; status: `pki keys status
-/// --json`'s) and frees it with `pki_step_free`. A refused step writes
-/// nothing.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
-/// `PKI_RESULT_TIME`, `PKI_RESULT_EMPTY_FORCED_REASON`,
-/// `PKI_RESULT_KEYRING_RETIRE`, `PKI_RESULT_KEYRING_CLOCK_BEHIND`,
-/// `PKI_RESULT_NOT_INITIALIZED`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
-/// `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+pub(crate) fn create(
+    store: &pki_store,
+    key: &str,
+    input: &KeyRingCreate,
+    now: OffsetDateTime,
+) -> Result<pki_step, Failure> {
+    let ring = input.document(now, &mut os_rng())?;
+    store.create::<KeyRingEngine>(key, &ring, now, status)
+}
+
+/// `pki_document_step` with `PKI_KIND_KEYRING`: the same arguments, the
+/// same request, the same result. Kept while callers move to the generic
+/// functions; new code calls those.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
-/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
-/// NULL or valid for one write.
+/// As for `pki_document_step`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_keyring_step(
     store: *const pki_store,
@@ -128,18 +85,24 @@ pub unsafe extern "C" fn pki_keyring_step(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<KeyRingStepIn>(input, input_len, "input");
+        input = json_or_default::<KeyRingStep>(input, input_len, "input");
         now = time_in(now, "now");
-    } {
-        let step = store.driver::<KeyRing>().step::<KeyRingEngine, _>(
-            key,
-            &input.input(),
-            now,
-            &mut os_rng(),
-        )?;
-        let (out, _) = pki_step::of_driver(step, EventEntry::of, |d| status(d, now));
-        Ok::<_, Failure>(into_handle(out))
-    })
+    } step(store, key, &input, now).map(into_handle))
+}
+
+pub(crate) fn step(
+    store: &pki_store,
+    key: &str,
+    input: &KeyRingStep,
+    now: OffsetDateTime,
+) -> Result<pki_step, Failure> {
+    let step = store.driver::<KeyRing>().step::<KeyRingEngine, _>(
+        key,
+        &input.input(),
+        now,
+        &mut os_rng(),
+    )?;
+    Ok(pki_step::of_driver(step, StepEvent::of, |d| status(d, now)).0)
 }
 
 /// Which form of a key ring `pki_keyring_read` writes.
@@ -165,23 +128,13 @@ pub enum pki_keyring_output {
     PKI_KEYRING_STATUS = 5,
 }
 
-/// Reads the key ring at `key` in `store` without changing it, as `output`
-/// (a `pki_keyring_output`: the JWK Set, the public PEM, the active key or
-/// its id, the state, the status at `now`, Unix seconds) to a new buffer.
-///
-/// On success the caller owns `*out_buffer` and frees it with
-/// `pki_buffer_free` (buffers are zeroed when freed).
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, an unknown output),
-/// `PKI_RESULT_TIME`, `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_STORE`, `PKI_RESULT_CRYPTO` or
-/// `PKI_RESULT_PANIC`.
+/// `pki_document_read` with `PKI_KIND_KEYRING`: the same arguments, the
+/// same request, the same result. Kept while callers move to the generic
+/// functions; new code calls those.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
-/// `key_len` bytes; `out_buffer` NULL or valid for one write.
+/// As for `pki_document_read`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_keyring_read(
     store: *const pki_store,
@@ -195,23 +148,30 @@ pub unsafe extern "C" fn pki_keyring_read(
         store = handle(store, "store");
         key = key_in(key, key_len);
         now = time_in(now, "now");
-    } {
-        if output > 5 {
-            return Err(Failure::invalid(format!(
-                "output {output} is not a pki_keyring_output (0-5)"
-            )));
-        }
-        let ring = load(store, key)?;
-        let bytes = zeroize::Zeroizing::new(match output {
-            0 => ring.to_json()?.as_bytes().to_vec(),
-            1 => ring.public_pem().into_bytes(),
-            2 => ring.jwks().to_json().into_bytes(),
-            3 => ring.active.key.to_pkcs8_pem()?.as_bytes().to_vec(),
-            4 => ring.active.kid.clone().into_bytes(),
-            _ => status(&ring, now).into_bytes(),
-        });
-        Ok::<_, Failure>(into_handle(pki_buffer::new(&bytes)))
-    })
+    } read(store, key, output, now).map(into_handle))
+}
+
+pub(crate) fn read(
+    store: &pki_store,
+    key: &str,
+    output: u32,
+    now: OffsetDateTime,
+) -> Result<pki_buffer, Failure> {
+    if output > 5 {
+        return Err(Failure::invalid(format!(
+            "output {output} is not a pki_keyring_output (0-5)"
+        )));
+    }
+    let ring = load(store, key)?;
+    let bytes = zeroize::Zeroizing::new(match output {
+        0 => ring.to_json()?.as_bytes().to_vec(),
+        1 => ring.public_pem().into_bytes(),
+        2 => ring.jwks().to_json().into_bytes(),
+        3 => ring.active.key.to_pkcs8_pem()?.as_bytes().to_vec(),
+        4 => ring.active.kid.clone().into_bytes(),
+        _ => status(&ring, now).into_bytes(),
+    });
+    Ok(pki_buffer::new(&bytes))
 }
 
 /// Signs `claims` (a JSON object, used byte for byte as the payload) with
@@ -289,32 +249,4 @@ pub unsafe extern "C" fn pki_keyring_verify(
         load(store, key)?.verify_token(token, now)?;
         Ok(())
     })
-}
-
-/// The result code of a key ring error.
-pub(crate) fn keyring_result(e: &pki_rotate::KeyRingError) -> pki_result {
-    use pki_result::*;
-    use pki_rotate::KeyRingError as K;
-    use pki_rotate::keyring::JoseError as J;
-    match e {
-        K::Policy(_) => PKI_RESULT_KEYRING_POLICY,
-        K::Import { .. } => PKI_RESULT_KEYRING_IMPORT,
-        K::Retire { .. } => PKI_RESULT_KEYRING_RETIRE,
-        K::ClockBehind { .. } => PKI_RESULT_KEYRING_CLOCK_BEHIND,
-        K::TokenLifetime(_) => PKI_RESULT_TOKEN_LIFETIME,
-        K::Jose(j) => match j {
-            J::Malformed { .. } | J::TooLarge { .. } => PKI_RESULT_TOKEN_MALFORMED,
-            J::UnsupportedAlgorithm(_) | J::CriticalHeader(_) => {
-                PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM
-            }
-            J::UnknownKid(_) => PKI_RESULT_TOKEN_UNKNOWN_KID,
-            J::KeyNoLongerAccepted { .. } => PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED,
-            J::AlgorithmMismatch { .. } | J::BadSignature(_) => PKI_RESULT_TOKEN_BAD_SIGNATURE,
-            J::Expired { .. } => PKI_RESULT_TOKEN_EXPIRED,
-            J::NotYetValid { .. } => PKI_RESULT_TOKEN_NOT_YET_VALID,
-            J::UnsupportedKey { .. } => PKI_RESULT_JWK_UNSUPPORTED_KEY,
-            _ => PKI_RESULT_UNEXPECTED,
-        },
-        _ => PKI_RESULT_UNEXPECTED,
-    }
 }

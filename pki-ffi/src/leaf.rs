@@ -10,11 +10,11 @@ use crate::abi::{
 };
 use crate::buffer::{CText, pki_bytes};
 use crate::error::{Failure, pki_result};
-use crate::input::LeafIn;
 use crate::signer::pki_signer;
 use pki_core::{Certificate, PrivateKey};
 use pki_rotate::IssuedLeaf;
 use pki_rotate::LeafReason;
+use pki_rotate::request::LeafRequestIn;
 use pki_rotate::signer::reconcile_external;
 use std::ffi::c_char;
 
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn pki_leaf_reconcile(
 ) -> pki_result {
     ffi!(out_leaf => {
         signer = handle(signer, "signer");
-        request = json_in::<LeafIn>(request, request_len, "request");
+        request = json_in::<LeafRequestIn>(request, request_len, "request");
         chain = opt_bytes(prev_chain_pem, prev_chain_pem_len, "prev_chain_pem");
         key = opt_bytes(prev_key_pem, prev_key_pem_len, "prev_key_pem");
         now = time_in(now, "now");
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn pki_leaf_reconcile(
 
 fn reconcile(
     signer: &pki_signer,
-    request: &LeafIn,
+    request: &LeafRequestIn,
     chain: Option<&[u8]>,
     key: Option<&[u8]>,
     now: time::OffsetDateTime,

@@ -48,9 +48,11 @@ mod abi;
 mod buffer;
 mod bundle;
 mod cred;
+mod document;
 mod error;
 mod etcd;
-mod input;
+#[cfg(test)]
+mod go_gen;
 mod keys;
 mod leaf;
 mod sealed;
@@ -67,12 +69,8 @@ pub use bundle::{
     pki_bundle, pki_bundle_export, pki_bundle_free, pki_bundle_from_pem, pki_bundle_len,
     pki_bundle_merge, pki_bundle_output, pki_bundle_prune_expired,
 };
-pub use cred::{
-    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
-    PKI_CRED_ACTION_WAIT, PKI_CRED_ADVANCE_MAX_STEPS, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY,
-    PKI_CRED_WAIT_GRACE, PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action, pki_cred_create,
-    pki_cred_output, pki_cred_read, pki_cred_step,
-};
+pub use cred::{pki_cred_create, pki_cred_output, pki_cred_read, pki_cred_step};
+pub use document::{pki_document_create, pki_document_read, pki_document_step, pki_kind};
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
 pub use etcd::pki_store_open_etcd;
 pub use keys::{
@@ -86,18 +84,20 @@ pub use leaf::{
 };
 pub use secret::{
     pki_secret, pki_secret_entry, pki_secret_free, pki_secret_len, pki_secret_new, pki_secret_set,
-    pki_signer_from_secret, pki_signer_to_secret,
 };
 pub use set::{pki_set_create, pki_set_output, pki_set_read, pki_set_step};
 pub use signer::{
     pki_lineage, pki_lineage_rule, pki_signer, pki_signer_bundle, pki_signer_check_lineage,
-    pki_signer_create, pki_signer_free, pki_signer_from_state, pki_signer_load, pki_signer_step,
-    pki_signer_to_state, pki_signer_validate,
+    pki_signer_create, pki_signer_free, pki_signer_from_secret, pki_signer_from_state,
+    pki_signer_load, pki_signer_output, pki_signer_step, pki_signer_to_secret, pki_signer_to_state,
+    pki_signer_validate, pki_step_signer,
 };
 pub use step::{
-    pki_event, pki_step, pki_step_action, pki_step_attempts, pki_step_changed, pki_step_event,
-    pki_step_events_len, pki_step_free, pki_step_next_wake, pki_step_revision, pki_step_signer,
-    pki_step_status_json,
+    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
+    PKI_CRED_ACTION_WAIT, PKI_CRED_ADVANCE_MAX_STEPS, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY,
+    PKI_CRED_WAIT_GRACE, PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action, pki_event, pki_step,
+    pki_step_action, pki_step_attempts, pki_step_changed, pki_step_event, pki_step_events_len,
+    pki_step_free, pki_step_next_wake, pki_step_revision, pki_step_status_json,
 };
 pub use store::{
     pki_store, pki_store_callbacks, pki_store_free, pki_store_new_callbacks, pki_store_open,

@@ -1,9 +1,9 @@
 //! Stores whose private material is sealed at rest: `pki_store_open_sealed`.
 
-use crate::abi::{bytes_in, into_handle, os_rng};
+use crate::abi::{bytes_in, into_handle};
 use crate::error::{Failure, pki_result};
-use crate::store::{Backing, pki_store};
-use pki_rotate::{SealedStore, SealingKeys, StoreKey};
+use crate::store::pki_store;
+use pki_rotate::{SealingKeys, StoreKey};
 use std::ffi::c_char;
 
 /// Opens the store `location` names, as `pki_store_open` does, with every
@@ -44,13 +44,5 @@ pub unsafe extern "C" fn pki_store_open_sealed(
 
 fn open_sealed(location: &[u8], key_file: &[u8]) -> Result<pki_store, Failure> {
     let key = StoreKey::from_file("parameter `store_key`", key_file)?;
-    open_with(location, SealingKeys::single(key))
-}
-
-/// The store `location` names, its private files sealed with `keys`.
-pub(crate) fn open_with(location: &[u8], keys: SealingKeys) -> Result<pki_store, Failure> {
-    let (store, directory) = crate::store::open_files(location)?;
-    Ok(pki_store {
-        backing: Backing::Files(Box::new(SealedStore::new(store, keys, os_rng(), directory))),
-    })
+    crate::store::open_with(location, SealingKeys::single(key))
 }

@@ -16,8 +16,6 @@
 use crate::abi::{bytes_in, free, getter, handle, handle_mut, into_handle, str_in};
 use crate::buffer::{CText, pki_bytes};
 use crate::error::{Failure, pki_result};
-use crate::signer::pki_signer;
-use pki_rotate::SignerState;
 use pki_rotate::{SecretData, is_secret_data_key};
 use std::collections::BTreeMap;
 use std::ffi::c_char;
@@ -163,65 +161,4 @@ pub unsafe extern "C" fn pki_secret_entry(
 pub unsafe extern "C" fn pki_secret_free(secret: *mut pki_secret) {
     // SAFETY: NULL or a live handle freed once (contract).
     unsafe { free(secret) }
-}
-
-/// Saves a signer as Secret-shaped named blobs (see the table in the
-/// README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
-/// (after a rotation), `forced-rotation-reason` (after a forced rotation),
-/// `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
-/// leaves it keeps. A Go controller copies them to `Secret.Data` as they
-/// are; a callback store uses the same keys.
-///
-/// `signer` is borrowed. On success the caller owns `*out_secret` and frees
-/// it with `pki_secret_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_CRYPTO`,
-/// `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `signer` must be NULL or a live `pki_signer`; `out_secret` NULL or valid
-/// for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_signer_to_secret(
-    signer: *const pki_signer,
-    out_secret: *mut *mut pki_secret,
-) -> pki_result {
-    ffi!(out_secret => {
-        signer = handle(signer, "signer");
-    } {
-        let secret = pki_secret::from_data(&signer.state.to_secret_data()?);
-        Ok::<_, Failure>(into_handle(secret))
-    })
-}
-
-/// Loads a signer from Secret-shaped named blobs written by
-/// `pki_signer_to_secret` (possibly after a round trip through a
-/// Kubernetes Secret). Keys it does not know are ignored. When
-/// `forced-rotation-reason` is present it is the recorded reason (empty =
-/// none), overriding the copy in `pki-state.json`.
-///
-/// `secret` is borrowed. On success the caller owns `*out_signer` and frees
-/// it with `pki_signer_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_CORRUPT_STATE` (a missing or malformed entry, named in the
-/// message), `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
-/// `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `secret` must be NULL or a live `pki_secret`; `out_signer` NULL or
-/// valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_signer_from_secret(
-    secret: *const pki_secret,
-    out_signer: *mut *mut pki_signer,
-) -> pki_result {
-    ffi!(out_signer => {
-        secret = handle(secret, "secret");
-    } {
-        let state = SignerState::from_secret_data(&secret.to_data())?;
-        Ok::<_, Failure>(into_handle(pki_signer { state }))
-    })
 }

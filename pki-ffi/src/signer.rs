@@ -9,13 +9,17 @@ use crate::abi::{
 use crate::buffer::pki_buffer;
 use crate::bundle::pki_bundle;
 use crate::error::{Failure, pki_result};
-use crate::input::{PolicyIn, SignerCreateIn, SignerStepIn, ValidateIn};
-use crate::step::{EventEntry, pki_step, status_json};
+use crate::secret::pki_secret;
+use crate::step::{pki_step, status_json};
 use crate::store::pki_store;
 use pki_core::{Certificate, LineageRule};
+use pki_rotate::request::StepEvent;
+use pki_rotate::request::{
+    SignerCreate, SignerPolicyFields, SignerRequest, SignerStep, ValidateRequest,
+};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
-    AckInput, Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
+    Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
     ServiceAccountKeys, SignerEngine, SignerInput, SignerState, Stepped, UptakeEngine,
 };
 use rand_core::CryptoRng;
@@ -41,7 +45,7 @@ struct AbiSigner;
 #[derive(Debug, Clone, Default)]
 struct AbiInput {
     /// Changes to the document's policy.
-    policy: Option<PolicyIn>,
+    policy: Option<SignerPolicyFields>,
     /// The signer input besides the policy.
     signer: SignerInput,
 }
@@ -88,161 +92,88 @@ fn signer_status(doc: &SignerState, now: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// A signer step as the ABI hands it out.
+/// A signer step as the ABI hands it out, with the document.
 fn signer_step<E: serde::Serialize + std::fmt::Display>(
     step: pki_rotate::Step<SignerState, E>,
     now: OffsetDateTime,
-) -> *mut pki_step {
-    into_handle(signer_step_value(step, now))
-}
-
-/// [`signer_step`] before it becomes a handle.
-fn signer_step_value<E: serde::Serialize + std::fmt::Display>(
-    step: pki_rotate::Step<SignerState, E>,
-    now: OffsetDateTime,
 ) -> pki_step {
-    let (out, doc) = pki_step::of_driver(step, EventEntry::of, |d| signer_status(d, now));
+    let (out, doc) = pki_step::of_driver(step, StepEvent::of, |d| signer_status(d, now));
     out.with_signer(doc)
 }
 
-fn create(
+pub(crate) fn create(
     store: &pki_store,
     key: &str,
-    input: &SignerCreateIn,
+    input: &SignerCreate,
     now: OffsetDateTime,
-) -> Result<*mut pki_step, Failure> {
+) -> Result<pki_step, Failure> {
     let doc = input.document(now, &mut os_rng())?;
     let step = store.create::<SignerEngine>(key, &doc, now, signer_status)?;
-    Ok(into_handle(step.with_signer(doc)))
+    Ok(step.with_signer(doc))
 }
 
-fn step(
+pub(crate) fn step(
     store: &pki_store,
     key: &str,
-    input: &SignerStepIn,
+    input: &SignerStep,
     now: OffsetDateTime,
-) -> Result<*mut pki_step, Failure> {
+) -> Result<pki_step, Failure> {
     let driver = store.driver::<SignerState>();
     let rng = &mut os_rng();
-    let alone = |what: &str| {
-        Failure::invalid(format!(
-            "parameter `input`: `{what}` is a request of its own: give it without `policy`, \
-             `forced`, `allow_trust_break`, `leaves` or another of `rotate_to`, \
-             `renew_same_key`, `ack` and `unless_idle`"
-        ))
-    };
-    if input.unless_idle {
-        if input.asks_beyond_leaves()
-            || input.renew_same_key
-            || input.rotate_to.is_some()
-            || input.ack.is_some()
-        {
-            return Err(Failure::invalid(
-                "parameter `input`: `unless_idle` goes alone or with `leaves` only: give it \
-                 without `policy`, `forced`, `allow_trust_break`, `rotate_to`, \
-                 `renew_same_key` and `ack`",
+    let step = match input.request()? {
+        SignerRequest::UnlessIdle(signer_input) => {
+            return Ok(
+                match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
+                    Stepped::Idle(idle) => pki_step::idle(&idle),
+                    Stepped::Step(step) => signer_step(step, now),
+                    // Its status and signer are the part's (the head and the
+                    // named leaves).
+                    Stepped::Part(step) => signer_step(step, now).by_parts(),
+                },
+            );
+        }
+        SignerRequest::Ack(ack) => {
+            return Ok(signer_step(
+                driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
+                now,
             ));
         }
-        let signer_input = input.signer_input()?;
-        return Ok(
-            match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
-                Stepped::Idle(idle) => into_handle(pki_step::idle(&idle)),
-                Stepped::Step(step) => signer_step(step, now),
-                // Its status and signer are the part's (the head and the
-                // named leaves).
-                Stepped::Part(step) => into_handle(signer_step_value(step, now).by_parts()),
-            },
-        );
-    }
-    if let Some(ack) = &input.ack {
-        if input.has_signer_fields() || input.renew_same_key || input.rotate_to.is_some() {
-            return Err(alone("ack"));
+        SignerRequest::RotateTo(to) => {
+            let asked = to.replacement();
+            let service_accounts = if to.uses_store_keys() {
+                // The store's key ring (`pki keys`, store key `keys`) is today's.
+                ServiceAccountKeys::from_store(&store.of::<KeyRing>(), to.proposed_keys())?
+            } else {
+                asked.key_sets()?
+            };
+            let replace = ExternalInput::Replace(Box::new(Replacement {
+                import: asked.import()?,
+                force: to.force.clone(),
+                service_accounts,
+            }));
+            driver.step::<ExternalEngine, _>(key, &replace, now, rng)?
         }
-        let ack = AckInput::new(ack.consumer.clone(), ack.fingerprint.clone());
-        return Ok(signer_step(
-            driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
-            now,
-        ));
-    }
-    let step = if let Some(to) = &input.rotate_to {
-        if input.has_signer_fields() || input.renew_same_key {
-            return Err(alone("rotate_to"));
+        SignerRequest::RenewSameKey => {
+            driver.step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
         }
-        let asked = to.validate_in();
-        let service_accounts = if to.uses_store_keys() {
-            // The store's key ring (`pki keys`, store key `keys`) is today's.
-            ServiceAccountKeys::from_store(&store.of::<KeyRing>(), to.proposed_keys())?
-        } else {
-            asked.key_sets()?
-        };
-        let replace = ExternalInput::Replace(Box::new(Replacement {
-            import: asked.import()?,
-            force: to.force(),
-            service_accounts,
-        }));
-        driver.step::<ExternalEngine, _>(key, &replace, now, rng)?
-    } else if input.renew_same_key {
-        if input.has_signer_fields() {
-            return Err(alone("renew_same_key"));
+        SignerRequest::Step { policy, input } => {
+            let abi = AbiInput {
+                policy,
+                signer: input,
+            };
+            driver.step::<AbiSigner, _>(key, &abi, now, rng)?
         }
-        driver.step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
-    } else {
-        let abi = AbiInput {
-            policy: input.policy.clone(),
-            signer: input.signer_input()?,
-        };
-        driver.step::<AbiSigner, _>(key, &abi, now, rng)?
     };
     Ok(signer_step(step, now))
 }
 
-/// Creates a signer document at `key` in `store`, from `input` (JSON, see
-/// below), at `now` (Unix seconds). A document already there is never
-/// overwritten: `PKI_RESULT_ALREADY_INITIALIZED`, and nothing is written.
-///
-/// `input` is `input_len` bytes of JSON, one of:
-///
-/// - a new self-signed CA `CN=<common_name>`, valid from `now`:
-///   `{"common_name": "service-ca", "key_type": "p256", "policy": {…}}`;
-/// - an imported CA (signed by someone else's root; the bundle holds the
-///   chain's root, serving chains carry the CA and the intermediates):
-///   `{"import": {"ca": PEM, "key": PEM, "chain": PEM}, "policy": {…}}`,
-///   where `ca` holds the certificate and may also hold its key and the
-///   chain above it (issuer first), and `key` and `chain` are optional;
-/// - a saved document (`pki_signer_to_state`'s bytes, as a JSON value):
-///   `{"state": {…}}`.
-///
-/// `key_type` is `"p256"` (default), `"p384"`, `"rsa2048"`, `"rsa3072"` or
-/// `"rsa4096"`: the type of the CAs the signer makes. `policy` fields, all
-/// optional, replace those of the default policy: `lifetime_seconds` (D,
-/// 790 days), `min_trust_seconds` (M, 395 days), `reload_interval_seconds`
-/// (I, 0 = unknown), `leaf_refresh_fraction` (0.2) and `keep_previous_root`
-/// (false); lifetime >= 2 x M and M > I are checked.
-///
-/// `key` is `key_len` bytes: `/`-separated segments of `a-z`, `0-9`, `.`,
-/// `_`, `-` (1 to 200 bytes; `"signer"` is the CLI's). `store`, `key` and
-/// `input` are borrowed for the call.
-///
-/// On success the caller owns `*out_step` (changed, the revision, the next
-/// wake-up, the status, and the signer through `pki_step_signer`) and frees
-/// it with `pki_step_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input),
-/// `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
-/// `PKI_RESULT_ISSUANCE` (an unusable name), `PKI_RESULT_TIME`, the PEM
-/// and import results (`PKI_RESULT_PEM`, `PKI_RESULT_KEY_DECODE`,
-/// `PKI_RESULT_KEY_MISMATCH`, `PKI_RESULT_NOT_A_CA`, `PKI_RESULT_IMPORT`,
-/// `PKI_RESULT_VALIDATION_FAILED`…), `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION` (a saved state),
-/// `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
-/// `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CRYPTO` or `PKI_RESULT_PANIC`.
+/// `pki_document_create` with `PKI_KIND_SIGNER`: the same arguments, the
+/// same request, the same result. Kept while callers move to the generic
+/// functions; new code calls those.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
-/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
-/// NULL or valid for one write.
+/// As for `pki_document_create`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_signer_create(
     store: *const pki_store,
@@ -256,111 +187,18 @@ pub unsafe extern "C" fn pki_signer_create(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_in::<SignerCreateIn>(input, input_len, "input");
+        input = json_in::<SignerCreate>(input, input_len, "input");
         now = time_in(now, "now");
-    } create(store, key, &input, now))
+    } create(store, key, &input, now).map(into_handle))
 }
 
-/// One controller step on the signer document at `key` in `store` at `now`
-/// (Unix seconds): pki-rotate's `Driver::step`, the loop the CLI runs.
-/// Read the document and its revision, decide, and, only when something
-/// changed, write the result if the revision is still the one read; when
-/// another writer changed it in between (another replica, another process),
-/// read again and decide again from the fresh document, so racing replicas
-/// rotate once and end on the same CA (after 8 lost writes in a row:
-/// `PKI_RESULT_CONFLICT`). A refused step writes nothing.
-///
-/// `input` is `input_len` bytes of JSON; NULL (or `{}`) is the periodic
-/// step: rotate when less than the minimum trust is left, re-issue the
-/// leaves the document keeps when due, prune what expired. Every field is
-/// optional:
-///
-/// - `"policy": {…}`: changes the fields named (as for
-///   `pki_signer_create`; not the key type) and records them;
-/// - `"forced": {"reason": "…", "grace_seconds": 0, "no_bridges": false}`:
-///   rotate now, once per distinct reason (the reason recorded by the last
-///   forced rotation does nothing); `grace_seconds` (0: normal) is how long
-///   the old CA stays trusted through bridge A; `no_bridges` distrusts it at
-///   once (compromise);
-/// - `"allow_trust_break": "reason"`: rotate even when consumers would be
-///   cut off (an expired CA; clients that may still hold the bundle of two
-///   rotations ago, within the reload interval, M when the policy sets
-///   none); without it such a rotation is `PKI_RESULT_TRUST_BREAK` (the
-///   message names who breaks and until when). The reason is recorded with
-///   each break in the rotation's history (`overridden`); a compromise
-///   rotation is not refused;
-/// - `"leaves": [...]`: changes to the leaves the document keeps, in order,
-///   each issued in the same step; a directory store publishes leaf NAME as
-///   `certs/NAME/tls.crt` (leaf, then bridge B) and `tls.key`:
-///   `{"request": {"name": "web", "kind": "server", "dns_names": […],
-///   "ip_addresses": […], "lifetime_seconds": N}}` adds a leaf or extends its
-///   request (`kind`: `"server"`, `"client"`, `"server+client"`),
-///   `{"replace": {…}}` may also change its kind or drop names,
-///   `{"remove": {"name": "web"}}` stops keeping it (a name it does not
-///   keep is nothing to do: a rerun), `{"renew": {"name": "web"}}` re-issues
-///   it now;
-/// - `"rotate_to": {"ca": PEM, "key": PEM, "chain": PEM, "current_keys":
-///   PEM, "proposed_keys": PEM, "force": "reason"}` (alone): `pki rotate
-///   --to`. Validate the supplied CA against today's trust, rotate, re-issue
-///   every leaf; a self-signed replacement is bridged both ways. A failed
-///   check is `PKI_RESULT_VALIDATION_FAILED` unless `force` gives a reason,
-///   recorded with every overridden check (`key-matches` and `is-ca` cannot
-///   be). `service-account-key-kept` compares `proposed_keys` (absent:
-///   unchanged) with `current_keys`, or, when `current_keys` is absent, with
-///   the key ring the store keeps under `keys` (as `pki keys` does);
-/// - `"renew_same_key": true` (alone): `pki rotate --renew-same-key`, a new
-///   certificate for the current CA on its own key and Subject
-///   (`PKI_RESULT_IMPORTED_CA` for an imported CA);
-/// - `"unless_idle": true` (alone, or with `leaves` only): the step decided
-///   from the summary a directory or etcd store keeps with the document when
-///   it says nothing is due at `now`, so that its cost follows the work, not
-///   the number of leaves. Alone it is the periodic step (what `pki rotate`
-///   does): inside the summary's promise the store's head or index is read,
-///   not the document, and the step has `pki_step_idle` true, no events, an
-///   empty status and no signer (`pki_step_signer` is
-///   `PKI_RESULT_NOT_FOUND`). With `leaves` (what `pki issue`, `renew` and
-///   `remove` do), inside the promise it reads and writes the document's
-///   head and those leaves only (`pki_step_by_parts` true): the store ends
-///   as the whole step would leave it, and the step's status and signer
-///   hold the CA, the bundle and those leaves, not the others. Outside the
-///   promise, or on a store that keeps no summary, either is the whole step;
-/// - `"ack": {"consumer": "web-1", "fingerprint": "…"}` (alone): `pki ack`,
-///   the consumer loaded the bundle of that fingerprint (hex, as
-///   `PKI_BUNDLE_FINGERPRINT` or `pki_snapshot_fingerprint`). Nothing else
-///   changes, whatever is due. A bundle the signer did not publish (it
-///   remembers its last 16) is `PKI_RESULT_UNKNOWN_BUNDLE`; the
-///   fingerprint already recorded for the consumer writes nothing.
-///
-/// `key` is as for `pki_signer_create`; `store`, `key` and `input` are
-/// borrowed for the call.
-///
-/// On success the caller owns `*out_step` and frees it with
-/// `pki_step_free`. Nothing is written on failure, and a failed step leaves
-/// the store unchanged, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
-/// answer was lost and it may have landed (step again: it is safe).
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (bad key, malformed input, a blank
-/// `allow_trust_break`, a bad leaf request), `PKI_RESULT_NOT_INITIALIZED`,
-/// `PKI_RESULT_CONFLICT` (too many concurrent writers: step again),
-/// `PKI_RESULT_STORE` (I/O or backend failure: not retried),
-/// `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_CORRUPT_STATE`,
-/// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, `PKI_RESULT_CLOCK_BEFORE_CA`,
-/// `PKI_RESULT_EMPTY_FORCED_REASON`, `PKI_RESULT_INVALID_GRACE`,
-/// `PKI_RESULT_INVALID_POLICY`, `PKI_RESULT_INVALID_REFRESH_FRACTION`,
-/// `PKI_RESULT_INVALID_LEAF_NAME`, `PKI_RESULT_UNKNOWN_LEAF`,
-/// `PKI_RESULT_TRUST_CHECK_FAILED`, `PKI_RESULT_TRUST_BREAK`,
-/// `PKI_RESULT_VALIDATION_FAILED`, `PKI_RESULT_IMPORTED_CA`,
-/// `PKI_RESULT_UNKNOWN_BUNDLE`, the PEM and import results of a supplied
-/// CA, `PKI_RESULT_TIME`,
-/// `PKI_RESULT_ISSUANCE`, `PKI_RESULT_CRYPTO`, `PKI_RESULT_EXPIRED` or
-/// `PKI_RESULT_PANIC`.
+/// `pki_document_step` with `PKI_KIND_SIGNER`: the same arguments, the
+/// same request, the same result. Kept while callers move to the generic
+/// functions; new code calls those.
 ///
 /// # Safety
 ///
-/// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
-/// `key_len` bytes; `input` NULL or valid for `input_len` bytes; `out_step`
-/// NULL or valid for one write.
+/// As for `pki_document_step`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_signer_step(
     store: *const pki_store,
@@ -374,9 +212,9 @@ pub unsafe extern "C" fn pki_signer_step(
     ffi!(out_step => {
         store = handle(store, "store");
         key = key_in(key, key_len);
-        input = json_or_default::<SignerStepIn>(input, input_len, "input");
+        input = json_or_default::<SignerStep>(input, input_len, "input");
         now = time_in(now, "now");
-    } step(store, key, &input, now))
+    } step(store, key, &input, now).map(into_handle))
 }
 
 /// Reads the signer document at `key` in `store` without changing it.
@@ -416,6 +254,36 @@ pub unsafe extern "C" fn pki_signer_load(
             into_handle(pki_signer { state }),
             into_handle(pki_buffer::new(revision.as_str().as_bytes())),
         ))
+    })
+}
+
+/// Which form of a signer `pki_document_read` writes.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum pki_signer_output {
+    /// The whole document as its versioned state bytes (as
+    /// `pki_signer_to_state`; secret: it holds the CA key).
+    PKI_SIGNER_STATE = 0,
+    /// The status at `now` as JSON, the same as `pki status --json`.
+    PKI_SIGNER_STATUS = 1,
+}
+
+pub(crate) fn read(
+    store: &pki_store,
+    key: &str,
+    output: u32,
+    now: OffsetDateTime,
+) -> Result<pki_buffer, Failure> {
+    if output > 1 {
+        return Err(Failure::invalid(format!(
+            "output {output} is not a pki_signer_output (0-1)"
+        )));
+    }
+    let (state, _) = store.driver::<SignerState>().load::<SignerEngine>(key)?;
+    Ok(if output == 0 {
+        pki_buffer::new(&state.to_json()?)
+    } else {
+        pki_buffer::new(signer_status(&state, now).as_bytes())
     })
 }
 
@@ -536,7 +404,7 @@ pub unsafe extern "C" fn pki_signer_validate(
 ) -> pki_result {
     ffi!(out_report => {
         signer = handle(signer, "signer");
-        input = json_in::<ValidateIn>(input, input_len, "input");
+        input = json_in::<ValidateRequest>(input, input_len, "input");
         now = time_in(now, "now");
     } {
         let import = input.import()?;
@@ -654,6 +522,96 @@ pub(crate) fn first_certificate(pem: &[u8]) -> Result<Certificate, Failure> {
             }
             .into()
         })
+}
+
+/// The signer document now in the store after a signer's create or step,
+/// as a new handle.
+///
+/// On success the caller owns `*out_signer` and frees it with
+/// `pki_signer_free`; it stays valid after the step is freed.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
+/// `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
+/// one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_step_signer(
+    step: *const pki_step,
+    out_signer: *mut *mut pki_signer,
+) -> pki_result {
+    ffi!(out_signer => {
+        step = handle(step, "step");
+    } {
+        let state = step.signer().cloned().ok_or_else(|| {
+            Failure::new(pki_result::PKI_RESULT_NOT_FOUND, "the step is not a signer's")
+        })?;
+        Ok::<_, Failure>(into_handle(pki_signer { state }))
+    })
+}
+
+/// Saves a signer as Secret-shaped named blobs (see the table in the
+/// README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
+/// (after a rotation), `forced-rotation-reason` (after a forced rotation),
+/// `pki-state.json` and `certs.NAME.tls.crt`, `certs.NAME.tls.key` for the
+/// leaves it keeps. A Go controller copies them to `Secret.Data` as they
+/// are; a callback store uses the same keys.
+///
+/// `signer` is borrowed. On success the caller owns `*out_secret` and frees
+/// it with `pki_secret_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_CRYPTO`,
+/// `PKI_RESULT_CORRUPT_STATE` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `signer` must be NULL or a live `pki_signer`; `out_secret` NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_signer_to_secret(
+    signer: *const pki_signer,
+    out_secret: *mut *mut pki_secret,
+) -> pki_result {
+    ffi!(out_secret => {
+        signer = handle(signer, "signer");
+    } {
+        let secret = pki_secret::from_data(&signer.state.to_secret_data()?);
+        Ok::<_, Failure>(into_handle(secret))
+    })
+}
+
+/// Loads a signer from Secret-shaped named blobs written by
+/// `pki_signer_to_secret` (possibly after a round trip through a
+/// Kubernetes Secret). Keys it does not know are ignored. When
+/// `forced-rotation-reason` is present it is the recorded reason (empty =
+/// none), overriding the copy in `pki-state.json`.
+///
+/// `secret` is borrowed. On success the caller owns `*out_signer` and frees
+/// it with `pki_signer_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_CORRUPT_STATE` (a missing or malformed entry, named in the
+/// message), `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
+/// `PKI_RESULT_INVALID_LEAF_NAME` or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `secret` must be NULL or a live `pki_secret`; `out_signer` NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_signer_from_secret(
+    secret: *const pki_secret,
+    out_signer: *mut *mut pki_signer,
+) -> pki_result {
+    ffi!(out_signer => {
+        secret = handle(secret, "secret");
+    } {
+        let state = SignerState::from_secret_data(&secret.to_data())?;
+        Ok::<_, Failure>(into_handle(pki_signer { state }))
+    })
 }
 
 #[cfg(test)]

@@ -9,13 +9,19 @@
 //! the store as JSON. A signer step also holds the signer (a `pki_signer`
 //! handle), a credential advance the embedder's next action.
 
-use crate::abi::{free, getter, handle, into_handle, time_out};
+use crate::abi::{free, getter, handle};
 use crate::buffer::{CText, pki_bytes};
-use crate::cred::{ActionEntry, pki_cred_action};
+mod action;
+
 use crate::error::{Failure, pki_result};
-use crate::signer::pki_signer;
+pub(crate) use action::ActionEntry;
+pub use action::{
+    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
+    PKI_CRED_ACTION_WAIT, PKI_CRED_ADVANCE_MAX_STEPS, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY,
+    PKI_CRED_WAIT_GRACE, PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action,
+};
 use pki_rotate::SignerState;
-use serde_json::Value;
+use pki_rotate::request::{StepEvent, StepResult};
 use time::OffsetDateTime;
 
 /// One event, kept as its kind, its one-line message and its JSON object.
@@ -26,55 +32,43 @@ pub(crate) struct EventEntry {
 }
 
 impl EventEntry {
-    /// An event of an engine whose events serialise as `{"kind": …, …}`.
-    pub(crate) fn of<E: serde::Serialize + std::fmt::Display>(event: &E) -> Self {
-        let value = serde_json::to_value(event).unwrap_or(Value::Null);
-        Self::from_value(value, event.to_string())
-    }
-
-    /// An event from its JSON object (with a `kind`) and its message,
-    /// which is added to the object as `message`.
-    pub(crate) fn from_value(value: Value, message: String) -> Self {
-        let kind = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("other")
-            .to_string();
-        let value = match value {
-            Value::Object(mut map) => {
-                map.insert("message".into(), Value::String(message.clone()));
-                Value::Object(map)
-            }
-            _ => serde_json::json!({ "kind": kind, "message": message }),
-        };
+    fn of(event: &StepEvent) -> Self {
         EventEntry {
-            kind: CText::new(&kind),
-            message: CText::new(&message),
-            json: CText::new(&value.to_string()),
+            kind: CText::new(event.kind()),
+            message: CText::new(event.message()),
+            json: CText::new(&event.0.to_string()),
         }
     }
 }
 
-/// What a step did, whatever the engine: whether it wrote, the events,
-/// when to step again, the document's revision and the rounds it took, and
-/// the status of the document now in the store. Immutable: it may be read
-/// from several threads at once. Free with `pki_step_free`.
+/// What a step did, whatever the engine: pki-rotate's [`StepResult`]
+/// (whether it wrote, the events, when to step again, the document's
+/// revision and the rounds it took, the status of the document now in the
+/// store), kept with the views C reads, and for a signer the document.
+/// Immutable: it may be read from several threads at once. Free with
+/// `pki_step_free`.
 pub struct pki_step {
-    changed: bool,
-    next_wake: i64,
-    attempts: u32,
+    result: StepResult,
     revision: CText,
     events: Vec<EventEntry>,
     status: CText,
     signer: Option<SignerState>,
     action: Option<ActionEntry>,
-    /// Decided from the store's summary: no document was read.
-    idle: bool,
-    /// Over the document's head and some of its members only.
-    by_parts: bool,
 }
 
 impl pki_step {
+    /// The handle of a step result.
+    pub(crate) fn of_result(result: StepResult) -> Self {
+        pki_step {
+            revision: CText::new(&result.revision),
+            events: result.events.iter().map(EventEntry::of).collect(),
+            status: CText::new(&result.status_json()),
+            action: result.action.as_ref().map(ActionEntry::of),
+            signer: None,
+            result,
+        }
+    }
+
     /// A step from its parts; `status` is the status JSON of the document
     /// now in the store.
     pub(crate) fn new(
@@ -82,66 +76,46 @@ impl pki_step {
         next_wake: OffsetDateTime,
         attempts: u32,
         revision: &pki_rotate::Revision,
-        events: Vec<EventEntry>,
+        events: Vec<StepEvent>,
         status: &str,
     ) -> Self {
-        pki_step {
-            changed,
-            next_wake: time_out(next_wake),
-            attempts,
-            revision: CText::new(revision.as_str()),
-            events,
-            status: CText::new(status),
-            signer: None,
-            action: None,
-            idle: false,
-            by_parts: false,
-        }
+        Self::of_result(StepResult::new(
+            changed, next_wake, attempts, revision, events, status,
+        ))
     }
 
     /// What pki-rotate's driver returned, with the document's status, and
     /// the document.
     pub(crate) fn of_driver<D, E>(
         step: pki_rotate::Step<D, E>,
-        event: impl Fn(&E) -> EventEntry,
+        event: impl Fn(&E) -> StepEvent,
         status: impl FnOnce(&D) -> String,
     ) -> (Self, D) {
-        let status = status(&step.document);
-        let out = pki_step::new(
-            step.changed,
-            step.next_wake,
-            step.attempts,
-            &step.revision,
-            step.events.iter().map(event).collect(),
-            &status,
-        );
-        (out, step.document)
+        let result = StepResult::of_step(&step, event, status);
+        (Self::of_result(result), step.document)
     }
 
     /// A step decided from the store's summary of the document: nothing
     /// was due, nothing was read or written, and there is no status.
     pub(crate) fn idle(idle: &pki_rotate::IdleStep) -> Self {
-        let mut step = pki_step::new(false, idle.next_wake, 1, &idle.revision, Vec::new(), "");
-        step.idle = true;
-        step
+        Self::of_result(StepResult::idle(idle))
     }
 
     /// The step read and wrote part of the document: its status and
     /// document are the part's.
     pub(crate) fn by_parts(mut self) -> Self {
-        self.by_parts = true;
+        self.result.by_parts = true;
         self
+    }
+
+    /// The signer document the step holds (a signer's create or step).
+    pub(crate) fn signer(&self) -> Option<&SignerState> {
+        self.signer.as_ref()
     }
 
     /// The step holds the signer document now in the store.
     pub(crate) fn with_signer(mut self, state: SignerState) -> Self {
         self.signer = Some(state);
-        self
-    }
-
-    /// The step holds the embedder's next action (a credential advance).
-    pub(crate) fn with_action(mut self, action: ActionEntry) -> Self {
-        self.action = Some(action);
         self
     }
 }
@@ -160,7 +134,7 @@ pub(crate) fn status_json<S: serde::Serialize>(status: &S) -> String {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_step_changed(step: *const pki_step) -> bool {
     // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(step, false, |s| s.changed) }
+    unsafe { getter(step, false, |s| s.result.changed) }
 }
 
 /// When to step again if nothing else happens (Unix seconds): the engine's
@@ -176,7 +150,7 @@ pub unsafe extern "C" fn pki_step_changed(step: *const pki_step) -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_step_next_wake(step: *const pki_step) -> i64 {
     // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(step, 0, |s| s.next_wake) }
+    unsafe { getter(step, 0, |s| s.result.next_wake) }
 }
 
 /// The document's revision in the store after the step: opaque UTF-8 text
@@ -204,7 +178,7 @@ pub unsafe extern "C" fn pki_step_revision(step: *const pki_step) -> pki_bytes {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_step_attempts(step: *const pki_step) -> u32 {
     // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(step, 0, |s| s.attempts) }
+    unsafe { getter(step, 0, |s| s.result.attempts) }
 }
 
 /// Whether the step was decided from the summary the store keeps with the
@@ -218,7 +192,7 @@ pub unsafe extern "C" fn pki_step_attempts(step: *const pki_step) -> u32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_step_idle(step: *const pki_step) -> bool {
     // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(step, false, |s| s.idle) }
+    unsafe { getter(step, false, |s| s.result.idle) }
 }
 
 /// Whether the step went over part of the document
@@ -234,7 +208,7 @@ pub unsafe extern "C" fn pki_step_idle(step: *const pki_step) -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_step_by_parts(step: *const pki_step) -> bool {
     // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(step, false, |s| s.by_parts) }
+    unsafe { getter(step, false, |s| s.result.by_parts) }
 }
 
 /// The status of the document now in the store at the step's `now`, as
@@ -313,35 +287,6 @@ pub unsafe extern "C" fn pki_step_event(
             message: e.message.view(),
             json: e.json.view(),
         })
-    })
-}
-
-/// The signer document now in the store after a signer's create or step,
-/// as a new handle.
-///
-/// On success the caller owns `*out_signer` and frees it with
-/// `pki_signer_free`; it stays valid after the step is freed.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
-/// `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
-/// one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_step_signer(
-    step: *const pki_step,
-    out_signer: *mut *mut pki_signer,
-) -> pki_result {
-    ffi!(out_signer => {
-        step = handle(step, "step");
-    } {
-        let state = step.signer.clone().ok_or_else(|| {
-            Failure::new(pki_result::PKI_RESULT_NOT_FOUND, "the step is not a signer's")
-        })?;
-        Ok::<_, Failure>(into_handle(pki_signer { state }))
     })
 }
 

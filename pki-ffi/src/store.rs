@@ -97,7 +97,23 @@ pub unsafe extern "C" fn pki_store_open(
 
 fn open(location: &[u8]) -> Result<pki_store, Failure> {
     // Without a key, a store holding sealed values is refused by name.
-    crate::sealed::open_with(location, pki_rotate::SealingKeys::none())
+    open_with(location, pki_rotate::SealingKeys::none())
+}
+
+/// The store `location` names, its private material sealed with `keys`.
+pub(crate) fn open_with(
+    location: &[u8],
+    keys: pki_rotate::SealingKeys,
+) -> Result<pki_store, Failure> {
+    let (store, directory) = open_files(location)?;
+    Ok(pki_store {
+        backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
+            store,
+            keys,
+            os_rng(),
+            directory,
+        ))),
+    })
 }
 
 /// The store `location` names, and whether it is a directory.

@@ -58,8 +58,9 @@ fn store_with_signer() -> *mut pki_store {
         let mut store = ptr::null_mut();
         ok(pki_store_open(c"memory:".as_ptr(), 7, &mut store));
         let mut step = ptr::null_mut();
-        ok(pki_signer_create(
+        ok(pki_document_create(
             store,
+            pki_kind::PKI_KIND_SIGNER as u32,
             c"signer".as_ptr(),
             6,
             input.as_ptr().cast(),
@@ -78,8 +79,9 @@ fn fixture() -> Fixture {
     unsafe {
         let store = store_with_signer();
         let mut step = ptr::null_mut();
-        ok(pki_signer_step(
+        ok(pki_document_step(
             store,
+            pki_kind::PKI_KIND_SIGNER as u32,
             c"signer".as_ptr(),
             6,
             ptr::null(),
@@ -306,22 +308,86 @@ fn mutated_json_inputs_return_codes_and_never_panic() {
                 let (p, n) = (input.as_ptr().cast(), input.len());
                 let mut step = ptr::null_mut();
                 let r = match what {
-                    "signer-create" => {
-                        pki_signer_create(store, c"signer".as_ptr(), 6, p, n, T0, &mut step)
-                    }
-                    "signer-step" => {
-                        pki_signer_step(store, c"signer".as_ptr(), 6, p, n, T0, &mut step)
-                    }
-                    "set-create" => pki_set_create(store, c"set".as_ptr(), 3, p, n, T0, &mut step),
-                    "set-step" => pki_set_step(store, c"set".as_ptr(), 3, p, n, T0, &mut step),
-                    "keyring-create" => {
-                        pki_keyring_create(store, c"keys".as_ptr(), 4, p, n, T0, &mut step)
-                    }
-                    "keyring-step" => {
-                        pki_keyring_step(store, c"keys".as_ptr(), 4, p, n, T0, &mut step)
-                    }
-                    "cred-create" => pki_cred_create(store, c"db".as_ptr(), 2, p, n, T0, &mut step),
-                    _ => pki_cred_step(store, c"db".as_ptr(), 2, p, n, T0, &mut step),
+                    "signer-create" => pki_document_create(
+                        store,
+                        pki_kind::PKI_KIND_SIGNER as u32,
+                        c"signer".as_ptr(),
+                        6,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "signer-step" => pki_document_step(
+                        store,
+                        pki_kind::PKI_KIND_SIGNER as u32,
+                        c"signer".as_ptr(),
+                        6,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "set-create" => pki_document_create(
+                        store,
+                        pki_kind::PKI_KIND_SET as u32,
+                        c"set".as_ptr(),
+                        3,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "set-step" => pki_document_step(
+                        store,
+                        pki_kind::PKI_KIND_SET as u32,
+                        c"set".as_ptr(),
+                        3,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "keyring-create" => pki_document_create(
+                        store,
+                        pki_kind::PKI_KIND_KEYRING as u32,
+                        c"keys".as_ptr(),
+                        4,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "keyring-step" => pki_document_step(
+                        store,
+                        pki_kind::PKI_KIND_KEYRING as u32,
+                        c"keys".as_ptr(),
+                        4,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    "cred-create" => pki_document_create(
+                        store,
+                        pki_kind::PKI_KIND_CRED as u32,
+                        c"db".as_ptr(),
+                        2,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
+                    _ => pki_document_step(
+                        store,
+                        pki_kind::PKI_KIND_CRED as u32,
+                        c"db".as_ptr(),
+                        2,
+                        p,
+                        n,
+                        T0,
+                        &mut step,
+                    ),
                 };
                 assert_ne!(r, pki_result::PKI_RESULT_PANIC, "{what}: {}", last_error());
                 assert_eq!(r == pki_result::PKI_RESULT_OK, !step.is_null());
@@ -496,8 +562,9 @@ fn mutated_documents_from_a_callback_store_return_codes_and_never_panic() {
 
         // Unmutated, the document steps; then every mutation returns a code.
         let mut step = ptr::null_mut();
-        ok(pki_signer_step(
+        ok(pki_document_step(
             store,
+            pki_kind::PKI_KIND_SIGNER as u32,
             c"signer".as_ptr(),
             6,
             ptr::null(),
@@ -516,8 +583,9 @@ fn mutated_documents_from_a_callback_store_return_codes_and_never_panic() {
             }
             *answer.entries.lock().expect("lock") = entries;
             let mut step = ptr::null_mut();
-            let r = pki_signer_step(
+            let r = pki_document_step(
                 store,
+                pki_kind::PKI_KIND_SIGNER as u32,
                 c"signer".as_ptr(),
                 6,
                 ptr::null(),

@@ -25,8 +25,9 @@ fn open(url: &str) -> (pki_result, *mut pki_store) {
 fn step(store: *const pki_store, now: i64) -> *mut pki_step {
     let mut out = ptr::null_mut();
     let r = unsafe {
-        pki_signer_step(
+        pki_document_step(
             store,
+            pki_kind::PKI_KIND_SIGNER as u32,
             "signer".as_ptr().cast(),
             6,
             ptr::null(),
@@ -49,8 +50,9 @@ fn a_url_store_steps_a_signer_and_racing_replicas_rotate_once() {
         let input = r#"{"common_name": "service-ca"}"#;
         let mut created = ptr::null_mut();
         assert_eq!(
-            pki_signer_create(
+            pki_document_create(
                 store,
+                pki_kind::PKI_KIND_SIGNER as u32,
                 "signer".as_ptr().cast(),
                 6,
                 input.as_ptr().cast(),

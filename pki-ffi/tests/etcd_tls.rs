@@ -81,8 +81,9 @@ fn a_store_opened_with_tls_and_a_user_steps_a_signer() {
     unsafe {
         let input = r#"{"common_name": "ffi-ca"}"#;
         let mut created = ptr::null_mut();
-        let r = pki_signer_create(
+        let r = pki_document_create(
             store,
+            pki_kind::PKI_KIND_SIGNER as u32,
             "signer".as_ptr().cast(),
             6,
             input.as_ptr().cast(),

@@ -23,9 +23,9 @@ int main(void) {
   const char *spec = "{\"common_name\": \"installed-ca\"}";
   if (pki_store_open("memory:", 7, &store) != PKI_RESULT_OK)
     return 1;
-  pki_result r = pki_signer_create(store, "signer", 6, spec, strlen(spec), 1767225600, &step);
+  pki_result r = pki_document_create(store, PKI_KIND_SIGNER, "signer", 6, spec, strlen(spec), 1767225600, &step);
   if (r != PKI_RESULT_OK) {
-    fprintf(stderr, "pki_signer_create: %s\n", pki_result_name(r));
+    fprintf(stderr, "pki_document_create: %s\n", pki_result_name(r));
     return 1;
   }
   printf("pki %s created a signer: %d\n", pki_version(), (int)pki_step_changed(step));

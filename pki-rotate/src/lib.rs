@@ -53,6 +53,7 @@ pub mod keyring;
 mod leaf;
 mod model;
 pub mod preflight;
+pub mod request;
 pub mod sealing;
 pub mod set;
 pub mod signer;

@@ -5,7 +5,12 @@
 
 use super::*;
 use crate::buffer::pki_bytes;
-use crate::step::{pki_step_action, pki_step_free, pki_step_next_wake};
+use crate::step::{
+    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
+    PKI_CRED_ACTION_WAIT, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY, PKI_CRED_WAIT_GRACE,
+    PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action, pki_step_action, pki_step_free,
+    pki_step_next_wake,
+};
 use crate::store::{pki_store_free, pki_store_open};
 use pki_result::*;
 

@@ -4,6 +4,7 @@
 use super::pki_result::{self, *};
 use pki_core::VerifyError;
 use pki_rotate::RotateError;
+use pki_rotate::request::RequestError;
 
 /// A failed call: the code returned and the message left in the last error.
 #[derive(Debug)]
@@ -78,7 +79,7 @@ impl From<RotateError> for Failure {
             RotateError::InvalidText { .. } => PKI_RESULT_INVALID_ARGUMENT,
             RotateError::TrustCheckFailed { .. } => PKI_RESULT_TRUST_CHECK_FAILED,
             RotateError::Expired { .. } => PKI_RESULT_EXPIRED,
-            RotateError::KeyRing(k) => crate::keys::keyring_result(k),
+            RotateError::KeyRing(k) => keyring_result(k),
             RotateError::Store(s) => match s {
                 StoreError::Conflict { .. } | StoreError::TooManyConflicts { .. } => {
                     PKI_RESULT_CONFLICT
@@ -139,6 +140,15 @@ impl From<RotateError> for Failure {
     }
 }
 
+impl From<RequestError> for Failure {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::Rotate(e) => Failure::from(e),
+            other => Failure::invalid(other.to_string()),
+        }
+    }
+}
+
 impl From<VerifyError> for Failure {
     fn from(e: VerifyError) -> Self {
         use VerifyError as E;
@@ -171,5 +181,32 @@ impl From<VerifyError> for Failure {
             _ => PKI_RESULT_VERIFY_OTHER,
         };
         Failure::new(code, e.to_string())
+    }
+}
+
+/// The result code of a key ring error.
+fn keyring_result(e: &pki_rotate::KeyRingError) -> pki_result {
+    use pki_rotate::KeyRingError as K;
+    use pki_rotate::keyring::JoseError as J;
+    match e {
+        K::Policy(_) => PKI_RESULT_KEYRING_POLICY,
+        K::Import { .. } => PKI_RESULT_KEYRING_IMPORT,
+        K::Retire { .. } => PKI_RESULT_KEYRING_RETIRE,
+        K::ClockBehind { .. } => PKI_RESULT_KEYRING_CLOCK_BEHIND,
+        K::TokenLifetime(_) => PKI_RESULT_TOKEN_LIFETIME,
+        K::Jose(j) => match j {
+            J::Malformed { .. } | J::TooLarge { .. } => PKI_RESULT_TOKEN_MALFORMED,
+            J::UnsupportedAlgorithm(_) | J::CriticalHeader(_) => {
+                PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM
+            }
+            J::UnknownKid(_) => PKI_RESULT_TOKEN_UNKNOWN_KID,
+            J::KeyNoLongerAccepted { .. } => PKI_RESULT_TOKEN_KEY_NO_LONGER_ACCEPTED,
+            J::AlgorithmMismatch { .. } | J::BadSignature(_) => PKI_RESULT_TOKEN_BAD_SIGNATURE,
+            J::Expired { .. } => PKI_RESULT_TOKEN_EXPIRED,
+            J::NotYetValid { .. } => PKI_RESULT_TOKEN_NOT_YET_VALID,
+            J::UnsupportedKey { .. } => PKI_RESULT_JWK_UNSUPPORTED_KEY,
+            _ => PKI_RESULT_UNEXPECTED,
+        },
+        _ => PKI_RESULT_UNEXPECTED,
     }
 }

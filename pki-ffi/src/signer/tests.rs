@@ -7,7 +7,7 @@
 use super::*;
 use crate::buffer::{pki_buffer_data, pki_buffer_free};
 use crate::error::pki_result::*;
-use crate::step::{pki_step_attempts, pki_step_changed, pki_step_free, pki_step_signer};
+use crate::step::{pki_step_attempts, pki_step_changed, pki_step_free};
 use crate::store::{Backing, pki_store_free, pki_store_open};
 use pki_core::{CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
 use pki_rotate::{Driver, KeyRing, Store};

@@ -45,9 +45,9 @@ int main() {
   const std::string input = R"({"common_name": "cpp-ca", "key_type": "p256"})";
   pki_step *step_raw = nullptr;
   // 2026-01-01T00:00:00Z
-  if (pki_signer_create(store.get(), key.data(), key.size(), input.data(), input.size(),
+  if (pki_document_create(store.get(), PKI_KIND_SIGNER, key.data(), key.size(), input.data(), input.size(),
                         1767225600, &step_raw) != PKI_RESULT_OK) {
-    std::fprintf(stderr, "pki_signer_create: %s\n", last_error().c_str());
+    std::fprintf(stderr, "pki_document_create: %s\n", last_error().c_str());
     return 1;
   }
   std::unique_ptr<pki_step, step_deleter> step(step_raw);

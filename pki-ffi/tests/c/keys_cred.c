@@ -48,7 +48,7 @@ static char *text_of(const pki_buffer *buffer) {
 static char *export_text(const pki_store *store, uint32_t output) {
   pki_buffer *buf = NULL;
   char *s;
-  CHECK_OK(pki_keyring_read(store, LIT("keys"), output, T0, &buf));
+  CHECK_OK(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), output, T0, &buf));
   if (buf == NULL) {
     return NULL;
   }
@@ -62,7 +62,7 @@ static char *export_text(const pki_store *store, uint32_t output) {
 static pki_result ring_step(const pki_store *store, const char *input, size_t input_len,
                             int64_t now, bool *changed, int64_t *next_check) {
   pki_step *step = NULL;
-  pki_result r = pki_keyring_step(store, LIT("keys"), input, input_len, now, &step);
+  pki_result r = pki_document_step(store, PKI_KIND_KEYRING, LIT("keys"), input, input_len, now, &step);
   if (r == PKI_RESULT_OK) {
     if (changed != NULL) {
       *changed = pki_step_changed(step);
@@ -78,7 +78,7 @@ static pki_result ring_step(const pki_store *store, const char *input, size_t in
 /* Creates the ring at "keys" from `input`; returns the code. */
 static pki_result ring_create(const pki_store *store, const char *input, size_t input_len) {
   pki_step *step = NULL;
-  pki_result r = pki_keyring_create(store, LIT("keys"), input, input_len, T0, &step);
+  pki_result r = pki_document_create(store, PKI_KIND_KEYRING, LIT("keys"), input, input_len, T0, &step);
   pki_step_free(step);
   return r;
 }
@@ -98,11 +98,11 @@ static void keyring_rotation(const pki_store *store, const char *label) {
   int n;
 
   printf("key ring on %s\n", label);
-  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_JWKS, T0, &token),
+  CHECK_CODE(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_JWKS, T0, &token),
              PKI_RESULT_NOT_INITIALIZED);
   CHECK(token == NULL);
   CHECK_CODE(ring_step(store, NULL, 0, T0, &changed, &next_check), PKI_RESULT_NOT_INITIALIZED);
-  CHECK_OK(pki_keyring_create(store, LIT("keys"), LIT(POLICY), T0, &created));
+  CHECK_OK(pki_document_create(store, PKI_KIND_KEYRING, LIT("keys"), LIT(POLICY), T0, &created));
   CHECK(pki_step_changed(created) && pki_step_next_wake(created) == T0 + 30 * DAY &&
         strstr((const char *)pki_step_status_json(created).data, "\"active\"") != NULL);
   pki_step_free(created);
@@ -151,7 +151,7 @@ static void keyring_rotation(const pki_store *store, const char *label) {
              PKI_RESULT_TOKEN_UNKNOWN_KID);
   /* A copy made from the saved state reads like the store; the status
    * names the forced reason. */
-  CHECK_OK(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATE, T0, &state));
+  CHECK_OK(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_STATE, T0, &state));
   text_add(&input, LIT("{\"state\": "));
   text_add(&input, (const char *)pki_buffer_data(state).data, pki_buffer_data(state).len);
   text_add(&input, LIT("}"));
@@ -163,7 +163,7 @@ static void keyring_rotation(const pki_store *store, const char *label) {
   pki_store_free(copy);
   pki_buffer_free(state);
   text_free(&input);
-  CHECK_OK(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATUS, T0 + 2 * HOUR, &json));
+  CHECK_OK(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_STATUS, T0 + 2 * HOUR, &json));
   CHECK(json != NULL && contains(pki_buffer_data(json), "\"forced_reasons\":[\"drill\"]"));
   pki_buffer_free(json);
   pki_buffer_free(token);
@@ -367,7 +367,7 @@ static struct action advance(const pki_store *store, const char *input, int64_t 
   pki_step *step = NULL;
   pki_cred_action action;
   memset(&a, 0, sizeof a);
-  a.result = pki_cred_step(store, LIT("db"), input, input ? strlen(input) : 0, now, &step);
+  a.result = pki_document_step(store, PKI_KIND_CRED, LIT("db"), input, input ? strlen(input) : 0, now, &step);
   if (a.result != PKI_RESULT_OK) {
     return a;
   }
@@ -405,7 +405,7 @@ static struct action next_as(const pki_store *store, const char *owner, int64_t 
 static pki_result report(const pki_store *store, const char *input, int64_t now) {
   pki_step *step = NULL;
   pki_cred_action action;
-  pki_result r = pki_cred_step(store, LIT("db"), input, strlen(input), now, &step);
+  pki_result r = pki_document_step(store, PKI_KIND_CRED, LIT("db"), input, strlen(input), now, &step);
   if (r == PKI_RESULT_OK) {
     CHECK_CODE(pki_step_action(step, &action), PKI_RESULT_NOT_FOUND);
   }
@@ -415,7 +415,7 @@ static pki_result report(const pki_store *store, const char *input, int64_t now)
 
 static pki_result cred_create(const pki_store *store, const char *name, const char *input) {
   pki_step *step = NULL;
-  pki_result r = pki_cred_create(store, name, strlen(name), input, strlen(input), T0, &step);
+  pki_result r = pki_document_create(store, PKI_KIND_CRED, name, strlen(name), input, strlen(input), T0, &step);
   pki_step_free(step);
   return r;
 }
@@ -434,9 +434,9 @@ static void credentials(void) {
              PKI_RESULT_INVALID_CREDENTIAL_POLICY);
   CHECK_CODE(cred_create(store, "No/Such", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
              PKI_RESULT_INVALID_CREDENTIAL_NAME);
-  CHECK_CODE(pki_cred_step(store, LIT("db"), NULL, 0, T0, &step), PKI_RESULT_NOT_INITIALIZED);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, LIT("db"), NULL, 0, T0, &step), PKI_RESULT_NOT_INITIALIZED);
   CHECK(step == NULL);
-  CHECK_OK(pki_cred_create(store, LIT("db"), LIT("{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
+  CHECK_OK(pki_document_create(store, PKI_KIND_CRED, LIT("db"), LIT("{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
                            T0, &step));
   /* A new credential: a mint is due at once. */
   CHECK(pki_step_changed(step) && pki_step_next_wake(step) == T0 &&
@@ -455,7 +455,7 @@ static void credentials(void) {
   a = next(store, T0 + 30);
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "user-1:pw") == 0);
-  CHECK_OK(pki_cred_read(store, LIT("db"), PKI_CRED_STATUS, T0 + 30, &json));
+  CHECK_OK(pki_document_read(store, PKI_KIND_CRED, LIT("db"), PKI_CRED_STATUS, T0 + 30, &json));
   CHECK(json != NULL && contains(pki_buffer_data(json), "\"strays\":[{\"rotation\":1") &&
         !contains(pki_buffer_data(json), "user-1"));
   pki_buffer_free(json);
@@ -477,9 +477,9 @@ static void credentials(void) {
   CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "x") == 0);
   CHECK_OK(report(store, "{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}", T0 + 30));
-  CHECK_CODE(pki_cred_read(store, LIT("db"), PKI_CRED_CURRENT, T0, NULL),
+  CHECK_CODE(pki_document_read(store, PKI_KIND_CRED, LIT("db"), PKI_CRED_CURRENT, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_cred_read(store, LIT("db"), PKI_CRED_CURRENT, T0, &current));
+  CHECK_OK(pki_document_read(store, PKI_KIND_CRED, LIT("db"), PKI_CRED_CURRENT, T0, &current));
   CHECK(current != NULL && pki_buffer_data(current).len == 9);
   pki_buffer_free(current);
 
@@ -511,13 +511,13 @@ static void credentials(void) {
   a = next(store, T0 + 30 + 2 * HOUR);
   CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
   step = NULL;
-  CHECK_CODE(pki_cred_step(store, LIT("db"), LIT("{\"advance\": {\"owner\": \"no spaces\"}}"), T0,
+  CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, LIT("db"), LIT("{\"advance\": {\"owner\": \"no spaces\"}}"), T0,
                            &step),
              PKI_RESULT_INVALID_ARGUMENT);
   CHECK(step == NULL);
 
   /* Bad input: codes, no crash, nothing recorded. */
-  CHECK_CODE(pki_cred_step(NULL, LIT("db"),
+  CHECK_CODE(pki_document_step(NULL, PKI_KIND_CRED, LIT("db"),
                            LIT("{\"mint_failed\": {\"rotation\": 3, \"attempt\": 1, \"message\": \"x\"}}"),
                            T0, &step),
              PKI_RESULT_NULL_PARAMETER);
@@ -529,7 +529,7 @@ static void credentials(void) {
                     "{\"stray_revoke_failed\": {\"rotation\": 7, \"attempt\": 1, \"message\": \"x\"}}",
                     T0),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
-  CHECK_CODE(pki_cred_step(store, NULL, 2, LIT("{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, NULL, 2, LIT("{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}"),
                            T0, &step),
              PKI_RESULT_NULL_PARAMETER);
   {
@@ -568,7 +568,7 @@ static void credential_bound(void) {
    * as old is due again and again. */
   f.forget = 1;
   f.puts = 0;
-  CHECK_CODE(pki_cred_step(store, LIT("db"), NULL, 0, T0 + HOUR, &step), PKI_RESULT_UNEXPECTED);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, LIT("db"), NULL, 0, T0 + HOUR, &step), PKI_RESULT_UNEXPECTED);
   CHECK(step == NULL);
   CHECK(f.puts == PKI_CRED_ADVANCE_MAX_STEPS);
   pki_store_free(store);
@@ -586,7 +586,7 @@ static void keyring_misuse(void) {
   bool changed = true;
   int64_t next_check = 42;
 
-  CHECK_CODE(pki_keyring_create(NULL, LIT("keys"), NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_create(NULL, PKI_KIND_KEYRING, LIT("keys"), NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
   CHECK_OK(pki_store_open(LIT("memory:"), &store));
   if (store == NULL) {
     return;
@@ -598,8 +598,8 @@ static void keyring_misuse(void) {
   CHECK_CODE(ring_create(store, LIT("{\"policy\": {\"key_type\": \"p384\"}}")),
              PKI_RESULT_INVALID_ARGUMENT);
   CHECK_CODE(ring_create(store, LIT("{\"import\": \"not a key\"}")), PKI_RESULT_KEYRING_IMPORT);
-  CHECK_CODE(pki_keyring_create(store, NULL, 4, NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATE, T0, &buf),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_KEYRING, NULL, 4, NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_STATE, T0, &buf),
              PKI_RESULT_NOT_INITIALIZED);
   CHECK(buf == NULL && step == NULL);
   CHECK_OK(ring_create(store, NULL, 0));
@@ -610,9 +610,9 @@ static void keyring_misuse(void) {
   CHECK_CODE(ring_step(store, NULL, 0, T0 - 1, &changed, &next_check),
              PKI_RESULT_KEYRING_CLOCK_BEHIND);
   CHECK(changed && next_check == 42); /* outputs untouched on failure */
-  CHECK_CODE(pki_keyring_step(store, LIT("keys"), NULL, 0, T0, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_keyring_read(store, LIT("keys"), 99, T0, &buf), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_JWKS, T0, NULL),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_KEYRING, LIT("keys"), NULL, 0, T0, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), 99, T0, &buf), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_JWKS, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
   CHECK(buf == NULL);
   CHECK_CODE(pki_keyring_sign(store, LIT("keys"), BLIT("[1]"), T0, &buf),
@@ -622,7 +622,7 @@ static void keyring_misuse(void) {
   CHECK(buf == NULL);
   CHECK_CODE(pki_keyring_verify(store, LIT("keys"), BLIT("a.b"), T0), PKI_RESULT_TOKEN_MALFORMED);
   CHECK_CODE(pki_keyring_verify(store, LIT("keys"), NULL, 0, T0), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_keyring_read(store, LIT("keys"), PKI_KEYRING_STATUS, T0, NULL),
+  CHECK_CODE(pki_document_read(store, PKI_KIND_KEYRING, LIT("keys"), PKI_KEYRING_STATUS, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
   pki_store_free(store);
 }

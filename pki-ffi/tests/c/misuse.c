@@ -109,10 +109,10 @@ static const char req[] = "{\"kind\": \"server\", \"dns_names\": [\"misuse.examp
 
 /* Creates a signer at "signer" in `store` from `input` (a string literal). */
 #define CREATE(store, input, now, out) \
-  pki_signer_create(store, LIT("signer"), input, sizeof(input) - 1, now, out)
+  pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input, sizeof(input) - 1, now, out)
 /* Steps the signer at "signer" in `store` with `input` (a string literal). */
 #define STEP(store, input, now, out) \
-  pki_signer_step(store, LIT("signer"), input, sizeof(input) - 1, now, out)
+  pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input, sizeof(input) - 1, now, out)
 
 static void test_signer(pki_store *store, pki_signer **out_signer) {
   pki_step *st = SENTINEL(pki_step), *created = NULL, *quiet = NULL;
@@ -124,16 +124,16 @@ static void test_signer(pki_store *store, pki_signer **out_signer) {
   size_t half;
   int n;
 
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), NULL, 4, T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 4, T0, &st),
              PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\"}", T0, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_create(NULL, LIT("signer"), LIT("{\"common_name\": \"ca\"}"), T0, &st),
+  CHECK_CODE(pki_document_create(NULL, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"common_name\": \"ca\"}"), T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_create(store, NULL, 6, LIT("{\"common_name\": \"ca\"}"), T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, NULL, 6, LIT("{\"common_name\": \"ca\"}"), T0, &st),
              PKI_RESULT_NULL_PARAMETER);
   n = snprintf(input, sizeof input, "{\"common_name\": \"%.*s\"}", (int)sizeof not_utf8,
                not_utf8);
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
   CHECK_FAILS(CREATE(store, "{\"common_name\": \"\"}", T0, &st));
   CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"key_type\": \"p17\"}", T0, &st),
@@ -148,12 +148,12 @@ static void test_signer(pki_store *store, pki_signer **out_signer) {
   n = snprintf(input, sizeof input,
                "{\"common_name\": \"ca\", \"policy\": {\"min_trust_seconds\": %lld}}",
                (long long)(790 * DAY - DAY));
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_POLICY);
   n = snprintf(input, sizeof input,
                "{\"common_name\": \"ca\", \"policy\": {\"reload_interval_seconds\": %lld}}",
                (long long)(395 * DAY));
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), input, (size_t)n, T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_POLICY);
   CHECK_CODE(CREATE(store, "{\"common_name\": \"ca\", \"policy\": {\"leaf_refresh_fraction\": 1.5}}",
                     T0, &st),
@@ -206,37 +206,37 @@ static void test_signer(pki_store *store, pki_signer **out_signer) {
   pki_buffer_free(state);
 
   /* Steps. */
-  CHECK_CODE(pki_signer_step(NULL, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0, NULL),
+  CHECK_CODE(pki_document_step(NULL, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, LIT("other"), NULL, 0, T0, &st), PKI_RESULT_NOT_INITIALIZED);
-  CHECK_CODE(pki_signer_step(store, LIT("../x"), NULL, 0, T0, &st), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("other"), NULL, 0, T0, &st), PKI_RESULT_NOT_INITIALIZED);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("../x"), NULL, 0, T0, &st), PKI_RESULT_INVALID_ARGUMENT);
   CHECK_CODE(STEP(store, "{\"forced\": {\"reason\": \"\"}}", T0, &st),
              PKI_RESULT_EMPTY_FORCED_REASON);
   n = snprintf(input, sizeof input, "{\"forced\": {\"reason\": \"%.*s\"}}", (int)sizeof not_utf8,
                not_utf8);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), input, (size_t)n, T0, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
   n = snprintf(input, sizeof input,
                "{\"forced\": {\"reason\": \"drill\", \"grace_seconds\": %lld}}", (long long)-DAY);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), input, (size_t)n, T0, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input, (size_t)n, T0, &st),
              PKI_RESULT_INVALID_GRACE);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 - DAY, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 - DAY, &st),
              PKI_RESULT_CLOCK_BEFORE_CA);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
   CHECK_CODE(STEP(store, "{\"policy\": {\"min_trust_seconds\": 0}}", T0, &st),
              PKI_RESULT_INVALID_POLICY);
   CHECK_CODE(STEP(store, "{\"forced\": \"drill\"}", T0, &st), PKI_RESULT_INVALID_ARGUMENT);
   CHECK_CODE(STEP(store, "{\"allow_trust_break\": \" \"}", T0, &st), PKI_RESULT_INVALID_ARGUMENT);
   CHECK_CODE(STEP(store, "{\"renew_same_key\": true, \"forced\": {\"reason\": \"x\"}}", T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), (const char *)garbage, sizeof garbage, T0, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), (const char *)garbage, sizeof garbage, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
   CHECK(st == SENTINEL(pki_step));
 
   /* Events. */
-  CHECK_OK(pki_signer_step(store, LIT("signer"), NULL, 0, T0 + DAY, &quiet));
+  CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 + DAY, &quiet));
   CHECK(step_events(quiet) == 0);
   CHECK_CODE(pki_step_event(quiet, 0, &event), PKI_RESULT_NOT_FOUND);
   CHECK_CODE(pki_step_event(NULL, 0, &event), PKI_RESULT_NULL_PARAMETER);

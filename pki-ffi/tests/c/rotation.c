@@ -46,7 +46,7 @@ static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced
     text_json(&input, forced, strlen(forced));
     text_add(&input, LIT("}, \"allow_trust_break\": \"drill\"}"));
   }
-  CHECK_OK(pki_signer_step(store, LIT("signer"), input.data, input.len, now, &step));
+  CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input.data, input.len, now, &step));
   text_free(&input);
   stop_if_failed();
   next_check = pki_step_next_wake(step);
@@ -207,7 +207,7 @@ static pki_signer *round_trip(pki_signer *signer, int has_bridge) {
   pki_store_free(store);
   store = NULL;
   CHECK_OK(pki_store_open(LIT("memory:"), &store));
-  CHECK_OK(pki_signer_create(store, LIT("signer"), input.data, input.len, T0, &created));
+  CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input.data, input.len, T0, &created));
   CHECK(pki_step_changed(created));
   CHECK_OK(pki_step_signer(created, &stored));
   stop_if_failed();
@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
   printf("pki %s\n", pki_version());
 
   CHECK_OK(pki_store_open(LIT("memory:"), &store));
-  CHECK_OK(pki_signer_create(store, LIT("signer"),
+  CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"common_name\": \"service-ca\", \"key_type\": \"p256\"}"),
                              T0, &created));
   stop_if_failed();

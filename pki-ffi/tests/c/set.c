@@ -135,7 +135,7 @@ static int status_value(const pki_store *store, int64_t now, const char *key, ch
   pki_buffer *json = NULL;
   const char *text, *at, *end;
   int rc = 1;
-  if (pki_set_read(store, LIT("set"), PKI_SET_STATUS, now, &json) != PKI_RESULT_OK) {
+  if (pki_document_read(store, PKI_KIND_SET, LIT("set"), PKI_SET_STATUS, now, &json) != PKI_RESULT_OK) {
     return 1;
   }
   /* Textual buffers are NUL-terminated after their length. */
@@ -173,13 +173,13 @@ static int step_is(const pki_store *store, int64_t now, const char *want) {
  * checked to say what the status says, and freed. */
 static pki_result set_step(const pki_store *store, int64_t now, const char *input) {
   pki_step *step = NULL;
-  pki_result r = pki_set_step(store, LIT("set"), input, input ? strlen(input) : 0, now, &step);
+  pki_result r = pki_document_step(store, PKI_KIND_SET, LIT("set"), input, input ? strlen(input) : 0, now, &step);
   if (r == PKI_RESULT_OK) {
     char from_step[64], from_read[64];
     pki_buffer *json = NULL;
     CHECK(json_string((const char *)pki_step_status_json(step).data, "step", from_step,
                       sizeof from_step));
-    CHECK_OK(pki_set_read(store, LIT("set"), PKI_SET_STATUS, now, &json));
+    CHECK_OK(pki_document_read(store, PKI_KIND_SET, LIT("set"), PKI_SET_STATUS, now, &json));
     CHECK(json_string((const char *)pki_buffer_data(json).data, "step", from_read,
                       sizeof from_read) &&
           strcmp(from_step, from_read) == 0);
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
   CHECK_OK(pki_store_open(root, strlen(root), &store));
   stop_if_failed();
 
-  CHECK_OK(pki_set_create(store, LIT("set"),
+  CHECK_OK(pki_document_create(store, PKI_KIND_SET, LIT("set"),
                           LIT("{\"cas\": [{\"name\": \"cluster\", \"roles\": \"serving+client\"}],"
                               " \"lifetime_seconds\": 63072000}"),
                           now, &step));
@@ -252,10 +252,10 @@ int main(int argc, char **argv) {
   REFUSED(set_step(store, now, "{\"abort\": {}}"), PKI_RESULT_SET_WRONG_STEP);
   REFUSED(set_step(store, now, "{\"fail\": {\"target\": \"node-1\", \"reason\": \"x\"}}"),
           PKI_RESULT_SET_WRONG_STEP);
-  REFUSED(pki_set_step(NULL, LIT("set"), LIT("{\"fail\": {\"target\": \"node-1\", \"reason\": \"x\"}}"),
+  REFUSED(pki_document_step(NULL, PKI_KIND_SET, LIT("set"), LIT("{\"fail\": {\"target\": \"node-1\", \"reason\": \"x\"}}"),
                        now, &step),
           PKI_RESULT_NULL_PARAMETER);
-  REFUSED(pki_set_step(store, NULL, 3, LIT("{\"retry\": {\"target\": \"node-1\"}}"), now, &step),
+  REFUSED(pki_document_step(store, PKI_KIND_SET, NULL, 3, LIT("{\"retry\": {\"target\": \"node-1\"}}"), now, &step),
           PKI_RESULT_NULL_PARAMETER);
   REFUSED(set_step(store, now, "{\"retry\": {\"target\": \"node-1\", \"why\": \"x\"}}"),
           PKI_RESULT_INVALID_ARGUMENT);
@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
 
   /* t1: start-ca-rotation. */
   now += 60 * DAY;
-  CHECK_OK(pki_set_step(store, LIT("set"), LIT("{\"start\": {\"reason\": \"yearly\"}}"), now,
+  CHECK_OK(pki_document_step(store, PKI_KIND_SET, LIT("set"), LIT("{\"start\": {\"reason\": \"yearly\"}}"), now,
                         &step));
   /* A new cluster CA, and a separate new client CA for its client certs. */
   CHECK(pki_step_changed(step) && step_count(step, "new-ca") == 2);
@@ -328,7 +328,7 @@ int main(int argc, char **argv) {
   CHECK(strstr(last_error(), "node-1") != NULL && strstr(last_error(), "control-plane") == NULL);
   REFUSED(set_step(store, now, "{\"abort\": {\"override_reason\": \" \"}}"),
           PKI_RESULT_SET_INVALID);
-  REFUSED(pki_set_step(store, LIT("set"), LIT("{\"abort\": {\"override_reason\": \"x\"}}"), now,
+  REFUSED(pki_document_step(store, PKI_KIND_SET, LIT("set"), LIT("{\"abort\": {\"override_reason\": \"x\"}}"), now,
                        NULL),
           PKI_RESULT_NULL_PARAMETER);
   CHECK_OK(set_step(store, now, "{\"abort\": {\"override_reason\": \"node-1 is decommissioned\"}}"));
@@ -359,13 +359,13 @@ int main(int argc, char **argv) {
   {
     pki_buffer *plan = NULL;
     char fp[128];
-    CHECK_OK(pki_set_read(store, LIT("set"), PKI_SET_PLAN, now, &plan));
+    CHECK_OK(pki_document_read(store, PKI_KIND_SET, LIT("set"), PKI_SET_PLAN, now, &plan));
     CHECK(strstr((const char *)pki_buffer_data(plan).data, "\"trust/cluster.crt\"") != NULL);
     fingerprint_of(store, now, "node-1", fp, sizeof fp);
     CHECK(strstr((const char *)pki_buffer_data(plan).data, fp) != NULL);
     pki_buffer_free(plan);
-    CHECK_CODE(pki_set_read(store, LIT("set"), 2, now, &plan), PKI_RESULT_INVALID_ARGUMENT);
-    CHECK_CODE(pki_set_read(store, LIT("other"), PKI_SET_STATUS, now, &plan),
+    CHECK_CODE(pki_document_read(store, PKI_KIND_SET, LIT("set"), 2, now, &plan), PKI_RESULT_INVALID_ARGUMENT);
+    CHECK_CODE(pki_document_read(store, PKI_KIND_SET, LIT("other"), PKI_SET_STATUS, now, &plan),
                PKI_RESULT_NOT_INITIALIZED);
   }
 

@@ -2,7 +2,7 @@
  * What a C consumer loads: one consistent snapshot of a leaf's chain and
  * key and the trust bundle from a directory store, its token equal to the
  * signer's bundle fingerprint, a key of another generation refused, and the
- * consumer's acknowledgement through pki_signer_step's "ack".
+ * consumer's acknowledgement through pki_document_step's "ack".
  *
  * Usage: snapshot DIR   (DIR: a writable scratch directory)
  */
@@ -49,7 +49,7 @@ static void bundle_hex(const pki_step *step, char out[65]) {
 
 static pki_step *step(const pki_store *store, const char *input, int64_t now) {
   pki_step *s = NULL;
-  CHECK_OK(pki_signer_step(store, LIT("signer"), input, strlen(input), now, &s));
+  CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input, strlen(input), now, &s));
   return s;
 }
 
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
   }
   dir = at(3, argv[1], "store");
   CHECK_OK(pki_store_open(dir, strlen(dir), &store));
-  CHECK_OK(pki_signer_create(store, LIT("signer"),
+  CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"common_name\": \"service-ca\"}"), now, &s));
   pki_step_free(s);
   pki_step_free(step(store, LEAF, now));
@@ -100,12 +100,12 @@ int main(int argc, char **argv) {
   CHECK(!pki_step_changed(s));
   pki_step_free(s);
   /* A bundle never published is refused; "ack" goes alone. */
-  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"ack\": {\"consumer\": \"c\", \"fingerprint\": "
                                  "\"0000000000000000000000000000000000000000000000000000000000000000\"}}"),
                              now, &s),
              PKI_RESULT_UNKNOWN_BUNDLE);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"ack\": {\"consumer\": \"c\", \"fingerprint\": \"ab\"}, "
                                  "\"allow_trust_break\": \"x\"}"),
                              now, &s),

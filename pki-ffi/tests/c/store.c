@@ -62,7 +62,7 @@ static pki_step *step_ok(const pki_store *store, const char *key, const char *in
                          int64_t now, int want_changed, size_t want_events,
                          uint32_t want_attempts, int64_t want_next_check) {
   pki_step *step = NULL;
-  CHECK_OK(pki_signer_step(store, key, strlen(key), input, input ? strlen(input) : 0, now,
+  CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, key, strlen(key), input, input ? strlen(input) : 0, now,
                            &step));
   stop_if_failed();
   CHECK(pki_step_changed(step) == (want_changed != 0));
@@ -82,7 +82,7 @@ static pki_buffer *create(pki_store *store, const char *key) {
   pki_step *step = NULL;
   pki_buffer *rev = NULL;
   pki_bytes r;
-  CHECK_OK(pki_signer_create(store, key, strlen(key), LIT(SERVICE_CA), T0, &step));
+  CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, key, strlen(key), LIT(SERVICE_CA), T0, &step));
   stop_if_failed();
   r = pki_step_revision(step);
   CHECK(pki_step_changed(step) && pki_step_attempts(step) == 1 && step_events(step) == 0);
@@ -121,16 +121,16 @@ static void test_memory_store(void) {
   CHECK_CODE(pki_signer_load(store, LIT("signer"), &s, NULL), PKI_RESULT_NOT_INITIALIZED);
   created = create(store, "signer");
   CHECK(pki_buffer_data(created).len > 0);
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), LIT(SERVICE_CA), T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_ALREADY_INITIALIZED);
   CHECK(contains(last_error(), "already exists"));
-  CHECK_CODE(pki_signer_create(store, LIT("Bad Key"), LIT(SERVICE_CA), T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("Bad Key"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_create(NULL, LIT("signer"), LIT(SERVICE_CA), T0, &st),
+  CHECK_CODE(pki_document_create(NULL, PKI_KIND_SIGNER, LIT("signer"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_create(store, NULL, 6, LIT(SERVICE_CA), T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, NULL, 6, LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), NULL, 5, T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 5, T0, &st),
              PKI_RESULT_NULL_PARAMETER);
   CHECK(st == (pki_step *)(void *)&dir);
   edge = create(store, "edge");
@@ -187,12 +187,12 @@ static void test_memory_store(void) {
    * the first bundle: refused without a reason, naming until when, and
    * nothing written. */
   st = (pki_step *)(void *)&dir;
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"forced\": {\"reason\": \"drill\"}}"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"forced\": {\"reason\": \"drill\"}}"),
                              T0 + 400 * DAY, &st),
              PKI_RESULT_TRUST_BREAK);
   CHECK(contains(last_error(), "until"));
   CHECK(st == (pki_step *)(void *)&dir);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"forced\": {\"reason\": \"drill\"}, \"allow_trust_break\": \" \"}"),
                              T0 + 400 * DAY, &st),
              PKI_RESULT_INVALID_ARGUMENT);
@@ -205,23 +205,23 @@ static void test_memory_store(void) {
   pki_step_free(step);
 
   /* Misuse: codes, and no output written. */
-  CHECK_CODE(pki_signer_step(NULL, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0, NULL),
+  CHECK_CODE(pki_document_step(NULL, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, NULL, 6, NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0, NULL),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_signer_step(store, LIT("../signer"), NULL, 0, T0, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("../signer"), NULL, 0, T0, &st),
              PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_CODE(pki_signer_step(store, LIT("missing"), NULL, 0, T0, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("missing"), NULL, 0, T0, &st),
              PKI_RESULT_NOT_INITIALIZED);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"policy\": {\"min_trust_seconds\": 0}}"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"policy\": {\"min_trust_seconds\": 0}}"),
                              T0 + 500 * DAY, &st),
              PKI_RESULT_INVALID_POLICY);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT("{\"forced\": {\"reason\": \"\"}}"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"forced\": {\"reason\": \"\"}}"),
                              T0 + 500 * DAY, &st),
              PKI_RESULT_EMPTY_FORCED_REASON);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 - DAY, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 - DAY, &st),
              PKI_RESULT_CLOCK_BEFORE_CA);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
   CHECK(st == (pki_step *)(void *)&dir);
 
   /* Getters of NULL give zero values; freeing NULL does nothing. */
@@ -380,7 +380,7 @@ static void test_callback_store(void) {
   rev = create(store, "signer");
   CHECK(f.data != NULL && f.version == 1);
   CHECK(strcmp((const char *)pki_buffer_data(rev).data, "1") == 0);
-  CHECK_CODE(pki_signer_create(store, LIT("signer"), LIT(SERVICE_CA), T0, &st),
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT(SERVICE_CA), T0, &st),
              PKI_RESULT_ALREADY_INITIALIZED);
   stop_if_failed();
 
@@ -413,7 +413,7 @@ static void test_callback_store(void) {
    * driver's 8 attempts, not PKI_RESULT_STORE; nothing written. */
   f.interfere = -1;
   puts = f.puts;
-  r = pki_signer_step(store, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
+  r = pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_CONFLICT);
   CHECK(r != PKI_RESULT_STORE);
   CHECK(contains(last_error(), "8 attempts"));
@@ -427,7 +427,7 @@ static void test_callback_store(void) {
   f.interfere = 0;
   f.broken = 1;
   puts = f.puts;
-  r = pki_signer_step(store, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
+  r = pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT(DRILL), T0 + 400 * DAY, &st);
   CHECK_CODE(r, PKI_RESULT_STORE);
   CHECK(contains(last_error(), "connection refused"));
   CHECK(contains(last_error(), "kube-system"));
@@ -437,7 +437,7 @@ static void test_callback_store(void) {
   /* A get that answers a revision without data is a broken backend too
    * (data without a revision cannot be answered at all). */
   f.bad_get = 1;
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), NULL, 0, T0 + 400 * DAY, &st),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 + 400 * DAY, &st),
              PKI_RESULT_STORE);
   CHECK(contains(last_error(), "without data"));
   f.bad_get = 0;
@@ -539,9 +539,9 @@ static void test_dir_store(void) {
   pki_buffer_free(rev);
   rev = NULL;
   stop_if_failed();
-  CHECK_CODE(pki_signer_step(store, LIT("signer"), LIT(LEAF("Web!")), T0, &refused),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT(LEAF("Web!")), T0, &refused),
              PKI_RESULT_INVALID_LEAF_NAME);
-  CHECK_CODE(pki_signer_step(store, LIT("signer"),
+  CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"leaves\": [{\"request\": {\"name\": \"web\"}}]}"), T0, &refused),
              PKI_RESULT_INVALID_ARGUMENT);
   CHECK(refused == NULL);

@@ -75,7 +75,7 @@ static void *stepper(void *arg) {
   pki_step *step = NULL;
   pthread_barrier_wait(&start_line);
   /* Every thread at the same simulated time, the rotation point. */
-  res->ok = pki_signer_step(shared_store, LIT("signer"), NULL, 0, T0 + 396 * DAY, &step) ==
+  res->ok = pki_document_step(shared_store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 + 396 * DAY, &step) ==
                 PKI_RESULT_OK &&
             pki_step_next_wake(step) == T0 + 790 * DAY + 1;
   res->changed = pki_step_changed(step);
@@ -91,7 +91,7 @@ static void test_racing_steps(void) {
   int i, rotated = 0, changed = 0;
 
   CHECK_OK(pki_store_open(LIT("memory:"), &shared_store));
-  CHECK_OK(pki_signer_create(shared_store, LIT("signer"), LIT("{\"common_name\": \"race-ca\"}"),
+  CHECK_OK(pki_document_create(shared_store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"common_name\": \"race-ca\"}"),
                              T0, &created));
   pki_step_free(created);
   CHECK(pthread_barrier_init(&start_line, NULL, THREADS) == 0);
@@ -118,7 +118,7 @@ int main(void) {
   int i;
 
   CHECK_OK(pki_store_open(LIT("memory:"), &store));
-  CHECK_OK(pki_signer_create(store, LIT("signer"), LIT("{\"common_name\": \"threads-ca\"}"), T0,
+  CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"common_name\": \"threads-ca\"}"), T0,
                              &created));
   CHECK_OK(pki_step_signer(created, &shared_signer));
   pki_step_free(created);

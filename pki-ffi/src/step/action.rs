@@ -2,7 +2,8 @@
 //! `pki_cred_action` and its `PKI_CRED_*` constants.
 
 use crate::buffer::{CText, pki_bytes};
-use pki_rotate::credential::{Action, WaitReason};
+use pki_rotate::request::NextAction;
+use pki_rotate::request::step::{ActionKind, WaitReasonName};
 
 /// `pki_cred_action.kind`: mint once for the action's rotation and attempt.
 pub const PKI_CRED_ACTION_MINT: u32 = 1;
@@ -75,43 +76,25 @@ impl ActionEntry {
         }
     }
 
-    /// The entry of `action`; None for an action this build cannot express.
-    pub(super) fn of(action: &Action) -> Option<Self> {
-        let entry = |kind, rotation, attempt, wait_reason, credential: &[u8]| ActionEntry {
-            kind,
-            rotation,
-            attempt,
-            wait_reason,
-            credential: CText::from_bytes(credential),
-        };
-        Some(match action {
-            Action::Mint { rotation, attempt } => {
-                entry(PKI_CRED_ACTION_MINT, *rotation, *attempt, 0, &[])
-            }
-            Action::Revoke { rotation, value } => {
-                entry(PKI_CRED_ACTION_REVOKE, *rotation, 0, 0, value.as_bytes())
-            }
-            Action::RevokeStray {
-                rotation,
-                attempt,
-                value,
-            } => entry(
-                PKI_CRED_ACTION_REVOKE_STRAY,
-                *rotation,
-                *attempt,
-                0,
-                value.as_bytes(),
-            ),
-            Action::Wait { reason, .. } => {
-                let reason = match reason {
-                    WaitReason::Expiry => PKI_CRED_WAIT_EXPIRY,
-                    WaitReason::Grace => PKI_CRED_WAIT_GRACE,
-                    WaitReason::Backoff => PKI_CRED_WAIT_BACKOFF,
-                    WaitReason::MintElsewhere => PKI_CRED_WAIT_MINT_ELSEWHERE,
-                };
-                entry(PKI_CRED_ACTION_WAIT, 0, 0, reason, &[])
-            }
-            _ => return None,
-        })
+    /// The entry of a step result's action.
+    pub(crate) fn of(action: &NextAction) -> Self {
+        ActionEntry {
+            kind: match action.kind {
+                ActionKind::Mint => PKI_CRED_ACTION_MINT,
+                ActionKind::Revoke => PKI_CRED_ACTION_REVOKE,
+                ActionKind::Wait => PKI_CRED_ACTION_WAIT,
+                ActionKind::RevokeStray => PKI_CRED_ACTION_REVOKE_STRAY,
+            },
+            rotation: action.rotation,
+            attempt: action.attempt,
+            wait_reason: match action.wait_reason {
+                None => 0,
+                Some(WaitReasonName::Expiry) => PKI_CRED_WAIT_EXPIRY,
+                Some(WaitReasonName::Grace) => PKI_CRED_WAIT_GRACE,
+                Some(WaitReasonName::Backoff) => PKI_CRED_WAIT_BACKOFF,
+                Some(WaitReasonName::MintElsewhere) => PKI_CRED_WAIT_MINT_ELSEWHERE,
+            },
+            credential: CText::from_bytes(&action.credential()),
+        }
     }
 }
