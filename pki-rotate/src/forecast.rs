@@ -395,14 +395,19 @@ impl SignerSim {
     }
 
     fn checks(&self, state: &SignerState) -> Vec<ForecastCheck> {
-        let policy = &state.policy;
-        let m = policy.rotation.min_trust;
-        let reload = policy.rotation.reload_interval;
-        let mut out = Vec::new();
+        vec![
+            self.leaf_lifetime_check(state),
+            leaf_refresh_check(state),
+            self.trust_overlap_check(state),
+            self.ca_expiry_check(),
+        ]
+    }
 
-        // A CA has between D and M left while it is current: a leaf asking
-        // for more than M is cut at the CA's end whenever it is issued late
-        // in the CA's life.
+    /// A CA has between D and M left while it is current: a leaf asking
+    /// for more than M is cut at the CA's end whenever it is issued late
+    /// in the CA's life. Names the first cuts the run saw as examples.
+    fn leaf_lifetime_check(&self, state: &SignerState) -> ForecastCheck {
+        let m = state.policy.rotation.min_trust;
         let mut long: Vec<String> = state
             .leaves
             .iter()
@@ -423,7 +428,7 @@ impl SignerSim {
                 human(*want)
             )
         }));
-        out.push(ForecastCheck {
+        ForecastCheck {
             name: check::LEAF_LIFETIME_WITHIN_CA,
             ok: long.is_empty(),
             detail: if long.is_empty() {
@@ -431,46 +436,15 @@ impl SignerSim {
             } else {
                 long.join("; ")
             },
-        });
+        }
+    }
 
-        let fraction = policy.leaf_refresh_fraction;
-        out.push(match reload {
-            None => ForecastCheck {
-                name: check::LEAF_REFRESH_COVERS_RELOAD,
-                ok: true,
-                detail: "no reload interval set (`init --reload-interval`): not checked".into(),
-            },
-            Some(i) => {
-                let short: Vec<String> = state
-                    .leaves
-                    .iter()
-                    .filter(|(_, l)| l.request.lifetime * fraction < i)
-                    .map(|(n, l)| {
-                        format!(
-                            "{n} is re-issued {} before it expires, less than the reload \
-                             interval {}: a server may still present it expired",
-                            human(l.request.lifetime * fraction),
-                            human(i)
-                        )
-                    })
-                    .collect();
-                ForecastCheck {
-                    name: check::LEAF_REFRESH_COVERS_RELOAD,
-                    ok: short.is_empty(),
-                    detail: if short.is_empty() {
-                        format!(
-                            "every leaf is re-issued at least the reload interval {} before it expires",
-                            human(i)
-                        )
-                    } else {
-                        short.join("; ")
-                    },
-                }
-            }
-        });
-
-        // Consumers reload within I (M when unknown, as the engine assumes).
-        let needed = reload.unwrap_or(m);
+    /// Consumers reload within I (M when unknown, as the engine assumes):
+    /// a previous CA trusted for less than that after a rotation cuts off
+    /// consumers that have not reloaded yet.
+    fn trust_overlap_check(&self, state: &SignerState) -> ForecastCheck {
+        let reload = state.policy.rotation.reload_interval;
+        let needed = reload.unwrap_or(state.policy.rotation.min_trust);
         let short: Vec<String> = self
             .overlaps
             .iter()
@@ -485,7 +459,7 @@ impl SignerSim {
                 )
             })
             .collect();
-        out.push(ForecastCheck {
+        ForecastCheck {
             name: check::TRUST_OVERLAP_COVERS_RELOAD,
             ok: short.is_empty(),
             detail: if short.is_empty() {
@@ -502,18 +476,60 @@ impl SignerSim {
             } else {
                 short.join("; ")
             },
-        });
+        }
+    }
 
+    /// The first CA the run saw expire with nothing to replace it: the
+    /// outage the forecast exists to show before it happens.
+    fn ca_expiry_check(&self) -> ForecastCheck {
         let expiring = self.events.iter().find(|e| e.kind == EventKind::CaExpiry);
-        out.push(ForecastCheck {
+        ForecastCheck {
             name: check::CA_REPLACED_BEFORE_EXPIRY,
             ok: expiring.is_none(),
             detail: match expiring {
                 Some(e) => format!("at {}: {}", rfc3339(e.at), e.detail),
                 None => "the CA is replaced before it expires".into(),
             },
-        });
-        out
+        }
+    }
+}
+
+/// A leaf re-issued closer to its expiry than the reload interval may still
+/// be served after it expired, by a server that has not reloaded. Not
+/// checked without a reload interval: the policy does not know it.
+fn leaf_refresh_check(state: &SignerState) -> ForecastCheck {
+    let fraction = state.policy.leaf_refresh_fraction;
+    let Some(i) = state.policy.rotation.reload_interval else {
+        return ForecastCheck {
+            name: check::LEAF_REFRESH_COVERS_RELOAD,
+            ok: true,
+            detail: "no reload interval set (`init --reload-interval`): not checked".into(),
+        };
+    };
+    let short: Vec<String> = state
+        .leaves
+        .iter()
+        .filter(|(_, l)| l.request.lifetime * fraction < i)
+        .map(|(n, l)| {
+            format!(
+                "{n} is re-issued {} before it expires, less than the reload \
+                 interval {}: a server may still present it expired",
+                human(l.request.lifetime * fraction),
+                human(i)
+            )
+        })
+        .collect();
+    ForecastCheck {
+        name: check::LEAF_REFRESH_COVERS_RELOAD,
+        ok: short.is_empty(),
+        detail: if short.is_empty() {
+            format!(
+                "every leaf is re-issued at least the reload interval {} before it expires",
+                human(i)
+            )
+        } else {
+            short.join("; ")
+        },
     }
 }
 

@@ -170,6 +170,92 @@ fn parse(location: &str, bytes: &[u8]) -> Result<Document> {
     Ok(doc)
 }
 
+/// Finds and parses the one `creds/NAME/state.json`. Its directory must be
+/// the name it records: a document copied under another name would
+/// otherwise publish its credentials where consumers of that name read.
+fn read_state(files: &Files) -> Result<(&str, Document)> {
+    let (state_path, json) = files
+        .iter()
+        .find(|(p, _)| {
+            p.strip_prefix(CREDS_DIR)
+                .and_then(|r| r.strip_prefix('/'))
+                .and_then(|r| r.split_once('/'))
+                .is_some_and(|(_, f)| f == STATE_FILE)
+        })
+        .ok_or_else(|| RotateError::corrupt(format!("{CREDS_DIR}/NAME/{STATE_FILE}"), "missing"))?;
+    let doc = parse(state_path, &json.contents)?;
+    let expected = credential_path(&doc.name, STATE_FILE);
+    if state_path != expected {
+        return Err(RotateError::corrupt(
+            state_path,
+            format!(
+                "names credential \"{}\", which belongs in {expected}",
+                doc.name.escape_debug()
+            ),
+        ));
+    }
+    Ok((state_path, doc))
+}
+
+/// The value in `creds/NAME/FILE`; the document recorded it, so a missing
+/// file is corruption, named by its path.
+fn credential_value(files: &Files, name: &str, file: &str) -> Result<Secret> {
+    let path = credential_path(name, file);
+    files
+        .get(&path)
+        .map(Secret::new)
+        .ok_or_else(|| RotateError::corrupt(path, "missing (state.json records it)"))
+}
+
+/// The current and old credentials with their values. An old credential
+/// that is still the current one (kept as old, not replaced yet) takes the
+/// value in `current`: older builds wrote a copy to `old`, which is dropped.
+fn read_credentials(
+    doc: &Document,
+    files: &Files,
+) -> Result<(Option<Credential>, Option<Credential>)> {
+    let current = match &doc.current {
+        Some(c) => Some(Credential {
+            rotation: c.rotation,
+            minted_at: c.minted_at,
+            value: credential_value(files, &doc.name, CURRENT_FILE)?,
+        }),
+        None => None,
+    };
+    let old = match (&doc.old, &current) {
+        // Kept as old, not replaced yet: the value is the current one.
+        (Some(c), Some(cur)) if c.rotation == cur.rotation => Some(Credential {
+            rotation: c.rotation,
+            minted_at: c.minted_at,
+            value: cur.value.clone(),
+        }),
+        (Some(c), _) => Some(Credential {
+            rotation: c.rotation,
+            minted_at: c.minted_at,
+            value: credential_value(files, &doc.name, OLD_FILE)?,
+        }),
+        (None, _) => None,
+    };
+    Ok((current, old))
+}
+
+/// The stray credentials with their values, each from its own file, so
+/// that they can still be revoked.
+fn read_strays(doc: &Document, files: &Files) -> Result<Vec<StrayCredential>> {
+    doc.strays
+        .iter()
+        .map(|s| {
+            Ok(StrayCredential {
+                rotation: s.rotation,
+                attempt: s.attempt,
+                captured_at: s.captured_at,
+                value: credential_value(files, &doc.name, &stray_file(s.rotation, s.attempt))?,
+                failure: s.failure.clone(),
+            })
+        })
+        .collect()
+}
+
 impl DocumentForm for CredentialState {
     const KIND: &'static str = KIND;
     const VERSION: u32 = VERSION;
@@ -209,70 +295,9 @@ impl DocumentForm for CredentialState {
     /// `creds/NAME/state.json`; a missing credential file it names is an
     /// error naming it.
     fn from_files(files: &Files) -> Result<Self> {
-        let (state_path, json) = files
-            .iter()
-            .find(|(p, _)| {
-                p.strip_prefix(CREDS_DIR)
-                    .and_then(|r| r.strip_prefix('/'))
-                    .and_then(|r| r.split_once('/'))
-                    .is_some_and(|(_, f)| f == STATE_FILE)
-            })
-            .ok_or_else(|| {
-                RotateError::corrupt(format!("{CREDS_DIR}/NAME/{STATE_FILE}"), "missing")
-            })?;
-        let doc = parse(state_path, &json.contents)?;
-        let expected = credential_path(&doc.name, STATE_FILE);
-        if state_path != expected {
-            return Err(RotateError::corrupt(
-                state_path,
-                format!(
-                    "names credential \"{}\", which belongs in {expected}",
-                    doc.name.escape_debug()
-                ),
-            ));
-        }
-        let value = |file: &str| -> Result<Secret> {
-            let path = credential_path(&doc.name, file);
-            files
-                .get(&path)
-                .map(Secret::new)
-                .ok_or_else(|| RotateError::corrupt(path, "missing (state.json records it)"))
-        };
-        let current = match &doc.current {
-            Some(c) => Some(Credential {
-                rotation: c.rotation,
-                minted_at: c.minted_at,
-                value: value(CURRENT_FILE)?,
-            }),
-            None => None,
-        };
-        let old = match (&doc.old, &current) {
-            // Kept as old, not replaced yet: the value is the current one.
-            (Some(c), Some(cur)) if c.rotation == cur.rotation => Some(Credential {
-                rotation: c.rotation,
-                minted_at: c.minted_at,
-                value: cur.value.clone(),
-            }),
-            (Some(c), _) => Some(Credential {
-                rotation: c.rotation,
-                minted_at: c.minted_at,
-                value: value(OLD_FILE)?,
-            }),
-            (None, _) => None,
-        };
-        let strays = doc
-            .strays
-            .iter()
-            .map(|s| {
-                Ok(StrayCredential {
-                    rotation: s.rotation,
-                    attempt: s.attempt,
-                    captured_at: s.captured_at,
-                    value: value(&stray_file(s.rotation, s.attempt))?,
-                    failure: s.failure.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let (state_path, doc) = read_state(files)?;
+        let (current, old) = read_credentials(&doc, files)?;
+        let strays = read_strays(&doc, files)?;
         if doc.mint.is_none() && doc.mint_owner.is_some() {
             return Err(RotateError::corrupt(
                 state_path,

@@ -188,61 +188,20 @@ fn decide(
     input: &CredentialInput,
     now: OffsetDateTime,
 ) -> Result<Option<Change>> {
-    let awaited = |rotation: u64, attempt: u32| {
-        doc.mint
-            .as_ref()
-            .is_some_and(|m| m.rotation == rotation && m.attempt == attempt)
-    };
     match input {
-        CredentialInput::Step | CredentialInput::StepAs { .. } => {
-            Ok(match due(doc, input.owner(), now) {
-                Next::Step(StepKind::KeepOld) => Some(Change::KeepOld),
-                Next::Step(StepKind::StartMint) => {
-                    let (rotation, attempt) = doc.next_attempt();
-                    Some(Change::StartMint {
-                        rotation,
-                        attempt,
-                        owner: input.owner().map(str::to_string),
-                    })
-                }
-                Next::Act(_) => None,
-            })
-        }
+        CredentialInput::Step | CredentialInput::StepAs { .. } => Ok(step(doc, input, now)),
         CredentialInput::Minted {
             rotation,
             attempt,
             value,
-        } => {
-            if !awaited(*rotation, *attempt) {
-                return late_mint(doc, *rotation, *attempt, Some(value), "a mint");
-            }
-            // A mint that printed nothing, or a credential already in use
-            // (revoking the old one would then revoke the new one), is a
-            // failed attempt: recorded, retried with backoff.
-            let reused = doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value);
-            let refused = if value.is_empty() {
-                Some("the mint reported an empty credential")
-            } else if reused {
-                Some("the mint reported the credential already in use, not a new one")
-            } else {
-                None
-            };
-            Ok(Some(match refused {
-                Some(message) => mint_failure(*rotation, *attempt, message, None, now),
-                None => Change::RecordMint {
-                    rotation: *rotation,
-                    attempt: *attempt,
-                    value: value.clone(),
-                },
-            }))
-        }
+        } => minted(doc, *rotation, *attempt, value, now),
         CredentialInput::MintFailed {
             rotation,
             attempt,
             message,
             captured,
         } => {
-            if !awaited(*rotation, *attempt) {
+            if !doc.awaits_mint(*rotation, *attempt) {
                 return late_mint(doc, *rotation, *attempt, captured.as_ref(), "a failed mint");
             }
             // A live credential printed again is not a new one: taking it
@@ -254,116 +213,199 @@ fn decide(
                 .cloned();
             Ok(Some(mint_failure(*rotation, *attempt, message, stray, now)))
         }
-        CredentialInput::Revoked { rotation } => {
-            if doc
-                .current
-                .as_ref()
-                .is_some_and(|c| c.rotation == *rotation)
-            {
-                return Err(unexpected(
-                    doc,
-                    format!(
-                        "refusing to record the revocation of credential {rotation}: it is the current credential"
-                    ),
-                ));
-            }
-            match &doc.old {
-                Some(o) if o.rotation == *rotation => Ok(Some(Change::RecordRevoke {
-                    rotation: *rotation,
-                })),
-                // Already forgotten (a concurrent embedder reported it), or
-                // never known: nothing to keep, nothing to change.
-                _ if *rotation < doc.next_rotation => Ok(None),
-                _ => Err(unexpected(
-                    doc,
-                    format!(
-                        "reported the revocation of credential {rotation}, which was never minted"
-                    ),
-                )),
-            }
+        CredentialInput::Revoked { rotation } => revoked(doc, *rotation),
+        CredentialInput::RevokeFailed { rotation, message } => {
+            revoke_failed(doc, *rotation, message, now)
         }
-        CredentialInput::RevokeFailed { rotation, message } => match &doc.old {
-            Some(o) if o.rotation == *rotation && doc.in_grace() => {
-                let failures = match &doc.failure {
-                    Some(f) if f.action == HookAction::Revoke && f.rotation == *rotation => {
-                        f.failures + 1
-                    }
-                    _ => 1,
-                };
-                Ok(Some(Change::RecordFailure {
-                    failure: HookFailure {
-                        action: HookAction::Revoke,
-                        rotation: *rotation,
-                        failures,
-                        message: sanitize_message(message),
-                        at: now,
-                        retry_after: retry_after(failures, now),
-                    },
-                    stray: None,
-                }))
-            }
-            _ => Err(unexpected(
-                doc,
-                format!(
-                    "reported a failed revocation of credential {rotation}, but {}",
-                    waiting_for(doc)
-                ),
-            )),
-        },
         CredentialInput::StrayRevoked { rotation, attempt } => {
-            if doc
-                .strays
-                .iter()
-                .any(|s| s.rotation == *rotation && s.attempt == *attempt)
-            {
-                return Ok(Some(Change::RecordStrayRevoke {
-                    rotation: *rotation,
-                    attempt: *attempt,
-                }));
-            }
-            if *rotation < doc.next_rotation {
-                // Already forgotten: a concurrent embedder reported it.
-                Ok(None)
-            } else {
-                Err(unexpected(
-                    doc,
-                    format!(
-                        "reported the revocation of a stray credential of rotation {rotation}, which was never attempted"
-                    ),
-                ))
-            }
+            stray_revoked(doc, *rotation, *attempt)
         }
         CredentialInput::StrayRevokeFailed {
             rotation,
             attempt,
             message,
-        } => match doc
-            .strays
-            .iter()
-            .find(|s| s.rotation == *rotation && s.attempt == *attempt)
-        {
-            Some(stray) => {
-                let failures = stray.failure.as_ref().map_or(1, |f| f.failures + 1);
-                Ok(Some(Change::RecordStrayFailure {
-                    rotation: *rotation,
-                    attempt: *attempt,
-                    failure: HookFailure {
-                        action: HookAction::RevokeStray,
-                        rotation: *rotation,
-                        failures,
-                        message: sanitize_message(message),
-                        at: now,
-                        retry_after: retry_after(failures, now),
-                    },
-                }))
-            }
-            None => Err(unexpected(
-                doc,
-                format!(
-                    "reported a failed revocation of the stray credential of rotation {rotation} attempt {attempt}, but {}",
-                    waiting_for(doc)
-                ),
-            )),
+        } => stray_revoke_failed(doc, *rotation, *attempt, message, now),
+    }
+}
+
+impl CredentialState {
+    /// Whether the mint attempt recorded as started is this one: any other
+    /// report is late and must not move the document.
+    fn awaits_mint(&self, rotation: u64, attempt: u32) -> bool {
+        self.mint
+            .as_ref()
+            .is_some_and(|m| m.rotation == rotation && m.attempt == attempt)
+    }
+}
+
+/// A step takes the document's own next step, if that is ours to record;
+/// an action due is the embedder's, so nothing changes.
+fn step(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Option<Change> {
+    match due(doc, input.owner(), now) {
+        Next::Step(StepKind::KeepOld) => Some(Change::KeepOld),
+        Next::Step(StepKind::StartMint) => {
+            let (rotation, attempt) = doc.next_attempt();
+            Some(Change::StartMint {
+                rotation,
+                attempt,
+                owner: input.owner().map(str::to_string),
+            })
+        }
+        Next::Act(_) => None,
+    }
+}
+
+/// A mint's report. A mint that printed nothing, or a credential already in
+/// use (revoking the old one would then revoke the new one), is a failed
+/// attempt: recorded, retried with backoff.
+fn minted(
+    doc: &CredentialState,
+    rotation: u64,
+    attempt: u32,
+    value: &Secret,
+    now: OffsetDateTime,
+) -> Result<Option<Change>> {
+    if !doc.awaits_mint(rotation, attempt) {
+        return late_mint(doc, rotation, attempt, Some(value), "a mint");
+    }
+    let reused = doc.is_live(value) || doc.strays.iter().any(|s| s.value == *value);
+    let refused = if value.is_empty() {
+        Some("the mint reported an empty credential")
+    } else if reused {
+        Some("the mint reported the credential already in use, not a new one")
+    } else {
+        None
+    };
+    Ok(Some(match refused {
+        Some(message) => mint_failure(rotation, attempt, message, None, now),
+        None => Change::RecordMint {
+            rotation,
+            attempt,
+            value: value.clone(),
         },
+    }))
+}
+
+/// A revocation's report. Revoking the current credential would leave
+/// consumers with nothing valid, so that report is refused; a repeated
+/// report of one already forgotten changes nothing.
+fn revoked(doc: &CredentialState, rotation: u64) -> Result<Option<Change>> {
+    if doc.current.as_ref().is_some_and(|c| c.rotation == rotation) {
+        return Err(unexpected(
+            doc,
+            format!(
+                "refusing to record the revocation of credential {rotation}: it is the current credential"
+            ),
+        ));
+    }
+    match &doc.old {
+        Some(o) if o.rotation == rotation => Ok(Some(Change::RecordRevoke { rotation })),
+        // Already forgotten (a concurrent embedder reported it), or
+        // never known: nothing to keep, nothing to change.
+        _ if rotation < doc.next_rotation => Ok(None),
+        _ => Err(unexpected(
+            doc,
+            format!("reported the revocation of credential {rotation}, which was never minted"),
+        )),
+    }
+}
+
+/// A failed revocation of the old credential, counted on from the last
+/// failure of the same revocation so that the backoff grows.
+fn revoke_failed(
+    doc: &CredentialState,
+    rotation: u64,
+    message: &str,
+    now: OffsetDateTime,
+) -> Result<Option<Change>> {
+    match &doc.old {
+        Some(o) if o.rotation == rotation && doc.in_grace() => {
+            let failures = match &doc.failure {
+                Some(f) if f.action == HookAction::Revoke && f.rotation == rotation => {
+                    f.failures + 1
+                }
+                _ => 1,
+            };
+            Ok(Some(Change::RecordFailure {
+                failure: HookFailure {
+                    action: HookAction::Revoke,
+                    rotation,
+                    failures,
+                    message: sanitize_message(message),
+                    at: now,
+                    retry_after: retry_after(failures, now),
+                },
+                stray: None,
+            }))
+        }
+        _ => Err(unexpected(
+            doc,
+            format!(
+                "reported a failed revocation of credential {rotation}, but {}",
+                waiting_for(doc)
+            ),
+        )),
+    }
+}
+
+/// A stray credential's revocation: forget it. A repeated report (a
+/// concurrent embedder's) changes nothing; one never attempted is refused.
+fn stray_revoked(doc: &CredentialState, rotation: u64, attempt: u32) -> Result<Option<Change>> {
+    if doc
+        .strays
+        .iter()
+        .any(|s| s.rotation == rotation && s.attempt == attempt)
+    {
+        return Ok(Some(Change::RecordStrayRevoke { rotation, attempt }));
+    }
+    if rotation < doc.next_rotation {
+        // Already forgotten: a concurrent embedder reported it.
+        Ok(None)
+    } else {
+        Err(unexpected(
+            doc,
+            format!(
+                "reported the revocation of a stray credential of rotation {rotation}, which was never attempted"
+            ),
+        ))
+    }
+}
+
+/// A failed revocation of a stray credential, counted per stray so each
+/// backs off on its own.
+fn stray_revoke_failed(
+    doc: &CredentialState,
+    rotation: u64,
+    attempt: u32,
+    message: &str,
+    now: OffsetDateTime,
+) -> Result<Option<Change>> {
+    match doc
+        .strays
+        .iter()
+        .find(|s| s.rotation == rotation && s.attempt == attempt)
+    {
+        Some(stray) => {
+            let failures = stray.failure.as_ref().map_or(1, |f| f.failures + 1);
+            Ok(Some(Change::RecordStrayFailure {
+                rotation,
+                attempt,
+                failure: HookFailure {
+                    action: HookAction::RevokeStray,
+                    rotation,
+                    failures,
+                    message: sanitize_message(message),
+                    at: now,
+                    retry_after: retry_after(failures, now),
+                },
+            }))
+        }
+        None => Err(unexpected(
+            doc,
+            format!(
+                "reported a failed revocation of the stray credential of rotation {rotation} attempt {attempt}, but {}",
+                waiting_for(doc)
+            ),
+        )),
     }
 }

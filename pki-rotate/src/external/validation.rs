@@ -75,9 +75,40 @@ pub fn import_checks<'a>(
     leaves: impl Iterator<Item = (&'a str, &'a LeafRequest)>,
     now: OffsetDateTime,
 ) -> Vec<Check> {
+    let mut checks = vec![
+        key_check(import),
+        match pki_core::check_can_sign_certificates(&import.cert) {
+            Ok(()) => Check::new(check::IS_CA, true, "cA:TRUE, may sign certificates"),
+            Err(e) => Check::new(check::IS_CA, false, e.to_string()),
+        },
+        chain_check(import),
+        validity_check(import, now),
+    ];
+    // A probe needs the CA's key and a certificate that may sign: when an
+    // earlier check found either missing, that check is the failure, and
+    // this one says it did not run.
+    let blocked: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.ok && (c.name == check::KEY_MATCHES || c.name == check::IS_CA))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !blocked.is_empty() {
+        let detail = format!(
+            "not run: no leaf can be issued until {} passes",
+            blocked.join(" and ")
+        );
+        checks.push(Check::new(check::ISSUES_VERIFIABLE_LEAVES, true, detail));
+        return checks;
+    }
+    checks.push(issuance_check(import, leaves, now));
+    checks
+}
+
+/// Without its own private key the CA can issue nothing; a key of another
+/// certificate would issue leaves nobody verifies.
+fn key_check(import: &CaImport) -> Check {
     let cert = &import.cert;
-    let mut checks = Vec::new();
-    checks.push(match &import.key {
+    match &import.key {
         None => Check::new(check::KEY_MATCHES, false, "no private key supplied"),
         Some(k) if k.matches(cert.public_key()) => Check::new(
             check::KEY_MATCHES,
@@ -89,12 +120,14 @@ pub fn import_checks<'a>(
             false,
             format!("the private key supplied does not belong to {}", cert.id()),
         ),
-    });
-    checks.push(match pki_core::check_can_sign_certificates(cert) {
-        Ok(()) => Check::new(check::IS_CA, true, "cA:TRUE, may sign certificates"),
-        Err(e) => Check::new(check::IS_CA, false, e.to_string()),
-    });
-    checks.push(if import.is_self_signed() {
+    }
+}
+
+/// A CA signed by someone else needs the chain up to the root: consumers
+/// trust the root, and leaves are served with the certificates between.
+fn chain_check(import: &CaImport) -> Check {
+    let cert = &import.cert;
+    if import.is_self_signed() {
         Check::new(check::CHAIN_SUPPLIED, true, "self-signed: no chain needed")
     } else if import.chain.is_empty() {
         Check::new(
@@ -120,8 +153,14 @@ pub fn import_checks<'a>(
                 }
             ),
         )
-    });
-    // A leaf stops verifying when any certificate of its path expires.
+    }
+}
+
+/// A CA must be valid now and for more than a day: a leaf stops verifying
+/// when any certificate of its path expires, so the earliest NotAfter of
+/// the CA and its chain counts, and the detail names which one it is.
+fn validity_check(import: &CaImport, now: OffsetDateTime) -> Check {
+    let cert = &import.cert;
     let (until, first) = std::iter::once(cert)
         .chain(&import.chain)
         .map(|c| (c.not_after(), c))
@@ -133,7 +172,7 @@ pub fn import_checks<'a>(
         format!(" (its chain's {})", first.id())
     };
     let left = until - now;
-    checks.push(if now < cert.not_before() {
+    if now < cert.not_before() {
         Check::new(
             check::VALID_FOR_24H,
             false,
@@ -159,24 +198,18 @@ pub fn import_checks<'a>(
                 pki_core::policy::human(left)
             ),
         )
-    });
-    // A probe needs the CA's key and a certificate that may sign: when an
-    // earlier check found either missing, that check is the failure, and
-    // this one says it did not run.
-    let blocked: Vec<&str> = checks
-        .iter()
-        .filter(|c| !c.ok && (c.name == check::KEY_MATCHES || c.name == check::IS_CA))
-        .map(|c| c.name.as_str())
-        .collect();
-    if !blocked.is_empty() {
-        let detail = format!(
-            "not run: no leaf can be issued until {} passes",
-            blocked.join(" and ")
-        );
-        checks.push(Check::new(check::ISSUES_VERIFIABLE_LEAVES, true, detail));
-        return checks;
     }
-    checks.push(match import.authority() {
+}
+
+/// The proof that the CA works: leaves it issues (served with the CA and
+/// its intermediates) verify against its root.
+fn issuance_check<'a>(
+    import: &CaImport,
+    leaves: impl Iterator<Item = (&'a str, &'a LeafRequest)>,
+    now: OffsetDateTime,
+) -> Check {
+    let cert = &import.cert;
+    match import.authority() {
         Ok(ca) => {
             let suffix: Vec<Certificate> = if import.is_self_signed() {
                 Vec::new()
@@ -200,8 +233,7 @@ pub fn import_checks<'a>(
             false,
             format!("nothing can be issued: {e}"),
         ),
-    });
-    checks
+    }
 }
 
 /// The requests a CA must be able to issue for: a serving certificate for

@@ -257,33 +257,38 @@ fn parse(bytes: &[u8]) -> Result<Document> {
 /// Reads the set back from its files.
 fn from_files(files: &Files) -> Result<SetState> {
     let doc = parse(need(files, STATE_FILE)?)?;
-    let mut cas = BTreeMap::new();
-    for (name, c) in &doc.cas {
+    let cas = read_cas(files, &doc.cas)?;
+    let leaves = read_leaves(files, doc.leaves, &cas, &doc.targets)?;
+    check_target_cas(&doc.targets, &cas)?;
+    Ok(SetState {
+        key_algorithm: doc.key_algorithm,
+        ca_lifetime: doc.ca_lifetime,
+        cas,
+        leaves,
+        targets: doc.targets,
+        acks: doc.acks,
+        failures: doc.failures,
+        rotation: doc.rotation,
+        history: doc.history,
+    })
+}
+
+/// Every CA the state names, with its current generation and, during a
+/// rotation, the next one.
+fn read_cas(files: &Files, cas: &BTreeMap<String, CaDoc>) -> Result<BTreeMap<String, SetCa>> {
+    let mut out = BTreeMap::new();
+    for (name, c) in cas {
         super::validate_name("CA", name)?;
-        let signer = read_ca(files, name, "ca")?;
-        let current = CaPair {
-            chain: read_chain(files, name, "ca", c.chain, &signer)?,
-            signer,
-            client_signer: c
-                .client_ca
-                .then(|| read_ca(files, name, "client-ca"))
-                .transpose()?,
-        };
-        let next = match &c.next {
-            Some(n) => {
-                let signer = read_ca(files, name, "next-ca")?;
-                Some(CaPair {
-                    chain: read_chain(files, name, "next-ca", n.chain, &signer)?,
-                    signer,
-                    client_signer: n
-                        .client_ca
-                        .then(|| read_ca(files, name, "next-client-ca"))
-                        .transpose()?,
-                })
-            }
-            None => None,
-        };
-        cas.insert(
+        let current = read_ca_pair(files, name, ["ca", "client-ca"], c.chain, c.client_ca)?;
+        let next = c
+            .next
+            .as_ref()
+            .map(|n| {
+                let slots = ["next-ca", "next-client-ca"];
+                read_ca_pair(files, name, slots, n.chain, n.client_ca)
+            })
+            .transpose()?;
+        out.insert(
             name.clone(),
             SetCa {
                 roles: c.roles,
@@ -292,8 +297,41 @@ fn from_files(files: &Files) -> Result<SetState> {
             },
         );
     }
-    let mut leaves = BTreeMap::new();
-    for (name, l) in doc.leaves {
+    Ok(out)
+}
+
+/// One generation of a CA: the signer in `slot` (`ca` or `next-ca`), its
+/// chain when it has one, and its client CA in `client_slot` (`client-ca`,
+/// `next-client-ca`) once split. Only the files the state records are
+/// read, so a leftover file cannot slip into the set.
+fn read_ca_pair(
+    files: &Files,
+    ca: &str,
+    [slot, client_slot]: [&str; 2],
+    chain: bool,
+    client_ca: bool,
+) -> Result<CaPair> {
+    let signer = read_ca(files, ca, slot)?;
+    Ok(CaPair {
+        chain: read_chain(files, ca, slot, chain, &signer)?,
+        signer,
+        client_signer: client_ca
+            .then(|| read_ca(files, ca, client_slot))
+            .transpose()?,
+    })
+}
+
+/// Every leaf the state names, read from its target's directory. A leaf
+/// must name a known CA and target: the target's files are where it is
+/// written, so issuing a leaf makes its target.
+fn read_leaves(
+    files: &Files,
+    leaves: BTreeMap<String, LeafDoc>,
+    cas: &BTreeMap<String, SetCa>,
+    targets: &BTreeMap<String, TargetSpec>,
+) -> Result<BTreeMap<String, SetLeaf>> {
+    let mut out = BTreeMap::new();
+    for (name, l) in leaves {
         super::validate_name("certificate", &name)?;
         super::validate_name("target", &l.spec.target)?;
         if !cas.contains_key(&l.spec.ca) {
@@ -302,44 +340,57 @@ fn from_files(files: &Files) -> Result<SetState> {
                 format!("leaf \"{name}\" names unknown CA \"{}\"", l.spec.ca),
             ));
         }
-        // Issuing a leaf makes its target: the target's files are where
-        // the leaf is written.
-        if !doc.targets.contains_key(&l.spec.target) {
+        if !targets.contains_key(&l.spec.target) {
             return Err(RotateError::corrupt(
                 STATE_FILE,
                 format!("leaf \"{name}\" names unknown target \"{}\"", l.spec.target),
             ));
         }
-        let base = format!("{}/{}/certs/{name}", material::TARGETS_DIR, l.spec.target);
-        let cert_path = format!("{base}/tls.crt");
-        let key_path = format!("{base}/tls.key");
-        // The leaf comes first; what follows it (an imported CA's chain)
-        // is derived from the CA on every write.
-        let cert = Certificate::all_from_pem(need(files, &cert_path)?)
-            .map_err(|e| RotateError::material(&cert_path, e))?
-            .into_iter()
-            .next()
-            .ok_or_else(|| RotateError::corrupt(&cert_path, "holds no certificate"))?;
-        let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
-            .map_err(|e| RotateError::material(&key_path, e))?;
-        if !key.matches_certificate(&cert) {
-            return Err(RotateError::corrupt(
-                key_path,
-                "does not belong to the certificate beside it",
-            ));
-        }
-        leaves.insert(
+        let issued = read_leaf(files, &l.spec.target, &name)?;
+        out.insert(
             name,
             SetLeaf {
                 spec: l.spec,
-                issued: IssuedLeaf { cert, key },
+                issued,
                 on_next: l.on_next,
             },
         );
     }
-    for (name, target) in &doc.targets {
+    Ok(out)
+}
+
+/// The leaf `name` as its target loads it. The leaf comes first; what
+/// follows it (an imported CA's chain) is derived from the CA on every
+/// write. A key that does not fit the certificate would fail every
+/// handshake, so it is refused here.
+fn read_leaf(files: &Files, target: &str, name: &str) -> Result<IssuedLeaf> {
+    let base = format!("{}/{target}/certs/{name}", material::TARGETS_DIR);
+    let cert_path = format!("{base}/tls.crt");
+    let key_path = format!("{base}/tls.key");
+    let cert = Certificate::all_from_pem(need(files, &cert_path)?)
+        .map_err(|e| RotateError::material(&cert_path, e))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| RotateError::corrupt(&cert_path, "holds no certificate"))?;
+    let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
+        .map_err(|e| RotateError::material(&key_path, e))?;
+    if !key.matches_certificate(&cert) {
+        return Err(RotateError::corrupt(
+            key_path,
+            "does not belong to the certificate beside it",
+        ));
+    }
+    Ok(IssuedLeaf { cert, key })
+}
+
+/// The CAs a target loads bundles of become file names under it: each must
+/// be a CA of the set.
+fn check_target_cas(
+    targets: &BTreeMap<String, TargetSpec>,
+    cas: &BTreeMap<String, SetCa>,
+) -> Result<()> {
+    for (name, target) in targets {
         super::validate_name("target", name)?;
-        // The CAs a target loads bundles of become file names under it.
         if let Some(ca) = target
             .trusts
             .iter()
@@ -355,17 +406,7 @@ fn from_files(files: &Files) -> Result<SetState> {
             ));
         }
     }
-    Ok(SetState {
-        key_algorithm: doc.key_algorithm,
-        ca_lifetime: doc.ca_lifetime,
-        cas,
-        leaves,
-        targets: doc.targets,
-        acks: doc.acks,
-        failures: doc.failures,
-        rotation: doc.rotation,
-        history: doc.history,
-    })
+    Ok(())
 }
 
 /// Reads the files back from Secret data (`/` → `.` in every key): the

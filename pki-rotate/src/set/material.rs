@@ -363,6 +363,34 @@ impl Known {
 /// target already held that has expired is broken whatever happens. One
 /// line per red cell, naming the pair; empty when the transition is green.
 pub fn red_cells(before: &SetState, after: &SetState, now: OffsetDateTime) -> Vec<String> {
+    let (versions, known) = versions(before, after);
+    if !versions.iter().any(|v| v.after) {
+        return Vec::new();
+    }
+    let mut judge = Judge {
+        now,
+        known: &known,
+        cache: SignatureCache::new(),
+        memo: HashMap::new(),
+    };
+    let mut red = Vec::new();
+    for client in &versions {
+        for server in &versions {
+            if !client.after && !server.after {
+                continue;
+            }
+            judge.serving_cells(client, server, &mut red);
+            judge.client_cells(client, server, &mut red);
+        }
+    }
+    red.dedup();
+    red
+}
+
+/// Every version of its files each target may hold across the transition,
+/// and what each may hold already. A version whose files are the same as
+/// one listed before it (by fingerprint) is listed once.
+fn versions(before: &SetState, after: &SetState) -> (Vec<Version>, BTreeMap<String, Known>) {
     let names: std::collections::BTreeSet<&String> =
         before.targets.keys().chain(after.targets.keys()).collect();
     let mut versions: Vec<Version> = Vec::new();
@@ -416,18 +444,35 @@ pub fn red_cells(before: &SetState, after: &SetState, now: OffsetDateTime) -> Ve
             }
         }
     }
-    if !versions.iter().any(|v| v.after) {
-        return Vec::new();
-    }
-    let cache = SignatureCache::new();
-    // A leaf's chain follows from its issuer, so the leaf alone keys it.
-    let mut memo: HashMap<([u8; 32], [u8; 32], bool), Option<String>> = HashMap::new();
-    let mut check = |cert: &Certificate,
-                     chain: &[Certificate],
-                     bundle: &Bundle,
-                     server: bool|
-     -> Option<String> {
-        memo.entry((cert.fingerprint_sha256(), bundle.fingerprint(), server))
+    (versions, known)
+}
+
+/// The cells of the matrix at `now`: which pairs are new enough to be the
+/// transition's doing, and whether a certificate verifies against a bundle.
+struct Judge<'a> {
+    now: OffsetDateTime,
+    known: &'a BTreeMap<String, Known>,
+    cache: SignatureCache,
+    /// Verdicts by (leaf, bundle, serving): a leaf's chain follows from its
+    /// issuer, so the leaf alone keys it, and targets sharing files share
+    /// verdicts.
+    memo: HashMap<([u8; 32], [u8; 32], bool), Option<String>>,
+}
+
+impl Judge<'_> {
+    /// Why `bundle` would reject `cert` (a server certificate, checked
+    /// against its first DNS name or IP address, or a client certificate),
+    /// or None when it accepts it.
+    fn check(
+        &mut self,
+        cert: &Certificate,
+        chain: &[Certificate],
+        bundle: &Bundle,
+        server: bool,
+    ) -> Option<String> {
+        let (now, cache) = (self.now, &self.cache);
+        self.memo
+            .entry((cert.fingerprint_sha256(), bundle.fingerprint(), server))
             .or_insert_with(|| {
                 let purpose = if server {
                     Purpose::ServerAuth
@@ -443,65 +488,84 @@ pub fn red_cells(before: &SetState, after: &SetState, now: OffsetDateTime) -> Ve
                         .map(|d| ExpectedName::Dns(reference_name(&d)))
                         .or_else(|| cert.ip_addresses().into_iter().next().map(ExpectedName::Ip));
                 }
-                verify_chain_cached(cert, chain, bundle, &opts, &cache)
+                verify_chain_cached(cert, chain, bundle, &opts, cache)
                     .err()
                     .map(|e| e.to_string())
             })
             .clone()
-    };
-    let is_new_cert = |v: &Version, cert: &Certificate| {
+    }
+
+    /// Whether the transition gives `v`'s target a certificate it may not
+    /// hold already.
+    fn is_new_cert(&self, v: &Version, cert: &Certificate) -> bool {
         v.after
-            && !known
+            && !self
+                .known
                 .get(&v.target)
                 .is_some_and(|k| k.certs.contains(&cert.fingerprint_sha256()))
-    };
-    let is_new_bundle = |v: &Version, bundle: &Bundle| {
+    }
+
+    /// Whether the transition gives `v`'s target a bundle it may not hold
+    /// already.
+    fn is_new_bundle(&self, v: &Version, bundle: &Bundle) -> bool {
         v.after
-            && !known
+            && !self
+                .known
                 .get(&v.target)
                 .is_some_and(|k| k.bundles.contains(&bundle.fingerprint()))
-    };
-    let usable = |cert: &Certificate| cert.not_before() <= now && now <= cert.not_after();
-    let mut red = Vec::new();
-    for client in &versions {
-        for server in &versions {
-            if !client.after && !server.after {
+    }
+
+    /// Whether the cell of `leaf` against `bundle` is the transition's
+    /// doing: the leaf is new, or the bundle is new and the leaf still
+    /// valid (an expired leaf is broken whatever happens).
+    fn cell_is_new(
+        &self,
+        holder: &Version,
+        leaf: &HeldLeaf,
+        loader: &Version,
+        bundle: &Bundle,
+    ) -> bool {
+        let usable = leaf.cert.not_before() <= self.now && self.now <= leaf.cert.not_after();
+        self.is_new_cert(holder, &leaf.cert) || (self.is_new_bundle(loader, bundle) && usable)
+    }
+
+    /// The server's serving certificates against the client's `trust/`
+    /// bundles.
+    fn serving_cells(&mut self, client: &Version, server: &Version, red: &mut Vec<String>) {
+        for leaf in server.material.leaves.iter().filter(|l| l.serving) {
+            let Some(bundle) = client.material.trust.get(&leaf.ca) else {
+                continue;
+            };
+            if !self.cell_is_new(server, leaf, client, bundle) {
                 continue;
             }
-            for leaf in server.material.leaves.iter().filter(|l| l.serving) {
-                let Some(bundle) = client.material.trust.get(&leaf.ca) else {
-                    continue;
-                };
-                let new_leaf = is_new_cert(server, &leaf.cert);
-                if !(new_leaf || (is_new_bundle(client, bundle) && usable(&leaf.cert))) {
-                    continue;
-                }
-                if let Some(e) = check(&leaf.cert, &leaf.chain, bundle, true) {
-                    red.push(format!(
-                        "client target \"{}\" ({}) would reject serving certificate {} of target \"{}\" ({}) with its trust/{}.crt: {e}",
-                        client.target, client.label, leaf.name, server.target, server.label, leaf.ca
-                    ));
-                }
-            }
-            for leaf in client.material.leaves.iter().filter(|l| l.client) {
-                let Some(bundle) = server.material.client_ca.get(&leaf.ca) else {
-                    continue;
-                };
-                let new_leaf = is_new_cert(client, &leaf.cert);
-                if !(new_leaf || (is_new_bundle(server, bundle) && usable(&leaf.cert))) {
-                    continue;
-                }
-                if let Some(e) = check(&leaf.cert, &leaf.chain, bundle, false) {
-                    red.push(format!(
-                        "server target \"{}\" ({}) would reject client certificate {} of CA {} of target \"{}\" ({}) with its client-ca/{}.crt: {e}",
-                        server.target, server.label, leaf.name, leaf.ca, client.target, client.label, leaf.ca
-                    ));
-                }
+            if let Some(e) = self.check(&leaf.cert, &leaf.chain, bundle, true) {
+                red.push(format!(
+                    "client target \"{}\" ({}) would reject serving certificate {} of target \"{}\" ({}) with its trust/{}.crt: {e}",
+                    client.target, client.label, leaf.name, server.target, server.label, leaf.ca
+                ));
             }
         }
     }
-    red.dedup();
-    red
+
+    /// The client's client certificates against the server's `client-ca/`
+    /// bundles.
+    fn client_cells(&mut self, client: &Version, server: &Version, red: &mut Vec<String>) {
+        for leaf in client.material.leaves.iter().filter(|l| l.client) {
+            let Some(bundle) = server.material.client_ca.get(&leaf.ca) else {
+                continue;
+            };
+            if !self.cell_is_new(client, leaf, server, bundle) {
+                continue;
+            }
+            if let Some(e) = self.check(&leaf.cert, &leaf.chain, bundle, false) {
+                red.push(format!(
+                    "server target \"{}\" ({}) would reject client certificate {} of CA {} of target \"{}\" ({}) with its client-ca/{}.crt: {e}",
+                    server.target, server.label, leaf.name, leaf.ca, client.target, client.label, leaf.ca
+                ));
+            }
+        }
+    }
 }
 
 /// [`red_cells`] as a result: the first cells as the error.

@@ -1,6 +1,6 @@
 //! What `pki set status` shows, as plain serializable data.
 
-use super::{OverrideRecord, RotationSummary, SetState, SetStep, TimelineEntry};
+use super::{OverrideRecord, RotationSummary, SetCa, SetState, SetStep, TargetSpec, TimelineEntry};
 use pki_core::Certificate;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -115,77 +115,17 @@ impl SetState {
         let cas = self
             .cas
             .iter()
-            .map(|(name, ca)| {
-                (
-                    name.clone(),
-                    CaStatus {
-                        roles: ca.roles.to_string(),
-                        current: ca.current.signer.cert.id(),
-                        not_after: ca.current.signer.cert.not_after(),
-                        current_client_ca: ca.current.client_signer.as_ref().map(|c| c.cert.id()),
-                        next: ca.next.as_ref().map(|n| n.signer.cert.id()),
-                        next_client_ca: ca
-                            .next
-                            .as_ref()
-                            .and_then(|n| n.client_signer.as_ref())
-                            .map(|c| c.cert.id()),
-                        clients_moved: running.is_some_and(|r| r.clients_moved.contains(name)),
-                        current_root: ca.current.chain.last().map(Certificate::id),
-                        next_root: ca
-                            .next
-                            .as_ref()
-                            .and_then(|n| n.chain.last())
-                            .map(Certificate::id),
-                    },
-                )
-            })
+            .map(|(name, ca)| (name.clone(), self.ca_status(name, ca)))
             .collect();
         let targets = self
             .targets
             .iter()
-            .map(|(name, t)| {
-                let ack = self.acks.get(name);
-                let failure = self.failures.get(name).map(|f| f.reason.clone());
-                let progress = if failure.is_some() {
-                    "failed"
-                } else if self.is_loaded(name) {
-                    "loaded"
-                } else {
-                    "pending"
-                };
-                (
-                    name.clone(),
-                    TargetStatus {
-                        fingerprint: super::material::target_fingerprint(self, name),
-                        progress,
-                        acked_fingerprint: ack.map(|a| a.fingerprint.clone()),
-                        acked_at: ack.map(|a| a.at),
-                        failure,
-                        trusts: t.trusts.iter().cloned().collect(),
-                        client_ca: t.client_ca.iter().cloned().collect(),
-                        certs: self
-                            .leaves
-                            .iter()
-                            .filter(|(_, l)| &l.spec.target == name)
-                            .map(|(n, _)| n.clone())
-                            .collect(),
-                        serving_updated: running.is_some_and(|r| r.updated_targets.contains(name)),
-                    },
-                )
-            })
+            .map(|(name, t)| (name.clone(), self.target_status(name, t)))
             .collect();
-        let half = running.filter(|r| r.step == SetStep::TrustBoth).map(|r| {
-            let all = self
-                .cas
-                .iter()
-                .filter(|(_, c)| c.roles.client)
-                .all(|(n, _)| r.clients_moved.contains(n));
-            if all { "clients" } else { "trust" }
-        });
         SetStatus {
             schema_version: SCHEMA_VERSION,
             step: self.step(),
-            half,
+            half: self.trust_both_half(),
             reason: rotation.map(|r| r.reason.clone()),
             started_at: rotation.map(|r| r.started_at),
             completed_at: rotation.and_then(|r| r.completed_at),
@@ -210,5 +150,80 @@ impl SetState {
             timeline: rotation.map(|r| r.timeline.clone()).unwrap_or_default(),
             history: self.history.clone(),
         }
+    }
+
+    /// One CA by the ids an operator compares with what targets present:
+    /// both generations, their client CAs and the roots they chain to.
+    fn ca_status(&self, name: &str, ca: &SetCa) -> CaStatus {
+        CaStatus {
+            roles: ca.roles.to_string(),
+            current: ca.current.signer.cert.id(),
+            not_after: ca.current.signer.cert.not_after(),
+            current_client_ca: ca.current.client_signer.as_ref().map(|c| c.cert.id()),
+            next: ca.next.as_ref().map(|n| n.signer.cert.id()),
+            next_client_ca: ca
+                .next
+                .as_ref()
+                .and_then(|n| n.client_signer.as_ref())
+                .map(|c| c.cert.id()),
+            clients_moved: self
+                .running()
+                .is_some_and(|r| r.clients_moved.contains(name)),
+            current_root: ca.current.chain.last().map(Certificate::id),
+            next_root: ca
+                .next
+                .as_ref()
+                .and_then(|n| n.chain.last())
+                .map(Certificate::id),
+        }
+    }
+
+    /// One target: what it must acknowledge, how far it got, and what it
+    /// loads. A reported failure outranks an acknowledgement, so a target
+    /// that failed after loading shows as failed.
+    fn target_status(&self, name: &str, t: &TargetSpec) -> TargetStatus {
+        let ack = self.acks.get(name);
+        let failure = self.failures.get(name).map(|f| f.reason.clone());
+        let progress = if failure.is_some() {
+            "failed"
+        } else if self.is_loaded(name) {
+            "loaded"
+        } else {
+            "pending"
+        };
+        TargetStatus {
+            fingerprint: super::material::target_fingerprint(self, name),
+            progress,
+            acked_fingerprint: ack.map(|a| a.fingerprint.clone()),
+            acked_at: ack.map(|a| a.at),
+            failure,
+            trusts: t.trusts.iter().cloned().collect(),
+            client_ca: t.client_ca.iter().cloned().collect(),
+            certs: self
+                .leaves
+                .iter()
+                .filter(|(_, l)| l.spec.target == name)
+                .map(|(n, _)| n.clone())
+                .collect(),
+            serving_updated: self
+                .running()
+                .is_some_and(|r| r.updated_targets.contains(name)),
+        }
+    }
+
+    /// Which half of trust-both the rotation is in: `clients` once every
+    /// client CA's certificates moved, `trust` before. None outside
+    /// trust-both.
+    fn trust_both_half(&self) -> Option<&'static str> {
+        self.running()
+            .filter(|r| r.step == SetStep::TrustBoth)
+            .map(|r| {
+                let all = self
+                    .cas
+                    .iter()
+                    .filter(|(_, c)| c.roles.client)
+                    .all(|(n, _)| r.clients_moved.contains(n));
+                if all { "clients" } else { "trust" }
+            })
     }
 }

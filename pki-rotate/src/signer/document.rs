@@ -58,17 +58,20 @@
 
 use crate::document::{Document as DocumentForm, Envelope, File, Files, Idle, SecretData};
 use crate::error::{Result, RotateError};
-use crate::leaf::{IssuedLeaf, Leaf, LeafRequest};
+use crate::leaf::LeafRequest;
 use crate::signer::{ConsumerRecord, PublishedBundle};
 use crate::signer::{ExternalCa, ExternalRecord};
 use crate::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
-use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
+use pki_core::Certificate;
 use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
+mod assemble;
 mod part;
 mod requests;
 mod secret;
+
+use assemble::assemble;
 
 use requests::{
     Wanted, check_stored_request, leaf_of_request_path, parse_files_document, request_file,
@@ -556,105 +559,6 @@ fn assemble_files(doc: Document, files: &Files) -> Result<SignerState> {
         Some((get(&leaf_cert_path(name))?, get(&leaf_key_path(name))?))
     };
     assemble(doc, "store", get, leaf)
-}
-
-fn assemble<'a>(
-    doc: Document,
-    origin: &str,
-    get: impl Fn(&str) -> Option<&'a [u8]>,
-    leaf: impl Fn(&str) -> Option<(&'a [u8], &'a [u8])>,
-) -> Result<SignerState> {
-    let need = |path: &str| {
-        get(path).ok_or_else(|| RotateError::corrupt(format!("{origin}: {path}"), "missing"))
-    };
-    let at = |path: &str, e: pki_core::Error| RotateError::material(format!("{origin}: {path}"), e);
-
-    let ca_cert = Certificate::from_pem(need(SIGNER_CERT)?).map_err(|e| at(SIGNER_CERT, e))?;
-    let ca_key = PrivateKey::from_stored_pem(need(SIGNER_KEY)?).map_err(|e| at(SIGNER_KEY, e))?;
-    let ca = CertificateAuthority::new(ca_cert, ca_key).map_err(|e| at(SIGNER_KEY, e))?;
-    let (bridge, bridge_chain) = match get(SIGNER_BRIDGE) {
-        Some(b) => {
-            let mut certs = Certificate::all_from_pem(b)
-                .map_err(|e| at(SIGNER_BRIDGE, e))?
-                .into_iter();
-            let bridge = certs.next().ok_or_else(|| {
-                RotateError::corrupt(format!("{origin}: {SIGNER_BRIDGE}"), "holds no certificate")
-            })?;
-            (Some(bridge), certs.collect())
-        }
-        None => (None, Vec::new()),
-    };
-    let bundle = Bundle::from_pem(need(CA_BUNDLE)?).map_err(|e| at(CA_BUNDLE, e))?;
-    let external = match doc.external {
-        None => None,
-        Some(record) => {
-            let chain = match get(SIGNER_CHAIN) {
-                Some(pem) => Certificate::all_from_pem(pem).map_err(|e| at(SIGNER_CHAIN, e))?,
-                None => Vec::new(),
-            };
-            Some(ExternalCa {
-                imported_at: record.imported_at,
-                chain,
-            })
-        }
-    };
-    // An imported CA's bundle holds the root of its chain instead, and that
-    // root leaves the bundle when it expires (pruned like any member).
-    if external.is_none() && !bundle.contains(&ca.cert) {
-        return Err(RotateError::corrupt(
-            format!("{origin}: {CA_BUNDLE}"),
-            format!("does not contain the current CA {}", ca.cert.id()),
-        ));
-    }
-
-    let mut leaves = BTreeMap::new();
-    for (name, request) in doc.leaves {
-        let issued = match leaf(&name) {
-            None => None,
-            Some((chain_pem, key_pem)) => {
-                let cert_path = leaf_cert_path(&name);
-                let key_path = leaf_key_path(&name);
-                let chain = Certificate::all_from_pem(chain_pem).map_err(|e| at(&cert_path, e))?;
-                let cert = chain.into_iter().next().ok_or_else(|| {
-                    RotateError::corrupt(format!("{origin}: {cert_path}"), "holds no certificate")
-                })?;
-                let key = PrivateKey::from_stored_pem(key_pem).map_err(|e| at(&key_path, e))?;
-                if !key.matches_certificate(&cert) {
-                    return Err(at(
-                        &key_path,
-                        pki_core::Error::KeyMismatch {
-                            certificate: cert.id(),
-                        },
-                    ));
-                }
-                Some(IssuedLeaf { cert, key })
-            }
-        };
-        leaves.insert(
-            name,
-            Leaf {
-                request: std::sync::Arc::new(request),
-                issued,
-            },
-        );
-    }
-
-    let mut state = SignerState {
-        policy: doc.policy,
-        ca,
-        bridge,
-        bridge_chain,
-        bundle,
-        previous: doc.previous,
-        forced_rotation_reason: doc.forced_rotation_reason,
-        leaves,
-        history: doc.history,
-        external,
-        published: doc.published,
-        consumers: doc.consumers,
-    };
-    state.adopt_current_bundle();
-    Ok(state)
 }
 
 impl SignerState {

@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::leaf::{LeafKind, LeafReason};
-use crate::signer::{RotationReason, RotationRecord, SignerInput, SignerState, plan};
+use crate::signer::{Plan, RotationReason, RotationRecord, SignerInput, SignerState, plan};
 use pki_core::Certificate;
 use time::OffsetDateTime;
 
@@ -382,78 +382,8 @@ impl SignerStatus {
     pub fn of(state: &SignerState, now: OffsetDateTime) -> Result<Self> {
         let p = plan(state, &SignerInput::default(), now)?;
         let ca = &state.ca.cert;
-        let mut pending = Vec::new();
-        if let Some(r) = &p.rotation {
-            pending.push(PendingAction::RotateCa {
-                reason: r.reason.clone(),
-                ca_id: ca.id(),
-                detail: r.reason.to_string(),
-            });
-        }
-        let signer_after = p.rotation.is_none().then(|| ca.id());
-        for l in &p.leaves {
-            pending.push(PendingAction::IssueLeaf {
-                leaf: l.name.clone(),
-                reason: l.reason.clone(),
-                issuer_ca_id: signer_after.clone(),
-                detail: l.reason.to_string(),
-            });
-        }
-        if !p.prune.is_empty() {
-            pending.push(PendingAction::PruneBundle {
-                ids: p.prune.iter().map(Certificate::id).collect(),
-            });
-        }
-        if p.drop_bridge
-            && let Some(b) = &state.bridge
-        {
-            pending.push(PendingAction::RetireBridge { id: b.id() });
-        }
-        if let Some(action) = replacement_due(state, now) {
-            pending.push(action);
-        }
-        let previous_cert = state
-            .previous
-            .as_ref()
-            .and_then(|p| p.certificate.as_ref())
-            .and_then(|pem| Certificate::from_pem(pem.as_bytes()).ok());
-        let issuer_of = |cert: &Certificate| -> Option<String> {
-            if pki_core::issued_by(cert, ca).issued_by {
-                Some(ca.id())
-            } else {
-                previous_cert
-                    .as_ref()
-                    .filter(|prev| pki_core::issued_by(cert, prev).issued_by)
-                    .map(Certificate::id)
-            }
-        };
-        let leaves: Vec<LeafStatus> = state
-            .leaves
-            .iter()
-            .map(|(name, leaf)| {
-                let cert = leaf.issued.as_ref().map(|i| &i.cert);
-                let leaf_state = match cert {
-                    None => LeafState::NotIssued,
-                    Some(c) if now > c.not_after() => LeafState::Expired,
-                    Some(c) if now < c.not_before() => LeafState::NotYetValid,
-                    Some(_) => LeafState::Valid,
-                };
-                LeafStatus {
-                    name: name.clone(),
-                    kind: leaf.request.kind,
-                    names: leaf.request.names(),
-                    state: leaf_state,
-                    cert: cert.map(|c| CertSummary::of(c, now)),
-                    issuer_ca_id: cert.and_then(issuer_of),
-                    chain_len: cert.map(|c| state.serving_chain(c).len()).unwrap_or(0),
-                    reissue: p
-                        .leaves
-                        .iter()
-                        .find(|d| &d.name == name)
-                        .map(|d| d.reason.clone()),
-                }
-            })
-            .collect();
+        let pending = pending_actions(state, &p, now);
+        let leaves = leaf_statuses(state, &p, now);
         let trust = trust_summaries(state, now);
         let problems = problems_at(state, now, &trust);
         let current_bundle = state.bundle_fingerprint();
@@ -511,6 +441,94 @@ impl SignerStatus {
             consumers,
         })
     }
+}
+
+/// What the engine would do now, read from the plan it would make (so the
+/// report never disagrees with a step), plus a replacement of an imported
+/// CA, which is the operator's to do. A leaf issued after a rotation is
+/// issued by the new CA, whose id is not known yet.
+fn pending_actions(state: &SignerState, p: &Plan, now: OffsetDateTime) -> Vec<PendingAction> {
+    let ca = &state.ca.cert;
+    let mut pending = Vec::new();
+    if let Some(r) = &p.rotation {
+        pending.push(PendingAction::RotateCa {
+            reason: r.reason.clone(),
+            ca_id: ca.id(),
+            detail: r.reason.to_string(),
+        });
+    }
+    let signer_after = p.rotation.is_none().then(|| ca.id());
+    for l in &p.leaves {
+        pending.push(PendingAction::IssueLeaf {
+            leaf: l.name.clone(),
+            reason: l.reason.clone(),
+            issuer_ca_id: signer_after.clone(),
+            detail: l.reason.to_string(),
+        });
+    }
+    if !p.prune.is_empty() {
+        pending.push(PendingAction::PruneBundle {
+            ids: p.prune.iter().map(Certificate::id).collect(),
+        });
+    }
+    if p.drop_bridge
+        && let Some(b) = &state.bridge
+    {
+        pending.push(PendingAction::RetireBridge { id: b.id() });
+    }
+    if let Some(action) = replacement_due(state, now) {
+        pending.push(action);
+    }
+    pending
+}
+
+/// Every leaf with its certificate, its issuer and whether the plan
+/// re-issues it. The issuer is the current CA or, for a leaf not re-issued
+/// since the last rotation, the previous one.
+fn leaf_statuses(state: &SignerState, p: &Plan, now: OffsetDateTime) -> Vec<LeafStatus> {
+    let ca = &state.ca.cert;
+    let previous_cert = state
+        .previous
+        .as_ref()
+        .and_then(|p| p.certificate.as_ref())
+        .and_then(|pem| Certificate::from_pem(pem.as_bytes()).ok());
+    let issuer_of = |cert: &Certificate| -> Option<String> {
+        if pki_core::issued_by(cert, ca).issued_by {
+            Some(ca.id())
+        } else {
+            previous_cert
+                .as_ref()
+                .filter(|prev| pki_core::issued_by(cert, prev).issued_by)
+                .map(Certificate::id)
+        }
+    };
+    state
+        .leaves
+        .iter()
+        .map(|(name, leaf)| {
+            let cert = leaf.issued.as_ref().map(|i| &i.cert);
+            let leaf_state = match cert {
+                None => LeafState::NotIssued,
+                Some(c) if now > c.not_after() => LeafState::Expired,
+                Some(c) if now < c.not_before() => LeafState::NotYetValid,
+                Some(_) => LeafState::Valid,
+            };
+            LeafStatus {
+                name: name.clone(),
+                kind: leaf.request.kind,
+                names: leaf.request.names(),
+                state: leaf_state,
+                cert: cert.map(|c| CertSummary::of(c, now)),
+                issuer_ca_id: cert.and_then(issuer_of),
+                chain_len: cert.map(|c| state.serving_chain(c).len()).unwrap_or(0),
+                reissue: p
+                    .leaves
+                    .iter()
+                    .find(|d| &d.name == name)
+                    .map(|d| d.reason.clone()),
+            }
+        })
+        .collect()
 }
 
 fn role(state: &SignerState, c: &Certificate) -> BundleRole {

@@ -152,62 +152,15 @@ impl PublicKey {
     /// Reads a JWK (public members only; private members are refused so a
     /// private key never ends up published by mistake).
     pub fn from_jwk(jwk: &Map<String, Value>, what: &str) -> Result<Self, JoseError> {
-        let member = |name: &str| -> Result<&str, JoseError> {
-            match jwk.get(name) {
-                Some(Value::String(s)) => Ok(s.as_str()),
-                Some(_) => Err(malformed(what, format!("\"{name}\" is not a string"))),
-                None => Err(malformed(what, format!("has no \"{name}\""))),
-            }
-        };
-        let bytes = |name: &str| -> Result<Vec<u8>, JoseError> {
-            Base64UrlUnpadded
-                .decode(member(name)?)
-                .map_err(|_| malformed(what, format!("\"{name}\" is not unpadded base64url")))
-        };
         if jwk.contains_key("d") {
             return Err(malformed(
                 what,
                 "holds a private key (\"d\"); give public keys only",
             ));
         }
-        let key = match member("kty")? {
-            "EC" => {
-                let crv = member("crv")?;
-                if crv != "P-256" {
-                    return Err(unsupported(what, format!("curve \"{crv}\" (P-256 only)")));
-                }
-                let (x, y) = (bytes("x")?, bytes("y")?);
-                if x.len() != 32 || y.len() != 32 {
-                    return Err(malformed(
-                        what,
-                        "P-256 coordinates must be 32 bytes each (RFC 7518 §6.2.1.2)",
-                    ));
-                }
-                let mut sec1 = Vec::with_capacity(65);
-                sec1.push(4);
-                sec1.extend_from_slice(&x);
-                sec1.extend_from_slice(&y);
-                p256::ecdsa::VerifyingKey::from_sec1_bytes(&sec1)
-                    .map(PublicKey::P256)
-                    .map_err(|_| malformed(what, "x and y are not a point on P-256"))?
-            }
-            "RSA" => {
-                let (n, e) = (bytes("n")?, bytes("e")?);
-                if n.first() == Some(&0) || e.first() == Some(&0) {
-                    return Err(malformed(
-                        what,
-                        "\"n\" and \"e\" must be minimal octets, without leading zeros",
-                    ));
-                }
-                if n.len() > RSA_BITS.end() / 8 || e.len() > 8 {
-                    return Err(unsupported(what, "RSA modulus or exponent too large"));
-                }
-                let n = rsa::BoxedUint::from_be_slice_vartime(&n);
-                let e = rsa::BoxedUint::from_be_slice_vartime(&e);
-                let key = rsa::RsaPublicKey::new_with_size_limits(n, e, RSA_BITS)
-                    .map_err(|err| unsupported(what, format!("RSA key: {err}")))?;
-                PublicKey::Rsa(key)
-            }
+        let key = match jwk_member(jwk, "kty", what)? {
+            "EC" => p256_from_jwk(jwk, what)?,
+            "RSA" => rsa_from_jwk(jwk, what)?,
             other => {
                 return Err(unsupported(
                     what,
@@ -215,26 +168,33 @@ impl PublicKey {
                 ));
             }
         };
+        key.check_alg_and_kid(jwk, what)?;
+        Ok(key)
+    }
+
+    /// A JWK's optional `alg` and `kid` must describe this key: a `kid`
+    /// that is not its thumbprint would let one key pass for another.
+    fn check_alg_and_kid(&self, jwk: &Map<String, Value>, what: &str) -> Result<(), JoseError> {
         if let Some(alg) = jwk.get("alg")
-            && alg.as_str() != Some(key.algorithm().as_str())
+            && alg.as_str() != Some(self.algorithm().as_str())
         {
             return Err(malformed(
                 what,
-                format!("\"alg\" {alg} does not fit a {} key", key.kty()),
+                format!("\"alg\" {alg} does not fit a {} key", self.kty()),
             ));
         }
         if let Some(kid) = jwk.get("kid")
-            && kid.as_str() != Some(key.thumbprint().as_str())
+            && kid.as_str() != Some(self.thumbprint().as_str())
         {
             return Err(malformed(
                 what,
                 format!(
                     "\"kid\" {kid} is not the key's RFC 7638 thumbprint {}",
-                    key.thumbprint()
+                    self.thumbprint()
                 ),
             ));
         }
-        Ok(key)
+        Ok(())
     }
 
     /// Verifies a JWS signature over `signing_input`.
@@ -254,6 +214,70 @@ impl PublicKey {
             },
         }
     }
+}
+
+/// The string member `name` of a JWK; absent or not a string is malformed.
+fn jwk_member<'a>(
+    jwk: &'a Map<String, Value>,
+    name: &str,
+    what: &str,
+) -> Result<&'a str, JoseError> {
+    match jwk.get(name) {
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(_) => Err(malformed(what, format!("\"{name}\" is not a string"))),
+        None => Err(malformed(what, format!("has no \"{name}\""))),
+    }
+}
+
+/// The bytes of the base64url member `name` of a JWK (RFC 7515 §2:
+/// unpadded).
+fn jwk_bytes(jwk: &Map<String, Value>, name: &str, what: &str) -> Result<Vec<u8>, JoseError> {
+    Base64UrlUnpadded
+        .decode(jwk_member(jwk, name, what)?)
+        .map_err(|_| malformed(what, format!("\"{name}\" is not unpadded base64url")))
+}
+
+/// An EC JWK: P-256 only, with full-length coordinates, so that one key
+/// has one encoding and one thumbprint.
+fn p256_from_jwk(jwk: &Map<String, Value>, what: &str) -> Result<PublicKey, JoseError> {
+    let crv = jwk_member(jwk, "crv", what)?;
+    if crv != "P-256" {
+        return Err(unsupported(what, format!("curve \"{crv}\" (P-256 only)")));
+    }
+    let (x, y) = (jwk_bytes(jwk, "x", what)?, jwk_bytes(jwk, "y", what)?);
+    if x.len() != 32 || y.len() != 32 {
+        return Err(malformed(
+            what,
+            "P-256 coordinates must be 32 bytes each (RFC 7518 §6.2.1.2)",
+        ));
+    }
+    let mut sec1 = Vec::with_capacity(65);
+    sec1.push(4);
+    sec1.extend_from_slice(&x);
+    sec1.extend_from_slice(&y);
+    p256::ecdsa::VerifyingKey::from_sec1_bytes(&sec1)
+        .map(PublicKey::P256)
+        .map_err(|_| malformed(what, "x and y are not a point on P-256"))
+}
+
+/// An RSA JWK: minimal octets (one key, one thumbprint) and a size within
+/// [`RSA_BITS`], checked before the numbers are built.
+fn rsa_from_jwk(jwk: &Map<String, Value>, what: &str) -> Result<PublicKey, JoseError> {
+    let (n, e) = (jwk_bytes(jwk, "n", what)?, jwk_bytes(jwk, "e", what)?);
+    if n.first() == Some(&0) || e.first() == Some(&0) {
+        return Err(malformed(
+            what,
+            "\"n\" and \"e\" must be minimal octets, without leading zeros",
+        ));
+    }
+    if n.len() > RSA_BITS.end() / 8 || e.len() > 8 {
+        return Err(unsupported(what, "RSA modulus or exponent too large"));
+    }
+    let n = rsa::BoxedUint::from_be_slice_vartime(&n);
+    let e = rsa::BoxedUint::from_be_slice_vartime(&e);
+    let key = rsa::RsaPublicKey::new_with_size_limits(n, e, RSA_BITS)
+        .map_err(|err| unsupported(what, format!("RSA key: {err}")))?;
+    Ok(PublicKey::Rsa(key))
 }
 
 /// RFC 7638 §3: SHA-256 over the required members, sorted, without
