@@ -20,11 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// The cycles each crate still has, as the sets of modules they join. An
 /// empty list: the crate is a stack.
-const KNOWN: &[(&str, &[&[&str]])] = &[
-    ("pki-core", &[]),
-    ("pki-rotate", &[]),
-    ("pki-ffi", &[]),
-];
+const KNOWN: &[(&str, &[&[&str]])] = &[("pki-core", &[]), ("pki-rotate", &[]), ("pki-ffi", &[])];
 
 /// A crate's top-level modules and, for each, the top-level modules it
 /// imports.
