@@ -190,6 +190,32 @@ impl Subject<'_> {
 /// emailAddress (PKCS #9), the legacy place of an e-mail address in a DN.
 const EMAIL_ADDRESS: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.1");
 
+/// The first name that is not well formed, and why. Such a name cannot
+/// be shown to lie inside or outside a subtree: `.example.com` ends with
+/// `example.com` although it names no host. So under any constraint, every
+/// dNSName and rfc822Name must be well formed, whatever the kinds
+/// constrained (as Go and rustls-webpki do).
+fn first_malformed<'n, 'a>(names: &'n [Subject<'a>]) -> Option<(&'n Subject<'a>, &'static str)> {
+    names.iter().find_map(|name| match name {
+        Subject::Alt(GeneralName::DnsName(d)) if !valid_presented_dns(d.as_str()) => {
+            Some((name, "malformed dNSName"))
+        }
+        Subject::Alt(GeneralName::Rfc822Name(e)) if !valid_mailbox(e.as_str()) => {
+            Some((name, "malformed rfc822Name"))
+        }
+        _ => None,
+    })
+}
+
+/// The subtrees of `trees` whose base is a name of `kind`.
+fn by_kind(trees: &[GeneralSubtree], kind: Kind) -> Vec<&GeneralName> {
+    trees
+        .iter()
+        .map(|t| &t.base)
+        .filter(|b| kind_of(b) == kind)
+        .collect()
+}
+
 /// Applies the nameConstraints of `ca` to `cert` (a certificate below it).
 /// Self-issued intermediates are exempted by the caller (RFC 5280 §6.1.3(b)).
 ///
@@ -238,31 +264,11 @@ pub(crate) fn check_name_constraints(
     }
     names.extend(cert.subject_alt_names().iter().map(Subject::Alt));
 
-    // A name that is not well formed cannot be shown to lie inside or
-    // outside a subtree: `.example.com` ends with `example.com` although
-    // it names no host. So under any constraint, every dNSName and
-    // rfc822Name must be well formed, whatever the kinds constrained (as
-    // Go and rustls-webpki do).
-    for name in &names {
-        match name {
-            Subject::Alt(GeneralName::DnsName(d)) if !valid_presented_dns(d.as_str()) => {
-                return Err(violation(name, "malformed dNSName"));
-            }
-            Subject::Alt(GeneralName::Rfc822Name(e)) if !valid_mailbox(e.as_str()) => {
-                return Err(violation(name, "malformed rfc822Name"));
-            }
-            _ => {}
-        }
+    if let Some((name, reason)) = first_malformed(&names) {
+        return Err(violation(name, reason));
     }
 
     // Subtrees by kind, sorted out once per kind met.
-    fn by_kind(trees: &[GeneralSubtree], kind: Kind) -> Vec<&GeneralName> {
-        trees
-            .iter()
-            .map(|t| &t.base)
-            .filter(|b| kind_of(b) == kind)
-            .collect()
-    }
     let mut kinds: Vec<(Kind, Vec<&GeneralName>, Vec<&GeneralName>)> = Vec::new();
 
     for name in &names {
