@@ -1,6 +1,6 @@
 //! A credential step as a controller runs it: the loop of `pki cred
 //! reconcile` (and of an embedder of `pki_cred_step`), that is
-//! `credential::advance` through the driver over a directory store (load,
+//! `driver::advance` through the driver over a directory store (load,
 //! plan, apply, compare-and-swap, one commit per step), the action it asks
 //! for, its result reported through the driver, and `advance` again until
 //! it says to wait. Three steps, each at the time it is due:
@@ -34,9 +34,10 @@
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use pki_rotate::credential::{
-    self, Action, Advance, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy,
-    CredentialState, Next, WaitReason,
+    self, Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Next,
+    WaitReason,
 };
+use pki_rotate::driver::{Advance, AdvanceOptions};
 use pki_rotate::{CredentialSecret, Driver, FsStore, MemoryStore, Store};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -109,7 +110,7 @@ fn reconcile<S: Store>(
     };
     let mut commits = 0;
     loop {
-        let advanced = credential::advance(&driver, NAME, options, now, rng).unwrap();
+        let advanced = pki_rotate::driver::advance(&driver, NAME, options, now, rng).unwrap();
         commits += advanced.steps;
         let report = match &advanced.next {
             Next::Act(Action::Wait { .. }) => return (advanced, commits),

@@ -14,11 +14,12 @@ use crate::common::{CliError, CliResult, StoreArg, os_rng, when};
 use hooks::{Attempt, HookResult};
 use pki_rotate::credential::status::{CredentialStatus, SCHEMA_VERSION};
 use pki_rotate::credential::{
-    Action, AdvanceOptions, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
-    Event, Hooks, Next, WaitReason, advance, credential_key,
+    Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event, Hooks,
+    Next, WaitReason, credential_key,
     document::{CREDS_DIR, STATE_FILE},
     validate_credential_name,
 };
+use pki_rotate::driver::{AdvanceOptions, advance};
 use pki_rotate::{Driver, Files, FsStore, RotateError, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;

@@ -1,26 +1,30 @@
-//! The layers inside pki-core, pki-rotate and pki-ffi: their top-level
-//! modules must import each other without a cycle (DESIGN.md, "Layers").
+//! The layers inside pki-core, pki-rotate and pki-ffi (DESIGN.md,
+//! "Layers"): at every level (a crate's top-level modules, and the modules
+//! of each top-level folder, such as pki-rotate's `engines/`) modules import
+//! each other without a cycle, and pki-rotate's top level is the stack
+//! DESIGN.md draws: model, engines, driver, stores, each importing only
+//! downward.
 //!
-//! Read from the sources, as a reader would: every `crate::X` and `super::X`
-//! that reaches a top-level module `X` (through `use`, a path in code, or a
-//! name `lib.rs` re-exports from `X`) is an arrow from the module of the file
-//! to `X`. Comments are left out. The strongly connected components of that
-//! graph are the cycles.
-//!
-//! The refactor that removes them lands in steps, so this is a ratchet:
-//! each crate's cycles must lie inside the ones listed in `KNOWN` (which
-//! shrinks as the work goes on, to nothing), and a cycle that is not there
-//! fails the test. `cargo test --test layers -- --nocapture` prints the
-//! figures: modules, arrows, modules in cycles.
+//! Read from the sources, as a reader would: every `crate::X`, `crate::G::X`
+//! and `super::X` that reaches a module `X` of the level (through `use`, a
+//! path in code, or a name a root file re-exports from `X`) is an arrow from
+//! the module of the file to `X`. Comments are left out. The strongly
+//! connected components of that graph are the cycles.
+//! `PKI_LAYERS_ARROWS=1 cargo test --test layers -- --nocapture` prints
+//! every level's arrows; `PKI_LAYERS_SITES=1` the file each arrow starts in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The cycles each crate still has, as the sets of modules they join. An
-/// empty list: the crate is a stack.
-const KNOWN: &[(&str, &[&[&str]])] = &[("pki-core", &[]), ("pki-rotate", &[]), ("pki-ffi", &[])];
+/// The crates whose modules must form a stack.
+const CRATES: &[&str] = &["pki-core", "pki-rotate", "pki-ffi"];
+
+/// pki-rotate's layers, bottom to top (DESIGN.md, "Layers"): each imports
+/// only those before it. The request schema that the C ABI and Go read
+/// sits on top.
+const ROTATE_LAYERS: &[&str] = &["model", "engines", "driver", "stores", "request"];
 
 /// A crate's top-level modules and, for each, the top-level modules it
 /// imports.
@@ -30,7 +34,8 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir`, tests aside (`tests.rs` and files under a
+/// `tests` folder): a test may drive its module through a layer above it.
 fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -39,7 +44,10 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+                && !path.components().any(|c| c.as_os_str() == "tests")
+            {
                 out.push(path);
             }
         }
@@ -85,6 +93,22 @@ fn code(text: &str) -> String {
     out
 }
 
+/// The code before a file's inline test module (`#[cfg(test)] mod tests {`,
+/// at the end of a file by this crate's convention).
+fn without_test_module(code: &str) -> String {
+    let mut end = code.len();
+    for (i, _) in code.match_indices("#[cfg(test)]") {
+        if code[i + "#[cfg(test)]".len()..]
+            .trim_start()
+            .starts_with("mod tests {")
+        {
+            end = i;
+            break;
+        }
+    }
+    code[..end].to_string()
+}
+
 fn ident(s: &str) -> &str {
     let end = s
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -127,10 +151,13 @@ fn names_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
     names
 }
 
-/// The top-level modules `lib.rs` declares, and the names it re-exports
-/// from each (`pub use X::{a, b}` makes `crate::a` a use of `X`).
-fn crate_root(src: &Path) -> (BTreeSet<String>, BTreeMap<String, String>) {
-    let lib = code(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+/// The modules a root file (`lib.rs`, or a folder's `G.rs`) declares, and
+/// where each name it re-exports comes from, as a path of modules below
+/// that root (`pub use engines::{signer}` makes `signer` the path
+/// `engines::signer`; `pub use signer::{SignerState}` then makes
+/// `SignerState` that path too).
+fn root_file(file: &Path) -> (BTreeSet<String>, BTreeMap<String, Vec<String>>) {
+    let lib = code(&std::fs::read_to_string(file).unwrap());
     let mut modules = BTreeSet::new();
     for line in lib.lines() {
         let line = line.trim();
@@ -142,7 +169,7 @@ fn crate_root(src: &Path) -> (BTreeSet<String>, BTreeMap<String, String>) {
             modules.insert(ident(name).to_string());
         }
     }
-    let mut exported = BTreeMap::new();
+    let mut exported: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for statement in lib.split(';') {
         let statement = statement.trim();
         let Some(path) = statement
@@ -151,43 +178,91 @@ fn crate_root(src: &Path) -> (BTreeSet<String>, BTreeMap<String, String>) {
         else {
             continue;
         };
-        let module = ident(path).to_string();
-        if !modules.contains(&module) {
+        let first = ident(path).to_string();
+        let base = if modules.contains(&first) {
+            vec![first.clone()]
+        } else if let Some(known) = exported.get(&first) {
+            known.clone()
+        } else {
+            continue;
+        };
+        let after = &path[first.len()..];
+        if let Some(alias) = after.trim().strip_prefix("as ") {
+            // `pub use stores as store`: the module under another name.
+            exported.insert(ident(alias.trim()).to_string(), base);
             continue;
         }
-        let after = &path[module.len()..];
-        let names = match after.strip_prefix("::{") {
-            Some(group) => group
-                .trim_end_matches('}')
-                .split(',')
-                .map(|n| n.rsplit("::").next().unwrap_or(n).trim())
-                .map(|n| n.rsplit(" as ").next().unwrap_or(n).trim())
-                .collect(),
-            None => vec![after.rsplit("::").next().unwrap_or(after).trim()],
+        let entries: Vec<&str> = match after.strip_prefix("::{") {
+            Some(group) => group.trim_end_matches('}').split(',').collect(),
+            None => vec![after.trim_start_matches("::")],
         };
-        for name in names.into_iter().filter(|n| !n.is_empty()) {
-            exported.insert(ident(name).to_string(), module.clone());
+        for entry in entries.into_iter().map(str::trim) {
+            let name = match entry.split_once(" as ") {
+                Some((_, alias)) => alias.trim(),
+                None => entry.rsplit("::").next().unwrap_or(entry),
+            };
+            let name = ident(name);
+            if name.is_empty() {
+                continue;
+            }
+            // The segment right below the module: the submodule the name
+            // comes from (or the name itself); deeper ones do not matter.
+            let mut full = base.clone();
+            full.push(ident(entry).to_string());
+            exported.insert(name.to_string(), full);
         }
     }
     (modules, exported)
 }
 
-/// The import graph of the crate whose sources are in `src`.
-fn graph(src: &Path) -> Graph {
-    let (modules, exported) = crate_root(src);
-    let resolve = |name: &str| -> Option<String> {
+/// The import graph of one level of the crate whose sources are in `src`:
+/// its top-level modules (`group` None), or the modules of the folder
+/// `src/<group>` (declared in `src/<group>.rs`).
+fn graph(src: &Path, group: Option<&str>) -> Graph {
+    let (root_modules, root_exported) = root_file(&src.join("lib.rs"));
+    let (dir, (modules, exported)) = match group {
+        None => (
+            src.to_path_buf(),
+            (root_modules.clone(), root_exported.clone()),
+        ),
+        Some(g) => (src.join(g), root_file(&src.join(format!("{g}.rs")))),
+    };
+    // A name at this level: one of its modules, or a name its root file
+    // re-exports from one.
+    let at_level = |name: &str| -> Option<String> {
         if modules.contains(name) {
             Some(name.to_string())
         } else {
-            exported.get(name).cloned()
+            exported
+                .get(name)
+                .and_then(|p| p.first())
+                .filter(|m| modules.contains(*m))
+                .cloned()
+        }
+    };
+    // A name after `crate::`, resolved to this level's module it reaches.
+    let from_crate = |name: &str| -> Option<String> {
+        let path = match root_modules.contains(name) {
+            true => vec![name.to_string()],
+            false => root_exported.get(name)?.clone(),
+        };
+        match group {
+            None => path.first().cloned(),
+            Some(g) if path.first().map(String::as_str) == Some(g) => {
+                path.get(1).and_then(|n| at_level(n))
+            }
+            Some(_) => None,
         }
     };
     let mut graph: Graph = modules
         .iter()
         .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
-    for file in sources(src) {
-        let relative = file.strip_prefix(src).unwrap();
+    if !dir.is_dir() {
+        return graph;
+    }
+    for file in sources(&dir) {
+        let relative = file.strip_prefix(&dir).unwrap();
         let parts: Vec<String> = relative
             .with_extension("")
             .components()
@@ -196,20 +271,30 @@ fn graph(src: &Path) -> Graph {
         let Some(own) = parts.first().filter(|p| modules.contains(*p)) else {
             continue;
         };
-        let text = code(&std::fs::read_to_string(&file).unwrap());
+        let text = without_test_module(&code(&std::fs::read_to_string(&file).unwrap()));
         let mut used: Vec<String> = names_after(&text, "crate::")
             .into_iter()
-            .filter_map(resolve)
+            .filter_map(&from_crate)
             .collect();
-        // `super::` from a top-level file, or as many `super::` as the
-        // file is deep, reaches the crate root.
+        if let Some(g) = group {
+            used.extend(
+                names_after(&text, &format!("crate::{g}::"))
+                    .into_iter()
+                    .filter_map(&at_level),
+            );
+        }
+        // As many `super::` as the file is deep below this level's root
+        // reach that root.
         let root_super = "super::".repeat(parts.len());
         used.extend(
             names_after(&text, &root_super)
                 .into_iter()
-                .filter_map(resolve),
+                .filter_map(&at_level),
         );
         for target in used {
+            if std::env::var_os("PKI_LAYERS_SITES").is_some() && target != *own {
+                println!("    {} -> {target}", relative.display());
+            }
             if target != *own {
                 graph.get_mut(own).unwrap().insert(target);
             }
@@ -275,37 +360,69 @@ fn cycles(graph: &Graph) -> Vec<BTreeSet<String>> {
     s.out
 }
 
-#[test]
-fn top_level_modules_import_each_other_without_a_new_cycle() {
-    let mut failures = Vec::new();
-    for (krate, known) in KNOWN {
-        let graph = graph(&workspace().join(krate).join("src"));
-        let found = cycles(&graph);
-        let arrows: usize = graph.values().map(BTreeSet::len).sum();
-        let in_cycles: usize = found.iter().map(BTreeSet::len).sum();
-        println!(
-            "{krate}: {} top-level modules, {arrows} arrows, {in_cycles} modules in {} cycles",
-            graph.len(),
-            found.len()
-        );
-        if std::env::var_os("PKI_LAYERS_ARROWS").is_some() {
-            for (from, to) in &graph {
-                println!(
-                    "  {from} -> {}",
-                    to.iter().cloned().collect::<Vec<_>>().join(" ")
-                );
+/// The levels of a crate: its top-level modules, then the modules of each
+/// top-level folder (`src/G/` with its root `src/G.rs`), each with its
+/// import graph.
+fn levels(src: &Path) -> Vec<(String, Graph)> {
+    let top = graph(src, None);
+    let mut out = Vec::new();
+    for module in top.keys() {
+        if src.join(module).is_dir() && src.join(format!("{module}.rs")).is_file() {
+            let inner = graph(src, Some(module));
+            if inner.len() > 1 {
+                out.push((format!("{module}/"), inner));
             }
         }
-        for cycle in &found {
+    }
+    out.insert(0, ("top level".to_string(), top));
+    out
+}
+
+fn print_graph(graph: &Graph) {
+    for (from, to) in graph {
+        println!(
+            "    {from} -> {}",
+            to.iter().cloned().collect::<Vec<_>>().join(" ")
+        );
+    }
+}
+
+#[test]
+fn modules_import_each_other_without_a_cycle_at_every_level() {
+    let mut failures = Vec::new();
+    for krate in CRATES {
+        for (level, graph) in levels(&workspace().join(krate).join("src")) {
+            let found = cycles(&graph);
+            let arrows: usize = graph.values().map(BTreeSet::len).sum();
             println!(
-                "  cycle: {}",
-                cycle.iter().cloned().collect::<Vec<_>>().join(" ")
+                "{krate} {level}: {} modules, {arrows} arrows, {} cycles",
+                graph.len(),
+                found.len()
             );
-            let allowed = known
-                .iter()
-                .any(|k| cycle.iter().all(|m| k.contains(&m.as_str())));
-            if !allowed {
-                failures.push(format!("{krate}: a new cycle: {cycle:?}"));
+            if std::env::var_os("PKI_LAYERS_ARROWS").is_some() {
+                print_graph(&graph);
+            }
+            for cycle in found {
+                failures.push(format!("{krate} {level}: a cycle: {cycle:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn pki_rotate_is_the_stack_design_draws() {
+    let top = graph(&workspace().join("pki-rotate").join("src"), None);
+    let place = |m: &str| ROTATE_LAYERS.iter().position(|l| *l == m);
+    let mut failures = Vec::new();
+    for (from, to) in &top {
+        let Some(below) = place(from) else {
+            failures.push(format!("{from} is in no layer of ROTATE_LAYERS"));
+            continue;
+        };
+        for target in to {
+            if place(target).is_none_or(|above| above >= below) {
+                failures.push(format!("{from} imports {target}, which is not below it"));
             }
         }
     }

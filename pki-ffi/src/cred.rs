@@ -12,7 +12,7 @@
 //! revoke what a failed or late mint printed, then report `stray_revoked`
 //! or `stray_revoke_failed`; WAIT: advance again at `pki_step_next_wake`.
 //!
-//! An advance is `pki_rotate::credential::advance`, the function the CLI's
+//! An advance is `pki_rotate::driver::advance`, the function the CLI's
 //! `pki cred reconcile` runs: the same steps, the same actions, the same
 //! bound (`PKI_CRED_ADVANCE_MAX_STEPS`).
 
@@ -24,9 +24,9 @@ use crate::store::pki_store;
 use pki_rotate::Files;
 use pki_rotate::credential::status::CredentialStatus;
 use pki_rotate::credential::{
-    AdvanceOptions, CredentialEngine, CredentialState, Next, advance, credential_key,
-    validate_credential_name,
+    CredentialEngine, CredentialState, Next, credential_key, validate_credential_name,
 };
+use pki_rotate::driver::{AdvanceOptions, advance};
 use pki_rotate::request::{CredCreate, CredRequest, CredStep, NextAction, StepEvent, StepResult};
 use pki_rotate::{Driver, Revision, Store};
 use std::cell::{Cell, RefCell};

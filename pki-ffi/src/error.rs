@@ -3,12 +3,13 @@
 mod boundary;
 mod failure;
 mod last_error;
+mod read_last_error;
 
 pub(crate) use boundary::{boundary, boundary_value};
 pub(crate) use failure::Failure;
 #[cfg(test)]
 pub(crate) use last_error::with_last_error;
-pub use last_error::{pki_last_error, pki_last_error_length};
+pub use read_last_error::{pki_last_error, pki_last_error_length};
 
 /// The result of every fallible `pki_` function.
 ///

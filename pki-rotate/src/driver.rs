@@ -17,19 +17,22 @@
 //! written once (`steps`), over the store calls of `access`, which a
 //! blocking store answers at once.
 
-use crate::document::KeyOf;
-use crate::engine::Engine;
-use crate::error::{Result, RotateError};
-use crate::store::{AsyncStore, Revision, Store};
+use crate::engines::Engine;
+use crate::model::document::KeyOf;
+use crate::model::error::{Result, RotateError};
+use crate::model::store::{AsyncStore, Revision, Store};
 use access::{Awaiting, Blocking};
+pub use advance::{ADVANCE_MAX_STEPS, Advance, AdvanceOptions, advance};
 use rand_core::CryptoRng;
 use steps::Steps;
 use time::OffsetDateTime;
 
 mod access;
+mod advance;
 mod idle;
 mod part;
 mod steps;
+mod write;
 
 /// How many times [`Driver::step`] tries before giving up on a document
 /// that other writers keep changing.
@@ -102,7 +105,7 @@ pub struct IdleStep {
     /// something may be due.
     pub next_wake: OffsetDateTime,
     /// What the document's kind reports of such a step (the signer's:
-    /// [`crate::signer::IdleReport`]).
+    /// [`crate::engines::signer::IdleReport`]).
     pub report: serde_json::Value,
 }
 
@@ -220,7 +223,7 @@ impl<S: Store> Driver<S> {
     ///
     /// What the idle step skips is checked by the next full read: the
     /// document's files against their digests and its consistency
-    /// ([`Document::problems`]).
+    /// ([`Document::problems`](crate::Document::problems)).
     ///
     /// An input that changes a few members of the document and nothing else
     /// ([`Engine::members`]: the signer's leaf requests, renewals and

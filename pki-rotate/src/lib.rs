@@ -41,40 +41,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod credential;
-mod document;
-mod driver;
-mod engine;
-mod error;
-pub mod external;
-pub mod forecast;
-pub mod input;
-pub mod keyring;
-mod leaf;
-mod model;
-pub mod preflight;
+// The layers, bottom to top; each imports only the ones below it
+// (tests/layers.rs checks it, and the folders inside each).
+pub mod driver;
+pub mod engines;
+pub mod model;
 pub mod request;
-pub mod sealing;
-pub mod set;
-pub mod signer;
+pub mod stores;
 
-pub mod store;
-mod text;
-pub mod uptake;
+// The paths the crate has always offered.
+pub use engines::{credential, external, forecast, keyring, preflight, set, signer, uptake};
+pub use stores as store;
+pub use stores::{input, sealing};
 
 pub use credential::{
     CredentialEngine, CredentialInput, CredentialPolicy, CredentialState,
     Secret as CredentialSecret,
 };
-pub use document::{
-    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, SecretData, files_from_secret_data,
-    files_to_secret_data, is_secret_data_key, read_checked, secret_data_key, validate_path,
+pub use driver::{
+    ADVANCE_MAX_STEPS, Advance, AdvanceOptions, AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver,
+    IdleStep, Step, Stepped,
 };
-pub use driver::{AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, IdleStep, Step, Stepped};
-pub use engine::{Engine, Outcome};
-pub use error::{
-    CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,
+pub use engines::leaf::{
+    DEFAULT_LEAF_LIFETIME, IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest,
+    check_leaf_dns_name, decide_leaf, issue_leaf, issue_leaf_within, refresh_at,
+    validate_leaf_name,
 };
+pub use engines::{Engine, Outcome};
 pub use external::{
     ExternalCa, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, ValidationReport,
     validate_replacement,
@@ -82,11 +75,15 @@ pub use external::{
 pub use keyring::{
     ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
 };
-pub use leaf::{
-    DEFAULT_LEAF_LIFETIME, IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest,
-    check_leaf_dns_name, decide_leaf, issue_leaf, issue_leaf_within, refresh_at,
-    validate_leaf_name,
+pub use model::document::{
+    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, SecretData, files_from_secret_data,
+    files_to_secret_data, is_secret_data_key, read_checked, secret_data_key, validate_path,
 };
+pub use model::error::{
+    CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,
+};
+pub use model::store::{AsyncStore, ReadyStore, Revision, Store, Summary};
+pub use model::text::{MAX_REASON_LEN, check_reason};
 pub use sealing::{SealedStore, SealingKeys, StoreKey};
 pub use set::{
     LeafSpec, Roles, SetEngine, SetEvent, SetInput, SetState, SetStatus, SetStep, TargetSpec,
@@ -96,10 +93,5 @@ pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
     SignerEngine, SignerInput, SignerPolicy, SignerState,
 };
-pub use store::DEFAULT_LOCK_TIMEOUT;
-pub use store::{
-    AsyncStore, FsStore, MemoryStore, ReadyStore, Revision, SecretBackend, SecretStore, Store,
-    Summary,
-};
-pub use text::{MAX_REASON_LEN, check_reason};
+pub use stores::{DEFAULT_LOCK_TIMEOUT, FsStore, MemoryStore, SecretBackend, SecretStore};
 pub use uptake::{AckInput, UptakeEngine, UptakeEvent};

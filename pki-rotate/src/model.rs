@@ -4,6 +4,16 @@
 //! or bundle comes from, a safety check an operator overrode, and how a
 //! sealed value starts. Nothing here decides or fails; the engines give
 //! these values meaning.
+//!
+//! The bottom layer of the crate: besides these values, the documents and
+//! their codecs ([`document`]), the errors ([`error`]), what a store is
+//! ([`store`]) and the checks of free text ([`text`]). Nothing here imports
+//! an engine, the driver or a store.
+
+pub mod document;
+pub mod error;
+pub mod store;
+pub mod text;
 
 /// A store's version of one document: opaque, assigned by the store, only
 /// compared for equality (it has no meaningful order). The directory store

@@ -33,7 +33,7 @@ pub const PKI_CRED_WAIT_MINT_ELSEWHERE: u32 = 4;
 /// reconcile has the same bound: both run `pki_rotate::credential::advance`.
 pub const PKI_CRED_ADVANCE_MAX_STEPS: u32 = 8;
 // cbindgen needs the literal; the bound is the engine's.
-const _: () = assert!(PKI_CRED_ADVANCE_MAX_STEPS == pki_rotate::credential::ADVANCE_MAX_STEPS);
+const _: () = assert!(PKI_CRED_ADVANCE_MAX_STEPS == pki_rotate::driver::ADVANCE_MAX_STEPS);
 
 /// What the embedder does next for a credential, as `pki_step_action`
 /// reads it after an advance.

@@ -6,9 +6,9 @@
 //! runs the loop to its end in one poll, on the caller's thread, without a
 //! runtime.
 
-use crate::document::Files;
-use crate::error::{Result, RotateError};
-use crate::store::{AsyncStore, Changes, Revision, Store, Summary};
+use crate::model::document::Files;
+use crate::model::error::{Result, RotateError};
+use crate::model::store::{AsyncStore, Changes, Revision, Store, Summary};
 use std::collections::BTreeSet;
 use std::future::{Future, ready};
 use std::task::{Context, Poll, Waker};

@@ -22,11 +22,11 @@
 //! with the number of members.
 
 use super::IdleStep;
-use super::steps::describe;
-use crate::document::{Document, Files, Idle};
-use crate::engine::Engine;
-use crate::error::Result;
-use crate::store::{Revision, Summary};
+use super::write::describe;
+use crate::engines::Engine;
+use crate::model::document::{Document, Files, Idle};
+use crate::model::error::Result;
+use crate::model::store::{Revision, Summary};
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
@@ -71,7 +71,7 @@ impl Promise {
         let location = describe(store_location, key);
         let doc =
             E::Document::from_part(&files, &BTreeSet::new()).map_err(|e| e.within(&location))?;
-        crate::document::refuse_problems(&doc, &location)?;
+        crate::model::document::refuse_problems(&doc, &location)?;
         let Some(own) = doc.idle(self.idle.since) else {
             return Ok(None);
         };

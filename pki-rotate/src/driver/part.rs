@@ -4,11 +4,11 @@
 //! Its cost follows the work, not the number of members.
 
 use super::Step;
-use super::steps::{describe, written};
-use crate::document::{Document, Files, Idle};
-use crate::engine::Engine;
-use crate::error::Result;
-use crate::store::{Changes, Revision, Summary};
+use super::write::{describe, written};
+use crate::engines::Engine;
+use crate::model::document::{Document, Files, Idle};
+use crate::model::error::Result;
+use crate::model::store::{Changes, Revision, Summary};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -97,7 +97,7 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     }
     let location = describe(store_location, key);
     let doc = E::Document::from_part(&files, &part.names).map_err(|e| e.within(&location))?;
-    crate::document::refuse_problems(&doc, &location)?;
+    crate::model::document::refuse_problems(&doc, &location)?;
     let outcome = E::step(&doc, input, now, rng)?;
     // The members outside the part are due no earlier than the promise's
     // end: waking then is early at worst, and a step then is a whole one.

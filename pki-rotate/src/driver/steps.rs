@@ -5,11 +5,12 @@
 
 use super::access::Access;
 use super::part::{self, PartRound};
+use super::write::{describe, written};
 use super::{COMMUTING_ROUNDS_PER_ATTEMPT, IdleStep, Step, Stepped, idle};
-use crate::document::{Document, Files};
-use crate::engine::Engine;
-use crate::error::{Result, RotateError};
-use crate::store::{Revision, Summary};
+use crate::engines::Engine;
+use crate::model::document::{Document, Files};
+use crate::model::error::{Result, RotateError};
+use crate::model::store::{Revision, Summary};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
@@ -72,7 +73,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Round<E::Document, E::Event>> {
-        crate::document::refuse_problems(&doc, location)?;
+        crate::model::document::refuse_problems(&doc, location)?;
         match &self.first_read {
             // A retry: the document changed under the caller; let the
             // engine see what the concurrent writer already did.
@@ -115,36 +116,6 @@ impl<'i, E: Engine> Rounds<'i, E> {
     }
 }
 
-/// What a write ended in: the step done, or another round.
-pub(super) fn written<D, E>(
-    written: Result<Revision>,
-    next: D,
-    events: Vec<E>,
-    next_wake: OffsetDateTime,
-    attempt: u32,
-) -> Result<Option<Step<D, E>>> {
-    match written {
-        Ok(revision) => Ok(Some(Step {
-            document: next,
-            revision,
-            events,
-            changed: true,
-            next_wake,
-            attempts: attempt,
-        })),
-        Err(e) if e.is_conflict() => Ok(None),
-        // A write that may have landed is reported, not retried. Retrying
-        // would be safe (a request the document already records is "nothing
-        // to do"), but it would hide what happened: a retry that finds the
-        // write landed returns `changed: false` without this step's events,
-        // so the caller would never learn that this call rotated a CA. A
-        // lost answer also means the backend is slow or unreachable, where
-        // a retry only waits again. The caller steps again (the CLI exits 5
-        // saying rerunning is safe).
-        Err(e) => Err(e),
-    }
-}
-
 /// The summary to store with `next`, written at `now`: its promise about
 /// the steps that ask nothing of it, when it makes one. A document with
 /// problems makes none (a step over it must read it, and refuse it).
@@ -173,14 +144,6 @@ fn created(location: String, written: Result<Revision>) -> Result<Revision> {
         }
         other => other,
     })
-}
-
-pub(super) fn describe(location: &str, key: &str) -> String {
-    if key == crate::store::LEGACY_KEY {
-        location.to_string()
-    } else {
-        format!("{location} (document \"{key}\")")
-    }
 }
 
 /// The step loop and what surrounds it, written once over [`Access`]: the

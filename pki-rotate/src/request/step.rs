@@ -1,7 +1,8 @@
 //! What a step did, whatever the engine: [`StepResult`], the one result
 //! the C ABI and Go return for a create or a step.
 
-use crate::credential::{Action, Advance, Event as CredentialEvent, WaitReason};
+use crate::credential::{Action, Event as CredentialEvent, WaitReason};
+use crate::driver::Advance;
 use crate::{IdleStep, Revision, Step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -1,0 +1,122 @@
+//! [`advance`]: every due bookkeeping step of one credential, through the
+//! driver, until the embedder must act. The one loop the CLI's `pki cred
+//! reconcile` and the C ABI's `pki_cred_step` (and through it Go) share.
+
+use crate::driver::Driver;
+use crate::engines::credential::{
+    Action, Change, CredentialEngine, CredentialInput, CredentialState, Event, Next, Plan,
+    credential_key, plan,
+};
+use crate::model::error::{Result, RotateError};
+use crate::model::store::Store;
+use rand_core::CryptoRng;
+use time::OffsetDateTime;
+
+/// The most steps one [`advance`] commits before it gives up. A rotation
+/// has at most two bookkeeping steps in a row (keep the current credential
+/// as old, record the mint attempt); after them the embedder must act. The
+/// rest is headroom for other writers changing the document in between
+/// (each retry of a step is the driver's, within its own bound, and is not
+/// counted here). More than this means a store that does not keep its
+/// writes, or a bug: [`CredentialError::NotSettling`](crate::CredentialError::NotSettling).
+pub const ADVANCE_MAX_STEPS: u32 = 8;
+
+/// How [`advance`] runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdvanceOptions<'a> {
+    /// Who steps (see [`CredentialInput::StepAs`]): a mint attempt it
+    /// records is its own, and it is never asked to run another owner's
+    /// (it is told to wait instead). None: an embedder that gives no owner.
+    pub owner: Option<&'a str>,
+    /// Stop after this many committed steps even when more are due (to
+    /// watch a rotation one step at a time); [`Advance::next`] is then
+    /// [`Next::Step`]. None: until the embedder must act.
+    pub max_steps: Option<u32>,
+}
+
+/// What [`advance`] did and what the embedder must do now.
+#[derive(Debug, Clone)]
+pub struct Advance {
+    /// What comes next: the embedder's action, or [`Next::Step`] only when
+    /// [`AdvanceOptions::max_steps`] stopped it.
+    pub next: Next,
+    /// When to advance again if nothing else happens (the plan's).
+    pub next_wake: OffsetDateTime,
+    /// What the committed steps did, in order.
+    pub events: Vec<Event>,
+    /// How many steps this call committed.
+    pub steps: u32,
+    /// The document now in the store.
+    pub document: CredentialState,
+}
+
+impl Advance {
+    /// The embedder's action; None when [`AdvanceOptions::max_steps`]
+    /// stopped the advance with a step still due.
+    pub fn action(&self) -> Option<&Action> {
+        match &self.next {
+            Next::Act(action) => Some(action),
+            Next::Step(_) => None,
+        }
+    }
+}
+
+/// Takes every bookkeeping step of credential `name` due at `now` (keep
+/// the current credential as old, record a mint attempt), each committed on
+/// its own through `driver` (compare-and-swap, retried on conflict), and
+/// returns what the embedder must do next: the plan of the document now in
+/// the store. At most [`ADVANCE_MAX_STEPS`] steps.
+pub fn advance<S: Store, R: CryptoRng + ?Sized>(
+    driver: &Driver<S>,
+    name: &str,
+    options: AdvanceOptions<'_>,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Advance> {
+    let key = credential_key(name);
+    let input = match options.owner {
+        Some(owner) => CredentialInput::StepAs {
+            owner: owner.to_string(),
+        },
+        None => CredentialInput::Step,
+    };
+    let done = |plan: Plan, events, steps, document| {
+        let (next, next_wake) = match plan.change.as_ref().and_then(Change::step_kind) {
+            // Stopped by max_steps with this step due.
+            Some(kind) => (Next::Step(kind), plan.at),
+            None => (plan.next, plan.next_wake),
+        };
+        Advance {
+            next,
+            next_wake,
+            events,
+            steps,
+            document,
+        }
+    };
+    if options.max_steps == Some(0) {
+        let (doc, _) = driver.load::<CredentialEngine>(&key)?;
+        let plan = plan(&doc, &input, now)?;
+        return Ok(done(plan, Vec::new(), 0, doc));
+    }
+    let mut events = Vec::new();
+    let mut steps = 0u32;
+    for _ in 0..ADVANCE_MAX_STEPS {
+        let step = driver.step::<CredentialEngine, _>(&key, &input, now, rng)?;
+        events.extend(step.events);
+        steps += u32::from(step.changed);
+        // The decision of the document now stored: what the next step
+        // would carry out, or what the embedder must do.
+        let plan = plan(&step.document, &input, now)?;
+        let stop = options.max_steps.is_some_and(|max| steps >= max);
+        if plan.change.is_none() || stop {
+            return Ok(done(plan, events, steps, step.document));
+        }
+    }
+    Err(RotateError::Credential(
+        crate::CredentialError::NotSettling {
+            name: name.to_string(),
+            steps,
+        },
+    ))
+}

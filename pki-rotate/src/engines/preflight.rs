@@ -1,0 +1,331 @@
+//! The pre-flight trust matrix: proof, before a rotation is committed, that
+//! every server still verifies against every client.
+//!
+//! A rotation changes what servers serve (old chain → new chain) and what
+//! clients trust (old bundle → new bundle), and each side moves on its own
+//! schedule. The matrix is the four combinations, each checked by RFC 5280
+//! path validation ([`pki_core::verify_chain`]) at the rotation time and at
+//! the end of the grace period. The chains are those of *probe* leaves
+//! issued by the old and the new CA exactly as real serving certificates
+//! are, so the check does not depend on which leaves exist.
+
+use pki_core::{
+    Bundle, Certificate, ExpectedName, Purpose, SignatureCache, VerifyError, VerifyOptions,
+    datetime::rfc3339, verify_chain_cached,
+};
+use time::OffsetDateTime;
+
+/// The DNS name of probe leaves. `.invalid` (RFC 2606) can never be a real host.
+pub const PROBE_NAME: &str = "preflight.pki.invalid";
+
+use crate::model::OverriddenCheck;
+pub use crate::model::Side;
+
+/// One cell: a serving chain against a bundle at a time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TrustCell {
+    /// Whose serving chain.
+    pub chain: Side,
+    /// Whose bundle.
+    pub bundle: Side,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The ids of the path found (leaf first, anchor last), or why none was.
+    #[serde(serialize_with = "result_as_text")]
+    pub result: Result<Vec<String>, VerifyError>,
+}
+
+fn result_as_text<S: serde::Serializer>(
+    result: &Result<Vec<String>, VerifyError>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&result.as_ref().map_err(ToString::to_string), s)
+}
+
+impl TrustCell {
+    /// Whether the chain verified.
+    pub fn verified(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// `old serving chain x new bundle at 2027-...`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} serving chain x {} bundle at {}",
+            self.chain,
+            self.bundle,
+            rfc3339(self.at)
+        )
+    }
+}
+
+/// What the cells are made of.
+#[derive(Debug, Clone, Copy)]
+pub struct MatrixInputs<'a> {
+    /// The old serving chain (leaf first), if one exists.
+    pub old_chain: Option<&'a [Certificate]>,
+    /// The new serving chain (leaf first), if one exists.
+    pub new_chain: Option<&'a [Certificate]>,
+    /// The old bundle, if known.
+    pub old_bundle: Option<&'a Bundle>,
+    /// The new bundle.
+    pub new_bundle: &'a Bundle,
+}
+
+/// Verifies one chain against one bundle for serverAuth and the leaf's first DNS name.
+pub fn check(
+    chain: &[Certificate],
+    bundle: &Bundle,
+    at: OffsetDateTime,
+    cache: &SignatureCache,
+) -> Result<Vec<String>, VerifyError> {
+    let Some((leaf, intermediates)) = chain.split_first() else {
+        // Callers always pass a leaf; an empty chain has nothing to verify.
+        return Err(VerifyError::UnknownIssuer {
+            cert: "(none: empty serving chain)".to_string(),
+            issuer: String::new(),
+        });
+    };
+    let mut opts = VerifyOptions::new(at, Purpose::ServerAuth);
+    opts.name = leaf.dns_names().into_iter().next().map(ExpectedName::Dns);
+    verify_chain_cached(leaf, intermediates, bundle, &opts, cache)
+        .map(|p| p.certs.iter().map(Certificate::id).collect())
+}
+
+/// Every available cell at each of `times`.
+pub fn matrix(inputs: &MatrixInputs<'_>, times: &[OffsetDateTime]) -> Vec<TrustCell> {
+    let cache = SignatureCache::new();
+    let mut cells = Vec::new();
+    for &at in times {
+        for (chain_side, chain) in [(Side::Old, inputs.old_chain), (Side::New, inputs.new_chain)] {
+            let Some(chain) = chain else { continue };
+            for (bundle_side, bundle) in [
+                (Side::Old, inputs.old_bundle),
+                (Side::New, Some(inputs.new_bundle)),
+            ] {
+                let Some(bundle) = bundle else { continue };
+                cells.push(TrustCell {
+                    chain: chain_side,
+                    bundle: bundle_side,
+                    at,
+                    result: check(chain, bundle, at, &cache),
+                });
+            }
+        }
+    }
+    cells
+}
+
+/// Consumers a rotation would cut off, and until when: what
+/// [`crate::engines::signer::rotation_trust_breaks`] finds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TrustBreak {
+    /// The check's stable name, as recorded in the history's `overridden`:
+    /// `previous-ca-expired` or `bundle-of-two-rotations-ago`.
+    pub check: &'static str,
+    /// Who breaks, in words.
+    pub consumers: String,
+    /// The latest time a consumer could still be in that position (None:
+    /// until each one reloads, which the policy gives no bound for).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub until: Option<OffsetDateTime>,
+    /// Why their chains stop verifying (path validation's error).
+    pub cause: String,
+}
+
+impl std::fmt::Display for TrustBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.until {
+            Some(t) => write!(f, "{} until {}", self.consumers, rfc3339(t))?,
+            None => write!(f, "{} until they reload", self.consumers)?,
+        }
+        write!(f, " ({})", self.cause)
+    }
+}
+
+impl TrustBreak {
+    /// The history entry of this break once an operator allowed it for `reason`.
+    pub fn overridden(&self, reason: &str) -> crate::model::OverriddenCheck {
+        crate::model::OverriddenCheck {
+            name: self.check.to_string(),
+            detail: format!("allowed ({reason}): {self}"),
+        }
+    }
+
+    /// The history entry of this break when an emergency rotation (`by`,
+    /// in words) accepted it by its nature.
+    pub fn accepted_by(&self, by: &str) -> crate::model::OverriddenCheck {
+        crate::model::OverriddenCheck {
+            name: self.check.to_string(),
+            detail: format!("accepted by {by}: {self}"),
+        }
+    }
+}
+
+/// What a plan decided about the trust a rotation may break beyond the
+/// four-cell matrix ([`crate::engines::signer::rotation_trust_breaks`]): which breaks
+/// the rotation accepts by its nature, and whether an operator allowed the
+/// rest. [`BreakAcceptance::judge`] holds the rotation to it, the same way
+/// for the signer's rotations and the external CA's replacements.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BreakAcceptance {
+    /// Breaks are not looked for: a caller that cannot pass a reason asked
+    /// so (nothing is recorded).
+    pub unchecked: bool,
+    /// An emergency rotation, in words for the history: a forced rotation
+    /// with a grace period, or a compromise. It accepts the breaks of
+    /// consumers that have not reloaded since the previous rotation.
+    pub emergency: Option<String>,
+    /// The emergency distrusts the previous CA at once (a compromise): it
+    /// accepts every break.
+    pub compromise: bool,
+    /// The operator's reason to accept every break the rotation does not
+    /// accept by its nature (recorded).
+    pub allowed: Option<String>,
+}
+
+impl BreakAcceptance {
+    /// Whether the rotation looks for breaks at all.
+    pub fn checks(&self) -> bool {
+        !self.unchecked
+    }
+
+    /// Whether the rotation accepts `found` by its nature. A grace period
+    /// does not make a bridge from an expired CA, so only a compromise
+    /// accepts that break.
+    fn accepts(&self, found: &TrustBreak) -> bool {
+        self.emergency.is_some() && (self.compromise || found.check == BUNDLE_OF_TWO_ROTATIONS_AGO)
+    }
+
+    /// The guard over a rotation's trust breaks: refuses the rotation
+    /// ([`SignerError::TrustBreak`](crate::SignerError::TrustBreak), with
+    /// what to do under `policy`) when a break is neither accepted by the
+    /// rotation's nature nor allowed by the operator; otherwise the history
+    /// entries of every break, accepted ones first.
+    pub fn judge(
+        &self,
+        breaks: Vec<TrustBreak>,
+        policy: &pki_core::RotationPolicy,
+    ) -> crate::model::error::Result<Vec<OverriddenCheck>> {
+        if self.unchecked {
+            return Ok(Vec::new());
+        }
+        let (accepted, refused): (Vec<_>, Vec<_>) =
+            breaks.into_iter().partition(|b| self.accepts(b));
+        let mut records: Vec<OverriddenCheck> = match &self.emergency {
+            Some(by) => accepted.iter().map(|b| b.accepted_by(by)).collect(),
+            None => Vec::new(),
+        };
+        if refused.is_empty() {
+            return Ok(records);
+        }
+        let Some(allowed) = &self.allowed else {
+            return Err(crate::model::error::RotateError::Signer(
+                crate::SignerError::TrustBreak {
+                    summary: refusal_summary(&refused, policy),
+                    breaks: refused.iter().map(ToString::to_string).collect(),
+                    reload_interval_assumed: policy.reload_interval.is_none()
+                        && refused
+                            .iter()
+                            .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO),
+                },
+            ));
+        };
+        records.extend(refused.iter().map(|b| b.overridden(allowed)));
+        Ok(records)
+    }
+}
+
+/// The names of the checks [`crate::engines::signer::rotation_trust_breaks`] makes.
+pub const PREVIOUS_CA_EXPIRED: &str = "previous-ca-expired";
+/// See [`PREVIOUS_CA_EXPIRED`].
+pub const BUNDLE_OF_TWO_ROTATIONS_AGO: &str = "bundle-of-two-rotations-ago";
+
+/// What a refusal for `breaks` refuses, in a few words for the first line
+/// of a message (the breaks themselves are the details): which guard
+/// holds, with the reload interval it assumes when the policy sets none.
+pub fn refusal_summary(breaks: &[TrustBreak], policy: &pki_core::RotationPolicy) -> String {
+    let mut parts = Vec::new();
+    if breaks.iter().any(|b| b.check == PREVIOUS_CA_EXPIRED) {
+        parts.push("the CA being replaced has expired (no bridge can be made)".to_string());
+    }
+    if breaks
+        .iter()
+        .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO)
+    {
+        let interval = pki_core::policy::human(policy.effective_reload_interval());
+        let assumed = if policy.reload_interval.is_none() {
+            "assumed "
+        } else {
+            ""
+        };
+        parts.push(format!(
+            "within the reload interval ({assumed}{interval}) of the previous rotation"
+        ));
+    }
+    parts.join(", and ")
+}
+
+/// Whether `ca` can issue a leaf of `request` that consumers accept: a
+/// probe leaf, issued by `ca` exactly as a real one would be (its names,
+/// its kind, its NotAfter cut at `not_after_limit`), presented with
+/// `chain_after_leaf` (what follows a leaf of `ca` in the chain servers
+/// send), verified against `bundle` (what consumers trust) at `now`, by
+/// the verifier every check uses: path length, name constraints, key
+/// usage, validity. The probe is never kept; its key and serial come from
+/// a fixed seed, so the check is a pure function of its inputs. Returns
+/// why it does not verify.
+pub fn probe_issuance(
+    ca: &pki_core::CertificateAuthority,
+    chain_after_leaf: &[Certificate],
+    bundle: &Bundle,
+    request: &crate::LeafRequest,
+    not_after_limit: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<(), String> {
+    use rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x0070_726f_6265);
+    let key = pki_core::PrivateKey::generate(pki_core::KeyAlgorithm::EcdsaP256, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let mut params = pki_core::CertificateParams::new(
+        request.kind.profile(),
+        &request.common_name(),
+        now,
+        request.lifetime,
+    )
+    .map_err(|e| e.to_string())?;
+    params.dns_names = request.dns_names.clone();
+    params.ip_addresses = request.ip_addresses.clone();
+    params.not_after_limit = not_after_limit;
+    let public = key.public_key().map_err(|e| e.to_string())?;
+    let probe = ca
+        .issue(&params, &public, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let purposes: &[Purpose] = match request.kind {
+        crate::LeafKind::Server => &[Purpose::ServerAuth],
+        crate::LeafKind::Client => &[Purpose::ClientAuth],
+        crate::LeafKind::ServerClient => &[Purpose::ServerAuth, Purpose::ClientAuth],
+    };
+    let cache = SignatureCache::new();
+    for &purpose in purposes {
+        let mut opts = VerifyOptions::new(now, purpose);
+        if purpose == Purpose::ServerAuth {
+            opts.name = probe
+                .dns_names()
+                .into_iter()
+                .next()
+                .map(|d| ExpectedName::Dns(d.replacen("*.", "host.", 1)))
+                .or_else(|| {
+                    probe
+                        .ip_addresses()
+                        .into_iter()
+                        .next()
+                        .map(ExpectedName::Ip)
+                });
+        }
+        verify_chain_cached(&probe, chain_after_leaf, bundle, &opts, &cache)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,649 @@
+//! Documents: the versioned envelope every engine keeps its state in, the
+//! named-files form stores keep it in, and the mapping of those files to a
+//! Kubernetes Secret's `data`.
+//!
+//! # The envelope
+//!
+//! Every engine's document is JSON with two fields first: `kind` (which
+//! engine: `"signer"`, …) and `version` (that engine's format version).
+//! Reading checks both before anything else: a document of another kind, or
+//! of a version newer than this build reads, is a clear error
+//! ([`DocumentError::Unsupported`](crate::DocumentError::Unsupported)) and is never reset or overwritten.
+//! Older versions are migrated when read; the next write stores the current
+//! version.
+//!
+//! # The files form
+//!
+//! A store keeps a document as [`Files`]: paths relative to the store root
+//! (`pki-state.json`, `signer/tls.crt`, `certs/web/tls.key`…), each with its
+//! bytes and whether it is secret. The document decides which files are
+//! secret (private keys, credentials) when it encodes itself; a store only
+//! honours the flag (mode 0600 on disk). These are the files consumers read:
+//! the directory store publishes them as they are, and `pki export` writes
+//! them out of any store.
+//!
+//! # The Secret form
+//!
+//! [`secret_data_key`] maps a path to a valid Kubernetes Secret data key
+//! (`/` becomes `.`, after a per-document table of renames such as
+//! `signer/tls.crt` → `tls.crt`). Reading a Secret back is done by the
+//! document, which knows which paths it expects and looks each one up by
+//! its key; no file suffix decides anything.
+
+use crate::model::error::{Result, RotateError};
+use std::collections::{BTreeMap, BTreeSet};
+use zeroize::Zeroizing;
+
+/// A document: an engine's whole state as plain data, and the forms stores
+/// keep it in. The state types implement it ([`crate::SignerState`],
+/// [`crate::SetState`], [`crate::KeyRing`], [`crate::CredentialState`]);
+/// engines ([`crate::Engine`]) decide over them but know nothing of how
+/// they are stored, so two engines over one document (the signer and the
+/// external CA) share one codec.
+///
+/// The kind and version are the envelope's: reading checks them before
+/// anything else, so a store holding another kind of document says so
+/// ([`DocumentError::Unsupported`](crate::DocumentError::Unsupported)) instead of being read as this one.
+pub trait Document: Clone + std::fmt::Debug + Sized {
+    /// The kind in the envelope: `"signer"`, `"ca-set"`, `"key-ring"`,
+    /// `"credential"`.
+    const KIND: &'static str;
+    /// The format version this build writes; older ones are migrated when
+    /// read.
+    const VERSION: u32;
+
+    /// The document as the files a store keeps (and consumers read).
+    fn to_files(&self) -> Result<Files>;
+
+    /// Reads a document back from its files, migrating older versions. A
+    /// missing or malformed file is an error naming it.
+    fn from_files(files: &Files) -> Result<Self>;
+
+    /// The files as a Kubernetes Secret's data, under this kind's
+    /// documented keys (see [`secret_data_key`]).
+    fn files_to_secret_data(files: &Files) -> Result<SecretData>;
+
+    /// The files back from Secret data: this kind decides which keys it
+    /// expects and which of them are secret.
+    fn files_from_secret_data(data: &SecretData) -> Result<Files>;
+
+    /// The files back from the Secret data of the document at store key
+    /// `key`. The default ignores the key; a document whose Secret data
+    /// names it only in a file that may be sealed (a credential's state)
+    /// reads it from the key instead.
+    fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
+        let _ = key;
+        Self::files_from_secret_data(data)
+    }
+
+    /// Whether the secret file at `path` is one consumers read where it is
+    /// published (a leaf's key, the active signing key, a current
+    /// credential): a directory store sealing private material leaves it
+    /// in clear (0600) so consumers keep working; everything else private
+    /// is sealed. None by default.
+    fn published_secret(path: &str) -> bool {
+        let _ = path;
+        false
+    }
+
+    /// What the document says that does not hold, one sentence each: a
+    /// store keeps its files intact, but any writer of the store can write
+    /// a well-formed document whose parts do not belong together (a bridge
+    /// certifying another CA). The driver refuses to decide over such a
+    /// document ([`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)), so nothing is
+    /// written from it; status reports it as broken. Empty by default.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Until when a step of this document's engine with nothing asked of
+    /// it (the engine's default input) changes nothing, decided at `now`,
+    /// and what such a step reports. The driver stores it with every write
+    /// as the document's [`Summary`](crate::model::Summary), so that a
+    /// later step with nothing to do reads that instead of the whole
+    /// document ([`crate::Driver::step_unless_idle`]). None (the default):
+    /// no such promise, every step reads the document.
+    fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
+        let _ = now;
+        None
+    }
+
+    /// The paths of the *part* of the document made of its head and the
+    /// members `names` (the signer's: its leaves by name), when this kind
+    /// can be read and written by parts; None (the default) when it cannot.
+    /// A step that changes only those members, inside the document's
+    /// [`Idle`] promise, reads and writes that part alone
+    /// ([`crate::Driver::step_unless_idle`]).
+    fn part_paths(names: &BTreeSet<String>) -> Option<BTreeSet<String>> {
+        let _ = names;
+        None
+    }
+
+    /// The part of the document that `files` holds (read at
+    /// [`Document::part_paths`]`(names)`): the document as if it had only
+    /// the members `names`. A kind read by parts keeps each member in files
+    /// of its own, so the part's [`Document::to_files`] are exactly the
+    /// files a whole write puts at the part's paths: written back, they
+    /// leave the other members as they were.
+    fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
+        let _ = (files, names);
+        Err(RotateError::corrupt(
+            Self::KIND,
+            "this kind of document is not read by parts",
+        ))
+    }
+}
+
+/// A document's promise about the steps that ask nothing of it (see
+/// [`Document::idle`]): from `since` up to, not including, `until`, such a
+/// step changes nothing and reports `report`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Idle {
+    /// The document's kind ([`Document::KIND`]): a summary is only taken
+    /// for a document of the kind that wrote it.
+    pub kind: String,
+    /// When the promise was made. A step at an earlier time (a clock set
+    /// back) reads the document.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: time::OffsetDateTime,
+    /// The first time something may be due.
+    #[serde(with = "time::serde::rfc3339")]
+    pub until: time::OffsetDateTime,
+    /// What a step with nothing to do reports, as the kind defines it (the
+    /// signer's: [`crate::engines::signer::IdleReport`]).
+    pub report: serde_json::Value,
+}
+
+impl Idle {
+    /// Whether the promise covers a step at `now`.
+    pub fn covers(&self, now: time::OffsetDateTime) -> bool {
+        self.since <= now && now < self.until
+    }
+
+    /// The promise as a store keeps it; None when it cannot be one (too
+    /// large).
+    pub fn to_summary(&self) -> Option<crate::model::Summary> {
+        crate::model::Summary::new(serde_json::to_string(self).ok()?)
+    }
+
+    /// The promise a store kept, when it is one for documents of `kind`.
+    pub fn from_summary(summary: &crate::model::Summary, kind: &str) -> Option<Idle> {
+        serde_json::from_str::<Idle>(summary.as_str())
+            .ok()
+            .filter(|idle| idle.kind == kind)
+    }
+}
+
+/// The key of a document of kind `D` in a store: a [`crate::Driver`] given
+/// one reads and writes that kind only, so a key cannot be stepped by the
+/// engine of another kind (the CA set's document lives at `"set"`, and its
+/// kind is `"ca-set"`: the key says which). Each engine names its key
+/// (`signer::KEY`, `set::KEY`, `keyring::KEY`, `credential::key(name)`);
+/// a plain `&str` still works where the caller knows the kind.
+///
+/// ```
+/// use pki_rotate::{Driver, MemoryStore, SignerEngine, SignerPolicy, SignerState, signer};
+/// # use rand_core::SeedableRng;
+/// # let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+/// # let now = time::macros::datetime!(2026-01-01 00:00 UTC);
+/// let driver = Driver::new(MemoryStore::new());
+/// let state = SignerState::new("service-ca", SignerPolicy::default(), now, &mut rng)?;
+/// driver.create::<SignerEngine>(&signer::KEY, &state)?;
+/// # Ok::<(), pki_rotate::RotateError>(())
+/// ```
+///
+/// A key of one kind given to the engine of another does not compile:
+///
+/// ```compile_fail
+/// use pki_rotate::{Driver, MemoryStore, SetEngine, signer};
+/// let driver = Driver::new(MemoryStore::new());
+/// let _ = driver.load::<SetEngine>(&signer::KEY);
+/// ```
+pub struct DocumentKey<D> {
+    name: std::borrow::Cow<'static, str>,
+    kind: std::marker::PhantomData<fn() -> D>,
+}
+
+impl<D> DocumentKey<D> {
+    /// The key `name` for documents of kind `D`.
+    pub const fn new(name: &'static str) -> Self {
+        DocumentKey {
+            name: std::borrow::Cow::Borrowed(name),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    /// A key made at run time (a credential's, named by the caller).
+    pub fn owned(name: String) -> Self {
+        DocumentKey {
+            name: std::borrow::Cow::Owned(name),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    /// The key as the store takes it.
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<D> Clone for DocumentKey<D> {
+    fn clone(&self) -> Self {
+        DocumentKey {
+            name: self.name.clone(),
+            kind: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for DocumentKey<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DocumentKey").field(&self.name).finish()
+    }
+}
+
+impl<D> std::fmt::Display for DocumentKey<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// Reads a document of kind `D` from its files, refusing it as the driver
+/// refuses to decide over it: when it does not decode, and when its parts
+/// do not belong together ([`Document::problems`],
+/// [`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)).
+/// `location` names the store and document in the error. What publishes
+/// a store's files elsewhere (`pki export`) checks each document with it
+/// first, so that it publishes nothing the other commands refuse.
+pub fn read_checked<D: Document>(location: &str, files: &Files) -> Result<D> {
+    let doc = D::from_files(files).map_err(|e| e.within(location))?;
+    refuse_problems(&doc, location)?;
+    Ok(doc)
+}
+
+/// Refuses a document whose parts do not belong together
+/// ([`Document::problems`]), naming where it was read: nothing is decided
+/// over it.
+pub(crate) fn refuse_problems<D: Document>(doc: &D, location: &str) -> Result<()> {
+    let problems = doc.problems();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(RotateError::Document(crate::DocumentError::Inconsistent {
+        location: location.to_string(),
+        problems,
+    }))
+}
+
+/// What a driver accepts as the key of a document of kind `D`: a
+/// [`DocumentKey<D>`] (checked by the compiler), or a plain store key.
+pub trait KeyOf<D> {
+    /// The key as the store takes it.
+    fn key(&self) -> &str;
+}
+
+impl<D> KeyOf<D> for DocumentKey<D> {
+    fn key(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<D> KeyOf<D> for &DocumentKey<D> {
+    fn key(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<D> KeyOf<D> for &str {
+    fn key(&self) -> &str {
+        self
+    }
+}
+
+impl<D> KeyOf<D> for &String {
+    fn key(&self) -> &str {
+        self
+    }
+}
+
+/// One file of a document.
+#[derive(Clone, PartialEq, Eq)]
+pub struct File {
+    /// The bytes; zeroized on drop since keys are among them.
+    pub contents: Zeroizing<Vec<u8>>,
+    /// Private key or credential: stores write it readable by the owner only.
+    pub secret: bool,
+}
+
+impl File {
+    /// A public file.
+    pub fn public(contents: impl Into<Vec<u8>>) -> Self {
+        File {
+            contents: Zeroizing::new(contents.into()),
+            secret: false,
+        }
+    }
+
+    /// A secret file (a private key, a credential).
+    pub fn secret(contents: impl Into<Vec<u8>>) -> Self {
+        File {
+            contents: Zeroizing::new(contents.into()),
+            secret: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the bytes: they may be a private key.
+        write!(
+            f,
+            "File({} bytes, secret: {})",
+            self.contents.len(),
+            self.secret
+        )
+    }
+}
+
+/// A document as named files, by path relative to the store root.
+///
+/// Paths are `/`-separated segments of `[A-Za-z0-9._-]`, none empty, none
+/// starting with `.` (stores keep their own bookkeeping under names that
+/// start with `.`). `dirs` lists directories that exist even when empty
+/// (`certs/` before the first leaf), so consumers can list them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    files: BTreeMap<String, File>,
+    dirs: BTreeSet<String>,
+}
+
+impl Files {
+    /// No files.
+    pub fn new() -> Self {
+        Files::default()
+    }
+
+    /// Adds or replaces the file at `path`.
+    pub fn insert(&mut self, path: impl Into<String>, file: File) -> Result<()> {
+        let path = path.into();
+        validate_path(&path)?;
+        self.files.insert(path, file);
+        Ok(())
+    }
+
+    /// Declares a directory that exists even when it holds no file.
+    pub fn insert_dir(&mut self, path: impl Into<String>) -> Result<()> {
+        let path = path.into();
+        validate_path(&path)?;
+        self.dirs.insert(path);
+        Ok(())
+    }
+
+    /// Removes the file at `path`, returning it.
+    pub fn remove(&mut self, path: &str) -> Option<File> {
+        self.files.remove(path)
+    }
+
+    /// The bytes of the file at `path`.
+    pub fn get(&self, path: &str) -> Option<&[u8]> {
+        self.files.get(path).map(|f| f.contents.as_slice())
+    }
+
+    /// The file at `path`.
+    pub fn file(&self, path: &str) -> Option<&File> {
+        self.files.get(path)
+    }
+
+    /// Every file, in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &File)> {
+        self.files.iter().map(|(p, f)| (p.as_str(), f))
+    }
+
+    /// The declared directories, in order.
+    pub fn dirs(&self) -> impl Iterator<Item = &str> {
+        self.dirs.iter().map(String::as_str)
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there are no files.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The first segment of every path and directory: what a directory store
+    /// links at its root.
+    pub fn top_level_names(&self) -> BTreeSet<&str> {
+        self.files
+            .keys()
+            .chain(self.dirs.iter())
+            .map(|p| p.split('/').next().unwrap_or(p.as_str()))
+            .collect()
+    }
+}
+
+/// Checks that `path` is a store-relative file path (see [`Files`]).
+pub fn validate_path(path: &str) -> Result<()> {
+    let bad = |reason: &str| {
+        RotateError::corrupt(
+            format!("file path \"{}\"", path.escape_debug()),
+            reason.to_string(),
+        )
+    };
+    if path.is_empty() || path.len() > 1024 {
+        return Err(bad("must be 1 to 1024 bytes"));
+    }
+    for segment in path.split('/') {
+        if segment.is_empty() {
+            return Err(bad("has an empty segment"));
+        }
+        if segment.starts_with('.') {
+            return Err(bad("has a segment starting with '.'"));
+        }
+        if !segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(bad("may only hold A-Z, a-z, 0-9, '-', '_', '.' and '/'"));
+        }
+    }
+    Ok(())
+}
+
+/// The two fields every document starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// The engine the document belongs to; None in documents written before
+    /// kinds existed (the signer's version 1).
+    pub kind: Option<String>,
+    /// The format version.
+    pub version: u32,
+}
+
+impl Envelope {
+    /// Reads `kind` and `version` without decoding the rest.
+    pub fn probe(location: &str, bytes: &[u8]) -> Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Probe {
+            #[serde(default)]
+            kind: Option<String>,
+            version: u32,
+        }
+        let p: Probe = serde_json::from_slice(bytes).map_err(|e| RotateError::json(location, e))?;
+        Ok(Envelope {
+            kind: p.kind,
+            version: p.version,
+        })
+    }
+
+    /// Refuses a document of another kind or of a version outside
+    /// `1..=supported`. A document without a kind is accepted as
+    /// `expected_kind` only when `legacy_kindless` allows its version.
+    pub fn check(
+        &self,
+        location: &str,
+        expected_kind: &'static str,
+        supported: u32,
+        legacy_kindless: impl Fn(u32) -> bool,
+    ) -> Result<()> {
+        let kind_ok = match self.kind.as_deref() {
+            Some(k) => k == expected_kind,
+            None => legacy_kindless(self.version),
+        };
+        if !kind_ok || self.version == 0 || self.version > supported {
+            return Err(RotateError::Document(crate::DocumentError::Unsupported {
+                location: location.to_string(),
+                kind: self.kind.clone(),
+                version: self.version,
+                expected_kind,
+                supported,
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// A Kubernetes Secret's `data`: keys to bytes, zeroized on drop.
+pub type SecretData = BTreeMap<String, Zeroizing<Vec<u8>>>;
+
+/// The Secret data key of a document file: the document's rename when it
+/// has one (`signer/tls.crt` → `tls.crt`), else the path with `/` replaced
+/// by `.` (`certs/web/tls.crt` → `certs.web.tls.crt`). Every result is a
+/// valid Secret data key (1-253 of `[-._a-zA-Z0-9]`) for a valid path of at
+/// most 253 bytes.
+pub fn secret_data_key(path: &str, renames: &[(&str, &str)]) -> String {
+    match renames.iter().find(|(p, _)| *p == path) {
+        Some((_, key)) => (*key).to_string(),
+        None => path.replace('/', "."),
+    }
+}
+
+/// Whether `key` is a valid key of a Kubernetes Secret's data.
+pub fn is_secret_data_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Maps every file to its Secret data key. Fails when two paths map to the
+/// same key or a key is not valid for a Secret.
+pub fn files_to_secret_data(files: &Files, renames: &[(&str, &str)]) -> Result<SecretData> {
+    let mut data = SecretData::new();
+    for (path, file) in files.iter() {
+        let key = secret_data_key(path, renames);
+        if !is_secret_data_key(&key) {
+            return Err(RotateError::corrupt(
+                path,
+                format!("maps to \"{key}\", which is not a Secret data key"),
+            ));
+        }
+        if data.insert(key.clone(), file.contents.clone()).is_some() {
+            return Err(RotateError::corrupt(
+                path,
+                format!("maps to Secret data key \"{key}\", which another file also maps to"),
+            ));
+        }
+    }
+    Ok(data)
+}
+
+/// Reads the files a document expects from Secret data: for each path of
+/// `paths`, the entry under its key, when present. The document decides
+/// which paths to ask for and which of them are secret.
+pub fn files_from_secret_data<'a>(
+    data: &SecretData,
+    renames: &[(&str, &str)],
+    paths: impl IntoIterator<Item = (&'a str, bool)>,
+) -> Result<Files> {
+    let mut files = Files::new();
+    for (path, secret) in paths {
+        if let Some(value) = data.get(&secret_data_key(path, renames)) {
+            files.insert(
+                path,
+                File {
+                    contents: value.clone(),
+                    secret,
+                },
+            )?;
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_dot_segments_or_odd_bytes_are_refused() {
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            ".data",
+            "certs/../x",
+            "certs/./x",
+            "a b",
+            "a\nb",
+            "tail/",
+        ] {
+            assert!(validate_path(bad).is_err(), "{bad:?}");
+        }
+        for good in ["pki-state.json", "signer/tls.crt", "certs/web.ns_1/tls.key"] {
+            validate_path(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn envelope_refuses_other_kinds_and_newer_versions() {
+        let probe = |s: &str| Envelope::probe("doc", s.as_bytes()).unwrap();
+        let legacy = |v: u32| v == 1;
+        probe(r#"{"kind":"signer","version":2}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap();
+        probe(r#"{"version":1}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap();
+        let err = probe(r#"{"kind":"key-ring","version":1}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds a \"key-ring\" document"), "{err}");
+        let err = probe(r#"{"kind":"signer","version":3}"#)
+            .check("doc", "signer", 2, legacy)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("version 3 is not supported"), "{err}");
+        assert!(
+            probe(r#"{"version":2}"#)
+                .check("doc", "signer", 2, legacy)
+                .is_err()
+        );
+        assert!(Envelope::probe("doc", b"{}").is_err());
+    }
+
+    #[test]
+    fn secret_keys_follow_renames_then_replace_slashes() {
+        let renames = [("signer/tls.crt", "tls.crt")];
+        assert_eq!(secret_data_key("signer/tls.crt", &renames), "tls.crt");
+        assert_eq!(
+            secret_data_key("certs/web/tls.key", &renames),
+            "certs.web.tls.key"
+        );
+        let mut files = Files::new();
+        files
+            .insert("signer/tls.crt", File::public(b"a".to_vec()))
+            .unwrap();
+        files
+            .insert("tls.crt", File::public(b"b".to_vec()))
+            .unwrap();
+        let err = files_to_secret_data(&files, &renames).unwrap_err();
+        assert!(err.to_string().contains("another file"), "{err}");
+    }
+}
