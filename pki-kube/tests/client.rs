@@ -18,12 +18,21 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use std::collections::BTreeMap;
 use std::path::Path;
-use support::kube::KubeServer;
+use support::kube::{KubeServer, READER};
 
 /// A client from a kubeconfig file, as the store will make one.
 async fn client(kubeconfig: &Path) -> Client {
+    client_in_context(kubeconfig, None).await
+}
+
+/// A client from `context` of a kubeconfig file (its current one if None).
+async fn client_in_context(kubeconfig: &Path, context: Option<&str>) -> Client {
     let kubeconfig = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .unwrap();
     Client::try_from(config).unwrap()
@@ -119,9 +128,22 @@ async fn a_user_without_a_role_gets_403_forbidden_reading_the_secret() {
     let admin = client(server.admin_kubeconfig()).await;
     namespace_with_secret(&admin, "pki-cas").await;
 
-    let reader = client(server.reader_kubeconfig()).await;
-    let secrets: Api<Secret> = Api::namespaced(reader, "pki-cas");
-    let error = secrets.get("signer").await.unwrap_err();
+    // The reader's own kubeconfig, and its context in the shared one.
+    let readers = [
+        client(server.reader_kubeconfig()).await,
+        client_in_context(server.kubeconfig(), Some(READER)).await,
+    ];
+    for reader in readers {
+        let secrets: Api<Secret> = Api::namespaced(reader, "pki-cas");
+        refused_with_403(secrets.get("signer").await.unwrap_err());
+    }
+    // The shared kubeconfig's current context is the admin's.
+    let admin_again = client(server.kubeconfig()).await;
+    let secrets: Api<Secret> = Api::namespaced(admin_again, "pki-cas");
+    assert_eq!(data(&secrets.get("signer").await.unwrap()), b"first");
+}
+
+fn refused_with_403(error: kube::Error) {
     match &error {
         kube::Error::Api(status) => {
             assert!(status.is_forbidden(), "{status:?}");

@@ -11,7 +11,8 @@
 //!
 //! The server knows two users, each with a kubeconfig of its own: the
 //! admin (group `system:masters`, allowed everything) and `pki-reader`,
-//! authenticated but granted nothing, so RBAC refuses it with 403.
+//! authenticated but granted nothing, so RBAC refuses it with 403. A third
+//! kubeconfig holds both, as contexts named after the users.
 //!
 //! Each server process runs under a small `sh` watchdog that holds a pipe
 //! from the test process: when the [`KubeServer`] is dropped (the test
@@ -78,6 +79,20 @@ fn find_tools() -> Result<Tools, String> {
         return Ok(tools);
     }
     let script = kube_tools_script()?;
+    let cached = Command::new("bash")
+        .arg(&script)
+        .arg("--check")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !cached {
+        // Shown with the test's output if it fails; the harness also
+        // says when a test runs for over 60 seconds.
+        eprintln!(
+            "building kube-apiserver and etcd 3.6 with {} (about 6 minutes, once)",
+            script.display()
+        );
+    }
     let output = Command::new("bash")
         .arg(&script)
         .stdin(Stdio::null())
@@ -301,6 +316,7 @@ pub struct KubeServer {
     files: ServerFiles,
     admin_kubeconfig: PathBuf,
     reader_kubeconfig: PathBuf,
+    kubeconfig: PathBuf,
     started_in: Duration,
     dir: tempfile::TempDir,
 }
@@ -321,17 +337,21 @@ impl KubeServer {
         for attempt in 0..3 {
             match Launch::new(tools, dir.path(), &files, attempt).run() {
                 Ok((etcd, apiserver, port, started_in)) => {
-                    let admin_kubeconfig =
-                        write_kubeconfig(dir.path(), port, &files.ca, ADMIN, &files.admin_token);
-                    let reader_kubeconfig =
-                        write_kubeconfig(dir.path(), port, &files.ca, READER, &files.reader_token);
+                    let write = |name: &str, users: &[(&str, &str)]| {
+                        let path = dir.path().join(name);
+                        std::fs::write(&path, kubeconfig(port, &files.ca, users)).unwrap();
+                        path
+                    };
+                    let admin = (ADMIN, files.admin_token.as_str());
+                    let reader = (READER, files.reader_token.as_str());
                     return KubeServer {
+                        admin_kubeconfig: write("admin.kubeconfig", &[admin]),
+                        reader_kubeconfig: write("reader.kubeconfig", &[reader]),
+                        kubeconfig: write("kubeconfig", &[admin, reader]),
                         apiserver,
                         etcd,
                         port,
                         files,
-                        admin_kubeconfig,
-                        reader_kubeconfig,
                         started_in,
                         dir,
                     };
@@ -356,6 +376,12 @@ impl KubeServer {
     /// A kubeconfig whose one context is the unprivileged user's.
     pub fn reader_kubeconfig(&self) -> &Path {
         &self.reader_kubeconfig
+    }
+
+    /// A kubeconfig with both users' contexts, named after them (`pki-admin`,
+    /// the current one, and `pki-reader`), for `kube://CONTEXT@...`.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
     }
 
     /// The CA bundle that verifies the server's certificate.
@@ -534,10 +560,11 @@ fn tls_config(ca: &Path) -> Arc<rustls::ClientConfig> {
     )
 }
 
-/// Writes `USER.kubeconfig` with one cluster, one user (a bearer token)
-/// and one context named after the user, namespace `default`.
-fn write_kubeconfig(dir: &Path, port: u16, ca: &Path, user: &str, token: &str) -> PathBuf {
-    let text = format!(
+/// A kubeconfig with one cluster and, for each user, a user (its bearer
+/// token) and a context named after it, namespace `default`; the first
+/// user's context is the current one.
+fn kubeconfig(port: u16, ca: &Path, users: &[(&str, &str)]) -> String {
+    let mut text = format!(
         "apiVersion: v1
 kind: Config
 clusters:
@@ -545,21 +572,20 @@ clusters:
   cluster:
     server: https://127.0.0.1:{port}
     certificate-authority: {ca:?}
+current-context: {current}
 users:
-- name: {user}
-  user:
-    token: {token:?}
-contexts:
-- name: {user}
-  context:
-    cluster: pki-test
-    user: {user}
-    namespace: default
-current-context: {user}
 ",
         ca = ca.display().to_string(),
+        current = users[0].0,
     );
-    let path = dir.join(format!("{user}.kubeconfig"));
-    std::fs::write(&path, text).unwrap();
-    path
+    for (user, token) in users {
+        text += &format!("- name: {user}\n  user:\n    token: {token:?}\n");
+    }
+    text += "contexts:\n";
+    for (user, _) in users {
+        text += &format!(
+            "- name: {user}\n  context:\n    cluster: pki-test\n    user: {user}\n    namespace: default\n"
+        );
+    }
+    text
 }
