@@ -481,40 +481,75 @@ impl<'a> Launch<'a> {
         ]
     }
 
-    /// Starts both and waits for `/readyz`; on failure both are stopped
-    /// (dropped) and the error carries the end of their logs.
+    /// Starts etcd, then (once etcd is healthy, so that a failure names the
+    /// server that failed) the API server, and waits for `/readyz`; on
+    /// failure both are stopped (dropped) and the error carries the end of
+    /// the log of the one that failed.
     fn run(self) -> Result<(Watched, Watched, u16, Duration), String> {
         let started = Instant::now();
+        let deadline = started + START_LIMIT;
         let log = |name: &str| self.dir.join(format!("{name}{}.log", self.attempt));
         let mut etcd = Watched::spawn("etcd", &self.tools.etcd, &self.etcd_args(), log("etcd"));
-        // The API server retries etcd until it answers: no need to wait.
+        wait_for(&mut [&mut etcd], deadline, "etcd's /health", || {
+            etcd_healthy(self.etcd_client)
+        })?;
         let mut apiserver = Watched::spawn(
             "kube-apiserver",
             &self.tools.apiserver,
             &self.apiserver_args(),
             log("kube-apiserver"),
         );
-        let deadline = started + START_LIMIT;
-        while Instant::now() < deadline {
-            for server in [&mut etcd, &mut apiserver] {
-                if let Some(status) = server.exited() {
-                    return Err(format!(
-                        "{} exited with {status}:\n{}",
-                        server.name,
-                        server.log_tail()
-                    ));
-                }
-            }
-            if readyz(self.port, &self.files.ca, &self.files.admin_token) {
-                return Ok((etcd, apiserver, self.port, started.elapsed()));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(format!(
-            "no answer from /readyz within {START_LIMIT:?}:\n{}",
-            apiserver.log_tail()
-        ))
+        wait_for(
+            &mut [&mut etcd, &mut apiserver],
+            deadline,
+            "kube-apiserver's /readyz",
+            || readyz(self.port, &self.files.ca, &self.files.admin_token),
+        )?;
+        Ok((etcd, apiserver, self.port, started.elapsed()))
     }
+}
+
+/// Polls `ready` until it holds, one of `servers` exits, or `deadline`.
+fn wait_for(
+    servers: &mut [&mut Watched],
+    deadline: Instant,
+    what: &str,
+    ready: impl Fn() -> bool,
+) -> Result<(), String> {
+    while Instant::now() < deadline {
+        for server in servers.iter_mut() {
+            if let Some(status) = server.exited() {
+                return Err(format!(
+                    "{} exited with {status}:\n{}",
+                    server.name,
+                    server.log_tail()
+                ));
+            }
+        }
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let last = servers.last().expect("a server to wait for");
+    Err(format!(
+        "no answer from {what} within {START_LIMIT:?}:\n{}",
+        last.log_tail()
+    ))
+}
+
+/// Whether etcd's `GET /health` (plain HTTP on its client port) says it is.
+fn etcd_healthy(port: u16) -> bool {
+    let Ok(mut tcp) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request =
+        format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let mut answer = Vec::new();
+    tcp.write_all(request.as_bytes()).is_ok()
+        && tcp.read_to_end(&mut answer).is_ok()
+        && String::from_utf8_lossy(&answer).contains(r#""health":"true""#)
 }
 
 /// Whether `GET /readyz` with the admin's token answers 200 OK.
