@@ -10,6 +10,14 @@
 # is too old, use rustup.
 #
 # protoc is not needed: pki-etcd's gRPC code is checked in.
+#
+# Before the tests it runs scripts/kube-tools.sh, which builds with Go the
+# kube-apiserver and etcd 3.6 that the kube:// tests (pki-kube) start: about
+# 6 minutes the first time on 2 cores, then cached in
+# ${PKI_KUBE_TOOLS:-$HOME/.cache/pki-kube-tools} (a lookup of milliseconds).
+# It does so with --no-install too: that builds into a cache, it installs
+# nothing. PKI_KUBE_APISERVER and PKI_KUBE_ETCD, when both are set, name
+# binaries to use instead, and no build happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,8 +39,11 @@ need() { # COMMAND PACKAGE WHY
   command -v "$1" >/dev/null 2>&1 || want "$2" "$3"
 }
 
-# The version of Go that pki-ffi/go/go.mod asks for (its `go` line).
+# The version of Go that pki-ffi/go/go.mod asks for (its `go` line), or the
+# one scripts/kube-tools.sh needs to build kube-apiserver when that is newer.
 go_wanted="$(sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' pki-ffi/go/go.mod)"
+go_kube="$(sed -n 's/^go_min=\([0-9][0-9.]*\).*/\1/p' scripts/kube-tools.sh)"
+go_wanted="$(printf '%s\n%s\n' "$go_wanted" "$go_kube" | sort -V | tail -n 1)"
 go_recent_enough() {
   command -v go >/dev/null 2>&1 || return 1
   local have
@@ -62,7 +73,7 @@ collect() {
   python_has 'jwt, cryptography' || /usr/bin/python3 -c 'import jwt, cryptography' 2>/dev/null \
     || { want python3-jwt "the key ring's tokens are verified with PyJWT"
          want python3-cryptography "PyJWT's ES256 and RS256 need it"; }
-  go_recent_enough || want golang-go "the Go package's tests (Go $go_wanted or later, with cgo)"
+  go_recent_enough || want golang-go "the Go package's tests (with cgo), and building kube-apiserver and etcd 3.6 for the kube:// tests (Go $go_wanted or later)"
 }
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -120,12 +131,22 @@ if [ "${#packages[@]}" -gt 0 ]; then
   if [ "${#packages[@]}" -gt 0 ]; then
     echo "test: still missing after apt-get install:" >&2
     printf '  %s\n' "${reasons[@]}" >&2
-    go_recent_enough || echo "test: go $(go env GOVERSION 2>/dev/null || echo 'not found') is older than the go $go_wanted that pki-ffi/go/go.mod needs" >&2
+    go_recent_enough || echo "test: go $(go env GOVERSION 2>/dev/null || echo 'not found') is older than the go $go_wanted that pki-ffi/go/go.mod and scripts/kube-tools.sh need" >&2
     if ! python_has jsonschema || ! python_has 'jwt, cryptography'; then
       echo "test: the python3 on PATH ($(command -v python3)) is not Debian's: pip install jsonschema into it, or put /usr/bin first in PATH" >&2
     fi
     exit 1
   fi
+fi
+
+# The kube:// tests' servers, built once and cached; the tests then find
+# them here without running the script again.
+if [ -z "${PKI_KUBE_APISERVER:-}" ] || [ -z "${PKI_KUBE_ETCD:-}" ]; then
+  echo "test: kube-apiserver and etcd 3.6 for the kube:// tests: scripts/kube-tools.sh"
+  kube_tools="$(scripts/kube-tools.sh)"
+  PKI_KUBE_APISERVER="$(sed -n 1p <<<"$kube_tools")"
+  PKI_KUBE_ETCD="$(sed -n 2p <<<"$kube_tools")"
+  export PKI_KUBE_APISERVER PKI_KUBE_ETCD
 fi
 
 echo "test: cargo test --workspace $*"
