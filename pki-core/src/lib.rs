@@ -34,7 +34,7 @@
 // (tests/layers.rs checks it), bottom up: text, rng, dn, provider, usage,
 // time_text and signatures; the error types (error); der_input, pem,
 // datetime and policy; cert; key and bundle; issue; verify and lineage;
-// import; lint.
+// trust_matrix (the cells every pre-flight checks); import; lint.
 mod bundle;
 mod cert;
 pub mod datetime;
@@ -58,6 +58,7 @@ mod rng;
 mod signatures;
 pub mod text;
 mod time_text;
+pub mod trust_matrix;
 mod usage;
 pub mod verify;
 

@@ -58,24 +58,7 @@ pub enum SetStep {
     Reverting,
 }
 
-/// Which side of a rotation a chain or a bundle comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Side {
-    /// Before the rotation.
-    Old,
-    /// After the rotation.
-    New,
-}
-
-impl std::fmt::Display for Side {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Side::Old => "old",
-            Side::New => "new",
-        })
-    }
-}
+pub use pki_core::trust_matrix::Side;
 
 /// A safety check that failed and was overridden by an operator.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -9,10 +9,11 @@
 //! issued by the old and the new CA exactly as real serving certificates
 //! are, so the check does not depend on which leaves exist.
 
-use pki_core::{
-    Bundle, Certificate, ExpectedName, Purpose, SignatureCache, VerifyError, VerifyOptions,
-    datetime::rfc3339, verify_chain_cached,
+use pki_core::datetime::rfc3339;
+pub use pki_core::trust_matrix::{
+    MatrixInputs, TrustCell, check, check_for, expected_name, matrix,
 };
+use pki_core::{Bundle, Certificate, Purpose, SignatureCache};
 use time::OffsetDateTime;
 
 /// The DNS name of probe leaves. `.invalid` (RFC 2606) can never be a real host.
@@ -20,102 +21,6 @@ pub const PROBE_NAME: &str = "preflight.pki.invalid";
 
 use crate::model::OverriddenCheck;
 pub use crate::model::Side;
-
-/// One cell: a serving chain against a bundle at a time.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TrustCell {
-    /// Whose serving chain.
-    pub chain: Side,
-    /// Whose bundle.
-    pub bundle: Side,
-    /// When.
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
-    /// The ids of the path found (leaf first, anchor last), or why none was.
-    #[serde(serialize_with = "result_as_text")]
-    pub result: Result<Vec<String>, VerifyError>,
-}
-
-fn result_as_text<S: serde::Serializer>(
-    result: &Result<Vec<String>, VerifyError>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&result.as_ref().map_err(ToString::to_string), s)
-}
-
-impl TrustCell {
-    /// Whether the chain verified.
-    pub fn verified(&self) -> bool {
-        self.result.is_ok()
-    }
-
-    /// `old serving chain x new bundle at 2027-...`.
-    pub fn label(&self) -> String {
-        format!(
-            "{} serving chain x {} bundle at {}",
-            self.chain,
-            self.bundle,
-            rfc3339(self.at)
-        )
-    }
-}
-
-/// What the cells are made of.
-#[derive(Debug, Clone, Copy)]
-pub struct MatrixInputs<'a> {
-    /// The old serving chain (leaf first), if one exists.
-    pub old_chain: Option<&'a [Certificate]>,
-    /// The new serving chain (leaf first), if one exists.
-    pub new_chain: Option<&'a [Certificate]>,
-    /// The old bundle, if known.
-    pub old_bundle: Option<&'a Bundle>,
-    /// The new bundle.
-    pub new_bundle: &'a Bundle,
-}
-
-/// Verifies one chain against one bundle for serverAuth and the leaf's first DNS name.
-pub fn check(
-    chain: &[Certificate],
-    bundle: &Bundle,
-    at: OffsetDateTime,
-    cache: &SignatureCache,
-) -> Result<Vec<String>, VerifyError> {
-    let Some((leaf, intermediates)) = chain.split_first() else {
-        // Callers always pass a leaf; an empty chain has nothing to verify.
-        return Err(VerifyError::UnknownIssuer {
-            cert: "(none: empty serving chain)".to_string(),
-            issuer: String::new(),
-        });
-    };
-    let mut opts = VerifyOptions::new(at, Purpose::ServerAuth);
-    opts.name = leaf.dns_names().into_iter().next().map(ExpectedName::Dns);
-    verify_chain_cached(leaf, intermediates, bundle, &opts, cache)
-        .map(|p| p.certs.iter().map(Certificate::id).collect())
-}
-
-/// Every available cell at each of `times`.
-pub fn matrix(inputs: &MatrixInputs<'_>, times: &[OffsetDateTime]) -> Vec<TrustCell> {
-    let cache = SignatureCache::new();
-    let mut cells = Vec::new();
-    for &at in times {
-        for (chain_side, chain) in [(Side::Old, inputs.old_chain), (Side::New, inputs.new_chain)] {
-            let Some(chain) = chain else { continue };
-            for (bundle_side, bundle) in [
-                (Side::Old, inputs.old_bundle),
-                (Side::New, Some(inputs.new_bundle)),
-            ] {
-                let Some(bundle) = bundle else { continue };
-                cells.push(TrustCell {
-                    chain: chain_side,
-                    bundle: bundle_side,
-                    at,
-                    result: check(chain, bundle, at, &cache),
-                });
-            }
-        }
-    }
-    cells
-}
 
 /// Consumers a rotation would cut off, and until when: what
 /// [`crate::engines::signer::rotation_trust_breaks`] finds.
@@ -309,22 +214,7 @@ pub fn probe_issuance(
     };
     let cache = SignatureCache::new();
     for &purpose in purposes {
-        let mut opts = VerifyOptions::new(now, purpose);
-        if purpose == Purpose::ServerAuth {
-            opts.name = probe
-                .dns_names()
-                .into_iter()
-                .next()
-                .map(|d| ExpectedName::Dns(d.replacen("*.", "host.", 1)))
-                .or_else(|| {
-                    probe
-                        .ip_addresses()
-                        .into_iter()
-                        .next()
-                        .map(ExpectedName::Ip)
-                });
-        }
-        verify_chain_cached(&probe, chain_after_leaf, bundle, &opts, &cache)
+        check_for(&probe, chain_after_leaf, bundle, now, purpose, &cache)
             .map_err(|e| e.to_string())?;
     }
     Ok(())

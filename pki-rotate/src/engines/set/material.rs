@@ -4,9 +4,7 @@
 use super::{CaPair, SetState, SetStep};
 use crate::model::document::{File, Files};
 use crate::model::error::{Result, RotateError};
-use pki_core::{
-    Bundle, Certificate, ExpectedName, Purpose, SignatureCache, VerifyOptions, verify_chain_cached,
-};
+use pki_core::{Bundle, Certificate, Purpose, SignatureCache};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use time::OffsetDateTime;
@@ -202,15 +200,6 @@ pub fn target_fingerprint(state: &SetState, name: &str) -> String {
         Ok(files) => fingerprint(files.iter().map(|(p, f)| (p, f.contents.as_slice()))),
         // Only a key that cannot be encoded fails here; no ack can match.
         Err(e) => format!("unavailable: {e}"),
-    }
-}
-
-/// A host name a client could connect to under the SAN `name`: a
-/// wildcard is no reference name, so its `*` becomes a label it matches.
-fn reference_name(name: &str) -> String {
-    match name.strip_prefix("*.") {
-        Some(parent) => format!("host.{parent}"),
-        None => name.to_string(),
     }
 }
 
@@ -479,16 +468,7 @@ impl Judge<'_> {
                 } else {
                     Purpose::ClientAuth
                 };
-                let mut opts = VerifyOptions::new(now, purpose);
-                if server {
-                    opts.name = cert
-                        .dns_names()
-                        .into_iter()
-                        .next()
-                        .map(|d| ExpectedName::Dns(reference_name(&d)))
-                        .or_else(|| cert.ip_addresses().into_iter().next().map(ExpectedName::Ip));
-                }
-                verify_chain_cached(cert, chain, bundle, &opts, cache)
+                pki_core::trust_matrix::check_for(cert, chain, bundle, now, purpose, cache)
                     .err()
                     .map(|e| e.to_string())
             })
