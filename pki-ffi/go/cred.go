@@ -12,37 +12,39 @@ import (
 // CredActionKind is what the embedder does next for a credential.
 type CredActionKind uint32
 
-// Credential actions.
+// Credential actions (the step result's action `kind`: "mint", "revoke",
+// "wait", "revoke_stray").
 const (
 	// CredMint: mint once for the action's Rotation and Attempt (after a
 	// crash, adopt what was captured for that attempt instead of minting
 	// again), then ReportMinted or ReportMintFailed.
-	CredMint CredActionKind = C.PKI_CRED_ACTION_MINT
+	CredMint CredActionKind = 1
 	// CredRevoke: revoke Credential (already revoked is success), then
 	// ReportRevoked or ReportRevokeFailed.
-	CredRevoke CredActionKind = C.PKI_CRED_ACTION_REVOKE
+	CredRevoke CredActionKind = 2
 	// CredWait: nothing to do before the step's NextWake.
-	CredWait CredActionKind = C.PKI_CRED_ACTION_WAIT
+	CredWait CredActionKind = 3
 	// CredRevokeStray: revoke Credential, what the failed (or late) mint
 	// attempt Rotation/Attempt returned (already gone is success), then
 	// ReportStrayRevoked or ReportStrayRevokeFailed.
-	CredRevokeStray CredActionKind = C.PKI_CRED_ACTION_REVOKE_STRAY
+	CredRevokeStray CredActionKind = 4
 )
 
 // CredWaitReason says why a CredWait waits.
 type CredWaitReason uint32
 
-// Why a credential waits.
+// Why a credential waits (the action's `wait_reason`: "expiry", "grace",
+// "backoff", "mint_elsewhere").
 const (
 	// CredWaitExpiry: the current credential is not due yet.
-	CredWaitExpiry CredWaitReason = C.PKI_CRED_WAIT_EXPIRY
+	CredWaitExpiry CredWaitReason = 1
 	// CredWaitGrace: the old credential stays usable until the grace ends.
-	CredWaitGrace CredWaitReason = C.PKI_CRED_WAIT_GRACE
+	CredWaitGrace CredWaitReason = 2
 	// CredWaitBackoff: a hook failed; its retry waits.
-	CredWaitBackoff CredWaitReason = C.PKI_CRED_WAIT_BACKOFF
+	CredWaitBackoff CredWaitReason = 3
 	// CredWaitMintElsewhere: the mint in progress belongs to another owner
 	// (AdvanceAs): only it runs the mint; look again later.
-	CredWaitMintElsewhere CredWaitReason = C.PKI_CRED_WAIT_MINT_ELSEWHERE
+	CredWaitMintElsewhere CredWaitReason = 4
 )
 
 // CredAdvanceMaxSteps is the most steps one advance commits (the bound
@@ -78,11 +80,11 @@ func CredentialOf(store *Store, name string) *Credential {
 	return &Credential{store: store, name: name}
 }
 
-func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 
-func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 

@@ -86,11 +86,11 @@ type KeyRingSpec struct {
 	State  []byte
 }
 
-func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
-func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 

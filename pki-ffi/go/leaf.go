@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"runtime"
 	"time"
@@ -103,7 +104,7 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 		chainP, chainN = bytesArg(chainPEM)
 		keyP, keyN = bytesArg(keyPEM)
 	}
-	var out *C.pki_leaf
+	var out *C.pki_buffer
 	err = call(func() C.pki_result {
 		return C.pki_leaf_reconcile(h, rp, rn, unixTime(now), chainP, chainN, keyP, keyN, &out)
 	})
@@ -114,13 +115,25 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	if err != nil {
 		return nil, err
 	}
-	defer C.pki_leaf_free(out)
+	text := takeBuffer(out)
+	defer clear(text)
+	var doc struct {
+		Chain         string `json:"chain_pem"`
+		Key           string `json:"key_pem"`
+		NotAfter      int64  `json:"not_after"`
+		RefreshAt     int64  `json:"refresh_at"`
+		Reason        uint32 `json:"reason_code"`
+		ReasonMessage string `json:"reason_message"`
+	}
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("pki: the leaf is not the JSON this package reads: %w", err)
+	}
 	return &Leaf{
-		ChainPEM:      goBytes(C.pki_leaf_chain_pem(out)),
-		KeyPEM:        goBytes(C.pki_leaf_key_pem(out)),
-		Reason:        LeafReason(C.pki_leaf_reason_code(out)),
-		ReasonMessage: string(goBytes(C.pki_leaf_reason_message(out))),
-		NotAfter:      fromUnix(C.pki_leaf_not_after(out)),
-		RefreshAt:     fromUnix(C.pki_leaf_refresh_at(out)),
+		ChainPEM:      []byte(doc.Chain),
+		KeyPEM:        []byte(doc.Key),
+		Reason:        LeafReason(doc.Reason),
+		ReasonMessage: doc.ReasonMessage,
+		NotAfter:      fromUnix(C.int64_t(doc.NotAfter)),
+		RefreshAt:     fromUnix(C.int64_t(doc.RefreshAt)),
 	}, nil
 }

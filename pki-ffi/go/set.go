@@ -34,11 +34,11 @@ func SetOf(store *Store) *CASet { return SetAt(store, SetKey) }
 // SetAt returns the CA set kept in store under key.
 func SetAt(store *Store, key string) *CASet { return &CASet{store: store, key: key} }
 
-func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
-func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
