@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"context"
+	"encoding/base64"
 	"time"
 )
 
@@ -100,9 +101,7 @@ func (c *Credential) step(ctx context.Context, request any, now time.Time) (*Ste
 // advance asks for a mint): rotated once expire has passed since its mint,
 // the previous one revoked grace after its successor's mint.
 func (c *Credential) Create(ctx context.Context, expire, grace time.Duration, now time.Time) (*Step, error) {
-	return c.store.step(ctx, credCreate, c.name, map[string]int64{
-		"expire_seconds": seconds(expire), "grace_seconds": seconds(grace),
-	}, now)
+	return c.store.step(ctx, credCreate, c.name, reqCredCreate{ExpireSeconds: seconds(expire), GraceSeconds: seconds(grace)}, now)
 }
 
 // Advance takes every bookkeeping step due at now (each committed on its
@@ -119,16 +118,15 @@ func (c *Credential) Advance(ctx context.Context, now time.Time) (*Step, error) 
 // gets CredWait with CredWaitMintElsewhere), so replicas sharing a store
 // mint once per attempt.
 func (c *Credential) AdvanceAs(ctx context.Context, owner string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"advance": map[string]string{"owner": owner}}, now)
+	return c.step(ctx, reqCredStep{Advance: &reqCredAdvance{Owner: &owner}}, now)
 }
 
 // ReportMinted records credential (whitespace trimmed) as the mint of
 // rotation/attempt; an empty credential or one already in use is recorded
 // as a failed attempt instead.
 func (c *Credential) ReportMinted(ctx context.Context, rotation uint64, attempt uint32, credential []byte, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"minted": map[string]any{
-		"rotation": rotation, "attempt": attempt, "credential_base64": append([]byte{}, credential...),
-	}}, now)
+	b64 := base64.StdEncoding.EncodeToString(credential)
+	return c.step(ctx, reqCredStep{Minted: &reqCredMinted{Rotation: rotation, Attempt: attempt, CredentialBase64: &b64}}, now)
 }
 
 // ReportMintFailed records a failed mint attempt, retried after a backoff.
@@ -136,36 +134,35 @@ func (c *Credential) ReportMinted(ctx context.Context, rotation uint64, attempt 
 // nothing): it may be live, so pki keeps it and asks for its revocation
 // (CredRevokeStray) before the next attempt.
 func (c *Credential) ReportMintFailed(ctx context.Context, rotation uint64, attempt uint32, message string, captured []byte, now time.Time) (*Step, error) {
-	body := map[string]any{"rotation": rotation, "attempt": attempt, "message": message}
+	body := &reqCredMintFailed{Rotation: rotation, Attempt: attempt, Message: message}
 	if captured != nil {
-		body["captured_base64"] = captured
+		b64 := base64.StdEncoding.EncodeToString(captured)
+		body.CapturedBase64 = &b64
 	}
-	return c.step(ctx, map[string]any{"mint_failed": body}, now)
+	return c.step(ctx, reqCredStep{MintFailed: body}, now)
 }
 
 // ReportStrayRevoked records that the stray credential of the failed mint
 // rotation/attempt is revoked.
 func (c *Credential) ReportStrayRevoked(ctx context.Context, rotation uint64, attempt uint32, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"stray_revoked": map[string]any{"rotation": rotation, "attempt": attempt}}, now)
+	return c.step(ctx, reqCredStep{StrayRevoked: &reqCredStrayRevoked{Rotation: rotation, Attempt: attempt}}, now)
 }
 
 // ReportStrayRevokeFailed records a failed revocation of a stray
 // credential; it is retried after a backoff, and no mint runs meanwhile.
 func (c *Credential) ReportStrayRevokeFailed(ctx context.Context, rotation uint64, attempt uint32, message string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"stray_revoke_failed": map[string]any{
-		"rotation": rotation, "attempt": attempt, "message": message,
-	}}, now)
+	return c.step(ctx, reqCredStep{StrayRevokeFailed: &reqCredStrayRevokeFailed{Rotation: rotation, Attempt: attempt, Message: message}}, now)
 }
 
 // ReportRevoked records that the old credential of rotation is revoked.
 func (c *Credential) ReportRevoked(ctx context.Context, rotation uint64, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"revoked": map[string]any{"rotation": rotation}}, now)
+	return c.step(ctx, reqCredStep{Revoked: &reqCredRevoked{Rotation: rotation}}, now)
 }
 
 // ReportRevokeFailed records a failed revocation; the old credential is
 // kept and the revocation retried after a backoff.
 func (c *Credential) ReportRevokeFailed(ctx context.Context, rotation uint64, message string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"revoke_failed": map[string]any{"rotation": rotation, "message": message}}, now)
+	return c.step(ctx, reqCredStep{RevokeFailed: &reqCredRevokeFailed{Rotation: rotation, Message: message}}, now)
 }
 
 // Status is the credential's status at now, as `pki cred status --json`

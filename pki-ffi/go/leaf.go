@@ -65,7 +65,7 @@ type Leaf struct {
 func (l *Leaf) Reissued() bool { return l.Reason != LeafUpToDate }
 
 // toJSON is the request as the C API reads it (every leaf function's).
-func (req LeafRequest) toJSON() map[string]any {
+func (req LeafRequest) toJSON() reqLeaf {
 	ips := make([]string, 0, len(req.IPAddresses))
 	for _, ip := range req.IPAddresses {
 		ips = append(ips, ip.String())
@@ -74,11 +74,34 @@ func (req LeafRequest) toJSON() map[string]any {
 	if kind == "" {
 		kind = LeafServer
 	}
-	m := map[string]any{"kind": kind, "dns_names": append([]string{}, req.DNSNames...), "ip_addresses": ips}
-	if req.Lifetime != 0 {
-		m["lifetime_seconds"] = seconds(req.Lifetime)
+	return reqLeaf{
+		Kind:            string(kind),
+		DNSNames:        append([]string{}, req.DNSNames...),
+		IPAddresses:     ips,
+		LifetimeSeconds: seconds(req.Lifetime),
 	}
-	return m
+}
+
+// toJSON is the change as a signer step's `leaves` entry.
+func (l LeafChange) toJSON() (reqLeafChange, error) {
+	var change reqLeafChange
+	switch l.Action {
+	case LeafAdd, LeafReplace:
+		r := l.Request.toJSON()
+		named := &reqNamedLeaf{Name: l.Name, Kind: r.Kind, DNSNames: r.DNSNames, IPAddresses: r.IPAddresses, LifetimeSeconds: r.LifetimeSeconds}
+		if l.Action == LeafAdd {
+			change.Request = named
+		} else {
+			change.Replace = named
+		}
+	case LeafRemove:
+		change.Remove = &reqLeafName{Name: l.Name}
+	case LeafRenew:
+		change.Renew = &reqLeafName{Name: l.Name}
+	default:
+		return change, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("leaf %q: unknown action %q", l.Name, l.Action)}
+	}
+	return change, nil
 }
 
 // ReconcileLeaf keeps one leaf issued by the current CA at now. Pass the

@@ -156,25 +156,19 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// policyJSON is a policy as the C API reads it: every field given.
-type policyJSON struct {
-	Lifetime         int64   `json:"lifetime_seconds"`
-	MinTrust         int64   `json:"min_trust_seconds"`
-	ReloadInterval   int64   `json:"reload_interval_seconds"`
-	RefreshFraction  float64 `json:"leaf_refresh_fraction"`
-	KeepPreviousRoot bool    `json:"keep_previous_root"`
-}
-
-func (p *Policy) toJSON() *policyJSON {
+// toJSON is the policy as the C API reads it: every field given.
+func (p *Policy) toJSON() *reqSignerPolicy {
 	if p == nil {
 		return nil
 	}
-	return &policyJSON{
-		Lifetime:         seconds(p.Lifetime),
-		MinTrust:         seconds(p.MinTrust),
-		ReloadInterval:   seconds(p.ReloadInterval),
-		RefreshFraction:  p.LeafRefreshFraction,
-		KeepPreviousRoot: p.KeepPreviousRoot,
+	lifetime, minTrust, reload := seconds(p.Lifetime), seconds(p.MinTrust), seconds(p.ReloadInterval)
+	fraction, keep := p.LeafRefreshFraction, p.KeepPreviousRoot
+	return &reqSignerPolicy{
+		LifetimeSeconds:       &lifetime,
+		MinTrustSeconds:       &minTrust,
+		ReloadIntervalSeconds: &reload,
+		LeafRefreshFraction:   &fraction,
+		KeepPreviousRoot:      &keep,
 	}
 }
 

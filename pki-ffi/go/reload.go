@@ -70,13 +70,7 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 // signer did not publish matches ErrUnknownBundle; the fingerprint already
 // recorded for consumer writes nothing (Changed is false).
 func (s *Store) Ack(ctx context.Context, key, consumer, fingerprint string, now time.Time) (*Step, error) {
-	type ack struct {
-		Consumer    string `json:"consumer"`
-		Fingerprint string `json:"fingerprint"`
-	}
-	req := struct {
-		Ack ack `json:"ack"`
-	}{ack{consumer, fingerprint}}
+	req := reqSignerStep{Ack: &reqAck{Consumer: consumer, Fingerprint: fingerprint}}
 	return s.stepSigner(ctx, signerStep, key, req, now)
 }
 

@@ -57,7 +57,6 @@ import "C"
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -312,13 +311,6 @@ type CAImport struct {
 	CA, Key, Chain []byte
 }
 
-// caJSON is a CA as the C API reads it.
-type caJSON struct {
-	CA    string  `json:"ca"`
-	Key   *string `json:"key,omitempty"`
-	Chain *string `json:"chain,omitempty"`
-}
-
 func optText(b []byte) *string {
 	if b == nil {
 		return nil
@@ -349,18 +341,11 @@ func (spec SignerSpec) request() (any, error) {
 		state = b
 	}
 	if state != nil {
-		return struct {
-			State json.RawMessage `json:"state"`
-		}{state}, nil
+		return reqSignerCreate{State: state}, nil
 	}
-	req := struct {
-		CommonName string      `json:"common_name,omitempty"`
-		Key        KeyType     `json:"key_type,omitempty"`
-		Policy     *policyJSON `json:"policy,omitempty"`
-		Import     *caJSON     `json:"import,omitempty"`
-	}{CommonName: spec.CommonName, Key: spec.Key, Policy: spec.Policy.toJSON()}
+	req := reqSignerCreate{CommonName: spec.CommonName, KeyType: string(spec.Key), Policy: spec.Policy.toJSON()}
 	if spec.Import != nil {
-		req.Import = &caJSON{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
+		req.Import = &reqCA{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
 	}
 	return req, nil
 }
@@ -461,39 +446,24 @@ func (in *SignerInput) requestUnlessIdle(unlessIdle bool) (any, error) {
 	if in == nil {
 		return nil, nil
 	}
-	type forced struct {
-		Reason    string `json:"reason"`
-		Grace     int64  `json:"grace_seconds,omitempty"`
-		NoBridges bool   `json:"no_bridges,omitempty"`
-	}
-	req := struct {
-		Policy          *policyJSON      `json:"policy,omitempty"`
-		Forced          *forced          `json:"forced,omitempty"`
-		AllowTrustBreak string           `json:"allow_trust_break,omitempty"`
-		Leaves          []map[string]any `json:"leaves,omitempty"`
-		RotateTo        *replacementJSON `json:"rotate_to,omitempty"`
-		RenewSameKey    bool             `json:"renew_same_key,omitempty"`
-		UnlessIdle      bool             `json:"unless_idle,omitempty"`
-	}{
+	req := reqSignerStep{
 		Policy:          in.Policy.toJSON(),
 		AllowTrustBreak: in.AllowTrustBreak,
 		RenewSameKey:    in.RenewSameKey,
 		UnlessIdle:      unlessIdle,
 	}
 	if f := in.Forced; f != nil {
-		req.Forced = &forced{Reason: f.Reason, Grace: seconds(f.Grace), NoBridges: f.NoBridges}
+		req.Forced = &reqForced{Reason: f.Reason, GraceSeconds: seconds(f.Grace), NoBridges: f.NoBridges}
 	}
 	for _, l := range in.Leaves {
-		body := map[string]any{"name": l.Name}
-		if l.Action == LeafAdd || l.Action == LeafReplace {
-			for k, v := range l.Request.toJSON() {
-				body[k] = v
-			}
+		change, err := l.toJSON()
+		if err != nil {
+			return nil, err
 		}
-		req.Leaves = append(req.Leaves, map[string]any{string(l.Action): body})
+		req.Leaves = append(req.Leaves, change)
 	}
 	if in.RotateTo != nil {
-		req.RotateTo = in.RotateTo.toJSON(true)
+		req.RotateTo = in.RotateTo.rotateTo()
 	}
 	return req, nil
 }
@@ -522,7 +492,7 @@ func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerI
 // Signer; otherwise it is Step's. Every write keeps the summary current,
 // and a store that keeps none (Secrets) always takes the full step.
 func (s *Store) StepUnlessIdle(ctx context.Context, key string, now time.Time) (*Step, error) {
-	return s.stepSigner(ctx, signerStep, key, map[string]bool{"unless_idle": true}, now)
+	return s.stepSigner(ctx, signerStep, key, reqSignerStep{UnlessIdle: true}, now)
 }
 
 // StepLeaves is Step for leaf changes alone (issue, renew, remove; only
