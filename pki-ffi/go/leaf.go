@@ -141,6 +141,7 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	text := takeBuffer(out)
 	defer clear(text)
 	var doc struct {
+		Version       uint32 `json:"version"`
 		Chain         string `json:"chain_pem"`
 		Key           string `json:"key_pem"`
 		NotAfter      int64  `json:"not_after"`
@@ -150,6 +151,9 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	}
 	if err := json.Unmarshal(text, &doc); err != nil {
 		return nil, fmt.Errorf("pki: the leaf is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: leaf version %d (this package reads %d)", doc.Version, resultVersion)
 	}
 	return &Leaf{
 		ChainPEM:      []byte(doc.Chain),

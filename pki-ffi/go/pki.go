@@ -413,26 +413,9 @@ func (st *Step) Close() {
 	}
 }
 
-// stepJSON is the step result the library writes (pki-rotate's
-// StepResult, version 1).
-type stepJSON struct {
-	Version  int               `json:"version"`
-	Changed  bool              `json:"changed"`
-	NextWake int64             `json:"next_wake"`
-	Revision string            `json:"revision"`
-	Attempts int               `json:"attempts"`
-	Idle     bool              `json:"idle"`
-	ByParts  bool              `json:"by_parts"`
-	Events   []json.RawMessage `json:"events"`
-	Status   json.RawMessage   `json:"status"`
-	Action   *struct {
-		Kind             string `json:"kind"`
-		Rotation         uint64 `json:"rotation"`
-		Attempt          uint32 `json:"attempt"`
-		WaitReason       string `json:"wait_reason"`
-		CredentialBase64 string `json:"credential_base64"`
-	} `json:"action"`
-}
+// resultVersion is the version of the JSON documents the library returns
+// that this package reads.
+const resultVersion = 1
 
 // The step result's action kinds and wait reasons.
 var (
@@ -449,15 +432,18 @@ var (
 // zeroed here once read) into a Step.
 func takeStep(text []byte) (*Step, error) {
 	defer clear(text)
-	var doc stepJSON
+	var doc resStep
 	if err := json.Unmarshal(text, &doc); err != nil {
 		return nil, fmt.Errorf("pki: the step result is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: step result version %d (this package reads %d)", doc.Version, resultVersion)
 	}
 	st := &Step{
 		Changed:  doc.Changed,
 		NextWake: fromUnix(C.int64_t(doc.NextWake)),
 		Revision: doc.Revision,
-		Attempts: doc.Attempts,
+		Attempts: int(doc.Attempts),
 		Idle:     doc.Idle,
 		ByParts:  doc.ByParts,
 	}

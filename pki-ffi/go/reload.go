@@ -49,6 +49,7 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 	text := takeBuffer(out)
 	defer clear(text)
 	var doc struct {
+		Version     uint32 `json:"version"`
 		Chain       string `json:"chain_pem"`
 		Key         string `json:"key_pem"`
 		Bundle      string `json:"bundle_pem"`
@@ -56,6 +57,9 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 	}
 	if err := json.Unmarshal(text, &doc); err != nil {
 		return nil, fmt.Errorf("pki: the snapshot is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: snapshot version %d (this package reads %d)", doc.Version, resultVersion)
 	}
 	return &Snapshot{
 		Chain:       []byte(doc.Chain),

@@ -6,7 +6,8 @@ package pki
 import "encoding/json"
 
 // The request structs of pki-rotate's request schema
-// (pki_rotate::request), each mirroring one Rust type.
+// (pki_rotate::request), each mirroring one Rust type, and the step
+// result the library answers with (res*).
 
 // reqSignerPolicy mirrors pki_rotate::request::SignerPolicyFields.
 type reqSignerPolicy struct {
@@ -278,4 +279,27 @@ type reqCredStep struct {
 	RevokeFailed      *reqCredRevokeFailed      `json:"revoke_failed,omitempty"`
 	StrayRevoked      *reqCredStrayRevoked      `json:"stray_revoked,omitempty"`
 	StrayRevokeFailed *reqCredStrayRevokeFailed `json:"stray_revoke_failed,omitempty"`
+}
+
+// resNextAction mirrors pki_rotate::request::step::NextAction.
+type resNextAction struct {
+	Kind             string `json:"kind"`
+	Rotation         uint64 `json:"rotation"`
+	Attempt          uint32 `json:"attempt"`
+	WaitReason       string `json:"wait_reason,omitempty"`
+	CredentialBase64 string `json:"credential_base64,omitempty"`
+}
+
+// resStep mirrors pki_rotate::request::StepResult.
+type resStep struct {
+	Version  uint32            `json:"version"`
+	Changed  bool              `json:"changed"`
+	NextWake int64             `json:"next_wake"`
+	Revision string            `json:"revision"`
+	Attempts uint32            `json:"attempts"`
+	Idle     bool              `json:"idle,omitempty"`
+	ByParts  bool              `json:"by_parts,omitempty"`
+	Events   []json.RawMessage `json:"events,omitempty"`
+	Status   json.RawMessage   `json:"status,omitempty"`
+	Action   *resNextAction    `json:"action,omitempty"`
 }

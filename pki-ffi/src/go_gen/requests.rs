@@ -470,6 +470,35 @@ pub(crate) const STRUCTS: &[GoStruct] = &[
             ),
         ],
     ),
+    s(
+        "resNextAction",
+        "step::NextAction",
+        false,
+        &[
+            f("Kind", "string", "kind", false),
+            f("Rotation", "uint64", "rotation", false),
+            f("Attempt", "uint32", "attempt", false),
+            f("WaitReason", "string", "wait_reason", true),
+            f("CredentialBase64", "string", "credential_base64", true),
+        ],
+    ),
+    s(
+        "resStep",
+        "StepResult",
+        false,
+        &[
+            f("Version", "uint32", "version", false),
+            f("Changed", "bool", "changed", false),
+            f("NextWake", "int64", "next_wake", false),
+            f("Revision", "string", "revision", false),
+            f("Attempts", "uint32", "attempts", false),
+            f("Idle", "bool", "idle", true),
+            f("ByParts", "bool", "by_parts", true),
+            f("Events", "[]json.RawMessage", "events", true),
+            f("Status", "json.RawMessage", "status", true),
+            f("Action", "*resNextAction", "action", true),
+        ],
+    ),
 ];
 
 /// `go/zz_generated_requests.go`.
@@ -478,7 +507,8 @@ pub(crate) fn requests_go() -> String {
     out.push_str("\nimport \"encoding/json\"\n\n");
     out.push_str(
         "// The request structs of pki-rotate's request schema\n\
-         // (pki_rotate::request), each mirroring one Rust type.\n",
+         // (pki_rotate::request), each mirroring one Rust type, and the step\n\
+         // result the library answers with (res*).\n",
     );
     for st in STRUCTS {
         let kind = if st.one_of {
@@ -552,7 +582,7 @@ pub(crate) fn check(value: &Value, name: &str, path: &str, problems: &mut Vec<St
             problems.push(format!("{at}: {v} does not fit Go {}", field.ty));
         }
         let inner = field.ty.trim_start_matches('*').trim_start_matches("[]");
-        if inner.starts_with("req") {
+        if STRUCTS.iter().any(|s| s.name == inner) {
             match v.as_array() {
                 Some(items) => items.iter().for_each(|i| check(i, inner, &at, problems)),
                 None => check(v, inner, &at, problems),

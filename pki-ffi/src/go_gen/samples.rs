@@ -13,6 +13,7 @@ use pki_rotate::request::set::{
     SetTarget,
 };
 use pki_rotate::request::signer::{AckRequest, ForcedRequest, RotateToRequest};
+use pki_rotate::request::step::{ActionKind, NextAction, StepEvent, StepResult, WaitReasonName};
 use pki_rotate::request::{
     CaPem, CredCreate, CredStep, KeyRingCreate, KeyRingPolicyFields, KeyRingStep, KeyType,
     LeafChangeRequest, LeafKindName, LeafRequestIn, SetCreate, SetStepRequest, SignerCreate,
@@ -232,7 +233,26 @@ fn to_json<T: serde::Serialize>(value: &T) -> Value {
 
 /// Every sample: a fully populated request, and the Go struct it fills.
 pub(crate) fn samples() -> Vec<(&'static str, Value)> {
-    let mut out = signer_samples();
+    let step = StepResult {
+        version: 1,
+        changed: true,
+        next_wake: 1,
+        revision: "1".into(),
+        attempts: 1,
+        idle: true,
+        by_parts: true,
+        events: vec![StepEvent(json!({"kind": "minted", "message": "m"}))],
+        status: json!({}),
+        action: Some(NextAction {
+            kind: ActionKind::RevokeStray,
+            rotation: 1,
+            attempt: 1,
+            wait_reason: Some(WaitReasonName::Grace),
+            credential_base64: some("YQ=="),
+        }),
+    };
+    let mut out = vec![("resStep", to_json(&step))];
+    out.extend(signer_samples());
     out.extend(set_samples());
     out.extend(keys_and_cred_samples());
     out
