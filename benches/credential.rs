@@ -1,5 +1,5 @@
 //! A credential step as a controller runs it: the loop of `pki cred
-//! reconcile` (and of an embedder of `pki_cred_step`), that is
+//! reconcile` (and of an embedder of `pki_document_step` (with `PKI_KIND_CRED`)), that is
 //! `driver::advance` through the driver over a directory store (load,
 //! plan, apply, compare-and-swap, one commit per step), the action it asks
 //! for, its result reported through the driver, and `advance` again until

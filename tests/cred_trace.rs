@@ -1,6 +1,6 @@
 //! `pki cred` asks for exactly the actions of `tests/data/cred-trace.txt`,
 //! the trace the C ABI's test (pki-ffi/src/cred.rs) follows too: the CLI's
-//! reconcile loop and `pki_cred_step` run the same advance, and this shows
+//! reconcile loop and `pki_document_step` (with `PKI_KIND_CRED`) run the same advance, and this shows
 //! it from outside. The hooks log what they are asked to do and take their
 //! outcome (ok, fail, fail-printed) from a queue the test fills per run.
 

@@ -6,43 +6,46 @@ import "C"
 
 import (
 	"context"
+	"encoding/base64"
 	"time"
 )
 
 // CredActionKind is what the embedder does next for a credential.
 type CredActionKind uint32
 
-// Credential actions.
+// Credential actions (the step result's action `kind`: "mint", "revoke",
+// "wait", "revoke_stray").
 const (
 	// CredMint: mint once for the action's Rotation and Attempt (after a
 	// crash, adopt what was captured for that attempt instead of minting
 	// again), then ReportMinted or ReportMintFailed.
-	CredMint CredActionKind = C.PKI_CRED_ACTION_MINT
+	CredMint CredActionKind = 1
 	// CredRevoke: revoke Credential (already revoked is success), then
 	// ReportRevoked or ReportRevokeFailed.
-	CredRevoke CredActionKind = C.PKI_CRED_ACTION_REVOKE
+	CredRevoke CredActionKind = 2
 	// CredWait: nothing to do before the step's NextWake.
-	CredWait CredActionKind = C.PKI_CRED_ACTION_WAIT
+	CredWait CredActionKind = 3
 	// CredRevokeStray: revoke Credential, what the failed (or late) mint
 	// attempt Rotation/Attempt returned (already gone is success), then
 	// ReportStrayRevoked or ReportStrayRevokeFailed.
-	CredRevokeStray CredActionKind = C.PKI_CRED_ACTION_REVOKE_STRAY
+	CredRevokeStray CredActionKind = 4
 )
 
 // CredWaitReason says why a CredWait waits.
 type CredWaitReason uint32
 
-// Why a credential waits.
+// Why a credential waits (the action's `wait_reason`: "expiry", "grace",
+// "backoff", "mint_elsewhere").
 const (
 	// CredWaitExpiry: the current credential is not due yet.
-	CredWaitExpiry CredWaitReason = C.PKI_CRED_WAIT_EXPIRY
+	CredWaitExpiry CredWaitReason = 1
 	// CredWaitGrace: the old credential stays usable until the grace ends.
-	CredWaitGrace CredWaitReason = C.PKI_CRED_WAIT_GRACE
+	CredWaitGrace CredWaitReason = 2
 	// CredWaitBackoff: a hook failed; its retry waits.
-	CredWaitBackoff CredWaitReason = C.PKI_CRED_WAIT_BACKOFF
+	CredWaitBackoff CredWaitReason = 3
 	// CredWaitMintElsewhere: the mint in progress belongs to another owner
 	// (AdvanceAs): only it runs the mint; look again later.
-	CredWaitMintElsewhere CredWaitReason = C.PKI_CRED_WAIT_MINT_ELSEWHERE
+	CredWaitMintElsewhere CredWaitReason = 4
 )
 
 // CredAdvanceMaxSteps is the most steps one advance commits (the bound
@@ -78,11 +81,11 @@ func CredentialOf(store *Store, name string) *Credential {
 	return &Credential{store: store, name: name}
 }
 
-func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func credCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 
-func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func credStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_CRED, key, keyLen, input, inputLen, now, out)
 }
 
@@ -98,9 +101,7 @@ func (c *Credential) step(ctx context.Context, request any, now time.Time) (*Ste
 // advance asks for a mint): rotated once expire has passed since its mint,
 // the previous one revoked grace after its successor's mint.
 func (c *Credential) Create(ctx context.Context, expire, grace time.Duration, now time.Time) (*Step, error) {
-	return c.store.step(ctx, credCreate, c.name, map[string]int64{
-		"expire_seconds": seconds(expire), "grace_seconds": seconds(grace),
-	}, now)
+	return c.store.step(ctx, credCreate, c.name, reqCredCreate{ExpireSeconds: seconds(expire), GraceSeconds: seconds(grace)}, now)
 }
 
 // Advance takes every bookkeeping step due at now (each committed on its
@@ -117,16 +118,15 @@ func (c *Credential) Advance(ctx context.Context, now time.Time) (*Step, error) 
 // gets CredWait with CredWaitMintElsewhere), so replicas sharing a store
 // mint once per attempt.
 func (c *Credential) AdvanceAs(ctx context.Context, owner string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"advance": map[string]string{"owner": owner}}, now)
+	return c.step(ctx, reqCredStep{Advance: &reqCredAdvance{Owner: &owner}}, now)
 }
 
 // ReportMinted records credential (whitespace trimmed) as the mint of
 // rotation/attempt; an empty credential or one already in use is recorded
 // as a failed attempt instead.
 func (c *Credential) ReportMinted(ctx context.Context, rotation uint64, attempt uint32, credential []byte, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"minted": map[string]any{
-		"rotation": rotation, "attempt": attempt, "credential_base64": append([]byte{}, credential...),
-	}}, now)
+	b64 := base64.StdEncoding.EncodeToString(credential)
+	return c.step(ctx, reqCredStep{Minted: &reqCredMinted{Rotation: rotation, Attempt: attempt, CredentialBase64: &b64}}, now)
 }
 
 // ReportMintFailed records a failed mint attempt, retried after a backoff.
@@ -134,36 +134,35 @@ func (c *Credential) ReportMinted(ctx context.Context, rotation uint64, attempt 
 // nothing): it may be live, so pki keeps it and asks for its revocation
 // (CredRevokeStray) before the next attempt.
 func (c *Credential) ReportMintFailed(ctx context.Context, rotation uint64, attempt uint32, message string, captured []byte, now time.Time) (*Step, error) {
-	body := map[string]any{"rotation": rotation, "attempt": attempt, "message": message}
+	body := &reqCredMintFailed{Rotation: rotation, Attempt: attempt, Message: message}
 	if captured != nil {
-		body["captured_base64"] = captured
+		b64 := base64.StdEncoding.EncodeToString(captured)
+		body.CapturedBase64 = &b64
 	}
-	return c.step(ctx, map[string]any{"mint_failed": body}, now)
+	return c.step(ctx, reqCredStep{MintFailed: body}, now)
 }
 
 // ReportStrayRevoked records that the stray credential of the failed mint
 // rotation/attempt is revoked.
 func (c *Credential) ReportStrayRevoked(ctx context.Context, rotation uint64, attempt uint32, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"stray_revoked": map[string]any{"rotation": rotation, "attempt": attempt}}, now)
+	return c.step(ctx, reqCredStep{StrayRevoked: &reqCredStrayRevoked{Rotation: rotation, Attempt: attempt}}, now)
 }
 
 // ReportStrayRevokeFailed records a failed revocation of a stray
 // credential; it is retried after a backoff, and no mint runs meanwhile.
 func (c *Credential) ReportStrayRevokeFailed(ctx context.Context, rotation uint64, attempt uint32, message string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"stray_revoke_failed": map[string]any{
-		"rotation": rotation, "attempt": attempt, "message": message,
-	}}, now)
+	return c.step(ctx, reqCredStep{StrayRevokeFailed: &reqCredStrayRevokeFailed{Rotation: rotation, Attempt: attempt, Message: message}}, now)
 }
 
 // ReportRevoked records that the old credential of rotation is revoked.
 func (c *Credential) ReportRevoked(ctx context.Context, rotation uint64, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"revoked": map[string]any{"rotation": rotation}}, now)
+	return c.step(ctx, reqCredStep{Revoked: &reqCredRevoked{Rotation: rotation}}, now)
 }
 
 // ReportRevokeFailed records a failed revocation; the old credential is
 // kept and the revocation retried after a backoff.
 func (c *Credential) ReportRevokeFailed(ctx context.Context, rotation uint64, message string, now time.Time) (*Step, error) {
-	return c.step(ctx, map[string]any{"revoke_failed": map[string]any{"rotation": rotation, "message": message}}, now)
+	return c.step(ctx, reqCredStep{RevokeFailed: &reqCredRevokeFailed{Rotation: rotation, Message: message}}, now)
 }
 
 // Status is the credential's status at now, as `pki cred status --json`

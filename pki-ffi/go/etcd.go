@@ -35,6 +35,7 @@ type EtcdOptions struct {
 }
 
 type etcdOptionsJSON struct {
+	StoreKey       string `json:"store_key,omitempty"`
 	CAPEM          string `json:"ca_pem,omitempty"`
 	CAFile         string `json:"ca_file,omitempty"`
 	CertPEM        string `json:"cert_pem,omitempty"`
@@ -89,7 +90,7 @@ func OpenEtcdStore(ctx context.Context, url string, opts EtcdOptions) (*Store, e
 	up, un := strArg(url)
 	op, on := inputArg(request)
 	var out *C.pki_store
-	err = call(func() C.pki_result { return C.pki_store_open_etcd(up, un, op, on, &out) })
+	err = call(func() C.pki_result { return C.pki_store_open(up, un, op, on, &out) })
 	runtime.KeepAlive(url)
 	runtime.KeepAlive(request)
 	if err != nil {

@@ -60,23 +60,22 @@ type Replacement struct {
 	Force string
 }
 
-type replacementJSON struct {
-	CA           string  `json:"ca"`
-	Key          *string `json:"key,omitempty"`
-	Chain        *string `json:"chain,omitempty"`
-	CurrentKeys  *string `json:"current_keys,omitempty"`
-	ProposedKeys *string `json:"proposed_keys,omitempty"`
-	Force        string  `json:"force,omitempty"`
-}
-
-func (r *Replacement) toJSON(withForce bool) *replacementJSON {
-	out := &replacementJSON{CA: string(r.CA.CA), Key: optText(r.CA.Key), Chain: optText(r.CA.Chain)}
+// rotateTo is the replacement as a step's rotate_to.
+func (r *Replacement) rotateTo() *reqRotateTo {
+	out := &reqRotateTo{CA: string(r.CA.CA), Key: optText(r.CA.Key), Chain: optText(r.CA.Chain), Force: r.Force}
 	if r.Keys != nil {
 		out.CurrentKeys = optText(r.Keys.Current)
 		out.ProposedKeys = optText(r.Keys.Proposed)
 	}
-	if withForce {
-		out.Force = r.Force
+	return out
+}
+
+// validate is the replacement as pki_signer_validate reads it (no force).
+func (r *Replacement) validate() *reqValidate {
+	out := &reqValidate{CA: string(r.CA.CA), Key: optText(r.CA.Key), Chain: optText(r.CA.Chain)}
+	if r.Keys != nil {
+		out.CurrentKeys = optText(r.Keys.Current)
+		out.ProposedKeys = optText(r.Keys.Proposed)
 	}
 	return out
 }
@@ -90,7 +89,7 @@ func (s *Signer) ValidateReplacement(r Replacement, now time.Time) (ValidationRe
 	if err != nil {
 		return report, err
 	}
-	input, err := json.Marshal(r.toJSON(false))
+	input, err := json.Marshal(r.validate())
 	if err != nil {
 		return report, err
 	}

@@ -38,19 +38,18 @@ func DefaultKeyRingPolicy() KeyRingPolicy {
 	return KeyRingPolicy{Key: KeyP256, Lifetime: 90 * 24 * time.Hour, Grace: 24 * time.Hour}
 }
 
-func (p *KeyRingPolicy) toJSON() map[string]any {
+// toJSON is the policy as the C API reads it: every duration given.
+func (p *KeyRingPolicy) toJSON() *reqKeyRingPolicy {
 	if p == nil {
 		return nil
 	}
-	m := map[string]any{
-		"lifetime_seconds":           seconds(p.Lifetime),
-		"grace_seconds":              seconds(p.Grace),
-		"max_token_lifetime_seconds": seconds(p.MaxTokenLifetime),
+	lifetime, grace, maxToken := seconds(p.Lifetime), seconds(p.Grace), seconds(p.MaxTokenLifetime)
+	return &reqKeyRingPolicy{
+		KeyType:                 string(p.Key),
+		LifetimeSeconds:         &lifetime,
+		GraceSeconds:            &grace,
+		MaxTokenLifetimeSeconds: &maxToken,
 	}
-	if p.Key != "" {
-		m["key_type"] = p.Key
-	}
-	return m
 }
 
 // KeyRingKey is the store key the pki CLI keeps its key ring under (a
@@ -86,11 +85,11 @@ type KeyRingSpec struct {
 	State  []byte
 }
 
-func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
-func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func keyringStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_KEYRING, key, keyLen, input, inputLen, now, out)
 }
 
@@ -101,15 +100,12 @@ func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint
 // Create makes the ring spec says at now. A ring already there is an
 // error matching ErrAlreadyInitialized, and nothing is written.
 func (k *KeyRing) Create(ctx context.Context, spec KeyRingSpec, now time.Time) (*Step, error) {
-	req := map[string]any{}
+	req := reqKeyRingCreate{Policy: spec.Policy.toJSON()}
 	if spec.State != nil {
-		req["state"] = json.RawMessage(spec.State)
-	}
-	if p := spec.Policy.toJSON(); p != nil {
-		req["policy"] = p
+		req.State = json.RawMessage(spec.State)
 	}
 	if spec.Import != nil {
-		req["import"] = string(spec.Import)
+		req.Import = string(spec.Import)
 	}
 	return k.store.step(ctx, keyringCreate, k.key, req, now)
 }
@@ -120,11 +116,7 @@ func (k *KeyRing) Create(ctx context.Context, spec KeyRingSpec, now time.Time) (
 // keys, or keys past their grace), and drops accepted keys whose grace has
 // ended.
 func (k *KeyRing) Rotate(ctx context.Context, now time.Time, forced string, retire ...string) (*Step, error) {
-	req := map[string]any{"retire": append([]string{}, retire...)}
-	if forced != "" {
-		req["forced"] = forced
-	}
-	return k.store.step(ctx, keyringStep, k.key, req, now)
+	return k.store.step(ctx, keyringStep, k.key, reqKeyRingStep{Forced: forced, Retire: append([]string{}, retire...)}, now)
 }
 
 func (k *KeyRing) read(ctx context.Context, output C.uint32_t, now time.Time) ([]byte, error) {

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"runtime"
 	"time"
@@ -64,7 +65,7 @@ type Leaf struct {
 func (l *Leaf) Reissued() bool { return l.Reason != LeafUpToDate }
 
 // toJSON is the request as the C API reads it (every leaf function's).
-func (req LeafRequest) toJSON() map[string]any {
+func (req LeafRequest) toJSON() reqLeaf {
 	ips := make([]string, 0, len(req.IPAddresses))
 	for _, ip := range req.IPAddresses {
 		ips = append(ips, ip.String())
@@ -73,11 +74,34 @@ func (req LeafRequest) toJSON() map[string]any {
 	if kind == "" {
 		kind = LeafServer
 	}
-	m := map[string]any{"kind": kind, "dns_names": append([]string{}, req.DNSNames...), "ip_addresses": ips}
-	if req.Lifetime != 0 {
-		m["lifetime_seconds"] = seconds(req.Lifetime)
+	return reqLeaf{
+		Kind:            string(kind),
+		DNSNames:        append([]string{}, req.DNSNames...),
+		IPAddresses:     ips,
+		LifetimeSeconds: seconds(req.Lifetime),
 	}
-	return m
+}
+
+// toJSON is the change as a signer step's `leaves` entry.
+func (l LeafChange) toJSON() (reqLeafChange, error) {
+	var change reqLeafChange
+	switch l.Action {
+	case LeafAdd, LeafReplace:
+		r := l.Request.toJSON()
+		named := &reqNamedLeaf{Name: l.Name, Kind: r.Kind, DNSNames: r.DNSNames, IPAddresses: r.IPAddresses, LifetimeSeconds: r.LifetimeSeconds}
+		if l.Action == LeafAdd {
+			change.Request = named
+		} else {
+			change.Replace = named
+		}
+	case LeafRemove:
+		change.Remove = &reqLeafName{Name: l.Name}
+	case LeafRenew:
+		change.Renew = &reqLeafName{Name: l.Name}
+	default:
+		return change, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("leaf %q: unknown action %q", l.Name, l.Action)}
+	}
+	return change, nil
 }
 
 // ReconcileLeaf keeps one leaf issued by the current CA at now. Pass the
@@ -103,7 +127,7 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 		chainP, chainN = bytesArg(chainPEM)
 		keyP, keyN = bytesArg(keyPEM)
 	}
-	var out *C.pki_leaf
+	var out *C.pki_buffer
 	err = call(func() C.pki_result {
 		return C.pki_leaf_reconcile(h, rp, rn, unixTime(now), chainP, chainN, keyP, keyN, &out)
 	})
@@ -114,13 +138,29 @@ func (s *Signer) ReconcileLeaf(req LeafRequest, now time.Time, chainPEM, keyPEM 
 	if err != nil {
 		return nil, err
 	}
-	defer C.pki_leaf_free(out)
+	text := takeBuffer(out)
+	defer clear(text)
+	var doc struct {
+		Version       uint32 `json:"version"`
+		Chain         string `json:"chain_pem"`
+		Key           string `json:"key_pem"`
+		NotAfter      int64  `json:"not_after"`
+		RefreshAt     int64  `json:"refresh_at"`
+		Reason        uint32 `json:"reason_code"`
+		ReasonMessage string `json:"reason_message"`
+	}
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("pki: the leaf is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: leaf version %d (this package reads %d)", doc.Version, resultVersion)
+	}
 	return &Leaf{
-		ChainPEM:      goBytes(C.pki_leaf_chain_pem(out)),
-		KeyPEM:        goBytes(C.pki_leaf_key_pem(out)),
-		Reason:        LeafReason(C.pki_leaf_reason_code(out)),
-		ReasonMessage: string(goBytes(C.pki_leaf_reason_message(out))),
-		NotAfter:      fromUnix(C.pki_leaf_not_after(out)),
-		RefreshAt:     fromUnix(C.pki_leaf_refresh_at(out)),
+		ChainPEM:      []byte(doc.Chain),
+		KeyPEM:        []byte(doc.Key),
+		Reason:        LeafReason(doc.Reason),
+		ReasonMessage: doc.ReasonMessage,
+		NotAfter:      fromUnix(C.int64_t(doc.NotAfter)),
+		RefreshAt:     fromUnix(C.int64_t(doc.RefreshAt)),
 	}, nil
 }

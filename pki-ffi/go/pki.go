@@ -47,7 +47,9 @@ import "C"
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
@@ -154,25 +156,19 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// policyJSON is a policy as the C API reads it: every field given.
-type policyJSON struct {
-	Lifetime         int64   `json:"lifetime_seconds"`
-	MinTrust         int64   `json:"min_trust_seconds"`
-	ReloadInterval   int64   `json:"reload_interval_seconds"`
-	RefreshFraction  float64 `json:"leaf_refresh_fraction"`
-	KeepPreviousRoot bool    `json:"keep_previous_root"`
-}
-
-func (p *Policy) toJSON() *policyJSON {
+// toJSON is the policy as the C API reads it: every field given.
+func (p *Policy) toJSON() *reqSignerPolicy {
 	if p == nil {
 		return nil
 	}
-	return &policyJSON{
-		Lifetime:         seconds(p.Lifetime),
-		MinTrust:         seconds(p.MinTrust),
-		ReloadInterval:   seconds(p.ReloadInterval),
-		RefreshFraction:  p.LeafRefreshFraction,
-		KeepPreviousRoot: p.KeepPreviousRoot,
+	lifetime, minTrust, reload := seconds(p.Lifetime), seconds(p.MinTrust), seconds(p.ReloadInterval)
+	fraction, keep := p.LeafRefreshFraction, p.KeepPreviousRoot
+	return &reqSignerPolicy{
+		LifetimeSeconds:       &lifetime,
+		MinTrustSeconds:       &minTrust,
+		ReloadIntervalSeconds: &reload,
+		LeafRefreshFraction:   &fraction,
+		KeepPreviousRoot:      &keep,
 	}
 }
 
@@ -393,7 +389,8 @@ type Step struct {
 	// set, `pki keys status --json`'s for a key ring, a credential's entry
 	// of `pki cred status --json`. It holds no private key.
 	Status json.RawMessage
-	// Signer is the signer document now in the store, for a signer's step.
+	// Signer is the signer document now in the store, for a signer's
+	// create or step (read after the step; none after an idle step).
 	Signer *Signer
 	// Action is what the embedder does next, for a credential advance.
 	Action *CredAction
@@ -403,9 +400,9 @@ type Step struct {
 	Idle bool
 	// ByParts reports a step over part of the document
 	// (Store.StepLeaves inside the summary's promise): it read and wrote
-	// the document's head and the named leaves only, and Status and Signer
-	// hold the CA, the bundle and those leaves, not the others (the store
-	// keeps them all).
+	// the document's head and the named leaves only, and Status holds the
+	// CA, the bundle and those leaves, not the others (the store keeps them
+	// all, and so does Signer).
 	ByParts bool
 }
 
@@ -416,49 +413,72 @@ func (st *Step) Close() {
 	}
 }
 
-// takeStep reads a step the library returned into a Step, and frees it.
-func takeStep(out *C.pki_step) (*Step, error) {
-	defer C.pki_step_free(out)
-	st := &Step{
-		Changed:  bool(C.pki_step_changed(out)),
-		NextWake: fromUnix(C.pki_step_next_wake(out)),
-		Revision: string(goBytes(C.pki_step_revision(out))),
-		Attempts: int(C.pki_step_attempts(out)),
-		Status:   json.RawMessage(goBytes(C.pki_step_status_json(out))),
-		Idle:     bool(C.pki_step_idle(out)),
-		ByParts:  bool(C.pki_step_by_parts(out)),
+// resultVersion is the version of the JSON documents the library returns
+// that this package reads.
+const resultVersion = 1
+
+// The step result's action kinds and wait reasons.
+var (
+	credActionKinds = map[string]CredActionKind{
+		"mint": CredMint, "revoke": CredRevoke, "wait": CredWait, "revoke_stray": CredRevokeStray,
 	}
-	n := int(C.pki_step_events_len(out))
-	for i := 0; i < n; i++ {
-		var e C.pki_event
-		if err := call(func() C.pki_result { return C.pki_step_event(out, C.size_t(i), &e) }); err != nil {
-			return nil, err
-		}
-		ev := Event{
-			Kind:    EventKind(goBytes(e.kind)),
-			Message: string(goBytes(e.message)),
-			JSON:    json.RawMessage(goBytes(e.json)),
-		}
-		var times struct {
+	credWaitReasons = map[string]CredWaitReason{
+		"expiry": CredWaitExpiry, "grace": CredWaitGrace, "backoff": CredWaitBackoff,
+		"mint_elsewhere": CredWaitMintElsewhere,
+	}
+)
+
+// takeStep reads the step result the library returned (its JSON text,
+// zeroed here once read) into a Step.
+func takeStep(text []byte) (*Step, error) {
+	defer clear(text)
+	var doc resStep
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("pki: the step result is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: step result version %d (this package reads %d)", doc.Version, resultVersion)
+	}
+	st := &Step{
+		Changed:  doc.Changed,
+		NextWake: fromUnix(C.int64_t(doc.NextWake)),
+		Revision: doc.Revision,
+		Attempts: int(doc.Attempts),
+		Idle:     doc.Idle,
+		ByParts:  doc.ByParts,
+	}
+	if len(doc.Status) > 0 && string(doc.Status) != "null" {
+		st.Status = doc.Status
+	}
+	for _, raw := range doc.Events {
+		var fields struct {
+			Kind                 string     `json:"kind"`
+			Message              string     `json:"message"`
 			PreviousTrustedUntil *time.Time `json:"previous_trusted_until"`
 		}
-		if json.Unmarshal(ev.JSON, &times) == nil && times.PreviousTrustedUntil != nil {
-			ev.PreviousTrustedUntil = times.PreviousTrustedUntil.UTC()
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, fmt.Errorf("pki: an event is not the JSON this package reads: %w", err)
+		}
+		ev := Event{Kind: EventKind(fields.Kind), Message: fields.Message, JSON: raw}
+		if fields.PreviousTrustedUntil != nil {
+			ev.PreviousTrustedUntil = fields.PreviousTrustedUntil.UTC()
 		}
 		st.Events = append(st.Events, ev)
 	}
-	var signer *C.pki_signer
-	if C.pki_step_signer(out, &signer) == C.PKI_RESULT_OK {
-		st.Signer = newSigner(signer)
-	}
-	var action C.pki_cred_action
-	if C.pki_step_action(out, &action) == C.PKI_RESULT_OK {
+	if a := doc.Action; a != nil {
+		credential, err := base64.StdEncoding.DecodeString(a.CredentialBase64)
+		if err != nil {
+			return nil, fmt.Errorf("pki: the action's credential is not base64: %w", err)
+		}
+		if len(credential) == 0 {
+			credential = nil
+		}
 		st.Action = &CredAction{
-			Kind:       CredActionKind(action.kind),
-			Rotation:   uint64(action.rotation),
-			Attempt:    uint32(action.attempt),
-			WaitReason: CredWaitReason(action.wait_reason),
-			Credential: goBytes(action.credential),
+			Kind:       credActionKinds[a.Kind],
+			Rotation:   a.Rotation,
+			Attempt:    a.Attempt,
+			WaitReason: credWaitReasons[a.WaitReason],
+			Credential: credential,
 		}
 	}
 	return st, nil

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -34,7 +35,7 @@ type Snapshot struct {
 // returned with another generation's key (the error then matches
 // ErrKeyMismatch).
 func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
-	var out *C.pki_snapshot
+	var out *C.pki_buffer
 	cp, cn := strArg(certFile)
 	kp, kn := strArg(keyFile)
 	bp, bn := strArg(bundleFile)
@@ -45,12 +46,26 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer C.pki_snapshot_free(out)
+	text := takeBuffer(out)
+	defer clear(text)
+	var doc struct {
+		Version     uint32 `json:"version"`
+		Chain       string `json:"chain_pem"`
+		Key         string `json:"key_pem"`
+		Bundle      string `json:"bundle_pem"`
+		Fingerprint string `json:"fingerprint"`
+	}
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("pki: the snapshot is not the JSON this package reads: %w", err)
+	}
+	if doc.Version != resultVersion {
+		return nil, fmt.Errorf("pki: snapshot version %d (this package reads %d)", doc.Version, resultVersion)
+	}
 	return &Snapshot{
-		Chain:       goBytes(C.pki_snapshot_chain_pem(out)),
-		Key:         goBytes(C.pki_snapshot_key_pem(out)),
-		Bundle:      goBytes(C.pki_snapshot_bundle_pem(out)),
-		Fingerprint: string(goBytes(C.pki_snapshot_fingerprint(out))),
+		Chain:       []byte(doc.Chain),
+		Key:         []byte(doc.Key),
+		Bundle:      []byte(doc.Bundle),
+		Fingerprint: doc.Fingerprint,
 	}, nil
 }
 
@@ -59,14 +74,8 @@ func LoadSnapshot(certFile, keyFile, bundleFile string) (*Snapshot, error) {
 // signer did not publish matches ErrUnknownBundle; the fingerprint already
 // recorded for consumer writes nothing (Changed is false).
 func (s *Store) Ack(ctx context.Context, key, consumer, fingerprint string, now time.Time) (*Step, error) {
-	type ack struct {
-		Consumer    string `json:"consumer"`
-		Fingerprint string `json:"fingerprint"`
-	}
-	req := struct {
-		Ack ack `json:"ack"`
-	}{ack{consumer, fingerprint}}
-	return s.step(ctx, signerStep, key, req, now)
+	req := reqSignerStep{Ack: &reqAck{Consumer: consumer, Fingerprint: fingerprint}}
+	return s.stepSigner(ctx, signerStep, key, req, now)
 }
 
 // WatchOptions says how a Watcher polls and whom it tells.

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"context"
+	"encoding/json"
 	"runtime"
 )
 
@@ -22,12 +23,21 @@ func OpenSealedStore(ctx context.Context, location string, storeKey []byte) (*St
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if storeKey == nil {
+		return nil, &Error{Code: CodeNullParameter, Message: "parameter `store_key` is NULL"}
+	}
+	options, err := json.Marshal(etcdOptionsJSON{StoreKey: string(storeKey)})
+	if err != nil {
+		return nil, err
+	}
+	// The options hold the store key: zero them once the library has read them.
+	defer clear(options)
 	var out *C.pki_store
 	p, n := strArg(location)
-	k, kn := bytesArg(storeKey)
-	err := call(func() C.pki_result { return C.pki_store_open_sealed(p, n, k, kn, &out) })
+	op, on := inputArg(options)
+	err = call(func() C.pki_result { return C.pki_store_open(p, n, op, on, &out) })
 	runtime.KeepAlive(location)
-	runtime.KeepAlive(storeKey)
+	runtime.KeepAlive(options)
 	if err != nil {
 		return nil, err
 	}

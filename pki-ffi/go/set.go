@@ -34,11 +34,11 @@ func SetOf(store *Store) *CASet { return SetAt(store, SetKey) }
 // SetAt returns the CA set kept in store under key.
 func SetAt(store *Store, key string) *CASet { return &CASet{store: store, key: key} }
 
-func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func setCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
-func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func setStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_SET, key, keyLen, input, inputLen, now, out)
 }
 
@@ -53,17 +53,11 @@ func (s *CASet) step(ctx context.Context, request any, now time.Time) (*Step, er
 // Create makes a new set: one CA per NAME:ROLES item of cas (ROLES:
 // serving, client or serving+client), valid for lifetime from now.
 func (s *CASet) Create(ctx context.Context, cas []string, lifetime time.Duration, now time.Time) (*Step, error) {
-	type ca struct {
-		Name  string `json:"name"`
-		Roles string `json:"roles"`
-	}
-	req := struct {
-		CAs      []ca  `json:"cas"`
-		Lifetime int64 `json:"lifetime_seconds"`
-	}{CAs: []ca{}, Lifetime: seconds(lifetime)}
+	lifetimeSeconds := seconds(lifetime)
+	req := reqSetCreate{CAs: []reqSetCA{}, LifetimeSeconds: &lifetimeSeconds}
 	for _, item := range cas {
 		name, roles, _ := strings.Cut(item, ":")
-		req.CAs = append(req.CAs, ca{name, roles})
+		req.CAs = append(req.CAs, reqSetCA{Name: name, Roles: roles})
 	}
 	return s.store.step(ctx, setCreate, s.key, req, now)
 }
@@ -71,9 +65,9 @@ func (s *CASet) Create(ctx context.Context, cas []string, lifetime time.Duration
 // Issue issues (or re-issues) the leaf name of CA ca for target (created
 // if new): a serving certificate, a client certificate, or both.
 func (s *CASet) Issue(ctx context.Context, name, ca string, serving, client bool, dns []string, target string, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"issue": map[string]any{
-		"name": name, "ca": ca, "serving": serving, "client": client,
-		"dns_names": append([]string{}, dns...), "target": target,
+	return s.step(ctx, reqSetStep{Issue: &reqSetIssue{
+		Name: name, CA: ca, Serving: serving, Client: client,
+		DNSNames: append([]string{}, dns...), Target: target,
 	}}, now)
 }
 
@@ -81,14 +75,14 @@ func (s *CASet) Issue(ctx context.Context, name, ca string, serving, client bool
 // servers it verifies (trusts) and whose clients it verifies (clientCA);
 // a nil list is kept as it is.
 func (s *CASet) Target(ctx context.Context, target string, trusts, clientCA []string, now time.Time) (*Step, error) {
-	body := map[string]any{"name": target}
+	body := &reqSetTarget{Name: target}
 	if trusts != nil {
-		body["trusts"] = trusts
+		body.Trusts = &trusts
 	}
 	if clientCA != nil {
-		body["client_ca"] = clientCA
+		body.ClientCA = &clientCA
 	}
-	return s.step(ctx, map[string]any{"target": body}, now)
+	return s.step(ctx, reqSetStep{Target: body}, now)
 }
 
 // SetImport is a CA supplied at the start of a rotation instead of a
@@ -103,25 +97,16 @@ type SetImport struct {
 // serving certificates later move one target at a time; imports are CAs
 // supplied instead of generated.
 func (s *CASet) Start(ctx context.Context, reason string, oneAtATime bool, now time.Time, imports ...SetImport) (*Step, error) {
-	list := []map[string]any{}
+	list := []reqSetImport{}
 	for _, i := range imports {
-		entry := map[string]any{"name": i.Name, "ca": string(i.CA.CA)}
-		if i.CA.Key != nil {
-			entry["key"] = string(i.CA.Key)
-		}
-		if i.CA.Chain != nil {
-			entry["chain"] = string(i.CA.Chain)
-		}
-		list = append(list, entry)
+		list = append(list, reqSetImport{Name: i.Name, CA: string(i.CA.CA), Key: optText(i.CA.Key), Chain: optText(i.CA.Chain)})
 	}
-	return s.step(ctx, map[string]any{"start": map[string]any{
-		"reason": reason, "one_at_a_time": oneAtATime, "imports": list,
-	}}, now)
+	return s.step(ctx, reqSetStep{Start: &reqSetStart{Reason: reason, OneAtATime: oneAtATime, Imports: list}}, now)
 }
 
 // Ack records that target loaded the files with fingerprint.
 func (s *CASet) Ack(ctx context.Context, target, fingerprint string, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"ack": map[string]any{"target": target, "fingerprint": fingerprint}}, now)
+	return s.step(ctx, reqSetStep{Ack: &reqSetAck{Target: target, Fingerprint: fingerprint}}, now)
 }
 
 // Advance goes to the next step; a non-empty overrideReason passes a gate
@@ -135,25 +120,18 @@ func (s *CASet) Advance(ctx context.Context, overrideReason string, now time.Tim
 // another step, it is refused with CodeSetWrongStep. "" is the current
 // step.
 func (s *CASet) AdvanceFrom(ctx context.Context, from, overrideReason string, now time.Time) (*Step, error) {
-	body := map[string]any{}
-	if from != "" {
-		body["from"] = from
-	}
-	if overrideReason != "" {
-		body["override_reason"] = overrideReason
-	}
-	return s.step(ctx, map[string]any{"advance": body}, now)
+	return s.step(ctx, reqSetStep{Advance: &reqSetAdvance{From: from, OverrideReason: overrideReason}}, now)
 }
 
 // Fail records that target failed to load its files, for reason; it
 // blocks Advance until Retry.
 func (s *CASet) Fail(ctx context.Context, target, reason string, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"fail": map[string]any{"target": target, "reason": reason}}, now)
+	return s.step(ctx, reqSetStep{Fail: &reqSetFail{Target: target, Reason: reason}}, now)
 }
 
 // Retry makes the failed target pending again: it must Ack its files anew.
 func (s *CASet) Retry(ctx context.Context, target string, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"retry": map[string]any{"target": target}}, now)
+	return s.step(ctx, reqSetStep{Retry: &reqSetRetry{Target: target}}, now)
 }
 
 // Abort aborts the rotation to the safe target of its step. In trust-new it
@@ -161,13 +139,13 @@ func (s *CASet) Retry(ctx context.Context, target string, now time.Time) (*Step,
 // CodeSetAbortStrands while a target has not loaded trust-new (see
 // AbortOverride).
 func (s *CASet) Abort(ctx context.Context, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"abort": map[string]any{}}, now)
+	return s.step(ctx, reqSetStep{Abort: &reqSetAbort{}}, now)
 }
 
 // AbortOverride aborts like Abort, but an abort that would strand targets
 // proceeds for reason, which is recorded with the targets it stranded.
 func (s *CASet) AbortOverride(ctx context.Context, reason string, now time.Time) (*Step, error) {
-	return s.step(ctx, map[string]any{"abort": map[string]any{"override_reason": reason}}, now)
+	return s.step(ctx, reqSetStep{Abort: &reqSetAbort{OverrideReason: &reason}}, now)
 }
 
 // SetTargetStatus is one target in SetStatus.

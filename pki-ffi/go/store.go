@@ -57,7 +57,6 @@ import "C"
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -128,7 +127,7 @@ func OpenStore(ctx context.Context, location string) (*Store, error) {
 	}
 	var out *C.pki_store
 	p, n := strArg(location)
-	err := call(func() C.pki_result { return C.pki_store_open(p, n, &out) })
+	err := call(func() C.pki_result { return C.pki_store_open(p, n, nil, 0, &out) })
 	runtime.KeepAlive(location)
 	if err != nil {
 		return nil, err
@@ -246,8 +245,8 @@ func (s *Store) with(ctx context.Context, f func(*C.pki_store) C.pki_result) err
 	return err
 }
 
-// stepFunc is a pki_<engine>_create or _step.
-type stepFunc func(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result
+// stepFunc is pki_document_create or pki_document_step for one kind.
+type stepFunc func(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result
 
 // step runs one create or step of the document at key with request
 // (marshalled to JSON; nil: the engine's default input).
@@ -256,7 +255,7 @@ func (s *Store) step(ctx context.Context, f stepFunc, key string, request any, n
 	if err != nil {
 		return nil, err
 	}
-	var out *C.pki_step
+	var out *C.pki_buffer
 	kp, kn := strArg(key)
 	ip, in := inputArg(input)
 	err = s.with(ctx, func(h *C.pki_store) C.pki_result { return f(h, kp, kn, ip, in, unixTime(now), &out) })
@@ -265,7 +264,23 @@ func (s *Store) step(ctx context.Context, f stepFunc, key string, request any, n
 	if err != nil {
 		return nil, err
 	}
-	return takeStep(out)
+	return takeStep(takeBuffer(out))
+}
+
+// stepSigner is step for a signer: the Step also holds the signer document
+// now in the store (none after an idle step). When the step succeeded but
+// the signer cannot be read, the Step is returned with the error.
+func (s *Store) stepSigner(ctx context.Context, f stepFunc, key string, request any, now time.Time) (*Step, error) {
+	st, err := s.step(ctx, f, key, request, now)
+	if err != nil || st.Idle {
+		return st, err
+	}
+	signer, _, err := s.Load(ctx, key)
+	if err != nil {
+		return st, err
+	}
+	st.Signer = signer
+	return st, nil
 }
 
 // read reads one output of the document at key.
@@ -281,11 +296,11 @@ func (s *Store) read(ctx context.Context, f func(*C.pki_store, *C.char, C.size_t
 	return takeBuffer(out), nil
 }
 
-func signerCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func signerCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_create(store, C.PKI_KIND_SIGNER, key, keyLen, input, inputLen, now, out)
 }
 
-func signerStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_step) C.pki_result {
+func signerStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
 	return C.pki_document_step(store, C.PKI_KIND_SIGNER, key, keyLen, input, inputLen, now, out)
 }
 
@@ -294,13 +309,6 @@ func signerStep(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char,
 // chain (nil: not given).
 type CAImport struct {
 	CA, Key, Chain []byte
-}
-
-// caJSON is a CA as the C API reads it.
-type caJSON struct {
-	CA    string  `json:"ca"`
-	Key   *string `json:"key,omitempty"`
-	Chain *string `json:"chain,omitempty"`
 }
 
 func optText(b []byte) *string {
@@ -333,18 +341,11 @@ func (spec SignerSpec) request() (any, error) {
 		state = b
 	}
 	if state != nil {
-		return struct {
-			State json.RawMessage `json:"state"`
-		}{state}, nil
+		return reqSignerCreate{State: state}, nil
 	}
-	req := struct {
-		CommonName string      `json:"common_name,omitempty"`
-		Key        KeyType     `json:"key_type,omitempty"`
-		Policy     *policyJSON `json:"policy,omitempty"`
-		Import     *caJSON     `json:"import,omitempty"`
-	}{CommonName: spec.CommonName, Key: spec.Key, Policy: spec.Policy.toJSON()}
+	req := reqSignerCreate{CommonName: spec.CommonName, KeyType: string(spec.Key), Policy: spec.Policy.toJSON()}
 	if spec.Import != nil {
-		req.Import = &caJSON{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
+		req.Import = &reqCA{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
 	}
 	return req, nil
 }
@@ -358,7 +359,7 @@ func (s *Store) Create(ctx context.Context, key string, spec SignerSpec, now tim
 	if err != nil {
 		return nil, err
 	}
-	return s.step(ctx, signerCreate, key, req, now)
+	return s.stepSigner(ctx, signerCreate, key, req, now)
 }
 
 // Load reads the signer document at key and its revision. A missing
@@ -445,39 +446,24 @@ func (in *SignerInput) requestUnlessIdle(unlessIdle bool) (any, error) {
 	if in == nil {
 		return nil, nil
 	}
-	type forced struct {
-		Reason    string `json:"reason"`
-		Grace     int64  `json:"grace_seconds,omitempty"`
-		NoBridges bool   `json:"no_bridges,omitempty"`
-	}
-	req := struct {
-		Policy          *policyJSON      `json:"policy,omitempty"`
-		Forced          *forced          `json:"forced,omitempty"`
-		AllowTrustBreak string           `json:"allow_trust_break,omitempty"`
-		Leaves          []map[string]any `json:"leaves,omitempty"`
-		RotateTo        *replacementJSON `json:"rotate_to,omitempty"`
-		RenewSameKey    bool             `json:"renew_same_key,omitempty"`
-		UnlessIdle      bool             `json:"unless_idle,omitempty"`
-	}{
+	req := reqSignerStep{
 		Policy:          in.Policy.toJSON(),
 		AllowTrustBreak: in.AllowTrustBreak,
 		RenewSameKey:    in.RenewSameKey,
 		UnlessIdle:      unlessIdle,
 	}
 	if f := in.Forced; f != nil {
-		req.Forced = &forced{Reason: f.Reason, Grace: seconds(f.Grace), NoBridges: f.NoBridges}
+		req.Forced = &reqForced{Reason: f.Reason, GraceSeconds: seconds(f.Grace), NoBridges: f.NoBridges}
 	}
 	for _, l := range in.Leaves {
-		body := map[string]any{"name": l.Name}
-		if l.Action == LeafAdd || l.Action == LeafReplace {
-			for k, v := range l.Request.toJSON() {
-				body[k] = v
-			}
+		change, err := l.toJSON()
+		if err != nil {
+			return nil, err
 		}
-		req.Leaves = append(req.Leaves, map[string]any{string(l.Action): body})
+		req.Leaves = append(req.Leaves, change)
 	}
 	if in.RotateTo != nil {
-		req.RotateTo = in.RotateTo.toJSON(true)
+		req.RotateTo = in.RotateTo.rotateTo()
 	}
 	return req, nil
 }
@@ -495,7 +481,7 @@ func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerI
 	if err != nil {
 		return nil, err
 	}
-	return s.step(ctx, signerStep, key, req, now)
+	return s.stepSigner(ctx, signerStep, key, req, now)
 }
 
 // StepUnlessIdle is the periodic step (Step with a nil input), decided
@@ -506,7 +492,7 @@ func (s *Store) Step(ctx context.Context, key string, now time.Time, in *SignerI
 // Signer; otherwise it is Step's. Every write keeps the summary current,
 // and a store that keeps none (Secrets) always takes the full step.
 func (s *Store) StepUnlessIdle(ctx context.Context, key string, now time.Time) (*Step, error) {
-	return s.step(ctx, signerStep, key, map[string]bool{"unless_idle": true}, now)
+	return s.stepSigner(ctx, signerStep, key, reqSignerStep{UnlessIdle: true}, now)
 }
 
 // StepLeaves is Step for leaf changes alone (issue, renew, remove; only
@@ -525,5 +511,5 @@ func (s *Store) StepLeaves(ctx context.Context, key string, now time.Time, leave
 	if err != nil {
 		return nil, err
 	}
-	return s.step(ctx, signerStep, key, req, now)
+	return s.stepSigner(ctx, signerStep, key, req, now)
 }

@@ -13,51 +13,7 @@
 #include <stdint.h>
 
 /**
- * `pki_cred_action.kind`: mint once for the action's rotation and attempt.
- */
-#define PKI_CRED_ACTION_MINT 1
-
-/**
- * `pki_cred_action.kind`: revoke the action's credential (the old one).
- */
-#define PKI_CRED_ACTION_REVOKE 2
-
-/**
- * `pki_cred_action.kind`: nothing to do before `pki_step_next_wake`.
- */
-#define PKI_CRED_ACTION_WAIT 3
-
-/**
- * `pki_cred_action.kind`: revoke the action's credential, what the failed
- * (or late) mint attempt `rotation`/`attempt` returned; then report
- * `stray_revoked` or `stray_revoke_failed`.
- */
-#define PKI_CRED_ACTION_REVOKE_STRAY 4
-
-/**
- * `pki_cred_action.wait_reason`: the current credential is not due yet.
- */
-#define PKI_CRED_WAIT_EXPIRY 1
-
-/**
- * `pki_cred_action.wait_reason`: the old credential stays usable until the
- * grace period ends.
- */
-#define PKI_CRED_WAIT_GRACE 2
-
-/**
- * `pki_cred_action.wait_reason`: a hook failed; its retry waits.
- */
-#define PKI_CRED_WAIT_BACKOFF 3
-
-/**
- * `pki_cred_action.wait_reason`: the mint in progress belongs to another
- * owner (advance with `owner`): only it runs the mint; look again later.
- */
-#define PKI_CRED_WAIT_MINT_ELSEWHERE 4
-
-/**
- * The most steps one advance commits before it fails with
+ * The most steps one credential advance commits before it fails with
  * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
  * rotation has at most two bookkeeping steps in a row. The CLI's
  * reconcile has the same bound: both run `pki_rotate::credential::advance`.
@@ -471,47 +427,6 @@ typedef uint32_t pki_result;
 #endif // __cplusplus
 
 /**
- * Why `pki_leaf_reconcile` (re-)issued a leaf, or that it did not.
- */
-enum pki_leaf_reason
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * The leaf given is up to date and is returned as it is.
-   */
-  PKI_LEAF_UP_TO_DATE = 0,
-  /**
-   * No leaf was given: a first one was issued.
-   */
-  PKI_LEAF_NOT_YET_ISSUED = 1,
-  /**
-   * The CA was rotated in the same step.
-   */
-  PKI_LEAF_ISSUER_ROTATED = 2,
-  /**
-   * The leaf was not issued by the current CA (AKI differs from its SKI).
-   */
-  PKI_LEAF_WRONG_ISSUER = 3,
-  /**
-   * Less than the refresh fraction of its lifetime remains.
-   */
-  PKI_LEAF_NEAR_EXPIRY = 4,
-  /**
-   * The requested names or kind changed.
-   */
-  PKI_LEAF_REQUEST_CHANGED = 5,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum pki_leaf_reason pki_leaf_reason;
-#else
-typedef uint32_t pki_leaf_reason;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * The rule that decided a lineage check.
  */
 enum pki_lineage_rule
@@ -612,7 +527,7 @@ typedef uint32_t pki_bundle_output;
 #endif // __cplusplus
 
 /**
- * Which report `pki_set_read` writes.
+ * Which report of a CA set `pki_document_read` writes.
  */
 enum pki_set_output
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -642,7 +557,7 @@ typedef uint32_t pki_set_output;
 #endif // __cplusplus
 
 /**
- * Which form of a key ring `pki_keyring_read` writes.
+ * Which form of a key ring `pki_document_read` writes.
  */
 enum pki_keyring_output
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -651,7 +566,7 @@ enum pki_keyring_output
  {
   /**
    * The whole ring as one JSON document, the active private key inline
-   * (secret: keep it like a key). `pki_keyring_create` takes it back as
+   * (secret: keep it like a key). `pki_document_create` takes it back as
    * `{"state": …}`.
    */
   PKI_KEYRING_STATE = 0,
@@ -688,7 +603,7 @@ typedef uint32_t pki_keyring_output;
 #endif // __cplusplus
 
 /**
- * Which form of a credential `pki_cred_read` writes.
+ * Which form of a credential `pki_document_read` writes.
  */
 enum pki_cred_output
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -778,6 +693,47 @@ typedef uint32_t pki_kind;
 #endif // __cplusplus
 
 /**
+ * Why `pki_leaf_reconcile` (re-)issued a leaf, or that it did not.
+ */
+enum pki_leaf_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The leaf given is up to date and is returned as it is.
+   */
+  PKI_LEAF_UP_TO_DATE = 0,
+  /**
+   * No leaf was given: a first one was issued.
+   */
+  PKI_LEAF_NOT_YET_ISSUED = 1,
+  /**
+   * The CA was rotated in the same step.
+   */
+  PKI_LEAF_ISSUER_ROTATED = 2,
+  /**
+   * The leaf was not issued by the current CA (AKI differs from its SKI).
+   */
+  PKI_LEAF_WRONG_ISSUER = 3,
+  /**
+   * Less than the refresh fraction of its lifetime remains.
+   */
+  PKI_LEAF_NEAR_EXPIRY = 4,
+  /**
+   * The requested names or kind changed.
+   */
+  PKI_LEAF_REQUEST_CHANGED = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum pki_leaf_reason pki_leaf_reason;
+#else
+typedef uint32_t pki_leaf_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Bytes returned by the library (PEM, state documents, pins). May hold
  * private keys: the memory is zeroed when the buffer is freed. A NUL byte
  * follows the data, so textual buffers can be used as C strings.
@@ -794,12 +750,6 @@ typedef struct pki_buffer pki_buffer;
 typedef struct pki_bundle pki_bundle;
 
 /**
- * The outcome of `pki_leaf_reconcile`: the leaf to serve, its key, and why
- * it changed. Immutable. Free with `pki_leaf_free`; the key is zeroed then.
- */
-typedef struct pki_leaf pki_leaf;
-
-/**
  * Named blobs, like a Kubernetes Secret's `data`: keys are Secret data keys,
  * values arbitrary bytes. Entries are kept sorted by key. Values may hold
  * private keys and are zeroed when the secret is freed.
@@ -813,28 +763,11 @@ typedef struct pki_secret pki_secret;
  * A signer's whole state: its CA (certificate and key), bridges, bundle,
  * forced-rotation reason, leaves and history, as read from a store, a step
  * or saved bytes. Immutable, so one handle may be read from several
- * threads at once; changes go through `pki_signer_step`.
+ * threads at once; changes go through `pki_document_step`.
  *
  * Free with `pki_signer_free`.
  */
 typedef struct pki_signer pki_signer;
-
-/**
- * One consistent view of a consumer's files (see `pki_snapshot_load`).
- * Immutable: may be read from several threads at once. Free with
- * `pki_snapshot_free`, which zeroes the key.
- */
-typedef struct pki_snapshot pki_snapshot;
-
-/**
- * What a step did, whatever the engine: pki-rotate's [`StepResult`]
- * (whether it wrote, the events, when to step again, the document's
- * revision and the rounds it took, the status of the document now in the
- * store), kept with the views C reads, and for a signer the document.
- * Immutable: it may be read from several threads at once. Free with
- * `pki_step_free`.
- */
-typedef struct pki_step pki_step;
 
 /**
  * Where signer documents live, under keys (`"signer"`, `"tenants/a"`…),
@@ -887,60 +820,6 @@ typedef struct pki_lineage {
    */
   pki_lineage_rule rule;
 } pki_lineage;
-
-/**
- * One event of a step, as `pki_step_event` reads it. Every engine's events
- * have this shape.
- */
-typedef struct pki_event {
-  /**
-   * What happened, in kebab-case (`"rotated"`, `"leaf-reissued"`,
-   * `"bundle-pruned"`, `"bridge-retired"`, `"step"`, `"expired"`,
-   * `"minted"`…; see the README for every engine's kinds). UTF-8,
-   * NUL-terminated.
-   */
-  struct pki_bytes kind;
-  /**
-   * One line for logs and Kubernetes events. UTF-8, NUL-terminated.
-   */
-  struct pki_bytes message;
-  /**
-   * The whole event as a JSON object: `kind`, the event's fields (times
-   * in RFC 3339) and `message`. UTF-8, NUL-terminated.
-   */
-  struct pki_bytes json;
-} pki_event;
-
-/**
- * What the embedder does next for a credential, as `pki_step_action`
- * reads it after an advance.
- */
-typedef struct pki_cred_action {
-  /**
-   * `PKI_CRED_ACTION_MINT`, `_REVOKE`, `_WAIT` or `_REVOKE_STRAY`.
-   */
-  uint32_t kind;
-  /**
-   * The rotation to mint for, whose old credential to revoke, or of the
-   * failed mint whose stray credential to revoke; 0 for a wait.
-   */
-  uint64_t rotation;
-  /**
-   * The attempt of a mint (1, then one more after each failure), or of
-   * the failed mint whose stray credential to revoke; 0 otherwise.
-   */
-  uint32_t attempt;
-  /**
-   * Why a wait waits (`PKI_CRED_WAIT_*`); 0 for other actions. It ends
-   * at `pki_step_next_wake`.
-   */
-  uint32_t wait_reason;
-  /**
-   * The credential to revoke, old or stray (empty for other actions).
-   * Borrowed: valid until the step is freed, which zeroes it.
-   */
-  struct pki_bytes credential;
-} pki_cred_action;
 
 /**
  * The embedder's storage for `pki_store_new_callbacks`. Read during that
@@ -1137,56 +1016,6 @@ pki_result pki_bundle_prune_expired(const struct pki_bundle *bundle,
 void pki_bundle_free(struct pki_bundle *bundle);
 
 /**
- * `pki_document_create` with `PKI_KIND_CRED`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_create`.
- */
-pki_result pki_cred_create(const struct pki_store *store,
-                           const char *name,
-                           size_t name_len,
-                           const char *input,
-                           size_t input_len,
-                           int64_t now,
-                           struct pki_step **out_step);
-
-/**
- * `pki_document_step` with `PKI_KIND_CRED`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_step`.
- */
-pki_result pki_cred_step(const struct pki_store *store,
-                         const char *name,
-                         size_t name_len,
-                         const char *input,
-                         size_t input_len,
-                         int64_t now,
-                         struct pki_step **out_step);
-
-/**
- * `pki_document_read` with `PKI_KIND_CRED`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_read`.
- */
-pki_result pki_cred_read(const struct pki_store *store,
-                         const char *name,
-                         size_t name_len,
-                         uint32_t output,
-                         int64_t now,
-                         struct pki_buffer **out_buffer);
-
-/**
  * Creates a document of `kind` at `key` in `store` from `request` at
  * `now` (Unix seconds). A document already there is never overwritten:
  * `PKI_RESULT_ALREADY_INITIALIZED`, and nothing is written.
@@ -1214,9 +1043,10 @@ pki_result pki_cred_read(const struct pki_store *store,
  * `a-z`, `0-9`, `.`, `_`, `-`), or for a credential its name. `store`,
  * `key` and `request` are borrowed for the call.
  *
- * On success the caller owns `*out_step` (changed, the revision, the next
- * wake-up, the status; for a signer the signer through
- * `pki_step_signer`) and frees it with `pki_step_free`.
+ * On success the caller owns `*out_result` and frees it with
+ * `pki_buffer_free`: the step result (see `pki_document_step`), `changed`
+ * true, no events. A signer's whole document is read with
+ * `pki_signer_load` (or `pki_document_read`).
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (an unknown kind, a bad key, a malformed
@@ -1233,7 +1063,7 @@ pki_result pki_cred_read(const struct pki_store *store,
  *
  * `store` must be NULL or a live `pki_store`; `key` NULL or valid for
  * `key_len` bytes; `request` NULL or valid for `request_len` bytes;
- * `out_step` NULL or valid for one write.
+ * `out_result` NULL or valid for one write.
  */
 pki_result pki_document_create(const struct pki_store *store,
                                uint32_t kind,
@@ -1242,7 +1072,7 @@ pki_result pki_document_create(const struct pki_store *store,
                                const char *request,
                                size_t request_len,
                                int64_t now,
-                               struct pki_step **out_step);
+                               struct pki_buffer **out_result);
 
 /**
  * One step of the document of `kind` at `key` in `store` at `now` (Unix
@@ -1263,8 +1093,8 @@ pki_result pki_document_create(const struct pki_store *store,
  *   {"name"}}]`; alone: `"rotate_to": {"ca", "key", "chain",
  *   "current_keys", "proposed_keys", "force"}`, `"renew_same_key": true`,
  *   `"ack": {"consumer", "fingerprint"}`; `"unless_idle": true` (alone or
- *   with `leaves`) decides from the store's summary (`pki_step_idle`,
- *   `pki_step_by_parts`). A rotation that would cut consumers off is
+ *   with `leaves`) decides from the store's summary (the result's `idle`
+ *   and `by_parts`). A rotation that would cut consumers off is
  *   `PKI_RESULT_TRUST_BREAK` unless `allow_trust_break` gives a reason;
  * - `PKI_KIND_SET`: one of `{"issue": {"name", "ca", "serving", "client",
  *   "dns_names", "ip_addresses", "common_name", "target",
@@ -1276,7 +1106,7 @@ pki_result pki_document_create(const struct pki_store *store,
  *   {"override_reason"}}`;
  * - `PKI_KIND_KEYRING`: `{"forced": "reason", "retire": ["kid", …]}`;
  * - `PKI_KIND_CRED`: `{"advance": {"owner": "replica-a"}}` (the default:
- *   the embedder's next action is `pki_step_action`), or a report:
+ *   the embedder's next action is the result's `action`), or a report:
  *   `{"minted": {"rotation", "attempt", "credential" |
  *   "credential_base64"}}`, `{"mint_failed": {"rotation", "attempt",
  *   "message", "captured" | "captured_base64"}}`, `{"revoked":
@@ -1285,7 +1115,32 @@ pki_result pki_document_create(const struct pki_store *store,
  *   {"rotation", "attempt", "message"}}`.
  *
  * `store`, `key` and `request` are borrowed for the call. On success the
- * caller owns `*out_step` and frees it with `pki_step_free`. Nothing is
+ * caller owns `*out_result` and frees it with `pki_buffer_free` (which
+ * zeroes it): the step result, one JSON object (pki-rotate's
+ * `StepResult`):
+ *
+ * ```json
+ * {"version": 1, "changed": true, "next_wake": 1798761600,
+ *  "revision": "…", "attempts": 1, "idle": false, "by_parts": false,
+ *  "events": [{"kind": "rotated", …, "message": "…"}],
+ *  "status": {…},
+ *  "action": {"kind": "mint", "rotation": 1, "attempt": 1}}
+ * ```
+ *
+ * `changed`: whether the step wrote; `next_wake`: when to step again if
+ * nothing else happens (Unix seconds, never before `now`); `revision`:
+ * the document's revision after the step (opaque); `attempts`: the
+ * read-decide-write rounds it took (1 without contention); `idle`:
+ * decided from the store's summary, nothing read, `status` null;
+ * `by_parts`: over the document's head and the named leaves only (the
+ * status is the part's); `events`: what happened, in order, each an
+ * object with `kind` (kebab-case), the event's fields (times in RFC 3339)
+ * and `message` (one line); `status`: the status of the document now in
+ * the store (as the CLI's `status --json`); `action` (after a credential
+ * advance only): `kind` `"mint"`, `"revoke"`, `"wait"` or
+ * `"revoke_stray"`, `rotation`, `attempt`, for a wait `wait_reason`
+ * (`"expiry"`, `"grace"`, `"backoff"`, `"mint_elsewhere"`), and for a
+ * revoke the credential as `credential_base64`. Nothing is
  * written on failure, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
  * answer was lost and it may have landed (step again: it is safe).
  *
@@ -1308,7 +1163,7 @@ pki_result pki_document_step(const struct pki_store *store,
                              const char *request,
                              size_t request_len,
                              int64_t now,
-                             struct pki_step **out_step);
+                             struct pki_buffer **out_result);
 
 /**
  * Reads the document of `kind` at `key` in `store` without changing it,
@@ -1376,96 +1231,6 @@ size_t pki_last_error_length(void);
  * be NULL or valid for one write.
  */
 pki_result pki_last_error(char *buf, size_t len, size_t *out_written);
-
-/**
- * Opens the etcd store at `url` (`url_len` bytes, no NUL needed):
- * `etcd://HOST:PORT[,HOST:PORT...]/PREFIX`, or `etcds://...` over TLS,
- * with `options` as JSON (`options_len` bytes; NULL: no options):
- *
- * ```json
- * {"ca_file": "/etc/pki/etcd/ca.crt",
- *  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
- *  "user": "pki", "password_file": "/etc/pki/etcd/password",
- *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
- * ```
- *
- * Each of the CA bundle, the client certificate and its key is given as
- * PEM text (`ca_pem`, `cert_pem`, `key_pem`) or as a file the library
- * reads (`ca_file`, `cert_file`, `key_file`); the password as `password`
- * or `password_file`. `etcds://` needs the CA bundle; TLS settings with
- * `etcd://` are refused. The server is contacted before this returns,
- * within the connect timeout (5 s by default): a wrong CA, a refused
- * client certificate or a bad password fails here, with one line saying
- * which.
- *
- * On success the caller owns `*out_store` and frees it with
- * `pki_store_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (a malformed URL or options, an unreadable
- * file: the message says which), `PKI_RESULT_STORE` (the server cannot be
- * reached or refuses the client) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `url` must be NULL or valid for `url_len` bytes; `options` NULL or
- * valid for `options_len` bytes; `out_store` NULL or valid for one write.
- */
-pki_result pki_store_open_etcd(const char *url,
-                               size_t url_len,
-                               const char *options,
-                               size_t options_len,
-                               struct pki_store **out_store);
-
-/**
- * `pki_document_create` with `PKI_KIND_KEYRING`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_create`.
- */
-pki_result pki_keyring_create(const struct pki_store *store,
-                              const char *key,
-                              size_t key_len,
-                              const char *input,
-                              size_t input_len,
-                              int64_t now,
-                              struct pki_step **out_step);
-
-/**
- * `pki_document_step` with `PKI_KIND_KEYRING`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_step`.
- */
-pki_result pki_keyring_step(const struct pki_store *store,
-                            const char *key,
-                            size_t key_len,
-                            const char *input,
-                            size_t input_len,
-                            int64_t now,
-                            struct pki_step **out_step);
-
-/**
- * `pki_document_read` with `PKI_KIND_KEYRING`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_read`.
- */
-pki_result pki_keyring_read(const struct pki_store *store,
-                            const char *key,
-                            size_t key_len,
-                            uint32_t output,
-                            int64_t now,
-                            struct pki_buffer **out_buffer);
 
 /**
  * Signs `claims` (a JSON object, used byte for byte as the payload) with
@@ -1546,7 +1311,22 @@ pki_result pki_keyring_verify(const struct pki_store *store,
  * from the current CA and a bridge exists (so clients that still trust only
  * the previous CA accept it); its key is PKCS#8 PEM.
  *
- * On success the caller owns `*out_leaf` and frees it with `pki_leaf_free`.
+ * On success the caller owns `*out_leaf` and frees it with
+ * `pki_buffer_free` (which zeroes it): one JSON object,
+ *
+ * ```json
+ * {"version": 1, "chain_pem": "-----BEGIN CERTIFICATE-----…",
+ *  "key_pem": "-----BEGIN PRIVATE KEY-----…", "not_after": 1798761600,
+ *  "refresh_at": 1792454400, "reason_code": 1,
+ *  "reason_message": "not yet issued"}
+ * ```
+ *
+ * `chain_pem`: the serving chain, leaf first; `key_pem`: its key;
+ * `not_after`: the leaf's NotAfter, `refresh_at`: when it becomes due for
+ * re-issue (NotAfter minus the refresh fraction of its lifetime), both
+ * Unix seconds; `reason_code`: a `pki_leaf_reason` (`PKI_LEAF_UP_TO_DATE`
+ * when the leaf given is returned as it is); `reason_message`: the reason
+ * as one line (`"up to date"`, `"expires soon (…)"`…).
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (a malformed request: unknown kind, an
@@ -1574,106 +1354,77 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
                               size_t prev_chain_pem_len,
                               const uint8_t *prev_key_pem,
                               size_t prev_key_pem_len,
-                              struct pki_leaf **out_leaf);
+                              struct pki_buffer **out_leaf);
 
 /**
- * The serving chain (leaf first, then bridge B when needed) as PEM.
- * Borrowed: valid until `leaf` is freed. NULL gives an empty view.
+ * Opens the store `location` names (`location_len` bytes, no NUL
+ * needed), as the CLI's `DIR` argument does, with `options` as JSON
+ * (`options_len` bytes; NULL or `{}`: no options):
  *
- * # Safety
+ * - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` or `etcds://…`
+ *   over TLS (the etcd store: every key lives under `PREFIX/`; writes are
+ *   compare-and-swap transactions on the document's revision, so
+ *   controller replicas in several processes may step the same document
+ *   at once). The server is contacted here, within the connect timeout
+ *   (5 s by default): an unreachable server, a wrong CA, a refused client
+ *   certificate or a bad password fails now, with one line saying which;
+ * - `memory:`: a new, empty store in memory, whose documents live as long
+ *   as the store (tests, and programs that copy documents in and out);
+ * - anything else: the directory store at that path, created (mode 0700)
+ *   when missing. It is the CLI's layout (`signer/tls.crt`,
+ *   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
+ *   every write switches to a complete new generation in one atomic
+ *   rename, under an exclusive lock. (A directory whose name looks like a
+ *   URL or is `memory:` is reached as `./memory:`.)
  *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-struct pki_bytes pki_leaf_chain_pem(const struct pki_leaf *leaf);
-
-/**
- * The leaf's private key as PKCS#8 PEM. Borrowed: valid until `leaf` is
- * freed (which zeroes it). NULL gives an empty view.
+ * The options, every one optional:
  *
- * # Safety
+ * ```json
+ * {"store_key_file": "/etc/pki/store.key",
+ *  "ca_file": "/etc/pki/etcd/ca.crt",
+ *  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
+ *  "user": "pki", "password_file": "/etc/pki/etcd/password",
+ *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+ * ```
  *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-struct pki_bytes pki_leaf_key_pem(const struct pki_leaf *leaf);
-
-/**
- * Why the leaf was (re-)issued; `PKI_LEAF_UP_TO_DATE` when it was not.
- * NULL gives `PKI_LEAF_UP_TO_DATE`.
- *
- * # Safety
- *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-pki_leaf_reason pki_leaf_reason_code(const struct pki_leaf *leaf);
-
-/**
- * The reason as one line of text (`"up to date"`, `"expires soon (…)"`…).
- * Borrowed: valid until `leaf` is freed. NULL gives an empty view.
- *
- * # Safety
- *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-struct pki_bytes pki_leaf_reason_message(const struct pki_leaf *leaf);
-
-/**
- * The leaf's NotAfter (Unix seconds). NULL gives 0.
- *
- * # Safety
- *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-int64_t pki_leaf_not_after(const struct pki_leaf *leaf);
-
-/**
- * When the leaf becomes due for re-issue (Unix seconds): NotAfter minus
- * the refresh fraction of its lifetime. NULL gives 0.
- *
- * # Safety
- *
- * `leaf` must be NULL or a live `pki_leaf`.
- */
-int64_t pki_leaf_refresh_at(const struct pki_leaf *leaf);
-
-/**
- * Frees a leaf and zeroes its key. NULL is accepted (nothing happens).
- * Views read from it must not be used afterwards.
- *
- * # Safety
- *
- * `leaf` must be NULL or a live `pki_leaf` not freed before.
- */
-void pki_leaf_free(struct pki_leaf *leaf);
-
-/**
- * Opens the store `location` names, as `pki_store_open` does, with every
- * document's private keys and credentials sealed under the store key
- * `store_key` (`store_key_len` bytes: the contents of a key file made by
- * `pki store-key new`, which the embedder reads and keeps 0600) before
- * they reach the store, and opened when read. Certificates and bundles
- * stay in clear. In a directory store the files consumers read where
- * they are (leaf keys, `keys/active.key`, `creds/NAME/current`) stay in
- * clear (0600); etcd and memory stores seal everything private. Reading a
- * value sealed under another key fails with `PKI_RESULT_STORE` and a
- * one-line message, before anything is written.
+ * - `store_key_file` (or `store_key`, the file's text): a key file made
+ *   by `pki store-key new`. Every document's private keys and credentials
+ *   are sealed under it before they reach the store, and opened when
+ *   read. Certificates and bundles stay in clear. In a directory store
+ *   the files consumers read where they are (leaf keys,
+ *   `keys/active.key`, `creds/NAME/current`) stay in clear (0600); etcd
+ *   and memory stores seal everything private. Reading a value sealed
+ *   under another key (or without a key) fails with `PKI_RESULT_STORE`
+ *   and a one-line message, before anything is written;
+ * - for an etcd URL only: the CA bundle, the client certificate and its
+ *   key as PEM text (`ca_pem`, `cert_pem`, `key_pem`) or as files the
+ *   library reads (`ca_file`, `cert_file`, `key_file`); an etcd user and
+ *   its password (`password` or `password_file`); the timeouts.
+ *   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
+ *   refused.
  *
  * On success the caller owns `*out_store` and frees it with
  * `pki_store_free`.
  *
- * Returns what `pki_store_open` returns, and `PKI_RESULT_STORE` for a
- * store key that is not a pki store key file (the message says why).
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+ * `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
+ * valid store URL, malformed options, etcd options for a location that is
+ * not an etcd URL, an unreadable file: the message says which),
+ * `PKI_RESULT_STORE` (the directory cannot be created, the server cannot
+ * be reached or refuses the client, a store key that is not a pki store
+ * key file) or `PKI_RESULT_PANIC`.
  *
  * # Safety
  *
- * `location` must be NULL or valid for `location_len` bytes, `store_key`
- * NULL or valid for `store_key_len` bytes; `out_store` NULL or valid for
+ * `location` must be NULL or valid for `location_len` bytes; `options`
+ * NULL or valid for `options_len` bytes; `out_store` NULL or valid for
  * one write.
  */
-pki_result pki_store_open_sealed(const char *location,
-                                 size_t location_len,
-                                 const uint8_t *store_key,
-                                 size_t store_key_len,
-                                 struct pki_store **out_store);
+pki_result pki_store_open(const char *location,
+                          size_t location_len,
+                          const char *options,
+                          size_t options_len,
+                          struct pki_store **out_store);
 
 /**
  * Creates an empty secret.
@@ -1747,93 +1498,9 @@ pki_result pki_secret_entry(const struct pki_secret *secret,
 void pki_secret_free(struct pki_secret *secret);
 
 /**
- * `pki_document_create` with `PKI_KIND_SET`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_create`.
- */
-pki_result pki_set_create(const struct pki_store *store,
-                          const char *key,
-                          size_t key_len,
-                          const char *input,
-                          size_t input_len,
-                          int64_t now,
-                          struct pki_step **out_step);
-
-/**
- * `pki_document_step` with `PKI_KIND_SET`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_step`.
- */
-pki_result pki_set_step(const struct pki_store *store,
-                        const char *key,
-                        size_t key_len,
-                        const char *input,
-                        size_t input_len,
-                        int64_t now,
-                        struct pki_step **out_step);
-
-/**
- * `pki_document_read` with `PKI_KIND_SET`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_read`.
- */
-pki_result pki_set_read(const struct pki_store *store,
-                        const char *key,
-                        size_t key_len,
-                        uint32_t output,
-                        int64_t now,
-                        struct pki_buffer **out_buffer);
-
-/**
- * `pki_document_create` with `PKI_KIND_SIGNER`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_create`.
- */
-pki_result pki_signer_create(const struct pki_store *store,
-                             const char *key,
-                             size_t key_len,
-                             const char *input,
-                             size_t input_len,
-                             int64_t now,
-                             struct pki_step **out_step);
-
-/**
- * `pki_document_step` with `PKI_KIND_SIGNER`: the same arguments, the
- * same request, the same result. Kept while callers move to the generic
- * functions; new code calls those.
- *
- * # Safety
- *
- * As for `pki_document_step`.
- */
-pki_result pki_signer_step(const struct pki_store *store,
-                           const char *key,
-                           size_t key_len,
-                           const char *input,
-                           size_t input_len,
-                           int64_t now,
-                           struct pki_step **out_step);
-
-/**
  * Reads the signer document at `key` in `store` without changing it.
  *
- * `key` is as for `pki_signer_create`; `store` and `key` are borrowed.
+ * `key` is as for `pki_document_create`; `store` and `key` are borrowed.
  *
  * On success the caller owns `*out_signer` and frees it with
  * `pki_signer_free`, and, when `out_revision` is not NULL,
@@ -1884,7 +1551,7 @@ pki_result pki_signer_from_state(const uint8_t *state,
  * Saves a signer as its versioned state bytes: one JSON document with the
  * kind and format version, the policy, the leaves, the history and every
  * certificate and key as PEM. It holds the CA's private key: store it as a
- * secret. `pki_signer_create` takes it back as `{"state": …}`.
+ * secret. `pki_document_create` takes it back as `{"state": …}`.
  *
  * `signer` is borrowed. On success the caller owns `*out_state` and frees
  * it with `pki_buffer_free` (which zeroes it).
@@ -1925,7 +1592,7 @@ pki_result pki_signer_bundle(const struct pki_signer *signer, struct pki_bundle 
  *
  * `input` is `input_len` bytes of JSON: `{"ca": PEM, "key": PEM, "chain":
  * PEM, "current_keys": PEM, "proposed_keys": PEM}`, as `rotate_to` of
- * `pki_signer_step` without `force`. `ca` is required; the others are
+ * a signer's `pki_document_step` without `force`. `ca` is required; the others are
  * optional. `current_keys` are the service-account keys tokens are
  * verified with today (absent: no key ring to keep), `proposed_keys` the
  * set that comes with the replacement (absent: unchanged): `PUBLIC KEY`
@@ -1936,7 +1603,7 @@ pki_result pki_signer_bundle(const struct pki_signer *signer, struct pki_bundle 
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (malformed input), `PKI_RESULT_TIME`, the
- * PEM and import results of `pki_signer_create`'s `import` (also for a
+ * PEM and import results of a signer create's `import` (also for a
  * malformed key set), or `PKI_RESULT_PANIC`.
  *
  * # Safety
@@ -1990,24 +1657,6 @@ pki_result pki_signer_check_lineage(const struct pki_signer *signer,
                                     size_t cert_pem_len,
                                     struct pki_lineage *out_lineage,
                                     struct pki_buffer **out_reason);
-
-/**
- * The signer document now in the store after a signer's create or step,
- * as a new handle.
- *
- * On success the caller owns `*out_signer` and frees it with
- * `pki_signer_free`; it stays valid after the step is freed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
- * one write.
- */
-pki_result pki_step_signer(const struct pki_step *step, struct pki_signer **out_signer);
 
 /**
  * Saves a signer as Secret-shaped named blobs (see the table in the
@@ -2067,8 +1716,12 @@ pki_result pki_signer_from_secret(const struct pki_secret *secret, struct pki_si
  * `client-ca/CA.crt`). Paths are UTF-8, borrowed for the call.
  *
  * On success the caller owns `*out_snapshot` and frees it with
- * `pki_snapshot_free`. A consumer polls: load again, and swap when
- * `pki_snapshot_fingerprint` or the chain differs.
+ * `pki_buffer_free` (which zeroes it): one JSON object, `{"version": 1,
+ * "chain_pem": PEM (leaf first), "key_pem": PEM (the leaf's key),
+ * "bundle_pem": PEM, "fingerprint": "64 lowercase hex"}`; the
+ * fingerprint is `pki fingerprint --bundle` of the same certificates, and
+ * what a signer step's `ack` takes. A consumer polls: load again, and
+ * swap when the fingerprint or the chain differs.
  *
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (a path that is not UTF-8),
@@ -2088,238 +1741,7 @@ pki_result pki_snapshot_load(const char *cert_path,
                              size_t key_path_len,
                              const char *bundle_path,
                              size_t bundle_path_len,
-                             struct pki_snapshot **out_snapshot);
-
-/**
- * The chain (PEM, leaf first) as read. Borrowed: valid until `snapshot`
- * is freed. NULL gives an empty view.
- *
- * # Safety
- *
- * `snapshot` must be NULL or a live `pki_snapshot`.
- */
-struct pki_bytes pki_snapshot_chain_pem(const struct pki_snapshot *snapshot);
-
-/**
- * The leaf's private key (PEM) as read, matching the chain's leaf.
- * Borrowed: valid until `snapshot` is freed (which zeroes it). NULL gives
- * an empty view.
- *
- * # Safety
- *
- * `snapshot` must be NULL or a live `pki_snapshot`.
- */
-struct pki_bytes pki_snapshot_key_pem(const struct pki_snapshot *snapshot);
-
-/**
- * The trust bundle (PEM) as read. Borrowed: valid until `snapshot` is
- * freed. NULL gives an empty view.
- *
- * # Safety
- *
- * `snapshot` must be NULL or a live `pki_snapshot`.
- */
-struct pki_bytes pki_snapshot_bundle_pem(const struct pki_snapshot *snapshot);
-
-/**
- * The bundle's token as 64 lowercase hex characters: `pki fingerprint
- * --bundle` of the same certificates, and what `pki_signer_step`'s `ack`
- * takes. Borrowed: valid until `snapshot` is freed. NULL gives an empty
- * view.
- *
- * # Safety
- *
- * `snapshot` must be NULL or a live `pki_snapshot`.
- */
-struct pki_bytes pki_snapshot_fingerprint(const struct pki_snapshot *snapshot);
-
-/**
- * Frees a snapshot and zeroes its key. NULL is accepted (nothing
- * happens). Views read from it must not be used afterwards.
- *
- * # Safety
- *
- * `snapshot` must be NULL or a live `pki_snapshot` not freed before.
- */
-void pki_snapshot_free(struct pki_snapshot *snapshot);
-
-/**
- * Whether the step wrote a new document (a create always does). NULL
- * gives false.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-bool pki_step_changed(const struct pki_step *step);
-
-/**
- * When to step again if nothing else happens (Unix seconds): the engine's
- * wake-up time of the document now in the store (after a signer's
- * rotation, the new CA's, bridges' and leaves' times; for a credential,
- * the time its next action is due). Never before the step's `now`; equal
- * to it when something is due at once (a credential to mint, a document
- * just created with work due). NULL gives 0.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-int64_t pki_step_next_wake(const struct pki_step *step);
-
-/**
- * The document's revision in the store after the step: opaque UTF-8 text
- * (also NUL-terminated), equal to the one before when nothing was written.
- *
- * Borrowed: valid until `step` is freed. NULL gives an empty view.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-struct pki_bytes pki_step_revision(const struct pki_step *step);
-
-/**
- * How many read-decide-write rounds the step took: 1 without contention,
- * one more for each write lost to another writer (for a credential
- * advance, the rounds of all the steps it took; for a create, 1). NULL
- * gives 0.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-uint32_t pki_step_attempts(const struct pki_step *step);
-
-/**
- * Whether the step was decided from the summary the store keeps with the
- * document (`pki_signer_step` with `"unless_idle": true`): nothing was
- * due, no document was read, and the step has no status and no signer.
- * NULL gives false.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-bool pki_step_idle(const struct pki_step *step);
-
-/**
- * Whether the step went over part of the document
- * (`pki_signer_step` with `"unless_idle": true` and `leaves`, inside the
- * summary's promise): it read and wrote the document's head and the named
- * leaves only, and its status and signer hold the CA, the bundle and
- * those leaves, not the others (the store holds them all). NULL gives
- * false.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-bool pki_step_by_parts(const struct pki_step *step);
-
-/**
- * The status of the document now in the store at the step's `now`, as
- * JSON (UTF-8, also NUL-terminated): for a signer `pki status --json`'s
- * report, for a CA set `pki set status --json`'s, for a key ring `pki keys
- * status --json`'s, for a credential the entry of `pki cred status
- * --json`. It holds no private key and no credential.
- *
- * Borrowed: valid until `step` is freed. NULL gives an empty view.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-struct pki_bytes pki_step_status_json(const struct pki_step *step);
-
-/**
- * The number of events of the step (0 when nothing happened). NULL gives 0.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`.
- */
-size_t pki_step_events_len(const struct pki_step *step);
-
-/**
- * Reads event `index` (from 0 to `pki_step_events_len` - 1, in the order
- * they happened) into `*out_event`. The views are borrowed from `step`:
- * valid until `step` is freed.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_FOUND` (index out of range) or `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`; `out_event` NULL or valid for
- * one write.
- */
-pki_result pki_step_event(const struct pki_step *step, size_t index, struct pki_event *out_event);
-
-/**
- * The embedder's next action after a credential advance (`pki_cred_step`
- * without a report): mint, revoke, revoke a stray, or wait (until
- * `pki_step_next_wake`). Its `credential` view is borrowed from `step`:
- * valid until `step` is freed, which zeroes it.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_NOT_FOUND` (the step is not a credential advance) or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step`; `out_action` NULL or valid for
- * one write.
- */
-pki_result pki_step_action(const struct pki_step *step, struct pki_cred_action *out_action);
-
-/**
- * Frees a step (a signer document it holds has its keys zeroed, an action
- * its credential). NULL is accepted. Signers read from it stay valid; its
- * views (revision, status, events, action) do not.
- *
- * # Safety
- *
- * `step` must be NULL or a live `pki_step` not freed before.
- */
-void pki_step_free(struct pki_step *step);
-
-/**
- * Opens the store `location` names (`location_len` bytes, no NUL needed),
- * as the CLI's `DIR` argument does:
- *
- * - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (the etcd store:
- *   every key lives under `PREFIX/`; writes are compare-and-swap
- *   transactions on the document's revision, so controller replicas in
- *   several processes may step the same document at once). The server is
- *   contacted here with a bounded timeout (5 s): an unreachable server
- *   fails now, not at the first step. Any `SCHEME://` is read as a URL;
- *   `etcds://`, a client certificate or an etcd user need
- *   `pki_store_open_etcd`, which takes them as options;
- * - `memory:`: a new, empty store in memory, whose documents live as long
- *   as the store (tests, and programs that copy documents in and out);
- * - anything else: the directory store at that path, created (mode 0700)
- *   when missing. It is the CLI's layout (`signer/tls.crt`,
- *   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
- *   every write switches to a complete new generation in one atomic
- *   rename, under an exclusive lock. (A directory whose name looks like a
- *   URL or is `memory:` is reached as `./memory:`.)
- *
- * On success the caller owns `*out_store` and frees it with
- * `pki_store_free`.
- *
- * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
- * `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
- * valid store URL: the message says which part), `PKI_RESULT_STORE` (the
- * directory cannot be created, the server cannot be reached) or
- * `PKI_RESULT_PANIC`.
- *
- * # Safety
- *
- * `location` must be NULL or valid for `location_len` bytes; `out_store`
- * NULL or valid for one write.
- */
-pki_result pki_store_open(const char *location, size_t location_len, struct pki_store **out_store);
+                             struct pki_buffer **out_snapshot);
 
 /**
  * Frees a store. NULL is accepted (nothing happens). A callback store

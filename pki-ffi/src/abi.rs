@@ -5,12 +5,11 @@
 //! Every fallible function is written as
 //!
 //! ```ignore
-//! ffi!(out_step => {
-//!     store = handle(store, "store");
-//!     key = key_in(key, key_len);
-//!     input = json_or_default::<SignerStepIn>(input, input_len, "input");
+//! ffi!(out_leaf => {
+//!     signer = handle(signer, "signer");
+//!     request = json_in::<LeafRequestIn>(request, request_len, "request");
 //!     now = time_in(now, "now");
-//! } step_signer(store, key, input, now))
+//! } reconcile(signer, &request, now).map(into_handle))
 //! ```
 //!
 //! which runs inside the panic boundary, converts every argument in
@@ -199,25 +198,6 @@ pub(crate) unsafe fn json_in<T: DeserializeOwned>(
     // SAFETY: same contract as ours.
     let bytes = unsafe { bytes_in(ptr.cast::<u8>(), len, what) }?;
     Ok(request::from_json(&format!("parameter `{what}`"), bytes)?)
-}
-
-/// [`json_in`], except that NULL (and `{}`) is `T::default()`: the
-/// engine's default input (its periodic step).
-///
-/// # Safety
-///
-/// `ptr` must be NULL or valid for reads of `len` bytes.
-pub(crate) unsafe fn json_or_default<T: DeserializeOwned + Default>(
-    ptr: *const c_char,
-    len: usize,
-    what: &str,
-) -> Result<T, Failure> {
-    // SAFETY: NULL, or valid for `len` bytes (contract).
-    let bytes = unsafe { opt_bytes(ptr.cast::<u8>(), len, what) }?;
-    Ok(request::from_json_or_default(
-        &format!("parameter `{what}`"),
-        bytes,
-    )?)
 }
 
 /// Borrows the object behind a handle.

@@ -4,22 +4,23 @@
 //! anywhere resumes without minting twice for one attempt, revoking the
 //! current credential or forgetting an old one.
 //!
-//! A controller loop: `pki_cred_step` with NULL input (advance) →
-//! `pki_step_action`: MINT: mint once for that rotation and attempt (after
+//! A controller loop: `pki_document_step` with `PKI_KIND_CRED` and NULL
+//! request (advance) → the step result's `action`: `mint`: mint once for that rotation and attempt (after
 //! a crash, adopt what you captured for it instead), then report `minted`
-//! or `mint_failed`; REVOKE: revoke the credential given (already revoked
-//! is success), then report `revoked` or `revoke_failed`; REVOKE_STRAY:
+//! or `mint_failed`; `revoke`: revoke the credential given (already revoked
+//! is success), then report `revoked` or `revoke_failed`; `revoke_stray`:
 //! revoke what a failed or late mint printed, then report `stray_revoked`
-//! or `stray_revoke_failed`; WAIT: advance again at `pki_step_next_wake`.
+//! or `stray_revoke_failed`; `wait`: advance again at the result's
+//! `next_wake`.
 //!
 //! An advance is `pki_rotate::driver::advance`, the function the CLI's
 //! `pki cred reconcile` runs: the same steps, the same actions, the same
 //! bound (`PKI_CRED_ADVANCE_MAX_STEPS`).
 
-use crate::abi::{handle, into_handle, json_in, json_or_default, os_rng, str_in, time_in};
+use crate::abi::os_rng;
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::step::{pki_step, status_json};
+use crate::step::status_json;
 use crate::store::pki_store;
 use pki_rotate::Files;
 use pki_rotate::credential::status::CredentialStatus;
@@ -30,19 +31,10 @@ use pki_rotate::driver::{AdvanceOptions, advance};
 use pki_rotate::request::{CredCreate, CredRequest, CredStep, NextAction, StepEvent, StepResult};
 use pki_rotate::{Driver, Revision, Store};
 use std::cell::{Cell, RefCell};
-use std::ffi::c_char;
 use time::OffsetDateTime;
 
 fn status(doc: &CredentialState, now: OffsetDateTime) -> String {
     status_json(&CredentialStatus::of(doc, now))
-}
-
-/// # Safety
-///
-/// As for `str_in`.
-unsafe fn name_in<'a>(name: *const c_char, name_len: usize) -> Result<&'a str, Failure> {
-    // SAFETY: same contract as ours.
-    self::name(unsafe { str_in(name, name_len, "name") }?)
 }
 
 /// A credential name, checked.
@@ -89,13 +81,15 @@ pub(crate) fn step(
     name: &str,
     input: &CredStep,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let owner = match input.request()? {
         CredRequest::Report(report) => {
             let step = store
                 .driver::<CredentialState>()
                 .step::<CredentialEngine, _>(&credential_key(name), &report, now, &mut os_rng())?;
-            return Ok(pki_step::of_driver(step, StepEvent::of_credential, |d| status(d, now)).0);
+            return Ok(StepResult::of_step(&step, StepEvent::of_credential, |d| {
+                status(d, now)
+            }));
         }
         CredRequest::Advance(owner) => owner,
     };
@@ -132,32 +126,7 @@ pub(crate) fn step(
         action,
         &status(&advanced.document, now),
     );
-    Ok(pki_step::of_result(result))
-}
-
-/// `pki_document_create` with `PKI_KIND_CRED`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_create`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_cred_create(
-    store: *const pki_store,
-    name: *const c_char,
-    name_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        name = name_in(name, name_len);
-        input = json_in::<CredCreate>(input, input_len, "input");
-        now = time_in(now, "now");
-    } create(store, name, &input, now).map(into_handle))
+    Ok(result)
 }
 
 pub(crate) fn create(
@@ -165,37 +134,12 @@ pub(crate) fn create(
     name: &str,
     input: &CredCreate,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let doc = CredentialState::new(name, input.policy(), None)?;
     store.create::<CredentialEngine>(&credential_key(name), &doc, now, status)
 }
 
-/// `pki_document_step` with `PKI_KIND_CRED`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_step`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_cred_step(
-    store: *const pki_store,
-    name: *const c_char,
-    name_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        name = name_in(name, name_len);
-        input = json_or_default::<CredStep>(input, input_len, "input");
-        now = time_in(now, "now");
-    } step(store, name, &input, now).map(into_handle))
-}
-
-/// Which form of a credential `pki_cred_read` writes.
+/// Which form of a credential `pki_document_read` writes.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum pki_cred_output {
@@ -206,29 +150,6 @@ pub enum pki_cred_output {
     /// The current credential (what consumers use), as minted (secret);
     /// `PKI_RESULT_NOT_FOUND` before the first mint.
     PKI_CRED_CURRENT = 1,
-}
-
-/// `pki_document_read` with `PKI_KIND_CRED`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_read`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_cred_read(
-    store: *const pki_store,
-    name: *const c_char,
-    name_len: usize,
-    output: u32,
-    now: i64,
-    out_buffer: *mut *mut pki_buffer,
-) -> pki_result {
-    ffi!(out_buffer => {
-        store = handle(store, "store");
-        name = name_in(name, name_len);
-        now = time_in(now, "now");
-    } read(store, name, output, now).map(into_handle))
 }
 
 pub(crate) fn read(
@@ -256,6 +177,3 @@ pub(crate) fn read(
     })?;
     Ok(pki_buffer::new(current.value.as_bytes()))
 }
-
-#[cfg(test)]
-mod tests;

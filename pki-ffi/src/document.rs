@@ -4,16 +4,18 @@
 //! whatever the engine.
 //!
 //! Every create and step runs pki-rotate's driver (load, decide, write by
-//! compare-and-swap, retry from a fresh read on a lost race) and returns a
-//! `pki_step`; a read changes nothing and returns a buffer.
+//! compare-and-swap, retry from a fresh read on a lost race) and returns
+//! what it did as one JSON document (pki-rotate's `StepResult`) in a
+//! buffer; a read changes nothing and returns a buffer.
 
 use crate::abi::{handle, key_in, opt_bytes, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::step::pki_step;
+use crate::step::step_buffer;
 use crate::store::pki_store;
 use crate::{cred, keys, set, signer};
 use pki_rotate::request;
+use pki_rotate::request::StepResult;
 use serde::de::DeserializeOwned;
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -67,7 +69,7 @@ pub(crate) fn create(
     key: &str,
     request: Option<&[u8]>,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     match kind {
         pki_kind::PKI_KIND_SIGNER => signer::create(store, key, &required(request)?, now),
         pki_kind::PKI_KIND_SET => set::create(store, key, &required(request)?, now),
@@ -82,7 +84,7 @@ pub(crate) fn step(
     key: &str,
     request: Option<&[u8]>,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     match kind {
         pki_kind::PKI_KIND_SIGNER => signer::step(store, key, &or_default(request)?, now),
         pki_kind::PKI_KIND_SET => set::step(store, key, &or_default(request)?, now),
@@ -133,9 +135,10 @@ pub(crate) fn read(
 /// `a-z`, `0-9`, `.`, `_`, `-`), or for a credential its name. `store`,
 /// `key` and `request` are borrowed for the call.
 ///
-/// On success the caller owns `*out_step` (changed, the revision, the next
-/// wake-up, the status; for a signer the signer through
-/// `pki_step_signer`) and frees it with `pki_step_free`.
+/// On success the caller owns `*out_result` and frees it with
+/// `pki_buffer_free`: the step result (see `pki_document_step`), `changed`
+/// true, no events. A signer's whole document is read with
+/// `pki_signer_load` (or `pki_document_read`).
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (an unknown kind, a bad key, a malformed
@@ -152,7 +155,7 @@ pub(crate) fn read(
 ///
 /// `store` must be NULL or a live `pki_store`; `key` NULL or valid for
 /// `key_len` bytes; `request` NULL or valid for `request_len` bytes;
-/// `out_step` NULL or valid for one write.
+/// `out_result` NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pki_document_create(
     store: *const pki_store,
@@ -162,15 +165,15 @@ pub unsafe extern "C" fn pki_document_create(
     request: *const c_char,
     request_len: usize,
     now: i64,
-    out_step: *mut *mut pki_step,
+    out_result: *mut *mut pki_buffer,
 ) -> pki_result {
-    ffi!(out_step => {
+    ffi!(out_result => {
         store = handle(store, "store");
         kind = kind_in(kind);
         key = key_in(key, key_len);
         request = opt_bytes(request.cast::<u8>(), request_len, "request");
         now = time_in(now, "now");
-    } create(store, kind, key, request, now).map(crate::abi::into_handle))
+    } create(store, kind, key, request, now).and_then(|r| step_buffer(&r)).map(crate::abi::into_handle))
 }
 
 /// One step of the document of `kind` at `key` in `store` at `now` (Unix
@@ -191,8 +194,8 @@ pub unsafe extern "C" fn pki_document_create(
 ///   {"name"}}]`; alone: `"rotate_to": {"ca", "key", "chain",
 ///   "current_keys", "proposed_keys", "force"}`, `"renew_same_key": true`,
 ///   `"ack": {"consumer", "fingerprint"}`; `"unless_idle": true` (alone or
-///   with `leaves`) decides from the store's summary (`pki_step_idle`,
-///   `pki_step_by_parts`). A rotation that would cut consumers off is
+///   with `leaves`) decides from the store's summary (the result's `idle`
+///   and `by_parts`). A rotation that would cut consumers off is
 ///   `PKI_RESULT_TRUST_BREAK` unless `allow_trust_break` gives a reason;
 /// - `PKI_KIND_SET`: one of `{"issue": {"name", "ca", "serving", "client",
 ///   "dns_names", "ip_addresses", "common_name", "target",
@@ -204,7 +207,7 @@ pub unsafe extern "C" fn pki_document_create(
 ///   {"override_reason"}}`;
 /// - `PKI_KIND_KEYRING`: `{"forced": "reason", "retire": ["kid", …]}`;
 /// - `PKI_KIND_CRED`: `{"advance": {"owner": "replica-a"}}` (the default:
-///   the embedder's next action is `pki_step_action`), or a report:
+///   the embedder's next action is the result's `action`), or a report:
 ///   `{"minted": {"rotation", "attempt", "credential" |
 ///   "credential_base64"}}`, `{"mint_failed": {"rotation", "attempt",
 ///   "message", "captured" | "captured_base64"}}`, `{"revoked":
@@ -213,7 +216,32 @@ pub unsafe extern "C" fn pki_document_create(
 ///   {"rotation", "attempt", "message"}}`.
 ///
 /// `store`, `key` and `request` are borrowed for the call. On success the
-/// caller owns `*out_step` and frees it with `pki_step_free`. Nothing is
+/// caller owns `*out_result` and frees it with `pki_buffer_free` (which
+/// zeroes it): the step result, one JSON object (pki-rotate's
+/// `StepResult`):
+///
+/// ```json
+/// {"version": 1, "changed": true, "next_wake": 1798761600,
+///  "revision": "…", "attempts": 1, "idle": false, "by_parts": false,
+///  "events": [{"kind": "rotated", …, "message": "…"}],
+///  "status": {…},
+///  "action": {"kind": "mint", "rotation": 1, "attempt": 1}}
+/// ```
+///
+/// `changed`: whether the step wrote; `next_wake`: when to step again if
+/// nothing else happens (Unix seconds, never before `now`); `revision`:
+/// the document's revision after the step (opaque); `attempts`: the
+/// read-decide-write rounds it took (1 without contention); `idle`:
+/// decided from the store's summary, nothing read, `status` null;
+/// `by_parts`: over the document's head and the named leaves only (the
+/// status is the part's); `events`: what happened, in order, each an
+/// object with `kind` (kebab-case), the event's fields (times in RFC 3339)
+/// and `message` (one line); `status`: the status of the document now in
+/// the store (as the CLI's `status --json`); `action` (after a credential
+/// advance only): `kind` `"mint"`, `"revoke"`, `"wait"` or
+/// `"revoke_stray"`, `rotation`, `attempt`, for a wait `wait_reason`
+/// (`"expiry"`, `"grace"`, `"backoff"`, `"mint_elsewhere"`), and for a
+/// revoke the credential as `credential_base64`. Nothing is
 /// written on failure, except `PKI_RESULT_UNKNOWN_OUTCOME`: the write's
 /// answer was lost and it may have landed (step again: it is safe).
 ///
@@ -237,15 +265,15 @@ pub unsafe extern "C" fn pki_document_step(
     request: *const c_char,
     request_len: usize,
     now: i64,
-    out_step: *mut *mut pki_step,
+    out_result: *mut *mut pki_buffer,
 ) -> pki_result {
-    ffi!(out_step => {
+    ffi!(out_result => {
         store = handle(store, "store");
         kind = kind_in(kind);
         key = key_in(key, key_len);
         request = opt_bytes(request.cast::<u8>(), request_len, "request");
         now = time_in(now, "now");
-    } step(store, kind, key, request, now).map(crate::abi::into_handle))
+    } step(store, kind, key, request, now).and_then(|r| step_buffer(&r)).map(crate::abi::into_handle))
 }
 
 /// Reads the document of `kind` at `key` in `store` without changing it,

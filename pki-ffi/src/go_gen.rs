@@ -1,9 +1,14 @@
 //! The Go package's generated files, made from the Rust definitions:
 //! `go/zz_generated_codes.go` (every `pki_result` as a `Code` constant and
-//! an `Err` sentinel, with its documentation). The test
+//! an `Err` sentinel, with its documentation) and
+//! `go/zz_generated_requests.go` (the structs of pki-rotate's request
+//! schema, checked against serde: see `requests`). The test
 //! `generated_go_is_up_to_date` fails when a checked-in file differs from
 //! what this writes, as `check-header.sh` does for `pki.h`; run it with
 //! `PKI_REGEN_GO=1` to rewrite the files.
+
+mod requests;
+mod samples;
 
 use crate::error::ALL_RESULTS;
 use std::fmt::Write as _;
@@ -124,7 +129,10 @@ pub(crate) fn codes_go() -> String {
 
 /// Every generated file: its path under `pki-ffi/` and its contents.
 fn generated() -> Vec<(&'static str, String)> {
-    vec![("go/zz_generated_codes.go", codes_go())]
+    vec![
+        ("go/zz_generated_codes.go", codes_go()),
+        ("go/zz_generated_requests.go", requests::requests_go()),
+    ]
 }
 
 #[test]
@@ -166,5 +174,34 @@ fn every_result_code_has_a_go_name_and_documentation() {
     assert_eq!(
         go_name("PKI_RESULT_UNSUPPORTED_STATE_VERSION"),
         "UnsupportedVersion"
+    );
+}
+
+#[test]
+fn go_request_structs_name_exactly_the_fields_of_the_rust_requests() {
+    let mut problems = Vec::new();
+    let mut set_by_samples = std::collections::BTreeSet::new();
+    for (name, sample) in requests::samples() {
+        requests::check(&sample, name, name, &mut problems);
+        if let Some(object) = sample.as_object() {
+            set_by_samples.extend(object.keys().map(|k| format!("{name}.{k}")));
+        }
+    }
+    // Every field of a one-of request is set by one of its samples.
+    for st in requests::STRUCTS.iter().filter(|s| s.is_one_of()) {
+        if !requests::samples().iter().any(|(n, _)| *n == st.name()) {
+            continue;
+        }
+        for json in st.json_names() {
+            let key = format!("{}.{json}", st.name());
+            if !set_by_samples.contains(&key) {
+                problems.push(format!("{key}: no sample sets it"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "Go requests differ from Rust:\n{}",
+        problems.join("\n")
     );
 }

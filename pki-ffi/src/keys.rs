@@ -11,13 +11,13 @@
 //! uses a `memory:` store, reads `PKI_KEYRING_STATE` and creates it again
 //! from `{"state": …}`.
 
-use crate::abi::{bytes_in, handle, into_handle, json_or_default, key_in, os_rng, time_in};
+use crate::abi::{bytes_in, handle, into_handle, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
-use crate::step::{pki_step, status_json};
+use crate::step::status_json;
 use crate::store::pki_store;
-use pki_rotate::request::StepEvent;
 use pki_rotate::request::{KeyRingCreate, KeyRingStep};
+use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::{KeyRing, KeyRingEngine};
 use std::ffi::c_char;
 use time::OffsetDateTime;
@@ -30,64 +30,14 @@ fn load(store: &pki_store, key: &str) -> Result<KeyRing, Failure> {
     Ok(store.driver::<KeyRing>().load::<KeyRingEngine>(key)?.0)
 }
 
-/// `pki_document_create` with `PKI_KIND_KEYRING`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_create`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_keyring_create(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_or_default::<KeyRingCreate>(input, input_len, "input");
-        now = time_in(now, "now");
-    } create(store, key, &input, now).map(into_handle))
-}
-
 pub(crate) fn create(
     store: &pki_store,
     key: &str,
     input: &KeyRingCreate,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let ring = input.document(now, &mut os_rng())?;
     store.create::<KeyRingEngine>(key, &ring, now, status)
-}
-
-/// `pki_document_step` with `PKI_KIND_KEYRING`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_step`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_keyring_step(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_or_default::<KeyRingStep>(input, input_len, "input");
-        now = time_in(now, "now");
-    } step(store, key, &input, now).map(into_handle))
 }
 
 pub(crate) fn step(
@@ -95,22 +45,24 @@ pub(crate) fn step(
     key: &str,
     input: &KeyRingStep,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let step = store.driver::<KeyRing>().step::<KeyRingEngine, _>(
         key,
         &input.input(),
         now,
         &mut os_rng(),
     )?;
-    Ok(pki_step::of_driver(step, StepEvent::of, |d| status(d, now)).0)
+    Ok(StepResult::of_step(&step, StepEvent::of, |d| {
+        status(d, now)
+    }))
 }
 
-/// Which form of a key ring `pki_keyring_read` writes.
+/// Which form of a key ring `pki_document_read` writes.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum pki_keyring_output {
     /// The whole ring as one JSON document, the active private key inline
-    /// (secret: keep it like a key). `pki_keyring_create` takes it back as
+    /// (secret: keep it like a key). `pki_document_create` takes it back as
     /// `{"state": …}`.
     PKI_KEYRING_STATE = 0,
     /// Every published public key as `PUBLIC KEY` PEM, active first (what
@@ -126,29 +78,6 @@ pub enum pki_keyring_output {
     /// (`active`, `accepted` with `accepted_until`, `action_due`,
     /// `next_wake`, `history`…; no private key).
     PKI_KEYRING_STATUS = 5,
-}
-
-/// `pki_document_read` with `PKI_KIND_KEYRING`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_read`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_keyring_read(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    output: u32,
-    now: i64,
-    out_buffer: *mut *mut pki_buffer,
-) -> pki_result {
-    ffi!(out_buffer => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        now = time_in(now, "now");
-    } read(store, key, output, now).map(into_handle))
 }
 
 pub(crate) fn read(

@@ -5,10 +5,8 @@
 //! certificate is its own Secret): the caller passes the leaf it has (chain
 //! and key PEM) and gets back what it should have, with the reason.
 
-use crate::abi::{
-    free, getter, handle, into_handle, json_in, opt_bytes, os_rng, time_in, time_out,
-};
-use crate::buffer::{CText, pki_bytes};
+use crate::abi::{handle, into_handle, json_in, opt_bytes, os_rng, time_in, time_out};
+use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
 use crate::signer::pki_signer;
 use pki_core::{Certificate, PrivateKey};
@@ -17,6 +15,7 @@ use pki_rotate::LeafReason;
 use pki_rotate::request::LeafRequestIn;
 use pki_rotate::signer::reconcile_external;
 use std::ffi::c_char;
+use zeroize::Zeroizing;
 
 /// Why `pki_leaf_reconcile` (re-)issued a leaf, or that it did not.
 #[repr(u32)]
@@ -36,15 +35,24 @@ pub enum pki_leaf_reason {
     PKI_LEAF_REQUEST_CHANGED = 5,
 }
 
-/// The outcome of `pki_leaf_reconcile`: the leaf to serve, its key, and why
-/// it changed. Immutable. Free with `pki_leaf_free`; the key is zeroed then.
-pub struct pki_leaf {
-    chain_pem: CText,
-    key_pem: CText,
-    reason: pki_leaf_reason,
-    reason_message: CText,
+/// The outcome of `pki_leaf_reconcile`, the JSON object its buffer holds:
+/// the leaf to serve, its key, and why it changed.
+#[derive(serde::Serialize)]
+struct LeafResult<'a> {
+    /// The schema version (`pki_rotate::request::REQUEST_VERSION`).
+    version: u32,
+    /// The serving chain (leaf first, then bridge B when needed), PEM.
+    chain_pem: &'a str,
+    /// The leaf's private key, PKCS#8 PEM.
+    key_pem: &'a str,
+    /// The leaf's NotAfter (Unix seconds).
     not_after: i64,
+    /// When the leaf becomes due for re-issue (Unix seconds).
     refresh_at: i64,
+    /// A `pki_leaf_reason`.
+    reason_code: u32,
+    /// The reason as one line of text.
+    reason_message: &'a str,
 }
 
 fn reason_code(reason: &LeafReason) -> pki_leaf_reason {
@@ -89,7 +97,22 @@ fn reason_code(reason: &LeafReason) -> pki_leaf_reason {
 /// from the current CA and a bridge exists (so clients that still trust only
 /// the previous CA accept it); its key is PKCS#8 PEM.
 ///
-/// On success the caller owns `*out_leaf` and frees it with `pki_leaf_free`.
+/// On success the caller owns `*out_leaf` and frees it with
+/// `pki_buffer_free` (which zeroes it): one JSON object,
+///
+/// ```json
+/// {"version": 1, "chain_pem": "-----BEGIN CERTIFICATE-----…",
+///  "key_pem": "-----BEGIN PRIVATE KEY-----…", "not_after": 1798761600,
+///  "refresh_at": 1792454400, "reason_code": 1,
+///  "reason_message": "not yet issued"}
+/// ```
+///
+/// `chain_pem`: the serving chain, leaf first; `key_pem`: its key;
+/// `not_after`: the leaf's NotAfter, `refresh_at`: when it becomes due for
+/// re-issue (NotAfter minus the refresh fraction of its lifetime), both
+/// Unix seconds; `reason_code`: a `pki_leaf_reason` (`PKI_LEAF_UP_TO_DATE`
+/// when the leaf given is returned as it is); `reason_message`: the reason
+/// as one line (`"up to date"`, `"expires soon (…)"`…).
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (a malformed request: unknown kind, an
@@ -119,7 +142,7 @@ pub unsafe extern "C" fn pki_leaf_reconcile(
     prev_chain_pem_len: usize,
     prev_key_pem: *const u8,
     prev_key_pem_len: usize,
-    out_leaf: *mut *mut pki_leaf,
+    out_leaf: *mut *mut pki_buffer,
 ) -> pki_result {
     ffi!(out_leaf => {
         signer = handle(signer, "signer");
@@ -136,7 +159,7 @@ fn reconcile(
     chain: Option<&[u8]>,
     key: Option<&[u8]>,
     now: time::OffsetDateTime,
-) -> Result<pki_leaf, Failure> {
+) -> Result<pki_buffer, Failure> {
     let request = request.request()?;
     let previous = match (chain, key) {
         (None, None) => None,
@@ -158,14 +181,20 @@ fn reconcile(
     let issued = &outcome.issued;
     let chain: String = outcome.chain.iter().map(Certificate::to_pem).collect();
     let key = issued.key.to_pkcs8_pem()?;
-    Ok(pki_leaf {
-        chain_pem: CText::new(&chain),
-        key_pem: CText::new(&key),
-        reason,
-        reason_message: CText::new(&message),
+    let result = LeafResult {
+        version: pki_rotate::request::REQUEST_VERSION,
+        chain_pem: &chain,
+        key_pem: &key,
         not_after: time_out(issued.cert.not_after()),
         refresh_at: time_out(outcome.refresh_at),
-    })
+        reason_code: reason as u32,
+        reason_message: &message,
+    };
+    let json = Zeroizing::new(
+        serde_json::to_vec(&result)
+            .map_err(|e| Failure::new(pki_result::PKI_RESULT_UNEXPECTED, e.to_string()))?,
+    );
+    Ok(pki_buffer::new(&json))
 }
 
 fn previous_leaf(chain_pem: &[u8], key_pem: &[u8]) -> Result<IssuedLeaf, Failure> {
@@ -178,87 +207,4 @@ fn previous_leaf(chain_pem: &[u8], key_pem: &[u8]) -> Result<IssuedLeaf, Failure
         .into());
     }
     Ok(IssuedLeaf { cert, key })
-}
-
-/// The serving chain (leaf first, then bridge B when needed) as PEM.
-/// Borrowed: valid until `leaf` is freed. NULL gives an empty view.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_chain_pem(leaf: *const pki_leaf) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, pki_bytes::EMPTY, |l| l.chain_pem.view()) }
-}
-
-/// The leaf's private key as PKCS#8 PEM. Borrowed: valid until `leaf` is
-/// freed (which zeroes it). NULL gives an empty view.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_key_pem(leaf: *const pki_leaf) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, pki_bytes::EMPTY, |l| l.key_pem.view()) }
-}
-
-/// Why the leaf was (re-)issued; `PKI_LEAF_UP_TO_DATE` when it was not.
-/// NULL gives `PKI_LEAF_UP_TO_DATE`.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_reason_code(leaf: *const pki_leaf) -> pki_leaf_reason {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, pki_leaf_reason::PKI_LEAF_UP_TO_DATE, |l| l.reason) }
-}
-
-/// The reason as one line of text (`"up to date"`, `"expires soon (…)"`…).
-/// Borrowed: valid until `leaf` is freed. NULL gives an empty view.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_reason_message(leaf: *const pki_leaf) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, pki_bytes::EMPTY, |l| l.reason_message.view()) }
-}
-
-/// The leaf's NotAfter (Unix seconds). NULL gives 0.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_not_after(leaf: *const pki_leaf) -> i64 {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, 0, |l| l.not_after) }
-}
-
-/// When the leaf becomes due for re-issue (Unix seconds): NotAfter minus
-/// the refresh fraction of its lifetime. NULL gives 0.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_refresh_at(leaf: *const pki_leaf) -> i64 {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(leaf, 0, |l| l.refresh_at) }
-}
-
-/// Frees a leaf and zeroes its key. NULL is accepted (nothing happens).
-/// Views read from it must not be used afterwards.
-///
-/// # Safety
-///
-/// `leaf` must be NULL or a live `pki_leaf` not freed before.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_leaf_free(leaf: *mut pki_leaf) {
-    // SAFETY: NULL or a live handle freed once (contract).
-    unsafe { free(leaf) }
 }

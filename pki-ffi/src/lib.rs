@@ -3,14 +3,17 @@
 //! One surface for every engine (the signer, CA sets, key rings,
 //! credentials):
 //!
-//! - **one step result**: `pki_<engine>_create` and `pki_<engine>_step`
-//!   run pki-rotate's driver over a `pki_store` and return a `pki_step`:
-//!   whether it wrote (`pki_step_changed`), the events
-//!   (`pki_step_events_len`, `pki_step_event`),
-//!   when to step again (`pki_step_next_wake`), the document's revision,
-//!   the rounds it took, the status of the document now in the store as
-//!   JSON, and, for a signer, the signer (`pki_step_signer`), for a
-//!   credential advance, the embedder's next action (`pki_step_action`);
+//! - **one request schema, a few generic functions**: `pki_document_create`,
+//!   `pki_document_step` and `pki_document_read` take a document kind
+//!   (`pki_kind`) and one JSON request of pki-rotate's schema
+//!   (`pki_rotate::request`), run pki-rotate's driver over a `pki_store`,
+//!   and return what a create or step did as one versioned JSON document
+//!   in a `pki_buffer` (pki-rotate's `StepResult`): whether it wrote, the
+//!   events, when to step again, the document's revision, the rounds it
+//!   took, the status of the document now in the store, and after a
+//!   credential advance the embedder's next action. A leaf reconciled
+//!   outside the signer (`pki_leaf_reconcile`) and a consumer's snapshot
+//!   (`pki_snapshot_load`) are JSON documents too;
 //! - **one input style**: every request is one JSON value (pointer and
 //!   length), read into the engine's input with unknown fields refused:
 //!   creates, steps, leaf requests, a replacement CA to validate. Data
@@ -50,12 +53,11 @@ mod bundle;
 mod cred;
 mod document;
 mod error;
-mod etcd;
 #[cfg(test)]
 mod go_gen;
 mod keys;
 mod leaf;
-mod sealed;
+mod open;
 mod secret;
 mod set;
 mod signer;
@@ -69,39 +71,26 @@ pub use bundle::{
     pki_bundle, pki_bundle_export, pki_bundle_free, pki_bundle_from_pem, pki_bundle_len,
     pki_bundle_merge, pki_bundle_output, pki_bundle_prune_expired,
 };
-pub use cred::{pki_cred_create, pki_cred_output, pki_cred_read, pki_cred_step};
+pub use cred::pki_cred_output;
 pub use document::{pki_document_create, pki_document_read, pki_document_step, pki_kind};
 pub use error::{pki_last_error, pki_last_error_length, pki_result, pki_result_name};
-pub use etcd::pki_store_open_etcd;
-pub use keys::{
-    pki_keyring_create, pki_keyring_output, pki_keyring_read, pki_keyring_sign, pki_keyring_step,
-    pki_keyring_verify,
-};
-pub use leaf::{
-    pki_leaf, pki_leaf_chain_pem, pki_leaf_free, pki_leaf_key_pem, pki_leaf_not_after,
-    pki_leaf_reason, pki_leaf_reason_code, pki_leaf_reason_message, pki_leaf_reconcile,
-    pki_leaf_refresh_at,
-};
+pub use keys::{pki_keyring_output, pki_keyring_sign, pki_keyring_verify};
+pub use leaf::{pki_leaf_reason, pki_leaf_reconcile};
+pub use open::pki_store_open;
 pub use secret::{
     pki_secret, pki_secret_entry, pki_secret_free, pki_secret_len, pki_secret_new, pki_secret_set,
 };
-pub use set::{pki_set_create, pki_set_output, pki_set_read, pki_set_step};
+pub use set::pki_set_output;
 pub use signer::{
     pki_lineage, pki_lineage_rule, pki_signer, pki_signer_bundle, pki_signer_check_lineage,
-    pki_signer_create, pki_signer_free, pki_signer_from_secret, pki_signer_from_state,
-    pki_signer_load, pki_signer_output, pki_signer_step, pki_signer_to_secret, pki_signer_to_state,
-    pki_signer_validate, pki_step_signer,
+    pki_signer_free, pki_signer_from_secret, pki_signer_from_state, pki_signer_load,
+    pki_signer_output, pki_signer_to_secret, pki_signer_to_state, pki_signer_validate,
 };
-pub use step::{
-    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
-    PKI_CRED_ACTION_WAIT, PKI_CRED_ADVANCE_MAX_STEPS, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY,
-    PKI_CRED_WAIT_GRACE, PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action, pki_event, pki_step,
-    pki_step_action, pki_step_attempts, pki_step_changed, pki_step_event, pki_step_events_len,
-    pki_step_free, pki_step_next_wake, pki_step_revision, pki_step_status_json,
-};
+pub use snapshot::pki_snapshot_load;
+pub use step::PKI_CRED_ADVANCE_MAX_STEPS;
 pub use store::{
-    pki_store, pki_store_callbacks, pki_store_free, pki_store_new_callbacks, pki_store_open,
-    pki_store_reply, pki_store_reply_set, pki_store_reply_set_message,
+    pki_store, pki_store_callbacks, pki_store_free, pki_store_new_callbacks, pki_store_reply,
+    pki_store_reply_set, pki_store_reply_set_message,
 };
 pub use verify::{pki_purpose, pki_verify_chain};
 

@@ -3,45 +3,19 @@
 //! the status or the per-target plan. Every change is one `Driver::step` of
 //! pki-rotate's `SetEngine`: a refused step leaves the store unchanged.
 
-use crate::abi::{handle, into_handle, json_in, json_or_default, key_in, os_rng, time_in};
+use crate::abi::os_rng;
 use crate::buffer::pki_buffer;
-use crate::error::{Failure, pki_result};
-use crate::step::{pki_step, status_json};
+use crate::error::Failure;
+use crate::step::status_json;
 use crate::store::pki_store;
-use pki_rotate::request::StepEvent;
 use pki_rotate::request::{SetCreate, SetStepRequest};
+use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::set::fingerprint;
 use pki_rotate::{SetEngine, SetState};
-use std::ffi::c_char;
 use time::OffsetDateTime;
 
 fn status(doc: &SetState, now: OffsetDateTime) -> String {
     status_json(&doc.status(now))
-}
-
-/// `pki_document_create` with `PKI_KIND_SET`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_create`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_create(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_in::<SetCreate>(input, input_len, "input");
-        now = time_in(now, "now");
-    } create(store, key, &input, now).map(into_handle))
 }
 
 pub(crate) fn create(
@@ -49,7 +23,7 @@ pub(crate) fn create(
     key: &str,
     input: &SetCreate,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let doc = SetState::new(
         &input.cas()?,
         input.algorithm(),
@@ -60,45 +34,22 @@ pub(crate) fn create(
     store.create::<SetEngine>(key, &doc, now, status)
 }
 
-/// `pki_document_step` with `PKI_KIND_SET`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_step`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_step(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_or_default::<SetStepRequest>(input, input_len, "input");
-        now = time_in(now, "now");
-    } step(store, key, &input, now).map(into_handle))
-}
-
 pub(crate) fn step(
     store: &pki_store,
     key: &str,
     input: &SetStepRequest,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let input = input.input(now)?;
     let step = store
         .driver::<SetState>()
         .step::<SetEngine, _>(key, &input, now, &mut os_rng())?;
-    Ok(pki_step::of_driver(step, StepEvent::of, |d| status(d, now)).0)
+    Ok(StepResult::of_step(&step, StepEvent::of, |d| {
+        status(d, now)
+    }))
 }
 
-/// Which report `pki_set_read` writes.
+/// Which report of a CA set `pki_document_read` writes.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum pki_set_output {
@@ -135,29 +86,6 @@ fn plan_json(state: &SetState) -> Result<zeroize::Zeroizing<Vec<u8>>, Failure> {
     Ok(zeroize::Zeroizing::new(
         serde_json::to_vec(&plan).map_err(|e| Failure::invalid(format!("plan: {e}")))?,
     ))
-}
-
-/// `pki_document_read` with `PKI_KIND_SET`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_read`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_set_read(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    output: u32,
-    now: i64,
-    out_buffer: *mut *mut pki_buffer,
-) -> pki_result {
-    ffi!(out_buffer => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        now = time_in(now, "now");
-    } read(store, key, output, now).map(into_handle))
 }
 
 pub(crate) fn read(

@@ -3,20 +3,18 @@
 //! handle (its bundle, lineage checks, a replacement's validation, its
 //! state bytes).
 
-use crate::abi::{
-    bytes_in, free, handle, into_handle, json_in, json_or_default, key_in, os_rng, time_in,
-};
+use crate::abi::{bytes_in, free, handle, into_handle, json_in, key_in, os_rng, time_in};
 use crate::buffer::pki_buffer;
 use crate::bundle::pki_bundle;
 use crate::error::{Failure, pki_result};
 use crate::secret::pki_secret;
-use crate::step::{pki_step, status_json};
+use crate::step::status_json;
 use crate::store::pki_store;
 use pki_core::{Certificate, LineageRule};
-use pki_rotate::request::StepEvent;
 use pki_rotate::request::{
     SignerCreate, SignerPolicyFields, SignerRequest, SignerStep, ValidateRequest,
 };
+use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
@@ -29,7 +27,7 @@ use time::OffsetDateTime;
 /// A signer's whole state: its CA (certificate and key), bridges, bundle,
 /// forced-rotation reason, leaves and history, as read from a store, a step
 /// or saved bytes. Immutable, so one handle may be read from several
-/// threads at once; changes go through `pki_signer_step`.
+/// threads at once; changes go through `pki_document_step`.
 ///
 /// Free with `pki_signer_free`.
 pub struct pki_signer {
@@ -92,13 +90,12 @@ fn signer_status(doc: &SignerState, now: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// A signer step as the ABI hands it out, with the document.
+/// What a signer step did, with the status of the signer now stored.
 fn signer_step<E: serde::Serialize + std::fmt::Display>(
-    step: pki_rotate::Step<SignerState, E>,
+    step: &pki_rotate::Step<SignerState, E>,
     now: OffsetDateTime,
-) -> pki_step {
-    let (out, doc) = pki_step::of_driver(step, StepEvent::of, |d| signer_status(d, now));
-    out.with_signer(doc)
+) -> StepResult {
+    StepResult::of_step(step, StepEvent::of, |d| signer_status(d, now))
 }
 
 pub(crate) fn create(
@@ -106,10 +103,9 @@ pub(crate) fn create(
     key: &str,
     input: &SignerCreate,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let doc = input.document(now, &mut os_rng())?;
-    let step = store.create::<SignerEngine>(key, &doc, now, signer_status)?;
-    Ok(step.with_signer(doc))
+    store.create::<SignerEngine>(key, &doc, now, signer_status)
 }
 
 pub(crate) fn step(
@@ -117,24 +113,24 @@ pub(crate) fn step(
     key: &str,
     input: &SignerStep,
     now: OffsetDateTime,
-) -> Result<pki_step, Failure> {
+) -> Result<StepResult, Failure> {
     let driver = store.driver::<SignerState>();
     let rng = &mut os_rng();
     let step = match input.request()? {
         SignerRequest::UnlessIdle(signer_input) => {
             return Ok(
                 match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
-                    Stepped::Idle(idle) => pki_step::idle(&idle),
-                    Stepped::Step(step) => signer_step(step, now),
-                    // Its status and signer are the part's (the head and the
-                    // named leaves).
-                    Stepped::Part(step) => signer_step(step, now).by_parts(),
+                    Stepped::Idle(idle) => StepResult::idle(&idle),
+                    Stepped::Step(step) => signer_step(&step, now),
+                    // Its status is the part's (the head and the named
+                    // leaves).
+                    Stepped::Part(step) => signer_step(&step, now).by_parts(),
                 },
             );
         }
         SignerRequest::Ack(ack) => {
             return Ok(signer_step(
-                driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
+                &driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
                 now,
             ));
         }
@@ -164,62 +160,12 @@ pub(crate) fn step(
             driver.step::<AbiSigner, _>(key, &abi, now, rng)?
         }
     };
-    Ok(signer_step(step, now))
-}
-
-/// `pki_document_create` with `PKI_KIND_SIGNER`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_create`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_signer_create(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_in::<SignerCreate>(input, input_len, "input");
-        now = time_in(now, "now");
-    } create(store, key, &input, now).map(into_handle))
-}
-
-/// `pki_document_step` with `PKI_KIND_SIGNER`: the same arguments, the
-/// same request, the same result. Kept while callers move to the generic
-/// functions; new code calls those.
-///
-/// # Safety
-///
-/// As for `pki_document_step`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_signer_step(
-    store: *const pki_store,
-    key: *const c_char,
-    key_len: usize,
-    input: *const c_char,
-    input_len: usize,
-    now: i64,
-    out_step: *mut *mut pki_step,
-) -> pki_result {
-    ffi!(out_step => {
-        store = handle(store, "store");
-        key = key_in(key, key_len);
-        input = json_or_default::<SignerStep>(input, input_len, "input");
-        now = time_in(now, "now");
-    } step(store, key, &input, now).map(into_handle))
+    Ok(signer_step(&step, now))
 }
 
 /// Reads the signer document at `key` in `store` without changing it.
 ///
-/// `key` is as for `pki_signer_create`; `store` and `key` are borrowed.
+/// `key` is as for `pki_document_create`; `store` and `key` are borrowed.
 ///
 /// On success the caller owns `*out_signer` and frees it with
 /// `pki_signer_free`, and, when `out_revision` is not NULL,
@@ -320,7 +266,7 @@ pub unsafe extern "C" fn pki_signer_from_state(
 /// Saves a signer as its versioned state bytes: one JSON document with the
 /// kind and format version, the policy, the leaves, the history and every
 /// certificate and key as PEM. It holds the CA's private key: store it as a
-/// secret. `pki_signer_create` takes it back as `{"state": …}`.
+/// secret. `pki_document_create` takes it back as `{"state": …}`.
 ///
 /// `signer` is borrowed. On success the caller owns `*out_state` and frees
 /// it with `pki_buffer_free` (which zeroes it).
@@ -376,7 +322,7 @@ pub unsafe extern "C" fn pki_signer_bundle(
 ///
 /// `input` is `input_len` bytes of JSON: `{"ca": PEM, "key": PEM, "chain":
 /// PEM, "current_keys": PEM, "proposed_keys": PEM}`, as `rotate_to` of
-/// `pki_signer_step` without `force`. `ca` is required; the others are
+/// a signer's `pki_document_step` without `force`. `ca` is required; the others are
 /// optional. `current_keys` are the service-account keys tokens are
 /// verified with today (absent: no key ring to keep), `proposed_keys` the
 /// set that comes with the replacement (absent: unchanged): `PUBLIC KEY`
@@ -387,7 +333,7 @@ pub unsafe extern "C" fn pki_signer_bundle(
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (malformed input), `PKI_RESULT_TIME`, the
-/// PEM and import results of `pki_signer_create`'s `import` (also for a
+/// PEM and import results of a signer create's `import` (also for a
 /// malformed key set), or `PKI_RESULT_PANIC`.
 ///
 /// # Safety
@@ -524,35 +470,6 @@ pub(crate) fn first_certificate(pem: &[u8]) -> Result<Certificate, Failure> {
         })
 }
 
-/// The signer document now in the store after a signer's create or step,
-/// as a new handle.
-///
-/// On success the caller owns `*out_signer` and frees it with
-/// `pki_signer_free`; it stays valid after the step is freed.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_NOT_FOUND` (the step is another engine's) or
-/// `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `step` must be NULL or a live `pki_step`; `out_signer` NULL or valid for
-/// one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_step_signer(
-    step: *const pki_step,
-    out_signer: *mut *mut pki_signer,
-) -> pki_result {
-    ffi!(out_signer => {
-        step = handle(step, "step");
-    } {
-        let state = step.signer().cloned().ok_or_else(|| {
-            Failure::new(pki_result::PKI_RESULT_NOT_FOUND, "the step is not a signer's")
-        })?;
-        Ok::<_, Failure>(into_handle(pki_signer { state }))
-    })
-}
-
 /// Saves a signer as Secret-shaped named blobs (see the table in the
 /// README): `tls.crt`, `tls.key`, `ca-bundle.crt`, `intermediate-ca.crt`
 /// (after a rotation), `forced-rotation-reason` (after a forced rotation),
@@ -613,6 +530,3 @@ pub unsafe extern "C" fn pki_signer_from_secret(
         Ok::<_, Failure>(into_handle(pki_signer { state }))
     })
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,22 +1,38 @@
 //! What a consumer loads, in one consistent read: a leaf's chain and key
 //! from the same generation and its trust bundle, with the bundle's token
-//! for `pki_signer_step`'s `ack`.
+//! for a signer step's `ack`.
 
-use crate::abi::{free, getter, into_handle, str_in};
-use crate::buffer::{CText, pki_bytes};
+use crate::abi::{into_handle, str_in};
+use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
 use pki_reload::{CertFiles, ReloadError, Snapshot};
 use std::ffi::c_char;
 use std::path::PathBuf;
 
-/// One consistent view of a consumer's files (see `pki_snapshot_load`).
-/// Immutable: may be read from several threads at once. Free with
-/// `pki_snapshot_free`, which zeroes the key.
-pub struct pki_snapshot {
-    chain: CText,
-    key: CText,
-    bundle: CText,
-    fingerprint: CText,
+/// One consistent view of a consumer's files (see `pki_snapshot_load`),
+/// the JSON object its buffer holds.
+#[derive(serde::Serialize)]
+struct SnapshotJson<'a> {
+    /// The schema version (`pki_rotate::request::REQUEST_VERSION`).
+    version: u32,
+    /// The chain (PEM, leaf first) as read.
+    chain_pem: &'a str,
+    /// The leaf's private key (PEM) as read, matching the chain's leaf.
+    key_pem: &'a str,
+    /// The trust bundle (PEM) as read.
+    bundle_pem: &'a str,
+    /// The bundle's token, 64 lowercase hex characters.
+    fingerprint: &'a str,
+}
+
+/// A key file as text: UTF-8, or a failure naming it.
+fn text<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, Failure> {
+    std::str::from_utf8(bytes).map_err(|_| {
+        Failure::new(
+            pki_result::PKI_RESULT_PEM,
+            format!("{what} is not UTF-8 text"),
+        )
+    })
 }
 
 impl From<ReloadError> for Failure {
@@ -44,8 +60,12 @@ impl From<ReloadError> for Failure {
 /// `client-ca/CA.crt`). Paths are UTF-8, borrowed for the call.
 ///
 /// On success the caller owns `*out_snapshot` and frees it with
-/// `pki_snapshot_free`. A consumer polls: load again, and swap when
-/// `pki_snapshot_fingerprint` or the chain differs.
+/// `pki_buffer_free` (which zeroes it): one JSON object, `{"version": 1,
+/// "chain_pem": PEM (leaf first), "key_pem": PEM (the leaf's key),
+/// "bundle_pem": PEM, "fingerprint": "64 lowercase hex"}`; the
+/// fingerprint is `pki fingerprint --bundle` of the same certificates, and
+/// what a signer step's `ack` takes. A consumer polls: load again, and
+/// swap when the fingerprint or the chain differs.
 ///
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (a path that is not UTF-8),
@@ -66,7 +86,7 @@ pub unsafe extern "C" fn pki_snapshot_load(
     key_path_len: usize,
     bundle_path: *const c_char,
     bundle_path_len: usize,
-    out_snapshot: *mut *mut pki_snapshot,
+    out_snapshot: *mut *mut pki_buffer,
 ) -> pki_result {
     ffi!(out_snapshot => {
         cert = str_in(cert_path, cert_path_len, "cert_path");
@@ -78,74 +98,16 @@ pub unsafe extern "C" fn pki_snapshot_load(
             key: PathBuf::from(key),
         };
         let s = Snapshot::read(&files, &[PathBuf::from(bundle)])?;
-        Ok::<_, Failure>(into_handle(pki_snapshot {
-            chain: CText::from_bytes(&s.chain_pem),
-            key: CText::from_bytes(&s.key_pem),
-            bundle: CText::from_bytes(&s.bundle_pem),
-            fingerprint: CText::new(&s.fingerprint),
-        }))
+        let json = serde_json::to_vec(&SnapshotJson {
+            version: pki_rotate::request::REQUEST_VERSION,
+            // Text between PEM blocks is read as it comes (RFC 7468).
+            chain_pem: &String::from_utf8_lossy(&s.chain_pem),
+            key_pem: text(&s.key_pem, "the key")?,
+            bundle_pem: &String::from_utf8_lossy(&s.bundle_pem),
+            fingerprint: &s.fingerprint,
+        })
+        .map_err(|e| Failure::new(pki_result::PKI_RESULT_UNEXPECTED, e.to_string()))?;
+        let json = zeroize::Zeroizing::new(json);
+        Ok::<_, Failure>(into_handle(pki_buffer::new(&json)))
     })
-}
-
-/// The chain (PEM, leaf first) as read. Borrowed: valid until `snapshot`
-/// is freed. NULL gives an empty view.
-///
-/// # Safety
-///
-/// `snapshot` must be NULL or a live `pki_snapshot`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_snapshot_chain_pem(snapshot: *const pki_snapshot) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(snapshot, pki_bytes::EMPTY, |s| s.chain.view()) }
-}
-
-/// The leaf's private key (PEM) as read, matching the chain's leaf.
-/// Borrowed: valid until `snapshot` is freed (which zeroes it). NULL gives
-/// an empty view.
-///
-/// # Safety
-///
-/// `snapshot` must be NULL or a live `pki_snapshot`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_snapshot_key_pem(snapshot: *const pki_snapshot) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(snapshot, pki_bytes::EMPTY, |s| s.key.view()) }
-}
-
-/// The trust bundle (PEM) as read. Borrowed: valid until `snapshot` is
-/// freed. NULL gives an empty view.
-///
-/// # Safety
-///
-/// `snapshot` must be NULL or a live `pki_snapshot`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_snapshot_bundle_pem(snapshot: *const pki_snapshot) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(snapshot, pki_bytes::EMPTY, |s| s.bundle.view()) }
-}
-
-/// The bundle's token as 64 lowercase hex characters: `pki fingerprint
-/// --bundle` of the same certificates, and what `pki_signer_step`'s `ack`
-/// takes. Borrowed: valid until `snapshot` is freed. NULL gives an empty
-/// view.
-///
-/// # Safety
-///
-/// `snapshot` must be NULL or a live `pki_snapshot`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_snapshot_fingerprint(snapshot: *const pki_snapshot) -> pki_bytes {
-    // SAFETY: NULL or a live handle (contract).
-    unsafe { getter(snapshot, pki_bytes::EMPTY, |s| s.fingerprint.view()) }
-}
-
-/// Frees a snapshot and zeroes its key. NULL is accepted (nothing
-/// happens). Views read from it must not be used afterwards.
-///
-/// # Safety
-///
-/// `snapshot` must be NULL or a live `pki_snapshot` not freed before.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_snapshot_free(snapshot: *mut pki_snapshot) {
-    // SAFETY: NULL or a live handle freed once (contract).
-    unsafe { free(snapshot) }
 }

@@ -2,7 +2,7 @@
 //!
 //! A `pki_store` is one of pki-rotate's stores behind an opaque handle:
 //!
-//! - `pki_store_open`: a directory (`FsStore`, the layout the CLI and
+//! - `pki_store_open` (`open.rs`): a directory (`FsStore`, the layout the CLI and
 //!   consumers read, committed atomically), a store URL
 //!   (`etcd://HOST:PORT/PREFIX`, the etcd store of pki-etcd: several
 //!   controller replicas may step the same document at once; exactly one
@@ -28,8 +28,8 @@
 use crate::abi::{bytes_in, free, handle, handle_mut, into_handle, opt_str, os_rng};
 use crate::error::{Failure, pki_result};
 use crate::secret::pki_secret;
-use crate::step::pki_step;
 use pki_rotate::Engine;
+use pki_rotate::request::StepResult;
 use pki_rotate::{Document, Files, SecretData, Summary};
 use pki_rotate::{
     Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
@@ -51,61 +51,30 @@ pub struct pki_store {
 /// What `pki_store_open` names as an in-memory store.
 const MEMORY_LOCATION: &str = "memory:";
 
-/// Opens the store `location` names (`location_len` bytes, no NUL needed),
-/// as the CLI's `DIR` argument does:
-///
-/// - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` (the etcd store:
-///   every key lives under `PREFIX/`; writes are compare-and-swap
-///   transactions on the document's revision, so controller replicas in
-///   several processes may step the same document at once). The server is
-///   contacted here with a bounded timeout (5 s): an unreachable server
-///   fails now, not at the first step. Any `SCHEME://` is read as a URL;
-///   `etcds://`, a client certificate or an etcd user need
-///   `pki_store_open_etcd`, which takes them as options;
-/// - `memory:`: a new, empty store in memory, whose documents live as long
-///   as the store (tests, and programs that copy documents in and out);
-/// - anything else: the directory store at that path, created (mode 0700)
-///   when missing. It is the CLI's layout (`signer/tls.crt`,
-///   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
-///   every write switches to a complete new generation in one atomic
-///   rename, under an exclusive lock. (A directory whose name looks like a
-///   URL or is `memory:` is reached as `./memory:`.)
-///
-/// On success the caller owns `*out_store` and frees it with
-/// `pki_store_free`.
-///
-/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
-/// `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
-/// valid store URL: the message says which part), `PKI_RESULT_STORE` (the
-/// directory cannot be created, the server cannot be reached) or
-/// `PKI_RESULT_PANIC`.
-///
-/// # Safety
-///
-/// `location` must be NULL or valid for `location_len` bytes; `out_store`
-/// NULL or valid for one write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pki_store_open(
-    location: *const c_char,
-    location_len: usize,
-    out_store: *mut *mut pki_store,
-) -> pki_result {
-    ffi!(out_store => {
-        location = bytes_in(location.cast::<u8>(), location_len, "location");
-    } open(location).map(into_handle))
+/// Whether `pki_store_open` reads `location` as a store URL: any
+/// `SCHEME://`.
+pub(crate) fn is_url(location: &[u8]) -> bool {
+    location.windows(3).any(|w| w == b"://")
 }
 
-fn open(location: &[u8]) -> Result<pki_store, Failure> {
-    // Without a key, a store holding sealed values is refused by name.
-    open_with(location, pki_rotate::SealingKeys::none())
-}
-
-/// The store `location` names, its private material sealed with `keys`.
+/// The store `location` names (memory or a directory; a URL is
+/// `crate::open`'s), its private material sealed with `keys`.
 pub(crate) fn open_with(
     location: &[u8],
     keys: pki_rotate::SealingKeys,
 ) -> Result<pki_store, Failure> {
-    let (store, directory) = open_files(location)?;
+    if location.is_empty() {
+        return Err(Failure::invalid("parameter `location` is empty"));
+    }
+    let (store, directory): (Box<dyn Store + Send + Sync>, bool) =
+        if location == MEMORY_LOCATION.as_bytes() {
+            (Box::new(MemoryStore::new()), false)
+        } else {
+            let path = std::path::Path::new(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(location),
+            );
+            (Box::new(FsStore::open_or_create(path)?), true)
+        };
     Ok(pki_store {
         backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
             store,
@@ -114,30 +83,6 @@ pub(crate) fn open_with(
             directory,
         ))),
     })
-}
-
-/// The store `location` names, and whether it is a directory.
-pub(crate) fn open_files(location: &[u8]) -> Result<(Box<dyn Store + Send + Sync>, bool), Failure> {
-    if location.is_empty() {
-        return Err(Failure::invalid("parameter `location` is empty"));
-    }
-    let files: Box<dyn Store + Send + Sync> = if location == MEMORY_LOCATION.as_bytes() {
-        Box::new(MemoryStore::new())
-    } else if location.windows(3).any(|w| w == b"://") {
-        let url = std::str::from_utf8(location)
-            .map_err(|_| Failure::invalid("parameter `location`: a store URL must be UTF-8"))?;
-        Box::new(pki_etcd::EtcdStore::from_url(url).map_err(|e| match e {
-            pki_etcd::OpenError::Url(e) => Failure::invalid(e.to_string()),
-            pki_etcd::OpenError::Store(e) => Failure::from(e),
-            other => Failure::new(pki_result::PKI_RESULT_STORE, other.to_string()),
-        })?)
-    } else {
-        let path = std::path::Path::new(
-            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(location),
-        );
-        return Ok((Box::new(FsStore::open_or_create(path)?), true));
-    };
-    Ok((files, false))
 }
 
 /// Frees a store. NULL is accepted (nothing happens). A callback store
@@ -525,13 +470,13 @@ impl pki_store {
         doc: &E::Document,
         now: OffsetDateTime,
         status: impl FnOnce(&E::Document, OffsetDateTime) -> String,
-    ) -> Result<pki_step, Failure> {
+    ) -> Result<StepResult, Failure> {
         let revision = self.driver::<E::Document>().create_at::<E>(key, doc, now)?;
         let next_wake = match E::step(doc, &E::Input::default(), now, &mut os_rng()) {
             Ok(outcome) if !outcome.changed() => outcome.next_wake,
             _ => now,
         };
-        Ok(pki_step::new(
+        Ok(StepResult::new(
             true,
             next_wake,
             1,

@@ -363,7 +363,7 @@ fn readmes_name_only_c_functions_types_and_constants_the_header_declares() {
         "PKI_STORE_KEY_FILE",
     ];
     let declared = header_names();
-    assert!(declared.contains("pki_signer_step") && declared.contains("PKI_RESULT_OK"));
+    assert!(declared.contains("pki_document_step") && declared.contains("PKI_RESULT_OK"));
     let mut stale = Vec::new();
     for readme in ["README.md", "pki-ffi/README.md"] {
         let text = std::fs::read_to_string(workspace_root().join(readme))

@@ -1,4 +1,4 @@
-//! `pki_store_open_etcd` against an etcd that requires mutual TLS and a
+//! `pki_store_open` with etcd options against an etcd that requires mutual TLS and a
 //! user (started here, on certificates pki issued): the options as JSON,
 //! files or PEM, a signer stepped through it, and a refused client or a bad
 //! password as `PKI_RESULT_STORE` with a message saying which.
@@ -19,7 +19,7 @@ use std::ptr;
 fn open(url: &str, options: &str) -> (pki_result, *mut pki_store, String) {
     let mut store = ptr::null_mut();
     let r = unsafe {
-        pki_store_open_etcd(
+        pki_store_open(
             url.as_ptr().cast(),
             url.len(),
             options.as_ptr().cast(),
@@ -92,7 +92,7 @@ fn a_store_opened_with_tls_and_a_user_steps_a_signer() {
             &mut created,
         );
         assert_eq!(r, pki_result::PKI_RESULT_OK);
-        pki_step_free(created);
+        pki_buffer_free(created);
         pki_store_free(store);
     }
     assert!(

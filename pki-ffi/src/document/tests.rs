@@ -5,8 +5,9 @@
 
 use super::*;
 use crate::error::with_last_error;
-use crate::step::{pki_step_changed, pki_step_free};
-use crate::store::{pki_store_free, pki_store_open};
+use crate::open::pki_store_open;
+use crate::step::take_result;
+use crate::store::pki_store_free;
 use pki_result::*;
 
 const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
@@ -20,7 +21,7 @@ type Entry = unsafe extern "C" fn(
     *const c_char,
     usize,
     i64,
-    *mut *mut pki_step,
+    *mut *mut pki_buffer,
 ) -> pki_result;
 
 /// Steps (or creates) `kind` at `key` in a fresh memory store with
@@ -33,7 +34,7 @@ fn run(
 ) -> (pki_result, bool, String) {
     let mut store = std::ptr::null_mut();
     // SAFETY: a valid location and out pointer.
-    let opened = unsafe { pki_store_open(c"memory:".as_ptr(), 7, &mut store) };
+    let opened = unsafe { pki_store_open(c"memory:".as_ptr(), 7, std::ptr::null(), 0, &mut store) };
     assert_eq!(opened, PKI_RESULT_OK);
     let call = |f: Entry, req: &str| {
         let mut step = std::ptr::null_mut();
@@ -50,10 +51,7 @@ fn run(
                 &mut step,
             )
         };
-        // SAFETY: NULL or the step written above.
-        let changed = unsafe { pki_step_changed(step) };
-        // SAFETY: NULL or the step written above, freed once.
-        unsafe { pki_step_free(step) };
+        let changed = take_result(step).is_some_and(|r| r.changed);
         (r, changed, with_last_error(str::to_string))
     };
     if let Some(create) = create_first {
@@ -102,3 +100,6 @@ fn an_unknown_kind_version_or_field_is_refused_by_name() {
     assert_eq!(r.0, PKI_RESULT_INVALID_ARGUMENT);
     assert!(r.2.contains("unknown field `retyre`"), "{}", r.2);
 }
+
+mod cred;
+mod signer;

@@ -12,9 +12,6 @@ namespace {
 struct store_deleter {
   void operator()(pki_store *s) const { pki_store_free(s); }
 };
-struct step_deleter {
-  void operator()(pki_step *s) const { pki_step_free(s); }
-};
 struct signer_deleter {
   void operator()(pki_signer *s) const { pki_signer_free(s); }
 };
@@ -37,22 +34,26 @@ std::string last_error() {
 int main() {
   const std::string location = "memory:";
   pki_store *store_raw = nullptr;
-  if (pki_store_open(location.data(), location.size(), &store_raw) != PKI_RESULT_OK) {
+  if (pki_store_open(location.data(), location.size(), nullptr, 0, &store_raw) != PKI_RESULT_OK) {
     return 1;
   }
   std::unique_ptr<pki_store, store_deleter> store(store_raw);
   const std::string key = "signer";
   const std::string input = R"({"common_name": "cpp-ca", "key_type": "p256"})";
-  pki_step *step_raw = nullptr;
+  pki_buffer *step_raw = nullptr;
   // 2026-01-01T00:00:00Z
   if (pki_document_create(store.get(), PKI_KIND_SIGNER, key.data(), key.size(), input.data(), input.size(),
                         1767225600, &step_raw) != PKI_RESULT_OK) {
     std::fprintf(stderr, "pki_document_create: %s\n", last_error().c_str());
     return 1;
   }
-  std::unique_ptr<pki_step, step_deleter> step(step_raw);
+  std::unique_ptr<pki_buffer, buffer_deleter> step(step_raw);
+  if (std::strstr(reinterpret_cast<const char *>(pki_buffer_data(step.get()).data),
+                  "\"changed\":true") == nullptr) {
+    return 1;
+  }
   pki_signer *raw = nullptr;
-  if (pki_step_signer(step.get(), &raw) != PKI_RESULT_OK) {
+  if (pki_signer_load(store.get(), key.data(), key.size(), &raw, nullptr) != PKI_RESULT_OK) {
     return 1;
   }
   std::unique_ptr<pki_signer, signer_deleter> signer(raw);

@@ -61,25 +61,25 @@ static char *export_text(const pki_store *store, uint32_t output) {
  * be NULL) are written on success only. */
 static pki_result ring_step(const pki_store *store, const char *input, size_t input_len,
                             int64_t now, bool *changed, int64_t *next_check) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pki_result r = pki_document_step(store, PKI_KIND_KEYRING, LIT("keys"), input, input_len, now, &step);
   if (r == PKI_RESULT_OK) {
     if (changed != NULL) {
-      *changed = pki_step_changed(step);
+      *changed = step_changed(step);
     }
     if (next_check != NULL) {
-      *next_check = pki_step_next_wake(step);
+      *next_check = step_next_wake(step);
     }
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   return r;
 }
 
 /* Creates the ring at "keys" from `input`; returns the code. */
 static pki_result ring_create(const pki_store *store, const char *input, size_t input_len) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pki_result r = pki_document_create(store, PKI_KIND_KEYRING, LIT("keys"), input, input_len, T0, &step);
-  pki_step_free(step);
+  pki_buffer_free(step);
   return r;
 }
 
@@ -89,7 +89,7 @@ static pki_result ring_create(const pki_store *store, const char *input, size_t 
 static void keyring_rotation(const pki_store *store, const char *label) {
   pki_buffer *token = NULL, *json = NULL, *state = NULL;
   pki_store *copy = NULL;
-  pki_step *created = NULL;
+  pki_buffer *created = NULL;
   char *first, *second, *jwks, *pem;
   char retire[256];
   bool changed = false;
@@ -103,9 +103,9 @@ static void keyring_rotation(const pki_store *store, const char *label) {
   CHECK(token == NULL);
   CHECK_CODE(ring_step(store, NULL, 0, T0, &changed, &next_check), PKI_RESULT_NOT_INITIALIZED);
   CHECK_OK(pki_document_create(store, PKI_KIND_KEYRING, LIT("keys"), LIT(POLICY), T0, &created));
-  CHECK(pki_step_changed(created) && pki_step_next_wake(created) == T0 + 30 * DAY &&
-        strstr((const char *)pki_step_status_json(created).data, "\"active\"") != NULL);
-  pki_step_free(created);
+  CHECK(step_changed(created) && step_next_wake(created) == T0 + 30 * DAY &&
+        strstr(step_status_at(created), "\"active\"") != NULL);
+  pki_buffer_free(created);
   CHECK_CODE(ring_create(store, LIT(POLICY)), PKI_RESULT_ALREADY_INITIALIZED);
   first = export_text(store, PKI_KEYRING_ACTIVE_KID);
   CHECK_OK(pki_keyring_sign(store, LIT("keys"), BLIT("{\"sub\":\"a\"}"), T0, &token));
@@ -155,7 +155,7 @@ static void keyring_rotation(const pki_store *store, const char *label) {
   text_add(&input, LIT("{\"state\": "));
   text_add(&input, (const char *)pki_buffer_data(state).data, pki_buffer_data(state).len);
   text_add(&input, LIT("}"));
-  CHECK_OK(pki_store_open(LIT("memory:"), &copy));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &copy));
   CHECK_OK(ring_create(copy, input.data, input.len));
   CHECK_CODE(pki_keyring_verify(copy, LIT("keys"), pki_buffer_data(token).data,
                                 pki_buffer_data(token).len, T0 + 60 + HOUR),
@@ -335,7 +335,7 @@ static void dir_store(const char *dir) {
   char *published, *exported;
 
   snprintf(path, sizeof path, "%s/ring", dir);
-  CHECK_OK(pki_store_open(path, strlen(path), &store));
+  CHECK_OK(pki_store_open(path, strlen(path), NULL, 0, &store));
   if (store == NULL) {
     return;
   }
@@ -361,27 +361,44 @@ struct action {
   char credential[64];
 };
 
+/* The step result's action kinds and wait reasons, as numbers. */
+enum { ACTION_MINT = 1, ACTION_REVOKE, ACTION_WAIT, ACTION_REVOKE_STRAY };
+enum { WAIT_EXPIRY = 1, WAIT_GRACE, WAIT_BACKOFF, WAIT_MINT_ELSEWHERE };
+
+/* The number of `name` in `names` (1-based); 0 when absent. */
+static uint32_t name_number(const char *name, const char *const *names, uint32_t n) {
+  uint32_t i;
+  for (i = 0; i < n; i++) {
+    if (strcmp(name, names[i]) == 0) {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
 /* An advance of the credential "db" (`input` NULL, or with an owner). */
 static struct action advance(const pki_store *store, const char *input, int64_t now) {
   struct action a;
-  pki_step *step = NULL;
-  pki_cred_action action;
+  static const char *const kinds[] = {"mint", "revoke", "wait", "revoke_stray"};
+  static const char *const reasons[] = {"expiry", "grace", "backoff", "mint_elsewhere"};
+  pki_buffer *step = NULL;
+  step_action_t action;
   memset(&a, 0, sizeof a);
   a.result = pki_document_step(store, PKI_KIND_CRED, LIT("db"), input, input ? strlen(input) : 0, now, &step);
   if (a.result != PKI_RESULT_OK) {
     return a;
   }
-  CHECK_OK(pki_step_action(step, &action));
-  a.kind = action.kind;
+  CHECK(step_action(step, &action));
+  a.kind = name_number(action.kind, kinds, 4);
   a.rotation = action.rotation;
   a.attempt = action.attempt;
-  a.wait_until = pki_step_next_wake(step);
-  a.wait_reason = action.wait_reason;
-  if (action.credential.len > 0 && action.credential.len < sizeof a.credential) {
-    memcpy(a.credential, action.credential.data, action.credential.len);
+  a.wait_until = step_next_wake(step);
+  a.wait_reason = name_number(action.wait_reason, reasons, 4);
+  if (action.credential_len > 0 && action.credential_len < sizeof a.credential) {
+    memcpy(a.credential, action.credential, action.credential_len);
   }
-  CHECK_CODE(pki_step_action(step, NULL), PKI_RESULT_NULL_PARAMETER);
-  pki_step_free(step);
+  CHECK(a.kind != 0);
+  pki_buffer_free(step);
   return a;
 }
 
@@ -403,30 +420,30 @@ static struct action next_as(const pki_store *store, const char *owner, int64_t 
 /* A report (JSON text) about the credential "db"; the step is a report's:
  * no action. */
 static pki_result report(const pki_store *store, const char *input, int64_t now) {
-  pki_step *step = NULL;
-  pki_cred_action action;
+  pki_buffer *step = NULL;
+  step_action_t action;
   pki_result r = pki_document_step(store, PKI_KIND_CRED, LIT("db"), input, strlen(input), now, &step);
   if (r == PKI_RESULT_OK) {
-    CHECK_CODE(pki_step_action(step, &action), PKI_RESULT_NOT_FOUND);
+    CHECK(!step_action(step, &action));
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   return r;
 }
 
 static pki_result cred_create(const pki_store *store, const char *name, const char *input) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pki_result r = pki_document_create(store, PKI_KIND_CRED, name, strlen(name), input, strlen(input), T0, &step);
-  pki_step_free(step);
+  pki_buffer_free(step);
   return r;
 }
 
 static void credentials(void) {
   pki_store *store = NULL;
   pki_buffer *json = NULL, *current = NULL;
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   struct action a;
 
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   if (store == NULL) {
     return;
   }
@@ -439,21 +456,21 @@ static void credentials(void) {
   CHECK_OK(pki_document_create(store, PKI_KIND_CRED, LIT("db"), LIT("{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
                            T0, &step));
   /* A new credential: a mint is due at once. */
-  CHECK(pki_step_changed(step) && pki_step_next_wake(step) == T0 &&
-        strstr((const char *)pki_step_status_json(step).data, "\"name\":\"db\"") != NULL);
-  pki_step_free(step);
+  CHECK(step_changed(step) && step_next_wake(step) == T0 &&
+        strstr(step_status_at(step), "\"name\":\"db\"") != NULL);
+  pki_buffer_free(step);
   CHECK_CODE(cred_create(store, "db", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"),
              PKI_RESULT_ALREADY_INITIALIZED);
 
   a = next(store, T0);
-  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 1 && a.attempt == 1);
+  CHECK(a.kind == ACTION_MINT && a.rotation == 1 && a.attempt == 1);
   /* The mint made "user-1:pw", then timed out: it must be revoked. */
   CHECK_OK(report(store,
                   "{\"mint_failed\": {\"rotation\": 1, \"attempt\": 1, \"message\": \"timed out\", "
                   "\"captured\": \"user-1:pw\\n\"}}",
                   T0));
   a = next(store, T0 + 30);
-  CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
+  CHECK(a.kind == ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "user-1:pw") == 0);
   CHECK_OK(pki_document_read(store, PKI_KIND_CRED, LIT("db"), PKI_CRED_STATUS, T0 + 30, &json));
   CHECK(json != NULL && contains(pki_buffer_data(json), "\"strays\":[{\"rotation\":1") &&
@@ -461,7 +478,7 @@ static void credentials(void) {
   pki_buffer_free(json);
   CHECK_OK(report(store, "{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}", T0 + 30));
   a = next(store, T0 + 30);
-  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.attempt == 2);
+  CHECK(a.kind == ACTION_MINT && a.attempt == 2);
   /* A report of an attempt that never started is refused; a late report of
    * attempt 1 (another replica's mint, reported after the document moved
    * on) is kept as a stray and revoked: never dropped. */
@@ -474,7 +491,7 @@ static void credentials(void) {
                   "{\"minted\": {\"rotation\": 1, \"attempt\": 2, \"credential\": \"user-2:pw\"}}",
                   T0 + 30));
   a = next(store, T0 + 30);
-  CHECK(a.kind == PKI_CRED_ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
+  CHECK(a.kind == ACTION_REVOKE_STRAY && a.rotation == 1 && a.attempt == 1 &&
         strcmp(a.credential, "x") == 0);
   CHECK_OK(report(store, "{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}", T0 + 30));
   CHECK_CODE(pki_document_read(store, PKI_KIND_CRED, LIT("db"), PKI_CRED_CURRENT, T0, NULL),
@@ -485,31 +502,31 @@ static void credentials(void) {
 
   /* One rotation: mint, grace, revoke of the old one. */
   a = next(store, T0 + 30 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 2 && a.attempt == 1);
+  CHECK(a.kind == ACTION_MINT && a.rotation == 2 && a.attempt == 1);
   CHECK_OK(report(store,
                   "{\"minted\": {\"rotation\": 2, \"attempt\": 1, \"credential\": \"user-3:pw\"}}",
                   T0 + 30 + HOUR));
   a = next(store, T0 + 30 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 90 + HOUR &&
-        a.wait_reason == PKI_CRED_WAIT_GRACE);
+  CHECK(a.kind == ACTION_WAIT && a.wait_until == T0 + 90 + HOUR &&
+        a.wait_reason == WAIT_GRACE);
   a = next(store, T0 + 90 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_REVOKE && a.rotation == 1 &&
+  CHECK(a.kind == ACTION_REVOKE && a.rotation == 1 &&
         strcmp(a.credential, "user-2:pw") == 0);
   CHECK_CODE(report(store, "{\"revoked\": {\"rotation\": 2}}", T0 + 90 + HOUR),
              PKI_RESULT_UNEXPECTED_CREDENTIAL_REPORT);
   CHECK_OK(report(store, "{\"revoked\": {\"rotation\": 1}}", T0 + 90 + HOUR));
   a = next(store, T0 + 90 + HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR &&
-        a.wait_reason == PKI_CRED_WAIT_EXPIRY);
+  CHECK(a.kind == ACTION_WAIT && a.wait_until == T0 + 30 + 2 * HOUR &&
+        a.wait_reason == WAIT_EXPIRY);
 
   /* Two replicas with owners: the one that records the attempt mints it;
    * the other waits, and so does a caller without an owner. */
   a = next_as(store, "replica-a", T0 + 30 + 2 * HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_MINT && a.rotation == 3 && a.wait_reason == 0);
+  CHECK(a.kind == ACTION_MINT && a.rotation == 3 && a.wait_reason == 0);
   a = next_as(store, "replica-b", T0 + 30 + 2 * HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  CHECK(a.kind == ACTION_WAIT && a.wait_reason == WAIT_MINT_ELSEWHERE);
   a = next(store, T0 + 30 + 2 * HOUR);
-  CHECK(a.kind == PKI_CRED_ACTION_WAIT && a.wait_reason == PKI_CRED_WAIT_MINT_ELSEWHERE);
+  CHECK(a.kind == ACTION_WAIT && a.wait_reason == WAIT_MINT_ELSEWHERE);
   step = NULL;
   CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, LIT("db"), LIT("{\"advance\": {\"owner\": \"no spaces\"}}"), T0,
                            &step),
@@ -532,12 +549,9 @@ static void credentials(void) {
   CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, NULL, 2, LIT("{\"stray_revoked\": {\"rotation\": 1, \"attempt\": 1}}"),
                            T0, &step),
              PKI_RESULT_NULL_PARAMETER);
-  {
-    pki_cred_action action;
-    CHECK_CODE(pki_step_action(NULL, &action), PKI_RESULT_NULL_PARAMETER);
-    CHECK(pki_step_next_wake(NULL) == 0 && pki_step_events_len(NULL) == 0);
-  }
-  pki_step_free(NULL);
+  CHECK_CODE(pki_document_step(store, PKI_KIND_CRED, LIT("db"), NULL, 0, T0, NULL),
+             PKI_RESULT_NULL_PARAMETER);
+  pki_buffer_free(NULL);
   pki_store_free(store);
 }
 
@@ -548,7 +562,7 @@ static void credential_bound(void) {
   struct fake f;
   pki_store_callbacks cb;
   pki_store *store = NULL;
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   int i;
 
   memset(&f, 0, sizeof f);
@@ -560,7 +574,7 @@ static void credential_bound(void) {
     return;
   }
   CHECK_OK(cred_create(store, "db", "{\"expire_seconds\": 3600, \"grace_seconds\": 60}"));
-  CHECK(next(store, T0).kind == PKI_CRED_ACTION_MINT);
+  CHECK(next(store, T0).kind == ACTION_MINT);
   CHECK_OK(report(store,
                   "{\"minted\": {\"rotation\": 1, \"attempt\": 1, \"credential\": \"user-1:pw\"}}",
                   T0));
@@ -582,12 +596,12 @@ static void credential_bound(void) {
 static void keyring_misuse(void) {
   pki_store *store = NULL;
   pki_buffer *buf = NULL;
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   bool changed = true;
   int64_t next_check = 42;
 
   CHECK_CODE(pki_document_create(NULL, PKI_KIND_KEYRING, LIT("keys"), NULL, 0, T0, &step), PKI_RESULT_NULL_PARAMETER);
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   if (store == NULL) {
     return;
   }
@@ -633,7 +647,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: keys_cred DIR\n");
     return 2;
   }
-  CHECK_OK(pki_store_open(LIT("memory:"), &memory));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &memory));
   if (memory != NULL) {
     keyring_rotation(memory, "memory");
     pki_store_free(memory);

@@ -34,8 +34,8 @@ static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced
                              size_t want_events, int64_t want_next_check,
                              int64_t *trusted_until) {
   pki_signer *next = NULL;
-  pki_step *step = NULL;
-  pki_event ev;
+  pki_buffer *step = NULL;
+  step_event_t ev;
   int64_t next_check;
   text input = {0};
   size_t i;
@@ -49,27 +49,27 @@ static pki_signer *reconcile(pki_signer *signer, int64_t now, const char *forced
   CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input.data, input.len, now, &step));
   text_free(&input);
   stop_if_failed();
-  next_check = pki_step_next_wake(step);
+  next_check = step_next_wake(step);
   if (next_check != want_next_check) {
     fprintf(stderr, "next check at +%llds, want +%llds\n", (long long)(next_check - T0),
             (long long)(want_next_check - T0));
   }
   CHECK(next_check == want_next_check);
   CHECK(step_events(step) == want_events);
-  for (i = 0; i < pki_step_events_len(step); i++) {
-    CHECK_OK(pki_step_event(step, i, &ev));
-    printf("event at +%lldd: %s\n", (long long)((now - T0) / DAY),
-           (const char *)ev.message.data);
-    CHECK(strlen((const char *)ev.message.data) == ev.message.len);
-    if (strcmp((const char *)ev.kind.data, "rotated") == 0 && trusted_until != NULL) {
-      CHECK(strstr((const char *)ev.json.data, "\"previous_trusted_until\":\"") != NULL);
-      *trusted_until = json_time((const char *)ev.json.data, "previous_trusted_until");
+  for (i = 0; i < step_events(step); i++) {
+    CHECK(step_event(step, i, &ev));
+    printf("event at +%lldd: %s\n", (long long)((now - T0) / DAY), ev.message);
+    CHECK(strlen(ev.message) > 0);
+    if (strcmp(ev.kind, "rotated") == 0 && trusted_until != NULL) {
+      CHECK(strstr(ev.json, "\"previous_trusted_until\":\"") != NULL);
+      *trusted_until = json_time(ev.json, "previous_trusted_until");
     }
+    free(ev.json);
   }
   /* Whether the step wrote: exactly when something happened. */
-  CHECK(pki_step_changed(step) == (want_events > 0));
-  CHECK_OK(pki_step_signer(step, &next));
-  pki_step_free(step);
+  CHECK(step_changed(step) == (want_events > 0));
+  CHECK((next = stored_signer(store, "signer")) != NULL);
+  pki_buffer_free(step);
   pki_signer_free(signer);
   return next;
 }
@@ -80,17 +80,17 @@ static const char req[] = "{\"kind\": \"server\", \"dns_names\": [\"" HOST
                           "\"lifetime_seconds\": 31536000}";
 
 /* Reconciles a leaf against the signer; `prev` may be NULL. */
-static pki_leaf *leaf_reconcile(const pki_signer *signer, int64_t now, const pki_leaf *prev,
+static test_leaf *leaf_reconcile(const pki_signer *signer, int64_t now, const test_leaf *prev,
                                 pki_leaf_reason want) {
-  pki_leaf *out = NULL;
-  pki_bytes chain = pki_leaf_chain_pem(prev);
-  pki_bytes key = pki_leaf_key_pem(prev);
-  CHECK_OK(pki_leaf_reconcile(signer, LIT(req), now, chain.data, chain.len, key.data,
+  test_leaf *out = NULL;
+  pki_bytes chain = leaf_chain_pem(prev);
+  pki_bytes key = leaf_key_pem(prev);
+  CHECK_OK(test_leaf_reconcile(signer, LIT(req), now, chain.data, chain.len, key.data,
                               key.len, &out));
   stop_if_failed();
-  CHECK(pki_leaf_reason_code(out) == want);
+  CHECK(leaf_reason_code(out) == want);
   printf("leaf at +%lldd: %s\n", (long long)((now - T0) / DAY),
-         (const char *)pki_leaf_reason_message(out).data);
+         (const char *)leaf_reason_message(out).data);
   return out;
 }
 
@@ -105,11 +105,11 @@ static size_t count_certs(pki_bytes pem) {
 }
 
 /* Writes the chain and bundle of one side to DIR/<side>-chain.pem and -bundle.pem. */
-static void save_side(const char *side, const pki_leaf *leaf, const pki_bundle *bundle) {
+static void save_side(const char *side, const test_leaf *leaf, const pki_bundle *bundle) {
   char name[64];
   pki_buffer *pem = NULL;
   snprintf(name, sizeof name, "%s-chain.pem", side);
-  CHECK(write_file(dir, name, pki_leaf_chain_pem(leaf)) == 0);
+  CHECK(write_file(dir, name, leaf_chain_pem(leaf)) == 0);
   CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_PEM, &pem));
   snprintf(name, sizeof name, "%s-bundle.pem", side);
   CHECK(write_file(dir, name, pki_buffer_data(pem)) == 0);
@@ -117,10 +117,10 @@ static void save_side(const char *side, const pki_leaf *leaf, const pki_bundle *
 }
 
 /* One cell of the trust matrix, by both verifiers. */
-static void check_cell(const char *chain_side, const pki_leaf *leaf,
+static void check_cell(const char *chain_side, const test_leaf *leaf,
                        const char *bundle_side, const pki_bundle *bundle, int64_t at) {
   pki_buffer *path = NULL;
-  pki_bytes chain = pki_leaf_chain_pem(leaf);
+  pki_bytes chain = leaf_chain_pem(leaf);
   char cmd[2048];
   int rc;
   pki_result r = pki_verify_chain(bundle, chain.data, chain.len, at,
@@ -146,8 +146,8 @@ static void check_cell(const char *chain_side, const pki_leaf *leaf,
   CHECK(rc == 0);
 }
 
-static void check_matrix(const pki_leaf *old_leaf, const pki_bundle *old_bundle,
-                         const pki_leaf *new_leaf, const pki_bundle *new_bundle,
+static void check_matrix(const test_leaf *old_leaf, const pki_bundle *old_bundle,
+                         const test_leaf *new_leaf, const pki_bundle *new_bundle,
                          int64_t at) {
   save_side("old", old_leaf, old_bundle);
   save_side("new", new_leaf, new_bundle);
@@ -165,7 +165,7 @@ static pki_signer *round_trip(pki_signer *signer, int has_bridge) {
   pki_signer *from_state = NULL, *from_secret = NULL, *stored = NULL;
   pki_secret *secret = NULL, *copy = NULL;
   pki_bytes value, key;
-  pki_step *created = NULL;
+  pki_buffer *created = NULL;
   text input = {0};
   size_t i;
 
@@ -206,12 +206,12 @@ static pki_signer *round_trip(pki_signer *signer, int has_bridge) {
   text_add(&input, LIT("}"));
   pki_store_free(store);
   store = NULL;
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), input.data, input.len, T0, &created));
-  CHECK(pki_step_changed(created));
-  CHECK_OK(pki_step_signer(created, &stored));
+  CHECK(step_changed(created));
+  CHECK((stored = stored_signer(store, "signer")) != NULL);
   stop_if_failed();
-  pki_step_free(created);
+  pki_buffer_free(created);
   text_free(&input);
 
   pki_buffer_free(state);
@@ -233,9 +233,9 @@ static pki_bundle *bundle_of(const pki_signer *signer) {
 
 int main(int argc, char **argv) {
   pki_signer *signer = NULL;
-  pki_step *created = NULL;
+  pki_buffer *created = NULL;
   pki_buffer *state = NULL;
-  pki_leaf *leaf0, *leaf1, *leaf2, *leaf3, *same;
+  test_leaf *leaf0, *leaf1, *leaf2, *leaf3, *same;
   pki_bundle *bundle1, *bundle2, *bundle3;
   pki_lineage lineage;
   pki_buffer *reason = NULL;
@@ -248,13 +248,13 @@ int main(int argc, char **argv) {
   dir = argv[1];
   printf("pki %s\n", pki_version());
 
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"common_name\": \"service-ca\", \"key_type\": \"p256\"}"),
                              T0, &created));
   stop_if_failed();
-  CHECK_OK(pki_step_signer(created, &signer));
-  pki_step_free(created);
+  CHECK((signer = stored_signer(store, "signer")) != NULL);
+  pki_buffer_free(created);
   /* The default policy: D = 790 days, M = 395 days. */
   CHECK_OK(pki_signer_to_state(signer, &state));
   CHECK(strstr((const char *)pki_buffer_data(state).data, "\"lifetime\": \"790d\"") != NULL &&
@@ -264,12 +264,12 @@ int main(int argc, char **argv) {
 
   /* First issue, then nothing to do a day later. */
   leaf0 = leaf_reconcile(signer, T0, NULL, PKI_LEAF_NOT_YET_ISSUED);
-  CHECK(count_certs(pki_leaf_chain_pem(leaf0)) == 1);
+  CHECK(count_certs(leaf_chain_pem(leaf0)) == 1);
   same = leaf_reconcile(signer, T0 + DAY, leaf0, PKI_LEAF_UP_TO_DATE);
-  CHECK(pki_leaf_chain_pem(same).len == pki_leaf_chain_pem(leaf0).len);
-  CHECK(memcmp(pki_leaf_key_pem(same).data, pki_leaf_key_pem(leaf0).data,
-               pki_leaf_key_pem(leaf0).len) == 0);
-  pki_leaf_free(same);
+  CHECK(leaf_chain_pem(same).len == leaf_chain_pem(leaf0).len);
+  CHECK(memcmp(leaf_key_pem(same).data, leaf_key_pem(leaf0).data,
+               leaf_key_pem(leaf0).len) == 0);
+  leaf_free(same);
 
   signer = round_trip(signer, 0);
   CHECK(signer != NULL); /* loaded, and kept in the new store */
@@ -294,22 +294,22 @@ int main(int argc, char **argv) {
   bundle2 = bundle_of(signer);
   CHECK(pki_bundle_len(bundle2) == 2);
 
-  CHECK_OK(pki_signer_check_lineage(signer, pki_leaf_chain_pem(leaf1).data,
-                                    pki_leaf_chain_pem(leaf1).len, &lineage, &reason));
+  CHECK_OK(pki_signer_check_lineage(signer, leaf_chain_pem(leaf1).data,
+                                    leaf_chain_pem(leaf1).len, &lineage, &reason));
   CHECK(!lineage.issued_by && lineage.rule == PKI_LINEAGE_KEY_IDENTIFIER_MISMATCH);
   printf("lineage of the old leaf: %s\n", (const char *)pki_buffer_data(reason).data);
   pki_buffer_free(reason);
 
   leaf2 = leaf_reconcile(signer, t_rotate, leaf1, PKI_LEAF_WRONG_ISSUER);
-  CHECK(count_certs(pki_leaf_chain_pem(leaf2)) == 2);
-  CHECK_OK(pki_signer_check_lineage(signer, pki_leaf_chain_pem(leaf2).data,
-                                    pki_leaf_chain_pem(leaf2).len, &lineage, NULL));
+  CHECK(count_certs(leaf_chain_pem(leaf2)) == 2);
+  CHECK_OK(pki_signer_check_lineage(signer, leaf_chain_pem(leaf2).data,
+                                    leaf_chain_pem(leaf2).len, &lineage, NULL));
   CHECK(lineage.issued_by && lineage.rule == PKI_LINEAGE_KEY_IDENTIFIER_MATCH);
 
   /* Old/new chain x old/new bundle, at the rotation and near the end of the
    * old leaf's life (the old CA stays trusted until `trusted_until`). */
   check_matrix(leaf1, bundle1, leaf2, bundle2, t_rotate + 3600);
-  check_matrix(leaf1, bundle1, leaf2, bundle2, pki_leaf_not_after(leaf1) - DAY);
+  check_matrix(leaf1, bundle1, leaf2, bundle2, leaf_not_after(leaf1) - DAY);
 
   /* A forced rotation runs once per reason. */
   /* After it the third CA is due first: t_forced + 395 days + 1 s (bridge A and
@@ -323,10 +323,10 @@ int main(int argc, char **argv) {
   check_matrix(leaf2, bundle2, leaf3, bundle3, t_forced + 2 * DAY);
   signer = round_trip(signer, 1);
 
-  pki_leaf_free(leaf0);
-  pki_leaf_free(leaf1);
-  pki_leaf_free(leaf2);
-  pki_leaf_free(leaf3);
+  leaf_free(leaf0);
+  leaf_free(leaf1);
+  leaf_free(leaf2);
+  leaf_free(leaf3);
   pki_bundle_free(bundle1);
   pki_bundle_free(bundle2);
   pki_bundle_free(bundle3);

@@ -172,12 +172,12 @@ static int step_is(const pki_store *store, int64_t now, const char *want) {
 /* One step of the set with `input` (JSON text, NULL: nothing); the step is
  * checked to say what the status says, and freed. */
 static pki_result set_step(const pki_store *store, int64_t now, const char *input) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pki_result r = pki_document_step(store, PKI_KIND_SET, LIT("set"), input, input ? strlen(input) : 0, now, &step);
   if (r == PKI_RESULT_OK) {
     char from_step[64], from_read[64];
     pki_buffer *json = NULL;
-    CHECK(json_string((const char *)pki_step_status_json(step).data, "step", from_step,
+    CHECK(json_string(step_status_at(step), "step", from_step,
                       sizeof from_step));
     CHECK_OK(pki_document_read(store, PKI_KIND_SET, LIT("set"), PKI_SET_STATUS, now, &json));
     CHECK(json_string((const char *)pki_buffer_data(json).data, "step", from_read,
@@ -185,7 +185,7 @@ static pki_result set_step(const pki_store *store, int64_t now, const char *inpu
           strcmp(from_step, from_read) == 0);
     pki_buffer_free(json);
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   return r;
 }
 
@@ -210,7 +210,7 @@ static void ack_all(const pki_store *store, int64_t now) {
 
 int main(int argc, char **argv) {
   pki_store *store = NULL;
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   char stale[128], path[1200];
   int64_t now = T0;
   if (argc != 2) {
@@ -218,16 +218,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   snprintf(root, sizeof root, "%s/set", argv[1]);
-  CHECK_OK(pki_store_open(root, strlen(root), &store));
+  CHECK_OK(pki_store_open(root, strlen(root), NULL, 0, &store));
   stop_if_failed();
 
   CHECK_OK(pki_document_create(store, PKI_KIND_SET, LIT("set"),
                           LIT("{\"cas\": [{\"name\": \"cluster\", \"roles\": \"serving+client\"}],"
                               " \"lifetime_seconds\": 63072000}"),
                           now, &step));
-  CHECK(pki_step_changed(step) && strstr((const char *)pki_step_status_json(step).data,
+  CHECK(step_changed(step) && strstr(step_status_at(step),
                                          "\"step\":\"idle\"") != NULL);
-  pki_step_free(step);
+  pki_buffer_free(step);
   CHECK_OK(set_step(store, now,
                     "{\"issue\": {\"name\": \"api\", \"ca\": \"cluster\", \"serving\": true, "
                     "\"dns_names\": [\"api.example\"], \"target\": \"control-plane\"}}"));
@@ -271,8 +271,8 @@ int main(int argc, char **argv) {
   CHECK_OK(pki_document_step(store, PKI_KIND_SET, LIT("set"), LIT("{\"start\": {\"reason\": \"yearly\"}}"), now,
                         &step));
   /* A new cluster CA, and a separate new client CA for its client certs. */
-  CHECK(pki_step_changed(step) && step_count(step, "new-ca") == 2);
-  pki_step_free(step);
+  CHECK(step_changed(step) && step_count(step, "new-ca") == 2);
+  pki_buffer_free(step);
   CHECK(step_is(store, now, "trust-both"));
   stop_if_failed();
   REFUSED(set_step(store, now, "{\"start\": {\"reason\": \"again\"}}"), PKI_RESULT_SET_WRONG_STEP);

@@ -22,19 +22,19 @@ static const char *at(int slot, const char *dir, const char *rel) {
 }
 
 static pki_result load(const char *cert, const char *key, const char *bundle,
-                       pki_snapshot **out) {
-  return pki_snapshot_load(cert, strlen(cert), key, strlen(key), bundle, strlen(bundle), out);
+                       test_snapshot **out) {
+  return test_snapshot_load(cert, strlen(cert), key, strlen(key), bundle, strlen(bundle), out);
 }
 
-/* The signer's bundle fingerprint as lowercase hex. */
-static void bundle_hex(const pki_step *step, char out[65]) {
+/* The stored signer's bundle fingerprint as lowercase hex. */
+static void bundle_hex(const pki_store *store, char out[65]) {
   pki_signer *signer = NULL;
   pki_bundle *bundle = NULL;
   pki_buffer *fp = NULL;
   pki_bytes b;
   size_t i;
   out[0] = '\0';
-  CHECK_OK(pki_step_signer(step, &signer));
+  CHECK((signer = stored_signer(store, "signer")) != NULL);
   CHECK_OK(pki_signer_bundle(signer, &bundle));
   CHECK_OK(pki_bundle_export(bundle, PKI_BUNDLE_FINGERPRINT, &fp));
   b = pki_buffer_data(fp);
@@ -47,8 +47,8 @@ static void bundle_hex(const pki_step *step, char out[65]) {
   pki_signer_free(signer);
 }
 
-static pki_step *step(const pki_store *store, const char *input, int64_t now) {
-  pki_step *s = NULL;
+static pki_buffer *step(const pki_store *store, const char *input, int64_t now) {
+  pki_buffer *s = NULL;
   CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), input, strlen(input), now, &s));
   return s;
 }
@@ -56,8 +56,8 @@ static pki_step *step(const pki_store *store, const char *input, int64_t now) {
 int main(int argc, char **argv) {
   const char *dir;
   pki_store *store = NULL;
-  pki_step *s = NULL;
-  pki_snapshot *snap = NULL, *other = NULL;
+  pki_buffer *s = NULL;
+  test_snapshot *snap = NULL, *other = NULL;
   char want[65], ack[256];
   int64_t now = (int64_t)time(NULL);
   pki_bytes fp;
@@ -68,14 +68,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   dir = at(3, argv[1], "store");
-  CHECK_OK(pki_store_open(dir, strlen(dir), &store));
+  CHECK_OK(pki_store_open(dir, strlen(dir), NULL, 0, &store));
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"common_name\": \"service-ca\"}"), now, &s));
-  pki_step_free(s);
-  pki_step_free(step(store, LEAF, now));
+  pki_buffer_free(s);
+  pki_buffer_free(step(store, LEAF, now));
   s = step(store, "{}", now);
-  bundle_hex(s, want);
-  pki_step_free(s);
+  bundle_hex(store, want);
+  pki_buffer_free(s);
 
   /* One snapshot: chain, key and bundle, with the bundle's token. */
   CHECK_OK(load(at(0, dir, "certs/web/tls.crt"), at(1, dir, "certs/web/tls.key"),
@@ -83,22 +83,22 @@ int main(int argc, char **argv) {
   if (check_failures > 0) {
     return check_summary("snapshot");
   }
-  CHECK(pki_snapshot_chain_pem(snap).len > 0);
-  CHECK(strstr((const char *)pki_snapshot_key_pem(snap).data, "PRIVATE KEY") != NULL);
-  CHECK(strstr((const char *)pki_snapshot_bundle_pem(snap).data, "CERTIFICATE") != NULL);
-  fp = pki_snapshot_fingerprint(snap);
+  CHECK(snapshot_chain_pem(snap).len > 0);
+  CHECK(strstr((const char *)snapshot_key_pem(snap).data, "PRIVATE KEY") != NULL);
+  CHECK(strstr((const char *)snapshot_bundle_pem(snap).data, "CERTIFICATE") != NULL);
+  fp = snapshot_fingerprint(snap);
   CHECK(fp.len == 64 && strcmp((const char *)fp.data, want) == 0);
 
   /* The consumer acknowledges it; again, nothing is written. */
   snprintf(ack, sizeof ack, "{\"ack\": {\"consumer\": \"c-client\", \"fingerprint\": \"%s\"}}",
            (const char *)fp.data);
   s = step(store, ack, now);
-  CHECK(pki_step_changed(s));
+  CHECK(step_changed(s));
   CHECK(step_count(s, "acknowledged") == 1);
-  pki_step_free(s);
+  pki_buffer_free(s);
   s = step(store, ack, now);
-  CHECK(!pki_step_changed(s));
-  pki_step_free(s);
+  CHECK(!step_changed(s));
+  pki_buffer_free(s);
   /* A bundle never published is refused; "ack" goes alone. */
   CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"ack\": {\"consumer\": \"c\", \"fingerprint\": "
@@ -117,26 +117,26 @@ int main(int argc, char **argv) {
   f = fopen(at(0, argv[1], "old.key"), "wb");
   CHECK(f != NULL);
   if (f) {
-    fwrite(pki_snapshot_key_pem(snap).data, 1, pki_snapshot_key_pem(snap).len, f);
+    fwrite(snapshot_key_pem(snap).data, 1, snapshot_key_pem(snap).len, f);
     fclose(f);
   }
-  pki_step_free(step(store, DRILL, now));
+  pki_buffer_free(step(store, DRILL, now));
   CHECK_CODE(load(at(0, dir, "certs/web/tls.crt"), at(1, argv[1], "old.key"),
                   at(2, dir, "ca-bundle.crt"), &other),
              PKI_RESULT_KEY_MISMATCH);
   CHECK_OK(load(at(0, dir, "certs/web/tls.crt"), at(1, dir, "certs/web/tls.key"),
                 at(2, dir, "ca-bundle.crt"), &other));
-  CHECK(strcmp((const char *)pki_snapshot_fingerprint(other).data,
-               (const char *)pki_snapshot_fingerprint(snap).data) != 0);
+  CHECK(strcmp((const char *)snapshot_fingerprint(other).data,
+               (const char *)snapshot_fingerprint(snap).data) != 0);
   CHECK_CODE(load(at(0, dir, "certs/missing/tls.crt"), at(1, dir, "certs/web/tls.key"),
                   at(2, dir, "ca-bundle.crt"), &other),
              PKI_RESULT_STORE);
-  CHECK_CODE(pki_snapshot_load(NULL, 3, "a", 1, "b", 1, &other), PKI_RESULT_NULL_PARAMETER);
-  CHECK(pki_snapshot_fingerprint(NULL).len == 0);
+  CHECK_CODE(test_snapshot_load(NULL, 3, "a", 1, "b", 1, &other), PKI_RESULT_NULL_PARAMETER);
+  CHECK(snapshot_fingerprint(NULL).len == 0);
 
-  pki_snapshot_free(other);
-  pki_snapshot_free(snap);
-  pki_snapshot_free(NULL);
+  snapshot_free(other);
+  snapshot_free(snap);
+  snapshot_free(NULL);
   pki_store_free(store);
   return check_summary("snapshot");
 }

@@ -40,8 +40,8 @@ static const char *last_error(void) {
   return msg;
 }
 
-static void check_next_check(const pki_step *step, int64_t want) {
-  int64_t got = pki_step_next_wake(step);
+static void check_next_check(const pki_buffer *step, int64_t want) {
+  int64_t got = step_next_wake(step);
   if (got != want) {
     fprintf(stderr, "next check at T0%+llds, want T0%+llds\n", (long long)(got - T0),
             (long long)(want - T0));
@@ -58,34 +58,34 @@ static void check_next_check(const pki_step *step, int64_t want) {
 
 /* Steps `key` with `input` (JSON text, NULL: the periodic step) and checks
  * what the step did; returns the step. */
-static pki_step *step_ok(const pki_store *store, const char *key, const char *input,
+static pki_buffer *step_ok(const pki_store *store, const char *key, const char *input,
                          int64_t now, int want_changed, size_t want_events,
                          uint32_t want_attempts, int64_t want_next_check) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   CHECK_OK(pki_document_step(store, PKI_KIND_SIGNER, key, strlen(key), input, input ? strlen(input) : 0, now,
                            &step));
   stop_if_failed();
-  CHECK(pki_step_changed(step) == (want_changed != 0));
+  CHECK(step_changed(step) == (want_changed != 0));
   CHECK(step_events(step) == want_events);
-  CHECK(pki_step_attempts(step) == want_attempts);
+  CHECK(step_attempts(step) == want_attempts);
   check_next_check(step, want_next_check);
   CHECK(pki_last_error_length() == 0);
   return step;
 }
 
-static int step_rotated(const pki_step *step) {
+static int step_rotated(const pki_buffer *step) {
   return step_count(step, "rotated") > 0;
 }
 
 /* Creates the signer at `key`; returns its revision (to free). */
 static pki_buffer *create(pki_store *store, const char *key) {
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pki_buffer *rev = NULL;
   pki_bytes r;
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, key, strlen(key), LIT(SERVICE_CA), T0, &step));
   stop_if_failed();
-  r = pki_step_revision(step);
-  CHECK(pki_step_changed(step) && pki_step_attempts(step) == 1 && step_events(step) == 0);
+  r = step_revision(step);
+  CHECK(step_changed(step) && step_attempts(step) == 1 && step_events(step) == 0);
   /* Nothing is due before the CA is: one second after NotAfter - M. */
   check_next_check(step, T0 + 395 * DAY + 1);
   /* A revision as a buffer, as a load gives it. */
@@ -95,7 +95,7 @@ static pki_buffer *create(pki_store *store, const char *key) {
     CHECK(bytes_equal(pki_buffer_data(rev), r));
     pki_signer_free(s);
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   return rev;
 }
 
@@ -105,16 +105,15 @@ static void test_memory_store(void) {
   pki_store *store = NULL, *none = (pki_store *)(void *)&dir;
   pki_signer *loaded = NULL, *s = (pki_signer *)(void *)&dir;
   pki_buffer *created = NULL, *rev = NULL, *r = (pki_buffer *)(void *)&dir, *edge = NULL;
-  pki_step *step, *quiet, *st = (pki_step *)(void *)&dir;
+  pki_buffer *step, *quiet, *st = (pki_buffer *)(void *)&dir;
   pki_bundle *bundle = NULL;
-  pki_event ev;
   pki_bytes view;
 
-  CHECK_CODE(pki_store_open(LIT("memory:"), NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_store_open(NULL, 7, &none), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_store_open("", 0, &none), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_CODE(pki_store_open(LIT("memory:"), NULL, 0, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open(NULL, 7, NULL, 0, &none), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open("", 0, NULL, 0, &none), PKI_RESULT_INVALID_ARGUMENT);
   CHECK(none == (pki_store *)(void *)&dir);
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   stop_if_failed();
 
   /* Create once; a second create overwrites nothing. */
@@ -132,7 +131,7 @@ static void test_memory_store(void) {
              PKI_RESULT_NULL_PARAMETER);
   CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 5, T0, &st),
              PKI_RESULT_NULL_PARAMETER);
-  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK(st == (pki_buffer *)(void *)&dir);
   edge = create(store, "edge");
 
   CHECK_OK(pki_signer_load(store, LIT("signer"), &loaded, &rev));
@@ -148,8 +147,8 @@ static void test_memory_store(void) {
    * check is the first second the CA has less than M left: one second
    * after T0 + 790 - 395 days. */
   quiet = step_ok(store, "signer", NULL, T0 + 10 * DAY, 0, 0, 1, T0 + 395 * DAY + 1);
-  CHECK(bytes_equal(pki_step_revision(quiet), pki_buffer_data(created)));
-  pki_step_free(quiet);
+  CHECK(bytes_equal(step_revision(quiet), pki_buffer_data(created)));
+  pki_buffer_free(quiet);
 
   /* The rotation: less than 395 days left at T0 + 396 days. The next check
    * comes from the new document: bridge B ends with the old CA at T0 + 790
@@ -157,41 +156,41 @@ static void test_memory_store(void) {
    * days, bridge A ends then too). */
   step = step_ok(store, "signer", NULL, T0 + 396 * DAY, 1, 1, 1, T0 + 790 * DAY + 1);
   CHECK(step_rotated(step));
-  CHECK(!bytes_equal(pki_step_revision(step), pki_buffer_data(created)));
-  CHECK_OK(pki_step_signer(step, &loaded));
+  CHECK(!bytes_equal(step_revision(step), pki_buffer_data(created)));
+  CHECK((loaded = stored_signer(store, "signer")) != NULL);
   CHECK_OK(pki_signer_bundle(loaded, &bundle));
   CHECK(pki_bundle_len(bundle) == 2); /* new CA, bridge A */
   pki_bundle_free(bundle);
   pki_signer_free(loaded);
-  CHECK_CODE(pki_step_signer(step, NULL), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_step_signer(NULL, &s), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_load(store, LIT("signer"), NULL, NULL), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_signer_load(NULL, LIT("signer"), &s, NULL), PKI_RESULT_NULL_PARAMETER);
   /* The status is `pki status --json`'s, of the new document. */
-  CHECK(contains((const char *)pki_step_status_json(step).data, "\"rotations\":1"));
+  CHECK(contains(step_status_at(step), "\"rotations\":1"));
 
   /* Stepping again at the same time finds nothing to do. */
   quiet = step_ok(store, "signer", NULL, T0 + 396 * DAY, 0, 0, 1, T0 + 790 * DAY + 1);
-  CHECK(bytes_equal(pki_step_revision(quiet), pki_step_revision(step)));
-  pki_step_free(quiet);
-  pki_step_free(step);
+  CHECK(bytes_equal(step_revision(quiet), step_revision(step)));
+  pki_buffer_free(quiet);
+  pki_buffer_free(step);
 
   /* At the exact second the CA becomes due (NotAfter - M) the engine does
    * not rotate yet (it rotates when strictly less than M is left): the next
    * check is one second later, never `now`, and that step rotates. */
   quiet = step_ok(store, "edge", NULL, T0 + 395 * DAY, 0, 0, 1, T0 + 395 * DAY + 1);
-  pki_step_free(quiet);
+  pki_buffer_free(quiet);
   step = step_ok(store, "edge", NULL, T0 + 395 * DAY + 1, 1, 1, 1, T0 + 790 * DAY + 1);
   CHECK(step_rotated(step));
-  pki_step_free(step);
+  pki_buffer_free(step);
 
   /* Four days after a rotation, another cuts off clients that still hold
    * the first bundle: refused without a reason, naming until when, and
    * nothing written. */
-  st = (pki_step *)(void *)&dir;
+  st = (pki_buffer *)(void *)&dir;
   CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"forced\": {\"reason\": \"drill\"}}"),
                              T0 + 400 * DAY, &st),
              PKI_RESULT_TRUST_BREAK);
   CHECK(contains(last_error(), "until"));
-  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK(st == (pki_buffer *)(void *)&dir);
   CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"),
                              LIT("{\"forced\": {\"reason\": \"drill\"}, \"allow_trust_break\": \" \"}"),
                              T0 + 400 * DAY, &st),
@@ -200,9 +199,9 @@ static void test_memory_store(void) {
   /* A forced rotation runs once per reason; the third CA is due first. */
   step = step_ok(store, "signer", DRILL, T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
   CHECK(step_rotated(step));
-  pki_step_free(step);
+  pki_buffer_free(step);
   step = step_ok(store, "signer", DRILL, T0 + 401 * DAY, 0, 0, 1, T0 + 795 * DAY + 1);
-  pki_step_free(step);
+  pki_buffer_free(step);
 
   /* Misuse: codes, and no output written. */
   CHECK_CODE(pki_document_step(NULL, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0, &st), PKI_RESULT_NULL_PARAMETER);
@@ -222,15 +221,12 @@ static void test_memory_store(void) {
   CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 - DAY, &st),
              PKI_RESULT_CLOCK_BEFORE_CA);
   CHECK_CODE(pki_document_step(store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, INT64_MIN, &st), PKI_RESULT_TIME);
-  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK(st == (pki_buffer *)(void *)&dir);
 
-  /* Getters of NULL give zero values; freeing NULL does nothing. */
-  CHECK_CODE(pki_step_event(NULL, 0, &ev), PKI_RESULT_NULL_PARAMETER);
-  CHECK(!pki_step_changed(NULL));
-  CHECK(pki_step_next_wake(NULL) == 0 && pki_step_attempts(NULL) == 0);
-  view = pki_step_revision(NULL);
+  /* The buffer of NULL is empty; freeing NULL does nothing. */
+  view = pki_buffer_data(NULL);
   CHECK(view.data == NULL && view.len == 0);
-  pki_step_free(NULL);
+  pki_buffer_free(NULL);
   pki_store_free(NULL);
 
   pki_buffer_free(created);
@@ -354,7 +350,7 @@ static void test_callback_store(void) {
   pki_store_callbacks cb;
   pki_store *store = NULL, *s = (pki_store *)(void *)&dir;
   pki_signer *loaded = NULL;
-  pki_step *step = NULL, *st = (pki_step *)(void *)&dir;
+  pki_buffer *step = NULL, *st = (pki_buffer *)(void *)&dir;
   pki_buffer *rev = NULL;
   pki_bytes before, after;
   pki_result r;
@@ -404,9 +400,9 @@ static void test_callback_store(void) {
   {
     char want[32];
     snprintf(want, sizeof want, "%lu", f.version);
-    CHECK(strcmp((const char *)pki_step_revision(step).data, want) == 0);
+    CHECK(strcmp(step_revision_text(step).text, want) == 0);
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   CHECK_OK(secret_get(f.data, LIT("tls.crt"), &before));
 
   /* Writers that always get there first: PKI_RESULT_CONFLICT after the
@@ -418,7 +414,7 @@ static void test_callback_store(void) {
   CHECK(r != PKI_RESULT_STORE);
   CHECK(contains(last_error(), "8 attempts"));
   CHECK(f.puts - puts == 8);
-  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK(st == (pki_buffer *)(void *)&dir);
   CHECK_OK(secret_get(f.data, LIT("tls.crt"), &after));
   CHECK(bytes_equal(before, after));
 
@@ -441,11 +437,11 @@ static void test_callback_store(void) {
              PKI_RESULT_STORE);
   CHECK(contains(last_error(), "without data"));
   f.bad_get = 0;
-  CHECK(st == (pki_step *)(void *)&dir);
+  CHECK(st == (pki_buffer *)(void *)&dir);
 
   /* Healthy again: the forced rotation goes through. */
   step = step_ok(store, "signer", DRILL, T0 + 400 * DAY, 1, 1, 1, T0 + 795 * DAY + 1);
-  pki_step_free(step);
+  pki_buffer_free(step);
   CHECK_OK(pki_signer_load(store, LIT("signer"), &loaded, NULL));
   pki_signer_free(loaded);
 
@@ -526,14 +522,14 @@ static void test_dir_store(void) {
   struct stat st;
   pki_store *store = NULL, *again = NULL;
   pki_signer *s = NULL;
-  pki_step *step, *refused = NULL;
+  pki_buffer *step, *refused = NULL;
   pki_buffer *rev = NULL;
   int64_t t_rotate = T0 + 395 * DAY + 1;
 
   snprintf(path, sizeof path, "%s/store", dir);
-  CHECK_CODE(pki_store_open(NULL, 3, &store), PKI_RESULT_NULL_PARAMETER);
-  CHECK_CODE(pki_store_open("", 0, &store), PKI_RESULT_INVALID_ARGUMENT);
-  CHECK_OK(pki_store_open(path, strlen(path), &store));
+  CHECK_CODE(pki_store_open(NULL, 3, NULL, 0, &store), PKI_RESULT_NULL_PARAMETER);
+  CHECK_CODE(pki_store_open("", 0, NULL, 0, &store), PKI_RESULT_INVALID_ARGUMENT);
+  CHECK_OK(pki_store_open(path, strlen(path), NULL, 0, &store));
 
   rev = create(store, "signer");
   pki_buffer_free(rev);
@@ -551,11 +547,11 @@ static void test_dir_store(void) {
    * check: NotAfter - 20% of its lifetime, and its lifetime is 365 days plus
    * the 5 minutes NotBefore is backdated, so T0 + 365 days - 73 days - 60 s. */
   step = step_ok(store, "signer", LEAF("web"), T0, 1, 1, 1, T0 + 292 * DAY - 60);
-  pki_step_free(step);
+  pki_buffer_free(step);
   /* The leaf is renewed; the CA's rotation comes next, at the first second
    * less than M is left: T0 + 395 days + 1 s. */
   step = step_ok(store, "signer", NULL, T0 + 292 * DAY - 60, 1, 1, 1, t_rotate);
-  pki_step_free(step);
+  pki_buffer_free(step);
   keep_copy("ca-bundle.crt", "old-bundle.pem");
   keep_copy("certs/web/tls.crt", "old-chain.pem");
 
@@ -585,13 +581,13 @@ static void test_dir_store(void) {
   /* Another handle on the directory (another process, say) reads what the
    * step wrote, at the step's revision. */
   snprintf(path, sizeof path, "%s/store", dir);
-  CHECK_OK(pki_store_open(path, strlen(path), &again));
+  CHECK_OK(pki_store_open(path, strlen(path), NULL, 0, &again));
   CHECK_OK(pki_signer_load(again, LIT("signer"), &s, &rev));
-  CHECK(bytes_equal(pki_buffer_data(rev), pki_step_revision(step)));
+  CHECK(bytes_equal(pki_buffer_data(rev), step_revision(step)));
   pki_buffer_free(rev);
   pki_signer_free(s);
   pki_store_free(again);
-  pki_step_free(step);
+  pki_buffer_free(step);
 
   /* A leaf change while the store's summary says nothing else is due goes
    * over the document's head and that leaf only (`unless_idle` with
@@ -603,20 +599,20 @@ static void test_dir_store(void) {
                  "\"kind\": \"server\", \"dns_names\": [\"" HOST "\"], "
                  "\"lifetime_seconds\": 31536000}}]}",
                  t_rotate + 3600, 1, 1, 1, t_rotate + 292 * DAY - 60);
-  CHECK(pki_step_by_parts(step) && !pki_step_idle(step));
+  CHECK(step_by_parts(step) && !step_idle(step));
   {
-    const char *status = (const char *)pki_step_status_json(step).data;
+    const char *status = step_status_at(step);
     CHECK(contains(status, "\"api\"") && !contains(status, "\"web\""));
   }
-  pki_step_free(step);
+  pki_buffer_free(step);
   keep_copy("certs/api/tls.crt", "api-chain.pem");
   openssl_verify("api-chain.pem", "new-bundle.pem", t_rotate + 7200);
   openssl_verify("api-chain.pem", "old-bundle.pem", t_rotate + 7200);
   /* The periodic step after it has nothing to do, and web is still kept. */
   step = step_ok(store, "signer", "{\"unless_idle\": true}", t_rotate + 7200, 0, 0, 1,
                  t_rotate + 292 * DAY - 60);
-  CHECK(pki_step_idle(step) && !pki_step_by_parts(step));
-  pki_step_free(step);
+  CHECK(step_idle(step) && !step_by_parts(step));
+  pki_buffer_free(step);
   snprintf(path, sizeof path, "%s/store/certs/web/tls.key", dir);
   CHECK(stat(path, &st) == 0);
 

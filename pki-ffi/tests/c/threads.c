@@ -30,18 +30,18 @@ static void *worker(void *arg) {
   int round;
   res->ok = 1;
   for (round = 0; round < ROUNDS; round++) {
-    pki_leaf *leaf = NULL;
+    test_leaf *leaf = NULL;
     pki_bundle *bundle = NULL;
     size_t written = 0;
     /* A failure whose message is specific to this thread and round... */
     char cn[64];
     int n = snprintf(cn, sizeof cn, "thread-%p-%d", (void *)res, round);
-    if (pki_leaf_reconcile(NULL, cn, (size_t)n, T0, NULL, 0, NULL, 0, NULL) !=
+    if (test_leaf_reconcile(NULL, cn, (size_t)n, T0, NULL, 0, NULL, 0, NULL) !=
         PKI_RESULT_NULL_PARAMETER) {
       res->ok = 0;
     }
     /* ...then work on shared handles from every thread at once... */
-    if (pki_leaf_reconcile(shared_signer, LIT(shared_request), T0 + round * DAY, NULL, 0, NULL,
+    if (test_leaf_reconcile(shared_signer, LIT(shared_request), T0 + round * DAY, NULL, 0, NULL,
                            0, &leaf) != PKI_RESULT_OK ||
         pki_signer_bundle(shared_signer, &bundle) != PKI_RESULT_OK) {
       res->ok = 0;
@@ -55,7 +55,7 @@ static void *worker(void *arg) {
         strstr(res->message, "no PEM block") == NULL) {
       res->ok = 0;
     }
-    pki_leaf_free(leaf);
+    leaf_free(leaf);
     pki_bundle_free(bundle);
   }
   return NULL;
@@ -72,28 +72,28 @@ struct stepped {
 
 static void *stepper(void *arg) {
   struct stepped *res = (struct stepped *)arg;
-  pki_step *step = NULL;
+  pki_buffer *step = NULL;
   pthread_barrier_wait(&start_line);
   /* Every thread at the same simulated time, the rotation point. */
   res->ok = pki_document_step(shared_store, PKI_KIND_SIGNER, LIT("signer"), NULL, 0, T0 + 396 * DAY, &step) ==
                 PKI_RESULT_OK &&
-            pki_step_next_wake(step) == T0 + 790 * DAY + 1;
-  res->changed = pki_step_changed(step);
+            step_next_wake(step) == T0 + 790 * DAY + 1;
+  res->changed = step_changed(step);
   res->rotated += (int)step_count(step, "rotated");
-  pki_step_free(step);
+  pki_buffer_free(step);
   return NULL;
 }
 
 static void test_racing_steps(void) {
   pthread_t threads[THREADS];
   struct stepped results[THREADS];
-  pki_step *created = NULL;
+  pki_buffer *created = NULL;
   int i, rotated = 0, changed = 0;
 
-  CHECK_OK(pki_store_open(LIT("memory:"), &shared_store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &shared_store));
   CHECK_OK(pki_document_create(shared_store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"common_name\": \"race-ca\"}"),
                              T0, &created));
-  pki_step_free(created);
+  pki_buffer_free(created);
   CHECK(pthread_barrier_init(&start_line, NULL, THREADS) == 0);
   memset(results, 0, sizeof results);
   for (i = 0; i < THREADS; i++) {
@@ -114,14 +114,14 @@ int main(void) {
   pthread_t threads[THREADS];
   struct result results[THREADS];
   pki_store *store = NULL;
-  pki_step *created = NULL;
+  pki_buffer *created = NULL;
   int i;
 
-  CHECK_OK(pki_store_open(LIT("memory:"), &store));
+  CHECK_OK(pki_store_open(LIT("memory:"), NULL, 0, &store));
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT("{\"common_name\": \"threads-ca\"}"), T0,
                              &created));
-  CHECK_OK(pki_step_signer(created, &shared_signer));
-  pki_step_free(created);
+  CHECK((shared_signer = stored_signer(store, "signer")) != NULL);
+  pki_buffer_free(created);
   pki_store_free(store);
 
   /* The main thread's own failure stays its own while the others run. */

@@ -1,6 +1,6 @@
 //! [`advance`]: every due bookkeeping step of one credential, through the
 //! driver, until the embedder must act. The one loop the CLI's `pki cred
-//! reconcile` and the C ABI's `pki_cred_step` (and through it Go) share.
+//! reconcile` and the C ABI's `pki_document_step` (with `PKI_KIND_CRED`) (and through it Go) share.
 
 use crate::driver::Driver;
 use crate::engines::credential::{

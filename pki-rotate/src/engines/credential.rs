@@ -23,7 +23,7 @@
 //! next wake-up. [`apply`] only carries the change out. [`advance`](crate::driver::advance) takes
 //! every due bookkeeping step through the driver until the embedder must
 //! act, with one bound ([`ADVANCE_MAX_STEPS`](crate::driver::ADVANCE_MAX_STEPS)): the CLI's reconcile loop and
-//! the C ABI's `pki_cred_step` both call it.
+//! the C ABI's `pki_document_step` (with `PKI_KIND_CRED`) both call it.
 //!
 //! A mint hook may fail after it minted: it times out, prints more than the
 //! embedder accepts, or prints a credential and then exits non-zero. What

@@ -3,16 +3,45 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use super::*;
-use crate::buffer::pki_bytes;
-use crate::step::{
-    PKI_CRED_ACTION_MINT, PKI_CRED_ACTION_REVOKE, PKI_CRED_ACTION_REVOKE_STRAY,
-    PKI_CRED_ACTION_WAIT, PKI_CRED_WAIT_BACKOFF, PKI_CRED_WAIT_EXPIRY, PKI_CRED_WAIT_GRACE,
-    PKI_CRED_WAIT_MINT_ELSEWHERE, pki_cred_action, pki_step_action, pki_step_free,
-    pki_step_next_wake,
-};
-use crate::store::{pki_store_free, pki_store_open};
-use pki_result::*;
+use crate::document::{pki_document_create, pki_document_read, pki_document_step, pki_kind};
+use crate::error::pki_result;
+use crate::error::pki_result::*;
+use crate::open::pki_store_open;
+use crate::step::take_result;
+use crate::store::pki_store;
+use crate::store::pki_store_free;
+use pki_rotate::request::step::{ActionKind, WaitReasonName};
+use time::OffsetDateTime;
+
+// The step result's action kinds and wait reasons, numbered for the
+// tables below.
+const PKI_CRED_ACTION_MINT: u32 = 1;
+const PKI_CRED_ACTION_REVOKE: u32 = 2;
+const PKI_CRED_ACTION_WAIT: u32 = 3;
+const PKI_CRED_ACTION_REVOKE_STRAY: u32 = 4;
+const PKI_CRED_WAIT_EXPIRY: u32 = 1;
+const PKI_CRED_WAIT_GRACE: u32 = 2;
+const PKI_CRED_WAIT_BACKOFF: u32 = 3;
+const PKI_CRED_WAIT_MINT_ELSEWHERE: u32 = 4;
+
+fn kind_number(kind: ActionKind) -> u32 {
+    match kind {
+        ActionKind::Mint => PKI_CRED_ACTION_MINT,
+        ActionKind::Revoke => PKI_CRED_ACTION_REVOKE,
+        ActionKind::Wait => PKI_CRED_ACTION_WAIT,
+        ActionKind::RevokeStray => PKI_CRED_ACTION_REVOKE_STRAY,
+    }
+}
+
+fn reason_number(reason: Option<WaitReasonName>) -> u32 {
+    match reason {
+        None => 0,
+        Some(WaitReasonName::Expiry) => PKI_CRED_WAIT_EXPIRY,
+        Some(WaitReasonName::Grace) => PKI_CRED_WAIT_GRACE,
+        Some(WaitReasonName::Backoff) => PKI_CRED_WAIT_BACKOFF,
+        Some(WaitReasonName::MintElsewhere) => PKI_CRED_WAIT_MINT_ELSEWHERE,
+    }
+}
 
 const T0: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
@@ -27,7 +56,7 @@ impl Drop for Store {
 fn memory() -> Store {
     let mut raw = std::ptr::null_mut();
     // SAFETY: a valid location and out pointer.
-    let r = unsafe { pki_store_open(c"memory:".as_ptr(), 7, &mut raw) };
+    let r = unsafe { pki_store_open(c"memory:".as_ptr(), 7, std::ptr::null(), 0, &mut raw) };
     assert_eq!(r, PKI_RESULT_OK);
     Store(raw)
 }
@@ -36,8 +65,9 @@ fn create(store: &Store, name: &str, input: &str) -> pki_result {
     let mut step = std::ptr::null_mut();
     // SAFETY: live store, slices valid for their lengths.
     let r = unsafe {
-        pki_cred_create(
+        pki_document_create(
             store.0,
+            pki_kind::PKI_KIND_CRED as u32,
             name.as_ptr().cast(),
             name.len(),
             input.as_ptr().cast(),
@@ -46,8 +76,7 @@ fn create(store: &Store, name: &str, input: &str) -> pki_result {
             &mut step,
         )
     };
-    // SAFETY: NULL or the step written above, freed once.
-    unsafe { pki_step_free(step) };
+    take_result(step);
     r
 }
 
@@ -66,8 +95,9 @@ fn cred_step(
     let (p, n) = input.map_or((std::ptr::null(), 0), |i| (i.as_ptr().cast(), i.len()));
     // SAFETY: live store, slices valid for their lengths.
     let r = unsafe {
-        pki_cred_step(
+        pki_document_step(
             store.0,
+            pki_kind::PKI_KIND_CRED as u32,
             name.as_ptr().cast(),
             name.len(),
             p,
@@ -80,34 +110,17 @@ fn cred_step(
         assert!(step.is_null());
         return Err(r);
     }
-    let mut a = pki_cred_action {
-        kind: 0,
-        rotation: 0,
-        attempt: 0,
-        wait_reason: 0,
-        credential: pki_bytes::EMPTY,
-    };
-    // SAFETY: the live step, read then freed once.
-    unsafe {
-        let found = pki_step_action(step, &mut a) == PKI_RESULT_OK;
-        let out = found.then(|| {
-            let credential = if a.credential.data.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(a.credential.data, a.credential.len).to_vec()
-            };
-            (
-                a.kind,
-                a.rotation,
-                a.attempt,
-                pki_step_next_wake(step),
-                credential,
-                a.wait_reason,
-            )
-        });
-        pki_step_free(step);
-        Ok(out)
-    }
+    let step = take_result(step).unwrap();
+    Ok(step.action.map(|a| {
+        (
+            kind_number(a.kind),
+            a.rotation,
+            a.attempt,
+            step.next_wake,
+            a.credential().to_vec(),
+            reason_number(a.wait_reason),
+        )
+    }))
 }
 
 /// An advance: kind, rotation, attempt, next wake, credential.
@@ -129,7 +142,17 @@ fn report(store: &Store, input: &str, now: i64) -> pki_result {
 fn read(store: &Store, output: u32, now: i64) -> Result<Vec<u8>, pki_result> {
     let mut buf = std::ptr::null_mut();
     // SAFETY: live store, static name, out pointer valid.
-    let r = unsafe { pki_cred_read(store.0, c"db".as_ptr(), 2, output, now, &mut buf) };
+    let r = unsafe {
+        pki_document_read(
+            store.0,
+            pki_kind::PKI_KIND_CRED as u32,
+            c"db".as_ptr(),
+            2,
+            output,
+            now,
+            &mut buf,
+        )
+    };
     if r != PKI_RESULT_OK {
         return Err(r);
     }
@@ -251,57 +274,45 @@ fn an_advance_reports_its_revision_rounds_and_events_like_every_step() {
     let store = memory();
     let mut step = std::ptr::null_mut();
     let input = r#"{"expire_seconds": 3600, "grace_seconds": 60}"#;
-    // SAFETY: live store, slices valid for their lengths; steps freed once.
-    unsafe {
-        assert_eq!(
-            pki_cred_create(
-                store.0,
-                c"db".as_ptr(),
-                2,
-                input.as_ptr().cast(),
-                input.len(),
-                T0,
-                &mut step
-            ),
-            PKI_RESULT_OK
-        );
-        let created = crate::step::pki_step_revision(step);
-        let created = std::slice::from_raw_parts(created.data, created.len).to_vec();
-        assert_eq!(pki_step_next_wake(step), T0, "a mint is due at once");
-        pki_step_free(step);
-        assert_eq!(
-            pki_cred_step(
-                store.0,
-                c"db".as_ptr(),
-                2,
-                std::ptr::null(),
-                0,
-                T0,
-                &mut step
-            ),
-            PKI_RESULT_OK
-        );
-        assert!(crate::step::pki_step_changed(step));
-        assert_eq!(crate::step::pki_step_attempts(step), 1);
-        let revision = crate::step::pki_step_revision(step);
-        assert_ne!(
-            std::slice::from_raw_parts(revision.data, revision.len),
-            &created[..]
-        );
-        let mut e = std::mem::MaybeUninit::uninit();
-        assert_eq!(
-            crate::step::pki_step_event(step, 0, e.as_mut_ptr()),
-            PKI_RESULT_OK
-        );
-        let e = e.assume_init();
-        let kind = std::slice::from_raw_parts(e.kind.data, e.kind.len);
-        assert_eq!(kind, b"mint-started");
-        let json = std::slice::from_raw_parts(e.json.data, e.json.len);
-        let json: serde_json::Value = serde_json::from_slice(json).unwrap();
-        assert_eq!(json["attempt"], 1);
-        assert!(json["message"].as_str().unwrap().contains("minting"));
-        pki_step_free(step);
-    }
+    // SAFETY: live store, slices valid for their lengths.
+    let code = unsafe {
+        pki_document_create(
+            store.0,
+            pki_kind::PKI_KIND_CRED as u32,
+            c"db".as_ptr(),
+            2,
+            input.as_ptr().cast(),
+            input.len(),
+            T0,
+            &mut step,
+        )
+    };
+    assert_eq!(code, PKI_RESULT_OK);
+    let created = take_result(step).unwrap();
+    assert_eq!(created.next_wake, T0, "a mint is due at once");
+    let mut step = std::ptr::null_mut();
+    // SAFETY: as above.
+    let code = unsafe {
+        pki_document_step(
+            store.0,
+            pki_kind::PKI_KIND_CRED as u32,
+            c"db".as_ptr(),
+            2,
+            std::ptr::null(),
+            0,
+            T0,
+            &mut step,
+        )
+    };
+    assert_eq!(code, PKI_RESULT_OK);
+    let step = take_result(step).unwrap();
+    assert!(step.changed);
+    assert_eq!(step.attempts, 1);
+    assert_ne!(step.revision, created.revision);
+    let e = &step.events[0];
+    assert_eq!(e.kind(), "mint-started");
+    assert_eq!(e.0["attempt"], 1);
+    assert!(e.message().contains("minting"));
 }
 
 #[test]
@@ -372,7 +383,7 @@ fn a_failed_mint_that_returned_a_credential_is_revoked_before_the_next_attempt()
 /// CLI: the actions asked for are the same.
 #[test]
 fn the_c_abi_asks_for_the_actions_of_the_shared_trace() {
-    const TRACE: &str = include_str!("../../../tests/data/cred-trace.txt");
+    const TRACE: &str = include_str!("../../../../tests/data/cred-trace.txt");
     let store = memory();
     assert_eq!(
         create(

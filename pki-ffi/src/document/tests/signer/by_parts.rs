@@ -2,19 +2,11 @@
 //! summary goes over the document's head and those leaves only.
 
 use super::*;
-use crate::step::{pki_step_by_parts, pki_step_idle, pki_step_status_json};
 
 /// Whether the step went by parts, and the names of the leaves its status
 /// reports.
-fn by_parts(step: *mut pki_step) -> (bool, Vec<String>) {
-    // SAFETY: a live step; the status view is read before it is freed.
-    let (parts, status) = unsafe {
-        let view = pki_step_status_json(step);
-        let text = std::slice::from_raw_parts(view.data, view.len).to_vec();
-        (pki_step_by_parts(step), text)
-    };
-    take(step);
-    let status: Value = serde_json::from_slice(&status).unwrap();
+fn by_parts(step: StepResult) -> (bool, Vec<String>) {
+    let (parts, status) = (step.by_parts, step.status);
     let names = status["leaves"]
         .as_array()
         .unwrap()
@@ -37,8 +29,7 @@ fn leaf_changes_inside_the_summary_go_by_parts_and_the_store_keeps_every_leaf() 
     );
     for name in ["a", "b", "c"] {
         let whole = step(&store, Some(&json!({"leaves": [request(name)]})), at(1)).unwrap();
-        // SAFETY: the live step.
-        assert!(!unsafe { pki_step_by_parts(whole) });
+        assert!(!whole.by_parts);
         take(whole);
     }
     let (_, revision) = load(store.0);
@@ -54,8 +45,7 @@ fn leaf_changes_inside_the_summary_go_by_parts_and_the_store_keeps_every_leaf() 
 
     // With nothing asked it is the idle step; with a policy it is refused.
     let idle = step(&store, Some(&json!({"unless_idle": true})), at(2)).unwrap();
-    // SAFETY: the live step.
-    assert!(unsafe { pki_step_idle(idle) && !pki_step_by_parts(idle) });
+    assert!(idle.idle && !idle.by_parts);
     take(idle);
     for refused in [
         json!({"unless_idle": true, "leaves": [request("e")], "policy": {"lifetime_seconds": 86400}}),

@@ -4,13 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::*;
+use crate::abi::{into_handle, os_rng};
 use crate::buffer::{pki_buffer_data, pki_buffer_free};
+use crate::document::{pki_document_create, pki_document_step, pki_kind};
+use crate::error::pki_result;
 use crate::error::pki_result::*;
-use crate::step::{pki_step_attempts, pki_step_changed, pki_step_free};
-use crate::store::{Backing, pki_store_free, pki_store_open};
+use crate::open::pki_store_open;
+use crate::signer::*;
+use crate::step::take_result;
+use crate::store::pki_store;
+use crate::store::{Backing, pki_store_free};
 use pki_core::{CertificateAuthority, CertificateParams, KeyAlgorithm, PrivateKey, Profile};
+use pki_rotate::request::StepResult;
 use pki_rotate::{Driver, KeyRing, Store};
+use pki_rotate::{SignerEngine, SignerInput, SignerState};
 use serde_json::{Value, json};
 use std::ptr::{null, null_mut};
 use time::{Duration, macros::datetime};
@@ -84,14 +91,13 @@ impl Drop for TestStore {
 fn memory() -> TestStore {
     let mut raw = null_mut();
     // SAFETY: a valid location and out pointer.
-    let code = unsafe { pki_store_open(c"memory:".as_ptr(), 7, &mut raw) };
+    let code = unsafe { pki_store_open(c"memory:".as_ptr(), 7, null(), 0, &mut raw) };
     assert_eq!(code, PKI_RESULT_OK);
     TestStore(raw)
 }
 
-fn take(step: *mut pki_step) -> pki_result {
-    // SAFETY: NULL or a live step, freed once.
-    unsafe { pki_step_free(step) };
+fn take(step: StepResult) -> pki_result {
+    drop(step);
     PKI_RESULT_OK
 }
 
@@ -100,8 +106,9 @@ fn create(store: &TestStore, input: &Value) -> pki_result {
     let mut out = null_mut();
     // SAFETY: a live store; the key and input are valid for their lengths.
     let code = unsafe {
-        pki_signer_create(
+        pki_document_create(
             store.0,
+            pki_kind::PKI_KIND_SIGNER as u32,
             c"signer".as_ptr(),
             6,
             text.as_ptr().cast(),
@@ -111,7 +118,7 @@ fn create(store: &TestStore, input: &Value) -> pki_result {
         )
     };
     if code == PKI_RESULT_OK {
-        take(out)
+        take(take_result(out).unwrap())
     } else {
         assert!(out.is_null(), "written on failure");
         code
@@ -119,16 +126,27 @@ fn create(store: &TestStore, input: &Value) -> pki_result {
 }
 
 /// One signer step; on success, the step (to free).
-fn step(store: &TestStore, input: Option<&Value>, now: i64) -> Result<*mut pki_step, pki_result> {
+fn step(store: &TestStore, input: Option<&Value>, now: i64) -> Result<StepResult, pki_result> {
     let text = input.map(Value::to_string);
     let (p, n) = text
         .as_ref()
         .map_or((null(), 0), |t| (t.as_ptr().cast(), t.len()));
     let mut out = null_mut();
     // SAFETY: a live store; the key and input are valid for their lengths.
-    let code = unsafe { pki_signer_step(store.0, c"signer".as_ptr(), 6, p, n, now, &mut out) };
+    let code = unsafe {
+        pki_document_step(
+            store.0,
+            pki_kind::PKI_KIND_SIGNER as u32,
+            c"signer".as_ptr(),
+            6,
+            p,
+            n,
+            now,
+            &mut out,
+        )
+    };
     if code == PKI_RESULT_OK {
-        Ok(out)
+        Ok(take_result(out).unwrap())
     } else {
         assert!(out.is_null(), "written on failure");
         Err(code)
@@ -402,15 +420,8 @@ fn a_store_backed_rotation_to_a_supplied_ca_validates_against_the_store_and_writ
     // the first write loses, the rotation is decided again from the
     // fresh document, and its leaf is re-issued by the new CA too.
     let step = step(&store, Some(&json!({"rotate_to": {"ca": pem}})), at(1)).unwrap();
-    // SAFETY: the live step written above.
-    unsafe {
-        assert!(pki_step_changed(step));
-        assert_eq!(pki_step_attempts(step), 2);
-        let mut signer = null_mut();
-        assert_eq!(pki_step_signer(step, &mut signer), PKI_RESULT_OK);
-        assert_eq!((*signer).state.ca.cert, next.cert);
-        pki_signer_free(signer);
-    }
+    assert!(step.changed);
+    assert_eq!(step.attempts, 2);
     take(step);
     let (after, new_revision) = load(store.0);
     assert_ne!(new_revision, revision);
@@ -481,8 +492,7 @@ fn leaves_are_requested_renewed_replaced_and_removed_in_steps() {
     assert_eq!(doc.policy.key_algorithm, KeyAlgorithm::EcdsaP384);
     // The same request again is nothing to do; a renewal re-issues.
     let quiet = step(&store, Some(&json!({"leaves": [{"request": web}]})), at(2)).unwrap();
-    // SAFETY: the live step.
-    assert!(!unsafe { pki_step_changed(quiet) });
+    assert!(!quiet.changed);
     take(quiet);
     assert_eq!(
         step_code(
@@ -609,8 +619,9 @@ fn malformed_inputs_are_refused_with_the_field_that_is_wrong() {
     let mut out = null_mut();
     // SAFETY: a live store; the input is deliberately not UTF-8.
     let code = unsafe {
-        pki_signer_step(
+        pki_document_step(
             store.0,
+            pki_kind::PKI_KIND_SIGNER as u32,
             c"signer".as_ptr(),
             6,
             b"{\"a\xff\":1}".as_ptr().cast(),

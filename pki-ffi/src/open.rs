@@ -1,0 +1,278 @@
+//! `pki_store_open`: the store a location names, with options as JSON like
+//! every other input: an etcd store's TLS material, client certificate,
+//! user and timeouts, and the store key that seals private material.
+
+use crate::abi::{bytes_in, into_handle, opt_bytes, os_rng};
+use crate::error::{Failure, pki_result};
+use crate::store::{Backing, pki_store};
+use pki_etcd::{EtcdOptions, EtcdTls, EtcdUrl, EtcdUser};
+use pki_rotate::{SealingKeys, StoreKey, request};
+use serde::Deserialize;
+use std::ffi::c_char;
+use std::path::Path;
+use zeroize::Zeroizing;
+
+/// The options of `pki_store_open`. Each piece of etcd TLS material is
+/// given either as PEM text (`*_pem`) or as a file the library reads
+/// (`*_file`), never both; the password likewise (`password` or
+/// `password_file`, whose final line break is dropped), and the store key
+/// (`store_key`, the text of a key file, or `store_key_file`).
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreOptions {
+    /// The store key that seals private material (`pki store-key new`).
+    store_key: Option<Zeroizing<String>>,
+    store_key_file: Option<String>,
+    /// The CA bundle that verifies the servers (required for `etcds://`).
+    ca_pem: Option<String>,
+    ca_file: Option<String>,
+    /// The client certificate chain and its key (both or neither).
+    cert_pem: Option<String>,
+    cert_file: Option<String>,
+    key_pem: Option<Zeroizing<String>>,
+    key_file: Option<String>,
+    /// An etcd user and its password.
+    user: Option<String>,
+    password: Option<Zeroizing<String>>,
+    password_file: Option<String>,
+    connect_timeout_seconds: Option<u64>,
+    request_timeout_seconds: Option<u64>,
+}
+
+/// The field of a pair given as text: `ca_pem`, `store_key`.
+fn text_field(what: &str) -> String {
+    if what == "store_key" {
+        what.to_string()
+    } else {
+        format!("{what}_pem")
+    }
+}
+
+/// Text or the bytes of a file; `what` names the pair in errors.
+fn pem_or_file(
+    pem: Option<&str>,
+    file: Option<&str>,
+    what: &str,
+) -> Result<Option<Zeroizing<Vec<u8>>>, Failure> {
+    match (pem, file) {
+        (Some(_), Some(_)) => Err(Failure::invalid(format!(
+            "give `{}` or `{what}_file`, not both",
+            text_field(what)
+        ))),
+        (Some(pem), None) => Ok(Some(Zeroizing::new(pem.as_bytes().to_vec()))),
+        // Bounded, and never waiting on a FIFO (see pki_rotate::input).
+        (None, Some(file)) => {
+            pki_rotate::input::read_file(Path::new(file), pki_rotate::input::DEFAULT_MAX_INPUT)
+                .map(|b| Some(Zeroizing::new(b)))
+                .map_err(|e| Failure::invalid(format!("`{what}_file`: cannot read {e}")))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+impl StoreOptions {
+    /// Whether any etcd option is given.
+    fn names_etcd(&self) -> bool {
+        self.ca_pem.is_some()
+            || self.ca_file.is_some()
+            || self.cert_pem.is_some()
+            || self.cert_file.is_some()
+            || self.key_pem.is_some()
+            || self.key_file.is_some()
+            || self.user.is_some()
+            || self.password.is_some()
+            || self.password_file.is_some()
+            || self.connect_timeout_seconds.is_some()
+            || self.request_timeout_seconds.is_some()
+    }
+
+    /// The keys private material is sealed with: none without a store key.
+    fn sealing_keys(&self) -> Result<SealingKeys, Failure> {
+        let file = pem_or_file(
+            self.store_key.as_deref().map(String::as_str),
+            self.store_key_file.as_deref(),
+            "store_key",
+        )?;
+        Ok(match file {
+            Some(bytes) => SealingKeys::single(StoreKey::from_file("option `store_key`", &bytes)?),
+            None => SealingKeys::none(),
+        })
+    }
+
+    fn etcd(&self) -> Result<EtcdOptions, Failure> {
+        let ca = pem_or_file(self.ca_pem.as_deref(), self.ca_file.as_deref(), "ca")?;
+        let cert = pem_or_file(self.cert_pem.as_deref(), self.cert_file.as_deref(), "cert")?;
+        let key = pem_or_file(
+            self.key_pem.as_deref().map(String::as_str),
+            self.key_file.as_deref(),
+            "key",
+        )?;
+        let tls = match (ca, cert, key) {
+            (Some(ca), Some(cert), Some(key)) => {
+                Some(EtcdTls::new(ca.to_vec()).with_identity(cert.to_vec(), key.to_vec()))
+            }
+            (Some(ca), None, None) => Some(EtcdTls::new(ca.to_vec())),
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err(Failure::invalid(
+                    "a client certificate needs the CA bundle (`ca_pem` or `ca_file`)",
+                ));
+            }
+            _ => {
+                return Err(Failure::invalid(
+                    "a client certificate needs both its chain (`cert_*`) and its key (`key_*`)",
+                ));
+            }
+        };
+        let user = match (&self.user, &self.password, &self.password_file) {
+            (None, None, None) => None,
+            (Some(user), Some(password), None) => Some(EtcdUser::new(user, password.as_str())),
+            (Some(user), None, Some(file)) => Some(
+                EtcdUser::from_password_file(user, Path::new(file))
+                    .map_err(|e| Failure::invalid(format!("`password_file`: {e}")))?,
+            ),
+            (Some(_), Some(_), Some(_)) => {
+                return Err(Failure::invalid(
+                    "give `password` or `password_file`, not both",
+                ));
+            }
+            (Some(_), None, None) => {
+                return Err(Failure::invalid(
+                    "`user` needs `password` or `password_file`",
+                ));
+            }
+            (None, _, _) => {
+                return Err(Failure::invalid("a password needs its `user`"));
+            }
+        };
+        let mut options = EtcdOptions {
+            tls,
+            user,
+            ..EtcdOptions::default()
+        };
+        for (given, field, name) in [
+            (
+                self.connect_timeout_seconds,
+                &mut options.connect_timeout,
+                "connect",
+            ),
+            (
+                self.request_timeout_seconds,
+                &mut options.request_timeout,
+                "request",
+            ),
+        ] {
+            match given {
+                Some(0) => {
+                    return Err(Failure::invalid(format!(
+                        "`{name}_timeout_seconds` must be positive"
+                    )));
+                }
+                Some(s) => *field = std::time::Duration::from_secs(s),
+                None => {}
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Opens the store `location` names (`location_len` bytes, no NUL
+/// needed), as the CLI's `DIR` argument does, with `options` as JSON
+/// (`options_len` bytes; NULL or `{}`: no options):
+///
+/// - a store URL, `etcd://HOST:PORT[,HOST:PORT...]/PREFIX` or `etcds://…`
+///   over TLS (the etcd store: every key lives under `PREFIX/`; writes are
+///   compare-and-swap transactions on the document's revision, so
+///   controller replicas in several processes may step the same document
+///   at once). The server is contacted here, within the connect timeout
+///   (5 s by default): an unreachable server, a wrong CA, a refused client
+///   certificate or a bad password fails now, with one line saying which;
+/// - `memory:`: a new, empty store in memory, whose documents live as long
+///   as the store (tests, and programs that copy documents in and out);
+/// - anything else: the directory store at that path, created (mode 0700)
+///   when missing. It is the CLI's layout (`signer/tls.crt`,
+///   `ca-bundle.crt`, `certs/NAME/…`, `targets/…`, `keys/…`, `creds/…`);
+///   every write switches to a complete new generation in one atomic
+///   rename, under an exclusive lock. (A directory whose name looks like a
+///   URL or is `memory:` is reached as `./memory:`.)
+///
+/// The options, every one optional:
+///
+/// ```json
+/// {"store_key_file": "/etc/pki/store.key",
+///  "ca_file": "/etc/pki/etcd/ca.crt",
+///  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
+///  "user": "pki", "password_file": "/etc/pki/etcd/password",
+///  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+/// ```
+///
+/// - `store_key_file` (or `store_key`, the file's text): a key file made
+///   by `pki store-key new`. Every document's private keys and credentials
+///   are sealed under it before they reach the store, and opened when
+///   read. Certificates and bundles stay in clear. In a directory store
+///   the files consumers read where they are (leaf keys,
+///   `keys/active.key`, `creds/NAME/current`) stay in clear (0600); etcd
+///   and memory stores seal everything private. Reading a value sealed
+///   under another key (or without a key) fails with `PKI_RESULT_STORE`
+///   and a one-line message, before anything is written;
+/// - for an etcd URL only: the CA bundle, the client certificate and its
+///   key as PEM text (`ca_pem`, `cert_pem`, `key_pem`) or as files the
+///   library reads (`ca_file`, `cert_file`, `key_file`); an etcd user and
+///   its password (`password` or `password_file`); the timeouts.
+///   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
+///   refused.
+///
+/// On success the caller owns `*out_store` and frees it with
+/// `pki_store_free`.
+///
+/// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
+/// `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
+/// valid store URL, malformed options, etcd options for a location that is
+/// not an etcd URL, an unreadable file: the message says which),
+/// `PKI_RESULT_STORE` (the directory cannot be created, the server cannot
+/// be reached or refuses the client, a store key that is not a pki store
+/// key file) or `PKI_RESULT_PANIC`.
+///
+/// # Safety
+///
+/// `location` must be NULL or valid for `location_len` bytes; `options`
+/// NULL or valid for `options_len` bytes; `out_store` NULL or valid for
+/// one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pki_store_open(
+    location: *const c_char,
+    location_len: usize,
+    options: *const c_char,
+    options_len: usize,
+    out_store: *mut *mut pki_store,
+) -> pki_result {
+    ffi!(out_store => {
+        location = bytes_in(location.cast::<u8>(), location_len, "location");
+        options = opt_bytes(options.cast::<u8>(), options_len, "options");
+    } open(location, options).map(into_handle))
+}
+
+fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
+    let options: StoreOptions = request::from_json_or_default("parameter `options`", options)?;
+    let keys = options.sealing_keys()?;
+    if !crate::store::is_url(location) {
+        if options.names_etcd() {
+            return Err(Failure::invalid(
+                "parameter `options`: etcd options need an etcd:// or etcds:// location",
+            ));
+        }
+        return crate::store::open_with(location, keys);
+    }
+    let url = std::str::from_utf8(location)
+        .map_err(|_| Failure::invalid("parameter `location`: a store URL must be UTF-8"))?;
+    let url = EtcdUrl::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
+    let store = pki_etcd::EtcdStore::open(&url, options.etcd()?)?;
+    Ok(pki_store {
+        backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
+            Box::new(store),
+            keys,
+            os_rng(),
+            false,
+        ))),
+    })
+}
