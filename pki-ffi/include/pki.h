@@ -16,7 +16,7 @@
  * The most steps one credential advance commits before it fails with
  * `PKI_RESULT_UNEXPECTED` (a store that does not keep its writes): a
  * rotation has at most two bookkeeping steps in a row. The CLI's
- * reconcile has the same bound: both run `pki_rotate::credential::advance`.
+ * reconcile has the same bound: both run `pki_rotate::driver::advance`.
  */
 #define PKI_CRED_ADVANCE_MAX_STEPS 8
 
