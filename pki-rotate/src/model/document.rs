@@ -51,6 +51,9 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// The format version this build writes; older ones are migrated when
     /// read.
     const VERSION: u32;
+    /// The versions whose state file has no `kind` (written before kinds
+    /// existed) yet is of this kind. None by default.
+    const KINDLESS_VERSIONS: &'static [u32] = &[];
 
     /// The document as the files a store keeps (and consumers read).
     fn to_files(&self) -> Result<Files>;
@@ -84,6 +87,31 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     fn published_secret(path: &str) -> bool {
         let _ = path;
         false
+    }
+
+    /// The path of this kind's state file (the [`Envelope`] naming the
+    /// kind) in a document of this kind that holds a file at `near`, or,
+    /// with None, the path it has whatever the document holds. None when
+    /// this kind keeps no file at `near`, or (with None) when its state
+    /// file's path depends on the document (a credential's
+    /// `creds/NAME/state.json`). A store that must know a document's kind
+    /// (a sealing store) reads it from this file, never from the store key.
+    /// None by default: the kind is not told by its files.
+    fn state_file(near: Option<&str>) -> Option<String> {
+        let _ = near;
+        None
+    }
+
+    /// The paths a sealing store reads to learn which store key the store
+    /// is sealed under: files of a document of this kind that hold a value
+    /// sealed wherever a sealing store keeps it (never one of the
+    /// [`Document::published_secret`] files), given what the last read of
+    /// them held (None at first: the paths known without reading; the
+    /// first read holds the state file too). Empty when there is nothing
+    /// (more) to read; empty by default: the kind tells no store key.
+    fn sealed_witness_paths(read: Option<&Files>) -> BTreeSet<String> {
+        let _ = read;
+        BTreeSet::new()
     }
 
     /// What the document says that does not hold, one sentence each: a

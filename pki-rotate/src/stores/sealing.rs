@@ -30,6 +30,7 @@ use rand_core::CryptoRng;
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
+mod kind;
 mod store;
 mod witness;
 pub use store::{SealedStore, SealingKeys};
@@ -157,8 +158,8 @@ impl StoreKey {
 /// Where a sealed value belongs: bound into its associated data.
 #[derive(Debug, Clone, Copy)]
 pub struct Binding<'a> {
-    /// The document kind (`"signer"`, …), or `""` when the store key names
-    /// no known kind.
+    /// The document kind (`"signer"`, …) its state file names, or `""`
+    /// when it names none this build knows.
     pub kind: &'a str,
     /// The document's store key.
     pub key: &'a str,

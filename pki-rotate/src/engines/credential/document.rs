@@ -260,6 +260,15 @@ impl DocumentForm for CredentialState {
     const KIND: &'static str = KIND;
     const VERSION: u32 = VERSION;
 
+    /// `creds/NAME/state.json` beside any file `creds/NAME/…` (sealed
+    /// where the store seals: it holds hook commands).
+    fn state_file(near: Option<&str>) -> Option<String> {
+        match near?.split('/').collect::<Vec<_>>().as_slice() {
+            [CREDS_DIR, name, _] => Some(credential_path(name, STATE_FILE)),
+            _ => None,
+        }
+    }
+
     /// The files form (see the module's table).
     fn to_files(&self) -> Result<Files> {
         self.validate()?;

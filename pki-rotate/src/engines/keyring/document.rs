@@ -260,6 +260,20 @@ impl DocumentForm for KeyRing {
     const KIND: &'static str = KIND;
     const VERSION: u32 = VERSION;
 
+    /// `keys/key-ring.json`, whatever the document holds.
+    fn state_file(near: Option<&str>) -> Option<String> {
+        let _ = near;
+        Some(STATE_FILE.to_string())
+    }
+
+    /// The active key: sealed everywhere but in a directory store.
+    fn sealed_witness_paths(read: Option<&Files>) -> BTreeSet<String> {
+        match read {
+            None => BTreeSet::from([ACTIVE_KEY.to_string()]),
+            Some(_) => BTreeSet::new(),
+        }
+    }
+
     /// The files a store keeps (see the module docs).
     fn to_files(&self) -> Result<Files> {
         let doc = self.document(false)?;

@@ -465,6 +465,20 @@ impl DocumentForm for SetState {
     const KIND: &'static str = super::KIND;
     const VERSION: u32 = VERSION;
 
+    /// `set/state.json`, whatever the document holds.
+    fn state_file(near: Option<&str>) -> Option<String> {
+        let _ = near;
+        Some(STATE_FILE.to_string())
+    }
+
+    /// Each CA's key, named by the state file (read first).
+    fn sealed_witness_paths(read: Option<&Files>) -> BTreeSet<String> {
+        match read {
+            None => BTreeSet::from([STATE_FILE.to_string()]),
+            Some(files) => ca_key_paths(files),
+        }
+    }
+
     fn to_files(&self) -> Result<Files> {
         to_files(self)
     }

@@ -343,6 +343,22 @@ impl SignerState {
 impl DocumentForm for SignerState {
     const KIND: &'static str = KIND;
     const VERSION: u32 = VERSION;
+    /// Version 1 predates kinds.
+    const KINDLESS_VERSIONS: &'static [u32] = &[1];
+
+    /// `pki-state.json`, whatever the document holds.
+    fn state_file(near: Option<&str>) -> Option<String> {
+        let _ = near;
+        Some(STATE_FILE.to_string())
+    }
+
+    /// The CA key.
+    fn sealed_witness_paths(read: Option<&Files>) -> BTreeSet<String> {
+        match read {
+            None => BTreeSet::from([SIGNER_KEY.to_string()]),
+            Some(_) => BTreeSet::new(),
+        }
+    }
 
     /// The files form: PEM files, `pki-state.json` (without material and
     /// leaf requests) and a request file per leaf.

@@ -1,14 +1,18 @@
 //! [`SealedStore`]: any store, with every document's private files sealed
 //! before they reach it.
 
-use super::{Binding, StoreKey, is_sealed, open, parse_sealed, seal, sealing_error, witness};
-use crate::model::document::{Document, File, Files};
+use super::kind::Kind;
+use super::{StoreKey, is_sealed, witness};
+use crate::model::document::Files;
 use crate::model::error::Result;
-use crate::model::store::{AsyncStore, Changes, Revision, Store, Summary};
+use crate::model::store::{AsyncStore, Changes, Revision, Store, Summary, only_paths};
 use rand_core::CryptoRng;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod files;
+use files::{KindSource, with_state_paths};
 
 /// The keys a [`SealedStore`] works with: the one it seals with (None:
 /// nothing is sealed, and a store holding sealed values is refused when
@@ -50,37 +54,6 @@ impl SealingKeys {
     }
 }
 
-/// What the wrapper knows of a document from its store key: its kind (in
-/// the associated data) and which of its secret files consumers read as
-/// published (left clear in a directory store).
-#[derive(Clone, Copy)]
-struct KindOf {
-    kind: &'static str,
-    published_secret: fn(&str) -> bool,
-}
-
-fn kind_entry<D: Document>() -> KindOf {
-    KindOf {
-        kind: D::KIND,
-        published_secret: D::published_secret,
-    }
-}
-
-/// The kind a store key holds: each engine's document lives at its own
-/// key (the key says which, as [`crate::DocumentKey`] does). A key of no
-/// known kind is sealed whole, bound to the kind `""`.
-fn kind_of(key: &str) -> Option<KindOf> {
-    match key {
-        crate::engines::signer::STORE_KEY => Some(kind_entry::<crate::SignerState>()),
-        crate::engines::set::STORE_KEY => Some(kind_entry::<crate::SetState>()),
-        crate::engines::keyring::STORE_KEY => Some(kind_entry::<crate::KeyRing>()),
-        _ if key.starts_with(&crate::engines::credential::credential_key("")) => {
-            Some(kind_entry::<crate::CredentialState>())
-        }
-        _ => None,
-    }
-}
-
 /// A store whose documents' private files (keys, credentials) are sealed
 /// with a [`StoreKey`] before they leave the process, and opened when
 /// read. Public files pass through untouched, so consumers of bundles and
@@ -88,9 +61,20 @@ fn kind_of(key: &str) -> Option<KindOf> {
 ///
 /// With `published_in_clear` (a directory store, whose files consumers
 /// read where they are), the secret files a document declares published
-/// ([`Document::published_secret`]: leaf keys, the active signing key,
-/// current credentials) are written in clear (mode 0600 as before);
-/// everything else private is sealed.
+/// ([`Document::published_secret`](crate::Document::published_secret):
+/// leaf keys, the active signing key, current credentials) are written in
+/// clear (mode 0600 as before); everything else private is sealed.
+///
+/// Which kind a document is, and so which files it publishes and the kind
+/// each sealed value is bound to, is read from the document itself: the
+/// state file each kind keeps ([`Document::state_file`](crate::Document::state_file), the envelope
+/// naming its kind), whatever store key it lives at. A write of changes
+/// that leaves the state file as it is reads it from the store, at the
+/// revision the write expects; a read of some of a document's files reads
+/// its state file with them. A document whose state file names no kind
+/// this build knows is sealed whole, bound to the kind `""`. Values sealed
+/// by builds that took the kind from the store key still open, and are
+/// sealed again under the document's kind by the next write of them.
 ///
 /// Reading a sealed value without its key fails with one line
 /// ([`StoreError::Sealing`](crate::StoreError::Sealing)) before anything
@@ -178,91 +162,6 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
         &self.inner
     }
 
-    fn stays_clear(&self, kind: Option<KindOf>, path: &str) -> bool {
-        self.published_in_clear && kind.is_some_and(|k| (k.published_secret)(path))
-    }
-
-    /// The files as the store beneath keeps them.
-    fn seal_files(&self, key: &str, files: &Files) -> Result<Files> {
-        let Some(sealing_key) = &self.keys.seal_with else {
-            return Ok(files.clone());
-        };
-        let kind = kind_of(key);
-        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = Files::new();
-        for dir in files.dirs() {
-            out.insert_dir(dir)?;
-        }
-        for (path, file) in files.iter() {
-            if !file.secret || self.stays_clear(kind, path) {
-                out.insert(path, file.clone())?;
-                continue;
-            }
-            let binding = Binding {
-                kind: kind.map_or("", |k| k.kind),
-                key,
-                path,
-            };
-            let sealed = seal(sealing_key, binding, &file.contents, &mut *rng)?;
-            out.insert(path, File::secret(sealed))?;
-        }
-        Ok(out)
-    }
-
-    /// The files as the document reads them.
-    /// `changes` with the files it writes sealed as [`Self::seal_files`] seals them.
-    fn seal_changes(&self, key: &str, changes: &Changes) -> Result<Changes> {
-        let mut written = Files::new();
-        for (path, file) in changes.written() {
-            written.insert(path, file.clone())?;
-        }
-        let mut sealed = Changes::new();
-        for (path, file) in self.seal_files(key, &written)?.iter() {
-            sealed.write(path, file.clone())?;
-        }
-        for path in changes.removed() {
-            sealed.remove(path)?;
-        }
-        Ok(sealed)
-    }
-
-    fn open_files(&self, key: &str, files: Files) -> Result<Files> {
-        if !files.iter().any(|(_, f)| is_sealed(&f.contents)) {
-            return Ok(files);
-        }
-        let kind = kind_of(key);
-        let mut out = Files::new();
-        for dir in files.dirs() {
-            out.insert_dir(dir)?;
-        }
-        for (path, file) in files.iter() {
-            if !is_sealed(&file.contents) {
-                out.insert(path, file.clone())?;
-                continue;
-            }
-            if !file.secret {
-                return Err(sealing_error(
-                    &format!("{path} in {key}"),
-                    "is a sealed value in a public file".into(),
-                ));
-            }
-            let binding = Binding {
-                kind: kind.map_or("", |k| k.kind),
-                key,
-                path,
-            };
-            let contents = open(&self.keys.open_with, binding, &file.contents)?;
-            out.insert(
-                path,
-                File {
-                    contents,
-                    secret: true,
-                },
-            )?;
-        }
-        Ok(out)
-    }
-
     /// Whether the keys still have to be checked against the witnesses
     /// before a read (`write` false) or a write.
     fn key_check_due(&self, write: bool) -> bool {
@@ -271,58 +170,58 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
             && (write || !self.public_reads || !self.keys.open_with.is_empty())
     }
 
-    /// Opens the first sealed secret file of `files` (of the document at
-    /// `key`) with the keys: whether there was one. A wrong or missing key
-    /// is the error [`open`] gives.
-    fn opens_a_witness(&self, key: &str, files: &Files) -> Result<bool> {
-        let Some((path, file)) = files
-            .iter()
-            .find(|(_, f)| f.secret && is_sealed(&f.contents))
-        else {
-            return Ok(false);
-        };
-        let binding = Binding {
-            kind: kind_of(key).map_or("", |k| k.kind),
-            key,
-            path,
-        };
-        open(&self.keys.open_with, binding, &file.contents)?;
-        Ok(true)
-    }
-
-    /// The document at `key` as read, opened: a sealed value among its
-    /// files that opens checks the keys.
-    fn opened(
-        &self,
-        key: &str,
-        read: Option<(Files, Revision)>,
-    ) -> Result<Option<(Files, Revision)>> {
-        let Some((files, revision)) = read else {
-            return Ok(None);
-        };
+    /// The document at `key` as read (`files`), opened, and its kind: a
+    /// sealed value among its files that opens checks the keys.
+    fn opened(&self, key: &str, files: Files) -> Result<(Files, Option<Kind>)> {
+        let kind = self.kind_in(key, &files)?;
         let sealed = files.iter().any(|(_, f)| is_sealed(&f.contents));
-        let files = self.open_files(key, files)?;
+        let files = self.open_files(key, kind, files)?;
         if sealed {
             self.key_checked.store(true, Ordering::Release);
         }
-        Ok(Some((files, revision)))
+        Ok((files, kind))
     }
 
-    /// Whether the files as stored are exactly as this store would write
-    /// them now: every private file sealed under the sealing key (or in
-    /// clear where it stays clear), or everything clear without a key.
-    fn is_current(&self, key: &str, stored: &Files) -> bool {
-        let kind = kind_of(key);
-        stored.iter().filter(|(_, f)| f.secret).all(|(path, f)| {
-            match (&self.keys.seal_with, is_sealed(&f.contents)) {
-                (None, sealed) => !sealed,
-                (Some(_), false) => self.stays_clear(kind, path),
-                (Some(k), true) => {
-                    !self.stays_clear(kind, path)
-                        && parse_sealed(&f.contents).is_ok_and(|(h, _)| h.key_id == k.id())
-                }
-            }
-        })
+    /// One read of the witness at `key`, whose kind its first read told
+    /// (`kind`, set by it): the paths to read next, or None when a sealed
+    /// value opened (or there is nothing more to read).
+    fn witness_read(
+        &self,
+        key: &str,
+        kind: &mut Option<Option<Kind>>,
+        files: &Files,
+    ) -> Result<Option<BTreeSet<String>>> {
+        let kind = match *kind {
+            Some(known) => known,
+            None => *kind.insert(self.kind_in(key, files)?),
+        };
+        if self.opens_a_witness(key, kind, files)? {
+            return Ok(None);
+        }
+        Ok(Some(witness::next_paths(kind, Some(files))))
+    }
+
+    /// The document read at `key` (of `wanted`, or whole when None),
+    /// opened, and whether its witness check can be skipped
+    /// ([`witness::told_all`]); `paths` (when not `wanted`) is what the
+    /// caller asked for, the rest left out.
+    fn read_opened(
+        &self,
+        key: &str,
+        read: Option<(Files, Revision)>,
+        wanted: Option<&BTreeSet<String>>,
+        paths: Option<&BTreeSet<String>>,
+    ) -> Result<(Option<(Files, Revision)>, bool)> {
+        let Some((files, revision)) = read else {
+            return Ok((None, true));
+        };
+        let (files, kind) = self.opened(key, files)?;
+        let told_all = witness::told_all(kind, wanted, &files);
+        let files = match paths {
+            Some(paths) => only_paths(&files, paths),
+            None => files,
+        };
+        Ok((Some((files, revision)), told_all))
     }
 }
 
@@ -334,53 +233,68 @@ impl<S: Store, R: CryptoRng> SealedStore<S, R> {
             return Ok(());
         }
         for key in self.witnesses.iter().filter(|k| Some(k.as_str()) != skip) {
-            let mut paths = witness::next_paths(key, None);
+            let mut kind = None;
+            let mut paths = witness::next_paths(None, None);
             while !paths.is_empty() {
                 let Some((files, _)) = self.inner.get_paths(key, &paths)? else {
                     break;
                 };
-                if self.opens_a_witness(key, &files)? {
-                    break;
+                match self.witness_read(key, &mut kind, &files)? {
+                    Some(next) => paths = next,
+                    None => break,
                 }
-                paths = witness::next_paths(key, Some(&files));
             }
         }
         self.key_checked.store(true, Ordering::Release);
         Ok(())
     }
 
-    /// [`SealedStore::opened`], then the witnesses checked, but for `key`
-    /// when the read of its `paths` (None: all) held every file that could
-    /// tell ([`witness::told_all`]).
+    /// [`SealedStore::read_opened`], then the witnesses checked, but for
+    /// `key` when the read held every file that could tell.
     fn read_checked(
         &self,
         key: &str,
         read: Option<(Files, Revision)>,
+        wanted: Option<&BTreeSet<String>>,
         paths: Option<&BTreeSet<String>>,
     ) -> Result<Option<(Files, Revision)>> {
-        let read = self.opened(key, read)?;
-        let skip = read
-            .as_ref()
-            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        let (read, skip) = self.read_opened(key, read, wanted, paths)?;
         self.check_key(skip.then_some(key), false)?;
         Ok(read)
     }
 
+    /// The kind of the document `changes` change at `key` (at revision
+    /// `expected`).
+    fn kind_of_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+    ) -> Result<Option<Kind>> {
+        match KindSource::of(changes)? {
+            KindSource::Written(files) => self.kind_in(key, &files),
+            KindSource::Stored(paths) => {
+                self.kind_stored(key, expected, self.inner.get_paths(key, &paths)?)
+            }
+        }
+    }
+
     /// Rewrites the document at `key` so that every private file is
-    /// sealed under the sealing key (opening it with any key given),
-    /// through the store's compare-and-swap; a conflict reads again.
-    /// Returns whether anything was written. Rerunning after a crash
-    /// converges: each document is rewritten whole or not at all, and one
-    /// already current is left alone.
+    /// sealed under the sealing key and bound to the document's kind
+    /// (opening it with any key given), through the store's
+    /// compare-and-swap; a conflict reads again. Returns whether anything
+    /// was written. Rerunning after a crash converges: each document is
+    /// rewritten whole or not at all, and one already current is left
+    /// alone.
     pub fn reseal(&self, key: &str) -> Result<bool> {
         loop {
             let Some((stored, revision)) = self.inner.get(key)? else {
                 return Ok(false);
             };
-            if self.is_current(key, &stored) {
+            if self.is_current(key, &stored)? {
                 return Ok(false);
             }
-            let files = self.open_files(key, stored)?;
+            let (files, _) = self.opened(key, stored)?;
             match Store::put(self, key, Some(&revision), &files) {
                 Ok(_) => return Ok(true),
                 Err(e) if e.is_conflict() => continue,
@@ -397,7 +311,7 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
 
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get(key)?;
-        self.read_checked(key, read, None)
+        self.read_checked(key, read, None, None)
     }
 
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
@@ -420,16 +334,29 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         if expected.is_none() {
             for other in self.neighbours.iter().filter(|k| *k != key) {
                 if let Some((stored, _)) = self.inner.get(other)? {
-                    self.open_files(other, stored)?;
+                    let kind = self.kind_in(other, &stored)?;
+                    self.open_files(other, kind, stored)?;
                 }
             }
         }
-        let sealed = self.seal_files(key, files)?;
+        let kind = self.kind_in(key, files)?;
+        let sealed = self.seal_files(key, kind, files)?;
         self.inner.put_with_summary(key, expected, &sealed, summary)
     }
+
+    /// Reads the document's state file with `paths` when they name none
+    /// (its kind decides how the files open), and returns `paths` only.
     fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
-        let read = self.inner.get_paths(key, paths)?;
-        self.read_checked(key, read, Some(paths))
+        match with_state_paths(paths) {
+            None => {
+                let read = self.inner.get_paths(key, paths)?;
+                self.read_checked(key, read, Some(paths), None)
+            }
+            Some(wanted) => {
+                let read = self.inner.get_paths(key, &wanted)?;
+                self.read_checked(key, read, Some(&wanted), Some(paths))
+            }
+        }
     }
 
     fn put_changes(
@@ -440,7 +367,8 @@ impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         self.check_key(None, true)?;
-        let sealed = self.seal_changes(key, changes)?;
+        let kind = self.kind_of_changes(key, expected, changes)?;
+        let sealed = self.seal_changes(key, kind, changes)?;
         self.inner.put_changes(key, expected, &sealed, summary)
     }
 
@@ -459,15 +387,16 @@ impl<S: AsyncStore, R: CryptoRng + Send> SealedStore<S, R> {
             return Ok(());
         }
         for key in self.witnesses.iter().filter(|k| Some(k.as_str()) != skip) {
-            let mut paths = witness::next_paths(key, None);
+            let mut kind = None;
+            let mut paths = witness::next_paths(None, None);
             while !paths.is_empty() {
                 let Some((files, _)) = self.inner.get_paths(key, &paths).await? else {
                     break;
                 };
-                if self.opens_a_witness(key, &files)? {
-                    break;
+                match self.witness_read(key, &mut kind, &files)? {
+                    Some(next) => paths = next,
+                    None => break,
                 }
-                paths = witness::next_paths(key, Some(&files));
             }
         }
         self.key_checked.store(true, Ordering::Release);
@@ -479,14 +408,28 @@ impl<S: AsyncStore, R: CryptoRng + Send> SealedStore<S, R> {
         &self,
         key: &str,
         read: Option<(Files, Revision)>,
+        wanted: Option<&BTreeSet<String>>,
         paths: Option<&BTreeSet<String>>,
     ) -> Result<Option<(Files, Revision)>> {
-        let read = self.opened(key, read)?;
-        let skip = read
-            .as_ref()
-            .is_none_or(|(files, _)| witness::told_all(key, paths, files));
+        let (read, skip) = self.read_opened(key, read, wanted, paths)?;
         self.check_key_async(skip.then_some(key), false).await?;
         Ok(read)
+    }
+
+    /// [`SealedStore::kind_of_changes`] over an asynchronous store.
+    async fn kind_of_changes_async(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+    ) -> Result<Option<Kind>> {
+        match KindSource::of(changes)? {
+            KindSource::Written(files) => self.kind_in(key, &files),
+            KindSource::Stored(paths) => {
+                let read = self.inner.get_paths(key, &paths).await?;
+                self.kind_stored(key, expected, read)
+            }
+        }
     }
 }
 
@@ -497,12 +440,13 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
 
     async fn get(&self, key: &str) -> Result<Option<(Files, Revision)>> {
         let read = self.inner.get(key).await?;
-        self.read_checked_async(key, read, None).await
+        self.read_checked_async(key, read, None, None).await
     }
 
     async fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision> {
         self.check_key_async(None, true).await?;
-        let sealed = self.seal_files(key, files)?;
+        let kind = self.kind_in(key, files)?;
+        let sealed = self.seal_files(key, kind, files)?;
         self.inner.put(key, expected, &sealed).await
     }
 
@@ -518,7 +462,8 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         self.check_key_async(None, true).await?;
-        let sealed = self.seal_files(key, files)?;
+        let kind = self.kind_in(key, files)?;
+        let sealed = self.seal_files(key, kind, files)?;
         self.inner
             .put_with_summary(key, expected, &sealed, summary)
             .await
@@ -529,8 +474,17 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         key: &str,
         paths: &BTreeSet<String>,
     ) -> Result<Option<(Files, Revision)>> {
-        let read = self.inner.get_paths(key, paths).await?;
-        self.read_checked_async(key, read, Some(paths)).await
+        match with_state_paths(paths) {
+            None => {
+                let read = self.inner.get_paths(key, paths).await?;
+                self.read_checked_async(key, read, Some(paths), None).await
+            }
+            Some(wanted) => {
+                let read = self.inner.get_paths(key, &wanted).await?;
+                self.read_checked_async(key, read, Some(&wanted), Some(paths))
+                    .await
+            }
+        }
     }
 
     async fn put_changes(
@@ -541,7 +495,8 @@ impl<S: AsyncStore, R: CryptoRng + Send> AsyncStore for SealedStore<S, R> {
         summary: Option<&Summary>,
     ) -> Result<Revision> {
         self.check_key_async(None, true).await?;
-        let sealed = self.seal_changes(key, changes)?;
+        let kind = self.kind_of_changes_async(key, expected, changes).await?;
+        let sealed = self.seal_changes(key, kind, changes)?;
         self.inner
             .put_changes(key, expected, &sealed, summary)
             .await
