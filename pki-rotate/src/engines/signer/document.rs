@@ -479,9 +479,6 @@ impl DocumentForm for SignerState {
         files_from_secret_data(data)
     }
 
-    /// The signer's plan with nothing asked, at `now`: when it changes
-    /// nothing, nothing changes before its next check either (that is what
-    /// the next check is), so steps until then are idle.
     fn part_paths(names: &BTreeSet<String>) -> Option<BTreeSet<String>> {
         Some(part::paths(names))
     }
@@ -490,6 +487,9 @@ impl DocumentForm for SignerState {
         part::read(files, names)
     }
 
+    /// The signer's plan with nothing asked, at `now`: when it changes
+    /// nothing, nothing changes before its next check either (that is what
+    /// the next check is), so steps until then are idle.
     fn idle(&self, now: time::OffsetDateTime) -> Option<Idle> {
         let plan = crate::engines::signer::plan(self, &crate::SignerInput::default(), now).ok()?;
         if !plan.is_empty() || plan.next_check <= now {
