@@ -163,4 +163,6 @@ pub fn in_token(test: &str, body: impl FnOnce(&Token)) {
         "{test} against a SoftHSM2 token failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
+    // What the body printed (shown with --nocapture).
+    print!("{stdout}");
 }
