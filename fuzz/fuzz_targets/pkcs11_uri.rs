@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
             let back = Pkcs11Uri::parse(&written).expect("our own form reads back");
             assert_eq!(back, uri, "{written}");
             assert_eq!(back.to_string(), written);
-            assert!(!written.contains("pin-value"));
+            // `=` inside a value is written %3D: only an attribute could
+            // write `pin-value=`, and none does.
+            assert!(!written.contains("pin-value="));
             let _ = uri.pin_file();
             let _ = uri.describe_object();
             assert_eq!(

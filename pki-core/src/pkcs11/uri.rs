@@ -101,6 +101,16 @@ const UNSUPPORTED_PATH: &[&str] = &[
     "slot-manufacturer",
     "slot-id",
 ];
+/// The path attributes pki reads.
+const PATH: &[&str] = &[
+    "token",
+    "manufacturer",
+    "serial",
+    "model",
+    "object",
+    "type",
+    "id",
+];
 const SUPPORTED_PATH: &str = "token, manufacturer, serial, model, object, type, id";
 const SUPPORTED_QUERY: &str = "pin-source, module-path";
 
@@ -142,9 +152,17 @@ impl Pkcs11Uri {
         let (name, raw) = split_attribute(attribute)?;
         if UNSUPPORTED_PATH.contains(&name) || name.starts_with("x-") {
             return Err(bad(format!(
-                "path attribute \"{name}\" is not supported (pki reads {SUPPORTED_PATH})"
+                "path attribute \"{}\" is not supported (pki reads {SUPPORTED_PATH})",
+                name.escape_debug()
             )));
         }
+        if !PATH.contains(&name) {
+            return Err(bad(format!(
+                "unknown path attribute \"{}\" (pki reads {SUPPORTED_PATH})",
+                name.escape_debug()
+            )));
+        }
+        // Only a name pki knows reaches a message below.
         let value = decode(name, raw, Context::Path)?;
         let text = || text(name, &value);
         match name {
@@ -158,11 +176,8 @@ impl Pkcs11Uri {
                 name,
                 Pkcs11ObjectType::parse(&text()?)?,
             ),
-            "id" => set(&mut self.id, name, value),
-            _ => Err(bad(format!(
-                "unknown path attribute \"{}\" (pki reads {SUPPORTED_PATH})",
-                name.escape_debug()
-            ))),
+            // "id", the last of PATH.
+            _ => set(&mut self.id, name, value),
         }
     }
 

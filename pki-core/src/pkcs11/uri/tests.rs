@@ -75,6 +75,9 @@ fn refuses_attributes_it_does_not_read_by_name() {
     assert!(text.contains("\"x-vendor\" is not supported"), "{text}");
     let text = refused("pkcs11:tokn=a");
     assert!(text.contains("unknown path attribute \"tokn\""), "{text}");
+    // A name with a line break in it stays on one line (found by fuzzing).
+    let text = refused("pkcs11:tok\n\nen=a%zz");
+    assert!(text.contains("\"tok\\n\\nen\""), "{text}");
     let text = refused("pkcs11:token=a?module-name=softhsm2");
     assert!(text.contains("\"module-name\" is not supported"), "{text}");
     let text = refused("pkcs11:token=a?pin=1234");
