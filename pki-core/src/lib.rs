@@ -33,8 +33,7 @@
 // The modules form a stack, each importing only those below it
 // (tests/layers.rs checks it), bottom up: text, rng, dn, provider, usage,
 // time_text and signatures; the error types (error); der_input, pem,
-// datetime and policy; cert; key and bundle; signing (the one interface of
-// a CA's key); pkcs11 (keys in a token) and issue; verify and lineage;
+// datetime and policy; cert; key and bundle; issue; verify and lineage;
 // import; lint.
 mod bundle;
 mod cert;
@@ -53,6 +52,8 @@ mod key;
 mod lineage;
 pub mod lint;
 pub mod pem;
+// Above key, below issue: a CA key in a token (pkcs11), and the one
+// signing interface both kinds of key give (signing).
 mod pkcs11;
 pub mod policy;
 mod provider;
