@@ -68,6 +68,8 @@ collect() {
   [ -e /usr/include/stdio.h ] || want libc6-dev "the C headers the C ABI's tests include"
   need pkg-config pkg-config "the C install test links with pkg-config --libs pki"
   need pgrep procps "the credential tests check that a killed hook left no process"
+  need softhsm2-util softhsm2 "the PKCS#11 tests make their own SoftHSM2 token and keep CA keys in it"
+  need pkcs11-tool opensc "the PKCS#11 tests read the token's key objects back with OpenSC's pkcs11-tool"
   need python3 python3 "the JSON schema and token tests run Python checkers"
   python_has jsonschema || want python3-jsonschema "the CLI's JSON output is validated against docs/*.schema.json"
   python_has 'jwt, cryptography' || /usr/bin/python3 -c 'import jwt, cryptography' 2>/dev/null \

@@ -222,6 +222,101 @@ pub enum Error {
         /// The CA's id.
         certificate: String,
     },
+    /// A PKCS#11 URI (RFC 7512) could not be read.
+    #[error("PKCS#11 URI: {reason}")]
+    Pkcs11Uri {
+        /// What is wrong, naming the attribute (never a PIN).
+        reason: String,
+    },
+    /// The PKCS#11 module could not be loaded: no file at the path, or a
+    /// file that is not a PKCS#11 module.
+    #[error(
+        "cannot load the PKCS#11 module {path}: {reason}: give the path of the token's module (a .so file, such as /usr/lib/softhsm/libsofthsm2.so)"
+    )]
+    Pkcs11Module {
+        /// The path given.
+        path: String,
+        /// What the loader said.
+        reason: String,
+    },
+    /// The token refused the user PIN.
+    #[error("the PIN of PKCS#11 token \"{token}\" is wrong: check the PIN file")]
+    Pkcs11WrongPin {
+        /// The token's label.
+        token: String,
+    },
+    /// No token of the module matches the URI's token attributes.
+    #[error(
+        "no PKCS#11 token {wanted} in the module (tokens: {available}): check token= in the key's URI, or initialise the token"
+    )]
+    Pkcs11TokenNotFound {
+        /// The token attributes looked for (`token="ca"`).
+        wanted: String,
+        /// The labels of the tokens the module has, comma-separated, or
+        /// `none`.
+        available: String,
+    },
+    /// The token holds no private key object matching the URI.
+    #[error(
+        "PKCS#11 token \"{token}\" holds no private key {object}: the key object was deleted, or the URI names another one"
+    )]
+    Pkcs11KeyNotFound {
+        /// The token's label.
+        token: String,
+        /// The object attributes looked for (`object="ca" id=%01`).
+        object: String,
+    },
+    /// More than one private key object matches the URI.
+    #[error(
+        "PKCS#11 token \"{token}\" holds {count} private keys matching {object}: add id= to the URI to name one"
+    )]
+    Pkcs11KeyAmbiguous {
+        /// The token's label.
+        token: String,
+        /// The object attributes looked for.
+        object: String,
+        /// How many match.
+        count: usize,
+    },
+    /// A key was to be generated with a CKA_ID that an object of the token
+    /// already has.
+    #[error(
+        "PKCS#11 token \"{token}\" already holds a key object with {object}: adopt or destroy that key, or choose another id"
+    )]
+    Pkcs11KeyExists {
+        /// The token's label.
+        token: String,
+        /// The id (and label) asked for.
+        object: String,
+    },
+    /// The token has no room for another object (CKR_DEVICE_MEMORY).
+    #[error(
+        "PKCS#11 token \"{token}\" is full (CKR_DEVICE_MEMORY) while {operation}: destroy key objects nothing uses, or use a token with more room"
+    )]
+    Pkcs11TokenFull {
+        /// The token's label.
+        token: String,
+        /// What was being done.
+        operation: String,
+    },
+    /// The token does not offer a mechanism pki needs for the key.
+    #[error(
+        "PKCS#11 token \"{token}\" does not support {mechanism}: choose another key algorithm, or a token that offers it"
+    )]
+    Pkcs11UnsupportedMechanism {
+        /// The token's label.
+        token: String,
+        /// The mechanism (`CKM_ECDSA`).
+        mechanism: String,
+    },
+    /// Any other failure of a PKCS#11 module or token.
+    #[error("PKCS#11 {operation}: {reason}")]
+    Pkcs11 {
+        /// What was being done (`signing with token "ca"`).
+        operation: String,
+        /// What the module said.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -27,7 +27,7 @@
 use crate::bundle::Bundle;
 use crate::cert::{Certificate, KeyUsages};
 use crate::error::{Error, Result};
-use crate::issue::CertificateAuthority;
+use crate::issue::{CertificateAuthority, Issuer};
 use crate::key::PrivateKey;
 use crate::pem;
 use crate::verify::{
@@ -469,10 +469,20 @@ pub fn renew_same_key<R: CryptoRng + ?Sized>(
     lifetime: Duration,
     rng: &mut R,
 ) -> Result<Certificate> {
-    if !is_self_signed(&ca.cert) {
+    renew_same_key_with(&ca.issuer(), issued_at, lifetime, rng)
+}
+
+/// [`renew_same_key`] for a CA whose key may be in a token.
+pub fn renew_same_key_with<R: CryptoRng + ?Sized>(
+    ca: &Issuer<'_>,
+    issued_at: OffsetDateTime,
+    lifetime: Duration,
+    rng: &mut R,
+) -> Result<Certificate> {
+    if !is_self_signed(ca.cert()) {
         return Err(Error::issuance(format!(
             "{} is not self-signed: only its issuer can renew it",
-            ca.cert.id()
+            ca.cert().id()
         )));
     }
     if lifetime <= Duration::ZERO {
@@ -483,7 +493,7 @@ pub fn renew_same_key<R: CryptoRng + ?Sized>(
         -crate::issue::DEFAULT_BACKDATE,
     )?);
     let not_after = crate::datetime::truncate(crate::datetime::add(issued_at, lifetime)?);
-    crate::issue::resign(&ca.cert, ca, not_before, not_after, rng)
+    crate::issue::resign(ca.cert(), ca, not_before, not_after, rng)
 }
 
 /// The root a set of certificates leads to: from the first certificate,

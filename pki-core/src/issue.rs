@@ -16,6 +16,7 @@
 use crate::cert::Certificate;
 use crate::error::{Error, Result};
 use crate::key::PrivateKey;
+use crate::signing::SigningKey;
 use crate::usage::{EKU_CLIENT_AUTH, EKU_SERVER_AUTH};
 use der::asn1::{Ia5String, OctetString};
 use der::referenced::OwnedToRef;
@@ -120,6 +121,16 @@ impl CertificateParams {
         key: &PrivateKey,
         rng: &mut R,
     ) -> Result<Certificate> {
+        self.self_signed_with(key, rng)
+    }
+
+    /// [`CertificateParams::self_signed`] with any [`SigningKey`]: a key in
+    /// this process or in a token.
+    pub fn self_signed_with<R: CryptoRng + ?Sized>(
+        &self,
+        key: &dyn SigningKey,
+        rng: &mut R,
+    ) -> Result<Certificate> {
         let (not_before, not_after) = self.window(None)?;
         let spki = key.public_key()?;
         let ski = key_identifier(&spki)?;
@@ -143,7 +154,18 @@ impl CertificateParams {
         issuer: &CertificateAuthority,
         rng: &mut R,
     ) -> Result<Certificate> {
-        let (not_before, not_after) = self.window(Some(&issuer.cert))?;
+        self.signed_with(public_key, &issuer.issuer(), rng)
+    }
+
+    /// Issues a certificate for `public_key`, signed by `issuer`: a CA
+    /// certificate with any [`SigningKey`] (in this process or in a token).
+    pub fn signed_with<R: CryptoRng + ?Sized>(
+        &self,
+        public_key: &SubjectPublicKeyInfoOwned,
+        issuer: &Issuer<'_>,
+        rng: &mut R,
+    ) -> Result<Certificate> {
+        let (not_before, not_after) = self.window(Some(issuer.cert))?;
         let ski = key_identifier(public_key)?;
         let is_rsa = public_key.algorithm.oid == RSA_ENCRYPTION;
         let extensions = self.extensions(&ski, issuer.cert.ski(), is_rsa)?;
@@ -154,7 +176,7 @@ impl CertificateParams {
             not_before,
             not_after,
             public_key,
-            &issuer.key,
+            issuer.key,
             rng,
         )
     }
@@ -362,6 +384,64 @@ impl CertificateAuthority {
     ) -> Result<Certificate> {
         params.signed_by(public_key, self, rng)
     }
+
+    /// This CA as an [`Issuer`]: its certificate and its in-process key.
+    pub fn issuer(&self) -> Issuer<'_> {
+        Issuer {
+            cert: &self.cert,
+            key: &self.key,
+        }
+    }
+}
+
+/// A CA certificate and the key that signs for it, wherever that key
+/// lives: what [`CertificateParams::signed_with`], [`cross_sign_with`] and
+/// [`crate::renew_same_key_with`] sign with. Borrowed, so a token key
+/// stays with its owner; [`CertificateAuthority::issuer`] gives one for
+/// an in-process key.
+#[derive(Clone, Copy)]
+pub struct Issuer<'a> {
+    cert: &'a Certificate,
+    key: &'a dyn SigningKey,
+}
+
+impl std::fmt::Debug for Issuer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer")
+            .field("cert", &self.cert)
+            .field("algorithm", &self.key.algorithm())
+            .finish()
+    }
+}
+
+impl<'a> Issuer<'a> {
+    /// Pairs a CA certificate with its signing key, refusing a key that
+    /// does not belong to the certificate or a certificate that is not a
+    /// CA (as [`CertificateAuthority::new`] does).
+    pub fn new(cert: &'a Certificate, key: &'a dyn SigningKey) -> Result<Self> {
+        if !crate::signing::key_matches(key, cert.public_key()) {
+            return Err(Error::KeyMismatch {
+                certificate: cert.id(),
+            });
+        }
+        if !cert.is_ca() {
+            return Err(Error::NotACa {
+                certificate: cert.id(),
+                reason: "basicConstraints cA is not TRUE".into(),
+            });
+        }
+        Ok(Issuer { cert, key })
+    }
+
+    /// The CA certificate.
+    pub fn cert(&self) -> &'a Certificate {
+        self.cert
+    }
+
+    /// The signing key.
+    pub fn key(&self) -> &'a dyn SigningKey {
+        self.key
+    }
 }
 
 /// Cross-signs `target` with `signer`: the result has the target's exact
@@ -375,6 +455,18 @@ pub fn cross_sign<R: CryptoRng + ?Sized>(
     not_after: OffsetDateTime,
     rng: &mut R,
 ) -> Result<Certificate> {
+    cross_sign_with(target, &signer.issuer(), not_after, rng)
+}
+
+/// [`cross_sign`] with any [`Issuer`]: the signer's key may be in this
+/// process or in a token (a rotation's bridges, signed by the old and the
+/// new key).
+pub fn cross_sign_with<R: CryptoRng + ?Sized>(
+    target: &Certificate,
+    signer: &Issuer<'_>,
+    not_after: OffsetDateTime,
+    rng: &mut R,
+) -> Result<Certificate> {
     resign(target, signer, target.not_before(), not_after, rng)
 }
 
@@ -382,7 +474,7 @@ pub fn cross_sign<R: CryptoRng + ?Sized>(
 /// renewal re-signs a CA with its own key over a new validity window.
 pub(crate) fn resign<R: CryptoRng + ?Sized>(
     target: &Certificate,
-    signer: &CertificateAuthority,
+    signer: &Issuer<'_>,
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
     rng: &mut R,
@@ -417,7 +509,7 @@ pub(crate) fn resign<R: CryptoRng + ?Sized>(
         not_before,
         not_after,
         tbs.subject_public_key_info(),
-        &signer.key,
+        signer.key,
         rng,
     )
 }
@@ -540,7 +632,7 @@ fn build<R: CryptoRng + ?Sized>(
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
     spki: &SubjectPublicKeyInfoOwned,
-    signing_key: &PrivateKey,
+    signing_key: &dyn SigningKey,
     rng: &mut R,
 ) -> Result<Certificate> {
     if not_after <= not_before {
@@ -569,6 +661,7 @@ fn build<R: CryptoRng + ?Sized>(
     })
     .map_err(Error::crypto)?;
     let signature = signing_key.sign(&tbs, &crate::CryptoProvider::get_default())?;
+    crate::signing::check_signature(&signature)?;
     let der = certificate_der(tbs, &algorithm, &signature).map_err(Error::crypto)?;
     // Parsed from its encoding like any other certificate, so that what
     // pki made is known to decode again (see `Certificate::x509`).

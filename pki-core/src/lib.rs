@@ -52,10 +52,14 @@ mod key;
 mod lineage;
 pub mod lint;
 pub mod pem;
+// Above key, below issue: a CA key in a token (pkcs11), and the one
+// signing interface both kinds of key give (signing).
+mod pkcs11;
 pub mod policy;
 mod provider;
 mod rng;
 mod signatures;
+mod signing;
 pub mod text;
 mod time_text;
 pub mod trust_matrix;
@@ -67,18 +71,22 @@ pub use cert::{BasicConstraintsInfo, Certificate, KeyUsages, ObjectIdentifier};
 pub use error::{Error, Result, VerifyError};
 pub use import::{
     CaImport, ValidatedCa, chain_root, check_can_sign_certificates, check_issuing_order,
-    import_ca_file, is_self_signed, renew_same_key, verify_ca_path,
+    import_ca_file, is_self_signed, renew_same_key, renew_same_key_with, verify_ca_path,
 };
 pub use issue::{
-    CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Profile, check_dns_name,
-    common_name_to_name, cross_sign,
+    CertificateAuthority, CertificateParams, DEFAULT_BACKDATE, Issuer, Profile, check_dns_name,
+    common_name_to_name, cross_sign, cross_sign_with,
 };
 pub use key::{KeyAlgorithm, PrivateKey};
 pub use lineage::{Lineage, LineageRule, issued_by};
+#[cfg(feature = "pkcs11")]
+pub use pkcs11::{Pkcs11Key, Pkcs11Module, Pkcs11Token};
+pub use pkcs11::{Pkcs11ObjectType, Pkcs11Pin, Pkcs11Uri};
 pub use policy::RotationPolicy;
 pub use provider::{Backend, CryptoProvider};
 pub use rng::{OsRng, os_rng};
 pub use signatures::SignatureCache;
+pub use signing::{SigningKey, signature_algorithm};
 pub use usage::{EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, Purpose};
 pub use verify::{
     Budget, ExpectedName, VerifiedPath, VerifyOptions, verify_chain, verify_chain_cached,

@@ -335,6 +335,7 @@ fn generate() {
     documents(&mut out);
     path_inputs(&mut out);
     fs_manifests(&mut out);
+    pkcs11_uris(&mut out);
     println!("wrote {} seeds under {}", out.count, out.root.display());
     std::process::exit(0);
 }
@@ -542,4 +543,20 @@ fn ca_import(out: &mut Out) {
     reversed.extend_from_slice(root.cert.to_pem().as_bytes());
     reversed.extend_from_slice(ca.to_pem().as_bytes());
     out.put("ca_import", "out-of-order", &reversed);
+}
+
+/// PKCS#11 URIs: the forms pki writes and RFC 7512's examples, and a few
+/// refusals (an attribute twice, one pki does not read, a PIN in the URI).
+fn pkcs11_uris(out: &mut Out) {
+    for (name, uri) in [
+        ("key", "pkcs11:token=pki-ca;object=root-2026;type=private;id=%01%02"),
+        ("pin-source", "pkcs11:token=ca;id=%0A?pin-source=file:/run/pki/pin&module-path=/usr/lib/softhsm/libsofthsm2.so"),
+        ("rfc7512", "pkcs11:token=The%20Software%20PKCS%2311%20Softtoken;manufacturer=Snake%20Oil,%20Inc.;model=1.0;object=my-certificate;type=cert;id=%69%95%3E%5C%F4%BE%2D%B3%B5%39%5C%6B%6B%37%37%37?pin-source=file:/etc/token_pin"),
+        ("utf8", "pkcs11:token=Name%20with%20a%20small%20A%20with%20acute:%20%C3%A1"),
+        ("twice", "pkcs11:token=a;token=b"),
+        ("slot-id", "pkcs11:slot-id=1;object=k"),
+        ("pin-value", "pkcs11:token=a?pin-value=1234"),
+    ] {
+        out.put("pkcs11_uri", name, uri.as_bytes());
+    }
 }
