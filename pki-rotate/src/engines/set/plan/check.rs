@@ -216,43 +216,7 @@ pub(super) fn check_start(
     imports: &[ImportedCa],
     now: OffsetDateTime,
 ) -> Result<Vec<NewCa>> {
-    let mut seen = BTreeSet::new();
-    let mut import_not_after = BTreeMap::new();
-    let mut imported_keys: BTreeMap<[u8; 32], &str> = BTreeMap::new();
-    for import in imports {
-        let current = &doc.ca(&import.ca)?.current;
-        let spki = import.authority.cert.spki_sha256();
-        if std::iter::once(&current.signer)
-            .chain(&current.client_signer)
-            .any(|c| c.cert.spki_sha256() == spki)
-        {
-            return Err(RotateError::Set(crate::SetError::CaRefused {
-                ca: import.ca.clone(),
-                reason: format!(
-                    "{} has the key of the CA in use: a rotation must replace that key, so import a CA with a new one",
-                    import.authority.cert.id()
-                ),
-            }));
-        }
-        if !seen.insert(&import.ca) {
-            return Err(RotateError::Set(crate::SetError::Invalid(format!(
-                "CA \"{}\" is imported twice",
-                import.ca
-            ))));
-        }
-        // Two CAs of the set on one key would be one CA: a client of one
-        // would trust the other's servers, and distrusting one distrusts both.
-        if let Some(other) = imported_keys.insert(spki, &import.ca) {
-            return Err(RotateError::Set(crate::SetError::CaRefused {
-                ca: import.ca.clone(),
-                reason: format!(
-                    "{} has the same key as the CA imported for \"{other}\": each CA of the set needs its own",
-                    import.authority.cert.id()
-                ),
-            }));
-        }
-        import_not_after.insert(&import.ca, check_import(doc, import, now)?);
-    }
+    let import_not_after = check_imports(doc, imports, now)?;
     let mut cas = Vec::new();
     for (name, ca) in &doc.cas {
         let leaf_lifetime = doc
@@ -294,4 +258,52 @@ pub(super) fn check_start(
         });
     }
     Ok(cas)
+}
+
+/// The imported CAs of a start, each checked (not the key of the CA in
+/// use, named once, each on a key of its own, valid for the set): when
+/// each imported CA's usable life ends.
+fn check_imports<'i>(
+    doc: &SetState,
+    imports: &'i [ImportedCa],
+    now: OffsetDateTime,
+) -> Result<BTreeMap<&'i String, OffsetDateTime>> {
+    let mut seen = BTreeSet::new();
+    let mut import_not_after = BTreeMap::new();
+    let mut imported_keys: BTreeMap<[u8; 32], &str> = BTreeMap::new();
+    for import in imports {
+        let current = &doc.ca(&import.ca)?.current;
+        let spki = import.authority.cert.spki_sha256();
+        if std::iter::once(&current.signer)
+            .chain(&current.client_signer)
+            .any(|c| c.cert.spki_sha256() == spki)
+        {
+            return Err(RotateError::Set(crate::SetError::CaRefused {
+                ca: import.ca.clone(),
+                reason: format!(
+                    "{} has the key of the CA in use: a rotation must replace that key, so import a CA with a new one",
+                    import.authority.cert.id()
+                ),
+            }));
+        }
+        if !seen.insert(&import.ca) {
+            return Err(RotateError::Set(crate::SetError::Invalid(format!(
+                "CA \"{}\" is imported twice",
+                import.ca
+            ))));
+        }
+        // Two CAs of the set on one key would be one CA: a client of one
+        // would trust the other's servers, and distrusting one distrusts both.
+        if let Some(other) = imported_keys.insert(spki, &import.ca) {
+            return Err(RotateError::Set(crate::SetError::CaRefused {
+                ca: import.ca.clone(),
+                reason: format!(
+                    "{} has the same key as the CA imported for \"{other}\": each CA of the set needs its own",
+                    import.authority.cert.id()
+                ),
+            }));
+        }
+        import_not_after.insert(&import.ca, check_import(doc, import, now)?);
+    }
+    Ok(import_not_after)
 }
