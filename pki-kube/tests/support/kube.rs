@@ -26,10 +26,10 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a started server may take to answer `/readyz` (it takes about
@@ -139,26 +139,11 @@ fn kube_tools_script() -> Result<PathBuf, String> {
         })
 }
 
-/// A port nothing listens on now, never handed out before in this process
-/// (see pki-etcd's `free_port` for why once).
-pub fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> =
-        Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if HANDED_OUT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(port)
-        {
-            return port;
-        }
-    }
-}
+// A port nothing listens on now, never handed out before in this process:
+// the etcd test servers' rule, from the same file.
+#[path = "../../../pki-etcd/tests/support/free_port.rs"]
+mod free_port;
+pub use free_port::free_port;
 
 /// A server process under its watchdog (see the module's docs).
 struct Watched {
