@@ -8,8 +8,9 @@
 //! - [`keyring`]: signing keys; [`credential`]: credentials minted
 //!   elsewhere; [`external`]: CAs signed by someone else's root;
 //!   [`uptake`]: consumers' acknowledgements of a bundle;
-//! - shared by them: [`leaf`] (leaf certificates) and [`preflight`] (the
-//!   trust guard every plan passes); above them, [`forecast`].
+//! - shared by them: [`leaf`] (leaf certificates), [`preflight`] (the
+//!   trust checks) and [`guard`] (the one guard every outcome passes);
+//!   above them, [`forecast`].
 //!
 //! An engine never reads a clock, a file or the environment: `now` and the
 //! RNG are arguments, so the same document, input, time and RNG seed give
@@ -20,6 +21,7 @@
 pub mod credential;
 pub mod external;
 pub mod forecast;
+pub mod guard;
 pub mod keyring;
 pub mod leaf;
 pub mod preflight;
@@ -49,7 +51,13 @@ pub trait Engine {
     /// Decides what to do with `doc` at `now`.
     fn plan(doc: &Self::Document, input: &Self::Input, now: OffsetDateTime) -> Result<Self::Plan>;
 
-    /// Carries out `plan`, made from `doc`, with `rng`.
+    /// Carries out `plan`, made from `doc`, with `rng`: builds what the
+    /// plan names and checks it, but does not refuse on what the checks
+    /// find. They are in the outcome's [`Outcome::findings`], for the
+    /// [`guard`] that [`Engine::step`] runs before anything is written
+    /// (a caller of `apply` alone runs it with [`Outcome::guarded`]). An
+    /// error here is material that could not be built (a key that could
+    /// not be generated, a certificate already expired).
     fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         plan: Self::Plan,
@@ -98,7 +106,8 @@ pub trait Engine {
         None
     }
 
-    /// Plans and applies in one call.
+    /// Plans, applies and guards in one call: the outcome is refused
+    /// ([`guard::judge`]) when apply found what the plan did not accept.
     fn step<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         input: &Self::Input,
@@ -106,7 +115,7 @@ pub trait Engine {
         rng: &mut R,
     ) -> Result<Outcome<'d, Self::Document, Self::Event>> {
         let plan = Self::plan(doc, input, now)?;
-        Self::apply(doc, plan, rng)
+        Self::apply(doc, plan, rng)?.guarded()
     }
 }
 
@@ -122,12 +131,21 @@ pub struct Outcome<'d, D: Clone, E> {
     /// computed from the new document (a leaf issued now has its own
     /// refresh time). Never before the plan's time.
     pub next_wake: OffsetDateTime,
+    /// What apply's trust checks found that the plan did not accept:
+    /// the [`guard`] refuses the outcome unless it is empty.
+    pub findings: guard::Findings,
 }
 
 impl<D: Clone, E> Outcome<'_, D, E> {
     /// Whether the document changed and must be written.
     pub fn changed(&self) -> bool {
         matches!(self.document, Cow::Owned(_))
+    }
+
+    /// The outcome, once the [`guard`] found nothing to refuse in it.
+    pub fn guarded(mut self) -> Result<Self> {
+        guard::judge(std::mem::take(&mut self.findings))?;
+        Ok(self)
     }
 
     /// The next document, owned.

@@ -552,6 +552,33 @@ fn preflight_refuses_a_plan_whose_bridge_would_already_be_expired() {
     }
 }
 
+/// Apply builds what the plan names and refuses nothing: what its trust
+/// checks found is the outcome's findings, and the one guard refuses them
+/// (so a step with the same plan writes nothing).
+#[test]
+fn apply_hands_what_it_found_to_the_guard_which_refuses() {
+    use pki_rotate::engines::Engine;
+    use pki_rotate::engines::guard::Finding;
+    let s = signer();
+    let now = rotation_point(&s) + Duration::days(1);
+    let mut p = plan(&s, &s.policy, now, None).unwrap();
+    p.rotation.as_mut().unwrap().bridge_until = Some(now - Duration::days(1));
+    let outcome = pki_rotate::SignerEngine::apply(&s, p, &mut rng(12)).unwrap();
+    assert!(outcome.changed());
+    let found: Vec<_> = outcome.findings.iter().collect();
+    assert!(
+        matches!(found.first(), Some(Finding::Untrusted(cell)) if cell.result.is_err()),
+        "{found:?}"
+    );
+    let err = outcome.guarded().unwrap_err();
+    assert!(matches!(err, RotateError::TrustCheckFailed { .. }), "{err}");
+    // A plan whose checks all pass leaves the guard nothing to refuse.
+    let good = plan(&s, &s.policy, now, None).unwrap();
+    let outcome = pki_rotate::SignerEngine::apply(&s, good, &mut rng(12)).unwrap();
+    assert!(outcome.findings.is_empty(), "{:?}", outcome.findings);
+    assert!(outcome.guarded().is_ok());
+}
+
 #[test]
 fn status_reports_a_green_trust_matrix_after_rotation() {
     let s = signer();

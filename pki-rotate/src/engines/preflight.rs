@@ -71,8 +71,8 @@ impl TrustBreak {
 /// What a plan decided about the trust a rotation may break beyond the
 /// four-cell matrix ([`crate::engines::signer::rotation_trust_breaks`]): which breaks
 /// the rotation accepts by its nature, and whether an operator allowed the
-/// rest. [`BreakAcceptance::judge`] holds the rotation to it, the same way
-/// for the signer's rotations and the external CA's replacements.
+/// rest. [`BreakAcceptance::sort`] applies it, the same way for the
+/// signer's rotations and the external CA's replacements.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BreakAcceptance {
     /// Breaks are not looked for: a caller that cannot pass a reason asked
@@ -103,18 +103,13 @@ impl BreakAcceptance {
         self.emergency.is_some() && (self.compromise || found.check == BUNDLE_OF_TWO_ROTATIONS_AGO)
     }
 
-    /// The guard over a rotation's trust breaks: refuses the rotation
-    /// ([`SignerError::TrustBreak`](crate::SignerError::TrustBreak), with
-    /// what to do under `policy`) when a break is neither accepted by the
-    /// rotation's nature nor allowed by the operator; otherwise the history
-    /// entries of every break, accepted ones first.
-    pub fn judge(
-        &self,
-        breaks: Vec<TrustBreak>,
-        policy: &pki_core::RotationPolicy,
-    ) -> crate::model::error::Result<Vec<OverriddenCheck>> {
+    /// Sorts a rotation's `breaks` by what the plan decided: the history
+    /// entries of every break it accepts (by the rotation's nature first,
+    /// then those the operator allowed), and the breaks nothing accepted,
+    /// which [`crate::engines::guard::judge`] refuses.
+    pub fn sort(&self, breaks: Vec<TrustBreak>) -> (Vec<OverriddenCheck>, Vec<TrustBreak>) {
         if self.unchecked {
-            return Ok(Vec::new());
+            return (Vec::new(), Vec::new());
         }
         let (accepted, refused): (Vec<_>, Vec<_>) =
             breaks.into_iter().partition(|b| self.accepts(b));
@@ -122,23 +117,13 @@ impl BreakAcceptance {
             Some(by) => accepted.iter().map(|b| b.accepted_by(by)).collect(),
             None => Vec::new(),
         };
-        if refused.is_empty() {
-            return Ok(records);
+        match &self.allowed {
+            Some(allowed) => {
+                records.extend(refused.iter().map(|b| b.overridden(allowed)));
+                (records, Vec::new())
+            }
+            None => (records, refused),
         }
-        let Some(allowed) = &self.allowed else {
-            return Err(crate::model::error::RotateError::Signer(
-                crate::SignerError::TrustBreak {
-                    summary: refusal_summary(&refused, policy),
-                    breaks: refused.iter().map(ToString::to_string).collect(),
-                    reload_interval_assumed: policy.reload_interval.is_none()
-                        && refused
-                            .iter()
-                            .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO),
-                },
-            ));
-        };
-        records.extend(refused.iter().map(|b| b.overridden(allowed)));
-        Ok(records)
     }
 }
 

@@ -40,7 +40,7 @@ mod trust_breaks;
 mod uptake_records;
 
 pub use apply::apply;
-pub(crate) use apply::{probe_request, record_rotation, refuse_untrusted};
+pub(crate) use apply::{probe_request, record_rotation};
 pub use document::IdleReport;
 pub use event::Event;
 pub(crate) use external_ca::hold_rotation;

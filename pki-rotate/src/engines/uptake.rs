@@ -199,6 +199,7 @@ impl Engine for UptakeEngine {
                 document: Cow::Borrowed(doc),
                 events: Vec::new(),
                 next_wake: plan.next_check,
+                findings: crate::engines::guard::Findings::none(),
             });
         };
         let mut next = doc.clone();
@@ -212,6 +213,7 @@ impl Engine for UptakeEngine {
             document: Cow::Owned(next),
             events: vec![event],
             next_wake: plan.next_check,
+            findings: crate::engines::guard::Findings::none(),
         })
     }
 }

@@ -32,7 +32,7 @@ pub fn apply<R: CryptoRng + ?Sized>(
     plan: Plan,
     rng: &mut R,
 ) -> pki_rotate::Result<(SignerState, Vec<Event>)> {
-    let outcome = SignerEngine::apply(state, plan, rng)?;
+    let outcome = SignerEngine::apply(state, plan, rng)?.guarded()?;
     Ok((outcome.document.into_owned(), outcome.events))
 }
 

@@ -18,6 +18,7 @@ pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, Credential
             document: Cow::Borrowed(doc),
             events: Vec::new(),
             next_wake: plan.next_wake,
+            findings: crate::engines::guard::Findings::none(),
         });
     };
     let (next, events) = transition(doc, &change, plan.at)?;
@@ -25,6 +26,7 @@ pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, Credential
         document: Cow::Owned(next),
         events,
         next_wake: plan.next_wake,
+        findings: crate::engines::guard::Findings::none(),
     })
 }
 

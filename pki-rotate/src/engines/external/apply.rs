@@ -3,12 +3,13 @@
 
 use super::{ExternalCa, ExternalPlan, Topology};
 use crate::engines::Outcome;
+use crate::engines::guard::Findings;
 use crate::engines::leaf::IssuedLeaf;
 use crate::engines::leaf::LeafReason;
 use crate::engines::preflight::{BreakAcceptance, MatrixInputs, Side, TrustCell};
 use crate::engines::signer::{
     Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, probe_request,
-    record_rotation, refuse_untrusted,
+    record_rotation,
 };
 use crate::model::error::Result;
 use pki_core::{Bundle, Certificate, CertificateAuthority, cross_sign, is_self_signed};
@@ -16,7 +17,8 @@ use rand_core::CryptoRng;
 use std::borrow::Cow;
 use time::OffsetDateTime;
 
-/// Carries out `plan` with `rng`.
+/// Carries out `plan` with `rng`; what its trust checks found is in the
+/// outcome's findings, for the guard ([`Outcome::guarded`]).
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     plan: ExternalPlan,
@@ -30,6 +32,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                 .into_iter()
                 .collect(),
             next_wake: crate::engines::signer::next_check(state, &state.policy, now),
+            findings: Findings::none(),
         }),
         ExternalPlan::RenewSameKey { now } => renew(state, now, rng),
         ExternalPlan::Replace {
@@ -62,8 +65,9 @@ struct Replacing {
 }
 
 /// Rotates to the replacement: its trust (bridged or kept beside the old
-/// anchors), the record of the rotation, the pre-flight and the guard over
-/// the breaks the operator forced, then every leaf re-issued.
+/// anchors), the record of the rotation, the pre-flight and the breaks
+/// beyond it (allowed only when the operator forced the replacement), then
+/// every leaf re-issued.
 fn replace<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     now: OffsetDateTime,
@@ -123,7 +127,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
     next.ca = new;
     next.external = Some(external);
     let announced_break = topology == Topology::Break && force.is_some();
-    guard(
+    let findings = check_trust(
         state,
         &mut next,
         old_probe.as_ref(),
@@ -138,6 +142,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         document: Cow::Owned(next),
         events,
         next_wake: now,
+        findings,
     })
 }
 
@@ -202,11 +207,12 @@ fn new_root(new: &CertificateAuthority, external: &ExternalCa) -> Certificate {
 }
 
 /// The pre-flight matrix at `now` (but for the one cell a forced,
-/// unbridgeable replacement announced), then the guard every rotation
-/// runs: consumers that may still hold the material of the previous
+/// unbridgeable replacement announced), then the breaks every rotation
+/// looks for: consumers that may still hold the material of the previous
 /// rotation (within the reload interval), or a bundle of an expired CA.
-/// Their breaks are refused unless forced, then recorded.
-fn guard<R: CryptoRng + ?Sized>(
+/// Breaks a forced replacement allows are recorded; the rest, and failed
+/// cells, are the findings returned for the guard.
+fn check_trust<R: CryptoRng + ?Sized>(
     state: &SignerState,
     next: &mut SignerState,
     old_probe: Option<&IssuedLeaf>,
@@ -214,7 +220,7 @@ fn guard<R: CryptoRng + ?Sized>(
     force: Option<String>,
     now: OffsetDateTime,
     rng: &mut R,
-) -> Result<()> {
+) -> Result<Findings> {
     let new_probe = next.issue_leaf(&probe_request(&state.policy), now, rng)?;
     let old_chain = old_probe.map(|p| state.serving_chain(&p.cert));
     let new_chain = next.serving_chain(&new_probe.cert);
@@ -226,21 +232,23 @@ fn guard<R: CryptoRng + ?Sized>(
     };
     let announced =
         |cell: &TrustCell| announced_break && cell.chain == Side::New && cell.bundle == Side::Old;
-    refuse_untrusted(
+    let mut findings = Findings::none();
+    findings.cells(
         crate::engines::preflight::matrix(&inputs, &[now])
             .into_iter()
             .filter(|cell| !announced(cell)),
-    )?;
+    );
     let breaks = crate::engines::signer::rotation_trust_breaks(state, next, &new_probe.cert, now);
     let acceptance = BreakAcceptance {
         allowed: force,
         ..BreakAcceptance::default()
     };
-    let overridden = acceptance.judge(breaks, &next.policy.rotation)?;
+    let (overridden, refused) = acceptance.sort(breaks);
+    findings.breaks(refused, &next.policy.rotation);
     if let Some(record) = next.history.last_mut() {
         record.overridden.extend(overridden);
     }
-    Ok(())
+    Ok(findings)
 }
 
 /// Re-issues every leaf from the new CA, within its chain's limit.
@@ -305,11 +313,13 @@ fn renew<'d, R: CryptoRng + ?Sized>(
         },
         &[now],
     );
-    refuse_untrusted(cells)?;
+    let mut findings = Findings::none();
+    findings.cells(cells);
     next.note_published(now);
     Ok(Outcome {
         document: Cow::Owned(next),
         events: vec![rotated],
         next_wake: now,
+        findings,
     })
 }

@@ -22,6 +22,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             document: Cow::Borrowed(ring),
             events: Vec::new(),
             next_wake: next_wake(ring, now),
+            findings: crate::engines::guard::Findings::none(),
         });
     }
     let mut next = ring.clone();
@@ -89,5 +90,6 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         document: Cow::Owned(next),
         events,
         next_wake: wake,
+        findings: crate::engines::guard::Findings::none(),
     })
 }

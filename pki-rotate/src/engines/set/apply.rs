@@ -6,6 +6,7 @@ use super::material::{self, LoadedMaterial};
 use super::plan::{LeafIssue, Record, SetPlan, Transition};
 use super::{Ack, CaPair, Failure, LeafSpec, OverrideRecord, SetEvent, SetLeaf, SetState, SetStep};
 use crate::engines::Outcome;
+use crate::engines::guard::{Finding, Findings};
 use crate::engines::leaf::IssuedLeaf;
 use crate::model::error::{Result, RotateError};
 use pki_core::{CertificateAuthority, CertificateParams, PrivateKey, Profile};
@@ -248,23 +249,22 @@ fn issue_leaves<R: CryptoRng + ?Sized>(
     Ok(())
 }
 
-/// The guard over the set's red cells: refused unless the plan's
-/// transition carries an override reason, which then accepts them on the
-/// record (the override this transition recorded when its gate waited, or
-/// a new one).
+/// The plan's verdict over the set's red cells: with the transition's
+/// override reason they are accepted on the record (the override this
+/// transition recorded when its gate waited, or a new one); without one
+/// they are the finding the guard refuses.
 fn accept_red_cells(
     next: &mut SetState,
     red: Vec<String>,
     override_reason: Option<String>,
     transition: Option<&Transition>,
     now: OffsetDateTime,
-) -> Result<()> {
-    let broken = |red: &[String]| RotateError::Set(crate::SetError::TrustBroken(red.join("; ")));
-    let (Some(reason), Some(t)) = (override_reason, transition) else {
-        return Err(broken(&red));
-    };
-    let Some(r) = next.rotation.as_mut() else {
-        return Err(broken(&red));
+) -> Findings {
+    let mut findings = Findings::none();
+    let (Some(reason), Some(t), Some(r)) = (override_reason, transition, next.rotation.as_mut())
+    else {
+        findings.push(Finding::RedCells(red));
+        return findings;
     };
     match r
         .overrides
@@ -282,13 +282,13 @@ fn accept_red_cells(
             red_cells: red,
         }),
     }
-    Ok(())
+    findings
 }
 
 /// Carries out `plan` with `rng`, then checks the new material with the
-/// pre-flight trust matrix against what every target may hold: a red cell
-/// refuses the plan, unless it carries an override reason, with which the
-/// red cells are recorded.
+/// pre-flight trust matrix against what every target may hold: red cells
+/// are recorded when the plan carries an override reason, and are the
+/// outcome's findings (which the guard refuses) when it does not.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     doc: &'d SetState,
     plan: SetPlan,
@@ -304,6 +304,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
                 .into_iter()
                 .collect(),
             next_wake: plan.next_wake,
+            findings: Findings::none(),
         });
     }
     let mut next = doc.clone();
@@ -327,19 +328,22 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     }
     issue_leaves(&mut next, plan.issue, new_leaf, now, rng, &mut events)?;
     let red = material::red_cells(doc, &next, now);
-    if !red.is_empty() {
+    let findings = if red.is_empty() {
+        Findings::none()
+    } else {
         accept_red_cells(
             &mut next,
             red,
             plan.override_reason,
             transition.as_ref(),
             now,
-        )?;
-    }
+        )
+    };
     let wake = super::plan::next_wake(&next, now);
     Ok(Outcome {
         document: Cow::Owned(next),
         events,
         next_wake: wake,
+        findings,
     })
 }

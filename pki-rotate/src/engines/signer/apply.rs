@@ -6,9 +6,9 @@ use super::{
     SignerPolicy, SignerState, next_check,
 };
 use crate::engines::Outcome;
+use crate::engines::guard::Findings;
 use crate::engines::leaf::{Leaf, LeafDecision, LeafRequest};
-use crate::engines::preflight::TrustCell;
-use crate::model::error::{Result, RotateError};
+use crate::model::error::Result;
 use pki_core::{
     Bundle, Certificate, CertificateAuthority, CertificateParams, PrivateKey, cross_sign,
 };
@@ -18,7 +18,9 @@ use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
 
 /// Executes `plan`, made from `state`, with `rng`. When the plan is empty
-/// the outcome borrows `state`: nothing is copied.
+/// the outcome borrows `state`: nothing is copied. A rotation's trust
+/// checks are the outcome's findings, for the guard
+/// ([`Outcome::guarded`]).
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     mut plan: Plan,
@@ -32,6 +34,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
             document: Cow::Borrowed(state),
             events: already_done.collect(),
             next_wake: plan.next_check,
+            findings: Findings::none(),
         });
     }
     let mut next = state.clone();
@@ -42,8 +45,9 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     let now = plan.now;
     next.policy = plan.policy;
     change_leaf_requests(&mut next, &plan.leaf_changes, &mut events);
+    let mut findings = Findings::none();
     if let Some(decision) = &plan.rotation {
-        rotate(state, &mut next, &plan, decision, rng, &mut events)?;
+        findings = rotate(state, &mut next, &plan, decision, rng, &mut events)?;
     }
     if let Some(reason) = &plan.record_forced_reason {
         record_forced_reason(&mut next, reason, plan.relabel_latest_rotation, &mut events);
@@ -72,6 +76,7 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
         document: Cow::Owned(next),
         events,
         next_wake,
+        findings,
     })
 }
 
@@ -103,10 +108,11 @@ fn change_leaf_requests(next: &mut SignerState, changes: &[LeafChange], events: 
     }
 }
 
-/// Rotates the CA of `next` (a copy of `state`) as `decision` says: a new
+/// Rotates the CA of `next` (a copy of `state`) as the plan decided: a new
 /// CA on the old Subject, its bridges, the record of the rotation, then
 /// the pre-flight that every consumer still trusts every other and the
-/// guard over the breaks the plan accepts.
+/// breaks beyond it, sorted by what the plan accepts. Returns what the
+/// checks found that the plan did not accept.
 fn rotate<R: CryptoRng + ?Sized>(
     state: &SignerState,
     next: &mut SignerState,
@@ -114,7 +120,7 @@ fn rotate<R: CryptoRng + ?Sized>(
     decision: &RotationDecision,
     rng: &mut R,
     events: &mut Vec<Event>,
-) -> Result<()> {
+) -> Result<Findings> {
     let now = plan.now;
     let old = &state.ca;
     // A serving certificate of the old CA, to prove below that servers
@@ -150,7 +156,8 @@ fn rotate<R: CryptoRng + ?Sized>(
     next.bridge = bridged.bridge_b;
     next.bridge_chain = Vec::new();
     next.bundle = bridged.bundle;
-    preflight_rotation(
+    let mut findings = Findings::none();
+    findings.cells(preflight_rotation(
         state,
         next,
         old_probe
@@ -160,17 +167,18 @@ fn rotate<R: CryptoRng + ?Sized>(
         &new_probe.cert,
         now,
         trusted_until,
-    )?;
+    ));
     let breaks = if plan.trust_breaks.checks() {
         crate::engines::signer::rotation_trust_breaks(state, next, &new_probe.cert, now)
     } else {
         Vec::new()
     };
-    let overridden = plan.trust_breaks.judge(breaks, &next.policy.rotation)?;
+    let (overridden, refused) = plan.trust_breaks.sort(breaks);
+    findings.breaks(refused, &next.policy.rotation);
     if let Some(record) = next.history.last_mut() {
         record.overridden.extend(overridden);
     }
-    Ok(())
+    Ok(findings)
 }
 
 /// Appends `record` to the history of `next`; the event that reports it.
@@ -337,9 +345,9 @@ pub(crate) fn probe_request(policy: &SignerPolicy) -> LeafRequest {
     request
 }
 
-/// Refuses a rotation unless every serving chain (old or new) verifies
-/// against every bundle (old or new), at the rotation and at the end of the
-/// grace period. Without bridges (compromise) only new x new is required.
+/// The pre-flight matrix of a rotation: every serving chain (old or new)
+/// against every bundle (old or new), at the rotation and at the end of
+/// the grace period. Without bridges (compromise) only new x new.
 fn preflight_rotation(
     before: &SignerState,
     after: &SignerState,
@@ -347,7 +355,7 @@ fn preflight_rotation(
     new_probe: &Certificate,
     now: OffsetDateTime,
     trusted_until: Option<OffsetDateTime>,
-) -> Result<()> {
+) -> Vec<crate::engines::preflight::TrustCell> {
     let old_chain = old_probe.map(|p| before.serving_chain(p));
     let new_chain = after.serving_chain(new_probe);
     let mut times = vec![now];
@@ -363,21 +371,5 @@ fn preflight_rotation(
         old_bundle: old_chain.as_ref().map(|_| &before.bundle),
         new_bundle: &after.bundle,
     };
-    refuse_untrusted(crate::engines::preflight::matrix(&inputs, &times))
-}
-
-/// Refuses a change at the first cell of its pre-flight matrix whose
-/// serving chain does not verify against the bundle.
-pub(crate) fn refuse_untrusted(cells: impl IntoIterator<Item = TrustCell>) -> Result<()> {
-    for cell in cells {
-        if let Err(source) = cell.result {
-            return Err(RotateError::TrustCheckFailed {
-                chain: cell.chain,
-                bundle: cell.bundle,
-                at: cell.at,
-                source: Box::new(source),
-            });
-        }
-    }
-    Ok(())
+    crate::engines::preflight::matrix(&inputs, &times)
 }
