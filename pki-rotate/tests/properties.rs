@@ -70,6 +70,8 @@ fn schedule() -> impl Strategy<Value = Vec<Step>> {
 
 struct Run {
     states: Vec<(OffsetDateTime, SignerState)>,
+    /// The wake-up time of each step's outcome, beside its state.
+    wakes: Vec<OffsetDateTime>,
     events: Vec<(OffsetDateTime, Event)>,
     json: Vec<u8>,
 }
@@ -84,8 +86,13 @@ fn run(policy: SignerPolicy, steps: &[Step], seed: u64) -> Run {
     let mut request = LeafRequest::server(vec!["svc.ns.svc".into()]);
     request.lifetime = policy.rotation.min_trust;
     s.request_leaf("svc", request).unwrap();
+    // A leaf refreshed more often than the schedule steps.
+    let mut short = LeafRequest::server(vec!["short.ns.svc".into()]);
+    short.lifetime = Duration::minutes(90);
+    s.request_leaf("short", short).unwrap();
     let mut now = T0;
     let mut states = Vec::new();
+    let mut wakes = Vec::new();
     let mut events = Vec::new();
     for step in steps {
         let forced = step
@@ -94,6 +101,7 @@ fn run(policy: SignerPolicy, steps: &[Step], seed: u64) -> Run {
         let (next, ev, next_check) =
             reconcile(&s, &policy, now, forced.as_ref(), &mut rng).unwrap();
         assert!(next_check >= now);
+        wakes.push(next_check);
         events.extend(ev.into_iter().map(|e| (now, e)));
         states.push((now, next.clone()));
         s = next;
@@ -101,6 +109,7 @@ fn run(policy: SignerPolicy, steps: &[Step], seed: u64) -> Run {
     }
     Run {
         states,
+        wakes,
         events,
         json: s.to_json().unwrap().to_vec(),
     }
@@ -163,6 +172,20 @@ proptest! {
             if let Some(b) = &state.bridge {
                 prop_assert!(b.not_after() <= state.ca.cert.not_after());
             }
+        }
+    }
+
+    /// What lets a step's summary promise come from its own outcome
+    /// instead of a second plan: after any step at `now`, a step with
+    /// nothing asked at `now` changes nothing, and its next check is the
+    /// outcome's wake-up time.
+    #[test]
+    fn every_step_leaves_its_document_at_rest_until_its_wake(policy in policy(), steps in schedule(), seed in any::<u64>()) {
+        let r = run(policy, &steps, seed);
+        for ((now, state), wake) in r.states.iter().zip(&r.wakes) {
+            let again = SignerEngine::plan(state, &pki_rotate::SignerInput::default(), *now).unwrap();
+            prop_assert!(again.is_empty(), "at {now}: {again:?}");
+            prop_assert_eq!(again.next_check, *wake, "at {}", now);
         }
     }
 

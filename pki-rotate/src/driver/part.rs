@@ -101,7 +101,8 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     let outcome = E::step(&doc, input, now, rng)?;
     // The members outside the part are due no earlier than the promise's
     // end: waking then is early at worst, and a step then is a whole one.
-    let next_wake = outcome.next_wake.min(part.promise.until);
+    let part_wake = outcome.next_wake;
+    let next_wake = part_wake.min(part.promise.until);
     let events = outcome.events;
     let next = match outcome.document {
         Cow::Borrowed(_) => {
@@ -125,7 +126,7 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     }
     Ok(PartRound::Write(PartWrite {
         changes: Changes::between(&files, &after),
-        summary: summary_of_part(&next, &part.promise, now),
+        summary: summary_of_part(&next, &part.promise, now, part_wake),
         next,
         read: revision,
         events,
@@ -133,11 +134,17 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     }))
 }
 
-/// The summary after a step over a part: the part's own promise, ending
-/// no later than the one the step was decided under (the other members'
-/// earliest due time is in that one).
-fn summary_of_part<D: Document>(next: &D, before: &Idle, now: OffsetDateTime) -> Option<Summary> {
-    let mut idle = next.idle(now)?;
+/// The summary after a step over a part whose outcome wakes at
+/// `part_wake`: the part's own promise, ending no later than the one the
+/// step was decided under (the other members' earliest due time is in
+/// that one).
+fn summary_of_part<D: Document>(
+    next: &D,
+    before: &Idle,
+    now: OffsetDateTime,
+    part_wake: OffsetDateTime,
+) -> Option<Summary> {
+    let mut idle = next.idle_after_step(now, part_wake)?;
     idle.until = idle.until.min(before.until);
     (idle.since == now && idle.until > now && next.problems().is_empty())
         .then(|| idle.to_summary())

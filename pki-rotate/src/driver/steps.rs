@@ -106,7 +106,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
             }),
             Some(next) => Round::Write {
                 files: next.to_files()?,
-                summary: summary_of(&next, now),
+                summary: summary_of(&next, now, next.idle_after_step(now, next_wake)),
                 next,
                 read: revision,
                 events,
@@ -116,11 +116,17 @@ impl<'i, E: Engine> Rounds<'i, E> {
     }
 }
 
-/// The summary to store with `next`, written at `now`: its promise about
-/// the steps that ask nothing of it, when it makes one. A document with
-/// problems makes none (a step over it must read it, and refuse it).
-fn summary_of<D: Document>(next: &D, now: OffsetDateTime) -> Option<Summary> {
-    let idle = next.idle(now)?;
+/// The summary to store with `next`, written at `now`: `idle`, its promise
+/// about the steps that ask nothing of it (from the outcome of the step
+/// that wrote it, or for a document created outside a step, its own), when
+/// it makes one. A document with problems makes none (a step over it must
+/// read it, and refuse it).
+fn summary_of<D: Document>(
+    next: &D,
+    now: OffsetDateTime,
+    idle: Option<crate::Idle>,
+) -> Option<Summary> {
+    let idle = idle?;
     (idle.since == now && idle.until > now && next.problems().is_empty())
         .then(|| idle.to_summary())
         .flatten()
@@ -208,7 +214,7 @@ impl<A: Access> Steps<A> {
         now: Option<OffsetDateTime>,
     ) -> Result<Revision> {
         let files = doc.to_files()?;
-        let summary = now.and_then(|now| summary_of(doc, now));
+        let summary = now.and_then(|now| summary_of(doc, now, doc.idle(now)));
         let put = self
             .access
             .put_with_summary(key, None, &files, summary.as_ref())

@@ -136,6 +136,21 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
         None
     }
 
+    /// [`Document::idle`] for a document that a step at `now` just
+    /// produced, whose outcome says to wake at `next_wake`: every engine
+    /// leaves the document it writes at rest (a step with nothing asked at
+    /// `now` changes nothing, and its next check is `next_wake`), so the
+    /// promise comes from the outcome, without planning again. None (the
+    /// default): no promise.
+    fn idle_after_step(
+        &self,
+        now: time::OffsetDateTime,
+        next_wake: time::OffsetDateTime,
+    ) -> Option<Idle> {
+        let _ = (now, next_wake);
+        None
+    }
+
     /// The paths of the *part* of the document made of its head and the
     /// members `names` (the signer's: its leaves by name), when this kind
     /// can be read and written by parts; None (the default) when it cannot.
