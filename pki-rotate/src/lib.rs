@@ -1,7 +1,10 @@
 //! pki-rotate: CA rotation engines as pure decisions over documents, the
 //! stores that keep the documents, and the driver that runs one over the other.
 //!
-//! - [`Engine`]: the shape of every engine (`plan`, `apply` → [`Outcome`]);
+//! - [`Engine`]: the shape of every engine: `plan` decides, `apply` builds
+//!   what the plan names ([`Outcome`]), and one guard
+//!   ([`engines::guard`]) refuses an outcome whose trust checks found what
+//!   the plan did not accept, before anything is written;
 //!   the engines are [`signer`] (service-CA, [`SignerEngine`] over
 //!   [`SignerState`]), [`set`] (a CA set in gated steps), [`keyring`]
 //!   (signing keys), [`credential`] (credentials minted elsewhere) and
@@ -13,7 +16,7 @@
 //!   compare-and-swap) and [`AsyncStore`], [`MemoryStore`] and the
 //!   directory store [`FsStore`].
 //! - [`Driver::step`] (and [`AsyncDriver::step`]): the one load → plan →
-//!   apply → write loop.
+//!   apply → guard → write loop.
 //! - [`input`]: files a caller names (a CA to import, an etcd client key),
 //!   read whole and bounded, never waiting on a FIFO.
 //!
