@@ -9,10 +9,14 @@
 //! module is initialised, and a process cannot change its own environment
 //! without `unsafe`: the bench makes a token of its own in a temporary
 //! directory and runs itself again with `SOFTHSM2_CONF` naming it.
-//! `PKI_PKCS11_MODULE` names the module when it is not where Debian puts
-//! it. Run with `cargo bench --bench pkcs11`.
+//! Run with `cargo bench --bench pkcs11`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+/// The tests' SoftHSM2 token, made the same way here.
+#[path = "../pki-core/tests/pkcs11/softhsm.rs"]
+#[allow(dead_code)]
+mod softhsm;
 
 use criterion::{Criterion, criterion_group};
 use pki_core::{
@@ -22,67 +26,27 @@ use pki_core::{
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
-use std::path::PathBuf;
-use std::process::Command;
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
 /// How many leaves one measured run issues.
 const LEAVES: usize = 1_000;
-/// The bench's token and its user PIN.
-const LABEL: &str = "pki-bench";
-const PIN: &str = "1234";
 /// Set when the bench runs itself again with its token's configuration.
 const CHILD: &str = "PKI_BENCH_SOFTHSM2_CHILD";
-
-/// Where SoftHSM2's module may be (Debian's paths first).
-const MODULES: &[&str] = &[
-    "/usr/lib/softhsm/libsofthsm2.so",
-    "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
-    "/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so",
-    "/usr/local/lib/softhsm/libsofthsm2.so",
-];
-
-fn module() -> PathBuf {
-    if let Some(path) = std::env::var_os("PKI_PKCS11_MODULE") {
-        return PathBuf::from(path);
-    }
-    MODULES
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "SoftHSM2 is not installed: `apt-get install softhsm2`, or set PKI_PKCS11_MODULE"
-            )
-        })
-}
 
 /// Makes a token in a temporary directory and runs this bench again with
 /// `SOFTHSM2_CONF` naming it; exits with the child's status.
 fn run_with_a_token() -> ! {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let tokens = dir.path().join("tokens");
-    std::fs::create_dir(&tokens).expect("tokens directory");
-    let conf = dir.path().join("softhsm2.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-            tokens.display()
-        ),
-    )
-    .expect("SoftHSM2 configuration");
-    let init = Command::new("softhsm2-util")
-        .env("SOFTHSM2_CONF", &conf)
-        .args(["--init-token", "--free", "--label", LABEL])
-        .args(["--pin", PIN, "--so-pin", "5678"])
-        .output()
-        .unwrap_or_else(|e| panic!("softhsm2-util: {e} (`apt-get install softhsm2`)"));
-    assert!(init.status.success(), "softhsm2-util: {init:?}");
-    let status = Command::new(std::env::current_exe().expect("this bench's path"))
+    let token = softhsm::make_token(dir.path());
+    let status = token
+        .command(
+            std::env::current_exe()
+                .expect("this bench's path")
+                .to_str()
+                .expect("a UTF-8 path"),
+        )
         .args(std::env::args_os().skip(1))
-        .env("SOFTHSM2_CONF", &conf)
         .env(CHILD, "1")
         .status()
         .expect("the bench runs again");
@@ -118,11 +82,11 @@ fn issue(issuer: &Issuer<'_>, rng: &mut ChaCha20Rng) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let module = Pkcs11Module::open(&module()).unwrap();
+    let module = Pkcs11Module::open(&softhsm::module()).unwrap();
     let token = module
         .login(
-            &Pkcs11Uri::parse(&format!("pkcs11:token={LABEL}")).unwrap(),
-            &Pkcs11Pin::new(PIN),
+            &Pkcs11Uri::parse(&format!("pkcs11:token={}", softhsm::LABEL)).unwrap(),
+            &Pkcs11Pin::new(softhsm::PIN),
         )
         .unwrap();
     let provider = pki_core::CryptoProvider::get_default();

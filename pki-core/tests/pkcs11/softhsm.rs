@@ -96,25 +96,14 @@ fn has(program: &str) -> bool {
     Command::new(program).arg("--help").output().is_ok()
 }
 
-/// Runs `body` against a fresh token: in a child process of this test
-/// binary running only `test` (its exact name), with `SOFTHSM2_CONF`
-/// naming a configuration in a temporary directory.
-pub fn in_token(test: &str, body: impl FnOnce(&Token)) {
-    if let Ok(dir) = std::env::var(CHILD) {
-        let token = Token {
-            module: module(),
-            conf: Path::new(&dir).join("softhsm2.conf"),
-        };
-        body(&token);
-        return;
-    }
+/// Makes the token [`LABEL`] (PIN [`PIN`]) in `dir`: SoftHSM2's
+/// configuration, its tokens directory and the token itself.
+pub fn make_token(dir: &Path) -> Token {
     let module = module();
     assert!(has("softhsm2-util"), "{}", missing_softhsm());
-    assert!(has("pkcs11-tool"), "{}", missing_opensc());
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let tokens = dir.path().join("tokens");
+    let tokens = dir.join("tokens");
     std::fs::create_dir(&tokens).expect("tokens directory");
-    let conf = dir.path().join("softhsm2.conf");
+    let conf = dir.join("softhsm2.conf");
     std::fs::write(
         &conf,
         format!(
@@ -143,6 +132,24 @@ pub fn in_token(test: &str, body: impl FnOnce(&Token)) {
         "softhsm2-util --init-token: {}",
         String::from_utf8_lossy(&init.stderr)
     );
+    token
+}
+
+/// Runs `body` against a fresh token: in a child process of this test
+/// binary running only `test` (its exact name), with `SOFTHSM2_CONF`
+/// naming a configuration in a temporary directory.
+pub fn in_token(test: &str, body: impl FnOnce(&Token)) {
+    if let Ok(dir) = std::env::var(CHILD) {
+        let token = Token {
+            module: module(),
+            conf: Path::new(&dir).join("softhsm2.conf"),
+        };
+        body(&token);
+        return;
+    }
+    assert!(has("pkcs11-tool"), "{}", missing_opensc());
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let token = make_token(dir.path());
     let exe = std::env::current_exe().expect("the test binary");
     let output = token
         .command(exe.to_str().expect("a UTF-8 path"))
