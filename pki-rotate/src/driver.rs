@@ -18,7 +18,7 @@
 //! blocking store answers at once.
 
 use crate::engines::Engine;
-use crate::model::document::KeyOf;
+use crate::model::document::{Files, KeyOf};
 use crate::model::error::{Result, RotateError};
 use crate::model::store::{AsyncStore, Revision, Store};
 use access::{Awaiting, Blocking};
@@ -29,6 +29,7 @@ use time::OffsetDateTime;
 
 mod access;
 mod advance;
+mod cas;
 mod idle;
 mod part;
 mod steps;
@@ -245,6 +246,22 @@ impl<S: Store> Driver<S> {
         let steps = self.steps();
         let step = steps.step_unless_idle::<E, R>(key.key(), input, now, rng);
         access::finish(&self.store, step)
+    }
+
+    /// Rewrites the files of the document at `key` as `decide` makes them
+    /// from what is stored (None: leave it), with the same
+    /// compare-and-swap loop as a step: a write lost to another writer
+    /// reads again and decides again, up to the driver's attempts. Returns
+    /// whether it wrote. For a store's own upkeep (resealing its private
+    /// files under a new key), below the engines: the files are written as
+    /// they are, with no summary.
+    pub fn rewrite(
+        &self,
+        key: &str,
+        decide: impl FnMut(&Files) -> Result<Option<Files>>,
+    ) -> Result<bool> {
+        let steps = self.steps();
+        access::finish(&self.store, steps.rewrite(key, decide))
     }
 
     /// The step loop over this driver's store.

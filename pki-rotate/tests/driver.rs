@@ -153,6 +153,56 @@ fn a_document_that_keeps_changing_ends_in_too_many_conflicts() {
     assert!(SignerState::from_files(&files).unwrap().history.is_empty());
 }
 
+/// A rewrite of a document's files (resealing) runs the same
+/// compare-and-swap loop as a step: a lost write decides again from the
+/// fresh files, a document that keeps changing ends in too many conflicts
+/// after the driver's attempts, and nothing to change writes nothing.
+#[test]
+fn a_rewrite_decides_again_after_a_lost_write_and_is_bounded_like_a_step() {
+    let s = initial();
+    let store = memory_store(&s);
+    let marked = |stored: &Files| {
+        let mut files = stored.clone();
+        files.insert("rewritten", pki_rotate::File::public("yes"))?;
+        Ok(Some(files))
+    };
+    // Someone else writes before every write of the rewrite.
+    let interfering = Arc::new(AtomicBool::new(false));
+    let on = interfering.clone();
+    store.set_before_put(Some(Box::new(move |store, key| {
+        if on.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (files, rev) = store.get(key).unwrap().unwrap();
+        store.put(key, Some(&rev), &files).unwrap();
+        on.store(false, Ordering::SeqCst);
+    })));
+    let decided = AtomicUsize::new(0);
+    let err = Driver::new(&store)
+        .with_max_attempts(3)
+        .rewrite(KEY, |stored| {
+            decided.fetch_add(1, Ordering::SeqCst);
+            marked(stored)
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RotateError::Store(pki_rotate::StoreError::TooManyConflicts { attempts: 3, .. })
+        ),
+        "{err}"
+    );
+    assert_eq!(decided.load(Ordering::SeqCst), 3);
+    // Without interference it writes once, and then has nothing to do.
+    store.set_before_put(None);
+    assert!(Driver::new(&store).rewrite(KEY, marked).unwrap());
+    let (files, _) = store.get(KEY).unwrap().unwrap();
+    assert!(files.get("rewritten").is_some());
+    let unchanged = |_: &Files| Ok(None);
+    assert!(!Driver::new(&store).rewrite(KEY, unchanged).unwrap());
+    assert!(!Driver::new(&store).rewrite("absent", marked).unwrap());
+}
+
 /// How the writes of a [`FaultyWrites`] store fail.
 #[derive(Clone, Copy)]
 enum Fault {

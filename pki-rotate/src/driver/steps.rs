@@ -4,6 +4,7 @@
 //! [`Access`] so that a blocking store and an async one share them.
 
 use super::access::Access;
+use super::cas::{Decided, Rewrite, Rounder, cas_loop};
 use super::part::{self, PartRound};
 use super::write::{describe, written};
 use super::{COMMUTING_ROUNDS_PER_ATTEMPT, IdleStep, Step, Stepped, idle};
@@ -116,6 +117,63 @@ impl<'i, E: Engine> Rounds<'i, E> {
     }
 }
 
+/// An engine's step as rounds of the compare-and-swap loop: each round
+/// decodes the document read and decides over it ([`Rounds::decide`]).
+struct EngineRounds<'r, 'i, E: Engine, R: ?Sized> {
+    rounds: Rounds<'i, E>,
+    location: String,
+    now: OffsetDateTime,
+    rng: &'r mut R,
+}
+
+impl<E: Engine, R: CryptoRng + ?Sized> Rounder for EngineRounds<'_, '_, E, R> {
+    type Done = Step<E::Document, E::Event>;
+    type Pending = (E::Document, Vec<E::Event>, OffsetDateTime);
+
+    fn next_round(&mut self) -> Option<u32> {
+        self.rounds.next_round()
+    }
+
+    fn decide(
+        &mut self,
+        read: Option<(Files, Revision)>,
+        attempt: u32,
+    ) -> Result<Decided<Self::Done, Self::Pending>> {
+        let (files, revision) = read.ok_or_else(|| {
+            RotateError::Store(crate::StoreError::NotInitialized(self.location.clone()))
+        })?;
+        let doc = decode::<E>(&self.location, &files)?;
+        let round =
+            self.rounds
+                .decide(&self.location, (doc, revision), attempt, self.now, self.rng)?;
+        Ok(match round {
+            Round::Done(step) => Decided::Done(step),
+            Round::Write {
+                next,
+                files,
+                summary,
+                read,
+                events,
+                next_wake,
+            } => Decided::Write {
+                files,
+                summary,
+                read,
+                pending: (next, events, next_wake),
+            },
+        })
+    }
+
+    fn finish(
+        &mut self,
+        put: Result<Revision>,
+        (next, events, next_wake): Self::Pending,
+        attempt: u32,
+    ) -> Result<Option<Self::Done>> {
+        written(put, next, events, next_wake, attempt)
+    }
+}
+
 /// The summary to store with `next`, written at `now`: `idle`, its promise
 /// about the steps that ask nothing of it (from the outcome of the step
 /// that wrote it, or for a document created outside a step, its own), when
@@ -134,13 +192,6 @@ fn summary_of<D: Document>(
 
 fn decode<E: Engine>(location: &str, files: &Files) -> Result<E::Document> {
     E::Document::from_files(files).map_err(|e| e.within(location))
-}
-
-fn too_many(key: &str, attempts: u32) -> RotateError {
-    RotateError::Store(crate::StoreError::TooManyConflicts {
-        key: key.to_string(),
-        attempts,
-    })
 }
 
 fn created(location: String, written: Result<Revision>) -> Result<Revision> {
@@ -222,7 +273,8 @@ impl<A: Access> Steps<A> {
         created(describe(&self.access.location(), key), put)
     }
 
-    /// [`Driver::step`](super::Driver::step).
+    /// [`Driver::step`](super::Driver::step): the engine's rounds in the
+    /// compare-and-swap loop.
     pub(super) async fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: &str,
@@ -230,31 +282,26 @@ impl<A: Access> Steps<A> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
-        let location = describe(&self.access.location(), key);
-        let mut rounds = Rounds::<E>::new(input, self.max_attempts);
-        while let Some(attempt) = rounds.next_round() {
-            let loaded = self.load::<E>(key).await?;
-            match rounds.decide(&location, loaded, attempt, now, rng)? {
-                Round::Done(step) => return Ok(step),
-                Round::Write {
-                    next,
-                    files,
-                    summary,
-                    read,
-                    events,
-                    next_wake,
-                } => {
-                    let put = self
-                        .access
-                        .put_with_summary(key, Some(&read), &files, summary.as_ref())
-                        .await;
-                    if let Some(step) = written(put, next, events, next_wake, attempt)? {
-                        return Ok(step);
-                    }
-                }
-            }
-        }
-        Err(too_many(key, self.max_attempts))
+        let mut rounds = EngineRounds {
+            rounds: Rounds::<E>::new(input, self.max_attempts),
+            location: describe(&self.access.location(), key),
+            now,
+            rng,
+        };
+        cas_loop(&self.access, self.max_attempts, key, &mut rounds).await
+    }
+
+    /// [`Driver::rewrite`](super::Driver::rewrite).
+    pub(super) async fn rewrite(
+        &self,
+        key: &str,
+        decide: impl FnMut(&Files) -> Result<Option<Files>>,
+    ) -> Result<bool> {
+        let mut rewrite = Rewrite {
+            left: self.max_attempts,
+            decide,
+        };
+        cas_loop(&self.access, self.max_attempts, key, &mut rewrite).await
     }
 
     /// [`Driver::step_unless_idle`](super::Driver::step_unless_idle).

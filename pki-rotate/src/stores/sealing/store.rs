@@ -281,26 +281,22 @@ impl<S: Store, R: CryptoRng> SealedStore<S, R> {
 
     /// Rewrites the document at `key` so that every private file is
     /// sealed under the sealing key and bound to the document's kind
-    /// (opening it with any key given), through the store's
-    /// compare-and-swap; a conflict reads again. Returns whether anything
-    /// was written. Rerunning after a crash converges: each document is
-    /// rewritten whole or not at all, and one already current is left
-    /// alone.
+    /// (opening it with any key given), through the driver's
+    /// compare-and-swap loop ([`Driver::rewrite`](crate::Driver::rewrite)):
+    /// a conflict reads again, up to the driver's attempts. Returns whether
+    /// anything was written. Rerunning after a crash converges: each
+    /// document is rewritten whole or not at all, and one already current
+    /// is left alone.
     pub fn reseal(&self, key: &str) -> Result<bool> {
-        loop {
-            let Some((stored, revision)) = self.inner.get(key)? else {
-                return Ok(false);
-            };
-            if self.is_current(key, &stored)? {
-                return Ok(false);
+        crate::Driver::new(&self.inner).rewrite(key, |stored| {
+            if self.is_current(key, stored)? {
+                return Ok(None);
             }
-            let (files, _) = self.opened(key, stored)?;
-            match Store::put(self, key, Some(&revision), &files) {
-                Ok(_) => return Ok(true),
-                Err(e) if e.is_conflict() => continue,
-                Err(e) => return Err(e),
-            }
-        }
+            let (files, _) = self.opened(key, stored.clone())?;
+            self.check_key(None, true)?;
+            let kind = self.kind_in(key, &files)?;
+            self.seal_files(key, kind, &files).map(Some)
+        })
     }
 }
 
