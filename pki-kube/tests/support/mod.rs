@@ -5,3 +5,4 @@
 
 pub mod admin;
 pub mod kube;
+pub mod proxy;
