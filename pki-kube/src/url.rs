@@ -259,4 +259,18 @@ mod tests {
         assert!(is_kube_url("kube://x"));
         assert!(!is_kube_url("etcd://x"));
     }
+
+    proptest::proptest! {
+        /// No text panics the parser, and what it accepts prints back as
+        /// it was written.
+        #[test]
+        fn any_text_parses_or_is_refused_without_panic(text in "\\PC{0,80}", tail in "[a-z0-9@/:-]{0,40}") {
+            for candidate in [text.clone(), format!("kube://{text}"), format!("kube://{tail}")] {
+                if let Ok(url) = KubeUrl::parse(&candidate) {
+                    proptest::prop_assert_eq!(url.to_string(), candidate.clone());
+                    proptest::prop_assert_eq!(KubeUrl::parse(&url.to_string()).ok(), Some(url));
+                }
+            }
+        }
+    }
 }

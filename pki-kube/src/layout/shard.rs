@@ -300,4 +300,25 @@ mod tests {
         assert_eq!(shards.len(), 1);
         assert_eq!(unpack(&shards), Files::new());
     }
+
+    proptest::proptest! {
+        /// A shard of any bytes is refused or read, never a panic.
+        #[test]
+        fn any_shard_bytes_are_read_or_refused_without_panic(
+            index in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            len in 0usize..100,
+            total in proptest::num::usize::ANY,
+        ) {
+            let mut unpacker = Unpacker::new();
+            let _ = unpacker.add(&Shard { index: index.clone(), data: data.clone() });
+            let _ = unpacker.finish();
+            let entry = format!(r#"[{{"path":"a","secret":false,"len":{len},"total":{total}}}]"#);
+            let mut unpacker = Unpacker::new();
+            let shard = Shard { index: entry.into_bytes(), data };
+            if unpacker.add(&shard).is_ok() {
+                let _ = unpacker.finish();
+            }
+        }
+    }
 }
