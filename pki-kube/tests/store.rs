@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::admin::{Admin, NAMESPACE, data_size, open, options};
-use support::kube::{KubeServer, READER};
+use support::kube::{ADMIN, KubeServer, READER};
 
 fn files(version: &str) -> Files {
     let mut files = Files::new();
@@ -242,7 +242,8 @@ fn counter(n: u32) -> Files {
 }
 
 #[test]
-fn an_account_that_may_not_read_secrets_gets_one_line_naming_the_verb_and_resource() {
+fn the_context_picks_the_account_and_one_that_may_not_read_secrets_gets_one_line_naming_the_verb_and_resource()
+ {
     let server = KubeServer::start();
     let _admin = Admin::new(&server);
     let url = format!("kube://{READER}@{NAMESPACE}/prod");
@@ -264,6 +265,28 @@ fn an_account_that_may_not_read_secrets_gets_one_line_naming_the_verb_and_resour
         .unwrap_err()
         .to_string();
     assert!(error.contains("may not get secrets"), "{error}");
+
+    // The same kubeconfig's admin context may, and so may its current one.
+    let admin = open(
+        server.kubeconfig(),
+        &format!("kube://{ADMIN}@{NAMESPACE}/prod"),
+    );
+    let revision = admin.put("signer", None, &files("1")).unwrap();
+    let current = open(server.kubeconfig(), &format!("kube://{NAMESPACE}/prod"));
+    assert_eq!(
+        current.get("signer").unwrap().unwrap(),
+        (files("1"), revision)
+    );
+    // A context the kubeconfig lacks is refused on opening, in one line.
+    let url = KubeUrl::parse(&format!("kube://nobody@{NAMESPACE}/prod")).unwrap();
+    let error = KubeStore::open(&url, options(server.kubeconfig()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(&format!("{url}: credentials: ")),
+        "{error}"
+    );
+    assert!(!error.contains('\n'), "{error}");
 }
 
 #[test]
