@@ -131,12 +131,18 @@
 //! - **Nothing written on any failure.** A refused account, a server that
 //!   stops answering, or a hook failing before the commit leaves the head
 //!   as it was; the attempt then deletes what it created.
+//! - **Abandoned attempts are swept.** An attempt killed between its
+//!   shards and its commit leaves shards no head names. After each commit,
+//!   the writer lists the document's shards (metadata only) and removes
+//!   those of other generations created more than
+//!   [`KubeOptions::abandoned_after`] (a minute) before its own first
+//!   shard, by the server's clock. Such an attempt read the head before
+//!   this commit replaced it, so its own commit can never succeed; a live
+//!   attempt's shards, or those of a later commit, were created after this
+//!   writer's and stay.
 //!
-//! Not yet done: shards of an attempt that died before its commit (kill
-//! -9, a lost answer that never landed) stay until removed by hand
-//! (`kubectl delete secrets -l pki.invalid/generation=GENERATION`); a
-//! sweep of them is to come. [`KubeStore::set_write_hook`] names every
-//! request of a write, so that tests can stop one at any point.
+//! [`KubeStore::set_write_hook`] names every request of a write, so that
+//! tests can stop one at any point.
 
 mod fail;
 pub mod layout;

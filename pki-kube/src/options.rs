@@ -25,16 +25,25 @@ pub struct KubeOptions {
     /// within twice this, as [`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome)
     /// unless that check finds it landed.
     pub request_timeout: Duration,
+    /// How much older than a write's own first shard (by the server's
+    /// clock) the shards of another attempt must be for that write to
+    /// remove them as abandoned (an attempt killed before its commit).
+    /// The rule is safe for any value when the API server's clock is one;
+    /// the margin covers skew between the clocks of several API servers
+    /// and the timestamps' whole seconds.
+    pub abandoned_after: Duration,
 }
 
 impl Default for KubeOptions {
     /// 5 s to connect and 10 s a request, the bounds of the etcd store
-    /// doubled for requests, since a shard is up to 768 KiB.
+    /// doubled for requests, since a shard is up to 768 KiB; shards of
+    /// other attempts are abandoned a minute before a write's own.
     fn default() -> Self {
         KubeOptions {
             kubeconfig: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
+            abandoned_after: Duration::from_secs(60),
         }
     }
 }

@@ -194,6 +194,42 @@ fn a_write_stopped_at_any_request_leaves_the_old_document_and_nothing_of_its_own
 }
 
 #[test]
+fn shards_of_an_attempt_killed_before_its_commit_are_removed_once_abandoned() {
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    let grace = Duration::from_secs(5);
+    let options = KubeOptions {
+        abandoned_after: grace,
+        ..options(server.admin_kubeconfig())
+    };
+    let url = KubeUrl::parse("kube://pki/swept").unwrap();
+    let mut store = KubeStore::open(&url, options).unwrap();
+    let first = store.put("signer", None, &files("1")).unwrap();
+    // An attempt that dies between its shards and its commit: the commit
+    // and its own cleanup both fail, as under kill -9.
+    store.set_write_hook(Some(Box::new(|step| {
+        if step == "commit" || step.starts_with("delete") {
+            Err(std::io::Error::other("killed"))
+        } else {
+            Ok(())
+        }
+    })));
+    let lost = store.put("signer", Some(&first), &large(100, 1_000_000, 1));
+    assert!(lost.is_err());
+    store.set_write_hook(None);
+    let left = admin.store_objects("swept");
+    assert!(left.len() >= 4, "{left:?}");
+    // A write right after keeps them: they might be a live attempt's.
+    let second = store.put("signer", Some(&first), &files("2")).unwrap();
+    assert_eq!(admin.store_objects("swept").len(), left.len());
+    // Once older than the grace, the next write removes them.
+    std::thread::sleep(grace + Duration::from_secs(2));
+    let third = store.put("signer", Some(&second), &files("3")).unwrap();
+    assert_eq!(admin.store_objects("swept").len(), 2);
+    assert_eq!(store.get("signer").unwrap().unwrap(), (files("3"), third));
+}
+
+#[test]
 fn writers_racing_in_threads_lose_no_update() {
     let server = KubeServer::start();
     let _admin = Admin::new(&server);

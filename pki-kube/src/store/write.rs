@@ -8,13 +8,13 @@ use super::read::corrupt;
 use crate::fail::{self, Doing, Fail};
 use crate::layout::shard::{DATA_KEY, INDEX_KEY, SHARD_BUDGET, Shard, pack};
 use crate::layout::{
-    ANNOTATION_KEY, DocumentNames, HEAD_DATA, HEAD_FORMAT, HEAD_TYPE, Head, SHARD_TYPE,
-    new_generation,
+    ANNOTATION_KEY, DocumentNames, HEAD_DATA, HEAD_FORMAT, HEAD_TYPE, Head, LABEL_DOCUMENT,
+    LABEL_GENERATION, LABEL_STORE, SHARD_TYPE, new_generation,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use pki_rotate::store::validate_key;
 use pki_rotate::{Files, Result, Revision, RotateError, StoreError, Summary};
 use std::collections::BTreeMap;
@@ -58,11 +58,14 @@ impl AsyncKubeStore {
         }
         let generation = self.generation(key, &names, files, summary)?;
         // 1. Before the commit: the shards, which no head names yet.
-        if let Err(e) = self.create_shards(key, &names, &generation).await {
-            self.remove_generation(&names, &generation.name, generation.shards.len())
-                .await;
-            return Err(e);
-        }
+        let started = match self.create_shards(key, &names, &generation).await {
+            Ok(started) => started,
+            Err(e) => {
+                self.remove_generation(&names, &generation.name, generation.shards.len())
+                    .await;
+                return Err(e);
+            }
+        };
         // 2. The commit.
         let committed = match self.commit(key, &names, expected, &generation).await {
             Ok(revision) => revision,
@@ -79,6 +82,9 @@ impl AsyncKubeStore {
         if let Some(old) = current {
             self.remove_generation(&names, &old.head.generation, old.head.shards.len())
                 .await;
+        }
+        if let Some(started) = started {
+            self.sweep(&names, &generation.name, started).await;
         }
         Ok(committed)
     }
@@ -134,13 +140,15 @@ impl AsyncKubeStore {
         }
     }
 
-    /// Creates every shard of `generation`, immutable.
+    /// Creates every shard of `generation`, immutable, and gives the
+    /// server's creation time of the first (Unix seconds).
     async fn create_shards(
         &self,
         key: &str,
         names: &DocumentNames,
         generation: &Generation,
-    ) -> Result<()> {
+    ) -> Result<Option<i64>> {
+        let mut started = None;
         for (index, shard) in generation.shards.iter().enumerate() {
             let name = names.shard(&generation.name, index);
             let labels = names.labels(self.url.name(), Some(&generation.name));
@@ -154,11 +162,15 @@ impl AsyncKubeStore {
                 ])),
                 ..Secret::default()
             };
-            self.create(&format!("create shard {name}"), &secret)
+            let created = self
+                .create(&format!("create shard {name}"), &secret)
                 .await
                 .map_err(|f| self.error("create", &name, &f))?;
+            if index == 0 {
+                started = created.metadata.creation_timestamp.map(|t| t.0.as_second());
+            }
         }
-        Ok(())
+        Ok(started)
     }
 
     /// Replaces the head if its resourceVersion is still `expected`
@@ -250,6 +262,44 @@ impl AsyncKubeStore {
     async fn remove_generation(&self, names: &DocumentNames, generation: &str, count: usize) {
         for index in 0..count {
             let _ = self.delete(&names.shard(generation, index)).await;
+        }
+    }
+
+    /// Removes the shards of attempts that died before their commit: every
+    /// shard of the document outside generation `current` (this write's,
+    /// just committed) created more than [`KubeOptions::abandoned_after`]
+    /// before this write's first shard (`started`, both times the
+    /// server's). Such an attempt read the head before this write's commit
+    /// replaced it, so its commit, which names the version it read, can
+    /// never succeed: no head will name its shards. Best effort, one
+    /// listing of metadata.
+    ///
+    /// [`KubeOptions::abandoned_after`]: crate::KubeOptions::abandoned_after
+    async fn sweep(&self, names: &DocumentNames, current: &str, started: i64) {
+        let selector = format!(
+            "{LABEL_STORE}={},{LABEL_DOCUMENT}={},{LABEL_GENERATION}",
+            self.url.name(),
+            names.document
+        );
+        let params = ListParams::default().labels(&selector);
+        let Ok(list) = self.call(self.secrets.list_metadata(&params)).await else {
+            return;
+        };
+        let grace = i64::try_from(self.options.abandoned_after.as_secs()).unwrap_or(i64::MAX);
+        for item in list.items {
+            let meta = item.metadata;
+            let generation = meta.labels.as_ref().and_then(|l| l.get(LABEL_GENERATION));
+            let (Some(name), Some(created), Some(generation)) = (
+                meta.name.as_ref(),
+                meta.creation_timestamp.as_ref(),
+                generation,
+            ) else {
+                continue;
+            };
+            let abandoned = created.0.as_second().saturating_add(grace) < started;
+            if generation != current && abandoned {
+                let _ = self.delete(name).await;
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ pub fn options(kubeconfig: &Path) -> KubeOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(10),
+        ..KubeOptions::default()
     }
 }
 
