@@ -142,8 +142,13 @@ pub(crate) fn backend_error(url: &KubeUrl, doing: Doing<'_>, fail: &Fail) -> Rot
     backend(url, text)
 }
 
-/// A [`StoreError::Backend`] naming the store.
+/// A [`StoreError::Backend`] naming the store, on one line whatever
+/// `text` holds (kubeconfig errors quote the file).
 pub(crate) fn backend(url: &KubeUrl, text: String) -> RotateError {
+    let text = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     RotateError::Store(StoreError::Backend {
         store: url.to_string(),
         source: Box::new(Failure(text)),
@@ -196,5 +201,7 @@ mod tests {
         );
         assert!(!message.contains('\n'), "{message}");
         assert!(api(409).is_conflict() && api(404).is_not_found());
+        let message = backend(&url, "kubeconfig:\n  line two".into()).to_string();
+        assert_eq!(message, "kube://ns/s: kubeconfig:   line two");
     }
 }
