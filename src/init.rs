@@ -15,32 +15,31 @@ pub struct InitArgs<'a> {
     pub now: OffsetDateTime,
 }
 
+impl InitArgs<'_> {
+    /// The signer's policy these arguments give, validated.
+    fn policy(&self) -> CliResult<SignerPolicy> {
+        let policy = SignerPolicy {
+            rotation: RotationPolicy {
+                lifetime: self.lifetime,
+                min_trust: self.min_trust,
+                reload_interval: self.reload_interval,
+            },
+            key_algorithm: self.key,
+            ..SignerPolicy::default()
+        };
+        policy.validate()?;
+        Ok(policy)
+    }
+}
+
 /// `--import`: the policy from the arguments, the CA from the files.
 pub fn run_import(args: &InitArgs<'_>, files: &crate::external::CaFiles) -> CliResult {
-    let policy = SignerPolicy {
-        rotation: RotationPolicy {
-            lifetime: args.lifetime,
-            min_trust: args.min_trust,
-            reload_interval: args.reload_interval,
-        },
-        key_algorithm: args.key,
-        ..SignerPolicy::default()
-    };
-    policy.validate()?;
+    let policy = args.policy()?;
     crate::external::init(args.dir, files, policy, args.now)
 }
 
 pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
-    let policy = SignerPolicy {
-        rotation: RotationPolicy {
-            lifetime: args.lifetime,
-            min_trust: args.min_trust,
-            reload_interval: args.reload_interval,
-        },
-        key_algorithm: args.key,
-        ..SignerPolicy::default()
-    };
-    policy.validate()?;
+    let policy = args.policy()?;
     // Everything that can refuse runs before the store directory is
     // created, so a refused `init` leaves nothing behind.
     pki_core::common_name_to_name(args.common_name)?;

@@ -111,13 +111,7 @@ pub fn check_raw_reads(der: &[u8]) -> Result<(), String> {
         return differ("the signature");
     }
     let ours: Vec<_> = cert.raw_extensions().collect();
-    let theirs: Vec<_> = tbs
-        .extensions()
-        .map(|e| e.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| (e.extn_id.as_bytes(), e.critical, e.extn_value.as_bytes()))
-        .collect();
+    let theirs = super::shallow::decoded_extensions(tbs);
     if ours != theirs {
         return differ("the extension list");
     }

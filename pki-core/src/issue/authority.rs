@@ -24,17 +24,7 @@ impl CertificateAuthority {
     /// Pairs a CA certificate with its key, refusing a key that does not
     /// belong to the certificate or a certificate that is not a CA.
     pub fn new(cert: Certificate, key: PrivateKey) -> Result<Self> {
-        if !key.matches(cert.public_key()) {
-            return Err(Error::KeyMismatch {
-                certificate: cert.id(),
-            });
-        }
-        if !cert.is_ca() {
-            return Err(Error::NotACa {
-                certificate: cert.id(),
-                reason: "basicConstraints cA is not TRUE".into(),
-            });
-        }
+        check_pair(&cert, key.matches(cert.public_key()))?;
         Ok(CertificateAuthority { cert, key })
     }
 
@@ -96,17 +86,7 @@ impl<'a> Issuer<'a> {
     /// does not belong to the certificate or a certificate that is not a
     /// CA (as [`CertificateAuthority::new`] does).
     pub fn new(cert: &'a Certificate, key: &'a dyn SigningKey) -> Result<Self> {
-        if !crate::signing::key_matches(key, cert.public_key()) {
-            return Err(Error::KeyMismatch {
-                certificate: cert.id(),
-            });
-        }
-        if !cert.is_ca() {
-            return Err(Error::NotACa {
-                certificate: cert.id(),
-                reason: "basicConstraints cA is not TRUE".into(),
-            });
-        }
+        check_pair(cert, crate::signing::key_matches(key, cert.public_key()))?;
         Ok(Issuer { cert, key })
     }
 
@@ -189,4 +169,22 @@ pub(crate) fn resign<R: CryptoRng + ?Sized>(
         signer.key,
         rng,
     )
+}
+
+/// Refuses a CA certificate whose key does not match (`key_matches` is
+/// whether it does) or that is not a CA: the checks of
+/// [`CertificateAuthority::new`] and [`Issuer::new`].
+fn check_pair(cert: &Certificate, key_matches: bool) -> Result<()> {
+    if !key_matches {
+        return Err(Error::KeyMismatch {
+            certificate: cert.id(),
+        });
+    }
+    if !cert.is_ca() {
+        return Err(Error::NotACa {
+            certificate: cert.id(),
+            reason: "basicConstraints cA is not TRUE".into(),
+        });
+    }
+    Ok(())
 }

@@ -6,7 +6,6 @@
 use super::fail::{Fail, backend_error};
 use super::{EtcdOptions, OpenError, PAGE_KEYS, REQUEST_MARGIN};
 use crate::client::{Client, GetOptions, KeyValue, KvClient};
-use crate::layout::prefix_end;
 use crate::url::EtcdUrl;
 use pki_rotate::store::{Changes, WriteHook, validate_key};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Summary};
@@ -225,36 +224,11 @@ impl AsyncEtcdStore {
         &self,
         prefix: &str,
         options: GetOptions,
-        mut before: impl FnMut(usize) -> std::result::Result<(), Fail>,
-        mut each: impl FnMut(KeyValue),
+        before: impl FnMut(usize) -> std::result::Result<(), Fail>,
+        each: impl FnMut(KeyValue),
     ) -> std::result::Result<(), Fail> {
-        let end = prefix_end(prefix);
-        let mut start = prefix.as_bytes().to_vec();
-        for page in 1.. {
-            before(page)?;
-            let mut kv = self.kv.clone();
-            let options = options
-                .clone()
-                .with_range(end.clone())
-                .with_limit(PAGE_KEYS);
-            let from = std::mem::take(&mut start);
-            let mut answer = self
-                .run(async move { kv.get(from, Some(options)).await })
-                .await?;
-            let more = answer.more();
-            let kvs = answer.take_kvs();
-            let Some(last) = kvs.last().map(|kv| kv.key().to_vec()) else {
-                break;
-            };
-            kvs.into_iter().for_each(&mut each);
-            if !more {
-                break;
-            }
-            // The next page starts just after the last key of this one.
-            start = last;
-            start.push(0);
-        }
-        Ok(())
+        self.scan_large(prefix, options, PAGE_KEYS, before, each)
+            .await
     }
 
     pub(super) fn step(&self, name: &str) -> std::result::Result<(), Fail> {

@@ -60,6 +60,7 @@ impl AsyncEtcdStore {
             if !more {
                 break;
             }
+            // The next page starts just after the last key of this one.
             start = last;
             start.push(0);
         }

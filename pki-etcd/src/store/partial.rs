@@ -72,10 +72,7 @@ impl AsyncEtcdStore {
         let AnyHead::Current(head) = decode_head(&head_location, head.value())? else {
             return Ok(PathsRead::Whole);
         };
-        let compacted = |f: Fail| match f {
-            f if f.is_compacted() => ReadFail::Compacted,
-            f => ReadFail::Error(self.backend(&doing, f)),
-        };
+        let compacted = self.read_fail(&doing);
         // A path that is not valid names no file of any document.
         let named: BTreeSet<&str> = paths
             .iter()
@@ -86,16 +83,8 @@ impl AsyncEtcdStore {
             .get_entries(&keys, &location, &head.generation, &named, Some(at), |i| {
                 self.read_step(&format!("read named entries {i}"))
             })
-            .await
-            .map_err(|e| match e {
-                EntriesFail::Fail(f) => compacted(f),
-                EntriesFail::Error(e) => ReadFail::Error(e),
-            })?;
-        let wanted: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
-        let blobs = self
-            .get_blobs(&keys, &wanted, at)
-            .await
-            .map_err(compacted)?;
+            .await;
+        let (entries, blobs) = self.with_blobs(&keys, entries, at, compacted).await?;
         let files = assemble_some(&location, &keys, &head, &entries, &blobs)?;
         Ok(PathsRead::Found(Some((files, revision))))
     }

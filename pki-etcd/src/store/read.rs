@@ -117,10 +117,7 @@ impl AsyncEtcdStore {
         let revision = Revision::new(head.mod_revision().to_string());
         let location = self.doc_location(key);
         let head_location = format!("{location}: head {}", keys.head);
-        let compacted = |f: Fail| match f {
-            f if f.is_compacted() => ReadFail::Compacted,
-            f => ReadFail::Error(self.backend(&doing, f)),
-        };
+        let compacted = self.read_fail(&doing);
         let files = match decode_head(&head_location, head.value())? {
             AnyHead::Legacy(manifest) => {
                 let wanted: BTreeSet<&str> =
@@ -141,16 +138,8 @@ impl AsyncEtcdStore {
                     .read_entries(&keys, &location, &head.generation, Some(at), |page| {
                         self.read_step(&format!("read entries {page}"))
                     })
-                    .await
-                    .map_err(|e| match e {
-                        EntriesFail::Fail(f) => compacted(f),
-                        EntriesFail::Error(e) => ReadFail::Error(e),
-                    })?;
-                let wanted: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
-                let blobs = self
-                    .get_blobs(&keys, &wanted, at)
-                    .await
-                    .map_err(compacted)?;
+                    .await;
+                let (entries, blobs) = self.with_blobs(&keys, entries, at, compacted).await?;
                 assemble(&location, &keys, &head, &entries, &blobs)?
             }
         };
@@ -233,7 +222,36 @@ impl AsyncEtcdStore {
             None => Ok(entries),
         }
     }
+    /// How a request of a read at one revision fails: that revision was
+    /// compacted away (read again), or an error of `doing`.
+    pub(super) fn read_fail<'a>(&'a self, doing: &'a str) -> impl Fn(Fail) -> ReadFail + 'a {
+        move |f| match f {
+            f if f.is_compacted() => ReadFail::Compacted,
+            f => ReadFail::Error(self.backend(doing, f)),
+        }
+    }
+
+    /// `entries` (read at revision `at`) and the blobs they name, read at
+    /// `at` too; a failed request as `compacted` maps it.
+    pub(super) async fn with_blobs(
+        &self,
+        keys: &DocKeys,
+        entries: std::result::Result<BTreeMap<String, FileEntry>, EntriesFail>,
+        at: i64,
+        compacted: impl Fn(Fail) -> ReadFail,
+    ) -> std::result::Result<(BTreeMap<String, FileEntry>, Blobs), ReadFail> {
+        let entries = entries.map_err(|e| match e {
+            EntriesFail::Fail(f) => compacted(f),
+            EntriesFail::Error(e) => ReadFail::Error(e),
+        })?;
+        let wanted: BTreeSet<&str> = entries.values().flat_map(FileEntry::blobs).collect();
+        let blobs = self.get_blobs(keys, &wanted, at).await.map_err(compacted)?;
+        Ok((entries, blobs))
+    }
 }
+
+/// Blobs' bytes by id.
+type Blobs = HashMap<String, Zeroizing<Vec<u8>>>;
 
 /// Why reading a generation's entries failed: a request, or an entry.
 pub(super) enum EntriesFail {

@@ -70,14 +70,12 @@ impl Books {
 
     /// The current step.
     pub fn step(&self) -> SetStep {
-        self.rotation.as_ref().map_or(SetStep::Idle, |r| r.step)
+        Rotation::step_of(self.rotation.as_ref())
     }
 
     /// The rotation in progress (None when idle or completed).
     pub fn running(&self) -> Option<&Rotation> {
-        self.rotation
-            .as_ref()
-            .filter(|r| !matches!(r.step, SetStep::Idle | SetStep::Completed))
+        Rotation::running_of(self.rotation.as_ref())
     }
 
     /// Targets holding serving leaves, in the order one-at-a-time updates

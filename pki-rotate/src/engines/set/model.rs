@@ -377,6 +377,14 @@ impl Rotation {
     pub fn step(&self) -> SetStep {
         self.step
     }
+    /// The step of `rotation`, Idle when there is none.
+    pub(super) fn step_of(rotation: Option<&Rotation>) -> SetStep {
+        rotation.map_or(SetStep::Idle, |r| r.step)
+    }
+    /// `rotation` when it is in progress (not idle or completed).
+    pub(super) fn running_of(rotation: Option<&Rotation>) -> Option<&Rotation> {
+        rotation.filter(|r| !matches!(r.step, SetStep::Idle | SetStep::Completed))
+    }
     /// Targets that acknowledged files trusting both generations.
     pub fn trust_both_loaded(&self) -> &BTreeSet<String> {
         &self.trust_both_loaded
@@ -515,14 +523,12 @@ impl SetState {
 
     /// The current step.
     pub fn step(&self) -> SetStep {
-        self.rotation.as_ref().map_or(SetStep::Idle, |r| r.step)
+        Rotation::step_of(self.rotation.as_ref())
     }
 
     /// The rotation in progress (None when idle or completed).
     pub fn running(&self) -> Option<&Rotation> {
-        self.rotation
-            .as_ref()
-            .filter(|r| !matches!(r.step, SetStep::Idle | SetStep::Completed))
+        Rotation::running_of(self.rotation.as_ref())
     }
 
     pub(super) fn ca(&self, name: &str) -> Result<&SetCa> {

@@ -18,7 +18,7 @@ use crate::model::error::{Result, RotateError};
 use crate::model::store::{Revision, Summary};
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The bytes of a generation's manifest at `path`, never followed if it
 /// is a link: a manifest is a regular file of the generation, the one the
@@ -102,13 +102,9 @@ impl FsStore {
     /// and the manifest it is bound to (read and hashed, not parsed; nothing
     /// else in the generation is looked at).
     fn current_index(&self) -> Result<Option<(u64, Index)>> {
-        let link = self.root.join(DATA_LINK);
-        let meta = match fs::symlink_metadata(&link) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(RotateError::io(&link, e)),
+        let Some(link) = self.data_link()? else {
+            return Ok(None);
         };
-        check_owner_and_mode(&link, &meta, effective_uid())?;
         let Ok(target) = fs::read_link(&link) else {
             return Ok(None);
         };
@@ -287,9 +283,9 @@ impl FsStore {
         }))
     }
 
-    /// The generation `.data` names, after checking the link: its number
-    /// and directory name; None when there is no `.data` yet.
-    fn data_target(&self) -> Result<Option<(u64, String)>> {
+    /// The path of `.data`, after checking its owner and mode; None when
+    /// there is no `.data` yet.
+    fn data_link(&self) -> Result<Option<PathBuf>> {
         let link = self.root.join(DATA_LINK);
         let meta = match fs::symlink_metadata(&link) {
             Ok(m) => m,
@@ -297,6 +293,15 @@ impl FsStore {
             Err(e) => return Err(RotateError::io(&link, e)),
         };
         check_owner_and_mode(&link, &meta, effective_uid())?;
+        Ok(Some(link))
+    }
+
+    /// The generation `.data` names, after checking the link: its number
+    /// and directory name; None when there is no `.data` yet.
+    fn data_target(&self) -> Result<Option<(u64, String)>> {
+        let Some(link) = self.data_link()? else {
+            return Ok(None);
+        };
         let target = fs::read_link(&link).map_err(|_| {
             RotateError::corrupt(
                 link.display().to_string(),

@@ -285,17 +285,7 @@ pub(super) fn advance(
     if let (Some(reason), false) = (override_reason, waiting.is_empty()) {
         record_override(books, now, step, to, reason, waiting, early_client_moves);
     }
-    enter_step(
-        books,
-        plan,
-        Transition {
-            from: step,
-            to,
-            note,
-        },
-        override_reason,
-    );
-    Ok(None)
+    enter_step(books, plan, (step, to), note, override_reason)
 }
 
 /// Whether this advance was carried out before. The request's identity:
@@ -383,17 +373,7 @@ pub(super) fn abort(
         note = format!("{note} (override: {reason})");
         record_override(books, now, step, to, reason, stranded, Vec::new());
     }
-    enter_step(
-        books,
-        plan,
-        Transition {
-            from: step,
-            to,
-            note,
-        },
-        override_reason,
-    );
-    Ok(None)
+    enter_step(books, plan, (step, to), note, override_reason)
 }
 
 /// Records that `reason` moved the rotation from `from` to `to` although
@@ -420,15 +400,19 @@ fn record_override(
     }
 }
 
-/// The plan moves the rotation by `transition`, with the override reason
-/// it was given (which may accept red cells of the move).
+/// The plan moves the rotation from `from` to `to` with `note`, with the
+/// override reason it was given (which may accept red cells of the move);
+/// nothing was done before.
 fn enter_step(
     books: &mut Books,
     plan: &mut SetPlan,
-    transition: Transition,
+    (from, to): (SetStep, SetStep),
+    note: String,
     override_reason: Option<&str>,
-) {
+) -> Result<AlreadyDone> {
+    let transition = Transition { from, to, note };
     plan.finished = enter(books, &transition, override_reason, plan.now);
     plan.transition = Some(transition);
     plan.override_reason = override_reason.map(str::to_string);
+    Ok(None)
 }
