@@ -22,9 +22,9 @@ use crate::model::document::KeyOf;
 use crate::model::error::Result;
 use crate::model::store::{AsyncStore, Revision, Store};
 use access::{Awaiting, Blocking};
-pub use advance::{ADVANCE_MAX_STEPS, AdvanceOptions, Advanced, advance};
+pub use advance::{ADVANCE_MAX_STEPS, AdvanceOptions, advance};
 use rand_core::CryptoRng;
-pub use step::{Read, Step};
+pub use step::{Advanced, Read, Step};
 use steps::Steps;
 use time::OffsetDateTime;
 

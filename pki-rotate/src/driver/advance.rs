@@ -2,10 +2,10 @@
 //! driver, until the embedder must act. The one loop the CLI's `pki cred
 //! reconcile` and the C ABI's `pki_document_step` (with `PKI_KIND_CRED`) (and through it Go) share.
 
-use crate::driver::{Driver, Read, Step};
+use crate::driver::{Advanced, Driver, Read, Step};
 use crate::engines::credential::{
-    Action, Change, CredentialEngine, CredentialInput, CredentialState, Event, Next, Plan,
-    credential_key, plan,
+    Change, CredentialEngine, CredentialInput, CredentialState, Event, Next, Plan, credential_key,
+    plan,
 };
 use crate::model::error::{Result, RotateError};
 use crate::model::store::Store;
@@ -32,27 +32,6 @@ pub struct AdvanceOptions<'a> {
     /// watch a rotation one step at a time); [`Advanced::next`] is then
     /// [`Next::Step`]. None: until the embedder must act.
     pub max_steps: Option<u32>,
-}
-
-/// What an [`advance`] ends on, in its [`Step::advance`].
-#[derive(Debug, Clone)]
-pub struct Advanced {
-    /// What comes next: the embedder's action, or [`Next::Step`] only when
-    /// [`AdvanceOptions::max_steps`] stopped it.
-    pub next: Next,
-    /// How many steps this call committed.
-    pub steps: u32,
-}
-
-impl Advanced {
-    /// The embedder's action; None when [`AdvanceOptions::max_steps`]
-    /// stopped the advance with a step still due.
-    pub fn action(&self) -> Option<&Action> {
-        match &self.next {
-            Next::Act(action) => Some(action),
-            Next::Step(_) => None,
-        }
-    }
 }
 
 /// Takes every bookkeeping step of credential `name` due at `now` (keep

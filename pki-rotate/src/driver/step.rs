@@ -2,8 +2,7 @@
 //! (a whole read, a part, the store's summary) and whether it was one
 //! step or a credential's advance over several.
 
-use super::advance::Advanced;
-use crate::engines::credential::Action;
+use crate::engines::credential::{Action, Next};
 use crate::model::error::{Result, RotateError};
 use crate::model::store::Revision;
 use time::OffsetDateTime;
@@ -103,5 +102,26 @@ impl<D, E> Step<D, E> {
     /// stopped the advance with a step still due.
     pub fn action(&self) -> Option<&Action> {
         self.advance.as_ref().and_then(Advanced::action)
+    }
+}
+
+/// What an [`advance`](super::advance) ends on, in its [`Step::advance`].
+#[derive(Debug, Clone)]
+pub struct Advanced {
+    /// What comes next: the embedder's action, or [`Next::Step`] only when
+    /// [`AdvanceOptions::max_steps`](super::AdvanceOptions::max_steps) stopped it.
+    pub next: Next,
+    /// How many steps this call committed.
+    pub steps: u32,
+}
+
+impl Advanced {
+    /// The embedder's action; None when [`AdvanceOptions::max_steps`](super::AdvanceOptions::max_steps)
+    /// stopped the advance with a step still due.
+    pub fn action(&self) -> Option<&Action> {
+        match &self.next {
+            Next::Act(action) => Some(action),
+            Next::Step(_) => None,
+        }
     }
 }
