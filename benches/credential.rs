@@ -34,11 +34,11 @@
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use pki_rotate::credential::{
-    self, Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Next,
-    WaitReason,
+    self, Action, CredentialEngine, CredentialInput, CredentialPolicy, CredentialState, Event,
+    Next, WaitReason,
 };
-use pki_rotate::driver::{Advance, AdvanceOptions};
-use pki_rotate::{CredentialSecret, Driver, FsStore, MemoryStore, Store};
+use pki_rotate::driver::AdvanceOptions;
+use pki_rotate::{CredentialSecret, Driver, FsStore, MemoryStore, Step, Store};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use std::hint::black_box;
@@ -102,7 +102,7 @@ fn reconcile<S: Store>(
     fixture: &Fixture<S>,
     now: OffsetDateTime,
     rng: &mut ChaCha20Rng,
-) -> (Advance, u32) {
+) -> (Step<CredentialState, Event>, u32) {
     let driver = Driver::new(&fixture.store);
     let options = AdvanceOptions {
         owner: Some(OWNER),
@@ -111,8 +111,12 @@ fn reconcile<S: Store>(
     let mut commits = 0;
     loop {
         let advanced = pki_rotate::driver::advance(&driver, NAME, options, now, rng).unwrap();
-        commits += advanced.steps;
-        let report = match &advanced.next {
+        let ended = advanced
+            .advance
+            .as_ref()
+            .expect("an advance says how it ended");
+        commits += ended.steps;
+        let report = match &ended.next {
             Next::Act(Action::Wait { .. }) => return (advanced, commits),
             Next::Act(Action::Mint { rotation, attempt }) => CredentialInput::Minted {
                 rotation: *rotation,
@@ -147,7 +151,7 @@ fn revoke_hook(value: &CredentialSecret) {
 
 /// Checks that a reconcile made `commits` commits and ended waiting for
 /// `reason`: the timed iteration did the whole step.
-fn check(done: &(Advance, u32), commits: u32, reason: WaitReason) {
+fn check(done: &(Step<CredentialState, Event>, u32), commits: u32, reason: WaitReason) {
     assert_eq!(done.1, commits);
     match done.0.action() {
         Some(Action::Wait { reason: r, .. }) => assert_eq!(*r, reason),

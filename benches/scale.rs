@@ -111,7 +111,11 @@ impl<S: Store> Steps<'_, S> {
         let stepped = Driver::new(self.store)
             .step_unless_idle::<SignerEngine, _>("signer", input, now(), &mut self.rng)
             .unwrap();
-        let pki_rotate::Stepped::Part(step) = stepped else {
+        let step @ pki_rotate::Step {
+            read: pki_rotate::Read::Part,
+            ..
+        } = stepped
+        else {
             panic!("a leaf change inside the promise steps by parts");
         };
         assert!(step.changed);
@@ -138,7 +142,13 @@ impl<S: Store> Steps<'_, S> {
                 &mut self.rng,
             )
             .unwrap();
-        assert!(matches!(step, pki_rotate::Stepped::Idle(_)));
+        assert!(matches!(
+            step,
+            pki_rotate::Step {
+                read: pki_rotate::Read::Summary { .. },
+                ..
+            }
+        ));
     }
 
     /// As `pki status --check` runs it: from the store's summary of the
@@ -147,7 +157,11 @@ impl<S: Store> Steps<'_, S> {
         let driver = Driver::new(self.store);
         let idle = driver.idle::<SignerEngine>("signer", now()).unwrap();
         let idle = idle.expect("the summary answers status --check");
-        black_box(idle.report::<pki_rotate::signer::IdleReport>().unwrap());
+        black_box(
+            idle.summary_report::<pki_rotate::signer::IdleReport>()
+                .unwrap()
+                .unwrap(),
+        );
     }
 
     /// `pki status --check` itself, a process of the release build, as
@@ -450,7 +464,13 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
         let stepped = Driver::new(store)
             .step_unless_idle::<SignerEngine, _>("signer", &renew, now(), &mut rng)
             .unwrap();
-        assert!(matches!(stepped, pki_rotate::Stepped::Part(_)));
+        assert!(matches!(
+            stepped,
+            pki_rotate::Step {
+                read: pki_rotate::Read::Part,
+                ..
+            }
+        ));
         timed(&format!("{label}: step_unless_idle"), started);
     }
     let (doc, _) = Driver::new(store).load::<SignerEngine>("signer").unwrap();

@@ -3,8 +3,7 @@
 //! controller step (the driver's).
 
 use pki_rotate::{
-    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Stepped,
-    Store,
+    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Store,
 };
 use std::path::PathBuf;
 use time::OffsetDateTime;
@@ -409,14 +408,13 @@ pub fn step_signer(
     let driver = Driver::new(store.open()?);
     // A leaf change while nothing else is due reads and writes that leaf
     // and the document's head only: its cost does not grow with the store.
-    match driver.step_unless_idle::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())? {
-        Stepped::Step(step) | Stepped::Part(step) => Ok(step),
+    let step = driver.step_unless_idle::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?;
+    if step.is_idle() {
         // Callers print what the document says (the next rotation): the
         // whole step decides with the document read.
-        Stepped::Idle(_) => {
-            Ok(driver.step::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?)
-        }
+        return Ok(driver.step::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?);
     }
+    Ok(step)
 }
 
 /// Reads the signer's document.

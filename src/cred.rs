@@ -19,7 +19,7 @@ use pki_rotate::credential::{
     document::{CREDS_DIR, STATE_FILE},
     validate_credential_name,
 };
-use pki_rotate::driver::{AdvanceOptions, advance};
+use pki_rotate::driver::{AdvanceOptions, Advanced, advance};
 use pki_rotate::{Driver, Files, FsStore, RotateError, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
@@ -334,8 +334,14 @@ fn reconcile_one<S: Store>(
         )
         .map_err(not_found)?;
         print_events(&advanced.events);
-        committed += advanced.steps;
-        let action = match advanced.next {
+        // Every advance says how it ended.
+        let Some(Advanced { next, steps }) = advanced.advance else {
+            return Err(CliError::new(format!(
+                "cred {name}: the advance did not say what comes next"
+            )));
+        };
+        committed += steps;
+        let action = match next {
             Next::Act(action) if !budget_spent(committed) => action,
             // --max-steps spent (advance stops with a step still due only
             // for it): stop, whatever is due.

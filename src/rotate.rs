@@ -6,7 +6,7 @@ use crate::common::{
 use pki_rotate::signer::IdleReport;
 use pki_rotate::{
     Driver, Event, ForcedRotation, RotateError, SignerEngine, SignerError, SignerInput,
-    SignerState, Step, Stepped,
+    SignerState, Step,
 };
 use time::OffsetDateTime;
 
@@ -104,18 +104,18 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
     // the document, at a cost that does not grow with its leaves.
     let stepped =
         driver.step_unless_idle::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng());
-    if let Ok(Stepped::Idle(idle)) = &stepped
-        && let Ok(report) = idle.report::<IdleReport>()
+    if let Ok(idle) = &stepped
+        && let Some(Ok(report)) = idle.summary_report::<IdleReport>()
     {
         return print_idle(args, &report, idle.next_wake);
     }
     let step = match stepped {
-        // `pki rotate` changes no leaf: never stepped by parts.
-        Ok(Stepped::Step(step) | Stepped::Part(step)) => Ok(step),
         // A summary this build cannot read: the full step decides.
-        Ok(Stepped::Idle(_)) => {
+        Ok(idle) if idle.is_idle() => {
             driver.step::<SignerEngine, _>(SIGNER, &input, args.now, &mut os_rng())
         }
+        // `pki rotate` changes no leaf: never stepped by parts.
+        Ok(step) => Ok(step),
         Err(e) => Err(e),
     };
     let step = step

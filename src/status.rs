@@ -6,7 +6,7 @@ use pki_rotate::signer::IdleReport;
 use pki_rotate::status::{
     BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
 };
-use pki_rotate::{Driver, IdleStep, SignerEngine};
+use pki_rotate::{Driver, Event, SignerEngine, SignerState, Step};
 use time::OffsetDateTime;
 
 /// `verify`: with `check`, read and verify everything even when the
@@ -27,7 +27,7 @@ pub fn run(
         && let Some(idle) = driver.idle::<SignerEngine>(SIGNER, now)?
         // A summary this build cannot read, or one an older build wrote
         // (its promise was about steps alone): the full report decides.
-        && let Ok(report) = idle.report::<IdleReport>()
+        && let Some(Ok(report)) = idle.summary_report::<IdleReport>()
         && report.status_ok
     {
         crate::out!("{}", render_idle(&idle, &report, now));
@@ -51,7 +51,11 @@ pub fn run(
 
 /// The short report of `status --check` answered from the store's
 /// summary: the header and the next action of the full table.
-fn render_idle(idle: &IdleStep, report: &IdleReport, now: OffsetDateTime) -> String {
+fn render_idle(
+    idle: &Step<SignerState, Event>,
+    report: &IdleReport,
+    now: OffsetDateTime,
+) -> String {
     let mut out = format!(
         "at {}   CA {}",
         pki_core::datetime::rfc3339(now),

@@ -108,7 +108,7 @@ async fn replicas_racing_as_tasks_rotate_once() {
 /// older build's) makes the next step a full one.
 #[tokio::test(flavor = "current_thread")]
 async fn a_step_with_nothing_due_reads_the_head_alone() {
-    use pki_rotate::{AsyncStore, Stepped};
+    use pki_rotate::{AsyncStore, Read, Step};
     use std::sync::{Arc, Mutex};
     let etcd = Etcd::start();
     let mut store = store(&etcd, "idle").await;
@@ -130,7 +130,9 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
     driver.create_at::<SignerEngine>(KEY, &s, T0).await.unwrap();
     let now = T0 + Duration::hours(1);
     // The leaves are requested but not issued yet: something is due.
-    let Stepped::Step(issued) = driver
+    let issued @ Step {
+        read: Read::Whole, ..
+    } = driver
         .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(2))
         .await
         .unwrap()
@@ -141,7 +143,10 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
 
     for later in [now + Duration::minutes(1), now + Duration::days(40)] {
         reads.lock().unwrap().clear();
-        let Stepped::Idle(idle) = driver
+        let idle @ Step {
+            read: Read::Summary { .. },
+            ..
+        } = driver
             .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), later, &mut rng(3))
             .await
             .unwrap()
@@ -167,7 +172,7 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
         assert_eq!(idle.next_wake, full.next_wake);
         assert_eq!(idle.revision, full.revision);
         assert_eq!(idle.revision, issued.revision);
-        let report: pki_rotate::signer::IdleReport = idle.report().unwrap();
+        let report: pki_rotate::signer::IdleReport = idle.summary_report().unwrap().unwrap();
         assert_eq!(report.ca_id, full.document.ca.cert.id());
     }
 
@@ -181,7 +186,10 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
             .step_unless_idle::<SignerEngine, _>(KEY, &SignerInput::default(), now, &mut rng(5))
             .await
             .unwrap(),
-        Stepped::Step(_)
+        Step {
+            read: Read::Whole,
+            ..
+        }
     ));
 }
 
@@ -190,7 +198,7 @@ async fn a_step_with_nothing_due_reads_the_head_alone() {
 /// document it leaves is the one a whole step would (read back whole).
 #[tokio::test]
 async fn a_leaf_change_with_nothing_else_due_reads_the_head_and_that_leaf() {
-    use pki_rotate::{LeafChange, Stepped};
+    use pki_rotate::{LeafChange, Read, Step};
     use std::sync::{Arc, Mutex};
     let etcd = Etcd::start();
     let mut store = store(&etcd, "part").await;
@@ -235,7 +243,9 @@ async fn a_leaf_change_with_nothing_else_due_reads_the_head_and_that_leaf() {
         },
     ] {
         reads.lock().unwrap().clear();
-        let Stepped::Part(step) = driver
+        let step @ Step {
+            read: Read::Part, ..
+        } = driver
             .step_unless_idle::<SignerEngine, _>(KEY, &input, now, &mut rng(3))
             .await
             .unwrap()

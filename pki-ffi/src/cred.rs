@@ -22,15 +22,12 @@ use crate::buffer::pki_buffer;
 use crate::error::{Failure, pki_result};
 use crate::step::status_json;
 use crate::store::pki_store;
-use pki_rotate::Files;
 use pki_rotate::credential::status::CredentialStatus;
 use pki_rotate::credential::{
-    CredentialEngine, CredentialState, Next, credential_key, validate_credential_name,
+    CredentialEngine, CredentialState, credential_key, validate_credential_name,
 };
 use pki_rotate::driver::{AdvanceOptions, advance};
-use pki_rotate::request::{CredCreate, CredRequest, CredStep, NextAction, StepEvent, StepResult};
-use pki_rotate::{Driver, Revision, Store};
-use std::cell::{Cell, RefCell};
+use pki_rotate::request::{CredCreate, CredRequest, CredStep, StepEvent, StepResult};
 use time::OffsetDateTime;
 
 fn status(doc: &CredentialState, now: OffsetDateTime) -> String {
@@ -43,90 +40,39 @@ pub(crate) fn name(name: &str) -> Result<&str, Failure> {
     Ok(name)
 }
 
-/// A store seen through `advance`, which reports neither the revision of
-/// the document it ends on nor the rounds it took: the last revision read
-/// or written, and the number of reads (one per round).
-struct Recording<S> {
-    inner: S,
-    revision: RefCell<Option<Revision>>,
-    rounds: Cell<u32>,
-}
-
-impl<S: Store> Store for Recording<S> {
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-
-    fn get(&self, key: &str) -> pki_rotate::Result<Option<(Files, Revision)>> {
-        let got = self.inner.get(key)?;
-        self.rounds.set(self.rounds.get() + 1);
-        *self.revision.borrow_mut() = got.as_ref().map(|(_, r)| r.clone());
-        Ok(got)
-    }
-
-    fn put(
-        &self,
-        key: &str,
-        expected: Option<&Revision>,
-        files: &Files,
-    ) -> pki_rotate::Result<Revision> {
-        let revision = self.inner.put(key, expected, files)?;
-        *self.revision.borrow_mut() = Some(revision.clone());
-        Ok(revision)
-    }
-}
-
 pub(crate) fn step(
     store: &pki_store,
     name: &str,
     input: &CredStep,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let owner = match input.request()? {
-        CredRequest::Report(report) => {
-            let step = store
-                .driver::<CredentialState>()
-                .step::<CredentialEngine, _>(&credential_key(name), &report, now, &mut os_rng())?;
-            return Ok(StepResult::of_step(&step, StepEvent::of_credential, |d| {
-                status(d, now)
-            }));
-        }
-        CredRequest::Advance(owner) => owner,
-    };
-    let driver = Driver::new(Recording {
-        inner: store.of::<CredentialState>(),
-        revision: RefCell::new(None),
-        rounds: Cell::new(0),
-    });
-    let options = AdvanceOptions {
-        owner: owner.as_deref(),
-        max_steps: None,
-    };
-    let advanced = advance(&driver, name, options, now, &mut os_rng())?;
-    let action = match &advanced.next {
-        Next::Act(action) => NextAction::of(action),
-        // Only a step limit stops advance with a step due; none is given.
-        Next::Step(_) | _ => {
-            return Err(Failure::new(
-                pki_result::PKI_RESULT_UNEXPECTED,
-                format!("credential \"{name}\": a step is still due after advancing"),
-            ));
+    let driver = store.driver::<CredentialState>();
+    let step = match input.request()? {
+        CredRequest::Report(report) => driver.step::<CredentialEngine, _>(
+            &credential_key(name),
+            &report,
+            now,
+            &mut os_rng(),
+        )?,
+        CredRequest::Advance(owner) => {
+            let options = AdvanceOptions {
+                owner: owner.as_deref(),
+                max_steps: None,
+            };
+            let advanced = advance(&driver, name, options, now, &mut os_rng())?;
+            // Only a step limit stops advance with a step due; none is given.
+            if advanced.action().is_none() {
+                return Err(Failure::new(
+                    pki_result::PKI_RESULT_UNEXPECTED,
+                    format!("credential \"{name}\": a step is still due after advancing"),
+                ));
+            }
+            advanced
         }
     };
-    let recorded = driver.store();
-    let revision = recorded
-        .revision
-        .borrow()
-        .clone()
-        .unwrap_or_else(|| Revision::new(""));
-    let result = StepResult::of_advance(
-        &advanced,
-        &revision,
-        recorded.rounds.get(),
-        action,
-        &status(&advanced.document, now),
-    );
-    Ok(result)
+    Ok(StepResult::of_step(&step, StepEvent::of_credential, |d| {
+        status(d, now)
+    }))
 }
 
 pub(crate) fn create(

@@ -18,7 +18,7 @@ use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, Stepped, UptakeEngine,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -119,13 +119,12 @@ pub(crate) fn step(
     let step = match input.request()? {
         SignerRequest::UnlessIdle(signer_input) => {
             return Ok(
-                match driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)? {
-                    Stepped::Idle(idle) => StepResult::idle(&idle),
-                    Stepped::Step(step) => signer_step(&step, now),
-                    // Its status is the part's (the head and the named
-                    // leaves).
-                    Stepped::Part(step) => signer_step(&step, now).by_parts(),
-                },
+                // After a step over part of the signer, its status is the
+                // part's (the head and the named leaves).
+                signer_step(
+                    &driver.step_unless_idle::<SignerEngine, _>(key, &signer_input, now, rng)?,
+                    now,
+                ),
             );
         }
         SignerRequest::Ack(ack) => {

@@ -19,11 +19,12 @@
 
 use crate::engines::Engine;
 use crate::model::document::{Files, KeyOf};
-use crate::model::error::{Result, RotateError};
+use crate::model::error::Result;
 use crate::model::store::{AsyncStore, Revision, Store};
 use access::{Awaiting, Blocking};
-pub use advance::{ADVANCE_MAX_STEPS, Advance, AdvanceOptions, advance};
+pub use advance::{ADVANCE_MAX_STEPS, AdvanceOptions, advance};
 use rand_core::CryptoRng;
+pub use step::{Advanced, Read, Step};
 use steps::Steps;
 use time::OffsetDateTime;
 
@@ -32,6 +33,7 @@ mod advance;
 mod cas;
 mod idle;
 mod part;
+mod step;
 mod steps;
 mod write;
 
@@ -60,62 +62,6 @@ pub struct Driver<S> {
 pub struct AsyncDriver<S> {
     store: S,
     max_attempts: u32,
-}
-
-/// What one [`Driver::step`] did.
-#[derive(Debug, Clone)]
-pub struct Step<D, E> {
-    /// The document now in the store (written by this step or not).
-    pub document: D,
-    /// Its revision in the store.
-    pub revision: Revision,
-    /// What happened; empty when nothing was due.
-    pub events: Vec<E>,
-    /// Whether this step wrote a new document.
-    pub changed: bool,
-    /// When to step again if nothing else happens, from the engine.
-    pub next_wake: OffsetDateTime,
-    /// How many load-decide-write rounds it took (1 without contention).
-    pub attempts: u32,
-}
-
-/// What [`Driver::step_unless_idle`] did.
-#[derive(Debug, Clone)]
-pub enum Stepped<D, E> {
-    /// Nothing was due: decided from the document's summary alone.
-    Idle(IdleStep),
-    /// A step as [`Driver::step`] makes it.
-    Step(Step<D, E>),
-    /// A step over part of the document: the input changed a few members
-    /// (the signer's leaves) while the document's summary promised that
-    /// nothing else was due, so only the document's head and those members
-    /// were read and only what changed was written. Its `document` is that
-    /// part: the document as if it had only those members (the signer's
-    /// other leaves are absent). Its `next_wake` may be earlier than a
-    /// whole step's, never later.
-    Part(Step<D, E>),
-}
-
-/// A step that found nothing due from the document's summary, without
-/// reading the document: nothing was written.
-#[derive(Debug, Clone)]
-pub struct IdleStep {
-    /// The document's revision in the store.
-    pub revision: Revision,
-    /// When to step again if nothing else happens: the first time
-    /// something may be due.
-    pub next_wake: OffsetDateTime,
-    /// What the document's kind reports of such a step (the signer's:
-    /// [`crate::engines::signer::IdleReport`]).
-    pub report: serde_json::Value,
-}
-
-impl IdleStep {
-    /// The report as the kind's type.
-    pub fn report<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_value(self.report.clone())
-            .map_err(|e| RotateError::json("the document's summary".to_string(), e))
-    }
 }
 
 impl<S: Store> Driver<S> {
@@ -151,11 +97,15 @@ impl<S: Store> Driver<S> {
     /// changed meanwhile: read the document then. A damaged file, a head
     /// that does not decode or is inconsistent, or a sealed file the store
     /// cannot open is an error, as it is for a whole read.
+    ///
+    /// The step is [`Read::Summary`]: its `document` is the head read (the
+    /// document as if it had no members), it wrote nothing and took one
+    /// round.
     pub fn idle<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
+    ) -> Result<Option<Step<E::Document, E::Event>>> {
         access::finish(&self.store, self.steps().idle::<E>(key.key(), now))
     }
 
@@ -216,9 +166,10 @@ impl<S: Store> Driver<S> {
     /// [`Driver::step`], unless the input asks nothing
     /// ([`Engine::asks_nothing`]) and the summary the store keeps with the
     /// document promises that nothing is due at `now`: then the step is
-    /// decided from that summary alone, without reading the document, so
-    /// its cost does not grow with the document (ten thousand leaves cost
-    /// what ten do). The summary is written by every write of the driver;
+    /// decided from that summary alone ([`Read::Summary`]), once the
+    /// document's head confirms it, without reading the document's
+    /// members, so its cost does not grow with the document (ten thousand
+    /// leaves cost what ten do). The summary is written by every write of the driver;
     /// a store that keeps none, a document written without one, or a time
     /// outside the promise takes the full step.
     ///
@@ -229,7 +180,7 @@ impl<S: Store> Driver<S> {
     /// An input that changes a few members of the document and nothing else
     /// ([`Engine::members`]: the signer's leaf requests, renewals and
     /// removals) is stepped over part of the document under the same
-    /// promise ([`Stepped::Part`]): the store reads the document's head and
+    /// promise ([`Read::Part`]): the store reads the document's head and
     /// those members ([`Store::get_paths`]), and writes what changed
     /// ([`Store::put_changes`]). Nothing else can be due inside the
     /// promise, so the result is the one a whole step gives; the new
@@ -242,7 +193,7 @@ impl<S: Store> Driver<S> {
         input: &E::Input,
         now: OffsetDateTime,
         rng: &mut R,
-    ) -> Result<Stepped<E::Document, E::Event>> {
+    ) -> Result<Step<E::Document, E::Event>> {
         let steps = self.steps();
         let step = steps.step_unless_idle::<E, R>(key.key(), input, now, rng);
         access::finish(&self.store, step)
@@ -299,7 +250,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         &self,
         key: impl KeyOf<E::Document>,
         now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
+    ) -> Result<Option<Step<E::Document, E::Event>>> {
         self.steps().idle::<E>(key.key(), now).await
     }
 
@@ -353,7 +304,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         input: &E::Input,
         now: OffsetDateTime,
         rng: &mut R,
-    ) -> Result<Stepped<E::Document, E::Event>> {
+    ) -> Result<Step<E::Document, E::Event>> {
         self.steps()
             .step_unless_idle::<E, R>(key.key(), input, now, rng)
             .await

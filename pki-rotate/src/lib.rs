@@ -62,8 +62,8 @@ pub use credential::{
     Secret as CredentialSecret,
 };
 pub use driver::{
-    ADVANCE_MAX_STEPS, Advance, AdvanceOptions, AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver,
-    IdleStep, Step, Stepped,
+    ADVANCE_MAX_STEPS, AdvanceOptions, Advanced, AsyncDriver, DEFAULT_MAX_ATTEMPTS, Driver, Read,
+    Step,
 };
 pub use engines::leaf::{
     DEFAULT_LEAF_LIFETIME, IssuedLeaf, Leaf, LeafDecision, LeafKind, LeafReason, LeafRequest,

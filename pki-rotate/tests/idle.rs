@@ -9,8 +9,8 @@ mod support;
 
 use pki_rotate::signer::IdleReport;
 use pki_rotate::{
-    AckInput, Driver, ForcedRotation, FsStore, Idle, LeafRequest, MemoryStore, SignerEngine,
-    SignerInput, SignerState, Step, Stepped, Store, Summary, UptakeEngine,
+    AckInput, Driver, ForcedRotation, FsStore, Idle, LeafRequest, MemoryStore, Read, SignerEngine,
+    SignerInput, SignerState, Step, Store, Summary, UptakeEngine,
 };
 use support::fs::{KEY, initial};
 use support::recording::Recording;
@@ -43,7 +43,7 @@ fn idle_or_step<S: Store>(
     store: &S,
     input: &SignerInput,
     now: OffsetDateTime,
-) -> Stepped<SignerState, pki_rotate::Event> {
+) -> Step<SignerState, pki_rotate::Event> {
     Driver::new(store)
         .step_unless_idle::<SignerEngine, _>(KEY, input, now, &mut rng(98))
         .unwrap()
@@ -52,7 +52,11 @@ fn idle_or_step<S: Store>(
 /// The idle step at `now` says what the full step says, and reads nothing.
 fn check_idle_matches_full<S: Store>(store: &Recording<S>, now: OffsetDateTime) {
     let before = store.whole_reads.get();
-    let Stepped::Idle(idle) = idle_or_step(store, &SignerInput::default(), now) else {
+    let idle @ Step {
+        read: Read::Summary { .. },
+        ..
+    } = idle_or_step(store, &SignerInput::default(), now)
+    else {
         panic!("expected an idle step at {now}");
     };
     assert_eq!(
@@ -64,7 +68,7 @@ fn check_idle_matches_full<S: Store>(store: &Recording<S>, now: OffsetDateTime) 
     assert!(!full.changed && full.events.is_empty(), "{:?}", full.events);
     assert_eq!(idle.next_wake, full.next_wake, "at {now}");
     assert_eq!(idle.revision, full.revision);
-    let report: IdleReport = idle.report().unwrap();
+    let report: IdleReport = idle.summary_report().unwrap().unwrap();
     let doc = &full.document;
     assert_eq!(report.ca_id, doc.ca.cert.id());
     assert_eq!(report.next_rotation, doc.rotation_due_at(&doc.policy));
@@ -98,14 +102,19 @@ fn exercise<S: Store>(store: Recording<S>) {
                     now,
                     &mut rng(3)
                 ),
-                Ok(Stepped::Step(_)) | Err(_)
+                Ok(Step {
+                    read: Read::Whole,
+                    ..
+                }) | Err(_)
             ),
             "at {now}"
         );
     }
     let forced = SignerInput::forced(ForcedRotation::new("drill"));
     let reads = store.whole_reads.get();
-    let Stepped::Step(step) = Driver::new(&store)
+    let step @ Step {
+        read: Read::Whole, ..
+    } = Driver::new(&store)
         .step_unless_idle::<SignerEngine, _>(
             KEY,
             &SignerInput {
@@ -125,11 +134,15 @@ fn exercise<S: Store>(store: Recording<S>) {
     // The rotation's write left a summary of the new document.
     let now = T0 + Duration::days(2);
     check_idle_matches_full(&store, now);
-    let Stepped::Idle(after) = idle_or_step(&store, &SignerInput::default(), now) else {
+    let after @ Step {
+        read: Read::Summary { .. },
+        ..
+    } = idle_or_step(&store, &SignerInput::default(), now)
+    else {
         panic!("idle after the rotation");
     };
     assert_eq!(
-        after.report::<IdleReport>().unwrap().ca_id,
+        after.summary_report::<IdleReport>().unwrap().unwrap().ca_id,
         step.document.ca.cert.id()
     );
 
@@ -154,7 +167,10 @@ fn exercise<S: Store>(store: Recording<S>) {
     let reads = store.whole_reads.get();
     assert!(matches!(
         idle_or_step(&store, &SignerInput::default(), now + Duration::hours(2)),
-        Stepped::Step(_)
+        Step {
+            read: Read::Whole,
+            ..
+        }
     ));
     assert!(store.whole_reads.get() > reads);
 }
@@ -283,7 +299,10 @@ fn only_a_readable_summary_of_the_same_kind_is_taken() {
             .unwrap();
         assert!(matches!(
             idle_or_step(&store, &SignerInput::default(), now),
-            Stepped::Step(_)
+            Step {
+                read: Read::Whole,
+                ..
+            }
         ));
     }
     assert!(Summary::new("x".repeat(pki_rotate::store::MAX_SUMMARY_LEN + 1)).is_none());
@@ -333,12 +352,18 @@ fn a_directory_store_index_is_checked_and_its_absence_is_a_full_step() {
         assert!(store.get_summary(KEY).unwrap().is_none());
         assert!(matches!(
             idle_or_step(&store, &SignerInput::default(), now),
-            Stepped::Step(_)
+            Step {
+                read: Read::Whole,
+                ..
+            }
         ));
     }
     std::fs::write(&index, original).unwrap();
     assert!(matches!(
         idle_or_step(&store, &SignerInput::default(), now),
-        Stepped::Idle(_)
+        Step {
+            read: Read::Summary { .. },
+            ..
+        }
     ));
 }

@@ -1,4 +1,4 @@
-//! Steps over part of a document (`Stepped::Part`): a step that changes a
+//! Steps over part of a document (`Read::Part`): a step that changes a
 //! few leaves inside the document's idle promise reads the head and those
 //! leaves, writes what changed, and ends in exactly the files a whole step
 //! gives.
@@ -8,8 +8,8 @@
 mod support;
 
 use pki_rotate::{
-    Driver, FsStore, Idle, LeafChange, LeafKind, LeafRequest, MemoryStore, SealedStore,
-    SealingKeys, SignerEngine, SignerInput, SignerState, Step, Stepped, Store, StoreKey,
+    Driver, FsStore, Idle, LeafChange, LeafKind, LeafRequest, MemoryStore, Read, SealedStore,
+    SealingKeys, SignerEngine, SignerInput, SignerState, Step, Store, StoreKey,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -105,12 +105,14 @@ fn change(kind: u8, which: usize, n: usize) -> LeafChange {
 }
 
 fn outcome(
-    stepped: pki_rotate::Result<Stepped<SignerState, Event>>,
+    stepped: pki_rotate::Result<Step<SignerState, Event>>,
 ) -> Result<(Step<SignerState, Event>, bool), String> {
     match stepped {
-        Ok(Stepped::Part(step)) => Ok((step, true)),
-        Ok(Stepped::Step(step)) => Ok((step, false)),
-        Ok(Stepped::Idle(_)) => panic!("a leaf change is never idle"),
+        Ok(step) => match step.read {
+            Read::Part => Ok((step, true)),
+            Read::Whole => Ok((step, false)),
+            Read::Summary { .. } => panic!("a leaf change is never idle"),
+        },
         Err(e) => Err(e.to_string()),
     }
 }
@@ -147,8 +149,7 @@ proptest! {
         let part = outcome(Driver::new(&by_parts)
             .step_unless_idle::<SignerEngine, _>(KEY, &input, now, &mut rng(seed)));
         let full = outcome(Driver::new(&whole)
-            .step::<SignerEngine, _>(KEY, &input, now, &mut rng(seed))
-            .map(Stepped::Step));
+            .step::<SignerEngine, _>(KEY, &input, now, &mut rng(seed)));
         let ((part, by_part), (full, _)) = match (part, full) {
             (Ok(p), Ok(f)) => (p, f),
             (Err(p), Err(f)) => {
@@ -228,17 +229,38 @@ fn a_leaf_change_outside_the_promise_is_a_whole_step() {
             .step_unless_idle::<SignerEngine, _>(KEY, &renew, now, &mut rng(5))
             .unwrap()
     };
-    assert!(matches!(step(&store, promise.until), Stepped::Step(_)));
+    assert!(matches!(
+        step(&store, promise.until),
+        Step {
+            read: Read::Whole,
+            ..
+        }
+    ));
     assert!(matches!(
         step(&store, last - Duration::SECOND),
-        Stepped::Step(_)
+        Step {
+            read: Read::Whole,
+            ..
+        }
     ));
 
     let (files, revision) = store.get(KEY).unwrap().unwrap();
     store.put(KEY, Some(&revision), &files).unwrap();
-    assert!(matches!(step(&store, last), Stepped::Step(_)));
+    assert!(matches!(
+        step(&store, last),
+        Step {
+            read: Read::Whole,
+            ..
+        }
+    ));
     // That whole step wrote a summary again: the next one is by parts.
-    assert!(matches!(step(&store, last), Stepped::Part(_)));
+    assert!(matches!(
+        step(&store, last),
+        Step {
+            read: Read::Part,
+            ..
+        }
+    ));
 }
 
 /// The part a step returns is the document with the named leaves only,
@@ -247,7 +269,9 @@ fn a_leaf_change_outside_the_promise_is_a_whole_step() {
 fn the_part_returned_holds_the_named_leaves_and_the_store_keeps_the_rest() {
     let store = MemoryStore::new();
     let last = build(&store, &[(0, 30), (1, 60), (1, 90)]);
-    let Stepped::Part(step) = Driver::new(&store)
+    let step @ Step {
+        read: Read::Part, ..
+    } = Driver::new(&store)
         .step_unless_idle::<SignerEngine, _>(
             KEY,
             &SignerInput::request("new", request(&["new.ns.svc"], 10)),
@@ -312,7 +336,17 @@ fn directory_and_sealed_stores_step_by_parts() {
         let stepped = Driver::new(store)
             .step_unless_idle::<SignerEngine, _>(KEY, &input, last, &mut rng(10))
             .unwrap();
-        assert!(matches!(stepped, Stepped::Part(_)), "{}", store.location());
+        assert!(
+            matches!(
+                stepped,
+                Step {
+                    read: Read::Part,
+                    ..
+                }
+            ),
+            "{}",
+            store.location()
+        );
         assert_eq!(store.get(KEY).unwrap().unwrap().0, expected);
     }
 }
@@ -340,8 +374,20 @@ fn a_version_2_store_migrates_on_its_first_leaf_change_then_steps_by_parts() {
             .step_unless_idle::<SignerEngine, _>(KEY, &input, last, &mut rng(11))
             .unwrap()
     };
-    assert!(matches!(issue(&old, "new"), Stepped::Step(_)));
-    assert!(matches!(issue(&current, "new"), Stepped::Part(_)));
+    assert!(matches!(
+        issue(&old, "new"),
+        Step {
+            read: Read::Whole,
+            ..
+        }
+    ));
+    assert!(matches!(
+        issue(&current, "new"),
+        Step {
+            read: Read::Part,
+            ..
+        }
+    ));
     // The same files, but for the new leaf's certificate and key: the
     // attempt by parts drew from the random source before it gave way.
     let (migrated, _) = old.get(KEY).unwrap().unwrap();
@@ -359,7 +405,13 @@ fn a_version_2_store_migrates_on_its_first_leaf_change_then_steps_by_parts() {
     {
         assert_eq!(Some(file), stepped.file(path), "{path}");
     }
-    assert!(matches!(issue(&old, "next"), Stepped::Part(_)));
+    assert!(matches!(
+        issue(&old, "next"),
+        Step {
+            read: Read::Part,
+            ..
+        }
+    ));
 }
 
 /// `files` as version 2 wrote them: the leaf requests inside the state file.

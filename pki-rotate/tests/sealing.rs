@@ -187,7 +187,7 @@ fn secret_data_holds_no_private_key_or_credential_in_clear() {
 /// so it needs the store key as every other step does.
 #[test]
 fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_the_key() {
-    use pki_rotate::{FsStore, Stepped, Store};
+    use pki_rotate::{FsStore, Read, Step, Store};
     let dir = tempfile::tempdir().unwrap();
     let key = StoreKey::generate(&mut ChaCha20Rng::seed_from_u64(11));
     let t0 = datetime!(2026-01-01 00:00 UTC);
@@ -211,7 +211,10 @@ fn a_sealed_store_keeps_the_summary_in_clear_and_idle_steps_need_the_key() {
 
     let plain = FsStore::open(dir.path()).unwrap();
     let now = t0 + Duration::days(1);
-    let Stepped::Idle(idle) = Driver::new(&sealed)
+    let idle @ Step {
+        read: Read::Summary { .. },
+        ..
+    } = Driver::new(&sealed)
         .step_unless_idle::<SignerEngine, _>("signer", &SignerInput::default(), now, &mut rng)
         .unwrap()
     else {

@@ -2,10 +2,10 @@
 //! driver, until the embedder must act. The one loop the CLI's `pki cred
 //! reconcile` and the C ABI's `pki_document_step` (with `PKI_KIND_CRED`) (and through it Go) share.
 
-use crate::driver::Driver;
+use crate::driver::{Advanced, Driver, Read, Step};
 use crate::engines::credential::{
-    Action, Change, CredentialEngine, CredentialInput, CredentialState, Event, Next, Plan,
-    credential_key, plan,
+    Change, CredentialEngine, CredentialInput, CredentialState, Event, Next, Plan, credential_key,
+    plan,
 };
 use crate::model::error::{Result, RotateError};
 use crate::model::store::Store;
@@ -29,36 +29,9 @@ pub struct AdvanceOptions<'a> {
     /// (it is told to wait instead). None: an embedder that gives no owner.
     pub owner: Option<&'a str>,
     /// Stop after this many committed steps even when more are due (to
-    /// watch a rotation one step at a time); [`Advance::next`] is then
+    /// watch a rotation one step at a time); [`Advanced::next`] is then
     /// [`Next::Step`]. None: until the embedder must act.
     pub max_steps: Option<u32>,
-}
-
-/// What [`advance`] did and what the embedder must do now.
-#[derive(Debug, Clone)]
-pub struct Advance {
-    /// What comes next: the embedder's action, or [`Next::Step`] only when
-    /// [`AdvanceOptions::max_steps`] stopped it.
-    pub next: Next,
-    /// When to advance again if nothing else happens (the plan's).
-    pub next_wake: OffsetDateTime,
-    /// What the committed steps did, in order.
-    pub events: Vec<Event>,
-    /// How many steps this call committed.
-    pub steps: u32,
-    /// The document now in the store.
-    pub document: CredentialState,
-}
-
-impl Advance {
-    /// The embedder's action; None when [`AdvanceOptions::max_steps`]
-    /// stopped the advance with a step still due.
-    pub fn action(&self) -> Option<&Action> {
-        match &self.next {
-            Next::Act(action) => Some(action),
-            Next::Step(_) => None,
-        }
-    }
 }
 
 /// Takes every bookkeeping step of credential `name` due at `now` (keep
@@ -66,13 +39,17 @@ impl Advance {
 /// its own through `driver` (compare-and-swap, retried on conflict), and
 /// returns what the embedder must do next: the plan of the document now in
 /// the store. At most [`ADVANCE_MAX_STEPS`] steps.
+///
+/// The step returned is the last one, with every committed step's events
+/// and rounds, `changed` when any step was committed, the plan's
+/// `next_wake`, and [`Step::advance`] set.
 pub fn advance<S: Store, R: CryptoRng + ?Sized>(
     driver: &Driver<S>,
     name: &str,
     options: AdvanceOptions<'_>,
     now: OffsetDateTime,
     rng: &mut R,
-) -> Result<Advance> {
+) -> Result<Step<CredentialState, Event>> {
     let key = credential_key(name);
     let input = match options.owner {
         Some(owner) => CredentialInput::StepAs {
@@ -80,37 +57,39 @@ pub fn advance<S: Store, R: CryptoRng + ?Sized>(
         },
         None => CredentialInput::Step,
     };
-    let done = |plan: Plan, events, steps, document| {
+    let done = |plan: Plan, mut step: Step<CredentialState, Event>, steps: u32| {
         let (next, next_wake) = match plan.change.as_ref().and_then(Change::step_kind) {
             // Stopped by max_steps with this step due.
             Some(kind) => (Next::Step(kind), plan.at),
             None => (plan.next, plan.next_wake),
         };
-        Advance {
-            next,
-            next_wake,
-            events,
-            steps,
-            document,
-        }
+        step.changed = steps > 0;
+        step.next_wake = next_wake;
+        step.advance = Some(Advanced { next, steps });
+        step
     };
     if options.max_steps == Some(0) {
-        let (doc, _) = driver.load::<CredentialEngine>(&key)?;
+        let (doc, revision) = driver.load::<CredentialEngine>(&key)?;
         let plan = plan(&doc, &input, now)?;
-        return Ok(done(plan, Vec::new(), 0, doc));
+        let read = Step::unchanged(doc, revision, Vec::new(), now, Read::Whole);
+        return Ok(done(plan, read, 0));
     }
     let mut events = Vec::new();
     let mut steps = 0u32;
+    let mut rounds = 0u32;
     for _ in 0..ADVANCE_MAX_STEPS {
-        let step = driver.step::<CredentialEngine, _>(&key, &input, now, rng)?;
-        events.extend(step.events);
+        let mut step = driver.step::<CredentialEngine, _>(&key, &input, now, rng)?;
+        events.append(&mut step.events);
         steps += u32::from(step.changed);
+        rounds = rounds.saturating_add(step.attempts);
         // The decision of the document now stored: what the next step
         // would carry out, or what the embedder must do.
         let plan = plan(&step.document, &input, now)?;
         let stop = options.max_steps.is_some_and(|max| steps >= max);
         if plan.change.is_none() || stop {
-            return Ok(done(plan, events, steps, step.document));
+            step.events = events;
+            step.attempts = rounds;
+            return Ok(done(plan, step, steps));
         }
     }
     Err(RotateError::Credential(

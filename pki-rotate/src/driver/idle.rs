@@ -21,8 +21,8 @@
 //! (2) is refused, as the whole read would refuse it. Its cost does not grow
 //! with the number of members.
 
-use super::IdleStep;
 use super::write::describe;
+use super::{Read, Step};
 use crate::engines::Engine;
 use crate::model::document::{Document, Files, Idle};
 use crate::model::error::Result;
@@ -56,12 +56,13 @@ impl Promise {
     /// The idle step the promise gives, once `head` (read at
     /// [`head_paths`]) confirms it; None when it does not (the caller reads
     /// the whole document). A damaged or inconsistent head is an error.
+    /// The step's document is the head.
     pub(super) fn confirm<E: Engine>(
         self,
         store_location: &str,
         key: &str,
         head: Option<(Files, Revision)>,
-    ) -> Result<Option<IdleStep>> {
+    ) -> Result<Option<Step<E::Document, E::Event>>> {
         let Some((files, revision)) = head else {
             return Ok(None);
         };
@@ -78,10 +79,15 @@ impl Promise {
         if own.report != self.idle.report || own.until < self.idle.until {
             return Ok(None);
         }
-        Ok(Some(IdleStep {
-            revision,
-            next_wake: self.idle.until,
+        let read = Read::Summary {
             report: self.idle.report,
-        }))
+        };
+        Ok(Some(Step::unchanged(
+            doc,
+            revision,
+            Vec::new(),
+            self.idle.until,
+            read,
+        )))
     }
 }

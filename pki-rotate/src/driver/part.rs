@@ -3,8 +3,8 @@
 //! reads the document's head and those members, and writes what changed.
 //! Its cost follows the work, not the number of members.
 
-use super::Step;
 use super::write::{describe, written};
+use super::{Read, Step};
 use crate::engines::Engine;
 use crate::model::document::{Document, Files, Idle};
 use crate::model::error::Result;
@@ -75,7 +75,7 @@ impl<D, E> PartWrite<D, E> {
     /// The step once the store answered `put`: None after a conflict (the
     /// whole step decides then), as [`written`] says.
     pub(super) fn finish(self, put: Result<Revision>) -> Result<Option<Step<D, E>>> {
-        written(put, self.next, self.events, self.next_wake, 1)
+        written(put, self.next, self.events, self.next_wake, 1, Read::Part)
     }
 }
 
@@ -106,14 +106,13 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     let events = outcome.events;
     let next = match outcome.document {
         Cow::Borrowed(_) => {
-            return Ok(PartRound::Done(Step {
-                document: doc,
+            return Ok(PartRound::Done(Step::unchanged(
+                doc,
                 revision,
                 events,
-                changed: false,
                 next_wake,
-                attempts: 1,
-            }));
+                Read::Part,
+            )));
         }
         Cow::Owned(next) => next,
     };

@@ -7,7 +7,7 @@ use super::access::Access;
 use super::cas::{Decided, Rewrite, Rounder, cas_loop};
 use super::part::{self, PartRound};
 use super::write::{describe, written};
-use super::{COMMUTING_ROUNDS_PER_ATTEMPT, IdleStep, Step, Stepped, idle};
+use super::{COMMUTING_ROUNDS_PER_ATTEMPT, Read, Step, idle};
 use crate::engines::Engine;
 use crate::model::document::{Document, Files};
 use crate::model::error::{Result, RotateError};
@@ -98,12 +98,8 @@ impl<'i, E: Engine> Rounds<'i, E> {
         };
         Ok(match next {
             None => Round::Done(Step {
-                document: doc,
-                revision,
-                events,
-                changed: false,
-                next_wake,
                 attempts: attempt,
+                ..Step::unchanged(doc, revision, events, next_wake, Read::Whole)
             }),
             Some(next) => Round::Write {
                 files: next.to_files()?,
@@ -170,7 +166,7 @@ impl<E: Engine, R: CryptoRng + ?Sized> Rounder for EngineRounds<'_, '_, E, R> {
         (next, events, next_wake): Self::Pending,
         attempt: u32,
     ) -> Result<Option<Self::Done>> {
-        written(put, next, events, next_wake, attempt)
+        written(put, next, events, next_wake, attempt, Read::Whole)
     }
 }
 
@@ -218,7 +214,7 @@ impl<A: Access> Steps<A> {
         &self,
         key: &str,
         now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
+    ) -> Result<Option<Step<E::Document, E::Event>>> {
         let Some(step) = self.confirmed_idle::<E>(key, now).await? else {
             return Ok(None);
         };
@@ -235,7 +231,7 @@ impl<A: Access> Steps<A> {
         &self,
         key: &str,
         now: OffsetDateTime,
-    ) -> Result<Option<IdleStep>> {
+    ) -> Result<Option<Step<E::Document, E::Event>>> {
         let Some(promise) = idle::promise::<E>(self.access.get_summary(key).await?, now) else {
             return Ok(None);
         };
@@ -311,10 +307,10 @@ impl<A: Access> Steps<A> {
         input: &E::Input,
         now: OffsetDateTime,
         rng: &mut R,
-    ) -> Result<Stepped<E::Document, E::Event>> {
+    ) -> Result<Step<E::Document, E::Event>> {
         if E::asks_nothing(input) {
             if let Some(idle) = self.confirmed_idle::<E>(key, now).await? {
-                return Ok(Stepped::Idle(idle));
+                return Ok(idle);
             }
         } else if let Some(members) = part::members::<E>(input)
             && let Some(part) =
@@ -323,7 +319,7 @@ impl<A: Access> Steps<A> {
             let got = self.access.get_paths(key, &part.paths).await?;
             let location = self.access.location();
             match part::decide::<E, R>(&location, key, &part, got, input, now, rng)? {
-                PartRound::Done(step) => return Ok(Stepped::Part(step)),
+                PartRound::Done(step) => return Ok(step),
                 PartRound::Write(write) => {
                     let summary = write.summary.as_ref();
                     let put = self
@@ -331,14 +327,12 @@ impl<A: Access> Steps<A> {
                         .put_changes(key, &write.read, &write.changes, summary)
                         .await;
                     if let Some(step) = write.finish(put)? {
-                        return Ok(Stepped::Part(step));
+                        return Ok(step);
                     }
                 }
                 PartRound::Whole => {}
             }
         }
-        self.step::<E, R>(key, input, now, rng)
-            .await
-            .map(Stepped::Step)
+        self.step::<E, R>(key, input, now, rng).await
     }
 }

@@ -1,17 +1,19 @@
 //! What a write ended in, and how a step names the document it writes.
 
-use super::Step;
+use super::{Read, Step};
 use crate::model::error::Result;
 use crate::model::store::Revision;
 use time::OffsetDateTime;
 
-/// What a write ended in: the step done, or another round.
+/// What a write ended in: the step done (its round `attempt`, decided
+/// from `read`), or another round.
 pub(super) fn written<D, E>(
     written: Result<Revision>,
     next: D,
     events: Vec<E>,
     next_wake: OffsetDateTime,
     attempt: u32,
+    read: Read,
 ) -> Result<Option<Step<D, E>>> {
     match written {
         Ok(revision) => Ok(Some(Step {
@@ -21,6 +23,8 @@ pub(super) fn written<D, E>(
             changed: true,
             next_wake,
             attempts: attempt,
+            read,
+            advance: None,
         })),
         Err(e) if e.is_conflict() => Ok(None),
         // A write that may have landed is reported, not retried. Retrying

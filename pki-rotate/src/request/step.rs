@@ -2,8 +2,8 @@
 //! the C ABI and Go return for a create or a step.
 
 use crate::credential::{Action, Event as CredentialEvent, WaitReason};
-use crate::driver::Advance;
-use crate::{IdleStep, Revision, Step};
+use crate::driver::Read;
+use crate::{Revision, Step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -253,59 +253,30 @@ impl StepResult {
         }
     }
 
-    /// What the driver's step did, with the status of its document.
+    /// What a step of the driver did, however it was decided: with the
+    /// status of its document (the part's after a step over part of it),
+    /// none after a step decided from the store's summary (`idle`), and
+    /// after a credential advance the embedder's next action.
     pub fn of_step<D, E>(
         step: &Step<D, E>,
         event: impl Fn(&E) -> StepEvent,
         status: impl FnOnce(&D) -> String,
     ) -> Self {
-        StepResult::new(
-            step.changed,
-            step.next_wake,
-            step.attempts,
-            &step.revision,
-            step.events.iter().map(event).collect(),
-            &status(&step.document),
-        )
-    }
-
-    /// A step decided from the store's summary: nothing was due, nothing
-    /// was read or written, and there is no status.
-    pub fn idle(idle: &IdleStep) -> Self {
+        let status = match step.read {
+            Read::Whole | Read::Part => status(&step.document),
+            Read::Summary { .. } => String::new(),
+        };
         StepResult {
-            idle: true,
-            ..StepResult::new(false, idle.next_wake, 1, &idle.revision, Vec::new(), "")
-        }
-    }
-
-    /// The step read and wrote part of the document.
-    pub fn by_parts(mut self) -> Self {
-        self.by_parts = true;
-        self
-    }
-
-    /// A credential advance: the steps it committed, the rounds and the
-    /// last revision its store saw, and the action it ends on.
-    pub fn of_advance(
-        advanced: &Advance,
-        revision: &Revision,
-        rounds: u32,
-        action: NextAction,
-        status: &str,
-    ) -> Self {
-        StepResult {
-            action: Some(action),
+            idle: step.is_idle(),
+            by_parts: step.read == Read::Part,
+            action: step.action().map(NextAction::of),
             ..StepResult::new(
-                advanced.steps > 0,
-                advanced.next_wake,
-                rounds,
-                revision,
-                advanced
-                    .events
-                    .iter()
-                    .map(StepEvent::of_credential)
-                    .collect(),
-                status,
+                step.changed,
+                step.next_wake,
+                step.attempts,
+                &step.revision,
+                step.events.iter().map(event).collect(),
+                &status,
             )
         }
     }

@@ -85,7 +85,7 @@ fn act(
             .step::<CredentialEngine, _>(&key, &input, now, &mut rng)
             .unwrap();
     };
-    let Next::Act(action) = advanced.next else {
+    let Some(Next::Act(action)) = advanced.advance.map(|a| a.next) else {
         return;
     };
     match action {
