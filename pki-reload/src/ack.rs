@@ -60,7 +60,7 @@ impl<S: Store + Send + Sync + 'static> Acker for StoreAcker<S> {
         std::thread::spawn(move || {
             let now = time::OffsetDateTime::now_utc();
             let outcome = Driver::new(&*store)
-                .step::<UptakeEngine, _>(&key, &input, now, &mut pki_core::os_rng())
+                .step_unless_idle::<UptakeEngine, _>(&key, &input, now, &mut pki_core::os_rng())
                 .map(|_| fingerprint)
                 .map_err(|e| e.to_string());
             if let Ok(mut r) = results.lock() {

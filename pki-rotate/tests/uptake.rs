@@ -274,3 +274,76 @@ fn an_ack_commutes_with_other_consumers_acks_not_with_a_rotation_or_its_own() {
     let same = ack(&s, "mine", &fp).unwrap();
     assert!(!UptakeEngine::commutes(&input, &s, &same));
 }
+
+/// Inside the store's idle promise an ack is a step over the document's
+/// head: it reads and writes no leaf, and the whole document read back
+/// afterwards holds the record and every leaf as it was. Outside it (no
+/// summary in the store), the same ack is a whole step with the same
+/// record.
+#[test]
+fn an_ack_inside_the_idle_promise_reads_and_writes_the_head_alone() {
+    use pki_rotate::{Document as _, LeafRequest, Read};
+    let mut s = signer();
+    for i in 0..20 {
+        s.request_leaf(
+            &format!("leaf-{i}"),
+            LeafRequest::server(vec![format!("leaf-{i}.ns.svc")]),
+        )
+        .unwrap();
+    }
+    let store = support::recording::Recording::new(MemoryStore::new());
+    let driver = Driver::new(&store);
+    driver.create::<SignerEngine>("signer", &s).unwrap();
+    // The first step issues the leaves and writes the summary.
+    let first = driver
+        .step::<SignerEngine, _>("signer", &SignerInput::default(), T0, &mut rng(2))
+        .unwrap();
+    assert!(first.changed);
+    let fingerprint = first.document.bundle_fingerprint();
+    let whole_reads = store.whole_reads.get();
+    let later = T0 + Duration::hours(1);
+    let ack = driver
+        .step_unless_idle::<UptakeEngine, _>(
+            "signer",
+            &AckInput::new("web", &fingerprint),
+            later,
+            &mut rng(3),
+        )
+        .unwrap();
+    assert!(matches!(ack.read, Read::Part), "{:?}", ack.read);
+    assert!(ack.changed);
+    assert!(ack.document.leaves.is_empty(), "the part holds no leaf");
+    // No whole read, no leaf read, no leaf written.
+    assert_eq!(store.whole_reads.get(), whole_reads);
+    let read = store.paths_read.borrow();
+    assert!(
+        read.iter().flatten().all(|p| !p.starts_with("certs/")),
+        "{read:?}"
+    );
+    let changes = store.changes.borrow();
+    assert_eq!(changes.len(), 1);
+    assert!(
+        !format!("{:?}", changes[0]).contains("certs/"),
+        "{:?}",
+        changes[0]
+    );
+    let (after, _) = store.get("signer").unwrap().unwrap();
+    let whole = SignerState::from_files(&after).unwrap();
+    assert_eq!(whole.consumers["web"].fingerprint, fingerprint);
+    assert_eq!(whole.leaves.len(), 20);
+    // Without the summary the ack is a whole step, to the same record.
+    let plain = MemoryStore::new();
+    plain.put("signer", None, &after).unwrap();
+    let again = Driver::new(&plain)
+        .step_unless_idle::<UptakeEngine, _>(
+            "signer",
+            &AckInput::new("api", &fingerprint),
+            later,
+            &mut rng(4),
+        )
+        .unwrap();
+    assert!(matches!(again.read, Read::Whole), "{:?}", again.read);
+    let (files, _) = plain.get("signer").unwrap().unwrap();
+    let whole = SignerState::from_files(&files).unwrap();
+    assert_eq!(whole.consumers["api"].fingerprint, fingerprint);
+}

@@ -189,6 +189,14 @@ impl Engine for UptakeEngine {
             && read.consumers.get(&input.consumer) == fresh.consumers.get(&input.consumer)
     }
 
+    /// An ack changes no member of the signer's document (no leaf), only
+    /// its head (the consumer records): inside the document's idle promise
+    /// it is a step over the head alone, whatever the number of leaves.
+    fn members(input: &AckInput) -> Option<std::collections::BTreeSet<String>> {
+        let _ = input;
+        Some(std::collections::BTreeSet::new())
+    }
+
     fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d SignerState,
         plan: AckPlan,
