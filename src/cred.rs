@@ -202,8 +202,8 @@ pub fn list(dir: &StoreArg) -> CliResult<Vec<String>> {
             (store.keys()?, Box::new(store))
         }
         StoreArg::Url(url) => {
-            let store = crate::stores::open_etcd(url)?;
-            (store.keys()?, Box::new(store))
+            let store = crate::stores::open_url(url)?;
+            (store.keys()?, store)
         }
     };
     let mut names = Vec::new();

@@ -185,6 +185,13 @@ fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
             let documents = store.keys()?;
             reseal_all(dir, &store, &documents, keys, true, &new_id)
         }
+        // The replaced shards are deleted with each commit; the API
+        // server's own etcd compacts its history on its schedule.
+        StoreArg::Url(url) if pki_kube::is_kube_url(url) => {
+            let store = crate::stores::open_url(url)?;
+            let documents = store.keys()?;
+            reseal_all(dir, &store, &documents, keys, false, &new_id)
+        }
         StoreArg::Url(url) => {
             let store = crate::stores::open_etcd(url)?;
             let documents = store.keys()?;

@@ -1,6 +1,6 @@
-//! Store URLs (`etcd://HOST:PORT/PREFIX`, `etcds://` over TLS), the
-//! environment that configures their TLS and authentication, and `pki
-//! export`.
+//! Store URLs (`etcd://HOST:PORT/PREFIX`, `etcds://` over TLS,
+//! `kube://[CONTEXT@]NAMESPACE/NAME`), the environment that configures
+//! their TLS and authentication, and `pki export`.
 
 use crate::common::{CliError, CliResult, StoreArg};
 use pki_rotate::credential::credential_key;
@@ -19,10 +19,15 @@ const EXPORTED_KEYS: &[&str] = &[
 
 /// Checks a store URL's syntax (bad usage when wrong).
 pub fn check_url(url: &str) -> Result<(), String> {
+    if pki_kube::is_kube_url(url) {
+        return pki_kube::KubeUrl::parse(url)
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
     if !pki_etcd::is_etcd_url(url) {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or(url);
         return Err(format!(
-            "store URL scheme \"{scheme}\" is not supported: use a directory, etcd://HOST:PORT/PREFIX or etcds://HOST:PORT/PREFIX"
+            "store URL scheme \"{scheme}\" is not supported: use a directory, etcd://HOST:PORT/PREFIX, etcds://HOST:PORT/PREFIX or kube://[CONTEXT@]NAMESPACE/NAME"
         ));
     }
     pki_etcd::EtcdUrl::parse(url)
@@ -31,8 +36,17 @@ pub fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// Opens the store a URL names: an unreachable server fails here, within
-/// the connect timeout, with one line.
+/// the connect timeout, with one line. A `kube://` store finds its
+/// credentials as kubectl does (`KUBECONFIG` or `~/.kube/config`, CONTEXT
+/// choosing a context; else the in-cluster service account).
 pub fn open_url(url: &str) -> CliResult<Box<dyn Store + Send + Sync>> {
+    if pki_kube::is_kube_url(url) {
+        let store = pki_kube::KubeStore::from_url(url).map_err(|e| match e {
+            pki_kube::OpenError::Store(e) => CliError::from(e),
+            other => CliError::new(other.to_string()),
+        })?;
+        return Ok(Box::new(store));
+    }
     Ok(Box::new(open_etcd(url)?))
 }
 

@@ -229,6 +229,10 @@ impl EtcdStore {
 }
 
 impl Store for EtcdStore {
+    fn keys(&self) -> Result<Vec<String>> {
+        EtcdStore::keys(self)
+    }
+
     fn location(&self) -> String {
         AsyncStore::location(&self.store)
     }

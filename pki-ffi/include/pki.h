@@ -1368,6 +1368,14 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *   at once). The server is contacted here, within the connect timeout
  *   (5 s by default): an unreachable server, a wrong CA, a refused client
  *   certificate or a bad password fails now, with one line saying which;
+ * - `kube://[CONTEXT@]NAMESPACE/NAME` (the Kubernetes API server store of
+ *   pki-kube: each document's head Secret is its commit point,
+ *   compare-and-swap on its `resourceVersion`), with kubectl's
+ *   credentials: the `kubeconfig_file` option, else `KUBECONFIG` or
+ *   `~/.kube/config` (CONTEXT picks a context), else the in-cluster
+ *   service account. The server is contacted here, within the connect
+ *   timeout; an account that may not use Secrets there fails with one
+ *   line naming the verb;
  * - `memory:`: a new, empty store in memory, whose documents live as long
  *   as the store (tests, and programs that copy documents in and out);
  * - anything else: the directory store at that path, created (mode 0700)
@@ -1401,7 +1409,8 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *   library reads (`ca_file`, `cert_file`, `key_file`); an etcd user and
  *   its password (`password` or `password_file`); the timeouts.
  *   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
- *   refused.
+ *   refused;
+ * - for a `kube://` URL only: `kubeconfig_file`, and the timeouts.
  *
  * On success the caller owns `*out_store` and frees it with
  * `pki_store_free`.

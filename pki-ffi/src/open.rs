@@ -37,6 +37,9 @@ struct StoreOptions {
     password_file: Option<String>,
     connect_timeout_seconds: Option<u64>,
     request_timeout_seconds: Option<u64>,
+    /// The kubeconfig a `kube://` store reads (else kubectl's: `KUBECONFIG`
+    /// or `~/.kube/config`, then the in-cluster service account).
+    kubeconfig_file: Option<String>,
 }
 
 /// The field of a pair given as text: `ca_pem`, `store_key`.
@@ -73,6 +76,14 @@ fn pem_or_file(
 impl StoreOptions {
     /// Whether any etcd option is given.
     fn names_etcd(&self) -> bool {
+        self.names_etcd_access()
+            || self.connect_timeout_seconds.is_some()
+            || self.request_timeout_seconds.is_some()
+    }
+
+    /// Whether any of etcd's TLS or user options is given (the timeouts
+    /// are a `kube://` store's too).
+    fn names_etcd_access(&self) -> bool {
         self.ca_pem.is_some()
             || self.ca_file.is_some()
             || self.cert_pem.is_some()
@@ -82,8 +93,6 @@ impl StoreOptions {
             || self.user.is_some()
             || self.password.is_some()
             || self.password_file.is_some()
-            || self.connect_timeout_seconds.is_some()
-            || self.request_timeout_seconds.is_some()
     }
 
     /// The keys private material is sealed with: none without a store key.
@@ -187,6 +196,14 @@ impl StoreOptions {
 ///   at once). The server is contacted here, within the connect timeout
 ///   (5 s by default): an unreachable server, a wrong CA, a refused client
 ///   certificate or a bad password fails now, with one line saying which;
+/// - `kube://[CONTEXT@]NAMESPACE/NAME` (the Kubernetes API server store of
+///   pki-kube: each document's head Secret is its commit point,
+///   compare-and-swap on its `resourceVersion`), with kubectl's
+///   credentials: the `kubeconfig_file` option, else `KUBECONFIG` or
+///   `~/.kube/config` (CONTEXT picks a context), else the in-cluster
+///   service account. The server is contacted here, within the connect
+///   timeout; an account that may not use Secrets there fails with one
+///   line naming the verb;
 /// - `memory:`: a new, empty store in memory, whose documents live as long
 ///   as the store (tests, and programs that copy documents in and out);
 /// - anything else: the directory store at that path, created (mode 0700)
@@ -220,7 +237,8 @@ impl StoreOptions {
 ///   library reads (`ca_file`, `cert_file`, `key_file`); an etcd user and
 ///   its password (`password` or `password_file`); the timeouts.
 ///   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
-///   refused.
+///   refused;
+/// - for a `kube://` URL only: `kubeconfig_file`, and the timeouts.
 ///
 /// On success the caller owns `*out_store` and frees it with
 /// `pki_store_free`.
@@ -261,18 +279,54 @@ fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
                 "parameter `options`: etcd options need an etcd:// or etcds:// location",
             ));
         }
+        if options.kubeconfig_file.is_some() {
+            return Err(Failure::invalid(
+                "parameter `options`: `kubeconfig_file` needs a kube:// location",
+            ));
+        }
         return crate::store::open_with(location, keys);
     }
     let url = std::str::from_utf8(location)
         .map_err(|_| Failure::invalid("parameter `location`: a store URL must be UTF-8"))?;
-    let url = EtcdUrl::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
-    let store = pki_etcd::EtcdStore::open(&url, options.etcd()?)?;
+    let store: Box<dyn pki_rotate::Store + Send + Sync> = if pki_kube::is_kube_url(url) {
+        Box::new(open_kube(url, &options)?)
+    } else {
+        if options.kubeconfig_file.is_some() {
+            return Err(Failure::invalid(
+                "parameter `options`: `kubeconfig_file` needs a kube:// location",
+            ));
+        }
+        let url = EtcdUrl::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
+        Box::new(pki_etcd::EtcdStore::open(&url, options.etcd()?)?)
+    };
     Ok(pki_store {
         backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
-            Box::new(store),
+            store,
             keys,
             os_rng(),
             false,
         ))),
     })
+}
+
+/// The `kube://` store `url` names, with the kubeconfig and the timeouts
+/// of `options`; etcd's TLS and user options are refused.
+fn open_kube(url: &str, options: &StoreOptions) -> Result<pki_kube::KubeStore, Failure> {
+    let url = pki_kube::KubeUrl::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
+    if options.names_etcd_access() {
+        return Err(Failure::invalid(
+            "parameter `options`: etcd options need an etcd:// or etcds:// location",
+        ));
+    }
+    let mut kube = pki_kube::KubeOptions {
+        kubeconfig: options.kubeconfig_file.as_ref().map(Into::into),
+        ..pki_kube::KubeOptions::default()
+    };
+    if let Some(s) = options.connect_timeout_seconds {
+        kube.connect_timeout = std::time::Duration::from_secs(s);
+    }
+    if let Some(s) = options.request_timeout_seconds {
+        kube.request_timeout = std::time::Duration::from_secs(s);
+    }
+    Ok(pki_kube::KubeStore::open(&url, kube)?)
 }

@@ -1,21 +1,37 @@
 //! Runs `go vet` and `go test -race` on the Go package (`pki-ffi/go`), so
 //! that `cargo test` covers Go too. The package links the static library
 //! that this test builds first, in this test's own target directory (so
-//! `CARGO_TARGET_DIR` is respected), named to cgo with `-L`. An etcd server is started for the Go tests of the URL store and
-//! named in `PKI_TEST_ETCD_URL`.
+//! `CARGO_TARGET_DIR` is respected), named to cgo with `-L`. An etcd
+//! server is started for the Go tests of the URL store and named in
+//! `PKI_TEST_ETCD_URL`; a kube-apiserver for those of the `kube://` store,
+//! named in `PKI_TEST_KUBE_URL` with its admin's kubeconfig in
+//! `KUBECONFIG`.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
 #![allow(clippy::expect_used)]
+// The etcd and kube-apiserver supports each include the one `free_port`
+// (pki-etcd/tests/support/free_port.rs) by path.
+#![allow(clippy::duplicate_mod)]
 
 #[path = "../../pki-etcd/tests/support/etcd.rs"]
 mod etcd;
+#[path = "../../pki-kube/tests/support/mod.rs"]
+mod kube_support;
 mod support;
 
 use std::path::Path;
 use std::process::Command;
 use support::{profile_dir, require_tool, static_lib, workspace_root};
 
-fn go(args: &[&str], dir: &Path, lib: &Path, etcd_url: &str) {
+/// The servers the Go tests reach: etcd's URL, and a `kube://` URL with
+/// the kubeconfig that may use it.
+struct Servers<'a> {
+    etcd_url: &'a str,
+    kube_url: &'a str,
+    kubeconfig: &'a Path,
+}
+
+fn go(args: &[&str], dir: &Path, lib: &Path, servers: &Servers<'_>) {
     let lib_dir = lib
         .parent()
         .expect("the static library sits in a directory");
@@ -31,7 +47,9 @@ fn go(args: &[&str], dir: &Path, lib: &Path, etcd_url: &str) {
         .env("GOTOOLCHAIN", "local")
         .env("GOPROXY", "off")
         .env("GOWORK", "off")
-        .env("PKI_TEST_ETCD_URL", etcd_url)
+        .env("PKI_TEST_ETCD_URL", servers.etcd_url)
+        .env("PKI_TEST_KUBE_URL", servers.kube_url)
+        .env("KUBECONFIG", servers.kubeconfig)
         // Searched before the package's default target/debug.
         .env(
             "CGO_LDFLAGS",
@@ -76,6 +94,14 @@ fn go_package_vets_and_passes_its_race_enabled_tests() {
     let dir = workspace_root().join("pki-ffi/go");
     let server = etcd::Etcd::start();
     let url = server.url("go");
-    go(&["vet", "./..."], &dir, lib, &url);
-    go(&["test", "-race", "-count=1", "./..."], &dir, lib, &url);
+    let kube = kube_support::kube::KubeServer::start();
+    let _admin = kube_support::admin::Admin::new(&kube);
+    let kube_url = format!("kube://{}/go", kube_support::admin::NAMESPACE);
+    let servers = Servers {
+        etcd_url: &url,
+        kube_url: &kube_url,
+        kubeconfig: kube.admin_kubeconfig(),
+    };
+    go(&["vet", "./..."], &dir, lib, &servers);
+    go(&["test", "-race", "-count=1", "./..."], &dir, lib, &servers);
 }

@@ -6,10 +6,11 @@ mod read;
 mod write;
 
 use crate::fail::{self, Doing, Fail};
+use crate::layout::{ANNOTATION_KEY, LABEL_GENERATION, LABEL_MANAGED_BY, LABEL_STORE, MANAGED_BY};
 use crate::options::{self, KubeOptions};
 use crate::url::{KubeUrl, UrlError};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Store, Summary};
 use std::future::Future;
 
@@ -109,6 +110,30 @@ impl AsyncKubeStore {
             Err(fail) if fail.is_not_found() => Ok(None),
             Err(fail) => Err(fail),
         }
+    }
+
+    /// The keys of the documents this store holds, in order (what `pki
+    /// export` walks): the heads labelled as this store's (the Secrets
+    /// without a generation label), by their key annotation. One list of
+    /// metadata, whatever the documents' size.
+    pub async fn keys(&self) -> Result<Vec<String>> {
+        let selector = format!(
+            "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_STORE}={},!{LABEL_GENERATION}",
+            self.url.name()
+        );
+        let params = ListParams::default().labels(&selector);
+        let list = self
+            .call(self.secrets.list_metadata(&params))
+            .await
+            .map_err(|fail| self.error("list", self.url.name(), &fail))?;
+        let mut keys: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|item| item.metadata.annotations?.remove(ANNOTATION_KEY))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     /// Creates `secret` (after the hook for `step`).
@@ -226,6 +251,12 @@ impl KubeStore {
         self.store.url()
     }
 
+    /// The keys of the documents this store holds, in order: see
+    /// [`AsyncKubeStore::keys`].
+    pub fn keys(&self) -> Result<Vec<String>> {
+        self.block_on(self.store.keys())
+    }
+
     /// See [`AsyncKubeStore::set_write_hook`].
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.store.set_write_hook(hook);
@@ -243,6 +274,10 @@ impl KubeStore {
 }
 
 impl Store for KubeStore {
+    fn keys(&self) -> Result<Vec<String>> {
+        KubeStore::keys(self)
+    }
+
     fn location(&self) -> String {
         AsyncStore::location(&self.store)
     }

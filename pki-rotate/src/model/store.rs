@@ -114,6 +114,19 @@ pub trait Store {
     fn verify(&self, key: &str) -> Result<Option<Revision>> {
         Ok(self.get(key)?.map(|(_, revision)| revision))
     }
+
+    /// The keys of the documents the store holds, in order: what `pki
+    /// export` walks, and how the credentials of a store are found. The
+    /// default: the store cannot list them, an error naming it (a store
+    /// of the embedder's, reached by key only).
+    fn keys(&self) -> Result<Vec<String>> {
+        Err(crate::model::error::RotateError::Store(
+            crate::StoreError::Backend {
+                store: self.location(),
+                source: "this store cannot list the documents it holds".into(),
+            },
+        ))
+    }
 }
 
 pub use crate::model::{MAX_SUMMARY_LEN, Summary};
@@ -351,6 +364,10 @@ impl<S: Store + ?Sized> Store for &S {
     fn verify(&self, key: &str) -> Result<Option<Revision>> {
         (**self).verify(key)
     }
+
+    fn keys(&self) -> Result<Vec<String>> {
+        (**self).keys()
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -389,6 +406,10 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn verify(&self, key: &str) -> Result<Option<Revision>> {
         (**self).verify(key)
+    }
+
+    fn keys(&self) -> Result<Vec<String>> {
+        (**self).keys()
     }
 }
 

@@ -331,6 +331,10 @@ impl FsStore {
 }
 
 impl Store for FsStore {
+    fn keys(&self) -> Result<Vec<String>> {
+        FsStore::keys(self)
+    }
+
     fn location(&self) -> String {
         self.root.display().to_string()
     }

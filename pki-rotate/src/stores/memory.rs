@@ -59,6 +59,10 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
+    fn keys(&self) -> Result<Vec<String>> {
+        Ok(MemoryStore::keys(self))
+    }
+
     fn location(&self) -> String {
         "memory store".to_string()
     }

@@ -301,6 +301,11 @@ impl<S: Store, R: CryptoRng> SealedStore<S, R> {
 }
 
 impl<S: Store, R: CryptoRng> Store for SealedStore<S, R> {
+    /// The keys need nothing opened: the inner store's.
+    fn keys(&self) -> Result<Vec<String>> {
+        self.inner.keys()
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }
