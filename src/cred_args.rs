@@ -11,7 +11,7 @@ use time::Duration;
 pub enum CredCommand {
     /// Record a credential and mint its first one with the mint hook.
     Init {
-        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Credential name: files go to creds/NAME/.
@@ -35,7 +35,7 @@ pub enum CredCommand {
     },
     /// Run every due step (keep old, mint, revoke) until one must wait.
     Reconcile {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Only this credential (default: every credential in the store).
@@ -45,7 +45,7 @@ pub enum CredCommand {
     },
     /// Show each credential's step, times, failures and next action.
     Status {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Machine-readable output.

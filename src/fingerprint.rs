@@ -35,7 +35,7 @@ pub struct FingerprintArgs {
 /// `pki ack`'s arguments.
 #[derive(clap::Args)]
 pub struct AckArgs {
-    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// Who loaded it: a host, a pod, a component.

@@ -18,7 +18,7 @@ use time::{Duration, OffsetDateTime};
 pub enum KeysCommand {
     /// Create a key ring with a new active key, or adopt an existing key set.
     Init {
-        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Key type of new keys: p256 (ES256 tokens), rsa2048, rsa3072 or rsa4096 (RS256).
@@ -44,7 +44,7 @@ pub enum KeysCommand {
     },
     /// Rotate the active key if it is due or forced; remove keys whose grace has ended.
     Rotate {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Force a rotation, once per distinct reason.
@@ -59,7 +59,7 @@ pub enum KeysCommand {
     },
     /// Show the active key, the accepted keys and what is due.
     Status {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Machine-readable output.
@@ -71,7 +71,7 @@ pub enum KeysCommand {
     },
     /// Sign a JSON claims set with the active key; prints one compact JWS.
     Sign {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The claims (a JSON object), used exactly as given; "-" reads stdin.
@@ -83,7 +83,7 @@ pub enum KeysCommand {
     },
     /// Verify a compact JWS against the keys accepted at --now (exit 1 when rejected).
     Verify {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The token; "-" reads stdin.

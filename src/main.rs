@@ -67,7 +67,7 @@ enum Command {
     Issue(IssueCommand),
     /// Issue a new key and certificate for one certificate now.
     Renew {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Certificate name (certs/NAME/).
@@ -78,7 +78,7 @@ enum Command {
     },
     /// Stop keeping a certificate: its files and key are removed.
     Remove {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Certificate name (certs/NAME/).
@@ -93,7 +93,7 @@ enum Command {
     Validate(ValidateCommand),
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
     Status {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Machine-readable output (docs/status.schema.json).
@@ -156,7 +156,7 @@ enum Command {
     /// Write a store's published files (certificates, bundle, keys) into a
     /// directory, in the directory layout.
     Export {
-        /// The store: a directory, or etcd://HOST:PORT/PREFIX.
+        /// The store: a directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         store: StoreArg,
         /// Where to write the files (created if missing).
@@ -206,7 +206,7 @@ enum Command {
 /// The arguments of `pki init`.
 #[derive(clap::Args)]
 struct InitCommand {
-    /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+    /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// Common name of the CA.
@@ -287,7 +287,7 @@ impl InitCommand {
 /// The arguments of `pki issue`.
 #[derive(clap::Args)]
 struct IssueCommand {
-    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// Certificate name: files go to certs/NAME/.
@@ -346,7 +346,7 @@ impl IssueCommand {
 /// The arguments of `pki rotate`.
 #[derive(clap::Args)]
 struct RotateCommand {
-    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// Force a rotation, once per distinct reason.
@@ -456,7 +456,7 @@ impl RotateCommand {
 /// The arguments of `pki validate`.
 #[derive(clap::Args)]
 struct ValidateCommand {
-    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// The proposed CA (PEM: its certificate, maybe its key and chain).

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 /// `pki plan`'s arguments.
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// Store directory, or etcd://HOST:PORT/PREFIX (only read).
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME (only read).
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// The end of the window: a duration after --now, like 800d, or a

@@ -23,7 +23,7 @@ use time::{Duration, OffsetDateTime};
 pub enum SetCommand {
     /// Create a CA set: one new CA per --ca NAME:ROLES.
     Init {
-        /// Store directory (created if missing), or etcd://HOST:PORT/PREFIX.
+        /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// A CA and its roles: NAME:serving, NAME:client or NAME:serving+client (repeat).
@@ -43,7 +43,7 @@ pub enum SetCommand {
     Issue(IssueArgs),
     /// Create a target or set the bundles it loads.
     Target {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The target (a host or a component).
@@ -60,7 +60,7 @@ pub enum SetCommand {
     },
     /// Start a rotation: new CAs, every bundle trusts old and new.
     Start {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Why (recorded).
@@ -84,7 +84,7 @@ pub enum SetCommand {
     },
     /// Record that a target loaded the files with this fingerprint.
     Ack {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The target.
@@ -98,7 +98,7 @@ pub enum SetCommand {
     },
     /// Record that a target failed to load its files.
     Fail {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The target.
@@ -112,7 +112,7 @@ pub enum SetCommand {
     },
     /// Make a failed target pending again.
     Retry {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The target.
@@ -123,7 +123,7 @@ pub enum SetCommand {
     },
     /// Go to the next step once every target loaded the current one.
     Advance {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Advance without every acknowledgement, for this reason (recorded).
@@ -141,7 +141,7 @@ pub enum SetCommand {
     },
     /// Abort: back to idle through reverting, or forward to completed from trust-new.
     Abort {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Abort although it strands targets that have not loaded trust-new
@@ -154,7 +154,7 @@ pub enum SetCommand {
     },
     /// Show the step, per-target progress, what blocks, overrides, timeline.
     Status {
-        /// Store directory, or etcd://HOST:PORT/PREFIX.
+        /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// Machine-readable output.
@@ -169,7 +169,7 @@ pub enum SetCommand {
 /// `pki set issue`.
 #[derive(Args)]
 pub struct IssueArgs {
-    /// Store directory, or etcd://HOST:PORT/PREFIX.
+    /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
     #[arg(value_parser = StoreArg::parse)]
     dir: StoreArg,
     /// Certificate name: files go to targets/TARGET/certs/NAME/.

@@ -28,7 +28,7 @@ pub enum StoreKeyCommand {
     /// names the old key (unset: seal a store whose private files are in
     /// clear). Safe to rerun after an interruption.
     Rotate {
-        /// The store: a directory, or etcd://HOST:PORT/PREFIX.
+        /// The store: a directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
         #[arg(value_parser = StoreArg::parse)]
         dir: StoreArg,
         /// The new key file (made with `pki store-key new`).
