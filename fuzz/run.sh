@@ -17,7 +17,7 @@ secs="${1:-30}"
 case "$secs" in
   ''|*[!0-9]*) echo "usage: fuzz/run.sh [SECONDS] [TARGET...]" >&2; exit 2 ;;
 esac
-all_targets=(cert_der not_before_1950 pem_bundle der_input private_key state_file documents path_validation ca_import jose sealed_value fs_manifest pkcs11_uri)
+all_targets=(cert_der not_before_1950 pem_bundle der_input private_key state_file documents path_validation ca_import jose sealed_value fs_manifest pkcs11_uri kube_store)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # A single input slower than this is a finding too (denial of service).

@@ -144,13 +144,57 @@
 //! [`KubeStore::set_write_hook`] names every request of a write, so that
 //! tests can stop one at any point.
 
+// Without the client, the layout's names and labels serve no store.
+#![cfg_attr(not(feature = "client"), allow(dead_code))]
+
+#[cfg(feature = "client")]
 mod fail;
 pub mod layout;
+#[cfg(feature = "client")]
 mod options;
+#[cfg(feature = "client")]
 mod store;
 mod url;
 
 pub use layout::shard::{MAX_SECRET_DATA, SHARD_BUDGET};
+#[cfg(feature = "client")]
 pub use options::KubeOptions;
+#[cfg(feature = "client")]
 pub use store::{AsyncKubeStore, KubeStore, OpenError, WriteHook};
 pub use url::{KubeUrl, MAX_NAME_LEN, SCHEME, UrlError, is_kube_url};
+
+/// What the fuzz targets read, without a server; not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::layout::shard::{Shard, Unpacker};
+
+    /// A shard's two data keys: its index and its data.
+    pub type ShardData = (Vec<u8>, Vec<u8>);
+
+    /// The files of the shards `(index, data)`, read as a store reads them.
+    pub fn unpack(shards: &[ShardData]) -> Result<pki_rotate::Files, String> {
+        let mut unpacker = Unpacker::new();
+        for (index, data) in shards {
+            unpacker.add(&Shard {
+                index: index.clone(),
+                data: data.clone(),
+            })?;
+        }
+        unpacker.finish()
+    }
+
+    /// The shards `(index, data)` a store writes for `files`.
+    pub fn pack(files: &pki_rotate::Files) -> Result<Vec<ShardData>, String> {
+        Ok(crate::layout::shard::pack(files)?
+            .into_iter()
+            .map(|shard| (shard.index, shard.data))
+            .collect())
+    }
+
+    /// A head Secret's `head.json`, read as a store reads it.
+    pub fn head(bytes: &[u8]) -> Result<(), String> {
+        serde_json::from_slice::<crate::layout::Head>(bytes)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}

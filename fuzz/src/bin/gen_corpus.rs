@@ -336,6 +336,7 @@ fn generate() {
     path_inputs(&mut out);
     fs_manifests(&mut out);
     pkcs11_uris(&mut out);
+    kube_store(&mut out);
     println!("wrote {} seeds under {}", out.count, out.root.display());
     std::process::exit(0);
 }
@@ -549,14 +550,68 @@ fn ca_import(out: &mut Out) {
 /// refusals (an attribute twice, one pki does not read, a PIN in the URI).
 fn pkcs11_uris(out: &mut Out) {
     for (name, uri) in [
-        ("key", "pkcs11:token=pki-ca;object=root-2026;type=private;id=%01%02"),
-        ("pin-source", "pkcs11:token=ca;id=%0A?pin-source=file:/run/pki/pin&module-path=/usr/lib/softhsm/libsofthsm2.so"),
-        ("rfc7512", "pkcs11:token=The%20Software%20PKCS%2311%20Softtoken;manufacturer=Snake%20Oil,%20Inc.;model=1.0;object=my-certificate;type=cert;id=%69%95%3E%5C%F4%BE%2D%B3%B5%39%5C%6B%6B%37%37%37?pin-source=file:/etc/token_pin"),
-        ("utf8", "pkcs11:token=Name%20with%20a%20small%20A%20with%20acute:%20%C3%A1"),
+        (
+            "key",
+            "pkcs11:token=pki-ca;object=root-2026;type=private;id=%01%02",
+        ),
+        (
+            "pin-source",
+            "pkcs11:token=ca;id=%0A?pin-source=file:/run/pki/pin&module-path=/usr/lib/softhsm/libsofthsm2.so",
+        ),
+        (
+            "rfc7512",
+            "pkcs11:token=The%20Software%20PKCS%2311%20Softtoken;manufacturer=Snake%20Oil,%20Inc.;model=1.0;object=my-certificate;type=cert;id=%69%95%3E%5C%F4%BE%2D%B3%B5%39%5C%6B%6B%37%37%37?pin-source=file:/etc/token_pin",
+        ),
+        (
+            "utf8",
+            "pkcs11:token=Name%20with%20a%20small%20A%20with%20acute:%20%C3%A1",
+        ),
         ("twice", "pkcs11:token=a;token=b"),
         ("slot-id", "pkcs11:slot-id=1;object=k"),
         ("pin-value", "pkcs11:token=a?pin-value=1234"),
     ] {
         out.put("pkcs11_uri", name, uri.as_bytes());
     }
+}
+
+/// What a `kube://` store reads (the first byte chooses, see the target):
+/// URLs with and without a context, a head, and the shards a store writes
+/// for a small signer-like document (one file cut across two shards too).
+fn kube_store(out: &mut Out) {
+    for (name, url) in [
+        ("url", "kube://pki-system/service-ca"),
+        ("url-context", "kube://admin@pki-system/service-ca"),
+        ("url-bad", "kube://Bad_Namespace/x"),
+    ] {
+        out.put("kube_store", name, &[&[0u8][..], url.as_bytes()].concat());
+    }
+    let head = br#"{"format":1,"key":"signer","generation":"9f0c2a7be41d3350","shards":["00"],"files":1,"dirs":["certs"]}"#;
+    out.put("kube_store", "head", &[&[1u8][..], &head[..]].concat());
+    let mut files = pki_rotate::Files::new();
+    let file = |bytes: &[u8], secret: bool| {
+        if secret {
+            pki_rotate::File::secret(bytes.to_vec())
+        } else {
+            pki_rotate::File::public(bytes.to_vec())
+        }
+    };
+    for (path, bytes, secret) in [
+        ("ca-bundle.crt", &b"-----BEGIN CERTIFICATE-----"[..], false),
+        ("signer/tls.key", &b"-----BEGIN PRIVATE KEY-----"[..], true),
+    ] {
+        files
+            .insert(path, file(bytes, secret))
+            .expect("a valid path");
+    }
+    let shards = pki_kube::fuzzing::pack(&files).expect("packs");
+    let mut joined = vec![2u8];
+    for (i, (index, data)) in shards.iter().enumerate() {
+        if i > 0 {
+            joined.push(0xff);
+        }
+        joined.extend_from_slice(index);
+        joined.push(0xff);
+        joined.extend_from_slice(data);
+    }
+    out.put("kube_store", "shards", &joined);
 }

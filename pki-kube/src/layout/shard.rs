@@ -67,6 +67,12 @@ impl Shard {
     }
 }
 
+/// A path from a shard's index as a message shows it: on one line,
+/// whatever a writer of the namespace put there.
+fn shown(path: &str) -> String {
+    path.escape_debug().to_string()
+}
+
 /// A shard being filled.
 #[derive(Default)]
 struct Filling {
@@ -149,14 +155,14 @@ impl Unpacker {
 
     /// Adds the pieces of the next shard.
     pub fn add(&mut self, shard: &Shard) -> Result<(), String> {
-        let entries: Vec<Entry> =
-            serde_json::from_slice(&shard.index).map_err(|e| format!("index: {e}"))?;
+        let entries: Vec<Entry> = serde_json::from_slice(&shard.index)
+            .map_err(|e| format!("index: {}", e.to_string().escape_debug()))?;
         let mut offset = 0usize;
         for entry in entries {
             let end = offset
                 .checked_add(entry.len)
                 .filter(|end| *end <= shard.data.len())
-                .ok_or_else(|| format!("{}: piece beyond the shard's data", entry.path))?;
+                .ok_or_else(|| format!("{}: piece beyond the shard's data", shown(&entry.path)))?;
             let piece = &shard.data[offset..end];
             offset = end;
             let continues = matches!(&self.open, Some((path, ..)) if *path == entry.path);
@@ -167,7 +173,10 @@ impl Unpacker {
             if let Some((_, _, bytes, total)) = &mut self.open {
                 bytes.extend_from_slice(piece);
                 if bytes.len() > *total || *total != entry.total {
-                    return Err(format!("{}: pieces longer than the file", entry.path));
+                    return Err(format!(
+                        "{}: pieces longer than the file",
+                        shown(&entry.path)
+                    ));
                 }
             }
         }
@@ -180,17 +189,23 @@ impl Unpacker {
     fn close(&mut self) -> Result<(), String> {
         if let Some((path, secret, bytes, total)) = self.open.take() {
             if bytes.len() != total {
-                return Err(format!("{path}: {} of {total} bytes", bytes.len()));
+                return Err(format!(
+                    "{}: {} of {total} bytes",
+                    shown(&path),
+                    bytes.len()
+                ));
             }
             if self.files.file(&path).is_some() {
-                return Err(format!("{path}: in two places"));
+                return Err(format!("{}: in two places", shown(&path)));
             }
             let file = if secret {
                 File::secret(bytes)
             } else {
                 File::public(bytes)
             };
-            self.files.insert(path, file).map_err(|e| e.to_string())?;
+            self.files
+                .insert(path, file)
+                .map_err(|e| e.to_string().escape_debug().to_string())?;
         }
         Ok(())
     }
