@@ -485,7 +485,18 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 	if base == "" {
 		t.Skip("needs an etcd server: run through `cargo test -p pki-ffi --test go`, which starts one")
 	}
-	url := base + "/go-race"
+	replicasRacingRotateOnce(t, base+"/go-race", 4)
+	if _, err := pki.OpenURLStore(ctx, "etcd://127.0.0.1:2379"); !errors.Is(err, pki.ErrInvalidArgument) {
+		t.Fatalf("URL without a prefix: %v", err)
+	}
+}
+
+// replicasRacingRotateOnce creates a signer in the store at url (once: a
+// second create is ErrAlreadyInitialized), then steps it from `replicas`
+// goroutines, each with its own connection, at the rotation point: exactly
+// one rotates, and every one reports the new document's next check.
+func replicasRacingRotateOnce(t *testing.T, url string, replicas int) {
+	t.Helper()
 	store := must(pki.OpenURLStore(ctx, url))
 	defer store.Close()
 	signer := must(pki.NewSigner("service-ca", pki.KeyP256, nil, t0))
@@ -495,7 +506,6 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 		t.Fatalf("second create: %v", err)
 	}
 
-	const replicas = 4
 	var wg sync.WaitGroup
 	steps := make([]*pki.Step, replicas)
 	errs := make([]error, replicas)
@@ -526,9 +536,6 @@ func TestReplicasRacingStepOverEtcdRotateOnce(t *testing.T) {
 	}
 	if rotated != 1 {
 		t.Fatalf("%d rotations, want exactly one", rotated)
-	}
-	if _, err := pki.OpenURLStore(ctx, "etcd://127.0.0.1:2379"); !errors.Is(err, pki.ErrInvalidArgument) {
-		t.Fatalf("URL without a prefix: %v", err)
 	}
 }
 
