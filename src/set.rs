@@ -265,12 +265,7 @@ pub fn run(command: SetCommand) -> CliResult {
             now,
         } => {
             let imports = read_imports(&imports, max_input_size, now)?;
-            let input = SetInput::Start {
-                reason,
-                imports,
-                one_at_a_time,
-            };
-            step(&dir, &input, now)
+            start(&dir, reason, imports, one_at_a_time, now)
         }
         SetCommand::Ack {
             dir,
@@ -312,6 +307,22 @@ pub fn run(command: SetCommand) -> CliResult {
         } => step(&dir, &SetInput::Abort { override_reason }, now),
         SetCommand::Status { dir, json, now } => status(&dir, json, now),
     }
+}
+
+/// `pki set start` with the CAs to import already read.
+fn start(
+    dir: &StoreArg,
+    reason: String,
+    imports: Vec<ImportedCa>,
+    one_at_a_time: bool,
+    now: OffsetDateTime,
+) -> CliResult {
+    let input = SetInput::Start {
+        reason,
+        imports,
+        one_at_a_time,
+    };
+    step(dir, &input, now)
 }
 
 /// `pki set init`: creates the set's CAs.
