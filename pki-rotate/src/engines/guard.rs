@@ -46,7 +46,7 @@ impl Findings {
         Findings::default()
     }
 
-    /// Whether there is nothing to refuse.
+    /// Whether apply found nothing.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -82,29 +82,33 @@ impl Findings {
     }
 }
 
-/// The guard: refuses with the first finding (a failed matrix cell is
-/// [`RotateError::TrustCheckFailed`]; breaks nothing accepted are
-/// [`SignerError::TrustBreak`](crate::SignerError::TrustBreak), with what
-/// to do under the document's policy; red cells are
+/// The guard: refuses with the first finding that refuses (a failed
+/// matrix cell is [`RotateError::TrustCheckFailed`]; breaks nothing
+/// accepted are [`SignerError::TrustBreak`](crate::SignerError::TrustBreak),
+/// with what to do under the document's policy; red cells are
 /// [`SetError::TrustBroken`](crate::SetError::TrustBroken)); passes when
 /// there is none.
 pub fn judge(findings: Findings) -> Result<()> {
-    let Some(first) = findings.0.into_iter().next() else {
-        return Ok(());
-    };
-    Err(match first {
-        Finding::Untrusted(cell) => match cell.result {
-            Err(source) => RotateError::TrustCheckFailed {
+    match findings.0.into_iter().find_map(refusal) {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
+}
+
+/// What `finding` refuses with; None for one that refuses nothing (a cell
+/// that verified, an empty list).
+fn refusal(finding: Finding) -> Option<RotateError> {
+    match finding {
+        Finding::Untrusted(cell) => cell
+            .result
+            .err()
+            .map(|source| RotateError::TrustCheckFailed {
                 chain: cell.chain,
                 bundle: cell.bundle,
                 at: cell.at,
                 source: Box::new(source),
-            },
-            // `Findings::cells` keeps only failed cells; one that verified
-            // refuses nothing.
-            Ok(_) => return Ok(()),
-        },
-        Finding::TrustBreaks { refused, policy } => {
+            }),
+        Finding::TrustBreaks { refused, policy } => (!refused.is_empty()).then(|| {
             RotateError::Signer(crate::SignerError::TrustBreak {
                 summary: refusal_summary(&refused, &policy),
                 breaks: refused.iter().map(ToString::to_string).collect(),
@@ -113,7 +117,8 @@ pub fn judge(findings: Findings) -> Result<()> {
                         .iter()
                         .any(|b| b.check == BUNDLE_OF_TWO_ROTATIONS_AGO),
             })
-        }
-        Finding::RedCells(red) => RotateError::Set(crate::SetError::TrustBroken(red.join("; "))),
-    })
+        }),
+        Finding::RedCells(red) => (!red.is_empty())
+            .then(|| RotateError::Set(crate::SetError::TrustBroken(red.join("; ")))),
+    }
 }
