@@ -169,7 +169,14 @@ fn check_sound(
     }
     for pair in path.windows(2) {
         let (child, parent) = (&pair[0], &pair[1]);
-        assert_eq!(child.issuer(), parent.subject(), "names do not chain");
+        // Names chain as RFC 5280 §7.1 compares them (pki verify and
+        // OpenSSL alike): case-insensitively, not byte for byte.
+        assert!(
+            pki_core::fuzzing::same_name(child.issuer(), parent.subject()),
+            "names do not chain: {:?} and {:?}",
+            child.issuer(),
+            parent.subject()
+        );
         verify_signature(parent.public_key(), child).expect("signatures chain");
     }
     if let Some(ekus) = leaf.extended_key_usage() {

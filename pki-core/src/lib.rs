@@ -42,6 +42,13 @@ pub mod datetime;
 #[doc(hidden)]
 pub mod fuzzing {
     pub use crate::cert::{check_against_x509_cert, check_raw_reads, reads_without_x509_cert};
+
+    /// Whether two names are the same name as path validation compares
+    /// them (RFC 5280 §7.1: case-insensitively, insignificant spaces
+    /// ignored), as the path-validation oracle must.
+    pub fn same_name(a: &x509_cert::name::Name, b: &x509_cert::name::Name) -> bool {
+        crate::dn::CanonicalName::of(a) == crate::dn::CanonicalName::of(b)
+    }
 }
 mod der_input;
 mod dn;
