@@ -93,6 +93,8 @@ pub(super) async fn cas_loop<A: Access, T: Rounder>(
 pub(super) struct Rewrite<F> {
     /// Rounds left.
     pub(super) left: u32,
+    /// Rounds made so far.
+    pub(super) made: u32,
     /// What to write instead of the stored files (None: nothing).
     pub(super) decide: F,
 }
@@ -103,7 +105,8 @@ impl<F: FnMut(&Files) -> Result<Option<Files>>> Rounder for Rewrite<F> {
 
     fn next_round(&mut self) -> Option<u32> {
         self.left = self.left.checked_sub(1)?;
-        Some(1)
+        self.made += 1;
+        Some(self.made)
     }
 
     fn decide(&mut self, read: Option<(Files, Revision)>, _: u32) -> Result<Decided<bool, ()>> {

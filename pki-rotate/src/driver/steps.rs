@@ -295,6 +295,7 @@ impl<A: Access> Steps<A> {
     ) -> Result<bool> {
         let mut rewrite = Rewrite {
             left: self.max_attempts,
+            made: 0,
             decide,
         };
         cas_loop(&self.access, self.max_attempts, key, &mut rewrite).await
