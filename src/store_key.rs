@@ -177,26 +177,23 @@ fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
     let new_id = new.id_hex();
     let keys = SealingKeys::rotating(key_from_env()?, new);
     match dir {
-        // Opened as every command opens them (the lock timeout and notices
-        // of a directory; etcd's TLS and user from the environment), but
-        // concrete: re-sealing visits every document the store lists.
-        StoreArg::Dir(path) => {
-            let store = crate::common::configure(pki_rotate::FsStore::open(path)?);
-            let documents = store.keys()?;
-            reseal_all(dir, &store, &documents, keys, true, &new_id)
-        }
-        // The replaced shards are deleted with each commit; the API
-        // server's own etcd compacts its history on its schedule.
-        StoreArg::Url(url) if pki_kube::is_kube_url(url) => {
-            let store = crate::stores::open_url(url)?;
-            let documents = store.keys()?;
-            reseal_all(dir, &store, &documents, keys, false, &new_id)
-        }
-        StoreArg::Url(url) => {
+        // etcd keeps the values it replaced in its history: compacted
+        // once every document is re-sealed.
+        StoreArg::Url(url) if pki_etcd::is_etcd_url(url) => {
             let store = crate::stores::open_etcd(url)?;
             let documents = store.keys()?;
             reseal_all(dir, &store, &documents, keys, false, &new_id)?;
             compact(url, &store, &new_id)
+        }
+        // Opened as every command opens them (a directory with its lock
+        // timeout and notices; a kube:// store, whose replaced shards go
+        // with each commit), and re-sealed document by document as the
+        // store lists them.
+        _ => {
+            let store = dir.open_unsealed()?;
+            let documents = store.keys()?;
+            let directory = matches!(dir, StoreArg::Dir(_));
+            reseal_all(dir, &store, &documents, keys, directory, &new_id)
         }
     }
 }
