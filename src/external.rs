@@ -8,7 +8,7 @@ use crate::common::{
 use pki_core::CaImport;
 use pki_rotate::{
     Driver, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, SignerEngine,
-    SignerPolicy, SignerState, Store,
+    SignerPolicy, SignerState, SignerView, Store,
 };
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
@@ -136,7 +136,8 @@ pub fn rotate_to(
     let store = dir.open()?;
     let step = Driver::new(store)
         .step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())
-        .map_err(|e| CliError::with_override_hint(e, "--force REASON"))?;
+        .map_err(|e| CliError::with_override_hint(e, "--force REASON"))?
+        .map_document(SignerView::into_signer);
     if json {
         return crate::rotate::print_json(&step);
     }
@@ -152,12 +153,9 @@ pub fn rotate_to(
 /// `pki rotate DIR --renew-same-key`.
 pub fn renew(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
     let store = dir.open()?;
-    let step = Driver::new(store).step::<ExternalEngine, _>(
-        SIGNER,
-        &ExternalInput::RenewSameKey,
-        now,
-        &mut os_rng(),
-    )?;
+    let step = Driver::new(store)
+        .step::<ExternalEngine, _>(SIGNER, &ExternalInput::RenewSameKey, now, &mut os_rng())?
+        .map_document(SignerView::into_signer);
     if json {
         return crate::rotate::print_json(&step);
     }

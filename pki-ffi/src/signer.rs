@@ -18,7 +18,7 @@ use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, UptakeEngine,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, SignerView, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -129,7 +129,9 @@ pub(crate) fn step(
         }
         SignerRequest::Ack(ack) => {
             return Ok(signer_step(
-                &driver.step::<UptakeEngine, _>(key, &ack, now, rng)?,
+                &driver
+                    .step::<UptakeEngine, _>(key, &ack, now, rng)?
+                    .map_document(SignerView::into_signer),
                 now,
             ));
         }
@@ -146,11 +148,13 @@ pub(crate) fn step(
                 force: to.force.clone(),
                 service_accounts,
             }));
-            driver.step::<ExternalEngine, _>(key, &replace, now, rng)?
+            driver
+                .step::<ExternalEngine, _>(key, &replace, now, rng)?
+                .map_document(SignerView::into_signer)
         }
-        SignerRequest::RenewSameKey => {
-            driver.step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
-        }
+        SignerRequest::RenewSameKey => driver
+            .step::<ExternalEngine, _>(key, &ExternalInput::RenewSameKey, now, rng)?
+            .map_document(SignerView::into_signer),
         SignerRequest::Step { policy, input } => {
             let abi = AbiInput {
                 policy,

@@ -7,8 +7,11 @@
 //!   the plan did not accept, before anything is written;
 //!   the engines are [`signer`] (service-CA, [`SignerEngine`] over
 //!   [`SignerState`]), [`set`] (a CA set in gated steps), [`keyring`]
-//!   (signing keys), [`credential`] (credentials minted elsewhere) and
-//!   [`external`] (CAs signed by someone else's root).
+//!   (signing keys), [`credential`] (credentials minted elsewhere),
+//!   [`external`] (CAs signed by someone else's root, over
+//!   [`ExternalCaDocument`]) and [`uptake`] (which consumers loaded which
+//!   bundle, over [`UptakeDocument`]); each engine has its own document
+//!   type, the last two views of the signer's ([`SignerView`]).
 //! - [`Document`]: the trait every state type implements (its kind and
 //!   version in a versioned envelope, the files form stores keep, the
 //!   Kubernetes Secret form); engines decide, documents are stored.
@@ -72,8 +75,8 @@ pub use engines::leaf::{
 };
 pub use engines::{Engine, Outcome};
 pub use external::{
-    ExternalCa, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys, ValidationReport,
-    validate_replacement,
+    ExternalCa, ExternalCaDocument, ExternalEngine, ExternalInput, Replacement, ServiceAccountKeys,
+    ValidationReport, validate_replacement,
 };
 pub use keyring::{
     ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
@@ -94,7 +97,7 @@ pub use set::{
 pub use signer::status;
 pub use signer::{
     Event, ForcedRotation, LeafChange, OverriddenCheck, Plan, RotationReason, RotationRecord,
-    SignerEngine, SignerInput, SignerPolicy, SignerState,
+    SignerEngine, SignerInput, SignerPolicy, SignerState, SignerView,
 };
 pub use stores::{DEFAULT_LOCK_TIMEOUT, FsStore, MemoryStore, SecretBackend, SecretStore};
-pub use uptake::{AckInput, UptakeEngine, UptakeEvent};
+pub use uptake::{AckInput, UptakeDocument, UptakeEngine, UptakeEvent};

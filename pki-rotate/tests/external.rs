@@ -140,7 +140,7 @@ fn a_replacement_under_the_same_root_passes_and_keeps_the_root_pin() {
             &mut rng(25),
         )
         .unwrap();
-    let after = step.document;
+    let after = step.document.into_signer();
     assert_eq!(after.bundle.root_pin().unwrap(), pin);
     assert_eq!(
         after.history.last().unwrap().reason,
@@ -192,7 +192,8 @@ fn a_replacement_from_another_root_is_refused_naming_the_breaking_cell_and_nothi
     let after = Driver::new(&store)
         .step::<ExternalEngine, _>(KEY, &input, now, &mut rng(32))
         .unwrap()
-        .document;
+        .document
+        .into_signer();
     let record = after.history.last().unwrap();
     assert_eq!(
         record.reason,
@@ -225,7 +226,8 @@ fn a_self_signed_replacement_of_a_generated_ca_is_bridged_both_ways() {
             &mut rng(63),
         )
         .unwrap()
-        .document;
+        .document
+        .into_signer();
     assert!(after.bridge.is_some());
     let old_leaf = &before.leaves["web"].issued.as_ref().unwrap().cert;
     let new_leaf = &after.leaves["web"].issued.as_ref().unwrap().cert;
@@ -366,7 +368,7 @@ fn same_key_renewal_reissues_nothing_and_is_refused_on_an_imported_ca() {
     let step = driver
         .step::<ExternalEngine, _>(KEY, &ExternalInput::RenewSameKey, now, &mut rng(72))
         .unwrap();
-    let after = step.document;
+    let after = step.document.into_signer();
     assert_eq!(after.ca.cert.spki_der(), before.ca.cert.spki_der());
     assert_eq!(after.ca.cert.ski(), before.ca.cert.ski());
     assert_eq!(

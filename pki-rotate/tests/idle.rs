@@ -199,9 +199,16 @@ fn documents() -> Vec<SignerState> {
         .unwrap()
         .into_document();
     let ack = |doc: &SignerState, fingerprint: String| {
-        UptakeEngine::step(doc, &AckInput::new("web-1", fingerprint), due, &mut rng(22))
-            .unwrap()
-            .into_document()
+        let doc = pki_rotate::UptakeDocument::new(doc.clone());
+        UptakeEngine::step(
+            &doc,
+            &AckInput::new("web-1", fingerprint),
+            due,
+            &mut rng(22),
+        )
+        .unwrap()
+        .into_document()
+        .into_signer()
     };
     // Consumers reload within a week: one that loaded the previous bundle
     // lags a week after the rotation, long before anything else is due.

@@ -61,7 +61,11 @@ fn rotate_to_the_ca_in_use_is_nothing_to_do_and_writes_nothing() {
         .step::<ExternalEngine, _>(KEY, &to(&y, None), now, &mut rng(11))
         .unwrap();
     assert!(first.changed);
-    let leaf_before = first.document.leaves["web"].issued.clone().unwrap().cert;
+    let leaf_before = first.document.signer().leaves["web"]
+        .issued
+        .clone()
+        .unwrap()
+        .cert;
     // The operator's rerun, after a kill or a lost reply, a minute later.
     let rerun = driver
         .step::<ExternalEngine, _>(KEY, &to(&y, None), now + Duration::minutes(1), &mut rng(12))
@@ -76,9 +80,13 @@ fn rotate_to_the_ca_in_use_is_nothing_to_do_and_writes_nothing() {
         "{:?}",
         rerun.events
     );
-    assert_eq!(rerun.document.history.len(), 1);
+    assert_eq!(rerun.document.signer().history.len(), 1);
     assert_eq!(
-        rerun.document.leaves["web"].issued.as_ref().unwrap().cert,
+        rerun.document.signer().leaves["web"]
+            .issued
+            .as_ref()
+            .unwrap()
+            .cert,
         leaf_before
     );
 }
@@ -119,7 +127,7 @@ fn a_second_rotate_to_within_the_reload_interval_is_refused_unless_forced_and_re
             &mut rng(24),
         )
         .unwrap();
-    let record = forced.document.history.last().unwrap();
+    let record = forced.document.signer().history.last().unwrap();
     assert!(
         record
             .overridden

@@ -9,8 +9,9 @@ mod support;
 
 use pki_rotate::uptake::{MAX_PUBLISHED, bundle_fingerprint};
 use pki_rotate::{
-    AckInput, Driver, Engine, Files, ForcedRotation, MemoryStore, Revision, RotateError,
-    SignerEngine, SignerError, SignerInput, SignerPolicy, SignerState, Store, UptakeEngine,
+    AckInput, Document, Driver, Engine, Files, ForcedRotation, MemoryStore, Revision, RotateError,
+    SignerEngine, SignerError, SignerInput, SignerPolicy, SignerState, Store, UptakeDocument,
+    UptakeEngine,
 };
 use std::sync::Barrier;
 use support::seed::{T0, rng};
@@ -33,8 +34,14 @@ fn rotate(s: &SignerState, reason: &str, now: time::OffsetDateTime, seed: u64) -
         .into_document()
 }
 
+/// The signer's document as the uptake engine's.
+fn view(s: &SignerState) -> UptakeDocument {
+    UptakeDocument::new(s.clone())
+}
+
 fn ack(s: &SignerState, who: &str, fp: &str) -> pki_rotate::Result<SignerState> {
-    UptakeEngine::step(s, &AckInput::new(who, fp), T0, &mut rng(0)).map(|o| o.into_document())
+    UptakeEngine::step(&view(s), &AckInput::new(who, fp), T0, &mut rng(0))
+        .map(|o| o.into_document().into_signer())
 }
 
 #[test]
@@ -77,11 +84,13 @@ fn an_ack_changes_nothing_but_the_consumer_record_even_when_a_rotation_is_due() 
     let s = signer();
     let due = s.rotation_due_at(&s.policy) + Duration::days(1);
     let fp = s.bundle_fingerprint();
-    let out = UptakeEngine::step(&s, &AckInput::new("web", &fp), due, &mut rng(3)).unwrap();
-    let next = out.into_document();
+    let read = view(&s);
+    let out = UptakeEngine::step(&read, &AckInput::new("web", &fp), due, &mut rng(3)).unwrap();
+    let next = out.into_document().into_signer();
     assert_eq!(next.ca.cert, s.ca.cert, "an ack rotated the CA");
     assert_eq!(next.consumers["web"].loaded_at, due);
     // The same ack again: nothing to write.
+    let next = view(&next);
     let again = UptakeEngine::step(&next, &AckInput::new("web", &fp), due, &mut rng(3)).unwrap();
     assert!(!again.changed());
 }
@@ -105,6 +114,38 @@ fn a_document_without_the_record_counts_its_bundle_as_published_at_its_last_rota
         old.published_at(&bundle_fingerprint(&fresh.bundle)),
         Some(fresh.ca.cert.not_before())
     );
+}
+
+/// The uptake and external-CA engines have document types of their own,
+/// views of the signer's: one stored object, one commit point, so an ack
+/// written through its view is what the signer reads, and each view
+/// writes back exactly the signer's files.
+#[test]
+fn the_uptake_and_external_ca_documents_are_the_signers_stored_object() {
+    let store = MemoryStore::new();
+    let driver = Driver::new(&store);
+    let s = signer();
+    driver.create::<SignerEngine>("signer", &s).unwrap();
+    let fp = s.bundle_fingerprint();
+    let acked = driver
+        .step::<UptakeEngine, _>("signer", &AckInput::new("web", &fp), T0, &mut rng(5))
+        .unwrap();
+    assert!(acked.changed);
+    let (signer, revision) = driver.load::<SignerEngine>("signer").unwrap();
+    assert_eq!(revision, acked.revision);
+    assert_eq!(signer.consumers["web"].fingerprint, fp);
+    let (external, _) = driver.load::<pki_rotate::ExternalEngine>("signer").unwrap();
+    let (stored, _) = store.get("signer").unwrap().unwrap();
+    for files in [
+        acked.document.to_files().unwrap(),
+        external.to_files().unwrap(),
+        signer.to_files().unwrap(),
+    ] {
+        assert!(
+            files == stored,
+            "a view wrote other files than the signer's"
+        );
+    }
 }
 
 #[test]
@@ -268,11 +309,11 @@ fn an_ack_commutes_with_other_consumers_acks_not_with_a_rotation_or_its_own() {
     let fp = s.bundle_fingerprint();
     let rotated = rotate(&s, "r", T0 + Duration::days(1), 2);
     let input = AckInput::new("mine", &fp);
-    assert!(!UptakeEngine::commutes(&input, &s, &rotated));
+    assert!(!UptakeEngine::commutes(&input, &view(&s), &view(&rotated)));
     let other = ack(&s, "other", &fp).unwrap();
-    assert!(UptakeEngine::commutes(&input, &s, &other));
+    assert!(UptakeEngine::commutes(&input, &view(&s), &view(&other)));
     let same = ack(&s, "mine", &fp).unwrap();
-    assert!(!UptakeEngine::commutes(&input, &s, &same));
+    assert!(!UptakeEngine::commutes(&input, &view(&s), &view(&same)));
 }
 
 /// Inside the store's idle promise an ack is a step over the document's
@@ -312,7 +353,10 @@ fn an_ack_inside_the_idle_promise_reads_and_writes_the_head_alone() {
         .unwrap();
     assert!(matches!(ack.read, Read::Part), "{:?}", ack.read);
     assert!(ack.changed);
-    assert!(ack.document.leaves.is_empty(), "the part holds no leaf");
+    assert!(
+        ack.document.signer().leaves.is_empty(),
+        "the part holds no leaf"
+    );
     // No whole read, no leaf read, no leaf written.
     assert_eq!(store.whole_reads.get(), whole_reads);
     let read = store.paths_read.borrow();

@@ -59,6 +59,21 @@ pub enum Read {
 }
 
 impl<D, E> Step<D, E> {
+    /// The same step with its document turned by `f`: an engine's view of
+    /// the signer's document ([`crate::SignerView`]) back into the signer's.
+    pub fn map_document<T>(self, f: impl FnOnce(D) -> T) -> Step<T, E> {
+        Step {
+            document: f(self.document),
+            revision: self.revision,
+            events: self.events,
+            changed: self.changed,
+            next_wake: self.next_wake,
+            attempts: self.attempts,
+            read: self.read,
+            advance: self.advance,
+        }
+    }
+
     /// A step decided from `read` that wrote nothing and took one round.
     pub(super) fn unchanged(
         document: D,

@@ -2,7 +2,7 @@
 //! validation of a replacement against today's trust, rotation to a
 //! supplied CA, and same-key renewal.
 //!
-//! An imported CA is kept in the signer's document ([`SignerState`]) with
+//! An imported CA is kept in the signer's document ([`crate::SignerState`]) with
 //! the chain above it ([`ExternalCa`]):
 //!
 //! - it signs leaves directly (it may carry pathLenConstraint 0), and a
@@ -53,7 +53,7 @@
 //! new bundle keeps the old trust anchors until they expire, so the other
 //! cells hold.
 
-use crate::engines::signer::{Event, OverriddenCheck, SignerState};
+use crate::engines::signer::{Event, OverriddenCheck};
 use crate::engines::{Engine, Outcome};
 use crate::model::error::Result;
 use pki_core::{CaImport, Certificate, CertificateAuthority};
@@ -159,21 +159,31 @@ pub enum ExternalPlan {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExternalEngine;
 
+/// The external-CA engine's document: the signer's stored document, seen
+/// by the engine that imports and replaces its CA (see
+/// [`crate::engines::signer::SignerView`] for why it is the signer's own
+/// object).
+pub type ExternalCaDocument = crate::engines::signer::SignerView<ExternalEngine>;
+
 impl Engine for ExternalEngine {
-    type Document = SignerState;
+    type Document = ExternalCaDocument;
     type Input = ExternalInput;
     type Plan = ExternalPlan;
     type Event = Event;
 
-    fn plan(doc: &SignerState, input: &ExternalInput, now: OffsetDateTime) -> Result<ExternalPlan> {
-        plan(doc, input, now)
+    fn plan(
+        doc: &ExternalCaDocument,
+        input: &ExternalInput,
+        now: OffsetDateTime,
+    ) -> Result<ExternalPlan> {
+        plan(doc.signer(), input, now)
     }
 
     fn apply<'d, R: CryptoRng + ?Sized>(
-        doc: &'d SignerState,
+        doc: &'d ExternalCaDocument,
         plan: ExternalPlan,
         rng: &mut R,
-    ) -> Result<Outcome<'d, SignerState, Event>> {
-        apply(doc, plan, rng)
+    ) -> Result<Outcome<'d, ExternalCaDocument, Event>> {
+        Ok(doc.outcome(apply(doc.signer(), plan, rng)?))
     }
 }

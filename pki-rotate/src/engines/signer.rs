@@ -38,6 +38,7 @@ mod state;
 pub mod status;
 mod trust_breaks;
 mod uptake_records;
+mod view;
 
 pub use apply::apply;
 pub(crate) use apply::{probe_request, record_rotation};
@@ -55,6 +56,7 @@ pub use uptake_records::{
     ConsumerRecord, MAX_CONSUMER_NAME_LEN, MAX_PUBLISHED, PublishedBundle, bundle_fingerprint,
     lags, overdue_by,
 };
+pub use view::SignerView;
 
 /// The store key of the signer's document (the CLI's, and the default of
 /// every embedder that keeps one signer per store).

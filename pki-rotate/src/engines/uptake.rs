@@ -33,11 +33,11 @@
 //! sets none) has passed since that bundle was published;
 //! [`crate::engines::signer::status::SignerStatus`] reports it as an action due.
 
-use crate::engines::signer::SignerState;
 pub use crate::engines::signer::{
     ConsumerRecord, MAX_CONSUMER_NAME_LEN, MAX_PUBLISHED, PublishedBundle, bundle_fingerprint,
     lags, overdue_by,
 };
+use crate::engines::signer::{SignerState, SignerView};
 use crate::engines::{Engine, Outcome};
 use crate::model::error::{Result, RotateError};
 use rand_core::CryptoRng;
@@ -118,6 +118,11 @@ impl std::fmt::Display for UptakeEvent {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UptakeEngine;
 
+/// The uptake engine's document: the signer's stored document, seen by the
+/// engine that records acks in it (see [`SignerView`] for why it is the
+/// signer's own object).
+pub type UptakeDocument = SignerView<UptakeEngine>;
+
 /// Checks a consumer name: non-empty, at most [`MAX_CONSUMER_NAME_LEN`]
 /// bytes, no control or invisible characters (a bidi override, a
 /// zero-width space: [`pki_core::text::is_control_or_invisible`]), no
@@ -143,12 +148,13 @@ fn normalise_fingerprint(fingerprint: &str) -> Option<String> {
 }
 
 impl Engine for UptakeEngine {
-    type Document = SignerState;
+    type Document = UptakeDocument;
     type Input = AckInput;
     type Plan = AckPlan;
     type Event = UptakeEvent;
 
-    fn plan(doc: &SignerState, input: &AckInput, now: OffsetDateTime) -> Result<AckPlan> {
+    fn plan(doc: &UptakeDocument, input: &AckInput, now: OffsetDateTime) -> Result<AckPlan> {
+        let doc = doc.signer();
         validate_consumer_name(&input.consumer)?;
         let unknown = || {
             RotateError::Signer(crate::SignerError::UnknownBundle {
@@ -184,7 +190,8 @@ impl Engine for UptakeEngine {
     /// alone (another consumer's ack, above all) commutes with it. So acks
     /// of many consumers racing on one store all land, however many lose
     /// a round to each other.
-    fn commutes(input: &AckInput, read: &SignerState, fresh: &SignerState) -> bool {
+    fn commutes(input: &AckInput, read: &UptakeDocument, fresh: &UptakeDocument) -> bool {
+        let (read, fresh) = (read.signer(), fresh.signer());
         read.published == fresh.published
             && read.consumers.get(&input.consumer) == fresh.consumers.get(&input.consumer)
     }
@@ -198,13 +205,14 @@ impl Engine for UptakeEngine {
     }
 
     fn apply<'d, R: CryptoRng + ?Sized>(
-        doc: &'d SignerState,
+        view: &'d UptakeDocument,
         plan: AckPlan,
         _rng: &mut R,
-    ) -> Result<Outcome<'d, SignerState, UptakeEvent>> {
+    ) -> Result<Outcome<'d, UptakeDocument, UptakeEvent>> {
+        let doc: &SignerState = view.signer();
         let Some((consumer, record)) = plan.record else {
             return Ok(Outcome {
-                document: Cow::Borrowed(doc),
+                document: Cow::Borrowed(view),
                 events: Vec::new(),
                 next_wake: plan.next_check,
                 findings: crate::engines::guard::Findings::none(),
@@ -218,7 +226,7 @@ impl Engine for UptakeEngine {
         };
         next.consumers.insert(consumer, record);
         Ok(Outcome {
-            document: Cow::Owned(next),
+            document: Cow::Owned(SignerView::new(next)),
             events: vec![event],
             next_wake: plan.next_check,
             findings: crate::engines::guard::Findings::none(),

@@ -38,8 +38,9 @@ use zeroize::Zeroizing;
 /// keep it in. The state types implement it ([`crate::SignerState`],
 /// [`crate::SetState`], [`crate::KeyRing`], [`crate::CredentialState`]);
 /// engines ([`crate::Engine`]) decide over them but know nothing of how
-/// they are stored, so two engines over one document (the signer and the
-/// external CA) share one codec.
+/// they are stored. Each engine has a document type of its own; the
+/// external-CA and uptake engines' are views of the signer's
+/// ([`crate::SignerView`]), one stored object with one codec.
 ///
 /// The kind and version are the envelope's: reading checks them before
 /// anything else, so a store holding another kind of document says so
