@@ -61,7 +61,7 @@ impl OrgCa {
         format!(
             "{}{}{}",
             self.ca.cert.to_pem(),
-            Self::key_pem(&self.ca.key),
+            Self::key_pem(self.ca.key.private_key().unwrap()),
             self.root.cert.to_pem()
         )
     }
@@ -157,7 +157,7 @@ fn bad_import_files_are_refused_with_one_line_naming_the_ca_and_the_file() {
         .unwrap();
     let (ca, key, root) = (
         org.ca.cert.to_pem(),
-        OrgCa::key_pem(&org.ca.key),
+        OrgCa::key_pem(org.ca.key.private_key().unwrap()),
         org.root.cert.to_pem(),
     );
     let cases: [(&str, String, &str); 4] = [

@@ -79,7 +79,7 @@ impl Scenario {
         assert_eq!(old_chain.len(), 1, "before the first rotation: no bridge B");
         assert_eq!(new_chain.len(), 2, "after a rotation: leaf + bridge B");
         assert_ne!(old_leaf, new_leaf, "the rotation re-issued the leaf");
-        for key in [&old_key, &new_key, &after.ca.key] {
+        for key in [&old_key, &new_key, after.ca.key.private_key().unwrap()] {
             assert_eq!(key.algorithm(), after.policy.key_algorithm);
         }
         let scenario = Scenario {

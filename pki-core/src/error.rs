@@ -309,6 +309,22 @@ pub enum Error {
         /// The mechanism (`CKM_ECDSA`).
         mechanism: String,
     },
+    /// A CA key in a token was to sign, but no token was opened for it.
+    #[error(
+        "the CA key {uri} is in a PKCS#11 token and no token was opened: give the module (PKI_PKCS11_MODULE) and the PIN file (PKI_PKCS11_PIN_FILE)"
+    )]
+    Pkcs11TokenNotOpen {
+        /// The key's URI.
+        uri: String,
+    },
+    /// The object a CA key's URI finds is not the key the document records.
+    #[error(
+        "the PKCS#11 key object {uri} is not the CA's key (its public key differs from the one recorded): the object was replaced; restore it, or point the URI at the CA's key"
+    )]
+    Pkcs11KeyReplaced {
+        /// The key's URI.
+        uri: String,
+    },
     /// Any other failure of a PKCS#11 module or token.
     #[error("PKCS#11 {operation}: {reason}")]
     Pkcs11 {

@@ -25,6 +25,7 @@
 //! certificate that cannot sign certificates ([`Error::NotACa`]).
 
 use crate::bundle::Bundle;
+use crate::ca_key::CaKey;
 use crate::cert::{Certificate, KeyUsages};
 use crate::error::{Error, Result};
 use crate::issue::{CertificateAuthority, Issuer};
@@ -45,7 +46,7 @@ pub struct CaImport {
     /// Its private key, when one was supplied. Not yet checked against
     /// `cert`: [`CaImport::authority`] does that, and validation reports
     /// it as a check of its own.
-    pub key: Option<PrivateKey>,
+    pub key: Option<CaKey>,
     /// The certificates above `cert`, issuer first; the last one is the
     /// root when the chain reaches one. Empty when none was supplied.
     pub chain: Vec<Certificate>,
@@ -177,7 +178,7 @@ impl CaImport {
         check_issuing_order(&cert, &chain)?;
         Ok(CaImport {
             cert,
-            key: key.map(|(k, _)| k),
+            key: key.map(|(k, _)| k.into()),
             chain,
         })
     }

@@ -36,6 +36,7 @@
 // datetime and policy; cert; key and bundle; issue; verify and lineage;
 // trust_matrix (the cells every pre-flight checks); import; lint.
 mod bundle;
+mod ca_key;
 mod cert;
 pub mod datetime;
 /// Checks for the fuzz targets and the tests; not a stable API.
@@ -74,6 +75,7 @@ mod usage;
 pub mod verify;
 
 pub use bundle::Bundle;
+pub use ca_key::{CaKey, TokenKey};
 pub use cert::{BasicConstraintsInfo, Certificate, KeyUsages, ObjectIdentifier};
 pub use error::{Error, Result, VerifyError};
 pub use import::{

@@ -72,7 +72,7 @@ fn org(seed: u64) -> Org {
     }
 }
 
-fn key_pem(key: &PrivateKey) -> String {
+fn key_pem(key: &pki_core::CaKey) -> String {
     key.to_pkcs8_pem().unwrap().to_string()
 }
 
@@ -229,7 +229,7 @@ fn a_key_that_does_not_match_is_refused_for_every_key_type() {
             CertificateAuthority::generate_root("ca", cert_alg, T0, Duration::days(30), &mut rng)
                 .unwrap();
         let other = PrivateKey::generate(key_alg, &mut rng).unwrap();
-        let pem = format!("{}{}", ca.cert.to_pem(), key_pem(&other));
+        let pem = format!("{}{}", ca.cert.to_pem(), key_pem(&other.into()));
         let import = CaImport::parse(pem.as_bytes(), None, None).unwrap();
         let err = import.authority().unwrap_err();
         assert!(
@@ -257,7 +257,7 @@ fn a_certificate_that_is_not_a_ca_is_refused() {
         .cluster
         .issue(&params, &key.public_key().unwrap(), &mut rng)
         .unwrap();
-    let pem = format!("{}{}", leaf.to_pem(), key_pem(&key));
+    let pem = format!("{}{}", leaf.to_pem(), key_pem(&key.into()));
     let err = CaImport::parse(pem.as_bytes(), None, None)
         .unwrap()
         .authority()

@@ -567,7 +567,7 @@ fn keys_and_certificates_made_with_the_os_rng_verify_with_rustcrypto() {
     )
     .unwrap();
     verify_signature(ca.cert.public_key(), &ca.cert).unwrap();
-    assert!(ca.key.matches_certificate(&ca.cert));
+    assert!(ca.key.private_key().unwrap().matches_certificate(&ca.cert));
 
     let key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut os).unwrap();
     let mut p = CertificateParams::new(Profile::Server, "web", NOW, Duration::days(30)).unwrap();

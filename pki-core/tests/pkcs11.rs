@@ -17,14 +17,15 @@ mod softhsm;
 mod tls;
 
 use pki_core::{
-    Bundle, Certificate, CertificateParams, Error, Issuer, KeyAlgorithm, Pkcs11Key, Pkcs11Module,
-    Pkcs11Pin, Pkcs11Token, Pkcs11Uri, PrivateKey, Profile, SigningKey, cross_sign_with,
-    renew_same_key_with, verify_signature,
+    Bundle, Certificate, CertificateAuthority, CertificateParams, Error, Issuer, KeyAlgorithm,
+    Pkcs11Key, Pkcs11Module, Pkcs11Pin, Pkcs11Token, Pkcs11Uri, PrivateKey, Profile, SigningKey,
+    TokenKey, cross_sign_with, renew_same_key_with, verify_signature,
 };
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use softhsm::{LABEL, PIN, Token, in_token};
 use std::path::Path;
+use std::sync::Arc;
 use time::{Duration, OffsetDateTime, macros::datetime};
 
 // 2026-01-01: the issuance time of every certificate here; they are
@@ -176,6 +177,58 @@ fn a_key_found_by_its_uri_is_the_key_generated() {
         let refused = Issuer::new(&root, &made).unwrap_err();
         assert!(matches!(refused, Error::KeyMismatch { .. }), "{refused}");
     });
+}
+
+/// A CA whose key is a token object, as a document keeps it (URI,
+/// algorithm, public key): it signs only once the caller binds the object
+/// the URI finds, and only if that object is the key the certificate
+/// names.
+#[test]
+fn a_token_ca_key_signs_only_bound_to_its_own_object() {
+    in_token(
+        "a_token_ca_key_signs_only_bound_to_its_own_object",
+        |token| {
+            let token = login(token);
+            let (root, key) = token_root(&token, KeyAlgorithm::EcdsaP256, 7);
+            let uri = key.uri();
+            let recorded = TokenKey::new(&uri, key.algorithm(), key.public_key().unwrap());
+            assert_eq!(recorded.uri(), &uri, "a store keeps the URI that finds it");
+            // Unbound: the CA pairs (the public key is the certificate's) but
+            // refuses to sign, naming the key.
+            let unbound = CertificateAuthority::new(root.clone(), recorded.clone()).unwrap();
+            assert!(unbound.key.in_process().is_none());
+            let mut params =
+                CertificateParams::new(Profile::Server, "web", T0, Duration::days(30)).unwrap();
+            params.dns_names.push("localhost".into());
+            let leaf_key = PrivateKey::generate(KeyAlgorithm::EcdsaP256, &mut rng(8)).unwrap();
+            let spki = leaf_key.public_key().unwrap();
+            let refused = unbound.issue(&params, &spki, &mut rng(9)).unwrap_err();
+            assert!(
+                matches!(refused, Error::Pkcs11TokenNotOpen { .. }),
+                "{refused}"
+            );
+            one_line(&refused, &uri.to_string());
+            let no_pem = unbound.key.to_pkcs8_pem().unwrap_err();
+            assert!(no_pem.to_string().contains("never leaves"), "{no_pem}");
+            // Another object of the token is refused, whatever its URI says.
+            let other = token
+                .generate_key(KeyAlgorithm::EcdsaP256, &[0x08], "other")
+                .unwrap();
+            let mut wrong = recorded.clone();
+            let replaced = wrong.bind(Arc::new(other)).unwrap_err();
+            assert!(
+                matches!(replaced, Error::Pkcs11KeyReplaced { .. }),
+                "{replaced}"
+            );
+            assert!(!wrong.is_bound());
+            // Bound to the object the URI finds: a leaf OpenSSL and rustls trust.
+            let mut bound = recorded;
+            bound.bind(Arc::new(token.find_key(&uri).unwrap())).unwrap();
+            let ca = CertificateAuthority::new(root.clone(), bound).unwrap();
+            let (cert, leaf_key) = leaf(&ca.issuer(), 10);
+            trusted(&Bundle::from_certs([root]), &[cert], &leaf_key);
+        },
+    );
 }
 
 /// The private key objects pkcs11-tool lists: each one's lines.

@@ -345,7 +345,10 @@ fn end_entity_as_issuer(root: &CertificateAuthority) -> CertificateAuthority {
     let mut p = CertificateParams::new(Profile::Server, "server", NOW, Duration::days(30)).unwrap();
     p.dns_names = vec!["server".into()];
     let cert = root.issue(&p, &key.public_key().unwrap(), &mut r).unwrap();
-    CertificateAuthority { cert, key }
+    CertificateAuthority {
+        cert,
+        key: key.into(),
+    }
 }
 
 #[test]

@@ -41,7 +41,7 @@ fn importing_the_ca_in_use_as_the_new_one_is_refused() {
         Duration::days(700),
     )
     .unwrap()
-    .self_signed(&current.key, &mut r)
+    .self_signed(current.key.private_key().unwrap(), &mut r)
     .unwrap();
     let renewed = CertificateAuthority::new(cert, current.key.clone()).unwrap();
     let err = set_error(step(&s, import(renewed), T0, &mut r));

@@ -2,14 +2,16 @@
 //! or any [`SigningKey`] through an [`Issuer`]), and cross-signing.
 
 use super::*;
+use crate::ca_key::CaKey;
 
-/// A CA certificate with its private key: what signs.
+/// A CA certificate with its private key: what signs. The key is in this
+/// process or an object in a PKCS#11 token ([`CaKey`]).
 #[derive(Clone)]
 pub struct CertificateAuthority {
     /// The CA certificate.
     pub cert: Certificate,
     /// Its private key.
-    pub key: PrivateKey,
+    pub key: CaKey,
 }
 
 impl std::fmt::Debug for CertificateAuthority {
@@ -23,7 +25,8 @@ impl std::fmt::Debug for CertificateAuthority {
 impl CertificateAuthority {
     /// Pairs a CA certificate with its key, refusing a key that does not
     /// belong to the certificate or a certificate that is not a CA.
-    pub fn new(cert: Certificate, key: PrivateKey) -> Result<Self> {
+    pub fn new(cert: Certificate, key: impl Into<CaKey>) -> Result<Self> {
+        let key = key.into();
         check_pair(&cert, key.matches(cert.public_key()))?;
         Ok(CertificateAuthority { cert, key })
     }
@@ -39,7 +42,10 @@ impl CertificateAuthority {
         let key = PrivateKey::generate(algorithm, rng)?;
         let params = CertificateParams::new(Profile::RootCa, common_name, issued_at, lifetime)?;
         let cert = params.self_signed(&key, rng)?;
-        Ok(CertificateAuthority { cert, key })
+        Ok(CertificateAuthority {
+            cert,
+            key: key.into(),
+        })
     }
 
     /// Issues `params` for `public_key`.
@@ -52,7 +58,7 @@ impl CertificateAuthority {
         params.signed_by(public_key, self, rng)
     }
 
-    /// This CA as an [`Issuer`]: its certificate and its in-process key.
+    /// This CA as an [`Issuer`]: its certificate and its key.
     pub fn issuer(&self) -> Issuer<'_> {
         Issuer {
             cert: &self.cert,

@@ -248,7 +248,9 @@ fn a_ca_renewed_with_a_printable_string_subject_is_a_name_string_type_error() {
     let web = leaf(&ca, 30, &mut r);
     let mut params = CertificateParams::new(Profile::RootCa, "x", T0, Duration::days(90)).unwrap();
     params.subject = printable_cn("ca");
-    let renewed = params.self_signed(&ca.key, &mut r).unwrap();
+    let renewed = params
+        .self_signed(ca.key.private_key().unwrap(), &mut r)
+        .unwrap();
     let bundle = [renewed];
     let chain = [web];
     let found = lint(
