@@ -5,9 +5,9 @@
 //!
 //! - the signer's automatic rotation (simulated time) and a forced one,
 //!   each with the four cells (old/new serving chain × old/new bundle)
-//!   verified by `openssl verify -x509_strict` just after the rotation and
-//!   just before the old leaf expires, and refused once the old material
-//!   has expired;
+//!   verified by `openssl verify -x509_strict` and by Go's crypto/x509
+//!   just after the rotation and just before the old leaf expires, and
+//!   refused once the old material has expired;
 //! - a CA set through every step, acknowledged from the exported target
 //!   files, each step's trust checked by OpenSSL;
 //! - a key ring: a token signed before a forced rotation verifies during
@@ -50,6 +50,7 @@ fn parse(at: &str) -> OffsetDateTime {
 struct Side {
     name: &'static str,
     bundle: PathBuf,
+    chain_file: PathBuf,
     chain: Vec<Certificate>,
     ca: Certificate,
 }
@@ -62,6 +63,7 @@ impl Side {
         Side {
             name,
             bundle: dir.join("ca-bundle.crt"),
+            chain_file: dir.join("certs/web/tls.crt"),
             chain: certs("certs/web/tls.crt"),
             ca: certs("signer/tls.crt").remove(0),
         }
@@ -78,8 +80,15 @@ fn openssl(trust: &Side, chain: &[Certificate], at: OffsetDateTime) -> Result<()
     }
 }
 
-/// The four cells verify at both moments; the old serving chain is refused
-/// by the new bundle once the old leaf and the old CA have expired.
+/// Go's crypto/x509 verdict on the serving chain of `chain` against the
+/// bundle of `trust` at `at`, for [`DNS`].
+fn go(trust: &Side, chain: &Side, at: OffsetDateTime) -> Result<(), String> {
+    support::go_x509::verify(&trust.bundle, &chain.chain_file, DNS, at)
+}
+
+/// The four cells verify at both moments, by OpenSSL and by Go; the old
+/// serving chain is refused by the new bundle once the old leaf and the
+/// old CA have expired.
 fn assert_trust_matrix(old: &Side, new: &Side, rotated_at: OffsetDateTime) {
     assert_eq!(old.chain.len(), 1, "before the first rotation: no bridge");
     assert_eq!(new.chain.len(), 2, "after a rotation: leaf + bridge B");
@@ -100,20 +109,30 @@ fn assert_trust_matrix(old: &Side, new: &Side, rotated_at: OffsetDateTime) {
     for (moment, at) in moments {
         for chain in [old, new] {
             for bundle in [old, new] {
-                if let Err(e) = openssl(bundle, &chain.chain, at) {
-                    failures.push(format!(
-                        "{} serving chain x {} bundle {moment} ({at}): {e}",
-                        chain.name, bundle.name
-                    ));
+                let verdicts = [
+                    ("openssl", openssl(bundle, &chain.chain, at)),
+                    ("go", go(bundle, chain, at)),
+                ];
+                for (verifier, verdict) in verdicts {
+                    if let Err(e) = verdict {
+                        failures.push(format!(
+                            "{verifier}: {} serving chain x {} bundle {moment} ({at}): {e}",
+                            chain.name, bundle.name
+                        ));
+                    }
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "openssl verify: {failures:#?}");
+    assert!(failures.is_empty(), "{failures:#?}");
     let expired = old_leaf_end.max(old.ca.not_after()) + Duration::DAY;
     assert!(
         openssl(new, &old.chain, expired).is_err(),
         "openssl accepted the old serving chain at {expired}"
+    );
+    assert!(
+        go(new, old, expired).is_err(),
+        "go accepted the old serving chain at {expired}"
     );
     assert!(
         openssl(old, &new.chain[..1], moments[0].1).is_err(),
