@@ -10,30 +10,13 @@ mod support;
 use support::etcd;
 
 use support::cli::ok;
+use support::set::{T1, ack_exported};
 
 const T0: &str = "2026-01-01T00:00:00Z";
-const T1: &str = "2026-03-01T00:00:00Z";
 
 fn ack_all(url: &str, out: &std::path::Path) {
     for target in ["control-plane", "node-1"] {
-        // A fresh export for each target: an ack may move another
-        // target's certificates (the control plane's moves the kubelet's).
-        let _ = std::fs::remove_dir_all(out);
-        ok(&["export", url, out.to_str().unwrap()]);
-        let fp = ok(&[
-            "fingerprint",
-            out.join("targets").join(target).to_str().unwrap(),
-        ]);
-        ok(&[
-            "set",
-            "ack",
-            url,
-            target,
-            "--fingerprint",
-            fp.trim(),
-            "--now",
-            T1,
-        ]);
+        ack_exported(url, out, target);
     }
 }
 

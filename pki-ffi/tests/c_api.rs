@@ -6,6 +6,10 @@
 #![allow(clippy::expect_used, clippy::panic)]
 
 mod support;
+// A real kube-apiserver for the C test of a `kube://` store: pki-kube's
+// own test support, shared by path as the Go test shares it.
+#[path = "../../pki-kube/tests/support/mod.rs"]
+mod kube_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -225,6 +229,24 @@ fn set_rotates_and_refuses_bad_input_with_codes_and_the_store_unchanged() {
     let exe = build("set.c", &dir);
     let out = run(&exe, &[&dir]);
     assert!(out.contains("set: ") && out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn a_kube_store_opened_from_c_steps_a_signer_that_another_handle_reads_back() {
+    let server = kube_support::kube::KubeServer::start();
+    let _admin = kube_support::admin::Admin::new(&server);
+    let url = format!("kube://{}/c-signer", kube_support::admin::NAMESPACE);
+    let dir = scratch("c-kube");
+    let exe = build("kube.c", &dir);
+    let out = run(
+        &exe,
+        &[
+            Path::new(&url),
+            server.admin_kubeconfig(),
+            server.reader_kubeconfig(),
+        ],
+    );
+    assert!(out.contains("kube: ") && out.contains(" 0 failed"), "{out}");
 }
 
 #[test]

@@ -9,13 +9,39 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Variables every `pki` run of this test process gets (see
+/// [`set_pki_env`]).
+static PKI_ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Gives every `pki` run of this test process `vars` (`KUBECONFIG`, the
+/// store key): so that the helpers written for directory stores run
+/// unchanged on a store URL that needs them. Set once, before the first
+/// run; a test binary that sets it runs on one server for all its tests.
+pub fn set_pki_env(vars: &[(&str, &str)]) {
+    let vars = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    PKI_ENV
+        .set(vars)
+        .expect("set_pki_env is called once per test process");
+}
+
+/// `pki ARGS`, ready to run, with the variables of [`set_pki_env`].
+pub fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pki"));
+    command.args(args);
+    if let Some(vars) = PKI_ENV.get() {
+        command.envs(vars.iter().map(|(k, v)| (k, v)));
+    }
+    command
+}
 
 /// Runs `pki ARGS`.
 pub fn pki(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pki"))
-        .args(args)
-        .output()
-        .expect("run pki")
+    command(args).output().expect("run pki")
 }
 
 /// Bytes as text, lossily.

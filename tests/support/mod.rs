@@ -14,6 +14,8 @@ pub mod etcd;
 pub mod proxy;
 // Copying pki-rotate's store fixtures (tests/data), as its own tests do.
 pub mod external;
+// Go's crypto/x509 verifying a chain, built once per test process.
+pub mod go_x509;
 pub mod maker;
 pub mod openssl;
 pub mod redis;

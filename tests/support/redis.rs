@@ -177,8 +177,7 @@ exit 0
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pki"));
-        c.args(args);
+        let mut c = super::cli::command(args);
         // Where captures of a store URL go: inside the test directory.
         c.env("XDG_STATE_HOME", self.root.join("state"));
         c

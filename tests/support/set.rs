@@ -82,6 +82,29 @@ pub fn setup(dir: &str) {
     ]);
 }
 
+/// Acknowledges `target` of the set at store URL `url` with the
+/// fingerprint `pki fingerprint` computes from its files as `pki export`
+/// writes them into `out` (exported afresh: an ack may move another
+/// target's certificates, as the control plane's moves the kubelet's).
+pub fn ack_exported(url: &str, out: &Path, target: &str) {
+    let _ = std::fs::remove_dir_all(out);
+    ok(&["export", url, out.to_str().unwrap()]);
+    let fp = ok(&[
+        "fingerprint",
+        out.join("targets").join(target).to_str().unwrap(),
+    ]);
+    ok(&[
+        "set",
+        "ack",
+        url,
+        target,
+        "--fingerprint",
+        fp.trim(),
+        "--now",
+        T1,
+    ]);
+}
+
 pub fn ack(dir: &str, target: &str) {
     let fp = ok(&["fingerprint", &format!("{dir}/targets/{target}")]);
     let fp = fp.trim();
