@@ -34,6 +34,9 @@ use std::sync::{Arc, Mutex};
 /// between its read and its write.
 const ATTEMPTS: u32 = 5;
 
+/// How many notices a store keeps until they are taken.
+const MAX_NOTICES: usize = 64;
+
 /// The Secret type a Pod mounts as a TLS key pair.
 const TLS_TYPE: &str = "kubernetes.io/tls";
 
@@ -183,7 +186,7 @@ impl AsyncKubeStore {
         self.publishing.hook = hook;
     }
 
-    /// The notices since the last call.
+    /// The notices since the last call (the latest 64).
     pub fn take_notices(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.publishing.notices))
     }
@@ -192,7 +195,12 @@ impl AsyncKubeStore {
         if let Some(hook) = &self.publishing.hook {
             hook(&text);
         }
-        lock(&self.publishing.notices).push(text);
+        // A long-running embedder that never takes them keeps the latest.
+        let mut notices = lock(&self.publishing.notices);
+        if notices.len() >= MAX_NOTICES {
+            notices.remove(0);
+        }
+        notices.push(text);
     }
 
     /// Remembers what the document at `key` publishes at `revision`, for
