@@ -167,9 +167,28 @@ fn sealed(
         pki_rotate::keyring::STORE_KEY,
     ]
     .map(String::from);
-    Ok(SealedStore::new(store, keys, os_rng(), directory)
+    Ok(sealed_store(store, keys, directory)
         .check_creates_against(documents.clone())
         .check_key_against(documents))
+}
+
+/// `store` sealed with `keys`, leaving in clear what consumers read where
+/// the store publishes it: a directory store's published files; a
+/// `kube://` store's leaf keys, which it publishes in each leaf's
+/// `kubernetes.io/tls` Secret (CA keys, key rings and credentials stay
+/// sealed there).
+fn sealed_store<S: Store>(
+    store: S,
+    keys: SealingKeys,
+    directory: bool,
+) -> SealedStore<S, pki_core::OsRng> {
+    let kube = pki_kube::is_kube_url(&store.location());
+    let sealed = SealedStore::new(store, keys, os_rng(), directory || kube);
+    if kube && !directory {
+        sealed.clear_only(pki_rotate::is_published_leaf_key)
+    } else {
+        sealed
+    }
 }
 
 fn rotate(dir: &StoreArg, new_file: &Path) -> CliResult {
@@ -207,7 +226,7 @@ fn reseal_all(
     directory: bool,
     new_id: &str,
 ) -> CliResult {
-    let store = SealedStore::new(store, keys, os_rng(), directory);
+    let store = sealed_store(store, keys, directory);
     let mut resealed = 0;
     for key in documents {
         if store.reseal(key)? {

@@ -41,10 +41,15 @@ pub fn check_url(url: &str) -> Result<(), String> {
 /// choosing a context; else the in-cluster service account).
 pub fn open_url(url: &str) -> CliResult<Box<dyn Store + Send + Sync>> {
     if pki_kube::is_kube_url(url) {
-        let store = pki_kube::KubeStore::from_url(url).map_err(|e| match e {
+        let mut store = pki_kube::KubeStore::from_url(url).map_err(|e| match e {
             pki_kube::OpenError::Store(e) => CliError::from(e),
             other => CliError::new(other.to_string()),
         })?;
+        // What could not be published for consumers (the write stands), on
+        // stderr, one line each as the directory store's notices.
+        store.set_notice_hook(Some(Box::new(|notice| {
+            eprintln!("pki: {}", crate::common::one_line(notice))
+        })));
         return Ok(Box::new(store));
     }
     Ok(Box::new(open_etcd(url)?))

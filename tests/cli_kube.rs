@@ -2,8 +2,8 @@
 //! test, as pki-kube's own tests start it): every signer command takes
 //! `kube://NAMESPACE/NAME` for DIR with kubectl's credentials
 //! (`KUBECONFIG`), `pki export` writes what it holds in the directory
-//! layout, and with `PKI_STORE_KEY_FILE` no Secret holds a private key in
-//! clear. An account that may not read Secrets gets one line naming what
+//! layout, and with `PKI_STORE_KEY_FILE` no private key is in clear but
+//! a leaf's, in Secrets (its `kubernetes.io/tls` Secret and the shards). An account that may not read Secrets gets one line naming what
 //! it lacks (exit 1), `CONTEXT@` picks the kubeconfig's context, and a
 //! malformed `kube://` URL is bad usage (exit 2).
 
@@ -41,6 +41,101 @@ fn pki(kubeconfig: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
         .expect("run pki")
 }
 
+/// The PEM blocks of private keys in `text`, whatever their kind.
+fn private_keys(text: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let block = &rest[start..];
+        let Some(end) = block.find("-----END ") else {
+            break;
+        };
+        let close = block[end..].find("\n").map_or(block.len(), |n| end + n);
+        let pem = &block[..close];
+        if pem.lines().next().unwrap_or("").contains("PRIVATE KEY") {
+            keys.push(pem.trim().to_string());
+        }
+        rest = &block[close..];
+    }
+    keys
+}
+
+/// Sealed with `PKI_STORE_KEY_FILE`: no head, shard or ConfigMap holds a
+/// CA key (the exported `signer/tls.key`) or any private key but a leaf's,
+/// and a leaf's key is in clear only in Secrets, where consumers mount it
+/// (its `kubernetes.io/tls` Secret) and in the shards beside it.
+fn assert_private_material_only_in_leaf_secrets(admin: &Admin, config: &Path, exported: &Path) {
+    let ca_key = std::fs::read_to_string(exported.join("signer/tls.key")).unwrap();
+    let ca_keys = private_keys(&ca_key);
+    assert_eq!(ca_keys.len(), 1, "the exported CA key is one PEM key");
+    let secrets = admin.secrets();
+    let leaf_keys: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.type_.as_deref() == Some("kubernetes.io/tls"))
+        .flat_map(|s| {
+            let key = &s.data.as_ref().unwrap()["tls.key"].0;
+            private_keys(&String::from_utf8_lossy(key))
+        })
+        .collect();
+    let exported_leaf = std::fs::read_to_string(exported.join("certs/web/tls.key")).unwrap();
+    assert_eq!(leaf_keys, private_keys(&exported_leaf), "web's tls Secret");
+    let mut shards_with_keys = 0;
+    for secret in &secrets {
+        let kind = secret.type_.clone().unwrap_or_default();
+        for (name, value) in secret.data.clone().unwrap_or_default() {
+            let text = String::from_utf8_lossy(&value.0);
+            let where_ = format!("secret {:?}/{name} ({kind})", secret.metadata.name);
+            assert!(
+                !text.contains(&ca_keys[0]),
+                "{where_} holds the CA key in clear"
+            );
+            let found = private_keys(&text);
+            match kind.as_str() {
+                "kubernetes.io/tls" if name == "tls.key" => continue,
+                "pki.invalid/document-shard" if !found.is_empty() => shards_with_keys += 1,
+                _ => assert!(found.is_empty(), "{where_} holds a private key in clear"),
+            }
+            for key in found {
+                assert!(
+                    leaf_keys.contains(&key),
+                    "{where_}: a private key that is no leaf's"
+                );
+            }
+        }
+    }
+    assert!(
+        shards_with_keys > 0,
+        "the shards hold the leaf's key beside its Secret"
+    );
+    for map in configmaps(config) {
+        let text = format!("{:?}{:?}", map.data, map.binary_data);
+        assert!(
+            !text.contains("PRIVATE KEY"),
+            "configmap {:?}",
+            map.metadata.name
+        );
+    }
+}
+
+/// Every ConfigMap in the tests' namespace, read as the admin.
+fn configmaps(kubeconfig: &Path) -> Vec<k8s_openapi::api::core::v1::ConfigMap> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, NAMESPACE);
+        api.list(&Default::default()).await.unwrap().items
+    })
+}
+
 #[test]
 fn every_signer_command_works_on_a_kube_url_sealed_and_export_writes_the_layout() {
     let server = KubeServer::start();
@@ -71,24 +166,12 @@ fn every_signer_command_works_on_a_kube_url_sealed_and_export_writes_the_layout(
         &["status", &url, "--check", "--now", AFTER_ROTATION_POINT],
     );
 
-    // The store is Secrets labelled as pki's, none holding a key in clear.
-    assert!(!admin.store_objects("service-ca").is_empty());
-    for secret in admin.secrets() {
-        for (name, value) in secret.data.unwrap_or_default() {
-            let text = String::from_utf8_lossy(&value.0);
-            assert!(
-                !text.contains("PRIVATE KEY"),
-                "{:?}/{name} holds a private key in clear",
-                secret.metadata.name
-            );
-        }
-    }
-
     let exported = tmp.path().join("out");
     ok(sealed, &["export", &url, exported.to_str().unwrap()]);
     let chain = exported.join("certs/web/tls.crt");
     let bundle = exported.join("ca-bundle.crt");
     assert!(exported.join("certs/web/tls.key").exists());
+    assert_private_material_only_in_leaf_secrets(&admin, config, &exported);
     ok(
         &[],
         &[

@@ -299,13 +299,14 @@ fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
         let url = EtcdUrl::parse(url).map_err(|e| Failure::invalid(e.to_string()))?;
         Box::new(pki_etcd::EtcdStore::open(&url, options.etcd()?)?)
     };
+    // A kube:// store publishes each leaf's key in its kubernetes.io/tls
+    // Secret: leaf keys stay in clear for it, everything else private is
+    // sealed (etcd publishes nothing: all sealed).
+    let kube = pki_kube::is_kube_url(url);
+    let sealed = pki_rotate::SealedStore::new(store, keys, os_rng(), kube)
+        .clear_only(pki_rotate::is_published_leaf_key);
     Ok(pki_store {
-        backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
-            store,
-            keys,
-            os_rng(),
-            false,
-        ))),
+        backing: Backing::Files(Box::new(sealed)),
     })
 }
 

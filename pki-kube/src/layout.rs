@@ -27,6 +27,31 @@ pub const LABEL_GENERATION: &str = "pki.invalid/generation";
 /// The annotation holding a document's store key, on its head and shards.
 pub const ANNOTATION_KEY: &str = "pki.invalid/key";
 
+/// The label of the objects published for consumers, with
+/// [`PUBLISHED_LEAF`] or [`PUBLISHED_BUNDLE`]: none of a document's own
+/// Secrets (head, shards) carries it.
+pub const LABEL_PUBLISHED: &str = "pki.invalid/published";
+
+/// [`LABEL_PUBLISHED`] of a leaf's `kubernetes.io/tls` Secret.
+pub const PUBLISHED_LEAF: &str = "leaf";
+
+/// [`LABEL_PUBLISHED`] of the bundle's ConfigMap.
+pub const PUBLISHED_BUNDLE: &str = "bundle";
+
+/// The annotation naming the leaf a published Secret holds.
+pub const ANNOTATION_LEAF: &str = "pki.invalid/leaf";
+
+/// The annotation on a published object: the head sequence of the
+/// document it was published from. A publisher replaces or deletes only
+/// objects of a lower sequence. The bundle's ConfigMap is written last by
+/// a publication: its sequence is the one whose publication completed, and
+/// a reader whose head has a higher one publishes again.
+pub const ANNOTATION_SEQUENCE: &str = "pki.invalid/sequence";
+
+/// The annotation on a published object: SHA-256 (hex) of its content, so
+/// that a publisher skips an object that is already current.
+pub const ANNOTATION_DIGEST: &str = "pki.invalid/digest";
+
 /// The Secret type of a document's head, the commit point.
 pub const HEAD_TYPE: &str = "pki.invalid/document-head";
 
@@ -86,6 +111,44 @@ impl DocumentNames {
         format!("{}.{generation}.{index}", self.head)
     }
 
+    /// The name of the bundle's ConfigMap: the head's (another resource,
+    /// so the same name cannot collide).
+    pub fn bundle(&self) -> String {
+        self.head.clone()
+    }
+
+    /// The name of leaf `leaf`'s `kubernetes.io/tls` Secret:
+    /// `HEAD.leaf.LEAF` when the leaf's name is a DNS label, else
+    /// `HEAD.leafx.HASH` (the first 32 hex digits of its SHA-256). Never a
+    /// head's (those have at most two dots, these at least three) nor a
+    /// shard's (`HEAD.GENERATION.N`, GENERATION 16 hex digits, where these
+    /// have `leaf` or `leafx`), nor another document's (the head's name,
+    /// unique per key, comes first and holds no `.leaf`).
+    pub fn leaf(&self, leaf: &str) -> String {
+        let readable = !leaf.is_empty()
+            && leaf
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !leaf.starts_with('-')
+            && !leaf.ends_with('-')
+            && leaf.len() <= 63
+            && self.head.len() + ".leaf.".len() + leaf.len() <= MAX_OBJECT_NAME;
+        if readable {
+            format!("{}.leaf.{leaf}", self.head)
+        } else {
+            let hash = hex::encode(Sha256::digest(leaf.as_bytes()));
+            format!("{}.leafx.{}", self.head, &hash[..32])
+        }
+    }
+
+    /// The labels of an object published for consumers (`what`:
+    /// [`PUBLISHED_LEAF`] or [`PUBLISHED_BUNDLE`]).
+    pub fn published_labels(&self, store: &str, what: &str) -> BTreeMap<String, String> {
+        let mut labels = self.labels(store, None);
+        labels.insert(LABEL_PUBLISHED.to_string(), what.to_string());
+        labels
+    }
+
     /// The labels of the head (`generation` None) or of a shard.
     pub fn labels(&self, store: &str, generation: Option<&str>) -> BTreeMap<String, String> {
         let mut labels = BTreeMap::from([
@@ -112,6 +175,11 @@ pub(crate) struct Head {
     pub key: String,
     /// The write attempt that made this generation: 16 hex digits.
     pub generation: String,
+    /// The commit's place in the document's history: the replaced head's
+    /// sequence + 1, 1 for a new document (0: written before sequences).
+    /// Publications are ordered by it.
+    #[serde(default)]
+    pub sequence: u64,
     /// SHA-256 (hex) of each shard, in order; shard `i` is named
     /// [`DocumentNames::shard`]`(generation, i)`.
     pub shards: Vec<String>,
@@ -160,6 +228,67 @@ mod tests {
         let names = DocumentNames::new(&store, &"k".repeat(63));
         assert!(names.shard("0011223344556677", 4_000_000_000).len() <= 253);
         let labels = names.labels(&store, Some("0011223344556677"));
+        assert!(labels.values().all(|v| v.len() <= 63), "{labels:?}");
+    }
+
+    /// A DNS-1123 subdomain: dot-separated labels of `[a-z0-9-]`, each
+    /// starting and ending with a letter or digit, at most 253 in all.
+    fn is_object_name(name: &str) -> bool {
+        name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
+    #[test]
+    fn published_names_are_valid_and_meet_no_head_shard_or_other_leaf() {
+        let names = DocumentNames::new("prod", "signer");
+        assert_eq!(names.leaf("web"), "prod.signer.leaf.web");
+        assert_eq!(names.bundle(), "prod.signer");
+        let long_store = "s".repeat(63);
+        let keys = ["signer", "sets/etcd", "leaf", "x", &"k".repeat(63)];
+        let leaves = [
+            "web",
+            "web.ns",
+            "a_b",
+            "leaf",
+            "0011223344556677",
+            "-x",
+            &"l".repeat(64),
+        ];
+        let mut objects = std::collections::BTreeMap::new();
+        let mut add = |name: String, what: String| {
+            assert!(is_object_name(&name), "{name} ({what})");
+            if let Some(before) = objects.insert(name.clone(), what.clone()) {
+                panic!("{name} is both {before} and {what}");
+            }
+        };
+        for store in ["prod", "leaf", &long_store] {
+            for key in keys {
+                let names = DocumentNames::new(store, key);
+                add(names.head.clone(), format!("head {store}/{key}"));
+                for generation in ["0011223344556677", "ffffffffffffffff"] {
+                    for index in [0, 1, 4_000_000_000] {
+                        let shard = names.shard(generation, index);
+                        add(shard, format!("shard {store}/{key} {generation} {index}"));
+                    }
+                }
+                for leaf in leaves {
+                    add(names.leaf(leaf), format!("leaf {store}/{key}/{leaf}"));
+                }
+            }
+        }
+        // Names that are not DNS labels are hashed, and stay distinct.
+        let hashed = names.leaf("web.ns");
+        assert!(hashed.starts_with("prod.signer.leafx."), "{hashed}");
+        assert_ne!(names.leaf("a_b"), names.leaf("a-b"));
+        let labels = names.published_labels(&long_store, PUBLISHED_LEAF);
         assert!(labels.values().all(|v| v.len() <= 63), "{labels:?}");
     }
 }

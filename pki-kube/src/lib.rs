@@ -44,6 +44,8 @@
 //! ```text
 //! Secret NAME.KEY                   the head: the commit point; its resourceVersion is the document's Revision
 //! Secret NAME.KEY.GENERATION.N      shard N of the generation the head names (immutable)
+//! Secret NAME.KEY.leaf.LEAF         published: leaf LEAF as a Pod mounts it (kubernetes.io/tls)
+//! ConfigMap NAME.KEY                published: the bundle (ca-bundle.crt), written last
 //! ```
 //!
 //! (A key that is not a DNS label, such as `sets/etcd`, is named by its
@@ -51,7 +53,7 @@
 //! holds one small `head.json`, whatever the document's size:
 //!
 //! ```json
-//! {"format": 1, "key": "signer", "generation": "9f0c2a7be41d3350",
+//! {"format": 1, "key": "signer", "generation": "9f0c2a7be41d3350", "sequence": 7,
 //!  "shards": ["<sha256 of shard 0>", "<sha256 of shard 1>"],
 //!  "files": 40001, "dirs": ["certs"], "summary": "<json>"}
 //! ```
@@ -77,13 +79,45 @@
 //! ConfigMap head would split one document across two resources, so an
 //! account would need rights on both to read it and a 403 could come
 //! half-way; with the head a Secret too, one rule on `secrets` (get,
-//! create, update, delete) is all a store needs, and an account without it
-//! is refused on the first request, before anything is written.
+//! create, update, delete, list) is all the document needs, and an account
+//! without it is refused on the first request, before anything is
+//! written. Publishing also needs `configmaps` (get, create, update); an
+//! account without it reads and writes documents all the same, and each
+//! write's notice says what it may not do.
 //!
-//! The objects consumers use as they are (each leaf a `kubernetes.io/tls`
-//! Secret, the bundle a ConfigMap `ca-bundle.crt`) are not written yet.
-//! They will be published after the commit, as the directory store's
-//! published files are.
+//! `sequence` numbers the commits of a document (the replaced head's + 1,
+//! 1 for a new document): publications are ordered by it.
+//!
+//! **What consumers use as they are.** After each commit the document is
+//! published, by the rule on paths of [`pki_rotate::Publication`] (the
+//! signer's and the external CA's `ca-bundle.crt` and `certs/LEAF/`; a CA
+//! set, a key ring and a credential publish no bundle and no leaf):
+//!
+//! - each leaf a Secret of type `kubernetes.io/tls`, `NAME.KEY.leaf.LEAF`
+//!   (`NAME.KEY.leafx.HASH` for a leaf name that is not a DNS label),
+//!   holding `tls.crt` (the serving chain, leaf first), `tls.key` and
+//!   `ca.crt` (the bundle): a Pod mounts it unchanged;
+//! - the bundle a ConfigMap `NAME.KEY` with `ca-bundle.crt` (for a
+//!   document without a bundle, no data: it records the publication).
+//!
+//! They carry the labels above plus `pki.invalid/published: leaf|bundle`
+//! (so `keys` never takes them for documents), and the annotations
+//! `pki.invalid/key`, `pki.invalid/leaf`, `pki.invalid/sequence` (the
+//! commit they were published from) and `pki.invalid/digest` (SHA-256 of
+//! their content). No name can meet a head's (at most two dots) or a
+//! shard's (`GENERATION` is 16 hex digits, never `leaf`). An object of such
+//! a name that pki did not make (without this store's and document's
+//! labels) is never replaced or deleted: the store's notice
+//! ([`KubeStore::set_notice_hook`]; the CLI prints it) names it.
+//!
+//! A store sealed with `PKI_STORE_KEY_FILE` seals every private file
+//! except leaf keys, which its leaf Secrets publish (the CLI and the C ABI
+//! pass [`pki_rotate::SealedStore::clear_only`] with
+//! [`pki_rotate::is_published_leaf_key`]): CA keys, key rings and
+//! credentials are sealed in the shards, and a leaf's key is in clear only
+//! in Secrets, its own and the shards beside it, as the directory store
+//! leaves published leaf keys in clear (0600). A leaf whose key reaches
+//! the store sealed is not published.
 //!
 //! # Writing
 //!
@@ -102,8 +136,31 @@
 //!    names the attempt's generation, which no other writer knows;
 //!    otherwise the outcome is unknown
 //!    ([`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome)).
-//! 3. **After the commit**: the replaced generation's shards are deleted.
-//!    A losing or failed attempt deletes its own shards.
+//! 3. **After the commit**: the document is published (never failing the
+//!    write: a failure is a notice), then the replaced generation's shards
+//!    are deleted and abandoned attempts swept. A losing or failed attempt
+//!    deletes its own shards and publishes nothing.
+//!
+//! A publication writes only what changed: the leaf Secrets whose digest
+//! differs from what the document it replaced published, the deletions
+//! of the leaves it dropped, and the ConfigMap, last, whose sequence
+//! records that the publication completed. It compares with the document
+//! the store last read or wrote at the revision it replaces, when that
+//! publication is recorded complete (the driver reads before it writes, so
+//! a one-leaf step writes one Secret and the ConfigMap); otherwise with
+//! one list of the document's leaf Secrets' metadata. Each object is read,
+//! then created, or replaced with its resourceVersion only when its
+//! sequence is lower than the publication's (a 409 reads it again); a
+//! deletion names the resourceVersion too.
+//!
+//! A read of a head ([`Store::get`](pki_rotate::Store::get), and
+//! [`Store::get_summary`](pki_rotate::Store::get_summary), the one read of a
+//! no-op step) also reads the ConfigMap; when its sequence lags the head's
+//! (a crash or failure between a commit and its publication), the store
+//! reads the document and publishes it before answering. Best effort: a
+//! failure to publish never fails the read. An account that may not write
+//! ConfigMaps or Secrets (a read-only one) gets its answers as before; the
+//! publication waits for the next read or write by an account that may.
 //!
 //! A reader reads the head, then the shards it names, each checked against
 //! the SHA-256 the head records, and checks the file count. A shard that
@@ -131,6 +188,21 @@
 //! - **Nothing written on any failure.** A refused account, a server that
 //!   stops answering, or a hook failing before the commit leaves the head
 //!   as it was; the attempt then deletes what it created.
+//! - **Published objects never go back.** A publisher replaces or deletes
+//!   only objects of a lower sequence, with their resourceVersion, so when
+//!   two writers commit one after the other and publish in the opposite
+//!   order, the later commit's objects stay. A late publisher may create a
+//!   leaf Secret that a newer one just deleted; before it writes the
+//!   ConfigMap it finds the newer sequence there and deletes what it
+//!   created (unless changed since), and a newer publisher that finds the
+//!   ConfigMap written by an older one since it started compares with the
+//!   listed leaves again. Published objects are never read as the document:
+//!   a crash during a publication cannot change what the store reads.
+//! - **Publication converges.** A crash after the commit leaves the head
+//!   new and the ConfigMap at the previous sequence (it is written last);
+//!   the next read of the head, a no-op step's included, sees the lag and
+//!   publishes, as does the next write. A crash before the commit
+//!   publishes nothing: the objects stay those of the old head.
 //! - **Abandoned attempts are swept.** An attempt killed between its
 //!   shards and its commit leaves shards no head names. After each commit,
 //!   the writer lists the document's shards (metadata only) and removes

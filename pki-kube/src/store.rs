@@ -2,11 +2,16 @@
 //! traits over the API server. Reading a document is in [`read`], writing
 //! one in [`write`]; the requests both use are here.
 
+mod publish;
 mod read;
 mod write;
 
+pub use publish::NoticeHook;
+
 use crate::fail::{self, Doing, Fail};
-use crate::layout::{ANNOTATION_KEY, LABEL_GENERATION, LABEL_MANAGED_BY, LABEL_STORE, MANAGED_BY};
+use crate::layout::{
+    ANNOTATION_KEY, LABEL_GENERATION, LABEL_MANAGED_BY, LABEL_PUBLISHED, LABEL_STORE, MANAGED_BY,
+};
 use crate::options::{self, KubeOptions};
 use crate::url::{KubeUrl, UrlError};
 use k8s_openapi::api::core::v1::Secret;
@@ -42,6 +47,7 @@ pub struct AsyncKubeStore {
     options: KubeOptions,
     secrets: Api<Secret>,
     hook: Option<WriteHook>,
+    publishing: publish::Publishing,
 }
 
 impl std::fmt::Debug for AsyncKubeStore {
@@ -60,6 +66,7 @@ impl AsyncKubeStore {
     pub async fn open(url: &KubeUrl, options: KubeOptions) -> Result<Self> {
         let client = options::client(url, &options).await?;
         Ok(AsyncKubeStore {
+            publishing: publish::Publishing::new(client.clone(), url.namespace()),
             secrets: Api::namespaced(client, url.namespace()),
             url: url.clone(),
             options,
@@ -118,7 +125,7 @@ impl AsyncKubeStore {
     /// metadata, whatever the documents' size.
     pub async fn keys(&self) -> Result<Vec<String>> {
         let selector = format!(
-            "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_STORE}={},!{LABEL_GENERATION}",
+            "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_STORE}={},!{LABEL_GENERATION},!{LABEL_PUBLISHED}",
             self.url.name()
         );
         let params = ListParams::default().labels(&selector);
@@ -260,6 +267,16 @@ impl KubeStore {
     /// See [`AsyncKubeStore::set_write_hook`].
     pub fn set_write_hook(&mut self, hook: Option<WriteHook>) {
         self.store.set_write_hook(hook);
+    }
+
+    /// See [`AsyncKubeStore::set_notice_hook`].
+    pub fn set_notice_hook(&mut self, hook: Option<NoticeHook>) {
+        self.store.set_notice_hook(hook);
+    }
+
+    /// See [`AsyncKubeStore::take_notices`].
+    pub fn take_notices(&self) -> Vec<String> {
+        self.store.take_notices()
     }
 
     fn block_on<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {

@@ -82,8 +82,9 @@ pub use keyring::{
     ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
 };
 pub use model::document::{
-    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, SecretData, files_from_secret_data,
-    files_to_secret_data, is_secret_data_key, read_checked, secret_data_key, validate_path,
+    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, Publication, PublishedLeaf,
+    SecretData, files_from_secret_data, files_to_secret_data, is_published_leaf_key,
+    is_secret_data_key, read_checked, secret_data_key, validate_path,
 };
 pub use model::error::{
     CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,

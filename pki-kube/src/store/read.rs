@@ -110,7 +110,12 @@ impl AsyncKubeStore {
                 return Ok(None);
             };
             match self.read_shards(&names, &read.head).await {
-                Ok(files) => return Ok(Some((files, read.revision))),
+                Ok(files) => {
+                    // A publication that a crash or failure left behind.
+                    let committed = (read.head.sequence, &read.revision);
+                    self.catch_up(key, &names, committed, &files).await;
+                    return Ok(Some((files, read.revision)));
+                }
                 Err(ShardsFail::Error(e)) => return Err(e),
                 // The same head twice and still a shard missing: damage.
                 Err(ShardsFail::Missing(name)) if seen.as_ref() == Some(&read.revision) => {
@@ -180,6 +185,11 @@ impl AsyncKubeStore {
         let Some(read) = self.read_head(key, &names).await? else {
             return Ok(None);
         };
+        // A publication that a crash or failure left behind: a whole read
+        // publishes it (best effort; the summary is answered regardless).
+        if self.publication_lags(&names, read.head.sequence).await {
+            let _ = self.read(key).await;
+        }
         Ok(read
             .head
             .summary

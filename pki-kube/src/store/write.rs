@@ -56,7 +56,8 @@ impl AsyncKubeStore {
                 found,
             }));
         }
-        let generation = self.generation(key, &names, files, summary)?;
+        let sequence = current.as_ref().map_or(1, |read| read.head.sequence + 1);
+        let generation = self.generation(key, &names, files, summary, sequence)?;
         // 1. Before the commit: the shards, which no head names yet.
         let started = match self.create_shards(key, &names, &generation).await {
             Ok(started) => started,
@@ -78,7 +79,10 @@ impl AsyncKubeStore {
                 self.resolve(key, &names, &generation.name, &fail).await?
             }
         };
-        // 3. After it: the replaced generation, which no head names any more.
+        // After it: the objects consumers use (never failing the write).
+        self.publish(key, &names, (sequence, &committed), files, expected)
+            .await;
+        // 3. The replaced generation, which no head names any more.
         if let Some(old) = current {
             self.remove_generation(&names, &old.head.generation, old.head.shards.len())
                 .await;
@@ -96,6 +100,7 @@ impl AsyncKubeStore {
         names: &DocumentNames,
         files: &Files,
         summary: Option<&Summary>,
+        sequence: u64,
     ) -> Result<Generation> {
         let location = format!("{}: secret {}", self.url, names.head);
         let name = new_generation()
@@ -105,6 +110,7 @@ impl AsyncKubeStore {
             format: HEAD_FORMAT,
             key: key.to_string(),
             generation: name.clone(),
+            sequence,
             shards: shards.iter().map(Shard::digest).collect(),
             files: files.len(),
             dirs: files.dirs().map(str::to_string).collect(),

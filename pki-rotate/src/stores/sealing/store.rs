@@ -87,6 +87,8 @@ pub struct SealedStore<S, R> {
     inner: S,
     keys: SealingKeys,
     published_in_clear: bool,
+    /// Of the published files, those left in clear (None: all of them).
+    clear_only: Option<fn(&str) -> bool>,
     rng: Mutex<R>,
     neighbours: Vec<String>,
     /// The documents whose sealed values say which key the store is
@@ -117,12 +119,23 @@ impl<S, R: CryptoRng> SealedStore<S, R> {
             inner,
             keys,
             published_in_clear,
+            clear_only: None,
             rng: Mutex::new(rng),
             neighbours: Vec::new(),
             witnesses: Vec::new(),
             public_reads: false,
             key_checked: AtomicBool::new(false),
         }
+    }
+
+    /// With `published_in_clear`, leaves in clear only the published
+    /// secret files `rule` accepts; the others are sealed. A store of
+    /// Kubernetes objects publishes leaves' keys in their `kubernetes.io/tls`
+    /// Secrets ([`crate::is_published_leaf_key`]) but no key ring or
+    /// credential, which stay sealed there.
+    pub fn clear_only(mut self, rule: fn(&str) -> bool) -> Self {
+        self.clear_only = Some(rule);
+        self
     }
 
     /// Documents whose sealed values tell which store key the store is

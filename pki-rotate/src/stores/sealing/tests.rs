@@ -194,6 +194,30 @@ fn a_directory_store_keeps_what_consumers_read_in_clear_and_seals_the_ca_key() {
 }
 
 #[test]
+fn a_store_of_consumer_objects_keeps_leaf_keys_in_clear_and_seals_the_rest() {
+    let raw = MemoryStore::new();
+    let sealed = SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), true)
+        .clear_only(crate::is_published_leaf_key);
+    Driver::new(&sealed)
+        .create::<SignerEngine>("signer", &signer())
+        .unwrap();
+    let (files, _) = raw.get("signer").unwrap().unwrap();
+    assert!(is_sealed(files.get("signer/tls.key").unwrap()));
+    let leaf_key = files.get("certs/web/tls.key").unwrap();
+    assert!(leaf_key.starts_with(b"-----BEGIN PRIVATE KEY-----"));
+    // Without the rule, every published secret file would be in clear; with
+    // a rule refusing everything, none is.
+    let none =
+        SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), true).clear_only(|_| false);
+    Driver::new(&none)
+        .create::<SignerEngine>("other", &signer())
+        .unwrap();
+    let (files, _) = raw.get("other").unwrap().unwrap();
+    assert!(is_sealed(files.get("certs/web/tls.key").unwrap()));
+    Driver::new(&sealed).load::<SignerEngine>("signer").unwrap();
+}
+
+#[test]
 fn a_sealed_file_copied_onto_another_file_fails_to_open() {
     let raw = MemoryStore::new();
     let sealed = SealedStore::new(&raw, SealingKeys::single(key(1)), rng(), false);

@@ -49,7 +49,9 @@ pub(super) fn with_state_paths(paths: &BTreeSet<String>) -> Option<BTreeSet<Stri
 
 impl<S, R: CryptoRng> SealedStore<S, R> {
     pub(super) fn stays_clear(&self, kind: Option<Kind>, path: &str) -> bool {
-        self.published_in_clear && kind.is_some_and(|k| (k.published_secret)(path))
+        self.published_in_clear
+            && kind.is_some_and(|k| (k.published_secret)(path))
+            && self.clear_only.is_none_or(|rule| rule(path))
     }
 
     /// The kind of the document at `key` whose files (as the store beneath
