@@ -1374,8 +1374,9 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *   credentials: the `kubeconfig_file` option, else `KUBECONFIG` or
  *   `~/.kube/config` (CONTEXT picks a context), else the in-cluster
  *   service account. The server is contacted here, within the connect
- *   timeout; an account that may not use Secrets there fails with one
- *   line naming the verb;
+ *   timeout; an account that may not use Secrets there fails on its
+ *   first read or write of the store (`PKI_RESULT_STORE`), with one line
+ *   naming the verb and the resource, before anything is written;
  * - `memory:`: a new, empty store in memory, whose documents live as long
  *   as the store (tests, and programs that copy documents in and out);
  * - anything else: the directory store at that path, created (mode 0700)
