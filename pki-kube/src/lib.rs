@@ -166,6 +166,7 @@ pub use url::{KubeUrl, MAX_NAME_LEN, SCHEME, UrlError, is_kube_url};
 /// What the fuzz targets read, without a server; not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
+    use crate::layout::bucket;
     use crate::layout::shard::{Shard, Unpacker};
 
     /// A shard's two data keys: its index and its data.
@@ -191,10 +192,23 @@ pub mod fuzzing {
             .collect())
     }
 
-    /// A head Secret's `head.json`, read as a store reads it.
-    pub fn head(bytes: &[u8]) -> Result<(), String> {
-        serde_json::from_slice::<crate::layout::Head>(bytes)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    /// The files of each of `count` buckets (1 when 0), as a whole write
+    /// splits them.
+    pub fn buckets(
+        files: &pki_rotate::Files,
+        count: usize,
+    ) -> Result<Vec<pki_rotate::Files>, String> {
+        bucket::split(files, count).map_err(|e| e.to_string())
+    }
+
+    /// The bucket of the file at `path` in a document of `count` buckets.
+    pub fn bucket_of(path: &str, count: usize) -> usize {
+        bucket::of(path, count)
+    }
+
+    /// A head Secret's `head.json` (format 1 or 2), read and checked as a
+    /// store reads it: the number of buckets it names.
+    pub fn head(bytes: &[u8]) -> Result<usize, String> {
+        crate::layout::Head::parse(bytes).map(|(head, _)| head.buckets.len())
     }
 }
