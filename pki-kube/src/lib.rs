@@ -192,6 +192,15 @@ pub mod fuzzing {
             .collect())
     }
 
+    /// A shard's SHA-256 (hex), as a head records it.
+    pub fn digest(index: &[u8], data: &[u8]) -> String {
+        Shard {
+            index: index.to_vec(),
+            data: data.to_vec(),
+        }
+        .digest()
+    }
+
     /// The files of each of `count` buckets (1 when 0), as a whole write
     /// splits them.
     pub fn buckets(

@@ -21,6 +21,10 @@ use pki_rotate::store::validate_key;
 use pki_rotate::{Files, Result, Revision, RotateError, StoreError, Summary};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A write of changes sweeps abandoned shards when its head's sequence is
+/// a multiple of this (a whole write always does).
+const SWEEP_EVERY: u64 = 16;
+
 /// Why a commit failed.
 enum CommitFail {
     /// The server refused it, or it was never sent: nothing changed.
@@ -32,6 +36,8 @@ enum CommitFail {
 /// What one write attempt commits: the shards it creates (by name),
 /// under a generation of its own, and the head naming them.
 pub(super) struct Attempt {
+    /// Whether every bucket is written (a whole write).
+    pub whole: bool,
     pub generation: String,
     pub shards: Vec<(String, Shard)>,
     pub head: Head,
@@ -92,7 +98,9 @@ impl AsyncKubeStore {
             dirs: files.dirs().map(str::to_string).collect(),
             summary: summary.map(|s| s.as_str().to_string()),
         };
-        self.attempt(names, head, &buckets)
+        let mut attempt = self.attempt(names, head, &buckets)?;
+        attempt.whole = true;
+        Ok(attempt)
     }
 
     /// The attempt that writes `buckets` (by number) as new shards of a
@@ -137,6 +145,7 @@ impl AsyncKubeStore {
             ));
         }
         Ok(Attempt {
+            whole: false,
             generation,
             shards,
             head,
@@ -181,7 +190,11 @@ impl AsyncKubeStore {
             let replaced = old.shard_names(names);
             self.remove_shards(replaced.difference(&named)).await;
         }
-        if let Some(started) = started {
+        // The sweep lists every shard of the document: a whole write sweeps,
+        // a write of changes one time in SWEEP_EVERY, so that its cost
+        // stays O(1) per write on average.
+        let sweeps = attempt.whole || attempt.head.sequence % SWEEP_EVERY == 0;
+        if let Some(started) = started.filter(|_| sweeps) {
             self.sweep(names, &named, started).await;
         }
         Ok(committed)
