@@ -193,7 +193,7 @@ impl AsyncKubeStore {
         // The sweep lists every shard of the document: a whole write sweeps,
         // a write of changes one time in SWEEP_EVERY, so that its cost
         // stays O(1) per write on average.
-        let sweeps = attempt.whole || attempt.head.sequence % SWEEP_EVERY == 0;
+        let sweeps = attempt.whole || attempt.head.sequence.is_multiple_of(SWEEP_EVERY);
         if let Some(started) = started.filter(|_| sweeps) {
             self.sweep(names, &named, started).await;
         }
