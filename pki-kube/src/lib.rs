@@ -72,7 +72,8 @@
 //! the bucket's shards. A shard (type `pki.invalid/document-shard`,
 //! created immutable) holds `index.json`, the pieces it carries (`{"path",
 //! "secret", "len", "total"}`), and `data`, their bytes. An empty bucket
-//! has no shard. 10,000 leaves are about 200 buckets of one shard each.
+//! has no shard. A signer of 10,000 leaves is about 120 buckets of one
+//! shard each.
 //!
 //! **The head** (type `pki.invalid/document-head`) holds one `head.json`
 //! (format 2):
@@ -154,8 +155,8 @@
 //! one-leaf issue, renewal or removal reads the head and at most five
 //! buckets, then writes: the head read again, the two buckets it changes
 //! read, their new shards created, the commit, the two replaced shards
-//! deleted. The API server counted 9 Secrets read and 5 written for it at
-//! 100 leaves and at 4,000 (tests/changes.rs).
+//! deleted: the API server counts at most 9 Secrets read and 5 written
+//! for it, at 100 leaves as at 4,000 (tests/changes.rs).
 //!
 //! # Why it is safe
 //!
