@@ -10,8 +10,15 @@
 //! received per step (from its `/metrics`), which should not grow with the
 //! store.
 //!
+//! A `kube://` store on a real kube-apiserver (PKI_KUBE_APISERVER and
+//! PKI_KUBE_ETCD, as pki-kube's tests find them; skipped with a line when
+//! unset) runs the rows a step by parts and an idle step take (`issue`,
+//! `renew`, `no-op rotate`), and prints how many Secrets one `issue` reads
+//! and writes (counted by the API server's own metrics).
+//!
 //! ```text
-//! cargo bench --bench scale                      # both stores (etcd from PATH or PKI_ETCD_BIN)
+//! cargo bench --bench scale                      # every store (etcd from PATH or PKI_ETCD_BIN)
+//! cargo bench --bench scale -- --kube            # only the kube:// rows
 //! cargo bench --bench scale -- --big 100000      # 100,000 leaves on etcd: init, issue, no-op
 //!                                                # rotate, full rotation, status; peak memory
 //! cargo bench --bench scale -- --big-fs 100000   # the same on a directory store
@@ -20,12 +27,19 @@
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// The etcd and kube-apiserver supports each include the one `free_port`
+// (pki-etcd/tests/support/free_port.rs) by path.
+#![allow(clippy::duplicate_mod)]
 
 #[path = "support/signer.rs"]
 mod support;
 
 #[path = "../pki-etcd/tests/support/etcd.rs"]
 mod etcd;
+
+// The API server and its admin client: pki-kube's own test support.
+#[path = "../pki-kube/tests/support/mod.rs"]
+mod kube_support;
 
 use criterion::Criterion;
 use pki_rotate::status::SignerStatus;
@@ -223,7 +237,21 @@ fn median(group: &str, function: &str) -> Option<f64> {
     Some(json["median"]["point_estimate"].as_f64()? / 1e9)
 }
 
+/// The rows a `kube://` store runs: the steps that read parts of the
+/// document or its summary (`status --check` reads every shard to check
+/// it, and the process would need a kubeconfig of its own).
+const KUBE_ROWS: [&str; 3] = ["issue", "renew", "no-op rotate"];
+
 fn bench_store<S: Store>(c: &mut Criterion, kind: &str, stores: [(usize, &S, String); 2]) {
+    bench_rows(c, kind, stores, &ROWS);
+}
+
+fn bench_rows<S: Store>(
+    c: &mut Criterion,
+    kind: &str,
+    stores: [(usize, &S, String); 2],
+    rows: &[&str],
+) {
     for (leaves, store, location) in stores {
         let mut steps = Steps {
             store,
@@ -235,7 +263,7 @@ fn bench_store<S: Store>(c: &mut Criterion, kind: &str, stores: [(usize, &S, Str
         group.sample_size(10);
         group.warm_up_time(Duration::from_millis(500));
         group.measurement_time(Duration::from_secs(3));
-        for row in ROWS {
+        for &row in rows {
             group.bench_function(row, |b| b.iter(|| steps.run(row)));
         }
         group.finish();
@@ -479,8 +507,100 @@ fn phases<S: Store>(kind: &str, store: &S, n: usize) {
     timed("status: SignerStatus::of", started);
 }
 
+/// The kube-apiserver and a `kube://` store of [`SMALL`] and of [`LARGE`]
+/// leaves, each made by one whole write; None (with a line) when the
+/// server's binaries are not given.
+fn kube_stores() -> Option<(
+    kube_support::kube::KubeServer,
+    kube_support::admin::Admin,
+    Vec<pki_kube::KubeStore>,
+)> {
+    if std::env::var_os("PKI_KUBE_APISERVER").is_none() {
+        println!("kube  skipped: PKI_KUBE_APISERVER and PKI_KUBE_ETCD are not set");
+        return None;
+    }
+    let server = kube_support::kube::KubeServer::start();
+    let admin = kube_support::admin::Admin::new(&server);
+    let stores = [SMALL, LARGE]
+        .iter()
+        .map(|&n| {
+            let store = kube_support::admin::open(
+                server.admin_kubeconfig(),
+                &format!("kube://{}/scale{n}", kube_support::admin::NAMESPACE),
+            );
+            let started = Instant::now();
+            Driver::new(&store)
+                .create_at::<SignerEngine>("signer", &signer_with_leaves(n), T0)
+                .unwrap();
+            println!(
+                "kube  {n:>6} leaves: created in {:.1} s, {} Secrets",
+                started.elapsed().as_secs_f64(),
+                admin.store_objects(&format!("scale{n}")).len()
+            );
+            store
+        })
+        .collect();
+    Some((server, admin, stores))
+}
+
+/// Secrets the API server served for one `issue` and one `no-op rotate`
+/// on each kube store.
+fn kube_requests(admin: &kube_support::admin::Admin, stores: &[pki_kube::KubeStore]) {
+    for (n, store) in [SMALL, LARGE].iter().zip(stores) {
+        let mut steps = Steps {
+            store,
+            location: String::new(),
+            rng: ChaCha20Rng::seed_from_u64(98),
+            next_leaf: 2_000_000,
+        };
+        for row in ["issue", "no-op rotate"] {
+            let before = admin.secret_requests();
+            steps.run(row);
+            let after = admin.secret_requests();
+            let count = |verbs: &[&str]| -> u64 {
+                verbs
+                    .iter()
+                    .map(|v| after.get(*v).unwrap_or(&0) - before.get(*v).unwrap_or(&0))
+                    .sum()
+            };
+            println!(
+                "kube  {row:<15} {n:>6} leaves: {} Secrets read (GET, LIST), {} written (create, update, delete)",
+                count(&["GET", "LIST"]),
+                count(&["POST", "PUT", "DELETE"])
+            );
+        }
+    }
+}
+
+/// The kube rows, their ratios and the Secrets per step.
+fn bench_kube(c: &mut Criterion) {
+    let Some((server, admin, stores)) = kube_stores() else {
+        return;
+    };
+    let url = |n: usize| format!("kube://{}/scale{n}", kube_support::admin::NAMESPACE);
+    bench_rows(
+        c,
+        "kube",
+        [
+            (SMALL, &stores[0], url(SMALL)),
+            (LARGE, &stores[1], url(LARGE)),
+        ],
+        &KUBE_ROWS,
+    );
+    c.final_summary();
+    println!();
+    ratios("kube");
+    kube_requests(&admin, &stores);
+    drop(server);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--kube") {
+        let mut c = Criterion::default();
+        bench_kube(&mut c);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--phases") {
         let server = etcd::Etcd::start();
         for n in args[i + 1..].iter().filter_map(|n| n.parse::<usize>().ok()) {
@@ -557,4 +677,6 @@ fn main() {
     for (n, store) in [SMALL, LARGE].iter().zip(&stores) {
         bytes_per_step(&server, store, *n);
     }
+    drop(server);
+    bench_kube(&mut c);
 }

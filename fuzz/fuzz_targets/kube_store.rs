@@ -1,17 +1,19 @@
 //! What a `kube://` store reads: store URLs and, from Secrets a writer of
-//! the namespace may have changed, a head's `head.json` and the shards of
-//! a document's files.
+//! the namespace may have changed, a head's `head.json` (format 1 or 2)
+//! and the shards of a document's files.
 //!
 //! The first byte chooses: a URL (text), a head, or shards (the rest cut
 //! at each `0xff` into index, data, index, data…). Checks: no panic; a
 //! refusal is one line; an accepted URL writes a form that reads back to
-//! the same value; shards that read as files are packed again into shards
-//! that read as the same files.
+//! the same value; an accepted head names at least one bucket; shards that
+//! read as files are split into buckets (each file in the bucket its path
+//! gives, none lost), and each bucket packed again into shards that read
+//! as the same files.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use pki_kube::KubeUrl;
-use pki_kube::fuzzing::{head, pack, unpack};
+use pki_kube::fuzzing::{bucket_of, buckets, head, pack, unpack};
 
 fn one_line(message: &str) {
     assert!(!message.is_empty() && !message.contains('\n'), "{message}");
@@ -36,11 +38,10 @@ fuzz_target!(|data: &[u8]| {
                 Err(e) => one_line(&e.to_string()),
             }
         }
-        1 => {
-            if let Err(e) = head(rest) {
-                assert!(!e.is_empty());
-            }
-        }
+        1 => match head(rest) {
+            Ok(count) => assert!(count >= 1),
+            Err(e) => assert!(!e.is_empty()),
+        },
         _ => {
             let parts: Vec<&[u8]> = rest.split(|&b| b == 0xff).collect();
             let shards: Vec<(Vec<u8>, Vec<u8>)> = parts
@@ -54,9 +55,21 @@ fuzz_target!(|data: &[u8]| {
                 .collect();
             match unpack(&shards) {
                 Ok(files) => {
-                    let again = pack(&files).expect("files read back pack again");
-                    let back = unpack(&again).expect("our own shards read back");
-                    assert!(back == files, "the files changed through pack and unpack");
+                    let count = 1 + rest.len() % 7;
+                    let split = buckets(&files, count).expect("files read back split");
+                    assert_eq!(split.len(), count);
+                    let mut total = 0;
+                    for (index, bucket) in split.iter().enumerate() {
+                        for (path, file) in bucket.iter() {
+                            assert_eq!(bucket_of(path, count), index, "{path}");
+                            assert!(files.file(path) == Some(file));
+                        }
+                        total += bucket.len();
+                        let again = pack(bucket).expect("files read back pack again");
+                        let back = unpack(&again).expect("our own shards read back");
+                        assert!(back == *bucket, "the files changed through pack and unpack");
+                    }
+                    assert_eq!(total, files.len(), "a file lost in the split");
                 }
                 Err(e) => one_line(&e),
             }

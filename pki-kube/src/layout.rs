@@ -1,11 +1,13 @@
 //! What a document is made of in the API server: the names of its head
 //! and shard Secrets, their labels and types, and the head's JSON. The
-//! crate docs describe the layout; `shard` cuts files into shards.
+//! crate docs describe the layout; `bucket` says which bucket a file
+//! goes in, `shard` cuts a bucket's files into shards.
 
+pub(crate) mod bucket;
 pub(crate) mod shard;
 
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The label every object of every store carries (Kubernetes'
 /// recommended `managed-by` label).
@@ -61,8 +63,9 @@ pub const SHARD_TYPE: &str = "pki.invalid/document-shard";
 /// The head's one data key.
 pub(crate) const HEAD_DATA: &str = "head.json";
 
-/// The head format this build writes and reads.
-pub const HEAD_FORMAT: u32 = 1;
+/// The head format this build writes (it also reads
+/// [`HEAD_FORMAT_V1`]): 2, files in buckets.
+pub const HEAD_FORMAT: u32 = 2;
 
 /// Longest Kubernetes object name (a DNS-1123 subdomain).
 const MAX_OBJECT_NAME: usize = 253;
@@ -163,9 +166,10 @@ impl DocumentNames {
     }
 }
 
-/// The head's JSON: which generation is current, each of its shards'
-/// SHA-256, how many files the shards hold, the declared directories and
-/// the document's summary.
+/// The head's JSON (format 2): the bucket count and, per bucket, the
+/// shards that hold it, how many files the buckets hold, their weight,
+/// the declared directories and the document's summary. See
+/// [`bucket`] for which file goes in which bucket.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Head {
@@ -173,23 +177,171 @@ pub(crate) struct Head {
     /// The store key (what the annotation says, kept with the data so a
     /// head renamed by hand is noticed).
     pub key: String,
-    /// The write attempt that made this generation: 16 hex digits.
+    /// The write attempt that made this commit: 16 hex digits. It names
+    /// the shards the attempt wrote (possibly none), and is how a writer
+    /// whose commit got no answer recognises its own.
     pub generation: String,
-    /// The commit's place in the document's history: the replaced head's
-    /// sequence + 1, 1 for a new document (0: written before sequences).
-    /// Publications are ordered by it.
+    /// The previous head's sequence + 1 (1 for a new document).
     #[serde(default)]
     pub sequence: u64,
-    /// SHA-256 (hex) of each shard, in order; shard `i` is named
-    /// [`DocumentNames::shard`]`(generation, i)`.
-    pub shards: Vec<String>,
-    /// How many files the shards hold.
+    /// One entry per bucket: the bucket count B is `buckets.len()`.
+    pub buckets: Vec<Bucket>,
+    /// How many files the buckets hold.
     pub files: usize,
+    /// The buckets' weight ([`bucket::weight`]): when it passes twice what
+    /// B was chosen for, the next write of changes rewrites the document
+    /// with more buckets.
+    pub bytes: u64,
     /// The declared directories.
     pub dirs: Vec<String>,
     /// The document's summary ([`pki_rotate::Summary`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+}
+
+/// Where one bucket's files are: shards `first`, `first + 1`, ... of
+/// generation `generation` (the attempt that last wrote the bucket), one
+/// per SHA-256 in `shards`. An empty bucket has no shard.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Bucket {
+    pub generation: String,
+    pub first: usize,
+    /// SHA-256 (hex) of each shard, in order.
+    pub shards: Vec<String>,
+    /// How many files the bucket holds.
+    pub files: usize,
+}
+
+impl Bucket {
+    /// The names of the bucket's shards, in order.
+    pub fn shard_names(&self, names: &DocumentNames) -> Vec<String> {
+        (0..self.shards.len())
+            .map(|i| names.shard(&self.generation, self.first.saturating_add(i)))
+            .collect()
+    }
+}
+
+/// The head of format 1 (releases before buckets): one generation, all of
+/// whose shards hold the files in path order. Read as a head of one
+/// bucket; the next write converts it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadV1 {
+    format: u32,
+    key: String,
+    generation: String,
+    #[serde(default)]
+    sequence: u64,
+    shards: Vec<String>,
+    files: usize,
+    dirs: Vec<String>,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+/// Only the format, to choose how to read the rest.
+#[derive(serde::Deserialize)]
+struct Format {
+    format: u32,
+}
+
+/// The head format before buckets, still read.
+pub const HEAD_FORMAT_V1: u32 = 1;
+
+impl Head {
+    /// A `head.json` of format 1 or 2, checked ([`Head::check`]). A
+    /// format-1 head is given as the one-bucket head it amounts to, with
+    /// `bytes` 0 (unknown); `converted` says so.
+    pub fn parse(bytes: &[u8]) -> Result<(Head, bool), String> {
+        let Format { format } = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let (head, converted) = match format {
+            HEAD_FORMAT => (
+                serde_json::from_slice::<Head>(bytes).map_err(|e| e.to_string())?,
+                false,
+            ),
+            HEAD_FORMAT_V1 => {
+                let v1: HeadV1 = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+                let bucket = Bucket {
+                    generation: v1.generation.clone(),
+                    first: 0,
+                    shards: v1.shards,
+                    files: v1.files,
+                };
+                let head = Head {
+                    format: v1.format,
+                    key: v1.key,
+                    generation: v1.generation,
+                    sequence: v1.sequence,
+                    buckets: vec![bucket],
+                    files: v1.files,
+                    bytes: 0,
+                    dirs: v1.dirs,
+                    summary: v1.summary,
+                };
+                (head, true)
+            }
+            other => {
+                return Err(format!(
+                    "head format {other} (this build reads {HEAD_FORMAT_V1} and {HEAD_FORMAT})"
+                ));
+            }
+        };
+        head.check()?;
+        Ok((head, converted))
+    }
+
+    /// What a head must be for its shards to be read: at least one
+    /// bucket, at most [`bucket::MAX_BUCKETS`], file counts that add up, and
+    /// generations that are names ([`is_generation`]).
+    pub fn check(&self) -> Result<(), String> {
+        let count = self.buckets.len();
+        if count == 0 || count > bucket::MAX_BUCKETS {
+            return Err(format!(
+                "{count} buckets (1 to {} are read)",
+                bucket::MAX_BUCKETS
+            ));
+        }
+        if !is_generation(&self.generation) {
+            return Err("a generation that is not 16 hex digits".into());
+        }
+        let mut files = 0usize;
+        for (i, b) in self.buckets.iter().enumerate() {
+            if !is_generation(&b.generation) {
+                return Err(format!(
+                    "bucket {i}: a generation that is not 16 hex digits"
+                ));
+            }
+            if b.first.checked_add(b.shards.len()).is_none() {
+                return Err(format!("bucket {i}: shard numbers beyond the largest"));
+            }
+            files = files.saturating_add(b.files);
+        }
+        if files != self.files {
+            return Err(format!(
+                "buckets of {files} files where the head says {}",
+                self.files
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every shard the head names.
+    pub fn shard_names(&self, names: &DocumentNames) -> BTreeSet<String> {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.shard_names(names))
+            .collect()
+    }
+}
+
+/// Whether `text` is a generation as writers draw them: 16 lowercase hex
+/// digits (so a shard's name is a DNS-1123 subdomain).
+pub(crate) fn is_generation(text: &str) -> bool {
+    text.len() == 16
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A fresh generation: 16 hex digits from the OS's RNG, so concurrent
@@ -290,5 +442,98 @@ mod tests {
         assert_ne!(names.leaf("a_b"), names.leaf("a-b"));
         let labels = names.published_labels(&long_store, PUBLISHED_LEAF);
         assert!(labels.values().all(|v| v.len() <= 63), "{labels:?}");
+    }
+
+    /// A head with `count` buckets of one shard each, every bucket of
+    /// another generation (the largest a head of that count gets), the
+    /// longest summary and a few directories.
+    fn largest_head(count: usize, files: usize) -> Vec<u8> {
+        let generation = |i: usize| format!("{i:016x}");
+        let per_bucket = files / count;
+        let buckets: Vec<Bucket> = (0..count)
+            .map(|i| Bucket {
+                generation: generation(i + 1),
+                first: 1_000_000 + i,
+                shards: vec![hex::encode([0xabu8; 32])],
+                files: per_bucket,
+            })
+            .collect();
+        let head = Head {
+            format: HEAD_FORMAT,
+            key: "signer".into(),
+            generation: generation(0),
+            sequence: u64::MAX,
+            files: per_bucket * count,
+            buckets,
+            bytes: u64::MAX,
+            dirs: vec!["certs".into(), "leaf-requests".into()],
+            summary: Some("s".repeat(pki_rotate::store::MAX_SUMMARY_LEN)),
+        };
+        head.check().unwrap();
+        let json = serde_json::to_vec(&head).unwrap();
+        assert_eq!(Head::parse(&json).unwrap(), (head, false));
+        json
+    }
+
+    #[test]
+    fn the_head_of_a_hundred_thousand_leaves_is_far_under_the_secret_limit() {
+        // Per leaf of a signer: a request, a certificate, its key and the
+        // two in one (sizes of an ECDSA P-256 leaf with a 2-certificate
+        // chain, rounded up), at their paths.
+        let leaves = 100_000u64;
+        let name = "certs/service-00000.namespace-000";
+        let per_leaf: u64 = [
+            (".json", 400),
+            ("/tls.crt", 1_500),
+            ("/tls.key", 300),
+            ("/tls.pem", 1_800),
+        ]
+        .iter()
+        .map(|(end, len)| (name.len() + end.len() + shard::ENTRY_OVERHEAD) as u64 + len)
+        .sum();
+        let count = bucket::count_for(leaves * per_leaf);
+        assert!(count > 1_000 && count < bucket::MAX_BUCKETS, "{count}");
+        let head = largest_head(count, 4 * leaves as usize);
+        // About a third of the 1 MiB limit, and half a shard's budget.
+        assert!(
+            head.len() < 384 * 1024,
+            "{} bytes for {count} buckets",
+            head.len()
+        );
+        eprintln!(
+            "100,000 leaves: {count} buckets, a head of {} bytes at most",
+            head.len()
+        );
+        // And the most buckets any document gets still fit a shard's budget.
+        let head = largest_head(bucket::MAX_BUCKETS, 4_000_000);
+        assert!(head.len() < shard::SHARD_BUDGET, "{} bytes", head.len());
+    }
+
+    #[test]
+    fn a_format_1_head_reads_as_one_bucket_and_bad_heads_are_refused() {
+        let v1 = br#"{"format":1,"key":"signer","generation":"9f0c2a7be41d3350",
+            "shards":["aa","bb"],"files":3,"dirs":["certs"],"summary":"x"}"#;
+        let (head, converted) = Head::parse(v1).unwrap();
+        assert!(converted);
+        assert_eq!(head.buckets.len(), 1);
+        let names = DocumentNames::new("prod", "signer");
+        assert_eq!(
+            head.shard_names(&names).into_iter().collect::<Vec<_>>(),
+            [
+                "prod.signer.9f0c2a7be41d3350.0",
+                "prod.signer.9f0c2a7be41d3350.1"
+            ]
+        );
+        assert_eq!(head.files, 3);
+        assert_eq!(head.summary.as_deref(), Some("x"));
+        for bad in [
+            &br#"{"format":3}"#[..],
+            br#"{"format":1,"key":"k","generation":"NOTHEX","shards":[],"files":0,"dirs":[]}"#,
+            br#"{"format":2,"key":"k","generation":"0011223344556677","buckets":[],"files":0,"bytes":0,"dirs":[]}"#,
+            br#"{"format":2,"key":"k","generation":"0011223344556677","buckets":[{"generation":"0011223344556677","first":0,"shards":[],"files":2}],"files":1,"bytes":0,"dirs":[]}"#,
+            br#"{"format":2,"key":"k","generation":"0011223344556677","buckets":[{"generation":"0011223344556677","first":18446744073709551615,"shards":["a"],"files":0}],"files":0,"bytes":0,"dirs":[]}"#,
+        ] {
+            assert!(Head::parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -37,38 +37,70 @@
 //! # Layout
 //!
 //! Kubernetes keeps no object over 1 MiB (a Secret's data), and a signer
-//! with 10,000 leaves holds about 40,000 files and a state file of several
-//! MiB, so a document cannot be one object. A document at store key `KEY`
-//! of store `NAME` is, in namespace `NAMESPACE`:
+//! with 10,000 leaves holds about 40,000 files, about 40 MiB, so a
+//! document cannot be one object; and a step that changes one leaf must
+//! not rewrite, or read, all of them. A document at store key `KEY` of
+//! store `NAME` is, in namespace `NAMESPACE`:
 //!
 //! ```text
 //! Secret NAME.KEY                   the head: the commit point; its resourceVersion is the document's Revision
-//! Secret NAME.KEY.GENERATION.N      shard N of the generation the head names (immutable)
+//! Secret NAME.KEY.GENERATION.N      shard N written by write attempt GENERATION (immutable)
 //! Secret NAME.KEY.leaf.LEAF         published: leaf LEAF as a Pod mounts it (kubernetes.io/tls)
 //! ConfigMap NAME.KEY                published: the bundle (ca-bundle.crt), written last
 //! ```
 //!
 //! (A key that is not a DNS label, such as `sets/etcd`, is named by its
-//! hash: `NAME.x.HASH`.) The head, of type `pki.invalid/document-head`,
-//! holds one small `head.json`, whatever the document's size:
+//! hash: `NAME.x.HASH`.)
+//!
+//! **Buckets.** The files are split into B buckets by a stable function of
+//! their path: a top-level file (`pki-state.json`, `ca-bundle.crt`) is in
+//! bucket 0; any other file belongs to a member, the second component of
+//! its path (`NAME` of `certs/NAME/tls.crt`, and of
+//! `leaf-requests/NAME.json` once its last extension is dropped), and is in
+//! bucket `1 + n mod (B - 1)`, `n` the first 8 bytes of the member name's
+//! SHA-256. So one leaf's request and files are in one bucket, and a step
+//! that issues, renews or removes it touches bucket 0 and that bucket,
+//! whatever B. A whole write chooses B from the document's weight (its
+//! bytes and index entries): one bucket up to 192 KiB, else one more than
+//! the weight in 192 KiB (a quarter of a shard's budget, so a bucket that
+//! doubled still fits one shard), at most 4,096. A write of changes that
+//! brings the weight past twice 192 KiB per bucket writes the document
+//! whole with B chosen again: B doubles at least, so the rewrites, spread
+//! over the writes of changes between them, cost O(1) each.
+//!
+//! **Shards.** Each bucket's files are packed in path order into shards of
+//! at most 768 KiB of index and data (a quarter below the 1 MiB limit); a
+//! file larger than that is cut into pieces that follow each other across
+//! the bucket's shards. A shard (type `pki.invalid/document-shard`,
+//! created immutable) holds `index.json`, the pieces it carries (`{"path",
+//! "secret", "len", "total"}`), and `data`, their bytes. An empty bucket
+//! has no shard. A signer of 10,000 leaves is about 120 buckets of one
+//! shard each.
+//!
+//! **The head** (type `pki.invalid/document-head`) holds one `head.json`
+//! (format 2):
 //!
 //! ```json
-//! {"format": 1, "key": "signer", "generation": "9f0c2a7be41d3350", "sequence": 7,
-//!  "shards": ["<sha256 of shard 0>", "<sha256 of shard 1>"],
-//!  "files": 40001, "dirs": ["certs"], "summary": "<json>"}
+//! {"format": 2, "key": "signer", "generation": "9f0c2a7be41d3350", "sequence": 7,
+//!  "buckets": [{"generation": "9f0c2a7be41d3350", "first": 0, "shards": ["<sha256>"], "files": 2},
+//!              {"generation": "31d0aa94c2e8f701", "first": 0, "shards": ["<sha256>"], "files": 212}],
+//!  "files": 40001, "bytes": 41500000, "dirs": ["certs"], "summary": "<json>"}
 //! ```
 //!
-//! A shard (type `pki.invalid/document-shard`, created immutable) holds
-//! `index.json`, the pieces it carries (`{"path", "secret", "len",
-//! "total"}`), and `data`, their bytes. Files go into shards in path order,
-//! at most 768 KiB of index and data in each (a quarter below the 1 MiB
-//! limit); a file larger than that is cut into pieces that follow each
-//! other across shards. 10,000 leaves are about 40 shards.
+//! `generation` is the attempt that made this commit; each bucket names
+//! the attempt that last wrote it and its shards there (numbers `first`,
+//! `first + 1`, …, one per SHA-256), so a head names shards of several
+//! generations. `sequence` is the previous head's plus one (1 for a new
+//! document); `bytes` is the buckets' weight. The head grows with B, not
+//! with the files: about 140 bytes a bucket, under 340 KiB for 100,000
+//! leaves. A head of format 1 (the release before buckets: one generation,
+//! `"shards"` in path order) is read as one bucket, and the next write
+//! converts it.
 //!
 //! Every object carries the labels `app.kubernetes.io/managed-by: pki`,
 //! `pki.invalid/store: NAME` and `pki.invalid/document: <the first 32 hex
 //! digits of the key's SHA-256>` (shards also
-//! `pki.invalid/generation: GENERATION`), and the annotation
+//! `pki.invalid/generation: GENERATION`, the attempt that wrote them), and the annotation
 //! `pki.invalid/key: KEY`: `kubectl get secrets -l pki.invalid/store=NAME`
 //! lists a store.
 //!
@@ -121,37 +153,46 @@
 //!
 //! # Writing
 //!
-//! [`Store::put`](pki_rotate::Store::put) reads the head (a stale
-//! `expected` is a conflict before anything is written), then:
+//! [`Store::put`](pki_rotate::Store::put) writes every bucket;
+//! [`Store::put_changes`](pki_rotate::Store::put_changes) (what the
+//! driver's one-leaf steps call) only the buckets the changed paths fall
+//! in, after reading those. Both read the head first (a stale `expected`
+//! is a conflict before anything is written), then:
 //!
-//! 1. **Before the commit**, invisible to readers: the new generation's
-//!    shards, under a generation drawn at random by this write attempt,
-//!    so no two writers share a shard.
+//! 1. **Before the commit**, invisible to readers: the written buckets'
+//!    new shards, under a generation drawn at random by this write
+//!    attempt, so no two writers share a shard.
 //! 2. **The commit**: the head replaced with the `resourceVersion` the
-//!    writer read (created, for a new document). The API server refuses it
-//!    with 409 when the head changed since: a
+//!    writer read (created, for a new document), naming the new shards
+//!    for the written buckets and, for every other bucket, the shards the
+//!    head read named. The API server refuses it with 409 when the head
+//!    changed since: a
 //!    [`StoreError::Conflict`](pki_rotate::StoreError::Conflict), on which
 //!    the driver reads again and rebases. A writer whose commit gets no
-//!    answer reads the head again: the commit landed exactly when the head
-//!    names the attempt's generation, which no other writer knows;
+//!    answer reads the head again: the commit landed exactly when the
+//!    head's `generation` is the attempt's, which no other writer knows;
 //!    otherwise the outcome is unknown
 //!    ([`StoreError::UnknownOutcome`](pki_rotate::StoreError::UnknownOutcome)).
-//! 3. **After the commit**: the document is published (never failing the
-//!    write: a failure is a notice), then the replaced generation's shards
-//!    are deleted and abandoned attempts swept. A losing or failed attempt
-//!    deletes its own shards and publishes nothing.
+//! 3. **After the commit**: the shards the replaced head named and the
+//!    new one does not are deleted, and no other; then the document is
+//!    published (never failing the write: a failure is a notice). A losing
+//!    or failed attempt deletes its own shards and publishes nothing.
 //!
 //! A publication writes only what changed: the leaf Secrets whose digest
 //! differs from what the document it replaced published, the deletions
 //! of the leaves it dropped, and the ConfigMap, last, whose sequence
-//! records that the publication completed. It compares with the document
+//! records that the publication completed. A write of changes publishes
+//! the leaves whose files it changed (their buckets are at hand) with the
+//! bundle the ConfigMap holds, when the ConfigMap shows the publication
+//! before complete and the bundle did not change: a one-leaf step writes
+//! one Secret and the ConfigMap. A whole write compares with the document
 //! the store last read or wrote at the revision it replaces, when that
-//! publication is recorded complete (the driver reads before it writes, so
-//! a one-leaf step writes one Secret and the ConfigMap); otherwise with
-//! one list of the document's leaf Secrets' metadata. Each object is read,
-//! then created, or replaced with its resourceVersion only when its
-//! sequence is lower than the publication's (a 409 reads it again); a
-//! deletion names the resourceVersion too.
+//! publication is recorded complete, otherwise with one list of the
+//! document's leaf Secrets' metadata; anything else (a publication left
+//! behind, a new bundle) reads the document whole and publishes it. Each
+//! object is read, then created, or replaced with its resourceVersion
+//! only when its sequence is lower than the publication's (a 409 reads it
+//! again); a deletion names the resourceVersion too.
 //!
 //! A read of a head ([`Store::get`](pki_rotate::Store::get), and
 //! [`Store::get_summary`](pki_rotate::Store::get_summary), the one read of a
@@ -162,11 +203,20 @@
 //! ConfigMaps or Secrets (a read-only one) gets its answers as before; the
 //! publication waits for the next read or write by an account that may.
 //!
-//! A reader reads the head, then the shards it names, each checked against
-//! the SHA-256 the head records, and checks the file count. A shard that
-//! is gone was removed by a newer commit: the read starts over from the
-//! new head. The summary is in the head: a step with nothing to do
-//! ([`pki_rotate::Driver::step_unless_idle`]) reads one object.
+//! A reader reads the head, then the shards of the buckets it wants (all
+//! for [`Store::get`](pki_rotate::Store::get), those of the named paths
+//! for [`Store::get_paths`](pki_rotate::Store::get_paths)), each checked
+//! against the SHA-256 the head records, each bucket's file count, and
+//! that each file is in its bucket. A shard that is gone was removed by a
+//! newer commit: the read starts over from the new head. The summary is in
+//! the head: a step with nothing to do
+//! ([`pki_rotate::Driver::step_unless_idle`]) reads the head and the
+//! buckets of the document's own files (a signer's: at most four). A
+//! one-leaf issue, renewal or removal reads the head and at most five
+//! buckets, then writes: the head read again, the two buckets it changes
+//! read, their new shards created, the commit, the two replaced shards
+//! deleted: the API server counts at most 9 Secrets read and 5 written
+//! for it, at 100 leaves as at 4,000 (tests/changes.rs).
 //!
 //! # Why it is safe
 //!
@@ -174,16 +224,22 @@
 //!   step 1 creates objects no head names, and the commit is one update
 //!   of one object. A crash before the commit leaves the old head and its
 //!   shards untouched (the new shards are garbage); after it, the new head
-//!   names shards that all exist. A rerun reads whichever head is there and
+//!   names shards that all exist: its own, just created, and the old
+//!   head's for the buckets it did not write, which only a commit after
+//!   it could remove. A rerun reads whichever head is there and
 //!   converges, as on every store.
 //! - **Compare-and-swap.** Every commit names the head's resourceVersion
 //!   its writer read; the API server applies an update only to that
-//!   version (optimistic concurrency), so two writers never both win.
-//! - **Deletion never removes what a head may name.** A commit makes the
-//!   generation it replaced unnamed; no later head names it again, because
-//!   every attempt writes a generation of its own and a writer that read the
-//!   replaced head can no longer commit. An attempt deletes its own shards
-//!   only when its commit was refused or never sent; after a lost answer it
+//!   version (optimistic concurrency), so two writers never both win, and
+//!   every head is made from the one before it.
+//! - **Deletion never removes what a head may name.** A head names only
+//!   shards its predecessor named and shards its own attempt created. So
+//!   a shard that a commit stopped naming is named by no later head, and
+//!   the committer may delete it: no head names it again, because every
+//!   attempt writes a generation of its own and a writer that read the
+//!   replaced head can no longer commit. Shards of older generations that
+//!   the new head still names stay. An attempt deletes its own shards only
+//!   when its commit was refused or never sent; after a lost answer it
 //!   deletes nothing (the commit may yet land).
 //! - **Nothing written on any failure.** A refused account, a server that
 //!   stops answering, or a hook failing before the commit leaves the head
@@ -204,14 +260,19 @@
 //!   publishes, as does the next write. A crash before the commit
 //!   publishes nothing: the objects stay those of the old head.
 //! - **Abandoned attempts are swept.** An attempt killed between its
-//!   shards and its commit leaves shards no head names. After each commit,
-//!   the writer lists the document's shards (metadata only) and removes
-//!   those of other generations created more than
+//!   shards and its commit leaves shards no head names. After a whole
+//!   write, and after one write of changes in 16 (by `sequence`, so the
+//!   listing's cost stays O(1) a write on average), the writer lists the
+//!   document's shards (metadata only) and removes those that the head it
+//!   just committed does not name and that were created more than
 //!   [`KubeOptions::abandoned_after`] (a minute) before its own first
-//!   shard, by the server's clock. Such an attempt read the head before
-//!   this commit replaced it, so its own commit can never succeed; a live
-//!   attempt's shards, or those of a later commit, were created after this
-//!   writer's and stay.
+//!   shard, by the server's clock. Every later head is made from the one
+//!   just committed, so it names only shards that head names or shards
+//!   created after that commit, later than the writer's first shard: what
+//!   is removed is named by no head, now or later. A live attempt's
+//!   shards were created after the writer's first shard minus the grace
+//!   and stay; an older attempt that did not commit read a head older than
+//!   this commit, so it can never commit.
 //!
 //! [`KubeStore::set_write_hook`] names every request of a write, so that
 //! tests can stop one at any point.
@@ -238,6 +299,7 @@ pub use url::{KubeUrl, MAX_NAME_LEN, SCHEME, UrlError, is_kube_url};
 /// What the fuzz targets read, without a server; not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
+    use crate::layout::bucket;
     use crate::layout::shard::{Shard, Unpacker};
 
     /// A shard's two data keys: its index and its data.
@@ -263,10 +325,32 @@ pub mod fuzzing {
             .collect())
     }
 
-    /// A head Secret's `head.json`, read as a store reads it.
-    pub fn head(bytes: &[u8]) -> Result<(), String> {
-        serde_json::from_slice::<crate::layout::Head>(bytes)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    /// A shard's SHA-256 (hex), as a head records it.
+    pub fn digest(index: &[u8], data: &[u8]) -> String {
+        Shard {
+            index: index.to_vec(),
+            data: data.to_vec(),
+        }
+        .digest()
+    }
+
+    /// The files of each of `count` buckets (1 when 0), as a whole write
+    /// splits them.
+    pub fn buckets(
+        files: &pki_rotate::Files,
+        count: usize,
+    ) -> Result<Vec<pki_rotate::Files>, String> {
+        bucket::split(files, count).map_err(|e| e.to_string())
+    }
+
+    /// The bucket of the file at `path` in a document of `count` buckets.
+    pub fn bucket_of(path: &str, count: usize) -> usize {
+        bucket::of(path, count)
+    }
+
+    /// A head Secret's `head.json` (format 1 or 2), read and checked as a
+    /// store reads it: the number of buckets it names.
+    pub fn head(bytes: &[u8]) -> Result<usize, String> {
+        crate::layout::Head::parse(bytes).map(|(head, _)| head.buckets.len())
     }
 }

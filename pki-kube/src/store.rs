@@ -2,6 +2,7 @@
 //! traits over the API server. Reading a document is in [`read`], writing
 //! one in [`write`]; the requests both use are here.
 
+mod changes;
 mod publish;
 mod read;
 mod write;
@@ -16,7 +17,9 @@ use crate::options::{self, KubeOptions};
 use crate::url::{KubeUrl, UrlError};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use pki_rotate::store::Changes;
 use pki_rotate::{AsyncStore, Files, Result, Revision, RotateError, Store, Summary};
+use std::collections::BTreeSet;
 use std::future::Future;
 
 /// Called before each request of a write with what it is about to do
@@ -194,6 +197,24 @@ impl AsyncStore for AsyncKubeStore {
     ) -> Result<Revision> {
         self.write(key, expected, files, summary).await
     }
+
+    async fn get_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        self.read_paths(key, paths).await
+    }
+
+    async fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.write_changes(key, expected, changes, summary).await
+    }
 }
 
 /// Documents in Kubernetes Secrets behind the blocking [`Store`] trait: an
@@ -323,6 +344,26 @@ impl Store for KubeStore {
             key,
             expected,
             files,
+            summary,
+        ))
+    }
+
+    fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
+        self.block_on(AsyncStore::get_paths(&self.store, key, paths))
+    }
+
+    fn put_changes(
+        &self,
+        key: &str,
+        expected: &Revision,
+        changes: &Changes,
+        summary: Option<&Summary>,
+    ) -> Result<Revision> {
+        self.block_on(AsyncStore::put_changes(
+            &self.store,
+            key,
+            expected,
+            changes,
             summary,
         ))
     }

@@ -2,7 +2,8 @@
 //! a proxy that drops the server's replies from the commit on, the write
 //! is an unknown outcome (never "nothing changed"), within twice the
 //! request timeout; when the replies flow again before the writer asks,
-//! the writer finds its own generation in the head and succeeds.
+//! the writer finds its own generation in the head and succeeds, for a
+//! whole write and for a write of changes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -109,4 +110,51 @@ fn a_commit_whose_answer_is_lost_but_whose_head_is_found_is_a_success() {
     store.set_write_hook(None);
     let direct = open(server.admin_kubeconfig(), URL);
     assert_eq!(direct.get("signer").unwrap().unwrap(), (files("2"), second));
+}
+
+#[test]
+fn a_write_of_changes_whose_answer_is_lost_but_whose_head_is_found_is_a_success() {
+    let server = KubeServer::start();
+    let _admin = Admin::new(&server);
+    let proxy = Proxy::start(&server.url().replace("https://", ""));
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = proxied_store(&server, &proxy, &dir);
+    // Heavy enough for several buckets: the change rewrites one of them,
+    // and the head it commits names the others' shards as they were.
+    let mut files = files("1");
+    for i in 0..100u8 {
+        files
+            .insert(
+                format!("certs/leaf{i}/tls.crt"),
+                File::public(vec![i; 4_000]),
+            )
+            .unwrap();
+    }
+    let first = store.put("signer", None, &files).unwrap();
+    let mut changes = pki_rotate::store::Changes::new();
+    changes
+        .write("certs/leaf7/tls.crt", File::public(b"renewed".to_vec()))
+        .unwrap();
+    changes
+        .write("state.json", File::public(b"2".to_vec()))
+        .unwrap();
+    let swallow = proxy.swallow_flag();
+    store.set_write_hook(Some(Box::new(move |step| {
+        if step == "commit" {
+            swallow.store(true, Ordering::SeqCst);
+            let swallow = swallow.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(TIMEOUT / 2);
+                swallow.store(false, Ordering::SeqCst);
+            });
+        }
+        Ok(())
+    })));
+    let started = Instant::now();
+    let second = store.put_changes("signer", &first, &changes, None).unwrap();
+    assert!(started.elapsed() >= TIMEOUT, "{:?}", started.elapsed());
+    store.set_write_hook(None);
+    changes.apply_to(&mut files).unwrap();
+    let direct = open(server.admin_kubeconfig(), URL);
+    assert_eq!(direct.get("signer").unwrap().unwrap(), (files, second));
 }

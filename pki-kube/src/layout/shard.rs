@@ -23,7 +23,7 @@ pub const MAX_SECRET_DATA: usize = 1024 * 1024;
 
 /// Bytes an index entry takes besides its path, at most:
 /// `{"path":"","secret":false,"len":N,"total":N},` with 20-digit numbers.
-const ENTRY_OVERHEAD: usize = 96;
+pub(crate) const ENTRY_OVERHEAD: usize = 96;
 
 /// The data key of a shard's index.
 pub(crate) const INDEX_KEY: &str = "index.json";

@@ -1,28 +1,31 @@
-//! Reading a document: its head, then the shards the head names, each
-//! checked against the SHA-256 the head records. A shard that is gone
-//! means a newer commit replaced the head and removed it: the read starts
-//! over from the new head.
+//! Reading a document: its head, then the shards of the buckets wanted
+//! (all of them, or those of some paths), each checked against the SHA-256
+//! the head records. A shard that is gone means a newer commit replaced
+//! the head and removed it: the read starts over from the new head.
 
 use super::AsyncKubeStore;
 use crate::layout::shard::{DATA_KEY, INDEX_KEY, Shard, Unpacker};
-use crate::layout::{ANNOTATION_KEY, DocumentNames, HEAD_DATA, HEAD_FORMAT, HEAD_TYPE, Head};
+use crate::layout::{ANNOTATION_KEY, DocumentNames, HEAD_DATA, HEAD_TYPE, Head, bucket};
 use k8s_openapi::api::core::v1::Secret;
 use pki_rotate::store::validate_key;
-use pki_rotate::{DocumentError, Files, Result, Revision, RotateError, Summary};
+use pki_rotate::{DocumentError, Files, Result, Revision, RotateError, Summary, validate_path};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How often a read starts over when a shard its head named was removed
 /// by a newer commit meanwhile.
 const READ_ATTEMPTS: u32 = 5;
 
-/// A head read: what it says and the resourceVersion that is the
-/// document's revision.
+/// A head read: what it says, the resourceVersion that is the
+/// document's revision, and whether it was written in format 1 (read as
+/// one bucket; the next write converts it).
 pub(super) struct HeadRead {
     pub head: Head,
     pub revision: Revision,
+    pub converted: bool,
 }
 
 /// Why reading a head's shards stopped.
-enum ShardsFail {
+pub(super) enum ShardsFail {
     /// The shard is gone: a newer commit may have removed it.
     Missing(String),
     Error(RotateError),
@@ -56,13 +59,7 @@ pub(super) fn decode_head(location: &str, key: &str, secret: &Secret) -> Result<
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_KEY));
     let bytes = data(secret, HEAD_DATA).ok_or_else(|| bad(format!("no {HEAD_DATA}")))?;
-    let head: Head = serde_json::from_slice(bytes).map_err(|e| bad(format!("{HEAD_DATA}: {e}")))?;
-    if head.format != HEAD_FORMAT {
-        return Err(bad(format!(
-            "head format {} (this build reads {HEAD_FORMAT})",
-            head.format
-        )));
-    }
+    let (head, converted) = Head::parse(bytes).map_err(|e| bad(format!("{HEAD_DATA}: {e}")))?;
     if head.key != key || annotated.map(String::as_str) != Some(key) {
         return Err(bad(format!(
             "the head of another key (\"{}\")",
@@ -77,11 +74,12 @@ pub(super) fn decode_head(location: &str, key: &str, secret: &Secret) -> Result<
     Ok(HeadRead {
         head,
         revision: Revision::new(revision),
+        converted,
     })
 }
 
 impl AsyncKubeStore {
-    fn head_location(&self, names: &DocumentNames) -> String {
+    pub(super) fn head_location(&self, names: &DocumentNames) -> String {
         format!("{}: secret {}", self.url, names.head)
     }
 
@@ -100,8 +98,69 @@ impl AsyncKubeStore {
             .transpose()
     }
 
-    /// [`pki_rotate::AsyncStore::get`].
+    /// [`pki_rotate::AsyncStore::get`]: every bucket.
     pub(super) async fn read(&self, key: &str) -> Result<Option<(Files, Revision)>> {
+        let Some((head, revision, buckets)) = self
+            .read_some(key, |head| (0..head.buckets.len()).collect())
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut files = Files::new();
+        for (_, bucket) in buckets {
+            for (path, file) in bucket.iter() {
+                files.insert(path, file.clone())?;
+            }
+        }
+        for dir in &head.dirs {
+            files.insert_dir(dir.clone())?;
+        }
+        // A publication that a crash or failure left behind.
+        let names = DocumentNames::new(self.url.name(), key);
+        self.catch_up(key, &names, (head.sequence, &revision), &files)
+            .await;
+        Ok(Some((files, revision)))
+    }
+
+    /// [`pki_rotate::AsyncStore::get_paths`]: the head and the buckets of
+    /// `paths` only (a path that is not valid names no file).
+    pub(super) async fn read_paths(
+        &self,
+        key: &str,
+        paths: &BTreeSet<String>,
+    ) -> Result<Option<(Files, Revision)>> {
+        let select = |head: &Head| {
+            paths
+                .iter()
+                .filter(|p| validate_path(p).is_ok())
+                .map(|p| bucket::of(p, head.buckets.len()))
+                .collect()
+        };
+        let Some((head, revision, buckets)) = self.read_some(key, select).await? else {
+            return Ok(None);
+        };
+        let mut files = Files::new();
+        for (_, bucket) in buckets {
+            for (path, file) in bucket.iter() {
+                if paths.contains(path) {
+                    files.insert(path, file.clone())?;
+                }
+            }
+        }
+        for dir in &head.dirs {
+            files.insert_dir(dir.clone())?;
+        }
+        Ok(Some((files, revision)))
+    }
+
+    /// The head and the buckets `select` picks from it, at one revision: a
+    /// shard gone (removed by a newer commit) starts the read over from the
+    /// new head.
+    async fn read_some(
+        &self,
+        key: &str,
+        select: impl Fn(&Head) -> BTreeSet<usize>,
+    ) -> Result<Option<(Head, Revision, BTreeMap<usize, Files>)>> {
         validate_key(key)?;
         let names = DocumentNames::new(self.url.name(), key);
         let mut seen: Option<Revision> = None;
@@ -109,13 +168,9 @@ impl AsyncKubeStore {
             let Some(read) = self.read_head(key, &names).await? else {
                 return Ok(None);
             };
-            match self.read_shards(&names, &read.head).await {
-                Ok(files) => {
-                    // A publication that a crash or failure left behind.
-                    let committed = (read.head.sequence, &read.revision);
-                    self.catch_up(key, &names, committed, &files).await;
-                    return Ok(Some((files, read.revision)));
-                }
+            let which = select(&read.head);
+            match self.read_buckets(&names, &read.head, &which).await {
+                Ok(buckets) => return Ok(Some((read.head, read.revision, buckets))),
                 Err(ShardsFail::Error(e)) => return Err(e),
                 // The same head twice and still a shard missing: damage.
                 Err(ShardsFail::Missing(name)) if seen.as_ref() == Some(&read.revision) => {
@@ -133,15 +188,38 @@ impl AsyncKubeStore {
         ))
     }
 
-    /// The files the shards of `head` hold, checked.
-    async fn read_shards(
+    /// The files of the buckets `which` of `head`, each checked.
+    pub(super) async fn read_buckets(
         &self,
         names: &DocumentNames,
         head: &Head,
+        which: &BTreeSet<usize>,
+    ) -> std::result::Result<BTreeMap<usize, Files>, ShardsFail> {
+        let mut out = BTreeMap::new();
+        for &index in which {
+            out.insert(index, self.read_bucket(names, head, index).await?);
+        }
+        Ok(out)
+    }
+
+    /// The files of bucket `index` of `head`: its shards, each checked
+    /// against the SHA-256 the head records, its file count, and that
+    /// each file belongs in it.
+    async fn read_bucket(
+        &self,
+        names: &DocumentNames,
+        head: &Head,
+        index: usize,
     ) -> std::result::Result<Files, ShardsFail> {
+        let location = self.head_location(names);
+        let Some(bucket) = head.buckets.get(index) else {
+            return Err(ShardsFail::Error(corrupt(
+                location,
+                format!("no bucket {index}"),
+            )));
+        };
         let mut unpacker = Unpacker::new();
-        for (index, digest) in head.shards.iter().enumerate() {
-            let name = names.shard(&head.generation, index);
+        for (name, digest) in bucket.shard_names(names).into_iter().zip(&bucket.shards) {
             let secret = match self.get_secret(&name).await {
                 Ok(Some(secret)) => secret,
                 Ok(None) => return Err(ShardsFail::Missing(name)),
@@ -162,18 +240,31 @@ impl AsyncKubeStore {
                 .add(&shard)
                 .map_err(|e| ShardsFail::Error(corrupt(location, e)))?;
         }
-        let location = self.head_location(names);
-        let mut files = unpacker
+        let files = unpacker
             .finish()
             .map_err(|e| ShardsFail::Error(corrupt(&location, e)))?;
-        if files.len() != head.files {
+        let count = head.buckets.len();
+        let misplaced = files
+            .iter()
+            .find(|(path, _)| bucket::of(path, count) != index);
+        if let Some((path, _)) = misplaced {
             return Err(ShardsFail::Error(corrupt(
                 location,
-                format!("{} files where the head says {}", files.len(), head.files),
+                format!(
+                    "bucket {index} holds {}, a file of another bucket",
+                    path.escape_debug()
+                ),
             )));
         }
-        for dir in &head.dirs {
-            files.insert_dir(dir.clone()).map_err(ShardsFail::Error)?;
+        if files.len() != bucket.files {
+            return Err(ShardsFail::Error(corrupt(
+                location,
+                format!(
+                    "bucket {index}: {} files where the head says {}",
+                    files.len(),
+                    bucket.files
+                ),
+            )));
         }
         Ok(files)
     }

@@ -1,15 +1,17 @@
-//! Writing a document: the new generation's shards first (invisible to
-//! readers), then the head, replaced only if its resourceVersion is still
-//! the one the writer read (the commit), then the replaced generation's
-//! shards removed. See the crate docs for why that is safe.
+//! Writing a document: the attempt's shards first (invisible to readers),
+//! then the head, replaced only if its resourceVersion is still the one
+//! the writer read (the commit), then the shards the new head no longer
+//! names removed. A whole write writes every bucket; a write of changes
+//! (`changes.rs`) the buckets they touch. See the crate docs for why that
+//! is safe.
 
 use super::AsyncKubeStore;
 use super::read::corrupt;
 use crate::fail::{self, Doing, Fail};
 use crate::layout::shard::{DATA_KEY, INDEX_KEY, SHARD_BUDGET, Shard, pack};
 use crate::layout::{
-    ANNOTATION_KEY, DocumentNames, HEAD_DATA, HEAD_FORMAT, HEAD_TYPE, Head, LABEL_DOCUMENT,
-    LABEL_GENERATION, LABEL_STORE, SHARD_TYPE, new_generation,
+    ANNOTATION_KEY, Bucket, DocumentNames, HEAD_DATA, HEAD_FORMAT, HEAD_TYPE, Head, LABEL_DOCUMENT,
+    LABEL_GENERATION, LABEL_STORE, SHARD_TYPE, bucket, new_generation,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -17,7 +19,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use pki_rotate::store::validate_key;
 use pki_rotate::{Files, Result, Revision, RotateError, StoreError, Summary};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A write of changes sweeps abandoned shards when its head's sequence is
+/// a multiple of this (a whole write always does).
+const SWEEP_EVERY: u64 = 16;
 
 /// Why a commit failed.
 enum CommitFail {
@@ -27,12 +33,15 @@ enum CommitFail {
     Unknown(Fail),
 }
 
-/// What a new generation is: its name, its shards and the head naming
-/// them.
-struct Generation {
-    name: String,
-    shards: Vec<Shard>,
-    head: Vec<u8>,
+/// What one write attempt commits: the shards it creates (by name),
+/// under a generation of its own, and the head naming them.
+pub(super) struct Attempt {
+    /// Whether every bucket is written (a whole write).
+    pub whole: bool,
+    pub generation: String,
+    pub shards: Vec<(String, Shard)>,
+    pub head: Head,
+    pub head_json: Vec<u8>,
 }
 
 impl AsyncKubeStore {
@@ -56,74 +65,145 @@ impl AsyncKubeStore {
                 found,
             }));
         }
-        let sequence = current.as_ref().map_or(1, |read| read.head.sequence + 1);
-        let generation = self.generation(key, &names, files, summary, sequence)?;
+        let previous = current.map(|read| read.head);
+        let attempt = self.whole_attempt(key, &names, previous.as_ref(), files, summary)?;
+        let sequence = attempt.head.sequence;
+        let committed = self
+            .run_attempt(key, &names, expected, previous, attempt)
+            .await?;
+        // After the commit: the objects consumers use (never failing the write).
+        self.publish(key, &names, (sequence, &committed), files, expected)
+            .await;
+        Ok(committed)
+    }
+
+    /// A new head for `files`, every bucket written: the bucket count
+    /// chosen for their weight ([`bucket::count_for`]).
+    pub(super) fn whole_attempt(
+        &self,
+        key: &str,
+        names: &DocumentNames,
+        previous: Option<&Head>,
+        files: &Files,
+        summary: Option<&Summary>,
+    ) -> Result<Attempt> {
+        let weight = bucket::total_weight(files);
+        let count = bucket::count_for(weight);
+        let buckets: BTreeMap<usize, Files> = bucket::split(files, count)?
+            .into_iter()
+            .enumerate()
+            .collect();
+        let head = Head {
+            format: HEAD_FORMAT,
+            key: key.to_string(),
+            generation: String::new(),
+            sequence: previous.map_or(1, |h| h.sequence.saturating_add(1)),
+            buckets: Vec::with_capacity(count),
+            files: files.len(),
+            bytes: weight,
+            dirs: files.dirs().map(str::to_string).collect(),
+            summary: summary.map(|s| s.as_str().to_string()),
+        };
+        let mut attempt = self.attempt(names, head, &buckets)?;
+        attempt.whole = true;
+        Ok(attempt)
+    }
+
+    /// The attempt that writes `buckets` (by number) as new shards of a
+    /// generation of its own, over `head`, whose other buckets stay.
+    pub(super) fn attempt(
+        &self,
+        names: &DocumentNames,
+        mut head: Head,
+        buckets: &BTreeMap<usize, Files>,
+    ) -> Result<Attempt> {
+        let location = format!("{}: secret {}", self.url, names.head);
+        let generation = new_generation()
+            .map_err(|e| fail::backend(&self.url, format!("the OS's random numbers: {e}")))?;
+        let mut shards = Vec::new();
+        for (&index, files) in buckets {
+            let packed = if files.is_empty() {
+                Vec::new()
+            } else {
+                pack(files).map_err(|e| corrupt(&location, e))?
+            };
+            let written = Bucket {
+                generation: generation.clone(),
+                first: shards.len(),
+                shards: packed.iter().map(Shard::digest).collect(),
+                files: files.len(),
+            };
+            for shard in packed {
+                shards.push((names.shard(&generation, shards.len()), shard));
+            }
+            match head.buckets.get_mut(index) {
+                Some(slot) => *slot = written,
+                None => head.buckets.push(written),
+            }
+        }
+        head.generation = generation.clone();
+        head.check().map_err(|e| corrupt(&location, e))?;
+        let head_json = serde_json::to_vec(&head).map_err(|e| corrupt(&location, e.to_string()))?;
+        if head_json.len() > SHARD_BUDGET {
+            return Err(corrupt(
+                location,
+                format!("a head of {} bytes, over {SHARD_BUDGET}", head_json.len()),
+            ));
+        }
+        Ok(Attempt {
+            whole: false,
+            generation,
+            shards,
+            head,
+            head_json,
+        })
+    }
+
+    /// Writes `attempt` over the head `previous` read at `expected`: its
+    /// shards, the commit, then the shards `previous` named that the new
+    /// head no longer names, and the sweep.
+    pub(super) async fn run_attempt(
+        &self,
+        key: &str,
+        names: &DocumentNames,
+        expected: Option<&Revision>,
+        previous: Option<Head>,
+        attempt: Attempt,
+    ) -> Result<Revision> {
+        let own: Vec<String> = attempt.shards.iter().map(|(n, _)| n.clone()).collect();
         // 1. Before the commit: the shards, which no head names yet.
-        let started = match self.create_shards(key, &names, &generation).await {
+        let started = match self.create_shards(key, names, &attempt).await {
             Ok(started) => started,
             Err(e) => {
-                self.remove_generation(&names, &generation.name, generation.shards.len())
-                    .await;
+                self.remove_shards(own.iter()).await;
                 return Err(e);
             }
         };
         // 2. The commit.
-        let committed = match self.commit(key, &names, expected, &generation).await {
+        let committed = match self.commit(key, names, expected, &attempt).await {
             Ok(revision) => revision,
             Err(CommitFail::Refused(e)) => {
-                self.remove_generation(&names, &generation.name, generation.shards.len())
-                    .await;
+                self.remove_shards(own.iter()).await;
                 return Err(e);
             }
             Err(CommitFail::Unknown(fail)) => {
-                self.resolve(key, &names, &generation.name, &fail).await?
+                self.resolve(key, names, &attempt.generation, &fail).await?
             }
         };
-        // After it: the objects consumers use (never failing the write).
-        self.publish(key, &names, (sequence, &committed), files, expected)
-            .await;
-        // 3. The replaced generation, which no head names any more.
-        if let Some(old) = current {
-            self.remove_generation(&names, &old.head.generation, old.head.shards.len())
-                .await;
+        // 3. After it: the shards the new head stopped naming.
+        let named = attempt.head.shard_names(names);
+        if let Some(old) = previous {
+            let replaced = old.shard_names(names);
+            self.remove_shards(replaced.difference(&named)).await;
         }
-        if let Some(started) = started {
-            self.sweep(&names, &generation.name, started).await;
+        // The sweep lists every shard of the document: a whole write sweeps,
+        // a write of changes one time in SWEEP_EVERY, so that its cost
+        // stays O(1) per write on average.
+        let sweeps = attempt.whole || attempt.head.sequence.is_multiple_of(SWEEP_EVERY);
+        if let Some(started) = started.filter(|_| sweeps) {
+            self.sweep(names, &named, started).await;
         }
         Ok(committed)
-    }
-
-    /// The shards and head of a new generation of `files`.
-    fn generation(
-        &self,
-        key: &str,
-        names: &DocumentNames,
-        files: &Files,
-        summary: Option<&Summary>,
-        sequence: u64,
-    ) -> Result<Generation> {
-        let location = format!("{}: secret {}", self.url, names.head);
-        let name = new_generation()
-            .map_err(|e| fail::backend(&self.url, format!("the OS's random numbers: {e}")))?;
-        let shards = pack(files).map_err(|e| corrupt(&location, e))?;
-        let head = Head {
-            format: HEAD_FORMAT,
-            key: key.to_string(),
-            generation: name.clone(),
-            sequence,
-            shards: shards.iter().map(Shard::digest).collect(),
-            files: files.len(),
-            dirs: files.dirs().map(str::to_string).collect(),
-            summary: summary.map(|s| s.as_str().to_string()),
-        };
-        let head = serde_json::to_vec(&head).map_err(|e| corrupt(&location, e.to_string()))?;
-        if head.len() > SHARD_BUDGET {
-            return Err(corrupt(
-                location,
-                format!("a head of {} bytes, over {SHARD_BUDGET}", head.len()),
-            ));
-        }
-        Ok(Generation { name, shards, head })
     }
 
     fn metadata(
@@ -146,18 +226,18 @@ impl AsyncKubeStore {
         }
     }
 
-    /// Creates every shard of `generation`, immutable, and gives the
-    /// server's creation time of the first (Unix seconds).
+    /// Creates every shard of `attempt`, immutable, and gives the
+    /// server's creation time of the first (Unix seconds; None: the
+    /// attempt has no shard).
     async fn create_shards(
         &self,
         key: &str,
         names: &DocumentNames,
-        generation: &Generation,
+        attempt: &Attempt,
     ) -> Result<Option<i64>> {
         let mut started = None;
-        for (index, shard) in generation.shards.iter().enumerate() {
-            let name = names.shard(&generation.name, index);
-            let labels = names.labels(self.url.name(), Some(&generation.name));
+        for (index, (name, shard)) in attempt.shards.iter().enumerate() {
+            let labels = names.labels(self.url.name(), Some(&attempt.generation));
             let secret = Secret {
                 metadata: self.metadata(key, name.clone(), labels, None),
                 type_: Some(SHARD_TYPE.to_string()),
@@ -171,7 +251,7 @@ impl AsyncKubeStore {
             let created = self
                 .create(&format!("create shard {name}"), &secret)
                 .await
-                .map_err(|f| self.error("create", &name, &f))?;
+                .map_err(|f| self.error("create", name, &f))?;
             if index == 0 {
                 started = created.metadata.creation_timestamp.map(|t| t.0.as_second());
             }
@@ -180,13 +260,13 @@ impl AsyncKubeStore {
     }
 
     /// Replaces the head if its resourceVersion is still `expected`
-    /// (creates it when None), naming `generation`.
+    /// (creates it when None), with the head of `attempt`.
     async fn commit(
         &self,
         key: &str,
         names: &DocumentNames,
         expected: Option<&Revision>,
-        generation: &Generation,
+        attempt: &Attempt,
     ) -> std::result::Result<Revision, CommitFail> {
         let secret = Secret {
             metadata: self.metadata(
@@ -198,7 +278,7 @@ impl AsyncKubeStore {
             type_: Some(HEAD_TYPE.to_string()),
             data: Some(BTreeMap::from([(
                 HEAD_DATA.to_string(),
-                ByteString(generation.head.clone()),
+                ByteString(attempt.head_json.clone()),
             )])),
             ..Secret::default()
         };
@@ -263,25 +343,26 @@ impl AsyncKubeStore {
         }))
     }
 
-    /// Removes the shards of `generation` (`count` of them). Best effort:
-    /// what fails to go is named by no head and only takes room.
-    async fn remove_generation(&self, names: &DocumentNames, generation: &str, count: usize) {
-        for index in 0..count {
-            let _ = self.delete(&names.shard(generation, index)).await;
+    /// Removes the shards `names`. Best effort: what fails to go is
+    /// named by no head and only takes room.
+    async fn remove_shards(&self, names: impl Iterator<Item = &String>) {
+        for name in names {
+            let _ = self.delete(name).await;
         }
     }
 
     /// Removes the shards of attempts that died before their commit: every
-    /// shard of the document outside generation `current` (this write's,
-    /// just committed) created more than [`KubeOptions::abandoned_after`]
-    /// before this write's first shard (`started`, both times the
-    /// server's). Such an attempt read the head before this write's commit
-    /// replaced it, so its commit, which names the version it read, can
-    /// never succeed: no head will name its shards. Best effort, one
-    /// listing of metadata.
+    /// shard of the document that `named` (the head this write just
+    /// committed) does not name, created more than
+    /// [`KubeOptions::abandoned_after`] before this write's first shard
+    /// (`started`, both times the server's). Every later head is made from
+    /// this one by compare-and-swap, so it names only shards this one names
+    /// or shards created after this commit, hence after `started`: what is
+    /// removed is named by no head, now or later (see the crate docs). Best
+    /// effort, one listing of metadata.
     ///
     /// [`KubeOptions::abandoned_after`]: crate::KubeOptions::abandoned_after
-    async fn sweep(&self, names: &DocumentNames, current: &str, started: i64) {
+    async fn sweep(&self, names: &DocumentNames, named: &BTreeSet<String>, started: i64) {
         let selector = format!(
             "{LABEL_STORE}={},{LABEL_DOCUMENT}={},{LABEL_GENERATION}",
             self.url.name(),
@@ -294,16 +375,13 @@ impl AsyncKubeStore {
         let grace = i64::try_from(self.options.abandoned_after.as_secs()).unwrap_or(i64::MAX);
         for item in list.items {
             let meta = item.metadata;
-            let generation = meta.labels.as_ref().and_then(|l| l.get(LABEL_GENERATION));
-            let (Some(name), Some(created), Some(generation)) = (
-                meta.name.as_ref(),
-                meta.creation_timestamp.as_ref(),
-                generation,
-            ) else {
+            let (Some(name), Some(created)) =
+                (meta.name.as_ref(), meta.creation_timestamp.as_ref())
+            else {
                 continue;
             };
             let abandoned = created.0.as_second().saturating_add(grace) < started;
-            if generation != current && abandoned {
+            if abandoned && !named.contains(name) {
                 let _ = self.delete(name).await;
             }
         }

@@ -116,3 +116,54 @@ pub fn data_size(secret: &Secret) -> usize {
         .map(|d| d.values().map(|v| v.0.len()).sum())
         .unwrap_or(0)
 }
+
+impl Admin {
+    /// How many requests on Secrets the API server has answered so far,
+    /// by verb (`GET`, `LIST`, `POST`, `PUT`, `DELETE`), from its own
+    /// `/metrics`: what a store read and wrote, counted by the server.
+    pub fn secret_requests(&self) -> std::collections::BTreeMap<String, u64> {
+        // The server counts a request once its handler returned, which may
+        // be just after the client had the answer.
+        std::thread::sleep(Duration::from_millis(300));
+        let request = kube::core::Request::new("")
+            .get("metrics", &Default::default())
+            .unwrap();
+        let text = self
+            .runtime
+            .block_on(self.client.request_text(request))
+            .unwrap();
+        let mut counts = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let Some(labels) = line.strip_prefix("apiserver_request_total{") else {
+                continue;
+            };
+            if !labels.contains("resource=\"secrets\"") {
+                continue;
+            }
+            let verb = labels
+                .split("verb=\"")
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap()
+                .to_string();
+            let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            *counts.entry(verb).or_insert(0) += value as u64;
+        }
+        counts
+    }
+
+    /// Creates `secret` in [`NAMESPACE`].
+    pub fn create_secret(&self, secret: &Secret) {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NAMESPACE);
+        self.runtime
+            .block_on(secrets.create(&PostParams::default(), secret))
+            .unwrap();
+    }
+
+    /// The `head.json` of head Secret `name`, parsed.
+    pub fn head(&self, name: &str) -> serde_json::Value {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let secret = self.runtime.block_on(secrets.get(name)).unwrap();
+        serde_json::from_slice(&secret.data.unwrap()["head.json"].0).unwrap()
+    }
+}
