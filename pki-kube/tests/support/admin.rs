@@ -81,11 +81,12 @@ impl Admin {
             .items
     }
 
-    /// The names of the Secrets in [`NAMESPACE`] labelled as store `store`'s.
+    /// The names of the Secrets in [`NAMESPACE`] that hold store `store`'s
+    /// documents (heads and shards; not the leaves it publishes).
     pub fn store_objects(&self, store: &str) -> Vec<String> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NAMESPACE);
         let params = ListParams::default().labels(&format!(
-            "app.kubernetes.io/managed-by=pki,pki.invalid/store={store}"
+            "app.kubernetes.io/managed-by=pki,pki.invalid/store={store},!pki.invalid/published"
         ));
         let mut names: Vec<String> = self
             .runtime
