@@ -219,7 +219,7 @@ fn build_pool() -> Pool {
             at: NOW,
             lifetime: year,
         },
-        &rsa_root.key,
+        rsa_root.key.private_key().expect("an in-process key"),
         rng,
     );
     let short = leaf(
@@ -302,18 +302,20 @@ fn build_pool() -> Pool {
             cert: short,
         },
     ];
+    // Every CA here was made in this process.
+    let in_process = |key: &pki_core::CaKey| key.private_key().expect("an in-process key").clone();
     let keys = vec![
-        ("service-ca-old", old.key.clone()),
-        ("service-ca-new", new.key.clone()),
-        ("other-root", other.key.clone()),
-        ("issuing-ca", issuing.key.clone()),
-        ("sub-issuing-ca", sub.key.clone()),
-        ("rsa-issuing", rsa_issuing.key.clone()),
+        ("service-ca-old", in_process(&old.key)),
+        ("service-ca-new", in_process(&new.key)),
+        ("other-root", in_process(&other.key)),
+        ("issuing-ca", in_process(&issuing.key)),
+        ("sub-issuing-ca", in_process(&sub.key)),
+        ("rsa-issuing", in_process(&rsa_issuing.key)),
         ("leaf-web", k_web),
         ("leaf-new", k_new),
         ("leaf-api", k_api),
         ("leaf-client", k_client),
-        ("rsa-root", rsa_root.key.clone()),
+        ("rsa-root", in_process(&rsa_root.key)),
     ];
     let p256_keys = keys
         .iter()

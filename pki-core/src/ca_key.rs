@@ -75,6 +75,11 @@ impl CaKey {
         SigningKey::algorithm(self)
     }
 
+    /// The public key's SubjectPublicKeyInfo DER.
+    pub fn public_key_der(&self) -> Result<Vec<u8>> {
+        der::Encode::to_der(&SigningKey::public_key(self)?).map_err(Error::crypto)
+    }
+
     /// The key in this process, or the error saying a token key has no
     /// private material to give.
     pub fn private_key(&self) -> Result<&PrivateKey> {
