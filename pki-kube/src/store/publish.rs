@@ -161,6 +161,29 @@ struct Job<'a> {
     written: usize,
 }
 
+impl<'a> Job<'a> {
+    /// A publication of the document at `key` (named `names`), committed
+    /// at `sequence`, of `publication`, whose objects' digests are
+    /// `digests`: nothing done yet.
+    fn new(
+        (key, names): (&'a str, &'a DocumentNames),
+        sequence: u64,
+        publication: Option<Publication<'a>>,
+        digests: &'a Digests,
+    ) -> Self {
+        Job {
+            key,
+            names,
+            sequence,
+            publication,
+            digests,
+            created: Vec::new(),
+            foreign: Vec::new(),
+            written: 0,
+        }
+    }
+}
+
 /// How the last step of a publication, the ConfigMap, went.
 enum Last {
     Done,
@@ -237,16 +260,7 @@ impl AsyncKubeStore {
         let publication = Publication::of(files);
         let digests = Arc::new(Digests::of(publication.as_ref()));
         let previous = replaced.and_then(|r| self.seen(key, r));
-        let mut job = Job {
-            key,
-            names,
-            sequence,
-            publication,
-            digests: &digests,
-            created: Vec::new(),
-            foreign: Vec::new(),
-            written: 0,
-        };
+        let mut job = Job::new((key, names), sequence, publication, &digests);
         let outcome = self.run(&mut job, previous.as_deref()).await;
         for name in &job.foreign {
             self.notice(format!(
@@ -712,16 +726,7 @@ impl AsyncKubeStore {
                 .map(|l| names.leaf(l))
                 .collect(),
         };
-        let mut job = Job {
-            key,
-            names,
-            sequence,
-            publication,
-            digests: &digests,
-            created: Vec::new(),
-            foreign: Vec::new(),
-            written: 0,
-        };
+        let mut job = Job::new((key, names), sequence, publication, &digests);
         let version = map.metadata.resource_version.clone();
         if self.apply(&mut job, &plan).await.is_err() || !job.foreign.is_empty() {
             return false;
