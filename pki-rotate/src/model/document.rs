@@ -34,6 +34,8 @@ use crate::model::error::{Result, RotateError};
 use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
+mod publication;
+
 /// A document: an engine's whole state as plain data, and the forms stores
 /// keep it in. The state types implement it ([`crate::SignerState`],
 /// [`crate::SetState`], [`crate::KeyRing`], [`crate::CredentialState`]);
@@ -551,80 +553,10 @@ impl Envelope {
     }
 }
 
-/// The path of the bundle consumers trust, in every kind that publishes
-/// one (a signer's, an external CA's): `ca-bundle.crt` at the top.
-pub const PUBLISHED_BUNDLE: &str = "ca-bundle.crt";
-
-/// The directory of the leaves consumers use as they are: `certs/NAME/`.
-pub const PUBLISHED_LEAVES_DIR: &str = "certs";
-
-/// One leaf as consumers use it: a directory `certs/NAME/` holding
-/// `tls.crt` (the serving chain, leaf first) and `tls.key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PublishedLeaf<'a> {
-    /// `tls.crt`: the chain the leaf serves.
-    pub chain: &'a [u8],
-    /// `tls.key`: its private key.
-    pub key: &'a [u8],
-}
-
-/// What a document publishes for consumers that take objects as they are
-/// (a store of Kubernetes objects: each leaf a `kubernetes.io/tls` Secret,
-/// the bundle a ConfigMap), by a rule on paths alone, so that a store
-/// needs not know the document's kind: the bundle is the top-level
-/// [`PUBLISHED_BUNDLE`], the leaves the directories
-/// [`PUBLISHED_LEAVES_DIR`]`/NAME/` holding both `tls.crt` and `tls.key`.
-/// The signer and the external CA (one document) publish this way; a CA
-/// set (whose leaves live per target, `targets/T/certs/NAME/`, each
-/// target with bundles per CA, `targets/T/trust/CA.crt`), a key ring and a
-/// credential hold neither and publish nothing. None when the document
-/// has no bundle: a leaf is only useful with the bundle that verifies it.
-/// A leaf whose key is sealed ([`crate::model::is_sealed`]: a store that
-/// seals leaf keys too) is left out: consumers could not use it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Publication<'a> {
-    /// The bundle consumers trust.
-    pub bundle: &'a [u8],
-    /// The leaves by name.
-    pub leaves: BTreeMap<&'a str, PublishedLeaf<'a>>,
-}
-
-impl<'a> Publication<'a> {
-    /// What `files` publish; None without a bundle.
-    pub fn of(files: &'a Files) -> Option<Self> {
-        let bundle = files.get(PUBLISHED_BUNDLE)?;
-        let mut leaves = BTreeMap::new();
-        for (path, _) in files.iter() {
-            if let Some((name, "tls.crt")) = published_leaf_file(path)
-                && let (Some(chain), Some(key)) = (
-                    files.get(path),
-                    files.get(&format!("{PUBLISHED_LEAVES_DIR}/{name}/tls.key")),
-                )
-                && !crate::model::is_sealed(key)
-            {
-                leaves.insert(name, PublishedLeaf { chain, key });
-            }
-        }
-        Some(Publication { bundle, leaves })
-    }
-}
-
-/// The leaf and file name of `path` when it is a file of a published
-/// leaf's directory (`certs/NAME/FILE`, FILE without `/`).
-pub fn published_leaf_file(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix(PUBLISHED_LEAVES_DIR)?.strip_prefix('/')?;
-    let (name, file) = rest.split_once('/')?;
-    (!file.contains('/')).then_some((name, file))
-}
-
-/// Whether `path` is a private file of a published leaf (`certs/NAME/tls.key`,
-/// or `tls.pem`, the key with its chain): what a store of consumer objects
-/// publishes in clear in the leaf's Secret, so a store sealing private
-/// material may leave it in clear ([`crate::SealedStore::clear_only`]);
-/// every other private file (CA keys, key rings, credentials) stays sealed.
-pub fn is_published_leaf_key(path: &str) -> bool {
-    matches!(published_leaf_file(path), Some((_, "tls.key" | "tls.pem")))
-}
+pub use publication::{
+    PUBLISHED_BUNDLE, PUBLISHED_LEAVES_DIR, Publication, PublishedLeaf, is_published_leaf_key,
+    published_leaf_file,
+};
 
 /// A Kubernetes Secret's `data`: keys to bytes, zeroized on drop.
 pub type SecretData = BTreeMap<String, Zeroizing<Vec<u8>>>;
@@ -696,123 +628,4 @@ pub fn files_from_secret_data<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_with_dot_segments_or_odd_bytes_are_refused() {
-        for bad in [
-            "",
-            "/abs",
-            "a//b",
-            ".data",
-            "certs/../x",
-            "certs/./x",
-            "a b",
-            "a\nb",
-            "tail/",
-        ] {
-            assert!(validate_path(bad).is_err(), "{bad:?}");
-        }
-        for good in ["pki-state.json", "signer/tls.crt", "certs/web.ns_1/tls.key"] {
-            validate_path(good).unwrap();
-        }
-    }
-
-    #[test]
-    fn envelope_refuses_other_kinds_and_newer_versions() {
-        let probe = |s: &str| Envelope::probe("doc", s.as_bytes()).unwrap();
-        let legacy = |v: u32| v == 1;
-        probe(r#"{"kind":"signer","version":2}"#)
-            .check("doc", "signer", 2, legacy)
-            .unwrap();
-        probe(r#"{"version":1}"#)
-            .check("doc", "signer", 2, legacy)
-            .unwrap();
-        let err = probe(r#"{"kind":"key-ring","version":1}"#)
-            .check("doc", "signer", 2, legacy)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("holds a \"key-ring\" document"), "{err}");
-        let err = probe(r#"{"kind":"signer","version":3}"#)
-            .check("doc", "signer", 2, legacy)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("version 3 is not supported"), "{err}");
-        assert!(
-            probe(r#"{"version":2}"#)
-                .check("doc", "signer", 2, legacy)
-                .is_err()
-        );
-        assert!(Envelope::probe("doc", b"{}").is_err());
-    }
-
-    #[test]
-    fn publication_is_the_top_bundle_and_each_leaf_with_chain_and_key() {
-        let mut files = Files::new();
-        let put = |f: &mut Files, p: &str, secret: bool| {
-            let file = if secret {
-                File::secret(p.as_bytes().to_vec())
-            } else {
-                File::public(p.as_bytes().to_vec())
-            };
-            f.insert(p, file).unwrap();
-        };
-        put(&mut files, "certs/web/tls.crt", false);
-        put(&mut files, "certs/web/tls.key", true);
-        put(&mut files, "certs/web/tls.pem", true);
-        put(&mut files, "certs/half/tls.crt", false);
-        put(&mut files, "signer/tls.key", true);
-        put(&mut files, "targets/t/certs/x/tls.crt", false);
-        put(&mut files, "targets/t/certs/x/tls.key", true);
-        assert_eq!(Publication::of(&files), None, "no bundle, nothing");
-        put(&mut files, "ca-bundle.crt", false);
-        let publication = Publication::of(&files).unwrap();
-        assert_eq!(publication.bundle, b"ca-bundle.crt");
-        let leaves: Vec<_> = publication.leaves.keys().copied().collect();
-        assert_eq!(leaves, ["web"]);
-        assert_eq!(publication.leaves["web"].chain, b"certs/web/tls.crt");
-        assert_eq!(publication.leaves["web"].key, b"certs/web/tls.key");
-        let mut sealed = files.clone();
-        let mut value = crate::model::MAGIC.to_vec();
-        value.extend_from_slice(b"sealed");
-        sealed
-            .insert("certs/web/tls.key", File::secret(value))
-            .unwrap();
-        let publication = Publication::of(&sealed).unwrap();
-        assert!(
-            publication.leaves.is_empty(),
-            "a sealed key is not published"
-        );
-        assert!(is_published_leaf_key("certs/web/tls.key"));
-        assert!(is_published_leaf_key("certs/web/tls.pem"));
-        for other in [
-            "certs/web/tls.crt",
-            "signer/tls.key",
-            "targets/t/certs/x/tls.key",
-            "certs/tls.key",
-            "certs/a/b/tls.key",
-        ] {
-            assert!(!is_published_leaf_key(other), "{other}");
-        }
-    }
-
-    #[test]
-    fn secret_keys_follow_renames_then_replace_slashes() {
-        let renames = [("signer/tls.crt", "tls.crt")];
-        assert_eq!(secret_data_key("signer/tls.crt", &renames), "tls.crt");
-        assert_eq!(
-            secret_data_key("certs/web/tls.key", &renames),
-            "certs.web.tls.key"
-        );
-        let mut files = Files::new();
-        files
-            .insert("signer/tls.crt", File::public(b"a".to_vec()))
-            .unwrap();
-        files
-            .insert("tls.crt", File::public(b"b".to_vec()))
-            .unwrap();
-        let err = files_to_secret_data(&files, &renames).unwrap_err();
-        assert!(err.to_string().contains("another file"), "{err}");
-    }
-}
+mod tests;
