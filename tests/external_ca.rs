@@ -13,14 +13,13 @@
 
 mod support;
 
-use support::cli::{ok, pki, refused, text};
+use support::cli::{ok, pki, refused};
 use support::external::{cert, imported, root_only_bundle};
 use support::maker::{Maker, openssl, openssl_verifies_serving_chain};
 use support::tls;
 
 use pki_core::PrivateKey;
 use std::path::Path;
-use std::process::Command;
 use time::{Duration, OffsetDateTime};
 
 #[test]
@@ -49,12 +48,13 @@ fn imported_external_ca_signs_leaves_that_openssl_go_and_rustls_verify_against_t
     let key = PrivateKey::from_pem(&std::fs::read(d.join("certs/web/tls.key")).unwrap()).unwrap();
     tls::handshake(&chain, &key, &root_only_bundle(&m), "web.example.test", now).unwrap();
     // Go's crypto/x509.
-    go_verify(
-        tmp.path(),
-        &m.path("root.crt"),
+    let go = support::go_x509::verify(
+        Path::new(&m.path("root.crt")),
         &d.join("certs/web/tls.crt"),
         "web.example.test",
+        now,
     );
+    assert_eq!(go, Ok(()), "go's crypto/x509");
     // And pki itself.
     ok(&[
         "verify",
@@ -119,75 +119,6 @@ fn a_leaf_never_outlives_any_certificate_of_the_imported_chain() {
             "{label}: the leaf must end with the {label}"
         );
     }
-}
-
-fn go_verify(tmp: &Path, roots: &str, chain: &Path, dns: &str) {
-    let src = tmp.join("goverify");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("go.mod"), "module goverify\n\ngo 1.22\n").unwrap();
-    std::fs::write(
-        src.join("main.go"),
-        r#"package main
-
-import (
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
-	"os"
-)
-
-func certs(path string) []*x509.Certificate {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		panic(err)
-	}
-	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, c)
-	}
-}
-
-func main() {
-	roots := x509.NewCertPool()
-	for _, c := range certs(os.Args[1]) {
-		roots.AddCert(c)
-	}
-	chain := certs(os.Args[2])
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: os.Args[3]}); err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-}
-"#,
-    )
-    .unwrap();
-    let o = Command::new("go")
-        .current_dir(&src)
-        .env("GOFLAGS", "-mod=mod")
-        .args(["run", ".", roots])
-        .arg(chain)
-        .arg(dns)
-        .output()
-        .expect("go is not installed or cannot run; install Go 1.22 or later (Debian: apt-get install golang-go) or run scripts/test.sh");
-    assert!(
-        o.status.success(),
-        "go: {}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
 }
 
 #[test]
