@@ -3,7 +3,7 @@
 //! controller step (the driver's).
 
 use pki_rotate::{
-    Driver, Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Store,
+    Event, FsStore, RotateError, SignerEngine, SignerInput, SignerState, Step, Store,
 };
 use std::path::PathBuf;
 use time::OffsetDateTime;
@@ -405,7 +405,7 @@ pub fn step_signer(
     input: &SignerInput,
     now: OffsetDateTime,
 ) -> CliResult<Step<SignerState, Event>> {
-    let driver = Driver::new(store.open()?);
+    let driver = crate::token::driver(store.open()?)?;
     // A leaf change while nothing else is due reads and writes that leaf
     // and the document's head only: its cost does not grow with the store.
     let step = driver.step_unless_idle::<SignerEngine, _>(SIGNER, input, now, &mut os_rng())?;
@@ -420,7 +420,7 @@ pub fn step_signer(
 /// Reads the signer's document.
 pub fn load_signer(store: &StoreArg) -> CliResult<SignerState> {
     let store = store.open()?;
-    Ok(Driver::new(store).load::<SignerEngine>(SIGNER)?.0)
+    Ok(crate::token::driver(store)?.load::<SignerEngine>(SIGNER)?.0)
 }
 
 /// Prints one line per event.

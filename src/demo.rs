@@ -117,6 +117,7 @@ fn init_and_issue(store: &StoreArg, t0: OffsetDateTime) -> CliResult<SignerState
         // after the automatic one strands nobody (see step 6).
         reload_interval: Some(Duration::days(7)),
         now: t0,
+        key_store: None,
     })?;
 
     heading(

@@ -2,6 +2,7 @@
 
 use crate::common::{CliResult, SIGNER, StoreArg, os_rng, when};
 use pki_core::{KeyAlgorithm, RotationPolicy};
+use pki_rotate::engines::token_keys;
 use pki_rotate::{Driver, SignerEngine, SignerPolicy, SignerState, Store};
 use time::{Duration, OffsetDateTime};
 
@@ -13,6 +14,8 @@ pub struct InitArgs<'a> {
     pub min_trust: Duration,
     pub reload_interval: Option<Duration>,
     pub now: OffsetDateTime,
+    /// The PKCS#11 token to make the CA keys in (None: in this process).
+    pub key_store: Option<&'a pki_core::Pkcs11Uri>,
 }
 
 impl InitArgs<'_> {
@@ -38,6 +41,35 @@ pub fn run_import(args: &InitArgs<'_>, files: &crate::external::CaFiles) -> CliR
     crate::external::init(args.dir, files, policy, args.now)
 }
 
+/// A signer whose CA key is made in the token `uri` names. The key's id
+/// comes from where the store is and the CA's name, so a rerun of an
+/// `init` that crashed before the store was written adopts the key that
+/// run made.
+fn new_in_token(
+    args: &InitArgs<'_>,
+    policy: SignerPolicy,
+    uri: &pki_core::Pkcs11Uri,
+) -> CliResult<SignerState> {
+    let access = crate::token::for_uri(uri)?;
+    let location = match args.dir {
+        StoreArg::Dir(path) => std::path::absolute(path)
+            .map_err(|e| crate::common::CliError::new(format!("{}: {e}", path.display())))?
+            .display()
+            .to_string(),
+        StoreArg::Url(url) => url.clone(),
+    };
+    let id = token_keys::first_key_id(&location, args.common_name);
+    let label = token_keys::key_label(args.common_name, 1);
+    Ok(SignerState::new_in_token(
+        args.common_name,
+        policy,
+        (&access, uri),
+        (&id, &label),
+        args.now,
+        &mut os_rng(),
+    )?)
+}
+
 pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
     let policy = args.policy()?;
     // Everything that can refuse runs before the store directory is
@@ -61,7 +93,10 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         );
     }
     // Refuses a time outside what certificates can encode, among others.
-    let state = SignerState::new(args.common_name, policy, args.now, &mut os_rng())?;
+    let state = match args.key_store {
+        None => SignerState::new(args.common_name, policy, args.now, &mut os_rng())?,
+        Some(uri) => new_in_token(args, policy, uri)?,
+    };
     let store = match existing {
         Some(store) => store,
         None => args.dir.open_or_create()?,

@@ -30,6 +30,7 @@ mod status;
 mod store_key;
 mod stores;
 mod suggest;
+mod token;
 mod validate;
 mod verify;
 
@@ -242,6 +243,17 @@ struct InitCommand {
     /// Refuse input files larger than this, like 16M or 1G.
     #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
     max_input_size: u64,
+    /// Make the CA key, and every key a rotation makes, in this PKCS#11
+    /// token (sensitive, never extractable): a URI like
+    /// pkcs11:token=LABEL. The module is PKI_PKCS11_MODULE, the PIN is
+    /// read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = parse_pkcs11_uri, conflicts_with = "import")]
+    key_store: Option<pki_core::Pkcs11Uri>,
+}
+
+/// A PKCS#11 URI (RFC 7512) on the command line.
+fn parse_pkcs11_uri(text: &str) -> Result<pki_core::Pkcs11Uri, String> {
+    pki_core::Pkcs11Uri::parse(text).map_err(|e| e.to_string())
 }
 
 impl InitCommand {
@@ -258,6 +270,7 @@ impl InitCommand {
             key_file,
             chain,
             max_input_size,
+            key_store,
         } = self;
 
         let args = init::InitArgs {
@@ -268,6 +281,7 @@ impl InitCommand {
             min_trust,
             reload_interval,
             now,
+            key_store: key_store.as_ref(),
         };
         match import {
             Some(ca) => init::run_import(

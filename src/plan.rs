@@ -3,7 +3,7 @@
 
 use crate::common::{CliError, CliResult, SIGNER, StoreArg, parse_duration, parse_time};
 use pki_rotate::forecast::{Forecast, forecast};
-use pki_rotate::{Driver, KeyRingEngine, RotateError, SignerEngine, StoreError};
+use pki_rotate::{KeyRingEngine, RotateError, SignerEngine, StoreError};
 use time::OffsetDateTime;
 
 /// `pki plan`'s arguments.
@@ -76,7 +76,7 @@ pub fn run(args: PlanArgs) -> CliResult {
             details: Vec::new(),
         });
     }
-    let driver = Driver::new(args.dir.open()?);
+    let driver = crate::token::driver(args.dir.open()?)?;
     let signer = optional(driver.load::<SignerEngine>(SIGNER))?;
     let keys = optional(driver.load::<KeyRingEngine>(pki_rotate::keyring::STORE_KEY))?;
     if signer.is_none() && keys.is_none() {

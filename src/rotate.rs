@@ -5,8 +5,7 @@ use crate::common::{
 };
 use pki_rotate::signer::IdleReport;
 use pki_rotate::{
-    Driver, Event, ForcedRotation, RotateError, SignerEngine, SignerError, SignerInput,
-    SignerState, Step,
+    Event, ForcedRotation, RotateError, SignerEngine, SignerError, SignerInput, SignerState, Step,
 };
 use time::OffsetDateTime;
 
@@ -99,7 +98,7 @@ pub fn run_guarded(args: &GuardedArgs<'_>) -> CliResult {
         ..SignerInput::default()
     };
     let store = args.dir.open()?;
-    let driver = Driver::new(store);
+    let driver = crate::token::driver(store)?;
     // Nothing asked and nothing due: decided from the store's summary of
     // the document, at a cost that does not grow with its leaves.
     let stepped =

@@ -6,7 +6,7 @@ use pki_rotate::signer::IdleReport;
 use pki_rotate::status::{
     BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
 };
-use pki_rotate::{Driver, Event, SignerEngine, SignerState, Step};
+use pki_rotate::{Event, SignerEngine, SignerState, Step};
 use time::OffsetDateTime;
 
 /// `verify`: with `check`, read and verify everything even when the
@@ -20,7 +20,7 @@ pub fn run(
     verify: bool,
     now: OffsetDateTime,
 ) -> CliResult {
-    let driver = Driver::new(dir.open()?);
+    let driver = crate::token::driver(dir.open()?)?;
     if check
         && !json
         && !verify

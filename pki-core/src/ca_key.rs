@@ -15,8 +15,9 @@ use crate::key::{KeyAlgorithm, PrivateKey};
 use crate::pkcs11::Pkcs11Uri;
 use crate::provider::CryptoProvider;
 use crate::signing::SigningKey;
+use crate::token_access::{TokenAccess, find_checked};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use zeroize::Zeroizing;
 
 /// A CA's private key, in this process or in a token.
@@ -225,11 +226,60 @@ impl TokenKey {
         Ok(())
     }
 
+    /// Binds the key to the object `access` finds by [`TokenKey::uri`],
+    /// looked up the first time the key signs (a step that signs nothing
+    /// never asks the token) and checked then to be the key recorded, as
+    /// [`TokenKey::bind`] checks it.
+    pub fn attach(&mut self, access: Arc<dyn TokenAccess>) {
+        self.bound = Some(Arc::new(FoundOnUse {
+            access,
+            uri: self.uri.clone(),
+            algorithm: self.algorithm,
+            public_key: self.public_key.clone(),
+            found: OnceLock::new(),
+        }));
+    }
+
     fn bound(&self) -> Result<&dyn SigningKey> {
         self.bound
             .as_deref()
             .ok_or_else(|| Error::Pkcs11TokenNotOpen {
                 uri: self.uri.to_string(),
             })
+    }
+}
+
+/// A token key object found the first time it signs (see
+/// [`TokenKey::attach`]).
+struct FoundOnUse {
+    access: Arc<dyn TokenAccess>,
+    uri: Pkcs11Uri,
+    algorithm: KeyAlgorithm,
+    public_key: SubjectPublicKeyInfoOwned,
+    found: OnceLock<Arc<dyn SigningKey>>,
+}
+
+impl FoundOnUse {
+    fn object(&self) -> Result<&Arc<dyn SigningKey>> {
+        if let Some(object) = self.found.get() {
+            return Ok(object);
+        }
+        let object = find_checked(&*self.access, &self.uri, self.algorithm, &self.public_key)?;
+        // Two threads finding it at once find the same object: either is kept.
+        Ok(self.found.get_or_init(|| object))
+    }
+}
+
+impl SigningKey for FoundOnUse {
+    fn algorithm(&self) -> KeyAlgorithm {
+        self.algorithm
+    }
+
+    fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
+        Ok(self.public_key.clone())
+    }
+
+    fn sign(&self, message: &[u8], provider: &CryptoProvider) -> Result<Vec<u8>> {
+        self.object()?.sign(message, provider)
     }
 }

@@ -70,6 +70,7 @@ mod signatures;
 mod signing;
 pub mod text;
 mod time_text;
+mod token_access;
 pub mod trust_matrix;
 mod usage;
 pub mod verify;
@@ -96,6 +97,9 @@ pub use provider::{Backend, CryptoProvider};
 pub use rng::{OsRng, os_rng};
 pub use signatures::SignatureCache;
 pub use signing::{SigningKey, signature_algorithm};
+#[cfg(feature = "pkcs11")]
+pub use token_access::Pkcs11Tokens;
+pub use token_access::TokenAccess;
 pub use usage::{EKU_ANY, EKU_CLIENT_AUTH, EKU_SERVER_AUTH, Purpose};
 pub use verify::{
     Budget, ExpectedName, VerifiedPath, VerifyOptions, verify_chain, verify_chain_cached,

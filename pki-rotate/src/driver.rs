@@ -18,12 +18,14 @@
 //! blocking store answers at once.
 
 use crate::engines::Engine;
-use crate::model::document::{Files, KeyOf};
+use crate::model::document::{Document, Files, KeyOf};
 use crate::model::error::Result;
 use crate::model::store::{AsyncStore, Revision, Store};
 use access::{Awaiting, Blocking};
 pub use advance::{ADVANCE_MAX_STEPS, AdvanceOptions, advance};
+use pki_core::TokenAccess;
 use rand_core::CryptoRng;
+use std::sync::Arc;
 pub use step::{Advanced, Read, Step};
 use steps::Steps;
 use time::OffsetDateTime;
@@ -48,11 +50,41 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
 /// and so the time it takes.
 const COMMUTING_ROUNDS_PER_ATTEMPT: u32 = 16;
 
+/// How many more rounds a step makes at once for a document that asks for
+/// them ([`Document::wants_follow_up`]): a rotation of a key in a token
+/// records the key, makes it and rotates, then destroys a key it retired.
+const FOLLOW_UP_ROUNDS: u32 = 3;
+
+/// The caller's access to PKCS#11 tokens, given to every document read.
+#[derive(Clone, Default)]
+pub(crate) struct Tokens(Option<Arc<dyn TokenAccess>>);
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Tokens(attached)"
+        } else {
+            "Tokens(none)"
+        })
+    }
+}
+
+impl Tokens {
+    /// `doc`, read from the store, with the caller's access attached.
+    pub(crate) fn attach<D: Document>(&self, mut doc: D) -> D {
+        if let Some(access) = &self.0 {
+            doc.attach_tokens(access);
+        }
+        doc
+    }
+}
+
 /// Runs engines over documents in a store.
 #[derive(Debug, Clone)]
 pub struct Driver<S> {
     store: S,
     max_attempts: u32,
+    tokens: Tokens,
 }
 
 /// Runs engines over documents in an [`AsyncStore`], from async code: a
@@ -62,6 +94,7 @@ pub struct Driver<S> {
 pub struct AsyncDriver<S> {
     store: S,
     max_attempts: u32,
+    tokens: Tokens,
 }
 
 impl<S: Store> Driver<S> {
@@ -70,12 +103,23 @@ impl<S: Store> Driver<S> {
         Driver {
             store,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            tokens: Tokens::default(),
         }
     }
 
     /// Sets how many rounds a step may take (at least 1).
     pub fn with_max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Gives every document this driver reads the caller's access to the
+    /// PKCS#11 tokens that hold its CA keys
+    /// ([`Document::attach_tokens`](crate::Document::attach_tokens)).
+    /// Without it, a step that must sign with, make or destroy a key in a
+    /// token fails before anything is written, naming the token.
+    pub fn with_token_access(mut self, access: Arc<dyn TokenAccess>) -> Self {
+        self.tokens = Tokens(Some(access));
         self
     }
 
@@ -220,6 +264,7 @@ impl<S: Store> Driver<S> {
         Steps {
             access: Blocking(&self.store),
             max_attempts: self.max_attempts,
+            tokens: self.tokens.clone(),
         }
     }
 }
@@ -230,12 +275,23 @@ impl<S: AsyncStore> AsyncDriver<S> {
         AsyncDriver {
             store,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            tokens: Tokens::default(),
         }
     }
 
     /// Sets how many rounds a step may take (at least 1).
     pub fn with_max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Gives every document this driver reads the caller's access to the
+    /// PKCS#11 tokens that hold its CA keys
+    /// ([`Document::attach_tokens`](crate::Document::attach_tokens)).
+    /// Without it, a step that must sign with, make or destroy a key in a
+    /// token fails before anything is written, naming the token.
+    pub fn with_token_access(mut self, access: Arc<dyn TokenAccess>) -> Self {
+        self.tokens = Tokens(Some(access));
         self
     }
 
@@ -315,6 +371,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
         Steps {
             access: Awaiting(&self.store),
             max_attempts: self.max_attempts,
+            tokens: self.tokens.clone(),
         }
     }
 }

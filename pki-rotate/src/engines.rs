@@ -27,6 +27,7 @@ pub mod leaf;
 pub mod preflight;
 pub mod set;
 pub mod signer;
+pub mod token_keys;
 pub mod uptake;
 
 use crate::model::document::Document;

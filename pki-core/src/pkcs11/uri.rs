@@ -229,6 +229,29 @@ impl Pkcs11Uri {
         }
     }
 
+    /// This URI with only the attributes that name the token: where a
+    /// document's new keys are made, and what one login opens.
+    pub fn token_only(&self) -> Self {
+        Pkcs11Uri {
+            token: self.token.clone(),
+            manufacturer: self.manufacturer.clone(),
+            serial: self.serial.clone(),
+            model: self.model.clone(),
+            ..Pkcs11Uri::default()
+        }
+    }
+
+    /// The private key object `id` labelled `label` in the token this URI
+    /// names: the URI a document keeps for a key it made.
+    pub fn private_key(&self, id: &[u8], label: &str) -> Self {
+        Pkcs11Uri {
+            object: Some(label.to_owned()),
+            object_type: Some(Pkcs11ObjectType::Private),
+            id: Some(id.to_vec()),
+            ..self.token_only()
+        }
+    }
+
     /// The key object's attributes in a message: `object="ca" id=%01%02`.
     pub fn describe_object(&self) -> String {
         let mut out = Vec::new();

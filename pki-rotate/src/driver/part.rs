@@ -22,6 +22,8 @@ pub(super) struct Part {
     promise: Idle,
     /// The revision the promise was read at.
     revision: Revision,
+    /// The caller's access to the tokens of the document's keys.
+    pub(super) tokens: super::Tokens,
 }
 
 /// The part of the document a step of `E` with `input` may read instead
@@ -38,6 +40,7 @@ pub(super) fn part_at<E: Engine>(
     (names, paths): (BTreeSet<String>, BTreeSet<String>),
     summary: Option<(Summary, Revision)>,
     now: OffsetDateTime,
+    tokens: &super::Tokens,
 ) -> Option<Part> {
     let (summary, revision) = summary?;
     let promise = Idle::from_summary(&summary, E::Document::KIND)?;
@@ -46,6 +49,7 @@ pub(super) fn part_at<E: Engine>(
         paths,
         promise,
         revision,
+        tokens: tokens.clone(),
     })
 }
 
@@ -97,6 +101,7 @@ pub(super) fn decide<E: Engine, R: CryptoRng + ?Sized>(
     }
     let location = describe(store_location, key);
     let doc = E::Document::from_part(&files, &part.names).map_err(|e| e.within(&location))?;
+    let doc = part.tokens.attach(doc);
     crate::model::document::refuse_problems(&doc, &location)?;
     let outcome = E::step(&doc, input, now, rng)?;
     // The members outside the part are due no earlier than the promise's

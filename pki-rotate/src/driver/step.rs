@@ -59,6 +59,18 @@ pub enum Read {
 }
 
 impl<D, E> Step<D, E> {
+    /// This step followed at once by `more`, one more round of it: the
+    /// document, revision and wake-up of `more`, the events of both.
+    pub(super) fn followed_by(mut self, more: Step<D, E>) -> Step<D, E> {
+        self.events.extend(more.events);
+        Step {
+            events: self.events,
+            changed: self.changed || more.changed,
+            attempts: self.attempts + more.attempts,
+            ..more
+        }
+    }
+
     /// The same step with its document turned by `f`: an engine's view of
     /// the signer's document ([`crate::SignerView`]) back into the signer's.
     pub fn map_document<T>(self, f: impl FnOnce(D) -> T) -> Step<T, E> {

@@ -118,6 +118,7 @@ impl<'i, E: Engine> Rounds<'i, E> {
 struct EngineRounds<'r, 'i, E: Engine, R: ?Sized> {
     rounds: Rounds<'i, E>,
     location: String,
+    tokens: &'r super::Tokens,
     now: OffsetDateTime,
     rng: &'r mut R,
 }
@@ -138,7 +139,7 @@ impl<E: Engine, R: CryptoRng + ?Sized> Rounder for EngineRounds<'_, '_, E, R> {
         let (files, revision) = read.ok_or_else(|| {
             RotateError::Store(crate::StoreError::NotInitialized(self.location.clone()))
         })?;
-        let doc = decode::<E>(&self.location, &files)?;
+        let doc = self.tokens.attach(decode::<E>(&self.location, &files)?);
         let round =
             self.rounds
                 .decide(&self.location, (doc, revision), attempt, self.now, self.rng)?;
@@ -206,6 +207,7 @@ fn created(location: String, written: Result<Revision>) -> Result<Revision> {
 pub(super) struct Steps<A> {
     pub(super) access: A,
     pub(super) max_attempts: u32,
+    pub(super) tokens: super::Tokens,
 }
 
 impl<A: Access> Steps<A> {
@@ -248,7 +250,10 @@ impl<A: Access> Steps<A> {
         let (files, revision) = self.access.get(key).await?.ok_or(RotateError::Store(
             crate::StoreError::NotInitialized(location.clone()),
         ))?;
-        Ok((decode::<E>(&location, &files)?, revision))
+        Ok((
+            self.tokens.attach(decode::<E>(&location, &files)?),
+            revision,
+        ))
     }
 
     /// [`Driver::create`](super::Driver::create) (no summary) and
@@ -278,9 +283,32 @@ impl<A: Access> Steps<A> {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Step<E::Document, E::Event>> {
+        let mut step = self.step_once::<E, R>(key, input, now, rng).await?;
+        // A document that asks for another round at once (a key recorded
+        // in one commit and made in the next) gets it, in the same step.
+        for _ in 0..super::FOLLOW_UP_ROUNDS {
+            if !(step.changed && step.document.wants_follow_up()) {
+                break;
+            }
+            let more = self.step_once::<E, R>(key, input, now, rng).await?;
+            step = step.followed_by(more);
+        }
+        Ok(step)
+    }
+
+    /// One step's rounds of the compare-and-swap loop, up to the first
+    /// write or the decision that nothing is due.
+    async fn step_once<E: Engine, R: CryptoRng + ?Sized>(
+        &self,
+        key: &str,
+        input: &E::Input,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Step<E::Document, E::Event>> {
         let mut rounds = EngineRounds {
             rounds: Rounds::<E>::new(input, self.max_attempts),
             location: describe(&self.access.location(), key),
+            tokens: &self.tokens,
             now,
             rng,
         };
@@ -314,8 +342,12 @@ impl<A: Access> Steps<A> {
                 return Ok(idle);
             }
         } else if let Some(members) = part::members::<E>(input)
-            && let Some(part) =
-                part::part_at::<E>(members, self.access.get_summary(key).await?, now)
+            && let Some(part) = part::part_at::<E>(
+                members,
+                self.access.get_summary(key).await?,
+                now,
+                &self.tokens,
+            )
         {
             let got = self.access.get_paths(key, &part.paths).await?;
             let location = self.access.location();

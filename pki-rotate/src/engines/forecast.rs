@@ -18,6 +18,7 @@
 use crate::engines::keyring::{KeyRing, KeyRingEngine, KeyRingEvent};
 use crate::engines::signer::{Event, PreviousCa, SignerEngine, SignerState};
 use crate::engines::{Engine, Outcome};
+use crate::model::document::Document;
 use pki_core::datetime::rfc3339;
 use pki_core::policy::human;
 use rand_core::CryptoRng;
@@ -198,6 +199,7 @@ where
     R: CryptoRng + ?Sized,
 {
     let mut doc = doc.clone();
+    doc.simulate_tokens();
     let mut at = from;
     let mut steps = 0;
     while at <= until {
@@ -224,13 +226,20 @@ where
                 }
             };
         let next_wake = outcome.next_wake;
+        let mut follow_up = false;
         if let std::borrow::Cow::Owned(next) = outcome.document {
             observe(&next, at, &outcome.events);
+            // As the driver does: a document that asks for another round
+            // at once (a key in a token recorded, then made) gets it.
+            follow_up = next.wants_follow_up();
             doc = next;
         }
         // A wake-up is never before the step; one at the step itself would
-        // repeat it forever.
-        at = next_wake.max(at + Duration::SECOND);
+        // repeat it forever, but for a follow-up (which ends, since the
+        // round after it changes what asked for it).
+        if !follow_up {
+            at = next_wake.max(at + Duration::SECOND);
+        }
     }
     Run {
         last: doc,

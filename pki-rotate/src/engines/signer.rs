@@ -36,6 +36,7 @@ mod input;
 mod plan;
 mod state;
 pub mod status;
+mod token_moves;
 mod trust_breaks;
 mod uptake_records;
 mod view;
@@ -51,6 +52,7 @@ pub use input::{ForcedRotation, LeafChange, SignerInput};
 pub(crate) use plan::next_check;
 pub use plan::{Plan, RotationDecision, RotationReason, plan};
 pub use state::{OverriddenCheck, PreviousCa, RotationRecord, SignerState};
+pub use token_moves::KeyMoves;
 pub use trust_breaks::rotation_trust_breaks;
 pub use uptake_records::{
     ConsumerRecord, MAX_CONSUMER_NAME_LEN, MAX_PUBLISHED, PublishedBundle, bundle_fingerprint,

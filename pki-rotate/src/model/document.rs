@@ -178,6 +178,28 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
             "this kind of document is not read by parts",
         ))
     }
+
+    /// Gives the document the caller's access to the PKCS#11 tokens that
+    /// hold its CA keys, right after it is read: its token keys sign, and
+    /// its steps make and destroy key objects, through it and nothing
+    /// else. Nothing by default: the kind keeps no key in a token.
+    fn attach_tokens(&mut self, access: &std::sync::Arc<dyn pki_core::TokenAccess>) {
+        let _ = access;
+    }
+
+    /// Makes the document's token keys a simulation for a forecast that
+    /// steps copies of it in memory: new keys are made in memory, none is
+    /// destroyed, the token only signs ([`crate::engines::token_keys`]).
+    /// Nothing by default.
+    fn simulate_tokens(&mut self) {}
+
+    /// Whether the step that wrote this document has another round to
+    /// make at once: a key recorded as intended and not made yet, or keys
+    /// retired and not destroyed yet (see
+    /// [`crate::engines::token_keys`]). False by default.
+    fn wants_follow_up(&self) -> bool {
+        false
+    }
 }
 
 /// A document's promise about the steps that ask nothing of it (see

@@ -54,6 +54,7 @@ impl SignerState {
             }),
             published: Vec::new(),
             consumers: Default::default(),
+            token_keys: None,
         };
         state.note_published(now);
         Ok(state)

@@ -9,9 +9,7 @@ use crate::engines::Outcome;
 use crate::engines::guard::Findings;
 use crate::engines::leaf::{Leaf, LeafDecision, LeafRequest};
 use crate::model::error::Result;
-use pki_core::{
-    Bundle, Certificate, CertificateAuthority, CertificateParams, PrivateKey, cross_sign,
-};
+use pki_core::{Bundle, CaKey, Certificate, CertificateAuthority, CertificateParams, cross_sign};
 use rand_core::CryptoRng;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -43,6 +41,17 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     let mut events = Vec::with_capacity(plan.leaves.len() + plan.leaf_changes.len() + 4);
     events.extend(already_done);
     let now = plan.now;
+    super::token_moves::apply(&mut next, plan.key_moves, &mut events)?;
+    // A rotation of a key in a token first commits the key it will make,
+    // and rotates in the next round (see `token_moves::intend`).
+    if plan.rotation.is_some() && super::token_moves::intend(&mut next, rng, &mut events)? {
+        return Ok(Outcome {
+            document: Cow::Owned(next),
+            events,
+            next_wake: now,
+            findings: Findings::none(),
+        });
+    }
     next.policy = plan.policy;
     change_leaf_requests(&mut next, &plan.leaf_changes, &mut events);
     let mut findings = Findings::none();
@@ -130,7 +139,9 @@ fn rotate<R: CryptoRng + ?Sized>(
     } else {
         None
     };
-    let new = successor(old, &plan.policy, now, rng)?;
+    let new_key =
+        super::token_moves::new_key(next.token_keys.as_ref(), plan.policy.key_algorithm, rng)?;
+    let new = successor(old, new_key, &plan.policy, now, rng)?;
     let bridged = bridge(old, &new, decision.bridge_until, &plan.policy, now, rng)?;
     let trusted_until = decision.bridge_until;
     events.push(record_rotation(
@@ -153,6 +164,7 @@ fn rotate<R: CryptoRng + ?Sized>(
         true,
     ));
     next.ca = new;
+    super::token_moves::rotated(next, trusted_until.is_some(), events);
     next.bridge = bridged.bridge_b;
     next.bridge_chain = Vec::new();
     next.bundle = bridged.bundle;
@@ -197,6 +209,7 @@ pub(crate) fn record_rotation(next: &mut SignerState, record: RotationRecord) ->
 /// link through either bridge, on a new key of the policy's type.
 fn successor<R: CryptoRng + ?Sized>(
     old: &CertificateAuthority,
+    new_key: CaKey,
     policy: &SignerPolicy,
     now: OffsetDateTime,
     rng: &mut R,
@@ -205,7 +218,6 @@ fn successor<R: CryptoRng + ?Sized>(
         .cert
         .common_name()
         .unwrap_or_else(|| "pki-signer".to_string());
-    let new_key = PrivateKey::generate(policy.key_algorithm, rng)?;
     let mut params = CertificateParams::new(
         pki_core::Profile::RootCa,
         &cn,
@@ -213,7 +225,7 @@ fn successor<R: CryptoRng + ?Sized>(
         policy.rotation.lifetime,
     )?;
     params.subject = old.cert.subject().clone();
-    let new_cert = params.self_signed(&new_key, rng)?;
+    let new_cert = params.self_signed_with(&new_key, rng)?;
     Ok(CertificateAuthority::new(new_cert, new_key)?)
 }
 

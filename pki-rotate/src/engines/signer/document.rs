@@ -60,6 +60,7 @@ use crate::engines::leaf::LeafRequest;
 use crate::engines::signer::{ConsumerRecord, PublishedBundle};
 use crate::engines::signer::{ExternalCa, ExternalRecord};
 use crate::engines::signer::{PreviousCa, RotationRecord, SignerPolicy, SignerState};
+use crate::engines::token_keys::TokenKeys;
 use crate::model::document::{Document as DocumentForm, Envelope, File, Files, Idle, SecretData};
 use crate::model::error::{Result, RotateError};
 use pki_core::Certificate;
@@ -165,6 +166,10 @@ struct Document {
     /// What each consumer acknowledged last.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     consumers: BTreeMap<String, ConsumerRecord>,
+    /// Present when the CA keys are objects in a PKCS#11 token: then
+    /// there is no `signer/tls.key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_keys: Option<TokenKeys>,
 }
 
 /// Version 1, as the first release wrote it.
@@ -200,6 +205,7 @@ impl From<DocumentV1> for Document {
             external: None,
             published: Vec::new(),
             consumers: BTreeMap::new(),
+            token_keys: None,
         }
     }
 }
@@ -208,7 +214,9 @@ impl From<DocumentV1> for Document {
 #[serde(deny_unknown_fields)]
 struct Material {
     ca_cert: String,
-    ca_key: Zeroizing<String>,
+    /// Absent when the CA key is a token object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ca_key: Option<Zeroizing<String>>,
     bridge: Option<String>,
     bundle: String,
     leaves: BTreeMap<String, LeafMaterial>,
@@ -261,7 +269,7 @@ impl SignerState {
             }
             Some(Material {
                 ca_cert: self.ca.cert.to_pem(),
-                ca_key: self.ca.key.to_pkcs8_pem()?,
+                ca_key: self.in_process_key_pem()?,
                 bridge: self.bridge_pem(),
                 bundle: self.bundle.to_pem(),
                 leaves,
@@ -286,6 +294,16 @@ impl SignerState {
             external: self.external.as_ref().map(ExternalCa::record),
             published: self.published.clone(),
             consumers: self.consumers.clone(),
+            token_keys: self.token_keys.clone(),
+        })
+    }
+
+    /// The CA key's PKCS#8 PEM when it is in this process; None for a
+    /// token object, of which the document keeps only the URI.
+    fn in_process_key_pem(&self) -> Result<Option<Zeroizing<String>>> {
+        Ok(match self.ca.key.in_process() {
+            Some(key) => Some(key.to_pkcs8_pem()?),
+            None => None,
         })
     }
 
@@ -309,7 +327,7 @@ impl SignerState {
         let get = |field: &str| -> Option<&[u8]> {
             match field {
                 SIGNER_CERT => Some(material.ca_cert.as_bytes()),
-                SIGNER_KEY => Some(material.ca_key.as_bytes()),
+                SIGNER_KEY => material.ca_key.as_ref().map(|k| k.as_bytes()),
                 SIGNER_BRIDGE => material.bridge.as_ref().map(|b| b.as_bytes()),
                 CA_BUNDLE => Some(material.bundle.as_bytes()),
                 SIGNER_CHAIN => material.chain.as_ref().map(|c| c.as_bytes()),
@@ -371,10 +389,9 @@ impl DocumentForm for SignerState {
         }
         files.insert(STATE_FILE, File::public(state_json(&doc)?))?;
         files.insert(SIGNER_CERT, File::public(self.ca.cert.to_pem()))?;
-        files.insert(
-            SIGNER_KEY,
-            File::secret(self.ca.key.to_pkcs8_pem()?.as_bytes()),
-        )?;
+        if let Some(key) = self.in_process_key_pem()? {
+            files.insert(SIGNER_KEY, File::secret(key.as_bytes()))?;
+        }
         if let Some(bridge) = self.bridge_pem() {
             files.insert(SIGNER_BRIDGE, File::public(bridge))?;
         }
@@ -485,6 +502,22 @@ impl DocumentForm for SignerState {
 
     fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
         part::read(files, names)
+    }
+
+    fn attach_tokens(&mut self, access: &std::sync::Arc<dyn pki_core::TokenAccess>) {
+        self.attach_token_access(access);
+    }
+
+    fn wants_follow_up(&self) -> bool {
+        self.token_keys
+            .as_ref()
+            .is_some_and(TokenKeys::wants_follow_up)
+    }
+
+    fn simulate_tokens(&mut self) {
+        if let Some(keys) = &mut self.token_keys {
+            keys.simulate();
+        }
     }
 
     /// The signer's plan with nothing asked, at `now`: when it changes

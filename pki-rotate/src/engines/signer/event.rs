@@ -54,6 +54,23 @@ pub enum Event {
         /// Id of the CA the concurrent rotation made.
         by: String,
     },
+    /// A rotation's new CA key was recorded as intended; the next round
+    /// makes it in the token (or adopts it there) and rotates.
+    TokenKeyIntended {
+        /// The key object's URI.
+        uri: String,
+    },
+    /// A CA key object in the token is no longer trusted and is listed
+    /// for destruction.
+    TokenKeyRetired {
+        /// The key object's URI.
+        uri: String,
+    },
+    /// A retired CA key object was destroyed in the token (or was gone).
+    TokenKeyDestroyed {
+        /// The key object's URI.
+        uri: String,
+    },
     /// The request was carried out before: nothing changes.
     AlreadyDone {
         /// What was done, and when.
@@ -92,7 +109,31 @@ impl std::fmt::Display for Event {
                 f,
                 "forced rotation ({reason}) already done by a concurrent rotation to {by}; recorded as forced"
             ),
+            Event::TokenKeyIntended { uri } => {
+                write!(f, "recorded the new CA key {uri}, to make in the token")
+            }
+            Event::TokenKeyRetired { uri } => {
+                write!(f, "retired the CA key {uri}: nothing trusts its CA")
+            }
+            Event::TokenKeyDestroyed { uri } => write!(f, "destroyed the CA key {uri}"),
             Event::AlreadyDone { note } => write!(f, "nothing to do: {note}"),
+        }
+    }
+}
+
+impl From<crate::engines::token_keys::KeyChange> for Event {
+    fn from(change: crate::engines::token_keys::KeyChange) -> Self {
+        use crate::engines::token_keys::KeyChange;
+        match change {
+            KeyChange::Intended(uri) => Event::TokenKeyIntended {
+                uri: uri.to_string(),
+            },
+            KeyChange::Retired(uri) => Event::TokenKeyRetired {
+                uri: uri.to_string(),
+            },
+            KeyChange::Destroyed(uri) => Event::TokenKeyDestroyed {
+                uri: uri.to_string(),
+            },
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct Plan {
     pub prune: Vec<Certificate>,
     /// Bridge B expired and is dropped from serving chains.
     pub drop_bridge: bool,
+    /// The moves of CA key objects in a token besides a rotation's own.
+    pub key_moves: super::KeyMoves,
     /// Which trust breaks of the rotation are accepted: by its nature (an
     /// emergency) or by the operator's reason, recorded in the history.
     pub trust_breaks: BreakAcceptance,
@@ -118,6 +120,7 @@ impl Plan {
             && self.leaf_changes.is_empty()
             && self.prune.is_empty()
             && !self.drop_bridge
+            && self.key_moves.is_empty()
             && self.record_forced_reason.is_none()
             && !self.policy_changed
     }
@@ -159,6 +162,7 @@ pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Re
         leaves,
         prune,
         drop_bridge,
+        key_moves: super::token_moves::plan(state, now),
         trust_breaks,
         already_done: requests.already_done,
         next_check: next_check_from(state, &policy, now, earliest_refresh),
@@ -650,6 +654,9 @@ fn next_check_from(
         if let Some(t) = c.not_after().checked_add(Duration::SECOND) {
             consider(t);
         }
+    }
+    if let Some(retires) = super::token_moves::wake(state) {
+        consider(retires);
     }
     if let Some(b) = &state.bridge
         && let Some(t) = b.not_after().checked_add(Duration::SECOND)

@@ -3,10 +3,12 @@
 
 use super::{RotationReason, SignerPolicy};
 use crate::engines::leaf::{IssuedLeaf, Leaf, LeafRequest, validate_leaf_name};
+use crate::engines::token_keys::TokenKeys;
 use crate::model::error::Result;
-use pki_core::{Bundle, Certificate, CertificateAuthority};
+use pki_core::{Bundle, Certificate, CertificateAuthority, Pkcs11Uri, TokenAccess};
 use rand_core::CryptoRng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// What is remembered about the CA that was rotated out.
@@ -130,6 +132,9 @@ pub struct SignerState {
     pub published: Vec<super::PublishedBundle>,
     /// What each consumer acknowledged last, by name.
     pub consumers: BTreeMap<String, super::ConsumerRecord>,
+    /// The token objects that hold the CA keys (None: the CA key is in
+    /// this process, stored as `signer/tls.key`).
+    pub token_keys: Option<TokenKeys>,
 }
 
 impl SignerState {
@@ -162,9 +167,68 @@ impl SignerState {
             external: None,
             published: Vec::new(),
             consumers: BTreeMap::new(),
+            token_keys: None,
         };
         state.note_published(now);
         Ok(state)
+    }
+
+    /// Creates a signer whose CA key is made in the PKCS#11 token `store`
+    /// names, through `access`, as the object `id` labelled `label`; a
+    /// token that already holds an object with that id (made by a run of
+    /// the same creation that crashed before its store write) has it
+    /// adopted instead of a second key made beside it.
+    pub fn new_in_token<R: CryptoRng + ?Sized>(
+        common_name: &str,
+        policy: SignerPolicy,
+        token: (&Arc<dyn TokenAccess>, &Pkcs11Uri),
+        (id, label): (&[u8], &str),
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let (access, store) = token;
+        policy.validate()?;
+        let current = store.private_key(id, label);
+        let mut keys = TokenKeys::new(store, &current);
+        keys.attach(access);
+        let key = pki_core::CaKey::from(keys.find_or_make(&current, policy.key_algorithm)?);
+        let params = pki_core::CertificateParams::new(
+            pki_core::Profile::RootCa,
+            common_name,
+            now,
+            policy.rotation.lifetime,
+        )?;
+        let cert = params.self_signed_with(&key, rng)?;
+        let ca = CertificateAuthority::new(cert, key)?;
+        let mut state = SignerState {
+            bundle: Bundle::from_certs([ca.cert.clone()]),
+            policy,
+            ca,
+            bridge: None,
+            bridge_chain: Vec::new(),
+            previous: None,
+            forced_rotation_reason: None,
+            leaves: BTreeMap::new(),
+            history: Vec::new(),
+            external: None,
+            published: Vec::new(),
+            consumers: BTreeMap::new(),
+            token_keys: Some(keys),
+        };
+        state.note_published(now);
+        Ok(state)
+    }
+
+    /// See [`crate::Document::attach_tokens`]: the CA key, when it is a
+    /// token object, signs through `access`, and so do the key moves of
+    /// rotations.
+    pub(crate) fn attach_token_access(&mut self, access: &Arc<dyn TokenAccess>) {
+        if let Some(keys) = &mut self.token_keys {
+            keys.attach(access);
+        }
+        if let pki_core::CaKey::Token(key) = &mut self.ca.key {
+            key.attach(Arc::clone(access));
+        }
     }
 
     /// Adds or changes a leaf request. The next plan issues it (new name or

@@ -139,4 +139,16 @@ impl<E> Document for SignerView<E> {
     fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
         SignerState::from_part(files, names).map(SignerView::new)
     }
+
+    fn attach_tokens(&mut self, access: &std::sync::Arc<dyn pki_core::TokenAccess>) {
+        self.signer.attach_tokens(access);
+    }
+
+    fn wants_follow_up(&self) -> bool {
+        self.signer.wants_follow_up()
+    }
+
+    fn simulate_tokens(&mut self) {
+        self.signer.simulate_tokens();
+    }
 }

@@ -6,6 +6,7 @@ use super::{CA_BUNDLE, Document, SIGNER_BRIDGE, SIGNER_CERT, SIGNER_CHAIN, SIGNE
 use super::{leaf_cert_path, leaf_key_path};
 use crate::engines::leaf::{IssuedLeaf, Leaf};
 use crate::engines::signer::{ExternalCa, ExternalRecord, SignerState};
+use crate::engines::token_keys::{TokenKeys, current_key};
 use crate::model::error::{Result, RotateError};
 use pki_core::{Bundle, Certificate, CertificateAuthority, PrivateKey};
 use std::collections::BTreeMap;
@@ -20,7 +21,7 @@ pub(super) fn assemble<'a>(
     leaf: impl Fn(&str) -> Option<(&'a [u8], &'a [u8])>,
 ) -> Result<SignerState> {
     let source = Source { origin, get };
-    let ca = source.ca()?;
+    let ca = source.ca(doc.token_keys.as_ref())?;
     let (bridge, bridge_chain) = source.bridge()?;
     let bundle = Bundle::from_pem(source.need(CA_BUNDLE)?).map_err(|e| source.at(CA_BUNDLE, e))?;
     let external = source.external(doc.external)?;
@@ -61,6 +62,7 @@ pub(super) fn assemble<'a>(
         external,
         published: doc.published,
         consumers: doc.consumers,
+        token_keys: doc.token_keys,
     };
     state.adopt_current_bundle();
     Ok(state)
@@ -84,13 +86,29 @@ impl<'a, G: Fn(&str) -> Option<&'a [u8]>> Source<'_, G> {
         RotateError::material(format!("{}: {path}", self.origin), e)
     }
 
-    /// The CA, its key checked against its certificate.
-    fn ca(&self) -> Result<CertificateAuthority> {
+    /// The CA, its key checked against its certificate: the key file, or
+    /// the token object `token_keys` names (its public half the one the
+    /// certificate names; a key file beside it is refused, since one of
+    /// the two would be a key nobody rotates).
+    fn ca(&self, token_keys: Option<&TokenKeys>) -> Result<CertificateAuthority> {
         let cert =
             Certificate::from_pem(self.need(SIGNER_CERT)?).map_err(|e| self.at(SIGNER_CERT, e))?;
-        let key = PrivateKey::from_stored_pem(self.need(SIGNER_KEY)?)
-            .map_err(|e| self.at(SIGNER_KEY, e))?;
-        CertificateAuthority::new(cert, key).map_err(|e| self.at(SIGNER_KEY, e))
+        let Some(keys) = token_keys else {
+            let key = PrivateKey::from_stored_pem(self.need(SIGNER_KEY)?)
+                .map_err(|e| self.at(SIGNER_KEY, e))?;
+            return CertificateAuthority::new(cert, key).map_err(|e| self.at(SIGNER_KEY, e));
+        };
+        if (self.get)(SIGNER_KEY).is_some() {
+            return Err(RotateError::corrupt(
+                format!("{}: {SIGNER_KEY}", self.origin),
+                format!(
+                    "is present, but the document keeps the CA key in a token ({})",
+                    keys.current
+                ),
+            ));
+        }
+        let key = current_key(&keys.current, &cert).map_err(|e| self.at(SIGNER_CERT, e))?;
+        CertificateAuthority::new(cert, key).map_err(|e| self.at(SIGNER_CERT, e))
     }
 
     /// Bridge B and what follows it in serving chains (the certificates

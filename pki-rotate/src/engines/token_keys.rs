@@ -1,0 +1,401 @@
+//! CA keys kept as objects in a PKCS#11 token: what a document records of
+//! them, and the two moves that keep the token holding exactly the key
+//! objects the document names.
+//!
+//! - **A new key is recorded before it is made.** A rotation first commits
+//!   the intended object (`pending`: its id and label); the next round
+//!   finds that object in the token and adopts it, or makes it. A crash
+//!   between the token making a key and the store committing the document
+//!   that names it leaves an intent that the rerun completes, never an
+//!   object nobody names.
+//! - **An old key is destroyed only once nothing trusts its CA.** Its URI
+//!   moves to `retiring` in one commit; the next round destroys exactly
+//!   the objects listed there and commits them gone. A lookup that fails
+//!   destroys nothing; a retiring object already gone counts as destroyed.
+//!
+//! The token itself is the caller's ([`TokenAccess`], attached to the
+//! document after it is read, like an RNG passed to a step): an engine
+//! opens nothing.
+
+use crate::model::error::{Result, RotateError};
+use pki_core::{KeyAlgorithm, Pkcs11Uri, TokenAccess, TokenKey};
+use rand_core::CryptoRng;
+use std::sync::Arc;
+
+/// The length of the CKA_ID of a key pki makes: 16 random bytes, so two
+/// documents sharing a token never pick the same id.
+pub const KEY_ID_LEN: usize = 16;
+
+/// The CKA_ID of the first CA key of the document created at `location`
+/// (an absolute directory or a store URL) for `name`: derived from them,
+/// so that a creation that crashed after the token made the key and
+/// before the store held the document finds that key again when it is
+/// run again, and adopts it instead of leaving it behind.
+pub fn first_key_id(location: &str, name: &str) -> [u8; KEY_ID_LEN] {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(b"pki first CA key\n")
+        .chain_update(location.as_bytes())
+        .chain_update(b"\n")
+        .chain_update(name.as_bytes())
+        .finalize();
+    let mut id = [0u8; KEY_ID_LEN];
+    id.copy_from_slice(&digest[..KEY_ID_LEN]);
+    id
+}
+
+/// The label of a document's CA key of generation `generation` (1 for
+/// the first) for the CA named `name`: what `pkcs11-tool` lists.
+pub fn key_label(name: &str, generation: usize) -> String {
+    format!("{name} CA {generation}")
+}
+
+/// What a document records of the token objects that hold its CA keys.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenKeys {
+    /// The token new keys are made in (a URI naming only the token).
+    #[serde(with = "uri_text")]
+    pub store: Pkcs11Uri,
+    /// The current CA's key object.
+    #[serde(with = "uri_text")]
+    pub current: Pkcs11Uri,
+    /// The key a rotation decided to make, recorded before the token makes
+    /// it: adopted by the round that completes the rotation when the token
+    /// already holds it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "uri_text::option"
+    )]
+    pub pending: Option<Pkcs11Uri>,
+    /// The previous CA's key object, kept while that CA is trusted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "uri_text::option"
+    )]
+    pub previous: Option<Pkcs11Uri>,
+    /// Key objects of CAs nothing trusts any more: the next round destroys
+    /// them, and only them.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "uri_text::list"
+    )]
+    pub retiring: Vec<Pkcs11Uri>,
+    /// The access to the token, attached after the document is read.
+    #[serde(skip)]
+    access: Attached,
+}
+
+impl std::fmt::Debug for TokenKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenKeys")
+            .field("store", &self.store.to_string())
+            .field("current", &self.current.to_string())
+            .field("pending", &self.pending.as_ref().map(ToString::to_string))
+            .field("previous", &self.previous.as_ref().map(ToString::to_string))
+            .field("retiring", &self.retiring.len())
+            .field("attached", &self.access.0.is_some())
+            .finish()
+    }
+}
+
+/// The caller's access to the token: never stored, never compared.
+#[derive(Clone, Default)]
+struct Attached(Option<Arc<dyn TokenAccess>>);
+
+impl PartialEq for Attached {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Attached {}
+
+/// What changed in the token, for the engine's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyChange {
+    /// A rotation's new key was recorded; the next round makes it.
+    Intended(Pkcs11Uri),
+    /// A key no longer trusted was listed for destruction.
+    Retired(Pkcs11Uri),
+    /// A retiring key was destroyed (or found already gone).
+    Destroyed(Pkcs11Uri),
+}
+
+impl TokenKeys {
+    /// The record of a CA whose key is the object `current`, new keys
+    /// made in the token `store` names.
+    pub fn new(store: &Pkcs11Uri, current: &Pkcs11Uri) -> Self {
+        TokenKeys {
+            store: store.token_only(),
+            current: current.without_query(),
+            pending: None,
+            previous: None,
+            retiring: Vec::new(),
+            access: Attached(None),
+        }
+    }
+
+    /// Attaches the caller's access to the token.
+    pub fn attach(&mut self, access: &Arc<dyn TokenAccess>) {
+        self.access = Attached(Some(Arc::clone(access)));
+    }
+
+    /// The attached access, or the error naming the token a step needs.
+    pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
+        self.access.0.as_ref().ok_or_else(|| {
+            RotateError::from(pki_core::Error::Pkcs11TokenNotOpen {
+                uri: self.store.to_string(),
+            })
+        })
+    }
+
+    /// Every key object the document names: what the token must hold.
+    pub fn named(&self) -> Vec<&Pkcs11Uri> {
+        std::iter::once(&self.current)
+            .chain(&self.pending)
+            .chain(&self.previous)
+            .chain(&self.retiring)
+            .collect()
+    }
+
+    /// Whether the document asks for another round at once: an intent to
+    /// complete, or keys to destroy.
+    pub fn wants_follow_up(&self) -> bool {
+        self.pending.is_some() || !self.retiring.is_empty()
+    }
+
+    /// Records the key a rotation will make (an id from `rng`, `label`):
+    /// nothing is made yet. Refused without access to the token, so no
+    /// intent is recorded that nothing could complete.
+    pub fn intend<R: CryptoRng + ?Sized>(&mut self, label: &str, rng: &mut R) -> Result<KeyChange> {
+        self.access()?;
+        let mut id = [0u8; KEY_ID_LEN];
+        rng.fill_bytes(&mut id);
+        let uri = self.store.private_key(&id, label);
+        self.pending = Some(uri.clone());
+        Ok(KeyChange::Intended(uri))
+    }
+
+    /// The key the recorded intent names, made or adopted
+    /// ([`TokenKeys::find_or_make`]); None without an intent.
+    pub fn make_pending(&self, algorithm: KeyAlgorithm) -> Result<Option<TokenKey>> {
+        self.pending
+            .as_ref()
+            .map(|uri| self.find_or_make(uri, algorithm))
+            .transpose()
+    }
+
+    /// The key object `uri` names (an id and a label this document chose):
+    /// the object already in the token (a rerun after a crash that
+    /// followed its making), else made now in the store's token. Either
+    /// way of `algorithm`, bound to sign.
+    pub fn find_or_make(&self, uri: &Pkcs11Uri, algorithm: KeyAlgorithm) -> Result<TokenKey> {
+        let access = self.access()?;
+        let object = match access.find_key(uri) {
+            Ok(object) => object,
+            Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {
+                let id = uri.id.as_deref().unwrap_or_default();
+                let label = uri.object.as_deref().unwrap_or_default();
+                access.generate_key(&self.store, algorithm, id, label)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if object.algorithm() != algorithm {
+            return Err(RotateError::from(pki_core::Error::Pkcs11 {
+                operation: format!("adopting the recorded key {uri}"),
+                reason: format!(
+                    "the token's object is a {} key, the policy asks for {algorithm}: destroy the object or change the policy's key type",
+                    object.algorithm()
+                ),
+            }));
+        }
+        Ok(TokenKey::of_object(uri, object)?)
+    }
+
+    /// After a rotation to `new` (made by [`TokenKeys::make_pending`]):
+    /// `new` is current; the old current key becomes the previous one,
+    /// kept while its CA is trusted (`previous_trusted`), else retired at
+    /// once; a previous key the rotation replaced is retired.
+    pub fn rotated(&mut self, new: &TokenKey, previous_trusted: bool) -> Vec<KeyChange> {
+        let old = std::mem::replace(&mut self.current, new.uri().clone());
+        self.pending = None;
+        let mut changes = Vec::new();
+        if let Some(replaced) = self.previous.take() {
+            changes.push(self.retire(replaced));
+        }
+        if previous_trusted {
+            self.previous = Some(old);
+        } else {
+            changes.push(self.retire(old));
+        }
+        changes
+    }
+
+    /// Retires the previous key: its CA is no longer trusted.
+    pub fn retire_previous(&mut self) -> Option<KeyChange> {
+        let previous = self.previous.take()?;
+        Some(self.retire(previous))
+    }
+
+    fn retire(&mut self, uri: Pkcs11Uri) -> KeyChange {
+        self.retiring.push(uri.clone());
+        KeyChange::Retired(uri)
+    }
+
+    /// Destroys every key object this (committed) document lists as
+    /// retiring, and forgets them. An object already gone counts as
+    /// destroyed; any other failure stops here, nothing forgotten.
+    pub fn destroy_retiring(&mut self) -> Result<Vec<KeyChange>> {
+        let access = Arc::clone(self.access()?);
+        let mut changes = Vec::with_capacity(self.retiring.len());
+        for uri in &self.retiring {
+            match access.destroy_key(uri) {
+                Ok(_) | Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            changes.push(KeyChange::Destroyed(uri.clone()));
+        }
+        self.retiring.clear();
+        Ok(changes)
+    }
+}
+
+impl TokenKeys {
+    /// Turns the attached access into a simulation of it, for a forecast
+    /// ([`crate::forecast`]) that steps copies of the document in memory:
+    /// keys it makes are made in memory (from their id), keys it destroys
+    /// are forgotten there, and the token itself is only asked to find
+    /// the current key to sign with. A forecast never changes a token.
+    pub fn simulate(&mut self) {
+        let real = self.access.0.take();
+        self.access = Attached(Some(Arc::new(Simulated {
+            real,
+            made: std::sync::Mutex::new(Vec::new()),
+        })));
+    }
+}
+
+/// A key a simulated token made, by its id.
+type MadeKey = (Vec<u8>, Arc<dyn pki_core::SigningKey>);
+
+/// A token as a forecast sees it (see [`TokenKeys::simulate`]).
+struct Simulated {
+    real: Option<Arc<dyn TokenAccess>>,
+    made: std::sync::Mutex<Vec<MadeKey>>,
+}
+
+impl Simulated {
+    fn made(&self, id: Option<&[u8]>) -> Option<Arc<dyn pki_core::SigningKey>> {
+        let made = self.made.lock().ok()?;
+        made.iter()
+            .find(|(made_id, _)| Some(made_id.as_slice()) == id)
+            .map(|(_, key)| Arc::clone(key))
+    }
+}
+
+impl TokenAccess for Simulated {
+    fn find_key(&self, uri: &Pkcs11Uri) -> pki_core::Result<Arc<dyn pki_core::SigningKey>> {
+        if let Some(key) = self.made(uri.id.as_deref()) {
+            return Ok(key);
+        }
+        match &self.real {
+            Some(real) => real.find_key(uri),
+            None => Err(pki_core::Error::Pkcs11KeyNotFound {
+                token: uri.token.clone().unwrap_or_default(),
+                object: uri.describe_object(),
+            }),
+        }
+    }
+
+    fn generate_key(
+        &self,
+        _store: &Pkcs11Uri,
+        algorithm: KeyAlgorithm,
+        id: &[u8],
+        _label: &str,
+    ) -> pki_core::Result<Arc<dyn pki_core::SigningKey>> {
+        // The forecast is a function of its inputs: the key comes from its id.
+        let mut seed = [0u8; 32];
+        for (slot, byte) in seed.iter_mut().zip(id) {
+            *slot = *byte;
+        }
+        let mut rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::from_seed(seed);
+        let key: Arc<dyn pki_core::SigningKey> =
+            Arc::new(pki_core::PrivateKey::generate(algorithm, &mut rng)?);
+        if let Ok(mut made) = self.made.lock() {
+            made.push((id.to_vec(), Arc::clone(&key)));
+        }
+        Ok(key)
+    }
+
+    fn destroy_key(&self, uri: &Pkcs11Uri) -> pki_core::Result<usize> {
+        if let Ok(mut made) = self.made.lock() {
+            made.retain(|(id, _)| Some(id.as_slice()) != uri.id.as_deref());
+        }
+        Ok(1)
+    }
+}
+
+/// A token key of a document read back: the object `uri` names, whose
+/// public half is the one `cert` certifies.
+pub fn current_key(uri: &Pkcs11Uri, cert: &pki_core::Certificate) -> pki_core::Result<TokenKey> {
+    let spki = cert.public_key().clone();
+    let algorithm = KeyAlgorithm::of_public_key(&spki)?;
+    Ok(TokenKey::new(uri, algorithm, spki))
+}
+
+/// PKCS#11 URIs as their text in a document.
+mod uri_text {
+    use pki_core::Pkcs11Uri;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(uri: &Pkcs11Uri, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(uri)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Pkcs11Uri, D::Error> {
+        let text = String::deserialize(d)?;
+        Pkcs11Uri::parse(&text).map_err(serde::de::Error::custom)
+    }
+
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(uri: &Option<Pkcs11Uri>, s: S) -> Result<S::Ok, S::Error> {
+            match uri {
+                Some(uri) => s.collect_str(uri),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Pkcs11Uri>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|text| Pkcs11Uri::parse(&text).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
+
+    pub mod list {
+        use super::*;
+        use serde::ser::SerializeSeq;
+
+        pub fn serialize<S: Serializer>(uris: &[Pkcs11Uri], s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(uris.len()))?;
+            for uri in uris {
+                seq.serialize_element(&uri.to_string())?;
+            }
+            seq.end()
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Pkcs11Uri>, D::Error> {
+            Vec::<String>::deserialize(d)?
+                .iter()
+                .map(|text| Pkcs11Uri::parse(text).map_err(serde::de::Error::custom))
+                .collect()
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The PKCS#11 tokens that hold CA keys, as the environment names them:
+//! the module in `PKI_PKCS11_MODULE`, the user PIN in the file
+//! `PKI_PKCS11_PIN_FILE` (or `pin-source` in a URI given on the command
+//! line). The CLI only opens them; the documents decide what to make,
+//! use and destroy (`pki_rotate::engines::token_keys`).
+
+use crate::common::{CliError, CliResult};
+use pki_core::{Pkcs11Module, Pkcs11Pin, Pkcs11Tokens, Pkcs11Uri, TokenAccess};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The environment variable naming the PKCS#11 module.
+pub const MODULE_ENV: &str = "PKI_PKCS11_MODULE";
+/// The environment variable naming the file that holds the user PIN.
+pub const PIN_FILE_ENV: &str = "PKI_PKCS11_PIN_FILE";
+
+/// The tokens of the module the environment names (None when it names
+/// none: a document whose keys are in a token then refuses to sign,
+/// naming what to set).
+pub fn from_env() -> CliResult<Option<Arc<dyn TokenAccess>>> {
+    let Some(module) = std::env::var_os(MODULE_ENV) else {
+        return Ok(None);
+    };
+    let pin = match std::env::var_os(PIN_FILE_ENV) {
+        Some(file) => Some(read_pin(Path::new(&file), PIN_FILE_ENV)?),
+        None => None,
+    };
+    let module = Pkcs11Module::open(Path::new(&module))?;
+    Ok(Some(Arc::new(Pkcs11Tokens::new(module, pin))))
+}
+
+/// The tokens for `uri`, given on the command line (`--key-store`): its
+/// `module-path` and `pin-source` when it has them, else the environment's.
+pub fn for_uri(uri: &Pkcs11Uri) -> CliResult<Arc<dyn TokenAccess>> {
+    let module = match (&uri.module_path, std::env::var_os(MODULE_ENV)) {
+        (Some(path), _) => path.into(),
+        (None, Some(path)) => path,
+        (None, None) => {
+            return Err(CliError::new(format!(
+                "{uri} names no module: set {MODULE_ENV} to the PKCS#11 module's path (or module-path in the URI)"
+            )));
+        }
+    };
+    let pin = match (uri.pin_file(), std::env::var_os(PIN_FILE_ENV)) {
+        (Some(file), _) => Some(read_pin(Path::new(file), "the URI's pin-source")?),
+        (None, Some(file)) => Some(read_pin(Path::new(&file), PIN_FILE_ENV)?),
+        (None, None) => None,
+    };
+    let module = Pkcs11Module::open(Path::new(&module))?;
+    Ok(Arc::new(Pkcs11Tokens::new(module, pin)))
+}
+
+/// The PIN in `file`, which `source` named.
+fn read_pin(file: &Path, source: &str) -> CliResult<Pkcs11Pin> {
+    let contents = zeroize::Zeroizing::new(std::fs::read(file).map_err(|e| {
+        CliError::new(format!(
+            "reading the PKCS#11 PIN from {} ({source}): {e}",
+            file.display()
+        ))
+    })?);
+    Ok(Pkcs11Pin::from_file_contents(&contents)?)
+}
+
+/// A driver over `store` that gives every document it reads the tokens
+/// the environment names.
+pub fn driver<S: pki_rotate::Store>(store: S) -> CliResult<pki_rotate::Driver<S>> {
+    let driver = pki_rotate::Driver::new(store);
+    Ok(match from_env()? {
+        Some(access) => driver.with_token_access(access),
+        None => driver,
+    })
+}
