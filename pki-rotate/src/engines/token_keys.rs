@@ -197,11 +197,7 @@ impl TokenKeys {
         let access = self.access()?;
         let object = match access.find_key(uri) {
             Ok(object) => object,
-            Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {
-                let id = uri.id.as_deref().unwrap_or_default();
-                let label = uri.object.as_deref().unwrap_or_default();
-                access.generate_key(&self.store, algorithm, id, label)?
-            }
+            Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => self.make(access, uri, algorithm)?,
             Err(e) => return Err(e.into()),
         };
         if object.algorithm() != algorithm {
@@ -214,6 +210,27 @@ impl TokenKeys {
             }));
         }
         Ok(TokenKey::of_object(uri, object)?)
+    }
+
+    /// Makes the key object `uri` names. Objects with its id but no
+    /// private key (a key pair whose making was cut short: the token made
+    /// the public half, then the process died) are what this document's
+    /// own intent left: they are destroyed and the pair made again.
+    fn make(
+        &self,
+        access: &Arc<dyn TokenAccess>,
+        uri: &Pkcs11Uri,
+        algorithm: KeyAlgorithm,
+    ) -> Result<Arc<dyn pki_core::SigningKey>> {
+        let id = uri.id.as_deref().unwrap_or_default();
+        let label = uri.object.as_deref().unwrap_or_default();
+        match access.generate_key(&self.store, algorithm, id, label) {
+            Err(pki_core::Error::Pkcs11KeyExists { .. }) => {
+                access.destroy_key(uri)?;
+                Ok(access.generate_key(&self.store, algorithm, id, label)?)
+            }
+            made => Ok(made?),
+        }
     }
 
     /// After a rotation to `new` (made by [`TokenKeys::make_pending`]):

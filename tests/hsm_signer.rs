@@ -1,0 +1,358 @@
+//! The signer with its CA keys in a real PKCS#11 token (SoftHSM2, a token
+//! of each test's own), driven through the `pki` binary and read back with
+//! OpenSC's `pkcs11-tool`, an independent reader: every CA private key is
+//! sensitive and never extractable, the token holds exactly the key
+//! objects the document names after every step (an orphan or a missing key
+//! fails), OpenSSL trusts every serving chain across the rotations, and a
+//! `kill -9` anywhere in a forced rotation leaves what the rerun completes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../pki-core/tests/pkcs11/softhsm.rs"]
+#[allow(dead_code)]
+mod softhsm;
+mod support;
+
+use pki_core::{Bundle, Certificate, Pkcs11Uri};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{Rng, SeedableRng};
+use softhsm::{LABEL, PIN, Token, make_token};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+use support::openssl::{Verdict, verify};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const DNS: &str = "web.ns.svc";
+const T0: &str = "2026-01-01T00:00:00Z";
+
+/// Attribute-less objects SoftHSM2 left when a kill cut its key
+/// generation short (see `Hsm::private_key_ids`), counted per listing.
+static DEBRIS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A token in a temporary directory, with the PIN file the CLI reads.
+struct Hsm {
+    _dir: tempfile::TempDir,
+    token: Token,
+    pin_file: PathBuf,
+    store: PathBuf,
+}
+
+impl Hsm {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let token = make_token(dir.path());
+        let pin_file = dir.path().join("pin");
+        std::fs::write(&pin_file, PIN).unwrap();
+        let store = dir.path().join("store");
+        Hsm {
+            _dir: dir,
+            token,
+            pin_file,
+            store,
+        }
+    }
+
+    fn store(&self) -> &str {
+        self.store.to_str().unwrap()
+    }
+
+    /// `pki ARGS` with the token's module and PIN in its environment.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.bare(args);
+        command
+            .env("PKI_PKCS11_MODULE", &self.token.module)
+            .env("PKI_PKCS11_PIN_FILE", &self.pin_file);
+        command
+    }
+
+    /// `pki ARGS` with SoftHSM2's configuration and nothing else.
+    fn bare(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pki"));
+        command
+            .args(args)
+            .env("SOFTHSM2_CONF", &self.token.conf)
+            .env_remove("PKI_PKCS11_MODULE")
+            .env_remove("PKI_PKCS11_PIN_FILE");
+        command
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.command(args).output().unwrap();
+        assert!(o.status.success(), "pki {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// The ids of the token's private keys, each checked sensitive and
+    /// never extractable.
+    ///
+    /// SoftHSM2's file store writes an object, then its attributes: a
+    /// process killed inside C_GenerateKeyPair can leave a private key
+    /// object with no attributes at all (no CKA_ID, no label, the
+    /// defaults' usage). Such debris names no key anybody made (nothing
+    /// could sign with it for a CA: it has no id to find it by), so it is
+    /// counted apart in `DEBRIS`, not taken for an orphan; an object with
+    /// an id or a label is always a key.
+    fn private_key_ids(&self) -> BTreeSet<String> {
+        let listing = self
+            .token
+            .pkcs11_tool(&["--list-objects", "--type", "privkey"]);
+        let mut ids = BTreeSet::new();
+        for object in listing.split("Private Key Object").skip(1) {
+            let (id, label) = (line_after(object, "ID:"), line_after(object, "label:"));
+            if id.is_empty() && label.is_empty() {
+                DEBRIS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            let access = line_after(object, "Access:");
+            assert!(
+                access.contains("sensitive") && access.contains("never extractable"),
+                "a CA key that can leave the token: {object}"
+            );
+            ids.insert(id.to_string());
+        }
+        ids
+    }
+
+    /// The ids of the key objects the document names.
+    fn named_ids(&self) -> BTreeSet<String> {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.store.join("pki-state.json")).unwrap())
+                .unwrap();
+        let keys = &state["token_keys"];
+        let mut uris: Vec<&str> = ["current", "pending", "previous"]
+            .iter()
+            .filter_map(|field| keys[field].as_str())
+            .collect();
+        if let Some(retiring) = keys["retiring"].as_array() {
+            uris.extend(retiring.iter().filter_map(|u| u.as_str()));
+        }
+        uris.iter()
+            .map(|uri| hex::encode(Pkcs11Uri::parse(uri).unwrap().id.unwrap()))
+            .collect()
+    }
+
+    /// The token holds exactly the keys the document names.
+    fn assert_token_matches(&self, context: &str) {
+        assert_eq!(
+            self.private_key_ids(),
+            self.named_ids(),
+            "{context}: the token's keys and the document's differ"
+        );
+    }
+
+    fn read(&self, path: &str) -> Vec<u8> {
+        std::fs::read(self.store.join(path)).unwrap()
+    }
+}
+
+fn line_after<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(label))
+        .map(str::trim)
+        .unwrap_or_default()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn at(time: &str) -> OffsetDateTime {
+    OffsetDateTime::parse(time, &Rfc3339).unwrap()
+}
+
+/// OpenSSL (`-x509_strict`) trusts the serving `chain` under `bundle` at `time`.
+fn assert_trusted(bundle: &[u8], chain: &[u8], time: &str, context: &str) {
+    let bundle = Bundle::from_pem(bundle).unwrap();
+    let chain = Certificate::all_from_pem(chain).unwrap();
+    assert_eq!(
+        verify(&bundle, &chain, at(time), "sslserver"),
+        Ok(Verdict::Verified),
+        "{context}"
+    );
+}
+
+#[test]
+fn a_signer_keeps_its_ca_keys_in_the_token_through_rotations() {
+    let hsm = Hsm::new();
+    let dir = hsm.store();
+    let key_store = format!("pkcs11:token={LABEL}");
+    hsm.ok(&["init", dir, "--key-store", &key_store, "--now", T0]);
+    hsm.ok(&["issue", dir, "web", "--dns", DNS, "--now", T0]);
+    assert!(!hsm.store.join("signer/tls.key").exists());
+    let first_key = hsm.named_ids();
+    assert_eq!(hsm.private_key_ids(), first_key);
+    assert_trusted(
+        &hsm.read("ca-bundle.crt"),
+        &hsm.read("certs/web/tls.crt"),
+        T0,
+        "init",
+    );
+
+    // A forced rotation: the new key is made in the token, the old one
+    // stays while its CA is trusted, and trust holds both ways.
+    let (old_bundle, old_chain) = (hsm.read("ca-bundle.crt"), hsm.read("certs/web/tls.crt"));
+    let t1 = "2026-02-01T00:00:00Z";
+    let out = hsm.ok(&["rotate", dir, "--force", "r1", "--now", t1]);
+    assert!(out.contains("recorded the new CA key"), "{out}");
+    assert!(out.contains("rotated CA"), "{out}");
+    assert_eq!(hsm.private_key_ids().len(), 2);
+    hsm.assert_token_matches("after a forced rotation");
+    let (new_bundle, new_chain) = (hsm.read("ca-bundle.crt"), hsm.read("certs/web/tls.crt"));
+    assert_trusted(&old_bundle, &new_chain, t1, "old bundle, new chain");
+    assert_trusted(&new_bundle, &old_chain, t1, "new bundle, old chain");
+    assert_trusted(&new_bundle, &new_chain, t1, "new bundle, new chain");
+
+    // Once the previous CA's trust ends, its key is destroyed, in one
+    // step (the step that rotates again, as the CA is due by then).
+    let state: serde_json::Value = serde_json::from_slice(&hsm.read("pki-state.json")).unwrap();
+    let until = state["previous"]["trusted_until"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = hsm.ok(&["rotate", dir, "--now", &until]);
+    assert!(out.contains("retired the CA key"), "{out}");
+    assert!(out.contains("destroyed the CA key"), "{out}");
+    assert!(hsm.private_key_ids().is_disjoint(&first_key), "{out}");
+    hsm.assert_token_matches("after the previous CA's trust ended");
+
+    // A compromise distrusts the previous CA at once: its key goes too.
+    let out = hsm.ok(&[
+        "rotate",
+        dir,
+        "--force",
+        "leaked",
+        "--compromised",
+        "--now",
+        &until,
+    ]);
+    assert!(out.contains("destroyed the CA key"), "{out}");
+    assert_eq!(hsm.private_key_ids().len(), 1, "{out}");
+    hsm.assert_token_matches("after a compromise");
+    assert_trusted(
+        &hsm.read("ca-bundle.crt"),
+        &hsm.read("certs/web/tls.crt"),
+        &until,
+        "after the compromise",
+    );
+}
+
+#[test]
+fn without_the_token_a_step_that_signs_is_refused_and_writes_nothing() {
+    let hsm = Hsm::new();
+    let dir = hsm.store();
+    let key_store = format!("pkcs11:token={LABEL}");
+    hsm.ok(&["init", dir, "--key-store", &key_store, "--now", T0]);
+    let before = support::cli::tree(&hsm.store);
+    for args in [
+        vec!["issue", dir, "api", "--dns", "api.ns.svc", "--now", T0],
+        vec!["rotate", dir, "--force", "r", "--now", T0],
+    ] {
+        let o = hsm.bare(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("PKI_PKCS11_MODULE"), "{err}");
+        assert_eq!(support::cli::tree(&hsm.store), before, "{args:?} wrote");
+    }
+    // A wrong PIN: one line, nothing written.
+    let wrong = hsm.store.with_file_name("wrong-pin");
+    std::fs::write(&wrong, "0000").unwrap();
+    let o = hsm
+        .command(&["issue", dir, "api", "--dns", "api.ns.svc", "--now", T0])
+        .env("PKI_PKCS11_PIN_FILE", &wrong)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).to_lowercase().contains("pin"), "{}", text(&o));
+    assert_eq!(support::cli::tree(&hsm.store), before);
+    hsm.assert_token_matches("after the refusals");
+}
+
+/// Forced rotations killed (SIGKILL) at random points, each followed by
+/// the same command run to completion: after every rerun the token holds
+/// exactly the keys the document names and the leaf's chain verifies.
+#[test]
+fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
+    const KILLS: usize = 50;
+    let seed = std::env::var("PKI_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()));
+    println!("PKI_CRASH_SEED={seed}");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let hsm = Hsm::new();
+    let dir = hsm.store();
+    let key_store = format!("pkcs11:token={LABEL}");
+    hsm.ok(&["init", dir, "--key-store", &key_store, "--now", T0]);
+    hsm.ok(&["issue", dir, "web", "--dns", DNS, "--now", T0]);
+    let now = "2026-04-11T00:00:00Z";
+    let rotate = |reason: &str| {
+        [
+            "rotate",
+            dir,
+            "--force",
+            reason,
+            "--allow-trust-break",
+            "kill -9 test",
+            "--now",
+            now,
+        ]
+        .map(str::to_string)
+    };
+    // How long an unkilled rotation takes: kills are drawn up to 1.5 times it.
+    let started = std::time::Instant::now();
+    hsm.ok(&rotate("measure").each_ref().map(String::as_str));
+    let span = started.elapsed().as_micros().max(1000) * 3 / 2;
+    let (mut killed, mut finished) = (0, 0);
+    for run in 0..KILLS {
+        let reason = format!("crash {run}");
+        let args = rotate(&reason);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let delay = Duration::from_micros(rng.next_u64() % span as u64);
+        let mut child = hsm
+            .command(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_some() {
+            finished += 1;
+        } else {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        child.wait().unwrap();
+        let out = hsm.ok(&args);
+        let context = format!("run {run}, killed after {delay:?}: rerun said {out}");
+        hsm.assert_token_matches(&context);
+        let state: serde_json::Value = serde_json::from_slice(&hsm.read("pki-state.json")).unwrap();
+        assert!(state["token_keys"]["pending"].is_null(), "{context}");
+        assert!(state["token_keys"]["retiring"].is_null(), "{context}");
+        assert_eq!(
+            state["history"].as_array().unwrap().last().unwrap()["reason"]["reason"],
+            reason.as_str(),
+            "{context}"
+        );
+        if run % 10 == 0 {
+            assert_trusted(
+                &hsm.read("ca-bundle.crt"),
+                &hsm.read("certs/web/tls.crt"),
+                now,
+                &context,
+            );
+        }
+    }
+    println!(
+        "{killed} killed during the rotation, {finished} finished first; listings that showed SoftHSM2's attribute-less debris: {}",
+        DEBRIS.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
+}
