@@ -82,10 +82,14 @@ pub fn with_current_keys(
 pub fn init(
     dir: &StoreArg,
     files: &CaFiles,
+    key_uri: Option<&pki_core::Pkcs11Uri>,
     policy: SignerPolicy,
     now: OffsetDateTime,
 ) -> CliResult {
-    let import = files.read()?;
+    let mut import = files.read()?;
+    if let Some(uri) = key_uri {
+        import.key = Some(token_key(files, &import, uri)?);
+    }
     let state = SignerState::import(&import, policy, now)
         .map_err(|e| CliError::new(format!("{}: {e}", files.describe())))?;
     let store = dir.open_or_create()?;
@@ -116,6 +120,24 @@ pub fn init(
     Ok(())
 }
 
+/// The imported CA's key as the object `uri` names in a token (the
+/// file must then hold no key of its own).
+fn token_key(
+    files: &CaFiles,
+    import: &pki_core::CaImport,
+    uri: &pki_core::Pkcs11Uri,
+) -> CliResult<pki_core::CaKey> {
+    if import.key.is_some() {
+        return Err(CliError::new(format!(
+            "{} holds a private key, and --key-uri names one in a token: give one of them",
+            files.describe()
+        )));
+    }
+    let access = crate::token::for_uri(uri)?;
+    let object = access.find_key(uri)?;
+    Ok(pki_core::TokenKey::of_object(uri, object)?.into())
+}
+
 /// `pki rotate DIR --to FILE`: validate, then rotate to the supplied CA and
 /// re-issue every leaf, in one write.
 pub fn rotate_to(
@@ -134,7 +156,7 @@ pub fn rotate_to(
         service_accounts,
     }));
     let store = dir.open()?;
-    let step = Driver::new(store)
+    let step = crate::token::driver(store)?
         .step::<ExternalEngine, _>(SIGNER, &input, now, &mut os_rng())
         .map_err(|e| CliError::with_override_hint(e, "--force REASON"))?
         .map_document(SignerView::into_signer);
@@ -153,7 +175,7 @@ pub fn rotate_to(
 /// `pki rotate DIR --renew-same-key`.
 pub fn renew(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
     let store = dir.open()?;
-    let step = Driver::new(store)
+    let step = crate::token::driver(store)?
         .step::<ExternalEngine, _>(SIGNER, &ExternalInput::RenewSameKey, now, &mut os_rng())?
         .map_document(SignerView::into_signer);
     if json {

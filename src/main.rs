@@ -249,6 +249,11 @@ struct InitCommand {
     /// read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
     #[arg(long, value_name = "PKCS11-URI", value_parser = parse_pkcs11_uri, conflicts_with = "import")]
     key_store: Option<pki_core::Pkcs11Uri>,
+    /// The imported CA's key is this object in a PKCS#11 token, made by
+    /// the operator: pki signs with it and never destroys it. A URI like
+    /// pkcs11:token=LABEL;object=NAME (or id=...).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = parse_pkcs11_uri, requires = "import", conflicts_with = "key_file")]
+    key_uri: Option<pki_core::Pkcs11Uri>,
 }
 
 /// A PKCS#11 URI (RFC 7512) on the command line.
@@ -271,6 +276,7 @@ impl InitCommand {
             chain,
             max_input_size,
             key_store,
+            key_uri,
         } = self;
 
         let args = init::InitArgs {
@@ -292,6 +298,7 @@ impl InitCommand {
                     chain,
                     max_input_size,
                 },
+                key_uri.as_ref(),
             ),
             None => init::run(&args).map(drop),
         }

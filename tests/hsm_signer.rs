@@ -356,3 +356,157 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     );
     assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
 }
+
+/// `pki init --import --key-uri`: the CA's key is the operator's object in
+/// the token (made here with `pkcs11-tool`, its certificate issued by an
+/// OpenSSL root for that public key): pki signs leaves with it, OpenSSL
+/// trusts them, and the object is never destroyed; a supplied CA is
+/// refused in its place, nothing written.
+#[test]
+fn an_imported_ca_signs_with_the_operators_token_key_and_never_destroys_it() {
+    let hsm = Hsm::new();
+    let work = hsm.store.with_file_name("operator");
+    std::fs::create_dir(&work).unwrap();
+    let path = |name: &str| work.join(name).to_str().unwrap().to_string();
+    hsm.token.pkcs11_tool(&[
+        "--keypairgen",
+        "--key-type",
+        "EC:prime256v1",
+        "--label",
+        "operator-ca",
+        "--id",
+        "0a0b",
+    ]);
+    let public =
+        hsm.token
+            .pkcs11_tool_bytes(&["--read-object", "--type", "pubkey", "--id", "0a0b"]);
+    std::fs::write(work.join("pub.der"), public).unwrap();
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl").args(args).output().unwrap();
+        assert!(o.status.success(), "openssl {args:?}: {}", text(&o));
+    };
+    openssl(&[
+        "pkey",
+        "-pubin",
+        "-inform",
+        "DER",
+        "-in",
+        &path("pub.der"),
+        "-out",
+        &path("pub.pem"),
+    ]);
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &path("root.key"),
+        "-out",
+        &path("root.crt"),
+        "-subj",
+        "/CN=operator-root",
+        "-days",
+        "3650",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    std::fs::write(
+        work.join("ext.cnf"),
+        "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-new",
+        "-force_pubkey",
+        &path("pub.pem"),
+        "-subj",
+        "/CN=operator-ca",
+        "-CA",
+        &path("root.crt"),
+        "-CAkey",
+        &path("root.key"),
+        "-days",
+        "365",
+        "-extfile",
+        &path("ext.cnf"),
+        "-out",
+        &path("ca.crt"),
+    ]);
+    let dir = hsm.store();
+    let uri = format!("pkcs11:token={LABEL};object=operator-ca;id=%0a%0b");
+    hsm.ok(&[
+        "init",
+        dir,
+        "--import",
+        &path("ca.crt"),
+        "--chain",
+        &path("root.crt"),
+        "--key-uri",
+        &uri,
+    ]);
+    assert!(!hsm.store.join("signer/tls.key").exists());
+    hsm.ok(&["issue", dir, "web", "--dns", DNS]);
+    let now = OffsetDateTime::now_utc().format(&Rfc3339).unwrap();
+    assert_trusted(
+        &hsm.read("ca-bundle.crt"),
+        &hsm.read("certs/web/tls.crt"),
+        &now,
+        "imported",
+    );
+    hsm.assert_token_matches("after the import");
+
+    // A supplied CA in its place is refused: nothing written, the key kept.
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &path("next.key"),
+        "-out",
+        &path("next.csr"),
+        "-subj",
+        "/CN=operator-ca",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &path("next.csr"),
+        "-CA",
+        &path("root.crt"),
+        "-CAkey",
+        &path("root.key"),
+        "-days",
+        "365",
+        "-extfile",
+        &path("ext.cnf"),
+        "-out",
+        &path("next.crt"),
+    ]);
+    let mut next = std::fs::read(work.join("next.crt")).unwrap();
+    next.extend(std::fs::read(work.join("next.key")).unwrap());
+    next.extend(std::fs::read(work.join("root.crt")).unwrap());
+    std::fs::write(work.join("next.pem"), next).unwrap();
+    let before = support::cli::tree(&hsm.store);
+    let o = hsm
+        .command(&["rotate", dir, "--to", &path("next.pem")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("token"), "{}", text(&o));
+    assert_eq!(support::cli::tree(&hsm.store), before);
+    hsm.ok(&["rotate", dir]);
+    assert_eq!(hsm.private_key_ids(), BTreeSet::from(["0a0b".to_string()]));
+    hsm.assert_token_matches("after the refusal");
+}

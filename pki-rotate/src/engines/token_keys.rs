@@ -84,6 +84,10 @@ pub struct TokenKeys {
         with = "uri_text::list"
     )]
     pub retiring: Vec<Pkcs11Uri>,
+    /// Whether the current key is the operator's (an imported CA's key,
+    /// `--key-uri`): pki never destroys a key it did not make.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub imported: bool,
     /// The access to the token, attached after the document is read.
     #[serde(skip)]
     access: Attached,
@@ -135,7 +139,17 @@ impl TokenKeys {
             pending: None,
             previous: None,
             retiring: Vec::new(),
+            imported: false,
             access: Attached(None),
+        }
+    }
+
+    /// The record of an imported CA whose key is the operator's object
+    /// `current`: signed with, never destroyed.
+    pub fn imported(current: &Pkcs11Uri) -> Self {
+        TokenKeys {
+            imported: true,
+            ..TokenKeys::new(current, current)
         }
     }
 
@@ -243,6 +257,10 @@ impl TokenKeys {
         let mut changes = Vec::new();
         if let Some(replaced) = self.previous.take() {
             changes.push(self.retire(replaced));
+        }
+        if std::mem::take(&mut self.imported) {
+            // The operator's key: forgotten, never destroyed.
+            return changes;
         }
         if previous_trusted {
             self.previous = Some(old);

@@ -81,6 +81,13 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         force,
         overridden,
     } = replacing;
+    if let Some(keys) = &state.token_keys {
+        return Err(pki_core::Error::Pkcs11 {
+            operation: format!("replacing the CA whose key is {}", keys.current),
+            reason: "a supplied CA cannot replace a CA whose key is in a token yet: its key objects would be left unnamed; rotate with `pki rotate --force REASON` instead".into(),
+        }
+        .into());
+    }
     let old = &state.ca;
     let mut next = state.clone();
     let old_probe = if old.cert.is_valid_at(now) {

@@ -56,6 +56,13 @@ impl SignerState {
             consumers: Default::default(),
             token_keys: None,
         };
+        // An imported key in a token is the operator's object: signed
+        // with, never destroyed.
+        state.token_keys = state
+            .ca
+            .key
+            .token()
+            .map(|key| crate::engines::token_keys::TokenKeys::imported(key.uri()));
         state.note_published(now);
         Ok(state)
     }
