@@ -56,13 +56,7 @@ fn new_in_token(
     uri: &pki_core::Pkcs11Uri,
 ) -> CliResult<SignerState> {
     let access = crate::token::for_uri(uri)?;
-    let location = match args.dir {
-        StoreArg::Dir(path) => std::path::absolute(path)
-            .map_err(|e| crate::common::CliError::new(format!("{}: {e}", path.display())))?
-            .display()
-            .to_string(),
-        StoreArg::Url(url) => url.clone(),
-    };
+    let location = crate::token::store_location(args.dir)?;
     let id = token_keys::first_key_id(&location, args.common_name);
     let label = token_keys::key_label(args.common_name, 1);
     Ok(SignerState::new_in_token(

@@ -247,18 +247,13 @@ struct InitCommand {
     /// token (sensitive, never extractable): a URI like
     /// pkcs11:token=LABEL. The module is PKI_PKCS11_MODULE, the PIN is
     /// read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
-    #[arg(long, value_name = "PKCS11-URI", value_parser = parse_pkcs11_uri, conflicts_with = "import")]
+    #[arg(long, value_name = "PKCS11-URI", value_parser = token::parse_uri, conflicts_with = "import")]
     key_store: Option<pki_core::Pkcs11Uri>,
     /// The imported CA's key is this object in a PKCS#11 token, made by
     /// the operator: pki signs with it and never destroys it. A URI like
     /// pkcs11:token=LABEL;object=NAME (or id=...).
-    #[arg(long, value_name = "PKCS11-URI", value_parser = parse_pkcs11_uri, requires = "import", conflicts_with = "key_file")]
+    #[arg(long, value_name = "PKCS11-URI", value_parser = token::parse_uri, requires = "import", conflicts_with = "key_file")]
     key_uri: Option<pki_core::Pkcs11Uri>,
-}
-
-/// A PKCS#11 URI (RFC 7512) on the command line.
-fn parse_pkcs11_uri(text: &str) -> Result<pki_core::Pkcs11Uri, String> {
-    pki_core::Pkcs11Uri::parse(text).map_err(|e| e.to_string())
 }
 
 impl InitCommand {

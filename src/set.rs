@@ -38,6 +38,12 @@ pub enum SetCommand {
         /// The time to act at: RFC 3339 or "now".
         #[arg(long, default_value = "now", value_parser = parse_time)]
         now: OffsetDateTime,
+        /// Make every CA key, and every key a rotation makes, in this
+        /// PKCS#11 token (sensitive, never extractable): a URI like
+        /// pkcs11:token=LABEL. The module is PKI_PKCS11_MODULE, the PIN
+        /// is read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
+        #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri)]
+        key_store: Option<pki_core::Pkcs11Uri>,
     },
     /// Issue (or re-issue) a leaf of a CA for a target.
     Issue(IssueArgs),
@@ -239,7 +245,8 @@ pub fn run(command: SetCommand) -> CliResult {
             key,
             lifetime,
             now,
-        } => init(&dir, &cas, key, lifetime, now),
+            key_store,
+        } => init(&dir, &cas, (key, lifetime), key_store.as_ref(), now),
         SetCommand::Issue(a) => issue(a),
         SetCommand::Target {
             dir,
@@ -329,11 +336,19 @@ fn start(
 fn init(
     dir: &StoreArg,
     cas: &[(String, Roles)],
-    key: KeyAlgorithm,
-    lifetime: Duration,
+    (key, lifetime): (KeyAlgorithm, Duration),
+    key_store: Option<&pki_core::Pkcs11Uri>,
     now: OffsetDateTime,
 ) -> CliResult {
-    let state = SetState::new(cas, key, lifetime, now, &mut os_rng())?;
+    let state = match key_store {
+        None => SetState::new(cas, key, lifetime, now, &mut os_rng())?,
+        Some(uri) => {
+            let access = crate::token::for_uri(uri)?;
+            let location = crate::token::store_location(dir)?;
+            let token = (&access, uri, location.as_str());
+            SetState::new_in_token(cas, key, lifetime, token, now, &mut os_rng())?
+        }
+    };
     let store = dir.open_or_create()?;
     Driver::new(store).create::<SetEngine>(&KEY, &state)?;
     for (name, ca) in state.cas() {
@@ -376,7 +391,7 @@ fn issue(a: IssueArgs) -> CliResult {
 
 /// `pki set status`: the table, or with `json` the status document.
 fn status(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
-    let (state, _) = Driver::new(open(dir)?)
+    let (state, _) = crate::token::driver(open(dir)?)?
         .load::<SetEngine>(&KEY)
         .map_err(not_initialized(dir))?;
     let status = state.status(now);
@@ -441,7 +456,7 @@ fn no_set(dir: &StoreArg) -> CliError {
 }
 
 fn step(dir: &StoreArg, input: &SetInput, now: OffsetDateTime) -> CliResult {
-    let step = Driver::new(open(dir)?)
+    let step = crate::token::driver(open(dir)?)?
         .step::<SetEngine, _>(&KEY, input, now, &mut os_rng())
         .map_err(not_initialized(dir))?;
     print_events(&step.events);

@@ -70,3 +70,21 @@ pub fn driver<S: pki_rotate::Store>(store: S) -> CliResult<pki_rotate::Driver<S>
         None => driver,
     })
 }
+
+/// Where the store `dir` is, as a new document's first key ids derive it
+/// (`pki_rotate::engines::token_keys::first_key_id`): an absolute
+/// directory, or the URL.
+pub fn store_location(dir: &crate::common::StoreArg) -> CliResult<String> {
+    Ok(match dir {
+        crate::common::StoreArg::Dir(path) => std::path::absolute(path)
+            .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?
+            .display()
+            .to_string(),
+        crate::common::StoreArg::Url(url) => url.clone(),
+    })
+}
+
+/// A PKCS#11 URI (RFC 7512) on the command line.
+pub fn parse_uri(text: &str) -> Result<Pkcs11Uri, String> {
+    Pkcs11Uri::parse(text).map_err(|e| e.to_string())
+}

@@ -93,6 +93,7 @@ pub mod material;
 mod model;
 mod plan;
 pub mod status;
+pub mod token_keys;
 
 pub use apply::apply;
 pub use material::{fingerprint, preflight};

@@ -50,6 +50,18 @@ pub fn key_label(name: &str, generation: usize) -> String {
     format!("{name} CA {generation}")
 }
 
+/// The URI of a new key object in the token `store` names: a random id
+/// (two documents sharing a token never pick the same) and `label`.
+pub fn new_key_uri<R: CryptoRng + ?Sized>(
+    store: &Pkcs11Uri,
+    label: &str,
+    rng: &mut R,
+) -> Pkcs11Uri {
+    let mut id = [0u8; KEY_ID_LEN];
+    rng.fill_bytes(&mut id);
+    store.private_key(&id, label)
+}
+
 /// What a document records of the token objects that hold its CA keys.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,7 +120,7 @@ impl std::fmt::Debug for TokenKeys {
 
 /// The caller's access to the token: never stored, never compared.
 #[derive(Clone, Default)]
-struct Attached(Option<Arc<dyn TokenAccess>>);
+pub(crate) struct Attached(pub(crate) Option<Arc<dyn TokenAccess>>);
 
 impl PartialEq for Attached {
     fn eq(&self, _: &Self) -> bool {
@@ -187,9 +199,7 @@ impl TokenKeys {
     /// intent is recorded that nothing could complete.
     pub fn intend<R: CryptoRng + ?Sized>(&mut self, label: &str, rng: &mut R) -> Result<KeyChange> {
         self.access()?;
-        let mut id = [0u8; KEY_ID_LEN];
-        rng.fill_bytes(&mut id);
-        let uri = self.store.private_key(&id, label);
+        let uri = new_key_uri(&self.store, label, rng);
         self.pending = Some(uri.clone());
         Ok(KeyChange::Intended(uri))
     }
@@ -203,48 +213,10 @@ impl TokenKeys {
             .transpose()
     }
 
-    /// The key object `uri` names (an id and a label this document chose):
-    /// the object already in the token (a rerun after a crash that
-    /// followed its making), else made now in the store's token. Either
-    /// way of `algorithm`, bound to sign.
+    /// The key object `uri` names, found or made in the store's token
+    /// ([`find_or_make`]).
     pub fn find_or_make(&self, uri: &Pkcs11Uri, algorithm: KeyAlgorithm) -> Result<TokenKey> {
-        let access = self.access()?;
-        let object = match access.find_key(uri) {
-            Ok(object) => object,
-            Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => self.make(access, uri, algorithm)?,
-            Err(e) => return Err(e.into()),
-        };
-        if object.algorithm() != algorithm {
-            return Err(RotateError::from(pki_core::Error::Pkcs11 {
-                operation: format!("adopting the recorded key {uri}"),
-                reason: format!(
-                    "the token's object is a {} key, the policy asks for {algorithm}: destroy the object or change the policy's key type",
-                    object.algorithm()
-                ),
-            }));
-        }
-        Ok(TokenKey::of_object(uri, object)?)
-    }
-
-    /// Makes the key object `uri` names. Objects with its id but no
-    /// private key (a key pair whose making was cut short: the token made
-    /// the public half, then the process died) are what this document's
-    /// own intent left: they are destroyed and the pair made again.
-    fn make(
-        &self,
-        access: &Arc<dyn TokenAccess>,
-        uri: &Pkcs11Uri,
-        algorithm: KeyAlgorithm,
-    ) -> Result<Arc<dyn pki_core::SigningKey>> {
-        let id = uri.id.as_deref().unwrap_or_default();
-        let label = uri.object.as_deref().unwrap_or_default();
-        match access.generate_key(&self.store, algorithm, id, label) {
-            Err(pki_core::Error::Pkcs11KeyExists { .. }) => {
-                access.destroy_key(uri)?;
-                Ok(access.generate_key(&self.store, algorithm, id, label)?)
-            }
-            made => Ok(made?),
-        }
+        find_or_make(self.access()?, &self.store, uri, algorithm)
     }
 
     /// After a rotation to `new` (made by [`TokenKeys::make_pending`]):
@@ -282,21 +254,107 @@ impl TokenKeys {
     }
 
     /// Destroys every key object this (committed) document lists as
-    /// retiring, and forgets them. An object already gone counts as
-    /// destroyed; any other failure stops here, nothing forgotten.
+    /// retiring, and forgets them ([`destroy_all`]).
     pub fn destroy_retiring(&mut self) -> Result<Vec<KeyChange>> {
-        let access = Arc::clone(self.access()?);
-        let mut changes = Vec::with_capacity(self.retiring.len());
-        for uri in &self.retiring {
-            match access.destroy_key(uri) {
-                Ok(_) | Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-            changes.push(KeyChange::Destroyed(uri.clone()));
-        }
+        let changes = destroy_all(self.access()?, &self.retiring)?;
         self.retiring.clear();
         Ok(changes)
     }
+}
+
+/// The key object `uri` names (an id and a label a document chose): the
+/// object already in the token (a rerun after a crash that followed its
+/// making), else made now in the token `store` names. Either way of
+/// `algorithm`, bound to sign.
+pub fn find_or_make(
+    access: &Arc<dyn TokenAccess>,
+    store: &Pkcs11Uri,
+    uri: &Pkcs11Uri,
+    algorithm: KeyAlgorithm,
+) -> Result<TokenKey> {
+    let object = match access.find_key(uri) {
+        Ok(object) if signs(&*object) => object,
+        Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => make(access, store, uri, algorithm)?,
+        // An object that is found but cannot sign (or be read) is one the
+        // token was still making when the process died: some tokens
+        // (SoftHSM2's file store) write a key's attributes one after the
+        // other. Nothing was ever signed with a key no committed document
+        // names as current, so it is made again.
+        found => {
+            match access.destroy_key(uri) {
+                Ok(_) | Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {}
+                Err(destroy) => {
+                    return Err(found.err().unwrap_or(destroy).into());
+                }
+            }
+            make(access, store, uri, algorithm)?
+        }
+    };
+    if object.algorithm() != algorithm {
+        return Err(RotateError::from(pki_core::Error::Pkcs11 {
+            operation: format!("adopting the recorded key {uri}"),
+            reason: format!(
+                "the token's object is a {} key, the policy asks for {algorithm}: destroy the object or change the policy's key type",
+                object.algorithm()
+            ),
+        }));
+    }
+    Ok(TokenKey::of_object(uri, object)?)
+}
+
+/// Whether `key` signs: a self-signed certificate it makes verifies with
+/// the public key it reports.
+fn signs(key: &dyn pki_core::SigningKey) -> bool {
+    let check = || -> pki_core::Result<bool> {
+        let at = time::OffsetDateTime::UNIX_EPOCH;
+        let params = pki_core::CertificateParams::new(
+            pki_core::Profile::RootCa,
+            "pki key check",
+            at,
+            time::Duration::DAY,
+        )?;
+        // A fixed serial source: the certificate is thrown away.
+        let mut rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(0);
+        let cert = params.self_signed_with(key, &mut rng)?;
+        Ok(pki_core::verify_signature(&key.public_key()?, &cert).is_ok())
+    };
+    check().unwrap_or(false)
+}
+
+/// Makes the key object `uri` names. Objects with its id but no private
+/// key (a key pair whose making was cut short: the token made the public
+/// half, then the process died) are what the document's own intent left:
+/// they are destroyed and the pair made again.
+fn make(
+    access: &Arc<dyn TokenAccess>,
+    store: &Pkcs11Uri,
+    uri: &Pkcs11Uri,
+    algorithm: KeyAlgorithm,
+) -> Result<Arc<dyn pki_core::SigningKey>> {
+    let id = uri.id.as_deref().unwrap_or_default();
+    let label = uri.object.as_deref().unwrap_or_default();
+    match access.generate_key(store, algorithm, id, label) {
+        Err(pki_core::Error::Pkcs11KeyExists { .. }) => {
+            access.destroy_key(uri)?;
+            Ok(access.generate_key(store, algorithm, id, label)?)
+        }
+        made => Ok(made?),
+    }
+}
+
+/// Destroys the key objects `uris` name, which a committed document lists
+/// as retiring. An object already gone counts as destroyed; any other
+/// failure stops here.
+pub fn destroy_all(access: &Arc<dyn TokenAccess>, uris: &[Pkcs11Uri]) -> Result<Vec<KeyChange>> {
+    let mut changes = Vec::with_capacity(uris.len());
+    for uri in uris {
+        match access.destroy_key(uri) {
+            Ok(_) | Err(pki_core::Error::Pkcs11KeyNotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        changes.push(KeyChange::Destroyed(uri.clone()));
+    }
+    Ok(changes)
 }
 
 impl TokenKeys {
@@ -384,7 +442,7 @@ pub fn current_key(uri: &Pkcs11Uri, cert: &pki_core::Certificate) -> pki_core::R
 }
 
 /// PKCS#11 URIs as their text in a document.
-mod uri_text {
+pub(crate) mod uri_text {
     use pki_core::Pkcs11Uri;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -411,6 +469,36 @@ mod uri_text {
             Option::<String>::deserialize(d)?
                 .map(|text| Pkcs11Uri::parse(&text).map_err(serde::de::Error::custom))
                 .transpose()
+        }
+    }
+
+    pub mod map {
+        use super::*;
+        use serde::ser::SerializeMap;
+        use std::collections::BTreeMap;
+
+        pub fn serialize<S: Serializer>(
+            uris: &BTreeMap<String, Pkcs11Uri>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            let mut map = s.serialize_map(Some(uris.len()))?;
+            for (name, uri) in uris {
+                map.serialize_entry(name, &uri.to_string())?;
+            }
+            map.end()
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<BTreeMap<String, Pkcs11Uri>, D::Error> {
+            BTreeMap::<String, String>::deserialize(d)?
+                .into_iter()
+                .map(|(name, text)| {
+                    Pkcs11Uri::parse(&text)
+                        .map(|uri| (name, uri))
+                        .map_err(serde::de::Error::custom)
+                })
+                .collect()
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::material::{self, LoadedMaterial};
 use super::plan::{LeafIssue, Record, SetPlan, Transition};
+use super::token_keys::slot;
 use super::{Ack, CaPair, Failure, LeafSpec, OverrideRecord, SetEvent, SetLeaf, SetState, SetStep};
 use crate::engines::Outcome;
 use crate::engines::guard::{Finding, Findings};
@@ -73,11 +74,11 @@ fn start_cas<R: CryptoRng + ?Sized>(
         let (signer, chain, imported) = match new.import {
             Some(i) => (i.authority, i.chain, true),
             None => (
-                CertificateAuthority::generate_root(
+                new_root(
+                    next,
+                    &slot(name, "next-ca"),
                     &format!("{name}-{stamp}"),
-                    next.key_algorithm,
                     now,
-                    next.ca_lifetime,
                     rng,
                 )?,
                 Vec::new(),
@@ -91,11 +92,11 @@ fn start_cas<R: CryptoRng + ?Sized>(
             imported,
         });
         let client_signer = if new.separate_client_ca {
-            let c = CertificateAuthority::generate_root(
+            let c = new_root(
+                next,
+                &slot(name, "next-client-ca"),
                 &format!("{name}-client-{stamp}"),
-                next.key_algorithm,
                 now,
-                next.ca_lifetime,
                 rng,
             )?;
             events.push(SetEvent::NewCa {
@@ -120,10 +121,73 @@ fn start_cas<R: CryptoRng + ?Sized>(
     Ok(())
 }
 
+/// Records the token keys of the new CAs `start` makes, unless they are
+/// recorded already: true when it recorded any (the start then waits for
+/// the next round, after they are committed). Nothing for a set whose
+/// keys are in this process, or for imported CAs (their keys come with
+/// them).
+fn intend_keys<R: CryptoRng + ?Sized>(
+    next: &mut SetState,
+    start: &super::plan::StartPlan,
+    rng: &mut R,
+    events: &mut Vec<SetEvent>,
+) -> Result<bool> {
+    let generation = next.history.len() + 2;
+    let Some(keys) = &mut next.token_keys else {
+        return Ok(false);
+    };
+    let mut slots = Vec::new();
+    for new in start.cas.iter().filter(|new| new.import.is_none()) {
+        let label = crate::engines::token_keys::key_label(&new.ca, generation);
+        slots.push((slot(&new.ca, "next-ca"), label.clone()));
+        if new.separate_client_ca {
+            slots.push((slot(&new.ca, "next-client-ca"), format!("{label} client")));
+        }
+    }
+    let changes = keys.intend(&slots, rng)?;
+    let intended = !changes.is_empty();
+    events.extend(changes.into_iter().map(SetEvent::from));
+    Ok(intended)
+}
+
+/// A new self-signed root CA named `cn` for CA slot `slot_name`: on the
+/// key recorded for it in the token, else on a new key in this process.
+fn new_root<R: CryptoRng + ?Sized>(
+    next: &mut SetState,
+    slot_name: &str,
+    cn: &str,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<CertificateAuthority> {
+    let (algorithm, lifetime) = (next.key_algorithm, next.ca_lifetime);
+    let recorded = match &mut next.token_keys {
+        Some(keys) => keys.make(slot_name, algorithm)?,
+        None => None,
+    };
+    match recorded {
+        Some(key) => super::model::root_on(key.into(), cn, now, lifetime, rng),
+        None => Ok(CertificateAuthority::generate_root(
+            cn, algorithm, now, lifetime, rng,
+        )?),
+    }
+}
+
 /// The CA key changes a transition into `to` brings: completion makes the
-/// new generation current and destroys the old keys; the end of a revert
-/// drops the new generation.
+/// new generation current and destroys the old keys (a token's key objects
+/// retire, and the next round destroys them); the end of a revert drops
+/// the new generation (and retires its token keys).
 fn retire_cas(next: &mut SetState, to: SetStep, events: &mut Vec<SetEvent>) {
+    let names: Vec<String> = next.cas.keys().cloned().collect();
+    if let Some(keys) = &mut next.token_keys {
+        for name in &names {
+            let changes = match to {
+                SetStep::Completed => keys.complete(name),
+                SetStep::Idle => keys.revert(name),
+                _ => Vec::new(),
+            };
+            events.extend(changes.into_iter().map(SetEvent::from));
+        }
+    }
     match to {
         SetStep::Completed => {
             let mut destroyed = Vec::new();
@@ -309,6 +373,23 @@ pub fn apply<'d, R: CryptoRng + ?Sized>(
     }
     let mut next = doc.clone();
     let mut events = Vec::new();
+    if plan.destroy_retiring
+        && let Some(keys) = &mut next.token_keys
+    {
+        events.extend(keys.destroy_retiring()?.into_iter().map(SetEvent::from));
+    }
+    // A start whose new keys are made in a token first commits the keys
+    // it will make, and starts in the next round.
+    if let Some(start) = &plan.start
+        && intend_keys(&mut next, start, rng, &mut events)?
+    {
+        return Ok(Outcome {
+            document: Cow::Owned(next),
+            events,
+            next_wake: now,
+            findings: Findings::none(),
+        });
+    }
     let new_leaf = record(doc, &mut next, plan.record, now, &mut events);
     if let Some(start) = plan.start {
         start_cas(&mut next, start, now, rng, &mut events)?;

@@ -23,11 +23,13 @@
 //! reads it. An older build refuses a document with a chain (an unknown
 //! field) rather than publish the imported CA as a root without it.
 
+use super::token_keys::{SetTokenKeys, slot as token_slot};
 use super::{
     Ack, CaPair, Failure, LeafSpec, Roles, Rotation, RotationSummary, SetCa, SetLeaf, SetState,
     TargetSpec, material,
 };
 use crate::engines::leaf::IssuedLeaf;
+use crate::engines::token_keys::current_key;
 use crate::model::document::{Document as DocumentForm, Envelope, File, Files, SecretData};
 use crate::model::error::{Result, RotateError};
 use pki_core::{Certificate, CertificateAuthority, KeyAlgorithm, PrivateKey};
@@ -54,6 +56,10 @@ struct Document {
     failures: BTreeMap<String, Failure>,
     rotation: Option<Rotation>,
     history: Vec<RotationSummary>,
+    /// Present when CA keys are objects in a PKCS#11 token: their slots
+    /// have no key file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_keys: Option<SetTokenKeys>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -131,6 +137,10 @@ fn put_ca(files: &mut Files, ca: &str, slot: &str, authority: &CertificateAuthor
         ca_path(ca, slot, "crt"),
         File::public(authority.cert.to_pem()),
     )?;
+    // A key in a token has no file: the state's `token_keys` names it.
+    if authority.key.in_process().is_none() {
+        return Ok(());
+    }
     files.insert(
         ca_path(ca, slot, "key"),
         File::secret(authority.key.to_pkcs8_pem()?.as_bytes().to_vec()),
@@ -191,6 +201,7 @@ fn to_files(state: &SetState) -> Result<Files> {
         failures: state.failures.clone(),
         rotation: state.rotation.clone(),
         history: state.history.clone(),
+        token_keys: state.token_keys.clone(),
     };
     let json = serde_json::to_vec_pretty(&doc).map_err(|e| RotateError::json(STATE_FILE, e))?;
     files.insert(STATE_FILE, File::public(json))?;
@@ -211,11 +222,27 @@ fn need<'a>(files: &'a Files, path: &str) -> Result<&'a [u8]> {
         .ok_or_else(|| RotateError::corrupt(path, "is missing"))
 }
 
-fn read_ca(files: &Files, ca: &str, slot: &str) -> Result<CertificateAuthority> {
+fn read_ca(
+    files: &Files,
+    ca: &str,
+    slot: &str,
+    token: Option<&SetTokenKeys>,
+) -> Result<CertificateAuthority> {
     let cert_path = ca_path(ca, slot, "crt");
     let key_path = ca_path(ca, slot, "key");
     let cert = Certificate::from_pem(need(files, &cert_path)?)
         .map_err(|e| RotateError::material(&cert_path, e))?;
+    if let Some(uri) = token.and_then(|t| t.keys.get(&token_slot(ca, slot))) {
+        if files.get(&key_path).is_some() {
+            return Err(RotateError::corrupt(
+                key_path,
+                format!("is present, but the state keeps this CA's key in a token ({uri})"),
+            ));
+        }
+        let key = current_key(uri, &cert).map_err(|e| RotateError::material(&cert_path, e))?;
+        return CertificateAuthority::new(cert, key)
+            .map_err(|e| RotateError::material(&cert_path, e));
+    }
     let key = PrivateKey::from_stored_pem(need(files, &key_path)?)
         .map_err(|e| RotateError::material(&key_path, e))?;
     CertificateAuthority::new(cert, key).map_err(|e| RotateError::material(&key_path, e))
@@ -257,7 +284,7 @@ fn parse(bytes: &[u8]) -> Result<Document> {
 /// Reads the set back from its files.
 fn from_files(files: &Files) -> Result<SetState> {
     let doc = parse(need(files, STATE_FILE)?)?;
-    let cas = read_cas(files, &doc.cas)?;
+    let cas = read_cas(files, &doc.cas, doc.token_keys.as_ref())?;
     let leaves = read_leaves(files, doc.leaves, &cas, &doc.targets)?;
     check_target_cas(&doc.targets, &cas)?;
     Ok(SetState {
@@ -270,22 +297,33 @@ fn from_files(files: &Files) -> Result<SetState> {
         failures: doc.failures,
         rotation: doc.rotation,
         history: doc.history,
+        token_keys: doc.token_keys,
     })
 }
 
 /// Every CA the state names, with its current generation and, during a
 /// rotation, the next one.
-fn read_cas(files: &Files, cas: &BTreeMap<String, CaDoc>) -> Result<BTreeMap<String, SetCa>> {
+fn read_cas(
+    files: &Files,
+    cas: &BTreeMap<String, CaDoc>,
+    token: Option<&SetTokenKeys>,
+) -> Result<BTreeMap<String, SetCa>> {
     let mut out = BTreeMap::new();
     for (name, c) in cas {
         super::validate_name("CA", name)?;
-        let current = read_ca_pair(files, name, ["ca", "client-ca"], c.chain, c.client_ca)?;
+        let current = read_ca_pair(
+            files,
+            name,
+            ["ca", "client-ca"],
+            (c.chain, c.client_ca),
+            token,
+        )?;
         let next = c
             .next
             .as_ref()
             .map(|n| {
                 let slots = ["next-ca", "next-client-ca"];
-                read_ca_pair(files, name, slots, n.chain, n.client_ca)
+                read_ca_pair(files, name, slots, (n.chain, n.client_ca), token)
             })
             .transpose()?;
         out.insert(
@@ -308,15 +346,15 @@ fn read_ca_pair(
     files: &Files,
     ca: &str,
     [slot, client_slot]: [&str; 2],
-    chain: bool,
-    client_ca: bool,
+    (chain, client_ca): (bool, bool),
+    token: Option<&SetTokenKeys>,
 ) -> Result<CaPair> {
-    let signer = read_ca(files, ca, slot)?;
+    let signer = read_ca(files, ca, slot, token)?;
     Ok(CaPair {
         chain: read_chain(files, ca, slot, chain, &signer)?,
         signer,
         client_signer: client_ca
-            .then(|| read_ca(files, ca, client_slot))
+            .then(|| read_ca(files, ca, client_slot, token))
             .transpose()?,
     })
 }
@@ -477,6 +515,30 @@ impl DocumentForm for SetState {
             None => BTreeSet::from([STATE_FILE.to_string()]),
             Some(files) => ca_key_paths(files),
         }
+    }
+
+    fn attach_tokens(&mut self, access: &std::sync::Arc<dyn pki_core::TokenAccess>) {
+        let Some(keys) = &mut self.token_keys else {
+            return;
+        };
+        keys.attach(access);
+        for ca in self.cas.values_mut() {
+            let pairs = std::iter::once(&mut ca.current).chain(ca.next.as_mut());
+            for pair in pairs {
+                let cas = std::iter::once(&mut pair.signer).chain(pair.client_signer.as_mut());
+                for authority in cas {
+                    if let pki_core::CaKey::Token(key) = &mut authority.key {
+                        key.attach(std::sync::Arc::clone(access));
+                    }
+                }
+            }
+        }
+    }
+
+    fn wants_follow_up(&self) -> bool {
+        self.token_keys
+            .as_ref()
+            .is_some_and(SetTokenKeys::wants_follow_up)
     }
 
     fn to_files(&self) -> Result<Files> {

@@ -358,6 +358,9 @@ pub struct SetState {
     pub(crate) rotation: Option<Rotation>,
     /// Finished rotations, oldest first.
     pub(crate) history: Vec<RotationSummary>,
+    /// The token objects that hold the CA keys (None: every CA key is in
+    /// this process, in the CA's key file).
+    pub(crate) token_keys: Option<super::token_keys::SetTokenKeys>,
 }
 
 impl Rotation {
@@ -477,6 +480,46 @@ impl SetState {
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Self> {
+        Self::build(cas, key_algorithm, ca_lifetime, now, rng, None)
+    }
+
+    /// [`SetState::new`] with every CA key made in the PKCS#11 token
+    /// `store` names, through `access`. Each key's id comes from
+    /// `location` (where the store is) and the CA's name
+    /// ([`crate::engines::token_keys::first_key_id`]), so a rerun of a
+    /// creation that crashed before its store write adopts the keys it made.
+    pub fn new_in_token<R: CryptoRng + ?Sized>(
+        cas: &[(String, Roles)],
+        key_algorithm: KeyAlgorithm,
+        ca_lifetime: Duration,
+        (access, store, location): (
+            &std::sync::Arc<dyn pki_core::TokenAccess>,
+            &pki_core::Pkcs11Uri,
+            &str,
+        ),
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let mut keys = super::token_keys::SetTokenKeys::new(store);
+        keys.attach(access);
+        Self::build(
+            cas,
+            key_algorithm,
+            ca_lifetime,
+            now,
+            rng,
+            Some((keys, location)),
+        )
+    }
+
+    fn build<R: CryptoRng + ?Sized>(
+        cas: &[(String, Roles)],
+        key_algorithm: KeyAlgorithm,
+        ca_lifetime: Duration,
+        now: OffsetDateTime,
+        rng: &mut R,
+        mut token: Option<(super::token_keys::SetTokenKeys, &str)>,
+    ) -> Result<Self> {
         if cas.is_empty() {
             return Err(RotateError::Set(crate::SetError::Invalid(
                 "a CA set needs at least one CA (--ca NAME:ROLES)".into(),
@@ -491,8 +534,20 @@ impl SetState {
         let mut map = BTreeMap::new();
         for (name, roles) in cas {
             validate_name("CA", name)?;
-            let signer =
-                CertificateAuthority::generate_root(name, key_algorithm, now, ca_lifetime, rng)?;
+            let signer = match &mut token {
+                None => {
+                    CertificateAuthority::generate_root(name, key_algorithm, now, ca_lifetime, rng)?
+                }
+                Some((keys, location)) => {
+                    let id = crate::engines::token_keys::first_key_id(location, name);
+                    let uri = keys
+                        .store
+                        .private_key(&id, &crate::engines::token_keys::key_label(name, 1));
+                    let key =
+                        keys.make_first(&super::token_keys::slot(name, "ca"), &uri, key_algorithm)?;
+                    root_on(key.into(), name, now, ca_lifetime, rng)?
+                }
+            };
             let ca = SetCa {
                 roles: *roles,
                 current: CaPair {
@@ -518,6 +573,7 @@ impl SetState {
             failures: BTreeMap::new(),
             rotation: None,
             history: Vec::new(),
+            token_keys: token.map(|(keys, _)| keys),
         })
     }
 
@@ -574,4 +630,17 @@ pub(crate) mod duration_serde {
         let s: String = serde::Deserialize::deserialize(d)?;
         pki_core::policy::parse_duration(&s).map_err(serde::de::Error::custom)
     }
+}
+
+/// A self-signed root CA named `name` on `key`, wherever the key is.
+pub(crate) fn root_on<R: CryptoRng + ?Sized>(
+    key: pki_core::CaKey,
+    name: &str,
+    now: OffsetDateTime,
+    lifetime: Duration,
+    rng: &mut R,
+) -> Result<CertificateAuthority> {
+    let params = pki_core::CertificateParams::new(pki_core::Profile::RootCa, name, now, lifetime)?;
+    let cert = params.self_signed_with(&key, rng)?;
+    Ok(CertificateAuthority::new(cert, key)?)
 }

@@ -48,6 +48,9 @@ pub struct SetPlan {
     /// When to look again if nothing is asked: the first expiry among what
     /// the set publishes.
     pub next_wake: OffsetDateTime,
+    /// The document lists CA key objects in a token as retiring: they are
+    /// destroyed.
+    pub destroy_retiring: bool,
 }
 
 impl SetPlan {
@@ -57,6 +60,7 @@ impl SetPlan {
             && self.start.is_none()
             && self.transition.is_none()
             && self.issue.is_empty()
+            && !self.destroy_retiring
     }
 }
 
@@ -146,6 +150,10 @@ pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<Set
         override_reason: None,
         already_done: None,
         next_wake: next_wake(doc, now),
+        destroy_retiring: doc
+            .token_keys
+            .as_ref()
+            .is_some_and(|keys| !keys.retiring.is_empty()),
     };
     if matches!(input, SetInput::Nothing) {
         return Ok(plan);

@@ -67,6 +67,14 @@ pub enum SetEvent {
         /// Ids of the destroyed CA certificates.
         ids: Vec<String>,
     },
+    /// A CA key object in the token changed (recorded before it is made,
+    /// retired once nothing trusts its CA, destroyed).
+    TokenKey {
+        /// `intended`, `retired` or `destroyed`.
+        change: String,
+        /// The key object's URI.
+        uri: String,
+    },
     /// The request was applied before: nothing changes.
     AlreadyDone {
         /// What was done, and when.
@@ -107,7 +115,23 @@ impl std::fmt::Display for SetEvent {
             SetEvent::OldKeysDestroyed { ids } => {
                 write!(f, "destroyed old CA keys {}", ids.join(", "))
             }
+            SetEvent::TokenKey { change, uri } => write!(f, "CA key {uri} {change}"),
             SetEvent::AlreadyDone { note } => write!(f, "nothing to do: {note}"),
+        }
+    }
+}
+
+impl From<crate::engines::token_keys::KeyChange> for SetEvent {
+    fn from(change: crate::engines::token_keys::KeyChange) -> Self {
+        use crate::engines::token_keys::KeyChange;
+        let (change, uri) = match change {
+            KeyChange::Intended(uri) => ("recorded, to make in the token", uri),
+            KeyChange::Retired(uri) => ("retired: nothing trusts its CA", uri),
+            KeyChange::Destroyed(uri) => ("destroyed", uri),
+        };
+        SetEvent::TokenKey {
+            change: change.to_string(),
+            uri: uri.to_string(),
         }
     }
 }
