@@ -263,7 +263,8 @@ fn the_status_picture_shows_the_current_ca_the_previous_one_and_the_leaves() {
     assert_eq!(marked(&doc, "now"), [("now".to_string(), time(t1))]);
 
     // After an emergency rotation: the previous CA's lane and its trust
-    // end; --check's exit code (an action is due or not) is unchanged.
+    // end; --check's exit code is unchanged, and answered from the store's
+    // summary (the same stdout), the picture still reads the whole store.
     ok(&[
         "rotate", &dir, "--force", "leak", "--grace", "2d", "--now", t1,
     ]);
@@ -288,6 +289,30 @@ fn the_status_picture_shows_the_current_ca_the_previous_one_and_the_leaves() {
         events.contains(&("rotation".to_string(), time(t1))),
         "{events:?}"
     );
+
+    // Long after the CA's end, nothing rotated: broken, in red from then.
+    let late = "2029-01-01T00:00:00Z";
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["status", &dir, "--json", "--now", late])).unwrap();
+    let (svg, _) = with_svg(&["status", &dir, "--now", late], &file, 0);
+    let doc = parse(&svg);
+    let broken = doc
+        .descendants()
+        .find(|n| {
+            n.attribute("class") == Some("fail") && n.attribute("data-check") == Some("health")
+        })
+        .expect("broken health in red");
+    let ca_end = time(status["ca"]["not_after"].as_str().unwrap());
+    assert_eq!(
+        broken.attribute("data-from").map(time),
+        Some(ca_end + time::Duration::SECOND)
+    );
+    assert_eq!(broken.attribute("data-until").map(time), Some(time(late)));
+    let listed = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("check fail") && n.attribute("fill") == Some(RED))
+        .count();
+    assert_eq!(listed, 1 + status["problems"].as_array().unwrap().len());
 }
 
 #[test]

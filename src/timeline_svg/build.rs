@@ -5,7 +5,7 @@ use super::{Bar, BarKind, CheckMark, Lane, Marker, Timeline};
 use pki_core::datetime::rfc3339;
 use pki_rotate::SignerState;
 use pki_rotate::forecast::{CaLife, Forecast};
-use pki_rotate::status::{CellResult, Health, SignerStatus};
+use pki_rotate::status::{Health, SignerStatus};
 use time::{Duration, OffsetDateTime};
 
 /// The most leaves a status picture gives a lane each; the rest are
@@ -284,36 +284,35 @@ fn leaf_lanes(state: &SignerState) -> Vec<Lane> {
     lanes
 }
 
-/// The health, then each problem and failing trust cell, in red at now.
+/// The health, then each problem (a failing trust cell is one of them).
+/// Broken health is drawn in red at now, from the CA's end when it expired.
 fn status_checks(status: &SignerStatus) -> Vec<CheckMark> {
     let now = status.now;
+    let broken = status.health == Health::Broken;
+    let since = if status.ca.not_after < now {
+        next_second(status.ca.not_after)
+    } else {
+        now
+    };
     let mut checks = vec![CheckMark {
         name: "health".into(),
-        ok: status.health != Health::Broken,
+        ok: !broken,
         detail: match status.health {
             Health::Ok => "ok".to_string(),
             Health::ActionDue => "an action is due".to_string(),
             Health::Broken => "broken".to_string(),
         },
-        spans: Vec::new(),
+        spans: if broken {
+            vec![(since, now)]
+        } else {
+            Vec::new()
+        },
     }];
     checks.extend(status.problems.iter().map(|p| CheckMark {
         name: "problem".into(),
         ok: false,
         detail: p.clone(),
-        spans: vec![(now, now)],
-    }));
-    checks.extend(status.trust.iter().filter_map(|c| match &c.result {
-        CellResult::Failed { error } if !c.retired => Some(CheckMark {
-            name: "trust-cell".into(),
-            ok: false,
-            detail: format!(
-                "{} serving chain x {} bundle fails: {error}",
-                c.chain, c.bundle
-            ),
-            spans: vec![(now, now)],
-        }),
-        _ => None,
+        spans: Vec::new(),
     }));
     checks
 }

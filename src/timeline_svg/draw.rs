@@ -16,6 +16,7 @@ const LANES_Y: f64 = 84.0;
 const LANE_HEIGHT: f64 = 30.0;
 const ROW_HEIGHT: f64 = 24.0;
 const CHECK_HEIGHT: f64 = 18.0;
+const RED_LABEL_HEIGHT: f64 = 13.0;
 /// Longest label and check detail drawn; the whole text is the tooltip.
 const LABEL_CHARS: usize = 48;
 const DETAIL_CHARS: usize = 170;
@@ -44,7 +45,15 @@ pub fn render(t: &Timeline) -> String {
     let rows = event_rows(&t.events);
     let chart_bottom =
         LANES_Y + LANE_HEIGHT * t.lanes.len() as f64 + ROW_HEIGHT * rows.len() as f64;
-    let checks_y = chart_bottom + 64.0;
+    // Each failing span's name goes on a line of its own under the chart.
+    let red_labels: usize = t
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.spans.len())
+        .sum();
+    let legend_y = chart_bottom + 38.0 + RED_LABEL_HEIGHT * red_labels as f64;
+    let checks_y = legend_y + 26.0;
     let height = checks_y + CHECK_HEIGHT * t.checks.len() as f64 + 40.0;
     let mut out = String::new();
     let _ = writeln!(
@@ -90,7 +99,7 @@ pub fn render(t: &Timeline) -> String {
     }
     now_line(&mut out, &scale, t.now, chart_bottom);
     breaks(&mut out, &scale, &t.checks, chart_bottom);
-    legend(&mut out, chart_bottom + 38.0);
+    legend(&mut out, legend_y);
     draw_checks(&mut out, &t.checks, checks_y);
     out.push_str("</svg>\n");
     out
@@ -263,26 +272,36 @@ fn now_line(out: &mut String, scale: &Scale, now: OffsetDateTime, bottom: f64) {
     );
 }
 
-/// Each failing check's spans, in red across the chart, with its name.
+/// Each failing check's spans, in red across the chart, with its name
+/// under it (a line each, so names at one time do not overlap).
 fn breaks(out: &mut String, scale: &Scale, checks: &[CheckMark], bottom: f64) {
-    for c in checks.iter().filter(|c| !c.ok) {
-        for (start, end) in &c.spans {
-            let (x1, x2) = (scale.x(*start), scale.x(*end));
-            let _ = writeln!(
-                out,
-                "<g class=\"fail\" data-check=\"{name}\" data-from=\"{}\" data-until=\"{}\">\
-                 <title>{name}: {}</title><rect x=\"{x1:.1}\" y=\"{LANES_Y}\" width=\"{:.1}\" \
-                 height=\"{:.1}\" fill=\"{RED}\" fill-opacity=\"0.3\" stroke=\"{RED}\"/>\
-                 <text x=\"{x1:.1}\" y=\"{:.1}\" fill=\"{RED}\" font-weight=\"bold\">{name}</text></g>",
-                rfc3339(*start),
-                rfc3339(*end),
-                escape(&c.detail),
-                (x2 - x1).max(2.0),
-                (bottom - LANES_Y).max(1.0),
-                bottom + 12.0,
-                name = escape(&c.name),
-            );
-        }
+    let spans = checks
+        .iter()
+        .filter(|c| !c.ok)
+        .flat_map(|c| c.spans.iter().map(move |span| (c, span)));
+    for (line, (c, (start, end))) in spans.enumerate() {
+        let (x1, x2) = (scale.x(*start), scale.x(*end));
+        // Right of the middle, the name ends at the span: it stays in the picture.
+        let (text_x, anchor) = if x1 > (LABEL_WIDTH + WIDTH) / 2.0 {
+            (x2, "end")
+        } else {
+            (x1, "start")
+        };
+        let _ = writeln!(
+            out,
+            "<g class=\"fail\" data-check=\"{name}\" data-from=\"{}\" data-until=\"{}\">\
+             <title>{name}: {}</title><rect x=\"{x1:.1}\" y=\"{LANES_Y}\" width=\"{:.1}\" \
+             height=\"{:.1}\" fill=\"{RED}\" fill-opacity=\"0.3\" stroke=\"{RED}\"/>\
+             <text x=\"{text_x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" fill=\"{RED}\" \
+             font-weight=\"bold\">{name}</text></g>",
+            rfc3339(*start),
+            rfc3339(*end),
+            escape(&c.detail),
+            (x2 - x1).max(2.0),
+            (bottom - LANES_Y).max(1.0),
+            bottom + 12.0 + RED_LABEL_HEIGHT * line as f64,
+            name = escape(&c.name),
+        );
     }
 }
 
