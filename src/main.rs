@@ -30,6 +30,7 @@ mod status;
 mod store_key;
 mod stores;
 mod suggest;
+mod timeline_svg;
 mod token;
 mod validate;
 mod verify;
@@ -63,7 +64,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Create a store with a new self-signed CA.
-    Init(InitCommand),
+    Init(Box<InitCommand>),
     /// Issue (or change) a serving certificate, or a client one with --client.
     Issue(IssueCommand),
     /// Issue a new key and certificate for one certificate now.
@@ -113,6 +114,11 @@ enum Command {
         /// every report is full already.
         #[arg(long)]
         verify: bool,
+        /// Also write the store's timeline as a self-contained SVG picture
+        /// to FILE: the CAs' and leaves' lifetimes, the previous CA's trust,
+        /// the rotation due, problems in red.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
         /// The time to report at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
@@ -606,7 +612,8 @@ fn run(cli: Cli) -> common::CliResult {
             check,
             verify,
             now,
-        } => status::run(&dir, json, check, verify, now),
+            svg,
+        } => status::run_drawing(&dir, json, check, verify, now, svg.as_deref()),
         Command::Verify(command) => command.run(),
         Command::Pin {
             file,

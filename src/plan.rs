@@ -21,6 +21,10 @@ pub struct PlanArgs {
     /// (docs/plan.schema.json).
     #[arg(long)]
     json: bool,
+    /// Also write the timeline as a self-contained SVG picture to FILE:
+    /// a lane per CA, the events at their times, failing checks in red.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
     /// The start of the window, like 2027-02-01T00:00:00Z, or "now".
     #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
     now: OffsetDateTime,
@@ -76,6 +80,9 @@ pub fn run(args: PlanArgs) -> CliResult {
             details: Vec::new(),
         });
     }
+    if let Some(path) = &args.svg {
+        crate::timeline_svg::check_path(path)?;
+    }
     let driver = crate::token::driver(args.dir.open()?)?;
     let signer = optional(driver.load::<SignerEngine>(SIGNER))?;
     let keys = optional(driver.load::<KeyRingEngine>(pki_rotate::keyring::STORE_KEY))?;
@@ -86,6 +93,11 @@ pub fn run(args: PlanArgs) -> CliResult {
         )));
     }
     let forecast = forecast(signer.as_ref(), keys.as_ref(), args.now, until);
+    if let Some(path) = &args.svg {
+        let timeline =
+            crate::timeline_svg::build::of_plan(&args.dir.to_string(), &forecast, args.now, until);
+        crate::timeline_svg::write(path, &crate::timeline_svg::render(&timeline))?;
+    }
     if args.json {
         let report = PlanReport {
             schema_version: pki_rotate::status::SCHEMA_VERSION,

@@ -7,6 +7,7 @@ use pki_rotate::status::{
     BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
 };
 use pki_rotate::{Event, SignerEngine, SignerState, Step};
+use std::path::Path;
 use time::OffsetDateTime;
 
 /// `verify`: with `check`, read and verify everything even when the
@@ -20,6 +21,22 @@ pub fn run(
     verify: bool,
     now: OffsetDateTime,
 ) -> CliResult {
+    run_drawing(dir, json, check, verify, now, None)
+}
+
+/// [`run`], and with `svg`, the store's timeline written there too (before
+/// printing, so a failed write prints only its error).
+pub fn run_drawing(
+    dir: &StoreArg,
+    json: bool,
+    check: bool,
+    verify: bool,
+    now: OffsetDateTime,
+    svg: Option<&Path>,
+) -> CliResult {
+    if let Some(path) = svg {
+        crate::timeline_svg::check_path(path)?;
+    }
     let driver = crate::token::driver(dir.open()?)?;
     if check
         && !json
@@ -30,12 +47,19 @@ pub fn run(
         && let Some(Ok(report)) = idle.summary_report::<IdleReport>()
         && report.status_ok
     {
+        if let Some(path) = svg {
+            let state = driver.load::<SignerEngine>(SIGNER)?.0;
+            write_svg(dir, &SignerStatus::of(&state, now)?, &state, path)?;
+        }
         crate::out!("{}", render_idle(&idle, &report, now));
         set_exit_status(Health::Ok.exit_code());
         return Ok(());
     }
     let state = driver.load::<SignerEngine>(SIGNER)?.0;
     let status = SignerStatus::of(&state, now)?;
+    if let Some(path) = svg {
+        write_svg(dir, &status, &state, path)?;
+    }
     if json {
         let text =
             serde_json::to_string_pretty(&status).map_err(|e| CliError::new(e.to_string()))?;
@@ -47,6 +71,11 @@ pub fn run(
         set_exit_status(status.health.exit_code());
     }
     Ok(())
+}
+
+fn write_svg(dir: &StoreArg, status: &SignerStatus, state: &SignerState, path: &Path) -> CliResult {
+    let timeline = crate::timeline_svg::build::of_status(&dir.to_string(), status, state);
+    crate::timeline_svg::write(path, &crate::timeline_svg::render(&timeline))
 }
 
 /// The short report of `status --check` answered from the store's

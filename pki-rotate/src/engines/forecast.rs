@@ -92,6 +92,31 @@ pub struct ForecastCheck {
     pub ok: bool,
     /// What it found.
     pub detail: String,
+    /// When it bites, as (start, end) spans in the window: for pictures of
+    /// the timeline (empty when it passes or has no time); not in `--json`.
+    #[serde(skip)]
+    pub spans: Vec<(OffsetDateTime, OffsetDateTime)>,
+}
+
+/// One CA's life as the forecast sees it, for pictures of the timeline
+/// (not in `--json`): the CA current at the start, the previous CA still
+/// trusted then, and each CA a rotation in the window makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaLife {
+    /// How the details name it: `CA <id>`, or `the CA from the rotation at T`.
+    pub name: String,
+    /// Its NotBefore (None: not known, as for a previous CA's record).
+    pub not_before: Option<OffsetDateTime>,
+    /// Its NotAfter.
+    pub not_after: OffsetDateTime,
+    /// When it became the current CA (None: not known).
+    pub current_from: Option<OffsetDateTime>,
+    /// The rotation that replaced it (None: current at the end).
+    pub replaced_at: Option<OffsetDateTime>,
+    /// Once replaced, the first second it is no longer trusted.
+    pub untrusted_at: Option<OffsetDateTime>,
+    /// Bridge B's validity: this CA signed by the previous CA's key.
+    pub bridge: Option<(OffsetDateTime, OffsetDateTime)>,
 }
 
 /// The checks' names.
@@ -115,6 +140,10 @@ pub struct Forecast {
     pub events: Vec<ForecastEvent>,
     /// The policy checks, in a fixed order.
     pub checks: Vec<ForecastCheck>,
+    /// The signer's CAs in the order they became current (the previous
+    /// one first): not in `--json`.
+    #[serde(skip)]
+    pub cas: Vec<CaLife>,
 }
 
 /// The seed of the simulation's RNG: its keys and certificates are thrown
@@ -133,6 +162,7 @@ pub fn forecast(
     let mut events = Vec::new();
     let mut checks = Vec::new();
     let mut failures = Vec::new();
+    let mut cas = Vec::new();
     let mut steps = 0;
     if let Some(signer) = signer {
         let mut sim = SignerSim::new(signer, from, until);
@@ -144,6 +174,7 @@ pub fn forecast(
         sim.finish(&run.last, until);
         checks.extend(sim.checks(signer));
         events.append(&mut sim.events);
+        cas = sim.lives;
     }
     if let Some(ring) = keys {
         let run = run::<KeyRingEngine, _>(ring, from, until, rng, |_, at, evs| {
@@ -168,12 +199,17 @@ pub fn forecast(
             } else {
                 failures.join("; ")
             },
+            spans: Vec::new(),
         },
     );
     // At one time, in the order of the kinds (a rotation before the leaves
     // it re-issues); stable otherwise.
     events.sort_by_key(|e| (e.at, e.kind));
-    Forecast { events, checks }
+    Forecast {
+        events,
+        checks,
+        cas,
+    }
 }
 
 /// How one engine's simulation ended.
@@ -261,6 +297,8 @@ struct SignerSim {
     /// Every rotation's trust overlap still running in the window: (at, how
     /// long the previous CA stays trusted from then).
     overlaps: Vec<(OffsetDateTime, Duration)>,
+    /// The CAs seen, for [`Forecast::cas`].
+    lives: Vec<CaLife>,
 }
 
 /// When a previous CA stops being trusted: one second after the end of
@@ -282,6 +320,7 @@ impl SignerSim {
             names: HashMap::new(),
             cut: Vec::new(),
             overlaps: Vec::new(),
+            lives: Vec::new(),
         };
         // A rotation made before the window whose previous CA is still trusted.
         if let (Some(previous), Some(last)) = (&state.previous, state.history.last()) {
@@ -289,9 +328,45 @@ impl SignerSim {
             if end > from {
                 sim.untrusted(previous, last.at, end);
                 sim.overlaps.push((last.at, end - last.at));
+                // Its certificate, when kept, tells its start; the
+                // rotation before the last made it current.
+                let not_before = previous
+                    .certificate
+                    .as_ref()
+                    .and_then(|pem| pki_core::Certificate::from_pem(pem.as_bytes()).ok())
+                    .map(|cert| cert.not_before());
+                let made_current = state.history.iter().rev().nth(1).map(|r| r.at);
+                sim.lives.push(CaLife {
+                    name: sim.name("CA", &previous.id),
+                    not_before,
+                    not_after: previous.not_after,
+                    current_from: made_current.or(not_before),
+                    replaced_at: Some(last.at),
+                    untrusted_at: Some(end),
+                    bridge: None,
+                });
             }
         }
+        let current = sim.life(state, state.history.last().map(|r| r.at));
+        sim.lives.push(current);
         sim
+    }
+
+    /// `state`'s current CA, current since `from`.
+    fn life(&self, state: &SignerState, from: Option<OffsetDateTime>) -> CaLife {
+        let ca = &state.ca.cert;
+        CaLife {
+            name: self.name("CA", &ca.id()),
+            not_before: Some(ca.not_before()),
+            not_after: ca.not_after(),
+            current_from: from.or(Some(ca.not_before())),
+            replaced_at: None,
+            untrusted_at: None,
+            bridge: state
+                .bridge
+                .as_ref()
+                .map(|b| (b.not_before(), b.not_after())),
+        }
     }
 
     /// `what id` for a certificate of the store, or how the simulation
@@ -344,11 +419,14 @@ impl SignerSim {
                         );
                     }
                     self.push(at, EventKind::Rotation, detail);
+                    let mut end = None;
                     if let Some(p) = &doc.previous {
-                        let end = untrusted_at(p, at);
-                        self.overlaps.push((at, end - at));
-                        self.untrusted(p, at, end);
+                        let until = untrusted_at(p, at);
+                        self.overlaps.push((at, until - at));
+                        self.untrusted(p, at, until);
+                        end = Some(until);
                     }
+                    self.replaced(doc, at, end);
                 }
                 Event::BridgeRetired { id } => {
                     let bridge = self.name("bridge B", id);
@@ -380,6 +458,22 @@ impl SignerSim {
                 _ => {}
             }
         }
+    }
+
+    /// The current CA's life ends at `at`, trusted until `untrusted_at`;
+    /// `doc`'s CA's begins.
+    fn replaced(
+        &mut self,
+        doc: &SignerState,
+        at: OffsetDateTime,
+        untrusted_at: Option<OffsetDateTime>,
+    ) {
+        if let Some(last) = self.lives.last_mut() {
+            last.replaced_at = Some(at);
+            last.untrusted_at = untrusted_at.or(Some(at));
+        }
+        let next = self.life(doc, Some(at));
+        self.lives.push(next);
     }
 
     /// A CA still current at the end of the window and expiring in it.
@@ -445,6 +539,8 @@ impl SignerSim {
             } else {
                 long.join("; ")
             },
+            // Each cut, at the issuance it shortens.
+            spans: self.cut.iter().map(|(_, at, _, _)| (*at, *at)).collect(),
         }
     }
 
@@ -485,6 +581,14 @@ impl SignerSim {
             } else {
                 short.join("; ")
             },
+            // From the previous CA's end of trust until consumers that
+            // reload within the interval have all reloaded.
+            spans: self
+                .overlaps
+                .iter()
+                .filter(|(_, overlap)| *overlap < needed)
+                .map(|(at, overlap)| (*at + *overlap, *at + needed))
+                .collect(),
         }
     }
 
@@ -499,6 +603,7 @@ impl SignerSim {
                 Some(e) => format!("at {}: {}", rfc3339(e.at), e.detail),
                 None => "the CA is replaced before it expires".into(),
             },
+            spans: expiring.map(|e| (e.at, self.until)).into_iter().collect(),
         }
     }
 }
@@ -513,6 +618,7 @@ fn leaf_refresh_check(state: &SignerState) -> ForecastCheck {
             name: check::LEAF_REFRESH_COVERS_RELOAD,
             ok: true,
             detail: "no reload interval set (`init --reload-interval`): not checked".into(),
+            spans: Vec::new(),
         };
     };
     let short: Vec<String> = state
@@ -539,6 +645,7 @@ fn leaf_refresh_check(state: &SignerState) -> ForecastCheck {
         } else {
             short.join("; ")
         },
+        spans: Vec::new(),
     }
 }
 

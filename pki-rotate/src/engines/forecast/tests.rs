@@ -214,6 +214,11 @@ fn an_imported_ca_cuts_late_leaves_then_expires_unreplaced() {
         .unwrap();
     assert_eq!(expiry.at, ca.cert.not_after() + Duration::SECOND);
     assert!(!check(&f, check::CA_REPLACED_BEFORE_EXPIRY).ok);
+    // From the expiry to the end of the window, for pictures.
+    assert_eq!(
+        check(&f, check::CA_REPLACED_BEFORE_EXPIRY).spans,
+        [(expiry.at, T0 + Duration::days(300))]
+    );
     assert!(
         f.events.iter().all(|e| e.kind != EventKind::Rotation),
         "{f:#?}"
@@ -298,4 +303,59 @@ fn a_key_ring_forecast_has_its_rotations_and_removals() {
         got[1],
         (EventKind::KeyRemoval, got[0].1 + Duration::days(1))
     );
+}
+
+/// What pictures of the timeline read: each CA's life, and when a failing
+/// check bites.
+#[test]
+fn the_cas_lives_and_the_checks_spans_follow_the_rotations() {
+    let state = signer_with_web(SignerPolicy::default(), Duration::days(365));
+    let old_ca = state.ca.cert.clone();
+    let until = old_ca.not_after() + Duration::SECOND;
+    let f = forecast(Some(&state), None, T0, until);
+    let rotation_at = old_ca.not_after() - Duration::days(395) + Duration::SECOND;
+    let [old, new] = f.cas.as_slice() else {
+        panic!("two CAs expected: {:#?}", f.cas)
+    };
+    assert_eq!(old.not_before, Some(old_ca.not_before()));
+    assert_eq!(old.current_from, Some(old_ca.not_before()));
+    assert_eq!(old.replaced_at, Some(rotation_at));
+    assert_eq!(old.untrusted_at, Some(until));
+    assert_eq!(old.bridge, None);
+    assert_eq!(new.current_from, Some(rotation_at));
+    assert_eq!(new.replaced_at, None);
+    assert!(new.name.contains("the rotation at"), "{}", new.name);
+    assert!(new.bridge.is_some_and(|(_, end)| end == old_ca.not_after()));
+    assert!(
+        f.checks.iter().all(|c| c.spans.is_empty()),
+        "{:#?}",
+        f.checks
+    );
+
+    // A 1-day grace against a 7-day reload interval: the previous CA still
+    // trusted at the start is a life of its own, and the check bites from
+    // its end of trust until every consumer has reloaded.
+    let mut policy = SignerPolicy::default();
+    policy.rotation.reload_interval = Some(Duration::days(7));
+    let state = signer_with_web(policy, Duration::days(365));
+    let mut forced = crate::engines::signer::ForcedRotation::new("drill");
+    forced.grace = Some(Duration::days(1));
+    let at = T0 + Duration::days(10);
+    let input = SignerInput {
+        allow_trust_break: Some("test".into()),
+        ..SignerInput::forced(forced)
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let rotated = SignerEngine::step(&state, &input, at, &mut rng)
+        .unwrap()
+        .document
+        .into_owned();
+    let f = forecast(Some(&rotated), None, at, at + Duration::days(30));
+    let untrusted = at + Duration::days(1) + Duration::SECOND;
+    assert_eq!(f.cas.len(), 2, "{:#?}", f.cas);
+    assert_eq!(f.cas[0].not_before, Some(state.ca.cert.not_before()));
+    assert_eq!(f.cas[0].untrusted_at, Some(untrusted));
+    assert_eq!(f.cas[1].current_from, Some(at));
+    let c = check(&f, check::TRUST_OVERLAP_COVERS_RELOAD);
+    assert_eq!(c.spans, [(untrusted, at + Duration::days(7))]);
 }
