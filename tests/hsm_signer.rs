@@ -8,176 +8,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../pki-core/tests/pkcs11/softhsm.rs"]
-#[allow(dead_code)]
-mod softhsm;
 mod support;
 
-use pki_core::{Bundle, Certificate, Pkcs11Uri};
+use pki_core::{Bundle, Certificate};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
-use softhsm::{LABEL, PIN, Token, make_token};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
+use support::hsm::{DEBRIS, Hsm, text};
 use support::openssl::{Verdict, verify};
+use support::softhsm::LABEL;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 const DNS: &str = "web.ns.svc";
 const T0: &str = "2026-01-01T00:00:00Z";
-
-/// Attribute-less objects SoftHSM2 left when a kill cut its key
-/// generation short (see `Hsm::private_key_ids`), counted per listing.
-static DEBRIS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// A token in a temporary directory, with the PIN file the CLI reads.
-struct Hsm {
-    _dir: tempfile::TempDir,
-    token: Token,
-    pin_file: PathBuf,
-    store: PathBuf,
-}
-
-impl Hsm {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let token = make_token(dir.path());
-        let pin_file = dir.path().join("pin");
-        std::fs::write(&pin_file, PIN).unwrap();
-        let store = dir.path().join("store");
-        Hsm {
-            _dir: dir,
-            token,
-            pin_file,
-            store,
-        }
-    }
-
-    fn store(&self) -> &str {
-        self.store.to_str().unwrap()
-    }
-
-    /// `pki ARGS` with the token's module and PIN in its environment.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = self.bare(args);
-        command
-            .env("PKI_PKCS11_MODULE", &self.token.module)
-            .env("PKI_PKCS11_PIN_FILE", &self.pin_file);
-        command
-    }
-
-    /// `pki ARGS` with SoftHSM2's configuration and nothing else.
-    fn bare(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pki"));
-        command
-            .args(args)
-            .env("SOFTHSM2_CONF", &self.token.conf)
-            .env_remove("PKI_PKCS11_MODULE")
-            .env_remove("PKI_PKCS11_PIN_FILE");
-        command
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        self.try_ok(args)
-            .unwrap_or_else(|e| panic!("pki {args:?}: {e}"))
-    }
-
-    fn try_ok(&self, args: &[&str]) -> Result<String, String> {
-        let o = self.command(args).output().unwrap();
-        if o.status.success() {
-            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-        } else {
-            Err(text(&o))
-        }
-    }
-
-    /// SoftHSM2's file describing the token (its label, PIN blobs and
-    /// flags), which it rewrites in place at every login.
-    fn token_object(&self) -> PathBuf {
-        let tokens = self.token.conf.with_file_name("tokens");
-        let dir = std::fs::read_dir(&tokens).unwrap().next().unwrap().unwrap();
-        dir.path().join("token.object")
-    }
-
-    /// The ids of the token's private keys, each checked sensitive and
-    /// never extractable.
-    ///
-    /// SoftHSM2's file store writes an object, then its attributes: a
-    /// process killed inside C_GenerateKeyPair can leave a private key
-    /// object with no attributes at all (no CKA_ID, no label, the
-    /// defaults' usage). Such debris names no key anybody made (nothing
-    /// could sign with it for a CA: it has no id to find it by), so it is
-    /// counted apart in `DEBRIS`, not taken for an orphan; an object with
-    /// an id or a label is always a key.
-    fn private_key_ids(&self) -> BTreeSet<String> {
-        let listing = self
-            .token
-            .pkcs11_tool(&["--list-objects", "--type", "privkey"]);
-        let mut ids = BTreeSet::new();
-        for object in listing.split("Private Key Object").skip(1) {
-            let (id, label) = (line_after(object, "ID:"), line_after(object, "label:"));
-            if id.is_empty() && label.is_empty() {
-                DEBRIS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                continue;
-            }
-            let access = line_after(object, "Access:");
-            assert!(
-                access.contains("sensitive") && access.contains("never extractable"),
-                "a CA key that can leave the token: {object}"
-            );
-            ids.insert(id.to_string());
-        }
-        ids
-    }
-
-    /// The ids of the key objects the document names.
-    fn named_ids(&self) -> BTreeSet<String> {
-        let state: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(self.store.join("pki-state.json")).unwrap())
-                .unwrap();
-        let keys = &state["token_keys"];
-        let mut uris: Vec<&str> = ["current", "pending", "previous"]
-            .iter()
-            .filter_map(|field| keys[field].as_str())
-            .collect();
-        if let Some(retiring) = keys["retiring"].as_array() {
-            uris.extend(retiring.iter().filter_map(|u| u.as_str()));
-        }
-        uris.iter()
-            .map(|uri| hex::encode(Pkcs11Uri::parse(uri).unwrap().id.unwrap()))
-            .collect()
-    }
-
-    /// The token holds exactly the keys the document names.
-    fn assert_token_matches(&self, context: &str) {
-        assert_eq!(
-            self.private_key_ids(),
-            self.named_ids(),
-            "{context}: the token's keys and the document's differ"
-        );
-    }
-
-    fn read(&self, path: &str) -> Vec<u8> {
-        std::fs::read(self.store.join(path)).unwrap()
-    }
-}
-
-fn line_after<'a>(text: &'a str, label: &str) -> &'a str {
-    text.lines()
-        .find_map(|line| line.trim().strip_prefix(label))
-        .map(str::trim)
-        .unwrap_or_default()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn at(time: &str) -> OffsetDateTime {
     OffsetDateTime::parse(time, &Rfc3339).unwrap()
@@ -326,7 +172,7 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     let started = std::time::Instant::now();
     hsm.ok(&rotate("measure").each_ref().map(String::as_str));
     let span = started.elapsed().as_micros().max(1000) * 3 / 2;
-    let (mut killed, mut finished, mut repaired) = (0, 0, 0);
+    let (mut killed, mut finished) = (0, 0);
     for run in 0..KILLS {
         let reason = format!("crash {run}");
         let args = rotate(&reason);
@@ -347,19 +193,7 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
             killed += 1;
         }
         child.wait().unwrap();
-        let out = match hsm.try_ok(&args) {
-            Ok(out) => out,
-            // SoftHSM2 rewrites its token file in place at each login: a
-            // kill in the middle leaves it cut short, and the token gone
-            // from the module. That file is SoftHSM2's, not pki's; put
-            // back as it was, the rerun must complete.
-            Err(e) if e.contains("no PKCS#11 token") => {
-                std::fs::write(hsm.token_object(), &token_file).unwrap();
-                repaired += 1;
-                hsm.ok(&args)
-            }
-            Err(e) => panic!("run {run}: rerun: {e}"),
-        };
+        let out = hsm.ok_after_kill_with(&args, &token_file);
         let context = format!("run {run}, killed after {delay:?}: rerun said {out}");
         hsm.assert_token_matches(&context);
         let state: serde_json::Value = serde_json::from_slice(&hsm.read("pki-state.json")).unwrap();
@@ -380,8 +214,9 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
         }
     }
     println!(
-        "{killed} killed during the rotation, {finished} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {repaired}",
-        DEBRIS.load(std::sync::atomic::Ordering::Relaxed)
+        "{killed} killed during the rotation, {finished} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+        DEBRIS.load(std::sync::atomic::Ordering::Relaxed),
+        support::hsm::REPAIRED.load(std::sync::atomic::Ordering::Relaxed)
     );
     assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
 }

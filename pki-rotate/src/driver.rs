@@ -51,7 +51,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
 const COMMUTING_ROUNDS_PER_ATTEMPT: u32 = 16;
 
 /// How many more rounds a step makes at once for a document that asks for
-/// them ([`Document::wants_follow_up`]): a rotation of a key in a token
+/// them ([`Document::follow_up`]): a rotation of a key in a token
 /// records the key, makes it and rotates, then destroys a key it retired.
 const FOLLOW_UP_ROUNDS: u32 = 3;
 

@@ -82,9 +82,10 @@ pub use keyring::{
     ImportedKeys, KeyRing, KeyRingEngine, KeyRingError, KeyRingEvent, KeyRingInput, KeyRingPolicy,
 };
 pub use model::document::{
-    Document, DocumentKey, Envelope, File, Files, Idle, KeyOf, PUBLISHED_BUNDLE, Publication,
-    PublishedLeaf, SecretData, files_from_secret_data, files_to_secret_data, is_published_leaf_key,
-    is_secret_data_key, published_leaf_file, read_checked, secret_data_key, validate_path,
+    Document, DocumentKey, Envelope, File, Files, FollowUp, Idle, KeyOf, PUBLISHED_BUNDLE,
+    Publication, PublishedLeaf, SecretData, files_from_secret_data, files_to_secret_data,
+    is_published_leaf_key, is_secret_data_key, published_leaf_file, read_checked, secret_data_key,
+    validate_path,
 };
 pub use model::error::{
     CredentialError, DocumentError, Result, RotateError, SetError, SignerError, StoreError,

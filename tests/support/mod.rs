@@ -16,12 +16,16 @@ pub mod proxy;
 pub mod external;
 // Go's crypto/x509 verifying a chain, built once per test process.
 pub mod go_x509;
+// A SoftHSM2 token of a test's own (pki-core's token tests make theirs so).
+pub mod hsm;
 pub mod maker;
 pub mod openssl;
 pub mod redis;
 pub mod schema;
 pub mod set;
 pub mod set_engine;
+#[path = "../../pki-core/tests/pkcs11/softhsm.rs"]
+pub mod softhsm;
 pub mod store;
 #[path = "../../pki-rotate/tests/support/tree.rs"]
 pub mod tree;

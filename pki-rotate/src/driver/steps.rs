@@ -9,7 +9,7 @@ use super::part::{self, PartRound};
 use super::write::{describe, written};
 use super::{COMMUTING_ROUNDS_PER_ATTEMPT, Read, Step, idle};
 use crate::engines::Engine;
-use crate::model::document::{Document, Files};
+use crate::model::document::{Document, Files, FollowUp};
 use crate::model::error::{Result, RotateError};
 use crate::model::store::{Revision, Summary};
 use rand_core::CryptoRng;
@@ -286,10 +286,14 @@ impl<A: Access> Steps<A> {
         let mut step = self.step_once::<E, R>(key, input, now, rng).await?;
         // A document that asks for another round at once (a key recorded
         // in one commit and made in the next) gets it, in the same step.
+        let upkeep = E::Input::default();
         for _ in 0..super::FOLLOW_UP_ROUNDS {
-            if !(step.changed && step.document.wants_follow_up()) {
-                break;
-            }
+            let input = match step.document.follow_up() {
+                _ if !step.changed => break,
+                FollowUp::None => break,
+                FollowUp::RepeatInput => input,
+                FollowUp::Upkeep => &upkeep,
+            };
             let more = self.step_once::<E, R>(key, input, now, rng).await?;
             step = step.followed_by(more);
         }

@@ -267,7 +267,7 @@ where
             observe(&next, at, &outcome.events);
             // As the driver does: a document that asks for another round
             // at once (a key in a token recorded, then made) gets it.
-            follow_up = next.wants_follow_up();
+            follow_up = next.follow_up() != crate::FollowUp::None;
             doc = next;
         }
         // A wake-up is never before the step; one at the step itself would

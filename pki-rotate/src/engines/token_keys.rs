@@ -188,10 +188,11 @@ impl TokenKeys {
             .collect()
     }
 
-    /// Whether the document asks for another round at once: an intent to
-    /// complete, or keys to destroy.
-    pub fn wants_follow_up(&self) -> bool {
-        self.pending.is_some() || !self.retiring.is_empty()
+    /// Whether the document asks for another round at once: its input
+    /// again for an intent to complete, one that asks nothing for keys
+    /// to destroy.
+    pub fn follow_up(&self) -> crate::FollowUp {
+        follow_up(self.pending.is_some(), !self.retiring.is_empty())
     }
 
     /// Records the key a rotation will make (an id from `rng`, `label`):
@@ -259,6 +260,16 @@ impl TokenKeys {
         let changes = destroy_all(self.access()?, &self.retiring)?;
         self.retiring.clear();
         Ok(changes)
+    }
+}
+
+/// The round a document with an intent (`pending`) or keys to destroy
+/// (`retiring`) asks for next.
+pub fn follow_up(pending: bool, retiring: bool) -> crate::FollowUp {
+    match (pending, retiring) {
+        (true, _) => crate::FollowUp::RepeatInput,
+        (false, true) => crate::FollowUp::Upkeep,
+        (false, false) => crate::FollowUp::None,
     }
 }
 

@@ -194,12 +194,25 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     fn simulate_tokens(&mut self) {}
 
     /// Whether the step that wrote this document has another round to
-    /// make at once: a key recorded as intended and not made yet, or keys
-    /// retired and not destroyed yet (see
-    /// [`crate::engines::token_keys`]). False by default.
-    fn wants_follow_up(&self) -> bool {
-        false
+    /// make at once (see [`crate::engines::token_keys`]), and with what
+    /// input. [`FollowUp::None`] by default.
+    fn follow_up(&self) -> FollowUp {
+        FollowUp::None
     }
+}
+
+/// What a document asks of the step that wrote it ([`Document::follow_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowUp {
+    /// Nothing: the step is done.
+    None,
+    /// The same input again: the round recorded what it will make (a key
+    /// in a token) and carries the input out in the next round.
+    RepeatInput,
+    /// A round that asks nothing (the engine's default input): the input
+    /// is carried out, and what it left to tidy (keys retired, to be
+    /// destroyed) is done.
+    Upkeep,
 }
 
 /// A document's promise about the steps that ask nothing of it (see

@@ -535,10 +535,10 @@ impl DocumentForm for SetState {
         }
     }
 
-    fn wants_follow_up(&self) -> bool {
+    fn follow_up(&self) -> crate::FollowUp {
         self.token_keys
             .as_ref()
-            .is_some_and(SetTokenKeys::wants_follow_up)
+            .map_or(crate::FollowUp::None, SetTokenKeys::follow_up)
     }
 
     fn to_files(&self) -> Result<Files> {

@@ -95,8 +95,8 @@ impl SetTokenKeys {
     }
 
     /// An intent to complete, or keys to destroy: another round at once.
-    pub fn wants_follow_up(&self) -> bool {
-        !self.pending.is_empty() || !self.retiring.is_empty()
+    pub fn follow_up(&self) -> crate::FollowUp {
+        crate::engines::token_keys::follow_up(!self.pending.is_empty(), !self.retiring.is_empty())
     }
 
     /// Records the keys of `slots` (each `CA/SLOT` with its label) that are

@@ -508,10 +508,10 @@ impl DocumentForm for SignerState {
         self.attach_token_access(access);
     }
 
-    fn wants_follow_up(&self) -> bool {
+    fn follow_up(&self) -> crate::FollowUp {
         self.token_keys
             .as_ref()
-            .is_some_and(TokenKeys::wants_follow_up)
+            .map_or(crate::FollowUp::None, TokenKeys::follow_up)
     }
 
     fn simulate_tokens(&mut self) {

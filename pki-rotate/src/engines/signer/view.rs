@@ -144,8 +144,8 @@ impl<E> Document for SignerView<E> {
         self.signer.attach_tokens(access);
     }
 
-    fn wants_follow_up(&self) -> bool {
-        self.signer.wants_follow_up()
+    fn follow_up(&self) -> crate::FollowUp {
+        self.signer.follow_up()
     }
 
     fn simulate_tokens(&mut self) {

@@ -1,0 +1,198 @@
+//! A SoftHSM2 token of a test's own, the `pki` binary run with it, and
+//! OpenSC's `pkcs11-tool` reading the token back: what the tests of CA
+//! keys in a token share.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::softhsm::{PIN, Token, make_token};
+use pki_core::Pkcs11Uri;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Attribute-less objects SoftHSM2 left when a kill cut its key
+/// generation short (see `Hsm::private_key_ids`), counted per listing.
+pub static DEBRIS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// SoftHSM2 token files put back after a kill cut them short.
+pub static REPAIRED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A token in a temporary directory, with the PIN file the CLI reads.
+pub struct Hsm {
+    _dir: tempfile::TempDir,
+    pub token: Token,
+    pub pin_file: PathBuf,
+    pub store: PathBuf,
+}
+
+impl Hsm {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let token = make_token(dir.path());
+        let pin_file = dir.path().join("pin");
+        std::fs::write(&pin_file, PIN).unwrap();
+        let store = dir.path().join("store");
+        Hsm {
+            _dir: dir,
+            token,
+            pin_file,
+            store,
+        }
+    }
+
+    pub fn store(&self) -> &str {
+        self.store.to_str().unwrap()
+    }
+
+    /// `pki ARGS` with the token's module and PIN in its environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.bare(args);
+        command
+            .env("PKI_PKCS11_MODULE", &self.token.module)
+            .env("PKI_PKCS11_PIN_FILE", &self.pin_file);
+        command
+    }
+
+    /// `pki ARGS` with SoftHSM2's configuration and nothing else.
+    pub fn bare(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pki"));
+        command
+            .args(args)
+            .env("SOFTHSM2_CONF", &self.token.conf)
+            .env_remove("PKI_PKCS11_MODULE")
+            .env_remove("PKI_PKCS11_PIN_FILE");
+        command
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        self.try_ok(args)
+            .unwrap_or_else(|e| panic!("pki {args:?}: {e}"))
+    }
+
+    pub fn try_ok(&self, args: &[&str]) -> Result<String, String> {
+        let o = self.command(args).output().unwrap();
+        if o.status.success() {
+            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+        } else {
+            Err(text(&o))
+        }
+    }
+
+    /// `pki ARGS` after a kill: run to completion. SoftHSM2 rewrites its
+    /// token file in place at each login, so a kill in the middle leaves
+    /// it cut short and the token gone from the module: that file is
+    /// SoftHSM2's, not pki's, and is put back as it was before the kill
+    /// (`saved`) for the rerun.
+    pub fn ok_after_kill_with(&self, args: &[&str], saved: &[u8]) -> String {
+        match self.try_ok(args) {
+            Ok(out) => out,
+            Err(e) if e.contains("no PKCS#11 token") => {
+                std::fs::write(self.token_object(), saved).unwrap();
+                REPAIRED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.ok(args)
+            }
+            Err(e) => panic!("pki {args:?} after a kill: {e}"),
+        }
+    }
+
+    /// SoftHSM2's file describing the token (its label, PIN blobs and
+    /// flags), which it rewrites in place at every login.
+    pub fn token_object(&self) -> PathBuf {
+        let tokens = self.token.conf.with_file_name("tokens");
+        let dir = std::fs::read_dir(&tokens).unwrap().next().unwrap().unwrap();
+        dir.path().join("token.object")
+    }
+
+    /// The ids of the token's private keys, each checked sensitive and
+    /// never extractable.
+    ///
+    /// SoftHSM2's file store writes an object, then its attributes: a
+    /// process killed inside C_GenerateKeyPair can leave a private key
+    /// object with no attributes at all (no CKA_ID, no label, the
+    /// defaults' usage). Such debris names no key anybody made (nothing
+    /// could sign with it for a CA: it has no id to find it by), so it is
+    /// counted apart in `DEBRIS`, not taken for an orphan; an object with
+    /// an id or a label is always a key.
+    pub fn private_key_ids(&self) -> BTreeSet<String> {
+        let listing = self
+            .token
+            .pkcs11_tool(&["--list-objects", "--type", "privkey"]);
+        let mut ids = BTreeSet::new();
+        for object in listing.split("Private Key Object").skip(1) {
+            let (id, label) = (line_after(object, "ID:"), line_after(object, "label:"));
+            if id.is_empty() && label.is_empty() {
+                DEBRIS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            let access = line_after(object, "Access:");
+            assert!(
+                access.contains("sensitive") && access.contains("never extractable"),
+                "a CA key that can leave the token: {object}"
+            );
+            ids.insert(id.to_string());
+        }
+        ids
+    }
+
+    /// The ids of the key objects the document names: every URI under
+    /// `token_keys` of its state file `state` (but the store's own).
+    pub fn named_ids(&self) -> BTreeSet<String> {
+        let state = ["pki-state.json", "set/state.json", "keys/state.json"]
+            .iter()
+            .map(|f| self.store.join(f))
+            .find(|p| p.exists())
+            .expect("a state file");
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+        let mut ids = BTreeSet::new();
+        let keys = &state["token_keys"];
+        if let Some(fields) = keys.as_object() {
+            for (field, value) in fields {
+                if field != "store" {
+                    collect_ids(value, &mut ids);
+                }
+            }
+        }
+        ids
+    }
+
+    /// The token holds exactly the keys the document names.
+    pub fn assert_token_matches(&self, context: &str) {
+        assert_eq!(
+            self.private_key_ids(),
+            self.named_ids(),
+            "{context}: the token's keys and the document's differ"
+        );
+    }
+
+    pub fn read(&self, path: &str) -> Vec<u8> {
+        std::fs::read(self.store.join(path)).unwrap()
+    }
+}
+
+pub fn line_after<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(label))
+        .map(str::trim)
+        .unwrap_or_default()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The ids of every PKCS#11 URI in `value`.
+fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::String(uri) if uri.starts_with("pkcs11:") => {
+            ids.insert(hex::encode(Pkcs11Uri::parse(uri).unwrap().id.unwrap()));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_ids(v, ids)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| collect_ids(v, ids)),
+        _ => {}
+    }
+}
