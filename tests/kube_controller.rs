@@ -1,0 +1,380 @@
+//! `pki controller` against a real kube-apiserver (started by the test, as
+//! pki-kube's own tests start it): an annotated Service gets a
+//! `kubernetes.io/tls` Secret whose chain OpenSSL verifies against the
+//! bundle injected into an annotated ConfigMap; a forced rotation re-issues
+//! the Secret from the new CA while the injected bundle keeps both CAs
+//! (the new chain verifies against the bundle from before the rotation
+//! too); a Secret the controller did not create is left as it was; a store
+//! that does not exist is one line (exit 1); SIGTERM stops it with exit 0.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// The kube-apiserver support includes pki-etcd's `free_port` by path.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "support/openssl.rs"]
+#[allow(dead_code)]
+mod openssl;
+// The API server and its admin: pki-kube's own test support, by path.
+#[path = "../pki-kube/tests/support/mod.rs"]
+mod kube_support;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube_support::admin::Admin;
+use kube_support::kube::KubeServer;
+use pki_core::{Bundle, Certificate};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const T0: &str = "2026-01-01T00:00:00Z";
+/// The forced rotation, an hour after `pki init`.
+const T1: &str = "2026-01-01T01:00:00Z";
+/// The controller's frozen clock, after both.
+const T2: &str = "2026-01-01T02:00:00Z";
+const STORE: &str = "kube://pki/service-ca";
+const APPS: &str = "apps";
+/// How long the controller may take to bring an object up to date.
+const CONVERGE: Duration = Duration::from_secs(60);
+
+/// Runs `pki ARGS` as the admin, nothing of the user's own configuration.
+fn pki(server: &KubeServer, home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pki"));
+    command
+        .args(args)
+        .env("KUBECONFIG", server.admin_kubeconfig())
+        .env("HOME", home)
+        .env_remove("PKI_STORE_KEY_FILE");
+    command
+}
+
+fn output(mut command: Command) -> Output {
+    command.output().expect("run pki")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The admin's requests on objects of any kind, on a runtime of its own.
+struct Cluster {
+    client: kube::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Cluster {
+    fn new(server: &KubeServer) -> Cluster {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(async {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
+            let options = kube::config::KubeConfigOptions::default();
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .unwrap();
+            kube::Client::try_from(config).unwrap()
+        });
+        Cluster { client, runtime }
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), APPS)
+    }
+
+    fn create<K>(&self, object: &K)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        self.runtime
+            .block_on(self.api::<K>().create(&PostParams::default(), object))
+            .unwrap();
+    }
+
+    fn get<K>(&self, name: &str) -> Option<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        self.runtime
+            .block_on(self.api::<K>().get_opt(name))
+            .unwrap()
+    }
+
+    /// Polls until `check` finds what it waits for in `get(name)`.
+    fn wait_for<K, T>(&self, name: &str, what: &str, check: impl Fn(&K) -> Option<T>) -> T
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let start = Instant::now();
+        loop {
+            if let Some(found) = self.get::<K>(name).as_ref().and_then(&check) {
+                return found;
+            }
+            assert!(
+                start.elapsed() < CONVERGE,
+                "{what}: not within {CONVERGE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(APPS.into()),
+        annotations: Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..ObjectMeta::default()
+    }
+}
+
+fn service(name: &str, secret: &str) -> Service {
+    Service {
+        metadata: meta(name, &[("pki.invalid/serving-cert-secret-name", secret)]),
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 443,
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn data(secret: &Secret, key: &str) -> String {
+    text(&secret.data.as_ref().unwrap()[key].0)
+}
+
+/// The Secret's `tls.crt` once it is there and differs from `before`.
+fn serving_chain(secret: &Secret, before: Option<&str>) -> Option<String> {
+    let chain = text(&secret.data.as_ref()?.get("tls.crt")?.0);
+    (Some(chain.as_str()) != before).then_some(chain)
+}
+
+/// The injected bundle once both keys hold one and it differs from `before`.
+fn injected(config_map: &ConfigMap, before: Option<&str>) -> Option<String> {
+    let data = config_map.data.as_ref()?;
+    let bundle = data.get("ca-bundle.crt")?;
+    (data.get("service-ca.crt") == Some(bundle) && Some(bundle.as_str()) != before)
+        .then(|| bundle.clone())
+}
+
+fn at(s: &str) -> OffsetDateTime {
+    OffsetDateTime::parse(s, &Rfc3339).unwrap()
+}
+
+/// OpenSSL (`-x509_strict`, TLS server purpose) accepts `chain` against
+/// `bundle` at T2.
+fn assert_verifies(chain: &str, bundle: &str, what: &str) {
+    let chain = Certificate::all_from_pem(chain.as_bytes()).unwrap();
+    let bundle = Bundle::from_pem(bundle.as_bytes()).unwrap();
+    let verdict = openssl::verify(
+        &bundle,
+        &chain,
+        at(T2) + time::Duration::minutes(1),
+        "sslserver",
+    );
+    assert_eq!(verdict, Ok(openssl::Verdict::Verified), "{what}");
+}
+
+/// `pki verify` (pki-core's RFC 5280 path validation) accepts `chain`
+/// against `bundle` for `dns`.
+fn assert_pki_verifies(server: &KubeServer, home: &Path, chain: &str, bundle: &str, dns: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (chain_file, bundle_file) = (dir.path().join("chain.pem"), dir.path().join("bundle.pem"));
+    std::fs::write(&chain_file, chain).unwrap();
+    std::fs::write(&bundle_file, bundle).unwrap();
+    let args = [
+        "verify",
+        "--bundle",
+        bundle_file.to_str().unwrap(),
+        "--chain",
+        chain_file.to_str().unwrap(),
+        "--dns",
+        dns,
+        "--at",
+        T2,
+    ];
+    let out = output(pki(server, home, &args));
+    assert!(
+        out.status.success(),
+        "pki verify --dns {dns}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// Sends SIGTERM and waits (bounded) for the exit.
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no exit within 15 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trust_through_a_rotation()
+ {
+    let server = KubeServer::start();
+    let _admin = Admin::new(&server);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+
+    // No store yet: one line naming what to do, exit 1.
+    let out = output(pki(&server, home, &["controller", STORE, "--now", T2]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("pki init"), "{stderr}");
+
+    let out = output(pki(&server, home, &["init", STORE, "--now", T0]));
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    let cluster = Cluster::new(&server);
+    _admin.create_namespace(APPS);
+    // A Secret someone else made, which a Service names.
+    let foreign = Secret {
+        metadata: meta("foreign", &[]),
+        data: Some(BTreeMap::from([(
+            "tls.crt".to_string(),
+            ByteString(b"not pki's".to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    cluster.create(&foreign);
+    cluster.create(&service("web", "web-tls"));
+    cluster.create(&service("taken", "foreign"));
+    let config_map = ConfigMap {
+        metadata: meta("trust", &[("pki.invalid/inject-cabundle", "true")]),
+        data: Some(BTreeMap::from([("keep".to_string(), "me".to_string())])),
+        ..ConfigMap::default()
+    };
+    cluster.create(&config_map);
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut controller = pki(&server, home, &["controller", STORE, "--now", T2])
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+
+    let chain =
+        cluster.wait_for::<Secret, _>("web-tls", "the serving Secret", |s| serving_chain(s, None));
+    let bundle =
+        cluster.wait_for::<ConfigMap, _>("trust", "the injected bundle", |c| injected(c, None));
+    let secret: Secret = cluster.get("web-tls").unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    assert_eq!(data(&secret, "ca.crt"), bundle, "ca.crt is the bundle");
+    assert!(data(&secret, "tls.key").contains("PRIVATE KEY"));
+    assert_verifies(
+        &chain,
+        &bundle,
+        "the serving chain against the injected bundle",
+    );
+    for dns in ["web.apps.svc", "web.apps.svc.cluster.local"] {
+        assert_pki_verifies(&server, home, &chain, &bundle, dns);
+    }
+    let trust: ConfigMap = cluster.get("trust").unwrap();
+    assert_eq!(
+        trust.data.as_ref().unwrap()["keep"],
+        "me",
+        "other keys stay"
+    );
+
+    // Rotation by hand while the controller runs: the Secret is re-issued
+    // from the new CA, the injected bundle holds the old CA and the new.
+    let rotate = ["rotate", STORE, "--force", "test", "--now", T1];
+    let out = output(pki(&server, home, &rotate));
+    assert!(out.status.success(), "rotate: {}", text(&out.stderr));
+    let new_chain = cluster.wait_for::<Secret, _>("web-tls", "the re-issued Secret", |s| {
+        serving_chain(s, Some(&chain))
+    });
+    let new_bundle =
+        cluster.wait_for::<ConfigMap, _>("trust", "the new bundle", |c| injected(c, Some(&bundle)));
+    let (old, new) = (
+        Bundle::from_pem(bundle.as_bytes()).unwrap(),
+        Bundle::from_pem(new_bundle.as_bytes()).unwrap(),
+    );
+    // The old CA's key stays trusted: its root, or bridge A (its subject
+    // and key under the new root) that replaces it; and a new key is there.
+    let keys = |bundle: &Bundle| -> Vec<Vec<u8>> {
+        let keys = bundle.certs().iter().map(|ca| ca.ski().unwrap().to_vec());
+        keys.collect()
+    };
+    let (old_keys, new_keys) = (keys(&old), keys(&new));
+    assert!(
+        old_keys.iter().all(|k| new_keys.contains(k)) && new_keys.len() > old_keys.len(),
+        "the injected bundle keeps the old CA and adds the new: {old_keys:x?} then {new_keys:x?}"
+    );
+    let new_leaf = &Certificate::all_from_pem(new_chain.as_bytes()).unwrap()[0];
+    assert!(
+        new.certs()
+            .iter()
+            .filter(|ca| !old_keys.iter().any(|k| ca.ski() == Some(k.as_slice())))
+            .any(|ca| pki_core::issued_by(new_leaf, ca).issued_by),
+        "the re-issued leaf comes from the new CA"
+    );
+    assert_verifies(
+        &new_chain,
+        &new_bundle,
+        "the new chain against the new bundle",
+    );
+    assert_verifies(
+        &new_chain,
+        &bundle,
+        "the new chain against the bundle before",
+    );
+    assert_verifies(&chain, &new_bundle, "the old chain against the new bundle");
+    let secret: Secret = cluster.get("web-tls").unwrap();
+    assert_eq!(data(&secret, "ca.crt"), new_bundle);
+
+    // The foreign Secret was never written, and the log says why.
+    let after: Secret = cluster.get("foreign").unwrap();
+    assert_eq!(
+        after.data, foreign.data,
+        "a Secret pki did not create stays"
+    );
+    let status = terminate(&mut controller);
+    let log = std::fs::read_to_string(log.path()).unwrap();
+    assert!(status.success(), "SIGTERM: {status:?}\n{log}");
+    assert!(
+        log.contains("apps/foreign") && log.contains("not overwritten"),
+        "{log}"
+    );
+}
