@@ -19,8 +19,9 @@ pub struct ControllerCommand {
     /// The prefix of the annotations read on Services and ConfigMaps.
     #[arg(long, default_value = DEFAULT_ANNOTATION_PREFIX, value_name = "P")]
     annotation_prefix: String,
-    /// How long a replica's hold on the leader Lease lasts without renewal
-    /// (recorded; this release runs as the only replica).
+    /// How long a replica's hold on the leader Lease (NAME.controller in the
+    /// store's namespace) lasts without renewal: one replica of several
+    /// acts, and another takes over within this when it stops.
     #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DUR")]
     lease_duration: Duration,
     /// The longest pause between two passes, changes or not.

@@ -378,3 +378,77 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
         "{log}"
     );
 }
+
+/// Starts `pki controller` with a short lease, its stderr in a file.
+fn spawn_controller(server: &KubeServer, home: &Path) -> (Child, tempfile::NamedTempFile) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let args = ["controller", STORE, "--now", T2, "--lease-duration", "3s"];
+    let child = pki(server, home, &args)
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    (child, log)
+}
+
+fn read(log: &tempfile::NamedTempFile) -> String {
+    std::fs::read_to_string(log.path()).unwrap()
+}
+
+#[test]
+fn of_two_replicas_the_lease_holder_acts_and_the_other_takes_over_after_kill_9() {
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let out = output(pki(&server, home, &["init", STORE, "--now", T0]));
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    admin.create_namespace(APPS);
+    let cluster = Cluster::new(&server);
+    cluster.create(&service("web", "web-tls"));
+
+    let mut replicas = [
+        spawn_controller(&server, home),
+        spawn_controller(&server, home),
+    ];
+    cluster.wait_for::<Secret, _>("web-tls", "the serving Secret", |s| serving_chain(s, None));
+    let held = |log: &str| log.contains("Lease service-ca.controller: held by");
+    let logs: Vec<String> = replicas.iter().map(|(_, log)| read(log)).collect();
+    let leaders: Vec<usize> = (0..2).filter(|&i| held(&logs[i])).collect();
+    assert_eq!(leaders.len(), 1, "one replica holds the Lease: {logs:#?}");
+    let (leader, other) = (leaders[0], 1 - leaders[0]);
+    assert!(
+        logs[leader].contains("Secret apps/web-tls holds leaf"),
+        "{logs:#?}"
+    );
+    assert!(
+        !logs[other].contains("holds leaf"),
+        "the other replica waits: {logs:#?}"
+    );
+
+    // kill -9: no release; the other replica takes over once the lease
+    // (3 s) lapses, and serves a Service annotated after the kill.
+    replicas[leader].0.kill().unwrap();
+    replicas[leader].0.wait().unwrap();
+    let killed = Instant::now();
+    cluster.create(&service("late", "late-tls"));
+    cluster.wait_for::<Secret, _>("late-tls", "the Secret after the takeover", |s| {
+        serving_chain(s, None)
+    });
+    let took = killed.elapsed();
+    let log = read(&replicas[other].1);
+    assert!(log.contains("now held by"), "{log}");
+    assert!(
+        took >= Duration::from_secs(1),
+        "taken over after the lease lapsed: {took:?}"
+    );
+    eprintln!(
+        "takeover: the new Service's Secret {took:?} after kill -9 of the leader (lease 3 s)"
+    );
+    let status = terminate(&mut replicas[other].0);
+    assert!(
+        status.success(),
+        "SIGTERM: {status:?}\n{}",
+        read(&replicas[other].1)
+    );
+}

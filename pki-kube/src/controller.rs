@@ -33,11 +33,15 @@
 //!
 //! Then it sleeps until the engine's next wake, a change to a Service or a
 //! ConfigMap (watched, not polled), or the resync period, whichever comes
-//! first. Every write to the document goes through the store's
-//! compare-and-swap, so replicas racing each other, or `pki rotate` run by
-//! hand, lose nothing.
+//! first. Of several replicas, the one holding the Lease `NAME.controller`
+//! in the store's namespace acts ([`lease`]); the others take it over
+//! within the lease duration when the holder stops renewing it. Every write
+//! to the document goes through the store's compare-and-swap all the same,
+//! so two replicas acting at once (a lease that lapsed under a slow
+//! holder), or `pki rotate` run by hand, lose nothing.
 
 mod inject;
+mod lease;
 mod serving;
 mod watch;
 
@@ -50,6 +54,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
+use tokio::time::Instant;
 
 /// The annotation prefix when none is given (like the Go module's path).
 pub const DEFAULT_ANNOTATION_PREFIX: &str = "pki.invalid/";
@@ -89,8 +94,13 @@ pub struct ControllerOptions {
     /// The longest it sleeps between passes, events or not: a safety net
     /// for a watch that missed something.
     pub resync: Duration,
-    /// How long a replica's hold on the leader Lease lasts without renewal.
-    /// Stored for leader election; this release acts as the only replica.
+    /// Whether replicas elect a leader on the Lease `NAME.controller` in
+    /// the store's namespace, so that one acts; off, every replica acts
+    /// (still safe: the document is written by compare-and-swap).
+    pub leader_election: bool,
+    /// How long a replica's hold on the Lease lasts without renewal: the
+    /// longest a dead leader keeps the others waiting. The holder renews
+    /// every third of it.
     pub lease_duration: Duration,
     /// Real time, or a frozen instant for tests.
     pub clock: Clock,
@@ -105,6 +115,7 @@ impl std::fmt::Debug for ControllerOptions {
         f.debug_struct("ControllerOptions")
             .field("annotation_prefix", &self.annotation_prefix)
             .field("resync", &self.resync)
+            .field("leader_election", &self.leader_election)
             .field("lease_duration", &self.lease_duration)
             .field("clock", &self.clock)
             .field("store", &self.store)
@@ -114,12 +125,14 @@ impl std::fmt::Debug for ControllerOptions {
 
 impl Default for ControllerOptions {
     /// `pki.invalid/`, a resync every 10 minutes (what controller-runtime
-    /// and client-go informers use by default), a 15 s lease (Kubernetes'
-    /// own controllers'), the system clock and kubectl's credentials.
+    /// and client-go informers use by default), leader election on a 15 s
+    /// lease (Kubernetes' own controllers'), the system clock and
+    /// kubectl's credentials.
     fn default() -> Self {
         ControllerOptions {
             annotation_prefix: DEFAULT_ANNOTATION_PREFIX.to_string(),
             resync: Duration::from_secs(600),
+            leader_election: true,
             lease_duration: Duration::from_secs(15),
             clock: Clock::Real,
             store: KubeOptions::default(),
@@ -195,42 +208,77 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
 
     /// Runs passes until `shutdown` resolves, then returns Ok. Fails at
     /// once when the store holds no signer; after that a failed pass is a
-    /// notice and is tried again (the API server may be restarting).
-    ///
-    /// A pass cut short by `shutdown` is safe to abandon: every document
-    /// write is one compare-and-swap on the store's head, and the objects
-    /// the controller writes are rewritten whole by the next pass.
+    /// notice and is tried again (the API server may be restarting). With
+    /// leader election, only while this replica holds the Lease.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
         // Refuses a store without a signer before anything is watched.
         self.driver
             .load::<SignerEngine>(pki_rotate::signer::STORE_KEY)
             .await?;
         let mut watches = watch::Watches::start(&self.client);
+        let mut leadership = self.options.leader_election.then(|| {
+            let (namespace, name) = (self.url.namespace(), self.url.name());
+            lease::Leadership::new(&self.client, namespace, name, self.options.lease_duration)
+        });
         tokio::pin!(shutdown);
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
             _ = watches.ready() => {}
         }
+        self.serve(&mut watches, leadership.as_mut(), shutdown)
+            .await;
+        if let Some(leadership) = &leadership {
+            leadership.release(&self.writer()).await;
+        }
+        Ok(())
+    }
+
+    /// The loop of [`Controller::run`], until `shutdown`.
+    ///
+    /// A pass cut short by `shutdown` is safe to abandon: every document
+    /// write is one compare-and-swap on the store's head, and the objects
+    /// the controller writes are rewritten whole by the next pass.
+    async fn serve(
+        &self,
+        watches: &mut watch::Watches,
+        mut leadership: Option<&mut lease::Leadership>,
+        mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) {
+        let mut next_pass = Instant::now();
         let mut previous = Vec::new();
         loop {
-            let outcome = tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                outcome = self.pass(&watches, &previous) => outcome,
+            let leading = match leadership.as_deref_mut() {
+                Some(leadership) => leadership.hold(&self.writer()).await,
+                None => true,
             };
-            let pause = match outcome {
-                Ok((wake, leaves)) => {
-                    previous = leaves;
-                    wake
-                }
-                Err(message) => {
-                    self.notice(&format!("pass failed, retrying: {message}"));
-                    RETRY_AFTER.min(self.options.resync)
-                }
+            if leading && Instant::now() >= next_pass {
+                let outcome = tokio::select! {
+                    _ = &mut shutdown => return,
+                    outcome = self.pass(watches, &previous) => outcome,
+                };
+                let pause = match outcome {
+                    Ok((wake, leaves)) => {
+                        previous = leaves;
+                        wake
+                    }
+                    Err(message) => {
+                        self.notice(&format!("pass failed, retrying: {message}"));
+                        RETRY_AFTER.min(self.options.resync)
+                    }
+                };
+                next_pass = Instant::now() + pause;
+            }
+            // The holder wakes to renew; the others to try to take over.
+            let renew = leadership.as_deref().map(lease::Leadership::renew_every);
+            let wake = match (renew, leading) {
+                (None, _) => next_pass,
+                (Some(renew), true) => next_pass.min(Instant::now() + renew),
+                (Some(renew), false) => Instant::now() + renew,
             };
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(pause) => {}
-                _ = watches.changed() => {}
+                _ = &mut shutdown => return,
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = watches.changed() => next_pass = Instant::now(),
             }
         }
     }
