@@ -452,3 +452,183 @@ fn of_two_replicas_the_lease_holder_acts_and_the_other_takes_over_after_kill_9()
         read(&replicas[other].1)
     );
 }
+
+impl Cluster {
+    /// Creates the cluster-scoped object `json` describes.
+    fn create_global<K>(&self, json: serde_json::Value)
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let object: K = serde_json::from_value(json).unwrap();
+        let api: Api<K> = Api::all(self.client.clone());
+        self.runtime
+            .block_on(api.create(&PostParams::default(), &object))
+            .unwrap();
+    }
+
+    /// Every `caBundle` of the cluster-scoped object `name`, as JSON (a
+    /// base64 string, or null when unset), found by `pointers`.
+    fn ca_bundles<K>(&self, name: &str, pointers: &[&str]) -> Vec<Option<String>>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let object = self.runtime.block_on(api.get(name)).unwrap();
+        let json = serde_json::to_value(&object).unwrap();
+        let decode = |value: &serde_json::Value| {
+            let bundle: ByteString = serde_json::from_value(value.clone()).ok()?;
+            Some(text(&bundle.0))
+        };
+        pointers
+            .iter()
+            .map(|p| json.pointer(p).and_then(decode))
+            .collect()
+    }
+
+    /// The store's own published bundle (ConfigMap NAME.signer).
+    fn store_bundle(&self) -> String {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "pki");
+        let config_map = self.runtime.block_on(api.get("service-ca.signer")).unwrap();
+        config_map.data.unwrap()["ca-bundle.crt"].clone()
+    }
+}
+
+/// A webhook configuration of `kind` with two webhooks that no request
+/// ever reaches (a resource that does not exist; failures ignored).
+fn webhooks(kind: &str, name: &str, annotated: bool) -> serde_json::Value {
+    let webhook = |hook: &str| {
+        serde_json::json!({
+            "name": format!("{hook}.pki.invalid"),
+            "clientConfig": {"service": {"namespace": APPS, "name": "web", "path": format!("/{hook}")}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": ["pki.invalid"],
+                       "apiVersions": ["v1"], "resources": ["gadgets"]}],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        })
+    };
+    let annotations = if annotated {
+        serde_json::json!({"pki.invalid/inject-cabundle": "true"})
+    } else {
+        serde_json::json!({})
+    };
+    serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "annotations": annotations},
+        "webhooks": [webhook("a"), webhook("b")],
+    })
+}
+
+/// A CRD with two versions converted by a webhook behind Service apps/web.
+fn crd() -> serde_json::Value {
+    let schema = serde_json::json!({"openAPIV3Schema": {
+        "type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.pki.invalid",
+                     "annotations": {"pki.invalid/inject-cabundle": "true"}},
+        "spec": {
+            "group": "pki.invalid",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"namespace": APPS, "name": "web", "path": "/convert", "port": 443}},
+            }},
+        },
+    })
+}
+
+fn api_service() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": "v1.api.pki.invalid",
+                     "annotations": {"pki.invalid/inject-cabundle": "true"}},
+        "spec": {"group": "api.pki.invalid", "version": "v1",
+                 "service": {"namespace": APPS, "name": "web", "port": 443},
+                 "groupPriorityMinimum": 1000, "versionPriority": 15},
+    })
+}
+
+#[test]
+fn webhook_configurations_api_services_and_crds_get_the_whole_bundle_in_every_ca_bundle() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration as Mutating, ValidatingWebhookConfiguration as Validating,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition as Crd;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let out = output(pki(&server, home, &["init", STORE, "--now", T0]));
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    admin.create_namespace(APPS);
+    let cluster = Cluster::new(&server);
+    cluster.create_global::<Validating>(webhooks("ValidatingWebhookConfiguration", "v", true));
+    cluster.create_global::<Validating>(webhooks("ValidatingWebhookConfiguration", "plain", false));
+    cluster.create_global::<Mutating>(webhooks("MutatingWebhookConfiguration", "m", true));
+    cluster.create_global::<Crd>(crd());
+    cluster.create_global::<APIService>(api_service());
+    let (mut controller, log) = spawn_controller(&server, home);
+
+    let hooks = [
+        "/webhooks/0/clientConfig/caBundle",
+        "/webhooks/1/clientConfig/caBundle",
+    ];
+    let crd_field = ["/spec/conversion/webhook/clientConfig/caBundle"];
+    let api_field = ["/spec/caBundle"];
+    let every = |bundle: &str| {
+        let mut all = cluster.ca_bundles::<Validating>("v", &hooks);
+        all.extend(cluster.ca_bundles::<Mutating>("m", &hooks));
+        all.extend(cluster.ca_bundles::<Crd>("widgets.pki.invalid", &crd_field));
+        all.extend(cluster.ca_bundles::<APIService>("v1.api.pki.invalid", &api_field));
+        all.iter().all(|b| b.as_deref() == Some(bundle))
+    };
+    for round in ["after init", "after a forced rotation"] {
+        if round != "after init" {
+            let rotate = ["rotate", STORE, "--force", "test", "--now", T1];
+            let out = output(pki(&server, home, &rotate));
+            assert!(out.status.success(), "rotate: {}", text(&out.stderr));
+        }
+        let bundle = cluster.store_bundle();
+        let start = Instant::now();
+        while !every(&bundle) {
+            assert!(
+                start.elapsed() < CONVERGE,
+                "{round}: not injected\n{}",
+                read(&log)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let bundle = Bundle::from_pem(cluster.store_bundle().as_bytes()).unwrap();
+    assert_eq!(
+        bundle.len(),
+        2,
+        "the new CA and the old CA's key (bridge A)"
+    );
+    let plain = cluster.ca_bundles::<Validating>("plain", &hooks);
+    assert_eq!(
+        plain,
+        vec![None, None],
+        "an object not annotated is left alone"
+    );
+    assert!(terminate(&mut controller).success());
+}

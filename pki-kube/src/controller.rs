@@ -29,10 +29,12 @@
 //! - each ConfigMap annotated `PREFIX inject-cabundle: "true"` gets the
 //!   store's whole bundle (current, previous and bridge while trusted,
 //!   never only the new CA) under `ca-bundle.crt` and `service-ca.crt`
-//!   ([`inject`]).
+//!   ([`inject`]); so does every `caBundle` of a Validating- or
+//!   MutatingWebhookConfiguration, an APIService or a CRD's conversion
+//!   webhook annotated the same way ([`inject_api`]).
 //!
-//! Then it sleeps until the engine's next wake, a change to a Service or a
-//! ConfigMap (watched, not polled), or the resync period, whichever comes
+//! Then it sleeps until the engine's next wake, a change to a watched
+//! object (watched, not polled), or the resync period, whichever comes
 //! first. Of several replicas, the one holding the Lease `NAME.controller`
 //! in the store's namespace acts ([`lease`]); the others take it over
 //! within the lease duration when the holder stops renewing it. Every write
@@ -41,6 +43,7 @@
 //! holder), or `pki rotate` run by hand, lose nothing.
 
 mod inject;
+mod inject_api;
 mod lease;
 mod serving;
 mod watch;
@@ -316,6 +319,7 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         for config_map in watches.config_maps() {
             writer.inject(&config_map, &bundle).await;
         }
+        writer.inject_api_objects(watches, &bundle).await;
         let leaves = state
             .leaves
             .keys()
@@ -376,6 +380,24 @@ impl Writer<'_> {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(crate::fail::Fail::Kube(e)),
             Err(_) => Err(crate::fail::Fail::Timeout(limit)),
+        }
+    }
+}
+
+impl Writer<'_> {
+    /// The bundle into every annotated object with `caBundle` fields.
+    async fn inject_api_objects(&self, watches: &watch::Watches, bundle: &str) {
+        for object in watches.validating.state() {
+            self.inject_ca_bundles(&object, bundle).await;
+        }
+        for object in watches.mutating.state() {
+            self.inject_ca_bundles(&object, bundle).await;
+        }
+        for object in watches.api_services.state() {
+            self.inject_ca_bundles(&object, bundle).await;
+        }
+        for object in watches.crds.state() {
+            self.inject_ca_bundles(&object, bundle).await;
         }
     }
 }

@@ -1,9 +1,15 @@
-//! The controller's view of Services and ConfigMaps: a watch on each,
-//! in every namespace, feeding an in-memory cache that passes read, and
-//! waking the loop when anything changed.
+//! The controller's view of Services, ConfigMaps and the API objects with
+//! a `caBundle`: a watch on each kind, in every namespace, feeding an
+//! in-memory cache that passes read, and waking the loop when anything
+//! changed.
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -26,6 +32,12 @@ const SETTLE: Duration = Duration::from_millis(200);
 pub(super) struct Watches {
     services: Store<Service>,
     config_maps: Store<ConfigMap>,
+    /// The objects with `caBundle` fields, read as they are: an account
+    /// that may not list one kind still gets Secrets and ConfigMaps.
+    pub(super) validating: Store<ValidatingWebhookConfiguration>,
+    pub(super) mutating: Store<MutatingWebhookConfiguration>,
+    pub(super) api_services: Store<APIService>,
+    pub(super) crds: Store<CustomResourceDefinition>,
     changed: Arc<Notify>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -46,15 +58,32 @@ impl Watches {
         let changed = Arc::new(Notify::new());
         let (services, service_task) = cache::<Service>(client, &changed);
         let (config_maps, config_map_task) = cache::<ConfigMap>(client, &changed);
+        let (validating, validating_task) = cache(client, &changed);
+        let (mutating, mutating_task) = cache(client, &changed);
+        let (api_services, api_service_task) = cache(client, &changed);
+        let (crds, crd_task) = cache(client, &changed);
         Watches {
             services,
             config_maps,
+            validating,
+            mutating,
+            api_services,
+            crds,
             changed,
-            tasks: vec![service_task, config_map_task],
+            tasks: vec![
+                service_task,
+                config_map_task,
+                validating_task,
+                mutating_task,
+                api_service_task,
+                crd_task,
+            ],
         }
     }
 
-    /// Resolves once both caches hold a first complete list.
+    /// Resolves once the Services and ConfigMaps caches hold a first
+    /// complete list (the others fill in as they list; their first list
+    /// wakes the loop).
     pub(super) async fn ready(&self) {
         // An error means the watch task ended, which only Drop does.
         let _ = self.services.wait_until_ready().await;
@@ -91,6 +120,7 @@ impl Watches {
 fn cache<K>(client: &Client, changed: &Arc<Notify>) -> (Store<K>, JoinHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
+        + kube::runtime::reflector::Lookup<DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
