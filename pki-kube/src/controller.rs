@@ -18,25 +18,25 @@
 //! ```
 //!
 //! Each pass steps the signer document through the
-//! [`AsyncDriver`](pki_rotate::AsyncDriver) (rotating when due, renewing
+//! [`AsyncDriver`] (rotating when due, renewing
 //! stale leaves, adding the leaves annotated Services ask for), then:
 //!
 //! - each Service annotated `PREFIX serving-cert-secret-name: SECRET` gets a
 //!   `kubernetes.io/tls` Secret SECRET in its namespace (`tls.crt` the
 //!   serving chain, `tls.key`, `ca.crt` the bundle), rewritten when its leaf
 //!   changes; a Secret of that name the controller did not create is never
-//!   touched ([`serving`]);
+//!   touched (`controller/serving.rs`);
 //! - each ConfigMap annotated `PREFIX inject-cabundle: "true"` gets the
 //!   store's whole bundle (current, previous and bridge while trusted,
 //!   never only the new CA) under `ca-bundle.crt` and `service-ca.crt`
-//!   ([`inject`]); so does every `caBundle` of a Validating- or
+//!   (`controller/inject.rs`); so does every `caBundle` of a Validating- or
 //!   MutatingWebhookConfiguration, an APIService or a CRD's conversion
-//!   webhook annotated the same way ([`inject_api`]).
+//!   webhook annotated the same way (`controller/inject_api.rs`).
 //!
 //! Then it sleeps until the engine's next wake, a change to a watched
 //! object (watched, not polled), or the resync period, whichever comes
 //! first. Of several replicas, the one holding the Lease `NAME.controller`
-//! in the store's namespace acts ([`lease`]); the others take it over
+//! in the store's namespace acts (`controller/lease.rs`); the others take it over
 //! within the lease duration when the holder stops renewing it. Every write
 //! to the document goes through the store's compare-and-swap all the same,
 //! so two replicas acting at once (a lease that lapsed under a slow
