@@ -52,9 +52,12 @@ use crate::options::{self, KubeOptions};
 use crate::store::AsyncKubeStore;
 use crate::url::KubeUrl;
 use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
 use pki_rotate::{AsyncDriver, AsyncStore, LeafChange, RotateError, SignerEngine, SignerInput};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -164,6 +167,11 @@ pub struct Controller<S = AsyncKubeStore> {
     url: KubeUrl,
     driver: AsyncDriver<S>,
     options: ControllerOptions,
+    /// Records Kubernetes Events; one for the run, so that repeats of an
+    /// Event become one series.
+    recorder: Recorder,
+    /// The Secrets (`NAMESPACE/NAME`) already reported as someone else's.
+    refused: Mutex<BTreeSet<String>>,
 }
 
 /// A client for the controller's own requests: the store's credentials
@@ -201,7 +209,13 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         options: ControllerOptions,
     ) -> Result<Self, ControllerError> {
         check_prefix(&options.annotation_prefix)?;
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: Some(lease::identity()),
+        };
         Ok(Controller {
+            recorder: Recorder::new(client.clone(), reporter),
+            refused: Mutex::new(BTreeSet::new()),
             client,
             url: url.clone(),
             driver: AsyncDriver::new(store),
@@ -340,6 +354,8 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
     fn writer(&self) -> Writer<'_> {
         Writer {
             client: &self.client,
+            recorder: &self.recorder,
+            refused: &self.refused,
             store: self.url.to_string(),
             options: &self.options,
         }
@@ -359,6 +375,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// What the controller writes, and as whom.
 struct Writer<'a> {
     client: &'a Client,
+    recorder: &'a Recorder,
+    refused: &'a Mutex<BTreeSet<String>>,
     /// The store's URL: the marker on the Secrets it creates.
     store: String,
     options: &'a ControllerOptions,

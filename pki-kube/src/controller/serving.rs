@@ -6,7 +6,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use pki_rotate::{LeafRequest, SignerState};
 use sha2::{Digest, Sha256};
@@ -112,6 +112,33 @@ fn secret_data(target: &Target, state: &SignerState) -> Option<BTreeMap<String, 
     ]))
 }
 
+/// Whether `secret` holds a leaf from a CA that `state` never had (not
+/// its CA, nor any CA of its rotation history): then `state` is older than
+/// the document another replica wrote the Secret from (a leader whose
+/// lease this one took over while it was still acting, or the reverse),
+/// and writing it back would replace a newer CA's leaf with an older one's.
+/// The replica with the newer document writes it; this one never does. A
+/// leaf of an older CA, even one no longer trusted (a compromise), is known
+/// to the history and is replaced.
+fn holds_unknown_ca_leaf(secret: &Secret, state: &SignerState) -> bool {
+    let theirs = secret.data.as_ref().and_then(|d| d.get("tls.crt"));
+    let chain = theirs.and_then(|pem| pki_core::Certificate::all_from_pem(&pem.0).ok());
+    let Some(issuer_key) = chain
+        .as_ref()
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| leaf.aki())
+    else {
+        return false;
+    };
+    // A CA id starts with the first 16 hex digits of its key identifier.
+    let issuer = hex::encode(issuer_key);
+    let issuer = &issuer[..issuer.len().min(16)];
+    let history = state.history.iter();
+    let mut ids = std::iter::once(state.ca.cert.id())
+        .chain(history.flat_map(|r| [r.from.clone(), r.to.clone()]));
+    !ids.any(|id| id.split('-').next() == Some(issuer))
+}
+
 impl Writer<'_> {
     /// Makes `target`'s Secret hold its leaf: created when missing,
     /// replaced (at the resourceVersion read) when the controller made it
@@ -135,6 +162,11 @@ impl Writer<'_> {
             }
             Some(existing) if !self.is_ours(&existing) => return self.refuse(target).await,
             Some(existing) if existing.data.as_ref() == Some(&data) => return,
+            Some(existing) if holds_unknown_ca_leaf(&existing, state) => {
+                return self.notice(&format!(
+                    "Secret {ns}/{secret} holds a certificate from a CA newer than this replica's document: left for the replica that wrote it"
+                ));
+            }
             Some(existing) => {
                 let version = existing.resource_version();
                 let object = self.secret_object(target, version, data);
@@ -144,6 +176,9 @@ impl Writer<'_> {
         };
         match written {
             Ok(_) => {
+                if let Ok(mut refused) = self.refused.lock() {
+                    refused.remove(&format!("{ns}/{secret}"));
+                }
                 let message = format!("Secret {ns}/{secret} holds leaf {}", target.leaf);
                 self.notice(&message);
                 self.event(target, EventType::Normal, "ServingCertWritten", message)
@@ -160,8 +195,17 @@ impl Writer<'_> {
         secret.annotations().get(&key) == Some(&self.store)
     }
 
-    /// Says why a Secret the controller did not make stays as it is.
+    /// Says why a Secret the controller did not make stays as it is: once
+    /// per Secret while the controller runs, not on every pass.
     async fn refuse(&self, target: &Target) {
+        let key = format!("{}/{}", target.namespace, target.secret);
+        let first = match self.refused.lock() {
+            Ok(mut refused) => refused.insert(key),
+            Err(_) => true,
+        };
+        if !first {
+            return;
+        }
         let message = format!(
             "Secret {}/{} exists and was not created by pki controller of {}: not overwritten (delete it, or name another Secret)",
             target.namespace, target.secret, self.store
@@ -213,13 +257,6 @@ impl Writer<'_> {
     /// A Kubernetes Event on `target`'s Service; failing to record one is
     /// a notice, never a failed pass.
     async fn event(&self, target: &Target, type_: EventType, reason: &str, note: String) {
-        let recorder = Recorder::new(
-            self.client.clone(),
-            Reporter {
-                controller: super::FIELD_MANAGER.into(),
-                instance: None,
-            },
-        );
         let event = Event {
             type_,
             reason: reason.into(),
@@ -228,7 +265,7 @@ impl Writer<'_> {
             secondary: None,
         };
         let reference = target.service.object_ref(&());
-        if let Err(fail) = self.call(recorder.publish(&event, &reference)).await {
+        if let Err(fail) = self.call(self.recorder.publish(&event, &reference)).await {
             self.notice(&format!("event {reason}: {}", fail.describe()));
         }
     }
