@@ -250,6 +250,30 @@ fn terminate(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// A Secret `newer-tls` marked as the controller's of [`STORE`], holding
+/// the leaf of another store's CA.
+fn newer_replicas_secret(server: &KubeServer, home: &Path, cluster: &Cluster) -> Secret {
+    let other = "kube://pki/other";
+    for args in [
+        vec!["init", other, "--now", T0],
+        vec!["issue", other, "x", "--dns", "x.apps.svc", "--now", T0],
+    ] {
+        let out = output(pki(server, home, &args));
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    let api: Api<Secret> = Api::namespaced(cluster.client.clone(), "pki");
+    let published = cluster
+        .runtime
+        .block_on(api.get("other.signer.leaf.x"))
+        .unwrap();
+    Secret {
+        metadata: meta("newer-tls", &[("pki.invalid/serving-cert-store", STORE)]),
+        type_: Some("kubernetes.io/tls".into()),
+        data: published.data,
+        ..Secret::default()
+    }
+}
+
 #[test]
 fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trust_through_a_rotation()
  {
@@ -286,6 +310,13 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
         ..ConfigMap::default()
     };
     cluster.create(&config_map);
+
+    // A Secret marked as this controller's that holds a leaf of a CA the
+    // store never had (what a replica with a newer document would have
+    // written): this replica must not write its older leaf over it.
+    let newer = newer_replicas_secret(&server, home, &cluster);
+    cluster.create(&newer);
+    cluster.create(&service("newer", "newer-tls"));
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut controller = pki(&server, home, &["controller", STORE, "--now", T2])
@@ -370,11 +401,22 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
         after.data, foreign.data,
         "a Secret pki did not create stays"
     );
+    let after: Secret = cluster.get("newer-tls").unwrap();
+    assert!(after.data == newer.data, "a leaf of an unknown CA stays");
     let status = terminate(&mut controller);
     let log = std::fs::read_to_string(log.path()).unwrap();
     assert!(status.success(), "SIGTERM: {status:?}\n{log}");
     assert!(
         log.contains("apps/foreign") && log.contains("not overwritten"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("apps/foreign exists").count(),
+        1,
+        "reported once: {log}"
+    );
+    assert!(
+        log.contains("apps/newer-tls holds a certificate from a CA newer"),
         "{log}"
     );
 }
