@@ -674,3 +674,108 @@ fn webhook_configurations_api_services_and_crds_get_the_whole_bundle_in_every_ca
     );
     assert!(terminate(&mut controller).success());
 }
+
+impl Cluster {
+    /// Every object of kind `K` in [`APPS`].
+    fn list<K>(&self) -> Vec<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let params = kube::api::ListParams::default();
+        self.runtime
+            .block_on(self.api::<K>().list(&params))
+            .unwrap()
+            .items
+    }
+
+    /// Polls until `done` holds of the Secrets and ConfigMaps in [`APPS`];
+    /// how long that took.
+    fn until(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&[Secret], &[ConfigMap]) -> bool,
+    ) -> Duration {
+        let start = Instant::now();
+        while !done(&self.list::<Secret>(), &self.list::<ConfigMap>()) {
+            assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        start.elapsed()
+    }
+}
+
+/// The measurement the issue asks for, at 100 Services and 100 injected
+/// ConfigMaps: from the Services annotated to the last Secret written, and
+/// from a forced rotation to the last object current.
+#[test]
+fn a_hundred_services_and_a_hundred_config_maps_converge_after_annotation_and_rotation() {
+    const N: usize = 100;
+    let limit = Duration::from_secs(180);
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let out = output(pki(&server, home, &["init", STORE, "--now", T0]));
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    admin.create_namespace(APPS);
+    let cluster = Cluster::new(&server);
+    let (mut controller, log) = spawn_controller(&server, home);
+
+    let annotated = Instant::now();
+    for i in 0..N {
+        cluster.create(&service(&format!("svc{i}"), &format!("svc{i}-tls")));
+        cluster.create(&ConfigMap {
+            metadata: meta(
+                &format!("trust{i}"),
+                &[("pki.invalid/inject-cabundle", "true")],
+            ),
+            ..ConfigMap::default()
+        });
+    }
+    let created = annotated.elapsed();
+    let bundle = cluster.store_bundle();
+    let current = |secrets: &[Secret], maps: &[ConfigMap], bundle: &str| {
+        let served = secrets.iter().filter(|s| {
+            s.data
+                .as_ref()
+                .is_some_and(|d| d.get("ca.crt").is_some_and(|b| b.0 == bundle.as_bytes()))
+        });
+        let injected = maps
+            .iter()
+            .filter(|c| injected(c, None).as_deref() == Some(bundle));
+        served.count() == N && injected.count() == N
+    };
+    cluster.until("100 Secrets and 100 bundles", limit, |s, c| {
+        current(s, c, &bundle)
+    });
+    let first = annotated.elapsed();
+
+    let chains: Vec<String> = cluster
+        .list::<Secret>()
+        .iter()
+        .map(|s| data(s, "tls.crt"))
+        .collect();
+    let rotate = ["rotate", STORE, "--force", "test", "--now", T1];
+    let rotated = Instant::now();
+    let out = output(pki(&server, home, &rotate));
+    assert!(out.status.success(), "rotate: {}", text(&out.stderr));
+    let new_bundle = cluster.store_bundle();
+    assert_ne!(new_bundle, bundle);
+    cluster.until(
+        "100 re-issued Secrets and 100 new bundles",
+        limit,
+        |s, c| {
+            current(s, c, &new_bundle) && s.iter().all(|s| !chains.contains(&data(s, "tls.crt")))
+        },
+    );
+    let second = rotated.elapsed();
+    eprintln!(
+        "scale: {N} Services + {N} ConfigMaps created in {created:?}; all Secrets and bundles current {first:?} after the first was annotated; {second:?} from `pki rotate --force` to all {N} Secrets re-issued and {N} bundles current"
+    );
+    assert!(terminate(&mut controller).success(), "{}", read(&log));
+}
