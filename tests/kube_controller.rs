@@ -403,6 +403,37 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
     );
     let after: Secret = cluster.get("newer-tls").unwrap();
     assert!(after.data == newer.data, "a leaf of an unknown CA stays");
+    // A Service deleted: its leaf leaves the store (its published Secret
+    // in the store's namespace goes with it).
+    let published = |leaf: &str| {
+        let api: Api<Secret> = Api::namespaced(cluster.client.clone(), "pki");
+        let params = kube::api::ListParams::default().labels("pki.invalid/published=leaf");
+        let secrets = cluster.runtime.block_on(api.list(&params)).unwrap().items;
+        secrets.iter().any(|s| {
+            let annotations = s.metadata.annotations.as_ref();
+            annotations
+                .and_then(|a| a.get("pki.invalid/leaf"))
+                .map(String::as_str)
+                == Some(leaf)
+        })
+    };
+    assert!(published("svc.apps.taken") && published("svc.apps.web"));
+    let services: Api<Service> = cluster.api();
+    let params = kube::api::DeleteParams::default();
+    cluster
+        .runtime
+        .block_on(services.delete("taken", &params))
+        .unwrap();
+    let start = Instant::now();
+    while published("svc.apps.taken") {
+        assert!(
+            start.elapsed() < CONVERGE,
+            "the leaf of a deleted Service stays"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(published("svc.apps.web"), "the other leaf stays");
+
     let status = terminate(&mut controller);
     let log = std::fs::read_to_string(log.path()).unwrap();
     assert!(status.success(), "SIGTERM: {status:?}\n{log}");
