@@ -729,11 +729,16 @@ impl Cluster {
         &self,
         what: &str,
         limit: Duration,
+        log: &tempfile::NamedTempFile,
         done: impl Fn(&[Secret], &[ConfigMap]) -> bool,
     ) -> Duration {
         let start = Instant::now();
         while !done(&self.list::<Secret>(), &self.list::<ConfigMap>()) {
-            assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not within {limit:?}\n{}",
+                read(log)
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         start.elapsed()
@@ -781,7 +786,7 @@ fn a_hundred_services_and_a_hundred_config_maps_converge_after_annotation_and_ro
             .filter(|c| injected(c, None).as_deref() == Some(bundle));
         served.count() == N && injected.count() == N
     };
-    cluster.until("100 Secrets and 100 bundles", limit, |s, c| {
+    cluster.until("100 Secrets and 100 bundles", limit, &log, |s, c| {
         current(s, c, &bundle)
     });
     let first = annotated.elapsed();
@@ -800,6 +805,7 @@ fn a_hundred_services_and_a_hundred_config_maps_converge_after_annotation_and_ro
     cluster.until(
         "100 re-issued Secrets and 100 new bundles",
         limit,
+        &log,
         |s, c| {
             current(s, c, &new_bundle) && s.iter().all(|s| !chains.contains(&data(s, "tls.crt")))
         },

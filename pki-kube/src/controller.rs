@@ -295,7 +295,12 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = tokio::time::sleep_until(wake) => {}
-                _ = watches.changed() => next_pass = Instant::now(),
+                _ = watches.changed() => {}
+            }
+            // Also when the timer won while a change was settling: the
+            // change was taken from the notifier and would be lost.
+            if watches.take_seen() {
+                next_pass = Instant::now();
             }
         }
     }

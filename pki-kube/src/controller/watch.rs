@@ -39,6 +39,9 @@ pub(super) struct Watches {
     pub(super) api_services: Store<APIService>,
     pub(super) crds: Store<CustomResourceDefinition>,
     changed: Arc<Notify>,
+    /// A change was taken from `changed` and no pass has been asked for
+    /// it yet.
+    seen: bool,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -70,6 +73,7 @@ impl Watches {
             api_services,
             crds,
             changed,
+            seen: false,
             tasks: vec![
                 service_task,
                 config_map_task,
@@ -91,15 +95,24 @@ impl Watches {
     }
 
     /// Resolves after a change to a watched object, once changes stop
-    /// coming for a moment.
+    /// coming for a moment. A change seen by a call that was dropped
+    /// before it resolved (the loop woke for another reason while it
+    /// waited for changes to settle) is not lost: [`Watches::take_seen`]
+    /// reports it.
     pub(super) async fn changed(&mut self) {
         self.changed.notified().await;
+        self.seen = true;
         loop {
             tokio::select! {
                 _ = self.changed.notified() => {}
                 _ = tokio::time::sleep(SETTLE) => return,
             }
         }
+    }
+
+    /// Whether a change was seen since the last call.
+    pub(super) fn take_seen(&mut self) -> bool {
+        std::mem::take(&mut self.seen)
     }
 
     /// Every Service, as last seen.
