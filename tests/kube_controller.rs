@@ -403,6 +403,25 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
     );
     let after: Secret = cluster.get("newer-tls").unwrap();
     assert!(after.data == newer.data, "a leaf of an unknown CA stays");
+    // Idle, the controller writes nothing: the head of the document (the
+    // commit point) and the injected ConfigMap keep their versions across
+    // passes (each ConfigMap patch would wake it again, each commit too).
+    let versions = || {
+        let heads: Api<Secret> = Api::namespaced(cluster.client.clone(), "pki");
+        let head = cluster
+            .runtime
+            .block_on(heads.get("service-ca.signer"))
+            .unwrap();
+        let trust: ConfigMap = cluster.get("trust").unwrap();
+        (
+            head.metadata.resource_version,
+            trust.metadata.resource_version,
+        )
+    };
+    let before = versions();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(versions(), before, "an idle controller wrote");
+
     // A Service deleted: its leaf leaves the store (its published Secret
     // in the store's namespace goes with it).
     let published = |leaf: &str| {
