@@ -143,11 +143,12 @@ fn the_controller_issues_serving_secrets_injects_the_whole_bundle_and_keeps_trus
     cluster.create(&service("newer", "newer-tls"));
 
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut controller = pki(&server, home, &["controller", STORE, "--now", T2])
+    let controller = pki(&server, home, &["controller", STORE, "--now", T2])
         .stdout(Stdio::null())
         .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
+    let mut controller = Running(controller);
 
     let chain =
         cluster.wait_for::<Secret, _>("web-tls", "the serving Secret", |s| serving_chain(s, None));

@@ -194,8 +194,33 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// A running `pki controller`, killed when dropped: a failing test must
+/// not leave it behind, retrying against an API server that is gone.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Already reaped (terminate waited for it): nothing is sent.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
 /// Starts `pki controller` with a short lease, its stderr in a file.
-pub fn spawn_controller(server: &KubeServer, home: &Path) -> (Child, tempfile::NamedTempFile) {
+pub fn spawn_controller(server: &KubeServer, home: &Path) -> (Running, tempfile::NamedTempFile) {
     let log = tempfile::NamedTempFile::new().unwrap();
     let args = ["controller", STORE, "--now", T2, "--lease-duration", "3s"];
     let child = pki(server, home, &args)
@@ -203,7 +228,7 @@ pub fn spawn_controller(server: &KubeServer, home: &Path) -> (Child, tempfile::N
         .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
-    (child, log)
+    (Running(child), log)
 }
 
 pub fn read(log: &tempfile::NamedTempFile) -> String {
