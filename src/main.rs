@@ -9,6 +9,7 @@
 use pki::{mtls, tls};
 mod common;
 mod completions;
+mod controller;
 mod cred;
 mod cred_args;
 mod demo;
@@ -91,6 +92,10 @@ enum Command {
     },
     /// Rotate the CA if due or forced; re-issue stale certificates.
     Rotate(RotateCommand),
+    /// Run the service-CA controller on a kube:// store: serving-cert
+    /// Secrets for annotated Services, the CA bundle injected into annotated
+    /// ConfigMaps; until SIGTERM or SIGINT.
+    Controller(controller::ControllerCommand),
     /// Check a proposed replacement CA against today's trust; change nothing.
     Validate(ValidateCommand),
     /// Show the CA, bridges, bundle, certificates, expiries and the next action.
@@ -606,6 +611,7 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Renew { dir, name, now } => renew::run(&dir, &name, now),
         Command::Remove { dir, name, now } => remove::run(&dir, &name, now),
         Command::Rotate(command) => command.run(),
+        Command::Controller(command) => command.run(),
         Command::Status {
             dir,
             json,

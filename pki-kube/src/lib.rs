@@ -281,6 +281,8 @@
 #![cfg_attr(not(feature = "client"), allow(dead_code))]
 
 #[cfg(feature = "client")]
+pub mod controller;
+#[cfg(feature = "client")]
 mod fail;
 pub mod layout;
 #[cfg(feature = "client")]
