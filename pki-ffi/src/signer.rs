@@ -104,7 +104,11 @@ pub(crate) fn create(
     input: &SignerCreate,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let doc = input.document(now, &mut os_rng())?;
+    let site = pki_rotate::request::CreateSite {
+        tokens: store.tokens.as_ref(),
+        location: &store.location,
+    };
+    let doc = input.document(site, now, &mut os_rng())?;
     store.create::<SignerEngine>(key, &doc, now, signer_status)
 }
 
