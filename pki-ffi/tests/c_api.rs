@@ -413,6 +413,8 @@ fn readmes_name_only_c_functions_types_and_constants_the_header_declares() {
         "PKI_CRED_ROTATION",
         "PKI_CRED_ATTEMPT",
         "PKI_STORE_KEY_FILE",
+        "PKI_PKCS11_MODULE",
+        "PKI_PKCS11_PIN_FILE",
     ];
     let declared = header_names();
     assert!(declared.contains("pki_document_step") && declared.contains("PKI_RESULT_OK"));
