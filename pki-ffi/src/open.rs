@@ -393,3 +393,40 @@ fn open_kube(url: &str, options: &StoreOptions) -> Result<pki_kube::KubeStore, F
     }
     Ok(pki_kube::KubeStore::open(&url, kube)?)
 }
+
+#[cfg(test)]
+mod pkcs11_option_tests {
+    use super::open;
+    use crate::error::pki_result::*;
+
+    /// The code and message `options` are refused with on a memory store.
+    fn refused(options: &str) -> (crate::error::pki_result, String) {
+        match open(b"memory:", Some(options.as_bytes())) {
+            Ok(_) => panic!("{options} was accepted"),
+            Err(f) => (f.code, f.message),
+        }
+    }
+
+    #[test]
+    fn a_pin_needs_its_module_and_comes_one_way_only() {
+        let (code, message) = refused(r#"{"pkcs11_pin": "1234"}"#);
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("pkcs11_module"), "{message}");
+        let (code, message) = refused(
+            r#"{"pkcs11_module": "/nowhere.so", "pkcs11_pin": "1", "pkcs11_pin_file": "/p"}"#,
+        );
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("not both"), "{message}");
+        let (code, message) =
+            refused(r#"{"pkcs11_module": "/nowhere.so", "pkcs11_pin_file": "/no/such/pin"}"#);
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("pkcs11_pin_file"), "{message}");
+    }
+
+    #[test]
+    fn a_module_that_cannot_be_loaded_fails_at_open_naming_it() {
+        let (code, message) = refused(r#"{"pkcs11_module": "/no/such/module.so"}"#);
+        assert_eq!(code, PKI_RESULT_PKCS11);
+        assert!(message.contains("/no/such/module.so"), "{message}");
+    }
+}
