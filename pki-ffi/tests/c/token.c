@@ -330,8 +330,8 @@ static void make_token(void) {
   fclose(f);
 }
 
-/* The store at store_dir, with the token's module and PIN file. */
-static pki_store *open_with_token(void) {
+/* The store at `location`, with the token's module and PIN file. */
+static pki_store *open_with_token(const char *location) {
   pki_store *store = NULL;
   text options = {0};
   char pin_file[1200];
@@ -341,7 +341,7 @@ static pki_store *open_with_token(void) {
   text_add(&options, LIT(", \"pkcs11_pin_file\": "));
   text_json(&options, pin_file, strlen(pin_file));
   text_add(&options, LIT("}"));
-  CHECK_OK(pki_store_open(store_dir, strlen(store_dir), options.data, options.len, &store));
+  CHECK_OK(pki_store_open(location, strlen(location), options.data, options.len, &store));
   text_free(&options);
   stop_if_failed();
   return store;
@@ -402,7 +402,7 @@ static void check_refusals(int created) {
 }
 
 int main(int argc, char **argv) {
-  pki_store *store;
+  pki_store *store, *memory;
   pki_buffer *step = NULL;
   size_t keys;
   char *state;
@@ -420,7 +420,7 @@ int main(int argc, char **argv) {
   check_refusals(0);
   stop_if_failed();
 
-  store = open_with_token();
+  store = open_with_token(store_dir);
   CHECK_OK(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT(create_in_token), T0,
                                &step));
   stop_if_failed();
@@ -463,6 +463,26 @@ int main(int argc, char **argv) {
   /* The same store without the module: refused, unchanged. */
   check_refusals(1);
   CHECK(check_token_matches("after the refusals") == keys);
+
+  /* A create over the existing document is refused before the token
+   * makes a key. */
+  step = NULL;
+  CHECK_CODE(pki_document_create(store, PKI_KIND_SIGNER, LIT("signer"), LIT(create_in_token), T0,
+                                 &step),
+             PKI_RESULT_ALREADY_INITIALIZED);
+  CHECK(step == NULL && token_ids().len == keys);
+
+  /* Two signers of one store with the same CA name get a key each (the
+   * id derives from the document's store key too), never the same one. */
+  memory = open_with_token("memory:");
+  CHECK_OK(pki_document_create(memory, PKI_KIND_SIGNER, LIT("signer"), LIT(create_in_token), T0,
+                               &step));
+  pki_buffer_free(step);
+  CHECK_OK(pki_document_create(memory, PKI_KIND_SIGNER, LIT("tenants/a"), LIT(create_in_token),
+                               T0, &step));
+  pki_buffer_free(step);
+  CHECK(token_ids().len == keys + 2);
+  pki_store_free(memory);
 
   pki_store_free(store);
   return check_summary("token");
