@@ -321,10 +321,14 @@ func optText(b []byte) *string {
 
 // SignerSpec says which signer Store.Create makes: a new CA (CommonName,
 // with Key and Policy), an existing CA (Import, with Policy), or an
-// existing signer's document (Signer, or its saved State).
+// existing signer's document (Signer, or its saved State). A new CA's keys
+// are made in the PKCS#11 token KeyStore names (a URI naming the token,
+// "pkcs11:token=ops-hsm"), through the module of a store opened with
+// OpenTokenStore; they never leave it.
 type SignerSpec struct {
 	CommonName string
 	Key        KeyType
+	KeyStore   string
 	Policy     *Policy
 	Import     *CAImport
 	Signer     *Signer
@@ -343,7 +347,7 @@ func (spec SignerSpec) request() (any, error) {
 	if state != nil {
 		return reqSignerCreate{State: state}, nil
 	}
-	req := reqSignerCreate{CommonName: spec.CommonName, KeyType: string(spec.Key), Policy: spec.Policy.toJSON()}
+	req := reqSignerCreate{CommonName: spec.CommonName, KeyType: string(spec.Key), KeyStore: spec.KeyStore, Policy: spec.Policy.toJSON()}
 	if spec.Import != nil {
 		req.Import = &reqCA{CA: string(spec.Import.CA), Key: optText(spec.Import.Key), Chain: optText(spec.Import.Chain)}
 	}

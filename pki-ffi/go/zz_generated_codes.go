@@ -247,6 +247,26 @@ const (
 	// CodeJWKUnsupportedKey (662): A key is not usable for tokens (type, curve or
 	// size).
 	CodeJWKUnsupportedKey Code = C.PKI_RESULT_JWK_UNSUPPORTED_KEY
+	// CodePKCS11NotOpen (800): A CA key is in a PKCS#11 token and the store was
+	// opened without a module (`pkcs11_module`; the CLI's `PKI_PKCS11_MODULE`):
+	// nothing was written. (800-899: CA keys in PKCS#11 tokens.)
+	CodePKCS11NotOpen Code = C.PKI_RESULT_PKCS11_NOT_OPEN
+	// CodePKCS11WrongPin (801): The token refused the user PIN.
+	CodePKCS11WrongPin Code = C.PKI_RESULT_PKCS11_WRONG_PIN
+	// CodePKCS11TokenNotFound (802): No token of the module matches the URI's token
+	// attributes.
+	CodePKCS11TokenNotFound Code = C.PKI_RESULT_PKCS11_TOKEN_NOT_FOUND
+	// CodePKCS11KeyNotFound (803): The token holds no private key object the URI
+	// names (it was deleted, or the URI names another one).
+	CodePKCS11KeyNotFound Code = C.PKI_RESULT_PKCS11_KEY_NOT_FOUND
+	// CodePKCS11KeyReplaced (804): The key object a CA's URI finds is not the CA's
+	// key (its public key differs from the one recorded): it was replaced.
+	CodePKCS11KeyReplaced Code = C.PKI_RESULT_PKCS11_KEY_REPLACED
+	// CodePKCS11TokenFull (805): The token has no room for another key object.
+	CodePKCS11TokenFull Code = C.PKI_RESULT_PKCS11_TOKEN_FULL
+	// CodePKCS11 (899): Any other failure of a PKCS#11 module or token (a module
+	// that cannot be loaded, a mechanism the token lacks…); see the message.
+	CodePKCS11 Code = C.PKI_RESULT_PKCS11
 )
 
 // Sentinel errors, one per code, for errors.Is.
@@ -340,4 +360,11 @@ var (
 	ErrTokenNotYetValid                    error = &Error{Code: CodeTokenNotYetValid}
 	ErrTokenLifetime                       error = &Error{Code: CodeTokenLifetime}
 	ErrJWKUnsupportedKey                   error = &Error{Code: CodeJWKUnsupportedKey}
+	ErrPKCS11NotOpen                       error = &Error{Code: CodePKCS11NotOpen}
+	ErrPKCS11WrongPin                      error = &Error{Code: CodePKCS11WrongPin}
+	ErrPKCS11TokenNotFound                 error = &Error{Code: CodePKCS11TokenNotFound}
+	ErrPKCS11KeyNotFound                   error = &Error{Code: CodePKCS11KeyNotFound}
+	ErrPKCS11KeyReplaced                   error = &Error{Code: CodePKCS11KeyReplaced}
+	ErrPKCS11TokenFull                     error = &Error{Code: CodePKCS11TokenFull}
+	ErrPKCS11                              error = &Error{Code: CodePKCS11}
 )

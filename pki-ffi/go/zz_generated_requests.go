@@ -29,6 +29,7 @@ type reqCA struct {
 type reqSignerCreate struct {
 	CommonName string           `json:"common_name,omitempty"`
 	KeyType    string           `json:"key_type,omitempty"`
+	KeyStore   string           `json:"key_store,omitempty"`
 	Policy     *reqSignerPolicy `json:"policy,omitempty"`
 	Import     *reqCA           `json:"import,omitempty"`
 	State      json.RawMessage  `json:"state,omitempty"`

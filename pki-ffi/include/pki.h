@@ -417,6 +417,39 @@ enum pki_result
    * A key is not usable for tokens (type, curve or size).
    */
   PKI_RESULT_JWK_UNSUPPORTED_KEY = 662,
+  /**
+   * A CA key is in a PKCS#11 token and the store was opened without a
+   * module (`pkcs11_module`; the CLI's `PKI_PKCS11_MODULE`): nothing was
+   * written. (800-899: CA keys in PKCS#11 tokens.)
+   */
+  PKI_RESULT_PKCS11_NOT_OPEN = 800,
+  /**
+   * The token refused the user PIN.
+   */
+  PKI_RESULT_PKCS11_WRONG_PIN = 801,
+  /**
+   * No token of the module matches the URI's token attributes.
+   */
+  PKI_RESULT_PKCS11_TOKEN_NOT_FOUND = 802,
+  /**
+   * The token holds no private key object the URI names (it was
+   * deleted, or the URI names another one).
+   */
+  PKI_RESULT_PKCS11_KEY_NOT_FOUND = 803,
+  /**
+   * The key object a CA's URI finds is not the CA's key (its public key
+   * differs from the one recorded): it was replaced.
+   */
+  PKI_RESULT_PKCS11_KEY_REPLACED = 804,
+  /**
+   * The token has no room for another key object.
+   */
+  PKI_RESULT_PKCS11_TOKEN_FULL = 805,
+  /**
+   * Any other failure of a PKCS#11 module or token (a module that
+   * cannot be loaded, a mechanism the token lacks…); see the message.
+   */
+  PKI_RESULT_PKCS11 = 899,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1029,7 +1062,11 @@ void pki_bundle_free(struct pki_bundle *bundle);
  *   "reload_interval_seconds", "leaf_refresh_fraction",
  *   "keep_previous_root"}}` (a new CA), `{"import": {"ca": PEM, "key":
  *   PEM, "chain": PEM}, "policy": {…}}` (a CA signed by someone else's
- *   root) or `{"state": {…}}` (a saved document, `PKI_SIGNER_STATE`);
+ *   root) or `{"state": {…}}` (a saved document, `PKI_SIGNER_STATE`). A
+ *   new CA with `"key_store": "pkcs11:token=LABEL"` has its key made in
+ *   that PKCS#11 token, through the module the store was opened with
+ *   (`pkcs11_module` of `pki_store_open`; without it
+ *   `PKI_RESULT_PKCS11_NOT_OPEN`, nothing made or written);
  * - `PKI_KIND_SET`: `{"cas": [{"name": "cluster", "roles":
  *   "serving+client"}], "key_type": "p256", "lifetime_seconds": N}`;
  * - `PKI_KIND_KEYRING` (NULL: a new ring with the default policy):
@@ -1056,7 +1093,8 @@ void pki_bundle_free(struct pki_bundle *bundle);
  * `PKI_RESULT_INVALID_CREDENTIAL_NAME`…), `PKI_RESULT_CORRUPT_STATE`,
  * `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
  * `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
- * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO` or
+ * `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
+ * the PKCS#11 codes (800-899: a CA key made in a token) or
  * `PKI_RESULT_PANIC`.
  *
  * # Safety
@@ -1149,7 +1187,9 @@ pki_result pki_document_create(const struct pki_store *store,
  * `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
  * `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, the
  * engine's own codes (signer 300-399 and 700-749, set 600-649, key ring
- * 650-679, credential 680-699), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
+ * 650-679, credential 680-699), the PKCS#11 codes (800-899: a CA key in
+ * a token; `PKI_RESULT_PKCS11_NOT_OPEN` when the store was opened without
+ * its module), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
  * `PKI_RESULT_UNEXPECTED` or `PKI_RESULT_PANIC`.
  *
  * # Safety
@@ -1393,7 +1433,9 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *  "ca_file": "/etc/pki/etcd/ca.crt",
  *  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
  *  "user": "pki", "password_file": "/etc/pki/etcd/password",
- *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+ *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5,
+ *  "pkcs11_module": "/usr/lib/softhsm/libsofthsm2.so",
+ *  "pkcs11_pin_file": "/etc/pki/hsm.pin"}
  * ```
  *
  * - `store_key_file` (or `store_key`, the file's text): a key file made
@@ -1411,7 +1453,16 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *   its password (`password` or `password_file`); the timeouts.
  *   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
  *   refused;
- * - for a `kube://` URL only: `kubeconfig_file`, and the timeouts.
+ * - for a `kube://` URL only: `kubeconfig_file`, and the timeouts;
+ * - `pkcs11_module`, for any store: the PKCS#11 module (a `.so` path)
+ *   that reaches the tokens holding CA keys, loaded here; with the user
+ *   PIN as a file (`pkcs11_pin_file`: one line, its final line break
+ *   dropped) or as text (`pkcs11_pin`), not both. Every document of the
+ *   store whose CA key is in a token signs, makes and destroys its keys
+ *   through it (a token is logged in to the first time one of its keys
+ *   is needed), and a signer created with `key_store` makes its CA key
+ *   there. Without it such a document refuses to sign with
+ *   `PKI_RESULT_PKCS11_NOT_OPEN` before anything is written.
  *
  * On success the caller owns `*out_store` and frees it with
  * `pki_store_free`.
@@ -1419,7 +1470,9 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
  * `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
  * valid store URL, malformed options, etcd options for a location that is
- * not an etcd URL, an unreadable file: the message says which),
+ * not an etcd URL, an unreadable file, a PIN without its module: the
+ * message says which), `PKI_RESULT_PKCS11` (the PKCS#11 module cannot be
+ * loaded),
  * `PKI_RESULT_STORE` (the directory cannot be created, the server cannot
  * be reached or refuses the client, a store key that is not a pki store
  * key file) or `PKI_RESULT_PANIC`.

@@ -121,7 +121,11 @@ pub(crate) fn read(
 ///   "reload_interval_seconds", "leaf_refresh_fraction",
 ///   "keep_previous_root"}}` (a new CA), `{"import": {"ca": PEM, "key":
 ///   PEM, "chain": PEM}, "policy": {…}}` (a CA signed by someone else's
-///   root) or `{"state": {…}}` (a saved document, `PKI_SIGNER_STATE`);
+///   root) or `{"state": {…}}` (a saved document, `PKI_SIGNER_STATE`). A
+///   new CA with `"key_store": "pkcs11:token=LABEL"` has its key made in
+///   that PKCS#11 token, through the module the store was opened with
+///   (`pkcs11_module` of `pki_store_open`; without it
+///   `PKI_RESULT_PKCS11_NOT_OPEN`, nothing made or written);
 /// - `PKI_KIND_SET`: `{"cas": [{"name": "cluster", "roles":
 ///   "serving+client"}], "key_type": "p256", "lifetime_seconds": N}`;
 /// - `PKI_KIND_KEYRING` (NULL: a new ring with the default policy):
@@ -148,7 +152,8 @@ pub(crate) fn read(
 /// `PKI_RESULT_INVALID_CREDENTIAL_NAME`…), `PKI_RESULT_CORRUPT_STATE`,
 /// `PKI_RESULT_UNSUPPORTED_STATE_VERSION`,
 /// `PKI_RESULT_ALREADY_INITIALIZED`, `PKI_RESULT_STORE`,
-/// `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO` or
+/// `PKI_RESULT_UNKNOWN_OUTCOME`, `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
+/// the PKCS#11 codes (800-899: a CA key made in a token) or
 /// `PKI_RESULT_PANIC`.
 ///
 /// # Safety
@@ -250,7 +255,9 @@ pub unsafe extern "C" fn pki_document_create(
 /// `PKI_RESULT_CONFLICT`, `PKI_RESULT_STORE`, `PKI_RESULT_UNKNOWN_OUTCOME`,
 /// `PKI_RESULT_CORRUPT_STATE`, `PKI_RESULT_UNSUPPORTED_STATE_VERSION`, the
 /// engine's own codes (signer 300-399 and 700-749, set 600-649, key ring
-/// 650-679, credential 680-699), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
+/// 650-679, credential 680-699), the PKCS#11 codes (800-899: a CA key in
+/// a token; `PKI_RESULT_PKCS11_NOT_OPEN` when the store was opened without
+/// its module), `PKI_RESULT_TIME`, `PKI_RESULT_CRYPTO`,
 /// `PKI_RESULT_UNEXPECTED` or `PKI_RESULT_PANIC`.
 ///
 /// # Safety

@@ -232,6 +232,26 @@ pub enum pki_result {
     PKI_RESULT_TOKEN_LIFETIME = 661,
     /// A key is not usable for tokens (type, curve or size).
     PKI_RESULT_JWK_UNSUPPORTED_KEY = 662,
+
+    /// A CA key is in a PKCS#11 token and the store was opened without a
+    /// module (`pkcs11_module`; the CLI's `PKI_PKCS11_MODULE`): nothing was
+    /// written. (800-899: CA keys in PKCS#11 tokens.)
+    PKI_RESULT_PKCS11_NOT_OPEN = 800,
+    /// The token refused the user PIN.
+    PKI_RESULT_PKCS11_WRONG_PIN = 801,
+    /// No token of the module matches the URI's token attributes.
+    PKI_RESULT_PKCS11_TOKEN_NOT_FOUND = 802,
+    /// The token holds no private key object the URI names (it was
+    /// deleted, or the URI names another one).
+    PKI_RESULT_PKCS11_KEY_NOT_FOUND = 803,
+    /// The key object a CA's URI finds is not the CA's key (its public key
+    /// differs from the one recorded): it was replaced.
+    PKI_RESULT_PKCS11_KEY_REPLACED = 804,
+    /// The token has no room for another key object.
+    PKI_RESULT_PKCS11_TOKEN_FULL = 805,
+    /// Any other failure of a PKCS#11 module or token (a module that
+    /// cannot be loaded, a mechanism the token lacks…); see the message.
+    PKI_RESULT_PKCS11 = 899,
 }
 
 use pki_result::*;
@@ -457,6 +477,25 @@ pub(crate) const ALL_RESULTS: &[(pki_result, &str)] = &[
         PKI_RESULT_JWK_UNSUPPORTED_KEY,
         "PKI_RESULT_JWK_UNSUPPORTED_KEY\0",
     ),
+    (PKI_RESULT_PKCS11_NOT_OPEN, "PKI_RESULT_PKCS11_NOT_OPEN\0"),
+    (PKI_RESULT_PKCS11_WRONG_PIN, "PKI_RESULT_PKCS11_WRONG_PIN\0"),
+    (
+        PKI_RESULT_PKCS11_TOKEN_NOT_FOUND,
+        "PKI_RESULT_PKCS11_TOKEN_NOT_FOUND\0",
+    ),
+    (
+        PKI_RESULT_PKCS11_KEY_NOT_FOUND,
+        "PKI_RESULT_PKCS11_KEY_NOT_FOUND\0",
+    ),
+    (
+        PKI_RESULT_PKCS11_KEY_REPLACED,
+        "PKI_RESULT_PKCS11_KEY_REPLACED\0",
+    ),
+    (
+        PKI_RESULT_PKCS11_TOKEN_FULL,
+        "PKI_RESULT_PKCS11_TOKEN_FULL\0",
+    ),
+    (PKI_RESULT_PKCS11, "PKI_RESULT_PKCS11\0"),
 ];
 
 /// The name of a code as Rust text (`PKI_RESULT_CONFLICT`, or `result 7`

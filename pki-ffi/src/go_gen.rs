@@ -23,7 +23,7 @@ package pki\n";
 const GO_NAMES: &[(&str, &str)] = &[("UNSUPPORTED_STATE_VERSION", "UnsupportedVersion")];
 
 /// Words written in capitals in Go names (Go's initialisms).
-const INITIALISMS: &[&str] = &["OK", "PEM", "CA", "RSA", "JWK", "EKU"];
+const INITIALISMS: &[&str] = &["OK", "PEM", "CA", "RSA", "JWK", "EKU", "PKCS11"];
 
 /// Words written otherwise in Go names.
 const WORDS: &[(&str, &str)] = &[("KEYRING", "KeyRing")];

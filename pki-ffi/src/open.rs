@@ -1,15 +1,18 @@
 //! `pki_store_open`: the store a location names, with options as JSON like
 //! every other input: an etcd store's TLS material, client certificate,
-//! user and timeouts, and the store key that seals private material.
+//! user and timeouts, the store key that seals private material, and the
+//! PKCS#11 module and PIN that reach the tokens holding CA keys.
 
 use crate::abi::{bytes_in, into_handle, opt_bytes, os_rng};
 use crate::error::{Failure, pki_result};
 use crate::store::{Backing, pki_store};
+use pki_core::{Pkcs11Module, Pkcs11Pin, Pkcs11Tokens, TokenAccess};
 use pki_etcd::{EtcdOptions, EtcdTls, EtcdUrl, EtcdUser};
 use pki_rotate::{SealingKeys, StoreKey, request};
 use serde::Deserialize;
 use std::ffi::c_char;
 use std::path::Path;
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// The options of `pki_store_open`. Each piece of etcd TLS material is
@@ -40,7 +43,16 @@ struct StoreOptions {
     /// The kubeconfig a `kube://` store reads (else kubectl's: `KUBECONFIG`
     /// or `~/.kube/config`, then the in-cluster service account).
     kubeconfig_file: Option<String>,
+    /// The PKCS#11 module that reaches the tokens holding CA keys (the
+    /// CLI's `PKI_PKCS11_MODULE`), and its user PIN: a file holding it
+    /// (`PKI_PKCS11_PIN_FILE`) or the text.
+    pkcs11_module: Option<String>,
+    pkcs11_pin_file: Option<String>,
+    pkcs11_pin: Option<Zeroizing<String>>,
 }
+
+/// The most a PIN file may hold: a PIN is a line of text.
+const MAX_PIN_FILE: u64 = 4096;
 
 /// The field of a pair given as text: `ca_pem`, `store_key`.
 fn text_field(what: &str) -> String {
@@ -106,6 +118,39 @@ impl StoreOptions {
             Some(bytes) => SealingKeys::single(StoreKey::from_file("option `store_key`", &bytes)?),
             None => SealingKeys::none(),
         })
+    }
+
+    /// The tokens of the PKCS#11 module the options name (None: no
+    /// module, and then no PIN either), the module loaded now so that a
+    /// wrong path fails here rather than at the first signature.
+    fn tokens(&self) -> Result<Option<Arc<dyn TokenAccess>>, Failure> {
+        let pin = match (&self.pkcs11_pin, &self.pkcs11_pin_file) {
+            (Some(_), Some(_)) => {
+                return Err(Failure::invalid(
+                    "parameter `options`: give `pkcs11_pin` or `pkcs11_pin_file`, not both",
+                ));
+            }
+            (Some(text), None) => Some(Pkcs11Pin::from_file_contents(text.as_bytes())?),
+            (None, Some(file)) => {
+                let bytes = Zeroizing::new(
+                    pki_rotate::input::read_file(Path::new(file), MAX_PIN_FILE).map_err(|e| {
+                        Failure::invalid(format!("`pkcs11_pin_file`: cannot read {e}"))
+                    })?,
+                );
+                Some(Pkcs11Pin::from_file_contents(&bytes)?)
+            }
+            (None, None) => None,
+        };
+        let Some(module) = &self.pkcs11_module else {
+            if pin.is_some() {
+                return Err(Failure::invalid(
+                    "parameter `options`: a PKCS#11 PIN needs its module (`pkcs11_module`)",
+                ));
+            }
+            return Ok(None);
+        };
+        let module = Pkcs11Module::open(Path::new(module))?;
+        Ok(Some(Arc::new(Pkcs11Tokens::new(module, pin))))
     }
 
     fn etcd(&self) -> Result<EtcdOptions, Failure> {
@@ -221,7 +266,9 @@ impl StoreOptions {
 ///  "ca_file": "/etc/pki/etcd/ca.crt",
 ///  "cert_file": "/etc/pki/etcd/client.crt", "key_file": "/etc/pki/etcd/client.key",
 ///  "user": "pki", "password_file": "/etc/pki/etcd/password",
-///  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+///  "connect_timeout_seconds": 5, "request_timeout_seconds": 5,
+///  "pkcs11_module": "/usr/lib/softhsm/libsofthsm2.so",
+///  "pkcs11_pin_file": "/etc/pki/hsm.pin"}
 /// ```
 ///
 /// - `store_key_file` (or `store_key`, the file's text): a key file made
@@ -239,7 +286,16 @@ impl StoreOptions {
 ///   its password (`password` or `password_file`); the timeouts.
 ///   `etcds://` needs the CA bundle; TLS settings with `etcd://` are
 ///   refused;
-/// - for a `kube://` URL only: `kubeconfig_file`, and the timeouts.
+/// - for a `kube://` URL only: `kubeconfig_file`, and the timeouts;
+/// - `pkcs11_module`, for any store: the PKCS#11 module (a `.so` path)
+///   that reaches the tokens holding CA keys, loaded here; with the user
+///   PIN as a file (`pkcs11_pin_file`: one line, its final line break
+///   dropped) or as text (`pkcs11_pin`), not both. Every document of the
+///   store whose CA key is in a token signs, makes and destroys its keys
+///   through it (a token is logged in to the first time one of its keys
+///   is needed), and a signer created with `key_store` makes its CA key
+///   there. Without it such a document refuses to sign with
+///   `PKI_RESULT_PKCS11_NOT_OPEN` before anything is written.
 ///
 /// On success the caller owns `*out_store` and frees it with
 /// `pki_store_free`.
@@ -247,7 +303,9 @@ impl StoreOptions {
 /// Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER`,
 /// `PKI_RESULT_INVALID_ARGUMENT` (empty, a URL that is not UTF-8 or not a
 /// valid store URL, malformed options, etcd options for a location that is
-/// not an etcd URL, an unreadable file: the message says which),
+/// not an etcd URL, an unreadable file, a PIN without its module: the
+/// message says which), `PKI_RESULT_PKCS11` (the PKCS#11 module cannot be
+/// loaded),
 /// `PKI_RESULT_STORE` (the directory cannot be created, the server cannot
 /// be reached or refuses the client, a store key that is not a pki store
 /// key file) or `PKI_RESULT_PANIC`.
@@ -274,6 +332,7 @@ pub unsafe extern "C" fn pki_store_open(
 fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
     let options: StoreOptions = request::from_json_or_default("parameter `options`", options)?;
     let keys = options.sealing_keys()?;
+    let tokens = options.tokens()?;
     if !crate::store::is_url(location) {
         if options.names_etcd() {
             return Err(Failure::invalid(
@@ -285,7 +344,7 @@ fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
                 "parameter `options`: `kubeconfig_file` needs a kube:// location",
             ));
         }
-        return crate::store::open_with(location, keys);
+        return crate::store::open_with(location, keys, tokens);
     }
     let url = std::str::from_utf8(location)
         .map_err(|_| Failure::invalid("parameter `location`: a store URL must be UTF-8"))?;
@@ -308,6 +367,8 @@ fn open(location: &[u8], options: Option<&[u8]>) -> Result<pki_store, Failure> {
         .clear_only(pki_rotate::is_published_leaf_key);
     Ok(pki_store {
         backing: Backing::Files(Box::new(sealed)),
+        location: url.to_string(),
+        tokens,
     })
 }
 
@@ -331,4 +392,41 @@ fn open_kube(url: &str, options: &StoreOptions) -> Result<pki_kube::KubeStore, F
         kube.request_timeout = std::time::Duration::from_secs(s);
     }
     Ok(pki_kube::KubeStore::open(&url, kube)?)
+}
+
+#[cfg(test)]
+mod pkcs11_option_tests {
+    use super::open;
+    use crate::error::pki_result::*;
+
+    /// The code and message `options` are refused with on a memory store.
+    fn refused(options: &str) -> (crate::error::pki_result, String) {
+        match open(b"memory:", Some(options.as_bytes())) {
+            Ok(_) => panic!("{options} was accepted"),
+            Err(f) => (f.code, f.message),
+        }
+    }
+
+    #[test]
+    fn a_pin_needs_its_module_and_comes_one_way_only() {
+        let (code, message) = refused(r#"{"pkcs11_pin": "1234"}"#);
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("pkcs11_module"), "{message}");
+        let (code, message) = refused(
+            r#"{"pkcs11_module": "/nowhere.so", "pkcs11_pin": "1", "pkcs11_pin_file": "/p"}"#,
+        );
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("not both"), "{message}");
+        let (code, message) =
+            refused(r#"{"pkcs11_module": "/nowhere.so", "pkcs11_pin_file": "/no/such/pin"}"#);
+        assert_eq!(code, PKI_RESULT_INVALID_ARGUMENT);
+        assert!(message.contains("pkcs11_pin_file"), "{message}");
+    }
+
+    #[test]
+    fn a_module_that_cannot_be_loaded_fails_at_open_naming_it() {
+        let (code, message) = refused(r#"{"pkcs11_module": "/no/such/module.so"}"#);
+        assert_eq!(code, PKI_RESULT_PKCS11);
+        assert!(message.contains("/no/such/module.so"), "{message}");
+    }
 }

@@ -18,7 +18,7 @@ use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, SignerView, UptakeEngine,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, SignerView, Store, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -98,13 +98,46 @@ fn signer_step<E: serde::Serialize + std::fmt::Display>(
     StepResult::of_step(step, StepEvent::of, |d| signer_status(d, now))
 }
 
+/// Where a signer's first token key's id derives from: the store's
+/// location, as the CLI's (`pki init --key-store`) for the CLI's store key,
+/// and the location with the document's key for any other, so that two
+/// signers of one store with the same CA name never derive the same key
+/// object (the second would adopt the first's key, and retiring it would
+/// destroy the other's).
+fn token_key_location(location: &str, key: &str) -> String {
+    if key == pki_rotate::signer::STORE_KEY {
+        location.to_string()
+    } else {
+        format!("{location}\nstore key {key}")
+    }
+}
+
 pub(crate) fn create(
     store: &pki_store,
     key: &str,
     input: &SignerCreate,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let doc = input.document(now, &mut os_rng())?;
+    let location = token_key_location(&store.location, key);
+    let documents = store.of::<SignerState>();
+    if input.key_store.is_some() && documents.get(key)?.is_some() {
+        // Refused before the token makes a key that no document would
+        // name (creating would fail the same way after it), as the
+        // driver's create says it.
+        let at = if key == pki_rotate::signer::STORE_KEY {
+            documents.location()
+        } else {
+            format!("{} (document \"{key}\")", documents.location())
+        };
+        return Err(
+            pki_rotate::RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(at)).into(),
+        );
+    }
+    let site = pki_rotate::request::CreateSite {
+        tokens: store.tokens.as_ref(),
+        location: &location,
+    };
+    let doc = input.document(site, now, &mut os_rng())?;
     store.create::<SignerEngine>(key, &doc, now, signer_status)
 }
 

@@ -28,6 +28,7 @@
 use crate::abi::{bytes_in, free, handle, handle_mut, into_handle, opt_str, os_rng};
 use crate::error::{Failure, pki_result};
 use crate::secret::pki_secret;
+use pki_core::TokenAccess;
 use pki_rotate::Engine;
 use pki_rotate::request::StepResult;
 use pki_rotate::{Document, Files, SecretData, Summary};
@@ -35,6 +36,7 @@ use pki_rotate::{
     Driver, FsStore, MemoryStore, Revision, RotateError, SecretBackend, SecretStore, Store,
 };
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// Where signer documents live, under keys (`"signer"`, `"tenants/a"`…),
@@ -46,6 +48,13 @@ use time::OffsetDateTime;
 /// and exactly one wins each race. Free with `pki_store_free`.
 pub struct pki_store {
     pub(crate) backing: Backing,
+    /// Where the store is, as the CLI names it (an absolute directory, a
+    /// store URL, `memory:`, a callback store's location): a signer's
+    /// first token key's id derives from it.
+    pub(crate) location: String,
+    /// The PKCS#11 tokens the store was opened with (`pkcs11_module`),
+    /// given to every driver over it.
+    pub(crate) tokens: Option<Arc<dyn TokenAccess>>,
 }
 
 /// What `pki_store_open` names as an in-memory store.
@@ -58,24 +67,37 @@ pub(crate) fn is_url(location: &[u8]) -> bool {
 }
 
 /// The store `location` names (memory or a directory; a URL is
-/// `crate::open`'s), its private material sealed with `keys`.
+/// `crate::open`'s), its private material sealed with `keys`, its CA keys
+/// in tokens reached through `tokens`.
 pub(crate) fn open_with(
     location: &[u8],
     keys: pki_rotate::SealingKeys,
+    tokens: Option<Arc<dyn TokenAccess>>,
 ) -> Result<pki_store, Failure> {
     if location.is_empty() {
         return Err(Failure::invalid("parameter `location` is empty"));
     }
-    let (store, directory): (Box<dyn Store + Send + Sync>, bool) =
+    let (store, directory, named): (Box<dyn Store + Send + Sync>, bool, String) =
         if location == MEMORY_LOCATION.as_bytes() {
-            (Box::new(MemoryStore::new()), false)
+            (Box::new(MemoryStore::new()), false, MEMORY_LOCATION.into())
         } else {
             let path = std::path::Path::new(
                 <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(location),
             );
-            (Box::new(FsStore::open_or_create(path)?), true)
+            // Absolute as the CLI makes it (not resolved through links), so
+            // that both derive the same first token key id for one store.
+            let absolute = std::path::absolute(path).map_err(|e| {
+                Failure::invalid(format!("parameter `location` {}: {e}", path.display()))
+            })?;
+            (
+                Box::new(FsStore::open_or_create(path)?),
+                true,
+                absolute.display().to_string(),
+            )
         };
     Ok(pki_store {
+        location: named,
+        tokens,
         backing: Backing::Files(Box::new(pki_rotate::SealedStore::new(
             store,
             keys,
@@ -455,9 +477,13 @@ impl pki_store {
         }
     }
 
-    /// A driver over the documents of kind `D`.
+    /// A driver over the documents of kind `D`, with the store's tokens.
     pub(crate) fn driver<D: Document>(&self) -> Driver<KindStore<'_, D>> {
-        Driver::new(self.of::<D>())
+        let driver = Driver::new(self.of::<D>());
+        match &self.tokens {
+            Some(tokens) => driver.with_token_access(Arc::clone(tokens)),
+            None => driver,
+        }
     }
 
     /// Stores `doc` as a new document at `key` (never over one) and says so
@@ -533,15 +559,18 @@ pub unsafe extern "C" fn pki_store_new_callbacks(
     } {
         let get = callbacks.get.ok_or_else(|| Failure::null("callbacks.get"))?;
         let put = callbacks.put.ok_or_else(|| Failure::null("callbacks.put"))?;
+        let location = location.unwrap_or("callback store").to_string();
         let backend = CallbackBackend {
             get,
             put,
             release: callbacks.release,
             user_data,
-            location: location.unwrap_or("callback store").to_string(),
+            location: location.clone(),
         };
         Ok::<_, Failure>(into_handle(pki_store {
             backing: Backing::Secrets(backend),
+            location,
+            tokens: None,
         }))
     })
 }

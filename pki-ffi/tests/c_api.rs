@@ -10,6 +10,11 @@ mod support;
 // own test support, shared by path as the Go test shares it.
 #[path = "../../pki-kube/tests/support/mod.rs"]
 mod kube_support;
+// SoftHSM2's module, as pki-core's token tests find it (the C test makes
+// its own token with it).
+#[path = "../../pki-core/tests/pkcs11/softhsm.rs"]
+#[allow(dead_code)]
+mod softhsm;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -250,6 +255,28 @@ fn a_kube_store_opened_from_c_steps_a_signer_that_another_handle_reads_back() {
 }
 
 #[test]
+fn a_ca_key_in_a_pkcs11_token_rotates_through_the_c_api_and_the_token_holds_exactly_its_keys() {
+    require_tool(
+        "openssl",
+        "openssl",
+        "to check the leaf's chain with `openssl verify`",
+    );
+    require_tool(
+        "pkcs11-tool",
+        "opensc",
+        "to list the token's key objects independently of pki",
+    );
+    let module = softhsm::module();
+    let dir = scratch("c-token");
+    let exe = build("token.c", &dir);
+    let out = run(&exe, &[&dir, &module]);
+    assert!(
+        out.contains("rotated: the token holds the 2 key(s)") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
+
+#[test]
 fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
     let dir = scratch("c-keys-cred");
     let exe = build("keys_cred.c", &dir);
@@ -386,6 +413,8 @@ fn readmes_name_only_c_functions_types_and_constants_the_header_declares() {
         "PKI_CRED_ROTATION",
         "PKI_CRED_ATTEMPT",
         "PKI_STORE_KEY_FILE",
+        "PKI_PKCS11_MODULE",
+        "PKI_PKCS11_PIN_FILE",
     ];
     let declared = header_names();
     assert!(declared.contains("pki_document_step") && declared.contains("PKI_RESULT_OK"));

@@ -5,10 +5,11 @@
 //! server is started for the Go tests of the URL store and named in
 //! `PKI_TEST_ETCD_URL`; a kube-apiserver for those of the `kube://` store,
 //! named in `PKI_TEST_KUBE_URL` with its admin's kubeconfig in
-//! `KUBECONFIG`.
+//! `KUBECONFIG`; SoftHSM2's module in `PKI_TEST_PKCS11_MODULE`, for the
+//! test of a CA key in a token.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used, clippy::panic)]
 // The etcd and kube-apiserver supports each include the one `free_port`
 // (pki-etcd/tests/support/free_port.rs) by path.
 #![allow(clippy::duplicate_mod)]
@@ -17,6 +18,11 @@
 mod etcd;
 #[path = "../../pki-kube/tests/support/mod.rs"]
 mod kube_support;
+// SoftHSM2's module, named to the Go test of a token-held CA (which makes
+// its own token).
+#[path = "../../pki-core/tests/pkcs11/softhsm.rs"]
+#[allow(dead_code)]
+mod softhsm;
 mod support;
 
 use std::path::Path;
@@ -50,6 +56,7 @@ fn go(args: &[&str], dir: &Path, lib: &Path, servers: &Servers<'_>) {
         .env("PKI_TEST_ETCD_URL", servers.etcd_url)
         .env("PKI_TEST_KUBE_URL", servers.kube_url)
         .env("KUBECONFIG", servers.kubeconfig)
+        .env("PKI_TEST_PKCS11_MODULE", softhsm::module())
         // Searched before the package's default target/debug.
         .env(
             "CGO_LDFLAGS",

@@ -32,7 +32,9 @@ pub use cred::{CredCreate, CredRequest, CredStep};
 pub use keys::{KeyRingCreate, KeyRingPolicyFields, KeyRingStep};
 pub use leaf::{LeafChangeRequest, LeafKindName, LeafRequestIn};
 pub use set::{SetCreate, SetStepRequest};
-pub use signer::{SignerCreate, SignerPolicyFields, SignerRequest, SignerStep, ValidateRequest};
+pub use signer::{
+    CreateSite, SignerCreate, SignerPolicyFields, SignerRequest, SignerStep, ValidateRequest,
+};
 pub use step::{NextAction, StepEvent, StepResult};
 
 use crate::RotateError;

@@ -65,6 +65,28 @@ impl From<pki_core::Error> for Failure {
             | E::ChainVerification { .. }
             | E::UnsupportedSignature { .. }
             | E::MissingPrivateKey { .. } => PKI_RESULT_IMPORT,
+            E::Pkcs11TokenNotOpen { .. } => {
+                // The engine names the CLI's variables; through the C ABI
+                // the module comes with the store.
+                return Failure::new(
+                    PKI_RESULT_PKCS11_NOT_OPEN,
+                    format!(
+                        "{e}; through the C ABI: open the store with the `pkcs11_module` and \
+                         `pkcs11_pin_file` options"
+                    ),
+                );
+            }
+            E::Pkcs11Uri { .. } => PKI_RESULT_INVALID_ARGUMENT,
+            E::Pkcs11WrongPin { .. } => PKI_RESULT_PKCS11_WRONG_PIN,
+            E::Pkcs11TokenNotFound { .. } => PKI_RESULT_PKCS11_TOKEN_NOT_FOUND,
+            E::Pkcs11KeyNotFound { .. } => PKI_RESULT_PKCS11_KEY_NOT_FOUND,
+            E::Pkcs11KeyReplaced { .. } => PKI_RESULT_PKCS11_KEY_REPLACED,
+            E::Pkcs11TokenFull { .. } => PKI_RESULT_PKCS11_TOKEN_FULL,
+            E::Pkcs11Module { .. }
+            | E::Pkcs11KeyAmbiguous { .. }
+            | E::Pkcs11KeyExists { .. }
+            | E::Pkcs11UnsupportedMechanism { .. }
+            | E::Pkcs11 { .. } => PKI_RESULT_PKCS11,
             _ => PKI_RESULT_UNEXPECTED,
         };
         Failure::new(code, e.to_string())

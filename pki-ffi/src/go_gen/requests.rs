@@ -109,6 +109,7 @@ pub(crate) const STRUCTS: &[GoStruct] = &[
         &[
             f("CommonName", "string", "common_name", true),
             f("KeyType", "string", "key_type", true),
+            f("KeyStore", "string", "key_store", true),
             f("Policy", "*reqSignerPolicy", "policy", true),
             f("Import", "*reqCA", "import", true),
             f("State", "json.RawMessage", "state", true),

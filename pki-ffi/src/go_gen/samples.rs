@@ -49,6 +49,7 @@ fn signer_samples() -> Vec<(&'static str, Value)> {
     let create = SignerCreate {
         common_name: some("ca"),
         key_type: Some(KeyType::P256),
+        key_store: some("pkcs11:token=t"),
         policy: Some(signer_policy()),
         import: Some(CaPem {
             ca: "PEM".into(),

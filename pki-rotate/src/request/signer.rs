@@ -4,9 +4,14 @@
 
 use super::leaf::LeafChangeRequest;
 use super::{CaPem, KeyType, RequestError, seconds};
-use crate::{AckInput, ForcedRotation, ServiceAccountKeys, SignerInput, SignerPolicy, SignerState};
-use pki_core::CaImport;
+use crate::engines::token_keys;
+use crate::{
+    AckInput, ForcedRotation, RotateError, ServiceAccountKeys, SignerInput, SignerPolicy,
+    SignerState,
+};
+use pki_core::{CaImport, Pkcs11Uri, TokenAccess};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// A signer policy; every field optional, the others kept from the base
@@ -55,7 +60,8 @@ impl SignerPolicyFields {
 }
 
 /// Creates a signer: a new CA (`common_name`), an imported one (`import`),
-/// or a saved document (`state`); exactly one of the three.
+/// or a saved document (`state`); exactly one of the three. A new CA's key
+/// is made in a PKCS#11 token when `key_store` names one.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignerCreate {
@@ -65,6 +71,12 @@ pub struct SignerCreate {
     /// The type of the CAs the signer makes (`"p256"` by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_type: Option<KeyType>,
+    /// The PKCS#11 token the new CA's keys are made in, as a URI naming
+    /// the token (`pkcs11:token=ops-hsm`), with `common_name` only: the
+    /// key never leaves the token, and the document keeps its URI. The
+    /// token is reached through the access the store was opened with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_store: Option<String>,
     /// Fields replacing those of the default policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SignerPolicyFields>,
@@ -76,10 +88,23 @@ pub struct SignerCreate {
     pub state: Option<serde_json::Value>,
 }
 
+/// Where a new signer is created: what reaches the caller's PKCS#11
+/// tokens (None: no module was given), and where the store is (an
+/// absolute directory or a store URL, as the CLI names it), from which the
+/// first token key's id is derived.
+#[derive(Clone, Copy)]
+pub struct CreateSite<'a> {
+    /// The caller's tokens.
+    pub tokens: Option<&'a Arc<dyn TokenAccess>>,
+    /// The store's location.
+    pub location: &'a str,
+}
+
 impl SignerCreate {
-    /// The new document at `now`.
+    /// The new document at `now`, in the store `site` describes.
     pub fn document<R: rand_core::CryptoRng + ?Sized>(
         &self,
+        site: CreateSite<'_>,
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<SignerState, RequestError> {
@@ -92,8 +117,17 @@ impl SignerCreate {
             policy.validate()?;
             Ok(policy)
         };
+        if self.key_store.is_some() && self.common_name.is_none() {
+            return Err(RequestError::invalid(
+                "key_store",
+                "a token makes the key of a new CA only: give it with `common_name`",
+            ));
+        }
         match (&self.common_name, &self.import, &self.state) {
-            (Some(cn), None, None) => Ok(SignerState::new(cn, policy()?, now, rng)?),
+            (Some(cn), None, None) => match &self.key_store {
+                None => Ok(SignerState::new(cn, policy()?, now, rng)?),
+                Some(uri) => new_in_token(cn, uri, policy()?, site, now, rng),
+            },
             (None, Some(ca), None) => Ok(SignerState::import(&ca.parse()?, policy()?, now)?),
             (None, None, Some(state)) => {
                 if self.key_type.is_some() || self.policy.is_some() {
@@ -113,6 +147,41 @@ impl SignerCreate {
             )),
         }
     }
+}
+
+/// A new signer `cn` whose first CA key is made in the token `uri` names,
+/// through `site`'s tokens. The key's id comes from the store's location
+/// and the CA's name (as the CLI's `pki init --key-store`), so a creation
+/// that failed after the token made the key adopts that key when run
+/// again, instead of leaving it behind.
+fn new_in_token<R: rand_core::CryptoRng + ?Sized>(
+    cn: &str,
+    uri: &str,
+    policy: SignerPolicy,
+    site: CreateSite<'_>,
+    now: OffsetDateTime,
+    rng: &mut R,
+) -> Result<SignerState, RequestError> {
+    let store =
+        Pkcs11Uri::parse(uri).map_err(|e| RequestError::invalid("key_store", e.to_string()))?;
+    let Some(access) = site.tokens else {
+        // The engine's own refusal for a token key without a token, so
+        // that callers see one error for both.
+        return Err(RotateError::Core(pki_core::Error::Pkcs11TokenNotOpen {
+            uri: store.to_string(),
+        })
+        .into());
+    };
+    let id = token_keys::first_key_id(site.location, cn);
+    let label = token_keys::key_label(cn, 1);
+    Ok(SignerState::new_in_token(
+        cn,
+        policy,
+        (access, &store),
+        (&id, &label),
+        now,
+        rng,
+    )?)
 }
 
 /// A forced rotation.
@@ -376,5 +445,69 @@ impl RotateToRequest {
     /// The proposed key set as PEM.
     pub fn proposed_keys(&self) -> Option<&[u8]> {
         self.proposed_keys.as_deref().map(str::as_bytes)
+    }
+}
+
+#[cfg(test)]
+mod key_store_tests {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+    use time::macros::datetime;
+
+    const NOWHERE: CreateSite<'static> = CreateSite {
+        tokens: None,
+        location: "memory:",
+    };
+
+    fn create(json: &str) -> Result<SignerState, RequestError> {
+        let request: SignerCreate = super::super::from_json("input", json.as_bytes())?;
+        request.document(
+            NOWHERE,
+            datetime!(2026-01-01 0:00 UTC),
+            &mut ChaCha20Rng::seed_from_u64(7),
+        )
+    }
+
+    #[test]
+    fn a_key_store_without_tokens_is_the_engines_refusal_naming_the_module() {
+        let e = create(r#"{"common_name": "ca", "key_store": "pkcs11:token=hsm"}"#).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                RequestError::Rotate(RotateError::Core(
+                    pki_core::Error::Pkcs11TokenNotOpen { .. }
+                ))
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("PKI_PKCS11_MODULE"), "{e}");
+    }
+
+    #[test]
+    fn a_key_store_goes_with_a_new_ca_only_and_must_be_a_pkcs11_uri() {
+        for (json, why) in [
+            (
+                r#"{"state": {}, "key_store": "pkcs11:token=hsm"}"#,
+                "common_name",
+            ),
+            (
+                r#"{"common_name": "ca", "key_store": "https://hsm"}"#,
+                "key_store",
+            ),
+        ] {
+            let e = create(json).unwrap_err();
+            assert!(
+                matches!(&e, RequestError::Invalid { .. }) && e.to_string().contains(why),
+                "{json}: {e}"
+            );
+        }
+        // Without a key store nothing reaches a token.
+        assert!(
+            create(r#"{"common_name": "ca"}"#)
+                .unwrap()
+                .token_keys
+                .is_none()
+        );
     }
 }

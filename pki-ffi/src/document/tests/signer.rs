@@ -384,6 +384,8 @@ fn a_store_backed_rotation_to_a_supplied_ca_validates_against_the_store_and_writ
             inner: pki_rotate::MemoryStore::new(),
             raced: false.into(),
         })),
+        location: "memory:".into(),
+        tokens: None,
     }));
     let org = root("Org Root");
     assert_eq!(
