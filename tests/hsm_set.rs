@@ -220,12 +220,18 @@ fn set_steps_killed_anywhere_leave_no_orphan_after_their_rerun() {
             kills.set(kills.get() + 1);
         }
         child.wait().unwrap();
+        hsm.repair_after_kill(&saved);
+        let context = format!("{args:?} killed after {delay:?}");
+        hsm.assert_no_orphan(&context);
         // Run again unless the killed command's step landed (a start or
-        // an advance is refused once done: the set moved on).
+        // an advance is refused once done: the set moved on); then the
+        // next command (an ack here) is what finishes its upkeep.
         if step_after_kill(hsm, &saved) == before {
             hsm.ok_after_kill_with(args, &saved);
+        } else {
+            ack(hsm, "control-plane");
         }
-        hsm.assert_token_matches(&format!("{args:?} killed after {delay:?}"));
+        hsm.assert_token_matches(&context);
     };
     while kills.get() < KILLS && rotation < 40 {
         rotation += 1;

@@ -193,6 +193,8 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
             killed += 1;
         }
         child.wait().unwrap();
+        hsm.repair_after_kill(&token_file);
+        hsm.assert_no_orphan(&format!("run {run}, killed after {delay:?}"));
         let out = hsm.ok_after_kill_with(&args, &token_file);
         let context = format!("run {run}, killed after {delay:?}: rerun said {out}");
         hsm.assert_token_matches(&context);

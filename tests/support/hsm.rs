@@ -95,6 +95,22 @@ impl Hsm {
         }
     }
 
+    /// Puts SoftHSM2's token file back as it was before a kill (`saved`)
+    /// when the kill cut it short and the module no longer shows the
+    /// token (see [`Hsm::ok_after_kill_with`]).
+    pub fn repair_after_kill(&self, saved: &[u8]) {
+        let slots = self
+            .token
+            .command("softhsm2-util")
+            .arg("--show-slots")
+            .output()
+            .unwrap();
+        if !String::from_utf8_lossy(&slots.stdout).contains(super::softhsm::LABEL) {
+            std::fs::write(self.token_object(), saved).unwrap();
+            REPAIRED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// SoftHSM2's file describing the token (its label, PIN blobs and
     /// flags), which it rewrites in place at every login.
     pub fn token_object(&self) -> PathBuf {
@@ -134,16 +150,41 @@ impl Hsm {
         ids
     }
 
-    /// The ids of the key objects the document names: every URI under
-    /// `token_keys` of its state file `state` (but the store's own).
-    pub fn named_ids(&self) -> BTreeSet<String> {
+    /// Right after a kill, before any rerun: the token holds no key the
+    /// document does not name, and every named key it lacks is one the
+    /// document records as intended (not made yet: the rerun makes it) or
+    /// lists as retiring (destroyed, and not yet committed gone: the next
+    /// step forgets it).
+    pub fn assert_no_orphan(&self, context: &str) {
+        let (held, named) = (self.private_key_ids(), self.named_ids());
+        assert!(
+            held.is_subset(&named),
+            "{context}: an orphan: {held:?} vs {named:?}"
+        );
+        let state = self.state();
+        let mut unsettled = BTreeSet::new();
+        collect_ids(&state["token_keys"]["retiring"], &mut unsettled);
+        collect_ids(&state["token_keys"]["pending"], &mut unsettled);
+        let missing: BTreeSet<String> = named.difference(&held).cloned().collect();
+        assert!(
+            missing.is_subset(&unsettled),
+            "{context}: keys the document needs are gone: {missing:?}"
+        );
+    }
+
+    fn state(&self) -> serde_json::Value {
         let state = ["pki-state.json", "set/state.json", "keys/state.json"]
             .iter()
             .map(|f| self.store.join(f))
             .find(|p| p.exists())
             .expect("a state file");
-        let state: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap()
+    }
+
+    /// The ids of the key objects the document names: every URI under
+    /// `token_keys` of its state file `state` (but the store's own).
+    pub fn named_ids(&self) -> BTreeSet<String> {
+        let state = self.state();
         let mut ids = BTreeSet::new();
         let keys = &state["token_keys"];
         if let Some(fields) = keys.as_object() {
