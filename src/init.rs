@@ -1,6 +1,10 @@
 //! `pki init`: create a store with a new self-signed CA.
 
-use crate::common::{CliResult, SIGNER, StoreArg, os_rng, when};
+use crate::common::{
+    CliResult, DEFAULT_MAX_INPUT, SIGNER, StoreArg, os_rng, parse_duration, parse_size, parse_time,
+    when,
+};
+use std::path::PathBuf;
 use pki_core::{KeyAlgorithm, RotationPolicy};
 use pki_rotate::engines::token_keys;
 use pki_rotate::{Driver, SignerEngine, SignerPolicy, SignerState, Store};
@@ -123,4 +127,100 @@ pub fn run(args: &InitArgs<'_>) -> CliResult<SignerState> {
         args.dir.published(pki_rotate::signer::document::CA_BUNDLE)
     );
     Ok(state)
+}
+
+/// The arguments of `pki init`.
+#[derive(clap::Args)]
+pub struct InitCommand {
+    /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Common name of the CA.
+    #[arg(long, default_value = "service-ca")]
+    cn: String,
+    /// Key type: p256, p384, rsa2048, rsa3072 or rsa4096.
+    #[arg(long, default_value = "p256", value_parser = crate::parse_key)]
+    key: KeyAlgorithm,
+    /// CA lifetime D, like 790d.
+    #[arg(long, default_value_t = pki_core::policy::DEFAULT_LIFETIME, value_parser = parse_duration)]
+    lifetime: Duration,
+    /// Minimum trust M: rotate when less than this remains, like 395d.
+    #[arg(long, default_value_t = pki_core::policy::DEFAULT_MIN_TRUST, value_parser = parse_duration)]
+    min_trust: Duration,
+    /// Reload interval I: every consumer reloads its files within this,
+    /// like 7d. Unset, pki assumes up to M, and refuses a rotation within
+    /// M of the previous one unless --allow-trust-break.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    reload_interval: Option<Duration>,
+    /// The time to act at, like 2027-02-01T00:00:00Z, or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
+    now: OffsetDateTime,
+    /// Import an existing CA instead of generating one: a PEM file with
+    /// its certificate, and possibly its key and the chain above it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cn", "key"])]
+    import: Option<PathBuf>,
+    /// The imported CA's private key, when not in the --import file.
+    #[arg(long, value_name = "FILE", requires = "import")]
+    key_file: Option<PathBuf>,
+    /// The chain above the imported CA (its issuer first, the root last).
+    #[arg(long, value_name = "FILE", requires = "import")]
+    chain: Option<PathBuf>,
+    /// Refuse input files larger than this, like 16M or 1G.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT, value_parser = parse_size, value_name = "SIZE")]
+    max_input_size: u64,
+    /// Make the CA key, and every key a rotation makes, in this PKCS#11
+    /// token (sensitive, never extractable): a URI like
+    /// pkcs11:token=LABEL. The module is PKI_PKCS11_MODULE, the PIN is
+    /// read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri, conflicts_with = "import")]
+    key_store: Option<pki_core::Pkcs11Uri>,
+    /// The imported CA's key is this object in a PKCS#11 token, made by
+    /// the operator: pki signs with it and never destroys it. A URI like
+    /// pkcs11:token=LABEL;object=NAME (or id=...).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri, requires = "import", conflicts_with = "key_file")]
+    key_uri: Option<pki_core::Pkcs11Uri>,
+}
+
+impl InitCommand {
+    pub fn run(self) -> CliResult {
+        let InitCommand {
+            dir,
+            cn,
+            key,
+            lifetime,
+            min_trust,
+            reload_interval,
+            now,
+            import,
+            key_file,
+            chain,
+            max_input_size,
+            key_store,
+            key_uri,
+        } = self;
+
+        let args = InitArgs {
+            dir: &dir,
+            common_name: &cn,
+            key,
+            lifetime,
+            min_trust,
+            reload_interval,
+            now,
+            key_store: key_store.as_ref(),
+        };
+        match import {
+            Some(ca) => run_import(
+                &args,
+                &crate::external::CaFiles {
+                    ca,
+                    key: key_file,
+                    chain,
+                    max_input_size,
+                },
+                key_uri.as_ref(),
+            ),
+            None => run(&args).map(drop),
+        }
+    }
 }
