@@ -4,10 +4,10 @@ use crate::common::{
     CliResult, DEFAULT_MAX_INPUT, SIGNER, StoreArg, os_rng, parse_duration, parse_size, parse_time,
     when,
 };
-use std::path::PathBuf;
 use pki_core::{KeyAlgorithm, RotationPolicy};
 use pki_rotate::engines::token_keys;
 use pki_rotate::{Driver, SignerEngine, SignerPolicy, SignerState, Store};
+use std::path::PathBuf;
 use time::{Duration, OffsetDateTime};
 
 pub struct InitArgs<'a> {

@@ -122,9 +122,10 @@ mod opened {
         }
     }
 
+    /// Each call goes to the token its URI names, logged in to once.
     impl TokenAccess for Pkcs11Tokens {
         fn find_key(&self, uri: &Pkcs11Uri) -> Result<Arc<dyn SigningKey>> {
-            Ok(Arc::new(self.token(uri)?.find_key(uri)?))
+            TokenAccess::find_key(&self.token(uri)?, uri)
         }
 
         fn generate_key(
@@ -134,14 +135,11 @@ mod opened {
             id: &[u8],
             label: &str,
         ) -> Result<Arc<dyn SigningKey>> {
-            Ok(Arc::new(
-                self.token(store)?.generate_key(algorithm, id, label)?,
-            ))
+            TokenAccess::generate_key(&self.token(store)?, store, algorithm, id, label)
         }
 
         fn destroy_key(&self, uri: &Pkcs11Uri) -> Result<usize> {
-            self.token(uri)?
-                .destroy_key(uri.id.as_deref().unwrap_or_default())
+            TokenAccess::destroy_key(&self.token(uri)?, uri)
         }
     }
 

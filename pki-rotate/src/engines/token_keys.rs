@@ -130,6 +130,21 @@ impl PartialEq for Attached {
 
 impl Eq for Attached {}
 
+impl Attached {
+    pub(crate) fn set(&mut self, access: &Arc<dyn TokenAccess>) {
+        self.0 = Some(Arc::clone(access));
+    }
+
+    /// The access, or the error naming the token `store` a step needs.
+    pub(crate) fn get(&self, store: &Pkcs11Uri) -> Result<&Arc<dyn TokenAccess>> {
+        self.0.as_ref().ok_or_else(|| {
+            RotateError::from(pki_core::Error::Pkcs11TokenNotOpen {
+                uri: store.to_string(),
+            })
+        })
+    }
+}
+
 /// What changed in the token, for the engine's events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyChange {
@@ -167,16 +182,12 @@ impl TokenKeys {
 
     /// Attaches the caller's access to the token.
     pub fn attach(&mut self, access: &Arc<dyn TokenAccess>) {
-        self.access = Attached(Some(Arc::clone(access)));
+        self.access.set(access);
     }
 
     /// The attached access, or the error naming the token a step needs.
     pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
-        self.access.0.as_ref().ok_or_else(|| {
-            RotateError::from(pki_core::Error::Pkcs11TokenNotOpen {
-                uri: self.store.to_string(),
-            })
-        })
+        self.access.get(&self.store)
     }
 
     /// Every key object the document names: what the token must hold.

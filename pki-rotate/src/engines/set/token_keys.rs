@@ -8,7 +8,7 @@
 use crate::engines::token_keys::{
     Attached, KeyChange, destroy_all, find_or_make, new_key_uri, uri_text,
 };
-use crate::model::error::{Result, RotateError};
+use crate::model::error::Result;
 use pki_core::{KeyAlgorithm, Pkcs11Uri, TokenAccess, TokenKey};
 use rand_core::CryptoRng;
 use std::collections::BTreeMap;
@@ -73,16 +73,12 @@ impl SetTokenKeys {
 
     /// Attaches the caller's access to the token.
     pub fn attach(&mut self, access: &Arc<dyn TokenAccess>) {
-        self.access = Attached(Some(Arc::clone(access)));
+        self.access.set(access);
     }
 
     /// The attached access, or the error naming the token a step needs.
     pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
-        self.access.0.as_ref().ok_or_else(|| {
-            RotateError::from(pki_core::Error::Pkcs11TokenNotOpen {
-                uri: self.store.to_string(),
-            })
-        })
+        self.access.get(&self.store)
     }
 
     /// Every key object the document names: what the token must hold.

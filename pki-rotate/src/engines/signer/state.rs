@@ -153,13 +153,23 @@ impl SignerState {
             policy.rotation.lifetime,
             rng,
         )?;
-        let bundle = Bundle::from_certs([ca.cert.clone()]);
+        Ok(Self::with_new_ca(ca, policy, None, now))
+    }
+
+    /// A signer with nothing yet but its new CA `ca` (its key in this
+    /// process, or in a token `token_keys` names), published at `now`.
+    fn with_new_ca(
+        ca: CertificateAuthority,
+        policy: SignerPolicy,
+        token_keys: Option<TokenKeys>,
+        now: OffsetDateTime,
+    ) -> Self {
         let mut state = SignerState {
+            bundle: Bundle::from_certs([ca.cert.clone()]),
             policy,
             ca,
             bridge: None,
             bridge_chain: Vec::new(),
-            bundle,
             previous: None,
             forced_rotation_reason: None,
             leaves: BTreeMap::new(),
@@ -167,10 +177,10 @@ impl SignerState {
             external: None,
             published: Vec::new(),
             consumers: BTreeMap::new(),
-            token_keys: None,
+            token_keys,
         };
         state.note_published(now);
-        Ok(state)
+        state
     }
 
     /// Creates a signer whose CA key is made in the PKCS#11 token `store`
@@ -200,23 +210,7 @@ impl SignerState {
         )?;
         let cert = params.self_signed_with(&key, rng)?;
         let ca = CertificateAuthority::new(cert, key)?;
-        let mut state = SignerState {
-            bundle: Bundle::from_certs([ca.cert.clone()]),
-            policy,
-            ca,
-            bridge: None,
-            bridge_chain: Vec::new(),
-            previous: None,
-            forced_rotation_reason: None,
-            leaves: BTreeMap::new(),
-            history: Vec::new(),
-            external: None,
-            published: Vec::new(),
-            consumers: BTreeMap::new(),
-            token_keys: Some(keys),
-        };
-        state.note_published(now);
-        Ok(state)
+        Ok(Self::with_new_ca(ca, policy, Some(keys), now))
     }
 
     /// See [`crate::Document::attach_tokens`]: the CA key, when it is a
