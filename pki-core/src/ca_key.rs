@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::key::{KeyAlgorithm, PrivateKey};
 use crate::pkcs11::Pkcs11Uri;
 use crate::provider::CryptoProvider;
+use crate::signatures;
 use crate::signing::SigningKey;
 use crate::token_access::{TokenAccess, find_checked};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
@@ -281,5 +282,37 @@ impl SigningKey for FoundOnUse {
 
     fn sign(&self, message: &[u8], provider: &CryptoProvider) -> Result<Vec<u8>> {
         self.object()?.sign(message, provider)
+    }
+}
+
+/// The algorithm of the key `spki` holds (a CA certificate's public key),
+/// among those pki signs with: what a document that keeps a key in a token
+/// learns from the CA's certificate instead of storing it.
+/// [`crate::Error::UnsupportedKey`] for a key pki does not sign with.
+pub fn public_key_algorithm(spki: &SubjectPublicKeyInfoOwned) -> Result<KeyAlgorithm> {
+    use rsa::traits::PublicKeyParts;
+    let unsupported = |reason: String| Error::UnsupportedKey { reason };
+    let rsa_failure = match signatures::rsa_key(spki) {
+        Ok(key) => {
+            return match signatures::modulus_bits(&key.n_bytes()) {
+                2048 => Ok(KeyAlgorithm::Rsa2048),
+                3072 => Ok(KeyAlgorithm::Rsa3072),
+                4096 => Ok(KeyAlgorithm::Rsa4096),
+                bits => Err(unsupported(format!(
+                    "RSA key of {bits} bits (pki signs with 2048, 3072 or 4096)"
+                ))),
+            };
+        }
+        Err(failure) => failure,
+    };
+    match (signatures::ec_key(spki), rsa_failure) {
+        (Ok(signatures::EcPublicKey::P256(..)), _) => Ok(KeyAlgorithm::EcdsaP256),
+        (Ok(signatures::EcPublicKey::P384(..)), _) => Ok(KeyAlgorithm::EcdsaP384),
+        (Err(signatures::SigFailure::UnsupportedKey(reason)), _)
+        | (_, signatures::SigFailure::UnsupportedKey(reason)) => Err(unsupported(reason)),
+        _ => Err(unsupported(format!(
+            "public key of algorithm {} (pki signs with EC P-256, P-384 or RSA)",
+            spki.algorithm.oid
+        ))),
     }
 }

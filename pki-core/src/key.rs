@@ -54,13 +54,6 @@ impl KeyAlgorithm {
         }
     }
 
-    /// The algorithm of the key `spki` holds (a CA certificate's public
-    /// key), or [`crate::Error::UnsupportedKey`] for a key pki does not
-    /// sign with.
-    pub fn of_public_key(spki: &spki::SubjectPublicKeyInfoOwned) -> crate::Result<Self> {
-        crate::signatures::key_algorithm(spki)
-    }
-
     /// Whether this is an RSA algorithm (leaf key usage then includes keyEncipherment).
     pub fn is_rsa(self) -> bool {
         matches!(

@@ -76,7 +76,7 @@ mod usage;
 pub mod verify;
 
 pub use bundle::Bundle;
-pub use ca_key::{CaKey, TokenKey};
+pub use ca_key::{CaKey, TokenKey, public_key_algorithm};
 pub use cert::{BasicConstraintsInfo, Certificate, KeyUsages, ObjectIdentifier};
 pub use error::{Error, Result, VerifyError};
 pub use import::{

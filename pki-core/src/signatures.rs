@@ -16,7 +16,6 @@ mod cache;
 
 pub use cache::SignatureCache;
 
-use crate::key::KeyAlgorithm;
 use crate::provider::{Backend, CryptoProvider};
 use der::asn1::ObjectIdentifier;
 use der::{Encode, Tagged};
@@ -301,12 +300,12 @@ mod ring_backend {
 /// An ECDSA public key on a curve this verifier accepts, with its
 /// uncompressed point (what ring reads).
 #[cfg_attr(not(feature = "ring"), allow(dead_code))]
-enum EcPublicKey {
+pub(crate) enum EcPublicKey {
     P256(p256::ecdsa::VerifyingKey, Box<[u8]>),
     P384(p384::ecdsa::VerifyingKey, Box<[u8]>),
 }
 
-fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
+pub(crate) fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
     if spki.algorithm.oid != EC_PUBLIC_KEY {
         // An ECDSA signature cannot come from a key of another type.
         return Err(SigFailure::Invalid);
@@ -352,7 +351,7 @@ fn ec_key(spki: &SubjectPublicKeyInfoOwned) -> Result<EcPublicKey, SigFailure> {
     }
 }
 
-fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
+pub(crate) fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFailure> {
     use rsa::pkcs1::DecodeRsaPublicKey;
     use rsa::traits::PublicKeyParts;
     if spki.algorithm.oid != RSA_ENCRYPTION {
@@ -384,39 +383,7 @@ fn rsa_key(spki: &SubjectPublicKeyInfoOwned) -> Result<rsa::RsaPublicKey, SigFai
     Ok(key)
 }
 
-/// The algorithm of the key `spki` holds, among those pki signs with:
-/// what a document that keeps a key in a token learns from the CA's
-/// certificate instead of storing it.
-pub(crate) fn key_algorithm(spki: &SubjectPublicKeyInfoOwned) -> crate::Result<KeyAlgorithm> {
-    use rsa::traits::PublicKeyParts;
-    let unsupported = |reason: String| crate::Error::UnsupportedKey { reason };
-    let rsa_failure = match rsa_key(spki) {
-        Ok(key) => {
-            return match modulus_bits(&key.n_bytes()) {
-                2048 => Ok(KeyAlgorithm::Rsa2048),
-                3072 => Ok(KeyAlgorithm::Rsa3072),
-                4096 => Ok(KeyAlgorithm::Rsa4096),
-                bits => Err(unsupported(format!(
-                    "RSA key of {bits} bits (pki signs with 2048, 3072 or 4096)"
-                ))),
-            };
-        }
-        Err(failure) => failure,
-    };
-    match (ec_key(spki), rsa_failure) {
-        (Ok(EcPublicKey::P256(..)), _) => Ok(KeyAlgorithm::EcdsaP256),
-        (Ok(EcPublicKey::P384(..)), _) => Ok(KeyAlgorithm::EcdsaP384),
-        (Err(SigFailure::UnsupportedKey(reason)), _) | (_, SigFailure::UnsupportedKey(reason)) => {
-            Err(unsupported(reason))
-        }
-        _ => Err(unsupported(format!(
-            "public key of algorithm {} (pki signs with EC P-256, P-384 or RSA)",
-            spki.algorithm.oid
-        ))),
-    }
-}
-
-fn modulus_bits(n: &[u8]) -> usize {
+pub(crate) fn modulus_bits(n: &[u8]) -> usize {
     let mut bytes = n.iter().skip_while(|b| **b == 0);
     match bytes.next() {
         None => 0,

@@ -459,7 +459,7 @@ impl TokenAccess for Simulated {
 /// public half is the one `cert` certifies.
 pub fn current_key(uri: &Pkcs11Uri, cert: &pki_core::Certificate) -> pki_core::Result<TokenKey> {
     let spki = cert.public_key().clone();
-    let algorithm = KeyAlgorithm::of_public_key(&spki)?;
+    let algorithm = pki_core::public_key_algorithm(&spki)?;
     Ok(TokenKey::new(uri, algorithm, spki))
 }
 
