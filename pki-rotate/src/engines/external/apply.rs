@@ -64,6 +64,19 @@ struct Replacing {
     overridden: Vec<OverriddenCheck>,
 }
 
+/// A supplied CA cannot replace one whose key is in a token yet: the
+/// token's key objects would be left unnamed.
+fn refuse_token_key(state: &SignerState) -> Result<()> {
+    match &state.token_keys {
+        None => Ok(()),
+        Some(keys) => Err(pki_core::Error::Pkcs11 {
+            operation: format!("replacing the CA whose key is {}", keys.current),
+            reason: "a supplied CA cannot replace a CA whose key is in a token yet: its key objects would be left unnamed; rotate with `pki rotate --force REASON` instead".into(),
+        }
+        .into()),
+    }
+}
+
 /// Rotates to the replacement: its trust (bridged or kept beside the old
 /// anchors), the record of the rotation, the pre-flight and the breaks
 /// beyond it (allowed only when the operator forced the replacement), then
@@ -81,13 +94,7 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         force,
         overridden,
     } = replacing;
-    if let Some(keys) = &state.token_keys {
-        return Err(pki_core::Error::Pkcs11 {
-            operation: format!("replacing the CA whose key is {}", keys.current),
-            reason: "a supplied CA cannot replace a CA whose key is in a token yet: its key objects would be left unnamed; rotate with `pki rotate --force REASON` instead".into(),
-        }
-        .into());
-    }
+    refuse_token_key(state)?;
     let old = &state.ca;
     let mut next = state.clone();
     let old_probe = if old.cert.is_valid_at(now) {
