@@ -5,7 +5,6 @@ use crate::common::{
     when,
 };
 use pki_core::{KeyAlgorithm, RotationPolicy};
-use pki_rotate::engines::token_keys;
 use pki_rotate::{Driver, SignerEngine, SignerPolicy, SignerState, Store};
 use std::path::PathBuf;
 use time::{Duration, OffsetDateTime};
@@ -61,13 +60,10 @@ fn new_in_token(
 ) -> CliResult<SignerState> {
     let access = crate::token::for_uri(uri)?;
     let location = crate::token::store_location(args.dir)?;
-    let id = token_keys::first_key_id(&location, args.common_name);
-    let label = token_keys::key_label(args.common_name, 1);
     Ok(SignerState::new_in_token(
         args.common_name,
         policy,
-        (&access, uri),
-        (&id, &label),
+        (&access, uri, &location),
         args.now,
         &mut os_rng(),
     )?)

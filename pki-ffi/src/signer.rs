@@ -98,27 +98,17 @@ fn signer_step<E: serde::Serialize + std::fmt::Display>(
     StepResult::of_step(step, StepEvent::of, |d| signer_status(d, now))
 }
 
-/// Where a signer's first token key's id derives from: the store's
-/// location, as the CLI's (`pki init --key-store`) for the CLI's store key,
-/// and the location with the document's key for any other, so that two
-/// signers of one store with the same CA name never derive the same key
-/// object (the second would adopt the first's key, and retiring it would
-/// destroy the other's).
-fn token_key_location(location: &str, key: &str) -> String {
-    if key == pki_rotate::signer::STORE_KEY {
-        location.to_string()
-    } else {
-        format!("{location}\nstore key {key}")
-    }
-}
-
 pub(crate) fn create(
     store: &pki_store,
     key: &str,
     input: &SignerCreate,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let location = token_key_location(&store.location, key);
+    let location = pki_rotate::engines::token_keys::document_location(
+        &store.location,
+        key,
+        pki_rotate::signer::STORE_KEY,
+    );
     let documents = store.of::<SignerState>();
     if input.key_store.is_some() && documents.get(key)?.is_some() {
         // Refused before the token makes a key that no document would

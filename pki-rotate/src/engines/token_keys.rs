@@ -44,6 +44,18 @@ pub fn first_key_id(location: &str, name: &str) -> [u8; KEY_ID_LEN] {
     id
 }
 
+/// Where the document at store key `key` of the store at `location` is,
+/// for [`first_key_id`]: the store's location alone for the store's usual
+/// document (`usual`, as the CLI keeps it), else with the key, so that two
+/// documents of one store with the same CA name never derive one id.
+pub fn document_location(location: &str, key: &str, usual: &str) -> String {
+    if key == usual {
+        location.to_string()
+    } else {
+        format!("{location}\nstore key {key}")
+    }
+}
+
 /// The label of a document's CA key of generation `generation` (1 for
 /// the first) for the CA named `name`: what `pkcs11-tool` lists.
 pub fn key_label(name: &str, generation: usize) -> String {

@@ -4,7 +4,6 @@
 
 use super::leaf::LeafChangeRequest;
 use super::{CaPem, KeyType, RequestError, seconds};
-use crate::engines::token_keys;
 use crate::{
     AckInput, ForcedRotation, RotateError, ServiceAccountKeys, SignerInput, SignerPolicy,
     SignerState,
@@ -172,13 +171,10 @@ fn new_in_token<R: rand_core::CryptoRng + ?Sized>(
         })
         .into());
     };
-    let id = token_keys::first_key_id(site.location, cn);
-    let label = token_keys::key_label(cn, 1);
     Ok(SignerState::new_in_token(
         cn,
         policy,
-        (access, &store),
-        (&id, &label),
+        (access, &store, site.location),
         now,
         rng,
     )?)

@@ -184,21 +184,22 @@ impl SignerState {
     }
 
     /// Creates a signer whose CA key is made in the PKCS#11 token `store`
-    /// names, through `access`, as the object `id` labelled `label`; a
-    /// token that already holds an object with that id (made by a run of
-    /// the same creation that crashed before its store write) has it
-    /// adopted instead of a second key made beside it.
+    /// names, through `access`. The key's id comes from `location` (where
+    /// the document is: [`first_key_id`](crate::engines::token_keys::first_key_id))
+    /// and the CA's name: a token that already holds an object with that
+    /// id (made by a run of the same creation that crashed before its
+    /// store write) has it adopted instead of a second key made beside it.
     pub fn new_in_token<R: CryptoRng + ?Sized>(
         common_name: &str,
         policy: SignerPolicy,
-        token: (&Arc<dyn TokenAccess>, &Pkcs11Uri),
-        (id, label): (&[u8], &str),
+        (access, store, location): (&Arc<dyn TokenAccess>, &Pkcs11Uri, &str),
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<Self> {
-        let (access, store) = token;
         policy.validate()?;
-        let current = store.private_key(id, label);
+        let id = crate::engines::token_keys::first_key_id(location, common_name);
+        let label = crate::engines::token_keys::key_label(common_name, 1);
+        let current = store.private_key(&id, &label);
         let mut keys = TokenKeys::new(store, &current);
         keys.attach(access);
         let key = pki_core::CaKey::from(keys.find_or_make(&current, policy.key_algorithm)?);
