@@ -21,12 +21,7 @@ pub fn from_env() -> CliResult<Option<Arc<dyn TokenAccess>>> {
     let Some(module) = std::env::var_os(MODULE_ENV) else {
         return Ok(None);
     };
-    let pin = match std::env::var_os(PIN_FILE_ENV) {
-        Some(file) => Some(read_pin(Path::new(&file), PIN_FILE_ENV)?),
-        None => None,
-    };
-    let module = Pkcs11Module::open(Path::new(&module))?;
-    Ok(Some(Arc::new(Pkcs11Tokens::new(module, pin))))
+    open(Path::new(&module), None).map(Some)
 }
 
 /// The tokens for `uri`, given on the command line (`--key-store`): its
@@ -41,12 +36,23 @@ pub fn for_uri(uri: &Pkcs11Uri) -> CliResult<Arc<dyn TokenAccess>> {
             )));
         }
     };
-    let pin = match (uri.pin_file(), std::env::var_os(PIN_FILE_ENV)) {
-        (Some(file), _) => Some(read_pin(Path::new(file), "the URI's pin-source")?),
+    let pin = uri
+        .pin_file()
+        .map(|file| read_pin(Path::new(file), "the URI's pin-source"))
+        .transpose()?;
+    open(Path::new(&module), pin)
+}
+
+/// The tokens of `module`, logged in to with `pin`, else with the PIN in
+/// the file `PKI_PKCS11_PIN_FILE` names (else none: a login then says
+/// where a PIN comes from).
+fn open(module: &Path, pin: Option<Pkcs11Pin>) -> CliResult<Arc<dyn TokenAccess>> {
+    let pin = match (pin, std::env::var_os(PIN_FILE_ENV)) {
+        (Some(pin), _) => Some(pin),
         (None, Some(file)) => Some(read_pin(Path::new(&file), PIN_FILE_ENV)?),
         (None, None) => None,
     };
-    let module = Pkcs11Module::open(Path::new(&module))?;
+    let module = Pkcs11Module::open(module)?;
     Ok(Arc::new(Pkcs11Tokens::new(module, pin)))
 }
 
