@@ -83,6 +83,10 @@ fn by_parts(files: &pki_rotate::Files, whole: Option<&SignerState>) {
                 .and_then(|p| p.split('/').next())
                 .or_else(|| p.strip_prefix("leaf-requests/")?.strip_suffix(".json"))
         })
+        // The driver asks only for names a leaf can have (its input is
+        // checked first); a path such as `leaf-requests/a/b.json` is no
+        // leaf's, and the whole read ignores it too.
+        .filter(|name| pki_rotate::validate_leaf_name(name).is_ok())
         .map(str::to_string)
         .collect();
     names.insert("absent".to_string());
