@@ -114,8 +114,8 @@ type Transport = InterceptedService<Channel, AddToken>;
 
 /// A connection to an etcd cluster, shared by every clone: a channel per
 /// endpoint; a request goes to the endpoint that answered last, and on to
-/// the next ones while the connection to one cannot be made (see
-/// [`route`]).
+/// the next ones while the connection to one cannot be made (see the
+/// private `route` function).
 #[derive(Clone)]
 pub struct Client {
     route: Arc<Route<Transport>>,

@@ -115,7 +115,7 @@ impl<S: Store> Driver<S> {
 
     /// Gives every document this driver reads the caller's access to the
     /// PKCS#11 tokens that hold its CA keys
-    /// ([`Document::attach_tokens`](crate::Document::attach_tokens)).
+    /// ([`Document::attach_tokens`]).
     /// Without it, a step that must sign with, make or destroy a key in a
     /// token fails before anything is written, naming the token.
     pub fn with_token_access(mut self, access: Arc<dyn TokenAccess>) -> Self {
@@ -219,7 +219,7 @@ impl<S: Store> Driver<S> {
     ///
     /// What the idle step skips is checked by the next full read: the
     /// document's files against their digests and its consistency
-    /// ([`Document::problems`](crate::Document::problems)).
+    /// ([`Document::problems`]).
     ///
     /// An input that changes a few members of the document and nothing else
     /// ([`Engine::members`]: the signer's leaf requests, renewals and
@@ -287,7 +287,7 @@ impl<S: AsyncStore> AsyncDriver<S> {
 
     /// Gives every document this driver reads the caller's access to the
     /// PKCS#11 tokens that hold its CA keys
-    /// ([`Document::attach_tokens`](crate::Document::attach_tokens)).
+    /// ([`Document::attach_tokens`]).
     /// Without it, a step that must sign with, make or destroy a key in a
     /// token fails before anything is written, naming the token.
     pub fn with_token_access(mut self, access: Arc<dyn TokenAccess>) -> Self {

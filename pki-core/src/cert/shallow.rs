@@ -342,12 +342,12 @@ fn has_multi_attribute_rdn(name: &x509_cert::name::Name) -> bool {
     name.as_ref().iter().any(|rdn| rdn.as_ref().len() > 1)
 }
 
-/// Reads `der` both ways and says where they disagree: what [`decode`]
+/// Reads `der` both ways and says where they disagree: what `decode`
 /// accepts, x509-cert must accept, with the same layout, validity and
 /// extensions. The other way round is a matter of speed, not of
 /// correctness, and is checked for the forms pki and common issuers
 /// write: x509-cert accepts a v3 certificate with names of one attribute
-/// per RDN and no unique identifiers, and [`decode`] refuses it, only for
+/// per RDN and no unique identifiers, and `decode` refuses it, only for
 /// one of the rarer encodings listed in the module's docs. For the fuzz
 /// targets and the tests (through `pki_core::fuzzing`).
 pub fn check_against_x509_cert(der: &[u8]) -> Result<(), String> {
@@ -381,7 +381,7 @@ pub fn check_against_x509_cert(der: &[u8]) -> Result<(), String> {
     }
 }
 
-/// Whether [`decode`] reads `der` itself (for the tests: the usual
+/// Whether `decode` reads `der` itself (for the tests: the usual
 /// certificates must not need x509-cert).
 pub fn reads_without_x509_cert(der: &[u8]) -> bool {
     decode(der).is_some()
