@@ -19,3 +19,8 @@ pub mod tls;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The book's Rust chapter, its examples compiled and run as doctests.
+#[doc = include_str!("../docs/book/src/library.md")]
+#[cfg(doctest)]
+pub struct BookLibraryDoctests;

@@ -252,7 +252,7 @@ fn compact(url: &str, store: &pki_etcd::EtcdStore, new_id: &str) -> CliResult {
         ))
     })?;
     crate::outln!(
-        "{url}: etcd's history compacted up to revision {revision}: earlier revisions, of every key in the cluster, can no longer be read (see the README on etcd's backups)"
+        "{url}: etcd's history compacted up to revision {revision}: earlier revisions, of every key in the cluster, can no longer be read (see the book's chapter on sealing, about etcd's backups)"
     );
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! What a newcomer reads: the README's synopsis against the command
+//! What a newcomer reads: the book's synopsis against the command
 //! line, usage hints (a mistyped flag, the init a store is missing), and
 //! what `pki demo` prints being true.
 
@@ -8,12 +8,15 @@ mod support;
 
 use support::cli::{exited_with, pki, refused, stdout};
 
-/// The README's CLI synopsis: the lines of the first `text` block under
-/// `## CLI` that start with `pki `.
+/// The book's CLI synopsis: the lines of the first `text` block of its
+/// command-line chapter that start with `pki `.
 fn readme_synopsis_lines() -> Vec<String> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = &readme[readme.find("\n## CLI\n").expect("a ## CLI section")..];
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/book/src/cli.md"))
+            .unwrap();
+    let section = &readme[readme
+        .find("# The command line\n")
+        .expect("the chapter's title")..];
     let block = &section[section.find("```text\n").unwrap() + 8..];
     let block = &block[..block.find("```").unwrap()];
     block
@@ -61,7 +64,7 @@ fn every_command_appears_in_the_readme_synopsis() {
     let missing: Vec<_> = commands.iter().filter(|c| !typed(c)).collect();
     assert!(
         missing.is_empty(),
-        "not in the README synopsis: {missing:?}"
+        "not in the synopsis of docs/book/src/cli.md: {missing:?}"
     );
 }
 
@@ -172,10 +175,14 @@ fn the_demo_says_why_each_certificate_is_issued_truthfully() {
     assert!(!refresh.contains("expired"), "{refresh}");
 }
 
-/// A `sh` block of the README, the first after `marker`.
-fn readme_sh_block(marker: &str) -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+/// A `sh` block of the book's chapter `chapter`, the first after `marker`.
+fn book_sh_block(chapter: &str, marker: &str) -> String {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/book/src")
+            .join(chapter),
+    )
+    .unwrap();
     let block = &readme[readme.find(marker).expect("the marker")..];
     let start = block.find("```sh\n").expect("its sh block") + "```sh\n".len();
     block[start..start + block[start..].find("```").unwrap()].to_string()
@@ -212,7 +219,7 @@ fn run_from_repository_root(script: &str) -> String {
 /// the first one minted revoked.
 #[test]
 fn readme_credential_walkthrough_runs_as_written() {
-    let script = readme_sh_block("Walkthrough with the sample hooks");
+    let script = book_sh_block("credentials.md", "Walkthrough with the sample hooks");
     assert!(script.contains("examples/cred/mint.sh SERVICE"), "{script}");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");

@@ -350,13 +350,15 @@ fn demo_set_piped_into_head_ends_quietly() {
     assert_eq!(String::from_utf8_lossy(&o.stderr), "");
 }
 
-/// The README's walkthrough, run literally by `sh -e` with `DIR` a new
+/// The book's walkthrough (docs/book/src/ca-set.md), run literally by `sh -e` with `DIR` a new
 /// store and this build's `pki` first on the PATH: every line succeeds,
 /// and it ends idle after one completed and one reverted rotation.
 #[test]
 fn readme_walkthrough_runs_as_written() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/book/src/ca-set.md"),
+    )
+    .unwrap();
     let from = readme
         .find("Walkthrough on a directory store")
         .expect("the walkthrough");

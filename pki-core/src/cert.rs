@@ -313,7 +313,7 @@ impl Certificate {
     /// of 1950 to 1969 the tree's notBefore is 1970-01-01T00:00:00Z (a later
     /// time, so never a looser check). [`Certificate::not_before`] is the
     /// real time; [`Certificate::der`] and [`Certificate::tbs_der`] are the
-    /// bytes as signed. See `docs/pre-1970-utctime.md`.
+    /// bytes as signed. See `docs/book/src/pre-1970-utctime.md`.
     pub fn x509(&self) -> &x509_cert::Certificate {
         let more = self.0.memo.more();
         more.tree.get_or_init(|| {

@@ -70,7 +70,7 @@
 //! chaining a certificate's issuer to a subject and for directoryName
 //! constraints.
 //!
-//! `docs/conformance.md` in the repository scores these rules on the
+//! `docs/book/src/conformance.md` in the repository scores these rules on the
 //! x509-limbo suite. Time is an argument, never read from a clock.
 //!
 //! ```

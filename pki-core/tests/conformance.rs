@@ -6,7 +6,7 @@
 //! or IP) and purpose serverAuth. The test prints every disagreement with
 //! its reason and the score, and fails when fewer than [`MIN_AGREEMENT`]
 //! cases agree or when any core-tier case expected to FAIL is accepted.
-//! `docs/conformance.md` explains the remaining disagreements.
+//! `docs/book/src/conformance.md` explains the remaining disagreements.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

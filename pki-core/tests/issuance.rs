@@ -457,7 +457,7 @@ fn with_not_before(cert: &Certificate, utc: &[u8; 13], ca: &CertificateAuthority
 fn a_utc_time_not_before_of_1950_is_read_and_its_chain_verifies() {
     // NIST PKITS 4.2.3 (Valid pre2000 UTC notBefore Date): RFC 5280 reads
     // UTCTime "500101120000Z" as 1950-01-01T12:00:00Z. der 0.8 holds no
-    // time before 1970 (docs/pre-1970-utctime.md), so pki-core reads it
+    // time before 1970 (docs/book/src/pre-1970-utctime.md), so pki-core reads it
     // itself; the signature covers the bytes as they are.
     use pki_core::verify::{Purpose, VerifyError, VerifyOptions, verify_chain};
     let ca = root(1);

@@ -287,12 +287,14 @@ fn key_rings_and_credentials_in_stores_rotate_and_refuse_bad_input() {
     );
 }
 
-/// Compiles the C program of section `heading` of the README at `readme`
-/// (relative to the workspace root), its first ```c block, and runs it
+/// Compiles the C program of section `heading` of the README or book
+/// chapter at `readme` (relative to the workspace root), its first ```c block, and runs it
 /// on a new directory store; returns its output and the store.
 fn run_readme_c_example(readme: &str, heading: &str, name: &str) -> (String, PathBuf) {
-    let text = std::fs::read_to_string(workspace_root().join(readme))
-        .unwrap_or_else(|e| panic!("read {readme}: {e}"));
+    // A leading newline: a chapter's title is its first line.
+    let text = "\n".to_string()
+        + &std::fs::read_to_string(workspace_root().join(readme))
+            .unwrap_or_else(|e| panic!("read {readme}: {e}"));
     let section = text
         .find(&format!("\n{heading}\n"))
         .unwrap_or_else(|| panic!("{readme} has no section `{heading}`"));
@@ -323,8 +325,12 @@ fn readme_c_example_compiles_and_runs() {
 }
 
 #[test]
-fn root_readme_c_example_compiles_and_runs() {
-    let (out, store) = run_readme_c_example("README.md", "## From C and Go", "c-root-readme");
+fn the_books_c_example_compiles_and_runs() {
+    let (out, store) = run_readme_c_example(
+        "docs/book/src/c-and-go.md",
+        "# From C and Go",
+        "c-book-chapter",
+    );
     for expected in [
         "rotated: rotated CA",
         "leaf-reissued: ",
@@ -419,7 +425,11 @@ fn readmes_name_only_c_functions_types_and_constants_the_header_declares() {
     let declared = header_names();
     assert!(declared.contains("pki_document_step") && declared.contains("PKI_RESULT_OK"));
     let mut stale = Vec::new();
-    for readme in ["README.md", "pki-ffi/README.md"] {
+    for readme in [
+        "README.md",
+        "pki-ffi/README.md",
+        "docs/book/src/c-and-go.md",
+    ] {
         let text = std::fs::read_to_string(workspace_root().join(readme))
             .unwrap_or_else(|e| panic!("read {readme}: {e}"));
         for (line, name) in c_names(&text) {

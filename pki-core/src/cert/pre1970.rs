@@ -8,7 +8,7 @@
 //! keeps its original DER: the signature is checked over the original
 //! TBSCertificate bytes, and [`super::Certificate::not_before`] is the real
 //! time read here. Only the decoded tree ([`super::Certificate::x509`])
-//! carries the later, stand-in time. See `docs/pre-1970-utctime.md`.
+//! carries the later, stand-in time. See `docs/book/src/pre-1970-utctime.md`.
 //!
 //! A notAfter before 1970 stays refused: such a certificate expired more
 //! than half a century ago.

@@ -6,7 +6,7 @@
 //! A sealed value is XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`)
 //! under a 256-bit store key, with a random 192-bit nonce drawn from the
 //! caller's RNG (random nonces of that size do not collide in practice).
-//! Its layout, documented in `docs/sealing.md`:
+//! Its layout, documented in `docs/book/src/sealing.md`:
 //!
 //! ```text
 //! "PKISEAL" | version 1 | algorithm 1 | key id (8 bytes) | nonce (24 bytes) | ciphertext and tag
