@@ -38,6 +38,49 @@
 //! The header `include/pki.h` is generated from this crate by cbindgen
 //! (`regen-header.sh`); the README shows C and Go examples.
 //!
+//! The calls a C program makes, here from Rust: open a directory store,
+//! create a signer, read what the create did.
+//!
+//! ```
+//! use pki_ffi::{
+//!     pki_buffer_data, pki_buffer_free, pki_document_create, pki_kind, pki_result,
+//!     pki_store_free, pki_store_open,
+//! };
+//! use std::ptr;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let location = dir.path().join("store");
+//! let location = location.to_str().ok_or("a UTF-8 path")?;
+//! let request = r#"{"common_name": "service-ca", "key_type": "p256"}"#;
+//! let now = 1_767_225_600; // 2026-01-01T00:00:00Z: the library never reads the clock
+//! let (mut store, mut result) = (ptr::null_mut(), ptr::null_mut());
+//! // SAFETY: every pointer is valid for its length, the outputs are
+//! // writable, and each handle is freed once below.
+//! unsafe {
+//!     let opened = pki_store_open(location.as_ptr().cast(), location.len(), ptr::null(), 0, &mut store);
+//!     assert_eq!(opened, pki_result::PKI_RESULT_OK);
+//!     let created = pki_document_create(
+//!         store,
+//!         pki_kind::PKI_KIND_SIGNER as u32,
+//!         "signer".as_ptr().cast(),
+//!         "signer".len(),
+//!         request.as_ptr().cast(),
+//!         request.len(),
+//!         now,
+//!         &mut result,
+//!     );
+//!     assert_eq!(created, pki_result::PKI_RESULT_OK);
+//!     let bytes = pki_buffer_data(result);
+//!     let json: serde_json::Value =
+//!         serde_json::from_slice(std::slice::from_raw_parts(bytes.data, bytes.len))?;
+//!     assert_eq!(json["changed"], true);
+//!     pki_buffer_free(result);
+//!     pki_store_free(store);
+//! }
+//! assert!(dir.path().join("store/ca-bundle.crt").is_file());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Handles are immutable unless a function says it changes one
 //! (`pki_secret_set`): immutable handles may be shared between threads. A
 //! `pki_store` is shared on purpose: steps from several threads race
