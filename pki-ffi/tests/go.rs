@@ -7,8 +7,8 @@
 //! named in `PKI_TEST_KUBE_URL` with its admin's kubeconfig in
 //! `KUBECONFIG` (and, for the Go tests' own REST calls around the
 //! controller, its address, CA and admin token in `PKI_TEST_KUBE_SERVER`,
-//! `PKI_TEST_KUBE_CA` and `PKI_TEST_KUBE_TOKEN`); SoftHSM2's module in `PKI_TEST_PKCS11_MODULE`, for the
-//! test of a CA key in a token.
+//! `PKI_TEST_KUBE_CA` and `PKI_TEST_KUBE_TOKEN`); SoftHSM2's module in
+//! `PKI_TEST_PKCS11_MODULE`, for the test of a CA key in a token.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
 #![allow(clippy::expect_used, clippy::panic)]
