@@ -2,10 +2,14 @@ package pki_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"os/signal"
 	"sort"
+	"syscall"
 	"time"
 
 	pki "pki.invalid/go"
@@ -152,4 +156,20 @@ func ExampleCredential_Advance() {
 	// true 1 1
 	// true minted
 	// true 1h0m0s
+}
+
+// A Go controller runs the service-CA controller loop until SIGTERM (what
+// Kubernetes sends a Pod): RunController returns nil once the context is
+// cancelled, after giving up the leader Lease. (Not run: it needs a
+// cluster and a store made by `pki init kube://pki-system/service-ca`.)
+func ExampleRunController() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := pki.RunController(ctx, "kube://pki-system/service-ca", pki.ControllerOptions{
+		Identity: os.Getenv("POD_NAME"),
+		Notice:   func(message string) { log.Print("pki: ", message) },
+	})
+	if err != nil {
+		log.Fatal(err) // pki.ErrNotInitialized: no signer in the store yet
+	}
 }

@@ -783,6 +783,16 @@ typedef struct pki_buffer pki_buffer;
 typedef struct pki_bundle pki_bundle;
 
 /**
+ * Stops `pki_controller_run` from another thread: a latch, requested once
+ * for good (`pki_controller_stop_request`). One stop may be given to
+ * several runs, which it stops together.
+ *
+ * Safe to use from several threads at once. Free it with
+ * `pki_controller_stop_free` once no run given it is still running.
+ */
+typedef struct pki_controller_stop pki_controller_stop;
+
+/**
  * Named blobs, like a Kubernetes Secret's `data`: keys are Secret data keys,
  * values arbitrary bytes. Entries are kept sorted by key. Values may hold
  * private keys and are zeroed when the secret is freed.
@@ -839,6 +849,20 @@ typedef struct pki_bytes {
    */
   size_t len;
 } pki_bytes;
+
+/**
+ * Receives the controller's notices: what it did (a rotation, a Secret
+ * written, the Lease taken), what it refused and why, a pass that failed
+ * (it keeps going and tries again).
+ *
+ * `message` is `message_len` bytes of UTF-8, also NUL-terminated, borrowed
+ * for the call. Called on one of the library's threads, never two at
+ * once, and never after `pki_controller_run` returned. It must return
+ * promptly (the loop waits for it) and must not unwind (no C++
+ * exception, no `longjmp`, no Go panic). It may call
+ * `pki_controller_stop_request`.
+ */
+typedef void (*pki_controller_notice)(void *user_data, const char *message, size_t message_len);
 
 /**
  * The answer of `pki_signer_check_lineage`.
@@ -1047,6 +1071,141 @@ pki_result pki_bundle_prune_expired(const struct pki_bundle *bundle,
  * `bundle` must be NULL or a live `pki_bundle` not freed before.
  */
 void pki_bundle_free(struct pki_bundle *bundle);
+
+/**
+ * Makes a stop for `pki_controller_run`, not requested yet.
+ *
+ * On success the caller owns `*out_stop` and frees it with
+ * `pki_controller_stop_free`.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `out_stop` must be NULL or valid for one write.
+ */
+pki_result pki_controller_stop_new(struct pki_controller_stop **out_stop);
+
+/**
+ * Requests the stop: every `pki_controller_run` given `stop` finishes the
+ * request it is making, gives up the leader Lease and returns
+ * `PKI_RESULT_OK`; a run started later returns at once. Requesting again
+ * does nothing. Returns without waiting for the runs: the caller waits
+ * for `pki_controller_run` to return (joins its thread).
+ *
+ * May be called from any thread, and from a notice callback.
+ *
+ * Returns `PKI_RESULT_OK`, `PKI_RESULT_NULL_PARAMETER` or
+ * `PKI_RESULT_PANIC`.
+ *
+ * # Safety
+ *
+ * `stop` must be NULL or a live `pki_controller_stop`.
+ */
+pki_result pki_controller_stop_request(const struct pki_controller_stop *stop);
+
+/**
+ * Frees a stop. NULL is accepted (nothing happens).
+ *
+ * No `pki_controller_run` given `stop` may still be running, nor any other
+ * call on it; it must not be used afterwards.
+ *
+ * # Safety
+ *
+ * `stop` must be NULL or a live `pki_controller_stop` not freed before.
+ */
+void pki_controller_stop_free(struct pki_controller_stop *stop);
+
+/**
+ * Runs the service-CA controller on the `kube://[CONTEXT@]NAMESPACE/NAME`
+ * store `location` names (`location_len` bytes of UTF-8, no NUL needed),
+ * blocking the calling thread until `stop` is requested from another one
+ * (`pki_controller_stop_request`); then it finishes the request under
+ * way, gives up the leader Lease so that another replica takes over at
+ * once, and returns `PKI_RESULT_OK`. It is the loop of `pki controller`
+ * (pki-kube's `pki_kube::controller`), which a Rust program embeds on its
+ * own runtime: this call makes a tokio runtime of its own (two threads),
+ * shut down before it returns.
+ *
+ * The store must hold a signer at the key `signer` (made by `pki init`, or
+ * `pki_document_create` with `PKI_KIND_SIGNER`). The loop steps it,
+ * rotating when due; each Service annotated `PREFIX
+ * serving-cert-secret-name: SECRET` gets a `kubernetes.io/tls` Secret
+ * SECRET in its namespace (`tls.crt` the serving chain for `SVC.NS.svc`
+ * and `SVC.NS.svc.cluster.local`, `tls.key`, `ca.crt`), re-issued on
+ * rotation, expiry or a change of the Service; a Secret of that name pki
+ * did not create is never touched. Each ConfigMap annotated `PREFIX
+ * inject-cabundle: "true"` gets the store's whole bundle (current,
+ * previous and bridge while trusted) under `ca-bundle.crt` and
+ * `service-ca.crt`, and so does every `caBundle` of a webhook
+ * configuration, an APIService or a CRD's conversion webhook annotated
+ * so. Between passes it sleeps until the engine's next wake, a change to
+ * a watched object, or the resync period. Of several replicas, the one
+ * holding the Lease `NAME.controller` in the store's namespace acts; every
+ * write to the document is a compare-and-swap all the same.
+ *
+ * `options` is JSON (`options_len` bytes; NULL or `{}`: the defaults):
+ *
+ * ```json
+ * {"annotation_prefix": "pki.invalid/", "resync_seconds": 600,
+ *  "leader_election": true, "lease_duration_seconds": 15,
+ *  "identity": "my-pod", "now": 1767225600,
+ *  "store_key_file": "/etc/pki/store.key",
+ *  "kubeconfig_file": "/etc/pki/kubeconfig",
+ *  "connect_timeout_seconds": 5, "request_timeout_seconds": 5}
+ * ```
+ *
+ * - `annotation_prefix`: the prefix of the annotations read and written,
+ *   a DNS subdomain and `/` (`pki.invalid/`, like the Go module's path);
+ * - `resync_seconds`: the longest pause between passes, changes or not
+ *   (600, as client-go's informers);
+ * - `leader_election`: whether replicas elect a leader (true); off, every
+ *   replica acts (still safe: the document is written by compare-and-swap);
+ * - `lease_duration_seconds`: how long a hold on the Lease lasts without
+ *   renewal, the longest a dead leader keeps the others waiting (15);
+ * - `identity`: this replica's name in the Lease and on its Events (1 to
+ *   128 bytes; by default `HOSTNAME`, a Pod's name, and a random suffix);
+ * - `now`: a frozen clock, in Unix seconds, for tests only (by default the
+ *   system clock);
+ * - `store_key_file` or `store_key`, `kubeconfig_file`, the timeouts: as
+ *   for `pki_store_open` with a `kube://` location.
+ *
+ * `notice` (NULL: none) receives the controller's notices with
+ * `user_data`, as `pki_controller_notice` says; the library never
+ * dereferences `user_data`.
+ *
+ * A pass that fails once running (the API server restarting, a request
+ * refused) is a notice and is tried again; the call fails only before
+ * the loop starts.
+ *
+ * Returns `PKI_RESULT_OK` (stopped), `PKI_RESULT_NULL_PARAMETER`
+ * (`location` or `stop` NULL), `PKI_RESULT_INVALID_ARGUMENT` (a location
+ * that is not a valid `kube://` URL, malformed options, a bad annotation
+ * prefix or identity, a zero duration), `PKI_RESULT_TIME` (`now` out of
+ * range), `PKI_RESULT_STORE` (the API server cannot be reached or refuses
+ * the account, a store key that is not one), `PKI_RESULT_NOT_INITIALIZED`
+ * (no signer in the store), another code of the stored signer's load
+ * (`PKI_RESULT_CORRUPT_STATE`…), `PKI_RESULT_UNEXPECTED` (no runtime
+ * could be started) or `PKI_RESULT_PANIC`. The options are checked
+ * before the stop: misuse is reported even when the stop was requested
+ * already.
+ *
+ * # Safety
+ *
+ * `location` must be NULL or valid for `location_len` bytes and `options`
+ * NULL or valid for `options_len` bytes, during the call; `stop` NULL or
+ * a live `pki_controller_stop`, not freed before this returns; `notice`
+ * NULL or a function following the contract of `pki_controller_notice`
+ * with `user_data`.
+ */
+pki_result pki_controller_run(const char *location,
+                              size_t location_len,
+                              const char *options,
+                              size_t options_len,
+                              const struct pki_controller_stop *stop,
+                              pki_controller_notice notice,
+                              void *user_data);
 
 /**
  * Creates a document of `kind` at `key` in `store` from `request` at

@@ -14,6 +14,9 @@
 //!   credential advance the embedder's next action. A leaf reconciled
 //!   outside the signer (`pki_leaf_reconcile`) and a consumer's snapshot
 //!   (`pki_snapshot_load`) are JSON documents too;
+//! - **one long-running call**: `pki_controller_run` runs the service-CA
+//!   controller on a `kube://` store until a `pki_controller_stop` is
+//!   requested from another thread;
 //! - **one input style**: every request is one JSON value (pointer and
 //!   length), read into the engine's input with unknown fields refused:
 //!   creates, steps, leaf requests, a replacement CA to validate. Data
@@ -93,6 +96,7 @@
 mod abi;
 mod buffer;
 mod bundle;
+mod controller;
 mod cred;
 mod document;
 mod error;
@@ -113,6 +117,10 @@ pub use buffer::{pki_buffer, pki_buffer_data, pki_buffer_free, pki_bytes};
 pub use bundle::{
     pki_bundle, pki_bundle_export, pki_bundle_free, pki_bundle_from_pem, pki_bundle_len,
     pki_bundle_merge, pki_bundle_output, pki_bundle_prune_expired,
+};
+pub use controller::{
+    pki_controller_notice, pki_controller_run, pki_controller_stop, pki_controller_stop_free,
+    pki_controller_stop_new, pki_controller_stop_request,
 };
 pub use cred::pki_cred_output;
 pub use document::{pki_document_create, pki_document_read, pki_document_step, pki_kind};

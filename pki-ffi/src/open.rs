@@ -85,6 +85,15 @@ fn pem_or_file(
     }
 }
 
+/// The keys private material is sealed with, from the `store_key` option
+/// (a key file's text) or `store_key_file`: none without either.
+pub(crate) fn sealing_keys(text: Option<&str>, file: Option<&str>) -> Result<SealingKeys, Failure> {
+    Ok(match pem_or_file(text, file, "store_key")? {
+        Some(bytes) => SealingKeys::single(StoreKey::from_file("option `store_key`", &bytes)?),
+        None => SealingKeys::none(),
+    })
+}
+
 impl StoreOptions {
     /// Whether any etcd option is given.
     fn names_etcd(&self) -> bool {
@@ -109,15 +118,10 @@ impl StoreOptions {
 
     /// The keys private material is sealed with: none without a store key.
     fn sealing_keys(&self) -> Result<SealingKeys, Failure> {
-        let file = pem_or_file(
+        sealing_keys(
             self.store_key.as_deref().map(String::as_str),
             self.store_key_file.as_deref(),
-            "store_key",
-        )?;
-        Ok(match file {
-            Some(bytes) => SealingKeys::single(StoreKey::from_file("option `store_key`", &bytes)?),
-            None => SealingKeys::none(),
-        })
+        )
     }
 
     /// The tokens of the PKCS#11 module the options name (None: no
@@ -381,17 +385,32 @@ fn open_kube(url: &str, options: &StoreOptions) -> Result<pki_kube::KubeStore, F
             "parameter `options`: etcd options need an etcd:// or etcds:// location",
         ));
     }
+    let kube = kube_options(
+        options.kubeconfig_file.as_deref(),
+        options.connect_timeout_seconds,
+        options.request_timeout_seconds,
+    );
+    Ok(pki_kube::KubeStore::open(&url, kube)?)
+}
+
+/// How a `kube://` store reaches the API server: the `kubeconfig_file`
+/// option (else kubectl's), and the timeouts given (else the defaults).
+pub(crate) fn kube_options(
+    kubeconfig: Option<&str>,
+    connect_timeout_seconds: Option<u64>,
+    request_timeout_seconds: Option<u64>,
+) -> pki_kube::KubeOptions {
     let mut kube = pki_kube::KubeOptions {
-        kubeconfig: options.kubeconfig_file.as_ref().map(Into::into),
+        kubeconfig: kubeconfig.map(Into::into),
         ..pki_kube::KubeOptions::default()
     };
-    if let Some(s) = options.connect_timeout_seconds {
+    if let Some(s) = connect_timeout_seconds {
         kube.connect_timeout = std::time::Duration::from_secs(s);
     }
-    if let Some(s) = options.request_timeout_seconds {
+    if let Some(s) = request_timeout_seconds {
         kube.request_timeout = std::time::Duration::from_secs(s);
     }
-    Ok(pki_kube::KubeStore::open(&url, kube)?)
+    kube
 }
 
 #[cfg(test)]

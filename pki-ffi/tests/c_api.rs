@@ -255,6 +255,20 @@ fn a_kube_store_opened_from_c_steps_a_signer_that_another_handle_reads_back() {
 }
 
 #[test]
+fn the_controller_loop_started_from_c_stops_when_another_thread_asks() {
+    let server = kube_support::kube::KubeServer::start();
+    let _admin = kube_support::admin::Admin::new(&server);
+    let url = format!("kube://{}/c-controller", kube_support::admin::NAMESPACE);
+    let dir = scratch("c-controller");
+    let exe = build("controller.c", &dir);
+    let out = run(&exe, &[Path::new(&url), server.admin_kubeconfig()]);
+    assert!(
+        out.contains("controller: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_ca_key_in_a_pkcs11_token_rotates_through_the_c_api_and_the_token_holds_exactly_its_keys() {
     require_tool(
         "openssl",

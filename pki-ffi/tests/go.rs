@@ -5,8 +5,10 @@
 //! server is started for the Go tests of the URL store and named in
 //! `PKI_TEST_ETCD_URL`; a kube-apiserver for those of the `kube://` store,
 //! named in `PKI_TEST_KUBE_URL` with its admin's kubeconfig in
-//! `KUBECONFIG`; SoftHSM2's module in `PKI_TEST_PKCS11_MODULE`, for the
-//! test of a CA key in a token.
+//! `KUBECONFIG` (and, for the Go tests' own REST calls around the
+//! controller, its address, CA and admin token in `PKI_TEST_KUBE_SERVER`,
+//! `PKI_TEST_KUBE_CA` and `PKI_TEST_KUBE_TOKEN`); SoftHSM2's module in
+//! `PKI_TEST_PKCS11_MODULE`, for the test of a CA key in a token.
 
 // Helpers outside #[test] functions panic on purpose: that fails the test.
 #![allow(clippy::expect_used, clippy::panic)]
@@ -35,6 +37,7 @@ struct Servers<'a> {
     etcd_url: &'a str,
     kube_url: &'a str,
     kubeconfig: &'a Path,
+    kube: &'a kube_support::kube::KubeServer,
 }
 
 fn go(args: &[&str], dir: &Path, lib: &Path, servers: &Servers<'_>) {
@@ -56,6 +59,9 @@ fn go(args: &[&str], dir: &Path, lib: &Path, servers: &Servers<'_>) {
         .env("PKI_TEST_ETCD_URL", servers.etcd_url)
         .env("PKI_TEST_KUBE_URL", servers.kube_url)
         .env("KUBECONFIG", servers.kubeconfig)
+        .env("PKI_TEST_KUBE_SERVER", servers.kube.url())
+        .env("PKI_TEST_KUBE_CA", servers.kube.ca())
+        .env("PKI_TEST_KUBE_TOKEN", servers.kube.admin_token())
         .env("PKI_TEST_PKCS11_MODULE", softhsm::module())
         // Searched before the package's default target/debug.
         .env(
@@ -108,6 +114,7 @@ fn go_package_vets_and_passes_its_race_enabled_tests() {
         etcd_url: &url,
         kube_url: &kube_url,
         kubeconfig: kube.admin_kubeconfig(),
+        kube: &kube,
     };
     go(&["vet", "./..."], &dir, lib, &servers);
     go(&["test", "-race", "-count=1", "./..."], &dir, lib, &servers);

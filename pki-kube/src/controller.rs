@@ -108,6 +108,9 @@ pub struct ControllerOptions {
     /// longest a dead leader keeps the others waiting. The holder renews
     /// every third of it.
     pub lease_duration: Duration,
+    /// This replica's name in the Lease and on its Events; None:
+    /// `HOSTNAME` (a Pod's name) and a random suffix.
+    pub identity: Option<String>,
     /// Real time, or a frozen instant for tests.
     pub clock: Clock,
     /// How the store reaches the API server.
@@ -123,6 +126,7 @@ impl std::fmt::Debug for ControllerOptions {
             .field("resync", &self.resync)
             .field("leader_election", &self.leader_election)
             .field("lease_duration", &self.lease_duration)
+            .field("identity", &self.identity)
             .field("clock", &self.clock)
             .field("store", &self.store)
             .finish_non_exhaustive()
@@ -140,6 +144,7 @@ impl Default for ControllerOptions {
             resync: Duration::from_secs(600),
             leader_election: true,
             lease_duration: Duration::from_secs(15),
+            identity: None,
             clock: Clock::Real,
             store: KubeOptions::default(),
             notice: None,
@@ -172,6 +177,8 @@ pub struct Controller<S = AsyncKubeStore> {
     recorder: Recorder,
     /// The Secrets (`NAMESPACE/NAME`) already reported as someone else's.
     refused: Mutex<BTreeSet<String>>,
+    /// This replica's name in the Lease and as the Events' reporter.
+    identity: String,
 }
 
 /// A client for the controller's own requests: the store's credentials
@@ -209,13 +216,15 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         options: ControllerOptions,
     ) -> Result<Self, ControllerError> {
         check_prefix(&options.annotation_prefix)?;
+        let identity = options.identity.clone().unwrap_or_else(lease::identity);
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
-            instance: Some(lease::identity()),
+            instance: Some(identity.clone()),
         };
         Ok(Controller {
             recorder: Recorder::new(client.clone(), reporter),
             refused: Mutex::new(BTreeSet::new()),
+            identity,
             client,
             url: url.clone(),
             driver: AsyncDriver::new(store),
@@ -235,7 +244,14 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         let mut watches = watch::Watches::start(&self.client);
         let mut leadership = self.options.leader_election.then(|| {
             let (namespace, name) = (self.url.namespace(), self.url.name());
-            lease::Leadership::new(&self.client, namespace, name, self.options.lease_duration)
+            let identity = self.identity.clone();
+            lease::Leadership::new(
+                &self.client,
+                namespace,
+                name,
+                identity,
+                self.options.lease_duration,
+            )
         });
         tokio::pin!(shutdown);
         tokio::select! {

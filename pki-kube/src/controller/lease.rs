@@ -49,11 +49,17 @@ pub(super) fn identity() -> String {
 }
 
 impl Leadership {
-    pub(super) fn new(client: &Client, namespace: &str, store: &str, duration: Duration) -> Self {
+    pub(super) fn new(
+        client: &Client,
+        namespace: &str,
+        store: &str,
+        identity: String,
+        duration: Duration,
+    ) -> Self {
         Leadership {
             api: Api::namespaced(client.clone(), namespace),
             name: format!("{store}.controller"),
-            identity: identity(),
+            identity,
             duration: duration.max(Duration::from_secs(1)),
             observed: None,
             held_until: None,

@@ -374,6 +374,12 @@ impl KubeServer {
         &self.files.ca
     }
 
+    /// The admin's bearer token (`system:masters`), for clients that do
+    /// not read kubeconfigs (the Go tests' own REST calls).
+    pub fn admin_token(&self) -> &str {
+        &self.files.admin_token
+    }
+
     /// How long the server took from its start to answering `/readyz`.
     pub fn started_in(&self) -> Duration {
         self.started_in
