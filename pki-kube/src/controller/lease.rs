@@ -49,11 +49,18 @@ pub(super) fn identity() -> String {
 }
 
 impl Leadership {
-    pub(super) fn new(client: &Client, namespace: &str, store: &str, duration: Duration) -> Self {
+    /// The view of the replica `identity` (see [`identity`]).
+    pub(super) fn new(
+        client: &Client,
+        namespace: &str,
+        store: &str,
+        duration: Duration,
+        identity: &str,
+    ) -> Self {
         Leadership {
             api: Api::namespaced(client.clone(), namespace),
             name: format!("{store}.controller"),
-            identity: identity(),
+            identity: identity.to_string(),
             duration: duration.max(Duration::from_secs(1)),
             observed: None,
             held_until: None,
