@@ -85,11 +85,19 @@ pub fn run_drawing(
         write_svg(dir, &status, &state, path)?;
     }
     let targets = match &kube {
-        Some(url) => list_injection_targets(url, &KubeOptions::default(), prefix, &state, now)
-            .map_err(|e| match e {
-                ControllerError::Store(e) => CliError::from(e),
-                other => CliError::new(other.to_string()),
-            })?,
+        Some(url) => {
+            let options = KubeOptions::default();
+            let listing = list_injection_targets(url, &options, prefix, &state, now).map_err(
+                |e| match e {
+                    ControllerError::Store(e) => CliError::from(e),
+                    other => CliError::new(other.to_string()),
+                },
+            )?;
+            for unlisted in &listing.unlisted {
+                eprintln!("pki: {}", crate::common::one_line(unlisted));
+            }
+            listing.targets
+        }
         None => Vec::new(),
     };
     let report = KubeStatus::new(status, targets);

@@ -89,6 +89,17 @@ impl KubeStatus {
     }
 }
 
+/// What [`injection_targets`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The annotated objects, by kind, namespace and name.
+    pub targets: Vec<InjectionTarget>,
+    /// The kinds the account may not list (403), one sentence each: their
+    /// objects are not judged, rather than the whole report refused (an
+    /// account may read the store and not every namespace).
+    pub unlisted: Vec<String>,
+}
+
 /// [`injection_targets`] for a program without a tokio runtime (`pki
 /// status`): on a small runtime of its own, with a client made from
 /// `options` for `url`.
@@ -98,7 +109,7 @@ pub fn list_injection_targets(
     prefix: &str,
     state: &SignerState,
     now: OffsetDateTime,
-) -> Result<Vec<InjectionTarget>, ControllerError> {
+) -> Result<Listing, ControllerError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -112,8 +123,8 @@ pub fn list_injection_targets(
 /// Every object annotated under `prefix` for the controller of the store
 /// at `url` (whose document is `state`), judged at `now`, sorted by kind,
 /// namespace and name. A kind the API server does not serve (no
-/// aggregator, say) has none; a kind the account may not list fails the
-/// whole listing, naming it.
+/// aggregator, say) has none; a kind the account may not list is named in
+/// [`Listing::unlisted`]; any other failure fails the listing, naming it.
 pub async fn injection_targets(
     client: &Client,
     url: &KubeUrl,
@@ -121,12 +132,13 @@ pub async fn injection_targets(
     prefix: &str,
     state: &SignerState,
     now: OffsetDateTime,
-) -> Result<Vec<InjectionTarget>, ControllerError> {
+) -> Result<Listing, ControllerError> {
     check_prefix(prefix)?;
     let lister = Lister {
         client,
         url,
         limit: options.request_timeout,
+        unlisted: std::sync::Mutex::default(),
     };
     let judge = Judge::new(state, url, prefix, now);
     let mut targets = lister.services(&judge).await?;
@@ -155,7 +167,8 @@ pub async fn injection_targets(
         .ca_bundles::<CustomResourceDefinition>(&judge, &inject, &mut targets)
         .await?;
     targets.sort_by(|a, b| (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name)));
-    Ok(targets)
+    let unlisted = lister.unlisted.into_inner().unwrap_or_default();
+    Ok(Listing { targets, unlisted })
 }
 
 fn asks_injection(metadata: &ObjectMeta, key: &str) -> bool {
@@ -168,6 +181,8 @@ struct Lister<'a> {
     client: &'a Client,
     url: &'a KubeUrl,
     limit: Duration,
+    /// The kinds the account may not list.
+    unlisted: std::sync::Mutex<Vec<String>>,
 }
 
 impl Lister<'_> {
@@ -202,6 +217,12 @@ impl Lister<'_> {
         match self.call(what, api.list(&ListParams::default())).await {
             Ok(list) => Ok(list.items),
             Err(fail) if fail.is_not_found() => Ok(Vec::new()),
+            Err(fail) if fail.code() == Some(403) => {
+                if let Ok(mut unlisted) = self.unlisted.lock() {
+                    unlisted.push(format!("{what} not listed: {}", fail.describe()));
+                }
+                Ok(Vec::new())
+            }
             Err(fail) => Err(self.refused(what, &fail)),
         }
     }
