@@ -111,7 +111,9 @@ enum Command {
         /// Without --json, answered from the store's summary when its
         /// promise covers the time (nothing due, nothing broken, no
         /// consumer lagging, as of the last write): a short report, at a
-        /// cost that does not grow with the number of certificates.
+        /// cost that does not grow with the number of certificates. Not on
+        /// a kube:// store: the summary knows nothing of the objects
+        /// `pki controller` keeps current, so the full report decides.
         #[arg(long)]
         check: bool,
         /// With --check: read and verify every certificate even when the
