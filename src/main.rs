@@ -111,7 +111,9 @@ enum Command {
         /// Without --json, answered from the store's summary when its
         /// promise covers the time (nothing due, nothing broken, no
         /// consumer lagging, as of the last write): a short report, at a
-        /// cost that does not grow with the number of certificates.
+        /// cost that does not grow with the number of certificates. Not on
+        /// a kube:// store: the summary knows nothing of the objects
+        /// `pki controller` keeps current, so the full report decides.
         #[arg(long)]
         check: bool,
         /// With --check: read and verify every certificate even when the
@@ -124,6 +126,13 @@ enum Command {
         /// the rotation due, problems in red.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// On a kube:// store: the prefix of the annotations `pki
+        /// controller` reads (its --annotation-prefix). The report lists the
+        /// Services and objects annotated under it and whether each holds
+        /// the current bundle; --check exits 3 when one lags past the reload
+        /// interval. Other stores have no such objects.
+        #[arg(long, default_value = pki_kube::controller::DEFAULT_ANNOTATION_PREFIX, value_name = "P")]
+        annotation_prefix: String,
         /// The time to report at, like 2027-02-01T00:00:00Z, or "now".
         #[arg(long, default_value = "now", value_parser = parse_time, value_name = "TIME")]
         now: OffsetDateTime,
@@ -523,7 +532,18 @@ fn run(cli: Cli) -> common::CliResult {
             verify,
             now,
             svg,
-        } => status::run_drawing(&dir, json, check, verify, now, svg.as_deref()),
+            annotation_prefix,
+        } => status::run_drawing(
+            &dir,
+            status::Output {
+                json,
+                check,
+                verify,
+            },
+            now,
+            svg.as_deref(),
+            &annotation_prefix,
+        ),
         Command::Verify(command) => command.run(),
         Command::Pin {
             file,

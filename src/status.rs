@@ -2,6 +2,9 @@
 //! and with `--check`, an exit status for cron and monitoring.
 
 use crate::common::{CliError, CliResult, SIGNER, StoreArg, set_exit_status, when};
+use pki_kube::controller::status::{InjectionTarget, KubeStatus, list_injection_targets};
+use pki_kube::controller::{ControllerError, DEFAULT_ANNOTATION_PREFIX};
+use pki_kube::{KubeOptions, KubeUrl};
 use pki_rotate::signer::IdleReport;
 use pki_rotate::status::{
     BundleRole, CellResult, CertSummary, Health, LeafState, PendingAction, SignerStatus,
@@ -9,6 +12,18 @@ use pki_rotate::status::{
 use pki_rotate::{Event, SignerEngine, SignerState, Step};
 use std::path::Path;
 use time::OffsetDateTime;
+
+/// What `pki status` prints and what decides its exit status.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Output {
+    /// The report as JSON (docs/status.schema.json).
+    pub json: bool,
+    /// Exit 0, 3 or 4 by the report's health.
+    pub check: bool,
+    /// With `check`, read and verify everything even when the store's
+    /// summary could answer.
+    pub verify: bool,
+}
 
 /// `verify`: with `check`, read and verify everything even when the
 /// store's summary could answer. Without it, a `--check` in text is
@@ -21,26 +36,35 @@ pub fn run(
     verify: bool,
     now: OffsetDateTime,
 ) -> CliResult {
-    run_drawing(dir, json, check, verify, now, None)
+    let output = Output {
+        json,
+        check,
+        verify,
+    };
+    run_drawing(dir, output, now, None, DEFAULT_ANNOTATION_PREFIX)
 }
 
 /// [`run`], and with `svg`, the store's timeline written there too (before
-/// printing, so a failed write prints only its error).
+/// printing, so a failed write prints only its error). On a `kube://`
+/// store the report also lists the objects annotated under `prefix` for
+/// `pki controller` (pki-kube decides which lag); the store's summary
+/// knows nothing of them, so `--check` always makes the full report there.
 pub fn run_drawing(
     dir: &StoreArg,
-    json: bool,
-    check: bool,
-    verify: bool,
+    output: Output,
     now: OffsetDateTime,
     svg: Option<&Path>,
+    prefix: &str,
 ) -> CliResult {
     if let Some(path) = svg {
         crate::timeline_svg::check_path(path)?;
     }
+    let kube = kube_url(dir);
     let driver = crate::token::driver(dir.open()?)?;
-    if check
-        && !json
-        && !verify
+    if output.check
+        && !output.json
+        && !output.verify
+        && kube.is_none()
         && let Some(idle) = driver.idle::<SignerEngine>(SIGNER, now)?
         // A summary this build cannot read, or one an older build wrote
         // (its promise was about steps alone): the full report decides.
@@ -60,17 +84,44 @@ pub fn run_drawing(
     if let Some(path) = svg {
         write_svg(dir, &status, &state, path)?;
     }
-    if json {
-        let text =
-            serde_json::to_string_pretty(&status).map_err(|e| CliError::new(e.to_string()))?;
-        crate::outln!("{text}");
+    let targets = match &kube {
+        Some(url) => {
+            let options = KubeOptions::default();
+            let listing = list_injection_targets(url, &options, prefix, &state, now).map_err(
+                |e| match e {
+                    ControllerError::Store(e) => CliError::from(e),
+                    other => CliError::new(other.to_string()),
+                },
+            )?;
+            for unlisted in &listing.unlisted {
+                eprintln!("pki: {}", crate::common::one_line(unlisted));
+            }
+            listing.targets
+        }
+        None => Vec::new(),
+    };
+    let report = KubeStatus::new(status, targets);
+    if output.json {
+        let text = match kube {
+            Some(_) => serde_json::to_string_pretty(&report),
+            None => serde_json::to_string_pretty(&report.signer),
+        };
+        crate::outln!("{}", text.map_err(|e| CliError::new(e.to_string()))?);
     } else {
-        crate::out!("{}", render(&status));
+        crate::out!("{}", render(&report.signer, &report.injection_targets));
     }
-    if check {
-        set_exit_status(status.health.exit_code());
+    if output.check {
+        set_exit_status(report.signer.health.exit_code());
     }
     Ok(())
+}
+
+/// The `kube://` store `dir` names, if it names one.
+fn kube_url(dir: &StoreArg) -> Option<KubeUrl> {
+    match dir {
+        StoreArg::Url(url) if pki_kube::is_kube_url(url) => KubeUrl::parse(url).ok(),
+        _ => None,
+    }
 }
 
 fn write_svg(dir: &StoreArg, status: &SignerStatus, state: &SignerState, path: &Path) -> CliResult {
@@ -123,8 +174,9 @@ fn row(role: &str, c: &CertSummary, now: OffsetDateTime) -> String {
     )
 }
 
-/// The human table.
-pub fn render(s: &SignerStatus) -> String {
+/// The human table; `targets`: the objects `pki controller` keeps current
+/// (a `kube://` store's).
+pub fn render(s: &SignerStatus, targets: &[InjectionTarget]) -> String {
     let now = s.now;
     let mut out = String::new();
     out.push_str(&format!(
@@ -153,9 +205,32 @@ pub fn render(s: &SignerStatus) -> String {
     render_leaves(&mut out, s);
     render_trust(&mut out, s);
     render_consumers(&mut out, s);
+    render_targets(&mut out, targets);
     out.push('\n');
-    render_next(&mut out, s);
+    render_next(&mut out, s, targets);
     out
+}
+
+/// What each annotated object holds.
+fn render_targets(out: &mut String, targets: &[InjectionTarget]) {
+    if targets.is_empty() {
+        return;
+    }
+    out.push_str(&format!("\n  {:<48} STATE\n", "ANNOTATED OBJECT"));
+    for t in targets {
+        let object = match &t.namespace {
+            Some(namespace) => format!("{} {namespace}/{}", t.kind, t.name),
+            None => format!("{} {}", t.kind, t.name),
+        };
+        let state = if t.current {
+            "current"
+        } else if t.overdue {
+            "LAGS: not current within the reload interval"
+        } else {
+            "not current yet (within the reload interval)"
+        };
+        out.push_str(&format!("  {object:<48} {state}: {}\n", t.detail));
+    }
 }
 
 /// The CA the last rotation replaced, and whether it is still trusted.
@@ -264,7 +339,7 @@ fn render_consumers(out: &mut String, s: &SignerStatus) {
 }
 
 /// When the CA rotates, the next action and the health.
-fn render_next(out: &mut String, s: &SignerStatus) {
+fn render_next(out: &mut String, s: &SignerStatus, targets: &[InjectionTarget]) {
     let now = s.now;
     let due = if s.rotation_due_at <= now {
         format!("since {}", when(s.rotation_due_at, now))
@@ -300,6 +375,10 @@ fn render_next(out: &mut String, s: &SignerStatus) {
     }
     match s.health {
         Health::Ok => out.push_str("  health: ok\n"),
+        Health::ActionDue if s.pending.is_empty() && targets.iter().any(|t| t.overdue) => out
+            .push_str(
+                "  health: an action is due: annotated objects lag (is pki controller running?)\n",
+            ),
         Health::ActionDue if s.pending.is_empty() => {
             out.push_str("  health: an action is due: consumers lag (reload them)\n")
         }

@@ -33,6 +33,16 @@
 //!   MutatingWebhookConfiguration, an APIService or a CRD's conversion
 //!   webhook annotated the same way (`controller/inject_api.rs`).
 //!
+//! What it did is told as Kubernetes Events (events.k8s.io/v1): on the
+//! store's head Secret `NAME.signer`, `Rotated` (whoever rotated: this
+//! replica, another, or `pki rotate`; `controller/events.rs`); on each
+//! Service, `ServingCertIssued` and `ServingCertReissued` with the reason,
+//! and the Warning `SecretNotOwned`; on each injected object
+//! `CABundleInjected`, or the Warning `InjectionRefused` with the API
+//! server's reason (an immutable ConfigMap, an APIService with no
+//! `caBundle`). [`status`] lists the annotated objects and whether each
+//! holds the current bundle, for `pki status`.
+//!
 //! Then it sleeps until the engine's next wake, a change to a watched
 //! object (watched, not polled), or the resync period, whichever comes
 //! first. Of several replicas, the one holding the Lease `NAME.controller`
@@ -42,19 +52,22 @@
 //! so two replicas acting at once (a lease that lapsed under a slow
 //! holder), or `pki rotate` run by hand, lose nothing.
 
+mod events;
 mod inject;
 mod inject_api;
 mod lease;
 mod serving;
+pub mod status;
 mod watch;
 
 use crate::options::{self, KubeOptions};
 use crate::store::AsyncKubeStore;
 use crate::url::KubeUrl;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use pki_rotate::{AsyncDriver, AsyncStore, LeafChange, RotateError, SignerEngine, SignerInput};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -175,10 +188,15 @@ pub struct Controller<S = AsyncKubeStore> {
     /// Records Kubernetes Events; one for the run, so that repeats of an
     /// Event become one series.
     recorder: Recorder,
-    /// The Secrets (`NAMESPACE/NAME`) already reported as someone else's.
+    /// This replica's identity (its Lease holder name, its Events'
+    /// reporting instance).
+    instance: String,
+    /// The Secrets (`NAMESPACE/NAME`) already reported as someone else's,
+    /// and the objects (`KIND NAMESPACE/NAME`) whose injection was refused.
     refused: Mutex<BTreeSet<String>>,
-    /// This replica's name in the Lease and as the Events' reporter.
-    identity: String,
+    /// The id of the CA this replica's last pass saw: a different one
+    /// after a step is a rotation to record as an Event.
+    seen_ca: Mutex<Option<String>>,
 }
 
 /// A client for the controller's own requests: the store's credentials
@@ -216,15 +234,16 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         options: ControllerOptions,
     ) -> Result<Self, ControllerError> {
         check_prefix(&options.annotation_prefix)?;
-        let identity = options.identity.clone().unwrap_or_else(lease::identity);
+        let instance = options.identity.clone().unwrap_or_else(lease::identity);
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
-            instance: Some(identity.clone()),
+            instance: Some(instance.clone()),
         };
         Ok(Controller {
+            instance,
             recorder: Recorder::new(client.clone(), reporter),
             refused: Mutex::new(BTreeSet::new()),
-            identity,
+            seen_ca: Mutex::new(None),
             client,
             url: url.clone(),
             driver: AsyncDriver::new(store),
@@ -244,14 +263,9 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         let mut watches = watch::Watches::start(&self.client);
         let mut leadership = self.options.leader_election.then(|| {
             let (namespace, name) = (self.url.namespace(), self.url.name());
-            let identity = self.identity.clone();
-            lease::Leadership::new(
-                &self.client,
-                namespace,
-                name,
-                identity,
-                self.options.lease_duration,
-            )
+            let duration = self.options.lease_duration;
+            let identity = self.instance.clone();
+            lease::Leadership::new(&self.client, namespace, name, identity, duration)
         });
         tokio::pin!(shutdown);
         tokio::select! {
@@ -342,13 +356,26 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
             .step::<SignerEngine, _>(pki_rotate::signer::STORE_KEY, &input, now, &mut rng)
             .await
             .map_err(|e| e.to_string())?;
+        let mut reissued = BTreeMap::new();
         for event in &step.events {
             self.notice(&format!("{}: {event}", self.url));
+            if let pki_rotate::Event::LeafReissued { name, reason, .. } = event {
+                reissued.insert(name.as_str(), reason.to_string());
+            }
         }
         let state = &step.document;
         let writer = self.writer();
+        let seen = self
+            .seen_ca
+            .lock()
+            .ok()
+            .and_then(|mut seen| seen.replace(state.ca.cert.id()));
+        writer
+            .rotation_event(&self.url, state, seen.as_deref())
+            .await;
         for target in &targets {
-            writer.serving_secret(target, state).await;
+            let why = reissued.get(target.leaf.as_str()).map(String::as_str);
+            writer.serving_secret(target, state, why).await;
         }
         let bundle = state.bundle.to_pem();
         for config_map in watches.config_maps() {
@@ -376,6 +403,7 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
         Writer {
             client: &self.client,
             recorder: &self.recorder,
+            instance: &self.instance,
             refused: &self.refused,
             store: self.url.to_string(),
             options: &self.options,
@@ -397,6 +425,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 struct Writer<'a> {
     client: &'a Client,
     recorder: &'a Recorder,
+    /// The replica's identity: the reporting instance of its Events.
+    instance: &'a str,
     refused: &'a Mutex<BTreeSet<String>>,
     /// The store's URL: the marker on the Secrets it creates.
     store: String,
@@ -406,6 +436,44 @@ struct Writer<'a> {
 impl Writer<'_> {
     fn notice(&self, message: &str) {
         notice(self.options, message);
+    }
+
+    /// A Kubernetes Event on the object `regarding`; failing to record
+    /// one is a notice, never a failed pass.
+    async fn event(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(fail) = self.call(self.recorder.publish(&event, regarding)).await {
+            self.notice(&format!("event {reason}: {}", fail.describe()));
+        }
+    }
+
+    /// Whether `key` (an object the controller may not or cannot write)
+    /// is refused for the first time while the controller runs: a refusal
+    /// is reported once, not on every pass.
+    fn first_refusal(&self, key: &str) -> bool {
+        match self.refused.lock() {
+            Ok(mut refused) => refused.insert(key.to_string()),
+            Err(_) => true,
+        }
+    }
+
+    /// `key` was written: a later refusal is reported again.
+    fn clear_refusal(&self, key: &str) {
+        if let Ok(mut refused) = self.refused.lock() {
+            refused.remove(key);
+        }
     }
 
     /// `request`, failing after the store's request timeout (the client's

@@ -103,6 +103,15 @@ fn an_embedded_controller_serves_a_service_and_stops_when_asked() {
             "ca.crt is the store's bundle"
         );
         assert!(pki_core::issued_by(&chain[0], &signer.ca.cert).issued_by);
+        // The Secret is visible before the controller has the answer to
+        // its create, and notices it: stopping earlier abandons the pass.
+        let told = "Secret apps/web-tls holds leaf svc.apps.web";
+        for _ in 0..100 {
+            if notices.lock().unwrap().iter().any(|n| n.contains(told)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         stop.send(()).unwrap();
         let finished = tokio::time::timeout(Duration::from_secs(10), running).await;
         assert!(matches!(finished, Ok(Ok(Ok(())))), "{finished:?}");

@@ -321,3 +321,61 @@ impl Cluster {
         start.elapsed()
     }
 }
+
+/// One Event (events.k8s.io/v1) as the tests read it.
+#[derive(Debug, Clone)]
+pub struct SeenEvent {
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    pub instance: String,
+}
+
+impl Cluster {
+    /// The Events in `namespace` about the object `kind` `name`.
+    pub fn events(&self, namespace: &str, kind: &str, name: &str) -> Vec<SeenEvent> {
+        use k8s_openapi::api::events::v1::Event;
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let params = kube::api::ListParams::default();
+        let events = self.runtime.block_on(api.list(&params)).unwrap().items;
+        events
+            .into_iter()
+            .filter(|e| {
+                let regarding = e.regarding.as_ref();
+                regarding.and_then(|r| r.kind.as_deref()) == Some(kind)
+                    && regarding.and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .map(|e| SeenEvent {
+                type_: e.type_.unwrap_or_default(),
+                reason: e.reason.unwrap_or_default(),
+                note: e.note.unwrap_or_default(),
+                instance: e.reporting_instance.unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// Polls until an Event of `reason` about `kind` `name` in `namespace`
+    /// has a note that contains `text`; that Event.
+    pub fn wait_for_event(
+        &self,
+        (namespace, kind, name): (&str, &str, &str),
+        reason: &str,
+        text: &str,
+    ) -> SeenEvent {
+        let start = Instant::now();
+        loop {
+            let events = self.events(namespace, kind, name);
+            let found = events
+                .iter()
+                .find(|e| e.reason == reason && e.note.contains(text));
+            if let Some(found) = found {
+                return found.clone();
+            }
+            assert!(
+                start.elapsed() < CONVERGE,
+                "no Event {reason} ({text}) on {kind} {namespace}/{name} within {CONVERGE:?}: {events:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -4,14 +4,21 @@
 //! rotation.
 
 use super::Writer;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 
 /// The annotation (after the prefix) asking for injection; its value must
 /// be `"true"`.
 pub(super) const INJECT_CABUNDLE: &str = "inject-cabundle";
+
+/// The reason of the Event on an object that got the bundle.
+pub(super) const CA_BUNDLE_INJECTED: &str = "CABundleInjected";
+
+/// The reason of the Warning Event on an object that did not take it.
+pub(super) const INJECTION_REFUSED: &str = "InjectionRefused";
 
 /// The ConfigMap keys that get the bundle: the usual one, and the one the
 /// service-CA operator's consumers read.
@@ -55,19 +62,47 @@ impl Writer<'_> {
             field_manager: Some(super::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
+        let regarding = config_map.object_ref(&());
+        let object = format!("ConfigMap {namespace}/{name}");
         match self
             .call(api.patch(&name, &params, &Patch::Merge(&patch)))
             .await
         {
-            Ok(_) => self.notice(&format!(
-                "ConfigMap {namespace}/{name}: CA bundle injected ({} certificates)",
-                bundle.matches("-----BEGIN CERTIFICATE-----").count()
-            )),
+            Ok(_) => self.injected(&regarding, &object, bundle).await,
             Err(fail) if fail.is_not_found() => {}
-            Err(fail) => self.notice(&format!(
-                "ConfigMap {namespace}/{name}: injection failed: {}",
-                fail.describe()
-            )),
+            Err(fail) => {
+                self.injection_refused(&regarding, &object, &fail.describe())
+                    .await
+            }
+        }
+    }
+
+    /// Reports `object` (`KIND [NAMESPACE/]NAME`) as holding `bundle` now:
+    /// a notice and an Event on it.
+    pub(super) async fn injected(&self, regarding: &ObjectReference, object: &str, bundle: &str) {
+        self.clear_refusal(object);
+        let message = format!(
+            "{object}: CA bundle injected ({} certificates)",
+            bundle.matches("-----BEGIN CERTIFICATE-----").count()
+        );
+        self.notice(&message);
+        self.event(regarding, EventType::Normal, CA_BUNDLE_INJECTED, message)
+            .await;
+    }
+
+    /// Reports that `object` did not take the bundle, and `why`: a notice
+    /// each time, a Warning Event on it once while the controller runs.
+    pub(super) async fn injection_refused(
+        &self,
+        regarding: &ObjectReference,
+        object: &str,
+        why: &str,
+    ) {
+        let message = format!("{object}: injection refused: {why}");
+        self.notice(&message);
+        if self.first_refusal(object) {
+            self.event(regarding, EventType::Warning, INJECTION_REFUSED, message)
+                .await;
         }
     }
 }

@@ -132,37 +132,39 @@ impl Writer<'_> {
         if object.annotations().get(&key).map(|v| v.trim()) != Some("true") {
             return;
         }
+        let name = object.name_any();
+        let (kind, regarding) = (K::KIND, object.object_ref(&()));
+        let described = format!("{kind} {name}");
         let current = object.ca_bundles();
+        if current.is_empty() {
+            let why = "it has no caBundle field (a local APIService, one that skips TLS verification, or a CRD without a conversion webhook)";
+            return self.injection_refused(&regarding, &described, why).await;
+        }
         let lags = current
             .iter()
             .any(|field| field.map(|b| b.0.as_slice()) != Some(bundle.as_bytes()));
         if !lags {
             return;
         }
-        let name = object.name_any();
         let value = match serde_json::to_value(ByteString(bundle.as_bytes().to_vec())) {
             Ok(value) => value,
-            Err(e) => return self.notice(&format!("{} {name}: {e}", K::KIND)),
+            Err(e) => return self.notice(&format!("{described}: {e}")),
         };
         let api: Api<K> = Api::all(self.client.clone());
         let params = PatchParams {
             field_manager: Some(super::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        let kind = K::KIND;
         match self
             .call(api.patch(&name, &params, &object.patch(&value)))
             .await
         {
-            Ok(_) => self.notice(&format!(
-                "{kind} {name}: CA bundle injected into {} caBundle field(s)",
-                current.len()
-            )),
+            Ok(_) => self.injected(&regarding, &described, bundle).await,
             Err(fail) if fail.is_not_found() => {}
-            Err(fail) => self.notice(&format!(
-                "{kind} {name}: injection failed: {}",
-                fail.describe()
-            )),
+            Err(fail) => {
+                self.injection_refused(&regarding, &described, &fail.describe())
+                    .await
+            }
         }
     }
 }

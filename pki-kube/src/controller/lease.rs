@@ -49,6 +49,7 @@ pub(super) fn identity() -> String {
 }
 
 impl Leadership {
+    /// The view of the replica `identity` (see [`identity`]).
     pub(super) fn new(
         client: &Client,
         namespace: &str,

@@ -6,7 +6,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, PostParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use pki_rotate::{LeafRequest, SignerState};
 use sha2::{Digest, Sha256};
@@ -139,11 +139,46 @@ fn holds_unknown_ca_leaf(secret: &Secret, state: &SignerState) -> bool {
     !ids.any(|id| id.split('-').next() == Some(issuer))
 }
 
+/// Why the controller rewrites a Secret that holds `before`: the engine's
+/// reason when this pass re-issued the leaf (`reissued`), else what
+/// changed, read from the two certificates (another replica or `pki
+/// rotate` re-issued it).
+fn rewrite_reason(
+    before: &Secret,
+    data: &BTreeMap<String, ByteString>,
+    reissued: Option<&str>,
+) -> String {
+    if let Some(reason) = reissued {
+        return format!("leaf re-issued: {reason}");
+    }
+    let leaf = |data: Option<&BTreeMap<String, ByteString>>| {
+        let pem = data?.get("tls.crt")?;
+        pki_core::Certificate::all_from_pem(&pem.0)
+            .ok()?
+            .into_iter()
+            .next()
+    };
+    match (leaf(before.data.as_ref()), leaf(Some(data))) {
+        (Some(old), Some(new)) if old == new => "the CA bundle changed (ca.crt)".into(),
+        (Some(old), Some(new)) if old.aki() != new.aki() => {
+            format!("the CA was rotated: leaf {} from the new CA", new.id())
+        }
+        (_, Some(new)) => format!("leaf re-issued ({})", new.id()),
+        _ => "its content differs from the store's".into(),
+    }
+}
+
 impl Writer<'_> {
     /// Makes `target`'s Secret hold its leaf: created when missing,
     /// replaced (at the resourceVersion read) when the controller made it
     /// and its data differs, left alone when someone else made it.
-    pub(super) async fn serving_secret(&self, target: &Target, state: &SignerState) {
+    /// `reissued`: why this pass re-issued the leaf, if it did.
+    pub(super) async fn serving_secret(
+        &self,
+        target: &Target,
+        state: &SignerState,
+        reissued: Option<&str>,
+    ) {
         let Some(data) = secret_data(target, state) else {
             return;
         };
@@ -155,10 +190,11 @@ impl Writer<'_> {
                 return self.notice(&format!("Secret {ns}/{secret}: {}", fail.describe()));
             }
         };
-        let written = match existing {
+        let (written, why) = match existing {
             None => {
                 let object = self.secret_object(target, None, data);
-                self.call(api.create(&PostParams::default(), &object)).await
+                let created = self.call(api.create(&PostParams::default(), &object)).await;
+                (created, None)
             }
             Some(existing) if !self.is_ours(&existing) => return self.refuse(target).await,
             Some(existing) if existing.data.as_ref() == Some(&data) => return,
@@ -168,20 +204,32 @@ impl Writer<'_> {
                 ));
             }
             Some(existing) => {
+                let why = rewrite_reason(&existing, &data, reissued);
                 let version = existing.resource_version();
                 let object = self.secret_object(target, version, data);
-                self.call(api.replace(secret, &PostParams::default(), &object))
-                    .await
+                let replaced = self
+                    .call(api.replace(secret, &PostParams::default(), &object))
+                    .await;
+                (replaced, Some(why))
             }
         };
         match written {
             Ok(_) => {
-                if let Ok(mut refused) = self.refused.lock() {
-                    refused.remove(&format!("{ns}/{secret}"));
-                }
-                let message = format!("Secret {ns}/{secret} holds leaf {}", target.leaf);
+                self.clear_refusal(&format!("{ns}/{secret}"));
+                let leaf = &target.leaf;
+                let (reason, message) = match why {
+                    None => (
+                        "ServingCertIssued",
+                        format!("Secret {ns}/{secret} holds leaf {leaf} (created)"),
+                    ),
+                    Some(why) => (
+                        "ServingCertReissued",
+                        format!("Secret {ns}/{secret} holds leaf {leaf} (rewritten: {why})"),
+                    ),
+                };
                 self.notice(&message);
-                self.event(target, EventType::Normal, "ServingCertWritten", message)
+                let regarding = target.service.object_ref(&());
+                self.own_event(&regarding, EventType::Normal, reason, message)
                     .await;
             }
             // A conflict or a create race: the next pass reads it again.
@@ -195,15 +243,10 @@ impl Writer<'_> {
         secret.annotations().get(&key) == Some(&self.store)
     }
 
-    /// Says why a Secret the controller did not make stays as it is: once
-    /// per Secret while the controller runs, not on every pass.
+    /// Says why a Secret the controller did not make stays as it is:
+    /// once per Secret while the controller runs, not on every pass.
     async fn refuse(&self, target: &Target) {
-        let key = format!("{}/{}", target.namespace, target.secret);
-        let first = match self.refused.lock() {
-            Ok(mut refused) => refused.insert(key),
-            Err(_) => true,
-        };
-        if !first {
+        if !self.first_refusal(&format!("{}/{}", target.namespace, target.secret)) {
             return;
         }
         let message = format!(
@@ -211,7 +254,8 @@ impl Writer<'_> {
             target.namespace, target.secret, self.store
         );
         self.notice(&message);
-        self.event(target, EventType::Warning, "SecretNotOwned", message)
+        let regarding = target.service.object_ref(&());
+        self.event(&regarding, EventType::Warning, "SecretNotOwned", message)
             .await;
     }
 
@@ -251,22 +295,6 @@ impl Writer<'_> {
             type_: Some("kubernetes.io/tls".into()),
             data: Some(data),
             ..Secret::default()
-        }
-    }
-
-    /// A Kubernetes Event on `target`'s Service; failing to record one is
-    /// a notice, never a failed pass.
-    async fn event(&self, target: &Target, type_: EventType, reason: &str, note: String) {
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        let reference = target.service.object_ref(&());
-        if let Err(fail) = self.call(self.recorder.publish(&event, &reference)).await {
-            self.notice(&format!("event {reason}: {}", fail.describe()));
         }
     }
 }
