@@ -9,7 +9,7 @@ use clap::Subcommand;
 use pki_core::KeyAlgorithm;
 use pki_rotate::keyring::{KEY, document};
 use pki_rotate::{
-    Driver, ImportedKeys, KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, RotateError,
+    Driver, ImportedKeys, KeyRing, KeyRingEngine, KeyRingInput, KeyRingPolicy, RotateError, Store,
 };
 use std::path::{Path, PathBuf};
 use time::{Duration, OffsetDateTime};
@@ -17,31 +17,7 @@ use time::{Duration, OffsetDateTime};
 #[derive(Subcommand)]
 pub enum KeysCommand {
     /// Create a key ring with a new active key, or adopt an existing key set.
-    Init {
-        /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
-        #[arg(value_parser = StoreArg::parse)]
-        dir: StoreArg,
-        /// Key type of new keys: p256 (ES256 tokens), rsa2048, rsa3072 or rsa4096 (RS256).
-        #[arg(long, default_value = "p256", value_parser = parse_key)]
-        key: KeyAlgorithm,
-        /// Rotate the active key once it is this old, like 90d.
-        #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_LIFETIME, value_parser = parse_duration)]
-        lifetime: Duration,
-        /// How long a rotated-out key stays accepted, from the rotation, like 24h.
-        #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_GRACE, value_parser = parse_duration)]
-        grace: Duration,
-        /// The longest lifetime of a token signed with the ring: the grace
-        /// must cover it, and `keys sign` refuses longer tokens.
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-        max_token_lifetime: Option<Duration>,
-        /// Adopt an existing key set: PEM keys (k3s's service.key; the first
-        /// private key signs, the others stay accepted) or a JWK Set.
-        #[arg(long, value_name = "FILE")]
-        import: Option<PathBuf>,
-        /// The time to act at: RFC 3339 or "now".
-        #[arg(long, default_value = "now", value_parser = parse_time)]
-        now: OffsetDateTime,
-    },
+    Init(Box<InitArgs>),
     /// Rotate the active key if it is due or forced; remove keys whose grace has ended.
     Rotate {
         /// Store directory, etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
@@ -95,6 +71,41 @@ pub enum KeysCommand {
     },
 }
 
+/// The arguments of `pki keys init` (boxed in [`KeysCommand`]: the
+/// largest of its variants).
+#[derive(clap::Args)]
+pub struct InitArgs {
+    /// Store directory (created if missing), etcd://HOST:PORT/PREFIX or kube://NAMESPACE/NAME.
+    #[arg(value_parser = StoreArg::parse)]
+    dir: StoreArg,
+    /// Key type of new keys: p256 (ES256 tokens), rsa2048, rsa3072 or rsa4096 (RS256).
+    #[arg(long, default_value = "p256", value_parser = parse_key)]
+    key: KeyAlgorithm,
+    /// Rotate the active key once it is this old, like 90d.
+    #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_LIFETIME, value_parser = parse_duration)]
+    lifetime: Duration,
+    /// How long a rotated-out key stays accepted, from the rotation, like 24h.
+    #[arg(long, default_value_t = pki_rotate::keyring::DEFAULT_GRACE, value_parser = parse_duration)]
+    grace: Duration,
+    /// The longest lifetime of a token signed with the ring: the grace
+    /// must cover it, and `keys sign` refuses longer tokens.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    max_token_lifetime: Option<Duration>,
+    /// Adopt an existing key set: PEM keys (k3s's service.key; the first
+    /// private key signs, the others stay accepted) or a JWK Set.
+    #[arg(long, value_name = "FILE")]
+    import: Option<PathBuf>,
+    /// Make the signing key, and every key a rotation makes, in this
+    /// PKCS#11 token (sensitive, never extractable): a URI like
+    /// pkcs11:token=LABEL. The module is PKI_PKCS11_MODULE, the PIN is
+    /// read from PKI_PKCS11_PIN_FILE (or pin-source in the URI).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri, conflicts_with = "import")]
+    key_store: Option<pki_core::Pkcs11Uri>,
+    /// The time to act at: RFC 3339 or "now".
+    #[arg(long, default_value = "now", value_parser = parse_time)]
+    now: OffsetDateTime,
+}
+
 fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
     match s.parse().map_err(|e: pki_core::Error| e.to_string())? {
         KeyAlgorithm::EcdsaP384 => Err(
@@ -108,22 +119,29 @@ fn parse_key(s: &str) -> Result<KeyAlgorithm, String> {
 
 pub fn run(command: KeysCommand) -> CliResult {
     match command {
-        KeysCommand::Init {
-            dir,
-            key,
-            lifetime,
-            grace,
-            max_token_lifetime,
-            import,
-            now,
-        } => {
+        KeysCommand::Init(args) => {
+            let InitArgs {
+                dir,
+                key,
+                lifetime,
+                grace,
+                max_token_lifetime,
+                import,
+                key_store,
+                now,
+            } = *args;
             let policy = KeyRingPolicy {
                 algorithm: key,
                 lifetime,
                 grace,
                 max_token_lifetime,
             };
-            init(&dir, policy, import.as_deref(), now)
+            let source = match (&import, &key_store) {
+                (Some(path), _) => KeySource::Import(path),
+                (None, Some(uri)) => KeySource::Token(uri),
+                (None, None) => KeySource::New,
+            };
+            init(&dir, policy, source, now)
         }
         KeysCommand::Rotate {
             dir,
@@ -210,33 +228,87 @@ fn no_ring(dir: &StoreArg) -> CliError {
     CliError::new(format!("no key ring at {dir} (run `pki keys init` first)"))
 }
 
+/// Loads the ring; one that signs gets the tokens the environment names
+/// (a ring whose keys are in a token signs there).
 fn load(dir: &StoreArg, reads: Reads) -> CliResult<(KeyRing, pki_rotate::Revision)> {
-    Driver::new(open(dir, reads)?)
+    let store = open(dir, reads)?;
+    let driver = match reads {
+        Reads::Public => Driver::new(store),
+        Reads::Private => crate::token::driver(store)?,
+    };
+    driver
         .load::<KeyRingEngine>(&KEY)
         .map_err(not_initialized(dir))
+}
+
+/// Where a new ring's active key comes from.
+enum KeySource<'a> {
+    /// Generated in this process.
+    New,
+    /// The first private key of an existing key set (a file).
+    Import(&'a Path),
+    /// Made in the PKCS#11 token the URI names.
+    Token(&'a pki_core::Pkcs11Uri),
+}
+
+/// A new ring whose active key is made in the token `uri` names, with
+/// the store it goes to. The key's id comes from where the store is, so a
+/// rerun of an `init` that crashed before the store was written adopts the
+/// key that run made. An existing ring is refused before the token makes
+/// anything, and a store directory that does not exist yet is created only
+/// once the key is made.
+fn new_in_token(
+    dir: &StoreArg,
+    policy: KeyRingPolicy,
+    uri: &pki_core::Pkcs11Uri,
+    now: OffsetDateTime,
+) -> CliResult<(KeyRing, Box<dyn pki_rotate::Store + Send + Sync>)> {
+    policy.validate()?;
+    let existing = match dir {
+        StoreArg::Dir(path) if std::fs::symlink_metadata(path).is_err() => None,
+        dir => Some(dir.open_or_create()?),
+    };
+    if let Some(store) = &existing
+        && store.get(pki_rotate::keyring::STORE_KEY)?.is_some()
+    {
+        return Err(already_exists(dir));
+    }
+    let access = crate::token::for_uri(uri)?;
+    let location = crate::token::store_location(dir)?;
+    let ring = KeyRing::new_in_token(policy, (&access, uri, &location), now)?;
+    let store = match existing {
+        Some(store) => store,
+        None => dir.open_or_create()?,
+    };
+    Ok((ring, store))
+}
+
+fn already_exists(dir: &StoreArg) -> CliError {
+    CliError::new(format!("a key ring already exists at {dir}"))
 }
 
 fn init(
     dir: &StoreArg,
     policy: KeyRingPolicy,
-    import: Option<&Path>,
+    source: KeySource<'_>,
     now: OffsetDateTime,
 ) -> CliResult {
     let mut rng = os_rng();
-    let ring = match import {
-        Some(path) => {
+    let (ring, store) = match source {
+        KeySource::Import(path) => {
             let bytes = read_input(path, "key set")?;
             let keys = ImportedKeys::parse(&path.display().to_string(), &bytes)?;
-            KeyRing::import(policy, keys, now, &mut rng)?
+            let ring = KeyRing::import(policy, keys, now, &mut rng)?;
+            (ring, dir.open_or_create()?)
         }
-        None => KeyRing::new(policy, now, &mut rng)?,
+        KeySource::New => (KeyRing::new(policy, now, &mut rng)?, dir.open_or_create()?),
+        KeySource::Token(uri) => new_in_token(dir, policy, uri, now)?,
     };
-    let store = dir.open_or_create()?;
     Driver::new(store)
         .create::<KeyRingEngine>(&KEY, &ring)
         .map_err(|e| match e {
             RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(_)) => {
-                CliError::new(format!("a key ring already exists at {dir}"))
+                already_exists(dir)
             }
             other => other.into(),
         })?;
@@ -249,7 +321,10 @@ fn init(
             n => format!(", {n} imported key(s) kept accepted"),
         }
     );
-    crate::outln!("signing key     {}", dir.published(document::ACTIVE_KEY));
+    match ring.active.key.token() {
+        Some(key) => crate::outln!("signing key     {} (in the token)", key.uri()),
+        None => crate::outln!("signing key     {}", dir.published(document::ACTIVE_KEY)),
+    }
     crate::outln!("public keys     {}", dir.published(document::PUBLIC_PEM));
     crate::outln!("JWK Set         {}", dir.published(document::JWKS));
     crate::outln!("next rotation   {}", when(ring.rotation_due_at(), now));
@@ -265,7 +340,7 @@ fn rotate(
     let mut input = KeyRingInput::retire(retire);
     input.forced = force;
     let store = open(dir, Reads::Private)?;
-    let step = Driver::new(store)
+    let step = crate::token::driver(store)?
         .step::<KeyRingEngine, _>(&KEY, &input, now, &mut os_rng())
         .map_err(not_initialized(dir))?;
     if step.events.is_empty() {
@@ -308,6 +383,9 @@ fn status(dir: &StoreArg, json: bool, now: OffsetDateTime) -> CliResult {
         ring.active.public.algorithm().as_str(),
         pki_core::datetime::rfc3339(ring.active.since)
     );
+    if let Some(uri) = ring.key_uri(&ring.active.kid) {
+        crate::outln!("  in the token  {uri}");
+    }
     for k in &ring.accepted {
         let until = match k.accepted_until {
             Some(t) if k.accepted_at(now) => format!("accepted until {}", when(t, now)),

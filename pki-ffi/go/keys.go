@@ -78,11 +78,15 @@ func KeyRingAt(store *Store, key string) *KeyRing { return &KeyRing{store: store
 // (nil: DefaultKeyRingPolicy), one over an imported key set (Import: PEM
 // keys, k3s's service.key, the first private key signs and every other
 // key stays accepted until retired; or a JWK Set of public keys), or a
-// saved ring (State, alone).
+// saved ring (State, alone). A new ring's keys are made in the PKCS#11
+// token KeyStore names (a URI naming the token, "pkcs11:token=LABEL"),
+// reached through the module the store was opened with (OpenTokenStore):
+// they never leave it, and the document keeps their URIs.
 type KeyRingSpec struct {
-	Policy *KeyRingPolicy
-	Import []byte
-	State  []byte
+	Policy   *KeyRingPolicy
+	Import   []byte
+	State    []byte
+	KeyStore string
 }
 
 func keyringCreate(store *C.pki_store, key *C.char, keyLen C.size_t, input *C.char, inputLen C.size_t, now C.int64_t, out **C.pki_buffer) C.pki_result {
@@ -100,7 +104,7 @@ func keyringRead(store *C.pki_store, key *C.char, keyLen C.size_t, output C.uint
 // Create makes the ring spec says at now. A ring already there is an
 // error matching ErrAlreadyInitialized, and nothing is written.
 func (k *KeyRing) Create(ctx context.Context, spec KeyRingSpec, now time.Time) (*Step, error) {
-	req := reqKeyRingCreate{Policy: spec.Policy.toJSON()}
+	req := reqKeyRingCreate{Policy: spec.Policy.toJSON(), KeyStore: spec.KeyStore}
 	if spec.State != nil {
 		req.State = json.RawMessage(spec.State)
 	}

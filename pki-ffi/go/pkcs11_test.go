@@ -256,3 +256,98 @@ func TestTokenHeldCARotatesAndTheTokenHoldsExactlyItsKeys(t *testing.T) {
 	}
 	assertTokenMatches(t, h, storeDir, "after the refusal")
 }
+
+// ringKeyIDs are the ids of the key objects the key ring at storeDir
+// names (keys/key-ring.json's token_keys), sorted.
+func ringKeyIDs(t *testing.T, storeDir string) []string {
+	t.Helper()
+	var state struct {
+		TokenKeys struct {
+			Active   string            `json:"active"`
+			Accepted map[string]string `json:"accepted"`
+			Pending  string            `json:"pending"`
+			Retiring []string          `json:"retiring"`
+		} `json:"token_keys"`
+	}
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(storeDir, "keys", "key-ring.json"))), &state); err != nil {
+		t.Fatal(err)
+	}
+	k := state.TokenKeys
+	uris := append([]string{k.Active, k.Pending}, k.Retiring...)
+	for _, uri := range k.Accepted {
+		uris = append(uris, uri)
+	}
+	var ids []string
+	for _, uri := range uris {
+		if uri != "" {
+			ids = append(ids, uriID(t, uri))
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// A key ring whose signing keys are in a SoftHSM2 token: created with
+// KeyStore, a token signed there verifies, a forced rotation makes the
+// new key in the token and keeps the old one while it is accepted, and
+// once its grace has ended the old key object is destroyed. No private
+// key file is written; without the module a create is refused.
+func TestTokenHeldKeyRingSignsRotatesAndDestroysItsOldKey(t *testing.T) {
+	module := os.Getenv("PKI_TEST_PKCS11_MODULE")
+	if module == "" {
+		t.Skip("needs SoftHSM2: run through `cargo test -p pki-ffi --test go`, which names its module")
+	}
+	h := newSoftHSM(t, module)
+	storeDir := filepath.Join(t.TempDir(), "store")
+	spec := pki.KeyRingSpec{KeyStore: "pkcs11:token=" + tokenLabel}
+
+	bare := must(pki.OpenStore(ctx, storeDir))
+	defer bare.Close()
+	if _, err := pki.KeyRingOf(bare).Create(ctx, spec, t0); !errors.Is(err, pki.ErrPKCS11NotOpen) {
+		t.Fatalf("a key_store without the module: %v, want ErrPKCS11NotOpen", err)
+	}
+
+	store := must(pki.OpenTokenStore(ctx, storeDir, pki.PKCS11Options{Module: module, PINFile: h.pinFile}))
+	defer store.Close()
+	ring := pki.KeyRingOf(store)
+	must(ring.Create(ctx, spec, t0)).Close()
+	if _, err := os.Stat(filepath.Join(storeDir, "keys", "active.key")); !os.IsNotExist(err) {
+		t.Fatalf("a token-held signing key was written to the store: %v", err)
+	}
+	matches := func(after string) int {
+		t.Helper()
+		held, named := h.privateKeyIDs(t), ringKeyIDs(t, storeDir)
+		if len(named) == 0 || strings.Join(held, ",") != strings.Join(named, ",") {
+			t.Fatalf("%s: the token holds %v, the ring names %v", after, held, named)
+		}
+		return len(held)
+	}
+	if n := matches("created"); n != 1 {
+		t.Fatalf("created: %d keys, want 1", n)
+	}
+	claims := []byte(`{"sub":"go"}`)
+	old := must(ring.Sign(ctx, claims, t0.Add(time.Minute)))
+	if err := ring.Verify(ctx, []byte(old), t0.Add(time.Minute)); err != nil {
+		t.Fatalf("a token signed in the token: %v", err)
+	}
+
+	must(ring.Rotate(ctx, t0.Add(time.Hour), "drill")).Close()
+	if n := matches("rotated"); n != 2 {
+		t.Fatalf("rotated: %d keys, want the new and the previous", n)
+	}
+	fresh := must(ring.Sign(ctx, claims, t0.Add(time.Hour)))
+	for _, token := range []string{old, fresh} {
+		if err := ring.Verify(ctx, []byte(token), t0.Add(2*time.Hour)); err != nil {
+			t.Fatalf("during the grace: %v", err)
+		}
+	}
+
+	// The default grace is 24 hours: after it the old key object goes.
+	must(ring.Rotate(ctx, t0.Add(26*time.Hour), "")).Close()
+	if n := matches("after the grace"); n != 1 {
+		t.Fatalf("after the grace: %d keys, want 1", n)
+	}
+	if err := ring.Verify(ctx, []byte(old), t0.Add(26*time.Hour)); err == nil {
+		t.Fatal("a token of the destroyed key still verifies")
+	}
+}

@@ -208,9 +208,10 @@ type reqKeyRingPolicy struct {
 
 // reqKeyRingCreate mirrors pki_rotate::request::KeyRingCreate.
 type reqKeyRingCreate struct {
-	Policy *reqKeyRingPolicy `json:"policy,omitempty"`
-	Import string            `json:"import,omitempty"`
-	State  json.RawMessage   `json:"state,omitempty"`
+	Policy   *reqKeyRingPolicy `json:"policy,omitempty"`
+	Import   string            `json:"import,omitempty"`
+	State    json.RawMessage   `json:"state,omitempty"`
+	KeyStore string            `json:"key_store,omitempty"`
 }
 
 // reqKeyRingStep mirrors pki_rotate::request::KeyRingStep.

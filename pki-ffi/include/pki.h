@@ -1231,7 +1231,9 @@ pki_result pki_controller_run(const char *location,
  * - `PKI_KIND_KEYRING` (NULL: a new ring with the default policy):
  *   `{"policy": {"key_type", "lifetime_seconds", "grace_seconds",
  *   "max_token_lifetime_seconds"}}`, `{"import": "PEM or JWK Set",
- *   "policy": {…}}` or `{"state": {…}}` (`PKI_KEYRING_STATE`);
+ *   "policy": {…}}` or `{"state": {…}}` (`PKI_KEYRING_STATE`). A new
+ *   ring with `"key_store": "pkcs11:token=LABEL"` has its signing keys
+ *   made in that PKCS#11 token, as a signer's CA key is;
  * - `PKI_KIND_CRED`: `{"expire_seconds": N, "grace_seconds": N}` (the
  *   grace shorter than the expiry); nothing is minted yet.
  *
@@ -1619,8 +1621,8 @@ pki_result pki_leaf_reconcile(const struct pki_signer *signer,
  *   dropped) or as text (`pkcs11_pin`), not both. Every document of the
  *   store whose CA key is in a token signs, makes and destroys its keys
  *   through it (a token is logged in to the first time one of its keys
- *   is needed), and a signer created with `key_store` makes its CA key
- *   there. Without it such a document refuses to sign with
+ *   is needed), and a signer or a key ring created with `key_store`
+ *   makes its keys there. Without it such a document refuses to sign with
  *   `PKI_RESULT_PKCS11_NOT_OPEN` before anything is written.
  *
  * On success the caller owns `*out_store` and frees it with

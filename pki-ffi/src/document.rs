@@ -131,7 +131,9 @@ pub(crate) fn read(
 /// - `PKI_KIND_KEYRING` (NULL: a new ring with the default policy):
 ///   `{"policy": {"key_type", "lifetime_seconds", "grace_seconds",
 ///   "max_token_lifetime_seconds"}}`, `{"import": "PEM or JWK Set",
-///   "policy": {…}}` or `{"state": {…}}` (`PKI_KEYRING_STATE`);
+///   "policy": {…}}` or `{"state": {…}}` (`PKI_KEYRING_STATE`). A new
+///   ring with `"key_store": "pkcs11:token=LABEL"` has its signing keys
+///   made in that PKCS#11 token, as a signer's CA key is;
 /// - `PKI_KIND_CRED`: `{"expire_seconds": N, "grace_seconds": N}` (the
 ///   grace shorter than the expiry); nothing is minted yet.
 ///

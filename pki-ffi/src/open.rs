@@ -297,8 +297,8 @@ impl StoreOptions {
 ///   dropped) or as text (`pkcs11_pin`), not both. Every document of the
 ///   store whose CA key is in a token signs, makes and destroys its keys
 ///   through it (a token is logged in to the first time one of its keys
-///   is needed), and a signer created with `key_store` makes its CA key
-///   there. Without it such a document refuses to sign with
+///   is needed), and a signer or a key ring created with `key_store`
+///   makes its keys there. Without it such a document refuses to sign with
 ///   `PKI_RESULT_PKCS11_NOT_OPEN` before anything is written.
 ///
 /// On success the caller owns `*out_store` and frees it with

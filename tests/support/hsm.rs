@@ -173,7 +173,7 @@ impl Hsm {
     }
 
     fn state(&self) -> serde_json::Value {
-        let state = ["pki-state.json", "set/state.json", "keys/state.json"]
+        let state = ["pki-state.json", "set/state.json", "keys/key-ring.json"]
             .iter()
             .map(|f| self.store.join(f))
             .find(|p| p.exists())

@@ -359,6 +359,7 @@ pub(crate) const STRUCTS: &[GoStruct] = &[
             f("Policy", "*reqKeyRingPolicy", "policy", true),
             f("Import", "string", "import", true),
             f("State", "json.RawMessage", "state", true),
+            f("KeyStore", "string", "key_store", true),
         ],
     ),
     s(

@@ -177,6 +177,7 @@ fn keys_and_cred_samples() -> Vec<(&'static str, Value)> {
         }),
         import: some("PEM"),
         state: Some(json!({})),
+        key_store: some("pkcs11:token=t"),
     };
     let step = KeyRingStep {
         forced: some("r"),

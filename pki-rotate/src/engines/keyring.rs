@@ -34,6 +34,12 @@
 //!   how long their tokens live, so they stay accepted until an operator
 //!   retires them ([`KeyRingInput::retire()`]). Retiring a key whose grace
 //!   has not ended is refused.
+//! - The keys may be objects in a PKCS#11 token ([`KeyRing::new_in_token`],
+//!   [`token_keys`]): a rotation records its new key in one commit and
+//!   makes (or adopts) it in the next round; a key that leaves the ring
+//!   is listed as retiring in one commit and its object destroyed in the
+//!   next round. The ring then keeps no private key, only URIs and
+//!   public keys.
 
 use crate::engines::{Engine, Outcome};
 use crate::model::error::Result;
@@ -50,6 +56,7 @@ pub mod jose;
 mod plan;
 mod ring;
 mod status;
+pub mod token_keys;
 
 pub use crate::model::error::KeyRingError;
 pub use apply::apply;
@@ -59,6 +66,7 @@ pub use jose::{JoseError, Jwks, PublicKey};
 pub use plan::{KeyRingInput, KeyRingPlan, next_wake, plan};
 pub use ring::{AcceptedKey, ActiveKey, KeyOrigin, KeyRing, KeyRotationReason, KeyRotationRecord};
 pub use status::{KeyReport, KeyRingStatus, PolicyReport};
+pub use token_keys::RingTokenKeys;
 
 /// The store key the CLI keeps the key ring under.
 pub const STORE_KEY: &str = "keys";

@@ -398,11 +398,19 @@ impl TokenKeys {
     /// are forgotten there, and the token itself is only asked to find
     /// the current key to sign with. A forecast never changes a token.
     pub fn simulate(&mut self) {
-        let real = self.access.0.take();
-        self.access = Attached(Some(Arc::new(Simulated {
+        self.access.simulate();
+    }
+}
+
+impl Attached {
+    /// Turns the access into a forecast's simulation of it (see
+    /// [`TokenKeys::simulate`]).
+    pub(crate) fn simulate(&mut self) {
+        let real = self.0.take();
+        self.0 = Some(Arc::new(Simulated {
             real,
             made: std::sync::Mutex::new(Vec::new()),
-        })));
+        }));
     }
 }
 

@@ -1,7 +1,8 @@
 //! A key ring's requests: create and step.
 
-use super::{KeyType, RequestError, seconds};
-use crate::{ImportedKeys, KeyRing, KeyRingInput, KeyRingPolicy};
+use super::{CreateSite, KeyType, RequestError, seconds};
+use crate::{ImportedKeys, KeyRing, KeyRingInput, KeyRingPolicy, RotateError};
+use pki_core::Pkcs11Uri;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -62,15 +63,49 @@ pub struct KeyRingCreate {
     /// A saved ring (its state as a JSON value), alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<serde_json::Value>,
+    /// The PKCS#11 token the new ring's keys are made in, as a URI naming
+    /// the token (`pkcs11:token=ops-hsm`), for a new ring only (not with
+    /// `import` or `state`): the keys never leave the token, and the
+    /// document keeps their URIs. The token is reached through the access
+    /// the store was opened with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_store: Option<String>,
 }
 
 impl KeyRingCreate {
-    /// The new document at `now`.
+    /// The new document at `now`, made without a token (a `key_store` is
+    /// refused naming the token it needs: see [`KeyRingCreate::document_at`]).
     pub fn document<R: rand_core::CryptoRng + ?Sized>(
         &self,
         now: OffsetDateTime,
         rng: &mut R,
     ) -> Result<KeyRing, RequestError> {
+        let site = CreateSite {
+            tokens: None,
+            location: "",
+        };
+        self.document_at(site, now, rng)
+    }
+
+    /// The new document at `now`, in the store `site` describes: a
+    /// `key_store`'s first key is made through its tokens, its id derived
+    /// from its location.
+    pub fn document_at<R: rand_core::CryptoRng + ?Sized>(
+        &self,
+        site: CreateSite<'_>,
+        now: OffsetDateTime,
+        rng: &mut R,
+    ) -> Result<KeyRing, RequestError> {
+        if let Some(uri) = &self.key_store {
+            if self.import.is_some() || self.state.is_some() {
+                return Err(RequestError::invalid(
+                    "key_store",
+                    "a token makes the keys of a new ring only: not with `import` or `state`",
+                ));
+            }
+            let policy = self.policy.clone().unwrap_or_default().policy()?;
+            return new_in_token(uri, policy, site, now);
+        }
         if let Some(state) = &self.state {
             if self.policy.is_some() || self.import.is_some() {
                 return Err(RequestError::invalid(
@@ -93,6 +128,31 @@ impl KeyRingCreate {
             None => KeyRing::new(policy, now, rng)?,
         })
     }
+}
+
+/// A new ring whose first key is made in the token `uri` names, through
+/// the tokens of `site`.
+fn new_in_token(
+    uri: &str,
+    policy: KeyRingPolicy,
+    site: CreateSite<'_>,
+    now: OffsetDateTime,
+) -> Result<KeyRing, RequestError> {
+    let store =
+        Pkcs11Uri::parse(uri).map_err(|e| RequestError::invalid("key_store", e.to_string()))?;
+    let Some(access) = site.tokens else {
+        // The engine's own refusal for a token key without a token, so
+        // that callers see one error for both.
+        return Err(RotateError::Core(pki_core::Error::Pkcs11TokenNotOpen {
+            uri: store.to_string(),
+        })
+        .into());
+    };
+    Ok(KeyRing::new_in_token(
+        policy,
+        (access, &store, site.location),
+        now,
+    )?)
 }
 
 /// One key ring step: `{}` is the periodic step.

@@ -40,6 +40,23 @@ pub enum KeyRingEvent {
         /// The active key id the concurrent rotation made.
         by: String,
     },
+    /// A rotation's new key was recorded; the next round makes it in the
+    /// token (or adopts it there).
+    TokenKeyIntended {
+        /// The key object's URI.
+        uri: String,
+    },
+    /// A key object in the token is no longer accepted and is listed for
+    /// destruction.
+    TokenKeyRetired {
+        /// The key object's URI.
+        uri: String,
+    },
+    /// A retired key object was destroyed in the token (or was gone).
+    TokenKeyDestroyed {
+        /// The key object's URI.
+        uri: String,
+    },
 }
 
 impl std::fmt::Display for KeyRingEvent {
@@ -68,6 +85,18 @@ impl std::fmt::Display for KeyRingEvent {
                 f,
                 "forced rotation ({reason}) already done by a concurrent rotation to {by}; recorded as forced"
             ),
+            KeyRingEvent::TokenKeyIntended { uri } => {
+                write!(
+                    f,
+                    "recorded the new signing key {uri}, to make in the token"
+                )
+            }
+            KeyRingEvent::TokenKeyRetired { uri } => {
+                write!(f, "retired the signing key {uri}: it is no longer accepted")
+            }
+            KeyRingEvent::TokenKeyDestroyed { uri } => {
+                write!(f, "destroyed the signing key {uri}")
+            }
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct KeyRingPlan {
     pub expired: Vec<String>,
     /// Keys to retire on request.
     pub retire: Vec<String>,
+    /// The ring lists key objects in a token to destroy (its keys that
+    /// left): this step destroys them.
+    pub destroy_retiring: bool,
 }
 
 impl KeyRingPlan {
@@ -60,6 +63,7 @@ impl KeyRingPlan {
             && self.record_forced.is_none()
             && self.expired.is_empty()
             && self.retire.is_empty()
+            && !self.destroy_retiring
     }
 }
 
@@ -79,6 +83,10 @@ pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result
         record_forced: None,
         expired: Vec::new(),
         retire: Vec::new(),
+        destroy_retiring: ring
+            .token_keys
+            .as_ref()
+            .is_some_and(|keys| !keys.retiring.is_empty()),
     };
     if let Some(reason) = &input.forced {
         if reason.trim().is_empty() {

@@ -1,13 +1,15 @@
 //! The ring itself: its active and accepted keys, the history of its
 //! rotations, and signing and verifying tokens with them.
 
+use super::token_keys::{RingTokenKeys, first_key};
 use super::{ImportedKeys, JoseError, Jwks, KeyRingError, KeyRingPolicy, PublicKey, jose};
 use crate::model::error::Result;
-use pki_core::PrivateKey;
 use pki_core::datetime::rfc3339;
 use pki_core::policy::human;
+use pki_core::{CaKey, Pkcs11Uri, PrivateKey, TokenAccess};
 use rand_core::CryptoRng;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
 
 /// Where a key came from.
@@ -23,8 +25,9 @@ pub enum KeyOrigin {
 /// The key tokens are signed with.
 #[derive(Debug, Clone)]
 pub struct ActiveKey {
-    /// The private key.
-    pub key: PrivateKey,
+    /// The private key: in this process, or an object in a PKCS#11 token
+    /// that signs there.
+    pub key: CaKey,
     /// Its public half.
     pub public: PublicKey,
     /// Its RFC 7638 thumbprint, the `kid` of the tokens it signs.
@@ -36,7 +39,12 @@ pub struct ActiveKey {
 }
 
 impl ActiveKey {
-    pub(super) fn new(key: PrivateKey, since: OffsetDateTime, origin: KeyOrigin) -> Result<Self> {
+    pub(super) fn new(
+        key: impl Into<CaKey>,
+        since: OffsetDateTime,
+        origin: KeyOrigin,
+    ) -> Result<Self> {
+        let key = key.into();
         let der = key.public_key_der()?;
         let public = PublicKey::from_spki_der(&der).map_err(KeyRingError::Jose)?;
         Ok(ActiveKey {
@@ -148,6 +156,10 @@ pub struct KeyRing {
     pub forced_reasons: BTreeSet<String>,
     /// Every rotation, oldest first.
     pub history: Vec<KeyRotationRecord>,
+    /// Present when the ring's keys are objects in a PKCS#11 token: the
+    /// token new keys are made in, and the objects of the accepted keys,
+    /// of a rotation's intended key and of keys to destroy.
+    pub token_keys: Option<RingTokenKeys>,
 }
 
 impl KeyRing {
@@ -165,7 +177,53 @@ impl KeyRing {
             accepted: Vec::new(),
             forced_reasons: BTreeSet::new(),
             history: Vec::new(),
+            token_keys: None,
         })
+    }
+
+    /// A new ring whose active key is made in the token `store` names
+    /// (sensitive, never extractable), through `access`. The key's id is
+    /// derived from `location`, where the store is (an absolute directory
+    /// or the URL, with the store key when it is not the usual one: see
+    /// [`crate::engines::token_keys::document_location`]), so that a
+    /// creation that crashed after the token made the key and before the
+    /// store held the ring adopts that key when it is run again.
+    pub fn new_in_token(
+        policy: KeyRingPolicy,
+        token: (&Arc<dyn TokenAccess>, &Pkcs11Uri, &str),
+        now: OffsetDateTime,
+    ) -> Result<Self> {
+        policy.validate()?;
+        let (key, keys) = first_key(token, policy.algorithm)?;
+        Ok(KeyRing {
+            policy,
+            active: ActiveKey::new(key, now, KeyOrigin::Generated)?,
+            accepted: Vec::new(),
+            forced_reasons: BTreeSet::new(),
+            history: Vec::new(),
+            token_keys: Some(keys),
+        })
+    }
+
+    /// See [`crate::Document::attach_tokens`]: the active key, when it is a
+    /// token object, signs through `access`, and so do the key moves of
+    /// rotations.
+    pub(super) fn attach_token_access(&mut self, access: &Arc<dyn TokenAccess>) {
+        if let Some(keys) = &mut self.token_keys {
+            keys.attach(access);
+        }
+        if let CaKey::Token(key) = &mut self.active.key {
+            key.attach(Arc::clone(access));
+        }
+    }
+
+    /// The URI of the token object that holds key `kid` (the active key or
+    /// an accepted one the ring made), when the ring's keys are in a token.
+    pub fn key_uri(&self, kid: &str) -> Option<&Pkcs11Uri> {
+        if kid == self.active.kid {
+            return self.active.key.token().map(pki_core::TokenKey::uri);
+        }
+        self.token_keys.as_ref()?.accepted.get(kid)
     }
 
     /// A ring over an existing key set. The first private key becomes the
@@ -207,6 +265,7 @@ impl KeyRing {
             accepted,
             forced_reasons: BTreeSet::new(),
             history: Vec::new(),
+            token_keys: None,
         })
     }
 
@@ -289,7 +348,7 @@ impl KeyRing {
             }
         }
         let signer = jose::TokenSigner::new(&self.active.key).map_err(KeyRingError::Jose)?;
-        Ok(jose::sign(&signer, &self.active.kid, claims).map_err(KeyRingError::Jose)?)
+        jose::sign(&signer, &self.active.kid, claims)
     }
 
     /// Verifies a compact JWS at `now`: its `kid` must name the active key

@@ -70,6 +70,10 @@ pub struct KeyReport {
     pub accepted_until: Option<OffsetDateTime>,
     /// Whether tokens it signed verify at the report time.
     pub accepted: bool,
+    /// The PKCS#11 URI of the token object that holds the key, when the
+    /// ring's keys are in a token (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 impl KeyRing {
@@ -98,6 +102,7 @@ impl KeyRing {
                 rotated_out_at: None,
                 accepted_until: None,
                 accepted: true,
+                uri: self.key_uri(&self.active.kid).map(ToString::to_string),
             },
             accepted: self
                 .accepted
@@ -110,6 +115,7 @@ impl KeyRing {
                     rotated_out_at: k.rotated_out_at,
                     accepted_until: k.accepted_until,
                     accepted: k.accepted_at(now),
+                    uri: self.key_uri(&k.kid).map(ToString::to_string),
                 })
                 .collect(),
             rotation_due_at: self.rotation_due_at(),

@@ -75,7 +75,7 @@ fn signer_and_key(alg: pki_core::KeyAlgorithm) -> (TokenSigner, PublicKey) {
     use rand_core::SeedableRng;
     let key = pki_core::PrivateKey::generate(alg, &mut ChaCha20Rng::seed_from_u64(9)).unwrap();
     let public = PublicKey::from_spki_der(&key.public_key_der().unwrap()).unwrap();
-    (TokenSigner::new(&key).unwrap(), public)
+    (TokenSigner::new(&key.into()).unwrap(), public)
 }
 
 #[test]

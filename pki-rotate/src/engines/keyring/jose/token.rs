@@ -2,6 +2,7 @@
 //! RS256, and parsing and verifying tokens.
 
 use super::{Algorithm, JoseError, MAX_TOKEN_BYTES, PublicKey, malformed, unsupported};
+use crate::engines::keyring::KeyRingError;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as Base64UrlUnpadded;
 use serde_json::{Map, Value};
@@ -12,13 +13,20 @@ use signature::{SignatureEncoding, Signer};
 pub(crate) enum TokenSigner {
     P256(p256::ecdsa::SigningKey),
     Rsa(Box<rsa::pkcs1v15::SigningKey<Sha256>>),
+    /// A key object in a PKCS#11 token, signing there.
+    Token(Box<pki_core::TokenKey>),
 }
 
 impl TokenSigner {
-    /// Reads the key back from its PKCS#8 form: pki-core keeps its key
-    /// types private, and PKCS#8 is the one form both sides speak.
-    pub(crate) fn new(key: &pki_core::PrivateKey) -> Result<Self, JoseError> {
+    /// The signer of `key`: in this process, read back from its PKCS#8
+    /// form (pki-core keeps its key types private, and PKCS#8 is the one
+    /// form both sides speak); in a token, the token's object.
+    pub(crate) fn new(key: &pki_core::CaKey) -> Result<Self, JoseError> {
         use p256::pkcs8::DecodePrivateKey;
+        let key = match key {
+            pki_core::CaKey::InProcess(key) => key,
+            pki_core::CaKey::Token(key) => return Self::in_token(key),
+        };
         let der = key
             .to_pkcs8_der()
             .map_err(|e| unsupported("active key", e))?;
@@ -35,27 +43,57 @@ impl TokenSigner {
         }
     }
 
+    fn in_token(key: &pki_core::TokenKey) -> Result<Self, JoseError> {
+        match key.algorithm() {
+            pki_core::KeyAlgorithm::EcdsaP384 => Err(unsupported(
+                format!("active key {}", key.uri()),
+                "a P-384 key signs ES384, which the key ring does not sign",
+            )),
+            _ => Ok(TokenSigner::Token(Box::new(key.clone()))),
+        }
+    }
+
     fn algorithm(&self) -> Algorithm {
         match self {
             TokenSigner::P256(_) => Algorithm::Es256,
             TokenSigner::Rsa(_) => Algorithm::Rs256,
+            TokenSigner::Token(key) if key.algorithm().is_rsa() => Algorithm::Rs256,
+            TokenSigner::Token(_) => Algorithm::Es256,
         }
     }
 
-    fn sign(&self, input: &[u8]) -> Result<Vec<u8>, JoseError> {
+    /// The signature of `input` as JWS carries it. A token signs through
+    /// pki-core's [`pki_core::SigningKey`], which gives the X.509 form: an
+    /// RSASSA-PKCS1-v1_5 signature is the same in both; an ECDSA one is DER
+    /// there, its r and s put back here as the 64 bytes r‖s of ES256
+    /// (RFC 7518 §3.4).
+    fn sign(&self, input: &[u8]) -> crate::Result<Vec<u8>> {
+        let failed = |e: signature::Error| KeyRingError::Jose(unsupported("active key", e));
         match self {
             // RFC 6979 deterministic ECDSA: same key and message, same token.
             TokenSigner::P256(k) => {
-                let s: p256::ecdsa::Signature = k
-                    .try_sign(input)
-                    .map_err(|e| unsupported("active key", e))?;
+                let s: p256::ecdsa::Signature = k.try_sign(input).map_err(failed)?;
                 Ok(s.to_bytes().to_vec())
             }
             TokenSigner::Rsa(k) => {
-                let s: rsa::pkcs1v15::Signature = k
-                    .try_sign(input)
-                    .map_err(|e| unsupported("active key", e))?;
+                let s: rsa::pkcs1v15::Signature = k.try_sign(input).map_err(failed)?;
                 Ok(s.to_vec())
+            }
+            TokenSigner::Token(key) => {
+                let provider = pki_core::CryptoProvider::get_default();
+                let uri = key.uri().to_string();
+                let key = pki_core::CaKey::Token(key.clone());
+                let signature = pki_core::SigningKey::sign(&key, input, &provider)?;
+                if key.algorithm().is_rsa() {
+                    return Ok(signature);
+                }
+                let s = p256::ecdsa::Signature::from_der(&signature).map_err(|e| {
+                    pki_core::Error::Pkcs11 {
+                        operation: format!("signing a token with {uri}"),
+                        reason: format!("the token's ECDSA signature does not read back: {e}"),
+                    }
+                })?;
+                Ok(s.to_bytes().to_vec())
             }
         }
     }
@@ -63,8 +101,8 @@ impl TokenSigner {
 
 /// Signs `claims` (a JSON object, used byte for byte as the payload) as a
 /// compact JWS with header `{"alg","kid","typ":"JWT"}`.
-pub(crate) fn sign(signer: &TokenSigner, kid: &str, claims: &[u8]) -> Result<String, JoseError> {
-    parse_claims(claims)?;
+pub(crate) fn sign(signer: &TokenSigner, kid: &str, claims: &[u8]) -> crate::Result<String> {
+    parse_claims(claims).map_err(KeyRingError::Jose)?;
     let header = serde_json::json!({
         "alg": signer.algorithm().as_str(),
         "kid": kid,
