@@ -517,6 +517,37 @@ fn parse_purpose(s: &str) -> Result<pki_core::verify::Purpose, String> {
     }
 }
 
+fn run_cred(command: CredCommand) -> common::CliResult {
+    match command {
+        CredCommand::Init {
+            dir,
+            name,
+            expire,
+            grace,
+            mint_cmd,
+            revoke_cmd,
+            run,
+        } => cred::init(cred::InitArgs {
+            dir: &dir,
+            name: &name,
+            expire,
+            grace,
+            mint_cmd: &mint_cmd,
+            revoke_cmd: &revoke_cmd,
+            options: run.options(),
+        }),
+        CredCommand::Reconcile { dir, name, run } => {
+            cred::reconcile(&dir, name.as_deref(), &run.options())
+        }
+        CredCommand::Status {
+            dir,
+            json,
+            check,
+            now,
+        } => cred::status(&dir, json, check, now),
+    }
+}
+
 fn run(cli: Cli) -> common::CliResult {
     match cli.command {
         Command::Init(command) => command.run(),
@@ -570,32 +601,7 @@ fn run(cli: Cli) -> common::CliResult {
             scenario: None,
             dir,
         } => demo::run(dir.as_deref()),
-        Command::Cred(CredCommand::Init {
-            dir,
-            name,
-            expire,
-            grace,
-            mint_cmd,
-            revoke_cmd,
-            run,
-        }) => cred::init(cred::InitArgs {
-            dir: &dir,
-            name: &name,
-            expire,
-            grace,
-            mint_cmd: &mint_cmd,
-            revoke_cmd: &revoke_cmd,
-            options: run.options(),
-        }),
-        Command::Cred(CredCommand::Reconcile { dir, name, run }) => {
-            cred::reconcile(&dir, name.as_deref(), &run.options())
-        }
-        Command::Cred(CredCommand::Status {
-            dir,
-            json,
-            check,
-            now,
-        }) => cred::status(&dir, json, check, now),
+        Command::Cred(command) => run_cred(command),
         Command::Keys { command } => keys::run(command),
         Command::StoreKey { command } => store_key::run(command),
         Command::Lint(args) => lint::run(args),
