@@ -2,7 +2,9 @@
 //! and with `--check`, an exit status for cron and monitoring.
 
 use crate::common::{CliError, CliResult, SIGNER, StoreArg, set_exit_status, when};
-use pki_kube::controller::status::{InjectionTarget, KubeStatus, list_injection_targets};
+use pki_kube::controller::status::{
+    InjectionTarget, KubeStatus, any_annotated, list_injection_targets,
+};
 use pki_kube::controller::{ControllerError, DEFAULT_ANNOTATION_PREFIX};
 use pki_kube::{KubeOptions, KubeUrl};
 use pki_rotate::signer::IdleReport;
@@ -48,7 +50,8 @@ pub fn run(
 /// printing, so a failed write prints only its error). On a `kube://`
 /// store the report also lists the objects annotated under `prefix` for
 /// `pki controller` (pki-kube decides which lag); the store's summary
-/// knows nothing of them, so `--check` always makes the full report there.
+/// knows nothing of them, so `--check` makes the full report when there
+/// are some.
 pub fn run_drawing(
     dir: &StoreArg,
     output: Output,
@@ -64,7 +67,7 @@ pub fn run_drawing(
     if output.check
         && !output.json
         && !output.verify
-        && kube.is_none()
+        && !lists_annotated_objects(kube.as_ref(), prefix)?
         && let Some(idle) = driver.idle::<SignerEngine>(SIGNER, now)?
         // A summary this build cannot read, or one an older build wrote
         // (its promise was about steps alone): the full report decides.
@@ -87,12 +90,8 @@ pub fn run_drawing(
     let targets = match &kube {
         Some(url) => {
             let options = KubeOptions::default();
-            let listing = list_injection_targets(url, &options, prefix, &state, now).map_err(
-                |e| match e {
-                    ControllerError::Store(e) => CliError::from(e),
-                    other => CliError::new(other.to_string()),
-                },
-            )?;
+            let listing = list_injection_targets(url, &options, prefix, &state, now)
+                .map_err(listing_error)?;
             for unlisted in &listing.unlisted {
                 eprintln!("pki: {}", crate::common::one_line(unlisted));
             }
@@ -114,6 +113,22 @@ pub fn run_drawing(
         set_exit_status(report.signer.health.exit_code());
     }
     Ok(())
+}
+
+/// Whether the report lists objects annotated for `pki controller`: on a
+/// `kube://` store where some are (the store's summary knows nothing of
+/// them, so `--check` then makes the full report).
+fn lists_annotated_objects(kube: Option<&KubeUrl>, prefix: &str) -> Result<bool, CliError> {
+    let Some(url) = kube else { return Ok(false) };
+    any_annotated(url, &KubeOptions::default(), prefix).map_err(listing_error)
+}
+
+/// A failed listing of the cluster: a store error keeps its exit code.
+fn listing_error(e: ControllerError) -> CliError {
+    match e {
+        ControllerError::Store(e) => CliError::from(e),
+        other => CliError::new(other.to_string()),
+    }
 }
 
 /// The `kube://` store `dir` names, if it names one.

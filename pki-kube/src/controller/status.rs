@@ -120,6 +120,62 @@ pub fn list_injection_targets(
     })
 }
 
+/// Whether any object in the cluster is annotated under `prefix` for the
+/// controller (a Service for a serving certificate, or an object with a
+/// bundle field for injection): when none is, `pki status --check` may
+/// answer from the store's summary, which knows nothing of such objects.
+/// A kind the account may not list counts as having some, so that the full
+/// report names it.
+pub fn any_annotated(
+    url: &KubeUrl,
+    options: &KubeOptions,
+    prefix: &str,
+) -> Result<bool, ControllerError> {
+    check_prefix(prefix)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail::backend(url, format!("cannot start a tokio runtime: {e}")))?;
+    runtime.block_on(async {
+        let client = options::client(url, options).await?;
+        let lister = Lister {
+            client: &client,
+            url,
+            limit: options.request_timeout,
+            unlisted: std::sync::Mutex::default(),
+        };
+        let services: Vec<Arc<Service>> = lister
+            .all::<Service>("Services")
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let inject = format!("{prefix}{INJECT_CABUNDLE}");
+        let found = !serving::targets(&services, prefix).is_empty()
+            || lister
+                .all::<ConfigMap>("ConfigMaps")
+                .await?
+                .iter()
+                .any(|c| asks_injection(&c.metadata, &inject))
+            || lister
+                .any_ca_bundles::<ValidatingWebhookConfiguration>(&inject)
+                .await?
+            || lister
+                .any_ca_bundles::<MutatingWebhookConfiguration>(&inject)
+                .await?
+            || lister.any_ca_bundles::<APIService>(&inject).await?
+            || lister
+                .any_ca_bundles::<CustomResourceDefinition>(&inject)
+                .await?;
+        let unlisted = lister
+            .unlisted
+            .lock()
+            .map(|u| !u.is_empty())
+            .unwrap_or(true);
+        Ok(found || unlisted)
+    })
+}
+
 /// Every object annotated under `prefix` for the controller of the store
 /// at `url` (whose document is `state`), judged at `now`, sorted by kind,
 /// namespace and name. A kind the API server does not serve (no
@@ -247,6 +303,15 @@ impl Lister<'_> {
             targets.push(judge.target("Service", &target.service.metadata, verdict));
         }
         Ok(targets)
+    }
+
+    /// Whether an object of kind `K` is annotated and has a `caBundle`
+    /// field.
+    async fn any_ca_bundles<K: CaBundles>(&self, inject: &str) -> Result<bool, ControllerError> {
+        let objects = self.all::<K>(K::KIND).await?;
+        Ok(objects
+            .iter()
+            .any(|o| asks_injection(o.meta(), inject) && !o.ca_bundles().is_empty()))
     }
 
     /// The annotated objects of kind `K` that have a `caBundle` field.
