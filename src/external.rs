@@ -19,6 +19,9 @@ pub struct CaFiles {
     pub ca: PathBuf,
     pub key: Option<PathBuf>,
     pub chain: Option<PathBuf>,
+    /// The CA's key as an object in a PKCS#11 token (`--key-uri`), instead
+    /// of a key in the files.
+    pub key_uri: Option<pki_core::Pkcs11Uri>,
     pub max_input_size: u64,
 }
 
@@ -29,8 +32,31 @@ impl CaFiles {
         let key = self.key.as_deref().map(read).transpose()?;
         let chain = self.chain.as_deref().map(read).transpose()?;
         let key = key.map(zeroize::Zeroizing::new);
-        CaImport::parse(&ca, key.as_deref().map(|k| k.as_slice()), chain.as_deref())
-            .map_err(|e| CliError::new(format!("{}: {e}", self.describe())))
+        let mut import =
+            CaImport::parse(&ca, key.as_deref().map(|k| k.as_slice()), chain.as_deref())
+                .map_err(|e| CliError::new(format!("{}: {e}", self.describe())))?;
+        if let Some(uri) = &self.key_uri {
+            import.key = Some(self.token_key(&import, uri)?);
+        }
+        Ok(import)
+    }
+
+    /// The CA's key as the object `uri` names in a token (the files must
+    /// then hold no key of their own).
+    fn token_key(
+        &self,
+        import: &CaImport,
+        uri: &pki_core::Pkcs11Uri,
+    ) -> CliResult<pki_core::CaKey> {
+        if import.key.is_some() {
+            return Err(CliError::new(format!(
+                "{} holds a private key, and --key-uri names one in a token: give one of them",
+                self.describe()
+            )));
+        }
+        let access = crate::token::for_uri(uri)?;
+        let object = access.find_key(uri)?;
+        Ok(pki_core::TokenKey::of_object(uri, object)?.into())
     }
 
     fn describe(&self) -> String {
@@ -82,14 +108,10 @@ pub fn with_current_keys(
 pub fn init(
     dir: &StoreArg,
     files: &CaFiles,
-    key_uri: Option<&pki_core::Pkcs11Uri>,
     policy: SignerPolicy,
     now: OffsetDateTime,
 ) -> CliResult {
-    let mut import = files.read()?;
-    if let Some(uri) = key_uri {
-        import.key = Some(token_key(files, &import, uri)?);
-    }
+    let import = files.read()?;
     let state = SignerState::import(&import, policy, now)
         .map_err(|e| CliError::new(format!("{}: {e}", files.describe())))?;
     let store = dir.open_or_create()?;
@@ -118,24 +140,6 @@ pub fn init(
         );
     }
     Ok(())
-}
-
-/// The imported CA's key as the object `uri` names in a token (the
-/// file must then hold no key of its own).
-fn token_key(
-    files: &CaFiles,
-    import: &pki_core::CaImport,
-    uri: &pki_core::Pkcs11Uri,
-) -> CliResult<pki_core::CaKey> {
-    if import.key.is_some() {
-        return Err(CliError::new(format!(
-            "{} holds a private key, and --key-uri names one in a token: give one of them",
-            files.describe()
-        )));
-    }
-    let access = crate::token::for_uri(uri)?;
-    let object = access.find_key(uri)?;
-    Ok(pki_core::TokenKey::of_object(uri, object)?.into())
 }
 
 /// `pki rotate DIR --to FILE`: validate, then rotate to the supplied CA and

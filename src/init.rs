@@ -40,13 +40,9 @@ impl InitArgs<'_> {
 
 /// `--import`: the policy from the arguments, the CA from the files, its
 /// key from them or (`key_uri`) an object in a token.
-pub fn run_import(
-    args: &InitArgs<'_>,
-    files: &crate::external::CaFiles,
-    key_uri: Option<&pki_core::Pkcs11Uri>,
-) -> CliResult {
+pub fn run_import(args: &InitArgs<'_>, files: &crate::external::CaFiles) -> CliResult {
     let policy = args.policy()?;
-    crate::external::init(args.dir, files, key_uri, policy, args.now)
+    crate::external::init(args.dir, files, policy, args.now)
 }
 
 /// A signer whose CA key is made in the token `uri` names. The key's id
@@ -212,9 +208,9 @@ impl InitCommand {
                     ca,
                     key: key_file,
                     chain,
+                    key_uri,
                     max_input_size,
                 },
-                key_uri.as_ref(),
             ),
             None => run(&args).map(drop),
         }

@@ -323,6 +323,11 @@ struct RotateCommand {
     /// The supplied CA's private key, when not in the --to file.
     #[arg(long, value_name = "FILE", requires = "to")]
     key_file: Option<PathBuf>,
+    /// The supplied CA's key as an object in a PKCS#11 token, made by the
+    /// operator: pki signs with it and never destroys it. A URI like
+    /// pkcs11:token=LABEL;object=NAME (or id=...).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri, requires = "to", conflicts_with = "key_file")]
+    key_uri: Option<pki_core::Pkcs11Uri>,
     /// The chain above the supplied CA (its issuer first, the root last).
     #[arg(long, value_name = "FILE", requires = "to")]
     chain: Option<PathBuf>,
@@ -352,6 +357,7 @@ impl RotateCommand {
             now,
             to,
             key_file,
+            key_uri,
             chain,
             service_account_keys,
             renew_same_key,
@@ -363,6 +369,7 @@ impl RotateCommand {
                 ca,
                 key: key_file,
                 chain,
+                key_uri,
                 max_input_size,
             };
             return rotate::run_to(
@@ -405,6 +412,10 @@ struct ValidateCommand {
     /// Its private key, when not in the --to file.
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// Its key as an object in a PKCS#11 token, like
+    /// pkcs11:token=LABEL;object=NAME (or id=...).
+    #[arg(long, value_name = "PKCS11-URI", value_parser = crate::token::parse_uri, conflicts_with = "key_file")]
+    key_uri: Option<pki_core::Pkcs11Uri>,
     /// The chain above it (its issuer first, the root last).
     #[arg(long, value_name = "FILE")]
     chain: Option<PathBuf>,
@@ -428,6 +439,7 @@ impl ValidateCommand {
             dir,
             to,
             key_file,
+            key_uri,
             chain,
             service_account_keys,
             json,
@@ -440,6 +452,7 @@ impl ValidateCommand {
                 ca: to,
                 key: key_file,
                 chain,
+                key_uri,
                 max_input_size,
             },
             service_account_keys.as_deref(),

@@ -223,156 +223,216 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
 }
 
+/// The operator's side of an imported CA: an OpenSSL root, and CA
+/// certificates it issues for key pairs made in the token with
+/// `pkcs11-tool` (as an operator would, outside pki).
+struct Operator<'a> {
+    hsm: &'a Hsm,
+    work: std::path::PathBuf,
+}
+
+impl Operator<'_> {
+    fn new(hsm: &Hsm) -> Operator<'_> {
+        let work = hsm.store.with_file_name("operator");
+        std::fs::create_dir(&work).unwrap();
+        let operator = Operator { hsm, work };
+        operator.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &operator.path("root.key"),
+            "-out",
+            &operator.path("root.crt"),
+            "-subj",
+            "/CN=operator-root",
+            "-days",
+            "3650",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        std::fs::write(
+            operator.work.join("ext.cnf"),
+            "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
+        )
+        .unwrap();
+        operator
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.work.join(name).to_str().unwrap().to_string()
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let o = Command::new("openssl").args(args).output().unwrap();
+        assert!(o.status.success(), "openssl {args:?}: {}", text(&o));
+    }
+
+    /// A key pair made in the token under `label` and `id` (hex), and the
+    /// CA certificate `NAME.crt` the root issues for it; the key's URI.
+    fn token_ca(&self, name: &str, label: &str, id: &str) -> String {
+        let token = &self.hsm.token;
+        token.pkcs11_tool(&[
+            "--keypairgen",
+            "--key-type",
+            "EC:prime256v1",
+            "--label",
+            label,
+            "--id",
+            id,
+        ]);
+        let public = token.pkcs11_tool_bytes(&["--read-object", "--type", "pubkey", "--id", id]);
+        std::fs::write(self.work.join("pub.der"), public).unwrap();
+        self.openssl(&[
+            "pkey",
+            "-pubin",
+            "-inform",
+            "DER",
+            "-in",
+            &self.path("pub.der"),
+            "-out",
+            &self.path("pub.pem"),
+        ]);
+        self.openssl(&[
+            "x509",
+            "-new",
+            "-force_pubkey",
+            &self.path("pub.pem"),
+            "-subj",
+            "/CN=operator-ca",
+            "-CA",
+            &self.path("root.crt"),
+            "-CAkey",
+            &self.path("root.key"),
+            "-days",
+            "365",
+            "-extfile",
+            &self.path("ext.cnf"),
+            "-out",
+            &self.path(&format!("{name}.crt")),
+        ]);
+        let escaped: String = id
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| format!("%{}", std::str::from_utf8(pair).unwrap()))
+            .collect();
+        format!("pkcs11:token={LABEL};object={label};id={escaped}")
+    }
+
+    /// A CA certificate `NAME.pem` with its key in the file (not in the
+    /// token), and the root after it.
+    fn file_ca(&self, name: &str) {
+        self.openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &self.path(&format!("{name}.key")),
+            "-out",
+            &self.path(&format!("{name}.csr")),
+            "-subj",
+            "/CN=operator-ca",
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &self.path(&format!("{name}.csr")),
+            "-CA",
+            &self.path("root.crt"),
+            "-CAkey",
+            &self.path("root.key"),
+            "-days",
+            "365",
+            "-extfile",
+            &self.path("ext.cnf"),
+            "-out",
+            &self.path(&format!("{name}.crt")),
+        ]);
+        let mut pem = std::fs::read(self.work.join(format!("{name}.crt"))).unwrap();
+        pem.extend(std::fs::read(self.work.join(format!("{name}.key"))).unwrap());
+        pem.extend(std::fs::read(self.work.join("root.crt")).unwrap());
+        std::fs::write(self.work.join(format!("{name}.pem")), pem).unwrap();
+    }
+}
+
 /// `pki init --import --key-uri`: the CA's key is the operator's object in
 /// the token (made here with `pkcs11-tool`, its certificate issued by an
 /// OpenSSL root for that public key): pki signs leaves with it, OpenSSL
-/// trusts them, and the object is never destroyed; a supplied CA is
-/// refused in its place, nothing written.
+/// trusts them, and the object is never destroyed. A supplied CA whose key
+/// is in a file is refused in its place, nothing written; one whose key is
+/// the operator's next object in the token replaces it (`rotate --to
+/// --key-uri`), every leaf re-issued and trusted, both objects kept.
 #[test]
 fn an_imported_ca_signs_with_the_operators_token_key_and_never_destroys_it() {
     let hsm = Hsm::new();
-    let work = hsm.store.with_file_name("operator");
-    std::fs::create_dir(&work).unwrap();
-    let path = |name: &str| work.join(name).to_str().unwrap().to_string();
-    hsm.token.pkcs11_tool(&[
-        "--keypairgen",
-        "--key-type",
-        "EC:prime256v1",
-        "--label",
-        "operator-ca",
-        "--id",
-        "0a0b",
-    ]);
-    let public =
-        hsm.token
-            .pkcs11_tool_bytes(&["--read-object", "--type", "pubkey", "--id", "0a0b"]);
-    std::fs::write(work.join("pub.der"), public).unwrap();
-    let openssl = |args: &[&str]| {
-        let o = Command::new("openssl").args(args).output().unwrap();
-        assert!(o.status.success(), "openssl {args:?}: {}", text(&o));
-    };
-    openssl(&[
-        "pkey",
-        "-pubin",
-        "-inform",
-        "DER",
-        "-in",
-        &path("pub.der"),
-        "-out",
-        &path("pub.pem"),
-    ]);
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        &path("root.key"),
-        "-out",
-        &path("root.crt"),
-        "-subj",
-        "/CN=operator-root",
-        "-days",
-        "3650",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    std::fs::write(
-        work.join("ext.cnf"),
-        "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-new",
-        "-force_pubkey",
-        &path("pub.pem"),
-        "-subj",
-        "/CN=operator-ca",
-        "-CA",
-        &path("root.crt"),
-        "-CAkey",
-        &path("root.key"),
-        "-days",
-        "365",
-        "-extfile",
-        &path("ext.cnf"),
-        "-out",
-        &path("ca.crt"),
-    ]);
+    let operator = Operator::new(&hsm);
+    let uri = operator.token_ca("ca", "operator-ca", "0a0b");
     let dir = hsm.store();
-    let uri = format!("pkcs11:token={LABEL};object=operator-ca;id=%0a%0b");
+    let (ca, root) = (operator.path("ca.crt"), operator.path("root.crt"));
     hsm.ok(&[
         "init",
         dir,
         "--import",
-        &path("ca.crt"),
+        &ca,
         "--chain",
-        &path("root.crt"),
+        &root,
         "--key-uri",
         &uri,
     ]);
     assert!(!hsm.store.join("signer/tls.key").exists());
     hsm.ok(&["issue", dir, "web", "--dns", DNS]);
     let now = OffsetDateTime::now_utc().format(&Rfc3339).unwrap();
-    assert_trusted(
-        &hsm.read("ca-bundle.crt"),
-        &hsm.read("certs/web/tls.crt"),
-        &now,
-        "imported",
-    );
+    let old_chain = hsm.read("certs/web/tls.crt");
+    assert_trusted(&hsm.read("ca-bundle.crt"), &old_chain, &now, "imported");
     hsm.assert_token_matches("after the import");
 
-    // A supplied CA in its place is refused: nothing written, the key kept.
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        &path("next.key"),
-        "-out",
-        &path("next.csr"),
-        "-subj",
-        "/CN=operator-ca",
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &path("next.csr"),
-        "-CA",
-        &path("root.crt"),
-        "-CAkey",
-        &path("root.key"),
-        "-days",
-        "365",
-        "-extfile",
-        &path("ext.cnf"),
-        "-out",
-        &path("next.crt"),
-    ]);
-    let mut next = std::fs::read(work.join("next.crt")).unwrap();
-    next.extend(std::fs::read(work.join("next.key")).unwrap());
-    next.extend(std::fs::read(work.join("root.crt")).unwrap());
-    std::fs::write(work.join("next.pem"), next).unwrap();
+    // A supplied CA whose key is in a file is refused: nothing written.
+    operator.file_ca("next");
     let before = support::cli::tree(&hsm.store);
     let o = hsm
-        .command(&["rotate", dir, "--to", &path("next.pem")])
+        .command(&["rotate", dir, "--to", &operator.path("next.pem")])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("token"), "{}", text(&o));
+    assert!(text(&o).contains("--key-uri"), "{}", text(&o));
     assert_eq!(support::cli::tree(&hsm.store), before);
     hsm.ok(&["rotate", dir]);
     assert_eq!(hsm.private_key_ids(), BTreeSet::from(["0a0b".to_string()]));
     hsm.assert_token_matches("after the refusal");
+
+    // The operator's next key in the token: validated, then rotated to.
+    let next_uri = operator.token_ca("next-token", "operator-ca-2", "0c0d");
+    let next = operator.path("next-token.crt");
+    let to = ["--to", &next, "--chain", &root, "--key-uri", &next_uri];
+    hsm.ok(&[&["validate", dir][..], &to[..]].concat());
+    let out = hsm.ok(&[&["rotate", dir][..], &to[..]].concat());
+    assert!(out.contains("rotated CA"), "{out}");
+    assert!(!hsm.store.join("signer/tls.key").exists());
+    let bundle = hsm.read("ca-bundle.crt");
+    let new_chain = hsm.read("certs/web/tls.crt");
+    assert_ne!(new_chain, old_chain, "web re-issued");
+    assert_trusted(&bundle, &new_chain, &now, "after the supplied token CA");
+    assert_trusted(&bundle, &old_chain, &now, "the chain of before");
+    // Both objects are the operator's: neither is destroyed.
+    let both = BTreeSet::from(["0a0b".to_string(), "0c0d".to_string()]);
+    assert_eq!(hsm.private_key_ids(), both);
+    hsm.ok(&["issue", dir, "api", "--dns", "api.ns.svc"]);
+    assert_trusted(
+        &bundle,
+        &hsm.read("certs/api/tls.crt"),
+        &now,
+        "signed by 0c0d",
+    );
+    assert_eq!(hsm.private_key_ids(), both);
 }

@@ -15,19 +15,20 @@
 
 #[path = "support/kube_controller.rs"]
 mod controller_support;
+#[path = "support/kube_held.rs"]
+mod held_support;
 #[path = "../pki-kube/tests/support/mod.rs"]
 mod kube_support;
 
 use controller_support::*;
 use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use held_support::*;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::watcher;
 use kube_support::admin::Admin;
 use kube_support::kube::KubeServer;
-use pki_core::verify::{ExpectedName, Purpose, VerifyOptions, verify_chain};
-use pki_core::{Bundle, Certificate};
+use pki_core::Certificate;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -141,54 +142,6 @@ fn report(server: &KubeServer, home: &Path, now: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// What the cluster holds: each serving Secret's chain by name, and every
-/// injected bundle (ConfigMap keys and webhook `caBundle`s).
-struct Held {
-    chains: BTreeMap<String, Vec<Certificate>>,
-    bundles: Vec<String>,
-}
-
-fn held(cluster: &Cluster) -> Held {
-    let chains = cluster
-        .list::<Secret>()
-        .iter()
-        .filter_map(|s| {
-            let chain = Certificate::all_from_pem(s.data.as_ref()?.get("tls.crt")?.0.as_slice());
-            Some((s.metadata.name.clone()?, chain.ok()?))
-        })
-        .collect();
-    let mut bundles: Vec<String> = Vec::new();
-    for config_map in cluster.list::<ConfigMap>() {
-        let data = config_map.data.unwrap_or_default();
-        for key in ["ca-bundle.crt", "service-ca.crt"] {
-            bundles.push(data.get(key).cloned().unwrap_or_default());
-        }
-    }
-    let hooks = [
-        "/webhooks/0/clientConfig/caBundle",
-        "/webhooks/1/clientConfig/caBundle",
-    ];
-    let injected = cluster.ca_bundles::<ValidatingWebhookConfiguration>("hooks", &hooks);
-    bundles.extend(injected.into_iter().map(Option::unwrap_or_default));
-    Held { chains, bundles }
-}
-
-/// Whether `chain` (a Service `svc`'s) verifies against `bundle` at `at`.
-fn verifies(
-    chain: &[Certificate],
-    bundle: &str,
-    svc: &str,
-    at: OffsetDateTime,
-) -> Result<(), String> {
-    let bundle = Bundle::from_pem(bundle.as_bytes()).map_err(|e| e.to_string())?;
-    let (leaf, intermediates) = chain.split_first().ok_or("an empty chain")?;
-    let mut options = VerifyOptions::new(at, Purpose::ServerAuth);
-    options.name = Some(ExpectedName::Dns(format!("{svc}.{APPS}.svc")));
-    verify_chain(leaf, intermediates, &bundle, &options)
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
-
 /// Converged on the CA whose key id starts with `ca`: every Secret's leaf
 /// from it, every injected bundle the store's `bundle`.
 fn converged(held: &Held, ca: &str, bundle: &str) -> bool {
@@ -218,33 +171,7 @@ fn setup(server: &KubeServer, home: &Path, cluster: &Cluster) {
     ];
     let out = output(pki(server, home, &init));
     assert!(out.status.success(), "init: {}", text(&out.stderr));
-    for i in 0..SERVICES {
-        cluster.create(&service(&format!("svc{i}"), &format!("svc{i}-tls")));
-    }
-    for i in 0..CONFIG_MAPS {
-        cluster.create(&ConfigMap {
-            metadata: meta(
-                &format!("trust{i}"),
-                &[("pki.invalid/inject-cabundle", "true")],
-            ),
-            ..ConfigMap::default()
-        });
-    }
-    let hook = |name: &str| {
-        serde_json::json!({
-            "name": format!("{name}.pki.invalid"),
-            "clientConfig": {"service": {"namespace": APPS, "name": "svc0", "path": "/"}},
-            "rules": [{"operations": ["CREATE"], "apiGroups": ["pki.invalid"],
-                       "apiVersions": ["v1"], "resources": ["gadgets"]}],
-            "failurePolicy": "Ignore", "sideEffects": "None", "admissionReviewVersions": ["v1"],
-        })
-    };
-    cluster.create_global::<ValidatingWebhookConfiguration>(serde_json::json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "hooks", "annotations": {"pki.invalid/inject-cabundle": "true"}},
-        "webhooks": [hook("a"), hook("b")],
-    }));
+    create_annotated(cluster, SERVICES, CONFIG_MAPS);
 }
 
 /// One run's outcome, for the summary.

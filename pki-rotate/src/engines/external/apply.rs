@@ -11,6 +11,7 @@ use crate::engines::signer::{
     Event, OverriddenCheck, PreviousCa, RotationReason, RotationRecord, SignerState, probe_request,
     record_rotation,
 };
+use crate::engines::token_keys::TokenKeys;
 use crate::model::error::Result;
 use pki_core::{Bundle, Certificate, CertificateAuthority, cross_sign, is_self_signed};
 use rand_core::CryptoRng;
@@ -64,14 +65,33 @@ struct Replacing {
     overridden: Vec<OverriddenCheck>,
 }
 
-/// A supplied CA cannot replace one whose key is in a token yet: the
-/// token's key objects would be left unnamed.
-fn refuse_token_key(state: &SignerState) -> Result<()> {
-    match &state.token_keys {
-        None => Ok(()),
-        Some(keys) => Err(pki_core::Error::Pkcs11 {
+/// The token's record after the supplied CA `new` replaced the current
+/// one. A supplied key in a token is the operator's: signed with, never
+/// destroyed. The replaced key, when pki made it, is kept while its CA is
+/// trusted and retired after, as a rotation's; the operator's is
+/// forgotten. A CA whose key is in a token is replaced only by one whose
+/// key is in a token too: the record would otherwise name no current key.
+fn follow_token_keys(
+    next: &mut SignerState,
+    new: &CertificateAuthority,
+    previous_trusted: bool,
+    events: &mut Vec<Event>,
+) -> Result<()> {
+    match (&mut next.token_keys, new.key.token()) {
+        (None, None) => Ok(()),
+        (None, Some(key)) => {
+            next.token_keys = Some(TokenKeys::imported(key.uri()));
+            Ok(())
+        }
+        (Some(keys), Some(key)) => {
+            let changes = keys.rotated(key, previous_trusted);
+            keys.imported = true;
+            events.extend(changes.into_iter().map(Event::from));
+            Ok(())
+        }
+        (Some(keys), None) => Err(pki_core::Error::Pkcs11 {
             operation: format!("replacing the CA whose key is {}", keys.current),
-            reason: "a supplied CA cannot replace a CA whose key is in a token yet: its key objects would be left unnamed; rotate with `pki rotate --force REASON` instead".into(),
+            reason: "the supplied CA's key is not in a token: give it with --key-uri (a CA whose key is in a token is replaced by one whose key is in a token too)".into(),
         }
         .into()),
     }
@@ -94,7 +114,6 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         force,
         overridden,
     } = replacing;
-    refuse_token_key(state)?;
     let old = &state.ca;
     let mut next = state.clone();
     let old_probe = if old.cert.is_valid_at(now) {
@@ -138,6 +157,8 @@ fn replace<'d, R: CryptoRng + ?Sized>(
         trusted_until,
         keep_certificate,
     ));
+    let previous_trusted = trusted_until.is_some_and(|until| now < until);
+    follow_token_keys(&mut next, &new, previous_trusted, &mut events)?;
     next.ca = new;
     next.external = Some(external);
     let announced_break = topology == Topology::Break && force.is_some();
