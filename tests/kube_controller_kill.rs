@@ -156,21 +156,7 @@ fn converged(held: &Held, ca: &str, bundle: &str) -> bool {
 }
 
 fn setup(server: &KubeServer, home: &Path, cluster: &Cluster) {
-    // A CA of 120 days that rotates 60 days before its end (D = 2M, the
-    // shortest the policy allows): the leaves of one run are still valid
-    // at the next, 60 days later.
-    let init = [
-        "init",
-        STORE,
-        "--now",
-        T0,
-        "--lifetime",
-        "120d",
-        "--min-trust",
-        "60d",
-    ];
-    let out = output(pki(server, home, &init));
-    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    init_short_lived(server, home, &[]);
     create_annotated(cluster, SERVICES, CONFIG_MAPS);
 }
 

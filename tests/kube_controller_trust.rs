@@ -196,22 +196,8 @@ fn no_moment_of_two_rotations_has_a_serving_chain_that_an_injected_bundle_does_n
     let home = home.path();
     admin.create_namespace(APPS);
     let cluster = Cluster::new(&server);
-    // A CA of 120 days rotated 60 days before its end; consumers reload
-    // within an hour.
-    let init = [
-        "init",
-        STORE,
-        "--now",
-        T0,
-        "--lifetime",
-        "120d",
-        "--min-trust",
-        "60d",
-        "--reload-interval",
-        "1h",
-    ];
-    let out = output(pki(&server, home, &init));
-    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    // Consumers reload within an hour.
+    init_short_lived(&server, home, &["--reload-interval", "1h"]);
     create_annotated(&cluster, SERVICES, CONFIG_MAPS);
 
     // Phase 1: the controller issues and injects.

@@ -6,13 +6,35 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::controller_support::{APPS, Cluster, meta, service};
+use crate::controller_support::{APPS, Cluster, STORE, T0, meta, output, pki, service, text};
+use crate::kube_support::kube::KubeServer;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use pki_core::verify::{ExpectedName, Purpose, VerifyOptions, verify_chain};
 use pki_core::{Bundle, Certificate};
 use std::collections::BTreeMap;
+use std::path::Path;
 use time::OffsetDateTime;
+
+/// `pki init` of the store at T0 with a CA of 120 days that rotates 60
+/// days before its end (D = 2M, the shortest the policy allows): the
+/// leaves of one rotation are still valid at the next, 60 days later.
+/// `extra` are more arguments.
+pub fn init_short_lived(server: &KubeServer, home: &Path, extra: &[&str]) {
+    let mut init = vec![
+        "init",
+        STORE,
+        "--now",
+        T0,
+        "--lifetime",
+        "120d",
+        "--min-trust",
+        "60d",
+    ];
+    init.extend_from_slice(extra);
+    let out = output(pki(server, home, &init));
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+}
 
 /// `services` Services `svcN` annotated for a serving Secret `svcN-tls`,
 /// `config_maps` ConfigMaps `trustN` and a ValidatingWebhookConfiguration

@@ -110,13 +110,24 @@ pub fn list_injection_targets(
     state: &SignerState,
     now: OffsetDateTime,
 ) -> Result<Listing, ControllerError> {
+    blocking(url, options, async |client| {
+        injection_targets(&client, url, options, prefix, state, now).await
+    })
+}
+
+/// Runs `work` with a client for `url` on a small runtime of its own.
+fn blocking<T>(
+    url: &KubeUrl,
+    options: &KubeOptions,
+    work: impl AsyncFnOnce(Client) -> Result<T, ControllerError>,
+) -> Result<T, ControllerError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| fail::backend(url, format!("cannot start a tokio runtime: {e}")))?;
     runtime.block_on(async {
         let client = options::client(url, options).await?;
-        injection_targets(&client, url, options, prefix, state, now).await
+        work(client).await
     })
 }
 
@@ -132,12 +143,7 @@ pub fn any_annotated(
     prefix: &str,
 ) -> Result<bool, ControllerError> {
     check_prefix(prefix)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| fail::backend(url, format!("cannot start a tokio runtime: {e}")))?;
-    runtime.block_on(async {
-        let client = options::client(url, options).await?;
+    blocking(url, options, async |client| {
         let lister = Lister {
             client: &client,
             url,
