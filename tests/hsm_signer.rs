@@ -299,30 +299,30 @@ impl Operator<'_> {
             "-out",
             &self.path("pub.pem"),
         ]);
-        self.openssl(&[
-            "x509",
-            "-new",
+        let subject = [
             "-force_pubkey",
             &self.path("pub.pem"),
             "-subj",
             "/CN=operator-ca",
-            "-CA",
-            &self.path("root.crt"),
-            "-CAkey",
-            &self.path("root.key"),
-            "-days",
-            "365",
-            "-extfile",
-            &self.path("ext.cnf"),
-            "-out",
-            &self.path(&format!("{name}.crt")),
-        ]);
+        ];
+        self.root_signs(&["-new"], &subject, name);
         let escaped: String = id
             .as_bytes()
             .chunks(2)
             .map(|pair| format!("%{}", std::str::from_utf8(pair).unwrap()))
             .collect();
         format!("pkcs11:token={LABEL};object={label};id={escaped}")
+    }
+
+    /// The root issues the CA certificate `NAME.crt` (`openssl x509` in
+    /// `mode`, for the key and subject `what` gives).
+    fn root_signs(&self, mode: &[&str], what: &[&str], name: &str) {
+        let (root, key) = (self.path("root.crt"), self.path("root.key"));
+        let (ext, out) = (self.path("ext.cnf"), self.path(&format!("{name}.crt")));
+        let issued = [
+            "-CA", &root, "-CAkey", &key, "-days", "365", "-extfile", &ext, "-out", &out,
+        ];
+        self.openssl(&[&["x509"][..], mode, what, &issued[..]].concat());
     }
 
     /// A CA certificate `NAME.pem` with its key in the file (not in the
@@ -343,22 +343,11 @@ impl Operator<'_> {
             "-subj",
             "/CN=operator-ca",
         ]);
-        self.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &self.path(&format!("{name}.csr")),
-            "-CA",
-            &self.path("root.crt"),
-            "-CAkey",
-            &self.path("root.key"),
-            "-days",
-            "365",
-            "-extfile",
-            &self.path("ext.cnf"),
-            "-out",
-            &self.path(&format!("{name}.crt")),
-        ]);
+        self.root_signs(
+            &["-req"],
+            &["-in", &self.path(&format!("{name}.csr"))],
+            name,
+        );
         let mut pem = std::fs::read(self.work.join(format!("{name}.crt"))).unwrap();
         pem.extend(std::fs::read(self.work.join(format!("{name}.key"))).unwrap());
         pem.extend(std::fs::read(self.work.join("root.crt")).unwrap());
