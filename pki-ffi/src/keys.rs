@@ -18,7 +18,7 @@ use crate::step::status_json;
 use crate::store::pki_store;
 use pki_rotate::request::{KeyRingCreate, KeyRingStep};
 use pki_rotate::request::{StepEvent, StepResult};
-use pki_rotate::{KeyRing, KeyRingEngine, Store};
+use pki_rotate::{KeyRing, KeyRingEngine};
 use std::ffi::c_char;
 use time::OffsetDateTime;
 
@@ -36,24 +36,11 @@ pub(crate) fn create(
     input: &KeyRingCreate,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let location = pki_rotate::engines::token_keys::document_location(
-        &store.location,
+    let location = store.new_document_location::<KeyRing>(
         key,
         pki_rotate::keyring::STORE_KEY,
-    );
-    let documents = store.of::<KeyRing>();
-    if input.key_store.is_some() && documents.get(key)?.is_some() {
-        // Refused before the token makes a key that no document would
-        // name (creating would fail the same way after it).
-        let at = if key == pki_rotate::keyring::STORE_KEY {
-            documents.location()
-        } else {
-            format!("{} (document \"{key}\")", documents.location())
-        };
-        return Err(
-            pki_rotate::RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(at)).into(),
-        );
-    }
+        input.key_store.is_some(),
+    )?;
     let site = pki_rotate::request::CreateSite {
         tokens: store.tokens.as_ref(),
         location: &location,

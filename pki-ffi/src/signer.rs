@@ -18,7 +18,7 @@ use pki_rotate::request::{StepEvent, StepResult};
 use pki_rotate::status::SignerStatus;
 use pki_rotate::{
     Engine, Event, ExternalEngine, ExternalInput, KeyRing, Outcome, Plan, Replacement,
-    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, SignerView, Store, UptakeEngine,
+    ServiceAccountKeys, SignerEngine, SignerInput, SignerState, SignerView, UptakeEngine,
 };
 use rand_core::CryptoRng;
 use std::ffi::c_char;
@@ -104,25 +104,11 @@ pub(crate) fn create(
     input: &SignerCreate,
     now: OffsetDateTime,
 ) -> Result<StepResult, Failure> {
-    let location = pki_rotate::engines::token_keys::document_location(
-        &store.location,
+    let location = store.new_document_location::<SignerState>(
         key,
         pki_rotate::signer::STORE_KEY,
-    );
-    let documents = store.of::<SignerState>();
-    if input.key_store.is_some() && documents.get(key)?.is_some() {
-        // Refused before the token makes a key that no document would
-        // name (creating would fail the same way after it), as the
-        // driver's create says it.
-        let at = if key == pki_rotate::signer::STORE_KEY {
-            documents.location()
-        } else {
-            format!("{} (document \"{key}\")", documents.location())
-        };
-        return Err(
-            pki_rotate::RotateError::Store(pki_rotate::StoreError::AlreadyInitialized(at)).into(),
-        );
-    }
+        input.key_store.is_some(),
+    )?;
     let site = pki_rotate::request::CreateSite {
         tokens: store.tokens.as_ref(),
         location: &location,

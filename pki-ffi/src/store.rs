@@ -477,6 +477,37 @@ impl pki_store {
         }
     }
 
+    /// Where a new document `key` of kind `D` (usually kept under `usual`)
+    /// is created from, for its first token key's id
+    /// (`pki_rotate::engines::token_keys::document_location`). When its key
+    /// is to be made in a token (`in_token`), an existing document is
+    /// refused first: creating would fail the same way after the token made
+    /// a key no document would name.
+    pub(crate) fn new_document_location<D: Document>(
+        &self,
+        key: &str,
+        usual: &str,
+        in_token: bool,
+    ) -> Result<String, Failure> {
+        let documents = self.of::<D>();
+        if in_token && documents.get(key)?.is_some() {
+            let at = if key == usual {
+                documents.location()
+            } else {
+                format!("{} (document \"{key}\")", documents.location())
+            };
+            return Err(pki_rotate::RotateError::Store(
+                pki_rotate::StoreError::AlreadyInitialized(at),
+            )
+            .into());
+        }
+        Ok(pki_rotate::engines::token_keys::document_location(
+            &self.location,
+            key,
+            usual,
+        ))
+    }
+
     /// A driver over the documents of kind `D`, with the store's tokens.
     pub(crate) fn driver<D: Document>(&self) -> Driver<KindStore<'_, D>> {
         let driver = Driver::new(self.of::<D>());
