@@ -1,8 +1,7 @@
 //! A key ring's requests: create and step.
 
 use super::{CreateSite, KeyType, RequestError, seconds};
-use crate::{ImportedKeys, KeyRing, KeyRingInput, KeyRingPolicy, RotateError};
-use pki_core::Pkcs11Uri;
+use crate::{ImportedKeys, KeyRing, KeyRingInput, KeyRingPolicy};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -138,16 +137,7 @@ fn new_in_token(
     site: CreateSite<'_>,
     now: OffsetDateTime,
 ) -> Result<KeyRing, RequestError> {
-    let store =
-        Pkcs11Uri::parse(uri).map_err(|e| RequestError::invalid("key_store", e.to_string()))?;
-    let Some(access) = site.tokens else {
-        // The engine's own refusal for a token key without a token, so
-        // that callers see one error for both.
-        return Err(RotateError::Core(pki_core::Error::Pkcs11TokenNotOpen {
-            uri: store.to_string(),
-        })
-        .into());
-    };
+    let (access, store) = site.token(uri)?;
     Ok(KeyRing::new_in_token(
         policy,
         (access, &store, site.location),

@@ -99,6 +99,26 @@ pub struct CreateSite<'a> {
     pub location: &'a str,
 }
 
+impl<'a> CreateSite<'a> {
+    /// The token `uri` (a request's `key_store`) names, with the caller's
+    /// access to it: without one, the engine's own refusal for a token key
+    /// without a token, so that callers see one error for both.
+    pub(crate) fn token(
+        &self,
+        uri: &str,
+    ) -> Result<(&'a Arc<dyn TokenAccess>, Pkcs11Uri), RequestError> {
+        let store =
+            Pkcs11Uri::parse(uri).map_err(|e| RequestError::invalid("key_store", e.to_string()))?;
+        match self.tokens {
+            Some(access) => Ok((access, store)),
+            None => Err(RotateError::Core(pki_core::Error::Pkcs11TokenNotOpen {
+                uri: store.to_string(),
+            })
+            .into()),
+        }
+    }
+}
+
 impl SignerCreate {
     /// The new document at `now`, in the store `site` describes.
     pub fn document<R: rand_core::CryptoRng + ?Sized>(
@@ -161,16 +181,7 @@ fn new_in_token<R: rand_core::CryptoRng + ?Sized>(
     now: OffsetDateTime,
     rng: &mut R,
 ) -> Result<SignerState, RequestError> {
-    let store =
-        Pkcs11Uri::parse(uri).map_err(|e| RequestError::invalid("key_store", e.to_string()))?;
-    let Some(access) = site.tokens else {
-        // The engine's own refusal for a token key without a token, so
-        // that callers see one error for both.
-        return Err(RotateError::Core(pki_core::Error::Pkcs11TokenNotOpen {
-            uri: store.to_string(),
-        })
-        .into());
-    };
+    let (access, store) = site.token(uri)?;
     Ok(SignerState::new_in_token(
         cn,
         policy,
