@@ -61,7 +61,12 @@ fn matrix(old: &Snapshot, new: &Snapshot, at: OffsetDateTime, label: &str) -> bo
     all
 }
 
-pub fn run(keep: Option<&Path>) -> CliResult {
+/// `start`: the simulated clock's first moment (the current hour when
+/// `None`); `svg`: where to draw the store's timeline at the end.
+pub fn run(keep: Option<&Path>, start: Option<OffsetDateTime>, svg: Option<&Path>) -> CliResult {
+    if let Some(path) = svg {
+        crate::timeline_svg::check_path(path)?;
+    }
     let tmp;
     let dir = match keep {
         Some(d) => d.to_path_buf(),
@@ -72,11 +77,15 @@ pub fn run(keep: Option<&Path>) -> CliResult {
         }
     };
     let store = StoreArg::Dir(dir.clone());
-    // The simulated clock starts at the current hour; every step passes it as --now.
-    let t0 = pki_core::datetime::truncate(OffsetDateTime::now_utc())
-        .replace_minute(0)
-        .and_then(|t| t.replace_second(0))
-        .map_err(|e| CliError::new(e.to_string()))?;
+    // The simulated clock starts at the current hour unless told; every
+    // step passes it as --now.
+    let t0 = match start {
+        Some(t) => pki_core::datetime::truncate(t),
+        None => pki_core::datetime::truncate(OffsetDateTime::now_utc())
+            .replace_minute(0)
+            .and_then(|t| t.replace_second(0))
+            .map_err(|e| CliError::new(e.to_string()))?,
+    };
     crate::outln!("pki demo: a service CA through automatic and forced rotation");
     crate::outln!(
         "store: {}   simulated start: {}",
@@ -92,10 +101,15 @@ pub fn run(keep: Option<&Path>) -> CliResult {
     let forced = forced_rotation(&store, &new, t_forced)?;
 
     heading("7. pki status DIR");
-    crate::status::run(&store, false, false, false, t_forced + Duration::hours(1))?;
+    let output = crate::status::Output::default();
+    let prefix = pki_kube::controller::DEFAULT_ANNOTATION_PREFIX;
+    crate::status::run_drawing(&store, output, t_forced + Duration::hours(1), svg, prefix)?;
 
     print_timeline(t0, &before, &forced);
     crate::outln!("\ndone: trust held in every cell through both rotations.");
+    if let Some(path) = svg {
+        crate::outln!("the store's timeline is drawn in {}", path.display());
+    }
     if keep.is_some() {
         crate::outln!("the store is kept in {}", dir.display());
     }

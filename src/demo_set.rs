@@ -97,7 +97,9 @@ fn spec(ca: &str, serving: bool, dns: &str, target: &str) -> LeafSpec {
 }
 
 /// Runs the demo in `dir` (a temporary directory when None).
-pub fn run(dir: Option<&Path>) -> CliResult {
+/// `start`: the simulated clock's first moment (the current time when
+/// `None`).
+pub fn run(dir: Option<&Path>, start: Option<OffsetDateTime>) -> CliResult {
     let tmp;
     let root = match dir {
         Some(d) => d.to_path_buf(),
@@ -109,7 +111,7 @@ pub fn run(dir: Option<&Path>) -> CliResult {
     let store = FsStore::open_or_create(&root)?;
     let driver = Driver::new(&store);
     let mut rng = ChaCha20Rng::seed_from_u64(18);
-    let t0 = pki_core::datetime::truncate(OffsetDateTime::now_utc());
+    let t0 = pki_core::datetime::truncate(start.unwrap_or_else(OffsetDateTime::now_utc));
     create_set(&driver, t0, &mut rng)?;
     crate::outln!(
         "== t0 {}: a set with the cluster CA (serving+client) and the etcd CA, in {}",

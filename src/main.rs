@@ -221,6 +221,15 @@ enum Command {
         /// Keep the demo store in this directory instead of a temporary one.
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Start the simulated clock at TIME instead of the current hour
+        /// (the same TIME makes the same story, the picture included).
+        #[arg(long, value_parser = parse_time, value_name = "TIME")]
+        now: Option<time::OffsetDateTime>,
+        /// Also write the demo store's timeline, as `pki status --svg`
+        /// draws it after both rotations, to FILE (the service-CA demo;
+        /// `set` draws none).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
 }
 
@@ -609,11 +618,21 @@ fn run(cli: Cli) -> common::CliResult {
         Command::Demo {
             scenario: Some(_),
             dir,
-        } => demo_set::run(dir.as_deref()),
+            now,
+            svg,
+        } => match svg {
+            Some(_) => Err(common::CliError::new(
+                "pki demo set: --svg draws the service-CA demo's store (`pki demo --svg FILE`); \
+                 a CA set has no timeline picture",
+            )),
+            None => demo_set::run(dir.as_deref(), now),
+        },
         Command::Demo {
             scenario: None,
             dir,
-        } => demo::run(dir.as_deref()),
+            now,
+            svg,
+        } => demo::run(dir.as_deref(), now, svg.as_deref()),
         Command::Cred(command) => run_cred(command),
         Command::Keys { command } => keys::run(command),
         Command::StoreKey { command } => store_key::run(command),

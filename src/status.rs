@@ -2,10 +2,10 @@
 //! and with `--check`, an exit status for cron and monitoring.
 
 use crate::common::{CliError, CliResult, SIGNER, StoreArg, set_exit_status, when};
+use pki_kube::controller::ControllerError;
 use pki_kube::controller::status::{
     InjectionTarget, KubeStatus, any_annotated, list_injection_targets,
 };
-use pki_kube::controller::{ControllerError, DEFAULT_ANNOTATION_PREFIX};
 use pki_kube::{KubeOptions, KubeUrl};
 use pki_rotate::signer::IdleReport;
 use pki_rotate::status::{
@@ -27,26 +27,7 @@ pub struct Output {
     pub verify: bool,
 }
 
-/// `verify`: with `check`, read and verify everything even when the
-/// store's summary could answer. Without it, a `--check` in text is
-/// answered from the summary when its promise covers `now` (nothing due,
-/// broken or lagging), reading no certificate.
-pub fn run(
-    dir: &StoreArg,
-    json: bool,
-    check: bool,
-    verify: bool,
-    now: OffsetDateTime,
-) -> CliResult {
-    let output = Output {
-        json,
-        check,
-        verify,
-    };
-    run_drawing(dir, output, now, None, DEFAULT_ANNOTATION_PREFIX)
-}
-
-/// [`run`], and with `svg`, the store's timeline written there too (before
+/// `pki status`: the store's report, and with `svg`, its timeline written there too (before
 /// printing, so a failed write prints only its error). On a `kube://`
 /// store the report also lists the objects annotated under `prefix` for
 /// `pki controller` (pki-kube decides which lag); the store's summary

@@ -268,28 +268,39 @@ fn find_id(s: &str) -> Option<(usize, usize)> {
     None
 }
 
-/// The introduction's picture is what its commands draw today
-/// (`PKI_UPDATE_DOCS=1` writes it again).
+/// Every picture a chapter's commands draw (`--svg NAME.svg`) is the one
+/// checked in beside the chapter (`PKI_UPDATE_DOCS=1` writes them again):
+/// introduction.md's from `pki demo`, checks.md's from `pki plan`.
 #[test]
-fn the_introductions_timeline_is_what_pki_draws() {
-    let (_, _, script) = sh_blocks()
-        .into_iter()
-        .find(|(c, _, s)| c.ends_with("introduction.md") && s.contains("--svg"))
-        .expect("the introduction's timeline commands");
-    let dir = tempfile::tempdir().unwrap();
-    run_here(&script, dir.path());
-    let drawn = std::fs::read_to_string(dir.path().join("timeline.svg")).unwrap();
-    let store = dir.path().join("store");
-    let drawn = drawn.replace(store.to_str().unwrap(), "DIR");
-    let checked_in = book_src().join("timeline.svg");
-    if std::env::var_os("PKI_UPDATE_DOCS").is_some() {
-        std::fs::write(&checked_in, &drawn).unwrap();
+fn the_books_timelines_are_what_pki_draws() {
+    let mut drawn_any = 0;
+    for (chapter, _, script) in sh_blocks() {
+        let Some(picture) = script
+            .split_whitespace()
+            .skip_while(|word| *word != "--svg")
+            .nth(1)
+        else {
+            continue;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        run_here(&script, dir.path());
+        let drawn = std::fs::read_to_string(dir.path().join(picture)).unwrap();
+        let store = dir.path().join("store");
+        let drawn = drawn.replace(store.to_str().unwrap(), "DIR");
+        let checked_in = book_src().join(picture);
+        if std::env::var_os("PKI_UPDATE_DOCS").is_some() {
+            std::fs::write(&checked_in, &drawn).unwrap();
+        }
+        let kept = std::fs::read_to_string(&checked_in)
+            .unwrap_or_else(|e| panic!("{}: {}: {e}", chapter.display(), checked_in.display()));
+        assert_eq!(
+            comparable(&drawn, "DIR"),
+            comparable(&kept, "DIR"),
+            "docs/book/src/{picture} is not what {}'s commands draw: \
+             PKI_UPDATE_DOCS=1 cargo test --test book rewrites it",
+            chapter.display()
+        );
+        drawn_any += 1;
     }
-    let kept = std::fs::read_to_string(&checked_in).unwrap();
-    assert_eq!(
-        comparable(&drawn, "DIR"),
-        comparable(&kept, "DIR"),
-        "docs/book/src/timeline.svg is not what the introduction's commands draw: \
-         PKI_UPDATE_DOCS=1 cargo test --test book rewrites it"
-    );
+    assert!(drawn_any >= 2, "the introduction's and the plan's pictures");
 }

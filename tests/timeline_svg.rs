@@ -2,6 +2,7 @@
 //! carries each event of `pki plan --json` at its time, draws a plan that
 //! breaks trust in red and the store's CAs as lanes; stdout and exit codes
 //! are those without --svg; a path that cannot take the file is refused.
+//! `pki demo --svg` draws its store as `pki status --svg` does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -325,6 +326,7 @@ fn a_path_that_cannot_take_the_picture_is_refused_in_one_line() {
         for args in [
             vec!["plan", &dir, "--until", "30d", "--now", T0, "--svg", svg],
             vec!["status", &dir, "--now", T0, "--svg", svg],
+            vec!["demo", "--now", T0, "--svg", svg],
         ] {
             let out = pki(&args);
             let err = exited_with(1, &args, &out);
@@ -334,4 +336,44 @@ fn a_path_that_cannot_take_the_picture_is_refused_in_one_line() {
         }
     }
     assert!(!Path::new(&missing).exists());
+}
+
+/// `pki demo --svg`: the demo store after both rotations, exactly as
+/// `pki status --svg` draws it at the demo's last moment (two CA lanes:
+/// the previous one trusted for its grace, the current with its bridge).
+/// `pki demo set` has no picture: refused, nothing drawn.
+#[test]
+fn the_demo_draws_its_store_as_status_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo").display().to_string();
+    let file = tmp.path().join("demo.svg");
+    let file_arg = file.display().to_string();
+    let out = ok(&["demo", "--now", T0, "--dir", &dir, "--svg", &file_arg]);
+    assert!(out.contains("done: trust held"), "{out}");
+    let svg = std::fs::read_to_string(&file).unwrap();
+    let doc = parse(&svg);
+    let lanes = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("lane"))
+        .filter_map(|n| n.attribute("data-label"))
+        .filter(|label| label.contains("CA "))
+        .count();
+    assert_eq!(lanes, 2, "{svg}");
+    assert_eq!(bars(&doc, "ca-trusted").len(), 1);
+    assert_eq!(bars(&doc, "bridge").len(), 1);
+    let [(_, now)] = marked(&doc, "now")[..] else {
+        panic!("one now marker: {svg}")
+    };
+    let status_file = tmp.path().join("status.svg");
+    let now = now.format(&Rfc3339).unwrap();
+    let (drawn, _) = with_svg(&["status", &dir, "--now", &now], &status_file, 0);
+    assert_eq!(drawn, svg, "the demo's picture is not status's");
+
+    let set_file = tmp.path().join("set.svg").display().to_string();
+    let args = ["demo", "set", "--now", T0, "--svg", &set_file];
+    let refused = pki(&args);
+    let err = exited_with(1, &args, &refused);
+    assert!(err.contains("--svg"), "{err}");
+    assert_eq!(stdout(&refused), "");
+    assert!(!Path::new(&set_file).exists());
 }

@@ -114,7 +114,8 @@ pub struct CheckMark {
     pub spans: Vec<(OffsetDateTime, OffsetDateTime)>,
 }
 
-/// Refuses an `--svg` path that cannot take a file, before any work.
+/// Refuses an `--svg` path that cannot take a file (a directory, or in a
+/// directory that does not exist), before any work.
 pub fn check_path(path: &Path) -> CliResult {
     if path.is_dir() {
         return Err(CliError::new(format!(
@@ -123,7 +124,16 @@ pub fn check_path(path: &Path) -> CliResult {
             path.join("timeline.svg").display()
         )));
     }
-    Ok(())
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => {
+            Err(CliError::new(format!(
+                "--svg {}: {} is not a directory",
+                path.display(),
+                parent.display()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes `svg` to `path` whole or not at all: a temporary file beside it,
