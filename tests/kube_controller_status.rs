@@ -190,6 +190,7 @@ fn status_lists_annotated_objects_and_check_exits_3_only_once_one_lags_past_the_
         "{table}"
     );
     assert!(table.contains("annotated objects lag"), "{table}");
+    an_account_that_may_not_list_a_kind_gets_the_rest(&server, &cluster, home, &at(21));
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let child = pki(&server, home, &["controller", STORE])
@@ -297,4 +298,77 @@ fn assert_events_of_a_first_pass(cluster: &Cluster) {
         "no caBundle field",
     );
     assert_eq!(local.type_, "Warning");
+}
+
+/// An account that may read the store, Services and ConfigMaps but not
+/// list the cluster-scoped kinds (403): `pki status` names each kind it
+/// could not list on stderr, one line each, and reports the rest; `--check`
+/// still judges what it listed.
+fn an_account_that_may_not_list_a_kind_gets_the_rest(
+    server: &KubeServer,
+    cluster: &Cluster,
+    home: &Path,
+    now: &str,
+) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let reader = kube_support::kube::READER;
+    cluster.create_global::<ClusterRole>(serde_json::json!({
+        "metadata": {"name": "pki-status-namespaced"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets", "services", "configmaps"],
+                   "verbs": ["get", "list"]}],
+    }));
+    cluster.create_global::<ClusterRoleBinding>(serde_json::json!({
+        "metadata": {"name": "pki-status-namespaced"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "pki-status-namespaced"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": reader}],
+    }));
+    let as_reader = |args: &[&str]| {
+        let mut command = pki(
+            server,
+            home,
+            &[&["status", STORE, "--now", now][..], args].concat(),
+        );
+        command.env("KUBECONFIG", server.reader_kubeconfig());
+        output(command)
+    };
+    let out = as_reader(&["--json"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<String> = report["injection_targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {}",
+                t["kind"].as_str().unwrap(),
+                t["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "ConfigMap frozen",
+            "ConfigMap trust",
+            "Service taken",
+            "Service web"
+        ],
+        "{report:#}"
+    );
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "APIService",
+        "CustomResourceDefinition",
+    ] {
+        let said = format!("{kind} not listed");
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(&said)).collect();
+        assert_eq!(lines.len(), 1, "{kind}: {stderr}");
+    }
+    // What it could list lags past the reload interval: exit 3, as the admin's.
+    let out = as_reader(&["--check"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 }
