@@ -247,6 +247,43 @@ fn a_second_init_is_refused_and_makes_no_key() {
     assert_eq!((support::cli::tree(&hsm.store), held(&hsm)), before);
 }
 
+/// `pki plan` of a store whose CA key and signing keys are in the token
+/// simulates their rotations with keys of its own: the token makes no
+/// object and the store is byte for byte as it was.
+#[test]
+fn a_plan_of_token_held_keys_makes_no_key_and_writes_nothing() {
+    let hsm = Hsm::new();
+    let dir = hsm.store();
+    let now = ["--now", T0];
+    let in_token = ["--key-store", &key_store()];
+    hsm.ok(&[&["init", dir][..], &in_token, &now].concat());
+    hsm.ok(&[&["issue", dir, "web", "--dns", "web.ns.svc"][..], &now].concat());
+    hsm.ok(&[&["keys", "init", dir][..], &in_token, &now].concat());
+    let before = (support::cli::tree(&hsm.store), held(&hsm));
+    assert_eq!(before.1.len(), 2, "the CA's key and the ring's");
+    let plan = hsm.ok(&[&["plan", dir, "--until", "900d", "--json"][..], &now].concat());
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let kinds: Vec<&str> = plan["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"rotation") && kinds.contains(&"key-rotation"),
+        "{kinds:?}"
+    );
+    assert!(
+        plan["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == true),
+        "{plan:#}"
+    );
+    assert_eq!((support::cli::tree(&hsm.store), held(&hsm)), before);
+}
+
 /// Exit 1 with one line of error naming `want`, and nothing written.
 fn assert_refused(hsm: &Hsm, mut command: Command, want: &str) {
     let before = support::cli::tree(&hsm.store);
