@@ -6,8 +6,9 @@
 //! missing key fails), no private key file is written, tokens signed in
 //! the token verify with `pki keys verify` and with PyJWT (an independent
 //! JOSE implementation) across rotations and until the grace ends, a
-//! refused command writes nothing, and a `kill -9` anywhere in a forced
-//! rotation leaves what the rerun completes.
+//! refused command writes nothing, a `kill -9` anywhere in a forced
+//! rotation leaves what the rerun completes, and on etcd as on a directory
+//! the store keeps only the keys' URIs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -282,6 +283,59 @@ fn a_plan_of_token_held_keys_makes_no_key_and_writes_nothing() {
         "{plan:#}"
     );
     assert_eq!((support::cli::tree(&hsm.store), held(&hsm)), before);
+}
+
+/// A signer and a key ring on etcd with every key in the token: the store
+/// keeps URIs and public keys only (an export holds no CA or signing key),
+/// tokens are signed in the token and verify, and after each rotation the
+/// token holds exactly the keys the documents name.
+#[test]
+fn on_etcd_the_documents_name_exactly_the_tokens_keys() {
+    let server = support::etcd::Etcd::start();
+    let url = server.url("pki");
+    let hsm = Hsm::new();
+    let now = ["--now", T0];
+    let in_token = ["--key-store", &key_store()];
+    // The documents, exported where the token checks read them.
+    let exported = |context: &str| {
+        let _ = std::fs::remove_dir_all(&hsm.store);
+        hsm.ok(&["export", &url, hsm.store()]);
+        assert!(!hsm.store.join("signer/tls.key").exists(), "{context}");
+        assert!(!hsm.store.join("keys/active.key").exists(), "{context}");
+        let ids = hsm.named_ids();
+        let ring: serde_json::Value =
+            serde_json::from_slice(&hsm.read("keys/key-ring.json")).unwrap();
+        let mut all = ids.clone();
+        let mut ring_ids = std::collections::BTreeSet::new();
+        for (field, value) in ring["token_keys"].as_object().unwrap() {
+            if field != "store" {
+                support::hsm::collect_ids(value, &mut ring_ids);
+            }
+        }
+        all.extend(ring_ids);
+        assert_eq!(
+            held(&hsm),
+            all,
+            "{context}: the token's keys and the documents'"
+        );
+    };
+    hsm.ok(&[&["init", &url][..], &in_token, &now].concat());
+    hsm.ok(&[&["issue", &url, "web", "--dns", "web.ns.svc"][..], &now].concat());
+    hsm.ok(&[&["keys", "init", &url][..], &in_token, &now].concat());
+    exported("after init");
+
+    let claims = write(&hsm, "claims.json", r#"{"iss":"pki-test","sub":"etcd"}"#);
+    let jws = hsm.ok(&[&["keys", "sign", &url, "--claims", &claims][..], &now].concat());
+    let token = write(&hsm, "token.jws", jws.trim());
+    hsm.ok(&[&["keys", "verify", &url, "--token", &token][..], &now].concat());
+
+    let later = ["--now", "2026-01-02T00:00:00Z"];
+    hsm.ok(&[&["keys", "rotate", &url, "--force", "drill"][..], &later].concat());
+    hsm.ok(&[&["rotate", &url, "--force", "drill"][..], &later].concat());
+    exported("after both rotations");
+    assert_eq!(held(&hsm).len(), 4, "both CA keys and both signing keys");
+    // The previous signing key is still accepted in its grace.
+    hsm.ok(&[&["keys", "verify", &url, "--token", &token][..], &later].concat());
 }
 
 /// Exit 1 with one line of error naming `want`, and nothing written.

@@ -227,7 +227,7 @@ pub fn text(o: &Output) -> String {
 }
 
 /// The ids of every PKCS#11 URI in `value`.
-fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
+pub fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
     match value {
         serde_json::Value::String(uri) if uri.starts_with("pkcs11:") => {
             ids.insert(hex::encode(Pkcs11Uri::parse(uri).unwrap().id.unwrap()));
