@@ -193,7 +193,10 @@ fn status_lists_annotated_objects_and_check_exits_3_only_once_one_lags_past_the_
     an_account_that_may_not_list_a_kind_gets_the_rest(&server, &cluster, home, &at(21));
 
     let log = tempfile::NamedTempFile::new().unwrap();
-    let child = pki(&server, home, &["controller", STORE])
+    // The controller names the kubeconfig's context, `pki status` does
+    // not: the same store, so the Secrets it makes count as its own.
+    let with_context = STORE.replace("kube://", "kube://pki-admin@");
+    let child = pki(&server, home, &["controller", &with_context])
         .stdout(Stdio::null())
         .stderr(log.reopen().unwrap())
         .spawn()

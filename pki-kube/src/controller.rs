@@ -405,7 +405,7 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
             recorder: &self.recorder,
             instance: &self.instance,
             refused: &self.refused,
-            store: self.url.to_string(),
+            store: &self.url,
             options: &self.options,
         }
     }
@@ -428,8 +428,9 @@ struct Writer<'a> {
     /// The replica's identity: the reporting instance of its Events.
     instance: &'a str,
     refused: &'a Mutex<BTreeSet<String>>,
-    /// The store's URL: the marker on the Secrets it creates.
-    store: String,
+    /// The store: [`KubeUrl::identity`] is the marker on the Secrets it
+    /// creates.
+    store: &'a KubeUrl,
     options: &'a ControllerOptions,
 }
 

@@ -136,6 +136,24 @@ impl KubeUrl {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The store as the cluster knows it, `kube://NAMESPACE/NAME`: the URL
+    /// without its kubeconfig context, which says how one client reaches
+    /// the API server, not which store it is (two replicas, or `pki
+    /// status` and the controller, may name different contexts for the
+    /// same cluster). What the controller writes on the objects it owns.
+    pub fn identity(&self) -> String {
+        format!("{SCHEME}{}/{}", self.namespace, self.name)
+    }
+
+    /// Whether `marker`, a store URL written on an object, names this
+    /// store: the same namespace and name, whatever context either names
+    /// (markers written with a context before [`identity`](Self::identity)
+    /// left it out still match).
+    pub fn is_same_store(&self, marker: &str) -> bool {
+        KubeUrl::parse(marker)
+            .is_ok_and(|other| other.namespace == self.namespace && other.name == self.name)
+    }
 }
 
 fn check_context(context: &str) -> std::result::Result<(), UrlError> {
@@ -202,6 +220,31 @@ impl FromStr for KubeUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_is_the_same_whatever_context_names_it() {
+        let with = KubeUrl::parse("kube://admin@pki/ca").unwrap();
+        let without = KubeUrl::parse("kube://pki/ca").unwrap();
+        assert_eq!(with.identity(), "kube://pki/ca");
+        assert_eq!(without.identity(), "kube://pki/ca");
+        for marker in [
+            "kube://pki/ca",
+            "kube://admin@pki/ca",
+            "kube://other@pki/ca",
+        ] {
+            assert!(with.is_same_store(marker), "{marker}");
+            assert!(without.is_same_store(marker), "{marker}");
+        }
+        for marker in [
+            "kube://pki/cb",
+            "kube://pkj/ca",
+            "kube://admin@ca",
+            "pki/ca",
+            "",
+        ] {
+            assert!(!with.is_same_store(marker), "{marker}");
+        }
+    }
 
     #[test]
     fn a_url_names_its_context_namespace_and_name_and_prints_as_written() {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 pub(super) const SERVING_CERT_SECRET_NAME: &str = "serving-cert-secret-name";
 
 /// The annotation (after the prefix) that marks a Secret as written by the
-/// controller of a store: its value is the store's URL. A Secret without
+/// controller of a store: its value is the store's URL without a context
+/// ([`KubeUrl::identity`](crate::KubeUrl::identity)). A Secret without
 /// it is someone else's and is never written.
 pub(super) const SERVING_CERT_STORE: &str = "serving-cert-store";
 
@@ -240,7 +241,10 @@ impl Writer<'_> {
     /// Whether the controller of this store made `secret`.
     fn is_ours(&self, secret: &Secret) -> bool {
         let key = format!("{}{SERVING_CERT_STORE}", self.options.annotation_prefix);
-        secret.annotations().get(&key) == Some(&self.store)
+        secret
+            .annotations()
+            .get(&key)
+            .is_some_and(|marker| self.store.is_same_store(marker))
     }
 
     /// Says why a Secret the controller did not make stays as it is:
@@ -251,7 +255,9 @@ impl Writer<'_> {
         }
         let message = format!(
             "Secret {}/{} exists and was not created by pki controller of {}: not overwritten (delete it, or name another Secret)",
-            target.namespace, target.secret, self.store
+            target.namespace,
+            target.secret,
+            self.store.identity()
         );
         self.notice(&message);
         let regarding = target.service.object_ref(&());
@@ -286,7 +292,10 @@ impl Writer<'_> {
                     crate::layout::MANAGED_BY.to_string(),
                 )])),
                 annotations: Some(BTreeMap::from([
-                    (format!("{prefix}{SERVING_CERT_STORE}"), self.store.clone()),
+                    (
+                        format!("{prefix}{SERVING_CERT_STORE}"),
+                        self.store.identity(),
+                    ),
                     (format!("{prefix}leaf"), target.leaf.clone()),
                 ])),
                 owner_references: owner.map(|owner| vec![owner]),

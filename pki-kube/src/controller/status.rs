@@ -360,20 +360,21 @@ struct Judge<'a> {
     deadline: Option<OffsetDateTime>,
     interval: time::Duration,
     now: OffsetDateTime,
-    /// The store's URL, the marker on the Secrets its controller made.
-    store: String,
+    /// The store, whose [`KubeUrl::identity`] marks the Secrets its
+    /// controller made.
+    store: &'a KubeUrl,
     prefix: &'a str,
 }
 
 impl<'a> Judge<'a> {
-    fn new(state: &'a SignerState, url: &KubeUrl, prefix: &'a str, now: OffsetDateTime) -> Self {
+    fn new(state: &'a SignerState, url: &'a KubeUrl, prefix: &'a str, now: OffsetDateTime) -> Self {
         Judge {
             state,
             current: state.bundle_fingerprint(),
             deadline: state.reload_deadline(),
             interval: state.policy.rotation.effective_reload_interval(),
             now,
-            store: url.to_string(),
+            store: url,
             prefix,
         }
     }
@@ -469,11 +470,15 @@ impl<'a> Judge<'a> {
             return lagging(format!("Secret {ns}/{name} does not exist yet"), None);
         };
         let marker = format!("{}{SERVING_CERT_STORE}", self.prefix);
-        if secret.annotations().get(&marker) != Some(&self.store) {
+        let ours = secret
+            .annotations()
+            .get(&marker)
+            .is_some_and(|value| self.store.is_same_store(value));
+        if !ours {
             return lagging(
                 format!(
                     "Secret {ns}/{name} was not created by pki controller of {}: left as it is",
-                    self.store
+                    self.store.identity()
                 ),
                 None,
             );
