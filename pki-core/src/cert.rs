@@ -303,8 +303,9 @@ impl Certificate {
     ///   line, bad base64), or its certificate is refused by
     ///   [`Certificate::from_der`] (that error is its source);
     /// - [`Error::UnexpectedPemLabel`] for a block that is not a `CERTIFICATE`;
-    /// - [`Error::Der`] for binary DER input that cannot be read or holds
-    ///   something other than a certificate.
+    /// - [`Error::Der`] for binary DER input that cannot be read, holds
+    ///   something other than a certificate, or a certificate
+    ///   [`Certificate::from_der`] refuses.
     pub fn all_from_pem(input: &[u8]) -> Result<Vec<Self>> {
         let mut certs = Vec::new();
         pem::for_each_public_block(input, "CERTIFICATE", |index, der| {

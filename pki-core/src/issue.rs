@@ -143,8 +143,8 @@ impl CertificateParams {
     ///
     /// - [`Error::Issuance`] when the parameters cannot make a certificate: a
     ///   lifetime that is not positive, a negative backdate, a server
-    ///   certificate without a DNS name or IP address, an invalid DNS name (see
-    ///   [`check_dns_name`]), or a leaf profile on a CA's key usages;
+    ///   certificate without a DNS name or IP address, or an invalid DNS name
+    ///   (see [`check_dns_name`]);
     /// - [`Error::Time`] when the validity falls outside what a certificate can
     ///   encode (1970 to 9999);
     /// - `key`'s error when it cannot give its public key or sign (for a key in
