@@ -80,6 +80,12 @@ impl Bundle {
 
     /// Parses a PEM bundle. Every block must be a `CERTIFICATE`; an error
     /// names the block. An input without any certificate is an error.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Certificate::all_from_pem`] (a block that cannot be
+    /// read, is not a `CERTIFICATE`, or holds no valid certificate), and
+    /// [`Error::NoPemBlock`] when the input holds no certificate at all.
     pub fn from_pem(input: &[u8]) -> Result<Self> {
         let certs = Certificate::all_from_pem(input)?;
         if certs.is_empty() {
@@ -169,11 +175,19 @@ impl Bundle {
     /// Root pin: SHA-256 of the DER of the bundle's first self-signed root,
     /// in lowercase hex. Never a hash of PEM text, whose line endings and
     /// comments vary between copies of the same certificate.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoRoot`] when the bundle holds no self-signed certificate.
     pub fn root_pin(&self) -> Result<String> {
         self.root_pin_sha256().map(hex::encode)
     }
 
     /// The root pin as raw SHA-256 bytes (see [`Bundle::root_pin`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoRoot`] when the bundle holds no self-signed certificate.
     pub fn root_pin_sha256(&self) -> Result<[u8; 32]> {
         self.roots()
             .next()

@@ -78,12 +78,25 @@ impl CaKey {
     }
 
     /// The public key's SubjectPublicKeyInfo DER.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Crypto`] when the public key of a key in this process cannot be
+    /// encoded (not expected for a key pki-core read or made), or
+    /// [`Error::KeyDecode`] when a stored EC public point is not on its curve
+    /// (see [`PrivateKey::from_stored_pem`]). A key in a token encodes the
+    /// public key its document recorded: the token is not asked.
     pub fn public_key_der(&self) -> Result<Vec<u8>> {
         der::Encode::to_der(&SigningKey::public_key(self)?).map_err(Error::crypto)
     }
 
     /// The key in this process, or the error saying a token key has no
     /// private material to give.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11`] when the key is an object in a token: its private half
+    /// never leaves the token.
     pub fn private_key(&self) -> Result<&PrivateKey> {
         match self {
             CaKey::InProcess(key) => Ok(key),
@@ -95,11 +108,21 @@ impl CaKey {
     }
 
     /// PKCS#8 DER of a key in this process (see [`CaKey::private_key`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11`] for a key in a token (see [`CaKey::private_key`]),
+    /// otherwise the errors of [`PrivateKey::to_pkcs8_der`].
     pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
         self.private_key()?.to_pkcs8_der()
     }
 
     /// PKCS#8 PEM of a key in this process (see [`CaKey::private_key`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11`] for a key in a token (see [`CaKey::private_key`]),
+    /// otherwise the errors of [`PrivateKey::to_pkcs8_pem`].
     pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>> {
         self.private_key()?.to_pkcs8_pem()
     }
@@ -188,6 +211,11 @@ impl TokenKey {
 
     /// The key `object` a token just made or found, bound to it: what a
     /// document records is its URI and public key.
+    ///
+    /// # Errors
+    ///
+    /// Forwards the error of `object`'s [`SigningKey::public_key`] (for a
+    /// token's object, the token could not give its public key).
     pub fn of_object(uri: &Pkcs11Uri, object: Arc<dyn SigningKey>) -> Result<Self> {
         let mut key = TokenKey::new(uri, object.algorithm(), object.public_key()?);
         key.bound = Some(object);
@@ -217,6 +245,12 @@ impl TokenKey {
     /// Binds `object`, found in the token by [`TokenKey::uri`]. Refused
     /// when its public key is not the one recorded: a token whose object
     /// was replaced must never sign for the CA.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11KeyReplaced`] when `object`'s public key or algorithm is
+    /// not the one recorded, and the error of `object`'s
+    /// [`SigningKey::public_key`] when it cannot give its public key.
     pub fn bind(&mut self, object: Arc<dyn SigningKey>) -> Result<()> {
         if object.public_key()? != self.public_key || object.algorithm() != self.algorithm {
             return Err(Error::Pkcs11KeyReplaced {
@@ -289,6 +323,12 @@ impl SigningKey for FoundOnUse {
 /// among those pki signs with: what a document that keeps a key in a token
 /// learns from the CA's certificate instead of storing it.
 /// [`crate::Error::UnsupportedKey`] for a key pki does not sign with.
+///
+/// # Errors
+///
+/// [`Error::UnsupportedKey`] for a key pki does not sign with: an RSA key of
+/// another size than 2048, 3072 or 4096 bits, an EC key on another curve than
+/// P-256 or P-384, or a key of any other algorithm.
 pub fn public_key_algorithm(spki: &SubjectPublicKeyInfoOwned) -> Result<KeyAlgorithm> {
     use rsa::traits::PublicKeyParts;
     let unsupported = |reason: String| Error::UnsupportedKey { reason };

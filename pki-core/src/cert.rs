@@ -166,6 +166,13 @@ impl Certificate {
     /// Parses a DER certificate. Malformed extensions that pki reads (SKI,
     /// AKI, basic constraints, key usage, EKU, SAN) are errors here, so the
     /// accessors never fail.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CertificateDecode`] when `der` is not a DER certificate,
+    /// [`Error::MalformedExtension`] when an extension pki reads (SKI, AKI,
+    /// basic constraints, key usage, EKU, SAN) cannot be decoded, and
+    /// [`Error::DuplicateExtension`] when one of those appears twice.
     pub fn from_der(der: &[u8]) -> Result<Self> {
         Self::from_der_vec(der.to_vec())
     }
@@ -264,6 +271,12 @@ impl Certificate {
     }
 
     /// Parses exactly one `CERTIFICATE` PEM block (other text is ignored).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Certificate::all_from_pem`]; [`Error::NoPemBlock`] when
+    /// the input holds no certificate, and [`Error::Pem`] (naming block 2) when
+    /// it holds more than one.
     pub fn from_pem(input: &[u8]) -> Result<Self> {
         let mut certs = Self::all_from_pem(input)?;
         match certs.len() {
@@ -281,6 +294,18 @@ impl Certificate {
 
     /// Parses every block of `input`; each must be a `CERTIFICATE`. An error
     /// names the block.
+    ///
+    /// # Errors
+    ///
+    /// The error names the block (or, for binary DER input, the object) it is
+    /// about:
+    /// - [`Error::Pem`] when a block cannot be read (not UTF-8 text, no END
+    ///   line, bad base64), or its certificate is refused by
+    ///   [`Certificate::from_der`] (that error is its source);
+    /// - [`Error::UnexpectedPemLabel`] for a block that is not a `CERTIFICATE`;
+    /// - [`Error::Der`] for binary DER input that cannot be read, holds
+    ///   something other than a certificate, or a certificate
+    ///   [`Certificate::from_der`] refuses.
     pub fn all_from_pem(input: &[u8]) -> Result<Vec<Self>> {
         let mut certs = Vec::new();
         pem::for_each_public_block(input, "CERTIFICATE", |index, der| {

@@ -14,6 +14,11 @@ use x509_cert::time::Time;
 pub use crate::time_text::{rfc3339, truncate};
 
 /// Converts an instant to an X.509 `Time`, truncated to whole seconds.
+///
+/// # Errors
+///
+/// [`Error::Time`] for an instant before 1970 or after 9999, which X.509 `Time`
+/// here cannot encode.
 pub fn to_x509(t: OffsetDateTime) -> Result<Time> {
     let secs = t.unix_timestamp();
     let secs = u64::try_from(secs).map_err(|_| Error::Time {
@@ -49,6 +54,11 @@ pub fn from_x509(t: &Time) -> OffsetDateTime {
 /// `t + d`, or an error when the result leaves the range certificates can
 /// encode (years 1970 to 9999 here). Inputs come from users (`--now`,
 /// lifetimes), so this must not panic like `OffsetDateTime + Duration`.
+///
+/// # Errors
+///
+/// [`Error::Time`] when `t + d` overflows or falls outside the years 1970 to
+/// 9999.
 pub fn add(t: OffsetDateTime, d: time::Duration) -> Result<OffsetDateTime> {
     t.checked_add(d)
         .filter(|r| (1970..=9999).contains(&r.year()))

@@ -117,6 +117,20 @@ impl CaImport {
     /// length are accepted (RFC 7468 lax parsing). Blocks other than
     /// certificates and private keys (`EC PARAMETERS`, as `openssl ecparam`
     /// writes them) are ignored.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Import`] naming the input (`the CA file`, `the key file`,
+    ///   `the chain file`) when it cannot be read as PEM or DER, or one of its
+    ///   certificates or keys cannot be decoded (the cause is its source);
+    /// - [`Error::NoPemBlock`] for an input that holds no block at all;
+    /// - [`Error::EncryptedKey`] for an `ENCRYPTED PRIVATE KEY`, and
+    ///   [`Error::TwoPrivateKeys`] when the inputs hold more than one key;
+    /// - [`Error::NoCertificate`] when the chain file, or all inputs together,
+    ///   hold no certificate, and [`Error::KeyWithoutCertificate`] when a key
+    ///   came without any;
+    /// - the errors of [`check_issuing_order`] when the certificates are not in
+    ///   issuing order.
     pub fn parse(main: &[u8], key_file: Option<&[u8]>, chain_file: Option<&[u8]>) -> Result<Self> {
         let mut certs: Vec<Certificate> = Vec::new();
         let mut key: Option<(PrivateKey, String)> = None;
@@ -207,6 +221,13 @@ impl CaImport {
 
     /// The CA with its key, for signing: the key must be present and match,
     /// and the certificate must be allowed to sign certificates.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingPrivateKey`] when no key was supplied,
+    /// [`Error::KeyMismatch`] when it is not the certificate's, and
+    /// [`Error::NotACa`] when the certificate may not sign certificates (see
+    /// [`check_can_sign_certificates`]).
     pub fn authority(&self) -> Result<CertificateAuthority> {
         let key = self.key.clone().ok_or(Error::MissingPrivateKey {
             certificate: self.cert.id(),
@@ -224,6 +245,16 @@ impl CaImport {
     /// at `at`, with the path verifier (the CA in leaf position, the
     /// supplied intermediates, the root as the only anchor). A CA that is
     /// not self-signed needs its root in the chain.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::ChainVerification`] when a self-signed CA is not valid at
+    ///   `at`, or the path from the CA to its root does not verify at `at` (the
+    ///   verifier's reason is in the message);
+    /// - [`Error::ChainHasNoRoot`] when the CA is not self-signed and the chain
+    ///   does not end at a self-signed root;
+    /// - [`Error::UnsupportedSignature`] when the self-signature of the CA or
+    ///   of the chain's last certificate cannot be checked.
     pub fn verify_to_root(&self, at: OffsetDateTime) -> Result<VerifiedPath> {
         // A root is its own path: only its validity is left to check.
         if self_signed(&self.cert)? {
@@ -305,6 +336,11 @@ impl CaImport {
     /// to a root ([`Error::ChainHasNoRoot`]: never completed from anywhere
     /// else); and the path from it to that root verifies at `at`, validity
     /// of every certificate included ([`Error::ChainVerification`]).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CaImport::authority`], then those of
+    /// [`CaImport::verify_to_root`], as listed above.
     pub fn validate(&self, at: OffsetDateTime) -> Result<ValidatedCa> {
         let authority = self.authority()?;
         self.verify_to_root(at)?;
@@ -321,6 +357,10 @@ impl CaImport {
 /// [`CaImport::validate`]. Block order is free for the key; certificates
 /// come in issuing order (the CA first). Every refusal is a typed
 /// [`Error`]: those of [`CaImport::parse`] and of [`CaImport::validate`].
+///
+/// # Errors
+///
+/// The errors of [`CaImport::parse`] and of [`CaImport::validate`].
 pub fn import_ca_file(pem: &[u8], at: OffsetDateTime) -> Result<ValidatedCa> {
     CaImport::parse(pem, None, None)?.validate(at)
 }
@@ -328,6 +368,13 @@ pub fn import_ca_file(pem: &[u8], at: OffsetDateTime) -> Result<ValidatedCa> {
 /// Verifies a CA certificate (in leaf position) up to `anchors` through
 /// `intermediates` at `at`. A CA's extendedKeyUsage, when present, may
 /// allow server or client authentication: either verifies.
+///
+/// # Errors
+///
+/// The [`VerifyError`](crate::verify::VerifyError) of the verification for
+/// server authentication when neither it nor the one for client authentication
+/// succeeds: the certificate that expired, the issuer not found, the signature
+/// that does not verify, and so on.
 pub fn verify_ca_path(
     ca: &Certificate,
     intermediates: &[Certificate],
@@ -396,6 +443,13 @@ fn signature_outcome(issuer: &Certificate, child: &Certificate) -> Result<bool> 
 /// certificate out of place, counting the CA as certificate 1.
 /// [`CaImport::parse`] applies it to files; a caller holding certificates
 /// already parsed applies it itself.
+///
+/// # Errors
+///
+/// [`Error::ChainOutOfOrder`] for the first certificate out of place (one that
+/// follows a self-signed root, or that did not issue the certificate before
+/// it), and [`Error::UnsupportedSignature`] when a signature on the way cannot
+/// be checked.
 pub fn check_issuing_order(ca: &Certificate, chain: &[Certificate]) -> Result<()> {
     let mut child = ca;
     for (i, next) in chain.iter().enumerate() {
@@ -441,6 +495,11 @@ fn describe(cert: &Certificate) -> String {
 
 /// Refuses a certificate that may not sign certificates: basicConstraints
 /// cA must be TRUE, and keyUsage, when present, must include keyCertSign.
+///
+/// # Errors
+///
+/// [`Error::NotACa`] when basicConstraints cA is not TRUE, or keyUsage is
+/// present without keyCertSign.
 pub fn check_can_sign_certificates(cert: &Certificate) -> Result<()> {
     if !cert.is_ca() {
         return Err(Error::NotACa {
@@ -464,6 +523,10 @@ pub fn check_can_sign_certificates(cert: &Certificate) -> Result<()> {
 /// extension copied), a fresh serial, valid from `issued_at` minus the
 /// default backdate for `lifetime`. Certificates the old one issued verify
 /// under the new one, and SPKI pins do not change.
+///
+/// # Errors
+///
+/// The errors of [`renew_same_key_with`].
 pub fn renew_same_key<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     issued_at: OffsetDateTime,
@@ -474,6 +537,16 @@ pub fn renew_same_key<R: CryptoRng + ?Sized>(
 }
 
 /// [`renew_same_key`] for a CA whose key may be in a token.
+///
+/// # Errors
+///
+/// - [`Error::Issuance`] when the CA is not self-signed (or its self-signature
+///   cannot be checked), or `lifetime` is not positive;
+/// - [`Error::Time`] when the new validity falls outside what a certificate can
+///   encode;
+/// - the signing key's error when it cannot sign (for a key in a token,
+///   [`Error::Pkcs11`] and the other `Pkcs11…` variants), and [`Error::Crypto`]
+///   when encoding fails.
 pub fn renew_same_key_with<R: CryptoRng + ?Sized>(
     ca: &Issuer<'_>,
     issued_at: OffsetDateTime,

@@ -101,6 +101,10 @@ pub struct CertificateParams {
 
 impl CertificateParams {
     /// Parameters for `profile` with subject `CN=<common_name>`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`common_name_to_name`] for `common_name`.
     pub fn new(
         profile: Profile,
         common_name: &str,
@@ -120,6 +124,10 @@ impl CertificateParams {
     }
 
     /// Issues a self-signed certificate for `key` (normally a root CA).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CertificateParams::self_signed_with`].
     pub fn self_signed<R: CryptoRng + ?Sized>(
         &self,
         key: &PrivateKey,
@@ -130,6 +138,18 @@ impl CertificateParams {
 
     /// [`CertificateParams::self_signed`] with any [`SigningKey`]: a key in
     /// this process or in a token.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Issuance`] when the parameters cannot make a certificate: a
+    ///   lifetime that is not positive, a negative backdate, a server
+    ///   certificate without a DNS name or IP address, or an invalid DNS name
+    ///   (see [`check_dns_name`]);
+    /// - [`Error::Time`] when the validity falls outside what a certificate can
+    ///   encode (1970 to 9999);
+    /// - `key`'s error when it cannot give its public key or sign (for a key in
+    ///   a token, [`Error::Pkcs11`] and the other `Pkcs11…` variants), and
+    ///   [`Error::Crypto`] when encoding fails.
     pub fn self_signed_with<R: CryptoRng + ?Sized>(
         &self,
         key: &dyn SigningKey,
@@ -152,6 +172,10 @@ impl CertificateParams {
     }
 
     /// Issues a certificate for `public_key`, signed by `issuer`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CertificateParams::signed_with`].
     pub fn signed_by<R: CryptoRng + ?Sized>(
         &self,
         public_key: &SubjectPublicKeyInfoOwned,
@@ -163,6 +187,18 @@ impl CertificateParams {
 
     /// Issues a certificate for `public_key`, signed by `issuer`: a CA
     /// certificate with any [`SigningKey`] (in this process or in a token).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Issuance`] when the parameters cannot make a certificate: a
+    ///   lifetime that is not positive, a negative backdate, `issuer` not valid
+    ///   at `issued_at`, a server certificate without a DNS name or IP address,
+    ///   or an invalid DNS name (see [`check_dns_name`]);
+    /// - [`Error::Time`] when the validity falls outside what a certificate can
+    ///   encode (1970 to 9999);
+    /// - the issuer's key's error when it cannot sign (for a key in a token,
+    ///   [`Error::Pkcs11`] and the other `Pkcs11…` variants), and
+    ///   [`Error::Crypto`] when encoding fails.
     pub fn signed_with<R: CryptoRng + ?Sized>(
         &self,
         public_key: &SubjectPublicKeyInfoOwned,
@@ -331,6 +367,11 @@ fn leaf_usage_extensions(profile: Profile, is_rsa: bool) -> Result<&'static [u8]
 }
 
 /// Builds `CN=<common_name>`.
+///
+/// # Errors
+///
+/// [`Error::Issuance`] when `common_name` is empty, longer than 64 bytes, or
+/// holds a control or invisible character.
 pub fn common_name_to_name(common_name: &str) -> Result<Name> {
     if common_name.is_empty() {
         return Err(Error::issuance("common name must not be empty"));
@@ -379,6 +420,11 @@ const COMMON_NAME: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::ne
 /// of labels of letters, digits, `-` and `_` (at most 63 bytes each, no
 /// `-` at either end), the first label possibly `*`. Issuing refuses any
 /// other; a request is checked with this before anything is issued.
+///
+/// # Errors
+///
+/// [`Error::Issuance`] naming `name` when it is not a valid DNS name by the
+/// rules above.
 pub fn check_dns_name(name: &str) -> Result<()> {
     let valid = !name.is_empty()
         && name.len() <= 253

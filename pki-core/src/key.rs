@@ -372,6 +372,10 @@ const EC_PUBLIC_KEY: der::asn1::ObjectIdentifier =
 impl PrivateKey {
     /// Generates a new key of the given type with the default provider
     /// ([`crate::CryptoProvider::get_default`]).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`PrivateKey::generate_with`].
     pub fn generate<R: CryptoRng + ?Sized>(algorithm: KeyAlgorithm, rng: &mut R) -> Result<Self> {
         Self::generate_with(&crate::CryptoProvider::get_default(), algorithm, rng)
     }
@@ -379,6 +383,12 @@ impl PrivateKey {
     /// Generates a new key of the given type with `provider`: from `rng`
     /// under RustCrypto (same RNG stream, same key), an EC key from the
     /// operating system through ring under ring.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Crypto`] when RSA key generation fails, and
+    /// [`Error::KeyDecode`] when ring cannot generate an EC key (under the ring
+    /// backend). P-256 and P-384 keys from `rng` under RustCrypto do not fail.
     pub fn generate_with<R: CryptoRng + ?Sized>(
         provider: &crate::CryptoProvider,
         algorithm: KeyAlgorithm,
@@ -424,6 +434,14 @@ impl PrivateKey {
     }
 
     /// The public half as a SubjectPublicKeyInfo.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyDecode`] when an EC key read by
+    /// [`PrivateKey::from_stored_pem`] has a stored public point that is not on
+    /// its curve, or whose scalar cannot be read again; [`Error::Crypto`] when
+    /// the public key cannot be encoded (not expected for a key pki-core read
+    /// or made).
     pub fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned> {
         let der = match &self.inner {
             KeyInner::P256(k) => return k.public_key_info(),
@@ -439,11 +457,22 @@ impl PrivateKey {
     }
 
     /// The public key's SubjectPublicKeyInfo DER.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`PrivateKey::public_key`], and [`Error::Crypto`] when its
+    /// DER cannot be encoded.
     pub fn public_key_der(&self) -> Result<Vec<u8>> {
         der::Encode::to_der(&self.public_key()?).map_err(Error::crypto)
     }
 
     /// PKCS#8 DER of the private key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Crypto`] when the encoder fails (not expected for a key
+    /// pki-core read or made). An EC key read from PKCS#8 gives back the
+    /// bytes it was read from, unchecked.
     pub fn to_pkcs8_der(&self) -> Result<Zeroizing<Vec<u8>>> {
         let doc = match &self.inner {
             KeyInner::P256(k) => return k.pkcs8_der(),
@@ -455,6 +484,10 @@ impl PrivateKey {
     }
 
     /// PKCS#8 PEM (`PRIVATE KEY`) of the private key.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`PrivateKey::to_pkcs8_der`].
     pub fn to_pkcs8_pem(&self) -> Result<Zeroizing<String>> {
         let der = self.to_pkcs8_der()?;
         Ok(Zeroizing::new(pem::encode("PRIVATE KEY", &der)))
@@ -466,6 +499,19 @@ impl PrivateKey {
     ///
     /// An EC key whose file also carries a public point is checked: the
     /// point must be the one its private scalar gives.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Pem`] or [`Error::Der`] when the input cannot be read (see
+    ///   [`crate::pem::read_blocks`]);
+    /// - [`Error::NoPemBlock`] when it holds no private key block, and
+    ///   [`Error::KeyDecode`] when it holds more than one;
+    /// - [`Error::UnsupportedKey`] for another `… PRIVATE KEY` label (such as
+    ///   `ENCRYPTED PRIVATE KEY`);
+    /// - the errors of [`PrivateKey::from_pkcs8_der`],
+    ///   [`PrivateKey::from_sec1_der`] or [`PrivateKey::from_pkcs1_der`] for
+    ///   the key itself (an EC key whose stored public point does not match its
+    ///   scalar is an [`Error::KeyDecode`]).
     pub fn from_pem(input: &[u8]) -> Result<Self> {
         Self::from_pem_checked(input, PointCheck::Now)
     }
@@ -478,6 +524,12 @@ impl PrivateKey {
     /// A key whose two halves disagree still never signs, but until then
     /// [`PrivateKey::public_key`] reports the stored point: do not use this
     /// for keys from outside.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`PrivateKey::from_pem`], except that a stored EC public
+    /// point that does not match its scalar is found at the first signature,
+    /// not here.
     pub fn from_stored_pem(input: &[u8]) -> Result<Self> {
         Self::from_pem_checked(input, PointCheck::AtFirstSignature)
     }
@@ -507,6 +559,15 @@ impl PrivateKey {
 
     /// Reads a PKCS#8 DER private key (P-256, P-384 or RSA ≥ 2048 bits).
     /// An EC key's stored public point, when present, must match its scalar.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::KeyDecode`] when `der` is not a PKCS#8 PrivateKeyInfo, its
+    ///   key cannot be decoded, an EC key's stored public point does not match
+    ///   its scalar, or an RSA key is inconsistent;
+    /// - [`Error::UnsupportedKey`] for another algorithm than RSA or EC, an EC
+    ///   curve other than P-256 or P-384, or an RSA key over 8192 bits;
+    /// - [`Error::RsaKeyTooSmall`] for an RSA key under 2048 bits.
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self> {
         Self::from_pkcs8_der_checked(der, PointCheck::Now)
     }
@@ -549,6 +610,12 @@ impl PrivateKey {
     /// Reads a SEC1 DER EC private key (P-256 or P-384). The curve is the
     /// one the key names, or without parameters the one its scalar's
     /// length gives.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyDecode`] when `der` is not a SEC1 EC private key, or names
+    /// no curve and has a scalar that fits neither curve;
+    /// [`Error::UnsupportedKey`] for a curve other than P-256 or P-384.
     pub fn from_sec1_der(der: &[u8]) -> Result<Self> {
         let bad = |e: &dyn fmt::Display| Error::KeyDecode {
             reason: format!("SEC1 EC key: {e}"),
@@ -575,6 +642,12 @@ impl PrivateKey {
     }
 
     /// Reads a PKCS#1 DER RSA private key (at least 2048 bits).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyDecode`] when `der` is not a PKCS#1 RSA private key or the
+    /// key is inconsistent, [`Error::RsaKeyTooSmall`] under 2048 bits, and
+    /// [`Error::UnsupportedKey`] over 8192 bits.
     pub fn from_pkcs1_der(der: &[u8]) -> Result<Self> {
         let key = rsa::RsaPrivateKey::from_pkcs1_der(der).map_err(|e| Error::KeyDecode {
             reason: format!("PKCS#1 RSA key: {e}"),

@@ -54,6 +54,15 @@ const PUBLIC_LABELS: [&str; 5] = [
 ///
 /// Binary DER input (a certificate or a key, or several concatenated) is
 /// read too: each object becomes the block its PEM form would be.
+///
+/// # Errors
+///
+/// The error names the 1-based block (or DER object) it is about:
+/// - [`Error::Pem`] when the input is not UTF-8 text, a block has no END line
+///   or an END label that differs from its BEGIN label, or its body is not
+///   valid base64;
+/// - [`Error::Der`] when binary DER input cannot be split into objects, or one
+///   of them is not a certificate or a key (an encrypted key is refused too).
 pub fn read_blocks(input: &[u8]) -> Result<Vec<PemBlock>> {
     if let Some(objects) = crate::der_input::objects(input)? {
         return objects

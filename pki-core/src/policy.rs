@@ -58,6 +58,11 @@ impl RotationPolicy {
     }
 
     /// A policy of lifetime D and minimum trust M, validated.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPolicy`] when the policy breaks a rule of
+    /// [`RotationPolicy::validate`].
     pub fn new(lifetime: Duration, min_trust: Duration) -> Result<Self> {
         let p = RotationPolicy {
             lifetime,
@@ -75,6 +80,12 @@ impl RotationPolicy {
 
     /// Checks the rules of the module docs; the error explains the timeline
     /// that would break.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPolicy`] when D or M is not positive, M ≥ D, R = D − M
+    /// is shorter than M, or a reload interval I is set and is not positive or
+    /// not shorter than M.
     pub fn validate(&self) -> Result<()> {
         let d = self.lifetime;
         let m = self.min_trust;
@@ -133,6 +144,12 @@ impl RotationPolicy {
 }
 
 /// Parses durations like `790d`, `13h`, `2h30m`, `90s`, `1d12h`.
+///
+/// # Errors
+///
+/// [`Error::InvalidPolicy`] naming the input when it is empty, has an unknown
+/// unit, a number without a unit or a unit without a number, overflows, or is
+/// longer than 100 years.
 pub fn parse_duration(input: &str) -> Result<Duration> {
     let err = |why: &str| Error::InvalidPolicy {
         reason: format!("duration \"{input}\": {why} (examples: 790d, 13h, 2h30m)"),

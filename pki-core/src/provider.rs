@@ -76,6 +76,11 @@ impl CryptoProvider {
     /// Makes this provider the process default. Only the first call
     /// installs; a later one returns the provider it was given, as
     /// rustls's does. Install before the first key or signature.
+    ///
+    /// # Errors
+    ///
+    /// `Err` holds `self` when another provider was installed first. Installing
+    /// the provider that is already installed again is `Ok`.
     pub fn install_default(self) -> Result<(), CryptoProvider> {
         match DEFAULT.set(self) {
             Ok(()) => Ok(()),

@@ -23,15 +23,33 @@ pub trait SigningKey: Send + Sync {
     fn algorithm(&self) -> KeyAlgorithm;
 
     /// The public half as a SubjectPublicKeyInfo.
+    ///
+    /// # Errors
+    ///
+    /// A key in this process fails only when its public key cannot be encoded,
+    /// or for a stored EC point that is not on its curve
+    /// ([`Error::KeyDecode`]); other implementations return their own error.
     fn public_key(&self) -> Result<SubjectPublicKeyInfoOwned>;
 
     /// Signs `message`. `provider` chooses the backend of a key in this
     /// process (see [`CryptoProvider`]); a key in a token signs with the
     /// token and ignores it.
+    ///
+    /// # Errors
+    ///
+    /// A key in this process returns [`Error::Crypto`] when the signer fails
+    /// and [`Error::KeyDecode`] when a stored key's halves disagree. A key in a
+    /// token returns [`Error::Pkcs11TokenNotOpen`] when no token was opened for
+    /// it and the `Pkcs11…` variants the token gives.
     fn sign(&self, message: &[u8], provider: &CryptoProvider) -> Result<Vec<u8>>;
 
     /// The AlgorithmIdentifier of this key's signatures. The default is
     /// [`signature_algorithm`] of [`SigningKey::algorithm`].
+    ///
+    /// # Errors
+    ///
+    /// The default does not fail; an implementation may return its own error
+    /// when it cannot name its algorithm.
     fn signature_algorithm(&self) -> Result<AlgorithmIdentifierOwned> {
         Ok(signature_algorithm(self.algorithm()))
     }

@@ -27,12 +27,24 @@ pub trait TokenAccess: Send + Sync {
     /// No such object is [`Error::Pkcs11KeyNotFound`], and only that: a
     /// caller can tell "the key is gone" from "the token could not be
     /// asked".
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11KeyNotFound`] when no object matches; any other error
+    /// (the token cannot be opened, the PIN is refused,
+    /// [`Error::Pkcs11KeyAmbiguous`]) means the token could not answer.
     fn find_key(&self, uri: &Pkcs11Uri) -> Result<Arc<dyn SigningKey>>;
 
     /// Generates a key pair of `algorithm` in the token `store` names: a
     /// token object with CKA_ID `id` and CKA_LABEL `label`, the private key
     /// sensitive and never extractable. [`Error::Pkcs11KeyExists`] when an
     /// object of the token already has `id`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11KeyExists`] when an object of the token already has `id`;
+    /// the token's refusals (such as [`Error::Pkcs11TokenFull`] or
+    /// [`Error::Pkcs11UnsupportedMechanism`]) otherwise.
     fn generate_key(
         &self,
         store: &Pkcs11Uri,
@@ -43,6 +55,11 @@ pub trait TokenAccess: Send + Sync {
 
     /// Destroys the key pair `uri` names by its `id`. None left is
     /// [`Error::Pkcs11KeyNotFound`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11KeyNotFound`] when no object has the URI's `id`; the
+    /// token's refusals otherwise.
     fn destroy_key(&self, uri: &Pkcs11Uri) -> Result<usize>;
 }
 
@@ -103,6 +120,14 @@ mod opened {
         }
 
         /// The token `uri` names, logged in to once.
+        ///
+        /// # Errors
+        ///
+        /// - [`Error::Pkcs11`] when no PIN was given, or an earlier login in
+        ///   this process panicked;
+        /// - the errors of [`Pkcs11Module::login`]:
+        ///   [`Error::Pkcs11TokenNotFound`], [`Error::Pkcs11WrongPin`], and the
+        ///   module's other refusals.
         pub fn token(&self, uri: &Pkcs11Uri) -> Result<Pkcs11Token> {
             let wanted = uri.token_only();
             let mut open = self.open.lock().map_err(|_| Error::Pkcs11 {

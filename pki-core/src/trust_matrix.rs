@@ -89,6 +89,11 @@ pub struct MatrixInputs<'a> {
 /// Verifies one serving chain (leaf first) against one bundle at `at`, for
 /// serverAuth and the leaf's first name ([`expected_name`]): the ids of the
 /// path found (leaf first, anchor last), or why none was.
+///
+/// # Errors
+///
+/// The [`VerifyError`] of the verification (see [`check_for`]); an empty
+/// `chain` is [`VerifyError::UnknownIssuer`].
 pub fn check(
     chain: &[Certificate],
     bundle: &Bundle,
@@ -109,6 +114,14 @@ pub fn check(
 /// `purpose`, as a peer would: a client checks a server's first name
 /// ([`expected_name`]); a server checks no name of its clients. Every cell
 /// of every pre-flight is this check.
+///
+/// # Errors
+///
+/// The [`VerifyError`] of
+/// [`verify_chain_cached`]: why no path
+/// from `leaf` to `bundle` verified at `at` for `purpose` (an expired
+/// certificate, an unknown issuer, a bad signature, a name that does not match,
+/// and so on).
 pub fn check_for(
     leaf: &Certificate,
     intermediates: &[Certificate],

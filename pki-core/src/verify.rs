@@ -215,6 +215,13 @@ impl VerifiedPath {
 /// Signature outcomes are remembered in the signature cache of `anchors`
 /// ([`Bundle::signature_cache`]); the result never depends on what the
 /// cache holds.
+///
+/// # Errors
+///
+/// The most specific [`VerifyError`] found when no path verifies (see its
+/// documentation): a validity, usage, name or signature error of a real
+/// candidate path wins over [`VerifyError::UnknownIssuer`], and
+/// [`VerifyError::BudgetExceeded`] ends the search at once.
 pub fn verify_chain(
     leaf: &Certificate,
     intermediates: &[Certificate],
@@ -234,6 +241,10 @@ pub fn verify_chain(
 /// the bundle's own cache (to share one cache between bundles, or to see
 /// its hits). The result is the same as without the cache (a cache hit
 /// counts against [`Budget::signatures`] like a check).
+///
+/// # Errors
+///
+/// The errors of [`verify_chain`].
 pub fn verify_chain_cached(
     leaf: &Certificate,
     intermediates: &[Certificate],

@@ -141,6 +141,20 @@ impl Client {
     /// `options.request_timeout`. With several endpoints, connecting to
     /// each may take an equal share of the shorter of the two timeouts, so
     /// that a request tries them all within its own.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgs`] for an `etcds://` URL without `options.tls`,
+    ///   TLS settings for an `etcd://` URL, or a URL that names no endpoint;
+    /// - [`Error::TransportError`] when an endpoint is not a valid address or
+    ///   the TLS settings cannot be applied;
+    /// - with `options.user`, [`Error::GRpcStatus`] when authentication fails
+    ///   (a wrong password, no endpoint reached) or has no answer within
+    ///   `options.connect_timeout` (`DeadlineExceeded`), and
+    ///   [`Error::InvalidArgs`] when etcd sends a token that is not ASCII.
+    ///
+    /// Without a user nothing is sent, so an unreachable server shows at the
+    /// first request.
     pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Client, Error> {
         let tls = match (url.tls(), &options.tls) {
             (true, Some(tls)) => Some(tls_config(tls)?),
@@ -229,6 +243,12 @@ impl Client {
     /// Watches every key under `prefix` from `start_revision` (0: from
     /// now): each answer lists the changes of one or more revisions. The
     /// watch lasts as long as the stream is read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GRpcStatus`] when no endpoint can be reached or etcd refuses
+    /// the watch. The token is not renewed here: with a user, a watch opened
+    /// after etcd forgot the token is refused.
     pub async fn watch_prefix(
         &self,
         prefix: impl Into<Vec<u8>>,
@@ -393,6 +413,13 @@ impl KvClient {
     }
 
     /// Reads `key`, or the range `options` describes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GRpcStatus`] with etcd's status (such as `PermissionDenied`, or
+    /// `OutOfRange` for a compacted revision), or the last endpoint's failure
+    /// when none can be reached or the request timeout passes. A stale token is
+    /// renewed and the request sent once more; a failed renewal is its error.
     pub async fn get(
         &mut self,
         key: impl Into<Vec<u8>>,
@@ -410,6 +437,12 @@ impl KvClient {
     }
 
     /// Writes `value` at `key`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`KvClient::get`]: [`Error::GRpcStatus`] when etcd refuses the
+    /// write or cannot be reached. A request that timed out may still have been
+    /// applied.
     pub async fn put(
         &mut self,
         key: impl Into<Vec<u8>>,
@@ -428,6 +461,10 @@ impl KvClient {
     }
 
     /// Deletes `key`, or the range `options` describes.
+    ///
+    /// # Errors
+    ///
+    /// As for [`KvClient::put`].
     pub async fn delete(
         &mut self,
         key: impl Into<Vec<u8>>,
@@ -445,6 +482,11 @@ impl KvClient {
     }
 
     /// Runs a transaction.
+    ///
+    /// # Errors
+    ///
+    /// As for [`KvClient::put`]. A transaction whose comparisons fail is not an
+    /// error: [`TxnResponse::succeeded`] is false.
     pub async fn txn(&mut self, txn: Txn) -> Result<TxnResponse, Error> {
         call(
             &self.session,
@@ -461,6 +503,11 @@ impl KvClient {
     /// that only earlier revisions held are gone. With `physical`, etcd
     /// answers once they are removed from its backend, not only marked.
     /// Compaction is global to the cluster (every key, whoever wrote it).
+    ///
+    /// # Errors
+    ///
+    /// As for [`KvClient::get`]; a `revision` already compacted, or later than
+    /// the current one, is etcd's `OutOfRange`.
     pub async fn compact(&mut self, revision: i64, physical: bool) -> Result<(), Error> {
         let request = pb::CompactionRequest { revision, physical };
         call(
@@ -494,6 +541,11 @@ pub struct AuthClient {
 
 impl AuthClient {
     /// Adds a user with a password.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GRpcStatus`] with etcd's status (the user exists, permission
+    /// denied) or the last endpoint's failure when none can be reached.
     pub async fn user_add(&mut self, name: &str, password: &str) -> Result<(), Error> {
         let request = pb::AuthUserAddRequest {
             name: name.into(),
@@ -511,6 +563,10 @@ impl AuthClient {
     }
 
     /// Adds a role with no permission (`root` is etcd's own).
+    ///
+    /// # Errors
+    ///
+    /// As for [`AuthClient::user_add`] (the role exists, permission denied).
     pub async fn role_add(&mut self, name: &str) -> Result<(), Error> {
         let request = pb::AuthRoleAddRequest { name: name.into() };
         call(
@@ -524,6 +580,10 @@ impl AuthClient {
     }
 
     /// Gives `role` the `permission` on every key starting with `prefix`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`AuthClient::user_add`] (no such role, permission denied).
     pub async fn role_grant_prefix(
         &mut self,
         role: &str,
@@ -554,6 +614,11 @@ impl AuthClient {
     }
 
     /// Gives `user` the role `role`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`AuthClient::user_add`] (no such user or role, permission
+    /// denied).
     pub async fn user_grant_role(&mut self, user: &str, role: &str) -> Result<(), Error> {
         let request = pb::AuthUserGrantRoleRequest {
             user: user.into(),
@@ -571,6 +636,11 @@ impl AuthClient {
 
     /// Turns authentication on (etcd requires the user `root` with the
     /// role `root` first).
+    ///
+    /// # Errors
+    ///
+    /// As for [`AuthClient::user_add`]; etcd refuses when the user `root` or
+    /// its role `root` is missing.
     pub async fn auth_enable(&mut self) -> Result<(), Error> {
         let request = pb::AuthEnableRequest {};
         call(

@@ -29,6 +29,12 @@ impl EtcdUser {
     /// A user whose password is the content of the file at `path`, without
     /// its final line break (as `echo secret > file` writes it). The error
     /// names the file.
+    ///
+    /// # Errors
+    ///
+    /// An [`io::Error`](std::io::Error) naming the file when it cannot be read
+    /// (missing, too large, not a regular file) or is not UTF-8
+    /// (`InvalidData`).
     pub fn from_password_file(name: impl Into<String>, path: &Path) -> std::io::Result<Self> {
         let bytes = read("the password file", path)?;
         let text = std::str::from_utf8(&bytes).map_err(|_| {
@@ -103,6 +109,13 @@ impl EtcdTls {
 
     /// Reads the CA bundle and, if given, the client certificate and key
     /// from files. The error names the file that could not be read.
+    ///
+    /// # Errors
+    ///
+    /// An [`io::Error`](std::io::Error) naming the file that cannot be read
+    /// (missing, too large, not a regular file). The contents are not checked
+    /// here: a CA bundle, certificate or key that is not valid PEM fails when
+    /// connecting.
     pub fn from_files(ca: &Path, identity: Option<(&Path, &Path)>) -> std::io::Result<Self> {
         let tls = EtcdTls::new(read("the CA bundle", ca)?.to_vec());
         Ok(match identity {

@@ -4,7 +4,15 @@
 //! compiler. Only the RPCs pki-etcd calls are there (see
 //! `proto/README.md`); [`crate::client`] is the interface to use.
 
-#![allow(missing_docs, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+// Generated code: its docs are etcd's, and its errors are gRPC statuses
+// (`clippy::missing_errors_doc` is pedantic, outside `clippy::all`).
+#![allow(
+    missing_docs,
+    clippy::all,
+    clippy::missing_errors_doc,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 /// etcd's `mvccpb` package: keys, values and watch events.
 pub mod mvccpb {

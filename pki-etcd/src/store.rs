@@ -141,6 +141,11 @@ impl EtcdStore {
     /// Connects to etcd at `endpoints` (`HOST:PORT`), with every key under
     /// `prefix/`, and checks within `options.connect_timeout` that the
     /// server answers.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Url`] when an endpoint or `prefix` is malformed, and
+    /// [`OpenError::Store`] with the errors of [`EtcdStore::open`].
     pub fn connect<E: AsRef<str>>(
         endpoints: &[E],
         prefix: &str,
@@ -152,6 +157,11 @@ impl EtcdStore {
 
     /// Connects to the store at `url` (`etcd://HOST:PORT/PREFIX`) with the
     /// default options.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Url`] when `url` is malformed, and [`OpenError::Store`]
+    /// with the errors of [`EtcdStore::open`].
     pub fn from_url(url: &str) -> std::result::Result<Self, OpenError> {
         let url = EtcdUrl::parse(url)?;
         Ok(EtcdStore::open(&url, EtcdOptions::default())?)
@@ -159,6 +169,12 @@ impl EtcdStore {
 
     /// Connects to the store at `url` and checks that the server answers.
     /// Every failure is a [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL,
+    /// as listed above: the tokio runtime cannot be started, or the errors of
+    /// [`AsyncEtcdStore::open`].
     pub fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -206,12 +222,24 @@ impl EtcdStore {
 
     /// The keys under the prefix that hold a document, in order (what
     /// `pki export` walks).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`AsyncEtcdStore::keys`], and
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) when the store
+    /// is shut down.
     pub fn keys(&self) -> Result<Vec<String>> {
         self.block_on(self.store.keys())
     }
 
     /// See [`AsyncEtcdStore::compact_history`]: compacts the whole etcd
     /// cluster's history up to its current revision.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`AsyncEtcdStore::compact_history`], and
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) when the store
+    /// is shut down.
     pub fn compact_history(&self) -> Result<i64> {
         self.block_on(self.store.compact_history())
     }

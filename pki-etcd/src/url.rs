@@ -72,6 +72,12 @@ impl EtcdUrl {
     /// A plaintext URL from its parts: endpoints as `HOST:PORT` (or `HOST`,
     /// for port 2379) and the key prefix. [`EtcdUrl::with_tls`] makes it a
     /// TLS one.
+    ///
+    /// # Errors
+    ///
+    /// [`UrlError::Endpoint`] when `endpoints` is empty or one is malformed
+    /// (bad host, port or brackets), and [`UrlError::Prefix`] when `prefix`
+    /// breaks the rules above.
     pub fn new<E: AsRef<str>>(endpoints: &[E], prefix: &str) -> Result<Self, UrlError> {
         if endpoints.is_empty() {
             return Err(UrlError::Endpoint {
@@ -99,6 +105,14 @@ impl EtcdUrl {
 
     /// Parses `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` and the same with
     /// `etcds://`.
+    ///
+    /// # Errors
+    ///
+    /// - [`UrlError::NotEtcd`] when `url` does not start with `etcd://` or
+    ///   `etcds://`;
+    /// - [`UrlError::Incomplete`] when it names no `HOST:PORT` or no key
+    ///   prefix;
+    /// - the errors of [`EtcdUrl::new`] for the endpoints and the prefix.
     pub fn parse(url: &str) -> Result<Self, UrlError> {
         let (rest, tls) = strip_scheme(url).ok_or_else(|| UrlError::NotEtcd {
             url: url.to_string(),

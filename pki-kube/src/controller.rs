@@ -203,6 +203,12 @@ pub struct Controller<S = AsyncKubeStore> {
 /// (`url`'s context, `options`' kubeconfig), with a read timeout that lets
 /// a watch stay open for the server's five minutes. The controller bounds
 /// its other requests itself, by `options.request_timeout`.
+///
+/// # Errors
+///
+/// [`StoreError::Backend`](pki_rotate::StoreError::Backend), naming the URL,
+/// when the credentials cannot be loaded, the client cannot be made, or the
+/// server does not answer within `options.connect_timeout`.
 pub async fn connect(url: &KubeUrl, options: &KubeOptions) -> pki_rotate::Result<Client> {
     let watching = KubeOptions {
         request_timeout: watch::WATCH_READ_TIMEOUT,
@@ -214,6 +220,11 @@ pub async fn connect(url: &KubeUrl, options: &KubeOptions) -> pki_rotate::Result
 impl Controller<AsyncKubeStore> {
     /// A controller on the store at `url`, opened with `options.store`;
     /// `client` makes every other request (see [`connect`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::Store`] with the errors of [`AsyncKubeStore::open`],
+    /// and the errors of [`Controller::with_store`].
     pub async fn new(
         client: Client,
         url: &KubeUrl,
@@ -227,6 +238,11 @@ impl Controller<AsyncKubeStore> {
 impl<S: AsyncStore + Send + Sync> Controller<S> {
     /// A controller on `store`, which is the `kube://` store at `url`
     /// wrapped (a [`SealedStore`](pki_rotate::SealedStore), say).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::Prefix`] when `options.annotation_prefix` is not
+    /// DNS-subdomain-like text ending in `/`. The store is not read here.
     pub fn with_store(
         client: Client,
         url: &KubeUrl,
@@ -255,6 +271,14 @@ impl<S: AsyncStore + Send + Sync> Controller<S> {
     /// once when the store holds no signer; after that a failed pass is a
     /// notice and is tried again (the API server may be restarting). With
     /// leader election, only while this replica holds the Lease.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::Store`] when the signer document cannot be loaded
+    /// before the first pass: the store cannot be read, holds no signer
+    /// ([`StoreError::NotInitialized`](pki_rotate::StoreError::NotInitialized):
+    /// `pki init` first), or its document cannot be decoded. Failures after
+    /// that are notices, never errors.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ControllerError> {
         // Refuses a store without a signer before anything is watched.
         self.driver

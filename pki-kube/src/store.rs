@@ -66,6 +66,12 @@ impl AsyncKubeStore {
     /// Loads the credentials for `url` and checks within
     /// `options.connect_timeout` that the server answers. Every failure
     /// is a [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend), naming the
+    /// URL, when the credentials (kubeconfig or in-cluster) cannot be loaded,
+    /// or the server does not answer within `options.connect_timeout`.
     pub async fn open(url: &KubeUrl, options: KubeOptions) -> Result<Self> {
         let client = options::client(url, &options).await?;
         Ok(AsyncKubeStore {
@@ -126,6 +132,12 @@ impl AsyncKubeStore {
     /// export` walks): the heads labelled as this store's (the Secrets
     /// without a generation label), by their key annotation. One list of
     /// metadata, whatever the documents' size.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) when the
+    /// listing fails: the server does not answer within the request timeout,
+    /// refuses it (a 403 names the namespace), or returns an error.
     pub async fn keys(&self) -> Result<Vec<String>> {
         let selector = format!(
             "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_STORE}={},!{LABEL_GENERATION},!{LABEL_PUBLISHED}",
@@ -249,12 +261,23 @@ impl Drop for KubeStore {
 impl KubeStore {
     /// Opens the store at `url` (`kube://[CONTEXT@]NAMESPACE/NAME`) with
     /// the default options: kubectl's credentials.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Url`] when `url` is malformed, and [`OpenError::Store`]
+    /// with the errors of [`KubeStore::open`].
     pub fn from_url(url: &str) -> std::result::Result<Self, OpenError> {
         let url = KubeUrl::parse(url)?;
         Ok(KubeStore::open(&url, KubeOptions::default())?)
     }
 
     /// Opens the store at `url` and checks that the server answers.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL:
+    /// the tokio runtime cannot be started, or the errors of
+    /// [`AsyncKubeStore::open`].
     pub fn open(url: &KubeUrl, options: KubeOptions) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -281,6 +304,12 @@ impl KubeStore {
 
     /// The keys of the documents this store holds, in order: see
     /// [`AsyncKubeStore::keys`].
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`AsyncKubeStore::keys`], and
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) when the store
+    /// is shut down.
     pub fn keys(&self) -> Result<Vec<String>> {
         self.block_on(self.store.keys())
     }

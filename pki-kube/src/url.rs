@@ -76,6 +76,13 @@ pub fn is_kube_url(text: &str) -> bool {
 
 impl KubeUrl {
     /// A URL from its parts, each checked as [`KubeUrl::parse`] checks it.
+    ///
+    /// # Errors
+    ///
+    /// - [`UrlError::Context`] when `context` is empty or holds a control
+    ///   character;
+    /// - [`UrlError::Label`] when `namespace` or `name` is not a DNS-1123
+    ///   label.
     pub fn new(
         context: Option<&str>,
         namespace: &str,
@@ -94,6 +101,13 @@ impl KubeUrl {
     }
 
     /// Parses `kube://[CONTEXT@]NAMESPACE/NAME`.
+    ///
+    /// # Errors
+    ///
+    /// - [`UrlError::NotKube`] when `url` does not start with `kube://`;
+    /// - [`UrlError::Shape`] when the namespace or the name is missing, or more
+    ///   than NAMESPACE/NAME follows the context;
+    /// - the errors of [`KubeUrl::new`] for the parts.
     pub fn parse(url: &str) -> std::result::Result<Self, UrlError> {
         let Some(rest) = url.strip_prefix(SCHEME) else {
             return Err(UrlError::NotKube { url: url.into() });

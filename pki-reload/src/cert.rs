@@ -34,6 +34,17 @@ impl std::fmt::Debug for CertReloader {
 impl CertReloader {
     /// Loads `files` now (an error when they are unusable) and reloads
     /// them when they change, with `provider`'s key loader.
+    ///
+    /// # Errors
+    ///
+    /// - [`ReloadError::Io`] when a file cannot be read (missing, too large,
+    ///   not a regular file);
+    /// - [`ReloadError::Invalid`] when the chain file holds no certificate or
+    ///   one that cannot be parsed, or the key file holds no usable key;
+    /// - [`ReloadError::Mismatch`] when the key did not match the chain's first
+    ///   certificate in any of the reads (the files kept changing, or never
+    ///   belong together);
+    /// - [`ReloadError::Tls`] when `provider` refuses the key.
     pub fn new(
         files: CertFiles,
         provider: Arc<CryptoProvider>,
@@ -49,6 +60,10 @@ impl CertReloader {
     }
 
     /// The signer's leaf `name` in the directory store `store`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CertReloader::new`].
     pub fn leaf(
         store: &Path,
         name: &str,
@@ -69,6 +84,12 @@ impl CertReloader {
     }
 
     /// Looks at the files now; whether new material was swapped in.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CertReloader::new`], when the files changed and the new
+    /// ones cannot be loaded; the material in use stays, and
+    /// [`CertReloader::last_error`] keeps the error until a reload succeeds.
     pub fn refresh(&self) -> Result<bool, ReloadError> {
         self.check(true)
     }

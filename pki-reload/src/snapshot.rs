@@ -39,6 +39,15 @@ impl Snapshot {
     /// Reads `files` and the bundle made of `bundle`'s files until every
     /// file's stamp held still across the reads and the key matches the
     /// leaf's public key.
+    ///
+    /// # Errors
+    ///
+    /// - [`ReloadError::Io`] when a file cannot be read;
+    /// - [`ReloadError::Invalid`] when the chain file or a bundle file holds no
+    ///   certificate or one that cannot be parsed, the key file holds no usable
+    ///   key, or `bundle` is empty (that error names the chain file);
+    /// - [`ReloadError::Mismatch`] when no read found the files still and the
+    ///   key matching the leaf.
     pub fn read(files: &CertFiles, bundle: &[PathBuf]) -> Result<Self, ReloadError> {
         let paths: Vec<PathBuf> = [files.cert.clone(), files.key.clone()]
             .into_iter()

@@ -52,6 +52,14 @@ impl std::fmt::Debug for TrustReloader {
 impl TrustReloader {
     /// Loads the bundle made of every certificate in `paths` (an error
     /// when one is unusable) and reloads it when a file changes.
+    ///
+    /// # Errors
+    ///
+    /// [`ReloadError::Io`] when a file cannot be read, [`ReloadError::Invalid`]
+    /// when one holds no certificate or one that cannot be parsed, and
+    /// [`ReloadError::Tls`] when rustls refuses a certificate as a trust anchor
+    /// or cannot build a verifier (no certificate at all, such as for an empty
+    /// `paths`).
     pub fn new(
         paths: impl IntoIterator<Item = PathBuf>,
         provider: Arc<CryptoProvider>,
@@ -62,6 +70,11 @@ impl TrustReloader {
 
     /// Like [`TrustReloader::new`], acknowledging through `acker` the
     /// first bundle and every bundle it loads after.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`TrustReloader::new`]. Nothing is acknowledged when the
+    /// first load fails.
     pub fn with_acker(
         paths: impl IntoIterator<Item = PathBuf>,
         provider: Arc<CryptoProvider>,
@@ -96,6 +109,13 @@ impl TrustReloader {
     }
 
     /// Looks at the files now; whether a new bundle was swapped in.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`TrustReloader::new`], when a file changed and the bundle
+    /// cannot be loaded again; the bundle in use stays, nothing is
+    /// acknowledged, and [`TrustReloader::last_error`] keeps the error until a
+    /// reload succeeds.
     pub fn refresh(&self) -> Result<bool, ReloadError> {
         self.check(true)
     }

@@ -86,6 +86,12 @@ pub(crate) fn extensions(
 /// decoded tree: version, signature algorithms and value, extensions,
 /// empty names and the public key. For the fuzz targets and the tests
 /// (through `pki_core::fuzzing`).
+///
+/// # Errors
+///
+/// A message saying which field the DER reads and the decoded tree disagree on.
+/// Input that [`Certificate::from_der`](super::Certificate::from_der) refuses
+/// is not an error.
 pub fn check_raw_reads(der: &[u8]) -> Result<(), String> {
     use der::Decode;
     let Ok(cert) = super::Certificate::from_der(der) else {

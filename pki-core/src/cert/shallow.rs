@@ -350,6 +350,13 @@ fn has_multi_attribute_rdn(name: &x509_cert::name::Name) -> bool {
 /// per RDN and no unique identifiers, and `decode` refuses it, only for
 /// one of the rarer encodings listed in the module's docs. For the fuzz
 /// targets and the tests (through `pki_core::fuzzing`).
+///
+/// # Errors
+///
+/// A message saying how the two readings disagree: a certificate the fast
+/// reader accepts and x509-cert refuses, or one whose layout, validity or
+/// extensions differ between them. Input the fast reader refuses is not an
+/// error.
 pub fn check_against_x509_cert(der: &[u8]) -> Result<(), String> {
     use der::Decode as _;
     let full = x509_cert::Certificate::from_der(der);

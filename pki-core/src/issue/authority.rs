@@ -25,6 +25,11 @@ impl std::fmt::Debug for CertificateAuthority {
 impl CertificateAuthority {
     /// Pairs a CA certificate with its key, refusing a key that does not
     /// belong to the certificate or a certificate that is not a CA.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyMismatch`] when `key` is not the certificate's key, and
+    /// [`Error::NotACa`] when basicConstraints cA is not TRUE.
     pub fn new(cert: Certificate, key: impl Into<CaKey>) -> Result<Self> {
         let key = key.into();
         check_pair(&cert, key.matches(cert.public_key()))?;
@@ -32,6 +37,12 @@ impl CertificateAuthority {
     }
 
     /// Generates a key and a self-signed root CA in one step.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`PrivateKey::generate`], [`CertificateParams::new`] (an
+    /// invalid `common_name`) and [`CertificateParams::self_signed`] (such as a
+    /// `lifetime` that is not positive).
     pub fn generate_root<R: CryptoRng + ?Sized>(
         common_name: &str,
         algorithm: crate::key::KeyAlgorithm,
@@ -49,6 +60,10 @@ impl CertificateAuthority {
     }
 
     /// Issues `params` for `public_key`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CertificateParams::signed_by`].
     pub fn issue<R: CryptoRng + ?Sized>(
         &self,
         params: &CertificateParams,
@@ -91,6 +106,12 @@ impl<'a> Issuer<'a> {
     /// Pairs a CA certificate with its signing key, refusing a key that
     /// does not belong to the certificate or a certificate that is not a
     /// CA (as [`CertificateAuthority::new`] does).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyMismatch`] when `key` is not the certificate's key (or
+    /// cannot give its public key), and [`Error::NotACa`] when basicConstraints
+    /// cA is not TRUE.
     pub fn new(cert: &'a Certificate, key: &'a dyn SigningKey) -> Result<Self> {
         check_pair(cert, crate::signing::key_matches(key, cert.public_key()))?;
         Ok(Issuer { cert, key })
@@ -112,6 +133,10 @@ impl<'a> Issuer<'a> {
 /// extensions except the AuthorityKeyIdentifier), the signer's subject as
 /// issuer, AKI = the signer's SKI, a fresh serial, NotBefore = the target's
 /// NotBefore and NotAfter = `not_after`.
+///
+/// # Errors
+///
+/// The errors of [`cross_sign_with`].
 pub fn cross_sign<R: CryptoRng + ?Sized>(
     target: &Certificate,
     signer: &CertificateAuthority,
@@ -124,6 +149,13 @@ pub fn cross_sign<R: CryptoRng + ?Sized>(
 /// [`cross_sign`] with any [`Issuer`]: the signer's key may be in this
 /// process or in a token (a rotation's bridges, signed by the old and the
 /// new key).
+///
+/// # Errors
+///
+/// [`Error::Issuance`] when `not_after` is not after the target's NotBefore,
+/// [`Error::Time`] when it cannot be encoded, the signer's key's error when it
+/// cannot sign (for a key in a token, [`Error::Pkcs11`] and the other `Pkcs11…`
+/// variants), and [`Error::Crypto`] when encoding fails.
 pub fn cross_sign_with<R: CryptoRng + ?Sized>(
     target: &Certificate,
     signer: &Issuer<'_>,

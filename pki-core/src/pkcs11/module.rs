@@ -40,6 +40,11 @@ impl Pkcs11Module {
     /// that the module may be called from several threads).
     /// [`Error::Pkcs11Module`] when there is no file there or it is not a
     /// PKCS#11 module.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11Module`] when there is no file at `path`, it cannot be
+    /// loaded as a PKCS#11 module, or its `C_Initialize` fails.
     pub fn open(path: &Path) -> Result<Self> {
         let refuse = |reason: String| Error::Pkcs11Module {
             path: path.display().to_string(),
@@ -70,6 +75,11 @@ impl Pkcs11Module {
     }
 
     /// The labels of the module's initialised tokens.
+    ///
+    /// # Errors
+    ///
+    /// The module's refusal to list its slots or tokens, as an
+    /// [`Error::Pkcs11`] (or another `Pkcs11…` variant).
     pub fn token_labels(&self) -> Result<Vec<String>> {
         Ok(self
             .tokens()?
@@ -103,6 +113,15 @@ impl Pkcs11Module {
     /// [`Error::Pkcs11TokenNotFound`] when no token (or more than one)
     /// matches; [`Error::Pkcs11WrongPin`] when the token refuses the PIN.
     /// A token this process is logged in to already accepts the login.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Pkcs11TokenNotFound`] when no token, or more than one,
+    ///   matches `uri`;
+    /// - [`Error::Pkcs11WrongPin`] when the token refuses the PIN;
+    /// - [`Error::Pkcs11`] (or another `Pkcs11…` variant) when the module
+    ///   cannot list tokens, open a session, log in for another reason (a
+    ///   locked PIN, a removed token) or list mechanisms.
     pub fn login(&self, uri: &Pkcs11Uri, pin: &Pkcs11Pin) -> Result<Pkcs11Token> {
         let tokens = self.tokens()?;
         let matching: Vec<&(Slot, TokenInfo)> = tokens

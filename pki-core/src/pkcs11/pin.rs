@@ -20,6 +20,11 @@ impl Pkcs11Pin {
     /// The PIN in a PIN file's bytes: UTF-8 text on one line, one final
     /// line ending (`\n` or `\r\n`) removed. Refuses an empty PIN and a
     /// file of several lines (saying so, without showing the content).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11`] when the file is empty, holds more than one line, or
+    /// is not UTF-8 text. The message never shows the content.
     pub fn from_file_contents(contents: &[u8]) -> Result<Self> {
         let contents = Zeroizing::new(contents.to_vec());
         let line = contents

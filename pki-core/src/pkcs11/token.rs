@@ -54,6 +54,16 @@ impl Pkcs11Token {
     /// already has ([`Error::Pkcs11KeyExists`]): a rerun after a crash
     /// finds that key with [`Pkcs11Token::find_key`] and adopts or destroys
     /// it, and never makes a second one beside it.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Pkcs11KeyExists`] when an object of the token already has
+    ///   `id`;
+    /// - [`Error::Pkcs11UnsupportedMechanism`] when the token offers no
+    ///   mechanism to generate or to sign with a key of `algorithm`;
+    /// - [`Error::Pkcs11TokenFull`] when the token has no room left;
+    /// - [`Error::Pkcs11`] for an empty `id` and any other failure of the
+    ///   token.
     pub fn generate_key(
         &self,
         algorithm: KeyAlgorithm,
@@ -108,6 +118,14 @@ impl Pkcs11Token {
     /// No such object is [`Error::Pkcs11KeyNotFound`], and only that: any
     /// other failure of the search is another error, so a caller can tell
     /// "the key is gone" from "the token could not be asked".
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Pkcs11KeyNotFound`] when no private key object matches;
+    /// - [`Error::Pkcs11KeyAmbiguous`] when more than one does;
+    /// - [`Error::Pkcs11`] when the URI names another token, a `type` other
+    ///   than `private`, or neither `id` nor `object`, and when the search or
+    ///   reading the key fails.
     pub fn find_key(&self, uri: &Pkcs11Uri) -> Result<Pkcs11Key> {
         let object = uri.describe_object();
         let doing = Doing::new(self.label(), "finding a private key").object(object.clone());
@@ -158,6 +176,11 @@ impl Pkcs11Token {
     /// The URIs of every private key object of the token (token, object
     /// label, type and id), in the token's order: what a check that the
     /// token holds exactly the keys a document names compares.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11`] (or another `Pkcs11…` variant) when the token cannot
+    /// list its objects or read their attributes.
     pub fn private_keys(&self) -> Result<Vec<Pkcs11Uri>> {
         let doing = Doing::new(self.label(), "listing private keys");
         let handles = self
@@ -194,6 +217,12 @@ impl Pkcs11Token {
     /// Returns how many objects were destroyed; none found is
     /// [`Error::Pkcs11KeyNotFound`]. Only ever called when asked: nothing
     /// in pki-core destroys a key on its own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11KeyNotFound`] when no key object has `id`;
+    /// [`Error::Pkcs11`] for an empty `id` and when the search or a destruction
+    /// fails (objects destroyed before the failure stay destroyed).
     pub fn destroy_key(&self, id: &[u8]) -> Result<usize> {
         let object = describe(id, None);
         let doing = Doing::new(self.label(), "destroying a key").object(object.clone());

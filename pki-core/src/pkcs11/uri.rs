@@ -125,6 +125,11 @@ impl Pkcs11Uri {
     /// than `pkcs11:`, an attribute pki does not read, one given twice, an
     /// empty value, a character that must be percent-encoded, a bad
     /// percent-escape, text that is not UTF-8, and `pin-value`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pkcs11Uri`] for each refusal listed above; the reason names the
+    /// attribute and never holds a PIN.
     pub fn parse(input: &str) -> Result<Self> {
         let rest = input
             .get(..7)

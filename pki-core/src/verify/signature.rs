@@ -37,6 +37,16 @@ pub(crate) fn into_error(failure: SigFailure, cert: &Certificate, issuer: String
 /// Works for any pair, including a self-signed certificate and its own key
 /// (`verify_signature(cert.public_key(), &cert)`). The issuer in errors is
 /// named `spki:<first 16 hex of the key's SHA-256>`.
+///
+/// # Errors
+///
+/// - [`VerifyError::BadSignature`] when the signature does not verify with
+///   `issuer_spki`;
+/// - [`VerifyError::UnsupportedSignatureAlgorithm`] or
+///   [`VerifyError::UnsupportedPublicKey`] when pki cannot check it;
+/// - [`VerifyError::SignatureAlgorithmMismatch`] when the inner and outer
+///   algorithms differ, and [`VerifyError::MalformedCertificate`] when the
+///   signature cannot be read.
 pub fn verify_signature(
     issuer_spki: &SubjectPublicKeyInfoOwned,
     cert: &Certificate,

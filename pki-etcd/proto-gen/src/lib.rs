@@ -48,6 +48,11 @@ fn builder(out_dir: &Path) -> tonic_prost_build::Builder {
 
 /// Generates the code into `out_dir` with `protoc` (what a maintainer runs
 /// after changing a `.proto` file).
+///
+/// # Errors
+///
+/// The error `tonic-prost-build` gives when `protoc` cannot be found or run,
+/// refuses a `.proto` file, or the files cannot be written to `out_dir`.
 pub fn generate_with_protoc(out_dir: &Path) -> io::Result<()> {
     let root = proto_root();
     let protos: Vec<PathBuf> = PROTOS.iter().map(|p| root.join(p)).collect();
@@ -57,6 +62,12 @@ pub fn generate_with_protoc(out_dir: &Path) -> io::Result<()> {
 /// Generates the code into `out_dir` from descriptors parsed by protox, a
 /// protobuf compiler in Rust: what the staleness check uses, so that it
 /// needs no `protoc`.
+///
+/// # Errors
+///
+/// An [`io::Error`] when protox cannot read or compile a `.proto` file (its
+/// error is the source), or when the code cannot be generated or written to
+/// `out_dir`.
 pub fn generate_with_protox(out_dir: &Path) -> io::Result<()> {
     let fds = protox::compile(PROTOS, [proto_root()]).map_err(io::Error::other)?;
     // The attribute `compile_protos` adds by itself (see tonic-prost-build's

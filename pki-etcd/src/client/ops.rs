@@ -289,6 +289,10 @@ impl KeyValue {
     }
 
     /// The key as UTF-8, if it is.
+    ///
+    /// # Errors
+    ///
+    /// The [`Utf8Error`](std::str::Utf8Error) when the key is not UTF-8.
     pub fn key_str(&self) -> Result<&str, std::str::Utf8Error> {
         std::str::from_utf8(&self.key)
     }

@@ -44,6 +44,11 @@ impl AsyncEtcdStore {
     /// Connects to etcd at `endpoints` (`HOST:PORT`), with every key under
     /// `prefix/`, and checks within `options.connect_timeout` that the
     /// server answers.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Url`] when an endpoint or `prefix` is malformed, and
+    /// [`OpenError::Store`] with the errors of [`AsyncEtcdStore::open`].
     pub async fn connect<E: AsRef<str>>(
         endpoints: &[E],
         prefix: &str,
@@ -55,6 +60,11 @@ impl AsyncEtcdStore {
 
     /// Connects to the store at `url` (`etcd://HOST:PORT/PREFIX`) with the
     /// default options.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Url`] when `url` is malformed, and [`OpenError::Store`]
+    /// with the errors of [`AsyncEtcdStore::open`].
     pub async fn from_url(url: &str) -> std::result::Result<Self, OpenError> {
         let url = EtcdUrl::parse(url)?;
         Ok(AsyncEtcdStore::open(&url, EtcdOptions::default()).await?)
@@ -63,6 +73,14 @@ impl AsyncEtcdStore {
     /// Connects to the store at `url` on the current tokio runtime and
     /// checks that the server answers. Every failure is a
     /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL
+    /// when the options do not fit the URL (TLS settings and the scheme),
+    /// authentication fails, or no endpoint answers within
+    /// `options.connect_timeout`; a failure etcd did not explain names what the
+    /// TLS handshake found, when that tells more.
     pub async fn open(url: &EtcdUrl, options: EtcdOptions) -> Result<Self> {
         let limit = options.connect_timeout;
         let started = tokio::time::Instant::now();
@@ -151,6 +169,12 @@ impl AsyncEtcdStore {
 
     /// The keys under the prefix that hold a document, in order (what
     /// `pki export` walks).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL
+    /// when a page of keys cannot be read (etcd refuses, cannot be reached, or
+    /// does not answer in time).
     pub async fn keys(&self) -> Result<Vec<String>> {
         let root = format!("{}/", self.url.prefix());
         let mut keys = Vec::new();
@@ -193,6 +217,13 @@ impl AsyncEtcdStore {
     /// etcd's database file until `etcdctl defrag` rewrites it. With etcd
     /// authentication on, the user needs the right to compact. A history
     /// already compacted up to this revision counts as compacted.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`](pki_rotate::StoreError::Backend) naming the URL
+    /// (and the revision) when the revision cannot be read or etcd refuses the
+    /// compaction (such as a user without the right to compact). A history
+    /// already compacted up to that revision is not an error.
     pub async fn compact_history(&self) -> Result<i64> {
         let doing = "compacting etcd's history";
         let probe = format!("{}/", self.url.prefix());

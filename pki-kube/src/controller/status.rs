@@ -103,6 +103,13 @@ pub struct Listing {
 /// [`injection_targets`] for a program without a tokio runtime (`pki
 /// status`): on a small runtime of its own, with a client made from
 /// `options` for `url`.
+///
+/// # Errors
+///
+/// [`ControllerError::Store`] when the tokio runtime cannot be started, the
+/// credentials cannot be loaded or the server does not answer (as for
+/// [`connect`](crate::controller::connect)), and the errors of
+/// [`injection_targets`].
 pub fn list_injection_targets(
     url: &KubeUrl,
     options: &KubeOptions,
@@ -137,6 +144,14 @@ fn blocking<T>(
 /// answer from the store's summary, which knows nothing of such objects.
 /// A kind the account may not list counts as having some, so that the full
 /// report names it.
+///
+/// # Errors
+///
+/// [`ControllerError::Prefix`] for an invalid `prefix`;
+/// [`ControllerError::Store`] when the runtime cannot be started, the
+/// credentials cannot be loaded, the server does not answer, or a listing fails
+/// other than with a 403 (which counts as having some) or a kind the server
+/// does not serve.
 pub fn any_annotated(
     url: &KubeUrl,
     options: &KubeOptions,
@@ -187,6 +202,13 @@ pub fn any_annotated(
 /// namespace and name. A kind the API server does not serve (no
 /// aggregator, say) has none; a kind the account may not list is named in
 /// [`Listing::unlisted`]; any other failure fails the listing, naming it.
+///
+/// # Errors
+///
+/// [`ControllerError::Prefix`] for an invalid `prefix`;
+/// [`ControllerError::Store`] naming the kind when a listing fails for another
+/// reason than a 403 or a kind the server does not serve (no answer within
+/// `options.request_timeout`, another error of the server).
 pub async fn injection_targets(
     client: &Client,
     url: &KubeUrl,
