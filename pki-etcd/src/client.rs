@@ -247,8 +247,10 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::GRpcStatus`] when no endpoint can be reached or etcd refuses
-    /// the watch. The token is not renewed here: with a user, a watch opened
-    /// after etcd forgot the token is refused.
+    /// the watch. Right after the server restarted, the first request on
+    /// the old connection may fail with a transport error: opening the
+    /// watch again is safe (with a user too: `tests/tls.rs` opens one with
+    /// the token of before the restart).
     pub async fn watch_prefix(
         &self,
         prefix: impl Into<Vec<u8>>,

@@ -226,12 +226,51 @@ fn users_log_in_with_a_password_over_mutual_tls() {
     assert!(err.contains("no-such-password"), "{err}");
 
     // etcd forgets its tokens when it restarts: the same store logs in
-    // again and goes on.
+    // again and goes on, and so does a client opening a watch.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let watcher = runtime.block_on(async {
+        let user = EtcdUser::new("pki", "pki-secret");
+        let url = EtcdUrl::parse(&url).unwrap();
+        pki_etcd::client::Client::connect(&url, &options(client_tls(), Some(user)))
+            .await
+            .unwrap()
+    });
     etcd.restart();
+    // The first request on the connection to the stopped server may be
+    // lost with it (a transport error: the caller tries again); the watch
+    // then opens with a token etcd forgot.
+    let mut watch = runtime.block_on(async {
+        match watcher.watch_prefix("pki/auth/", 0).await {
+            Ok(watch) => watch,
+            Err(pki_etcd::client::Error::GRpcStatus(status))
+                if status.message().contains("transport error") =>
+            {
+                watcher.watch_prefix("pki/auth/", 0).await.unwrap()
+            }
+            Err(other) => panic!("the watch after the restart: {other:?}"),
+        }
+    });
     let again = store
         .put("signer", Some(&revision), &doc("after restart"))
         .unwrap();
     assert_ne!(again, revision);
+    let changed = runtime.block_on(async {
+        loop {
+            let answer = tokio::time::timeout(Duration::from_secs(5), watch.message())
+                .await
+                .expect("a watch answer within 5 s")
+                .expect("a watch answer, not an error")
+                .expect("the watch goes on");
+            assert!(!answer.canceled, "{answer:?}");
+            if !answer.events.is_empty() {
+                break answer.events.len();
+            }
+        }
+    });
+    assert!(changed >= 1);
     assert_eq!(
         store
             .get("signer")
