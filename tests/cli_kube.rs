@@ -5,7 +5,8 @@
 //! layout, and with `PKI_STORE_KEY_FILE` no private key is in clear but
 //! a leaf's, in Secrets (its `kubernetes.io/tls` Secret and the shards). An account that may not read Secrets gets one line naming what
 //! it lacks (exit 1), `CONTEXT@` picks the kubeconfig's context, and a
-//! malformed `kube://` URL is bad usage (exit 2).
+//! malformed `kube://` URL is bad usage (exit 2). The book's `kube://`
+//! commands run here as written (docs/book/src/kubernetes.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 // The etcd and kube-apiserver supports each include the one `free_port`
@@ -18,6 +19,7 @@ mod support;
 #[path = "../pki-kube/tests/support/mod.rs"]
 mod kube_support;
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_support::admin::{Admin, NAMESPACE};
 use kube_support::kube::KubeServer;
 use std::path::Path;
@@ -107,7 +109,7 @@ fn assert_private_material_only_in_leaf_secrets(admin: &Admin, config: &Path, ex
         shards_with_keys > 0,
         "the shards hold the leaf's key beside its Secret"
     );
-    for map in configmaps(config) {
+    for map in listed::<ConfigMap>(config, NAMESPACE) {
         let text = format!("{:?}{:?}", map.data, map.binary_data);
         assert!(
             !text.contains("PRIVATE KEY"),
@@ -117,8 +119,15 @@ fn assert_private_material_only_in_leaf_secrets(admin: &Admin, config: &Path, ex
     }
 }
 
-/// Every ConfigMap in the tests' namespace, read as the admin.
-fn configmaps(kubeconfig: &Path) -> Vec<k8s_openapi::api::core::v1::ConfigMap> {
+/// Every object of kind `K` in `namespace`, read as the admin.
+fn listed<K>(kubeconfig: &Path, namespace: &str) -> Vec<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -130,8 +139,7 @@ fn configmaps(kubeconfig: &Path) -> Vec<k8s_openapi::api::core::v1::ConfigMap> {
             .await
             .unwrap();
         let client = kube::Client::try_from(config).unwrap();
-        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-            kube::Api::namespaced(client, NAMESPACE);
+        let api: kube::Api<K> = kube::Api::namespaced(client, namespace);
         api.list(&Default::default()).await.unwrap().items
     })
 }
@@ -245,4 +253,72 @@ fn a_reader_gets_one_line_a_context_picks_the_account_and_a_bad_url_is_bad_usage
         let args = ["status", bad];
         exited_with(2, &args, &pki(server.admin_kubeconfig(), &[], &args));
     }
+}
+
+/// The `kube://` commands of docs/book/src/kubernetes.md, run as written
+/// with `KUBECONFIG` naming the admin and the chapter's namespace made:
+/// the leaf's `kubernetes.io/tls` Secret and the bundle's ConfigMap are
+/// published as the chapter says, the chain trusted under that bundle by
+/// OpenSSL, and every object of the store labelled.
+#[test]
+fn the_books_kube_sequence_runs_as_written() {
+    const BOOKS_NAMESPACE: &str = "pki-system";
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    admin.create_namespace(BOOKS_NAMESPACE);
+    let config = server.admin_kubeconfig();
+    let home = tempfile::tempdir().unwrap();
+    let script = support::book::sh_block("kubernetes.md", "## The `kube://` store");
+    assert!(script.contains("kube://pki-system/service-ca"), "{script}");
+    let o = support::book::command(&script, home.path())
+        .env("KUBECONFIG", config)
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    support::book::ran(&script, o);
+
+    let secrets: Vec<Secret> = listed(config, BOOKS_NAMESPACE);
+    // The API server's controllers do not run here, so the namespace
+    // holds no `kube-root-ca.crt`: every ConfigMap is the store's.
+    let maps: Vec<ConfigMap> = listed(config, BOOKS_NAMESPACE);
+    let metadata = secrets.iter().map(|s| &s.metadata);
+    for meta in metadata.chain(maps.iter().map(|m| &m.metadata)) {
+        let labels = meta.labels.clone().unwrap_or_default();
+        let label = |key: &str| labels.get(key).map(String::as_str);
+        assert_eq!(
+            label("app.kubernetes.io/managed-by"),
+            Some("pki"),
+            "{meta:?}"
+        );
+        assert_eq!(label("pki.invalid/store"), Some("service-ca"), "{meta:?}");
+    }
+    let named = |name: &str| Some(name.to_string());
+    let leaf = secrets
+        .iter()
+        .find(|s| s.metadata.name == named("service-ca.signer.leaf.web"))
+        .expect("web's Secret");
+    assert_eq!(leaf.type_.as_deref(), Some("kubernetes.io/tls"));
+    let data = leaf.data.clone().unwrap();
+    assert_eq!(
+        private_keys(&String::from_utf8_lossy(&data["tls.key"].0)).len(),
+        1
+    );
+    let published = maps
+        .iter()
+        .find(|m| m.metadata.name == named("service-ca.signer"))
+        .expect("the bundle's ConfigMap");
+    let bundle = &published.data.as_ref().unwrap()["ca-bundle.crt"];
+    assert_eq!(String::from_utf8_lossy(&data["ca.crt"].0), *bundle);
+    let ca = pki_core::Certificate::all_from_pem(bundle.as_bytes()).unwrap();
+    assert_eq!(ca[0].common_name().as_deref(), Some("service-ca"));
+    let bundle_file = home.path().join("ca-bundle.crt");
+    std::fs::write(&bundle_file, bundle).unwrap();
+    let chain = pki_core::Certificate::all_from_pem(&data["tls.crt"].0).unwrap();
+    assert_eq!(chain[0].dns_names(), ["web.ns.svc"]);
+    let now = time::OffsetDateTime::now_utc();
+    let verdict = support::openssl::verify_with_bundle_file(&bundle_file, &chain, now, "sslserver");
+    assert!(
+        matches!(verdict, Ok(support::openssl::Verdict::Verified)),
+        "{verdict:?}"
+    );
 }

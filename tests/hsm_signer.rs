@@ -5,6 +5,8 @@
 //! objects the document names after every step (an orphan or a missing key
 //! fails), OpenSSL trusts every serving chain across the rotations, and a
 //! `kill -9` anywhere in a forced rotation leaves what the rerun completes.
+//! The book's token commands run here as written
+//! (docs/book/src/hardware-keys.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,9 +16,9 @@ use pki_core::{Bundle, Certificate};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 use support::hsm::{DEBRIS, Hsm, text};
+use support::hsm_operator::Operator;
 use support::openssl::{Verdict, verify};
 use support::softhsm::LABEL;
 use time::OffsetDateTime;
@@ -223,138 +225,6 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
 }
 
-/// The operator's side of an imported CA: an OpenSSL root, and CA
-/// certificates it issues for key pairs made in the token with
-/// `pkcs11-tool` (as an operator would, outside pki).
-struct Operator<'a> {
-    hsm: &'a Hsm,
-    work: std::path::PathBuf,
-}
-
-impl Operator<'_> {
-    fn new(hsm: &Hsm) -> Operator<'_> {
-        let work = hsm.store.with_file_name("operator");
-        std::fs::create_dir(&work).unwrap();
-        let operator = Operator { hsm, work };
-        operator.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &operator.path("root.key"),
-            "-out",
-            &operator.path("root.crt"),
-            "-subj",
-            "/CN=operator-root",
-            "-days",
-            "3650",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-        std::fs::write(
-            operator.work.join("ext.cnf"),
-            "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
-        )
-        .unwrap();
-        operator
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.work.join(name).to_str().unwrap().to_string()
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let o = Command::new("openssl").args(args).output().unwrap();
-        assert!(o.status.success(), "openssl {args:?}: {}", text(&o));
-    }
-
-    /// A key pair made in the token under `label` and `id` (hex), and the
-    /// CA certificate `NAME.crt` the root issues for it; the key's URI.
-    fn token_ca(&self, name: &str, label: &str, id: &str) -> String {
-        let token = &self.hsm.token;
-        token.pkcs11_tool(&[
-            "--keypairgen",
-            "--key-type",
-            "EC:prime256v1",
-            "--label",
-            label,
-            "--id",
-            id,
-        ]);
-        let public = token.pkcs11_tool_bytes(&["--read-object", "--type", "pubkey", "--id", id]);
-        std::fs::write(self.work.join("pub.der"), public).unwrap();
-        self.openssl(&[
-            "pkey",
-            "-pubin",
-            "-inform",
-            "DER",
-            "-in",
-            &self.path("pub.der"),
-            "-out",
-            &self.path("pub.pem"),
-        ]);
-        let subject = [
-            "-force_pubkey",
-            &self.path("pub.pem"),
-            "-subj",
-            "/CN=operator-ca",
-        ];
-        self.root_signs(&["-new"], &subject, name);
-        let escaped: String = id
-            .as_bytes()
-            .chunks(2)
-            .map(|pair| format!("%{}", std::str::from_utf8(pair).unwrap()))
-            .collect();
-        format!("pkcs11:token={LABEL};object={label};id={escaped}")
-    }
-
-    /// The root issues the CA certificate `NAME.crt` (`openssl x509` in
-    /// `mode`, for the key and subject `what` gives).
-    fn root_signs(&self, mode: &[&str], what: &[&str], name: &str) {
-        let (root, key) = (self.path("root.crt"), self.path("root.key"));
-        let (ext, out) = (self.path("ext.cnf"), self.path(&format!("{name}.crt")));
-        let issued = [
-            "-CA", &root, "-CAkey", &key, "-days", "365", "-extfile", &ext, "-out", &out,
-        ];
-        self.openssl(&[&["x509"][..], mode, what, &issued[..]].concat());
-    }
-
-    /// A CA certificate `NAME.pem` with its key in the file (not in the
-    /// token), and the root after it.
-    fn file_ca(&self, name: &str) {
-        self.openssl(&[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &self.path(&format!("{name}.key")),
-            "-out",
-            &self.path(&format!("{name}.csr")),
-            "-subj",
-            "/CN=operator-ca",
-        ]);
-        self.root_signs(
-            &["-req"],
-            &["-in", &self.path(&format!("{name}.csr"))],
-            name,
-        );
-        let mut pem = std::fs::read(self.work.join(format!("{name}.crt"))).unwrap();
-        pem.extend(std::fs::read(self.work.join(format!("{name}.key"))).unwrap());
-        pem.extend(std::fs::read(self.work.join("root.crt")).unwrap());
-        std::fs::write(self.work.join(format!("{name}.pem")), pem).unwrap();
-    }
-}
-
 /// `pki init --import --key-uri`: the CA's key is the operator's object in
 /// the token (made here with `pkcs11-tool`, its certificate issued by an
 /// OpenSSL root for that public key): pki signs leaves with it, OpenSSL
@@ -427,4 +297,60 @@ fn an_imported_ca_signs_with_the_operators_token_key_and_never_destroys_it() {
         "signed by 0c0d",
     );
     assert_eq!(hsm.private_key_ids(), both);
+}
+
+/// The token commands of docs/book/src/hardware-keys.md, run as written in
+/// the operator's directory (its root, and `ca.crt` and `next.crt` issued
+/// for its token objects `ext-ca` and `ext-ca-2`), with this test's token
+/// for the chapter's: no store holds a private key, the signer's rotation
+/// keeps the old key beside the new, the imported CA's objects are both
+/// kept, and the token holds exactly the keys the four documents name and
+/// the operator's two.
+#[test]
+fn the_books_token_sequence_runs_as_written() {
+    let hsm = Hsm::new();
+    let operator = Operator::new(&hsm);
+    operator.token_ca("ca", "ext-ca", "0a0b");
+    operator.token_ca("next", "ext-ca-2", "0c0d");
+    let script = support::book::sh_block("hardware-keys.md", "# CA keys in a PKCS#11 token");
+    let module = hsm.token.module.to_str().unwrap();
+    let script = support::book::substituted(
+        &script,
+        &[
+            ("/usr/lib/softhsm/libsofthsm2.so", module),
+            ("/run/hsm-pin", hsm.pin_file.to_str().unwrap()),
+            ("token=ops-hsm", &format!("token={LABEL}")),
+        ],
+    );
+    let o = support::book::command(&script, &operator.work)
+        .env("SOFTHSM2_CONF", &hsm.token.conf)
+        .output()
+        .unwrap();
+    support::book::ran(&script, o);
+
+    let stores = ["ca", "ext", "cas", "sa"].map(|name| operator.work.join(name));
+    let mut expected = BTreeSet::from(["0a0b".to_string(), "0c0d".to_string()]);
+    for store in &stores {
+        let named = support::hsm::named_ids_in(store);
+        assert!(!named.is_empty(), "{}", store.display());
+        for (file, content) in support::cli::tree(store) {
+            let content = String::from_utf8_lossy(&content);
+            assert!(
+                !content.contains("PRIVATE KEY") && !content.starts_with("PKISEAL"),
+                "{}/{file} holds a private key",
+                store.display()
+            );
+        }
+        if store.ends_with("ext") {
+            // The operator's objects, by the labels the chapter gives:
+            // the supplied one named, the replaced one forgotten (and
+            // kept in the token: pki destroys no object it did not make).
+            assert_eq!(named, BTreeSet::from(["object=ext-ca-2".to_string()]));
+        } else {
+            expected.extend(named);
+        }
+    }
+    let signer = support::hsm::named_ids_in(&stores[0]);
+    assert_eq!(signer.len(), 2, "the old CA key kept while trusted");
+    assert_eq!(hsm.private_key_ids(), expected);
 }

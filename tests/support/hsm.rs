@@ -7,7 +7,7 @@
 use super::softhsm::{PIN, Token, make_token};
 use pki_core::Pkcs11Uri;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Attribute-less objects SoftHSM2 left when a kill cut its key
@@ -173,28 +173,12 @@ impl Hsm {
     }
 
     fn state(&self) -> serde_json::Value {
-        let state = ["pki-state.json", "set/state.json", "keys/key-ring.json"]
-            .iter()
-            .map(|f| self.store.join(f))
-            .find(|p| p.exists())
-            .expect("a state file");
-        serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap()
+        state_of(&self.store)
     }
 
-    /// The ids of the key objects the document names: every URI under
-    /// `token_keys` of its state file `state` (but the store's own).
+    /// The ids of the key objects the document names (see [`named_ids_in`]).
     pub fn named_ids(&self) -> BTreeSet<String> {
-        let state = self.state();
-        let mut ids = BTreeSet::new();
-        let keys = &state["token_keys"];
-        if let Some(fields) = keys.as_object() {
-            for (field, value) in fields {
-                if field != "store" {
-                    collect_ids(value, &mut ids);
-                }
-            }
-        }
-        ids
+        named_ids_in(&self.store)
     }
 
     /// The token holds exactly the keys the document names.
@@ -209,6 +193,32 @@ impl Hsm {
     pub fn read(&self, path: &str) -> Vec<u8> {
         std::fs::read(self.store.join(path)).unwrap()
     }
+}
+
+/// The state file of the one document of the directory store `store`.
+fn state_of(store: &Path) -> serde_json::Value {
+    let state = ["pki-state.json", "set/state.json", "keys/key-ring.json"]
+        .iter()
+        .map(|f| store.join(f))
+        .find(|p| p.exists())
+        .expect("a state file");
+    serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap()
+}
+
+/// The ids of the key objects the document of the directory store `store`
+/// names: every URI under `token_keys` of its state file (but the store's
+/// own).
+pub fn named_ids_in(store: &Path) -> BTreeSet<String> {
+    let state = state_of(store);
+    let mut ids = BTreeSet::new();
+    if let Some(fields) = state["token_keys"].as_object() {
+        for (field, value) in fields {
+            if field != "store" {
+                collect_ids(value, &mut ids);
+            }
+        }
+    }
+    ids
 }
 
 pub fn line_after<'a>(text: &'a str, label: &str) -> &'a str {
@@ -226,11 +236,19 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// The ids of every PKCS#11 URI in `value`.
+/// The ids of every PKCS#11 URI in `value`, in hex; an operator's object
+/// given by its label alone (`--key-uri 'pkcs11:token=T;object=L'`) as
+/// `object=L`, which no key id equals: a caller comparing them with the
+/// token's ids sees it.
 pub fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
     match value {
         serde_json::Value::String(uri) if uri.starts_with("pkcs11:") => {
-            ids.insert(hex::encode(Pkcs11Uri::parse(uri).unwrap().id.unwrap()));
+            let uri = Pkcs11Uri::parse(uri).unwrap();
+            ids.insert(match (uri.id, uri.object) {
+                (Some(id), _) => hex::encode(id),
+                (None, Some(label)) => format!("object={label}"),
+                (None, None) => panic!("a key URI naming no object: {value}"),
+            });
         }
         serde_json::Value::Array(items) => items.iter().for_each(|v| collect_ids(v, ids)),
         serde_json::Value::Object(map) => map.values().for_each(|v| collect_ids(v, ids)),

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+// The book's command sequences run by the tests that start their server.
+pub mod book;
 pub mod cli;
 // etcd started on 127.0.0.1 and a proxy that loses its answers: pki-etcd's
 // own test support, shared by path (a support crate depending on pki-etcd
@@ -18,6 +20,8 @@ pub mod external;
 pub mod go_x509;
 // A SoftHSM2 token of a test's own (pki-core's token tests make theirs so).
 pub mod hsm;
+// An OpenSSL root and CA keys made in that token, as an operator makes them.
+pub mod hsm_operator;
 pub mod maker;
 pub mod openssl;
 pub mod redis;
