@@ -59,24 +59,59 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     const KINDLESS_VERSIONS: &'static [u32] = &[];
 
     /// The document as the files a store keeps (and consumers read).
+    ///
+    /// # Errors
+    ///
+    /// A document that cannot be written out:
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for a path
+    /// [`Files`] refuses, [`DocumentError::Json`](crate::DocumentError::Json)
+    /// for a part that does not serialize, [`RotateError::Core`] for a private
+    /// key that does not encode.
     fn to_files(&self) -> Result<Files>;
 
     /// Reads a document back from its files, migrating older versions. A
     /// missing or malformed file is an error naming it.
+    ///
+    /// # Errors
+    ///
+    /// A [`DocumentError`](crate::DocumentError) naming the file:
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) for
+    /// another kind or a newer version,
+    /// [`DocumentError::Json`](crate::DocumentError::Json) for JSON that does
+    /// not parse, [`DocumentError::Material`](crate::DocumentError::Material)
+    /// for a certificate or key that does not decode,
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for a file
+    /// missing or parts that contradict each other.
     fn from_files(files: &Files) -> Result<Self>;
 
     /// The files as a Kubernetes Secret's data, under this kind's
     /// documented keys (see [`secret_data_key`]).
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a path
+    /// maps to no valid Secret data key or two paths map to the same one (see
+    /// [`files_to_secret_data`]).
     fn files_to_secret_data(files: &Files) -> Result<SecretData>;
 
     /// The files back from Secret data: this kind decides which keys it
     /// expects and which of them are secret.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a key
+    /// names a file path [`Files`] refuses, or the data misses what this kind
+    /// needs to be read.
     fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
     /// The files back from the Secret data of the document at store key
     /// `key`. The default ignores the key; a document whose Secret data
     /// names it only in a file that may be sealed (a credential's state)
     /// reads it from the key instead.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Document::files_from_secret_data`].
     fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
         let _ = key;
         Self::files_from_secret_data(data)
@@ -171,6 +206,13 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// of its own, so the part's [`Document::to_files`] are exactly the
     /// files a whole write puts at the part's paths: written back, they
     /// leave the other members as they were.
+    ///
+    /// # Errors
+    ///
+    /// The default, for a kind not read by parts: always
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt). A kind read
+    /// by parts fails as [`Document::from_files`] does on the files of the
+    /// part.
     fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
         let _ = (files, names);
         Err(RotateError::corrupt(
@@ -337,6 +379,12 @@ impl<D> std::fmt::Display for DocumentKey<D> {
 /// `location` names the store and document in the error. What publishes
 /// a store's files elsewhere (`pki export`) checks each document with it
 /// first, so that it publishes nothing the other commands refuse.
+///
+/// # Errors
+///
+/// Those of [`Document::from_files`], prefixed with `location`, and
+/// [`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent) when the
+/// document has problems.
 pub fn read_checked<D: Document>(location: &str, files: &Files) -> Result<D> {
     let doc = D::from_files(files).map_err(|e| e.within(location))?;
     refuse_problems(&doc, location)?;
@@ -446,6 +494,11 @@ impl Files {
     }
 
     /// Adds or replaces the file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid file path (see [`validate_path`]); nothing is inserted then.
     pub fn insert(&mut self, path: impl Into<String>, file: File) -> Result<()> {
         let path = path.into();
         validate_path(&path)?;
@@ -454,6 +507,11 @@ impl Files {
     }
 
     /// Declares a directory that exists even when it holds no file.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid path (see [`validate_path`]); nothing is declared then.
     pub fn insert_dir(&mut self, path: impl Into<String>) -> Result<()> {
         let path = path.into();
         validate_path(&path)?;
@@ -508,6 +566,13 @@ impl Files {
 }
 
 /// Checks that `path` is a store-relative file path (see [`Files`]).
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) naming the path
+/// when it is empty or longer than 1024 bytes, has an empty segment or one
+/// starting with `.`, or holds a byte other than `A-Z`, `a-z`, `0-9`, `-`, `_`,
+/// `.` and `/`.
 pub fn validate_path(path: &str) -> Result<()> {
     let bad = |reason: &str| {
         RotateError::corrupt(
@@ -547,6 +612,12 @@ pub struct Envelope {
 
 impl Envelope {
     /// Reads `kind` and `version` without decoding the rest.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Json`](crate::DocumentError::Json) at `location` when
+    /// `bytes` is not a JSON object with a numeric `version` (and a string
+    /// `kind`, if any).
     pub fn probe(location: &str, bytes: &[u8]) -> Result<Self> {
         #[derive(serde::Deserialize)]
         struct Probe {
@@ -564,6 +635,13 @@ impl Envelope {
     /// Refuses a document of another kind or of a version outside
     /// `1..=supported`. A document without a kind is accepted as
     /// `expected_kind` only when `legacy_kindless` allows its version.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) at
+    /// `location` when the kind is another one, the kind is missing and
+    /// `legacy_kindless` refuses the version, or the version is 0 or newer than
+    /// `supported`.
     pub fn check(
         &self,
         location: &str,
@@ -619,6 +697,12 @@ pub fn is_secret_data_key(key: &str) -> bool {
 
 /// Maps every file to its Secret data key. Fails when two paths map to the
 /// same key or a key is not valid for a Secret.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) naming the path
+/// when its key is not a valid Secret data key or another path already maps to
+/// it.
 pub fn files_to_secret_data(files: &Files, renames: &[(&str, &str)]) -> Result<SecretData> {
     let mut data = SecretData::new();
     for (path, file) in files.iter() {
@@ -642,6 +726,12 @@ pub fn files_to_secret_data(files: &Files, renames: &[(&str, &str)]) -> Result<S
 /// Reads the files a document expects from Secret data: for each path of
 /// `paths`, the entry under its key, when present. The document decides
 /// which paths to ask for and which of them are secret.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a path of
+/// `paths` is not a valid file path (see [`validate_path`]). A missing entry is
+/// no error: it is left out.
 pub fn files_from_secret_data<'a>(
     data: &SecretData,
     renames: &[(&str, &str)],
