@@ -381,6 +381,14 @@ pub struct ConsumerStatus {
 
 impl SignerStatus {
     /// Reports on `state` at `now` (fails only when `now` is before the CA).
+    ///
+    /// # Errors
+    ///
+    /// [`SignerError::ClockBeforeCa`](crate::SignerError::ClockBeforeCa) when
+    /// `now` is before the CA's NotBefore (and
+    /// [`RotateError::Core`](crate::RotateError::Core) when `now` plus the
+    /// policy's lifetime overflows): those of [`plan`]
+    /// with no input.
     pub fn of(state: &SignerState, now: OffsetDateTime) -> Result<Self> {
         let p = plan(state, &SignerInput::default(), now)?;
         let ca = &state.ca.cert;
