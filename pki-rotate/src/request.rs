@@ -121,7 +121,7 @@ impl RequestError {
 /// # Errors
 ///
 /// [`RequestError::Json`] for JSON that does not parse, a field of the wrong
-/// type or missing, or a `version` that is not a positive integer;
+/// type or missing, or a `version` that is not an unsigned integer;
 /// [`RequestError::UnknownField`] for a field `T` does not have;
 /// [`RequestError::UnsupportedVersion`] for a `version` other than
 /// [`REQUEST_VERSION`].

@@ -174,9 +174,9 @@ impl CredStep {
     /// # Errors
     ///
     /// [`RequestError::Invalid`] naming the field: an unusable `owner`, a
-    /// report of a mint with neither or both of `credential` and
-    /// `credential_base64` (or `captured` and `captured_base64`), or base64
-    /// that does not decode.
+    /// `minted` report with neither or both of `credential` and
+    /// `credential_base64`, a failed mint with both `captured` and
+    /// `captured_base64`, or base64 that does not decode.
     pub fn request(&self) -> Result<CredRequest, RequestError> {
         Ok(match self {
             CredStep::Default => CredRequest::Advance(None),

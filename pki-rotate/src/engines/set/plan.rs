@@ -142,7 +142,7 @@ pub struct LeafIssue {
 /// # Errors
 ///
 /// A [`SetError`](crate::SetError) saying what is refused, and nothing is
-///   decided:
+/// decided:
 /// - [`SetError::Invalid`](crate::SetError::Invalid) for a leaf, target or
 ///   reason that cannot be recorded as given (a bad name, a role its CA does
 ///   not have, a reason that cannot be printed, a leaf moved to another target
