@@ -145,6 +145,18 @@ impl<S: Store> Driver<S> {
     /// The step is [`Read::Summary`]: its `document` is the head read (the
     /// document as if it had no members), it wrote nothing and took one
     /// round.
+    ///
+    /// # Errors
+    ///
+    /// What the store reports when it cannot read the summary, the head or the
+    /// files ([`Store::get`]:
+    /// [`StoreError::DamagedStore`](crate::StoreError::DamagedStore) for a
+    /// damaged file, [`StoreError::Sealing`](crate::StoreError::Sealing) for a
+    /// sealed file it cannot open, …), and a
+    /// [`DocumentError`](crate::DocumentError) when the head does not decode or
+    /// is inconsistent
+    /// ([`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)). A
+    /// missing document or summary is not an error: it is `None`.
     pub fn idle<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -154,6 +166,14 @@ impl<S: Store> Driver<S> {
     }
 
     /// Reads and decodes the document at `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotInitialized`](crate::StoreError::NotInitialized) when
+    /// no document is at `key`; what the store reports when it cannot read it
+    /// (see [`Store::get`]); a [`DocumentError`](crate::DocumentError) naming
+    /// the store and key when the files do not decode as `E`'s document (see
+    /// [`Document::from_files`]).
     pub fn load<E: Engine>(&self, key: impl KeyOf<E::Document>) -> Result<(E::Document, Revision)> {
         access::finish(&self.store, self.steps().load::<E>(key.key()))
     }
@@ -165,6 +185,16 @@ impl<S: Store> Driver<S> {
     /// document's first change, a step with nothing to do reads the whole
     /// document ([`Driver::step_unless_idle`]). [`Driver::create_at`]
     /// stores one, as `pki init` does.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized)
+    /// when a document exists at `key`; a
+    /// [`DocumentError`](crate::DocumentError) or
+    /// [`RotateError::Core`](crate::RotateError::Core) when `doc` cannot be
+    /// written out ([`Document::to_files`]); otherwise what the store reports
+    /// on writing ([`Store::put`]), including
+    /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome).
     pub fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -176,6 +206,10 @@ impl<S: Store> Driver<S> {
     /// [`Driver::create`] at `now`: also stores the document's summary
     /// (see [`Driver::step_unless_idle`]), so steps with nothing to do are
     /// idle from the start.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::create`].
     pub fn create_at<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -196,6 +230,24 @@ impl<S: Store> Driver<S> {
     /// a bound of their own); every other error ends the step with the store unchanged,
     /// except [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) (the write's answer was lost:
     /// it may have landed), which ends the step too and says so.
+    ///
+    /// # Errors
+    ///
+    /// - [`StoreError::NotInitialized`](crate::StoreError::NotInitialized) when
+    ///   no document is at `key`, and what the store reports on reading or
+    ///   writing (see [`Store::get`], [`Store::put`]).
+    /// - A [`DocumentError`](crate::DocumentError) when the document does not
+    ///   decode as `E`'s, or is inconsistent
+    ///   ([`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent)).
+    /// - What the engine refuses to plan or apply (its own error, such as a
+    ///   [`SignerError`](crate::SignerError) or [`SetError`](crate::SetError),
+    ///   a [`RotateError::Core`](crate::RotateError::Core) from issuing, or a
+    ///   [`RotateError::TrustCheckFailed`](crate::RotateError::TrustCheckFailed)
+    ///   from the guard); nothing is written.
+    /// - [`StoreError::TooManyConflicts`](crate::StoreError::TooManyConflicts)
+    ///   when every attempt lost to another writer.
+    /// - [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) when
+    ///   a write's answer was lost.
     pub fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -231,6 +283,12 @@ impl<S: Store> Driver<S> {
     /// summary's promise ends no later than the old one. A store that keeps
     /// no summary, a time outside the promise, or a document changed since
     /// its summary was read takes the whole step.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::step`]; the idle path also fails as [`Driver::idle`]
+    /// does on the head it reads, and the part path as the store's
+    /// [`Store::get_paths`] and [`Store::put_changes`] do.
     pub fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -250,6 +308,15 @@ impl<S: Store> Driver<S> {
     /// whether it wrote. For a store's own upkeep (resealing its private
     /// files under a new key), below the engines: the files are written as
     /// they are, with no summary.
+    ///
+    /// # Errors
+    ///
+    /// Those of `decide`, what the store reports on reading or writing (see
+    /// [`Store::get`], [`Store::put`], including
+    /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome)), and
+    /// [`StoreError::TooManyConflicts`](crate::StoreError::TooManyConflicts)
+    /// when every attempt lost to another writer. No document at `key` is not
+    /// an error: nothing is written.
     pub fn rewrite(
         &self,
         key: &str,
@@ -302,6 +369,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
 
     /// [`Driver::idle`]: the document's promise at `now`, from the store's
     /// summary once the head confirms it and every file is found intact.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::idle`].
     pub async fn idle<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -311,6 +382,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
     }
 
     /// Reads and decodes the document at `key`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::load`].
     pub async fn load<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -322,6 +397,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
     /// [`StoreError::AlreadyInitialized`](crate::StoreError::AlreadyInitialized) when one exists.
     /// No summary, as [`Driver::create`]; [`AsyncDriver::create_at`]
     /// stores one.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::create`].
     pub async fn create<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -331,6 +410,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
     }
 
     /// [`Driver::create_at`], awaiting the store.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::create`].
     pub async fn create_at<E: Engine>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -343,6 +426,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
     /// [`Driver::step`], awaiting the store instead of blocking on it. The
     /// engine runs between two awaits and holds no borrow of the RNG across
     /// them, so a controller passes its own RNG (the OS's in production).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::step`].
     pub async fn step<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: impl KeyOf<E::Document>,
@@ -354,6 +441,10 @@ impl<S: AsyncStore> AsyncDriver<S> {
     }
 
     /// [`Driver::step_unless_idle`], awaiting the store.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::step_unless_idle`].
     pub async fn step_unless_idle<E: Engine, R: CryptoRng + ?Sized>(
         &self,
         key: impl KeyOf<E::Document>,

@@ -50,6 +50,14 @@ pub trait Engine {
     type Event: std::fmt::Display + std::fmt::Debug;
 
     /// Decides what to do with `doc` at `now`.
+    ///
+    /// # Errors
+    ///
+    /// What the engine refuses for this document, input and time, with its own
+    /// error ([`SignerError`](crate::SignerError),
+    /// [`SetError`](crate::SetError), [`KeyRingError`](crate::KeyRingError),
+    /// [`CredentialError`](crate::CredentialError)…); each engine's `plan` says
+    /// which.
     fn plan(doc: &Self::Document, input: &Self::Input, now: OffsetDateTime) -> Result<Self::Plan>;
 
     /// Carries out `plan`, made from `doc`, with `rng`: builds what the
@@ -59,6 +67,14 @@ pub trait Engine {
     /// (a caller of `apply` alone runs it with [`Outcome::guarded`]). An
     /// error here is material that could not be built (a key that could
     /// not be generated, a certificate already expired).
+    ///
+    /// # Errors
+    ///
+    /// Material that could not be built: a
+    /// [`RotateError::Core`](crate::RotateError::Core) from key generation,
+    /// issuance or signing, a
+    /// [`RotateError::Expired`](crate::RotateError::Expired) for a certificate
+    /// already expired, and what each engine's `apply` names.
     fn apply<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         plan: Self::Plan,
@@ -109,6 +125,11 @@ pub trait Engine {
 
     /// Plans, applies and guards in one call: the outcome is refused
     /// ([`guard::judge`]) when apply found what the plan did not accept.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Engine::plan`] and [`Engine::apply`], then the guard's
+    /// refusal (see [`guard::judge`]).
     fn step<'d, R: CryptoRng + ?Sized>(
         doc: &'d Self::Document,
         input: &Self::Input,
@@ -144,6 +165,10 @@ impl<D: Clone, E> Outcome<'_, D, E> {
     }
 
     /// The outcome, once the [`guard`] found nothing to refuse in it.
+    ///
+    /// # Errors
+    ///
+    /// The first refusal among the findings (see [`guard::judge`]).
     pub fn guarded(mut self) -> Result<Self> {
         guard::judge(std::mem::take(&mut self.findings))?;
         Ok(self)

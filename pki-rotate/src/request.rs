@@ -117,6 +117,14 @@ impl RequestError {
 /// Reads one request from JSON: the `version` field checked and removed,
 /// then every other field read into `T`, unknown fields refused. `what`
 /// names the request in messages (`"input"`).
+///
+/// # Errors
+///
+/// [`RequestError::Json`] for JSON that does not parse, a field of the wrong
+/// type or missing, or a `version` that is not an unsigned integer;
+/// [`RequestError::UnknownField`] for a field `T` does not have;
+/// [`RequestError::UnsupportedVersion`] for a `version` other than
+/// [`REQUEST_VERSION`].
 pub fn from_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, RequestError> {
     let json = |e: serde_json::Error| classify(what, &e);
     let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(json)?;
@@ -146,6 +154,10 @@ pub fn from_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Req
 /// [`from_json`] for a step request, where asking for nothing is the
 /// engine's default input (its periodic step): no request at all (`None`),
 /// and `{}` or `{"version": 1}` alone, are `T::default()`.
+///
+/// # Errors
+///
+/// Those of [`from_json`]. No request at all is not an error.
 pub fn from_json_or_default<T: DeserializeOwned + Default>(
     what: &str,
     bytes: Option<&[u8]>,
@@ -229,6 +241,11 @@ pub struct CaPem {
 
 impl CaPem {
     /// The CA parsed (not validated yet).
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Rotate`] with the PEM's or the key's error (see
+    /// [`CaImport::parse`]) when the certificate, key or chain does not read.
     pub fn parse(&self) -> Result<CaImport, RequestError> {
         Ok(CaImport::parse(
             self.ca.as_bytes(),

@@ -43,6 +43,15 @@ pub struct AdvanceOptions<'a> {
 /// The step returned is the last one, with every committed step's events
 /// and rounds, `changed` when any step was committed, the plan's
 /// `next_wake`, and [`Step::advance`] set.
+///
+/// # Errors
+///
+/// Those of each [`Driver::step`] (a step committed before the error stays
+/// committed), those of [`Driver::load`] when `options.max_steps` is 0, what
+/// the credential engine's plan refuses
+/// ([`CredentialError`](crate::CredentialError)), and
+/// [`CredentialError::NotSettling`](crate::CredentialError::NotSettling) when a
+/// step is still due after [`ADVANCE_MAX_STEPS`] steps.
 pub fn advance<S: Store, R: CryptoRng + ?Sized>(
     driver: &Driver<S>,
     name: &str,

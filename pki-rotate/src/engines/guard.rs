@@ -88,6 +88,14 @@ impl Findings {
 /// with what to do under the document's policy; red cells are
 /// [`SetError::TrustBroken`](crate::SetError::TrustBroken)); passes when
 /// there is none.
+///
+/// # Errors
+///
+/// [`RotateError::TrustCheckFailed`] for a failed pre-flight matrix cell,
+/// [`SignerError::TrustBreak`](crate::SignerError::TrustBreak) for a trust
+/// break the plan did not accept,
+/// [`SetError::TrustBroken`](crate::SetError::TrustBroken) for red cells of a
+/// CA set transition.
 pub fn judge(findings: Findings) -> Result<()> {
     match findings.0.into_iter().find_map(refusal) {
         Some(refused) => Err(refused),

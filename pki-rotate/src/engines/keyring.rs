@@ -106,6 +106,12 @@ impl Default for KeyRingPolicy {
 impl KeyRingPolicy {
     /// Refuses non-positive durations, and a grace that does not cover the
     /// longest token lifetime, explaining the timeline that breaks.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyRingError::Policy`] saying which duration is not positive, or that
+    /// the grace does not cover the longest token lifetime and what would
+    /// break.
     pub fn validate(&self) -> Result<()> {
         let positive = |name: &'static str, d: Duration| {
             if d <= Duration::ZERO {

@@ -31,6 +31,12 @@ pub struct Leaf {
 }
 
 /// Leaf names become directory names: keep them boring.
+///
+/// # Errors
+///
+/// [`SignerError::InvalidLeafName`](crate::SignerError::InvalidLeafName) when
+/// `name` is empty, longer than 64 bytes, starts with `.`, or holds a character
+/// other than `a-z`, `0-9`, `-`, `_` and `.`.
 pub fn validate_leaf_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -128,6 +134,13 @@ impl LeafRequest {
     /// positive. `pki issue` runs it on what it is asked, and reading a
     /// stored request runs it on what was stored, so a store never holds a
     /// request that every later step would fail to issue.
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`] with [`pki_core::Error::Issuance`] when the
+    /// request names no DNS name and no IP address, or its lifetime is not
+    /// positive; those of [`check_leaf_dns_name`] for each DNS name; a
+    /// [`RotateError::Core`] when the common name does not make a subject name.
     pub fn validate(&self) -> Result<()> {
         if self.dns_names.is_empty() && self.ip_addresses.is_empty() {
             return Err(pki_core::Error::Issuance {
@@ -187,6 +200,12 @@ impl LeafRequest {
 /// (clients match IP addresses against iPAddress names only, so such a DNS
 /// name never matches: use an IP name), and any name a certificate cannot
 /// carry ([`pki_core::check_dns_name`]).
+///
+/// # Errors
+///
+/// [`RotateError::Core`] with [`pki_core::Error::Issuance`] naming the name for
+/// each case above, and the error of [`pki_core::check_dns_name`] for a name a
+/// certificate cannot carry.
 pub fn check_leaf_dns_name(name: &str) -> Result<()> {
     let refuse = |why: &str| -> Result<()> {
         Err(pki_core::Error::Issuance {
@@ -446,6 +465,10 @@ fn names_match_in_any_order(cert: &Certificate, request: &LeafRequest) -> bool {
 }
 
 /// Issues a fresh key and certificate for `request` from `ca`.
+///
+/// # Errors
+///
+/// Those of [`issue_leaf_within`].
 pub fn issue_leaf<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     request: &LeafRequest,
@@ -457,6 +480,13 @@ pub fn issue_leaf<R: CryptoRng + ?Sized>(
 
 /// [`issue_leaf`], with the NotAfter also cut at `not_after_limit` (the
 /// earliest NotAfter of the certificates above `ca`).
+///
+/// # Errors
+///
+/// Those of [`LeafRequest::validate`]; a [`RotateError::Core`] when the key
+/// cannot be generated, the certificate's parameters are refused, or the CA
+/// cannot issue; [`RotateError::Expired`] when the certificate would already be
+/// expired at `now` (its NotAfter cut at `not_after_limit` or the CA's).
 pub fn issue_leaf_within<R: CryptoRng + ?Sized>(
     ca: &CertificateAuthority,
     request: &LeafRequest,

@@ -166,6 +166,11 @@ pub fn refusal_summary(breaks: &[TrustBreak], policy: &pki_core::RotationPolicy)
 /// usage, validity. The probe is never kept; its key and serial come from
 /// a fixed seed, so the check is a pure function of its inputs. Returns
 /// why it does not verify.
+///
+/// # Errors
+///
+/// Why the probe does not verify, as a message: its issuance failed, or its
+/// path to `bundle` does not validate for one of the request's purposes.
 pub fn probe_issuance(
     ca: &pki_core::CertificateAuthority,
     chain_after_leaf: &[Certificate],

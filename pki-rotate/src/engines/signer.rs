@@ -107,6 +107,14 @@ impl Default for SignerPolicy {
 
 impl SignerPolicy {
     /// Validates the rotation math and the refresh fraction.
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`] with [`pki_core::Error::InvalidPolicy`] when the
+    /// rotation math does not hold (see
+    /// [`pki_core::RotationPolicy::validate`]);
+    /// [`SignerError::InvalidRefreshFraction`](crate::SignerError::InvalidRefreshFraction)
+    /// when the refresh fraction is not strictly between 0 and 1.
     pub fn validate(&self) -> Result<()> {
         self.rotation.validate()?;
         let f = self.leaf_refresh_fraction;

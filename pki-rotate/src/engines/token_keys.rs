@@ -198,6 +198,11 @@ impl TokenKeys {
     }
 
     /// The attached access, or the error naming the token a step needs.
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`] with [`pki_core::Error::Pkcs11TokenNotOpen`]
+    /// naming the store's token when no access was attached.
     pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
         self.access.get(&self.store)
     }
@@ -221,6 +226,10 @@ impl TokenKeys {
     /// Records the key a rotation will make (an id from `rng`, `label`):
     /// nothing is made yet. Refused without access to the token, so no
     /// intent is recorded that nothing could complete.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`TokenKeys::access`]: without access nothing is recorded.
     pub fn intend<R: CryptoRng + ?Sized>(&mut self, label: &str, rng: &mut R) -> Result<KeyChange> {
         self.access()?;
         let uri = new_key_uri(&self.store, label, rng);
@@ -230,6 +239,10 @@ impl TokenKeys {
 
     /// The key the recorded intent names, made or adopted
     /// ([`TokenKeys::find_or_make`]); None without an intent.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`TokenKeys::find_or_make`]. No intent is not an error.
     pub fn make_pending(&self, algorithm: KeyAlgorithm) -> Result<Option<TokenKey>> {
         self.pending
             .as_ref()
@@ -239,6 +252,10 @@ impl TokenKeys {
 
     /// The key object `uri` names, found or made in the store's token
     /// ([`find_or_make`]).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`TokenKeys::access`] and of [`find_or_make`].
     pub fn find_or_make(&self, uri: &Pkcs11Uri, algorithm: KeyAlgorithm) -> Result<TokenKey> {
         find_or_make(self.access()?, &self.store, uri, algorithm)
     }
@@ -279,6 +296,11 @@ impl TokenKeys {
 
     /// Destroys every key object this (committed) document lists as
     /// retiring, and forgets them ([`destroy_all`]).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`TokenKeys::access`] and of [`destroy_all`]; on an error the
+    /// retiring list is kept, so a later run destroys what is left.
     pub fn destroy_retiring(&mut self) -> Result<Vec<KeyChange>> {
         let changes = destroy_all(self.access()?, &self.retiring)?;
         self.retiring.clear();
@@ -300,6 +322,14 @@ pub fn follow_up(pending: bool, retiring: bool) -> crate::FollowUp {
 /// object already in the token (a rerun after a crash that followed its
 /// making), else made now in the token `store` names. Either way of
 /// `algorithm`, bound to sign.
+///
+/// # Errors
+///
+/// A [`RotateError::Core`] with what the token reports when it cannot find,
+/// destroy (a half-made object) or make the key (a PKCS#11 error, a full token,
+/// an unsupported mechanism) or read its public key;
+/// [`pki_core::Error::Pkcs11`] when the object found is of another algorithm
+/// than `algorithm`.
 pub fn find_or_make(
     access: &Arc<dyn TokenAccess>,
     store: &Pkcs11Uri,
@@ -379,6 +409,12 @@ fn make(
 /// Destroys the key objects `uris` name, which a committed document lists
 /// as retiring. An object already gone counts as destroyed; any other
 /// failure stops here.
+///
+/// # Errors
+///
+/// A [`RotateError::Core`] with the token's error for the first object it fails
+/// to destroy (other than one already gone); the objects before it are
+/// destroyed.
 pub fn destroy_all(access: &Arc<dyn TokenAccess>, uris: &[Pkcs11Uri]) -> Result<Vec<KeyChange>> {
     let mut changes = Vec::with_capacity(uris.len());
     for uri in uris {
@@ -477,6 +513,11 @@ impl TokenAccess for Simulated {
 
 /// A token key of a document read back: the object `uri` names, whose
 /// public half is the one `cert` certifies.
+///
+/// # Errors
+///
+/// The error of [`pki_core::public_key_algorithm`] when `cert`'s public key is
+/// of no algorithm pki signs with.
 pub fn current_key(uri: &Pkcs11Uri, cert: &pki_core::Certificate) -> pki_core::Result<TokenKey> {
     let spki = cert.public_key().clone();
     let algorithm = pki_core::public_key_algorithm(&spki)?;

@@ -127,6 +127,11 @@ pub type UptakeDocument = SignerView<UptakeEngine>;
 /// bytes, no control or invisible characters (a bidi override, a
 /// zero-width space: [`pki_core::text::is_control_or_invisible`]), no
 /// spaces at either end.
+///
+/// # Errors
+///
+/// [`SignerError::InvalidConsumerName`](crate::SignerError::InvalidConsumerName)
+/// when any of these does not hold.
 pub fn validate_consumer_name(name: &str) -> Result<()> {
     let bad = name.is_empty()
         || name.len() > MAX_CONSUMER_NAME_LEN

@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
 mod publication;
+mod secret_data;
 
 /// A document: an engine's whole state as plain data, and the forms stores
 /// keep it in. The state types implement it ([`crate::SignerState`],
@@ -59,24 +60,59 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     const KINDLESS_VERSIONS: &'static [u32] = &[];
 
     /// The document as the files a store keeps (and consumers read).
+    ///
+    /// # Errors
+    ///
+    /// A document that cannot be written out:
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for a path
+    /// [`Files`] refuses, [`DocumentError::Json`](crate::DocumentError::Json)
+    /// for a part that does not serialize, [`RotateError::Core`] for a private
+    /// key that does not encode.
     fn to_files(&self) -> Result<Files>;
 
     /// Reads a document back from its files, migrating older versions. A
     /// missing or malformed file is an error naming it.
+    ///
+    /// # Errors
+    ///
+    /// A [`DocumentError`](crate::DocumentError) naming the file:
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) for
+    /// another kind or a newer version,
+    /// [`DocumentError::Json`](crate::DocumentError::Json) for JSON that does
+    /// not parse, [`DocumentError::Material`](crate::DocumentError::Material)
+    /// for a certificate or key that does not decode,
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for a file
+    /// missing or parts that contradict each other.
     fn from_files(files: &Files) -> Result<Self>;
 
     /// The files as a Kubernetes Secret's data, under this kind's
     /// documented keys (see [`secret_data_key`]).
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a path
+    /// maps to no valid Secret data key or two paths map to the same one (see
+    /// [`files_to_secret_data`]).
     fn files_to_secret_data(files: &Files) -> Result<SecretData>;
 
     /// The files back from Secret data: this kind decides which keys it
     /// expects and which of them are secret.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a key
+    /// names a file path [`Files`] refuses, or the data misses what this kind
+    /// needs to be read.
     fn files_from_secret_data(data: &SecretData) -> Result<Files>;
 
     /// The files back from the Secret data of the document at store key
     /// `key`. The default ignores the key; a document whose Secret data
     /// names it only in a file that may be sealed (a credential's state)
     /// reads it from the key instead.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Document::files_from_secret_data`].
     fn files_from_secret_data_at(key: &str, data: &SecretData) -> Result<Files> {
         let _ = key;
         Self::files_from_secret_data(data)
@@ -171,6 +207,13 @@ pub trait Document: Clone + std::fmt::Debug + Sized {
     /// of its own, so the part's [`Document::to_files`] are exactly the
     /// files a whole write puts at the part's paths: written back, they
     /// leave the other members as they were.
+    ///
+    /// # Errors
+    ///
+    /// The default, for a kind not read by parts: always
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt). A kind read
+    /// by parts fails as [`Document::from_files`] does on the files of the
+    /// part.
     fn from_part(files: &Files, names: &BTreeSet<String>) -> Result<Self> {
         let _ = (files, names);
         Err(RotateError::corrupt(
@@ -337,6 +380,12 @@ impl<D> std::fmt::Display for DocumentKey<D> {
 /// `location` names the store and document in the error. What publishes
 /// a store's files elsewhere (`pki export`) checks each document with it
 /// first, so that it publishes nothing the other commands refuse.
+///
+/// # Errors
+///
+/// Those of [`Document::from_files`], prefixed with `location`, and
+/// [`DocumentError::Inconsistent`](crate::DocumentError::Inconsistent) when the
+/// document has problems.
 pub fn read_checked<D: Document>(location: &str, files: &Files) -> Result<D> {
     let doc = D::from_files(files).map_err(|e| e.within(location))?;
     refuse_problems(&doc, location)?;
@@ -446,6 +495,11 @@ impl Files {
     }
 
     /// Adds or replaces the file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid file path (see [`validate_path`]); nothing is inserted then.
     pub fn insert(&mut self, path: impl Into<String>, file: File) -> Result<()> {
         let path = path.into();
         validate_path(&path)?;
@@ -454,6 +508,11 @@ impl Files {
     }
 
     /// Declares a directory that exists even when it holds no file.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid path (see [`validate_path`]); nothing is declared then.
     pub fn insert_dir(&mut self, path: impl Into<String>) -> Result<()> {
         let path = path.into();
         validate_path(&path)?;
@@ -508,6 +567,13 @@ impl Files {
 }
 
 /// Checks that `path` is a store-relative file path (see [`Files`]).
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) naming the path
+/// when it is empty or longer than 1024 bytes, has an empty segment or one
+/// starting with `.`, or holds a byte other than `A-Z`, `a-z`, `0-9`, `-`, `_`,
+/// `.` and `/`.
 pub fn validate_path(path: &str) -> Result<()> {
     let bad = |reason: &str| {
         RotateError::corrupt(
@@ -547,6 +613,12 @@ pub struct Envelope {
 
 impl Envelope {
     /// Reads `kind` and `version` without decoding the rest.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Json`](crate::DocumentError::Json) at `location` when
+    /// `bytes` is not a JSON object with a numeric `version` (and a string
+    /// `kind`, if any).
     pub fn probe(location: &str, bytes: &[u8]) -> Result<Self> {
         #[derive(serde::Deserialize)]
         struct Probe {
@@ -564,6 +636,13 @@ impl Envelope {
     /// Refuses a document of another kind or of a version outside
     /// `1..=supported`. A document without a kind is accepted as
     /// `expected_kind` only when `legacy_kindless` allows its version.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) at
+    /// `location` when the kind is another one, the kind is missing and
+    /// `legacy_kindless` refuses the version, or the version is 0 or newer than
+    /// `supported`.
     pub fn check(
         &self,
         location: &str,
@@ -593,74 +672,9 @@ pub use publication::{
     published_leaf_file,
 };
 
-/// A Kubernetes Secret's `data`: keys to bytes, zeroized on drop.
-pub type SecretData = BTreeMap<String, Zeroizing<Vec<u8>>>;
-
-/// The Secret data key of a document file: the document's rename when it
-/// has one (`signer/tls.crt` → `tls.crt`), else the path with `/` replaced
-/// by `.` (`certs/web/tls.crt` → `certs.web.tls.crt`). Every result is a
-/// valid Secret data key (1-253 of `[-._a-zA-Z0-9]`) for a valid path of at
-/// most 253 bytes.
-pub fn secret_data_key(path: &str, renames: &[(&str, &str)]) -> String {
-    match renames.iter().find(|(p, _)| *p == path) {
-        Some((_, key)) => (*key).to_string(),
-        None => path.replace('/', "."),
-    }
-}
-
-/// Whether `key` is a valid key of a Kubernetes Secret's data.
-pub fn is_secret_data_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// Maps every file to its Secret data key. Fails when two paths map to the
-/// same key or a key is not valid for a Secret.
-pub fn files_to_secret_data(files: &Files, renames: &[(&str, &str)]) -> Result<SecretData> {
-    let mut data = SecretData::new();
-    for (path, file) in files.iter() {
-        let key = secret_data_key(path, renames);
-        if !is_secret_data_key(&key) {
-            return Err(RotateError::corrupt(
-                path,
-                format!("maps to \"{key}\", which is not a Secret data key"),
-            ));
-        }
-        if data.insert(key.clone(), file.contents.clone()).is_some() {
-            return Err(RotateError::corrupt(
-                path,
-                format!("maps to Secret data key \"{key}\", which another file also maps to"),
-            ));
-        }
-    }
-    Ok(data)
-}
-
-/// Reads the files a document expects from Secret data: for each path of
-/// `paths`, the entry under its key, when present. The document decides
-/// which paths to ask for and which of them are secret.
-pub fn files_from_secret_data<'a>(
-    data: &SecretData,
-    renames: &[(&str, &str)],
-    paths: impl IntoIterator<Item = (&'a str, bool)>,
-) -> Result<Files> {
-    let mut files = Files::new();
-    for (path, secret) in paths {
-        if let Some(value) = data.get(&secret_data_key(path, renames)) {
-            files.insert(
-                path,
-                File {
-                    contents: value.clone(),
-                    secret,
-                },
-            )?;
-        }
-    }
-    Ok(files)
-}
+pub use secret_data::{
+    SecretData, files_from_secret_data, files_to_secret_data, is_secret_data_key, secret_data_key,
+};
 
 #[cfg(test)]
 mod tests;

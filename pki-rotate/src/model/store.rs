@@ -30,6 +30,19 @@ pub trait Store {
     fn location(&self) -> String;
 
     /// The document at `key` and its revision, or None when there is none.
+    ///
+    /// # Errors
+    ///
+    /// What the store reports when it cannot read the document: the backend
+    /// failing ([`StoreError::Io`](crate::StoreError::Io),
+    /// [`StoreError::Backend`](crate::StoreError::Backend)), a store unsafe to
+    /// use or damaged
+    /// ([`StoreError::UnsafeStore`](crate::StoreError::UnsafeStore),
+    /// [`StoreError::DamagedStore`](crate::StoreError::DamagedStore)), a sealed
+    /// file it cannot open
+    /// ([`StoreError::Sealing`](crate::StoreError::Sealing)), or a key it
+    /// refuses ([`StoreError::InvalidKey`](crate::StoreError::InvalidKey)). No
+    /// document is not an error: it is `None`.
     fn get(&self, key: &str) -> Result<Option<(Files, Revision)>>;
 
     /// Writes `files` as the document at `key` if its revision is still
@@ -39,6 +52,15 @@ pub trait Store {
     /// sent but whose outcome the store cannot establish fails with
     /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome), never with an error that promises
     /// nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) when the revision
+    /// is not `expected` (nothing written),
+    /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) when
+    /// the answer was lost (the write may have landed), and otherwise what the
+    /// store reports when it cannot write (as for [`Store::get`]); then nothing
+    /// was written.
     fn put(&self, key: &str, expected: Option<&Revision>, files: &Files) -> Result<Revision>;
 
     /// The summary stored with the document at `key` by
@@ -50,6 +72,11 @@ pub trait Store {
     /// This is how a step with nothing to do costs the same whatever the
     /// document's size (see [`crate::Driver::step_unless_idle`]): the
     /// summary says until when nothing is due, in a few hundred bytes.
+    ///
+    /// # Errors
+    ///
+    /// What the store reports when it cannot read the summary (as for
+    /// [`Store::get`]). The default never fails.
     fn get_summary(&self, key: &str) -> Result<Option<(Summary, Revision)>> {
         let _ = key;
         Ok(None)
@@ -60,6 +87,10 @@ pub trait Store {
     /// replaces or removes its summary, so a summary is never older than
     /// its document. The default ignores the summary and calls
     /// [`Store::put`]: right for a store that keeps none.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Store::put`].
     fn put_with_summary(
         &self,
         key: &str,
@@ -78,6 +109,10 @@ pub trait Store {
     /// the named files. A store that can read files one at a time overrides
     /// it: a step that changes one leaf of ten thousand then reads that leaf
     /// and the document's head ([`crate::Driver::step_unless_idle`]).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Store::get`].
     fn get_paths(&self, key: &str, paths: &BTreeSet<String>) -> Result<Option<(Files, Revision)>> {
         Ok(self
             .get(key)?
@@ -90,6 +125,15 @@ pub trait Store {
     /// Fails as [`Store::put`] does. The default reads the whole document
     /// and writes it whole ([`put_changes_whole`]); a store that can write
     /// files one at a time overrides it, so the write costs what changed.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Store::put`]:
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) also when the
+    /// document is gone or its revision is not `expected`. The default also
+    /// fails as [`Store::get`] does, and with
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a change
+    /// names an invalid path.
     fn put_changes(
         &self,
         key: &str,
@@ -111,6 +155,12 @@ pub trait Store {
     /// without reading it overrides it (the directory store compares what
     /// each commit recorded of each file, its size and identity, and reads
     /// only the files that differ).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Store::get`]:
+    /// [`StoreError::DamagedStore`](crate::StoreError::DamagedStore) for a
+    /// damaged file.
     fn verify(&self, key: &str) -> Result<Option<Revision>> {
         Ok(self.get(key)?.map(|(_, revision)| revision))
     }
@@ -119,6 +169,12 @@ pub trait Store {
     /// export` walks, and how the credentials of a store are found. The
     /// default: the store cannot list them, an error naming it (a store
     /// of the embedder's, reached by key only).
+    ///
+    /// # Errors
+    ///
+    /// The default: always [`StoreError::Backend`](crate::StoreError::Backend),
+    /// saying the store cannot list its documents. A store that lists them
+    /// fails as [`Store::get`] does.
     fn keys(&self) -> Result<Vec<String>> {
         Err(crate::model::error::RotateError::Store(
             crate::StoreError::Backend {
@@ -416,6 +472,11 @@ impl<S: Store + ?Sized> Store for Box<S> {
 /// Checks a store key: 1-200 bytes of `/`-separated segments of
 /// `[a-z0-9._-]`, none empty and none starting with `.`. Keys become
 /// directory names and etcd key segments, so they stay boring.
+///
+/// # Errors
+///
+/// [`StoreError::InvalidKey`](crate::StoreError::InvalidKey) saying what is
+/// wrong with `key`.
 pub fn validate_key(key: &str) -> Result<()> {
     let bad = |reason| {
         Err(RotateError::Store(crate::StoreError::InvalidKey {

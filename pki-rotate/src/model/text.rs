@@ -12,6 +12,11 @@ pub const MAX_REASON_LEN: usize = 1024;
 /// since reasons are printed in status and history where a newline would
 /// forge a line, an escape would drive the terminal and a bidi override
 /// would show other words.
+///
+/// # Errors
+///
+/// [`RotateError::InvalidText`] naming `what` when `text` is blank, longer than
+/// [`MAX_REASON_LEN`] bytes, or holds a control or invisible character.
 pub fn check_reason(what: &str, text: &str) -> Result<()> {
     let refuse = |reason| {
         Err(RotateError::InvalidText {

@@ -170,6 +170,13 @@ fn secret(bytes: Vec<u8>) -> Secret {
 
 impl CredStep {
     /// The request it makes.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] naming the field: an unusable `owner`, a
+    /// `minted` report with neither or both of `credential` and
+    /// `credential_base64`, a failed mint with both `captured` and
+    /// `captured_base64`, or base64 that does not decode.
     pub fn request(&self) -> Result<CredRequest, RequestError> {
         Ok(match self {
             CredStep::Default => CredRequest::Advance(None),

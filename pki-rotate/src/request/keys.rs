@@ -25,6 +25,12 @@ pub struct KeyRingPolicyFields {
 
 impl KeyRingPolicyFields {
     /// The policy: the default with the fields given.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] for `key_type` `"p384"`, which the key ring
+    /// does not sign with. The durations are checked when the ring is made
+    /// ([`KeyRingPolicy::validate`]).
     pub fn policy(&self) -> Result<KeyRingPolicy, RequestError> {
         let mut p = KeyRingPolicy::default();
         if let Some(k) = self.key_type {
@@ -74,6 +80,12 @@ pub struct KeyRingCreate {
 impl KeyRingCreate {
     /// The new document at `now`, made without a token (a `key_store` is
     /// refused naming the token it needs: see [`KeyRingCreate::document_at`]).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`KeyRingCreate::document_at`]; a `key_store` is always refused
+    /// ([`RotateError::Core`](crate::RotateError::Core) with
+    /// [`pki_core::Error::Pkcs11TokenNotOpen`]).
     pub fn document<R: rand_core::CryptoRng + ?Sized>(
         &self,
         now: OffsetDateTime,
@@ -89,6 +101,17 @@ impl KeyRingCreate {
     /// The new document at `now`, in the store `site` describes: a
     /// `key_store`'s first key is made through its tokens, its id derived
     /// from its location.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] for fields that do not go together (a
+    /// `key_store` with `import` or `state`, a `state` with `policy` or
+    /// `import`), a `key_store` that is not a PKCS#11 URI, a `state` that does
+    /// not serialize, or a policy refused by [`KeyRingPolicyFields::policy`];
+    /// [`RequestError::Rotate`] with what the key ring refuses: the token's
+    /// errors (or [`pki_core::Error::Pkcs11TokenNotOpen`] when `site` has no
+    /// access), those of [`KeyRing::from_json`], [`ImportedKeys::parse`],
+    /// [`KeyRing::import`], [`KeyRing::new`] or [`KeyRing::new_in_token`].
     pub fn document_at<R: rand_core::CryptoRng + ?Sized>(
         &self,
         site: CreateSite<'_>,

@@ -39,6 +39,13 @@ pub struct LeafRequestIn {
 
 impl LeafRequestIn {
     /// The engine's leaf request.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] naming the field: an empty DNS name, an IP
+    /// address that does not parse, no DNS name and no IP address, or a
+    /// lifetime that is not positive. The names themselves are checked by the
+    /// engine ([`LeafRequest::validate`]).
     pub fn request(&self) -> Result<LeafRequest, RequestError> {
         if self.dns_names.iter().any(String::is_empty) {
             return Err(RequestError::invalid("dns_names", "a DNS name is empty"));
@@ -118,6 +125,11 @@ pub enum LeafChangeRequest {
 
 impl LeafChangeRequest {
     /// The engine's leaf change.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LeafRequestIn::request`] for a request or a replacement.
+    /// Removals and renewals never fail here.
     pub fn change(&self) -> Result<LeafChange, RequestError> {
         Ok(match self {
             LeafChangeRequest::Request(l) => LeafChange::Request {

@@ -33,6 +33,12 @@ pub struct SetCreate {
 
 impl SetCreate {
     /// The CAs with their roles.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Rotate`] with
+    /// [`SetError::Invalid`](crate::SetError::Invalid) for roles that do not
+    /// parse.
     pub fn cas(&self) -> Result<Vec<(String, Roles)>, RequestError> {
         self.cas
             .iter()
@@ -206,6 +212,13 @@ pub enum SetStepRequest {
 
 impl SetStepRequest {
     /// The engine's input at `now` (imported CAs are validated at `now`).
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] for an IP address that does not parse or a
+    /// lifetime that is not positive in an issue; for each imported CA of a
+    /// start, [`RequestError::Rotate`] when it does not read (see
+    /// [`CaPem::parse`](super::CaPem::parse)) or does not validate at `now`.
     pub fn input(&self, now: OffsetDateTime) -> Result<SetInput, RequestError> {
         Ok(match self {
             SetStepRequest::Nothing => SetInput::Nothing,

@@ -121,6 +121,18 @@ impl<'a> CreateSite<'a> {
 
 impl SignerCreate {
     /// The new document at `now`, in the store `site` describes.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] for fields that do not go together (a
+    /// `key_store` without `common_name`, not exactly one of `common_name`,
+    /// `import` and `state`, a `state` with `key_type` or `policy`), a
+    /// `key_store` that is not a PKCS#11 URI, or a `state` that does not
+    /// serialize; [`RequestError::Rotate`] with what the engine refuses: the
+    /// policy ([`SignerPolicy::validate`]), the token's errors (or
+    /// [`pki_core::Error::Pkcs11TokenNotOpen`] when `site` has no access), and
+    /// those of [`SignerState::new`], [`SignerState::new_in_token`],
+    /// [`SignerState::import`] or [`SignerState::from_json`].
     pub fn document<R: rand_core::CryptoRng + ?Sized>(
         &self,
         site: CreateSite<'_>,
@@ -235,6 +247,10 @@ fn key_set(pem: &Option<String>) -> Result<Option<Vec<Vec<u8>>>, RequestError> {
 
 impl ValidateRequest {
     /// The replacement CA, parsed.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`CaPem::parse`](super::CaPem::parse).
     pub fn import(&self) -> Result<CaImport, RequestError> {
         CaPem {
             ca: self.ca.clone(),
@@ -245,6 +261,11 @@ impl ValidateRequest {
     }
 
     /// Both key sets as given (no key ring of a store).
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Rotate`] with the error of
+    /// [`ServiceAccountKeys::keys_from_pem`] for a key set that does not read.
     pub fn key_sets(&self) -> Result<ServiceAccountKeys, RequestError> {
         Ok(ServiceAccountKeys {
             current: key_set(&self.current_keys)?,
@@ -355,6 +376,12 @@ impl SignerStep {
     }
 
     /// The request it makes, refused when fields that go alone are mixed.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Invalid`] when fields that go alone are mixed (see
+    /// above), or `allow_trust_break` is blank; those of
+    /// [`LeafChangeRequest::change`] for each leaf change.
     pub fn request(&self) -> Result<SignerRequest, RequestError> {
         let alone = |what: &str| {
             RequestError::invalid(

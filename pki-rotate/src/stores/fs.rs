@@ -219,6 +219,14 @@ impl FsStore {
     }
 
     /// Opens the store in `root`, which must hold one (`pki init` made it).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotInitialized`](crate::StoreError::NotInitialized) when
+    /// `root` holds no store; [`StoreError::Io`](crate::StoreError::Io) when
+    /// `root` cannot be examined;
+    /// [`StoreError::UnsafeStore`](crate::StoreError::UnsafeStore) when it is
+    /// not this user's or is writable by group or others.
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         if !FsStore::is_store(&root) {
@@ -239,6 +247,13 @@ impl FsStore {
     /// one of its published links, `.data`, a generation or the spare) is
     /// refused before anything is created: that store's next write
     /// replaces the directory, and this store would silently go with it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::UnsafeStore`](crate::StoreError::UnsafeStore) when `root`
+    /// lies inside another directory store's files, or is not this user's or is
+    /// writable by group or others; [`StoreError::Io`](crate::StoreError::Io)
+    /// when it cannot be created or examined.
     pub fn open_or_create(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         check_not_inside_a_store(&root)?;
@@ -290,6 +305,17 @@ impl FsStore {
     }
 
     /// The keys that hold a document. Never waits for the lock.
+    ///
+    /// # Errors
+    ///
+    /// What a read of the store reports:
+    /// [`StoreError::UnsafeStore`](crate::StoreError::UnsafeStore) for a path
+    /// or lock file another user could change,
+    /// [`StoreError::DamagedStore`](crate::StoreError::DamagedStore) for a
+    /// published file no longer as committed,
+    /// [`StoreError::Io`](crate::StoreError::Io) for a file that cannot be
+    /// read, and a [`DocumentError`](crate::DocumentError) for a manifest that
+    /// does not read. An empty store is not an error: no keys.
     pub fn keys(&self) -> Result<Vec<String>> {
         let (_lock, checked) = self.reader_lock()?;
         let current = match checked {

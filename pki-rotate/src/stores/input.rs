@@ -120,6 +120,12 @@ fn not_readable(t: std::fs::FileType) -> Option<&'static str> {
 /// directory or a block device is refused (the open itself does not block:
 /// `O_NONBLOCK`), and a read of what is opened that would wait fails
 /// instead. Links are followed.
+///
+/// # Errors
+///
+/// [`InputError::NotRegular`] for a FIFO, a socket, a directory or a block
+/// device; [`InputError::Io`] when the open or its metadata fails (a missing
+/// file, no permission).
 pub fn open_file(path: &Path) -> Result<File, InputError> {
     use rustix::fs::{Mode, OFlags};
     let refused = |kind| InputError::NotRegular {
@@ -157,12 +163,22 @@ pub fn open_file(path: &Path) -> Result<File, InputError> {
 /// documentation). A regular file's buffer is allocated once at its size,
 /// so a secret read this way leaves no copy behind in memory freed by a
 /// reallocation: wrap the result in `Zeroizing` as soon as it returns.
+///
+/// # Errors
+///
+/// Those of [`open_file`] and [`read_opened`].
 pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
     read_opened(open_file(path)?, path, max)
 }
 
 /// Reads `file` (opened from `path` with [`open_file`]) whole, at most
 /// `max` bytes.
+///
+/// # Errors
+///
+/// [`InputError::TooLarge`] when the file holds more than `max` bytes;
+/// [`InputError::Io`] when its metadata or a read fails (a read that would wait
+/// fails too).
 pub fn read_opened(file: File, path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
     let io = |source| InputError::Io {
         path: path.to_path_buf(),

@@ -108,6 +108,14 @@ impl StoreKey {
     }
 
     /// Reads a key file. `location` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Sealing`](crate::StoreError::Sealing) naming `location`
+    /// when the file is not text, its first line is not the format line, a line
+    /// is missing or out of order, the algorithm is not supported, the key is
+    /// not hex of the right length, text follows the key, or the id does not
+    /// match the key.
     pub fn from_file(location: &str, bytes: &[u8]) -> Result<Self> {
         let bad = |reason: String| sealing_error(location, reason);
         let text = std::str::from_utf8(bytes)
@@ -205,6 +213,11 @@ pub struct SealedHeader {
 
 /// Parses a sealed value's header and returns it with the ciphertext.
 /// Every malformed input is an error, never a panic.
+///
+/// # Errors
+///
+/// A one-line reason when `bytes` is not a sealed value (no magic), is of a
+/// format version or algorithm this build does not read, or is truncated.
 pub fn parse_sealed(bytes: &[u8]) -> std::result::Result<(SealedHeader, &[u8]), String> {
     let rest = bytes
         .strip_prefix(MAGIC.as_slice())
@@ -242,6 +255,11 @@ pub fn parse_sealed(bytes: &[u8]) -> std::result::Result<(SealedHeader, &[u8]), 
 }
 
 /// Seals `clear` under `key` for the place `binding` names.
+///
+/// # Errors
+///
+/// [`StoreError::Sealing`](crate::StoreError::Sealing) when the cipher refuses
+/// `clear` (larger than it seals); nothing else fails.
 pub fn seal<R: CryptoRng + ?Sized>(
     key: &StoreKey,
     binding: Binding<'_>,
@@ -274,6 +292,13 @@ pub fn seal<R: CryptoRng + ?Sized>(
 /// Opens a sealed value with whichever of `keys` sealed it. A value of
 /// another key, a changed value, or a value copied from another place
 /// fails with a one-line [`StoreError::Sealing`](crate::StoreError::Sealing).
+///
+/// # Errors
+///
+/// [`StoreError::Sealing`](crate::StoreError::Sealing) naming the place when
+/// `sealed` is not a sealed value this build reads, no key of `keys` sealed it
+/// (or none is given), or it does not open (changed, or copied from another
+/// place).
 pub fn open(keys: &[StoreKey], binding: Binding<'_>, sealed: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
     let location = binding.location();
     let (header, ciphertext) = parse_sealed(sealed).map_err(|e| sealing_error(&location, e))?;

@@ -15,11 +15,26 @@ pub trait SecretBackend {
     fn location(&self) -> String;
 
     /// The Secret data at `key` and its revision, or None.
+    ///
+    /// # Errors
+    ///
+    /// What the backend reports when it cannot read
+    /// ([`StoreError::Backend`](crate::StoreError::Backend) with its error). No
+    /// Secret is not an error: it is `None`.
     fn get(&self, key: &str) -> Result<Option<(SecretData, Revision)>>;
 
     /// Writes `data` at `key` if its revision is still `expected` (None:
     /// only if absent) and returns the new revision; a changed document is
     /// [`StoreError::Conflict`](crate::StoreError::Conflict) and nothing is written.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Conflict`](crate::StoreError::Conflict) when the revision
+    /// is not `expected` (nothing written),
+    /// [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome) when
+    /// the answer was lost (it may have landed), and otherwise what the backend
+    /// reports ([`StoreError::Backend`](crate::StoreError::Backend)); then
+    /// nothing was written.
     fn put(&self, key: &str, expected: Option<&Revision>, data: &SecretData) -> Result<Revision>;
 }
 

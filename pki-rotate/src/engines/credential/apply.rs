@@ -12,6 +12,13 @@ use time::OffsetDateTime;
 
 /// Carries out `plan`: its change, if any, as one new document. Decides
 /// nothing: what comes next and the wake-up are the plan's.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when the change
+/// does not fit the document (a plan asking to keep a current credential the
+/// document does not have), which a plan made from the same document never
+/// asks. Nothing is returned then.
 pub fn apply(doc: &CredentialState, plan: Plan) -> Result<Outcome<'_, CredentialState, Event>> {
     let Some(change) = plan.change else {
         return Ok(Outcome {

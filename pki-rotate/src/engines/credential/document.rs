@@ -393,6 +393,11 @@ impl DocumentForm for CredentialState {
 /// The credential's files under Secret data keys: the file names inside
 /// `creds/NAME/` (`state.json`, `current`, `old`): one Secret per
 /// credential, as CCO keeps one Secret per CredentialsRequest.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when two files
+/// share a name, so would share a Secret data key.
 pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
     let mut data = SecretData::new();
     for (path, file) in files.iter() {
@@ -411,6 +416,16 @@ pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
 }
 
 /// The files back from Secret data: `state.json` names the credential.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `state.json`
+/// is missing;
+/// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) and
+/// [`DocumentError::Json`](crate::DocumentError::Json) when it is of another
+/// kind or version or does not parse;
+/// [`CredentialError::InvalidName`](crate::CredentialError::InvalidName) when
+/// it names an unusable credential.
 pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
     let json = data
         .get(STATE_FILE)

@@ -158,6 +158,15 @@ fn mint_failure(
 /// Decides the one change `input` asks for at `now`, and what comes after
 /// it: the whole decision. Pure: the same document, input and time give
 /// the same plan.
+///
+/// # Errors
+///
+/// Those of [`CredentialState::validate`] for `doc`;
+/// [`CredentialError::InvalidMintOwner`](crate::CredentialError::InvalidMintOwner)
+/// for an unusable owner in `input`;
+/// [`CredentialError::UnexpectedReport`](crate::CredentialError::UnexpectedReport)
+/// for a report the document does not wait for (a mint, failure or revocation
+/// of another rotation or attempt).
 pub fn plan(doc: &CredentialState, input: &CredentialInput, now: OffsetDateTime) -> Result<Plan> {
     doc.validate()?;
     let owner = input.owner();

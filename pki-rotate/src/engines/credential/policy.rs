@@ -20,6 +20,11 @@ impl CredentialPolicy {
     /// Refuses an expiry that is not positive, a negative grace, and a
     /// grace not shorter than the expiry (the next rotation would be due
     /// while the old credential still waits: three would be live).
+    ///
+    /// # Errors
+    ///
+    /// [`CredentialError::InvalidPolicy`](crate::CredentialError::InvalidPolicy)
+    /// saying which of these holds.
     pub fn validate(&self) -> Result<()> {
         if self.expire <= Duration::ZERO {
             return Err(RotateError::Credential(

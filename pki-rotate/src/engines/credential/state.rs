@@ -123,6 +123,13 @@ pub struct CredentialState {
 
 impl CredentialState {
     /// A credential with nothing minted yet: the first step mints.
+    ///
+    /// # Errors
+    ///
+    /// [`CredentialError::InvalidName`](crate::CredentialError::InvalidName)
+    /// for `name` (see [`validate_credential_name`]) and
+    /// [`CredentialError::InvalidPolicy`](crate::CredentialError::InvalidPolicy)
+    /// for `policy` (see [`CredentialPolicy::validate`]).
     pub fn new(name: &str, policy: CredentialPolicy, hooks: Option<Hooks>) -> Result<Self> {
         validate_credential_name(name)?;
         policy.validate()?;
@@ -141,6 +148,16 @@ impl CredentialState {
     }
 
     /// Checks the invariants every stored document keeps.
+    ///
+    /// # Errors
+    ///
+    /// [`CredentialError::InvalidName`](crate::CredentialError::InvalidName)
+    /// and
+    /// [`CredentialError::InvalidPolicy`](crate::CredentialError::InvalidPolicy)
+    /// as [`CredentialState::new`] refuses them, and
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) naming the
+    /// credential for a broken invariant (an old credential without a current
+    /// one, an impossible mint attempt, …).
     pub fn validate(&self) -> Result<()> {
         validate_credential_name(&self.name)?;
         self.policy.validate()?;

@@ -11,6 +11,11 @@ pub const MESSAGE_LIMIT: usize = 500;
 
 /// Checks a credential name: 1-64 characters of `[a-z0-9._-]`, not
 /// starting with `.` (it becomes a store key segment and a directory).
+///
+/// # Errors
+///
+/// [`CredentialError::InvalidName`](crate::CredentialError::InvalidName) when
+/// `name` is not such a name.
 pub fn validate_credential_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -29,6 +34,11 @@ pub fn validate_credential_name(name: &str) -> Result<()> {
 
 /// Checks a mint owner (see [`MintAttempt::owner`]): 1-128 characters of
 /// `[A-Za-z0-9._:@/-]`, so it prints as it is, on one line.
+///
+/// # Errors
+///
+/// [`CredentialError::InvalidMintOwner`](crate::CredentialError::InvalidMintOwner)
+/// when `owner` is not such an owner.
 pub fn validate_owner(owner: &str) -> Result<()> {
     let ok = !owner.is_empty()
         && owner.len() <= 128

@@ -20,6 +20,16 @@ use time::OffsetDateTime;
 
 /// Carries out `plan` with `rng`; what its trust checks found is in the
 /// outcome's findings, for the guard ([`Outcome::guarded`]).
+///
+/// # Errors
+///
+/// Material that could not be built, and nothing is returned then: a
+/// [`RotateError::Core`](crate::RotateError::Core) when a certificate (a
+/// bridge, a renewal, a leaf) cannot be issued or the renewed CA does not match
+/// its key, or when a CA whose key is in a token would be replaced by one whose
+/// key is not ([`pki_core::Error::Pkcs11`]);
+/// [`RotateError::Expired`](crate::RotateError::Expired) for a leaf that would
+/// already be expired.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     plan: ExternalPlan,

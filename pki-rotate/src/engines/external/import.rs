@@ -12,6 +12,15 @@ impl SignerState {
     /// verify up to the root of its chain (or be self-signed) and be valid
     /// at `now`. The bundle holds the root; serving chains carry the CA
     /// and the intermediates.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SignerPolicy::validate`](crate::SignerPolicy::validate);
+    /// [`SignerError::ValidationFailed`](crate::SignerError::ValidationFailed)
+    /// listing the checks `import` fails (a key that does not match, no CA, a
+    /// chain that does not verify, not valid at `now`…); a
+    /// [`RotateError::Core`] when the import does not make a CA or its chain
+    /// does not validate.
     pub fn import(
         import: &CaImport,
         policy: crate::engines::signer::SignerPolicy,

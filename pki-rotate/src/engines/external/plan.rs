@@ -10,6 +10,20 @@ use time::OffsetDateTime;
 
 /// Decides: validates a replacement (refusing it unless every failing
 /// check may be and is overridden), or checks that renewal is possible.
+///
+/// # Errors
+///
+/// For a renewal:
+/// [`SignerError::ImportedCaRenewal`](crate::SignerError::ImportedCaRenewal)
+/// when the CA was imported, [`RotateError::Expired`] when it is not valid at
+/// `now`, a [`RotateError::Core`] when `now` plus the lifetime overflows. For a
+/// replacement:
+/// [`SignerError::EmptyForcedReason`](crate::SignerError::EmptyForcedReason)
+/// and [`RotateError::InvalidText`] for a force reason that is blank or cannot
+/// be recorded;
+/// [`SignerError::ValidationFailed`](crate::SignerError::ValidationFailed) when
+/// a check fails and no force is given, or a check that cannot be forced fails;
+/// a [`RotateError::Core`] when the replacement does not make a CA.
 pub fn plan(
     state: &SignerState,
     input: &ExternalInput,

@@ -19,6 +19,14 @@ impl ServiceAccountKeys {
     /// blocks as they are, and the public half of private keys (PKCS#8,
     /// SEC1, PKCS#1); other blocks are skipped. Input without any key is
     /// refused, as is an encrypted key.
+    ///
+    /// # Errors
+    ///
+    /// A [`RotateError::Core`]: the PEM's own error when it does not read,
+    /// [`pki_core::Error::EncryptedKey`] for an encrypted key, a key error for
+    /// a private key that does not decode, and
+    /// [`pki_core::Error::UnexpectedPemLabel`] or
+    /// [`pki_core::Error::NoPemBlock`] when no key is found.
     pub fn keys_from_pem(pem: &[u8]) -> Result<Vec<Vec<u8>>> {
         let blocks = pki_core::pem::read_blocks(pem)?;
         let mut keys = Vec::new();
@@ -65,6 +73,14 @@ impl ServiceAccountKeys {
     /// `store`: the current ones from the store's key ring (`pki keys`, the
     /// `keys` document's `keys/public.pem`; None when the store keeps no
     /// key ring) and the `proposed` set (PEM; None: unchanged).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Store::get`](crate::Store::get); those of
+    /// [`ServiceAccountKeys::keys_from_pem`] for `proposed`, and for the
+    /// store's public keys as a
+    /// [`DocumentError::Material`](crate::DocumentError::Material) naming the
+    /// store and file.
     pub fn from_store<S: crate::Store + ?Sized>(
         store: &S,
         proposed: Option<&[u8]>,

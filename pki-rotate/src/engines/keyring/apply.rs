@@ -14,6 +14,15 @@ use time::OffsetDateTime;
 /// Carries out `plan`: a new active key from `rng` when rotating (from the
 /// token, when the ring's keys are in one: recorded in one round, made or
 /// adopted in the next).
+///
+/// # Errors
+///
+/// [`RotateError::Core`] when a key cannot be generated, made in the token or
+/// destroyed there (see [`RingTokenKeys`](super::RingTokenKeys)); a
+/// [`KeyRingError::Jose`](crate::KeyRingError::Jose) when the new key is one
+/// the ring cannot publish;
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a rotation in
+/// a token finds no recorded key to make. Nothing is returned then.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     ring: &'d KeyRing,
     plan: KeyRingPlan,

@@ -213,6 +213,12 @@ impl KeyRing {
 
     /// The whole ring as one JSON document, with the active key inline
     /// (a key in a token: its URI and public key alone).
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`] when the active key does not encode as PKCS#8, and
+    /// [`DocumentError::Json`](crate::DocumentError::Json) when the document
+    /// does not serialize.
     pub fn to_json(&self) -> Result<Zeroizing<String>> {
         let doc = self.document(true)?;
         serde_json::to_string_pretty(&doc)
@@ -221,6 +227,19 @@ impl KeyRing {
     }
 
     /// Reads the one-document JSON form.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) for
+    /// another kind or version,
+    /// [`DocumentError::Json`](crate::DocumentError::Json) for JSON that does
+    /// not parse, [`DocumentError::Material`](crate::DocumentError::Material)
+    /// for an active key that does not decode, and
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for a missing
+    /// active key, an invalid policy or duration, a key that does not match its
+    /// recorded id, or an accepted key that does not decode; a
+    /// [`KeyRingError::Jose`](crate::KeyRingError::Jose) for an active key the
+    /// ring cannot publish.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
         let mut doc = parse("key ring JSON", bytes)?;
         let key = doc

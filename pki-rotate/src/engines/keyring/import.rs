@@ -20,6 +20,14 @@ impl ImportedKeys {
     /// PRIVATE KEY`, `PUBLIC KEY`, `RSA PUBLIC KEY`; k3s's `service.key`
     /// holds several private keys) or a JWK Set (JSON). `location` names
     /// the file in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyRingError::Import`] naming `location` (and the PEM block) when the
+    /// input holds no key, a JWK Set that does not read (see [`Jwks::parse`]),
+    /// PEM that does not read, a block that is not a private or public key
+    /// (encrypted keys included), or a key that does not decode or that the
+    /// ring cannot use.
     pub fn parse(location: &str, bytes: &[u8]) -> Result<Self> {
         let bad = |reason: String| KeyRingError::Import {
             location: location.to_string(),

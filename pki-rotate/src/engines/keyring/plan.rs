@@ -68,6 +68,15 @@ impl KeyRingPlan {
 }
 
 /// Decides what a step does at `now`.
+///
+/// # Errors
+///
+/// [`KeyRingError::ClockBehind`] when `now` is before the active key became
+/// active; for a forced rotation,
+/// [`SignerError::EmptyForcedReason`](crate::SignerError::EmptyForcedReason)
+/// for a blank reason and [`RotateError::InvalidText`] for one that cannot be
+/// recorded; [`KeyRingError::Retire`] for a key to retire that is the active
+/// one, unknown, or still in its grace.
 pub fn plan(ring: &KeyRing, input: &KeyRingInput, now: OffsetDateTime) -> Result<KeyRingPlan> {
     if now < ring.active.since {
         return Err(KeyRingError::ClockBehind {

@@ -164,6 +164,13 @@ pub struct KeyRing {
 
 impl KeyRing {
     /// A new ring with a freshly generated active key.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`KeyRingPolicy::validate`]; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when the key cannot be
+    /// generated; a [`KeyRingError::Jose`] when the policy's algorithm makes a
+    /// key the ring cannot publish (P-384).
     pub fn new<R: CryptoRng + ?Sized>(
         policy: KeyRingPolicy,
         now: OffsetDateTime,
@@ -188,6 +195,14 @@ impl KeyRing {
     /// [`crate::engines::token_keys::document_location`]), so that a
     /// creation that crashed after the token made the key and before the
     /// store held the ring adopts that key when it is run again.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`KeyRingPolicy::validate`]; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when the token cannot be
+    /// reached or refuses to find or make the key (see
+    /// [`find_or_make`](crate::engines::token_keys::find_or_make)); a
+    /// [`KeyRingError::Jose`] for a key the ring cannot publish.
     pub fn new_in_token(
         policy: KeyRingPolicy,
         token: (&Arc<dyn TokenAccess>, &Pkcs11Uri, &str),
@@ -231,6 +246,15 @@ impl KeyRing {
     /// rotated out it is accepted for the grace period like any active key.
     /// Every other key stays accepted until retired. Without a private key a new
     /// active key is generated. Duplicate keys are kept once.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`KeyRingPolicy::validate`]; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when a key's public half
+    /// cannot be read or a new key cannot be generated; a
+    /// [`KeyRingError::Jose`] with [`JoseError::UnsupportedKey`] for a key the
+    /// ring cannot publish (a P-384 key, an RSA modulus outside 2048 to 8192
+    /// bits).
     pub fn import<R: CryptoRng + ?Sized>(
         policy: KeyRingPolicy,
         keys: ImportedKeys,
@@ -315,6 +339,16 @@ impl KeyRing {
     /// `{"alg","kid","typ":"JWT"}`. When the policy states the longest
     /// token lifetime, the claims must carry an `exp` within it of `now`.
     /// A `now` before the active key became active is refused, as in `plan`.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyRingError::ClockBehind`] when `now` is before the active key became
+    /// active; [`KeyRingError::Jose`] when `claims` is too large or not a JSON
+    /// object, or the active key cannot sign a token (a P-384 key);
+    /// [`KeyRingError::TokenLifetime`] when the policy states a longest token
+    /// lifetime and `exp` is missing or beyond it; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when a key in a token
+    /// fails to sign.
     pub fn sign_token(&self, claims: &[u8], now: OffsetDateTime) -> Result<String> {
         if now < self.active.since {
             return Err(KeyRingError::ClockBehind {
@@ -355,6 +389,16 @@ impl KeyRing {
     /// or an accepted key still in its grace, the signature must verify
     /// with that key, and `exp` / `nbf` (when present) must hold at `now`.
     /// Returns the key id and the claims.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyRingError::Jose`] with what is wrong: those of
+    /// [`ParsedToken::parse`](jose::ParsedToken::parse),
+    /// [`JoseError::UnknownKid`] for a `kid` the ring does not hold,
+    /// [`JoseError::KeyNoLongerAccepted`] for a key past its grace, and those
+    /// of
+    /// [`ParsedToken::verify_signature`](jose::ParsedToken::verify_signature)
+    /// and [`ParsedToken::check_time`](jose::ParsedToken::check_time).
     pub fn verify_token(
         &self,
         token: &[u8],

@@ -74,6 +74,12 @@ impl RingTokenKeys {
     }
 
     /// The attached access, or the error naming the token a step needs.
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`](crate::RotateError::Core) with
+    /// [`pki_core::Error::Pkcs11TokenNotOpen`] naming the store's token when no
+    /// access was attached.
     pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
         self.access.get(&self.store)
     }
@@ -93,6 +99,13 @@ impl RingTokenKeys {
     /// nothing is made yet. Refused when the token cannot be asked (no
     /// module, a wrong PIN, a missing token): an intent is recorded only
     /// when the round that completes it can reach the token.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RingTokenKeys::access`], and a
+    /// [`RotateError::Core`](crate::RotateError::Core) with the token's error
+    /// when asking it for the object fails (other than finding none); nothing
+    /// is recorded then.
     pub fn intend<R: CryptoRng + ?Sized>(&mut self, label: &str, rng: &mut R) -> Result<KeyChange> {
         let access = self.access()?;
         let uri = new_key_uri(&self.store, label, rng);
@@ -108,6 +121,11 @@ impl RingTokenKeys {
 
     /// The key the recorded intent names, found (a rerun after a crash
     /// that followed its making) or made now; None without an intent.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RingTokenKeys::access`] and of [`find_or_make`]. No intent is
+    /// not an error.
     pub fn make_pending(&self, algorithm: KeyAlgorithm) -> Result<Option<TokenKey>> {
         let Some(uri) = &self.pending else {
             return Ok(None);
@@ -139,6 +157,11 @@ impl RingTokenKeys {
 
     /// Destroys the key objects the committed ring lists as retiring, and
     /// forgets them.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RingTokenKeys::access`] and of [`destroy_all`]; on an error
+    /// the retiring list is kept.
     pub fn destroy_retiring(&mut self) -> Result<Vec<KeyChange>> {
         let changes = destroy_all(self.access()?, &self.retiring)?;
         self.retiring.clear();

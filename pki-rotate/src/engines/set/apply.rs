@@ -353,6 +353,16 @@ fn accept_red_cells(
 /// pre-flight trust matrix against what every target may hold: red cells
 /// are recorded when the plan carries an override reason, and are the
 /// outcome's findings (which the guard refuses) when it does not.
+///
+/// # Errors
+///
+/// Material that could not be built: a [`RotateError::Core`] when a key cannot
+/// be made (in this process or in the token), a key in the token cannot be
+/// destroyed, or a certificate cannot be issued;
+/// [`SetError::Invalid`](crate::SetError::Invalid) for a leaf that is neither
+/// serving nor client; [`RotateError::Expired`] for a leaf that would already
+/// be expired. Red cells are not errors here: without an override reason they
+/// are findings, refused by the guard.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     doc: &'d SetState,
     plan: SetPlan,

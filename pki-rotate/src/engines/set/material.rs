@@ -143,6 +143,13 @@ pub fn target_material(state: &SetState, name: &str) -> TargetMaterial {
 }
 
 /// The files of target `name`, relative to its directory.
+///
+/// # Errors
+///
+/// [`RotateError::Core`] when a leaf's private key does not encode, and
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a CA, leaf or
+/// target name makes no valid file path (names are checked when recorded, see
+/// [`validate_name`](super::validate_name)).
 pub fn target_files(state: &SetState, name: &str) -> Result<Files> {
     let mut files = Files::new();
     let m = target_material(state, name);
@@ -169,6 +176,10 @@ pub fn target_files(state: &SetState, name: &str) -> Result<Files> {
 }
 
 /// The files of every target.
+///
+/// # Errors
+///
+/// Those of [`target_files`], for the first target that fails.
 pub fn all_target_files(state: &SetState) -> Result<BTreeMap<String, Files>> {
     state
         .targets
@@ -271,6 +282,13 @@ impl LoadedMaterial {
     }
 
     /// The material, parsed; `location` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Material`](crate::DocumentError::Material) naming the
+    /// file when a bundle or a leaf's chain does not decode, and
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a leaf's
+    /// chain holds no certificate.
     pub fn material(&self, location: &str) -> Result<TargetMaterial> {
         let bundle = |what: &str, pem: &str| {
             Bundle::from_pem(pem.as_bytes())
@@ -549,6 +567,11 @@ impl Judge<'_> {
 }
 
 /// [`red_cells`] as a result: the first cells as the error.
+///
+/// # Errors
+///
+/// [`SetError::TrustBroken`](crate::SetError::TrustBroken) listing the red
+/// cells.
 pub fn preflight(before: &SetState, after: &SetState, now: OffsetDateTime) -> Result<()> {
     let red = red_cells(before, after, now);
     if red.is_empty() {

@@ -454,6 +454,12 @@ impl SetState {
 }
 
 /// Names of CAs, targets and leaves become file and directory names.
+///
+/// # Errors
+///
+/// [`SetError::Invalid`](crate::SetError::Invalid) naming `what` when `name` is
+/// empty, longer than 64 bytes, starts with `.` or holds a character other than
+/// `a-z`, `0-9`, `-` and `_`.
 pub fn validate_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -473,6 +479,13 @@ pub fn validate_name(what: &str, name: &str) -> Result<()> {
 
 impl SetState {
     /// A new set: one self-signed CA per `(name, roles)`, subject `CN=name`.
+    ///
+    /// # Errors
+    ///
+    /// [`SetError::Invalid`](crate::SetError::Invalid) when `cas` is empty,
+    /// names a CA twice or with an invalid name ([`validate_name`]), or
+    /// `ca_lifetime` is 24 hours or less; a [`RotateError::Core`] when a key or
+    /// a self-signed certificate cannot be made.
     pub fn new<R: CryptoRng + ?Sized>(
         cas: &[(String, Roles)],
         key_algorithm: KeyAlgorithm,
@@ -488,6 +501,11 @@ impl SetState {
     /// `location` (where the store is) and the CA's name
     /// ([`crate::engines::token_keys::first_key_id`]), so a rerun of a
     /// creation that crashed before its store write adopts the keys it made.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SetState::new`]; a [`RotateError::Core`] also when the token
+    /// cannot be reached or refuses to find or make a key.
     pub fn new_in_token<R: CryptoRng + ?Sized>(
         cas: &[(String, Roles)],
         key_algorithm: KeyAlgorithm,
@@ -600,6 +618,11 @@ impl SetState {
     }
 
     /// The fingerprint target `name` must acknowledge now.
+    ///
+    /// # Errors
+    ///
+    /// [`SetError::UnknownTarget`](crate::SetError::UnknownTarget) when the set
+    /// has no target `name`.
     pub fn expected_fingerprint(&self, name: &str) -> Result<String> {
         self.target(name)?;
         Ok(material::target_fingerprint(self, name))
@@ -616,6 +639,10 @@ impl SetState {
 
     /// The files each target should have now, by target (paths relative to
     /// the target's directory).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`material::target_files`].
     pub fn target_files(&self) -> Result<BTreeMap<String, Files>> {
         material::all_target_files(self)
     }

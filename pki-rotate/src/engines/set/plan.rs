@@ -138,6 +138,29 @@ pub struct LeafIssue {
 /// Validates `input` against `doc` at `now` and decides what follows
 /// (see the module documentation). Everything that can be refused is
 /// refused here, before any key is made.
+///
+/// # Errors
+///
+/// A [`SetError`](crate::SetError) saying what is refused, and nothing is
+/// decided:
+/// - [`SetError::Invalid`](crate::SetError::Invalid) for a leaf, target or
+///   reason that cannot be recorded as given (a bad name, a role its CA does
+///   not have, a reason that cannot be printed, a leaf moved to another target
+///   without `replace`);
+/// - [`SetError::UnknownCa`](crate::SetError::UnknownCa) and
+///   [`SetError::UnknownTarget`](crate::SetError::UnknownTarget) for names the
+///   set does not have;
+/// - [`SetError::WrongStep`](crate::SetError::WrongStep) for a request the
+///   current step does not allow (a start while a rotation runs, an advance
+///   with none running…);
+/// - [`SetError::CaRefused`](crate::SetError::CaRefused) for an imported or new
+///   CA that cannot be used;
+/// - [`SetError::TargetFailed`](crate::SetError::TargetFailed) and
+///   [`SetError::StaleFingerprint`](crate::SetError::StaleFingerprint) for an
+///   acknowledgement of a failed target or of other files;
+/// - [`SetError::StepBlocked`](crate::SetError::StepBlocked) and
+///   [`SetError::AbortStrands`](crate::SetError::AbortStrands) for an advance
+///   or an abort that would leave targets behind, without an override reason.
 pub fn plan(doc: &SetState, input: &SetInput, now: OffsetDateTime) -> Result<SetPlan> {
     let mut plan = SetPlan {
         now,

@@ -77,6 +77,12 @@ impl SetTokenKeys {
     }
 
     /// The attached access, or the error naming the token a step needs.
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`](crate::RotateError::Core) with
+    /// [`pki_core::Error::Pkcs11TokenNotOpen`] naming the store's token when no
+    /// access was attached.
     pub fn access(&self) -> Result<&Arc<dyn TokenAccess>> {
         self.access.get(&self.store)
     }
@@ -98,6 +104,10 @@ impl SetTokenKeys {
     /// Records the keys of `slots` (each `CA/SLOT` with its label) that are
     /// not recorded yet: true when it recorded any (the rotation waits for
     /// the next round). Refused without access to the token.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SetTokenKeys::access`]: without access nothing is recorded.
     pub fn intend<R: CryptoRng + ?Sized>(
         &mut self,
         slots: &[(String, String)],
@@ -118,6 +128,12 @@ impl SetTokenKeys {
 
     /// The key recorded for `name`, found or made in the token, now the
     /// slot's key; None when none was recorded (a key in this process).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SetTokenKeys::access`] and of
+    /// [`find_or_make`]; the intent
+    /// stays recorded then. None recorded is not an error.
     pub fn make(&mut self, name: &str, algorithm: KeyAlgorithm) -> Result<Option<TokenKey>> {
         let Some(uri) = self.pending.get(name).cloned() else {
             return Ok(None);
@@ -130,6 +146,12 @@ impl SetTokenKeys {
 
     /// The first key of slot `name`, made at creation (an id chosen by
     /// the caller, so a rerun adopts it).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SetTokenKeys::access`] and of
+    /// [`find_or_make`]; nothing is
+    /// recorded then.
     pub fn make_first(
         &mut self,
         name: &str,
@@ -173,6 +195,12 @@ impl SetTokenKeys {
     }
 
     /// Destroys the key objects the committed document lists as retiring.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SetTokenKeys::access`] and of
+    /// [`destroy_all`]; on an error
+    /// the retiring list is kept.
     pub fn destroy_retiring(&mut self) -> Result<Vec<KeyChange>> {
         let changes = destroy_all(self.access()?, &self.retiring)?;
         self.retiring.clear();

@@ -19,6 +19,17 @@ use time::{Duration, OffsetDateTime};
 /// the outcome borrows `state`: nothing is copied. A rotation's trust
 /// checks are the outcome's findings, for the guard
 /// ([`Outcome::guarded`]).
+///
+/// # Errors
+///
+/// Material that could not be built, and nothing is returned then: a
+/// [`RotateError::Core`](crate::RotateError::Core) when a key cannot be made
+/// (in this process or in the token) or a certificate cannot be issued,
+/// [`RotateError::Expired`](crate::RotateError::Expired) when a new certificate
+/// would already be expired, and
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a rotation in
+/// a token finds no recorded key to make. Trust breaks are not errors here:
+/// they are findings, refused by the guard.
 pub fn apply<'d, R: CryptoRng + ?Sized>(
     state: &'d SignerState,
     mut plan: Plan,

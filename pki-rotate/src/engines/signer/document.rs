@@ -308,6 +308,12 @@ impl SignerState {
     }
 
     /// The whole state as one versioned JSON document (keys included).
+    ///
+    /// # Errors
+    ///
+    /// [`RotateError::Core`] when a private key does not encode, and
+    /// [`DocumentError::Json`](crate::DocumentError::Json) when the document
+    /// does not serialize.
     pub fn to_json(&self) -> Result<Zeroizing<Vec<u8>>> {
         let doc = self.document(true)?;
         serde_json::to_vec_pretty(&doc)
@@ -316,6 +322,17 @@ impl SignerState {
     }
 
     /// Reads the JSON document form (version 1, 2 or 3).
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported) for
+    /// another kind or version,
+    /// [`DocumentError::Json`](crate::DocumentError::Json) for JSON that does
+    /// not parse, [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) for
+    /// a missing `material`, an invalid stored policy or leaf request, or
+    /// material that does not fit together, and
+    /// [`DocumentError::Material`](crate::DocumentError::Material) for a
+    /// certificate or key that does not decode.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
         let mut doc = parse_document("signer document", bytes)?;
         let material = doc.material.take().ok_or_else(|| {
@@ -345,6 +362,11 @@ impl SignerState {
 
     /// The files under Kubernetes Secret data keys (see the module's table),
     /// plus `forced-rotation-reason` when a forced rotation was recorded.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Document::to_files`](crate::Document::to_files) and
+    /// [`secret_data_from_files`].
     pub fn to_secret_data(&self) -> Result<SecretData> {
         secret_data_from_files(&self.to_files()?)
     }
@@ -353,6 +375,11 @@ impl SignerState {
     /// after a round trip through a Kubernetes Secret). Keys the document
     /// does not expect are ignored. `forced-rotation-reason`, when present,
     /// is the recorded reason (empty = none), overriding the document's.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`files_from_secret_data`] and
+    /// [`Document::from_files`](crate::Document::from_files).
     pub fn from_secret_data(data: &SecretData) -> Result<Self> {
         Self::from_files(&files_from_secret_data(data)?)
     }

@@ -24,6 +24,12 @@ pub struct ExternalLeaf {
 /// Reconciles a leaf kept outside the signer state (in Kubernetes, each
 /// serving certificate lives in its own Secret): keeps `previous` when it is
 /// up to date, else issues a fresh key and certificate from the current CA.
+///
+/// # Errors
+///
+/// Those of [`LeafRequest::validate`] for `request`, and those of issuing from
+/// the current CA (see [`issue_leaf`](crate::issue_leaf)) when a new leaf is
+/// due. Keeping `previous` never fails.
 pub fn reconcile_external<R: CryptoRng + ?Sized>(
     state: &SignerState,
     request: &LeafRequest,

@@ -131,6 +131,28 @@ impl Plan {
 /// `input.forced` asks for a rotation; it runs only when its reason differs
 /// from the recorded one. A forced rotation that coincides with an automatic
 /// one is a single rotation, recorded with the forced reason.
+///
+/// # Errors
+///
+/// - The policy's errors (see [`SignerPolicy::validate`]).
+/// - [`SignerError::ClockBeforeCa`](crate::SignerError::ClockBeforeCa) when
+///   `now` is before the CA's NotBefore; [`RotateError::Core`] when `now` plus
+///   the lifetime or the grace overflows.
+/// - For a forced rotation:
+///   [`SignerError::EmptyForcedReason`](crate::SignerError::EmptyForcedReason),
+///   [`RotateError::InvalidText`] for a reason that cannot be recorded,
+///   [`SignerError::InvalidGrace`](crate::SignerError::InvalidGrace), and
+///   [`SignerError::ImportedCaRotation`](crate::SignerError::ImportedCaRotation)
+///   when the CA was imported.
+/// - For the leaf changes:
+///   [`SignerError::InvalidLeafName`](crate::SignerError::InvalidLeafName),
+///   those of [`LeafRequest::validate`],
+///   [`SignerError::LeafRefused`](crate::SignerError::LeafRefused) for a leaf
+///   an imported CA's constraints forbid,
+///   [`SignerError::LeafChangeNeedsReplace`](crate::SignerError::LeafChangeNeedsReplace)
+///   for a request that narrows a leaf, and
+///   [`SignerError::UnknownLeaf`](crate::SignerError::UnknownLeaf) for a
+///   renewal of a leaf the document does not keep.
 pub fn plan(state: &SignerState, input: &SignerInput, now: OffsetDateTime) -> Result<Plan> {
     let policy = input.policy.unwrap_or(state.policy);
     policy.validate()?;

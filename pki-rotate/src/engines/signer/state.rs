@@ -139,6 +139,13 @@ pub struct SignerState {
 
 impl SignerState {
     /// Creates a signer with a new self-signed CA of subject `CN=<common_name>`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SignerPolicy::validate`]; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when the key or the
+    /// self-signed certificate cannot be made (a common name that makes no
+    /// subject name, a lifetime past the end of time).
     pub fn new<R: CryptoRng + ?Sized>(
         common_name: &str,
         policy: SignerPolicy,
@@ -189,6 +196,13 @@ impl SignerState {
     /// and the CA's name: a token that already holds an object with that
     /// id (made by a run of the same creation that crashed before its
     /// store write) has it adopted instead of a second key made beside it.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`SignerPolicy::validate`]; a
+    /// [`RotateError::Core`](crate::RotateError::Core) when the token cannot be
+    /// reached or refuses to find or make the key, or the self-signed
+    /// certificate cannot be made or does not match the key.
     pub fn new_in_token<R: CryptoRng + ?Sized>(
         common_name: &str,
         policy: SignerPolicy,
@@ -228,6 +242,12 @@ impl SignerState {
 
     /// Adds or changes a leaf request. The next plan issues it (new name or
     /// changed names) without touching the other leaves.
+    ///
+    /// # Errors
+    ///
+    /// [`SignerError::InvalidLeafName`](crate::SignerError::InvalidLeafName)
+    /// for `name`, and those of [`LeafRequest::validate`] for `request`;
+    /// nothing changes then.
     pub fn request_leaf(&mut self, name: &str, request: LeafRequest) -> Result<()> {
         validate_leaf_name(name)?;
         request.validate()?;

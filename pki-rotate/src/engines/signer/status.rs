@@ -380,7 +380,16 @@ pub struct ConsumerStatus {
 }
 
 impl SignerStatus {
-    /// Reports on `state` at `now` (fails only when `now` is before the CA).
+    /// Reports on `state` at `now` (fails only on a time the engine refuses
+    /// to plan at).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`plan`] with no input:
+    /// [`SignerError::ClockBeforeCa`](crate::SignerError::ClockBeforeCa) when
+    /// `now` is before the CA's NotBefore, and
+    /// [`RotateError::Core`](crate::RotateError::Core) when `now` plus the
+    /// policy's lifetime overflows.
     pub fn of(state: &SignerState, now: OffsetDateTime) -> Result<Self> {
         let p = plan(state, &SignerInput::default(), now)?;
         let ca = &state.ca.cert;

@@ -40,6 +40,12 @@ impl Changes {
     }
 
     /// Writes `file` at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid file path (see [`validate_path`](crate::validate_path));
+    /// nothing changes then.
     pub fn write(&mut self, path: impl Into<String>, file: File) -> Result<()> {
         let path = path.into();
         crate::model::document::validate_path(&path)?;
@@ -49,6 +55,12 @@ impl Changes {
     }
 
     /// Removes the file at `path` (nothing when there is none).
+    ///
+    /// # Errors
+    ///
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when `path` is
+    /// not a valid file path (see [`validate_path`](crate::validate_path));
+    /// nothing changes then.
     pub fn remove(&mut self, path: impl Into<String>) -> Result<()> {
         let path = path.into();
         crate::model::document::validate_path(&path)?;
@@ -78,6 +90,12 @@ impl Changes {
     }
 
     /// `files` with the changes made.
+    ///
+    /// # Errors
+    ///
+    /// None in practice: every path was checked when the change was made. A
+    /// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) would name a
+    /// path [`Files`] refuses.
     pub fn apply_to(&self, files: &mut Files) -> Result<()> {
         for path in &self.removed {
             files.remove(path);
@@ -108,6 +126,12 @@ pub fn only_paths(files: &Files, paths: &BTreeSet<String>) -> Files {
 /// [`Store::put_changes`] for a store that writes whole documents: reads
 /// the document, checks its revision, makes the changes and writes it
 /// whole with [`Store::put_with_summary`].
+///
+/// # Errors
+///
+/// [`StoreError::Conflict`](crate::StoreError::Conflict) when the document is
+/// gone or its revision is not `expected`; otherwise those of [`Store::get`]
+/// and [`Store::put`].
 pub fn put_changes_whole<S: Store + ?Sized>(
     store: &S,
     key: &str,

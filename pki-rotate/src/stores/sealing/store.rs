@@ -300,6 +300,16 @@ impl<S: Store, R: CryptoRng> SealedStore<S, R> {
     /// anything was written. Rerunning after a crash converges: each
     /// document is rewritten whole or not at all, and one already current
     /// is left alone.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Driver::rewrite`](crate::Driver::rewrite) over the store
+    /// below: what it reports on reading or writing,
+    /// [`StoreError::TooManyConflicts`](crate::StoreError::TooManyConflicts)
+    /// and [`StoreError::UnknownOutcome`](crate::StoreError::UnknownOutcome);
+    /// [`StoreError::Sealing`](crate::StoreError::Sealing) when a sealed file
+    /// does not open with the keys given, or the keys do not open the store's
+    /// other documents.
     pub fn reseal(&self, key: &str) -> Result<bool> {
         crate::Driver::new(&self.inner).rewrite(key, |stored| {
             if self.is_current(key, stored)? {

@@ -24,6 +24,13 @@ const RSA_BITS: std::ops::RangeInclusive<usize> = 2048..=8192;
 
 impl PublicKey {
     /// Reads a SubjectPublicKeyInfo (DER).
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::Malformed`] when `der` is not a SubjectPublicKeyInfo or its
+    /// RSA key does not decode; [`JoseError::UnsupportedKey`] for an EC key not
+    /// on P-256, an RSA modulus outside 2048 to 8192 bits, or another
+    /// algorithm.
     pub fn from_spki_der(der: &[u8]) -> Result<Self, JoseError> {
         let spki = spki::SubjectPublicKeyInfoRef::try_from(der)
             .map_err(|e| malformed("public key", format!("not a SubjectPublicKeyInfo: {e}")))?;
@@ -52,6 +59,11 @@ impl PublicKey {
     }
 
     /// Reads a PKCS#1 `RSAPublicKey` (DER), as in `RSA PUBLIC KEY` PEM blocks.
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::Malformed`] when `der` is not an `RSAPublicKey`;
+    /// [`JoseError::UnsupportedKey`] for a modulus outside 2048 to 8192 bits.
     pub fn from_pkcs1_der(der: &[u8]) -> Result<Self, JoseError> {
         use rsa::pkcs1::DecodeRsaPublicKey;
         let key =
@@ -151,6 +163,14 @@ impl PublicKey {
 
     /// Reads a JWK (public members only; private members are refused so a
     /// private key never ends up published by mistake).
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::Malformed`] naming `what` for a private member (`d`), a
+    /// missing or malformed member, an `alg` that does not fit the key, or a
+    /// `kid` that is not its thumbprint; [`JoseError::UnsupportedKey`] for a
+    /// key type other than EC and RSA, a curve other than P-256 or an RSA size
+    /// outside 2048 to 8192 bits.
     pub fn from_jwk(jwk: &Map<String, Value>, what: &str) -> Result<Self, JoseError> {
         if jwk.contains_key("d") {
             return Err(malformed(
@@ -300,6 +320,11 @@ fn thumbprint_of(members: &[(&str, String)]) -> String {
 
 /// The RFC 7638 thumbprint of a JWK given as JSON members (only the
 /// required members of its `kty` are hashed; the others are ignored).
+///
+/// # Errors
+///
+/// [`JoseError::Malformed`] when a required member is missing or not a string;
+/// [`JoseError::UnsupportedKey`] for a `kty` other than EC and RSA.
 pub fn jwk_thumbprint(jwk: &Map<String, Value>) -> Result<String, JoseError> {
     let kty = jwk
         .get("kty")
@@ -349,6 +374,13 @@ impl Jwks {
 
     /// Reads a JWK Set. Every key must be a public P-256 or RSA key whose
     /// `kid`, when present, is its thumbprint.
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::TooLarge`] over [`MAX_JWKS_BYTES`];
+    /// [`JoseError::Malformed`] when it is not JSON or not an object with a
+    /// `keys` array; and those of [`PublicKey::from_jwk`] for each key, naming
+    /// it by its position.
     pub fn parse(bytes: &[u8]) -> Result<Self, JoseError> {
         if bytes.len() > MAX_JWKS_BYTES {
             return Err(JoseError::TooLarge {

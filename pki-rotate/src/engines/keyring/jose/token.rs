@@ -118,6 +118,11 @@ pub(crate) fn sign(signer: &TokenSigner, kid: &str, claims: &[u8]) -> crate::Res
 }
 
 /// Reads a claims set: a JSON object.
+///
+/// # Errors
+///
+/// [`JoseError::TooLarge`] over [`MAX_TOKEN_BYTES`]; [`JoseError::Malformed`]
+/// when `claims` is not JSON or not an object.
 pub fn parse_claims(claims: &[u8]) -> Result<Map<String, Value>, JoseError> {
     if claims.len() > MAX_TOKEN_BYTES {
         return Err(JoseError::TooLarge {
@@ -149,6 +154,15 @@ pub struct ParsedToken {
 impl ParsedToken {
     /// Splits and decodes a compact JWS. Surrounding ASCII whitespace (a
     /// final newline in a token file) is ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::TooLarge`] over [`MAX_TOKEN_BYTES`];
+    /// [`JoseError::Malformed`] for text that is not three base64url parts, a
+    /// header that is not a JSON object with a string `alg` and `kid`, or
+    /// claims that are not a JSON object; [`JoseError::UnsupportedAlgorithm`]
+    /// for an `alg` other than ES256 and RS256; [`JoseError::CriticalHeader`]
+    /// when the header has `crit`.
     pub fn parse(token: &[u8]) -> Result<Self, JoseError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(JoseError::TooLarge {
@@ -209,6 +223,11 @@ impl ParsedToken {
     }
 
     /// Checks the signature with `key` (which the caller found by `kid`).
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::AlgorithmMismatch`] when the token's algorithm does not fit
+    /// `key`, [`JoseError::BadSignature`] when the signature does not verify.
     pub fn verify_signature(&self, key: &PublicKey) -> Result<(), JoseError> {
         if key.algorithm() != self.algorithm {
             return Err(JoseError::AlgorithmMismatch {
@@ -226,6 +245,12 @@ impl ParsedToken {
 
     /// Checks `exp` and `nbf`, when present, against `now` (Unix seconds):
     /// valid while nbf ≤ now < exp (RFC 7519 §4.1.4-5, no leeway).
+    ///
+    /// # Errors
+    ///
+    /// [`JoseError::Expired`] when `now` is at or after `exp`,
+    /// [`JoseError::NotYetValid`] when it is before `nbf`, and
+    /// [`JoseError::Malformed`] when either claim is not a NumericDate.
     pub fn check_time(&self, now: i64) -> Result<(), JoseError> {
         let number = |name: &str| -> Result<Option<i64>, JoseError> {
             match self.claims.get(name) {

@@ -16,6 +16,13 @@ use zeroize::Zeroizing;
 
 /// The signer's files under their Secret data keys, plus
 /// `forced-rotation-reason` when the document records one.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when a file maps
+/// to no valid Secret data key or shares one with another file; a
+/// [`DocumentError`](crate::DocumentError) when `pki-state.json` does not read
+/// as the signer's state.
 pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
     let mut kept = Files::new();
     for (path, file) in files
@@ -46,6 +53,16 @@ pub fn secret_data_from_files(files: &Files) -> Result<SecretData> {
 /// The signer's files from Secret data: `pki-state.json` says which leaves
 /// exist, so which keys to read; `forced-rotation-reason`, when present,
 /// replaces the recorded reason in the document.
+///
+/// # Errors
+///
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when
+/// `pki-state.json` is missing or `forced-rotation-reason` is not UTF-8;
+/// [`DocumentError::Unsupported`](crate::DocumentError::Unsupported),
+/// [`DocumentError::Json`](crate::DocumentError::Json) or
+/// [`DocumentError::Corrupt`](crate::DocumentError::Corrupt) when the state
+/// does not read (as for
+/// [`SignerState::from_json`](crate::SignerState::from_json)).
 pub fn files_from_secret_data(data: &SecretData) -> Result<Files> {
     let state_key = crate::model::document::secret_data_key(STATE_FILE, SECRET_RENAMES);
     let json = data
