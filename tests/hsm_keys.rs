@@ -14,12 +14,9 @@
 
 mod support;
 
-use rand_chacha::ChaCha20Rng;
-use rand_core::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
-use support::hsm::{DEBRIS, Hsm, text};
+use support::hsm::{DEBRIS, Hsm, RandomKills, quickest, text};
 use support::softhsm::LABEL;
 
 // 2026-01-01T00:00:00Z: every ring here is created then.
@@ -400,12 +397,6 @@ fn without_the_token_with_a_wrong_pin_or_without_its_key_nothing_is_written() {
 #[test]
 fn a_forced_key_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     const KILLS: usize = 50;
-    let seed = std::env::var("PKI_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()));
-    println!("PKI_CRASH_SEED={seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let hsm = Hsm::new();
     let dir = hsm.store();
     let grace = HOUR;
@@ -425,41 +416,16 @@ fn a_forced_key_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     let rotate = |reason: &str, now: i64| {
         ["keys", "rotate", dir, "--force", reason, "--now", &at(now)].map(str::to_string)
     };
-    // How long an unkilled rotation takes (the quickest of a few, as a
-    // loaded machine slows some): kills are drawn up to 1.5 times it, and
-    // the span shrinks each time a rotation finishes before its kill.
-    let mut quickest = Duration::MAX;
-    for run in 0..MEASURES {
-        let started = std::time::Instant::now();
+    let mut kills = RandomKills::new(quickest(MEASURES, |run| {
         let args = rotate(&format!("measure {run}"), now(run));
         hsm.ok(&args.each_ref().map(String::as_str));
-        quickest = quickest.min(started.elapsed());
-    }
-    let mut span = quickest.as_micros().max(1000) * 3 / 2;
-    let (mut killed, mut finished) = (0, 0);
+    }));
     let (mut left_intent, mut left_retiring) = (0, 0);
     for run in MEASURES..MEASURES + KILLS {
         let reason = format!("crash {run}");
         let args = rotate(&reason, now(run));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let delay = Duration::from_micros(rng.next_u64() % span as u64);
-        let token_file = std::fs::read(hsm.token_object()).unwrap();
-        let mut child = hsm
-            .command(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        if child.try_wait().unwrap().is_some() {
-            finished += 1;
-            span = (span * 9 / 10).max(1000);
-        } else {
-            child.kill().unwrap();
-            killed += 1;
-        }
-        child.wait().unwrap();
-        hsm.repair_after_kill(&token_file);
+        let (token_file, delay) = kills.run(&hsm, &args);
         hsm.assert_no_orphan(&format!("run {run}, killed after {delay:?}"));
         // Where the kill left the ring: an intent recorded, a key listed
         // for destruction, or neither (before the first commit or after the
@@ -489,9 +455,15 @@ fn a_forced_key_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
         }
     }
     println!(
-        "{killed} killed during the rotation ({left_intent} left an intent, {left_retiring} a key to destroy), {finished} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+        "{} killed during the rotation ({left_intent} left an intent, {left_retiring} a key to destroy), {} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+        kills.killed,
+        kills.finished,
         DEBRIS.load(std::sync::atomic::Ordering::Relaxed),
         support::hsm::REPAIRED.load(std::sync::atomic::Ordering::Relaxed)
     );
-    assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
+    assert!(
+        kills.killed >= KILLS / 2,
+        "too few kills landed: {}",
+        kills.killed
+    );
 }

@@ -11,10 +11,7 @@
 mod support;
 
 use pki_core::{Bundle, Certificate};
-use rand_chacha::ChaCha20Rng;
-use rand_core::{Rng, SeedableRng};
-use std::time::Duration;
-use support::hsm::Hsm;
+use support::hsm::{Hsm, RandomKills, quickest};
 use support::openssl::{Verdict, verify};
 use support::softhsm::LABEL;
 use time::OffsetDateTime;
@@ -188,39 +185,20 @@ fn a_set_rotates_its_token_keys_through_every_step() {
 #[test]
 fn set_steps_killed_anywhere_leave_no_orphan_after_their_rerun() {
     const KILLS: usize = 50;
-    let seed = std::env::var("PKI_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()));
-    println!("PKI_CRASH_SEED={seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let hsm = Hsm::new();
     set_up(&hsm);
     let dir = hsm.store().to_string();
-    let started = std::time::Instant::now();
-    hsm.ok(&["set", "status", &dir, "--now", T1]);
-    // Kills drawn up to four times what a command that reads the set
-    // takes: a start or an advance takes about that, so most kills land.
-    let span = started.elapsed().as_micros().max(1000) * 4;
-    let kills = std::cell::Cell::new(0);
+    // Kills drawn from about three times what a command that reads the set
+    // takes (a start or an advance takes about that), shrinking as they
+    // miss.
+    let reading = quickest(3, |_| {
+        hsm.ok(&["set", "status", &dir, "--now", T1]);
+    });
+    let kills = std::cell::RefCell::new(RandomKills::new(reading * 2));
     let mut rotation = 0;
-    let mut kill_then_rerun = |hsm: &Hsm, args: &[&str]| {
+    let kill_then_rerun = |hsm: &Hsm, args: &[&str]| {
         let before = step(hsm);
-        let delay = Duration::from_micros(rng.next_u64() % span as u64);
-        let saved = std::fs::read(hsm.token_object()).unwrap();
-        let mut child = hsm
-            .command(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap();
-            kills.set(kills.get() + 1);
-        }
-        child.wait().unwrap();
-        hsm.repair_after_kill(&saved);
+        let (saved, delay) = kills.borrow_mut().run(hsm, args);
         let context = format!("{args:?} killed after {delay:?}");
         hsm.assert_no_orphan(&context);
         // Run again unless the killed command's step landed (a start or
@@ -233,7 +211,7 @@ fn set_steps_killed_anywhere_leave_no_orphan_after_their_rerun() {
         }
         hsm.assert_token_matches(&context);
     };
-    while kills.get() < KILLS && rotation < 40 {
+    while kills.borrow().killed < KILLS && rotation < 40 {
         rotation += 1;
         let reason = format!("rotation {rotation}");
         kill_then_rerun(
@@ -244,7 +222,7 @@ fn set_steps_killed_anywhere_leave_no_orphan_after_their_rerun() {
             kill_then_rerun(hsm, &["set", "advance", &dir, "--now", T1]);
         });
     }
-    let kills = kills.get();
+    let kills = kills.borrow().killed;
     println!(
         "{kills} kills over {rotation} rotations; SoftHSM2 token files put back after a kill cut them: {}",
         support::hsm::REPAIRED.load(std::sync::atomic::Ordering::Relaxed)

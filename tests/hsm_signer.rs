@@ -13,11 +13,8 @@
 mod support;
 
 use pki_core::{Bundle, Certificate};
-use rand_chacha::ChaCha20Rng;
-use rand_core::{Rng, SeedableRng};
 use std::collections::BTreeSet;
-use std::time::Duration;
-use support::hsm::{DEBRIS, Hsm, text};
+use support::hsm::{DEBRIS, Hsm, RandomKills, quickest, text};
 use support::hsm_operator::Operator;
 use support::openssl::{Verdict, verify};
 use support::softhsm::LABEL;
@@ -145,12 +142,6 @@ fn without_the_token_a_step_that_signs_is_refused_and_writes_nothing() {
 #[test]
 fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
     const KILLS: usize = 50;
-    let seed = std::env::var("PKI_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()));
-    println!("PKI_CRASH_SEED={seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let hsm = Hsm::new();
     let dir = hsm.store();
     let key_store = format!("pkcs11:token={LABEL}");
@@ -170,32 +161,16 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
         ]
         .map(str::to_string)
     };
-    // How long an unkilled rotation takes: kills are drawn up to 1.5 times it.
-    let started = std::time::Instant::now();
-    hsm.ok(&rotate("measure").each_ref().map(String::as_str));
-    let span = started.elapsed().as_micros().max(1000) * 3 / 2;
-    let (mut killed, mut finished) = (0, 0);
+    let mut kills = RandomKills::new(quickest(3, |run| {
+        hsm.ok(&rotate(&format!("measure {run}"))
+            .each_ref()
+            .map(String::as_str));
+    }));
     for run in 0..KILLS {
         let reason = format!("crash {run}");
         let args = rotate(&reason);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let delay = Duration::from_micros(rng.next_u64() % span as u64);
-        let token_file = std::fs::read(hsm.token_object()).unwrap();
-        let mut child = hsm
-            .command(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        if child.try_wait().unwrap().is_some() {
-            finished += 1;
-        } else {
-            child.kill().unwrap();
-            killed += 1;
-        }
-        child.wait().unwrap();
-        hsm.repair_after_kill(&token_file);
+        let (token_file, delay) = kills.run(&hsm, &args);
         hsm.assert_no_orphan(&format!("run {run}, killed after {delay:?}"));
         let out = hsm.ok_after_kill_with(&args, &token_file);
         let context = format!("run {run}, killed after {delay:?}: rerun said {out}");
@@ -218,11 +193,17 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
         }
     }
     println!(
-        "{killed} killed during the rotation, {finished} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+        "{} killed during the rotation, {} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+        kills.killed,
+        kills.finished,
         DEBRIS.load(std::sync::atomic::Ordering::Relaxed),
         support::hsm::REPAIRED.load(std::sync::atomic::Ordering::Relaxed)
     );
-    assert!(killed >= KILLS / 2, "too few kills landed: {killed}");
+    assert!(
+        kills.killed >= KILLS / 2,
+        "too few kills landed: {}",
+        kills.killed
+    );
 }
 
 /// `pki init --import --key-uri`: the CA's key is the operator's object in

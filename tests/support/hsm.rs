@@ -17,6 +17,80 @@ pub static DEBRIS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 /// SoftHSM2 token files put back after a kill cut them short.
 pub static REPAIRED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Kills of a `pki` command at random moments: the moments come from a
+/// seeded RNG (`PKI_CRASH_SEED` replays a run; the seed is printed) and
+/// are drawn up to a span that starts at 1.5 times the quickest unkilled
+/// run measured and shrinks by a tenth each time the command ends before
+/// its kill, so that most kills land inside the command on a loaded
+/// machine (where a measured run may be slow) as on an idle one.
+pub struct RandomKills {
+    rng: rand_chacha::ChaCha20Rng,
+    span_micros: u64,
+    /// Commands killed while they ran.
+    pub killed: usize,
+    /// Commands that ended before their kill.
+    pub finished: usize,
+}
+
+impl RandomKills {
+    /// Kills drawn after `quickest`, the quickest unkilled run measured.
+    pub fn new(quickest: std::time::Duration) -> Self {
+        use rand_core::SeedableRng;
+        let seed = std::env::var("PKI_CRASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| u64::from(std::process::id()));
+        println!("PKI_CRASH_SEED={seed}");
+        let micros = u64::try_from(quickest.as_micros()).unwrap_or(u64::MAX);
+        RandomKills {
+            rng: rand_chacha::ChaCha20Rng::seed_from_u64(seed),
+            span_micros: micros.max(1000).saturating_mul(3) / 2,
+            killed: 0,
+            finished: 0,
+        }
+    }
+
+    /// Runs `args` with `hsm`'s token and kills it after a random delay
+    /// unless it ended first; SoftHSM2's token file is put back if the
+    /// kill cut it short. Returns the token file of before (what
+    /// [`Hsm::ok_after_kill_with`] needs) and the delay.
+    pub fn run(&mut self, hsm: &Hsm, args: &[&str]) -> (Vec<u8>, std::time::Duration) {
+        use rand_core::Rng;
+        let delay = std::time::Duration::from_micros(self.rng.next_u64() % self.span_micros);
+        let saved = std::fs::read(hsm.token_object()).unwrap();
+        let mut child = hsm
+            .command(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_some() {
+            self.finished += 1;
+            self.span_micros = (self.span_micros * 9 / 10).max(1000);
+        } else {
+            child.kill().unwrap();
+            self.killed += 1;
+        }
+        child.wait().unwrap();
+        hsm.repair_after_kill(&saved);
+        (saved, delay)
+    }
+}
+
+/// How long the quickest of `runs` unkilled runs of `run` takes (a loaded
+/// machine slows some).
+pub fn quickest(runs: usize, mut run: impl FnMut(usize)) -> std::time::Duration {
+    (0..runs)
+        .map(|i| {
+            let started = std::time::Instant::now();
+            run(i);
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
 /// A token in a temporary directory, with the PIN file the CLI reads.
 pub struct Hsm {
     _dir: tempfile::TempDir,
