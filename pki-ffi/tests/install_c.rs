@@ -1,5 +1,6 @@
 //! `scripts/install.sh --c PREFIX` installs what a C program needs, and a
-//! C program outside the repository compiles, links and runs with only
+//! C program outside the repository compiles, links and runs (the book's
+//! lines in docs/book/src/c-and-go.md, then stricter flags) with only
 //! `pkg-config` telling the compiler where things are: the header, the
 //! release static library and `pki.pc`, for `pkg-config --cflags --libs
 //! pki` and for `--static`.
@@ -62,6 +63,21 @@ fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
     out.split_whitespace().map(str::to_owned).collect()
 }
 
+/// The book's install-and-compile lines (docs/book/src/c-and-go.md,
+/// after "**From C**"): its one ```sh block there.
+fn book_block() -> String {
+    let chapter = workspace_root().join("docs/book/src/c-and-go.md");
+    let text = std::fs::read_to_string(&chapter).expect("c-and-go.md");
+    let from = text.find("**From C**").expect("c-and-go.md: **From C**");
+    let rest = &text[from..];
+    let start = rest.find("```sh\n").expect("its sh block") + "```sh\n".len();
+    let end = start + rest[start..].find("```").expect("the block's end");
+    rest[start..end].to_string()
+}
+
+/// The book's lines run as written but for the prefix (a temporary one
+/// for `/opt/pki`) and the script's path; then the program they built
+/// runs, and the same program builds `--static` too.
 #[test]
 fn a_c_program_builds_against_the_installed_library_with_pkg_config() {
     require_tool(
@@ -75,13 +91,40 @@ fn a_c_program_builds_against_the_installed_library_with_pkg_config() {
         .expect("target/<profile> has a parent")
         .to_path_buf();
     let prefix = tempfile::tempdir().expect("temporary prefix");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let source = dir.path().join("main.c");
+    std::fs::write(&source, PROGRAM).expect("write main.c");
+    let script = book_block();
+    for from in ["scripts/install.sh", "/opt/pki", "main.c", "-o main"] {
+        assert!(
+            script.contains(from),
+            "the book's block has no `{from}`:\n{script}"
+        );
+    }
+    let install = workspace_root().join("scripts/install.sh");
+    let script = script
+        .replace(
+            "scripts/install.sh",
+            install.to_str().expect("a UTF-8 path"),
+        )
+        .replace("/opt/pki", prefix.path().to_str().expect("a UTF-8 path"));
     run(
-        Command::new(workspace_root().join("scripts/install.sh"))
-            .arg("--c")
-            .arg(prefix.path())
+        Command::new("sh")
+            .args(["-e", "-c", &script])
+            .current_dir(dir.path())
             .env("CARGO_TARGET_DIR", &target)
-            .env_remove("DESTDIR"),
-        "scripts/install.sh --c PREFIX",
+            .env_remove("DESTDIR")
+            .env_remove("PKG_CONFIG_LIBDIR")
+            .env_remove("PKG_CONFIG_SYSROOT_DIR"),
+        &format!("the book's C lines:\n{script}"),
+    );
+    let out = run(
+        &mut Command::new(dir.path().join("main")),
+        "the book's C program",
+    );
+    assert!(
+        out.starts_with("pki ") && out.ends_with("created a signer: 1\n"),
+        "{out}"
     );
     for file in [
         "lib/libpki_ffi.a",
@@ -102,9 +145,6 @@ fn a_c_program_builds_against_the_installed_library_with_pkg_config() {
         "the installed header is the checked-in one"
     );
 
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let source = dir.path().join("main.c");
-    std::fs::write(&source, PROGRAM).expect("write main.c");
     for flags in [
         &["--cflags", "--libs"][..],
         &["--cflags", "--libs", "--static"][..],
