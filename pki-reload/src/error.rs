@@ -41,6 +41,9 @@ pub enum ReloadError {
     /// rustls refused the material.
     #[error("{0}")]
     Tls(String),
+    /// No trust bundle file was given: there would be nothing to trust.
+    #[error("no trust bundle file was given: name at least one (ca-bundle.crt)")]
+    NoBundleFile,
 }
 
 impl ReloadError {

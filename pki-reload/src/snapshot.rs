@@ -43,12 +43,16 @@ impl Snapshot {
     /// # Errors
     ///
     /// - [`ReloadError::Io`] when a file cannot be read;
+    /// - [`ReloadError::NoBundleFile`] when `bundle` is empty;
     /// - [`ReloadError::Invalid`] when the chain file or a bundle file holds no
-    ///   certificate or one that cannot be parsed, the key file holds no usable
-    ///   key, or `bundle` is empty (that error names the chain file);
+    ///   certificate or one that cannot be parsed, or the key file holds no
+    ///   usable key;
     /// - [`ReloadError::Mismatch`] when no read found the files still and the
     ///   key matching the leaf.
     pub fn read(files: &CertFiles, bundle: &[PathBuf]) -> Result<Self, ReloadError> {
+        if bundle.is_empty() {
+            return Err(ReloadError::NoBundleFile);
+        }
         let paths: Vec<PathBuf> = [files.cert.clone(), files.key.clone()]
             .into_iter()
             .chain(bundle.iter().cloned())

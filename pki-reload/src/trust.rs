@@ -55,11 +55,11 @@ impl TrustReloader {
     ///
     /// # Errors
     ///
+    /// [`ReloadError::NoBundleFile`] when `paths` is empty,
     /// [`ReloadError::Io`] when a file cannot be read, [`ReloadError::Invalid`]
     /// when one holds no certificate or one that cannot be parsed, and
     /// [`ReloadError::Tls`] when rustls refuses a certificate as a trust anchor
-    /// or cannot build a verifier (no certificate at all, such as for an empty
-    /// `paths`).
+    /// or cannot build a verifier.
     pub fn new(
         paths: impl IntoIterator<Item = PathBuf>,
         provider: Arc<CryptoProvider>,
@@ -91,6 +91,9 @@ impl TrustReloader {
         acker: Option<Arc<dyn Acker>>,
     ) -> Result<Arc<Self>, ReloadError> {
         let paths: Vec<PathBuf> = paths.into_iter().collect();
+        if paths.is_empty() {
+            return Err(ReloadError::NoBundleFile);
+        }
         let first = load(&paths, &provider)?;
         if let Some(acker) = &acker {
             acker.ack(&first.value.fingerprint);

@@ -191,3 +191,18 @@ fn the_helpers_can_be_shared_across_tokio_tasks() {
     shared::<pki_reload::StoreAcker<pki_rotate::FsStore>>();
     shared::<pki_reload::Snapshot>();
 }
+
+/// No bundle file at all is its own error, named as such, for the trust
+/// reloader and for a snapshot (not a chain file's error, nor rustls').
+#[test]
+fn no_bundle_file_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = CertFiles::in_dir(dir.path());
+    write_leaf(&files, &leaf(&ca("no-bundle")));
+    let trust = TrustReloader::new(Vec::new(), provider(), every_time());
+    assert!(matches!(trust, Err(ReloadError::NoBundleFile)), "{trust:?}");
+    let snapshot = pki_reload::Snapshot::read(&files, &[]);
+    let err = snapshot.unwrap_err();
+    assert!(matches!(err, ReloadError::NoBundleFile), "{err:?}");
+    assert!(err.to_string().contains("no trust bundle file"), "{err}");
+}
