@@ -159,13 +159,18 @@ fn load(
     provider: &Arc<CryptoProvider>,
 ) -> Result<Loaded<TrustSnapshot>, ReloadError> {
     let mut attempts = 0;
-    let (certs, after) = loop {
+    // Each file is whole (published by a rename), so even a read during
+    // changes is a bundle of some generation; files that kept changing
+    // through every read are taken as read, but with the stamp from before
+    // the read: the files of after differ from it, so the next check
+    // loads them.
+    let (certs, loaded_stamp) = loop {
         attempts += 1;
         let before = stamp(paths)?;
         let (certs, _) = read_bundle_once(paths)?;
         let after = stamp(paths)?;
         if before == after || attempts >= MAX_READS {
-            break (certs, after);
+            break (certs, before);
         }
     };
     let bundle = Bundle::from_certs(certs);
@@ -188,7 +193,7 @@ fn load(
             servers,
             clients,
         }),
-        stamp: after,
+        stamp: loaded_stamp,
     })
 }
 

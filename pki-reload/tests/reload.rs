@@ -206,3 +206,50 @@ fn no_bundle_file_is_refused_as_such() {
     assert!(matches!(err, ReloadError::NoBundleFile), "{err:?}");
     assert!(err.to_string().contains("no trust bundle file"), "{err}");
 }
+
+/// Bundle files republished without pause while the trust reloader reads
+/// them: once the writer stops, one more check loads what the files hold
+/// last, however the reads fell against the writes (a load taken while
+/// the files kept changing must not pass for the files of after it).
+#[test]
+fn after_a_writer_stops_the_next_check_loads_the_last_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = [tmp.path().join("a.crt"), tmp.path().join("b.crt")];
+    // Each generation a bundle of 40 CAs: reading one takes much longer
+    // than publishing one, so loads keep meeting writes.
+    let cas: Vec<CertificateAuthority> = (0..45).map(|i| ca(&format!("gen-{i}"))).collect();
+    let generations: Vec<String> = (0..6)
+        .map(|g| (g..g + 40).map(|i| cas[i].cert.to_pem()).collect())
+        .collect();
+    let pem = |i: usize| generations[i % generations.len()].clone();
+    for path in &paths {
+        publish(path, pem(0).as_bytes());
+    }
+    let trust = TrustReloader::new(paths.clone(), provider(), every_time()).unwrap();
+    for round in 0..20 {
+        // The writer stops on its own, at a moment the reader does not
+        // choose: its last write may fall inside a load.
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in round..round + 300 {
+                    publish(&paths[i % 2], pem(i).as_bytes());
+                }
+                done.store(true, Ordering::Release);
+            });
+            while !done.load(Ordering::Acquire) {
+                let _ = trust.refresh();
+            }
+        });
+        let last: Vec<pki_core::Certificate> = paths
+            .iter()
+            .flat_map(|p| pki_core::Certificate::all_from_pem(&std::fs::read(p).unwrap()).unwrap())
+            .collect();
+        let _ = trust.refresh();
+        assert_eq!(
+            trust.fingerprint(),
+            pki_rotate::uptake::bundle_fingerprint(&pki_core::Bundle::from_certs(last)),
+            "round {round}: the files' last bundle is not the one in use"
+        );
+    }
+}
