@@ -291,13 +291,15 @@ fn abort_in_trust_new_with_an_override_completes_and_records_it() {
 
 #[test]
 fn demo_set_prints_the_mutual_tls_matrix_at_every_step() {
-    let o = pki(&["demo", "set"]);
+    // --now starts the simulated clock where it says.
+    let o = pki(&["demo", "set", "--now", "2026-01-01T00:00:00Z"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
         "{out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    assert!(out.contains("== t0 2026-01-01T00:00:00Z:"), "{out}");
     for step in ["trust-both", "update-certs", "trust-new", "completed"] {
         let heading = format!("now in step {step}");
         let at = out
