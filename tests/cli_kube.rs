@@ -6,7 +6,8 @@
 //! a leaf's, in Secrets (its `kubernetes.io/tls` Secret and the shards). An account that may not read Secrets gets one line naming what
 //! it lacks (exit 1), `CONTEXT@` picks the kubeconfig's context, and a
 //! malformed `kube://` URL is bad usage (exit 2). The book's `kube://`
-//! commands run here as written (docs/book/src/kubernetes.md).
+//! commands run here as written (docs/book/src/kubernetes.md). With the
+//! CA and signing keys in a token, the cluster holds only their URIs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 // The etcd and kube-apiserver supports each include the one `free_port`
@@ -321,4 +322,88 @@ fn the_books_kube_sequence_runs_as_written() {
         matches!(verdict, Ok(support::openssl::Verdict::Verified)),
         "{verdict:?}"
     );
+}
+
+/// The CA key and the key ring's signing keys in a token, the store on the
+/// API server: after init, a key rotation and a forced CA rotation, no
+/// Secret or ConfigMap holds a private key but web's leaf key (in its tls
+/// Secret and the shards beside it), an export writes no CA or signing
+/// key, and the token holds exactly the keys the documents name.
+#[test]
+fn token_held_keys_on_a_kube_store_leave_only_their_uris_in_the_cluster() {
+    let server = KubeServer::start();
+    let admin = Admin::new(&server);
+    let hsm = support::hsm::Hsm::new();
+    let config = server.admin_kubeconfig();
+    let home = tempfile::tempdir().unwrap();
+    let store = format!("kube://{NAMESPACE}/ca");
+    let run = |args: &[&str]| {
+        let o = hsm
+            .command(args)
+            .env("KUBECONFIG", config)
+            .env("HOME", home.path())
+            .env_remove("PKI_STORE_KEY_FILE")
+            .output()
+            .unwrap();
+        succeeded(args, o)
+    };
+    let in_token = format!("pkcs11:token={}", support::softhsm::LABEL);
+    run(&["init", &store, "--key-store", &in_token, "--now", T0]);
+    run(&["issue", &store, "web", "--dns", "web.ns.svc", "--now", T0]);
+    run(&[
+        "keys",
+        "init",
+        &store,
+        "--key-store",
+        &in_token,
+        "--now",
+        T0,
+    ]);
+    let later = "2026-01-02T00:00:00Z";
+    run(&["keys", "rotate", &store, "--force", "drill", "--now", later]);
+    run(&["rotate", &store, "--force", "drill", "--now", later]);
+
+    let leaf_keys: Vec<String> = admin
+        .secrets()
+        .iter()
+        .filter(|s| s.type_.as_deref() == Some("kubernetes.io/tls"))
+        .flat_map(|s| {
+            private_keys(&String::from_utf8_lossy(
+                &s.data.as_ref().unwrap()["tls.key"].0,
+            ))
+        })
+        .collect();
+    assert_eq!(leaf_keys.len(), 1, "web's key, in its tls Secret");
+    for secret in admin.secrets() {
+        for (name, value) in secret.data.clone().unwrap_or_default() {
+            for key in private_keys(&String::from_utf8_lossy(&value.0)) {
+                assert!(
+                    leaf_keys.contains(&key),
+                    "secret {:?}/{name}: a private key that is no leaf's",
+                    secret.metadata.name
+                );
+            }
+        }
+    }
+    for map in listed::<ConfigMap>(config, NAMESPACE) {
+        let text = format!("{:?}{:?}", map.data, map.binary_data);
+        assert!(!text.contains("PRIVATE KEY"), "{:?}", map.metadata.name);
+    }
+
+    run(&["export", &store, hsm.store()]);
+    assert!(!hsm.store.join("signer/tls.key").exists());
+    assert!(!hsm.store.join("keys/active.key").exists());
+    let mut named = support::hsm::named_ids_in(&hsm.store);
+    let ring: serde_json::Value = serde_json::from_slice(&hsm.read("keys/key-ring.json")).unwrap();
+    for (field, value) in ring["token_keys"].as_object().unwrap() {
+        if field != "store" {
+            support::hsm::collect_ids(value, &mut named);
+        }
+    }
+    assert_eq!(
+        hsm.private_key_ids(),
+        named,
+        "the token's keys and the documents'"
+    );
+    assert_eq!(named.len(), 4, "two CA keys and two signing keys");
 }
