@@ -14,7 +14,7 @@ mod support;
 
 use pki_core::{Bundle, Certificate};
 use std::collections::BTreeSet;
-use support::hsm::{DEBRIS, Hsm, RandomKills, quickest, text};
+use support::hsm::{Hsm, RandomKills, quickest, text};
 use support::hsm_operator::Operator;
 use support::openssl::{Verdict, verify};
 use support::softhsm::LABEL;
@@ -192,18 +192,7 @@ fn a_forced_rotation_killed_anywhere_leaves_no_orphan_after_its_rerun() {
             );
         }
     }
-    println!(
-        "{} killed during the rotation, {} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
-        kills.killed,
-        kills.finished,
-        DEBRIS.load(std::sync::atomic::Ordering::Relaxed),
-        support::hsm::REPAIRED.load(std::sync::atomic::Ordering::Relaxed)
-    );
-    assert!(
-        kills.killed >= KILLS / 2,
-        "too few kills landed: {}",
-        kills.killed
-    );
+    kills.assert_most_landed(KILLS, "the rotation");
 }
 
 /// `pki init --import --key-uri`: the CA's key is the operator's object in

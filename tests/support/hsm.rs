@@ -78,6 +78,26 @@ impl RandomKills {
     }
 }
 
+impl RandomKills {
+    /// Prints how the kills fell during `what` (with SoftHSM2's debris and
+    /// repaired token files) and fails unless at least half of the
+    /// `planned` kills landed inside a command.
+    pub fn assert_most_landed(&self, planned: usize, what: &str) {
+        println!(
+            "{} killed during {what}, {} finished first; listings that showed SoftHSM2's attribute-less debris: {}; SoftHSM2 token files put back after a kill cut them: {}",
+            self.killed,
+            self.finished,
+            DEBRIS.load(std::sync::atomic::Ordering::Relaxed),
+            REPAIRED.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        assert!(
+            self.killed >= planned / 2,
+            "too few kills landed: {}",
+            self.killed
+        );
+    }
+}
+
 /// How long the quickest of `runs` unkilled runs of `run` takes (a loaded
 /// machine slows some).
 pub fn quickest(runs: usize, mut run: impl FnMut(usize)) -> std::time::Duration {
