@@ -299,16 +299,21 @@ fn state_of(store: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap()
 }
 
-/// The ids of the key objects the document of the directory store `store`
-/// names: every URI under `token_keys` of its state file (but the store's
-/// own).
+/// The ids of the key objects the documents of the directory store `store`
+/// name: every URI under `token_keys` of each state file it holds (a
+/// signer's, a set's, a key ring's), but the token's own.
 pub fn named_ids_in(store: &Path) -> BTreeSet<String> {
-    let state = state_of(store);
     let mut ids = BTreeSet::new();
-    if let Some(fields) = state["token_keys"].as_object() {
-        for (field, value) in fields {
-            if field != "store" {
-                collect_ids(value, &mut ids);
+    for file in ["pki-state.json", "set/state.json", "keys/key-ring.json"] {
+        let Ok(text) = std::fs::read(store.join(file)) else {
+            continue;
+        };
+        let state: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        if let Some(fields) = state["token_keys"].as_object() {
+            for (field, value) in fields {
+                if field != "store" {
+                    collect_ids(value, &mut ids);
+                }
             }
         }
     }
@@ -334,7 +339,7 @@ pub fn text(o: &Output) -> String {
 /// given by its label alone (`--key-uri 'pkcs11:token=T;object=L'`) as
 /// `object=L`, which no key id equals: a caller comparing them with the
 /// token's ids sees it.
-pub fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
+fn collect_ids(value: &serde_json::Value, ids: &mut BTreeSet<String>) {
     match value {
         serde_json::Value::String(uri) if uri.starts_with("pkcs11:") => {
             let uri = Pkcs11Uri::parse(uri).unwrap();
