@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use support::cli::{ok, pki, refused};
 
@@ -69,28 +69,10 @@ fn sign(tmp: &tempfile::TempDir, dir: &str, name: &str, claims: &str, now: &str)
     write(tmp, &format!("{name}.jwt"), out.trim_end())
 }
 
-/// A Python with PyJWT and `cryptography`, or a failure that says how to
-/// install them (`.ci/run` does).
-fn python_with_pyjwt() -> PathBuf {
-    for candidate in ["python3", "/usr/bin/python3"] {
-        let works = Command::new(candidate)
-            .args(["-c", "import jwt, cryptography"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if works {
-            return PathBuf::from(candidate);
-        }
-    }
-    panic!(
-        "PyJWT with cryptography is missing: install it with \
-         `apt-get install python3-jwt python3-cryptography` (or `pip install pyjwt cryptography`)"
-    );
-}
-
 /// Runs the PyJWT check on `token` against a JWK Set file at a time.
 fn pyjwt_check(jwks: &Path, token: &str, now_unix: i64) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jose/verify_with_pyjwt.py");
-    let o = Command::new(python_with_pyjwt())
+    let o = Command::new(support::cli::python_with_pyjwt())
         .arg(script)
         .arg(jwks)
         .arg(token)

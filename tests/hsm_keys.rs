@@ -14,7 +14,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use support::hsm::{Hsm, RandomKills, quickest, text};
 use support::softhsm::LABEL;
@@ -83,30 +83,12 @@ fn pki_accepts(hsm: &Hsm, token: &str, now: i64) -> bool {
     }
 }
 
-/// A Python with PyJWT and `cryptography`, or a failure that says how to
-/// install them.
-fn python_with_pyjwt() -> PathBuf {
-    for candidate in ["python3", "/usr/bin/python3"] {
-        let works = Command::new(candidate)
-            .args(["-c", "import jwt, cryptography"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if works {
-            return PathBuf::from(candidate);
-        }
-    }
-    panic!(
-        "PyJWT with cryptography is missing: install it with \
-         `apt-get install python3-jwt python3-cryptography` (or `pip install pyjwt cryptography`)"
-    );
-}
-
 /// PyJWT's verdict on the token in `token` against the store's published
 /// `keys/jwks.json` at `now` (seconds after T0), after it recomputed every
 /// `kid` there as an RFC 7638 thumbprint.
 fn pyjwt_accepts(hsm: &Hsm, token: &str, now: i64) -> bool {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jose/verify_with_pyjwt.py");
-    let o: Output = Command::new(python_with_pyjwt())
+    let o: Output = Command::new(support::cli::python_with_pyjwt())
         .arg(script)
         .arg(hsm.store.join("keys/jwks.json"))
         .arg(token)

@@ -237,3 +237,22 @@ pub fn openssl_root(dir: &Path, name: &str, days: u32) -> (String, String) {
     assert!(out.status.success(), "openssl req: {}", text(&out.stderr));
     (crt.display().to_string(), key.display().to_string())
 }
+
+/// A Python with PyJWT and `cryptography` (an independent JOSE
+/// implementation), or a failure that says how to install them (`.ci/run`
+/// does).
+pub fn python_with_pyjwt() -> std::path::PathBuf {
+    for candidate in ["python3", "/usr/bin/python3"] {
+        let works = Command::new(candidate)
+            .args(["-c", "import jwt, cryptography"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if works {
+            return std::path::PathBuf::from(candidate);
+        }
+    }
+    panic!(
+        "PyJWT with cryptography is missing: install it with \
+         `apt-get install python3-jwt python3-cryptography` (or `pip install pyjwt cryptography`)"
+    );
+}

@@ -22,27 +22,8 @@ impl Operator<'_> {
         let work = hsm.store.with_file_name("operator");
         std::fs::create_dir(&work).unwrap();
         let operator = Operator { hsm, work };
-        operator.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &operator.path("root.key"),
-            "-out",
-            &operator.path("root.crt"),
-            "-subj",
-            "/CN=operator-root",
-            "-days",
-            "3650",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
+        // The operator's root: `root.crt` and `root.key`.
+        super::cli::openssl_root(&operator.work, "root", 3650);
         std::fs::write(
             operator.work.join("ext.cnf"),
             "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n",
